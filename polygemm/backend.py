@@ -1,0 +1,222 @@
+"""The Backend contract: what every backend (built-in or plugin) provides.
+
+A backend is a class with a ``name``, a ``priority``, a ``probe()`` that says whether it
+can run here (and why not), a static variant table (``variants()``, no device needed),
+``capabilities()`` for the live device, ``plan()`` that decides what will run without
+running it, and ``run()`` that computes. Device helpers (``to_device``, ``to_host``,
+``synchronize``, ``timer``) serve benchmarks and the conformance suite.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from .errors import DTypeError, UnsupportedProblemError
+from .problem import GemmProblem, Operand
+
+__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run on this machine; ``reason`` says why not."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One selectable kernel of a backend, described statically (no device needed).
+
+    ``auto`` says whether ``variant="auto"`` may pick it (vendor-library comparators never
+    are); ``vendor`` marks those comparators. ``requirements`` is a human-readable summary
+    of what the kernel needs (multiples, alignment) and what the backend does otherwise.
+    """
+
+    name: str
+    dtypes: tuple[str, ...]
+    description: str
+    layout: str = "any"
+    tile: str = ""
+    requirements: str = "none"
+    auto: bool = True
+    vendor: bool = False
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers on the device it found."""
+
+    backend: str
+    device_name: str
+    dtypes: tuple[str, ...]
+    residencies: tuple[str, ...]
+    variants: tuple[Variant, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Plan:
+    """What will run for one problem, and why. ``str(plan)`` is a readable summary."""
+
+    backend: str
+    variant: str
+    reason: str
+    problem: GemmProblem = field(repr=False)
+    device: str = ""
+    layouts: dict[str, str] = field(default_factory=dict)
+    copies: list[str] = field(default_factory=list)
+    padding: str | None = None
+    launch: dict[str, Any] = field(default_factory=dict)
+    candidates: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: backend-private decisions consumed by ``run`` (kernel handles, swap flags, ...)
+    private: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __str__(self) -> str:
+        p = self.problem
+        lines = [
+            f"polygemm plan: {p.shape_str()} (MxNxK) {p.dtype.name} -> {p.out_dtype.name}, alpha={p.alpha:g}, beta={p.beta:g}",
+            f"  backend : {self.backend}" + (f" on {self.device}" if self.device else ""),
+            f"  variant : {self.variant}",
+            f"  why     : {self.reason}",
+        ]
+        if self.layouts:
+            lines.append("  layouts : " + ", ".join(f"{k}={v}" for k, v in self.layouts.items()))
+        lines.append("  copies  : " + ("; ".join(self.copies) if self.copies else "none"))
+        lines.append(f"  padding : {self.padding or 'none'}")
+        if self.launch:
+            lines.append("  launch  : " + ", ".join(f"{k}={v}" for k, v in self.launch.items()))
+        for name, why in self.candidates:
+            lines.append(f"  passed over {name}: {why}")
+        for note in self.notes:
+            lines.append(f"  note    : {note}")
+        return "\n".join(lines)
+
+
+def host_layouts(problem: GemmProblem) -> dict[str, str]:
+    """The ``layouts`` entry of a plan: each operand's memory order as found."""
+    return {op.name: f"{op.layout}-major ld={op.ld}" for op in problem.operands()}
+
+
+class Backend(abc.ABC):
+    """Base class of every polygemm backend.
+
+    Subclasses set ``name`` and ``priority`` and implement ``probe``, ``variants``,
+    ``plan`` and ``run``. ``supports`` (used by ``device="auto"``) returns None when the
+    backend can compute a problem, else the reason it cannot; the default derives it
+    from ``residencies`` and the dtypes of ``variants()``.
+    """
+
+    name: ClassVar[str] = ""
+    priority: ClassVar[int] = 300
+    #: where this backend's operands may live; "host" means it accepts NumPy arrays.
+    residencies: ClassVar[tuple[str, ...]] = ("host",)
+
+    # -- discovery -------------------------------------------------------------------
+    @abc.abstractmethod
+    def probe(self) -> Availability:
+        """Say whether this backend can run here. Must not raise."""
+
+    @abc.abstractmethod
+    def variants(self) -> Sequence[Variant]:
+        """The static variant table (no device needed)."""
+
+    def capabilities(self) -> Capabilities:
+        """Live capabilities; the default is the static table with no device name."""
+        vs = tuple(self.variants())
+        dtypes = tuple(sorted({d for v in vs for d in v.dtypes}))
+        return Capabilities(self.name, self.device_name(), dtypes, self.residencies, vs)
+
+    def device_name(self) -> str:
+        return ""
+
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(sorted({d for v in self.variants() for d in v.dtypes}))
+
+    def supports(self, problem: GemmProblem) -> str | None:
+        """None if this backend can compute ``problem``, else the reason it cannot."""
+        if problem.residency not in self.residencies:
+            return f"operands live on {problem.residency}, this backend takes {', '.join(self.residencies)} data"
+        if problem.dtype.name not in self.dtypes():
+            return f"dtype {problem.dtype.name} not supported (supports {', '.join(self.dtypes())})"
+        return None
+
+    def get_variant(self, name: str) -> Variant:
+        for v in self.variants():
+            if v.name == name:
+                return v
+        known = ", ".join(v.name for v in self.variants())
+        raise UnsupportedProblemError(f"variant={name!r} is not a variant of backend {self.name!r}; known: {known}")
+
+    def check_problem(self, problem: GemmProblem, variant: Variant | None = None) -> None:
+        """Raise the right error when this backend (or ``variant``) cannot take ``problem``."""
+        if problem.dtype.name not in self.dtypes():
+            raise DTypeError(f"backend {self.name!r} does not support dtype {problem.dtype.name}; it supports {', '.join(self.dtypes())}")
+        if variant is not None and problem.dtype.name not in variant.dtypes:
+            raise DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {problem.dtype.name}")
+        if problem.residency not in self.residencies:
+            raise UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes {', '.join(self.residencies)} data")
+
+    # -- planning and running ---------------------------------------------------------
+    @abc.abstractmethod
+    def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
+        """Decide what will run for ``problem`` (honouring ``variant``) without running it."""
+
+    @abc.abstractmethod
+    def run(self, plan: Plan) -> Any:
+        """Compute ``plan.problem`` as planned; return the result (``out`` when given).
+
+        Host operands give a NumPy result; device operands give a device array of the
+        same kind. Failures raise DeviceError with the vendor's message.
+        """
+
+    # -- device helpers (benchmarks, conformance suite) -------------------------------
+    def to_device(self, array: np.ndarray) -> Any:
+        """Copy a host array to this backend's device (host backends return it as is)."""
+        return array
+
+    def to_host(self, array: Any) -> np.ndarray:
+        """Copy a device array back to the host as NumPy."""
+        return np.asarray(array)
+
+    def synchronize(self) -> None:
+        """Wait for all work this backend queued."""
+
+    def timer(self) -> Callable[[Callable[[], Any]], float]:
+        """Return ``time(fn) -> seconds`` measuring one call of ``fn`` on the device.
+
+        The default uses the host clock after ``synchronize``; device backends time
+        with their events.
+        """
+        import time
+
+        def _time(fn: Callable[[], Any]) -> float:
+            self.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            self.synchronize()
+            return time.perf_counter() - t0
+
+        return _time
+
+    def vendor_gemm(self) -> Callable[[GemmProblem], Any] | None:
+        """The vendor library's GEMM on the same operands, for benchmarks (None if none)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<polygemm backend {self.name!r} priority={self.priority}>"
+
+
+def result_operand(problem: GemmProblem) -> Operand | None:
+    """The operand the result is written into, if the caller supplied one."""
+    return problem.out

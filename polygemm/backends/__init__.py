@@ -1,0 +1,22 @@
+"""Built-in backends, one folder per vendor; each is registered as an entry point.
+
+``polygemm.backends`` is also the public function listing every discovered backend: the
+package name and the API name coincide, so this module is callable and
+``polygemm.backends()`` is :func:`polygemm.registry.backends`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self):  # type: ignore[no-untyped-def]
+        """Every discovered backend, highest priority first (see polygemm.registry.backends)."""
+        from ..registry import backends
+
+        return backends()
+
+
+sys.modules[__name__].__class__ = _CallablePackage

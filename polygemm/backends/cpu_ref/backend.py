@@ -1,0 +1,87 @@
+"""The ``cpu`` backend: the reference every other backend is verified against.
+
+It computes in float64 and rounds once to the output dtype, so its only error is that
+final rounding (for float64 inputs, float64 accumulation). Its ``numpy`` variant is the
+CPU vendor column of benchmarks: ``numpy.matmul`` in the input precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...backend import Availability, Backend, Plan, Variant, host_layouts
+from ...problem import GemmProblem
+
+__all__ = ["CpuReferenceBackend", "reference"]
+
+_DTYPES = ("float16", "float32", "float64")
+_VARIANTS = (
+    Variant("reference", _DTYPES, "float64 product of the inputs, rounded once to the output dtype", layout="any"),
+    Variant("numpy", _DTYPES, "numpy.matmul in the input precision, float16 through float32 (the CPU BLAS; vendor column of benchmarks)", layout="any", auto=False, vendor=True),
+)
+
+
+def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0, dtype: Any = None) -> np.ndarray:
+    """``alpha * a @ b + beta * c`` computed in float64, rounded once to ``dtype``.
+
+    ``dtype`` defaults to ``a``'s. ``c`` is not read when ``beta == 0`` (BLAS semantics:
+    NaN in ``c`` does not propagate then).
+    """
+    out_dtype = np.dtype(dtype if dtype is not None else np.asarray(a).dtype)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf propagate as IEEE says
+        acc = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        if alpha != 1.0:
+            acc *= alpha
+        if beta != 0.0 and c is not None:
+            acc += beta * np.asarray(c, dtype=np.float64)
+        return acc.astype(out_dtype)
+
+
+class CpuReferenceBackend(Backend):
+    """NumPy on the CPU: always available, priority 0 (``auto`` takes it last)."""
+
+    name = "cpu"
+    priority = 0
+    residencies = ("host",)
+
+    def probe(self) -> Availability:
+        return Availability(True)
+
+    def variants(self) -> Sequence[Variant]:
+        return _VARIANTS
+
+    def device_name(self) -> str:
+        import platform
+
+        return f"CPU ({platform.machine() or 'unknown'}), NumPy {np.__version__}"
+
+    def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
+        chosen = self.get_variant("reference" if variant == "auto" else variant)
+        self.check_problem(problem, chosen)
+        reason = "the reference backend's one exact variant" if chosen.name == "reference" else f"variant={variant!r} requested"
+        if problem.empty:
+            reason += "; empty product (M, N or K is 0): no multiplication"
+        return Plan(self.name, chosen.name, reason, problem, device=self.device_name(), layouts=host_layouts(problem))
+
+    def run(self, plan: Plan) -> Any:
+        p = plan.problem
+        a, b = p.a.array, p.b.array
+        c = p.c.array if p.c is not None else None
+        if plan.variant == "numpy":
+            # float16 goes through float32, the accumulation type polygemm promises for it
+            work = np.float32 if p.dtype == np.float16 else p.dtype.type
+            with np.errstate(all="ignore"):
+                res = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
+                if p.alpha != 1.0:
+                    res *= work(p.alpha)
+                if p.beta != 0.0 and c is not None:
+                    res += work(p.beta) * c.astype(work, copy=False)
+                res = res.astype(p.out_dtype, copy=False)
+        else:
+            res = reference(a, b, c, p.alpha, p.beta, p.out_dtype)
+        if p.out is not None:
+            np.copyto(p.out.array, res)
+            return p.out.array
+        return res

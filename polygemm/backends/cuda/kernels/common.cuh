@@ -1,0 +1,135 @@
+// common.cuh: helpers shared by the SGEMM ladders (sgemm_cm/, sgemm_rm/).
+// Included by every rung as  #include "common.cuh"  (the backend passes this folder
+// with -I). Rules for editors: only ADD, in your own clearly separated section; never
+// rename or change what is already here (other rungs depend on it).
+#pragma once
+
+// ======================================================================================
+// Section: shared basics (both ladders)
+// ======================================================================================
+
+#ifndef CEIL_DIV
+#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+#endif
+
+// Macro defaults promised by the kernel contract (README.md): predicated rungs see the
+// values the backend passes with -D, everything else these.
+#ifndef PG_TRANS_A
+#define PG_TRANS_A 0
+#endif
+#ifndef PG_TRANS_B
+#define PG_TRANS_B 0
+#endif
+#ifndef PG_VEC
+#define PG_VEC 1
+#endif
+
+// ======================================================================================
+// Section: column-major ladder (sgemm_cm/, seed 000/001)
+// Element (r, c) of a column-major matrix with leading dimension ld is p[r + c*ld].
+// ======================================================================================
+
+#define CM_IDX(r, c, ld) ((r) + (c) * (ld))
+
+// float4 access; the caller guarantees 16-byte alignment.
+__device__ __forceinline__ float4 cm_ld4(const float* p) {
+    return __ldg(reinterpret_cast<const float4*>(p));
+}
+__device__ __forceinline__ float4 cm_ld4_rw(const float* p) {  // for C (not read-only)
+    return *reinterpret_cast<const float4*>(p);
+}
+__device__ __forceinline__ void cm_st4(float* p, float4 v) {
+    *reinterpret_cast<float4*>(p) = v;
+}
+
+// Guarded read of the n valid floats p[0..n-1] of a 4-float chunk (n may be <= 0 or
+// > 4); missing elements read as 0. kVec: a full chunk may use one float4 load (the
+// chunk start is 16-byte aligned); otherwise only scalar loads are issued.
+template <bool kVec>
+__device__ __forceinline__ float4 cm_ld4_guarded(const float* p, int n) {
+    if (kVec && n >= 4) return cm_ld4(p);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (n > 0) v.x = __ldg(p + 0);
+    if (n > 1) v.y = __ldg(p + 1);
+    if (n > 2) v.z = __ldg(p + 2);
+    if (n > 3) v.w = __ldg(p + 3);
+    return v;
+}
+
+// Predicated global -> register -> shared loader for one operand tile of the
+// column-major ladder's predicated rungs (v09 onwards).
+//
+// Both operands are handled as an "MN x K" tile: A's threadblock tile is BM x BK (i, k),
+// B's is BN x BK (j, k). In shared memory the tile is always stored K-major,
+// s[k * kSmemStride + mn], so a thread's fragment for one k is contiguous along MN.
+// In global memory the operand is either MN-contiguous (A as is, B transposed) or
+// K-contiguous (B as is, A transposed); kKContig says which. Chunks of 4 floats are read
+// along the contiguous global dimension (one float4 when kVec and the chunk is whole,
+// scalars otherwise) and, for K-contiguous operands, scattered into the K-major shared
+// layout. Elements outside the matrix read as 0, so partial tiles need no special
+// handling in the math.
+template <int kTileMN, int kTileK, int kThreads, bool kKContig, bool kVec>
+struct CmTileLoader {
+    static constexpr int kSmemStride = kTileMN + 4;  // +4 floats: conflict-free scatter
+    static constexpr int kSmemFloats = kTileK * kSmemStride;
+    static constexpr int kChunks = kTileMN * kTileK / (4 * kThreads);
+    static constexpr int kChunksPerLine = kKContig ? kTileK / 4 : kTileMN / 4;
+    static constexpr int kLinesPerPass = kThreads / kChunksPerLine;
+    static_assert(kTileMN % 4 == 0 && kTileK % 4 == 0, "tile dims must be multiples of 4");
+    static_assert(kChunks >= 1 && kChunks * 4 * kThreads == kTileMN * kTileK,
+                  "tile must split evenly into 4-float chunks per thread");
+    static_assert(kThreads % kChunksPerLine == 0, "threads must cover whole lines");
+
+    const float* ptr;  // chunk 0 of this thread, current k-tile
+    int ld;            // leading dimension
+    int line;          // tile-local line index of chunk 0 (k if MN-contig, mn if K-contig)
+    int pos;           // tile-local start along the contiguous dimension
+    int mnLeft;        // valid elements along MN from chunk 0's first element
+    float4 reg[kChunks];
+
+    __device__ __forceinline__ CmTileLoader(const float* base, int ld_, int mn0, int extentMN,
+                                            int tid) {
+        ld = ld_;
+        line = tid / kChunksPerLine;
+        pos = (tid % kChunksPerLine) * 4;
+        if (kKContig) {  // chunk = 4 consecutive k of one mn
+            ptr = base + CM_IDX(pos, mn0 + line, ld);
+            mnLeft = extentMN - (mn0 + line);
+        } else {         // chunk = 4 consecutive mn of one k
+            ptr = base + CM_IDX(mn0 + pos, line, ld);
+            mnLeft = extentMN - (mn0 + pos);
+        }
+    }
+
+    // Read the current k-tile into registers; kLeft = K - (first k of this tile).
+    __device__ __forceinline__ void load(int kLeft) {
+#pragma unroll
+        for (int r = 0; r < kChunks; ++r) {
+            const int l = line + r * kLinesPerPass;
+            int n;
+            if (kKContig) n = (mnLeft - r * kLinesPerPass > 0) ? kLeft - pos : 0;
+            else          n = (l < kLeft) ? mnLeft : 0;
+            reg[r] = cm_ld4_guarded<kVec>(ptr + r * kLinesPerPass * ld, n);
+        }
+    }
+
+    // Move to the next k-tile.
+    __device__ __forceinline__ void advance() { ptr += kKContig ? kTileK : kTileK * ld; }
+
+    // Write the registers into the K-major shared tile s[kTileK][kSmemStride].
+    __device__ __forceinline__ void store(float* s) const {
+#pragma unroll
+        for (int r = 0; r < kChunks; ++r) {
+            const int l = line + r * kLinesPerPass;
+            if (kKContig) {
+                float* q = s + pos * kSmemStride + l;
+                q[0 * kSmemStride] = reg[r].x;
+                q[1 * kSmemStride] = reg[r].y;
+                q[2 * kSmemStride] = reg[r].z;
+                q[3 * kSmemStride] = reg[r].w;
+            } else {
+                cm_st4(s + l * kSmemStride + pos, reg[r]);
+            }
+        }
+    }
+};

@@ -1,0 +1,169 @@
+// v11_smem_double_buffer: adds a second shared-memory stage over v10. While the warps
+// compute on one stage, the prefetched registers of the next k-tile are written into the
+// other stage, so each k-tile needs a single __syncthreads() instead of two, and the
+// first fragments of the next k-tile are read before the last FMAs of the current one.
+// Realizes seed 000/001 "Version 11" (sa11/sb11[2][1024]), predicated and tuned for
+// Hopper: conflict-free CUTLASS-style warp/thread tiles, float4 operand loads along the
+// contiguous dimension, every edge guarded (any M, N, K >= 1), PG_TRANS_A / PG_TRANS_B /
+// PG_VEC honoured as README.md specifies.
+//
+// Geometry: threadblock tile 128 x 128 x 8, 256 threads = 8 warps arranged 2 (M) x 4 (N),
+// warp tile 64 x 32, lanes 8 (M) x 4 (N), thread tile 8 x 8 held as 2 x 2 blocks of 4 x 4
+// spaced one lane-span apart (so a warp's float4 fragment reads are contiguous).
+#include "common.cuh"
+
+namespace cm_v11 {
+
+// ---- tile configuration ------------------------------------------------------------
+constexpr int kBlockM = 128;     // threadblock tile M
+constexpr int kBlockN = 128;     // threadblock tile N
+constexpr int kBlockK = 8;       // threadblock tile K (one k-tile)
+constexpr int kWarpM = 64;       // warp tile M
+constexpr int kWarpN = 32;       // warp tile N
+constexpr int kThreadM = 8;      // thread tile M
+constexpr int kThreadN = 8;      // thread tile N
+constexpr int kMinBlocksPerSM = 2;
+
+// ---- derived -------------------------------------------------------------------------
+constexpr int kWarpsM = kBlockM / kWarpM;
+constexpr int kWarpsN = kBlockN / kWarpN;
+constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+constexpr int kLanesM = kWarpM / kThreadM;  // lanes along M inside a warp tile
+constexpr int kLanesN = kWarpN / kThreadN;
+constexpr int kVecM = kThreadM / 4;         // float4 pieces of a thread tile along M
+constexpr int kVecN = kThreadN / 4;
+static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread tiles");
+static_assert(kThreadM % 4 == 0 && kThreadN % 4 == 0, "thread tile is made of 4x4 blocks");
+
+using LoaderA = CmTileLoader<kBlockM, kBlockK, kThreads, PG_TRANS_A != 0, PG_VEC != 0>;
+using LoaderB = CmTileLoader<kBlockN, kBlockK, kThreads, PG_TRANS_B == 0, PG_VEC != 0>;
+
+// Fragments of one k: kThreadM values of A and kThreadN of B, as float4 pieces.
+__device__ __forceinline__ void load_fragments(const float* sA, const float* sB, int k,
+                                               int aOff, int bOff, float4 (&a)[kVecM],
+                                               float4 (&b)[kVecN]) {
+#pragma unroll
+    for (int v = 0; v < kVecM; ++v)
+        a[v] = *reinterpret_cast<const float4*>(sA + k * LoaderA::kSmemStride + aOff + v * kLanesM * 4);
+#pragma unroll
+    for (int v = 0; v < kVecN; ++v)
+        b[v] = *reinterpret_cast<const float4*>(sB + k * LoaderB::kSmemStride + bOff + v * kLanesN * 4);
+}
+
+__device__ __forceinline__ void fma_thread_tile(float (&acc)[kThreadM][kThreadN],
+                                                const float4 (&a)[kVecM],
+                                                const float4 (&b)[kVecN]) {
+    const float* av = reinterpret_cast<const float*>(a);
+    const float* bv = reinterpret_cast<const float*>(b);
+#pragma unroll
+    for (int j = 0; j < kThreadN; ++j)
+#pragma unroll
+        for (int i = 0; i < kThreadM; ++i) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+}
+
+}  // namespace cm_v11
+
+extern "C" __global__ void __launch_bounds__(cm_v11::kThreads, cm_v11::kMinBlocksPerSM)
+sgemm_cm_v11_smem_double_buffer(int M, int N, int K, float alpha,
+                                const float* __restrict__ A, int lda,
+                                const float* __restrict__ B, int ldb,
+                                float beta, float* __restrict__ C, int ldc) {
+    using namespace cm_v11;
+    __shared__ __align__(16) float sA[2][LoaderA::kSmemFloats];
+    __shared__ __align__(16) float sB[2][LoaderB::kSmemFloats];
+
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.x * kBlockM;  // threadblock tile origin in C
+    const int n0 = blockIdx.y * kBlockN;
+
+    // Warp tile and thread tile coordinates inside the threadblock tile.
+    const int warp = tid / 32, lane = tid % 32;
+    const int warpM = warp % kWarpsM, warpN = warp / kWarpsM;
+    const int laneM = lane % kLanesM, laneN = lane / kLanesM;
+    const int aOff = warpM * kWarpM + laneM * 4;  // first M of this thread's fragment
+    const int bOff = warpN * kWarpN + laneN * 4;  // first N of this thread's fragment
+
+    LoaderA loadA(A, lda, m0, M, tid);
+    LoaderB loadB(B, ldb, n0, N, tid);
+
+    float acc[kThreadM][kThreadN];
+#pragma unroll
+    for (int i = 0; i < kThreadM; ++i)
+#pragma unroll
+        for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.f;
+
+    const int kTiles = CEIL_DIV(K, kBlockK);
+
+    // Prologue: k-tile 0 into stage 0, then the fragments of its first k.
+    loadA.load(K);
+    loadB.load(K);
+    loadA.store(sA[0]);
+    loadB.store(sB[0]);
+    __syncthreads();
+
+    float4 fragA[2][kVecM], fragB[2][kVecN];  // register double buffer over k
+    load_fragments(sA[0], sB[0], 0, aOff, bOff, fragA[0], fragB[0]);
+
+    int stage = 0;
+    for (int kt = 0; kt < kTiles; ++kt) {
+        const bool hasNext = kt + 1 < kTiles;
+        if (hasNext) {  // global -> register prefetch of k-tile kt+1
+            loadA.advance();
+            loadB.advance();
+            const int kLeft = K - (kt + 1) * kBlockK;
+            loadA.load(kLeft);
+            loadB.load(kLeft);
+        }
+        const float* curA = sA[stage];
+        const float* curB = sB[stage];
+#pragma unroll
+        for (int k = 0; k < kBlockK; ++k) {
+            if (k + 1 < kBlockK) {
+                load_fragments(curA, curB, k + 1, aOff, bOff, fragA[(k + 1) & 1], fragB[(k + 1) & 1]);
+            } else if (hasNext) {
+                // Last k of the tile: publish the prefetched tile into the other stage
+                // (last read one k-tile ago, before the previous barrier), then read
+                // the first fragments of the next tile from it.
+                loadA.store(sA[stage ^ 1]);
+                loadB.store(sB[stage ^ 1]);
+                __syncthreads();
+                load_fragments(sA[stage ^ 1], sB[stage ^ 1], 0, aOff, bOff, fragA[(k + 1) & 1],
+                               fragB[(k + 1) & 1]);
+            }
+            fma_thread_tile(acc, fragA[k & 1], fragB[k & 1]);
+        }
+        stage ^= 1;
+    }
+
+    // Epilogue: C = alpha*acc + beta*C, guarded; beta == 0 never reads C.
+#pragma unroll
+    for (int vn = 0; vn < kVecN; ++vn)
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = vn * 4 + jj;
+            const int n = n0 + bOff + vn * kLanesN * 4 + jj;
+            if (n >= N) continue;
+#pragma unroll
+            for (int vm = 0; vm < kVecM; ++vm) {
+                const int m = m0 + aOff + vm * kLanesM * 4;
+                const int left = M - m;
+                if (left <= 0) continue;
+                float* p = C + CM_IDX(m, n, ldc);
+                float r[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) r[e] = alpha * acc[vm * 4 + e][j];
+                if (PG_VEC && left >= 4) {
+                    if (beta != 0.f) {
+                        const float4 c = cm_ld4_rw(p);
+                        r[0] += beta * c.x; r[1] += beta * c.y;
+                        r[2] += beta * c.z; r[3] += beta * c.w;
+                    }
+                    cm_st4(p, make_float4(r[0], r[1], r[2], r[3]));
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (e < left) p[e] = (beta != 0.f) ? r[e] + beta * p[e] : r[e];
+                }
+            }
+        }
+}

@@ -1,0 +1,47 @@
+"""The exception hierarchy of polygemm.
+
+Every error polygemm raises derives from :class:`PolygemmError` and from the built-in
+exception a NumPy user would expect (``ValueError`` for bad values and shapes,
+``TypeError`` for bad dtypes, ``RuntimeError`` for missing or failing devices), so
+``except ValueError`` keeps working in code that does not know polygemm.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PolygemmError",
+    "ShapeError",
+    "DTypeError",
+    "ArgumentError",
+    "BackendUnavailableError",
+    "UnsupportedProblemError",
+    "DeviceError",
+]
+
+
+class PolygemmError(Exception):
+    """Base class of every error raised by polygemm."""
+
+
+class ShapeError(PolygemmError, ValueError):
+    """An operand has the wrong number of dimensions or a shape that does not fit."""
+
+
+class DTypeError(PolygemmError, TypeError):
+    """An operand's dtype is not supported, or operands' dtypes disagree."""
+
+
+class ArgumentError(PolygemmError, ValueError):
+    """A scalar or keyword argument has a value that cannot be used (alpha, beta, out, ...)."""
+
+
+class BackendUnavailableError(PolygemmError, RuntimeError):
+    """The requested backend does not exist or cannot run on this machine."""
+
+
+class UnsupportedProblemError(PolygemmError, ValueError):
+    """The chosen backend or variant cannot compute this problem (size, layout, residency)."""
+
+
+class DeviceError(PolygemmError, RuntimeError):
+    """A device call failed; the message carries the vendor's error string."""

@@ -1,0 +1,324 @@
+"""Normalization: user inputs become one validated :class:`GemmProblem`.
+
+Every validation of ``gemm``'s arguments happens here, once, before any backend sees the
+call. An operand's memory layout is read off its strides: row-major, column-major, or a
+transposed view of either are described without a copy; any other strided view is copied
+once into C order (host arrays) and the copy is recorded so that ``explain`` can say so.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .errors import ArgumentError, DTypeError, ShapeError
+
+__all__ = [
+    "Operand",
+    "GemmProblem",
+    "normalize",
+    "SUPPORTED_DTYPES",
+    "device_interface",
+]
+
+#: dtypes polygemm knows at all; each backend declares the subset it computes.
+SUPPORTED_DTYPES: tuple[str, ...] = ("float16", "float32", "float64")
+
+Layout = Literal["row", "col"]
+Residency = str  # "host", "cuda", "musa", or a plugin's device kind
+
+
+def device_interface(obj: Any) -> tuple[str, dict] | None:
+    """Return ``(residency, interface)`` for a device array, or None for host data.
+
+    CUDA arrays are recognized by ``__cuda_array_interface__`` (pycuda, CuPy, PyTorch).
+    Other devices' arrays expose ``__polygemm_array_interface__``: a dict with the same
+    keys as the CUDA interface (``shape``, ``typestr``, ``strides``, ``data``) plus
+    ``device``, the residency name (e.g. ``"musa"``).
+    """
+    iface = getattr(obj, "__polygemm_array_interface__", None)
+    if iface is not None:
+        return str(iface["device"]), dict(iface)
+    try:
+        iface = obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    except Exception as exc:  # e.g. a torch tensor that needs grad
+        raise ArgumentError(f"could not read __cuda_array_interface__ of {type(obj).__name__}: {exc}") from exc
+    return "cuda", dict(iface)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One matrix operand as a kernel sees it.
+
+    ``layout`` is ``"row"`` (element (i, j) at ``ptr + (i*ld + j)*itemsize``) or
+    ``"col"`` (``ptr + (i + j*ld)*itemsize``); ``ld`` is in elements. ``array`` is the
+    object to hand to the backend: a NumPy array for host data (already copied when
+    ``copied`` is set), the user's own object for device data.
+    """
+
+    name: str
+    array: Any
+    shape: tuple[int, int]
+    dtype: np.dtype
+    layout: Layout
+    ld: int
+    residency: Residency
+    ptr: int
+    copied: bool = False
+    readonly: bool = False
+    interface: dict | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def cols(self) -> int:
+        return self.shape[1]
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def aligned16(self) -> bool:
+        """Base pointer and leading dimension both multiples of 16 bytes."""
+        return self.ptr % 16 == 0 and (self.ld * self.itemsize) % 16 == 0
+
+    @property
+    def max_offset(self) -> int:
+        """Largest element offset any kernel computes for this operand (0 when empty)."""
+        r, c = self.shape
+        if r == 0 or c == 0:
+            return 0
+        return (r - 1) * self.ld + (c - 1) if self.layout == "row" else (r - 1) + (c - 1) * self.ld
+
+    @property
+    def nbytes_span(self) -> int:
+        """Bytes from the base pointer to one past the last element."""
+        r, c = self.shape
+        if r == 0 or c == 0:
+            return 0
+        return (self.max_offset + 1) * self.itemsize
+
+    def describe(self) -> str:
+        kind = {"row": "row-major", "col": "column-major"}[self.layout]
+        extra = ", copied once from a strided view" if self.copied else ""
+        return f"{self.name}: {self.rows}x{self.cols} {self.dtype.name} {kind} (ld={self.ld}) on {self.residency}{extra}"
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """A validated ``out = alpha * a @ b + beta * c``: sizes, dtypes, layouts, residency."""
+
+    m: int
+    n: int
+    k: int
+    dtype: np.dtype
+    a: Operand
+    b: Operand
+    c: Operand | None
+    out: Operand | None
+    alpha: float
+    beta: float
+    residency: Residency
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        return self.out.dtype if self.out is not None else self.dtype
+
+    @property
+    def empty(self) -> bool:
+        """True when no product needs computing (M, N or K is zero)."""
+        return self.m == 0 or self.n == 0 or self.k == 0
+
+    @property
+    def in_place(self) -> bool:
+        """True when ``out`` is ``c`` itself (BLAS-style update)."""
+        return self.out is not None and self.c is not None and self.out.ptr == self.c.ptr and self.c.residency == self.out.residency
+
+    def shape_str(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    def operands(self) -> list[Operand]:
+        return [op for op in (self.a, self.b, self.c, self.out) if op is not None]
+
+
+def _layout_from_strides(shape: tuple[int, int], strides: tuple[int, int]) -> tuple[Layout, int] | None:
+    """Describe a 2-D strided view (strides in elements) as row/col-major + ld, or None."""
+    r, c = shape
+    s0, s1 = strides
+    if r == 0 or c == 0 or (r == 1 and c == 1):  # nothing or one element is addressed
+        return "row", max(c, 1)
+    if r <= 1:  # one row: any positive row stride is fine if the row is contiguous
+        if s1 == 1:
+            return "row", max(c, 1)
+        if s1 >= 1:  # one row with a column stride = a column-major 1xC view with ld=s1
+            return "col", s1
+        return None
+    if c <= 1:
+        if s0 == 1:
+            return "col", max(r, 1)
+        if s0 >= 1:
+            return "row", s0
+        return None
+    if s1 == 1 and s0 >= c:
+        return "row", s0
+    if s0 == 1 and s1 >= r:
+        return "col", s1
+    return None
+
+
+_DTYPE_HELP = "float16, float32 or float64 (float64 on the cpu backend only)"
+
+
+def _check_dtype(name: str, dtype: np.dtype) -> np.dtype:
+    if dtype.name not in SUPPORTED_DTYPES:
+        raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {_DTYPE_HELP}. Convert it, e.g. {name}.astype(np.float32).")
+    return dtype
+
+
+def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
+    if writable:
+        if not isinstance(obj, np.ndarray):
+            raise ArgumentError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}")
+        arr = obj
+        if not arr.flags.writeable:
+            raise ArgumentError(f"{name} is read-only; pass a writeable array (or omit {name} to get a new one)")
+    else:
+        try:
+            arr = np.asarray(obj)
+        except Exception as exc:
+            raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
+    if arr.ndim != 2:
+        raise ShapeError(f"{name} must be 2-D (a matrix); got {arr.ndim}-D with shape {arr.shape}. Reshape it, e.g. {name}.reshape(rows, cols).")
+    _check_dtype(name, arr.dtype)
+    copied = False
+    desc = None
+    if all(s % arr.itemsize == 0 for s in arr.strides):
+        desc = _layout_from_strides(arr.shape, (arr.strides[0] // arr.itemsize, arr.strides[1] // arr.itemsize))
+    if desc is None:
+        if writable:
+            raise ArgumentError(f"{name} has strides {arr.strides} that are neither row- nor column-major; pass a C- or Fortran-ordered array")
+        arr = np.ascontiguousarray(arr)
+        copied = True
+        desc = _layout_from_strides(arr.shape, (arr.strides[0] // arr.itemsize, arr.strides[1] // arr.itemsize))
+        assert desc is not None
+    layout, ld = desc
+    ptr = arr.__array_interface__["data"][0]
+    return Operand(name, arr, (int(arr.shape[0]), int(arr.shape[1])), arr.dtype, layout, int(ld), "host", ptr, copied, not arr.flags.writeable)
+
+
+def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool) -> Operand:
+    shape = tuple(int(s) for s in iface.get("shape", ()))
+    if len(shape) != 2:
+        raise ShapeError(f"{name} must be 2-D (a matrix); got {len(shape)}-D with shape {shape}")
+    try:
+        dtype = np.dtype(iface["typestr"])
+    except Exception as exc:
+        raise DTypeError(f"{name} has an unreadable typestr {iface.get('typestr')!r}: {exc}") from exc
+    _check_dtype(name, dtype)
+    ptr, readonly = iface["data"]
+    ptr = int(ptr or 0)
+    if writable and readonly:
+        raise ArgumentError(f"{name} is a read-only {residency} array; pass a writeable one")
+    strides = iface.get("strides")
+    if strides is None:
+        estrides = (shape[1], 1)
+    else:
+        if any(int(s) % dtype.itemsize for s in strides):
+            raise UnsupportedStrides(name, residency, strides)
+        estrides = (int(strides[0]) // dtype.itemsize, int(strides[1]) // dtype.itemsize)
+    desc = _layout_from_strides(shape, estrides)  # type: ignore[arg-type]
+    if desc is None:
+        raise UnsupportedStrides(name, residency, strides)
+    layout, ld = desc
+    return Operand(name, obj, shape, dtype, layout, int(ld), residency, ptr, False, bool(readonly), iface)  # type: ignore[arg-type]
+
+
+def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError:
+    return ArgumentError(
+        f"{name} is a {residency} array with strides {strides} that are neither row- nor column-major; "
+        f"make it contiguous on the device first (e.g. .copy() / ascontiguousarray)"
+    )
+
+
+def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
+    dev = device_interface(obj)
+    if dev is None:
+        return _host_operand(name, obj, writable=writable)
+    return _device_operand(name, obj, dev[0], dev[1], writable=writable)
+
+
+def _scalar(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ArgumentError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ArgumentError(f"{name} must be finite; got {value!r}")
+    return v
+
+
+def _overlaps(x: Operand, y: Operand) -> bool:
+    if x.residency != y.residency:
+        return False
+    if x.residency == "host":
+        return bool(np.shares_memory(x.array, y.array, max_work=1000))
+    lo1, hi1 = x.ptr, x.ptr + x.nbytes_span
+    lo2, hi2 = y.ptr, y.ptr + y.nbytes_span
+    return lo1 < hi2 and lo2 < hi1
+
+
+def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None) -> GemmProblem:
+    """Validate ``gemm``'s arguments and describe them as a :class:`GemmProblem`.
+
+    Raises ShapeError, DTypeError or ArgumentError (all ValueError/TypeError subclasses)
+    with a message naming the argument, what was given and what would be accepted.
+    """
+    alpha_f = _scalar("alpha", alpha)
+    beta_f = _scalar("beta", beta)
+    A = _operand("a", a)
+    B = _operand("b", b)
+    if A.cols != B.rows:
+        raise ShapeError(
+            f"inner dimensions differ: a has shape {A.shape} and b has shape {B.shape}; "
+            f"a.shape[1] (K={A.cols}) must equal b.shape[0] ({B.rows})"
+        )
+    if A.dtype != B.dtype:
+        raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. b.astype(a.dtype).")
+    m, k, n = A.rows, A.cols, B.cols
+    C = None
+    if c is not None:
+        C = _operand("c", c)
+        if C.shape != (m, n):
+            raise ShapeError(f"c must have shape (M, N) = ({m}, {n}) for a {A.shape} and b {B.shape}; got {C.shape}")
+        if C.dtype != A.dtype:
+            raise DTypeError(f"c must have the dtype of a and b ({A.dtype.name}); got {C.dtype.name}")
+    elif beta_f != 0.0:
+        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape ({m}, {n})) or set beta=0")
+    O = None
+    if out is not None:
+        O = _operand("out", out, writable=True)
+        if O.shape != (m, n):
+            raise ShapeError(f"out must have shape (M, N) = ({m}, {n}); got {O.shape}")
+        if O.dtype != A.dtype:
+            raise DTypeError(f"out must have the result dtype {A.dtype.name}; got {O.dtype.name}")
+        for other in (A, B):
+            if _overlaps(O, other):
+                raise ArgumentError(f"out overlaps {other.name}; pass a separate array for out (it may be c itself, not a or b)")
+        if C is not None and _overlaps(O, C) and not (O.ptr == C.ptr and O.layout == C.layout and O.ld == C.ld):
+            raise ArgumentError("out partly overlaps c; pass c itself as out (in-place update) or a separate array")
+    residencies = {op.residency for op in (A, B, C, O) if op is not None}
+    if len(residencies) > 1:
+        where = ", ".join(f"{op.name} on {op.residency}" for op in (A, B, C, O) if op is not None)
+        raise ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")
+    residency = residencies.pop()
+    notes = tuple(f"{op.name} was copied once into C order (its strides were neither row- nor column-major)" for op in (A, B, C) if op is not None and op.copied)
+    return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes)

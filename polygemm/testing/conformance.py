@@ -1,0 +1,335 @@
+"""The conformance suite: every backend (plugins too) runs the same grid of cases.
+
+``run_conformance("cuda")`` drives ``polygemm.gemm(..., device=name, variant=v)`` over
+shapes (1×1×1, primes, tall-skinny, K=1, empty), every layout combination, alpha/beta/c/
+out (in place too), NaN/Inf propagation, device-resident operands, and the bad inputs the
+API must reject, for each dtype and variant the backend declares. Inputs are fresh random
+numbers (the seed is reported on failure); outputs are poisoned with NaN first. Results
+are checked against the float64 reference under :func:`polygemm.testing.error_bound`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from .. import errors
+from ..backend import Backend
+from ..registry import get_backend
+from .bounds import check_result
+
+__all__ = ["CaseResult", "run_conformance", "case_groups", "SHAPES", "QUICK_SHAPES"]
+
+#: (M, N, K) of the "shapes" group: tiny, primes, tall-skinny, wide, K=1, tile-crossing.
+SHAPES: tuple[tuple[int, int, int], ...] = (
+    (1, 1, 1), (2, 3, 4), (7, 13, 5), (31, 37, 41), (127, 129, 131),
+    (257, 65, 33), (1000, 3, 7), (3, 1000, 9), (64, 48, 1), (5, 300, 1),
+)
+QUICK_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (7, 13, 5), (127, 129, 131), (64, 48, 1))
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case's outcome: status is ``pass``, ``fail`` or ``skip``; detail says why."""
+
+    backend: str
+    dtype: str
+    variant: str
+    group: str
+    case: str
+    status: str
+    detail: str = ""
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Skip(Exception):
+    pass
+
+
+class _Ctx:
+    """What one case needs: the backend, dtype, variant and a fresh random generator."""
+
+    def __init__(self, backend: Backend, dtype: np.dtype, variant: str) -> None:
+        self.backend = backend
+        self.dtype = dtype
+        self.variant = variant
+        self.seed = secrets.randbits(32)
+        self.rng = np.random.default_rng(self.seed)
+
+    def rand(self, rows: int, cols: int, order: str = "C") -> np.ndarray:
+        x = self.rng.standard_normal((rows, cols)).astype(self.dtype)
+        return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
+
+    def poisoned(self, rows: int, cols: int, order: str = "C") -> np.ndarray:
+        return np.full((rows, cols), np.nan, dtype=self.dtype, order=order)  # type: ignore[call-overload]
+
+    def gemm(self, a: Any, b: Any, c: Any = None, **kw: Any) -> Any:
+        from ..api import gemm
+
+        return gemm(a, b, c, device=self.backend.name, variant=self.variant, **kw)
+
+    def check(self, got: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0) -> None:
+        res = check_result(np.asarray(got), a, b, c, alpha, beta, out_dtype=self.dtype)
+        if not res.ok:
+            raise AssertionError(f"{res.message} (seed {self.seed})")
+
+
+Case = Callable[[_Ctx], None]
+
+
+def _shape_case(m: int, n: int, k: int, use_out: bool) -> Case:
+    def case(x: _Ctx) -> None:
+        a, b = x.rand(m, k), x.rand(k, n)
+        if use_out:
+            out = x.poisoned(m, n)
+            got = x.gemm(a, b, out=out)
+            if got is not out:
+                raise AssertionError("gemm(out=...) did not return out itself")
+        else:
+            got = x.gemm(a, b)
+            if not isinstance(got, np.ndarray):
+                raise AssertionError(f"NumPy inputs gave a {type(got).__name__}, expected a NumPy array")
+        x.check(got, a, b)
+
+    return case
+
+
+def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int = 29, k: int = 41) -> Case:
+    def case(x: _Ctx) -> None:
+        # A "T" order is a transposed view of a matrix stored the other way round.
+        def make(rows: int, cols: int, order: str) -> np.ndarray:
+            if order == "T":
+                return x.rand(cols, rows).T
+            return x.rand(rows, cols, order)
+
+        a, b = make(m, k, order_a), make(k, n, order_b)
+        c = make(m, n, order_c)
+        out = x.poisoned(m, n, "F" if order_c == "F" else "C")
+        got = x.gemm(a, b, c, alpha=0.5, beta=-1.25, out=out)
+        x.check(got, a, b, c, 0.5, -1.25)
+
+    return case
+
+
+def _strided_case(x: _Ctx) -> None:
+    big = x.rand(40, 2 * 23)
+    a = big[:, ::2]  # neither row- nor column-major: copied once
+    b = x.rand(23, 17)
+    x.check(x.gemm(a, b), a, b)
+
+
+def _scaling_cases() -> dict[str, Case]:
+    def alpha_beta(x: _Ctx) -> None:
+        a, b, c = x.rand(33, 45), x.rand(45, 19), x.rand(33, 19)
+        x.check(x.gemm(a, b, c, alpha=-1.5, beta=0.75), a, b, c, -1.5, 0.75)
+
+    def in_place(x: _Ctx) -> None:
+        a, b, c = x.rand(21, 34), x.rand(34, 13), x.rand(21, 13)
+        c0 = c.copy()
+        got = x.gemm(a, b, c, alpha=2.0, beta=0.5, out=c)
+        if got is not c:
+            raise AssertionError("in-place gemm(out=c) did not return c")
+        x.check(c, a, b, c0, 2.0, 0.5)
+
+    def beta_zero_ignores_c(x: _Ctx) -> None:
+        a, b = x.rand(17, 9), x.rand(9, 23)
+        c = x.poisoned(17, 23)
+        x.check(x.gemm(a, b, c, alpha=1.0, beta=0.0), a, b)
+
+    def alpha_zero(x: _Ctx) -> None:
+        a, b, c = x.rand(8, 8), x.rand(8, 8), x.rand(8, 8)
+        x.check(x.gemm(a, b, c, alpha=0.0, beta=1.0), a, b, c, 0.0, 1.0)
+
+    return {"alpha_beta_c": alpha_beta, "out_is_c": in_place, "beta0_nan_c": beta_zero_ignores_c, "alpha0": alpha_zero}
+
+
+def _empty_cases() -> dict[str, Case]:
+    def mk(m: int, n: int, k: int, with_c: bool) -> Case:
+        def case(x: _Ctx) -> None:
+            a, b = x.rand(m, k), x.rand(k, n)
+            c = x.rand(m, n) if with_c else None
+            got = np.asarray(x.gemm(a, b, c, beta=0.5 if with_c else 0.0))
+            if got.shape != (m, n):
+                raise AssertionError(f"result shape {got.shape}, expected {(m, n)}")
+            expect = 0.5 * c if c is not None else np.zeros((m, n), x.dtype)
+            if not np.array_equal(got, expect.astype(x.dtype)):
+                raise AssertionError("K=0 must give beta*c (or zeros)")
+
+        return case
+
+    return {"M=0": mk(0, 5, 3, False), "N=0": mk(4, 0, 3, True), "K=0 beta*c": mk(6, 5, 0, True), "K=0 zeros": mk(6, 5, 0, False)}
+
+
+def _nan_cases() -> dict[str, Case]:
+    def nan_row(x: _Ctx) -> None:
+        a, b = x.rand(12, 10), x.rand(10, 7)
+        a[3, 4] = np.nan
+        got = np.asarray(x.gemm(a, b))
+        if not np.isnan(got[3]).all():
+            raise AssertionError("NaN in a[3, 4] must make row 3 of the result NaN")
+        x.check(got, a, b)
+
+    def inf(x: _Ctx) -> None:
+        a, b = np.abs(x.rand(9, 6)) + 1, np.abs(x.rand(6, 11)) + 1
+        b[2, 5] = np.inf
+        got = np.asarray(x.gemm(a, b))
+        if not np.isposinf(got[:, 5]).all():
+            raise AssertionError("+Inf in b[2, 5] with positive a must make column 5 +Inf")
+        x.check(got, a, b)
+
+    def inf_times_zero(x: _Ctx) -> None:
+        a, b = x.rand(4, 3), x.rand(3, 4)
+        a[1, 0], b[0, 2] = np.inf, 0.0
+        got = np.asarray(x.gemm(a, b))
+        if not np.isnan(got[1, 2]):
+            raise AssertionError("Inf * 0 must give NaN (IEEE)")
+
+    return {"nan_propagates": nan_row, "inf_propagates": inf, "inf_times_zero": inf_times_zero}
+
+
+def _error_cases() -> dict[str, Case]:
+    def expect(exc: type[BaseException], fragment: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except exc as e:
+            if fragment not in str(e):
+                raise AssertionError(f"{type(e).__name__} message lacks {fragment!r}: {e}") from e
+            return
+        except Exception as e:
+            raise AssertionError(f"expected {exc.__name__}, got {type(e).__name__}: {e}") from e
+        raise AssertionError(f"expected {exc.__name__}, nothing was raised")
+
+    def cases(x: _Ctx) -> dict[str, Callable[[], None]]:
+        a, b = x.rand(4, 5), x.rand(5, 6)
+        return {
+            "3-D a": lambda: expect(errors.ShapeError, "a must be 2-D", lambda: x.gemm(a[None], b)),
+            "K mismatch": lambda: expect(errors.ShapeError, "(4, 5)", lambda: x.gemm(a, x.rand(4, 6))),
+            "int dtype": lambda: expect(errors.DTypeError, "float32", lambda: x.gemm(a.astype(np.int32), b.astype(np.int32))),
+            "mixed dtypes": lambda: expect(errors.DTypeError, "one dtype", lambda: x.gemm(a, b.astype(np.float64 if x.dtype != np.float64 else np.float32))),
+            "c shape": lambda: expect(errors.ShapeError, "c must have shape", lambda: x.gemm(a, b, x.rand(6, 4), beta=1.0)),
+            "beta without c": lambda: expect(errors.ArgumentError, "needs c", lambda: x.gemm(a, b, beta=1.0)),
+            "alpha nan": lambda: expect(errors.ArgumentError, "alpha must be finite", lambda: x.gemm(a, b, alpha=float("nan"))),
+            "out overlaps a": lambda: expect(errors.ArgumentError, "out overlaps a", lambda: x.gemm(a[:, :4], x.rand(4, 5), out=a)),
+            "out read-only": lambda: expect(errors.ArgumentError, "read-only", lambda: x.gemm(a, b, out=_readonly(x.poisoned(4, 6)))),
+        }
+
+    def run_all(x: _Ctx) -> None:
+        failures = []
+        for name, fn in cases(x).items():
+            try:
+                fn()
+            except AssertionError as e:
+                failures.append(f"{name}: {e}")
+        if failures:
+            raise AssertionError("; ".join(failures))
+
+    return {"bad_inputs": run_all}
+
+
+def _readonly(x: np.ndarray) -> np.ndarray:
+    x.flags.writeable = False
+    return x
+
+
+def _device_case(x: _Ctx) -> None:
+    be = x.backend
+    if all(r == "host" for r in be.residencies):
+        raise _Skip(f"backend {be.name} takes host arrays only")
+    m, n, k = 45, 38, 27
+    a, b, c = x.rand(m, k), x.rand(k, n), x.rand(m, n)
+    da, db, dc = be.to_device(a), be.to_device(b), be.to_device(c)
+    got = x.gemm(da, db, dc, alpha=1.25, beta=-0.5)
+    if isinstance(got, np.ndarray):
+        raise AssertionError("device inputs gave a NumPy array; expected a device array")
+    x.check(be.to_host(got), a, b, c, 1.25, -0.5)
+    dout = be.to_device(x.poisoned(m, n))
+    got2 = x.gemm(da, db, out=dout)
+    x.check(be.to_host(got2), a, b)
+
+
+def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
+    """The case grid: group name -> {case name -> case}."""
+    shapes = QUICK_SHAPES if quick else SHAPES
+    groups: dict[str, dict[str, Case]] = {
+        "shapes": {f"{m}x{n}x{k}" + (" out=" if i % 2 else ""): _shape_case(m, n, k, bool(i % 2)) for i, (m, n, k) in enumerate(shapes)},
+        "layouts": {},
+        "scaling": _scaling_cases(),
+        "empty": _empty_cases(),
+        "nan_inf": _nan_cases(),
+        "device": {"device_arrays": _device_case},
+        "errors": _error_cases(),
+    }
+    orders = ("C", "F") if quick else ("C", "F", "T")
+    for oa in orders:
+        for ob in orders:
+            groups["layouts"][f"a={oa} b={ob}"] = _layout_case(oa, ob, "F" if (oa, ob) == ("F", "F") else "C")
+    groups["layouts"]["strided_copy"] = _strided_case
+    return groups
+
+
+def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[str] | None) -> Iterator[tuple[str, str]]:
+    want_d = set(dtypes) if dtypes else None
+    want_v = set(variants) if variants else None
+    for v in be.variants():
+        if want_v is not None and v.name not in want_v:
+            continue
+        for d in v.dtypes:
+            if want_d is None or d in want_d:
+                yield d, v.name
+
+
+def run_conformance(
+    backend: str | Backend,
+    *,
+    dtypes: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    groups: Iterable[str] | None = None,
+    quick: bool = False,
+    progress: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Run the suite on one backend; return one :class:`CaseResult` per case.
+
+    An unavailable backend gives one ``skip`` row per (dtype, variant) with its reason.
+    ``progress`` is called after every case (for progress displays).
+    """
+    be = get_backend(backend) if isinstance(backend, str) else backend
+    results: list[CaseResult] = []
+
+    def emit(r: CaseResult) -> None:
+        results.append(r)
+        if progress is not None:
+            progress(r)
+
+    from ..registry import backends as _infos
+
+    info = next((i for i in _infos() if i.name == be.name), None)
+    available, reason = (info.available, info.reason) if info is not None else (bool(be.probe()), be.probe().reason)
+    grid = case_groups(quick)
+    if groups:
+        grid = {g: cs for g, cs in grid.items() if g in set(groups)}
+    for dtype, variant in _iter_targets(be, dtypes, variants):
+        if not available:
+            emit(CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}"))
+            continue
+        for group, cases in grid.items():
+            for name, case in cases.items():
+                ctx = _Ctx(be, np.dtype(dtype), variant)
+                t0 = time.perf_counter()
+                try:
+                    case(ctx)
+                    status, detail = "pass", ""
+                except _Skip as s:
+                    status, detail = "skip", str(s)
+                except AssertionError as e:
+                    status, detail = "fail", str(e)
+                except Exception as e:  # an unexpected error is a failure with its text
+                    status, detail = "fail", f"{type(e).__name__}: {e} (seed {ctx.seed})"
+                emit(CaseResult(be.name, dtype, variant, group, name, status, detail, time.perf_counter() - t0))
+    return results

@@ -1,0 +1,137 @@
+"""The API rules of polygemm.gemm / explain, on the cpu reference backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import assert_close, check_result
+
+DTYPES = [np.float16, np.float32, np.float64]
+
+
+def rand(rng, shape, dtype=np.float32, order="C"):
+    return np.asarray(rng.standard_normal(shape).astype(dtype), order=order)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 5), (127, 129, 131), (1000, 3, 7), (64, 48, 1)])
+def test_matches_reference(rng, dtype, m, n, k):
+    a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+    got = pg.gemm(a, b, device="cpu")
+    assert isinstance(got, np.ndarray) and got.dtype == dtype and got.shape == (m, n)
+    assert_close(got, a, b)
+
+
+@pytest.mark.parametrize("oa", ["C", "F", "T"])
+@pytest.mark.parametrize("ob", ["C", "F", "T"])
+def test_layouts_without_copy(rng, oa, ob):
+    def make(r, c, order):
+        return rand(rng, (c, r)).T if order == "T" else rand(rng, (r, c), order=order)
+
+    a, b = make(9, 11, oa), make(11, 6, ob)
+    plan = pg.explain(a, b, device="cpu")
+    assert plan.copies == [] and not plan.notes
+    assert_close(pg.gemm(a, b, device="cpu"), a, b)
+
+
+def test_strided_view_copied_once_and_explained(rng):
+    a = rand(rng, (8, 20))[:, ::2]
+    b = rand(rng, (10, 3))
+    plan = pg.explain(a, b, device="cpu")
+    assert any("copied once" in n for n in plan.notes)
+    assert "copied once" in str(plan)
+    assert_close(pg.gemm(a, b, device="cpu"), a, b)
+
+
+def test_alpha_beta_c(rng):
+    a, b, c = rand(rng, (5, 4)), rand(rng, (4, 3)), rand(rng, (5, 3))
+    assert_close(pg.gemm(a, b, c, alpha=-2.5, beta=0.25, device="cpu"), a, b, c, -2.5, 0.25)
+
+
+def test_beta_zero_does_not_read_c(rng):
+    a, b = rand(rng, (5, 4)), rand(rng, (4, 3))
+    c = np.full((5, 3), np.nan, np.float32)
+    assert not np.isnan(pg.gemm(a, b, c, device="cpu")).any()
+
+
+def test_out_and_in_place(rng):
+    a, b, c = rand(rng, (6, 4)), rand(rng, (4, 5)), rand(rng, (6, 5))
+    out = np.full((6, 5), np.nan, np.float32)
+    assert pg.gemm(a, b, out=out, device="cpu") is out
+    assert_close(out, a, b)
+    c0 = c.copy()
+    assert pg.gemm(a, b, c, beta=1.0, out=c, device="cpu") is c
+    assert_close(c, a, b, c0, 1.0, 1.0)
+
+
+def test_array_likes(rng):
+    got = pg.gemm([[1.0, 2.0]], np.array([[3.0], [4.0]]), device="cpu")
+    assert got.dtype == np.float64 and got[0, 0] == 11.0
+
+
+@pytest.mark.parametrize("m,n,k", [(0, 4, 3), (4, 0, 3)])
+def test_empty_m_or_n(rng, m, n, k):
+    got = pg.gemm(rand(rng, (m, k)), rand(rng, (k, n)), device="cpu")
+    assert got.shape == (m, n)
+
+
+def test_k_zero_gives_beta_c_or_zeros(rng):
+    a, b, c = np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), rand(rng, (3, 4))
+    np.testing.assert_array_equal(pg.gemm(a, b, device="cpu"), np.zeros((3, 4), np.float32))
+    np.testing.assert_array_equal(pg.gemm(a, b, c, beta=2.0, device="cpu"), 2.0 * c)
+
+
+def test_nan_and_inf_propagate(rng):
+    a, b = rand(rng, (4, 3)), rand(rng, (3, 5))
+    a[1, 2] = np.nan
+    got = pg.gemm(a, b, device="cpu")
+    assert np.isnan(got[1]).all() and not np.isnan(np.delete(got, 1, axis=0)).any()
+    a2, b2 = np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)
+    a2[0, 0], b2[0, 1] = np.inf, 0.0
+    got = pg.gemm(a2, b2, device="cpu")
+    assert np.isinf(got[0, 0]) and np.isnan(got[0, 1])
+
+
+def test_float16_accumulates_in_float32(rng):
+    # 4096 terms of ~1: float16 accumulation would be off by far more than the bound allows
+    a = (1 + 0.01 * rng.random((2, 4096))).astype(np.float16)
+    b = (1 + 0.01 * rng.random((4096, 2))).astype(np.float16)
+    got = pg.gemm(a, b, device="cpu")
+    assert check_result(got, a, b).ok
+
+
+def test_explain_reports_and_last_plan(rng):
+    a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
+    plan = pg.explain(a, b, device="auto")
+    assert plan.backend == "cpu" and plan.variant == "reference"
+    passed = dict(plan.candidates)
+    assert "cuda" in passed and "musa" in passed  # unavailable here, with their reasons
+    text = str(plan)
+    assert "backend : cpu" in text and "passed over cuda" in text
+    pg.gemm(a, b, device="cpu", variant="reference")
+    assert pg.last_plan().variant == "reference"
+
+
+def test_env_default_device(rng, monkeypatch):
+    a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
+    monkeypatch.setenv("POLYGEMM_DEVICE", "cpu")
+    assert pg.explain(a, b).backend == "cpu"
+    monkeypatch.setenv("POLYGEMM_DEVICE", "nosuchdevice")
+    with pytest.raises(pg.BackendUnavailableError, match="unknown device 'nosuchdevice'"):
+        pg.gemm(a, b)
+
+
+def test_vendor_variant_never_auto(rng):
+    a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
+    assert pg.explain(a, b, device="cpu").variant == "reference"
+    plan = pg.explain(a, b, device="cpu", variant="numpy")
+    assert plan.variant == "numpy"
+    assert_close(pg.gemm(a, b, device="cpu", variant="numpy"), a, b)
+
+
+def test_public_api_is_typed_and_documented():
+    for name in ("gemm", "explain", "backends", "get_backend", "last_plan"):
+        fn = getattr(pg, name)
+        assert fn.__doc__, name

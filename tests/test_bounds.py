@@ -1,0 +1,47 @@
+"""The error bound: tight enough to catch real errors, loose enough for honest rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polygemm.testing import check_result, error_bound, unit_roundoff
+
+
+def test_unit_roundoff():
+    assert unit_roundoff(np.float32) == 2.0**-24
+    assert unit_roundoff(np.float16) == 2.0**-11
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_accepts_float32_accumulation_rejects_one_ulp_bias(rng, dtype):
+    a = rng.standard_normal((64, 300)).astype(dtype)
+    b = rng.standard_normal((300, 48)).astype(dtype)
+    honest = (a.astype(np.float32) @ b.astype(np.float32)).astype(dtype)
+    assert check_result(honest, a, b).ok
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    wrong = ref.astype(dtype).copy()
+    wrong[3, 7] = ref[3, 7] + 0.05 * np.abs(a[3]).astype(np.float64) @ np.abs(b[:, 7]).astype(np.float64)
+    res = check_result(wrong, a, b)
+    assert not res.ok and "(3, 7)" in res.message
+
+
+def test_nan_where_reference_is_finite_fails(rng):
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 4)).astype(np.float32)
+    got = a @ b
+    got[0, 0] = np.nan
+    assert not check_result(got, a, b).ok
+
+
+def test_cancellation_does_not_fail(rng):
+    a = np.array([[1e4, 1.0, -1e4]], np.float32)
+    b = np.array([[1.0], [1.0], [1.0]], np.float32)
+    got = (a @ b)
+    assert check_result(got, a, b).ok
+    assert error_bound(a, b)[0, 0] > 0
+
+
+def test_shape_mismatch_reported(rng):
+    a = np.ones((2, 2), np.float32)
+    assert "shape" in check_result(np.ones((3, 3)), a, a).message

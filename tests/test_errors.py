@@ -1,0 +1,93 @@
+"""Every bad input raises the documented exception type with a helpful message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm import errors
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+def test_hierarchy():
+    assert issubclass(errors.ShapeError, (errors.PolygemmError, ValueError))
+    assert issubclass(errors.DTypeError, (errors.PolygemmError, TypeError))
+    assert issubclass(errors.BackendUnavailableError, (errors.PolygemmError, RuntimeError))
+    assert issubclass(errors.UnsupportedProblemError, (errors.PolygemmError, ValueError))
+    assert issubclass(errors.DeviceError, (errors.PolygemmError, RuntimeError))
+    assert issubclass(errors.ArgumentError, (errors.PolygemmError, ValueError))
+    assert pg.ShapeError is errors.ShapeError
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,exc,fragment",
+    [
+        ((f32(2, 3, 4), f32(4, 2)), {}, errors.ShapeError, "a must be 2-D"),
+        ((f32(2, 3), f32(3)), {}, errors.ShapeError, "b must be 2-D"),
+        ((f32(2, 3), f32(4, 2)), {}, errors.ShapeError, "a has shape (2, 3) and b has shape (4, 2)"),
+        ((np.ones((2, 3), np.int32), np.ones((3, 2), np.int32)), {}, errors.DTypeError, "float16, float32 or float64"),
+        ((np.ones((2, 3), bool), f32(3, 2)), {}, errors.DTypeError, "a has dtype bool"),
+        ((np.ones((2, 3), complex), f32(3, 2)), {}, errors.DTypeError, "complex128"),
+        ((np.array([[object()]]), f32(1, 1)), {}, errors.DTypeError, "object"),
+        ((f32(2, 3), np.ones((3, 2), np.float64)), {}, errors.DTypeError, "one dtype"),
+        ((f32(2, 3), f32(3, 2), f32(3, 2)), {"beta": 1.0}, errors.ShapeError, "c must have shape (M, N) = (2, 2)"),
+        ((f32(2, 3), f32(3, 2), np.ones((2, 2), np.float64)), {"beta": 1.0}, errors.DTypeError, "c must have the dtype"),
+        ((f32(2, 3), f32(3, 2)), {"beta": 0.5}, errors.ArgumentError, "needs c"),
+        ((f32(2, 3), f32(3, 2)), {"alpha": float("nan")}, errors.ArgumentError, "alpha must be finite"),
+        ((f32(2, 3), f32(3, 2), f32(2, 2)), {"beta": float("inf")}, errors.ArgumentError, "beta must be finite"),
+        ((f32(2, 3), f32(3, 2)), {"alpha": "2"}, errors.ArgumentError, "alpha must be a real number"),
+        ((f32(2, 3), f32(3, 2)), {"alpha": 1j}, errors.ArgumentError, "alpha must be a real number"),
+        ((f32(2, 3), f32(3, 2)), {"out": f32(3, 3)}, errors.ShapeError, "out must have shape (M, N) = (2, 2)"),
+        ((f32(2, 3), f32(3, 2)), {"out": np.ones((2, 2), np.float64)}, errors.DTypeError, "out must have the result dtype float32"),
+        ((f32(2, 3), f32(3, 2)), {"out": [[0.0, 0.0], [0.0, 0.0]]}, errors.ArgumentError, "out must be a NumPy array"),
+        ((f32(2, 3), f32(3, 2)), {"out": np.ones((4, 4), np.float32)[::2, ::2]}, errors.ArgumentError, "neither row- nor column-major"),
+        ((f32(2, 3), f32(3, 2)), {"variant": ""}, errors.ArgumentError, "variant must be"),
+        ((f32(2, 3), f32(3, 2)), {"variant": "nosuch", "device": "cpu"}, errors.UnsupportedProblemError, "known: reference"),
+        ((f32(2, 3), f32(3, 2)), {"device": "nosuch"}, errors.BackendUnavailableError, "known devices: cpu, cuda, musa"),
+    ],
+)
+def test_bad_inputs(args, kwargs, exc, fragment):
+    with pytest.raises(exc) as info:
+        pg.gemm(*args, **kwargs)
+    assert fragment in str(info.value)
+    with pytest.raises(exc):  # explain validates exactly like gemm
+        pg.explain(*args, **kwargs)
+
+
+def test_out_must_not_overlap_inputs():
+    a, b = f32(4, 4), f32(4, 4)
+    with pytest.raises(errors.ArgumentError, match="out overlaps a"):
+        pg.gemm(a, b, out=a)
+    with pytest.raises(errors.ArgumentError, match="out overlaps b"):
+        pg.gemm(a, b, out=b.T)
+
+
+def test_out_partly_overlapping_c():
+    big = np.zeros((5, 4), np.float32)
+    c, out = big[:4], big[1:]
+    with pytest.raises(errors.ArgumentError, match="partly overlaps c"):
+        pg.gemm(f32(4, 3), f32(3, 4), c, beta=1.0, out=out)
+
+
+def test_out_read_only_and_nothing_half_written():
+    out = np.full((2, 2), 7.0, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(errors.ArgumentError, match="read-only"):
+        pg.gemm(f32(2, 3), f32(3, 2), out=out)
+    assert (out == 7.0).all()
+
+
+def test_no_fallback_for_explicit_device():
+    # an unavailable explicit device raises; it never silently runs on the CPU
+    missing = [i for i in pg.backends() if not i.available]
+    if not missing:
+        pytest.skip("every backend is available on this machine")
+    for info in missing:
+        with pytest.raises(errors.BackendUnavailableError) as exc:
+            pg.gemm(f32(2, 2), f32(2, 2), device=info.name)
+        assert f"device {info.name!r} is unavailable" in str(exc.value)
+        assert info.reason in str(exc.value) and "cpu: available" in str(exc.value)

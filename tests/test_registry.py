@@ -1,0 +1,137 @@
+"""Backend discovery through entry points: built-ins, a throwaway plugin, a broken one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import assert_close, run_conformance
+
+
+def install_fake_distribution(root: Path, dist: str, module: str, source: str, entry_points: dict[str, str]) -> None:
+    """Write a module and a minimal .dist-info with entry points under ``root``."""
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
+    info = root / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[polygemm.backends]\n{lines}\n")
+
+
+PLUGIN = """
+import numpy as np
+from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts
+
+class DoubleBackend(Backend):
+    name = "double"
+    priority = 350
+    def probe(self):
+        return Availability(True)
+    def variants(self):
+        return (Variant("matmul64", ("float32",), "float64 matmul rounded to float32"),)
+    def plan(self, problem, variant="auto"):
+        v = self.get_variant("matmul64" if variant == "auto" else variant)
+        self.check_problem(problem, v)
+        return Plan(self.name, v.name, "the plugin's one variant", problem, layouts=host_layouts(problem))
+    def run(self, plan):
+        p = plan.problem
+        r = p.alpha * (p.a.array.astype(np.float64) @ p.b.array.astype(np.float64))
+        if p.beta:
+            r += p.beta * p.c.array
+        r = r.astype(np.float32)
+        if p.out is not None:
+            p.out.array[...] = r
+            return p.out.array
+        return r
+"""
+
+BROKEN = """
+raise ImportError("vendor runtime libfoo.so.3 not found")
+"""
+
+PROBE_FAILS = """
+from polygemm.backend import Backend
+class Flaky(Backend):
+    name = "flaky"
+    def probe(self):
+        raise OSError("driver version 1.0 is too old")
+    def variants(self):
+        return ()
+    def plan(self, problem, variant="auto"):
+        raise AssertionError
+    def run(self, plan):
+        raise AssertionError
+"""
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch, fresh_registry):
+    install_fake_distribution(tmp_path, "pg_double", "pg_double_plugin", PLUGIN, {"double": "pg_double_plugin:DoubleBackend"})
+    install_fake_distribution(tmp_path, "pg_broken", "pg_broken_plugin", BROKEN, {"broken": "pg_broken_plugin:Nothing"})
+    install_fake_distribution(tmp_path, "pg_flaky", "pg_flaky_plugin", PROBE_FAILS, {"flaky": "pg_flaky_plugin:Flaky"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    yield tmp_path
+    for mod in ("pg_double_plugin", "pg_broken_plugin", "pg_flaky_plugin"):
+        sys.modules.pop(mod, None)
+
+
+def test_builtins_listed():
+    infos = {i.name: i for i in pg.backends()}
+    assert {"cpu", "cuda", "musa"} <= set(infos)
+    assert infos["cpu"].available and infos["cpu"].priority == 0
+    assert infos["cuda"].priority == 500 and infos["musa"].priority == 400
+    for i in infos.values():
+        assert i.available or i.reason  # unavailable always says why
+
+
+def test_import_is_lazy():
+    code = "import sys, polygemm; assert 'pycuda' not in sys.modules and 'cffi' not in sys.modules, sorted(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_plugin_discovered_and_auto_prefers_it(plugins, rng):
+    infos = {i.name: i for i in pg.backends()}
+    assert infos["double"].available and infos["double"].priority == 350
+    a = rng.standard_normal((5, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 3)).astype(np.float32)
+    plan = pg.explain(a, b, device="auto")
+    unavailable = {i.name for i in pg.backends() if not i.available}
+    if not ({"cuda", "musa"} - unavailable):  # no GPU backend outranks the plugin here
+        assert plan.backend == "double"
+    assert_close(pg.gemm(a, b, device="double"), a, b)
+    # float64 is not the plugin's: auto passes it over, with the reason
+    plan64 = pg.explain(a.astype(np.float64), b.astype(np.float64))
+    assert plan64.backend == "cpu"
+    assert ("double", "dtype float64 not supported (supports float32)") in plan64.candidates
+
+
+def test_plugin_passes_conformance(plugins):
+    results = run_conformance("double", quick=True)
+    fails = [r for r in results if r.status == "fail"]
+    assert results and not fails, fails
+
+
+def test_broken_plugin_is_listed_with_reason(plugins):
+    infos = {i.name: i for i in pg.backends()}
+    assert not infos["broken"].available
+    assert "vendor runtime libfoo.so.3 not found" in infos["broken"].reason
+    assert not infos["flaky"].available
+    assert "driver version 1.0 is too old" in infos["flaky"].reason
+    with pytest.raises(pg.BackendUnavailableError, match="libfoo.so.3"):
+        pg.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), device="broken")
+    with pytest.raises(pg.BackendUnavailableError, match="could not be loaded"):
+        pg.get_backend("broken")
+    # the rest of polygemm keeps working
+    assert pg.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), device="cpu")[0, 0] == 2.0
+
+
+def test_get_backend_unknown():
+    with pytest.raises(pg.BackendUnavailableError, match="known devices"):
+        pg.get_backend("nosuch")
