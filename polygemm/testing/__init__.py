@@ -7,12 +7,14 @@
   by ``POLYGEMM_TEST_BACKEND`` (default ``cpu``).
 """
 
-from .bounds import accumulation_dtype, assert_close, check_result, error_bound, unit_roundoff
+from .bounds import Reference, accumulation_dtype, assert_close, check_result, error_bound, reference_for, unit_roundoff
 from .conformance import CaseResult, case_groups, run_conformance
 
 __all__ = [
     "error_bound",
     "check_result",
+    "reference_for",
+    "Reference",
     "assert_close",
     "unit_roundoff",
     "accumulation_dtype",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "CheckResult", "assert_close"]
+__all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
 #: Default safety constant ``c`` of the bound.
 BOUND_CONSTANT = 2.0
@@ -76,6 +76,62 @@ class CheckResult:
         return self.ok
 
 
+@dataclass(frozen=True)
+class Reference:
+    """The float64 reference and its elementwise bound, computed once, compared often."""
+
+    ref64: np.ndarray
+    tol: np.ndarray
+    out_dtype: np.dtype
+
+    def compare(self, result: np.ndarray) -> CheckResult:
+        """Check ``result`` elementwise against the reference under the bound."""
+        result = np.asarray(result)
+        if result.shape != self.ref64.shape:
+            return CheckResult(False, -1, float("inf"), f"result has shape {result.shape}, expected {self.ref64.shape}")
+        ref64, tol = self.ref64, self.tol
+        r = result.astype(np.float64)
+        # What overflows the output format: the reference rounded to it is the target.
+        ref_out = ref64.astype(self.out_dtype).astype(np.float64) if self.out_dtype != np.float64 else ref64
+        nan_ref = np.isnan(ref_out)
+        inf_ref = np.isinf(ref_out)
+        finite = ~(nan_ref | inf_ref)
+        with np.errstate(invalid="ignore"):
+            err = np.abs(r - ref64)
+            bad = (nan_ref & ~np.isnan(r)) | (inf_ref & (r != ref_out)) | (finite & ~(err <= tol))  # NaN in r fails
+            ratio = np.where(finite, err / tol, 0.0)
+        count = int(bad.sum())
+        worst = float(np.nanmax(ratio)) if ratio.size and np.isfinite(ratio).any() else (float("inf") if count else 0.0)
+        if count == 0:
+            return CheckResult(True, 0, worst, f"all {r.size} elements within the bound (worst error/bound = {worst:.3g})")
+        idx = tuple(int(x) for x in np.argwhere(bad)[0])
+        return CheckResult(
+            False,
+            count,
+            worst,
+            f"{count} of {r.size} elements outside the bound; first at {idx}: got {r[idx]!r}, reference {ref64[idx]!r}, bound {tol[idx]:.3g}",
+        )
+
+
+def reference_for(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    *,
+    out_dtype: object = None,
+    acc_dtype: object = None,
+) -> Reference:
+    """Compute the float64 reference of ``alpha * a @ b + beta * c`` and its bound once."""
+    from ..backends.cpu_ref import reference
+
+    out = np.dtype(out_dtype if out_dtype is not None else np.asarray(a).dtype)
+    ref64 = reference(a, b, c, alpha, beta, np.float64)
+    tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64)
+    return Reference(ref64, tol, out)
+
+
 def check_result(
     result: np.ndarray,
     a: np.ndarray,
@@ -88,39 +144,7 @@ def check_result(
     acc_dtype: object = None,
 ) -> CheckResult:
     """Compare ``result`` with the float64 reference elementwise under :func:`error_bound`."""
-    from ..backends.cpu_ref import reference
-
-    out_dtype = np.dtype(out_dtype if out_dtype is not None else np.asarray(a).dtype)
-    result = np.asarray(result)
-    m, n = np.shape(a)[0], np.shape(b)[1]
-    if result.shape != (m, n):
-        return CheckResult(False, -1, float("inf"), f"result has shape {result.shape}, expected {(m, n)}")
-    ref64 = reference(a, b, c, alpha, beta, np.float64)
-    tol = error_bound(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype, ref=ref64)
-    r = result.astype(np.float64)
-    # The output format cannot hold what overflows it: the reference rounded to it is the target.
-    ref_out = ref64.astype(out_dtype).astype(np.float64) if out_dtype != np.float64 else ref64
-    nan_ref = np.isnan(ref_out)
-    inf_ref = np.isinf(ref_out)
-    finite = ~(nan_ref | inf_ref)
-    bad_nan = nan_ref & ~np.isnan(r)
-    bad_inf = inf_ref & (r != ref_out)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(r - ref64)
-        bad_fin = finite & ~(err <= tol)  # NaN in r fails here too
-        ratio = np.where(finite, err / tol, 0.0)
-    bad = bad_nan | bad_inf | bad_fin
-    count = int(bad.sum())
-    worst = float(np.nanmax(ratio)) if ratio.size and np.isfinite(ratio).any() else (float("inf") if count else 0.0)
-    if count == 0:
-        return CheckResult(True, 0, worst, f"all {r.size} elements within the bound (worst error/bound = {worst:.3g})")
-    idx = tuple(int(x) for x in np.argwhere(bad)[0])
-    return CheckResult(
-        False,
-        count,
-        worst,
-        f"{count} of {r.size} elements outside the bound; first at {idx}: got {r[idx]!r}, reference {ref64[idx]!r}, bound {tol[idx]:.3g}",
-    )
+    return reference_for(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype).compare(result)
 
 
 def assert_close(result: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0, **kw: object) -> None:

@@ -62,8 +62,8 @@ typedef struct pgm_prepared_b pgm_prepared_b;
 int pgm_abi_version(void);
 /* "flavor=musa|cuda|host;arch=mp_22|sm_90|host;compiler=...;abi=1" */
 const char* pgm_build_info(void);
-/* Message for the last failure on the calling thread ("" if none). Valid until the next
-   call into the library on the same thread. */
+/* Message of the most recent failing call on the calling thread ("" if none yet); calls
+   that succeed leave it unchanged. Valid until the next failing call on this thread. */
 const char* pgm_last_error(void);
 /* Symbolic name of a status code ("PGM_OK", ...); "PGM_UNKNOWN_STATUS" otherwise. */
 const char* pgm_status_name(int status);
@@ -107,7 +107,8 @@ int pgm_prepared_b_update(pgm_handle* h, pgm_prepared_b* pb, const void* B, int 
 /* Reports the k x n shape the object was prepared for. */
 int pgm_prepared_b_shape(const pgm_prepared_b* pb, int* k_out, int* n_out);
 /* Frees the object (waits for its device's pending work). NULL is a no-op; a second release
-   returns PGM_ERR_STALE_PREPARED_B. */
+   returns PGM_ERR_STALE_PREPARED_B. pgm_prepare_b and pgm_prepared_b_update wait for their
+   copy to finish, so the object may then be used from any handle on the same device. */
 int pgm_prepared_b_release(pgm_prepared_b* pb);
 int pgm_gemm_f16_prepared(pgm_handle* h, int m, int n, int k, float alpha,
                           const void* A, int lda, const pgm_prepared_b* pb,

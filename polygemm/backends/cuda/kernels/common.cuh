@@ -82,22 +82,26 @@ struct CmTileLoader {
 
     const float* ptr;  // chunk 0 of this thread, current k-tile
     int ld;            // leading dimension
-    int line;          // tile-local line index of chunk 0 (k if MN-contig, mn if K-contig)
-    int pos;           // tile-local start along the contiguous dimension
+    int kOff;          // tile-local k of chunk 0's first element
     int mnLeft;        // valid elements along MN from chunk 0's first element
+    int sOff;          // shared-memory offset of chunk 0's first element
     float4 reg[kChunks];
 
     __device__ __forceinline__ CmTileLoader(const float* base, int ld_, int mn0, int extentMN,
                                             int tid) {
+        const int line = tid / kChunksPerLine;      // k if MN-contiguous, mn if K-contiguous
+        const int pos = (tid % kChunksPerLine) * 4;  // along the contiguous dimension
         ld = ld_;
-        line = tid / kChunksPerLine;
-        pos = (tid % kChunksPerLine) * 4;
         if (kKContig) {  // chunk = 4 consecutive k of one mn
             ptr = base + CM_IDX(pos, mn0 + line, ld);
+            kOff = pos;
             mnLeft = extentMN - (mn0 + line);
+            sOff = pos * kSmemStride + line;
         } else {         // chunk = 4 consecutive mn of one k
             ptr = base + CM_IDX(mn0 + pos, line, ld);
+            kOff = line;
             mnLeft = extentMN - (mn0 + pos);
+            sOff = line * kSmemStride + pos;
         }
     }
 
@@ -105,10 +109,9 @@ struct CmTileLoader {
     __device__ __forceinline__ void load(int kLeft) {
 #pragma unroll
         for (int r = 0; r < kChunks; ++r) {
-            const int l = line + r * kLinesPerPass;
-            int n;
-            if (kKContig) n = (mnLeft - r * kLinesPerPass > 0) ? kLeft - pos : 0;
-            else          n = (l < kLeft) ? mnLeft : 0;
+            int n;  // valid floats in chunk r
+            if (kKContig) n = (mnLeft - r * kLinesPerPass > 0) ? kLeft - kOff : 0;
+            else          n = (kOff + r * kLinesPerPass < kLeft) ? mnLeft : 0;
             reg[r] = cm_ld4_guarded<kVec>(ptr + r * kLinesPerPass * ld, n);
         }
     }
@@ -120,15 +123,14 @@ struct CmTileLoader {
     __device__ __forceinline__ void store(float* s) const {
 #pragma unroll
         for (int r = 0; r < kChunks; ++r) {
-            const int l = line + r * kLinesPerPass;
             if (kKContig) {
-                float* q = s + pos * kSmemStride + l;
+                float* q = s + sOff + r * kLinesPerPass;
                 q[0 * kSmemStride] = reg[r].x;
                 q[1 * kSmemStride] = reg[r].y;
                 q[2 * kSmemStride] = reg[r].z;
                 q[3 * kSmemStride] = reg[r].w;
             } else {
-                cm_st4(s + l * kSmemStride + pos, reg[r]);
+                cm_st4(s + sOff + r * kLinesPerPass * kSmemStride, reg[r]);
             }
         }
     }

@@ -1,7 +1,7 @@
 // v11_smem_double_buffer: adds a second shared-memory stage over v10. While the warps
 // compute on one stage, the prefetched registers of the next k-tile are written into the
-// other stage, so each k-tile needs a single __syncthreads() instead of two, and the
-// first fragments of the next k-tile are read before the last FMAs of the current one.
+// other stage, so each k-tile needs a single __syncthreads() instead of two and no warp
+// waits for the slowest one before overwriting the tile it computes on.
 // Realizes seed 000/001 "Version 11" (sa11/sb11[2][1024]), predicated and tuned for
 // Hopper: conflict-free CUTLASS-style warp/thread tiles, float4 operand loads along the
 // contiguous dimension, every edge guarded (any M, N, K >= 1), PG_TRANS_A / PG_TRANS_B /
@@ -69,8 +69,9 @@ sgemm_cm_v11_smem_double_buffer(int M, int N, int K, float alpha,
                                 const float* __restrict__ B, int ldb,
                                 float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v11;
-    __shared__ __align__(16) float sA[2][LoaderA::kSmemFloats];
-    __shared__ __align__(16) float sB[2][LoaderB::kSmemFloats];
+    // Two stages, each holding the A tile then the B tile (K-major, see CmTileLoader).
+    constexpr int kStageFloats = LoaderA::kSmemFloats + LoaderB::kSmemFloats;
+    __shared__ __align__(16) float smem[2 * kStageFloats];
 
     const int tid = threadIdx.x;
     const int m0 = blockIdx.x * kBlockM;  // threadblock tile origin in C
@@ -94,45 +95,42 @@ sgemm_cm_v11_smem_double_buffer(int M, int N, int K, float alpha,
 
     const int kTiles = CEIL_DIV(K, kBlockK);
 
-    // Prologue: k-tile 0 into stage 0, then the fragments of its first k.
+    // Prologue: k-tile 0 into stage 0.
     loadA.load(K);
     loadB.load(K);
-    loadA.store(sA[0]);
-    loadB.store(sB[0]);
+    loadA.store(smem);
+    loadB.store(smem + LoaderA::kSmemFloats);
     __syncthreads();
 
-    float4 fragA[2][kVecM], fragB[2][kVecN];  // register double buffer over k
-    load_fragments(sA[0], sB[0], 0, aOff, bOff, fragA[0], fragB[0]);
-
-    int stage = 0;
+    float4 fragA[kVecM], fragB[kVecN];  // fragments of one k (the compiler hoists the
+                                        // fully unrolled smem reads ahead of the FMAs)
+    int stage = 0;  // float offset of the stage being computed on: 0 or kStageFloats
     for (int kt = 0; kt < kTiles; ++kt) {
         const bool hasNext = kt + 1 < kTiles;
-        if (hasNext) {  // global -> register prefetch of k-tile kt+1
+        if (hasNext) {  // global -> register prefetch of k-tile kt+1 (v10)
             loadA.advance();
             loadB.advance();
             const int kLeft = K - (kt + 1) * kBlockK;
             loadA.load(kLeft);
             loadB.load(kLeft);
         }
-        const float* curA = sA[stage];
-        const float* curB = sB[stage];
+        const float* curA = smem + stage;
+        const float* curB = curA + LoaderA::kSmemFloats;
 #pragma unroll
         for (int k = 0; k < kBlockK; ++k) {
-            if (k + 1 < kBlockK) {
-                load_fragments(curA, curB, k + 1, aOff, bOff, fragA[(k + 1) & 1], fragB[(k + 1) & 1]);
-            } else if (hasNext) {
-                // Last k of the tile: publish the prefetched tile into the other stage
-                // (last read one k-tile ago, before the previous barrier), then read
-                // the first fragments of the next tile from it.
-                loadA.store(sA[stage ^ 1]);
-                loadB.store(sB[stage ^ 1]);
+            load_fragments(curA, curB, k, aOff, bOff, fragA, fragB);
+            if (k + 1 == kBlockK && hasNext) {
+                // Publish the prefetched k-tile into the other stage. That stage was last
+                // read during the previous k-tile, before the previous barrier, so one
+                // barrier per k-tile suffices.
+                float* nxtA = smem + (stage ^ kStageFloats);
+                loadA.store(nxtA);
+                loadB.store(nxtA + LoaderA::kSmemFloats);
                 __syncthreads();
-                load_fragments(sA[stage ^ 1], sB[stage ^ 1], 0, aOff, bOff, fragA[(k + 1) & 1],
-                               fragB[(k + 1) & 1]);
             }
-            fma_thread_tile(acc, fragA[k & 1], fragB[k & 1]);
+            fma_thread_tile(acc, fragA, fragB);
         }
-        stage ^= 1;
+        stage ^= kStageFloats;
     }
 
     // Epilogue: C = alpha*acc + beta*C, guarded; beta == 0 never reads C.

@@ -75,8 +75,8 @@ sgemm_rm_v5_register_float4(int M, int N, int K, float alpha,
         store4(&As[a_r][a_c], load4(A_tile + a_r * lda + k0 + a_c));
         store4(&Bs[b_r][b_c], load4(B_tile + (k0 + b_r) * ldb + b_c));
         __syncthreads();
-        // Partial unroll: fully unrolled, ptxas hoists the shared reads of all 8 k steps and spills on
-        // sm_90 under the 128-register cap of __launch_bounds__(256, 2).
+        // Partial unroll: fully unrolled, ptxas runs the scalar A reads too far ahead and
+        // spills on sm_90 under the 128-register cap of __launch_bounds__(256, 2).
 #pragma unroll 2
         for (int k = 0; k < kThreadblockK; ++k) {
 #pragma unroll

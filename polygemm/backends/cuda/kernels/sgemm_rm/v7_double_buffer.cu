@@ -201,10 +201,14 @@ sgemm_rm_v7_double_buffer(int M, int N, int K, float alpha,
             float a_frag[kThreadTileM], b_frag[kThreadTileN];
 #pragma unroll
             for (int f = 0; f < 2; ++f) {
-                const float4 a = *reinterpret_cast<const float4*>(&As[stage][k][ct_m + f * kFragStrideM]);
-                const float4 b = *reinterpret_cast<const float4*>(&Bs[stage][k][ct_n + f * kFragStrideN]);
-                a_frag[f * 4 + 0] = a.x; a_frag[f * 4 + 1] = a.y; a_frag[f * 4 + 2] = a.z; a_frag[f * 4 + 3] = a.w;
-                b_frag[f * 4 + 0] = b.x; b_frag[f * 4 + 1] = b.y; b_frag[f * 4 + 2] = b.z; b_frag[f * 4 + 3] = b.w;
+                const float4 a =
+                    *reinterpret_cast<const float4*>(&As[stage][k][ct_m + f * kFragStrideM]);
+                const float4 b =
+                    *reinterpret_cast<const float4*>(&Bs[stage][k][ct_n + f * kFragStrideN]);
+                float* af = &a_frag[f * kFragment];
+                float* bf = &b_frag[f * kFragment];
+                af[0] = a.x; af[1] = a.y; af[2] = a.z; af[3] = a.w;
+                bf[0] = b.x; bf[1] = b.y; bf[2] = b.z; bf[3] = b.w;
             }
 #pragma unroll
             for (int i = 0; i < kThreadTileM; ++i) {
@@ -233,8 +237,8 @@ sgemm_rm_v7_double_buffer(int M, int N, int K, float alpha,
             float* c_row = C + row * ldc;
 #pragma unroll
             for (int fn = 0; fn < 2; ++fn)
-                store_c(c_row, n0 + ct_n + fn * kFragStrideN, N, &acc[fm * kFragment + i][fn * kFragment],
-                        alpha, beta);
+                store_c(c_row, n0 + ct_n + fn * kFragStrideN, N,
+                        &acc[fm * kFragment + i][fn * kFragment], alpha, beta);
         }
     }
 }

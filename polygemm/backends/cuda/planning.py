@@ -1,0 +1,200 @@
+"""Pure planning of one CUDA GEMM launch (no device, no pycuda: unit-tested on the CPU).
+
+Given the operands as the device will hold them (pointer, layout, leading dimension),
+decide:
+
+* the **operand swap**: a rung computes in one layout (``col`` or ``row``); when the
+  result is stored the other way, compute ``Cᵀ = Bᵀ·Aᵀ`` instead (swap A and B, swap M
+  and N), which reads the same memory without a copy;
+* the **transposes** left after that (``PG_TRANS_A``/``PG_TRANS_B`` for predicated rungs,
+  ``CUBLAS_OP_T`` for cuBLAS);
+* **alignment routing**: float4 paths (``PG_VEC=1``) only when every pointer and leading
+  dimension is 16-byte aligned;
+* **padding** for teaching rungs that need tile multiples, their own layout or alignment:
+  zero-padded scratch buffers, packed and unpacked by the ``pg_copy_scale_f32`` kernel;
+* the **launch geometry** from the variant table, and the 32-bit index limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...errors import UnsupportedProblemError
+from .variants import KernelSpec
+
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "INT32_MAX", "flip", "strides", "round_up"]
+
+INT32_MAX = 2**31 - 1
+
+
+def flip(layout: str) -> str:
+    return "row" if layout == "col" else "col"
+
+
+def round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+@dataclass(frozen=True)
+class Mat:
+    """A device matrix as a kernel sees it; ``ptr`` may be 0 at plan time (fresh buffer)."""
+
+    name: str
+    rows: int
+    cols: int
+    layout: str
+    ld: int
+    ptr: int = 0
+
+    @property
+    def t(self) -> "Mat":
+        """The transpose: same memory, other layout."""
+        return Mat(self.name + "ᵀ", self.cols, self.rows, flip(self.layout), self.ld, self.ptr)
+
+    def aligned(self, floats: int) -> bool:
+        return floats <= 1 or (self.ptr % (4 * floats) == 0 and self.ld % floats == 0)
+
+    @property
+    def max_offset(self) -> int:
+        if self.rows == 0 or self.cols == 0:
+            return 0
+        if self.layout == "row":
+            return (self.rows - 1) * self.ld + self.cols - 1
+        return (self.rows - 1) + (self.cols - 1) * self.ld
+
+
+def strides(m: Mat) -> tuple[int, int]:
+    """(row stride, column stride) in elements."""
+    return (m.ld, 1) if m.layout == "row" else (1, m.ld)
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Copy ``src`` into a zero-padded scratch matrix ``dst`` (or back, for the result)."""
+
+    src: Mat
+    dst: Mat
+    scratch_elems: int
+
+
+@dataclass
+class LaunchPlan:
+    """Everything ``run`` needs: kernel-space operands, flags, scratch and geometry."""
+
+    variant: str
+    swap: bool
+    m: int
+    n: int
+    k: int
+    a: Mat  # kernel's A (m x k), possibly a scratch buffer
+    b: Mat  # kernel's B (k x n)
+    c: Mat  # kernel's C (m x n)
+    trans_a: bool = False
+    trans_b: bool = False
+    vec: bool = True
+    packs: list[Pack] = field(default_factory=list)  # before the launch
+    unpack: Pack | None = None  # after the launch
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    notes: list[str] = field(default_factory=list)
+
+    def macros(self) -> dict[str, int]:
+        return {"PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b), "PG_VEC": int(self.vec)}
+
+    def describe(self) -> dict[str, object]:
+        d: dict[str, object] = {
+            "kernel problem": f"{self.m}x{self.n}x{self.k}",
+            "operand swap": "yes (C^T = B^T A^T)" if self.swap else "no",
+            "transposes": f"A{'ᵀ' if self.trans_a else ''} B{'ᵀ' if self.trans_b else ''}",
+            "float4": "yes" if self.vec else "no (unaligned pointer or leading dimension)",
+        }
+        if self.grid != (1, 1, 1):
+            d["grid"] = self.grid
+            d["block"] = self.block
+        return d
+
+
+def _check_index_range(mats: list[Mat], what: str) -> None:
+    for mat in mats:
+        if mat.max_offset > INT32_MAX:
+            raise UnsupportedProblemError(
+                f"{what}: operand {mat.name} ({mat.rows}x{mat.cols}, ld={mat.ld}) spans {mat.max_offset + 1} elements, "
+                f"beyond the kernels' 32-bit indexing (max {INT32_MAX}); split the product into smaller blocks"
+            )
+
+
+def orient(kernel_layout: str, a: Mat, b: Mat, c: Mat) -> tuple[bool, Mat, Mat, Mat, bool, bool]:
+    """Operand swap and transposes for a kernel computing in ``kernel_layout``.
+
+    Returns (swap, A', B', C', trans_a, trans_b) with C' in ``kernel_layout``.
+    """
+    swap = c.layout != kernel_layout
+    if swap:
+        a2, b2, c2 = b.t, a.t, c.t
+    else:
+        a2, b2, c2 = a, b, c
+    return swap, a2, b2, c2, a2.layout != kernel_layout, b2.layout != kernel_layout
+
+
+def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col") -> LaunchPlan:
+    """Plan ``C = alpha·A·B + beta·C`` for rung ``spec`` (None: the cuBLAS comparator).
+
+    ``a`` is M×K, ``b`` K×N, ``c`` M×N as stored on the device (``c`` is the buffer the
+    result lands in). Raises UnsupportedProblemError beyond 32-bit indexing.
+    """
+    m, k = a.rows, a.cols
+    n = b.cols
+    _check_index_range([a, b, c], "problem too large")
+    layout = spec.layout if spec is not None else kernel_layout
+    swap, a2, b2, c2, ta, tb = orient(layout, a, b, c)
+    km, kn = c2.rows, c2.cols
+    lp = LaunchPlan(spec.name if spec else "cublas", swap, km, kn, k, a2, b2, c2, ta, tb)
+    if spec is None:
+        return lp
+    if spec.predicated:
+        lp.vec = spec.align > 1 and all(x.aligned(4) for x in (a2, b2, c2))
+        if spec.align > 1 and not lp.vec:
+            lp.notes.append("a pointer or leading dimension is not 16-byte aligned: scalar-load build of the rung")
+    else:
+        lp.vec = False
+        bm, bn, bk = spec.multiple
+        fits = km % bm == 0 and kn % bn == 0 and k % bk == 0
+        mp, np_, kp = round_up(km, bm), round_up(kn, bn), round_up(k, bk)
+
+        def padded(name: str, rows: int, cols: int) -> Mat:
+            ld = round_up(cols if layout == "row" else rows, 4)
+            return Mat(name + " (padded scratch)", rows, cols, layout, ld)
+
+        def needs(x: Mat, transposed: bool) -> bool:
+            return not fits or transposed or not x.aligned(spec.align)
+
+        reasons = []
+        if not fits:
+            reasons.append(f"{km}x{kn}x{k} is not a multiple of the {bm}x{bn}x{bk} threadblock tile")
+        if ta or tb:
+            reasons.append(f"the rung reads {layout}-major operands only")
+        if not all(x.aligned(spec.align) for x in (a2, b2, c2)):
+            reasons.append(f"the rung needs {4 * spec.align}-byte alignment")
+        if needs(a2, ta):
+            pa = padded(a2.name, mp, kp)
+            lp.packs.append(Pack(a2, pa, pa.max_offset + 1))
+            lp.a, lp.trans_a = pa, False
+        if needs(b2, tb):
+            pb = padded(b2.name, kp, np_)
+            lp.packs.append(Pack(b2, pb, pb.max_offset + 1))
+            lp.b, lp.trans_b = pb, False
+        if needs(c2, False):
+            pc = padded(c2.name, mp, np_)
+            lp.packs.append(Pack(c2, pc, pc.max_offset + 1))  # read only when beta != 0
+            lp.unpack = Pack(pc, c2, 0)
+            lp.c = pc
+        lp.m, lp.n, lp.k = mp, np_, kp  # equal to the real sizes when the tile fits
+        if reasons:
+            lp.notes.append("teaching rung: packed into zero-padded scratch because " + "; ".join(reasons))
+        _check_index_range([lp.a, lp.b, lp.c], "padded problem too large")
+    bm, bn, _ = spec.tile
+    dims = {"m": -(-lp.m // bm), "n": -(-lp.n // bn)}
+    gx, gy = (dims.get(axis, 1) for axis in spec.grid)
+    lp.grid = (gx, gy, 1)
+    lp.block = (spec.block[0], spec.block[1], 1)
+    return lp

@@ -1,0 +1,130 @@
+"""The CUDA backend's variant table, read from the ladders' ``variants.json`` (data only).
+
+No device and no pycuda are needed here: ``polygemm variants`` and the planning unit
+tests read the same table the backend launches from.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...backend import Variant
+
+__all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "VENDOR_VARIANT"]
+
+KERNEL_DIR = Path(__file__).with_name("kernels")
+LADDERS = ("sgemm_cm", "sgemm_rm")
+VENDOR_VARIANT = "cublas"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One ladder rung: its source, entry point, layout, tile shapes and requirements."""
+
+    name: str
+    ladder: str
+    source: Path
+    entry: str
+    dtype: str
+    layout: str  # "col" or "row": the layout of A, B and C the rung computes in
+    tile: tuple[int, int, int]  # threadblock tile BM, BN, BK
+    block: tuple[int, int]
+    grid: tuple[str, str]  # which problem dimension ("m"/"n") each grid axis tiles
+    predicated: bool
+    multiple: tuple[int, int, int]
+    align: int  # floats: pointers and leading dimensions must be multiples (padded rungs)
+    description: str
+    seed: str
+    warp_tile: tuple[int, ...] | None = None
+    thread_tile: tuple[int, ...] | None = None
+
+    def tiles_text(self) -> str:
+        bm, bn, bk = self.tile
+        parts = [f"threadblock {bm}x{bn}x{bk}"]
+        if self.warp_tile:
+            parts.append("warp " + "x".join(map(str, self.warp_tile)))
+        if self.thread_tile:
+            parts.append("thread " + "x".join(map(str, self.thread_tile)))
+        return ", ".join(parts)
+
+    def requirements_text(self) -> str:
+        if self.predicated:
+            vec = "float4 paths need 16-byte aligned pointers and leading dimensions (else a scalar build)" if self.align > 1 else "no alignment needs"
+            return f"any M, N, K >= 1 (predicated edges); any layout (transposes compiled in); {vec}"
+        m, n, k = self.multiple
+        return (
+            f"M, N, K multiples of {m}, {n}, {k}, {self.layout}-major operands, {self.align * 4}-byte alignment; "
+            "otherwise operands are packed into zero-padded scratch buffers"
+        )
+
+    def variant(self) -> Variant:
+        return Variant(
+            name=self.name,
+            dtypes=(self.dtype,),
+            description=self.description,
+            layout=self.layout,
+            tile=self.tiles_text(),
+            requirements=self.requirements_text(),
+            auto=self.predicated,
+            extra={"seed": self.seed, "source": str(self.source.relative_to(KERNEL_DIR))},
+        )
+
+
+def _spec(ladder: str, row: dict) -> KernelSpec:
+    def tup(key: str, default=None):  # type: ignore[no-untyped-def]
+        v = row.get(key, default)
+        return tuple(int(x) for x in v) if v is not None else None
+
+    return KernelSpec(
+        name=row["name"],
+        ladder=ladder,
+        source=KERNEL_DIR / ladder / row["source"],
+        entry=row["entry"],
+        dtype=row.get("dtype", "float32"),
+        layout=row["layout"],
+        tile=tup("tile"),  # type: ignore[arg-type]
+        block=tuple(int(x) for x in (list(row["block"]) + [1, 1])[:2]),  # type: ignore[arg-type]
+        grid=tuple(str(x).lower() for x in row["grid"]),  # type: ignore[arg-type]
+        predicated=bool(row.get("predicated", False)),
+        multiple=tup("multiple", [1, 1, 1]),  # type: ignore[arg-type]
+        align=int(row.get("align", 1)),
+        description=row.get("description", ""),
+        seed=row.get("seed", ""),
+        warp_tile=tup("warp_tile"),
+        thread_tile=tup("thread_tile"),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_specs() -> dict[str, KernelSpec]:
+    """Every ladder rung by variant name, in ladder order."""
+    specs: dict[str, KernelSpec] = {}
+    for ladder in LADDERS:
+        path = KERNEL_DIR / ladder / "variants.json"
+        if not path.exists():
+            continue
+        for row in json.loads(path.read_text())["variants"]:
+            spec = _spec(ladder, row)
+            specs[spec.name] = spec
+    return specs
+
+
+def variant_table() -> tuple[Variant, ...]:
+    """The backend's variants: every rung, then the cuBLAS comparator (never auto)."""
+    rows = [s.variant() for s in kernel_specs().values()]
+    rows.append(
+        Variant(
+            VENDOR_VARIANT,
+            ("float32",),
+            "cuBLAS SGEMM on the same device buffers (TF32 off): the vendor column and a second reference",
+            layout="col",
+            tile="cuBLAS heuristics",
+            requirements="none",
+            auto=False,
+            vendor=True,
+        )
+    )
+    return tuple(rows)

@@ -1,0 +1,234 @@
+"""``polygemm bench``: time variants against the vendor library in the same process.
+
+Each (variant, shape) is timed with the backend's device events after warm-up, over two
+rotating input sets of random normal data (never zeros), as the median of several
+repeats of a batch of calls; TFLOP/s = 2·M·N·K / t. The vendor variant of the same
+backend (cuBLAS for cuda, NumPy's BLAS for cpu) is timed on the same buffers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import shlex
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from . import registry
+from .backend import Backend
+from .cli import parse_shape
+
+__all__ = ["PRESETS", "BenchRecord", "run_bench", "add_parser", "to_markdown"]
+
+PRESETS: dict[str, list[tuple[int, int, int]]] = {
+    "square": [(s, s, s) for s in (1024, 2048, 4096, 6144, 8192)],
+    "odd": [(4095, 4097, 4093), (1000, 3000, 2000), (16, 4096, 4096), (8192, 8192, 512), (512, 512, 16384)],
+    "small": [(128, 128, 128), (255, 257, 129), (512, 512, 512)],
+}
+
+
+@dataclass
+class BenchRecord:
+    backend: str
+    variant: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    tflops: float
+    tflops_min: float
+    tflops_max: float
+    ms: float
+    vendor_variant: str
+    vendor_tflops: float
+    ratio: float
+    device: str
+    date: str
+    repeats: int
+    calls_per_repeat: int
+
+
+def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
+    shapes: list[tuple[int, int, int]] = []
+    for item in items:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part in PRESETS:
+                shapes.extend(PRESETS[part])
+            else:
+                shapes.append(parse_shape(part))
+    return shapes
+
+
+class _Runner:
+    """Queues one product on prepared operands; device backends avoid the API overhead."""
+
+    def __init__(self, be: Backend, variant: str, a: Any, b: Any, c: Any) -> None:
+        self._close: Callable[[], None] = lambda: None
+        launcher = getattr(be, "launcher", None)
+        if launcher is not None:
+            launch = launcher(variant, a, b, c, 1.0, 0.0)
+            self.call: Callable[[], None] = launch
+            self._close = launch.close
+        else:
+            from .api import gemm
+
+            def call() -> None:
+                gemm(a, b, device=be.name, variant=variant, out=c)
+
+            self.call = call
+
+    def close(self) -> None:
+        self._close()
+
+
+@contextlib.contextmanager
+def _active(be: Backend) -> Iterator[None]:
+    rt = getattr(be, "runtime", None)
+    if rt is not None and hasattr(rt, "active"):
+        with rt.active():
+            yield
+    else:
+        yield
+
+
+def _time_variant(be: Backend, variant: str, sets: list[tuple[Any, Any, Any]], repeats: int, min_seconds: float) -> tuple[list[float], int]:
+    """Seconds per call, one value per repeat, and the calls timed per repeat."""
+    timer = be.timer()
+    runners = [_Runner(be, variant, *s) for s in sets]
+    try:
+        with _active(be):
+            for r in runners:  # warm-up: compilation, module load, handle creation
+                r.call()
+            be.synchronize()
+            one = timer(lambda: [r.call() for r in runners]) / len(runners)
+            calls = max(len(runners), min(200, int(min_seconds / max(one, 1e-7)) + 1))
+            calls += (-calls) % len(runners)
+
+            def batch() -> None:
+                for i in range(calls):
+                    runners[i % len(runners)].call()
+
+            return [timer(batch) / calls for _ in range(repeats)], calls
+    finally:
+        for r in runners:
+            r.close()
+
+
+def run_bench(
+    device: str,
+    dtype: str,
+    variants: Sequence[str] | str,
+    shapes: Sequence[tuple[int, int, int]],
+    *,
+    repeats: int = 5,
+    min_seconds: float = 0.02,
+    sets: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> list[BenchRecord]:
+    """Benchmark ``variants`` (or ``"all"``) of backend ``device`` on ``shapes``."""
+    be = registry.get_backend(device)
+    av = be.probe()
+    if not av.ok:
+        from .errors import BackendUnavailableError
+
+        raise BackendUnavailableError(f"device {device!r} is unavailable: {av.reason}")
+    table = [v for v in be.variants() if dtype in v.dtypes]
+    vendor = next((v.name for v in table if v.vendor), None)
+    names = [v.name for v in table if not v.vendor] if variants == "all" else list(variants)
+    known = {v.name for v in table}
+    for name in names:
+        if name not in known:
+            from .errors import UnsupportedProblemError
+
+            raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: {', '.join(sorted(known))}")
+    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    rng = np.random.default_rng()
+    records: list[BenchRecord] = []
+    np_dtype = np.dtype(dtype)
+    for (m, n, k) in shapes:
+        flops = 2.0 * m * n * k
+        host = [(rng.standard_normal((m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal((k, n), dtype=np.float32).astype(np_dtype)) for _ in range(sets)]
+        dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
+        vendor_t = float("nan")
+        if vendor is not None:
+            times, _ = _time_variant(be, vendor, dev, repeats, min_seconds)
+            vendor_t = statistics.median(times)
+        for name in names:
+            times, calls = _time_variant(be, name, dev, repeats, min_seconds)
+            t = statistics.median(times)
+            rec = BenchRecord(
+                be.name, name, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
+                t * 1e3, vendor or "", flops / vendor_t / 1e12 if vendor else float("nan"),
+                (vendor_t / t) if vendor else float("nan"), be.device_name(), date, repeats, calls,
+            )
+            records.append(rec)
+            if progress:
+                progress(f"{m}x{n}x{k} {name:28s} {rec.tflops:8.2f} TFLOP/s  ({rec.ratio:.2f}x {vendor})")
+        del dev
+    return records
+
+
+def to_markdown(records: list[BenchRecord], command: str) -> str:
+    """A table per dtype: variants down, shapes across, 'TFLOP/s (ratio to vendor)'."""
+    lines = [f"Command: `{command}`", ""]
+    if not records:
+        return "\n".join(lines + ["(no records)"])
+    lines.insert(0, f"Device: {records[0].device}; date {records[0].date}; median of {records[0].repeats} repeats; two rotating input sets.\n")
+    for dtype in sorted({r.dtype for r in records}):
+        rs = [r for r in records if r.dtype == dtype]
+        shapes = list(dict.fromkeys((r.m, r.n, r.k) for r in rs))
+        variants = list(dict.fromkeys(r.variant for r in rs))
+        vendor = rs[0].vendor_variant or "vendor"
+        lines.append(f"### {rs[0].backend} {dtype}: TFLOP/s (ratio to {vendor} in the same run)\n")
+        lines.append("| variant | " + " | ".join(f"{m}×{n}×{k}" for m, n, k in shapes) + " |")
+        lines.append("|---|" + "---|" * len(shapes))
+        vend = {(r.m, r.n, r.k): r.vendor_tflops for r in rs}
+        lines.append(f"| **{vendor}** | " + " | ".join(f"{vend[s]:.1f}" for s in shapes) + " |")
+        by = {(r.variant, r.m, r.n, r.k): r for r in rs}
+        for v in variants:
+            cells = []
+            for s in shapes:
+                r = by.get((v, *s))
+                cells.append(f"{r.tflops:.1f} ({r.ratio:.2f}×)" if r else "–")
+            lines.append(f"| {v} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    shapes = parse_shapes(args.shapes)
+    variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
+    command = "polygemm " + shlex.join(args.argv)
+    records = run_bench(args.device, args.dtype, variants, shapes, repeats=args.repeats, progress=lambda s: print(s, flush=True))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"command": command, "records": [asdict(r) for r in records]}, fh, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(to_markdown(records, command) + "\n")
+    if args.plot:
+        from .plot import plot_records
+
+        plot_records(records, args.plot)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser("bench", help="time variants against the vendor library (same process, device events)")
+    s.add_argument("--device", default="cuda")
+    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"])
+    s.add_argument("--variants", nargs="+", default=["all"], help="variant names (comma or space separated) or all")
+    s.add_argument("--shapes", nargs="+", default=["square"], help="MxNxK items and presets: " + ", ".join(PRESETS))
+    s.add_argument("--repeats", type=int, default=5)
+    s.add_argument("--json", metavar="PATH")
+    s.add_argument("--markdown", metavar="PATH")
+    s.add_argument("--plot", metavar="PATH", help="PNG of TFLOP/s against size (needs matplotlib)")
+    s.set_defaults(fn=cmd_bench)

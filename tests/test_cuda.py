@@ -1,0 +1,186 @@
+"""GPU tests of the cuda backend (marked ``cuda``; skipped with the reason without a GPU).
+
+Every variant × shapes × layouts × alpha/beta against the float64 reference under the
+error bound, on fresh random data with NaN-poisoned outputs; device arrays from pycuda
+and CuPy; 8 threads calling at once.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import reference_for, run_conformance
+
+pytestmark = pytest.mark.cuda
+
+
+def _cuda_or_skip():
+    info = {i.name: i for i in pg.backends()}["cuda"]
+    if not info.available:
+        pytest.skip(f"cuda backend unavailable: {info.reason}")
+    return info.backend
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return _cuda_or_skip()
+
+
+VARIANTS = [v.name for v in pg.get_backend("cuda").variants() if "float32" in v.dtypes]
+SMALL = [(1, 1, 1), (7, 13, 5), (127, 129, 131), (33, 65, 1)]
+LARGE = [(1000, 3000, 2000), (4096, 4096, 4096), (16, 4096, 4096)]
+ORDERS = [(oa, ob, oc) for oa in "CF" for ob in "CF" for oc in "CF"]
+
+_data_cache: dict[tuple, tuple] = {}
+
+
+def _data(m: int, n: int, k: int, scaled: bool):
+    """One fresh data set per (shape, scaling) per test session, with its reference."""
+    key = (m, n, k, scaled)
+    if key not in _data_cache:
+        seed = secrets.randbits(32)
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        c = rng.standard_normal((m, n), dtype=np.float32) if scaled else None
+        alpha, beta = (-0.75, 1.5) if scaled else (1.0, 0.0)
+        _data_cache[key] = (a, b, c, alpha, beta, reference_for(a, b, c, alpha, beta), seed)
+    return _data_cache[key]
+
+
+def _check(variant, m, n, k, orders, scaled):
+    a, b, c, alpha, beta, ref, seed = _data(m, n, k, scaled)
+    oa, ob, oc = orders
+    A, B = np.asarray(a, order=oa), np.asarray(b, order=ob)
+    out = np.full((m, n), np.nan, np.float32, order=oc)
+    C = np.asarray(c, order=oc) if c is not None else None
+    got = pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
+    assert got is out
+    res = ref.compare(out)
+    assert res.ok, f"{variant} {m}x{n}x{k} orders={orders} alpha={alpha} beta={beta} seed={seed}: {res.message}"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape", SMALL, ids=lambda s: "x".join(map(str, s)))
+def test_small_shapes_all_layouts(cuda, variant, shape):
+    for i, orders in enumerate(ORDERS):
+        _check(variant, *shape, orders, scaled=bool(i % 2))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape", LARGE, ids=lambda s: "x".join(map(str, s)))
+def test_large_shapes(cuda, variant, shape):
+    _check(variant, *shape, ("C", "C", "C"), scaled=False)
+    _check(variant, *shape, ("F", "C", "F"), scaled=True)
+
+
+def test_auto_picks_a_predicated_rung_and_is_correct(cuda):
+    a, b, c, alpha, beta, ref, seed = _data(1000, 3000, 2000, True)
+    plan = pg.explain(a, b, c, alpha=alpha, beta=beta)
+    assert plan.backend == "cuda" and plan.padding is None, str(plan)
+    assert ref.compare(pg.gemm(a, b, c, alpha=alpha, beta=beta)).ok
+
+
+def test_unaligned_views_take_a_correct_path(cuda):
+    rng = np.random.default_rng(secrets.randbits(32))
+    buf_a = rng.standard_normal(1 + 129 * 67, dtype=np.float32)
+    buf_b = rng.standard_normal(1 + 67 * 131, dtype=np.float32)
+    a = buf_a[1:].reshape(129, 67)  # 4-byte offset; ld 67 not a multiple of 4
+    b = buf_b[1:].reshape(67, 131)
+    for variant in VARIANTS:
+        got = pg.gemm(a, b, device="cuda", variant=variant)
+        assert reference_for(a, b).compare(got).ok, variant
+
+
+def test_pycuda_device_arrays(cuda):
+    import pycuda.gpuarray as gpuarray
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((300, 200), dtype=np.float32)
+    b = rng.standard_normal((200, 100), dtype=np.float32)
+    c = rng.standard_normal((300, 100), dtype=np.float32)
+    with cuda.runtime.active():
+        da, db, dc = gpuarray.to_gpu(a), gpuarray.to_gpu(b), gpuarray.to_gpu(c)
+    got = pg.gemm(da, db, dc, alpha=2.0, beta=-1.0)
+    assert isinstance(got, gpuarray.GPUArray)
+    with cuda.runtime.active():
+        host = got.get()
+    assert reference_for(a, b, c, 2.0, -1.0).compare(host).ok
+    # in place on the device
+    pg.gemm(da, db, dc, alpha=2.0, beta=-1.0, out=dc)
+    with cuda.runtime.active():
+        assert reference_for(a, b, c, 2.0, -1.0).compare(dc.get()).ok
+
+
+def test_cupy_device_arrays(cuda):
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((257, 129), dtype=np.float32)
+    b = rng.standard_normal((129, 65), dtype=np.float32)
+    da, db = cp.asarray(a), cp.asfortranarray(cp.asarray(b))
+    got = pg.gemm(da, db)  # a Fortran-ordered device operand is read without a copy
+    with cuda.runtime.active():
+        host = got.get()
+    assert reference_for(a, b).compare(host).ok
+    out = cp.full((257, 65), cp.nan, dtype=cp.float32)
+    assert pg.gemm(da, db, out=out) is out
+    assert reference_for(a, b).compare(cp.asnumpy(out)).ok
+
+
+def test_torch_cuda_tensors(cuda):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    a = torch.randn(130, 70, device="cuda")
+    b = torch.randn(70, 90, device="cuda")
+    out = torch.full((130, 90), float("nan"), device="cuda")
+    pg.gemm(a, b, out=out)
+    assert reference_for(a.cpu().numpy(), b.cpu().numpy()).compare(out.cpu().numpy()).ok
+
+
+def test_eight_threads_at_once(cuda):
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(secrets.randbits(32))
+        for j in range(5):
+            m, n, k = 64 + 37 * i, 50 + 11 * j, 129
+            a = rng.standard_normal((m, k), dtype=np.float32)
+            b = rng.standard_normal((k, n), dtype=np.float32)
+            variant = VARIANTS[(i + j) % len(VARIANTS)]
+            try:
+                got = pg.gemm(a, b, device="cuda", variant=variant)
+                res = reference_for(a, b).compare(got)
+                if not res.ok:
+                    errors.append(f"thread {i} {variant}: {res.message}")
+            except Exception as exc:  # report, do not hang the other threads
+                errors.append(f"thread {i} {variant}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_empty_and_k_zero_on_device(cuda):
+    import pycuda.gpuarray as gpuarray
+
+    c = np.random.default_rng().standard_normal((5, 4), dtype=np.float32)
+    with cuda.runtime.active():
+        da, db, dc = gpuarray.to_gpu(np.zeros((5, 0), np.float32)), gpuarray.to_gpu(np.zeros((0, 4), np.float32)), gpuarray.to_gpu(c)
+    got = pg.gemm(da, db, dc, beta=2.0)
+    with cuda.runtime.active():
+        np.testing.assert_array_equal(got.get(), 2.0 * c)
+
+
+def test_conformance_suite(cuda):
+    results = run_conformance("cuda", dtypes=["float32"], quick=True)
+    fails = [r for r in results if r.status == "fail"]
+    assert not fails, fails[:5]

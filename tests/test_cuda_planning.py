@@ -1,0 +1,132 @@
+"""CUDA planning on the CPU: operand swap, transposes, padding, alignment, geometry."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.backends.cuda.backend import choose_auto_variant
+from polygemm.backends.cuda.planning import INT32_MAX, Mat, plan_launch
+from polygemm.backends.cuda.variants import kernel_specs, variant_table
+
+SPECS = kernel_specs()
+PREDICATED = [s for s in SPECS.values() if s.predicated]
+PADDED = [s for s in SPECS.values() if not s.predicated]
+
+
+def row(name, r, c, ptr=0):
+    return Mat(name, r, c, "row", c, ptr)
+
+
+def col(name, r, c, ptr=0):
+    return Mat(name, r, c, "col", r, ptr)
+
+
+def test_table_has_both_ladders_and_cublas():
+    names = [v.name for v in variant_table()]
+    assert len([n for n in names if n.startswith("cm_")]) == 11
+    assert len([n for n in names if n.startswith("rm_")]) == 8
+    assert names[-1] == "cublas"
+    cublas = variant_table()[-1]
+    assert cublas.vendor and not cublas.auto
+    for s in SPECS.values():
+        assert s.source.exists(), s.source
+        assert s.entry in s.source.read_text(), s.entry
+        head = s.source.read_text().lstrip().splitlines()[0]
+        assert head.startswith("//"), f"{s.source.name} must open with a comment saying what it adds"
+
+
+@pytest.mark.parametrize("spec", PREDICATED, ids=lambda s: s.name)
+def test_row_major_numpy_problem_uses_the_operand_swap(spec):
+    m, n, k = 100, 70, 30
+    lp = plan_launch(spec, row("a", m, k), row("b", k, n), row("c", m, n))
+    if spec.layout == "col":
+        assert lp.swap and (lp.m, lp.n) == (n, m)
+        assert lp.a.name.startswith("b") and lp.b.name.startswith("a")
+    else:
+        assert not lp.swap and (lp.m, lp.n) == (m, n)
+    assert not lp.trans_a and not lp.trans_b and not lp.packs
+
+
+@pytest.mark.parametrize("spec", PREDICATED, ids=lambda s: s.name)
+def test_mixed_layouts_become_transposes_not_copies(spec):
+    lp = plan_launch(spec, col("a", 10, 20), row("b", 20, 30), row("c", 10, 30))
+    assert not lp.packs
+    assert lp.trans_a != lp.trans_b  # one operand is read transposed
+
+
+@pytest.mark.parametrize("spec", [s for s in PREDICATED if s.align > 1], ids=lambda s: s.name)
+def test_misaligned_routes_to_scalar_build(spec):
+    lp = plan_launch(spec, row("a", 64, 64), row("b", 64, 64), row("c", 64, 64))
+    assert lp.vec
+    lp = plan_launch(spec, row("a", 64, 64, ptr=4), row("b", 64, 64), row("c", 64, 64))
+    assert not lp.vec and lp.macros()["PG_VEC"] == 0
+    lp = plan_launch(spec, Mat("a", 63, 63, "row", 63), row("b", 63, 64), row("c", 63, 64))
+    assert not lp.vec  # ld 63 is not a multiple of 4 floats
+
+
+@pytest.mark.parametrize("spec", PADDED, ids=lambda s: s.name)
+def test_teaching_rungs_pad_awkward_shapes(spec):
+    m, n, k = 127, 129, 131
+    lp = plan_launch(spec, row("a", m, k), row("b", k, n), row("c", m, n))
+    bm, bn, bk = spec.multiple
+    assert lp.m % bm == 0 and lp.n % bn == 0 and lp.k % bk == 0
+    assert len(lp.packs) == 3 and lp.unpack is not None
+    assert lp.unpack.dst.rows == (n if lp.swap else m)
+    assert "padded" in lp.notes[0] or "scratch" in lp.notes[0]
+
+
+@pytest.mark.parametrize("spec", PADDED, ids=lambda s: s.name)
+def test_teaching_rungs_run_in_place_when_everything_fits(spec):
+    bm, bn, bk = spec.multiple
+    lay = spec.layout
+
+    def mat(name, r, c):
+        return Mat(name, r, c, lay, c if lay == "row" else r)
+
+    m, n, k = bm * 4, bn * 4, bk * 4
+    lp = plan_launch(spec, mat("a", m, k), mat("b", k, n), mat("c", m, n))
+    assert not lp.packs and lp.unpack is None and not lp.swap
+
+
+@pytest.mark.parametrize("spec", list(SPECS.values()), ids=lambda s: s.name)
+def test_grid_covers_the_problem(spec):
+    m, n, k = 1000, 3000, 7
+    lp = plan_launch(spec, row("a", m, k), row("b", k, n), row("c", m, n))
+    bm, bn, _ = spec.tile
+    gx, gy, _ = lp.grid
+    cover = {"m": gx if spec.grid[0] == "m" else gy, "n": gx if spec.grid[0] == "n" else gy}
+    assert cover["m"] * bm >= lp.m and cover["n"] * bn >= lp.n
+    assert lp.block[0] * lp.block[1] <= 1024
+
+
+def test_32bit_offsets_refused_at_plan_time():
+    spec = PREDICATED[-1]
+    big = Mat("a", 70000, 40000, "row", 40000)
+    with pytest.raises(pg.UnsupportedProblemError, match="32-bit"):
+        plan_launch(spec, big, row("b", 40000, 8), row("c", 70000, 8))
+    assert big.max_offset > INT32_MAX
+
+
+def test_cublas_plan_keeps_column_major_with_swap():
+    lp = plan_launch(None, row("a", 5, 6), row("b", 6, 7), row("c", 5, 7))
+    assert lp.swap and (lp.m, lp.n, lp.k) == (7, 5, 6) and not lp.trans_a and not lp.trans_b
+
+
+def test_auto_choice_comes_from_measured_table():
+    records = [
+        {"variant": PREDICATED[0].name, "m": 64, "n": 64, "k": 64, "tflops": 5.0},
+        {"variant": PREDICATED[-1].name, "m": 64, "n": 64, "k": 64, "tflops": 1.0},
+        {"variant": PREDICATED[-1].name, "m": 4096, "n": 4096, "k": 4096, "tflops": 40.0},
+        {"variant": PREDICATED[0].name, "m": 4096, "n": 4096, "k": 4096, "tflops": 2.0},
+    ]
+    assert choose_auto_variant(50, 70, 60, records=records)[0] == PREDICATED[0].name
+    name, why = choose_auto_variant(5000, 4000, 3000, records=records)
+    assert name == PREDICATED[-1].name and "4096x4096x4096" in why
+
+
+def test_auto_ignores_padded_rungs():
+    padded = PADDED[0].name
+    records = [{"variant": padded, "m": 64, "n": 64, "k": 64, "tflops": 99.0}]
+    assert choose_auto_variant(64, 64, 64, records=records)[0] != padded
