@@ -195,6 +195,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     bm, bn, _ = spec.tile
     dims = {"m": -(-lp.m // bm), "n": -(-lp.n // bn)}
     gx, gy = (dims.get(axis, 1) for axis in spec.grid)
+    if gx > 2**31 - 1 or gy > 65535:
+        raise UnsupportedProblemError(
+            f"{spec.name} would need a {gx}x{gy} grid for this problem; CUDA allows at most 65535 blocks along y. "
+            f"Split the product or pick another variant"
+        )
     lp.grid = (gx, gy, 1)
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Compile every CUDA kernel with nvcc (no GPU needed) for sm_80 and sm_90.
+
+Predicated (auto-selectable) rungs are compiled in every PG_TRANS_A / PG_TRANS_B / PG_VEC
+combination the backend may request, and fail the check if ptxas reports a register
+spill. Spills in teaching rungs are reported but allowed. Exit status 1 on any failure.
+
+    python tools/check_kernels.py [--arch 80 90] [-j N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from polygemm.backends.cuda.variants import KERNEL_DIR, kernel_specs  # noqa: E402
+
+SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def jobs(archs: list[str]) -> list[tuple[str, Path, dict[str, int], bool]]:
+    out = []
+    for spec in kernel_specs().values():
+        combos = [dict(zip(("PG_TRANS_A", "PG_TRANS_B", "PG_VEC"), c)) for c in itertools.product((0, 1), repeat=3)] if spec.predicated else [{}]
+        for arch in archs:
+            for macros in combos:
+                out.append((arch, spec.source, macros, spec.predicated))
+    for extra in sorted((KERNEL_DIR / "util").glob("*.cu")):
+        for arch in archs:
+            out.append((arch, extra, {}, True))
+    return out
+
+
+def compile_one(job: tuple[str, Path, dict[str, int], bool], tmp: str) -> tuple[bool, str]:
+    arch, src, macros, strict = job
+    out = os.path.join(tmp, f"{src.stem}_{arch}_{abs(hash(tuple(macros.items())))}.cubin")
+    cmd = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}", *(f"-D{k}={v}" for k, v in macros.items()), str(src), "-o", out]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    label = f"{src.relative_to(KERNEL_DIR)} sm_{arch} {' '.join(f'{k}={v}' for k, v in macros.items())}".strip()
+    if r.returncode != 0:
+        return False, f"FAIL compile {label}\n{r.stderr.strip()}"
+    spills = [(int(a), int(b)) for a, b in SPILL.findall(r.stderr)]
+    if any(a or b for a, b in spills):
+        msg = f"{'FAIL' if strict else 'note'} register spill {label}: {spills}"
+        return (not strict), msg
+    regs = re.findall(r"Used (\d+) registers", r.stderr)
+    return True, f"ok   {label} ({', '.join(regs)} registers)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--arch", nargs="+", default=["80", "90"])
+    ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    args = ap.parse_args()
+    todo = jobs(args.arch)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.j) as pool:
+        for good, msg in pool.map(lambda j: compile_one(j, tmp), todo):
+            print(msg, flush=True)
+            ok &= good
+    print(f"{len(todo)} kernel builds checked: {'all passed' if ok else 'FAILURES above'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
