@@ -75,8 +75,8 @@ inline int check_operand(const char* fn, const char* name, const void* p, int ro
     const int min_ld = rows > 1 ? rows : 1;
     if (ld < min_ld)
         return fail(PGM_ERR_INVALID_ARGUMENT,
-                    "%s: ld%s=%d is smaller than max(1, %s)=%d (column-major %s is %d x %d)",
-                    fn, name, ld, rows_name, min_ld, name, rows, cols);
+                    "%s: ld%c=%d is smaller than max(1, %s)=%d (column-major %s is %d x %d)",
+                    fn, (char)(name[0] - 'A' + 'a'), ld, rows_name, min_ld, name, rows, cols);
     if (!used) return PGM_OK;
     if (p == nullptr)
         return fail(PGM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);

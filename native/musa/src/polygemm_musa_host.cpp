@@ -11,6 +11,7 @@
 #include "pgm_build_config.h"
 #include "pgm_common.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdint>

@@ -42,6 +42,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
 
 // ---- the wave fragment layer (native MUSA) --------------------------------------------------
 #if defined(POLYGEMM_MUSA_FLAVOR_MUSA)
@@ -100,10 +101,29 @@ struct Half8 {
     uint4 v;
 };
 
+__device__ inline unsigned int& half8_word(Half8& h, int w) {
+    return w == 0 ? h.v.x : w == 1 ? h.v.y : w == 2 ? h.v.z : h.v.w;
+}
+__device__ inline unsigned int half8_word(const Half8& h, int w) {
+    return w == 0 ? h.v.x : w == 1 ? h.v.y : w == 2 ? h.v.z : h.v.w;
+}
 __device__ inline void half8_set(Half8& h, int i, unsigned short x) {
-    unsigned int* w = reinterpret_cast<unsigned int*>(&h.v);
+    unsigned int& w = half8_word(h, i >> 1);
     const int s = (i & 1) * 16;
-    w[i >> 1] = (w[i >> 1] & ~(0xffffu << s)) | ((unsigned int)x << s);
+    w = (w & ~(0xffffu << s)) | ((unsigned int)x << s);
+}
+__device__ inline unsigned short half8_get(const Half8& h, int i) {
+    return (unsigned short)(half8_word(h, i >> 1) >> ((i & 1) * 16));
+}
+__device__ inline unsigned short half_bits(half x) {
+    unsigned short b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+__device__ inline half bits_half(unsigned short b) {
+    half x;
+    memcpy(&x, &b, sizeof b);
+    return x;
 }
 
 // ---- transpose: B (k x n, col-major, ldb) -> BT (kp x np, row-major), zero-padded --------
@@ -137,8 +157,17 @@ __global__ void transpose_b_kernel(const unsigned short* __restrict__ B, long lo
 // kAVec: A's base is 16-byte aligned and lda % 8 == 0, so any 8-run of rows starting at a
 // multiple of 8 may be fetched with one 16-byte async copy. Otherwise every A element is
 // read with a scalar load (the scalar-copy path).
+// Two resident blocks per MP on S4000 (seed). The CUDA emulation keeps more state per
+// thread (4 warps x 16x16 fragments), so it asks for one block per SM to stay spill-free;
+// its speed is meaningless for S4000 anyway.
+#if defined(POLYGEMM_MUSA_FLAVOR_MUSA)
+#define PGM_GEMM_MIN_BLOCKS 2
+#else
+#define PGM_GEMM_MIN_BLOCKS 1
+#endif
+
 template <bool kAVec>
-__global__ __launch_bounds__(NTHREADS, 2) void gemm_f16_kernel(
+__global__ __launch_bounds__(NTHREADS, PGM_GEMM_MIN_BLOCKS) void gemm_f16_kernel(
     const half* __restrict__ A, long long lda, const half* __restrict__ BT, long long ldt,
     half* __restrict__ C, long long ldc, int c_vec, int M, int N, int K, float alpha,
     float beta, int grid_m, int grid_n) {
@@ -281,18 +310,20 @@ __global__ __launch_bounds__(NTHREADS, 2) void gemm_f16_kernel(
             const int rows = (M - gr) < 8 ? (M - gr) : 8;
             if (c_vec && rows == 8) {
                 if (beta != 0.0f) {
-                    const uint4 old = *reinterpret_cast<const uint4*>(cp);
-                    const half* oh = reinterpret_cast<const half*>(&old);
+                    Half8 old;
+                    old.v = *reinterpret_cast<const uint4*>(cp);
 #pragma unroll
-                    for (int x = 0; x < 8; x++) v[x] = alpha * v[x] + beta * __half2float(oh[x]);
+                    for (int x = 0; x < 8; x++)
+                        v[x] = alpha * v[x] + beta * __half2float(bits_half(half8_get(old, x)));
                 } else {
 #pragma unroll
                     for (int x = 0; x < 8; x++) v[x] = alpha * v[x];
                 }
-                half h[8];
+                Half8 out;
+                out.v = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-                for (int x = 0; x < 8; x++) h[x] = __float2half(v[x]);
-                *reinterpret_cast<uint4*>(cp) = *reinterpret_cast<const uint4*>(h);
+                for (int x = 0; x < 8; x++) half8_set(out, x, half_bits(__float2half(v[x])));
+                *reinterpret_cast<uint4*>(cp) = out.v;   // one 16-byte store
             } else {
 #pragma unroll
                 for (int x = 0; x < 8; x++) {

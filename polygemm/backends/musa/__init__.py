@@ -1,5 +1,6 @@
 """The MUSA backend for Moore Threads GPUs (see backend.py). Importing this package imports no cffi."""
 
-from .backend import MusaBackend
+from .arrays import MusaArray
+from .backend import MusaBackend, PreparedB
 
-__all__ = ["MusaBackend"]
+__all__ = ["MusaBackend", "MusaArray", "PreparedB"]

@@ -1,0 +1,117 @@
+"""``MusaArray``: a 2-D float16 matrix in MUSA device memory, owned and freed explicitly.
+
+It exposes ``__polygemm_array_interface__`` (the CUDA array interface's keys plus
+``device="musa"``), so ``polygemm.gemm`` takes it like any device array and returns one.
+Memory is freed by ``free()``, by leaving a ``with`` block, or when the object is
+collected, whichever comes first; a freed array refuses further use.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ...errors import ArgumentError, DTypeError, ShapeError
+
+__all__ = ["MusaArray"]
+
+
+class MusaArray:
+    """A C- or Fortran-ordered 2-D float16 device matrix."""
+
+    def __init__(self, session: Any, shape: tuple[int, int], order: str = "C") -> None:
+        if len(shape) != 2 or min(shape) < 0:
+            raise ShapeError(f"MusaArray shape must be (rows, cols) with rows, cols >= 0; got {shape}")
+        if order not in ("C", "F"):
+            raise ArgumentError(f"order must be 'C' or 'F'; got {order!r}")
+        self._session = session
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.dtype = np.dtype(np.float16)
+        self.order = order
+        self._lock = threading.Lock()
+        self._ptr: int | None = session.malloc(self.nbytes)
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def empty(cls, shape: tuple[int, int], order: str = "C") -> "MusaArray":
+        from .backend import session
+
+        return cls(session(), shape, order)
+
+    @classmethod
+    def from_numpy(cls, array: Any) -> "MusaArray":
+        """Copy a 2-D float16 array to the device (keeping Fortran order when it has it)."""
+        arr = np.asarray(array)
+        if arr.dtype != np.float16:
+            raise DTypeError(f"MusaArray holds float16 only; got {arr.dtype.name}. Convert with .astype(np.float16)")
+        if arr.ndim != 2:
+            raise ShapeError(f"MusaArray must be 2-D; got shape {arr.shape}")
+        order = "F" if (arr.flags.f_contiguous and not arr.flags.c_contiguous) else "C"
+        out = cls.empty(arr.shape, order)
+        out.set(arr)
+        return out
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.shape[1] * 2
+
+    @property
+    def strides(self) -> tuple[int, int]:
+        r, c = self.shape
+        return (2 * c, 2) if self.order == "C" else (2, 2 * r)
+
+    @property
+    def ptr(self) -> int:
+        if self._ptr is None:
+            raise ArgumentError("this MusaArray has been freed")
+        return self._ptr
+
+    @property
+    def __polygemm_array_interface__(self) -> dict:
+        return {"shape": self.shape, "typestr": "<f2", "strides": self.strides, "data": (self.ptr, False), "device": "musa", "version": 1}
+
+    # -- data movement -------------------------------------------------------------------
+    def get(self) -> np.ndarray:
+        """Copy to a new NumPy array (same memory order)."""
+        out = np.empty(self.shape, np.float16, order=self.order)
+        if self.nbytes:
+            self._session.d2h(out, self.ptr)
+        return out
+
+    def set(self, array: Any) -> None:
+        """Overwrite the contents in place from a host array of the same shape."""
+        arr = np.asarray(array)
+        if arr.shape != self.shape:
+            raise ShapeError(f"set() needs shape {self.shape}; got {arr.shape}")
+        if arr.dtype != np.float16:
+            raise DTypeError(f"set() needs float16; got {arr.dtype.name}")
+        arr = np.ascontiguousarray(arr) if self.order == "C" else np.asfortranarray(arr)
+        if self.nbytes:
+            self._session.h2d(self.ptr, arr)
+
+    # -- lifetime ------------------------------------------------------------------------
+    def free(self) -> None:
+        """Release the device memory now (idempotent)."""
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            self._session.free(ptr)
+
+    def __enter__(self) -> "MusaArray":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "freed" if self._ptr is None else f"0x{self._ptr:x}"
+        return f"MusaArray(shape={self.shape}, dtype=float16, order={self.order!r}, at {state})"

@@ -1,0 +1,1 @@
+../../../native/musa/include/polygemm_musa.h

@@ -1,0 +1,283 @@
+"""The musa backend through libpolygemm_musa (marked ``musa``).
+
+CI builds the ``host`` flavor with CMake and runs these end to end on the CPU. On the GPU
+machine ``POLYGEMM_MUSA_TEST_FLAVOR=cuda`` builds the ``cuda`` flavor (the S4000 kernel's
+source through the compat header) and adds the large shapes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+import polygemm.registry as registry
+from polygemm.testing import reference_for, run_conformance
+
+pytestmark = pytest.mark.musa
+ROOT = Path(__file__).resolve().parents[1]
+FLAVOR = os.environ.get("POLYGEMM_MUSA_TEST_FLAVOR", "host")
+
+
+def _cmake() -> str:
+    exe = shutil.which("cmake")
+    if exe is None:
+        pytest.skip("cmake not found (pip install '.[test]' provides it)")
+    return exe
+
+
+@pytest.fixture(scope="session")
+def musa_library() -> Path:
+    """Build libpolygemm_musa in the requested flavor once per session (or use the given one)."""
+    given = os.environ.get("POLYGEMM_MUSA_LIBRARY")
+    if given:
+        return Path(given)
+    build = ROOT / "build" / f"musa-{FLAVOR}"
+    cmake = _cmake()
+    cfg = subprocess.run([cmake, "-S", str(ROOT), "-B", str(build), f"-DPOLYGEMM_MUSA_FLAVOR={FLAVOR}", "-DCMAKE_BUILD_TYPE=Release"], capture_output=True, text=True)
+    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+    bld = subprocess.run([cmake, "--build", str(build), "-j", "2"], capture_output=True, text=True)
+    assert bld.returncode == 0, bld.stdout + bld.stderr
+    lib = next(build.rglob("libpolygemm_musa.so"))
+    return lib
+
+
+def _reset() -> None:
+    import polygemm.backends.musa.backend as mb
+
+    mb._session = None
+    registry.refresh()
+
+
+@pytest.fixture
+def musa(musa_library, monkeypatch):
+    monkeypatch.setenv("POLYGEMM_MUSA_LIBRARY", str(musa_library))
+    monkeypatch.setenv("POLYGEMM_MUSA_EMULATION", "1")
+    _reset()
+    info = {i.name: i for i in pg.backends()}["musa"]
+    assert info.available, info.reason
+    yield info.backend
+    _reset()
+
+
+def rand16(rng, shape, order="C"):
+    return np.asarray(rng.standard_normal(shape).astype(np.float16), order=order)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(secrets.randbits(32))
+
+
+SHAPES = [(1, 1, 1), (2, 3, 5), (7, 13, 5), (31, 37, 41), (127, 129, 131), (257, 65, 33), (61, 7, 97)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("orders", ["CC", "FF", "CF", "FC"])
+def test_shapes_and_layouts(musa, rng, m, n, k, orders):
+    a, b = rand16(rng, (m, k), orders[0]), rand16(rng, (k, n), orders[1])
+    c = rand16(rng, (m, n))
+    out = np.full((m, n), np.nan, np.float16)
+    got = pg.gemm(a, b, c, alpha=0.5, beta=-1.5, out=out, device="musa")
+    assert got is out
+    res = reference_for(a, b, c, 0.5, -1.5).compare(out)
+    assert res.ok, res.message
+    plan = pg.explain(a, b, device="musa")
+    assert "EMULATION" in str(plan) or plan.backend == "musa"
+
+
+def test_explain_says_emulation(musa, rng):
+    a, b = rand16(rng, (4, 4)), rand16(rng, (4, 4))
+    plan = pg.explain(a, b, device="musa")
+    if musa.flavor() != "musa":
+        assert any("EMULATION" in n for n in plan.notes), str(plan)
+
+
+def test_new_b_every_call_same_shape_never_stale(musa, rng):
+    a = rand16(rng, (33, 17))
+    b = rand16(rng, (17, 29))
+    for _ in range(4):
+        b[...] = rand16(rng, (17, 29))  # same buffer, new contents
+        assert reference_for(a, b).compare(pg.gemm(a, b, device="musa")).ok
+        b2 = rand16(rng, (17, 29))  # new buffer, same shape
+        assert reference_for(a, b2).compare(pg.gemm(a, b2, device="musa")).ok
+
+
+def test_musa_array_set_between_calls(musa, rng):
+    from polygemm.backends.musa import MusaArray
+
+    a, b = rand16(rng, (40, 24)), rand16(rng, (24, 36))
+    with MusaArray.from_numpy(a) as da, MusaArray.from_numpy(b) as db:
+        r1 = pg.gemm(da, db)
+        assert isinstance(r1, MusaArray)
+        assert reference_for(a, b).compare(r1.get()).ok
+        b_new = rand16(rng, (24, 36))
+        db.set(b_new)
+        r2 = pg.gemm(da, db)
+        assert reference_for(a, b_new).compare(r2.get()).ok
+        out = MusaArray.from_numpy(np.full((40, 36), np.nan, np.float16))
+        assert pg.gemm(da, db, out=out) is out
+        assert reference_for(a, b_new).compare(out.get()).ok
+        for x in (r1, r2, out):
+            x.free()
+
+
+def test_prepared_b_reused_updated_released(musa, rng):
+    from polygemm.backends.musa import PreparedB
+
+    b = rand16(rng, (48, 20))
+    pb = PreparedB(b)
+    for _ in range(3):
+        a = rand16(rng, (37, 48))
+        assert reference_for(a, b).compare(musa.gemm_prepared(a, pb)).ok
+    b2 = rand16(rng, (48, 20))
+    pb.update(b2)
+    a = rand16(rng, (5, 48))
+    c = rand16(rng, (5, 20))
+    assert reference_for(a, b2, c, 2.0, 0.5).compare(musa.gemm_prepared(a, pb, c, alpha=2.0, beta=0.5)).ok
+    with pytest.raises(pg.ShapeError, match="prepared B"):
+        musa.gemm_prepared(rand16(rng, (5, 47)), pb)
+    pb.release()
+    pb.release()  # idempotent from Python
+    with pytest.raises(pg.ArgumentError, match="released"):
+        musa.gemm_prepared(a, pb)
+
+
+def test_eight_threads_at_once(musa):
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(secrets.randbits(32))
+        for j in range(4):
+            a, b = rand16(rng, (20 + i, 30 + j)), rand16(rng, (30 + j, 17 + 2 * i))
+            try:
+                res = reference_for(a, b).compare(pg.gemm(a, b, device="musa"))
+                if not res.ok:
+                    errors.append(f"thread {i}: {res.message}")
+            except Exception as exc:
+                errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_bad_inputs(musa, rng):
+    from polygemm.backends.musa import MusaArray
+
+    f32 = np.ones((3, 3), np.float32)
+    with pytest.raises(pg.DTypeError, match="float16"):
+        pg.gemm(f32, f32, device="musa")
+    with pytest.raises(pg.DTypeError, match="float16"):
+        MusaArray.from_numpy(f32)
+    a = MusaArray.from_numpy(rand16(rng, (4, 4)))
+    bf = MusaArray.from_numpy(np.asfortranarray(rand16(rng, (4, 4))))
+    with pytest.raises(pg.UnsupportedProblemError, match="memory order"):
+        pg.gemm(a, bf)
+    with pytest.raises(pg.ShapeError, match="set\\(\\) needs shape"):
+        a.set(rand16(rng, (3, 4)))
+    a.free()
+    with pytest.raises(pg.ArgumentError, match="freed"):
+        pg.gemm(a, a)
+    bf.free()
+    with pytest.raises(pg.ArgumentError, match="operands live in different places"):
+        pg.gemm(MusaArray.from_numpy(rand16(rng, (2, 2))), rand16(rng, (2, 2)))
+
+
+def test_native_errors_carry_the_library_message(musa):
+    from polygemm.backends.musa.backend import session
+
+    s = session()
+    with pytest.raises(pg.DeviceError, match="pgm_free failed: PGM_ERR_INVALID_ARGUMENT"):
+        s.free(12345678)  # never allocated
+    with pytest.raises(pg.DeviceError, match="PGM_ERR"):
+        s.gemm("wmma_s4000", 4, 4, 4, 1.0, 0, 4, 0, 4, 0.0, 0, 4)
+
+
+def test_mublas_variant_reports_not_supported_off_musa(musa, rng):
+    if musa.flavor() == "musa":
+        pytest.skip("real MUSA flavor")
+    a = rand16(rng, (4, 4))
+    with pytest.raises(pg.DeviceError, match="NOT_SUPPORTED"):
+        pg.gemm(a, a, device="musa", variant="mublas")
+    assert pg.explain(a, a, device="auto").variant != "mublas"
+
+
+def test_conformance(musa):
+    results = run_conformance("musa", quick=True, variants=["wmma_s4000"])
+    fails = [r for r in results if r.status == "fail"]
+    assert results and not fails, fails[:5]
+
+
+@pytest.mark.skipif(FLAVOR != "cuda", reason="large shapes run on the GPU machine with the cuda flavor")
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (4095, 4097, 4093), (1000, 3000, 2000)])
+def test_large_shapes_cuda_flavor(musa, rng, m, n, k):
+    a, b = rand16(rng, (m, k)), rand16(rng, (k, n))
+    assert reference_for(a, b).compare(pg.gemm(a, b, device="musa")).ok
+
+
+# -- library discovery ------------------------------------------------------------------
+
+def test_flavor_gate_without_emulation(musa_library, monkeypatch):
+    monkeypatch.setenv("POLYGEMM_MUSA_LIBRARY", str(musa_library))
+    monkeypatch.delenv("POLYGEMM_MUSA_EMULATION", raising=False)
+    _reset()
+    try:
+        info = {i.name: i for i in pg.backends()}["musa"]
+        if FLAVOR != "musa":
+            assert not info.available and "POLYGEMM_MUSA_EMULATION=1" in info.reason
+            with pytest.raises(pg.BackendUnavailableError, match="emulation"):
+                pg.gemm(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), device="musa")
+    finally:
+        _reset()
+
+
+def _musa_reason_in_fresh_process(env: dict[str, str], src_root: Path) -> str:
+    """The musa backend's reason, from a new process (a library loaded here would be found
+    again by the system loader, as dlopen does), with the build tree pointed at src_root."""
+    code = (
+        "import polygemm.backends.musa.library as L, pathlib, polygemm as pg;"
+        f"L._SRC_ROOT = pathlib.Path({str(src_root)!r});"
+        "i = {x.name: x for x in pg.backends()}['musa'];"
+        "print('AVAILABLE' if i.available else i.reason)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env}, cwd=str(src_root))
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_missing_library_lists_every_place(tmp_path):
+    reason = _musa_reason_in_fresh_process({"POLYGEMM_MUSA_LIBRARY": str(tmp_path / "nope.so"), "POLYGEMM_MUSA_EMULATION": "1"}, tmp_path)
+    for label in ("$POLYGEMM_MUSA_LIBRARY", "package directory", "build tree", "system loader", "nope.so"):
+        assert label in reason, reason
+
+
+def test_wrong_library_is_rejected(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a wrong library")
+    src = tmp_path / "wrong.c"
+    src.write_text("int pgm_abi_version(void){return 99;}\nconst char* pgm_build_info(void){return \"flavor=host\";}\n")
+    lib = tmp_path / "libwrong.so"
+    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    junk = tmp_path / "junk.so"
+    junk.write_text("not a library")
+    for path, fragment in ((lib, "ABI version mismatch: library 99"), (junk, f"{junk}: ")):
+        reason = _musa_reason_in_fresh_process({"POLYGEMM_MUSA_LIBRARY": str(path), "POLYGEMM_MUSA_EMULATION": "1"}, tmp_path)
+        assert reason != "AVAILABLE" and fragment in reason, reason
+
+
+def test_import_does_not_load_cffi():
+    code = "import sys, polygemm; polygemm.get_backend('musa'); assert 'cffi' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
