@@ -93,6 +93,7 @@ class _Runtime:
         self.ctx = self.device.retain_primary_context()
         self._lock = threading.Lock()
         self._functions: dict[tuple, Any] = {}
+        self._compiling: dict[tuple, threading.Lock] = {}
         self._cublas: Any = None
 
     @contextlib.contextmanager
@@ -104,10 +105,19 @@ class _Runtime:
             self.drv.Context.pop()
 
     def function(self, source: Path, entry: str, macros: dict[str, int] | None = None) -> Any:
-        """Compile (once, cached on disk by PyCUDA) and return one kernel entry point."""
+        """Compile (once, cached on disk by PyCUDA) and return one kernel entry point.
+
+        Different kernels compile concurrently; callers of the same one wait for it.
+        """
         key = (str(source), entry, self.arch, tuple(sorted((macros or {}).items())))
         with self._lock:
             fn = self._functions.get(key)
+            if fn is not None:
+                return fn
+            key_lock = self._compiling.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                fn = self._functions.get(key)
             if fn is None:
                 from pycuda.compiler import SourceModule
 
@@ -117,8 +127,30 @@ class _Runtime:
                 except Exception as exc:
                     raise DeviceError(f"compiling {source.name} ({entry}) for {self.arch} failed: {exc}") from exc
                 fn = mod.get_function(entry)
-                self._functions[key] = fn
+                with self._lock:
+                    self._functions[key] = fn
             return fn
+
+    def precompile(self, threads: int = 8) -> int:
+        """Compile every rung in every macro combination it can be launched with, in parallel."""
+        import itertools
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo: list[tuple[Path, str, dict[str, int] | None]] = [(_UTIL_SOURCE, "pg_copy_scale_f32", None)]
+        for spec in kernel_specs().values():
+            if spec.predicated:
+                for ta, tb, vec in itertools.product((0, 1), repeat=3):
+                    todo.append((spec.source, spec.entry, {"PG_TRANS_A": ta, "PG_TRANS_B": tb, "PG_VEC": vec}))
+            else:
+                todo.append((spec.source, spec.entry, None))
+
+        def one(job: tuple[Path, str, dict[str, int] | None]) -> None:
+            with self.active():
+                self.function(*job)
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, todo))
+        return len(todo)
 
     def cublas(self) -> Any:
         with self._lock:

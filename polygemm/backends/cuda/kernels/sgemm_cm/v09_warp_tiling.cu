@@ -63,7 +63,7 @@ __device__ __forceinline__ void fma_thread_tile(float (&acc)[kThreadM][kThreadN]
 }  // namespace cm_v09
 
 extern "C" __global__ void __launch_bounds__(cm_v09::kThreads, cm_v09::kMinBlocksPerSM)
-sgemm_cm_v09_smem_double_buffer(int M, int N, int K, float alpha,
+sgemm_cm_v09_warp_tiling(int M, int N, int K, float alpha,
                                 const float* __restrict__ A, int lda,
                                 const float* __restrict__ B, int ldb,
                                 float beta, float* __restrict__ C, int ldc) {

@@ -63,7 +63,7 @@ __device__ __forceinline__ void fma_thread_tile(float (&acc)[kThreadM][kThreadN]
 }  // namespace cm_v10
 
 extern "C" __global__ void __launch_bounds__(cm_v10::kThreads, cm_v10::kMinBlocksPerSM)
-sgemm_cm_v10_smem_double_buffer(int M, int N, int K, float alpha,
+sgemm_cm_v10_register_prefetch(int M, int N, int K, float alpha,
                                 const float* __restrict__ A, int lda,
                                 const float* __restrict__ B, int ldb,
                                 float beta, float* __restrict__ C, int ldc) {
