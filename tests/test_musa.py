@@ -199,7 +199,7 @@ def test_native_errors_carry_the_library_message(musa):
     from polygemm.backends.musa.backend import session
 
     s = session()
-    with pytest.raises(pg.DeviceError, match="pgm_free failed: PGM_ERR_INVALID_ARGUMENT"):
+    with pytest.raises(pg.DeviceError, match="pgm_free failed: PGM_ERR_(INVALID_ARGUMENT|DEVICE): .*pgm_free"):
         s.free(12345678)  # never allocated
     with pytest.raises(pg.DeviceError, match="PGM_ERR"):
         s.gemm("wmma_s4000", 4, 4, 4, 1.0, 0, 4, 0, 4, 0.0, 0, 4)

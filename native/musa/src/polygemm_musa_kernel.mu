@@ -154,9 +154,6 @@ __global__ void transpose_b_kernel(const unsigned short* __restrict__ B, long lo
 }
 
 // ---- the GEMM kernel --------------------------------------------------------------------------
-// kAVec: A's base is 16-byte aligned and lda % 8 == 0, so any 8-run of rows starting at a
-// multiple of 8 may be fetched with one 16-byte async copy. Otherwise every A element is
-// read with a scalar load (the scalar-copy path).
 // Two resident blocks per MP on S4000 (seed). The CUDA emulation keeps more state per
 // thread (4 warps x 16x16 fragments), so it asks for one block per SM to stay spill-free;
 // its speed is meaningless for S4000 anyway.
@@ -166,6 +163,9 @@ __global__ void transpose_b_kernel(const unsigned short* __restrict__ B, long lo
 #define PGM_GEMM_MIN_BLOCKS 1
 #endif
 
+// kAVec: A's base is 16-byte aligned and lda % 8 == 0, so any 8-run of rows starting at a
+// multiple of 8 may be fetched with one 16-byte async copy. Otherwise every A element is
+// read with a scalar load (the scalar-copy path).
 template <bool kAVec>
 __global__ __launch_bounds__(NTHREADS, PGM_GEMM_MIN_BLOCKS) void gemm_f16_kernel(
     const half* __restrict__ A, long long lda, const half* __restrict__ BT, long long ldt,

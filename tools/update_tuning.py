@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Write the cuda backend's auto-selection table from ``polygemm bench --json`` output.
+
+    python tools/update_tuning.py docs/benchmarks/h200_fp32.json [more.json ...]
+
+Keeps, for every benchmarked shape, each predicated (auto-selectable) rung's measured
+TFLOP/s, so ``variant="auto"`` picks from measurements, not guesses.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from polygemm.backends.cuda.backend import TUNING_FILE  # noqa: E402
+from polygemm.backends.cuda.variants import kernel_specs  # noqa: E402
+
+
+def main(paths: list[str]) -> int:
+    eligible = {n for n, s in kernel_specs().items() if s.predicated}
+    records, sources = [], []
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        sources.append({"file": str(Path(p)), "command": data.get("command", "")})
+        for r in data["records"]:
+            if r["backend"] == "cuda" and r["variant"] in eligible:
+                records.append({k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")})
+    if not records:
+        print("no records of auto-selectable cuda rungs found", file=sys.stderr)
+        return 1
+    TUNING_FILE.parent.mkdir(parents=True, exist_ok=True)
+    TUNING_FILE.write_text(json.dumps({"sources": sources, "records": records}, indent=1) + "\n")
+    print(f"wrote {len(records)} records to {TUNING_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
