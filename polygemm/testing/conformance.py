@@ -22,7 +22,7 @@ from ..backend import Backend
 from ..registry import get_backend
 from .bounds import check_result
 
-__all__ = ["CaseResult", "run_conformance", "case_groups", "SHAPES", "QUICK_SHAPES"]
+__all__ = ["CaseResult", "run_conformance", "run_case", "iter_cases", "case_groups", "SHAPES", "QUICK_SHAPES"]
 
 #: (M, N, K) of the "shapes" group: tiny, primes, tall-skinny, wide, K=1, tile-crossing.
 SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -285,6 +285,51 @@ def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[
                 yield d, v.name
 
 
+def _availability(be: Backend) -> tuple[bool, str]:
+    from ..registry import backends as _infos
+
+    info = next((i for i in _infos() if i.name == be.name), None)
+    if info is not None:
+        return info.available, info.reason
+    av = be.probe()
+    return av.ok, av.reason
+
+
+def iter_cases(
+    be: Backend,
+    *,
+    dtypes: Iterable[str] | None = None,
+    variants: Iterable[str] | None = None,
+    groups: Iterable[str] | None = None,
+    quick: bool = False,
+) -> Iterator[tuple[str, str, str, str, Case]]:
+    """(dtype, variant, group, case name, case) for every case of the grid."""
+    grid = case_groups(quick)
+    if groups:
+        wanted = set(groups)
+        grid = {g: cs for g, cs in grid.items() if g in wanted}
+    for dtype, variant in _iter_targets(be, dtypes, variants):
+        for group, cases in grid.items():
+            for name, case in cases.items():
+                yield dtype, variant, group, name, case
+
+
+def run_case(be: Backend, dtype: str, variant: str, group: str, name: str, case: Case) -> CaseResult:
+    """Run one case with fresh random data; never raises."""
+    ctx = _Ctx(be, np.dtype(dtype), variant)
+    t0 = time.perf_counter()
+    try:
+        case(ctx)
+        status, detail = "pass", ""
+    except _Skip as s:
+        status, detail = "skip", str(s)
+    except AssertionError as e:
+        status, detail = "fail", str(e)
+    except Exception as e:  # an unexpected error is a failure with its text
+        status, detail = "fail", f"{type(e).__name__}: {e} (seed {ctx.seed})"
+    return CaseResult(be.name, dtype, variant, group, name, status, detail, time.perf_counter() - t0)
+
+
 def run_conformance(
     backend: str | Backend,
     *,
@@ -301,35 +346,15 @@ def run_conformance(
     """
     be = get_backend(backend) if isinstance(backend, str) else backend
     results: list[CaseResult] = []
-
-    def emit(r: CaseResult) -> None:
-        results.append(r)
+    available, reason = _availability(be)
+    if not available:
+        for dtype, variant in _iter_targets(be, dtypes, variants):
+            results.append(CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}"))
+            if progress is not None:
+                progress(results[-1])
+        return results
+    for target in iter_cases(be, dtypes=dtypes, variants=variants, groups=groups, quick=quick):
+        results.append(run_case(be, *target))
         if progress is not None:
-            progress(r)
-
-    from ..registry import backends as _infos
-
-    info = next((i for i in _infos() if i.name == be.name), None)
-    available, reason = (info.available, info.reason) if info is not None else (bool(be.probe()), be.probe().reason)
-    grid = case_groups(quick)
-    if groups:
-        grid = {g: cs for g, cs in grid.items() if g in set(groups)}
-    for dtype, variant in _iter_targets(be, dtypes, variants):
-        if not available:
-            emit(CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}"))
-            continue
-        for group, cases in grid.items():
-            for name, case in cases.items():
-                ctx = _Ctx(be, np.dtype(dtype), variant)
-                t0 = time.perf_counter()
-                try:
-                    case(ctx)
-                    status, detail = "pass", ""
-                except _Skip as s:
-                    status, detail = "skip", str(s)
-                except AssertionError as e:
-                    status, detail = "fail", str(e)
-                except Exception as e:  # an unexpected error is a failure with its text
-                    status, detail = "fail", f"{type(e).__name__}: {e} (seed {ctx.seed})"
-                emit(CaseResult(be.name, dtype, variant, group, name, status, detail, time.perf_counter() - t0))
+            progress(results[-1])
     return results

@@ -1,0 +1,123 @@
+"""``polygemm matrix``: the conformance suite over every discovered backend.
+
+Prints backend × dtype × variant rows against case-group columns, each cell ``pass``,
+``FAIL n/m`` or ``skip``, then the failures and skip reasons; ``--json`` writes every
+case. Exit status 1 when anything fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from typing import Any, Sequence
+
+from . import registry
+from .errors import PolygemmError
+from .testing.conformance import CaseResult, case_groups, run_conformance
+
+__all__ = ["run_matrix", "render_table", "add_parser"]
+
+
+def run_matrix(
+    backends: Sequence[str] | None = None,
+    *,
+    variants: Sequence[str] | None = None,
+    dtypes: Sequence[str] | None = None,
+    quick: bool = False,
+    progress: bool = False,
+) -> list[CaseResult]:
+    """Run the suite on each backend (all discovered ones by default)."""
+    names = list(backends) if backends else [i.name for i in registry.backends()]
+    results: list[CaseResult] = []
+    for name in names:
+        try:
+            be = registry.get_backend(name)
+        except PolygemmError as exc:
+            results.append(CaseResult(name, "*", "*", "*", "*", "skip", str(exc)))
+            continue
+        counts: dict[str, int] = defaultdict(int)
+        t0 = time.perf_counter()
+
+        def tick(r: CaseResult, name: str = name) -> None:
+            counts[r.status] += 1
+            if progress:
+                done = sum(counts.values())
+                sys.stderr.write(f"\r{name:12s} {done:5d} cases  pass {counts['pass']}  fail {counts['fail']}  skip {counts['skip']}  ({time.perf_counter() - t0:.0f} s)  ")
+                sys.stderr.flush()
+
+        results.extend(run_conformance(be, dtypes=dtypes, variants=variants, quick=quick, progress=tick))
+        if progress:
+            sys.stderr.write("\n")
+    return results
+
+
+def render_table(results: list[CaseResult], quick: bool = False) -> str:
+    groups = list(case_groups(quick))
+    rows: dict[tuple[str, str, str], dict[str, list[CaseResult]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        rows[(r.backend, r.dtype, r.variant)][r.group].append(r)
+    head = ["backend", "dtype", "variant", *groups]
+    lines = []
+    notes: list[str] = []
+    skip_rows: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for (be, dt, var), by_group in rows.items():
+        cells = []
+        for g in groups:
+            rs = by_group.get(g, []) + by_group.get("*", [])
+            if not rs:
+                cells.append("-")
+                continue
+            fails = [r for r in rs if r.status == "fail"]
+            passes = [r for r in rs if r.status == "pass"]
+            if fails:
+                cells.append(f"FAIL {len(fails)}/{len(rs)}")
+                notes.extend(f"FAIL {be} {dt} {var} {g}/{r.case}: {r.detail}" for r in fails)
+            elif passes:
+                cells.append("pass" if len(passes) == len(rs) else f"pass {len(passes)}/{len(rs)}")
+            else:
+                cells.append("skip")
+        for d in sorted({r.detail for rs in by_group.values() for r in rs if r.status == "skip"}):
+            skip_rows[(be, d)].append(f"{dt}/{var}")
+        lines.append([be, dt, var, *cells])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)] if lines else [len(h) for h in head]
+    fmt = "  ".join(f"{{:{w}s}}" for w in widths)
+    out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    out += [fmt.format(*map(str, line)) for line in lines]
+    total = defaultdict(int)
+    for r in results:
+        total[r.status] += 1
+    out.append("")
+    out.append(f"{total['pass']} passed, {total['fail']} failed, {total['skip']} skipped")
+    notes.extend(f"skip {be} ({len(rows_)} rows: {', '.join(rows_[:3])}{', ...' if len(rows_) > 3 else ''}): {d}" for (be, d), rows_ in skip_rows.items())
+    seen = set()
+    for n in notes:
+        if n not in seen:
+            seen.add(n)
+            out.append("  " + n)
+    return "\n".join(out)
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
+    print(render_table(results, args.quick))
+    if args.json:
+        payload: dict[str, Any] = {
+            "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail")} for r in results],
+        }
+        with open(args.json, "w") as fh:
+            json.dump(payload, fh, indent=1)
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser("matrix", help="run the conformance suite over every backend; pass/fail/skip table")
+    s.add_argument("--backends", nargs="+", help="backend names (default: every discovered backend)")
+    s.add_argument("--variants", nargs="+", help="only these variants")
+    s.add_argument("--dtypes", nargs="+", choices=["float16", "float32", "float64"])
+    s.add_argument("--quick", action="store_true", help="the quick case grid")
+    s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=cmd_matrix)
