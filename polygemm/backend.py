@@ -209,14 +209,5 @@ class Backend(abc.ABC):
 
         return _time
 
-    def vendor_gemm(self) -> Callable[[GemmProblem], Any] | None:
-        """The vendor library's GEMM on the same operands, for benchmarks (None if none)."""
-        return None
-
     def __repr__(self) -> str:
         return f"<polygemm backend {self.name!r} priority={self.priority}>"
-
-
-def result_operand(problem: GemmProblem) -> Operand | None:
-    """The operand the result is written into, if the caller supplied one."""
-    return problem.out

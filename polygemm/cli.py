@@ -41,17 +41,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     for mod in ("numpy", "cffi", "pycuda"):
         print(f"  {mod:7s} {_version(mod)}")
     print("backends (highest priority first):")
-    for info in registry.backends():
+    infos = registry.backends()
+    w = max([6] + [len(i.name) for i in infos])
+    for info in infos:
         if info.available and info.backend is not None:
             try:
                 dev = info.backend.device_name()
             except Exception as exc:
                 dev = f"(device name unavailable: {exc})"
             dtypes = ", ".join(info.backend.dtypes())
-            print(f"  {info.name:6s} priority {info.priority:3d}  available    {dev} [{dtypes}]")
+            print(f"  {info.name:{w}s} priority {info.priority:3d}  available    {dev} [{dtypes}]")
         else:
-            print(f"  {info.name:6s} priority {info.priority:3d}  unavailable  {info.reason}")
-        print(f"  {'':6s} from {info.source}")
+            print(f"  {info.name:{w}s} priority {info.priority:3d}  unavailable  {info.reason}")
+        print(f"  {'':{w}s} from {info.source}")
     return 0
 
 

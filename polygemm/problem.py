@@ -176,7 +176,7 @@ def _layout_from_strides(shape: tuple[int, int], strides: tuple[int, int]) -> tu
     return None
 
 
-_DTYPE_HELP = "float16, float32 or float64 (float64 on the cpu backend only)"
+_DTYPE_HELP = "float16, float32 or float64 (each backend computes a subset: see `polygemm variants`)"
 
 
 def _check_dtype(name: str, dtype: np.dtype) -> np.dtype:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-import traceback
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from .backend import Availability, Backend
-from .errors import BackendUnavailableError, UnsupportedProblemError, PolygemmError
+from .errors import BackendUnavailableError, UnsupportedProblemError
 from .problem import GemmProblem
 
 __all__ = ["BackendInfo", "backends", "get_backend", "select", "refresh", "ENTRY_POINT_GROUP", "DEFAULT_PLUGIN_PRIORITY"]
@@ -32,6 +31,8 @@ _BUILTINS = {
     "cuda": "polygemm.backends.cuda:CudaBackend",
     "musa": "polygemm.backends.musa:MusaBackend",
 }
+#: Priorities of the built-ins, also shown when one of them fails to import.
+BUILTIN_PRIORITY = {"cuda": 500, "musa": 400, "cpu": 0}
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class _Entry:
                     inst = obj() if isinstance(obj, type) else obj
                     if not isinstance(inst, Backend):
                         raise TypeError(f"{self.target} is not a polygemm Backend (got {type(inst).__name__})")
-                    if not inst.name:
-                        type(inst).name = self.name
+                    # The entry-point name is what users type: it is the backend's name.
+                    inst.name = self.name  # type: ignore[misc]
                     self._backend = inst
                 except Exception as exc:  # a broken plugin must not break polygemm
                     self._error = f"import failed: {type(exc).__name__}: {exc}"
@@ -80,7 +81,8 @@ class _Entry:
     def info(self) -> BackendInfo:
         be = self.backend()
         if be is None:
-            return BackendInfo(self.name, False, self._error or "", DEFAULT_PLUGIN_PRIORITY, self.source, None)
+            prio = BUILTIN_PRIORITY.get(self.name, DEFAULT_PLUGIN_PRIORITY)
+            return BackendInfo(self.name, False, self._error or "", prio, self.source, None)
         with self._lock:
             if self._availability is None:
                 try:
@@ -203,6 +205,8 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
         why = info.backend.supports(problem)
         if why is None and variant != "auto" and variant not in {v.name for v in info.backend.variants()}:
             why = f"has no variant {variant!r}"
+        if why is None and variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in info.backend.variants()):
+            why = f"no auto-selectable variant for {problem.dtype.name}"
         if why is not None:
             passed.append((info.name, why))
             continue
@@ -213,8 +217,3 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
     raise BackendUnavailableError(f"no available backend can compute this {problem.dtype.name} problem on {problem.residency}: {detail}")
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for an exception, used where reasons are shown to users."""
-    if isinstance(exc, PolygemmError):
-        return str(exc)
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

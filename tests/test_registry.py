@@ -135,3 +135,55 @@ def test_broken_plugin_is_listed_with_reason(plugins):
 def test_get_backend_unknown():
     with pytest.raises(pg.BackendUnavailableError, match="known devices"):
         pg.get_backend("nosuch")
+
+
+RENAMED = PLUGIN.replace('name = "double"', 'name = "something_else"')
+
+VENDOR_ONLY = """
+from polygemm.backend import Availability, Backend, Variant
+
+class VendorOnly(Backend):
+    name = "vendoronly"
+    priority = 360
+    def probe(self):
+        return Availability(True)
+    def variants(self):
+        return (Variant("lib", ("float32",), "a vendor library", auto=False, vendor=True),)
+    def plan(self, problem, variant="auto"):
+        raise AssertionError("auto must not pick a backend without auto variants")
+    def run(self, plan):
+        raise AssertionError
+"""
+
+
+def test_entry_point_name_is_the_backend_name(tmp_path, monkeypatch, fresh_registry, rng):
+    install_fake_distribution(tmp_path, "pg_renamed", "pg_renamed_plugin", RENAMED, {"renamed": "pg_renamed_plugin:DoubleBackend"})
+    install_fake_distribution(tmp_path, "pg_vendoronly", "pg_vendoronly_plugin", VENDOR_ONLY, {"vendoronly": "pg_vendoronly_plugin:VendorOnly"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    assert_close(pg.gemm(a, b, device="renamed"), a, b)
+    assert pg.last_plan().backend == "renamed"
+    plan = pg.explain(a, b)
+    assert ("vendoronly", "no auto-selectable variant for float32") in plan.candidates
+    for mod in ("pg_renamed_plugin", "pg_vendoronly_plugin"):
+        sys.modules.pop(mod, None)
+
+
+def test_failed_builtin_keeps_its_priority(monkeypatch, fresh_registry):
+    monkeypatch.setitem(fresh_registry._BUILTINS, "cuda", "polygemm_no_such_module:Backend")
+    monkeypatch.setattr(fresh_registry.metadata, "entry_points", lambda group: ())
+    fresh_registry.refresh()
+    info = {i.name: i for i in pg.backends()}["cuda"]
+    assert not info.available and info.priority == 500 and "polygemm_no_such_module" in info.reason
+
+
+def test_conformance_of_an_unregistered_backend_object():
+    from polygemm.backends.cpu_ref import CpuReferenceBackend
+
+    class Unregistered(CpuReferenceBackend):
+        name = "unregistered"
+
+    results = run_conformance(Unregistered(), dtypes=["float32"], quick=True)
+    assert results and not [r for r in results if r.status == "fail"]

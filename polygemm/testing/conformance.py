@@ -70,10 +70,14 @@ class _Ctx:
     def poisoned(self, rows: int, cols: int, order: str = "C") -> np.ndarray:
         return np.full((rows, cols), np.nan, dtype=self.dtype, order=order)  # type: ignore[call-overload]
 
-    def gemm(self, a: Any, b: Any, c: Any = None, **kw: Any) -> Any:
-        from ..api import gemm
+    def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None) -> Any:
+        """The backend's own plan and run, after the API's validation (no registry lookup,
+        so an unregistered backend object is tested as it is)."""
+        from ..problem import normalize
 
-        return gemm(a, b, c, device=self.backend.name, variant=self.variant, **kw)
+        problem = normalize(a, b, c, alpha=alpha, beta=beta, out=out)
+        self.backend.check_problem(problem)
+        return self.backend.run(self.backend.plan(problem, self.variant))
 
     def check(self, got: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0) -> None:
         res = check_result(np.asarray(got), a, b, c, alpha, beta, out_dtype=self.dtype)

@@ -31,8 +31,8 @@ BACKEND = os.environ.get("POLYGEMM_TEST_BACKEND", "cpu").strip() or "cpu"
 def _params() -> list:
     try:
         be = get_backend(BACKEND)
-    except PolygemmError as exc:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=str(exc)), id=f"{BACKEND}-unavailable")]
+    except PolygemmError as exc:  # unknown or unloadable: a failure, so a typo cannot pass CI
+        return [pytest.param(exc, id=f"{BACKEND}-not-loadable")]
     ok, reason = _availability(be)
     if not ok:
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"backend {BACKEND!r} unavailable: {reason}"), id=f"{BACKEND}-unavailable")]
@@ -42,6 +42,8 @@ def _params() -> list:
 
 @pytest.mark.parametrize("target", _params())
 def test_conformance_case(target):
+    if isinstance(target, Exception):
+        pytest.fail(f"POLYGEMM_TEST_BACKEND={BACKEND!r}: {target}")
     be, dtype, variant, group, name, case = target
     result = run_case(be, dtype, variant, group, name, case)
     if result.status == "skip":
