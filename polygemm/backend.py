@@ -49,6 +49,8 @@ class Variant:
     requirements: str = "none"
     auto: bool = True
     vendor: bool = False
+    #: output dtypes other than the input's this variant can write (e.g. float32 for float16 inputs)
+    out_dtypes: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -164,6 +166,11 @@ class Backend(abc.ABC):
             raise DTypeError(f"backend {self.name!r} does not support dtype {problem.dtype.name}; it supports {', '.join(self.dtypes())}")
         if variant is not None and problem.dtype.name not in variant.dtypes:
             raise DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {problem.dtype.name}")
+        if problem.out_dtype != problem.dtype:
+            candidates = [variant] if variant is not None else [v for v in self.variants() if problem.dtype.name in v.dtypes]
+            if not any(problem.out_dtype.name in v.out_dtypes for v in candidates):
+                where = f"variant {variant.name!r}" if variant is not None else f"backend {self.name!r}"
+                raise DTypeError(f"{where} writes {problem.dtype.name} results only; pass out as a {problem.dtype.name} array")
         if problem.residency not in self.residencies:
             raise UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes {', '.join(self.residencies)} data")
 

@@ -294,22 +294,29 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     if A.dtype != B.dtype:
         raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. b.astype(a.dtype).")
     m, k, n = A.rows, A.cols, B.cols
-    C = None
-    if c is not None:
-        C = _operand("c", c)
-        if C.shape != (m, n):
-            raise ShapeError(f"c must have shape (M, N) = ({m}, {n}) for a {A.shape} and b {B.shape}; got {C.shape}")
-        if C.dtype != A.dtype:
-            raise DTypeError(f"c must have the dtype of a and b ({A.dtype.name}); got {C.dtype.name}")
-    elif beta_f != 0.0:
-        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape ({m}, {n})) or set beta=0")
     O = None
     if out is not None:
         O = _operand("out", out, writable=True)
         if O.shape != (m, n):
             raise ShapeError(f"out must have shape (M, N) = ({m}, {n}); got {O.shape}")
-        if O.dtype != A.dtype:
-            raise DTypeError(f"out must have the result dtype {A.dtype.name}; got {O.dtype.name}")
+        widened = A.dtype == np.float16 and O.dtype == np.float32
+        if O.dtype != A.dtype and not widened:
+            raise DTypeError(
+                f"out must have the result dtype {A.dtype.name}"
+                + (" (or float32: float16 products accumulate in float32 and may be stored so)" if A.dtype == np.float16 else "")
+                + f"; got {O.dtype.name}"
+            )
+    result = O.dtype if O is not None else A.dtype
+    C = None
+    if c is not None:
+        C = _operand("c", c)
+        if C.shape != (m, n):
+            raise ShapeError(f"c must have shape (M, N) = ({m}, {n}) for a {A.shape} and b {B.shape}; got {C.shape}")
+        if C.dtype != result:
+            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}")
+    elif beta_f != 0.0:
+        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape ({m}, {n})) or set beta=0")
+    if O is not None:
         for other in (A, B):
             if _overlaps(O, other):
                 raise ArgumentError(f"out overlaps {other.name}; pass a separate array for out (it may be c itself, not a or b)")

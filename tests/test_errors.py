@@ -35,7 +35,7 @@ def test_hierarchy():
         ((np.array([[object()]]), f32(1, 1)), {}, errors.DTypeError, "object"),
         ((f32(2, 3), np.ones((3, 2), np.float64)), {}, errors.DTypeError, "one dtype"),
         ((f32(2, 3), f32(3, 2), f32(3, 2)), {"beta": 1.0}, errors.ShapeError, "c must have shape (M, N) = (2, 2)"),
-        ((f32(2, 3), f32(3, 2), np.ones((2, 2), np.float64)), {"beta": 1.0}, errors.DTypeError, "c must have the dtype"),
+        ((f32(2, 3), f32(3, 2), np.ones((2, 2), np.float64)), {"beta": 1.0}, errors.DTypeError, "c must have the dtype of the result"),
         ((f32(2, 3), f32(3, 2)), {"beta": 0.5}, errors.ArgumentError, "needs c"),
         ((f32(2, 3), f32(3, 2)), {"alpha": float("nan")}, errors.ArgumentError, "alpha must be finite"),
         ((f32(2, 3), f32(3, 2), f32(2, 2)), {"beta": float("inf")}, errors.ArgumentError, "beta must be finite"),

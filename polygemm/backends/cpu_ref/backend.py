@@ -18,8 +18,8 @@ __all__ = ["CpuReferenceBackend", "reference"]
 
 _DTYPES = ("float16", "float32", "float64")
 _VARIANTS = (
-    Variant("reference", _DTYPES, "float64 product of the inputs, rounded once to the output dtype", layout="any"),
-    Variant("numpy", _DTYPES, "numpy.matmul in the input precision, float16 through float32 (the CPU BLAS; vendor column of benchmarks)", layout="any", auto=False, vendor=True),
+    Variant("reference", _DTYPES, "float64 product of the inputs, rounded once to the output dtype", layout="any", out_dtypes=("float32",)),
+    Variant("numpy", _DTYPES, "numpy.matmul in the input precision, float16 through float32 (the CPU BLAS; vendor column of benchmarks)", layout="any", auto=False, vendor=True, out_dtypes=("float32",)),
 )
 
 

@@ -45,14 +45,16 @@ class Mat:
     layout: str
     ld: int
     ptr: int = 0
+    itemsize: int = 4
 
     @property
     def t(self) -> "Mat":
         """The transpose: same memory, other layout."""
-        return Mat(self.name + "ᵀ", self.cols, self.rows, flip(self.layout), self.ld, self.ptr)
+        return Mat(self.name + "ᵀ", self.cols, self.rows, flip(self.layout), self.ld, self.ptr, self.itemsize)
 
-    def aligned(self, floats: int) -> bool:
-        return floats <= 1 or (self.ptr % (4 * floats) == 0 and self.ld % floats == 0)
+    def aligned(self, elems: int) -> bool:
+        """Pointer and leading dimension allow accesses of ``elems`` elements at once."""
+        return elems <= 1 or (self.ptr % (self.itemsize * elems) == 0 and self.ld % elems == 0)
 
     @property
     def max_offset(self) -> int:
@@ -92,6 +94,8 @@ class LaunchPlan:
     trans_a: bool = False
     trans_b: bool = False
     vec: bool = True
+    out_f32: bool | None = None  # float16 rungs: PG_OUT_F32 (None: not a float16 rung)
+    smem_bytes: int = 0
     packs: list[Pack] = field(default_factory=list)  # before the launch
     unpack: Pack | None = None  # after the launch
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -99,7 +103,10 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
 
     def macros(self) -> dict[str, int]:
-        return {"PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b), "PG_VEC": int(self.vec)}
+        m = {"PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b), "PG_VEC": int(self.vec)}
+        if self.out_f32 is not None:
+            m["PG_OUT_F32"] = int(self.out_f32)
+        return m
 
     def describe(self) -> dict[str, object]:
         d: dict[str, object] = {
@@ -151,8 +158,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     lp = LaunchPlan(spec.name if spec else "cublas", swap, km, kn, k, a2, b2, c2, ta, tb)
     if spec is None:
         return lp
+    if spec.dtype == "float16":
+        lp.out_f32 = c.itemsize == 4
+    lp.smem_bytes = spec.smem_bytes
     if spec.predicated:
-        lp.vec = spec.align > 1 and all(x.aligned(4) for x in (a2, b2, c2))
+        lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in (a2, b2, c2))
         if spec.align > 1 and not lp.vec:
             lp.notes.append("a pointer or leading dimension is not 16-byte aligned: scalar-load build of the rung")
     else:
@@ -163,7 +173,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
 
         def padded(name: str, rows: int, cols: int) -> Mat:
             ld = round_up(cols if layout == "row" else rows, 4)
-            return Mat(name + " (padded scratch)", rows, cols, layout, ld)
+            return Mat(name + " (padded scratch)", rows, cols, layout, ld, 0, a2.itemsize)
 
         def needs(x: Mat, transposed: bool) -> bool:
             return not fits or transposed or not x.aligned(spec.align)

@@ -16,7 +16,7 @@ from ...backend import Variant
 __all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "VENDOR_VARIANT"]
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
-LADDERS = ("sgemm_cm", "sgemm_rm")
+LADDERS = ("sgemm_cm", "sgemm_rm", "hgemm")
 VENDOR_VARIANT = "cublas"
 
 
@@ -40,6 +40,13 @@ class KernelSpec:
     seed: str
     warp_tile: tuple[int, ...] | None = None
     thread_tile: tuple[int, ...] | None = None
+    instruction: tuple[int, ...] | None = None
+    smem_bytes: int = 0  # dynamic shared memory per threadblock
+    min_sm: int = 0  # lowest compute capability (major*10+minor) the rung builds for
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype == "float16" else 4
 
     def tiles_text(self) -> str:
         bm, bn, bk = self.tile
@@ -48,15 +55,18 @@ class KernelSpec:
             parts.append("warp " + "x".join(map(str, self.warp_tile)))
         if self.thread_tile:
             parts.append("thread " + "x".join(map(str, self.thread_tile)))
+        if self.instruction:
+            parts.append("instruction " + "x".join(map(str, self.instruction)))
         return ", ".join(parts)
 
     def requirements_text(self) -> str:
         if self.predicated:
-            vec = "float4 paths need 16-byte aligned pointers and leading dimensions (else a scalar build)" if self.align > 1 else "no alignment needs"
-            return f"any M, N, K >= 1 (predicated edges); any layout (transposes compiled in); {vec}"
+            vec = "16-byte vector paths need aligned pointers and leading dimensions (else a scalar build)" if self.align > 1 else "no alignment needs"
+            sm = f"; sm_{self.min_sm} or newer" if self.min_sm else ""
+            return f"any M, N, K >= 1 (predicated edges); any layout (transposes compiled in); {vec}{sm}"
         m, n, k = self.multiple
         return (
-            f"M, N, K multiples of {m}, {n}, {k}, {self.layout}-major operands, {self.align * 4}-byte alignment; "
+            f"M, N, K multiples of {m}, {n}, {k}, {self.layout}-major operands, {self.align * self.itemsize}-byte alignment; "
             "otherwise operands are packed into zero-padded scratch buffers"
         )
 
@@ -69,6 +79,7 @@ class KernelSpec:
             tile=self.tiles_text(),
             requirements=self.requirements_text(),
             auto=self.predicated,
+            out_dtypes=("float32",) if self.dtype == "float16" else (),
             extra={"seed": self.seed, "source": str(self.source.relative_to(KERNEL_DIR))},
         )
 
@@ -95,6 +106,9 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         seed=row.get("seed", ""),
         warp_tile=tup("warp_tile"),
         thread_tile=tup("thread_tile"),
+        instruction=tup("instruction"),
+        smem_bytes=int(row.get("smem_bytes", 0) or 0),
+        min_sm=int(row.get("min_sm", 0) or 0),
     )
 
 
@@ -118,13 +132,14 @@ def variant_table() -> tuple[Variant, ...]:
     rows.append(
         Variant(
             VENDOR_VARIANT,
-            ("float32",),
-            "cuBLAS SGEMM on the same device buffers (TF32 off): the vendor column and a second reference",
+            ("float32", "float16"),
+            "cuBLAS on the same device buffers (SGEMM with TF32 off; GemmEx fp16 in/out, fp32 compute): the vendor column",
             layout="col",
             tile="cuBLAS heuristics",
             requirements="none",
             auto=False,
             vendor=True,
+            out_dtypes=("float32",),
         )
     )
     return tuple(rows)

@@ -44,17 +44,15 @@ __device__ __forceinline__ void cm_st4(float* p, float4 v) {
 
 // Guarded read of the n valid floats p[0..n-1] of a 4-float chunk (n may be <= 0 or
 // > 4); missing elements read as 0. kVec: a full chunk may use one float4 load (the
-// chunk start is 16-byte aligned); otherwise only scalar loads are issued. Operand tiles
-// are read once per threadblock and shared through shared memory, so these loads are
-// cached in L2 only (ld.global.cg): L1 would only thrash on power-of-two strides.
+// chunk start is 16-byte aligned); otherwise only scalar loads are issued.
 template <bool kVec>
 __device__ __forceinline__ float4 cm_ld4_guarded(const float* p, int n) {
-    if (kVec && n >= 4) return __ldcg(reinterpret_cast<const float4*>(p));
+    if (kVec && n >= 4) return cm_ld4(p);
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (n > 0) v.x = __ldcg(p + 0);
-    if (n > 1) v.y = __ldcg(p + 1);
-    if (n > 2) v.z = __ldcg(p + 2);
-    if (n > 3) v.w = __ldcg(p + 3);
+    if (n > 0) v.x = __ldg(p + 0);
+    if (n > 1) v.y = __ldg(p + 1);
+    if (n > 2) v.z = __ldg(p + 2);
+    if (n > 3) v.w = __ldg(p + 3);
     return v;
 }
 

@@ -7,6 +7,8 @@
 // when the layouts differ), unpacks a padded result into the caller's C, copies c into
 // the output, and computes C = beta * C for K = 0. With scale == 0 the source is not read
 // (BLAS: beta == 0 means C is not read, so NaN poison does not propagate).
+#include <cuda_fp16.h>
+
 extern "C" __global__ void __launch_bounds__(256)
 pg_copy_scale_f32(long long rows, long long cols, float scale,
                   const float* __restrict__ src, long long src_rs, long long src_cs,
@@ -23,5 +25,24 @@ pg_copy_scale_f32(long long rows, long long cols, float scale,
         float v = 0.f;
         if (src != nullptr && scale != 0.f) v = scale * src[i * src_rs + j * src_cs];
         dst[i * dst_rs + j * dst_cs] = v;
+    }
+}
+
+// The same copy for float16 matrices (scale applied in float32, rounded once).
+extern "C" __global__ void __launch_bounds__(256)
+pg_copy_scale_f16(long long rows, long long cols, float scale,
+                  const __half* __restrict__ src, long long src_rs, long long src_cs,
+                  __half* __restrict__ dst, long long dst_rs, long long dst_cs) {
+    const bool along_cols = dst_cs == 1;
+    const long long inner = along_cols ? cols : rows;
+    const long long outer = along_cols ? rows : cols;
+    const long long total = inner * outer;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const long long o = t / inner, in = t % inner;
+        const long long i = along_cols ? o : in, j = along_cols ? in : o;
+        float v = 0.f;
+        if (src != nullptr && scale != 0.f) v = scale * __half2float(src[i * src_rs + j * src_cs]);
+        dst[i * dst_rs + j * dst_cs] = __float2half_rn(v);
     }
 }
