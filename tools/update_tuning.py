@@ -16,25 +16,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polygemm.backends.cuda.backend import TUNING_FILE  # noqa: E402
+from polygemm.backends.cuda.backend import tuning_file  # noqa: E402
 from polygemm.backends.cuda.variants import kernel_specs  # noqa: E402
 
 
 def main(paths: list[str]) -> int:
     eligible = {n for n, s in kernel_specs().items() if s.predicated}
-    records, sources = [], []
+    by_dtype: dict[str, list[dict]] = {}
+    sources = []
     for p in paths:
         data = json.loads(Path(p).read_text())
         sources.append({"file": str(Path(p)), "command": data.get("command", "")})
         for r in data["records"]:
             if r["backend"] == "cuda" and r["variant"] in eligible:
-                records.append({k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")})
-    if not records:
+                by_dtype.setdefault(r["dtype"], []).append({k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")})
+    if not by_dtype:
         print("no records of auto-selectable cuda rungs found", file=sys.stderr)
         return 1
-    TUNING_FILE.parent.mkdir(parents=True, exist_ok=True)
-    TUNING_FILE.write_text(json.dumps({"sources": sources, "records": records}, indent=1) + "\n")
-    print(f"wrote {len(records)} records to {TUNING_FILE}")
+    for dtype, records in by_dtype.items():
+        path = tuning_file(dtype)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"sources": sources, "records": records}, indent=1) + "\n")
+        print(f"wrote {len(records)} {dtype} records to {path}")
     return 0
 
 

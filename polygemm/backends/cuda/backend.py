@@ -29,7 +29,8 @@ from .variants import KERNEL_DIR, VENDOR_VARIANT, KernelSpec, kernel_specs, vari
 
 __all__ = ["CudaBackend", "choose_auto_variant", "TUNING_FILE"]
 
-TUNING_FILE = Path(__file__).with_name("tuning") / "auto_fp32.json"
+TUNING_DIR = Path(__file__).with_name("tuning")
+TUNING_FILE = TUNING_DIR / "auto_fp32.json"  # float32; float16 in auto_fp16.json
 _UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 _COPY_BLOCK = 256
 
@@ -45,27 +46,32 @@ def _find_nvcc() -> str | None:
     return None
 
 
-def _load_tuning() -> list[dict]:
+def tuning_file(dtype: str) -> Path:
+    return TUNING_DIR / f"auto_fp{np.dtype(dtype).itemsize * 8}.json"
+
+
+def _load_tuning(dtype: str) -> list[dict]:
     try:
-        return list(json.loads(TUNING_FILE.read_text())["records"])
+        return list(json.loads(tuning_file(dtype).read_text())["records"])
     except FileNotFoundError:
         return []
 
 
-def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: list[dict] | None = None) -> tuple[str, str]:
+def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: list[dict] | None = None, sm: int = 0) -> tuple[str, str]:
     """The auto-selectable rung that measured fastest at the shape nearest (m, n, k).
 
     Returns (variant, reason). Only predicated rungs are eligible (no padding copies).
     The measurements live in ``tuning/auto_fp32.json``, written from ``polygemm bench``.
     """
     specs = kernel_specs()
-    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype]
+    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype and (not sm or s.min_sm <= sm)]
     if not eligible:
-        raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}")
-    rows = [r for r in (records if records is not None else _load_tuning()) if r["variant"] in eligible and r.get("dtype", "float32") == dtype]
+        raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}" + (f" on sm_{sm}" if sm else ""))
+    name = tuning_file(dtype).name
+    rows = [r for r in (records if records is not None else _load_tuning(dtype)) if r["variant"] in eligible and r.get("dtype", "float32") == dtype]
     if not rows:
         default = eligible[-1]
-        return default, f"no measured table ({TUNING_FILE.name}) for {dtype}: the last predicated rung, {default}"
+        return default, f"no measured table ({name}) for {dtype}: the last predicated rung, {default}"
 
     def dist(r: dict) -> float:
         return sum(abs(math.log(max(x, 1)) - math.log(max(int(r[key]), 1))) for x, key in ((m, "m"), (n, "n"), (k, "k")))
@@ -74,7 +80,7 @@ def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records:
     at = [r for r in rows if dist(r) == nearest]
     best = max(at, key=lambda r: float(r["tflops"]))
     shape = f"{best['m']}x{best['n']}x{best['k']}"
-    return best["variant"], f"fastest measured at the nearest benchmarked shape {shape} ({float(best['tflops']):.1f} TFLOP/s, {TUNING_FILE.name})"
+    return best["variant"], f"fastest measured at the nearest benchmarked shape {shape} ({float(best['tflops']):.1f} TFLOP/s, {name})"
 
 
 class _Runtime:
@@ -127,6 +133,9 @@ class _Runtime:
                 except Exception as exc:
                     raise DeviceError(f"compiling {source.name} ({entry}) for {self.arch} failed: {exc}") from exc
                 fn = mod.get_function(entry)
+                smem = next((sp.smem_bytes for sp in kernel_specs().values() if sp.entry == entry), 0)
+                if smem > 48 * 1024:  # opt in to large dynamic shared memory, once per function
+                    fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
                 with self._lock:
                     self._functions[key] = fn
             return fn
@@ -136,11 +145,17 @@ class _Runtime:
         import itertools
         from concurrent.futures import ThreadPoolExecutor
 
-        todo: list[tuple[Path, str, dict[str, int] | None]] = [(_UTIL_SOURCE, "pg_copy_scale_f32", None)]
+        todo: list[tuple[Path, str, dict[str, int] | None]] = [(_UTIL_SOURCE, "pg_copy_scale_f32", None), (_UTIL_SOURCE, "pg_copy_scale_f16", None)]
         for spec in kernel_specs().values():
+            if spec.min_sm and spec.min_sm > self.cc[0] * 10 + self.cc[1]:
+                continue
             if spec.predicated:
-                for ta, tb, vec in itertools.product((0, 1), repeat=3):
-                    todo.append((spec.source, spec.entry, {"PG_TRANS_A": ta, "PG_TRANS_B": tb, "PG_VEC": vec}))
+                outs = (0, 1) if spec.dtype == "float16" else (None,)
+                for ta, tb, vec, of in itertools.product((0, 1), (0, 1), (0, 1), outs):
+                    macros = {"PG_TRANS_A": ta, "PG_TRANS_B": tb, "PG_VEC": vec}
+                    if of is not None:
+                        macros["PG_OUT_F32"] = of
+                    todo.append((spec.source, spec.entry, macros))
             else:
                 todo.append((spec.source, spec.entry, None))
 
@@ -161,10 +176,11 @@ class _Runtime:
             return self._cublas
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat) -> None:
-        """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols."""
+        """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols,
+        in dst's element type (float32 or float16; src has the same)."""
         if rows == 0 or cols == 0:
             return
-        fn = self.function(_UTIL_SOURCE, "pg_copy_scale_f32")
+        fn = self.function(_UTIL_SOURCE, "pg_copy_scale_f16" if dst.itemsize == 2 else "pg_copy_scale_f32")
         srs, scs = strides(src) if src is not None else (0, 0)
         drs, dcs = strides(dst)
         blocks = max(1, min(-(-rows * cols // _COPY_BLOCK), 65535))
@@ -205,10 +221,14 @@ class _Launch:
     def __call__(self) -> None:
         lp, rt = self.lp, self.rt
         if self.spec is None:
-            rt.cublas().sgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, self.alpha, lp.a.ptr, lp.a.ld,
-                              lp.b.ptr, lp.b.ld, self.beta, lp.c.ptr, lp.c.ld)
+            if lp.a.itemsize == 2:
+                rt.cublas().hgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, self.alpha, lp.a.ptr, lp.a.ld,
+                                  lp.b.ptr, lp.b.ld, self.beta, lp.c.ptr, lp.c.ld, c_f32=lp.c.itemsize == 4)
+            else:
+                rt.cublas().sgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, self.alpha, lp.a.ptr, lp.a.ld,
+                                  lp.b.ptr, lp.b.ld, self.beta, lp.c.ptr, lp.c.ld)
             return
-        for pack in lp.packs:
+        for pack in lp.packs:  # teaching rungs are float32: one 32-bit word per element
             dst = self._p(pack.dst)
             rt.drv.memset_d32(dst.ptr, 0, pack.scratch_elems)
             is_c = pack.dst is lp.c
@@ -218,7 +238,7 @@ class _Launch:
         self.fn(np.int32(lp.m), np.int32(lp.n), np.int32(lp.k), np.float32(self.alpha),
                 np.uintp(a.ptr), np.int32(a.ld), np.uintp(b.ptr), np.int32(b.ld),
                 np.float32(self.beta), np.uintp(c.ptr), np.int32(c.ld),
-                block=lp.block, grid=lp.grid[:2])
+                block=lp.block, grid=lp.grid[:2], shared=lp.smem_bytes)
         if lp.unpack is not None:
             rt.copy_scale(lp.unpack.dst.rows, lp.unpack.dst.cols, 1.0, self._p(lp.unpack.src), lp.unpack.dst)
 
@@ -235,7 +255,7 @@ class _Launch:
 
 
 def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
-    return Mat(op.name, op.rows, op.cols, op.layout, op.ld if ld is None else ld, op.ptr if ptr is None else ptr)
+    return Mat(op.name, op.rows, op.cols, op.layout, op.ld if ld is None else ld, op.ptr if ptr is None else ptr, op.itemsize)
 
 
 def _compact_ld(layout: str, rows: int, cols: int) -> int:
@@ -243,7 +263,7 @@ def _compact_ld(layout: str, rows: int, cols: int) -> int:
 
 
 class CudaBackend(Backend):
-    """NVIDIA GPUs through PyCUDA: two SGEMM ladders and the cuBLAS comparator."""
+    """NVIDIA GPUs through PyCUDA: two SGEMM ladders, the FP16 tensor-core kernel, cuBLAS."""
 
     name = "cuda"
     priority = 500
@@ -314,24 +334,29 @@ class CudaBackend(Backend):
     def _plan_mats(self, p: GemmProblem) -> tuple[Mat, Mat, Mat]:
         """The operands as the device will hold them (host ones as fresh compact buffers)."""
         layout = self._result_layout(p)
+        osize = p.out_dtype.itemsize
         if p.residency == "host":
             a = _mat(p.a, 0, _compact_ld(p.a.layout, p.a.rows, p.a.cols))
             b = _mat(p.b, 0, _compact_ld(p.b.layout, p.b.rows, p.b.cols))
-            c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), 0)
+            c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), 0, osize)
         else:
             a, b = _mat(p.a), _mat(p.b)
-            c = _mat(p.out) if p.out is not None else Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), 0)
+            c = _mat(p.out) if p.out is not None else Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), 0, osize)
         return a, b, c
 
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
         p = problem
+        sm = self._rt.cc[0] * 10 + self._rt.cc[1] if self._rt is not None else 0
         if variant == "auto":
             self.check_problem(p)
-            chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name)
+            chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm)
         else:
             chosen, reason = self.get_variant(variant).name, f"variant={variant!r} requested"
         v = self.get_variant(chosen)
         self.check_problem(p, v)
+        spec = kernel_specs().get(chosen)
+        if spec is not None and spec.min_sm and sm and sm < spec.min_sm:
+            raise UnsupportedProblemError(f"variant {chosen!r} needs sm_{spec.min_sm} or newer; this device is sm_{sm}")
         plan = Plan(self.name, chosen, reason, p, device=self.device_name(), layouts=host_layouts(p))
         if p.residency == "host":
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
@@ -370,7 +395,7 @@ class CudaBackend(Backend):
         order = "C" if layout == "row" else "F"
         if p.empty:
             if p.k == 0 and p.c is not None and p.beta != 0.0:
-                res = (np.float32(p.beta) * p.c.array.astype(np.float32)).astype(p.out_dtype)
+                res = (np.float32(p.beta) * p.c.array.astype(np.float32)).astype(p.out_dtype)  # beta*c, rounded once
             else:
                 res = np.zeros((p.m, p.n), p.out_dtype)
             if p.out is not None:
@@ -385,16 +410,16 @@ class CudaBackend(Backend):
                 buf = drv.mem_alloc(max(arr.nbytes, 1))
                 allocs.append(buf)
                 drv.memcpy_htod(buf, arr)
-                return Mat("", arr.shape[0], arr.shape[1], layout_, _compact_ld(layout_, *arr.shape), int(buf))
+                return Mat("", arr.shape[0], arr.shape[1], layout_, _compact_ld(layout_, *arr.shape), int(buf), arr.itemsize)
 
             a = upload(p.a.array, p.a.layout)
             b = upload(p.b.array, p.b.layout)
             if p.c is not None and p.beta != 0.0:
                 c = upload(p.c.array, layout)
             else:
-                buf = drv.mem_alloc(max(p.m * p.n * p.dtype.itemsize, 1))
+                buf = drv.mem_alloc(max(p.m * p.n * p.out_dtype.itemsize, 1))
                 allocs.append(buf)
-                c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), int(buf))
+                c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), int(buf), p.out_dtype.itemsize)
             with _Launch(rt, plan.variant, a, b, c, p.alpha, p.beta) as launch:
                 launch()
                 rt.ctx.synchronize()
@@ -420,8 +445,8 @@ class CudaBackend(Backend):
             result: Any = p.out.array
             dest = _mat(p.out)
         else:
-            result = gpuarray.empty((p.m, p.n), p.dtype, order="C" if layout == "row" else "F")
-            dest = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), int(result.gpudata) if p.m * p.n else 0)
+            result = gpuarray.empty((p.m, p.n), p.out_dtype, order="C" if layout == "row" else "F")
+            dest = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), int(result.gpudata) if p.m * p.n else 0, p.out_dtype.itemsize)
         if p.m == 0 or p.n == 0:
             return result
         c_src = _mat(p.c) if p.c is not None and p.beta != 0.0 else None

@@ -114,13 +114,13 @@ class CuBlas:
         self._check(st, "cublasSgemm")
 
     def hgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
-              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
-        """Column-major fp16 in/out, fp32 compute (``cublasGemmEx``)."""
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False) -> None:
+        """Column-major fp16 inputs, fp32 compute, fp16 (or fp32) C (``cublasGemmEx``)."""
         ffi = self.ffi
         st = self.lib.cublasGemmEx(
             self.handle(), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
             m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), CUDA_R_16F, lda,
-            ffi.cast("void *", b), CUDA_R_16F, ldb, ffi.new("float *", beta), ffi.cast("void *", c), CUDA_R_16F, ldc,
+            ffi.cast("void *", b), CUDA_R_16F, ldb, ffi.new("float *", beta), ffi.cast("void *", c), CUDA_R_32F if c_f32 else CUDA_R_16F, ldc,
             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,
         )
         self._check(st, "cublasGemmEx")
