@@ -1,0 +1,159 @@
+"""GPU tests of the float16 tensor-core path (marked ``cuda``).
+
+The ``ldmatrix`` fragment mapping is checked at its source (the seed 003 experiment):
+shared memory holds known values, each lane supplies a row address, and every lane's
+registers are compared with the mapping the PTX ISA documents. Then the mma variant runs
+the shape × layout × alpha/beta grid against the float64 reference (float16 inputs,
+float32 accumulation), with float16 and float32 outputs, device arrays, poisoned outputs.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.backends.cuda.variants import KERNEL_DIR, kernel_specs
+from polygemm.testing import reference_for, run_conformance
+
+pytestmark = pytest.mark.cuda
+
+FP16_VARIANTS = [s.name for s in kernel_specs().values() if s.dtype == "float16"]
+PROBE = KERNEL_DIR / "hgemm" / "ldmatrix_probe.cu"
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    info = {i.name: i for i in pg.backends()}["cuda"]
+    if not info.available:
+        pytest.skip(f"cuda backend unavailable: {info.reason}")
+    be = info.backend
+    if be.runtime.cc < (8, 0):
+        pytest.skip(f"mma.sync m16n8k16 needs sm_80; device is sm_{be.runtime.cc[0]}{be.runtime.cc[1]}")
+    return be
+
+
+def expected_ldmatrix(smem: np.ndarray, offsets: np.ndarray, num: int, trans: bool) -> np.ndarray:
+    """Each lane's registers per the PTX ISA: matrix i's row r starts at offsets[8*i + r];
+    non-transposed, lane t holds row t//4, columns 2*(t%4) and +1 (low half first);
+    transposed, rows 2*(t%4) and +1 of column t//4."""
+    out = np.zeros((32, 4), np.uint32)
+    for i in range(num):
+        mat = np.stack([smem[offsets[8 * i + r]: offsets[8 * i + r] + 8] for r in range(8)]).astype(np.uint32)
+        for t in range(32):
+            if trans:
+                lo, hi = mat[2 * (t % 4), t // 4], mat[2 * (t % 4) + 1, t // 4]
+            else:
+                lo, hi = mat[t // 4, 2 * (t % 4)], mat[t // 4, 2 * (t % 4) + 1]
+            out[t, i] = lo | (hi << 16)
+    return out
+
+
+@pytest.mark.parametrize("num", [1, 2, 4])
+@pytest.mark.parametrize("trans", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "pitch32", "shuffled"])
+def test_ldmatrix_fragment_mapping(cuda, num, trans, layout):
+    import pycuda.driver as drv
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    smem = rng.permutation(1024).astype(np.uint16)  # unique values: any misplacement shows
+    if layout == "contiguous":
+        offsets = np.arange(32) * 8
+    elif layout == "pitch32":  # rows of a 32-wide tile: the seed's conflicted layout
+        offsets = (np.arange(32) % 8) * 32 + (np.arange(32) // 8) * 8
+    else:
+        offsets = rng.choice(128, size=32, replace=False) * 8
+    offsets = offsets.astype(np.int32)
+    rt = cuda.runtime
+    with rt.active():
+        fn = rt.function(PROBE, "ldmatrix_probe")
+        out = np.zeros(32 * 4, np.uint32)
+        fn(drv.In(smem), drv.In(offsets), drv.Out(out), np.int32(int(trans)), np.int32(num), block=(32, 1, 1), grid=(1, 1))
+    got = out.reshape(32, 4)[:, :num]
+    want = expected_ldmatrix(smem, offsets, num, trans)[:, :num]
+    bad = np.argwhere(got != want)
+    assert not len(bad), f"lane/register mismatches {bad[:4].tolist()}: got {got[tuple(bad[0])]:#x}, expected {want[tuple(bad[0])]:#x}"
+
+
+SHAPES = [(1, 1, 1), (8, 8, 8), (17, 33, 9), (127, 129, 131)]
+LARGE = [(1000, 3000, 2000), (4095, 4097, 4093), (4096, 4096, 4096)]
+_cache: dict = {}
+
+
+def _data(m, n, k, out_dtype, scaled):
+    key = (m, n, k, out_dtype, scaled)
+    if key not in _cache:
+        seed = secrets.randbits(32)
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        c = rng.standard_normal((m, n)).astype(out_dtype) if scaled else None
+        alpha, beta = (0.5, -1.25) if scaled else (1.0, 0.0)
+        _cache[key] = (a, b, c, alpha, beta, reference_for(a, b, c, alpha, beta, out_dtype=out_dtype), seed)
+    return _cache[key]
+
+
+def _check(variant, m, n, k, orders, out_dtype, scaled):
+    a, b, c, alpha, beta, ref, seed = _data(m, n, k, out_dtype, scaled)
+    A, B = np.asarray(a, order=orders[0]), np.asarray(b, order=orders[1])
+    out = np.full((m, n), np.nan, out_dtype, order=orders[2])
+    C = np.asarray(c, order=orders[2]) if c is not None else None
+    pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
+    res = ref.compare(out)
+    assert res.ok, f"{variant} {m}x{n}x{k} orders={orders} out={np.dtype(out_dtype).name} seed={seed}: {res.message}"
+
+
+ORDERS = [(oa, ob, oc) for oa in "CF" for ob in "CF" for oc in "CF"]
+
+
+@pytest.mark.parametrize("variant", FP16_VARIANTS + ["cublas"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("out_dtype", [np.float16, np.float32], ids=["f16out", "f32out"])
+def test_fp16_small_all_layouts(cuda, variant, shape, out_dtype):
+    for i, orders in enumerate(ORDERS):
+        _check(variant, *shape, orders, out_dtype, bool(i % 2))
+
+
+@pytest.mark.parametrize("variant", FP16_VARIANTS)
+@pytest.mark.parametrize("shape", LARGE, ids=lambda s: "x".join(map(str, s)))
+def test_fp16_large(cuda, variant, shape):
+    _check(variant, *shape, ("C", "C", "C"), np.float16, False)
+    _check(variant, *shape, ("F", "C", "C"), np.float16, True)
+    _check(variant, *shape, ("C", "F", "F"), np.float32, True)
+
+
+def test_auto_selects_mma_for_fp16(cuda):
+    a = np.ones((256, 256), np.float16)
+    plan = pg.explain(a, a)
+    assert plan.backend == "cuda" and plan.variant in FP16_VARIANTS, str(plan)
+
+
+def test_fp16_device_arrays(cuda):
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((300, 257)).astype(np.float16)
+    b = rng.standard_normal((257, 129)).astype(np.float16)
+    da, db = cp.asarray(a), cp.asfortranarray(cp.asarray(b))
+    out = cp.full((300, 129), cp.nan, dtype=cp.float16)
+    assert pg.gemm(da, db, out=out) is out
+    assert reference_for(a, b).compare(cp.asnumpy(out)).ok
+    out32 = cp.full((300, 129), cp.nan, dtype=cp.float32)
+    pg.gemm(da, db, out=out32)
+    assert reference_for(a, b, out_dtype=np.float32).compare(cp.asnumpy(out32)).ok
+
+
+def test_fp16_unaligned_views(cuda):
+    rng = np.random.default_rng(secrets.randbits(32))
+    buf = rng.standard_normal(1 + 77 * 93).astype(np.float16)
+    a = buf[1:].reshape(77, 93)  # 2-byte offset, odd leading dimension
+    b = rng.standard_normal((93, 45)).astype(np.float16)
+    for variant in FP16_VARIANTS:
+        assert reference_for(a, b).compare(pg.gemm(a, b, device="cuda", variant=variant)).ok
+
+
+def test_fp16_conformance(cuda):
+    results = run_conformance("cuda", dtypes=["float16"], quick=True)
+    fails = [r for r in results if r.status == "fail"]
+    assert results and not fails, fails[:5]
