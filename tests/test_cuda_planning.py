@@ -12,6 +12,7 @@ from polygemm.backends.cuda.variants import kernel_specs, variant_table
 
 SPECS = kernel_specs()
 PREDICATED = [s for s in SPECS.values() if s.predicated]
+PREDICATED_F32 = [s for s in PREDICATED if s.dtype == "float32"]
 PADDED = [s for s in SPECS.values() if not s.predicated]
 
 
@@ -25,7 +26,9 @@ def col(name, r, c, ptr=0):
 
 def test_table_has_both_ladders_and_cublas():
     names = [v.name for v in variant_table()]
-    assert len([n for n in names if n.startswith("cm_")]) == 11
+    seeds = [s.seed for s in SPECS.values()]
+    assert sorted(s for s in seeds if s.startswith("000/001")) == sorted(f"000/001 Version {i}" for i in range(1, 12))
+    assert len([s for s in seeds if s.startswith("002")]) == 8
     assert len([n for n in names if n.startswith("rm_")]) == 8
     assert names[-1] == "cublas"
     cublas = variant_table()[-1]
@@ -115,15 +118,24 @@ def test_cublas_plan_keeps_column_major_with_swap():
 
 
 def test_auto_choice_comes_from_measured_table():
+    first, last = PREDICATED_F32[0].name, PREDICATED_F32[-1].name
     records = [
-        {"variant": PREDICATED[0].name, "m": 64, "n": 64, "k": 64, "tflops": 5.0},
-        {"variant": PREDICATED[-1].name, "m": 64, "n": 64, "k": 64, "tflops": 1.0},
-        {"variant": PREDICATED[-1].name, "m": 4096, "n": 4096, "k": 4096, "tflops": 40.0},
-        {"variant": PREDICATED[0].name, "m": 4096, "n": 4096, "k": 4096, "tflops": 2.0},
+        {"variant": first, "m": 64, "n": 64, "k": 64, "tflops": 5.0},
+        {"variant": last, "m": 64, "n": 64, "k": 64, "tflops": 1.0},
+        {"variant": last, "m": 4096, "n": 4096, "k": 4096, "tflops": 40.0},
+        {"variant": first, "m": 4096, "n": 4096, "k": 4096, "tflops": 2.0},
     ]
-    assert choose_auto_variant(50, 70, 60, records=records)[0] == PREDICATED[0].name
+    assert choose_auto_variant(50, 70, 60, records=records)[0] == first
     name, why = choose_auto_variant(5000, 4000, 3000, records=records)
-    assert name == PREDICATED[-1].name and "4096x4096x4096" in why
+    assert name == last and "4096x4096x4096" in why
+
+
+def test_auto_respects_the_device_generation():
+    needs80 = [s.name for s in PREDICATED_F32 if s.min_sm >= 80]
+    if not needs80:
+        pytest.skip("no rung needs sm_80")
+    records = [{"variant": needs80[0], "m": 64, "n": 64, "k": 64, "tflops": 99.0}]
+    assert choose_auto_variant(64, 64, 64, records=records, sm=75)[0] not in needs80
 
 
 def test_auto_ignores_padded_rungs():

@@ -1,0 +1,317 @@
+// v13_cp_async_narrow_tile: v12 with a threadblock tile half as wide (128 x 64 x 16,
+// 4 warps, 4 threadblocks per SM). Why: mid-size problems leave SMs idle with 128 x 128
+// tiles -- 1000 x 3000 x 2000 gives 192 tiles for 264 slots (132 SMs x 2), so every
+// 128 x 128 version sat at 0.83-0.85x cuBLAS there -- while 128 x 64 tiles give 384 tiles
+// over 528 slots and measured 1.07-1.10x (and 0.89-0.90x at 4096^3 and 8192^3, where v12's
+// wider tile wins). Auto picks between the two from measurements. Beyond the seeds.
+//
+// Everything else is v12: cp.async global -> shared ring (3 stages), 16-byte chunks for the
+// MN-contiguous operand (PG_VEC=1) or 4-byte elements, 4-byte elements landing K-major for
+// the K-contiguous operand, zero-fill at edges, fragment double-buffering, grouped block
+// order.
+//
+// Geometry: threadblock tile 128 x 64 x 16, 128 threads = 4 warps arranged 2 (M) x 2 (N),
+// warp tile 64 x 32, lanes 8 (M) x 4 (N), thread tile 8 x 8 as 2 x 2 blocks of 4 x 4.
+// Shared memory is dynamic: 3 stages x 16 x (132 + 68) floats = 38400 bytes.
+#include "common.cuh"
+
+namespace cm_v13 {
+
+// ---- tile configuration ------------------------------------------------------------
+constexpr int kBlockM = 128;     // threadblock tile M
+constexpr int kBlockN = 64;     // threadblock tile N
+constexpr int kBlockK = 16;      // threadblock tile K (one k-tile)
+constexpr int kWarpM = 64;       // warp tile M
+constexpr int kWarpN = 32;       // warp tile N
+constexpr int kThreadM = 8;      // thread tile M
+constexpr int kThreadN = 8;      // thread tile N
+constexpr int kStages = 3;       // shared-memory stages (cp.async ring)
+constexpr int kMinBlocksPerSM = 4;
+constexpr int kGroupM = 8;       // block rasterization: groups of kGroupM tile rows (<=1: off)
+
+// ---- derived -------------------------------------------------------------------------
+constexpr int kWarpsM = kBlockM / kWarpM;
+constexpr int kWarpsN = kBlockN / kWarpN;
+constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+constexpr int kLanesM = kWarpM / kThreadM;
+constexpr int kLanesN = kWarpN / kThreadN;
+constexpr int kVecM = kThreadM / 4;
+constexpr int kVecN = kThreadN / 4;
+constexpr int kStrideA = kBlockM + 4;  // K-major shared rows, +4 floats: conflict-free
+constexpr int kStrideB = kBlockN + 4;
+constexpr int kTileFloatsA = kBlockK * kStrideA;
+constexpr int kTileFloatsB = kBlockK * kStrideB;
+constexpr int kStageFloats = kTileFloatsA + kTileFloatsB;
+constexpr int kSmemBytes = kStages * kStageFloats * 4;
+static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread tiles");
+static_assert(kThreadM % 4 == 0 && kThreadN % 4 == 0, "thread tile is made of 4x4 blocks");
+static_assert(kStages >= 2, "need at least two stages");
+static_assert(kSmemBytes == 38400, "keep smem_bytes in variants.json in step");
+
+// ---- cp.async primitives (PTX, sm_80+) -----------------------------------------------
+__device__ __forceinline__ void cp_async_4(unsigned dst, const float* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_16(unsigned dst, const float* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Global -> shared copier of one operand tile (kTileMN x kBlockK, stored K-major in shared
+// memory as s[k * (kTileMN + 4) + mn]). kKContig: the operand is K-contiguous in global
+// memory (B as is, A transposed); otherwise MN-contiguous.
+template <int kTileMN, bool kKContig, bool kVec>
+struct AsyncTileCopier {
+    static constexpr int kStride = kTileMN + 4;
+    // MN-contiguous: chunks of 4 mn at one k.
+    static constexpr int kChunksPerLine = kTileMN / 4;
+    static constexpr int kLinesPerPass = kThreads / kChunksPerLine;
+    static constexpr int kChunks = kTileMN * kBlockK / (4 * kThreads);
+    // MN-contiguous, PG_VEC=0: single elements, kThreads consecutive (mn, k) per pass.
+    static constexpr int kKPerPassE = kThreads / kTileMN;
+    static constexpr int kElems = kTileMN * kBlockK / kThreads;
+    static_assert(kKContig || kVec || (kThreads % kTileMN == 0 && kBlockK % kKPerPassE == 0),
+                  "MN-contiguous scalar split");
+    // K-contiguous: single elements, lanes 8 (k) x 4 (mn), a block covers 8 k x 32 mn.
+    static constexpr int kMnPerPass = kThreads / 8;
+    static constexpr int kMnPasses = kTileMN / kMnPerPass;
+    static constexpr int kKPasses = kBlockK / 8;
+    static_assert(kKContig || !kVec || (kChunks >= 1 && kChunks * 4 * kThreads == kTileMN * kBlockK &&
+                               kThreads % kChunksPerLine == 0), "MN-contiguous split");
+    static_assert(!kKContig || (kBlockK % 8 == 0 && kTileMN % kMnPerPass == 0), "K-contiguous split");
+
+    const float* ptr;  // first element of this thread, current k-tile
+    int ld;
+    int kOff;          // tile-local k of the first element
+    int mnLeft;        // valid mn from the first element (may be <= 0)
+    unsigned sOff;     // byte offset in a stage tile of the first element
+
+    __device__ __forceinline__ AsyncTileCopier(const float* base, int ld_, int mn0, int extentMN,
+                                               int tid) {
+        ld = ld_;
+        if (kKContig) {
+            const int k = tid % 8, mn = tid / 8;
+            ptr = base + CM_IDX(k, mn0 + mn, ld);
+            kOff = k;
+            mnLeft = extentMN - (mn0 + mn);
+            sOff = 4u * (k * kStride + mn);
+        } else if (!kVec) {  // single elements, a warp covers 32 consecutive mn of one k
+            const int mn = tid % kTileMN, k = tid / kTileMN;
+            ptr = base + CM_IDX(mn0 + mn, k, ld);
+            kOff = k;
+            mnLeft = extentMN - (mn0 + mn);
+            sOff = 4u * (k * kStride + mn);
+        } else {
+            const int mn = (tid % kChunksPerLine) * 4, k = tid / kChunksPerLine;
+            ptr = base + CM_IDX(mn0 + mn, k, ld);
+            kOff = k;
+            mnLeft = extentMN - (mn0 + mn);
+            sOff = 4u * (k * kStride + mn);
+        }
+    }
+
+    // Issue the copies of the current k-tile into the shared tile at byte address s;
+    // kLeft = K - (first k of this tile).
+    __device__ __forceinline__ void copy(unsigned s, int kLeft) const {
+        if (kKContig) {
+#pragma unroll
+            for (int kp = 0; kp < kKPasses; ++kp) {
+                const bool kValid = kOff + 8 * kp < kLeft;
+#pragma unroll
+                for (int mp = 0; mp < kMnPasses; ++mp)
+                    cp_async_4(s + sOff + 4u * (8 * kp * kStride + mp * kMnPerPass),
+                               ptr + 8 * kp + mp * kMnPerPass * ld,
+                               kValid && mnLeft > mp * kMnPerPass);
+            }
+        } else if (!kVec) {
+            // Scalar path: element (mn, k) per lane with consecutive lanes on consecutive mn,
+            // so each warp instruction reads whole 32-byte sectors (no reliance on L1 hits).
+#pragma unroll
+            for (int r = 0; r < kElems; ++r) {
+                const bool kValid = kOff + r * kKPerPassE < kLeft;
+                cp_async_4(s + sOff + 4u * (r * kKPerPassE * kStride), ptr + r * kKPerPassE * ld,
+                           kValid && mnLeft > 0);
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < kChunks; ++r) {
+                const bool kValid = kOff + r * kLinesPerPass < kLeft;
+                const float* p = ptr + r * kLinesPerPass * ld;
+                const unsigned d = s + sOff + 4u * (r * kLinesPerPass * kStride);
+                const int n = kValid ? min(max(mnLeft, 0), 4) : 0;
+                cp_async_16(d, p, 4 * n);
+            }
+        }
+    }
+
+    __device__ __forceinline__ void advance() { ptr += kKContig ? kBlockK : kBlockK * ld; }
+};
+
+using CopierA = AsyncTileCopier<kBlockM, PG_TRANS_A != 0, PG_VEC != 0>;
+using CopierB = AsyncTileCopier<kBlockN, PG_TRANS_B == 0, PG_VEC != 0>;
+
+// Fragments of one k: kThreadM values of A and kThreadN of B, as float4 pieces.
+__device__ __forceinline__ void load_fragments(const float* sA, const float* sB, int k,
+                                               int aOff, int bOff, float4 (&a)[kVecM],
+                                               float4 (&b)[kVecN]) {
+#pragma unroll
+    for (int v = 0; v < kVecM; ++v)
+        a[v] = *reinterpret_cast<const float4*>(sA + k * kStrideA + aOff + v * kLanesM * 4);
+#pragma unroll
+    for (int v = 0; v < kVecN; ++v)
+        b[v] = *reinterpret_cast<const float4*>(sB + k * kStrideB + bOff + v * kLanesN * 4);
+}
+
+__device__ __forceinline__ void fma_thread_tile(float (&acc)[kThreadM][kThreadN],
+                                                const float4 (&a)[kVecM],
+                                                const float4 (&b)[kVecN]) {
+    const float* av = reinterpret_cast<const float*>(a);
+    const float* bv = reinterpret_cast<const float*>(b);
+#pragma unroll
+    for (int j = 0; j < kThreadN; ++j)
+#pragma unroll
+        for (int i = 0; i < kThreadM; ++i) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+}
+
+}  // namespace cm_v13
+
+extern "C" __global__ void __launch_bounds__(cm_v13::kThreads, cm_v13::kMinBlocksPerSM)
+sgemm_cm_v13_cp_async_narrow_tile(int M, int N, int K, float alpha,
+                      const float* __restrict__ A, int lda,
+                      const float* __restrict__ B, int ldb,
+                      float beta, float* __restrict__ C, int ldc) {
+    using namespace cm_v13;
+    extern __shared__ __align__(16) float smem[];  // kStages x (A tile, B tile)
+
+    const int tid = threadIdx.x;
+
+    // Grouped rasterization: consecutive block ids walk kGroupM tile rows (M) down one
+    // tile column before moving right, so the blocks resident at one time share A and B
+    // panels in L2. Remapped from the plain (m, n) grid.
+    int bm = blockIdx.x, bn = blockIdx.y;
+    if (kGroupM > 1) {
+        const int pid = blockIdx.x + blockIdx.y * gridDim.x;
+        const int perGroup = kGroupM * gridDim.y;
+        const int first = (pid / perGroup) * kGroupM;
+        const int rows = min(gridDim.x - first, kGroupM);
+        const int in = pid % perGroup;
+        bm = first + in % rows;
+        bn = in / rows;
+    }
+    const int m0 = bm * kBlockM;
+    const int n0 = bn * kBlockN;
+
+    const int warp = tid / 32, lane = tid % 32;
+    const int warpM = warp % kWarpsM, warpN = warp / kWarpsM;
+    const int laneM = lane % kLanesM, laneN = lane / kLanesM;
+    const int aOff = warpM * kWarpM + laneM * 4;
+    const int bOff = warpN * kWarpN + laneN * 4;
+
+    CopierA copyA(A, lda, m0, M, tid);
+    CopierB copyB(B, ldb, n0, N, tid);
+    const unsigned sBase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+
+    float acc[kThreadM][kThreadN];
+#pragma unroll
+    for (int i = 0; i < kThreadM; ++i)
+#pragma unroll
+        for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.f;
+
+    const int kTiles = CEIL_DIV(K, kBlockK);
+
+    // Prologue: k-tiles 0 .. kStages-2 in flight, one commit group each (empty groups
+    // past the end keep the group count uniform).
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < kTiles) {
+            const unsigned st = sBase + 4u * (s * kStageFloats);
+            copyA.copy(st, K - s * kBlockK);
+            copyB.copy(st + 4u * kTileFloatsA, K - s * kBlockK);
+            copyA.advance();
+            copyB.advance();
+        }
+        cp_async_commit();
+    }
+
+    int readStage = 0;              // stage holding k-tile kt
+    int writeStage = kStages - 1;   // stage receiving k-tile kt + kStages - 1
+
+    float4 fragA[2][kVecM], fragB[2][kVecN];
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    load_fragments(smem, smem + kTileFloatsA, 0, aOff, bOff, fragA[0], fragB[0]);
+    for (int kt = 0; kt < kTiles; ++kt) {
+        const float* sA = smem + readStage * kStageFloats;
+        const float* sB = sA + kTileFloatsA;
+#pragma unroll
+        for (int k = 0; k < kBlockK; ++k) {
+            if (k == 0) {
+                // Refill the stage read during k-tile kt-1 (all reads of it happened
+                // before the barrier that ended k-tile kt-1).
+                const int next = kt + kStages - 1;
+                if (next < kTiles) {
+                    const unsigned st = sBase + 4u * (writeStage * kStageFloats);
+                    copyA.copy(st, K - next * kBlockK);
+                    copyB.copy(st + 4u * kTileFloatsA, K - next * kBlockK);
+                    copyA.advance();
+                    copyB.advance();
+                }
+                cp_async_commit();
+            }
+            if (k + 1 < kBlockK) {
+                load_fragments(sA, sB, k + 1, aOff, bOff, fragA[(k + 1) & 1], fragB[(k + 1) & 1]);
+            } else {
+                // k-tile kt+1 has landed for this thread; the barrier makes it visible
+                // to all and ends every read of stage readStage.
+                cp_async_wait<kStages - 2>();
+                __syncthreads();
+                const int nextRead = (readStage + 1 == kStages) ? 0 : readStage + 1;
+                const float* nA = smem + nextRead * kStageFloats;
+                load_fragments(nA, nA + kTileFloatsA, 0, aOff, bOff, fragA[(k + 1) & 1],
+                               fragB[(k + 1) & 1]);
+            }
+            fma_thread_tile(acc, fragA[k & 1], fragB[k & 1]);
+        }
+        writeStage = readStage;
+        readStage = (readStage + 1 == kStages) ? 0 : readStage + 1;
+    }
+    cp_async_wait<0>();  // no copy may outlive the block (only empty groups remain)
+
+    // Epilogue: C = alpha*acc + beta*C, guarded; beta == 0 never reads C.
+#pragma unroll
+    for (int vn = 0; vn < kVecN; ++vn)
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+            const int j = vn * 4 + jj;
+            const int n = n0 + bOff + vn * kLanesN * 4 + jj;
+            if (n >= N) continue;
+#pragma unroll
+            for (int vm = 0; vm < kVecM; ++vm) {
+                const int m = m0 + aOff + vm * kLanesM * 4;
+                const int left = M - m;
+                if (left <= 0) continue;
+                float* p = C + CM_IDX(m, n, ldc);
+                float r[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) r[e] = alpha * acc[vm * 4 + e][j];
+                if (PG_VEC && left >= 4) {
+                    if (beta != 0.f) {
+                        const float4 c = cm_ld4_rw(p);
+                        r[0] += beta * c.x; r[1] += beta * c.y;
+                        r[2] += beta * c.z; r[3] += beta * c.w;
+                    }
+                    cm_st4(p, make_float4(r[0], r[1], r[2], r[3]));
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (e < left) p[e] = (beta != 0.f) ? r[e] + beta * p[e] : r[e];
+                }
+            }
+        }
+}
