@@ -204,7 +204,46 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
                 cells.append(f"{r.tflops:.1f} ({r.ratio:.2f}×)" if r else "–")
             lines.append(f"| {v} | " + " | ".join(cells) + " |")
         lines.append("")
+        lines.append(ladder_tables(rs))
     return "\n".join(lines)
+
+
+def ladder_tables(records: list[BenchRecord]) -> str:
+    """Step-by-step tables, one per ladder (variant-name prefix before ``_v``): each rung's
+    TFLOP/s, ratio to the vendor and gain over the previous rung at the largest cubes."""
+    all_cubes = sorted({r.m for r in records if r.m == r.n == r.k})
+    cubes = [c for c in (4096, 8192) if c in all_cubes] or all_cubes[-2:]  # the targets' sizes
+    if not cubes:
+        return ""
+    by = {(r.variant, r.m): r for r in records if r.m == r.n == r.k}
+    ladders: dict[str, list[str]] = {}
+    for r in records:
+        if "_v" in r.variant:
+            ladders.setdefault(r.variant.split("_v")[0], [])
+            if r.variant not in ladders[r.variant.split("_v")[0]]:
+                ladders[r.variant.split("_v")[0]].append(r.variant)
+    out = []
+    for ladder, rungs in ladders.items():
+        if len(rungs) < 2:
+            continue
+        out.append(f"#### Ladder `{ladder}`: step by step\n")
+        head = " | ".join(f"{c}³ TFLOP/s | vs vendor | step" for c in cubes)
+        out.append(f"| rung | {head} |")
+        out.append("|---|" + "---|---|---|" * len(cubes))
+        prev: dict[int, float] = {}
+        for v in rungs:
+            cells = []
+            for c in cubes:
+                r = by.get((v, c))
+                if r is None:
+                    cells.append("– | – | –")
+                    continue
+                step = f"{r.tflops / prev[c]:.2f}×" if c in prev else "–"
+                cells.append(f"{r.tflops:.1f} | {r.ratio:.2f}× | {step}")
+                prev[c] = r.tflops
+            out.append(f"| {v} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
