@@ -3,7 +3,8 @@
 Each (variant, shape) is timed with the backend's device events after warm-up, over two
 rotating input sets of random normal data (never zeros), as the median of several
 repeats of a batch of calls; TFLOP/s = 2·M·N·K / t. The vendor variant of the same
-backend (cuBLAS for cuda, NumPy's BLAS for cpu) is timed on the same buffers.
+backend (cuBLAS for cuda, NumPy's BLAS for cpu) is timed on the same buffers, in turn
+with each variant, repeat by repeat, and each ratio uses those neighbouring timings.
 """
 
 from __future__ import annotations
@@ -100,26 +101,36 @@ def _active(be: Backend) -> Iterator[None]:
         yield
 
 
-def _time_variant(be: Backend, variant: str, sets: list[tuple[Any, Any, Any]], repeats: int, min_seconds: float) -> tuple[list[float], int]:
-    """Seconds per call, one value per repeat, and the calls timed per repeat."""
-    timer = be.timer()
-    runners = [_Runner(be, variant, *s) for s in sets]
-    try:
-        with _active(be):
-            for r in runners:  # warm-up: compilation, module load, handle creation
-                r.call()
-            be.synchronize()
-            one = timer(lambda: [r.call() for r in runners]) / len(runners)
-            calls = max(len(runners), min(200, int(min_seconds / max(one, 1e-7)) + 1))
-            calls += (-calls) % len(runners)
+class _Timed:
+    """One variant ready to time: warmed up, with a batch of calls sized to ``min_seconds``."""
 
-            def batch() -> None:
-                for i in range(calls):
-                    runners[i % len(runners)].call()
+    def __init__(self, be: Backend, variant: str, sets: list[tuple[Any, Any, Any]], min_seconds: float) -> None:
+        self.timer = be.timer()
+        self.be = be
+        self.runners = [_Runner(be, variant, *s) for s in sets]
+        try:
+            with _active(be):
+                for r in self.runners:  # warm-up: compilation, module load, handle creation
+                    r.call()
+                be.synchronize()
+                one = self.timer(lambda: [r.call() for r in self.runners]) / len(self.runners)
+            calls = max(len(self.runners), min(200, int(min_seconds / max(one, 1e-7)) + 1))
+            self.calls = calls + (-calls) % len(self.runners)
+        except BaseException:
+            self.close()
+            raise
 
-            return [timer(batch) / calls for _ in range(repeats)], calls
-    finally:
-        for r in runners:
+    def once(self) -> float:
+        """Seconds per call over one batch, rotating the input sets."""
+        def batch() -> None:
+            for i in range(self.calls):
+                self.runners[i % len(self.runners)].call()
+
+        with _active(self.be):
+            return self.timer(batch) / self.calls
+
+    def close(self) -> None:
+        for r in self.runners:
             r.close()
 
 
@@ -158,17 +169,28 @@ def run_bench(
         flops = 2.0 * m * n * k
         host = [(rng.standard_normal((m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal((k, n), dtype=np.float32).astype(np_dtype)) for _ in range(sets)]
         dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
-        vendor_t = float("nan")
+        vend: _Timed | None = None
         if vendor is not None:
             try:
-                times, _ = _time_variant(be, vendor, dev, repeats, min_seconds)
-                vendor_t = statistics.median(times)
+                vend = _Timed(be, vendor, dev, min_seconds)
             except PolygemmError as exc:  # e.g. muBLAS absent from an emulation build
                 if progress:
                     progress(f"{m}x{n}x{k} vendor {vendor} not timed: {exc}")
         for name in names:
-            times, calls = _time_variant(be, name, dev, repeats, min_seconds)
+            # The vendor is timed right beside each variant, repeat by repeat: a GPU that
+            # heats up and throttles over a long run then slows both alike.
+            timed = _Timed(be, name, dev, min_seconds)
+            times, vtimes = [], []
+            try:
+                for _ in range(repeats):
+                    if vend is not None:
+                        vtimes.append(vend.once())
+                    times.append(timed.once())
+            finally:
+                timed.close()
+            calls = timed.calls
             t = statistics.median(times)
+            vendor_t = statistics.median(vtimes) if vtimes else float("nan")
             rec = BenchRecord(
                 be.name, name, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
                 t * 1e3, vendor or "", flops / vendor_t / 1e12, vendor_t / t, be.device_name(), date, repeats, calls,
@@ -176,6 +198,8 @@ def run_bench(
             records.append(rec)
             if progress:
                 progress(f"{m}x{n}x{k} {name:28s} {rec.tflops:8.2f} TFLOP/s  ({rec.ratio:.2f}x {vendor})")
+        if vend is not None:
+            vend.close()
         del dev
     return records
 
@@ -194,8 +218,8 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
         lines.append(f"### {rs[0].backend} {dtype}: TFLOP/s (ratio to {vendor} in the same run)\n")
         lines.append("| variant | " + " | ".join(f"{m}×{n}×{k}" for m, n, k in shapes) + " |")
         lines.append("|---|" + "---|" * len(shapes))
-        vend = {(r.m, r.n, r.k): r.vendor_tflops for r in rs}
-        lines.append(f"| **{vendor}** | " + " | ".join(f"{vend[s]:.1f}" for s in shapes) + " |")
+        vend = {(r.m, r.n, r.k): statistics.median(x.vendor_tflops for x in rs if (x.m, x.n, x.k) == (r.m, r.n, r.k)) for r in rs}
+        lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(f"{vend[s]:.1f}" for s in shapes) + " |")
         by = {(r.variant, r.m, r.n, r.k): r for r in rs}
         for v in variants:
             cells = []
