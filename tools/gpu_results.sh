@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Produce the committed GPU results (run from the repository root on the GPU machine):
+#   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_musa_cuda_flavor.*
+#   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
+#   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
+# Each writes into the working tree; copy the files out afterwards.
+set -uo pipefail
+what=${1:?bench, matrix or ncu}
+mkdir -p docs/benchmarks docs/matrix
+musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
+  if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
+    cmake -S . -B build/musa-cuda -DPOLYGEMM_MUSA_FLAVOR=cuda >/dev/null && cmake --build build/musa-cuda -j 16 >/dev/null || return 1
+  fi
+  export POLYGEMM_MUSA_LIBRARY=$PWD/build/musa-cuda/libpolygemm_musa.so POLYGEMM_MUSA_EMULATION=1
+}
+case "$what" in
+  bench)
+    polygemm_() { python3 -m polygemm "$@"; }
+    polygemm_ bench --device cuda --dtype float32 --variants all --shapes square odd --repeats 5 \
+      --json docs/benchmarks/h200_fp32.json --markdown docs/benchmarks/h200_fp32.md --plot docs/benchmarks/h200_fp32.png
+    polygemm_ bench --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 \
+      --json docs/benchmarks/h200_fp16.json --markdown docs/benchmarks/h200_fp16.md --plot docs/benchmarks/h200_fp16.png
+    musa_lib && polygemm_ bench --device musa --dtype float16 --variants wmma_s4000 --shapes 1024x1024x1024 4096x4096x4096 4095x4097x4093 --repeats 3 \
+      --json docs/benchmarks/h200_musa_cuda_flavor.json --markdown docs/benchmarks/h200_musa_cuda_flavor.md
+    ;;
+  matrix)
+    musa_lib
+    python3 -m polygemm matrix --no-progress --json docs/matrix/h200.json | tee docs/matrix/h200.md
+    ;;
+  ncu)
+    metrics=gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__inst_executed_op_ldsm.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed
+    ncu --clock-control none --metrics "$metrics" --csv python3 tools/profile_rungs.py --dtype float32 --shape 2048x2048x2048 \
+      cm_v01_naive cm_v02_smem_tiling cm_v03_register_index cm_v04_conflict_free_smem cm_v05_micro4x1 cm_v06_float4 cm_v07_micro4x4 cm_v08_micro8x8 \
+      cm_v09_warp_tiling cm_v10_register_prefetch cm_v11_smem_double_buffer cm_v12_cp_async cm_v13_cp_async_narrow_tile \
+      rm_v0_global_mem rm_v1_shared_mem rm_v2_thread_workload rm_v3_float4 rm_v4_register_tile rm_v5_register_float4 rm_v6_transpose_a_smem rm_v7_double_buffer \
+      > docs/benchmarks/ncu_fp32_ladders.csv
+    fp16=$(python3 -c "from polygemm.backends.cuda.variants import kernel_specs as k; print(' '.join(n for n, s in k().items() if s.dtype == 'float16'))")
+    ncu --clock-control none --metrics "$metrics" --csv python3 tools/profile_rungs.py --dtype float16 --shape 4096x4096x4096 $fp16 \
+      > docs/benchmarks/ncu_fp16.csv
+    ;;
+esac
