@@ -31,11 +31,15 @@ SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 def jobs(archs: list[str]) -> list[tuple[str, Path, dict[str, int], bool]]:
     out = []
     for spec in kernel_specs().values():
-        combos = [dict(zip(("PG_TRANS_A", "PG_TRANS_B", "PG_VEC"), c)) for c in itertools.product((0, 1), repeat=3)] if spec.predicated else [{}]
+        names = ("PG_TRANS_A", "PG_TRANS_B", "PG_VEC") + (("PG_OUT_F32",) if spec.dtype == "float16" else ())
+        combos = [dict(zip(names, c)) for c in itertools.product((0, 1), repeat=len(names))] if spec.predicated else [{}]
         for arch in archs:
+            if spec.min_sm and int(arch) < spec.min_sm:
+                continue
             for macros in combos:
                 out.append((arch, spec.source, macros, spec.predicated))
-    for extra in sorted((KERNEL_DIR / "util").glob("*.cu")):
+    extras = sorted((KERNEL_DIR / "util").glob("*.cu")) + sorted((KERNEL_DIR / "hgemm").glob("*probe*.cu"))
+    for extra in extras:
         for arch in archs:
             out.append((arch, extra, {}, True))
     return out
