@@ -1,0 +1,638 @@
+// hgemm v1 (FP16 tensor-core ladder, first rung): C = alpha * A @ B + beta * C with fp16
+// operands, fp32 accumulation, on the warp-level tensor-core instruction
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, its A and B fragments loaded from
+// shared memory with ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16.
+// Realizes seed 003 (ldmatrix): each lane supplies the shared-memory address of one 8-element
+// (16-byte) row of one of the four 8x8 tiles (lanes 0-7 tile 0, 8-15 tile 1, 16-23 tile 2,
+// 24-31 tile 3); lane t receives elements (t/4, 2*(t%4) .. +1) of each tile in register
+// r[tile], which is exactly the m16n8k16 fragment layout; .trans hands out the transposed
+// tile, so an operand stored MN-contiguous in shared memory needs no transposing copy. The
+// seed's bank-conflict observation (row offsets decide the wavefront count) is why the shared
+// tiles are XOR-swizzled: the 8 rows of every 8x8 tile fall into 8 distinct 16-byte bank
+// groups.
+//
+// Hierarchy (CUTLASS vocabulary; defaults, overridable with -DHG_* for tuning only):
+//   threadblock tile 256 x 128 x 64 (BM x BN x BK), 8 warps as 4 (M) x 2 (N),
+//   warp tile 64 x 64, instruction shape 16 x 8 x 16 (m16n8k16),
+//   3-stage shared-memory pipeline: cp.async.cg 16 B (PG_VEC=1) or register staging (PG_VEC=0).
+// Launch: blockDim (256, 1, 1); gridDim (ceil(N/128), ceil(M/256)) (grid ["n", "m"]); the
+// kernel remaps block ids in groups of 8 threadblock rows for L2 reuse.
+// DYNAMIC SHARED MEMORY: 147456 bytes (3 stages x (256x64 + 64x128) halves x 2 B). The launcher
+// must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (cudaFuncAttributeMaxDynamic-
+// SharedMemorySize) to 147456 and launch with that many dynamic bytes (fits sm_80's 163 KB too).
+//
+// Layouts (row-major in the kernel's own terms):
+//   A: (i, k) at A[i*lda + k]; PG_TRANS_A=1: A[i + k*lda] (column-major).
+//   B: (k, j) at B[k*ldb + j]; PG_TRANS_B=1: B[k + j*ldb] (column-major, K-contiguous).
+//   C: (i, j) at C[i*ldc + j], __half, or float when PG_OUT_F32=1.
+// Each operand's shared tile keeps the global contiguous dimension contiguous:
+//   K-contiguous operand (A row-major, B column-major): tile [MN][BK], ldmatrix without .trans;
+//   MN-contiguous operand (A column-major, B row-major): tile [BK][MN], ldmatrix .trans.
+// Swizzle: a tile row of C halves holds C/8 16-byte chunks; chunk c of row r is stored at
+// chunk c ^ (r & 7) when rows are >= 128 B (C >= 64), c ^ ((r >> 1) & 3) for 64-byte rows
+// (C = 32). An ldmatrix 8x8 tile reads one fixed logical chunk of 8 consecutive rows
+// r0..r0+7 (r0 % 8 == 0); the XOR sends them to 8 distinct 16-byte bank groups (for 64-byte
+// rows: bank group = 4*(r&1) + (c ^ (r>>1 & 3)), again 8 distinct), so each of the 4 phases of
+// an .x4 is one wavefront. cp.async's 16-byte writes (8 consecutive threads fill 128
+// contiguous bytes of the logical tile) are permuted within 128-byte lines and stay
+// conflict-free too.
+//
+// PG_VEC=1: A, B, C 16-byte aligned, lda/ldb/ldc % 8 == 0: operand tiles move with
+// cp.async.cg 16 B (src-size < 16 zero-fills partial chunks, 0 for chunks outside the matrix);
+// the epilogue stores half2 / float2. PG_VEC=0 (any alignment, e.g. odd leading
+// dimensions): no vector and no misaligned access. A warp reads 64 consecutive elements of a
+// tile row as 32 pairs: inside the matrix one aligned 4-byte word per lane (when the row is 2
+// bytes off, the word holding elements (c+1, c+2), element c coming from the left lane by
+// shuffle); at edges guarded 2-byte loads. Pairs are staged in registers one K-tile ahead and
+// written with 4-byte stores into the same swizzled layout; scalar epilogue.
+// Any M, N, K >= 1. beta == 0 never
+// reads C.
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
+
+#ifndef PG_OUT_F32
+#define PG_OUT_F32 0
+#endif
+
+// Tuning knobs (the shipped configuration is the default; variants.json describes it).
+#ifndef HG_BM
+#define HG_BM 256
+#endif
+#ifndef HG_BN
+#define HG_BN 128
+#endif
+#ifndef HG_BK
+#define HG_BK 64
+#endif
+#ifndef HG_WARPS_M
+#define HG_WARPS_M 4
+#endif
+#ifndef HG_WARPS_N
+#define HG_WARPS_N 2
+#endif
+#ifndef HG_STAGES
+#define HG_STAGES 3
+#endif
+#ifndef HG_GROUP_M
+#define HG_GROUP_M 8
+#endif
+#ifndef HG_MIN_BLOCKS
+#define HG_MIN_BLOCKS 1
+#endif
+
+namespace hgemm_v1 {
+
+constexpr int kTbM = HG_BM;  // threadblock tile
+constexpr int kTbN = HG_BN;
+constexpr int kTbK = HG_BK;
+constexpr int kWarpsM = HG_WARPS_M;
+constexpr int kWarpsN = HG_WARPS_N;
+constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+constexpr int kWarpM = kTbM / kWarpsM;  // warp tile
+constexpr int kWarpN = kTbN / kWarpsN;
+constexpr int kInstM = 16, kInstN = 8, kInstK = 16;  // instruction shape m16n8k16
+constexpr int kMmaM = kWarpM / kInstM;                // mma tiles per warp tile along M
+constexpr int kMmaN = kWarpN / kInstN;                // ... along N
+constexpr int kSteps = kTbK / kInstK;                 // k16 steps per threadblock K-tile
+constexpr int kStages = HG_STAGES;
+constexpr int kGroupM = HG_GROUP_M;
+
+static_assert(kWarpM % kInstM == 0 && kWarpN % 16 == 0, "warp tile: M % 16, N % 16 (x4 B loads)");
+static_assert(kSteps >= 2, "BK must be >= 32");
+static_assert(kStages >= 2, "at least two stages");
+
+// Shared tile shapes: rows x cols, cols contiguous (the global contiguous dimension).
+constexpr int kARows = PG_TRANS_A ? kTbK : kTbM;
+constexpr int kACols = PG_TRANS_A ? kTbM : kTbK;
+constexpr int kBRows = PG_TRANS_B ? kTbN : kTbK;
+constexpr int kBCols = PG_TRANS_B ? kTbK : kTbN;
+constexpr int kAStage = kTbM * kTbK;  // halves per stage
+constexpr int kBStage = kTbK * kTbN;
+constexpr int kSmemBytes = kStages * (kAStage + kBStage) * 2;
+static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 per-block limit");
+
+// ------------------------------------------------------------------------------------------
+// PTX wrappers
+// ------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte cp.async, L2 only (.cg); bytes in [0, 16]: the rest of the 16 shared bytes is zeroed.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(__cvta_generic_to_global(src)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// d += a * b on one m16n8k16 tile (fp16 in, fp32 accumulate).
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                          const uint32_t (&b)[2]) {
+    asm volatile(  // volatile: keeps the ldmatrix / mma interleaving as written
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ------------------------------------------------------------------------------------------
+// Swizzled shared tile of kRows x kCols halves: element offset of 16-byte chunk `chunk` of
+// row `row` (see the header for why this is conflict-free).
+// ------------------------------------------------------------------------------------------
+template <int kCols>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+    constexpr int kCpr = kCols / 8;  // chunks per row
+    static_assert(kCpr == 4 || kCpr % 8 == 0, "tile rows must be 64 B or a multiple of 128 B");
+    const int phys = (kCpr >= 8) ? (chunk ^ (row & 7)) : (chunk ^ ((row >> 1) & 3));
+    return row * kCols + phys * 8;
+}
+
+// Global -> shared mover for one operand tile (kRows x kCols, cols contiguous in global
+// memory with leading dimension ld). rows_left / cols_left: how many rows / cols of the tile
+// lie inside the matrix (may exceed the tile; elements outside read as 0).
+template <int kRows, int kCols>
+struct TileMover {
+    static constexpr int kCpr = kCols / 8;
+    static constexpr int kChunks = kRows * kCpr;
+    static constexpr int kVecIters = kChunks / kThreads;      // 16-byte chunks per thread
+    static constexpr int kPairs = kRows * kCols / 2;
+    static constexpr int kPairIters = kPairs / kThreads;      // 2-element pairs per thread
+    static_assert(kChunks % kThreads == 0, "tile must split into whole chunks per thread");
+
+    // Thread t owns chunks t, t + kThreads, ...: chunk column fixed, rows kRowStep apart.
+    // kRowStep % 8 == 0 keeps row & 7 and hence the swizzled chunk the same for all of them.
+    static constexpr int kRowStep = kThreads / kCpr;
+    static_assert(kThreads % kCpr == 0 && (kVecIters == 1 || kRowStep % 8 == 0),
+                  "thread -> chunk mapping must keep the swizzle phase");
+
+    // PG_VEC=1: cp.async.cg 16 B per chunk.
+    __device__ static __forceinline__ void issue_async(__half* s, const __half* g, int ld,
+                                                       int rows_left, int cols_left, int tid) {
+        const int row = tid / kCpr;
+        const int ch = tid % kCpr;
+        int n = cols_left - ch * 8;
+        n = n > 8 ? 8 : n;
+        const uint32_t dst = smem_addr(s + swizzle<kCols>(row, ch));
+        const __half* src = g + row * ld + ch * 8;
+#pragma unroll
+        for (int i = 0; i < kVecIters; ++i) {
+            const bool ok = row + i * kRowStep < rows_left && n > 0;
+            // Chunks outside the matrix copy 0 bytes (zero fill) from g, an element inside it.
+            cp_async16(dst + i * kRowStep * kCols * 2, ok ? src + i * kRowStep * ld : g,
+                       ok ? 2 * n : 0);
+        }
+    }
+
+    // PG_VEC=0: no vector and no misaligned access (2-byte loads, or 4-byte loads of aligned
+    // words inside the matrix). Thread t owns pairs t, t + kThreads, ... (pair p = the
+    // elements (p / (kCols/2), 2*(p % (kCols/2)) + {0, 1})), so one warp-wide load covers 64
+    // consecutive elements of a tile row (or two 32-element rows).
+    static constexpr int kPpr = kCols / 2;             // pairs per row
+    static constexpr int kPairRowStep = kThreads / kPpr;
+    static_assert(kThreads % kPpr == 0, "threads must cover whole tile rows");
+
+    __device__ static __forceinline__ void load_scalar(uint32_t (&r)[kPairIters], const __half* g,
+                                                       int ld, int rows_left, int cols_left,
+                                                       int tid) {
+        const int row = tid / kPpr;
+        const int col = (tid % kPpr) * 2;
+        const unsigned short* q = reinterpret_cast<const unsigned short*>(g) + row * ld + col;
+        const int step = kPairRowStep * ld;
+        if (rows_left >= kRows && cols_left > kCols) {
+            // Whole tile inside, and one more column: aligned 4-byte words only. A row whose
+            // pair address is 4-byte aligned loads its pair as one word. Otherwise (odd
+            // leading dimension or base) each lane loads the aligned word holding elements
+            // (col+1, col+2) and takes element col from its left neighbour's word by
+            // shuffle; the first lane of each row segment loads element col by itself.
+            // Every word lies inside the matrix row (col + 2 <= kCols < cols_left).
+            constexpr int kSeg = kPpr < 32 ? kPpr : 32;  // consecutive lanes on one row
+            const bool first = (tid % kSeg) == 0;
+            const bool odd0 = (reinterpret_cast<uintptr_t>(q) & 2) != 0;  // row parity, i = 0
+            const bool step_odd = (step & 1) != 0;                         // flips every row step
+#pragma unroll
+            for (int i = 0; i < kPairIters; ++i) {
+                const unsigned short* qi = q + i * step;
+                const bool odd = (i & 1) ? (odd0 != step_odd) : odd0;
+                const uint32_t w = __ldg(reinterpret_cast<const unsigned int*>(qi + (odd ? 1 : 0)));
+                const uint32_t prev = __shfl_up_sync(0xffffffffu, w, 1);
+                uint32_t lo = prev >> 16;
+                if (odd && first) lo = __ldg(qi);
+                r[i] = odd ? (lo | (w << 16)) : w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kPairIters; ++i) {
+                uint32_t lo = 0, hi = 0;
+                if (row + i * kPairRowStep < rows_left) {
+                    if (col < cols_left) lo = __ldg(q + i * step);
+                    if (col + 1 < cols_left) hi = __ldg(q + i * step + 1);
+                }
+                r[i] = lo | (hi << 16);
+            }
+        }
+    }
+    __device__ static __forceinline__ void store_scalar(__half* s, const uint32_t (&r)[kPairIters],
+                                                        int tid) {
+        const int row = tid / kPpr;
+        const int col = (tid % kPpr) * 2;
+        if (kPairRowStep % 8 == 0) {  // same swizzle phase for all rows of this thread
+            uint32_t* d = reinterpret_cast<uint32_t*>(s + swizzle<kCols>(row, col >> 3) + (col & 7));
+#pragma unroll
+            for (int i = 0; i < kPairIters; ++i) d[i * kPairRowStep * kCols / 2] = r[i];
+        } else {
+#pragma unroll
+            for (int i = 0; i < kPairIters; ++i)
+                *reinterpret_cast<uint32_t*>(
+                    s + swizzle<kCols>(row + i * kPairRowStep, col >> 3) + (col & 7)) = r[i];
+        }
+    }
+};
+
+using AMover = TileMover<kARows, kACols>;
+using BMover = TileMover<kBRows, kBCols>;
+
+// Per-lane ldmatrix byte offsets inside one pipeline stage, split so that every fragment
+// address is (stage base + one of these registers + a compile-time immediate). Moving 16 rows
+// down a tile never changes the swizzle phase (row & 7, and (row >> 1) & 3), so those moves
+// are immediates; what the XOR mixes is precomputed once per thread.
+// ldmatrix.x4 lane roles: lane = 8 * tile + r8, the lane addresses row r8 of 8x8 tile `tile`.
+//   A K-contiguous [BM][BK]: tiles (m+0,k+0) (m+8,k+0) (m+0,k+8) (m+8,k+8) -> a0 a1 a2 a3.
+//   A M-contiguous [BK][BM]: same tiles, stored k-rows x m-cols, loaded with .trans.
+//   B K-contiguous [BN][BK]: tiles (n+0,k+0) (n+0,k+8) (n+8,k+0) (n+8,k+8) -> b0 b1 of n8
+//     fragment 2*nj, b0 b1 of fragment 2*nj+1.
+//   B N-contiguous [BK][BN]: same tiles, stored k-rows x n-cols, loaded with .trans.
+struct FragOffsets {
+#if PG_TRANS_A
+    uint32_t a[kMmaM];       // per m16 fragment; + ks * 16 rows
+#else
+    uint32_t a[kSteps];      // per k16 step; + mi * 16 rows
+#endif
+#if PG_TRANS_B
+    uint32_t b[kSteps];      // per k16 step; + nj * 16 rows
+#else
+    uint32_t b[kMmaN / 2];   // per pair of n8 fragments; + ks * 16 rows
+#endif
+
+    __device__ __forceinline__ void init(int wm0, int wn0, int lane) {
+        const int r8 = lane & 7;
+        const int tile = lane >> 3;
+#if PG_TRANS_A
+#pragma unroll
+        for (int mi = 0; mi < kMmaM; ++mi)
+            a[mi] = 2 * swizzle<kACols>(r8 + (tile >> 1) * 8, (wm0 + mi * kInstM) / 8 + (tile & 1));
+#else
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks)
+            a[ks] = 2 * swizzle<kACols>(wm0 + (lane & 15), ks * 2 + (lane >> 4));
+#endif
+#if PG_TRANS_B
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks)
+            b[ks] = 2 * swizzle<kBCols>(wn0 + r8 + (tile >> 1) * 8, ks * 2 + (tile & 1));
+#else
+#pragma unroll
+        for (int nj = 0; nj < kMmaN / 2; ++nj)
+            b[nj] = 2 * swizzle<kBCols>(r8 + (tile & 1) * 8, (wn0 + nj * 16) / 8 + (tile >> 1));
+#endif
+    }
+    __device__ __forceinline__ uint32_t a_addr(uint32_t stage, int mi, int ks) const {
+#if PG_TRANS_A
+        return stage + a[mi] + ks * kInstK * kACols * 2;
+#else
+        return stage + a[ks] + mi * kInstM * kACols * 2;
+#endif
+    }
+    __device__ __forceinline__ uint32_t b_addr(uint32_t stage, int nj, int ks) const {
+#if PG_TRANS_B
+        return stage + b[ks] + nj * 16 * kBCols * 2;
+#else
+        return stage + b[nj] + ks * kInstK * kBCols * 2;
+#endif
+    }
+};
+
+__device__ __forceinline__ void load_a_frag(uint32_t (&a)[4], uint32_t addr) {
+#if PG_TRANS_A
+    ldsm_x4_trans(a, addr);
+#else
+    ldsm_x4(a, addr);
+#endif
+}
+__device__ __forceinline__ void load_b_frags(uint32_t (&b0)[2], uint32_t (&b1)[2], uint32_t addr) {
+    uint32_t r[4];
+#if PG_TRANS_B
+    ldsm_x4(r, addr);
+#else
+    ldsm_x4_trans(r, addr);
+#endif
+    b0[0] = r[0]; b0[1] = r[1];
+    b1[0] = r[2]; b1[1] = r[3];
+}
+
+// All fragments of k16 step ks of the warp tile from one stage.
+__device__ __forceinline__ void load_fragments(uint32_t (&af)[kMmaM][4], uint32_t (&bf)[kMmaN][2],
+                                               const FragOffsets& fo, uint32_t sa, uint32_t sb,
+                                               int ks) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi) load_a_frag(af[mi], fo.a_addr(sa, mi, ks));
+#pragma unroll
+    for (int nj = 0; nj < kMmaN / 2; ++nj)
+        load_b_frags(bf[2 * nj], bf[2 * nj + 1], fo.b_addr(sb, nj, ks));
+}
+
+// One k16 step of the warp tile: the kMmaM x kMmaN mma on (af, bf), with the ldmatrix of the
+// next step's fragments (stage sa/sb, step nks) spread between the mma rows so the shared-
+// memory pipe and the tensor cores stay busy together.
+__device__ __forceinline__ void warp_step(float (&acc)[kMmaM][kMmaN][4],
+                                          const uint32_t (&af)[kMmaM][4],
+                                          const uint32_t (&bf)[kMmaN][2],
+                                          uint32_t (&an)[kMmaM][4], uint32_t (&bn)[kMmaN][2],
+                                          const FragOffsets& fo, uint32_t sa, uint32_t sb,
+                                          int nks) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi) {
+        load_a_frag(an[mi], fo.a_addr(sa, mi, nks));
+        if (mi < kMmaN / 2) load_b_frags(bn[2 * mi], bn[2 * mi + 1], fo.b_addr(sb, mi, nks));
+#pragma unroll
+        for (int ni = 0; ni < kMmaN; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni]);
+    }
+#pragma unroll
+    for (int nj = kMmaM; nj < kMmaN / 2; ++nj)
+        load_b_frags(bn[2 * nj], bn[2 * nj + 1], fo.b_addr(sb, nj, nks));
+}
+
+#if PG_OUT_F32
+typedef float OutT;
+#else
+typedef __half OutT;
+#endif
+
+__device__ __forceinline__ float load_out(const OutT* p) {
+#if PG_OUT_F32
+    return *p;
+#else
+    return __half2float(*p);
+#endif
+}
+__device__ __forceinline__ void store_out(OutT* p, float v) {
+#if PG_OUT_F32
+    *p = v;
+#else
+    *p = __float2half_rn(v);
+#endif
+}
+
+// Two horizontally adjacent results (row, col), (row, col+1) of one accumulator fragment.
+__device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int row, int col, int N,
+                                           float v0, float v1, float alpha, float beta) {
+    OutT* p = C + row * ldc + col;
+    v0 *= alpha;
+    v1 *= alpha;
+#if PG_VEC
+    if (col + 1 < N) {  // col even, ldc % 8 == 0, C 16-byte aligned: the pair is aligned
+#if PG_OUT_F32
+        float2* q = reinterpret_cast<float2*>(p);
+        if (beta != 0.f) {
+            const float2 old = *q;
+            v0 = fmaf(beta, old.x, v0);
+            v1 = fmaf(beta, old.y, v1);
+        }
+        *q = make_float2(v0, v1);
+#else
+        __half2* q = reinterpret_cast<__half2*>(p);
+        if (beta != 0.f) {
+            const float2 old = __half22float2(*q);
+            v0 = fmaf(beta, old.x, v0);
+            v1 = fmaf(beta, old.y, v1);
+        }
+        *q = __floats2half2_rn(v0, v1);
+#endif
+        return;
+    }
+#endif
+    if (col < N) store_out(p, beta != 0.f ? fmaf(beta, load_out(p), v0) : v0);
+    if (col + 1 < N) store_out(p + 1, beta != 0.f ? fmaf(beta, load_out(p + 1), v1) : v1);
+}
+
+}  // namespace hgemm_v1
+
+extern "C" __global__ void __launch_bounds__(hgemm_v1::kThreads, HG_MIN_BLOCKS)
+hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda,
+                      const __half* __restrict__ B, int ldb, float beta, void* __restrict__ Cv,
+                      int ldc)
+{
+    using namespace hgemm_v1;
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    __half* const sA = reinterpret_cast<__half*>(smem_raw);  // kStages x kAStage
+    __half* const sB = sA + kStages * kAStage;                // kStages x kBStage
+    OutT* const C = reinterpret_cast<OutT*>(Cv);
+
+    // Grouped block order: consecutive block ids walk down kGroupM threadblock rows before
+    // moving right, so blocks resident together share A rows and B columns in L2.
+    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+    const int pid = blockIdx.y * tiles_n + blockIdx.x;
+    const int per_group = kGroupM * tiles_n;
+    const int first_m = (pid / per_group) * kGroupM;
+    const int gsz = min(tiles_m - first_m, kGroupM);
+    const int in_group = pid % per_group;
+    const int m0 = (first_m + in_group % gsz) * kTbM;
+    const int n0 = (in_group / gsz) * kTbN;
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int wm0 = (warp / kWarpsN) * kWarpM;  // warp tile origin inside the threadblock tile
+    const int wn0 = (warp % kWarpsN) * kWarpN;
+
+    // Per-K-tile operand tile origins: tile kt starts at g + kt * step.
+#if PG_TRANS_A
+    const __half* const gA = A + m0;          // rows k, cols m
+    const int a_step = kTbK * lda;
+    const int a_cols_left = M - m0;
+#else
+    const __half* const gA = A + m0 * lda;    // rows m, cols k
+    const int a_step = kTbK;
+    const int a_rows_left = M - m0;
+#endif
+#if PG_TRANS_B
+    const __half* const gB = B + n0 * ldb;    // rows n, cols k
+    const int b_step = kTbK;
+    const int b_rows_left = N - n0;
+#else
+    const __half* const gB = B + n0;          // rows k, cols n
+    const int b_step = kTbK * ldb;
+    const int b_cols_left = N - n0;
+#endif
+    // Rows / cols of K-tile kt inside the matrix.
+    auto a_extent = [&](int kt, int& rows_left, int& cols_left) {
+        const int k_left = K - kt * kTbK;
+#if PG_TRANS_A
+        rows_left = k_left; cols_left = a_cols_left;
+#else
+        rows_left = a_rows_left; cols_left = k_left;
+#endif
+    };
+    auto b_extent = [&](int kt, int& rows_left, int& cols_left) {
+        const int k_left = K - kt * kTbK;
+#if PG_TRANS_B
+        rows_left = b_rows_left; cols_left = k_left;
+#else
+        rows_left = k_left; cols_left = b_cols_left;
+#endif
+    };
+
+    const int KT = CEIL_DIV(K, kTbK);
+
+    float acc[kMmaM][kMmaN][4];
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < kMmaN; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+
+    FragOffsets fo;
+    fo.init(wm0, wn0, lane);
+    const uint32_t sA0 = smem_addr(sA), sB0 = smem_addr(sB);
+
+#if PG_VEC
+    auto issue_tile = [&](int kt, int stage) {
+        int r, c;
+        a_extent(kt, r, c);
+        AMover::issue_async(sA + stage * kAStage, gA + kt * a_step, lda, r, c, tid);
+        b_extent(kt, r, c);
+        BMover::issue_async(sB + stage * kBStage, gB + kt * b_step, ldb, r, c, tid);
+    };
+    // Prologue: K-tiles 0 .. kStages-2 in flight.
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < KT) issue_tile(s, s);
+        cp_async_commit();
+    }
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+
+    // Fragments double-buffered across k16 steps: step ks+1's ldmatrix overlap step ks's mma.
+    uint32_t af[2][kMmaM][4];
+    uint32_t bf[2][kMmaN][2];
+    int rd = 0;             // stage holding K-tile kt
+    int wr = kStages - 1;   // stage receiving K-tile kt + kStages - 1
+    uint32_t rdA = sA0, rdB = sB0;
+    load_fragments(af[0], bf[0], fo, rdA, rdB, 0);
+
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks) {
+            if (ks == 0) {
+                if (kt + kStages - 1 < KT) issue_tile(kt + kStages - 1, wr);
+                cp_async_commit();  // possibly empty: keeps the group count uniform
+            }
+            if (ks == kSteps - 1) {
+                // Before reading the next stage: it must have landed (wait_group), and every
+                // warp must be done with the stage the next prefetch overwrites (barrier).
+                cp_async_wait<kStages - 2>();
+                __syncthreads();
+                rd = (rd + 1 == kStages) ? 0 : rd + 1;
+                wr = (wr + 1 == kStages) ? 0 : wr + 1;
+                rdA = sA0 + rd * (kAStage * 2);
+                rdB = sB0 + rd * (kBStage * 2);
+            }
+            // mma of step ks; fragments of step ks+1 (the next stage's step 0 at the end).
+            warp_step(acc, af[ks & 1], bf[ks & 1], af[(ks + 1) & 1], bf[(ks + 1) & 1], fo, rdA,
+                      rdB, (ks + 1) % kSteps);
+        }
+    }
+    cp_async_wait<0>();  // no cp.async may be outstanding at exit
+#else
+    // Scalar path. Registers stage one K-tile: loaded at the start of iteration kt, written to
+    // shared memory at the start of iteration kt+1, so global latency hides behind a whole
+    // K-tile of mma. Tile kt + kStages - 2 is stored in iteration kt: its stage was last read
+    // in iteration kt - 2 (two barriers ago), and it is first read after the barrier ending
+    // iteration kt + kStages - 3 >= kt.
+    static_assert(kStages >= 3, "scalar path needs 3 stages");
+    uint32_t a_regs[AMover::kPairIters];
+    uint32_t b_regs[BMover::kPairIters];
+    auto load_tile_regs = [&](int kt) {
+        int r, c;
+        a_extent(kt, r, c);
+        AMover::load_scalar(a_regs, gA + kt * a_step, lda, r, c, tid);
+        b_extent(kt, r, c);
+        BMover::load_scalar(b_regs, gB + kt * b_step, ldb, r, c, tid);
+    };
+    auto store_tile_regs = [&](int stage) {
+        AMover::store_scalar(sA + stage * kAStage, a_regs, tid);
+        BMover::store_scalar(sB + stage * kBStage, b_regs, tid);
+    };
+    for (int s = 0; s < kStages - 2; ++s) {
+        if (s < KT) {
+            load_tile_regs(s);
+            store_tile_regs(s);
+        }
+    }
+    if (kStages - 2 < KT) load_tile_regs(kStages - 2);
+    __syncthreads();
+
+    uint32_t af[kMmaM][4];
+    uint32_t bf[kMmaN][2];
+    int rd = 0;
+    int wr = kStages - 2;   // stage receiving K-tile kt + kStages - 2
+    for (int kt = 0; kt < KT; ++kt) {
+        const uint32_t rdA = sA0 + rd * (kAStage * 2), rdB = sB0 + rd * (kBStage * 2);
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks) {
+            if (ks == 0) {
+                if (kt + kStages - 2 < KT) store_tile_regs(wr);
+                if (kt + kStages - 1 < KT) load_tile_regs(kt + kStages - 1);  // in flight
+            }
+            load_fragments(af, bf, fo, rdA, rdB, ks);
+#pragma unroll
+            for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < kMmaN; ++ni)
+                    mma_16816(acc[mi][ni], af[mi], bf[ni]);
+        }
+        __syncthreads();
+        rd = (rd + 1 == kStages) ? 0 : rd + 1;
+        wr = (wr + 1 == kStages) ? 0 : wr + 1;
+    }
+#endif
+
+    // Epilogue: accumulator fragment (mi, ni) holds rows g, g+8 and cols 2*(lane%4) + {0, 1}
+    // of its 16x8 tile, g = lane / 4.
+    const int g = lane >> 2;
+    const int t2 = (lane & 3) * 2;
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = m0 + wm0 + mi * kInstM + g + h * 8;
+            if (row >= M) continue;
+#pragma unroll
+            for (int ni = 0; ni < kMmaN; ++ni) {
+                const int col = n0 + wn0 + ni * kInstN + t2;
+                store_pair(C, ldc, row, col, N, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1],
+                           alpha, beta);
+            }
+        }
+    }
+}
