@@ -209,8 +209,13 @@ def test_mublas_variant_reports_not_supported_off_musa(musa, rng):
     if musa.flavor() == "musa":
         pytest.skip("real MUSA flavor")
     a = rand16(rng, (4, 4))
+    with pytest.raises(pg.UnsupportedProblemError, match="needs the musa flavor"):
+        pg.explain(a, a, device="musa", variant="mublas")
+    from polygemm.backends.musa.backend import session
+
+    s = session()  # the library itself refuses too, with its own message
     with pytest.raises(pg.DeviceError, match="NOT_SUPPORTED"):
-        pg.gemm(a, a, device="musa", variant="mublas")
+        s.gemm("mublas", 1, 1, 1, 1.0, 0, 1, 0, 1, 0.0, 0, 1)
     assert pg.explain(a, a, device="auto").variant != "mublas"
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .. import errors
+from ..errors import UnsupportedProblemError
 from ..backend import Backend
 from ..registry import get_backend
 from .bounds import check_result
@@ -327,6 +328,8 @@ def run_case(be: Backend, dtype: str, variant: str, group: str, name: str, case:
         status, detail = "pass", ""
     except _Skip as s:
         status, detail = "skip", str(s)
+    except UnsupportedProblemError as e:  # the variant declines the problem, saying why
+        status, detail = "skip", f"unsupported: {e}"
     except AssertionError as e:
         status, detail = "fail", str(e)
     except Exception as e:  # an unexpected error is a failure with its text

@@ -238,10 +238,12 @@ class MusaBackend(Backend):
         for op in p.operands():
             if op.max_offset > _INT_MAX:
                 raise UnsupportedProblemError(f"{op.name} spans more than 2**31 elements; the MUSA kernel indexes with 32-bit integers")
+        flavor = self.flavor()
+        if chosen.name == "mublas" and flavor != "musa":
+            raise UnsupportedProblemError(f"variant 'mublas' needs the musa flavor of libpolygemm_musa (muBLAS); this library is the {flavor} flavor")
         swap, layout = self._orientation(p)
         reason = "the S4000 kernel (the musa backend's auto variant)" if variant == "auto" else f"variant={variant!r} requested"
         plan = Plan(self.name, chosen.name, reason, p, device=self.device_name(), layouts=host_layouts(p))
-        flavor = self.flavor()
         if flavor != "musa":
             plan.notes.append(f"EMULATION: libpolygemm_musa is the {flavor} flavor (POLYGEMM_MUSA_EMULATION=1); results verify the ABI/kernel logic, not S4000 speed")
         plan.launch = {"operand swap": "yes (C^T = B^T A^T)" if swap else "no", "storage order": f"{layout}-major"}
