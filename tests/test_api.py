@@ -135,3 +135,17 @@ def test_public_api_is_typed_and_documented():
     for name in ("gemm", "explain", "backends", "get_backend", "last_plan"):
         fn = getattr(pg, name)
         assert fn.__doc__, name
+
+
+def test_float16_inputs_may_write_float32_out(rng):
+    a, b = rand(rng, (9, 7), np.float16), rand(rng, (7, 5), np.float16)
+    out = np.full((9, 5), np.nan, np.float32)
+    assert pg.gemm(a, b, out=out, device="cpu") is out
+    assert check_result(out, a, b, out_dtype=np.float32).ok
+    c = rand(rng, (9, 5), np.float32)
+    pg.gemm(a, b, c, beta=0.5, out=out, device="cpu")
+    assert check_result(out, a, b, c, 1.0, 0.5, out_dtype=np.float32).ok
+    with pytest.raises(pg.DTypeError, match="c must have the dtype of the result"):
+        pg.gemm(a, b, c.astype(np.float16), beta=0.5, out=out, device="cpu")
+    with pytest.raises(pg.DTypeError, match="or float32"):
+        pg.gemm(a, b, out=np.zeros((9, 5), np.float64), device="cpu")
