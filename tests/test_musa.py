@@ -179,6 +179,9 @@ def test_bad_inputs(musa, rng):
     f32 = np.ones((3, 3), np.float32)
     with pytest.raises(pg.DTypeError, match="float16"):
         pg.gemm(f32, f32, device="musa")
+    h = rand16(rng, (3, 3))
+    with pytest.raises(pg.DTypeError, match="writes float16 results only"):
+        pg.gemm(h, h, out=np.zeros((3, 3), np.float32), device="musa")
     with pytest.raises(pg.DTypeError, match="float16"):
         MusaArray.from_numpy(f32)
     a = MusaArray.from_numpy(rand16(rng, (4, 4)))
