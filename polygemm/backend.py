@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from .errors import DTypeError, UnsupportedProblemError
-from .problem import GemmProblem, Operand
+from .problem import GemmProblem
 
 __all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
 from typing import Sequence
 
 import numpy as np

@@ -24,3 +24,23 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch):
     registry.refresh()
     yield registry
     registry.refresh()
+
+
+def run_concurrently(work, threads: int = 8) -> list[str]:
+    """Run ``work(i)`` in ``threads`` threads at once; return each failure as text."""
+    import threading
+
+    errors: list[str] = []
+
+    def wrap(i: int) -> None:
+        try:
+            work(i)
+        except Exception as exc:  # report, do not hang the other threads
+            errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
+
+    pool = [threading.Thread(target=wrap, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return errors

@@ -8,13 +8,13 @@ and CuPy; 8 threads calling at once.
 from __future__ import annotations
 
 import secrets
-import threading
 
 import numpy as np
 import pytest
 
 import polygemm as pg
 from polygemm.testing import reference_for, run_conformance
+from conftest import run_concurrently
 
 pytestmark = pytest.mark.cuda
 
@@ -144,8 +144,6 @@ def test_torch_cuda_tensors(cuda):
 
 
 def test_eight_threads_at_once(cuda):
-    errors: list[str] = []
-
     def work(i: int) -> None:
         rng = np.random.default_rng(secrets.randbits(32))
         for j in range(5):
@@ -153,19 +151,10 @@ def test_eight_threads_at_once(cuda):
             a = rng.standard_normal((m, k), dtype=np.float32)
             b = rng.standard_normal((k, n), dtype=np.float32)
             variant = VARIANTS[(i + j) % len(VARIANTS)]
-            try:
-                got = pg.gemm(a, b, device="cuda", variant=variant)
-                res = reference_for(a, b).compare(got)
-                if not res.ok:
-                    errors.append(f"thread {i} {variant}: {res.message}")
-            except Exception as exc:  # report, do not hang the other threads
-                errors.append(f"thread {i} {variant}: {type(exc).__name__}: {exc}")
+            res = reference_for(a, b).compare(pg.gemm(a, b, device="cuda", variant=variant))
+            assert res.ok, f"{variant}: {res.message}"
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_concurrently(work, 8)
     assert not errors, errors
 
 

@@ -12,7 +12,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ import pytest
 import polygemm as pg
 import polygemm.registry as registry
 from polygemm.testing import reference_for, run_conformance
+from conftest import run_concurrently
 
 pytestmark = pytest.mark.musa
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,24 +152,14 @@ def test_prepared_b_reused_updated_released(musa, rng):
 
 
 def test_eight_threads_at_once(musa):
-    errors: list[str] = []
-
     def work(i: int) -> None:
         rng = np.random.default_rng(secrets.randbits(32))
         for j in range(4):
             a, b = rand16(rng, (20 + i, 30 + j)), rand16(rng, (30 + j, 17 + 2 * i))
-            try:
-                res = reference_for(a, b).compare(pg.gemm(a, b, device="musa"))
-                if not res.ok:
-                    errors.append(f"thread {i}: {res.message}")
-            except Exception as exc:
-                errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
+            res = reference_for(a, b).compare(pg.gemm(a, b, device="musa"))
+            assert res.ok, res.message
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_concurrently(work, 8)
     assert not errors, errors
 
 

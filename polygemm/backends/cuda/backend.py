@@ -24,8 +24,8 @@ import numpy as np
 from ...backend import Availability, Backend, Plan, Variant, host_layouts
 from ...errors import BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import GemmProblem, Operand
-from .planning import LaunchPlan, Mat, Pack, plan_launch, strides
-from .variants import KERNEL_DIR, VENDOR_VARIANT, KernelSpec, kernel_specs, variant_table
+from .planning import LaunchPlan, Mat, plan_launch, strides
+from .variants import KERNEL_DIR, VENDOR_VARIANT, kernel_specs, variant_table
 
 __all__ = ["CudaBackend", "choose_auto_variant", "TUNING_FILE"]
 

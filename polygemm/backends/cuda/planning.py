@@ -149,8 +149,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     ``a`` is M×K, ``b`` K×N, ``c`` M×N as stored on the device (``c`` is the buffer the
     result lands in). Raises UnsupportedProblemError beyond 32-bit indexing.
     """
-    m, k = a.rows, a.cols
-    n = b.cols
+    k = a.cols
     _check_index_range([a, b, c], "problem too large")
     layout = spec.layout if spec is not None else kernel_layout
     swap, a2, b2, c2, ta, tb = orient(layout, a, b, c)
