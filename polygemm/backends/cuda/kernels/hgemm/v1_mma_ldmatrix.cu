@@ -47,6 +47,25 @@
 // written with 4-byte stores into the same swizzled layout; scalar epilogue.
 // Any M, N, K >= 1. beta == 0 never
 // reads C.
+//
+// Revision (PG_VEC=1 main loop). ncu at 4096^3 (H200, 1.76 GHz) before: tensor pipe (HMMA)
+// active 64% of peak, issue active 38%, 119 M warp instructions, stalls per issue: wait 2.06,
+// math-pipe throttle 0.66, barrier 0.52; SASS showed ~200 address/predicate instructions
+// per K-tile (64-bit address + zero-fill size per cp.async) issued in one burst between the
+// HMMAs of step 0. Change: tiles fully inside the matrix (the block's M x N tile inside and
+// the K-tile inside) take an unpredicated cp.async path whose per-thread source pointer and
+// swizzled shared offset are computed once (one 64-bit add per copy), its 12 copies spread
+// over k16 steps 0..kSteps-2 and committed before the step kSteps-1 wait; edge tiles keep
+// the predicated issue at step 0. After: HMMA active 74%, issue active 27%, 73 M
+// instructions; stalls wait 2.82, math-pipe throttle 1.89 (the tensor pipe is now the
+// limiter at ~70% of its mma.sync peak; shared-memory wavefronts (ldmatrix + fills) take
+// ~0.9 of the smem bandwidth the HMMA rate needs at the mma.sync ceiling). Own harness,
+// TFLOP/s (cuBLAS in the same process): 4096^3 391 -> 428..445 (cuBLAS 755),
+// 8192^3 376 -> 415..422 (650..667), 2048^3 280 -> 314..317 (545),
+// 1000x3000x2000 241 -> 224 (554; one partial wave, slightly less prefetch lead),
+// 4095x4097x4093 (PG_VEC=0, unchanged path) 134 (150). Tried and not kept: 128x256 tiles,
+// BK=32 with 4 or 6 stages (better at 2048^3 / 1000x3000x2000, worse at 4096^3 / 8192^3),
+// spreading the PG_VEC=0 register staging over k16 steps (84 TFLOP/s: long-scoreboard stalls).
 
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -100,7 +119,7 @@ constexpr int kStages = HG_STAGES;
 constexpr int kGroupM = HG_GROUP_M;
 
 static_assert(kWarpM % kInstM == 0 && kWarpN % 16 == 0, "warp tile: M % 16, N % 16 (x4 B loads)");
-static_assert(kSteps >= 2, "BK must be >= 32");
+static_assert(kSteps >= 2 && kSteps <= 8, "BK must be 32 .. 128");
 static_assert(kStages >= 2, "at least two stages");
 
 // Shared tile shapes: rows x cols, cols contiguous (the global contiguous dimension).
@@ -201,6 +220,28 @@ struct TileMover {
             cp_async16(dst + i * kRowStep * kCols * 2, ok ? src + i * kRowStep * ld : g,
                        ok ? 2 * n : 0);
         }
+    }
+
+    // PG_VEC=1 interior fast path: the whole tile lies inside the matrix, so every chunk is a
+    // full unpredicated 16-byte copy. The per-thread source (first chunk) and shared offset are
+    // computed once per kernel; chunk i is at src + i * kRowStep * ld and dst + i * kDstStep
+    // (an immediate), so a copy costs one 64-bit add and the cp.async itself.
+    // part(): chunks [kLo, kHi) only, so the copies of one K-tile can be spread over k16 steps.
+    static constexpr int kDstStep = kRowStep * kCols * 2;  // bytes
+    __device__ static __forceinline__ const __half* thread_src(const __half* g, int ld, int tid) {
+        return g + (tid / kCpr) * ld + (tid % kCpr) * 8;
+    }
+    __device__ static __forceinline__ uint32_t thread_dst(int tid) {
+        return 2 * swizzle<kCols>(tid / kCpr, tid % kCpr);
+    }
+    template <int kLo, int kHi>
+    __device__ static __forceinline__ void issue_full(uint32_t dst, const __half* src,
+                                                      int row_step) {
+#pragma unroll
+        for (int i = kLo; i < kHi; ++i)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + i * kDstStep),
+                         "l"(__cvta_generic_to_global(src + i * row_step))
+                         : "memory");
     }
 
     // PG_VEC=0: no vector and no misaligned access (2-byte loads, or 4-byte loads of aligned
@@ -540,12 +581,58 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     uint32_t rdA = sA0, rdB = sB0;
     load_fragments(af[0], bf[0], fo, rdA, rdB, 0);
 
+    // Interior fast path (see TileMover::issue_full): the copies of K-tile kt + kStages - 1
+    // are spread over k16 steps 0 .. kSteps-2 and committed at step kSteps-2, before the
+    // wait of step kSteps-1 (the group count per iteration stays one). Edge tiles take the
+    // predicated issue_tile at step 0.
+    constexpr int kAChunks = AMover::kVecIters, kBChunks = BMover::kVecIters;
+    constexpr int kParts = kSteps - 1;
+    const bool mn_inside = (m0 + kTbM <= M) && (n0 + kTbN <= N);
+    const __half* a_src = AMover::thread_src(gA, lda, tid);
+    const __half* b_src = BMover::thread_src(gB, ldb, tid);
+    const int a_row_step = AMover::kRowStep * lda;
+    const int b_row_step = BMover::kRowStep * ldb;
+    const uint32_t a_dst = sA0 + AMover::thread_dst(tid);
+    const uint32_t b_dst = sB0 + BMover::thread_dst(tid);
+    // Source of K-tile kt + kStages - 1, advanced by one K-tile per iteration.
+    a_src += (kStages - 1) * a_step;
+    b_src += (kStages - 1) * b_step;
+
     for (int kt = 0; kt < KT; ++kt) {
+        const bool fast = mn_inside && (kt + kStages) * kTbK <= K;
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
-            if (ks == 0) {
-                if (kt + kStages - 1 < KT) issue_tile(kt + kStages - 1, wr);
+            if (ks < kParts) {
+                if (fast) {
+                    // chunks [lo, hi) of the A then B chunk list in part ks
+                    constexpr int kTot = kAChunks + kBChunks;
+                    const uint32_t da = a_dst + wr * (kAStage * 2);
+                    const uint32_t db = b_dst + wr * (kBStage * 2);
+#define HG_PART(P)                                                                               \
+    if (ks == P) {                                                                              \
+        constexpr int lo = (P) < kParts ? (P) * kTot / kParts : kTot;                            \
+        constexpr int hi = (P) < kParts ? ((P) + 1) * kTot / kParts : kTot;                      \
+        AMover::template issue_full<(lo < kAChunks ? lo : kAChunks),                              \
+                                    (hi < kAChunks ? hi : kAChunks)>(da, a_src, a_row_step);      \
+        BMover::template issue_full<(lo > kAChunks ? lo - kAChunks : 0),                          \
+                                    (hi > kAChunks ? hi - kAChunks : 0)>(db, b_src, b_row_step);  \
+    }
+                    HG_PART(0)
+                    HG_PART(1)
+                    HG_PART(2)
+                    HG_PART(3)
+                    HG_PART(4)
+                    HG_PART(5)
+                    HG_PART(6)
+#undef HG_PART
+                } else if (ks == 0 && kt + kStages - 1 < KT) {
+                    issue_tile(kt + kStages - 1, wr);
+                }
+            }
+            if (ks == kParts - 1) {
                 cp_async_commit();  // possibly empty: keeps the group count uniform
+                a_src += a_step;
+                b_src += b_step;
             }
             if (ks == kSteps - 1) {
                 // Before reading the next stage: it must have landed (wait_group), and every
