@@ -23,7 +23,7 @@ import numpy as np
 from . import registry
 from .backend import Backend
 from .cli import parse_shape
-from .errors import PolygemmError
+from .errors import PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "add_parser", "to_markdown"]
 
@@ -77,6 +77,10 @@ class _Runner:
         launcher = getattr(be, "launcher", None)
         if launcher is not None:
             launch = launcher(variant, a, b, c, 1.0, 0.0)
+            ran = getattr(launch, "variant", variant)
+            if ran != variant:  # e.g. a TMA rung handing an unaligned problem to another rung
+                launch.close()
+                raise UnsupportedProblemError(f"{variant} does not run this problem itself ({ran} would)")
             self.call: Callable[[], None] = launch
             self._close = launch.close
         else:
@@ -179,7 +183,12 @@ def run_bench(
         for name in names:
             # The vendor is timed right beside each variant, repeat by repeat: a GPU that
             # heats up and throttles over a long run then slows both alike.
-            timed = _Timed(be, name, dev, min_seconds)
+            try:
+                timed = _Timed(be, name, dev, min_seconds)
+            except UnsupportedProblemError as exc:
+                if progress:
+                    progress(f"{m}x{n}x{k} {name:28s} not timed: {exc}")
+                continue
             times, vtimes = [], []
             try:
                 for _ in range(repeats):

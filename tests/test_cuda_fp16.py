@@ -157,3 +157,31 @@ def test_fp16_conformance(cuda):
     results = run_conformance("cuda", dtypes=["float16"], quick=True)
     fails = [r for r in results if r.status == "fail"]
     assert results and not fails, fails[:5]
+
+
+TMA_VARIANTS = [s.name for s in kernel_specs().values() if s.dtype == "float16" and s.abi == "tma"]
+
+
+@pytest.mark.parametrize("variant", TMA_VARIANTS)
+@pytest.mark.parametrize("shape", [(8, 8, 8), (64, 64, 64), (136, 200, 264), (77, 136, 72), (1000, 3000, 2000), (4096, 4096, 4096)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_tma_rung_runs_itself_on_aligned_problems(cuda, variant, shape):
+    spec = kernel_specs()[variant]
+    sm = cuda.runtime.cc[0] * 10 + cuda.runtime.cc[1]
+    if not spec.runs_on(sm):
+        pytest.skip(f"{variant} is built for {spec.arch}; device is sm_{sm}")
+    m, n, k = shape
+    for i, orders in enumerate(ORDERS):
+        out_dtype = np.float32 if i % 3 == 2 else np.float16
+        a, b, c, alpha, beta, ref, seed = _data(m, n, k, out_dtype, bool(i % 2))
+        A, B = np.asarray(a, order=orders[0]), np.asarray(b, order=orders[1])
+        out = np.full((m, n), np.nan, out_dtype, order=orders[2])
+        C = np.asarray(c, order=orders[2]) if c is not None else None
+        plan = pg.explain(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
+        if any(x % 8 for x in (m, n, k)):
+            assert plan.variant != variant  # 16-byte strides impossible: the mma rung serves it
+        else:
+            assert plan.variant == variant, str(plan)
+        pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
+        res = ref.compare(out)
+        assert res.ok, f"{variant} {shape} orders={orders} seed={seed}: {res.message}"

@@ -11,6 +11,8 @@ from polygemm.backends.cuda.variants import kernel_specs, variant_table
 
 SPECS = kernel_specs()
 PREDICATED = [s for s in SPECS.values() if s.predicated]
+STANDARD = [s for s in PREDICATED if s.abi == "standard"]
+TMA = [s for s in PREDICATED if s.abi == "tma"]
 PREDICATED_F32 = [s for s in PREDICATED if s.dtype == "float32"]
 PADDED = [s for s in SPECS.values() if not s.predicated]
 
@@ -39,7 +41,7 @@ def test_table_has_both_ladders_and_cublas():
         assert head.startswith("//"), f"{s.source.name} must open with a comment saying what it adds"
 
 
-@pytest.mark.parametrize("spec", PREDICATED, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", STANDARD, ids=lambda s: s.name)
 def test_row_major_numpy_problem_uses_the_operand_swap(spec):
     m, n, k = 100, 70, 30
     lp = plan_launch(spec, row("a", m, k), row("b", k, n), row("c", m, n))
@@ -51,14 +53,14 @@ def test_row_major_numpy_problem_uses_the_operand_swap(spec):
     assert not lp.trans_a and not lp.trans_b and not lp.packs
 
 
-@pytest.mark.parametrize("spec", PREDICATED, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", STANDARD, ids=lambda s: s.name)
 def test_mixed_layouts_become_transposes_not_copies(spec):
     lp = plan_launch(spec, col("a", 10, 20), row("b", 20, 30), row("c", 10, 30))
     assert not lp.packs
     assert lp.trans_a != lp.trans_b  # one operand is read transposed
 
 
-@pytest.mark.parametrize("spec", [s for s in PREDICATED if s.align > 1], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [s for s in STANDARD if s.align > 1], ids=lambda s: s.name)
 def test_misaligned_routes_to_scalar_build(spec):
     lp = plan_launch(spec, row("a", 64, 64), row("b", 64, 64), row("c", 64, 64))
     assert lp.vec
@@ -94,7 +96,7 @@ def test_teaching_rungs_run_in_place_when_everything_fits(spec):
 
 @pytest.mark.parametrize("spec", list(SPECS.values()), ids=lambda s: s.name)
 def test_grid_covers_the_problem(spec):
-    m, n, k = 1000, 3000, 7
+    m, n, k = 1000, 3000, 8
     lp = plan_launch(spec, row("a", m, k), row("b", k, n), row("c", m, n))
     bm, bn, _ = spec.tile
     gx, gy, _ = lp.grid
@@ -141,3 +143,23 @@ def test_auto_ignores_padded_rungs():
     padded = PADDED[0].name
     records = [{"variant": padded, "m": 64, "n": 64, "k": 64, "tflops": 99.0}]
     assert choose_auto_variant(64, 64, 64, records=records)[0] != padded
+
+
+@pytest.mark.parametrize("spec", TMA, ids=lambda s: s.name)
+def test_tma_rungs_need_16_byte_strides(spec):
+    from polygemm.backends.cuda.planning import TmaUnsuitable
+
+    def h(name, r, c, ld=None, ptr=0, layout="row"):
+        return Mat(name, r, c, layout, ld or (c if layout == "row" else r), ptr, 2)
+
+    lp = plan_launch(spec, h("a", 128, 64), h("b", 64, 256, layout="col"), h("c", 128, 256))
+    assert lp.tma and "PG_VEC" not in lp.macros() and lp.trans_b
+    with pytest.raises(TmaUnsuitable, match="16-byte"):
+        plan_launch(spec, h("a", 127, 63), h("b", 63, 256), h("c", 127, 256))
+    with pytest.raises(TmaUnsuitable, match="16-byte"):
+        plan_launch(spec, h("a", 128, 64, ptr=2), h("b", 64, 256), h("c", 128, 256))
+
+
+def test_arch_specific_rungs_run_only_on_their_architecture():
+    for spec in TMA:
+        assert spec.runs_on(90) and not spec.runs_on(100) and not spec.runs_on(80)

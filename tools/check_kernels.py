@@ -31,26 +31,27 @@ SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 def jobs(archs: list[str]) -> list[tuple[str, Path, dict[str, int], bool]]:
     out = []
     for spec in kernel_specs().values():
-        names = ("PG_TRANS_A", "PG_TRANS_B", "PG_VEC") + (("PG_OUT_F32",) if spec.dtype == "float16" else ())
+        names = spec.macro_names()
         combos = [dict(zip(names, c)) for c in itertools.product((0, 1), repeat=len(names))] if spec.predicated else [{}]
         for arch in archs:
-            if spec.min_sm and int(arch) < spec.min_sm:
+            if not spec.runs_on(int(arch)):
                 continue
+            target = spec.arch or f"sm_{arch}"
             for macros in combos:
-                out.append((arch, spec.source, macros, spec.predicated))
+                out.append((target, spec.source, macros, spec.predicated))
     extras = sorted((KERNEL_DIR / "util").glob("*.cu")) + sorted((KERNEL_DIR / "hgemm").glob("*probe*.cu"))
     for extra in extras:
         for arch in archs:
-            out.append((arch, extra, {}, True))
+            out.append((f"sm_{arch}", extra, {}, True))
     return out
 
 
 def compile_one(job: tuple[str, Path, dict[str, int], bool], tmp: str) -> tuple[bool, str]:
     arch, src, macros, strict = job
     out = os.path.join(tmp, f"{src.stem}_{arch}_{abs(hash(tuple(macros.items())))}.cubin")
-    cmd = ["nvcc", "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}", *(f"-D{k}={v}" for k, v in macros.items()), str(src), "-o", out]
+    cmd = ["nvcc", "-cubin", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-O3", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}", *(f"-D{k}={v}" for k, v in macros.items()), str(src), "-o", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
-    label = f"{src.relative_to(KERNEL_DIR)} sm_{arch} {' '.join(f'{k}={v}' for k, v in macros.items())}".strip()
+    label = f"{src.relative_to(KERNEL_DIR)} {arch} {' '.join(f'{k}={v}' for k, v in macros.items())}".strip()
     if r.returncode != 0:
         return False, f"FAIL compile {label}\n{r.stderr.strip()}"
     spills = [(int(a), int(b)) for a, b in SPILL.findall(r.stderr)]

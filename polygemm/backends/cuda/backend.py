@@ -24,7 +24,7 @@ import numpy as np
 from ...backend import Availability, Backend, Plan, Variant, host_layouts
 from ...errors import BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import GemmProblem, Operand
-from .planning import LaunchPlan, Mat, plan_launch, strides
+from .planning import LaunchPlan, Mat, TmaUnsuitable, plan_launch, strides
 from .variants import KERNEL_DIR, VENDOR_VARIANT, kernel_specs, variant_table
 
 __all__ = ["CudaBackend", "choose_auto_variant", "TUNING_FILE"]
@@ -64,7 +64,7 @@ def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records:
     The measurements live in ``tuning/auto_fp32.json``, written from ``polygemm bench``.
     """
     specs = kernel_specs()
-    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype and (not sm or s.min_sm <= sm)]
+    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype and (not sm or s.runs_on(sm))]
     if not eligible:
         raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}" + (f" on sm_{sm}" if sm else ""))
     name = tuning_file(dtype).name
@@ -81,6 +81,47 @@ def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records:
     best = max(at, key=lambda r: float(r["tflops"]))
     shape = f"{best['m']}x{best['n']}x{best['k']}"
     return best["variant"], f"fastest measured at the nearest benchmarked shape {shape} ({float(best['tflops']):.1f} TFLOP/s, {name})"
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("POLYGEMM_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "polygemm")
+    path = Path(base) / "cubin"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _compile_cubin(source: Path, arch: str, options: list[str]) -> bytes:
+    """nvcc ``source`` to a cubin for exactly ``arch`` (e.g. sm_90a), cached on disk by the
+    hash of the source, the headers it can include, the options and nvcc's version."""
+    import hashlib
+    import subprocess
+    import tempfile
+
+    nvcc = _find_nvcc() or "nvcc"
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    h = hashlib.sha256()
+    for part in [source.read_text(), (KERNEL_DIR / "common.cuh").read_text(), arch, " ".join(options), version]:
+        h.update(part.encode())
+    cached = _cache_dir() / f"{source.stem}-{arch}-{h.hexdigest()[:24]}.cubin"
+    if cached.exists():
+        return cached.read_bytes()
+    num = arch[3:]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "k.cubin"
+        cmd = [nvcc, "-cubin", f"-gencode=arch=compute_{num},code={arch}", *options, f"-I{KERNEL_DIR}", str(source), "-o", str(out)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise DeviceError(f"compiling {source.name} for {arch} failed: {r.stderr.strip()[-2000:]}")
+        data = out.read_bytes()
+    tmp_path = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp_path.write_bytes(data)
+    os.replace(tmp_path, cached)  # atomic: concurrent processes never read half a file
+    return data
+
+
+def tma_fallback() -> str:
+    """The rung that serves problems a TMA rung cannot describe: the fp16 mma.sync rung."""
+    return next(s.name for s in kernel_specs().values() if s.dtype == "float16" and s.predicated and s.abi == "standard")
 
 
 class _Runtime:
@@ -100,6 +141,7 @@ class _Runtime:
         self._lock = threading.Lock()
         self._functions: dict[tuple, Any] = {}
         self._compiling: dict[tuple, threading.Lock] = {}
+        self._param_offset: dict[str, int] = {}  # tma kernels: byte offset of parameter 0
         self._cublas: Any = None
 
     @contextlib.contextmanager
@@ -125,20 +167,34 @@ class _Runtime:
             with self._lock:
                 fn = self._functions.get(key)
             if fn is None:
-                from pycuda.compiler import SourceModule
-
+                spec = next((sp for sp in kernel_specs().values() if sp.entry == entry), None)
                 options = ["-O3", "-std=c++17"] + [f"-D{k}={v}" for k, v in sorted((macros or {}).items())]
-                try:
-                    mod = SourceModule(source.read_text(), options=options, arch=self.arch, no_extern_c=True, include_dirs=[str(KERNEL_DIR)])
-                except Exception as exc:
-                    raise DeviceError(f"compiling {source.name} ({entry}) for {self.arch} failed: {exc}") from exc
+                if spec is not None and spec.arch:
+                    # sm_90a and friends: nvcc straight to a cubin for exactly that target
+                    # (SourceModule's -arch shorthand adds a plain sm_90 pass that rejects wgmma).
+                    cubin = _compile_cubin(source, spec.arch, options)
+                    mod = self.drv.module_from_buffer(cubin)
+                    if spec.abi == "tma":
+                        from .tma import first_param_offset
+
+                        self._param_offset[entry] = first_param_offset(cubin, entry)
+                else:
+                    from pycuda.compiler import SourceModule
+
+                    try:
+                        mod = SourceModule(source.read_text(), options=options, arch=self.arch, no_extern_c=True, include_dirs=[str(KERNEL_DIR)])
+                    except Exception as exc:
+                        raise DeviceError(f"compiling {source.name} ({entry}) for {self.arch} failed: {exc}") from exc
                 fn = mod.get_function(entry)
-                smem = next((sp.smem_bytes for sp in kernel_specs().values() if sp.entry == entry), 0)
+                smem = spec.smem_bytes if spec is not None else 0
                 if smem > 48 * 1024:  # opt in to large dynamic shared memory, once per function
                     fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
                 with self._lock:
                     self._functions[key] = fn
             return fn
+
+    def param_offset(self, entry: str) -> int:
+        return self._param_offset.get(entry, 0)
 
     def precompile(self, threads: int = 8) -> int:
         """Compile every rung in every macro combination it can be launched with, in parallel."""
@@ -147,15 +203,12 @@ class _Runtime:
 
         todo: list[tuple[Path, str, dict[str, int] | None]] = [(_UTIL_SOURCE, "pg_copy_scale_f32", None), (_UTIL_SOURCE, "pg_copy_scale_f16", None)]
         for spec in kernel_specs().values():
-            if spec.min_sm and spec.min_sm > self.cc[0] * 10 + self.cc[1]:
+            if not spec.runs_on(self.cc[0] * 10 + self.cc[1]):
                 continue
             if spec.predicated:
-                outs = (0, 1) if spec.dtype == "float16" else (None,)
-                for ta, tb, vec, of in itertools.product((0, 1), (0, 1), (0, 1), outs):
-                    macros = {"PG_TRANS_A": ta, "PG_TRANS_B": tb, "PG_VEC": vec}
-                    if of is not None:
-                        macros["PG_OUT_F32"] = of
-                    todo.append((spec.source, spec.entry, macros))
+                names = spec.macro_names()
+                for values in itertools.product((0, 1), repeat=len(names)):
+                    todo.append((spec.source, spec.entry, dict(zip(names, values))))
             else:
                 todo.append((spec.source, spec.entry, None))
 
@@ -200,8 +253,13 @@ class _Launch:
         self.rt = rt
         self.alpha, self.beta = float(alpha), float(beta)
         spec = None if variant == VENDOR_VARIANT else kernel_specs()[variant]
+        try:
+            self.lp: LaunchPlan = plan_launch(spec, a, b, c)
+        except TmaUnsuitable:
+            spec = kernel_specs()[tma_fallback()]
+            self.lp = plan_launch(spec, a, b, c)
         self.spec = spec
-        self.lp: LaunchPlan = plan_launch(spec, a, b, c)
+        self.variant = spec.name if spec is not None else VENDOR_VARIANT  # the one that runs
         self._scratch: list[Any] = []
         self._ptr: dict[int, int] = {}
         try:
@@ -210,6 +268,12 @@ class _Launch:
                 self._scratch.append(buf)
                 self._ptr[id(pack.dst)] = int(buf)
             self.fn = rt.function(spec.source, spec.entry, self.lp.macros() if spec.predicated else None) if spec else None
+            if self.lp.tma:  # tensor maps: the operands' pointers are fixed for this launch
+                from .tma import hgemm_v2_tensor_maps, param_padding
+
+                lp = self.lp
+                self._tma_args = (param_padding(rt.param_offset(spec.entry)),
+                                  *hgemm_v2_tensor_maps(lp.a.ptr, lp.b.ptr, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b))
         except BaseException:
             self.close()
             raise
@@ -235,6 +299,11 @@ class _Launch:
             if not is_c or self.beta != 0.0:
                 rt.copy_scale(pack.src.rows, pack.src.cols, 1.0, pack.src, dst)
         a, b, c = self._p(lp.a), self._p(lp.b), self._p(lp.c)
+        if lp.tma:
+            self.fn(*self._tma_args, np.int32(lp.m), np.int32(lp.n), np.int32(lp.k), np.float32(self.alpha),
+                    np.float32(self.beta), np.uintp(c.ptr), np.int32(c.ld),
+                    block=lp.block, grid=lp.grid[:2], shared=lp.smem_bytes)
+            return
         self.fn(np.int32(lp.m), np.int32(lp.n), np.int32(lp.k), np.float32(self.alpha),
                 np.uintp(a.ptr), np.int32(a.ld), np.uintp(b.ptr), np.int32(b.ld),
                 np.float32(self.beta), np.uintp(c.ptr), np.int32(c.ld),
@@ -355,8 +424,9 @@ class CudaBackend(Backend):
         v = self.get_variant(chosen)
         self.check_problem(p, v)
         spec = kernel_specs().get(chosen)
-        if spec is not None and spec.min_sm and sm and sm < spec.min_sm:
-            raise UnsupportedProblemError(f"variant {chosen!r} needs sm_{spec.min_sm} or newer; this device is sm_{sm}")
+        if spec is not None and sm and not spec.runs_on(sm):
+            need = spec.arch or f"sm_{spec.min_sm} or newer"
+            raise UnsupportedProblemError(f"variant {chosen!r} needs {need}; this device is sm_{sm}")
         plan = Plan(self.name, chosen, reason, p, device=self.device_name(), layouts=host_layouts(p))
         if p.residency == "host":
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
@@ -364,7 +434,13 @@ class CudaBackend(Backend):
             plan.reason += "; empty product (M, N or K is 0): no GEMM kernel launched"
             return plan
         a, b, c = self._plan_mats(p)
-        lp = plan_launch(None if chosen == VENDOR_VARIANT else kernel_specs()[chosen], a, b, c)
+        try:
+            lp = plan_launch(None if chosen == VENDOR_VARIANT else kernel_specs()[chosen], a, b, c)
+        except TmaUnsuitable as exc:
+            fallback = tma_fallback()
+            plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
+            plan.variant = fallback
+            lp = plan_launch(kernel_specs()[fallback], a, b, c)
         plan.launch = lp.describe()
         if lp.packs:
             plan.padding = "; ".join(f"{pk.src.name} -> {pk.dst.rows}x{pk.dst.cols} scratch" for pk in lp.packs)

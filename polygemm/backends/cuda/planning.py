@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ...errors import UnsupportedProblemError
 from .variants import KernelSpec
 
-__all__ = ["Mat", "LaunchPlan", "plan_launch", "INT32_MAX", "flip", "strides", "round_up"]
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "INT32_MAX", "flip", "strides", "round_up"]
 
 INT32_MAX = 2**31 - 1
 
@@ -96,6 +96,7 @@ class LaunchPlan:
     vec: bool = True
     out_f32: bool | None = None  # float16 rungs: PG_OUT_F32 (None: not a float16 rung)
     smem_bytes: int = 0
+    tma: bool = False  # tensor maps describe A and B (the "tma" kernel ABI)
     packs: list[Pack] = field(default_factory=list)  # before the launch
     unpack: Pack | None = None  # after the launch
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -103,7 +104,9 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
 
     def macros(self) -> dict[str, int]:
-        m = {"PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b), "PG_VEC": int(self.vec)}
+        m = {"PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b)}
+        if not self.tma:
+            m["PG_VEC"] = int(self.vec)
         if self.out_f32 is not None:
             m["PG_OUT_F32"] = int(self.out_f32)
         return m
@@ -143,6 +146,20 @@ def orient(kernel_layout: str, a: Mat, b: Mat, c: Mat) -> tuple[bool, Mat, Mat, 
     return swap, a2, b2, c2, a2.layout != kernel_layout, b2.layout != kernel_layout
 
 
+class TmaUnsuitable(UnsupportedProblemError):
+    """The operands cannot be described by TMA tensor maps (the planner routes elsewhere)."""
+
+
+def tma_refusal(a: Mat, b: Mat, c: Mat) -> str | None:
+    """Why TMA cannot serve these operands (None if it can): tensor maps need 16-byte
+    aligned base addresses and leading dimensions; the epilogue's paired stores need the
+    same of C."""
+    bad = [x.name for x in (a, b, c) if not x.aligned(16 // x.itemsize)]
+    if bad:
+        return f"{', '.join(bad)}: TMA needs 16-byte aligned pointers and leading dimensions"
+    return None
+
+
 def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col") -> LaunchPlan:
     """Plan ``C = alpha·A·B + beta·C`` for rung ``spec`` (None: the cuBLAS comparator).
 
@@ -160,6 +177,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     if spec.dtype == "float16":
         lp.out_f32 = c.itemsize == 4
     lp.smem_bytes = spec.smem_bytes
+    lp.tma = spec.abi == "tma"
+    if lp.tma:
+        why = tma_refusal(a2, b2, c2)
+        if why is not None:
+            raise TmaUnsuitable(why)
     if spec.predicated:
         lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in (a2, b2, c2))
         if spec.align > 1 and not lp.vec:

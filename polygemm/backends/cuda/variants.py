@@ -43,6 +43,19 @@ class KernelSpec:
     instruction: tuple[int, ...] | None = None
     smem_bytes: int = 0  # dynamic shared memory per threadblock
     min_sm: int = 0  # lowest compute capability (major*10+minor) the rung builds for
+    arch: str = ""  # an architecture-specific target such as "sm_90a" (built with nvcc directly)
+    abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
+
+    def runs_on(self, sm: int) -> bool:
+        """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""
+        if self.arch.endswith("a"):  # arch-specific code runs on exactly that architecture
+            return sm == int(self.arch[3:-1])
+        return sm >= self.min_sm
+
+    def macro_names(self) -> tuple[str, ...]:
+        """The macros the backend passes to a predicated build of this rung."""
+        names = ("PG_TRANS_A", "PG_TRANS_B") + (() if self.abi == "tma" else ("PG_VEC",))
+        return names + (("PG_OUT_F32",) if self.dtype == "float16" else ())
 
     @property
     def itemsize(self) -> int:
@@ -62,7 +75,9 @@ class KernelSpec:
     def requirements_text(self) -> str:
         if self.predicated:
             vec = "16-byte vector paths need aligned pointers and leading dimensions (else a scalar build)" if self.align > 1 else "no alignment needs"
-            sm = f"; sm_{self.min_sm} or newer" if self.min_sm else ""
+            sm = f"; {self.arch} only" if self.arch else (f"; sm_{self.min_sm} or newer" if self.min_sm else "")
+            if self.abi == "tma":
+                vec = "TMA needs 16-byte aligned pointers and leading dimensions (others run hgemm_v1)"
             return f"any M, N, K >= 1 (predicated edges); any layout (transposes compiled in); {vec}{sm}"
         m, n, k = self.multiple
         return (
@@ -109,6 +124,8 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         instruction=tup("instruction"),
         smem_bytes=int(row.get("smem_bytes", 0) or 0),
         min_sm=int(row.get("min_sm", 0) or 0),
+        arch=str(row.get("arch", "") or ""),
+        abi=str(row.get("abi", "standard") or "standard"),
     )
 
 

@@ -1,0 +1,598 @@
+// hgemm v2 (FP16 tensor-core ladder, second rung, Hopper only): C = alpha * A @ B + beta * C
+// with fp16 operands and fp32 accumulation on the warpgroup-level tensor-core instruction
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16, both operands read straight from shared
+// memory through 64-bit matrix descriptors, the tiles brought in by the Tensor Memory
+// Accelerator (cp.async.bulk.tensor.2d, completion counted on an mbarrier).
+// What it adds to v1 (ldmatrix + mma.sync, capped near 636 TFLOP/s on an H200):
+//   * no ldmatrix and no per-thread address arithmetic: one thread issues whole tiles with
+//     TMA, the hardware applies the 128-byte swizzle and zero-fills everything outside the
+//     matrix (M, N and K edges need no predication in the main loop);
+//   * warp specialization: warpgroup 0 is the producer (one elected thread issues TMA,
+//     registers handed back with setmaxnreg.dec), warpgroups 1..kConsumers are consumers
+//     (setmaxnreg.inc) that issue wgmma on a 64 x BN slice of the threadblock tile each;
+//   * a kStages ring of shared stages guarded by two mbarriers per stage: `full` (producer
+//     arrive.expect_tx + TMA complete_tx) and `empty` (one arrive per consumer warp once the
+//     wgmma reading the stage has retired, wgmma.wait_group);
+//   * a persistent tile loop (any grid works: with the plain grid each CTA takes one tile,
+//     with a grid of #SMs each CTA walks tiles, its producer prefetching the next tile while
+//     the consumers run the epilogue), tiles visited in groups of kGroupM tile rows (L2 reuse);
+//   * optional 2-CTA clusters (HG2_CLUSTER=2): the two CTAs of a cluster own vertically
+//     adjacent tiles, each loads its own A tile and half of the shared B tile, multicast to
+//     both CTAs (B traffic from L2 halves).
+//
+//   * HG2_PINGPONG=1 (BN 128): each consumer warpgroup owns whole 128 x 128 tiles (two m64
+//     wgmma per k16 step) and the two alternate (a `turn` mbarrier pair orders their main
+//     loops), so one warpgroup's epilogue runs under the other's main loop.
+//
+// Entry (tensor maps first). NOTE for launchers: ptxas puts a __grid_constant__ CUtensorMap at
+// a 128-byte aligned constant-bank address, i.e. parameter offset 0x70 (112) on sm_90, not 0
+// (cuobjdump -elf: EIATTR_KPARAM_INFO). cuLaunchKernel's kernelParams array handles that by
+// itself; PyCUDA's packed argument buffer needs 112 bytes of padding first (tma.param_padding,
+// tma.first_param_offset).
+//   hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
+//                      const __grid_constant__ CUtensorMap tmap_b,
+//                      int M, int N, int K, float alpha, float beta, void* C, int ldc)
+// A is M x K, B is K x N, C row-major (C[i*ldc + j]), __half, or float when PG_OUT_F32=1.
+// PG_TRANS_A=0: A row-major (K contiguous)    -> tensor map dims {K, M}, box {64, BM}
+//                                                (BM = 64*kConsumers), wgmma K-major (trans-a 0)
+// PG_TRANS_A=1: A column-major (M contiguous) -> dims {M, K}, box {64, 64}, BM/64 boxes per
+//                                                stage, wgmma M-major (trans-a 1)
+// PG_TRANS_B=0: B row-major (N contiguous)    -> dims {N, K}, box {64, 64}, BN/64 boxes per
+//                                                stage, wgmma N-major (trans-b 1)
+// PG_TRANS_B=1: B column-major (K contiguous) -> dims {K, N}, box {64, BN / cluster},
+//                                                wgmma K-major (trans-b 0)
+// Every map: fp16, CU_TENSOR_MAP_SWIZZLE_128B, zero OOB fill; the host side is
+// polygemm/backends/cuda/tma.py. TMA needs 16-byte aligned base addresses and leading
+// dimensions that are multiples of 8 elements (variants.json "align": 8); the epilogue's
+// half2/float2 stores rely on the same (C 16-byte aligned, ldc % 8 == 0).
+// beta == 0 never reads C. Any M, N, K >= 1.
+//
+// Shared memory (all swizzled tiles 1024-byte aligned, as the 128-byte swizzle requires):
+// stage s = [A tile BM x 64 | B tile 64 x BN]; a K-major tile is rows of 64 k (128 B, one
+// swizzle row each); an MN-major tile is boxes of 64 (m or n) x 64 k, one 128-byte row per k.
+// Descriptors (PTX "matrix descriptor": start >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4
+// in 32-45, swizzle mode 1 = 128 B in bits 62-63):
+//   K-major : SBO = 1024 (next 8 rows), LBO unused; k16 step = start + 32 B.
+//   MN-major: SBO = 1024 (next 8 k), LBO = 8192 (next 64-wide MN box); k16 step = start + 2048 B.
+// Accumulators: m64nN fp32 fragment, thread t of warp w (in its warpgroup) holds, for each
+// n8 block j, rows 16w + t/4 (+8) and columns 8j + 2(t%4) + {0, 1}: d[4j..4j+3].
+//
+// Launch: blockDim (128 * (kConsumers + 1)); any grid (plain: (ceil(N/BN), ceil(M/BM)),
+// persistent: #SMs); with HG2_CLUSTER=2 gridDim.x must be even (compiled-in cluster dims).
+// DYNAMIC SHARED MEMORY: kSmemBytes (default 4 x 48 KB + 1024 alignment slack + 256 barrier
+// bytes = 197888); the launcher raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
+// Build: nvcc -cubin -gencode=arch=compute_90a,code=sm_90a (wgmma/setmaxnreg need sm_90a).
+// ptxas: 168 registers at entry (setmaxnreg: producer 40, consumers 232), no spills, all builds.
+//
+// Measured (H200, own harness, NN fp16, median of 5 x 20 calls, cuBLAS via torch in the same
+// process; two runs on a shared GPU, cuBLAS itself moved between them):
+//   default (cooperative 128x256, 4 stages), plain grid / #SM persistent grid:
+//     4096^3 0.89x / 0.88-0.89x, 8192^3 0.91-0.95x, 1000x3000x2000 0.65-0.71x / 0.64-0.77x,
+//     8192x8192x512 0.54-0.57x / 0.62-0.63x.
+//   HG2_PINGPONG=1 BN 128 6 stages, persistent: 8192x8192x512 0.73x (best small-K), 4096^3 0.87x.
+//   BN 192 5 stages, persistent: 1000x3000x2000 0.98x (128 tiles fill 128 of 132 SMs),
+//     8192^3 0.94x, 4096^3 0.70x.
+//   HG2_CLUSTER=2 (B multicast) is correct but was 0.4-0.6x: not investigated yet.
+
+#include <cuda.h>  // CUtensorMap
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B defaults
+
+#ifndef PG_OUT_F32
+#define PG_OUT_F32 0
+#endif
+
+// Tuning knobs (the shipped configuration is the default; variants.json describes it).
+#ifndef HG2_BN
+#define HG2_BN 256
+#endif
+#ifndef HG2_CONSUMERS
+#define HG2_CONSUMERS 2
+#endif
+#ifndef HG2_STAGES
+#define HG2_STAGES 4
+#endif
+#ifndef HG2_GROUP_M
+#define HG2_GROUP_M 8
+#endif
+#ifndef HG2_PINGPONG  // 1: each consumer warpgroup owns whole 128 x BN tiles, alternating
+#define HG2_PINGPONG 0
+#endif
+#ifndef HG2_CLUSTER
+#define HG2_CLUSTER 1
+#endif
+#ifndef HG2_MN_SWAP
+#define HG2_MN_SWAP 0
+#endif
+#ifndef HG2_WATCHDOG  // 1: a wait longer than ~2 s traps (test builds: no silent hangs)
+#define HG2_WATCHDOG 0
+#endif
+
+namespace hgemm_v2 {
+
+constexpr int kBK = 64;                  // one 128-byte swizzle row of fp16
+constexpr int kConsumers = HG2_CONSUMERS;
+constexpr bool kPingpong = HG2_PINGPONG != 0;
+// Cooperative: the consumers split a tile, 64 rows each. Ping-pong: each consumer owns whole
+// 128-row tiles (two m64 wgmma per k16 step), the two taking turns on the tensor cores.
+constexpr int kBM = kPingpong ? 128 : 64 * kConsumers;
+constexpr int kMW = kPingpong ? 2 : 1;   // m64 blocks per consumer warpgroup
+constexpr int kBN = HG2_BN;
+constexpr int kStages = HG2_STAGES;
+constexpr int kGroupM = HG2_GROUP_M;
+constexpr int kCluster = HG2_CLUSTER;
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kAcc = kBN / 2;            // fp32 accumulators per consumer thread
+constexpr int kATileBytes = kBM * kBK * 2;
+constexpr int kBTileBytes = kBN * kBK * 2;
+constexpr int kStageBytes = kATileBytes + kBTileBytes;
+constexpr int kBoxBytes = 64 * 64 * 2;   // one 64 x 64 MN-major box (8 KB)
+constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 256;
+constexpr int kTransA = PG_TRANS_A ? 1 : 0;  // wgmma trans-a: 1 = M-major
+constexpr int kTransB = PG_TRANS_B ? 0 : 1;  // wgmma trans-b: 1 = N-major (B row-major)
+
+static_assert(kConsumers == 1 || kConsumers == 2, "1 or 2 consumer warpgroups");
+static_assert(kBN == 128 || kBN == 192 || kBN == 256, "BN is 128, 192 or 256 (wgmma n)");
+static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
+              "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
+static_assert(HG2_CLUSTER == 1 || kBN % 128 == 0, "cluster: B tile splits into two halves");
+static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs");
+static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
+static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
+
+// ------------------------------------------------------------------------------------------
+// PTX wrappers
+// ------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrive on the barrier at the same offset in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+    asm volatile(
+        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+        "r"(rank)
+        : "memory");
+}
+// Block until the phase with parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if HG2_WATCHDOG
+    const long long t0 = clock64();
+#endif
+    uint32_t done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+#if HG2_WATCHDOG
+        if (!done && clock64() - t0 > 4000000000ll) __trap();
+#endif
+    } while (!done);
+}
+
+// 2-D tile load global -> shared (this CTA), completion on `bar` (bytes counted as tx).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+// Same, delivered to the same shared offset (data and barrier) of every CTA in `mask`.
+__device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0,
+                                               int c1, uint32_t bar, uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle (mode 1 in bits 62-63).
+__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
+           (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
+           (1ull << 62);
+}
+
+// wgmma.mma_async m64nNk16, fp32 += fp16 * fp16, A and B from shared memory (descriptors),
+// scale-d = 1 (accumulate), imm-scale-a/b = 1, trans-a / trans-b compile-time.
+// (Operand lists written out by a small generator: N/2 accumulator registers.)
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+        "}, %96, %97, p, 1, 1, %99, %100;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+}
+
+template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_tile(float (&d)[kAcc], uint64_t da, uint64_t db) {
+#if HG2_BN == 256
+    wgmma_m64n256k16<kTA, kTB>(d, da, db);
+#elif HG2_BN == 192
+    wgmma_m64n192k16<kTA, kTB>(d, da, db);
+#else
+    wgmma_m64n128k16<kTA, kTB>(d, da, db);
+#endif
+}
+
+#if PG_OUT_F32
+using OutT = float;
+#else
+using OutT = __half;
+#endif
+
+// Two adjacent outputs (row, col), (row, col + 1); col is even. Stores are predicated on N;
+// with ldc % 8 == 0 and a 16-byte aligned C the pair is 4 (8) byte aligned.
+__device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int row, int col, int N,
+                                           float v0, float v1, float alpha, float beta) {
+    OutT* p = C + static_cast<size_t>(row) * ldc + col;
+    v0 *= alpha;
+    v1 *= alpha;
+    if (col + 1 < N) {
+#if PG_OUT_F32
+        float2* q = reinterpret_cast<float2*>(p);
+        if (beta != 0.f) {
+            const float2 old = *q;
+            v0 = fmaf(beta, old.x, v0);
+            v1 = fmaf(beta, old.y, v1);
+        }
+        *q = make_float2(v0, v1);
+#else
+        __half2* q = reinterpret_cast<__half2*>(p);
+        if (beta != 0.f) {
+            const float2 old = __half22float2(*q);
+            v0 = fmaf(beta, old.x, v0);
+            v1 = fmaf(beta, old.y, v1);
+        }
+        *q = __floats2half2_rn(v0, v1);
+#endif
+    } else if (col < N) {
+#if PG_OUT_F32
+        *p = beta != 0.f ? fmaf(beta, *p, v0) : v0;
+#else
+        *p = __float2half_rn(beta != 0.f ? fmaf(beta, __half2float(*p), v0) : v0);
+#endif
+    }
+}
+
+// Tile `t` of the cluster-level grid (kCluster vertically adjacent BM x BN tiles per unit) in
+// grouped order: kGroupM unit rows are walked column by column (L2 reuse of A rows and B
+// columns among the CTAs running at the same time).
+__device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int& um, int& un) {
+    const int per_group = kGroupM * units_n;
+    const int group = t / per_group;
+    const int first = group * kGroupM;
+    const int rows = min(units_m - first, kGroupM);
+    const int r = t - group * per_group;
+    um = first + r % rows;
+    un = r / rows;
+}
+
+}  // namespace hgemm_v2
+
+extern "C" __global__ void
+#if HG2_CLUSTER == 2
+__cluster_dims__(2, 1, 1)
+#endif
+__launch_bounds__(hgemm_v2::kThreads, 1)
+hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
+                   const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
+                   float beta, void* C, int ldc)
+{
+    using namespace hgemm_v2;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t full_bar = base + kStages * kStageBytes;  // kStages x 8 bytes
+    const uint32_t empty_bar = full_bar + kStages * 8;       // kStages x 8 bytes
+    const uint32_t turn_bar = empty_bar + kStages * 8;       // 2 x 8 bytes (ping-pong)
+
+    const int wg = threadIdx.x / 128;
+    const int tid = threadIdx.x % 128;
+    const uint32_t rank = (kCluster == 2) ? cluster_rank() : 0u;
+
+    const int units_m = CEIL_DIV(CEIL_DIV(M, kBM), kCluster);
+    const int units_n = CEIL_DIV(N, kBN);
+    const int num_units = units_m * units_n;
+    const int KT = CEIL_DIV(K, kBK);
+    // Work unit of this CTA: its cluster's index among all clusters (a cluster = kCluster
+    // consecutive CTAs along x; both walk the same units).
+    const int nblocks = gridDim.x * gridDim.y;
+    const int bid = blockIdx.x + blockIdx.y * gridDim.x;
+    const int first_unit = bid / kCluster;
+    const int unit_stride = nblocks / kCluster;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbar_init(full_bar + 8 * s, 1);
+            mbar_init(empty_bar + 8 * s, 4 * (kPingpong ? 1 : kConsumers) * kCluster);
+        }
+        mbar_init(turn_bar, 4);      // ping-pong: consumer 0 may start its next main loop
+        mbar_init(turn_bar + 8, 4);  // ... consumer 1 may start
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_a)) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_b)) : "memory");
+    }
+    if (kCluster == 2) cluster_sync();  // peers' barriers initialised before any multicast
+    else __syncthreads();
+
+    if (wg == 0) {
+        // ---------------------------------------------------------------- producer
+#if HG2_CONSUMERS == 2
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+#endif
+        if (tid == 0) {
+            int s = 0;
+            uint32_t ph = 0;
+            for (int u = first_unit; u < num_units; u += unit_stride) {
+                int um, un;
+                unit_coords(u, units_m, units_n, um, un);
+                const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
+                const int n0 = un * kBN;
+                for (int kt = 0; kt < KT; ++kt) {
+                    const uint32_t fb = full_bar + 8 * s;
+                    mbar_wait(empty_bar + 8 * s, ph ^ 1);  // fresh barrier: passes at once
+                    mbar_arrive_expect_tx(fb, kStageBytes);
+                    const uint32_t sa = base + s * kStageBytes;
+                    const uint32_t sb = sa + kATileBytes;
+                    const int k0 = kt * kBK;
+#if PG_TRANS_A
+#pragma unroll
+                    for (int i = 0; i < kBM / 64; ++i)
+                        tma_load_2d(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, fb);
+#else
+                    tma_load_2d(sa, &tmap_a, k0, m0, fb);
+#endif
+#if PG_TRANS_B
+                    if (kCluster == 2) {  // rows [rank*BN/2, +BN/2) of the K-major B tile
+                        tma_load_2d_mc(sb + rank * (kBTileBytes / 2), &tmap_b, k0,
+                                       n0 + static_cast<int>(rank) * (kBN / 2), fb, 0x3);
+                    } else {
+                        tma_load_2d(sb, &tmap_b, k0, n0, fb);
+                    }
+#else
+                    if (kCluster == 2) {  // boxes [rank*nb/2, +nb/2) of the N-major B tile
+#pragma unroll
+                        for (int j = 0; j < kBN / 128; ++j) {
+                            const int jj = static_cast<int>(rank) * (kBN / 128) + j;
+                            tma_load_2d_mc(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, fb, 0x3);
+                        }
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < kBN / 64; ++j)
+                            tma_load_2d(sb + j * kBoxBytes, &tmap_b, n0 + 64 * j, k0, fb);
+                    }
+#endif
+                    if (++s == kStages) {
+                        s = 0;
+                        ph ^= 1;
+                    }
+                }
+            }
+        }
+        __syncwarp();
+    } else {
+        // ---------------------------------------------------------------- consumers
+#if HG2_CONSUMERS == 2
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+#endif
+        const int cw = wg - 1;               // consumer index (cooperative: its 64-row slice)
+        const int warp = tid / 32, lane = tid % 32;
+        OutT* const Cp = static_cast<OutT*>(C);
+        // Per-stage descriptor offsets (bytes) of this consumer's A slice and of B.
+        constexpr uint32_t kAStep = PG_TRANS_A ? 2048u : 32u;  // per k16 step
+        constexpr uint32_t kBStep = PG_TRANS_B ? 32u : 2048u;
+#if HG2_MN_SWAP  // debugging aid: MN-major LBO / SBO roles exchanged
+        const uint64_t da0 = PG_TRANS_A ? make_desc(base, 1024, 8192) : make_desc(base, 16, 1024);
+        const uint64_t db0 = PG_TRANS_B ? make_desc(base + kATileBytes, 16, 1024)
+                                        : make_desc(base + kATileBytes, 1024, 8192);
+#else
+        const uint64_t da0 = make_desc(base, PG_TRANS_A ? 8192 : 16, 1024);
+        const uint64_t db0 = make_desc(base + kATileBytes, PG_TRANS_B ? 16 : 8192, 1024);
+#endif
+        // This warpgroup's first m64 block inside the A tile (cooperative: its own slice).
+        const uint64_t da_wg = da0 + (kPingpong ? 0 : (cw * kBoxBytes) >> 4);
+        // Tiles of this consumer: every tile of the CTA (cooperative) or every other one
+        // (ping-pong; the ring iterations of the partner's tiles are skipped).
+        const int my_first = kPingpong ? cw : 0;
+        const int my_step = kPingpong ? 2 : 1;
+        uint32_t turn_ph = 0;
+        float acc[kMW][kAcc];
+        for (int j = my_first;; j += my_step) {
+            const int u = first_unit + j * unit_stride;
+            if (u >= num_units) break;
+            int um, un;
+            unit_coords(u, units_m, units_n, um, un);
+            const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
+            const int n0 = un * kBN;
+            const int it0 = j * KT;  // ring iteration of this tile's first k-tile
+            int s = it0 % kStages;
+            uint32_t ph = (it0 / kStages) & 1;
+            if (kPingpong && j > 0) {
+                // Wait for the partner to have passed all of its (earlier) tile's full-barrier
+                // waits: keeps every waiter within one phase of each barrier, and alternates
+                // the two main loops on the tensor cores (one's epilogue hides under the
+                // other's main loop).
+                mbar_wait(turn_bar + 8 * cw, turn_ph);
+                turn_ph ^= 1;
+            }
+#pragma unroll
+            for (int h = 0; h < kMW; ++h)
+#pragma unroll
+                for (int i = 0; i < kAcc; ++i) acc[h][i] = 0.f;
+            int prev = -1;
+            for (int kt = 0; kt < KT; ++kt) {
+                mbar_wait(full_bar + 8 * s, ph);
+                __syncwarp();  // wgmma is .sync.aligned: the warp must be converged
+                const uint64_t so = static_cast<uint64_t>((s * kStageBytes) >> 4);
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < kBK / 16; ++ks)
+#pragma unroll
+                    for (int h = 0; h < kMW; ++h)
+                        wgmma_tile<kTransA, kTransB>(
+                            acc[h], da_wg + so + ((h * kBoxBytes + ks * kAStep) >> 4),
+                            db0 + so + ((ks * kBStep) >> 4));
+                wgmma_commit();
+                if (prev >= 0) {
+                    // k-tile kt-1's wgmma retired: hand its stage back (to both CTAs' producers).
+                    wgmma_wait<1>();
+                    if (lane == 0) {
+                        if (kCluster == 2) {
+                            mbar_arrive_cluster(empty_bar + 8 * prev, 0);
+                            mbar_arrive_cluster(empty_bar + 8 * prev, 1);
+                        } else {
+                            mbar_arrive(empty_bar + 8 * prev);
+                        }
+                    }
+                }
+                prev = s;
+                if (++s == kStages) {
+                    s = 0;
+                    ph ^= 1;
+                }
+            }
+            if (kPingpong && lane == 0) mbar_arrive(turn_bar + 8 * (1 - cw));  // partner's turn
+            wgmma_wait<0>();
+            if (prev >= 0 && lane == 0) {
+                if (kCluster == 2) {
+                    mbar_arrive_cluster(empty_bar + 8 * prev, 0);
+                    mbar_arrive_cluster(empty_bar + 8 * prev, 1);
+                } else {
+                    mbar_arrive(empty_bar + 8 * prev);
+                }
+            }
+
+            // Epilogue straight from the accumulator fragments.
+#pragma unroll
+            for (int h = 0; h < kMW; ++h) {
+                const int row0 = m0 + (kPingpong ? h : cw) * 64 + warp * 16 + lane / 4;
+                const int colq = n0 + 2 * (lane % 4);
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int row = row0 + 8 * r;
+                    if (row < M) {
+#pragma unroll
+                        for (int jn = 0; jn < kBN / 8; ++jn)
+                            store_pair(Cp, ldc, row, colq + 8 * jn, N, acc[h][4 * jn + 2 * r],
+                                       acc[h][4 * jn + 2 * r + 1], alpha, beta);
+                    }
+                }
+            }
+        }
+    }
+    // No CTA of a cluster may leave while its peer can still multicast into it or arrive on
+    // its barriers.
+    if (kCluster == 2) cluster_sync();
+}
