@@ -23,7 +23,7 @@ import numpy as np
 from . import registry
 from .backend import Backend
 from .cli import parse_shape
-from .errors import PolygemmError, UnsupportedProblemError
+from .errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "add_parser", "to_markdown"]
 
@@ -153,8 +153,6 @@ def run_bench(
     be = registry.get_backend(device)
     av = be.probe()
     if not av.ok:
-        from .errors import BackendUnavailableError
-
         raise BackendUnavailableError(f"device {device!r} is unavailable: {av.reason}")
     table = [v for v in be.variants() if dtype in v.dtypes]
     vendor = next((v.name for v in table if v.vendor), None)
@@ -162,8 +160,6 @@ def run_bench(
     known = {v.name for v in table}
     for name in names:
         if name not in known:
-            from .errors import UnsupportedProblemError
-
             raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: {', '.join(sorted(known))}")
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()

@@ -69,3 +69,23 @@ def test_pytest_pyargs_integration():
                        capture_output=True, text=True, env=env, cwd=str(ROOT))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and "failed" not in r.stdout
+
+
+def test_bench_skips_a_variant_that_hands_the_problem_on(monkeypatch):
+    """A variant whose launch would run another rung is reported, not timed under its name."""
+    from polygemm import bench
+
+    class Launch:
+        variant = "other"
+
+        def __call__(self):
+            pass
+
+        def close(self):
+            pass
+
+    be = __import__("polygemm").get_backend("cpu")
+    monkeypatch.setattr(type(be), "launcher", lambda self, *a, **k: Launch(), raising=False)
+    notes = []
+    recs = bench.run_bench("cpu", "float32", ["reference"], [(8, 8, 8)], repeats=1, progress=notes.append)
+    assert recs == [] and any("does not run this problem itself" in n for n in notes)
