@@ -280,7 +280,7 @@ class _Launch:
 
     def _p(self, mat: Mat) -> Mat:
         ptr = self._ptr.get(id(mat))
-        return mat if ptr is None else Mat(mat.name, mat.rows, mat.cols, mat.layout, mat.ld, ptr)
+        return mat if ptr is None else Mat(mat.name, mat.rows, mat.cols, mat.layout, mat.ld, ptr, mat.itemsize)
 
     def __call__(self) -> None:
         lp, rt = self.lp, self.rt
