@@ -23,18 +23,36 @@
 // 3 stages x 32 x (132 + 132) floats = 101376 bytes (smem_bytes in variants.json).
 #include "common.cuh"
 
+// The tile configuration can be set by a rung that reuses this source with another
+// threadblock tile (v13): each CM_CPASYNC_* macro defaults to v12's value.
+#ifndef CM_CPASYNC_BLOCK_N
+#define CM_CPASYNC_BLOCK_N 128
+#endif
+#ifndef CM_CPASYNC_BLOCK_K
+#define CM_CPASYNC_BLOCK_K 32
+#endif
+#ifndef CM_CPASYNC_MIN_BLOCKS
+#define CM_CPASYNC_MIN_BLOCKS 2
+#endif
+#ifndef CM_CPASYNC_SMEM_BYTES
+#define CM_CPASYNC_SMEM_BYTES 101376
+#endif
+#ifndef CM_CPASYNC_ENTRY
+#define CM_CPASYNC_ENTRY sgemm_cm_v12_cp_async
+#endif
+
 namespace cm_v12 {
 
 // ---- tile configuration ------------------------------------------------------------
 constexpr int kBlockM = 128;     // threadblock tile M
-constexpr int kBlockN = 128;     // threadblock tile N
-constexpr int kBlockK = 32;      // threadblock tile K (one k-tile)
+constexpr int kBlockN = CM_CPASYNC_BLOCK_N;  // threadblock tile N
+constexpr int kBlockK = CM_CPASYNC_BLOCK_K;  // threadblock tile K (one k-tile)
 constexpr int kWarpM = 64;       // warp tile M
 constexpr int kWarpN = 32;       // warp tile N
 constexpr int kThreadM = 8;      // thread tile M
 constexpr int kThreadN = 8;      // thread tile N
 constexpr int kStages = 3;       // shared-memory stages (cp.async ring)
-constexpr int kMinBlocksPerSM = 2;
+constexpr int kMinBlocksPerSM = CM_CPASYNC_MIN_BLOCKS;
 constexpr int kGroupM = 8;       // block rasterization: groups of kGroupM tile rows (<=1: off)
 
 // ---- derived -------------------------------------------------------------------------
@@ -54,7 +72,7 @@ constexpr int kSmemBytes = kStages * kStageFloats * 4;
 static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread tiles");
 static_assert(kThreadM % 4 == 0 && kThreadN % 4 == 0, "thread tile is made of 4x4 blocks");
 static_assert(kStages >= 2, "need at least two stages");
-static_assert(kSmemBytes == 101376, "keep smem_bytes in variants.json in step");
+static_assert(kSmemBytes == CM_CPASYNC_SMEM_BYTES, "keep smem_bytes in variants.json in step");
 
 // ---- cp.async primitives (PTX, sm_80+) -----------------------------------------------
 __device__ __forceinline__ void cp_async_4(unsigned dst, const float* src, bool valid) {
@@ -190,7 +208,7 @@ __device__ __forceinline__ void fma_thread_tile(float (&acc)[kThreadM][kThreadN]
 }  // namespace cm_v12
 
 extern "C" __global__ void __launch_bounds__(cm_v12::kThreads, cm_v12::kMinBlocksPerSM)
-sgemm_cm_v12_cp_async(int M, int N, int K, float alpha,
+CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
                       const float* __restrict__ A, int lda,
                       const float* __restrict__ B, int ldb,
                       float beta, float* __restrict__ C, int ldc) {
