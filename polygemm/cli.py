@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     s.set_defaults(fn=cmd_gemm)
 
-    for name, module in (("bench", "bench"), ("matrix", "matrix")):
+    for name, module in (("bench", "bench"), ("matrix", "matrix"), ("ceiling", "backends.cuda.ceiling")):
         try:
             mod = importlib.import_module(f".{module}", __package__)
         except ModuleNotFoundError:

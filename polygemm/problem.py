@@ -227,6 +227,11 @@ def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writabl
     _check_dtype(name, dtype)
     ptr, readonly = iface["data"]
     ptr = int(ptr or 0)
+    if ptr % dtype.itemsize:
+        raise ArgumentError(
+            f"{name} is a {residency} array whose data pointer {ptr:#x} is not a multiple of its "
+            f"element size ({dtype.itemsize} bytes); pass an array aligned to its dtype (e.g. a fresh copy)"
+        )
     if writable and readonly:
         raise ArgumentError(f"{name} is a read-only {residency} array; pass a writeable one")
     strides = iface.get("strides")

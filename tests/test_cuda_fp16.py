@@ -185,3 +185,49 @@ def test_tma_rung_runs_itself_on_aligned_problems(cuda, variant, shape):
         pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
         res = ref.compare(out)
         assert res.ok, f"{variant} {shape} orders={orders} seed={seed}: {res.message}"
+
+
+def _strided_on_device(cp, x: np.ndarray, order: str, offset: int, pad: int):
+    """``x`` on the device as a view ``offset`` elements into a buffer, with leading dimension
+    (row length for C order, column length for F order) ``pad`` elements past its minimum;
+    the rest of the buffer is NaN, so any stray read shows up in the result."""
+    rows, cols = x.shape
+    inner, outer = (cols, rows) if order == "C" else (rows, cols)
+    ld = inner + pad
+    buf = np.full(offset + ld * outer, np.nan, x.dtype)
+    strides = (ld * x.itemsize, x.itemsize) if order == "C" else (x.itemsize, ld * x.itemsize)
+    np.lib.stride_tricks.as_strided(buf[offset:], shape=x.shape, strides=strides)[...] = x
+    return cp.lib.stride_tricks.as_strided(cp.asarray(buf)[offset:], shape=x.shape, strides=strides)
+
+
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+@pytest.mark.parametrize("shape", [(300, 200, 150), (33, 260, 100), (257, 129, 64)], ids=lambda s: "x".join(map(str, s)))
+def test_fp16_every_row_shift(cuda, orders, shape):
+    """Device operands whose rows start at every 2-byte phase of a 16-byte line (the
+    realigning PG_VEC=0 path), across threadblock-tile and K-tile edges, NaN around them."""
+    cp = pytest.importorskip("cupy")
+    m, n, k = shape
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    ref = reference_for(a, b)
+    for offset, pad_a, pad_b in [(1, 1, 3), (3, 5, 7), (6, 2, 1), (7, 7, 6), (0, 3, 0)]:
+        va = _strided_on_device(cp, a, orders[0], offset, pad_a)
+        vb = _strided_on_device(cp, b, orders[1], (8 - offset) % 8, pad_b)
+        plan = pg.explain(va, vb, device="cuda", variant="hgemm_v1_mma_ldmatrix")
+        assert str(plan.launch["float4"]).startswith("no"), str(plan)
+        out = cp.full((m, n), cp.nan, dtype=cp.float16)
+        pg.gemm(va, vb, out=out, device="cuda", variant="hgemm_v1_mma_ldmatrix")
+        res = ref.compare(cp.asnumpy(out))
+        assert res.ok, f"{shape} orders={orders} offset={offset} pads={pad_a},{pad_b}: {res.message}"
+
+
+def test_mma_peak_probe_counts_every_mma(cuda):
+    from polygemm.backends.cuda.ceiling import PROBE_CHAINS, run_probe
+
+    rt = cuda.runtime
+    with rt.active():
+        out, launch = run_probe(rt, blocks=3, iters=37, x=0.5)
+        launch()
+        got = out.get()
+    assert np.all(got == PROBE_CHAINS * 4 * 37 * 16 * 0.25), got[:4]

@@ -41,3 +41,20 @@ def test_vectors_have_valid_ld(shape):
     x = np.zeros(shape, np.float32)
     p = normalize(x, np.zeros((shape[1], 2), np.float32))
     assert p.a.ld >= (p.a.cols if p.a.layout == "row" else p.a.rows)
+
+
+class _FakeDeviceArray:
+    """A device array as the CUDA array interface describes it (never dereferenced here)."""
+
+    def __init__(self, ptr: int, shape: tuple[int, int], typestr: str = "<f2") -> None:
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False), "strides": None, "version": 3}
+
+
+def test_device_pointer_not_aligned_to_its_dtype_is_refused():
+    from polygemm.errors import ArgumentError
+
+    ok = _FakeDeviceArray(0x10000, (4, 4))
+    with pytest.raises(ArgumentError, match=r"a is a cuda array whose data pointer 0x10001 is not a multiple"):
+        normalize(_FakeDeviceArray(0x10001, (4, 4)), ok)
+    with pytest.raises(ArgumentError, match=r"b is a cuda array .* element size \(4 bytes\)"):
+        normalize(_FakeDeviceArray(0x10000, (4, 4), "<f4"), _FakeDeviceArray(0x10002, (4, 4), "<f4"))

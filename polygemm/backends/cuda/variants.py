@@ -42,6 +42,7 @@ class KernelSpec:
     thread_tile: tuple[int, ...] | None = None
     instruction: tuple[int, ...] | None = None
     smem_bytes: int = 0  # dynamic shared memory per threadblock
+    smem_bytes_unaligned: int = 0  # ... of the PG_VEC=0 build, where it differs
     min_sm: int = 0  # lowest compute capability (major*10+minor) the rung builds for
     arch: str = ""  # an architecture-specific target such as "sm_90a" (built with nvcc directly)
     abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
@@ -51,6 +52,10 @@ class KernelSpec:
         if self.arch.endswith("a"):  # arch-specific code runs on exactly that architecture
             return sm == int(self.arch[3:-1])
         return sm >= self.min_sm
+
+    def smem_for(self, vec: bool) -> int:
+        """Dynamic shared memory of the build with ``PG_VEC`` = ``vec``."""
+        return self.smem_bytes if vec or not self.smem_bytes_unaligned else self.smem_bytes_unaligned
 
     def macro_names(self) -> tuple[str, ...]:
         """The macros the backend passes to a predicated build of this rung."""
@@ -123,6 +128,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         thread_tile=tup("thread_tile"),
         instruction=tup("instruction"),
         smem_bytes=int(row.get("smem_bytes", 0) or 0),
+        smem_bytes_unaligned=int(row.get("smem_bytes_unaligned", 0) or 0),
         min_sm=int(row.get("min_sm", 0) or 0),
         arch=str(row.get("arch", "") or ""),
         abi=str(row.get("abi", "standard") or "standard"),

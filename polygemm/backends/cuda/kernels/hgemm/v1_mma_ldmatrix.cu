@@ -14,12 +14,15 @@
 // Hierarchy (CUTLASS vocabulary; defaults, overridable with -DHG_* for tuning only):
 //   threadblock tile 256 x 128 x 64 (BM x BN x BK), 8 warps as 4 (M) x 2 (N),
 //   warp tile 64 x 64, instruction shape 16 x 8 x 16 (m16n8k16),
-//   3-stage shared-memory pipeline: cp.async.cg 16 B (PG_VEC=1) or register staging (PG_VEC=0).
+//   PG_VEC=1: 3-stage shared-memory pipeline, cp.async.cg 16 B straight into swizzled tiles;
+//   PG_VEC=0: 2 raw stages (cp.async.cg 16 B of aligned windows) + 2 swizzled stages (realign).
 // Launch: blockDim (256, 1, 1); gridDim (ceil(N/128), ceil(M/256)) (grid ["n", "m"]); the
 // kernel remaps block ids in groups of 8 threadblock rows for L2 reuse.
-// DYNAMIC SHARED MEMORY: 147456 bytes (3 stages x (256x64 + 64x128) halves x 2 B). The launcher
-// must raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (cudaFuncAttributeMaxDynamic-
-// SharedMemorySize) to 147456 and launch with that many dynamic bytes (fits sm_80's 163 KB too).
+// DYNAMIC SHARED MEMORY: PG_VEC=1 147456 bytes (3 stages x (256x64 + 64x128) halves x 2 B);
+// PG_VEC=0 208896 bytes (2 swizzled stages, 98304 B, + 2 raw stages whose rows carry one more
+// 16-byte chunk, at most 110592 B over the four layouts). The launcher must raise
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to that size and launch with it (the PG_VEC=0
+// build needs sm_90's 227 KB; PG_VEC=1 fits sm_80's 163 KB too).
 //
 // Layouts (row-major in the kernel's own terms):
 //   A: (i, k) at A[i*lda + k]; PG_TRANS_A=1: A[i + k*lda] (column-major).
@@ -39,12 +42,11 @@
 //
 // PG_VEC=1: A, B, C 16-byte aligned, lda/ldb/ldc % 8 == 0: operand tiles move with
 // cp.async.cg 16 B (src-size < 16 zero-fills partial chunks, 0 for chunks outside the matrix);
-// the epilogue stores half2 / float2. PG_VEC=0 (any alignment, e.g. odd leading
-// dimensions): no vector and no misaligned access. A warp reads 64 consecutive elements of a
-// tile row as 32 pairs: inside the matrix one aligned 4-byte word per lane (when the row is 2
-// bytes off, the word holding elements (c+1, c+2), element c coming from the left lane by
-// shuffle); at edges guarded 2-byte loads. Pairs are staged in registers one K-tile ahead and
-// written with 4-byte stores into the same swizzled layout; scalar epilogue.
+// the epilogue stores half2 / float2. PG_VEC=0 (any alignment, e.g. odd leading dimensions):
+// each tile row's 16-byte-aligned window (one chunk wider than the row) is copied with the
+// same 16-byte cp.async into a raw tile, and a realign pass (two 16-byte shared loads, a
+// word select and a funnel shift per chunk) writes the swizzled tile; see RawTile. Scalar
+// epilogue.
 // Any M, N, K >= 1. beta == 0 never
 // reads C.
 //
@@ -69,6 +71,7 @@
 
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <type_traits>
 #include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
 
 #ifndef PG_OUT_F32
@@ -153,6 +156,17 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+__device__ __forceinline__ void lds128(uint32_t* r, uint32_t addr) {
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void sts128(uint32_t addr, const uint32_t* r) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -194,8 +208,6 @@ struct TileMover {
     static constexpr int kCpr = kCols / 8;
     static constexpr int kChunks = kRows * kCpr;
     static constexpr int kVecIters = kChunks / kThreads;      // 16-byte chunks per thread
-    static constexpr int kPairs = kRows * kCols / 2;
-    static constexpr int kPairIters = kPairs / kThreads;      // 2-element pairs per thread
     static_assert(kChunks % kThreads == 0, "tile must split into whole chunks per thread");
 
     // Thread t owns chunks t, t + kThreads, ...: chunk column fixed, rows kRowStep apart.
@@ -244,73 +256,126 @@ struct TileMover {
                          : "memory");
     }
 
-    // PG_VEC=0: no vector and no misaligned access (2-byte loads, or 4-byte loads of aligned
-    // words inside the matrix). Thread t owns pairs t, t + kThreads, ... (pair p = the
-    // elements (p / (kCols/2), 2*(p % (kCols/2)) + {0, 1})), so one warp-wide load covers 64
-    // consecutive elements of a tile row (or two 32-element rows).
-    static constexpr int kPpr = kCols / 2;             // pairs per row
-    static constexpr int kPairRowStep = kThreads / kPpr;
-    static_assert(kThreads % kPpr == 0, "threads must cover whole tile rows");
+};
 
-    __device__ static __forceinline__ void load_scalar(uint32_t (&r)[kPairIters], const __half* g,
-                                                       int ld, int rows_left, int cols_left,
-                                                       int tid) {
-        const int row = tid / kPpr;
-        const int col = (tid % kPpr) * 2;
-        const unsigned short* q = reinterpret_cast<const unsigned short*>(g) + row * ld + col;
-        const int step = kPairRowStep * ld;
-        if (rows_left >= kRows && cols_left > kCols) {
-            // Whole tile inside, and one more column: aligned 4-byte words only. A row whose
-            // pair address is 4-byte aligned loads its pair as one word. Otherwise (odd
-            // leading dimension or base) each lane loads the aligned word holding elements
-            // (col+1, col+2) and takes element col from its left neighbour's word by
-            // shuffle; the first lane of each row segment loads element col by itself.
-            // Every word lies inside the matrix row (col + 2 <= kCols < cols_left).
-            constexpr int kSeg = kPpr < 32 ? kPpr : 32;  // consecutive lanes on one row
-            const bool first = (tid % kSeg) == 0;
-            const bool odd0 = (reinterpret_cast<uintptr_t>(q) & 2) != 0;  // row parity, i = 0
-            const bool step_odd = (step & 1) != 0;                         // flips every row step
+// PG_VEC=0 (any alignment): realigning mover. A tile row of kCols halves starts e = (address
+// / 2) % 8 halves past a 16-byte boundary. Its aligned window of kCpr + 1 chunks (from the
+// row start rounded down to 16 bytes) moves with full-width cp.async into a linear raw tile
+// (row pitch kCols + 8 halves); a realign pass then reads each output chunk's two raw chunks
+// (16-byte shared loads), shifts them by e halves in registers and stores the chunk into the
+// swizzled tile the fragments are loaded from. The shift is the same for every row a thread
+// touches, in every K-tile: rows kRowStep apart and K-tile steps move the address by a
+// multiple of 16 bytes. Bytes past the matrix edge are zero-filled by cp.async's src-size;
+// bytes before a row's first element (inside the same aligned 16-byte segment, so inside
+// the allocation) are read and never used.
+template <int kRows, int kCols>
+struct RawTile {
+    static constexpr int kCpr = kCols / 8;                   // output chunks per row
+    static constexpr int kPitch = kCols + 8;                 // raw row: kCpr + 1 chunks
+    static constexpr int kHalves = kRows * kPitch;
+    static constexpr int kRowStep = kThreads / kCpr;         // copy mapping (as TileMover)
+    static constexpr int kIters = kRows * kCpr / kThreads;
+    static constexpr int kRunsPerRow = kThreads / kRows;     // realign mapping
+    static constexpr int kRun = kCpr / kRunsPerRow;          // output chunks per thread
+    static_assert(kThreads % kRows == 0 && kCpr % kRunsPerRow == 0, "realign mapping");
+    static_assert(kRowStep % 8 == 0 || kIters == 1, "copy rows must share the 16-byte phase");
+    // Bank groups: the raw pitch is 1 chunk mod 8, so 8 consecutive rows (realign loads, the
+    // extra-chunk copies) or 8 consecutive chunks of a row (main copies) hit 8 distinct
+    // 16-byte bank groups; stores into the swizzled tile are conflict-free as in TileMover.
+    static_assert((kPitch / 8) % 8 == 1, "raw pitch must be 1 chunk mod 8");
+
+    __device__ static __forceinline__ int shift(const __half* p) {
+        return static_cast<int>((reinterpret_cast<uintptr_t>(p) >> 1) & 7);
+    }
+
+    // Per-thread constants of one operand, from the tile origin of K-tile 0.
+    struct Thread {
+        const __half* src;  // main copies: aligned window chunk of row tid / kCpr, K-tile 0
+        const __half* xsrc; // extra chunk kCpr of row tid (tid < kRows), K-tile 0
+        int e_main, e_extra, e_run;
+        int row, ch;        // main copies
+        uint32_t dst, xdst; // raw tile byte offsets
+        uint32_t run_raw;   // realign: raw byte offset of the run's first chunk
+        int run_row, run_c0;
+    };
+    __device__ static __forceinline__ Thread init(const __half* g, int ld, int tid) {
+        Thread t;
+        t.row = tid / kCpr;
+        t.ch = tid % kCpr;
+        const __half* rp = g + t.row * ld;
+        t.e_main = shift(rp);
+        t.src = rp - t.e_main + t.ch * 8;
+        t.dst = 2 * (t.row * kPitch + t.ch * 8);
+        const int xr = tid < kRows ? tid : 0;
+        const __half* xp = g + xr * ld;
+        t.e_extra = shift(xp);
+        t.xsrc = xp - t.e_extra + kCpr * 8;
+        t.xdst = 2 * (xr * kPitch + kCpr * 8);
+        t.run_row = tid % kRows;
+        t.run_c0 = (tid / kRows) * kRun;
+        t.e_run = shift(g + t.run_row * ld);
+        t.run_raw = 2 * (t.run_row * kPitch + t.run_c0 * 8);
+        return t;
+    }
+
+    // Bytes of a raw chunk inside the matrix: chunk c of a row covers row elements
+    // [8c - e, 8c + 8 - e); those at or past cols_left read as zero.
+    __device__ static __forceinline__ int chunk_bytes(int cols_left, int e, int c) {
+        const int n = 2 * (cols_left + e - 8 * c);
+        return n < 0 ? 0 : (n > 16 ? 16 : n);
+    }
+
+    // cp.async of K-tile origin offset `off` (elements from K-tile 0's origin) into raw tile
+    // `raw` (shared byte address); rows_left / cols_left as in TileMover.
+    __device__ static __forceinline__ void issue(const Thread& t, uint32_t raw, int off, int ld,
+                                                 int rows_left, int cols_left, int tid) {
+        const int nb = chunk_bytes(cols_left, t.e_main, t.ch);
 #pragma unroll
-            for (int i = 0; i < kPairIters; ++i) {
-                const unsigned short* qi = q + i * step;
-                const bool odd = (i & 1) ? (odd0 != step_odd) : odd0;
-                const uint32_t w = __ldg(reinterpret_cast<const unsigned int*>(qi + (odd ? 1 : 0)));
-                const uint32_t prev = __shfl_up_sync(0xffffffffu, w, 1);
-                uint32_t lo = prev >> 16;
-                if (odd && first) lo = __ldg(qi);
-                r[i] = odd ? (lo | (w << 16)) : w;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < kPairIters; ++i) {
-                uint32_t lo = 0, hi = 0;
-                if (row + i * kPairRowStep < rows_left) {
-                    if (col < cols_left) lo = __ldg(q + i * step);
-                    if (col + 1 < cols_left) hi = __ldg(q + i * step + 1);
-                }
-                r[i] = lo | (hi << 16);
-            }
+        for (int i = 0; i < kIters; ++i) {
+            const int b = (t.row + i * kRowStep < rows_left) ? nb : 0;
+            const __half* src = t.src + off + i * kRowStep * ld;
+            // 0 bytes: nothing is read; the address stays 16-byte aligned.
+            cp_async16(raw + t.dst + i * kRowStep * kPitch * 2, b ? src : t.src, b);
+        }
+        if (kRows == kThreads || tid < kRows) {
+            const int b = tid < rows_left ? chunk_bytes(cols_left, t.e_extra, kCpr) : 0;
+            cp_async16(raw + t.xdst, b ? t.xsrc + off : t.xsrc, b);
         }
     }
-    __device__ static __forceinline__ void store_scalar(__half* s, const uint32_t (&r)[kPairIters],
-                                                        int tid) {
-        const int row = tid / kPpr;
-        const int col = (tid % kPpr) * 2;
-        if (kPairRowStep % 8 == 0) {  // same swizzle phase for all rows of this thread
-            uint32_t* d = reinterpret_cast<uint32_t*>(s + swizzle<kCols>(row, col >> 3) + (col & 7));
+
+    // Realign output chunks [kLo, kHi) of this thread's run from raw tile `raw` into the
+    // swizzled tile `tile` (shared byte addresses).
+    template <int kLo, int kHi>
+    __device__ static __forceinline__ void realign(const Thread& t, uint32_t raw, uint32_t tile) {
+        if (kLo >= kHi) return;
+        const int q = t.e_run >> 1;           // whole words
+        const uint32_t sh = (t.e_run & 1) * 16;  // and a half word
+        uint32_t w[8];
+        lds128(w, raw + t.run_raw + kLo * 16);
 #pragma unroll
-            for (int i = 0; i < kPairIters; ++i) d[i * kPairRowStep * kCols / 2] = r[i];
-        } else {
+        for (int j = kLo; j < kHi; ++j) {
+            lds128(w + 4, raw + t.run_raw + (j + 1) * 16);
+            uint32_t x[6], y[5], o[4];
 #pragma unroll
-            for (int i = 0; i < kPairIters; ++i)
-                *reinterpret_cast<uint32_t*>(
-                    s + swizzle<kCols>(row + i * kPairRowStep, col >> 3) + (col & 7)) = r[i];
+            for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? w[i + 2] : w[i];
+#pragma unroll
+            for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
+            sts128(tile + 2 * swizzle<kCols>(t.run_row, t.run_c0 + j), o);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[i] = w[i + 4];
         }
     }
 };
 
 using AMover = TileMover<kARows, kACols>;
 using BMover = TileMover<kBRows, kBCols>;
+using ARaw = RawTile<kARows, kACols>;
+using BRaw = RawTile<kBRows, kBCols>;
+// PG_VEC=0 shared memory: 2 swizzled stages (the fragments' source) + 2 raw stages.
+constexpr int kRawSmemBytes = 2 * (kAStage + kBStage) * 2 + 2 * (ARaw::kHalves + BRaw::kHalves) * 2;
+static_assert(kRawSmemBytes <= 227 * 1024, "PG_VEC=0 shared memory above the sm_90 limit");
 
 // Per-lane ldmatrix byte offsets inside one pipeline stage, split so that every fragment
 // address is (stage base + one of these registers + a compile-time immediate). Moving 16 rows
@@ -485,7 +550,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     using namespace hgemm_v1;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     __half* const sA = reinterpret_cast<__half*>(smem_raw);  // kStages x kAStage
+#if PG_VEC
     __half* const sB = sA + kStages * kAStage;                // kStages x kBStage
+#else
+    __half* const sB = sA + 2 * kAStage;                      // 2 x kBStage, then raw tiles
+    __half* const rawA = sB + 2 * kBStage;                    // 2 x ARaw::kHalves
+    __half* const rawB = rawA + 2 * ARaw::kHalves;            // 2 x BRaw::kHalves
+#endif
     OutT* const C = reinterpret_cast<OutT*>(Cv);
 
     // Grouped block order: consecutive block ids walk down kGroupM threadblock rows before
@@ -651,56 +722,89 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     }
     cp_async_wait<0>();  // no cp.async may be outstanding at exit
 #else
-    // Scalar path. Registers stage one K-tile: loaded at the start of iteration kt, written to
-    // shared memory at the start of iteration kt+1, so global latency hides behind a whole
-    // K-tile of mma. Tile kt + kStages - 2 is stored in iteration kt: its stage was last read
-    // in iteration kt - 2 (two barriers ago), and it is first read after the barrier ending
-    // iteration kt + kStages - 3 >= kt.
-    static_assert(kStages >= 3, "scalar path needs 3 stages");
-    uint32_t a_regs[AMover::kPairIters];
-    uint32_t b_regs[BMover::kPairIters];
-    auto load_tile_regs = [&](int kt) {
+    // Realigning path (RawTile). K-tile kt: raw copy issued in iteration kt - 2 (into raw
+    // stage kt % 2), realigned during iteration kt - 1 (into swizzled stage kt % 2, spread over
+    // the k16 steps), multiplied in iteration kt. One barrier per iteration: the raw copy
+    // issued at its start must land before its end (wait_group 0), so that the next iteration
+    // can realign it; the barrier also publishes the swizzled stage realigned here, and frees
+    // the raw and swizzled stages the next iteration overwrites.
+    const typename ARaw::Thread ta = ARaw::init(gA, lda, tid);
+    const typename BRaw::Thread tb = BRaw::init(gB, ldb, tid);
+    const uint32_t rawA0 = smem_addr(rawA), rawB0 = smem_addr(rawB);
+    auto issue_raw = [&](int kt) {
         int r, c;
         a_extent(kt, r, c);
-        AMover::load_scalar(a_regs, gA + kt * a_step, lda, r, c, tid);
+        ARaw::issue(ta, rawA0 + (kt & 1) * (ARaw::kHalves * 2), kt * a_step, lda, r, c, tid);
         b_extent(kt, r, c);
-        BMover::load_scalar(b_regs, gB + kt * b_step, ldb, r, c, tid);
+        BRaw::issue(tb, rawB0 + (kt & 1) * (BRaw::kHalves * 2), kt * b_step, ldb, r, c, tid);
     };
-    auto store_tile_regs = [&](int stage) {
-        AMover::store_scalar(sA + stage * kAStage, a_regs, tid);
-        BMover::store_scalar(sB + stage * kBStage, b_regs, tid);
+    // Realign part P (of kSteps) of K-tile kt: the A runs, then the B runs, split evenly.
+    constexpr int kRunTot = ARaw::kRun + BRaw::kRun;
+    auto realign_part = [&](int kt, auto part) {
+        constexpr int P = decltype(part)::value;
+        constexpr int lo = P * kRunTot / kSteps, hi = (P + 1) * kRunTot / kSteps;
+        constexpr int alo = lo < ARaw::kRun ? lo : ARaw::kRun, ahi = hi < ARaw::kRun ? hi : ARaw::kRun;
+        constexpr int blo = lo > ARaw::kRun ? lo - ARaw::kRun : 0, bhi = hi > ARaw::kRun ? hi - ARaw::kRun : 0;
+        const int st = kt & 1;
+        ARaw::template realign<alo, ahi>(ta, rawA0 + st * (ARaw::kHalves * 2), sA0 + st * (kAStage * 2));
+        BRaw::template realign<blo, bhi>(tb, rawB0 + st * (BRaw::kHalves * 2), sB0 + st * (kBStage * 2));
     };
-    for (int s = 0; s < kStages - 2; ++s) {
-        if (s < KT) {
-            load_tile_regs(s);
-            store_tile_regs(s);
-        }
-    }
-    if (kStages - 2 < KT) load_tile_regs(kStages - 2);
+    auto realign_all = [&](int kt) {
+        realign_part(kt, std::integral_constant<int, 0>());
+        realign_part(kt, std::integral_constant<int, 1>());
+        if constexpr (kSteps > 2) realign_part(kt, std::integral_constant<int, 2>());
+        if constexpr (kSteps > 3) realign_part(kt, std::integral_constant<int, 3>());
+        if constexpr (kSteps > 4) realign_part(kt, std::integral_constant<int, 4>());
+        if constexpr (kSteps > 5) realign_part(kt, std::integral_constant<int, 5>());
+        if constexpr (kSteps > 6) realign_part(kt, std::integral_constant<int, 6>());
+        if constexpr (kSteps > 7) realign_part(kt, std::integral_constant<int, 7>());
+    };
+
+    issue_raw(0);
+    cp_async_commit();
+    if (KT > 1) issue_raw(1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    realign_all(0);
+    cp_async_wait<0>();
     __syncthreads();
 
-    uint32_t af[kMmaM][4];
-    uint32_t bf[kMmaN][2];
-    int rd = 0;
-    int wr = kStages - 2;   // stage receiving K-tile kt + kStages - 2
+    uint32_t af[2][kMmaM][4];
+    uint32_t bf[2][kMmaN][2];
+    uint32_t rdA = sA0, rdB = sB0;
+    load_fragments(af[0], bf[0], fo, rdA, rdB, 0);
     for (int kt = 0; kt < KT; ++kt) {
-        const uint32_t rdA = sA0 + rd * (kAStage * 2), rdB = sB0 + rd * (kBStage * 2);
+        const bool more = kt + 1 < KT;
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
             if (ks == 0) {
-                if (kt + kStages - 2 < KT) store_tile_regs(wr);
-                if (kt + kStages - 1 < KT) load_tile_regs(kt + kStages - 1);  // in flight
+                if (kt + 2 < KT) issue_raw(kt + 2);
+                cp_async_commit();
             }
-            load_fragments(af, bf, fo, rdA, rdB, ks);
-#pragma unroll
-            for (int mi = 0; mi < kMmaM; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < kMmaN; ++ni)
-                    mma_16816(acc[mi][ni], af[mi], bf[ni]);
+            if (more) {
+#define HG_REALIGN(P) \
+    if constexpr ((P) < kSteps) { if (ks == (P)) realign_part(kt + 1, std::integral_constant<int, (P)>()); }
+                HG_REALIGN(0)
+                HG_REALIGN(1)
+                HG_REALIGN(2)
+                HG_REALIGN(3)
+                HG_REALIGN(4)
+                HG_REALIGN(5)
+                HG_REALIGN(6)
+                HG_REALIGN(7)
+#undef HG_REALIGN
+            }
+            if (ks == kSteps - 1) {
+                cp_async_wait<0>();
+                __syncthreads();
+                const int st = (kt + 1) & 1;
+                rdA = sA0 + st * (kAStage * 2);
+                rdB = sB0 + st * (kBStage * 2);
+            }
+            warp_step(acc, af[ks & 1], bf[ks & 1], af[(ks + 1) & 1], bf[(ks + 1) & 1], fo, rdA,
+                      rdB, (ks + 1) % kSteps);
         }
-        __syncthreads();
-        rd = (rd + 1 == kStages) ? 0 : rd + 1;
-        wr = (wr + 1 == kStages) ? 0 : wr + 1;
     }
 #endif
 
