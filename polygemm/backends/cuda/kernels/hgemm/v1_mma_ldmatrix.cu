@@ -15,12 +15,13 @@
 //   threadblock tile 256 x 128 x 64 (BM x BN x BK), 8 warps as 4 (M) x 2 (N),
 //   warp tile 64 x 64, instruction shape 16 x 8 x 16 (m16n8k16),
 //   PG_VEC=1: 3-stage shared-memory pipeline, cp.async.cg 16 B straight into swizzled tiles;
-//   PG_VEC=0: 2 raw stages (cp.async.cg 16 B of aligned windows) + 2 swizzled stages (realign).
+//   PG_VEC=0: 4-stage pipeline of padded tiles: cp.async.cg 16 B of aligned windows, realigned
+//   in place one K-tile ahead of the mma.
 // Launch: blockDim (256, 1, 1); gridDim (ceil(N/128), ceil(M/256)) (grid ["n", "m"]); the
 // kernel remaps block ids in groups of 8 threadblock rows for L2 reuse.
 // DYNAMIC SHARED MEMORY: PG_VEC=1 147456 bytes (3 stages x (256x64 + 64x128) halves x 2 B);
-// PG_VEC=0 208896 bytes (2 swizzled stages, 98304 B, + 2 raw stages whose rows carry one more
-// 16-byte chunk, at most 110592 B over the four layouts). The launcher must raise
+// PG_VEC=0 221184 bytes (4 stages of padded tiles, rows one 16-byte chunk longer; the most
+// over the four layouts, A row-major with B column-major). The launcher must raise
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to that size and launch with it (the PG_VEC=0
 // build needs sm_90's 227 KB; PG_VEC=1 fits sm_80's 163 KB too).
 //
@@ -44,9 +45,8 @@
 // cp.async.cg 16 B (src-size < 16 zero-fills partial chunks, 0 for chunks outside the matrix);
 // the epilogue stores half2 / float2. PG_VEC=0 (any alignment, e.g. odd leading dimensions):
 // each tile row's 16-byte-aligned window (one chunk wider than the row) is copied with the
-// same 16-byte cp.async into a raw tile, and a realign pass (two 16-byte shared loads, a
-// word select and a funnel shift per chunk) writes the swizzled tile; see RawTile. Scalar
-// epilogue.
+// same 16-byte cp.async into a padded tile row, and a realign pass shifts it in place (16-byte
+// shared loads, a word select and a funnel shift per chunk); see RawTile. Scalar epilogue.
 // Any M, N, K >= 1. beta == 0 never
 // reads C.
 //
@@ -200,6 +200,21 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
     return row * kCols + phys * 8;
 }
 
+// The layout the fragments are loaded from: the swizzled tile (PG_VEC=1) or, for PG_VEC=0,
+// a padded one (row pitch kCols + 8 halves, one 16-byte chunk more than a row: RawTile).
+// Padded rows are conflict-free for ldmatrix too: the pitch is 1 chunk mod 8, so the 8 rows
+// of an 8x8 tile fall into 8 distinct 16-byte bank groups.
+template <int kCols>
+__device__ __forceinline__ int tile_offset(int row, int chunk) {
+#if PG_VEC
+    return swizzle<kCols>(row, chunk);
+#else
+    return row * (kCols + 8) + chunk * 8;
+#endif
+}
+constexpr int kAPitch = PG_VEC ? kACols : kACols + 8;  // halves from one tile row to the next
+constexpr int kBPitch = PG_VEC ? kBCols : kBCols + 8;
+
 // Global -> shared mover for one operand tile (kRows x kCols, cols contiguous in global
 // memory with leading dimension ld). rows_left / cols_left: how many rows / cols of the tile
 // lie inside the matrix (may exceed the tile; elements outside read as 0).
@@ -260,101 +275,134 @@ struct TileMover {
 
 // PG_VEC=0 (any alignment): realigning mover. A tile row of kCols halves starts e = (address
 // / 2) % 8 halves past a 16-byte boundary. Its aligned window of kCpr + 1 chunks (from the
-// row start rounded down to 16 bytes) moves with full-width cp.async into a linear raw tile
-// (row pitch kCols + 8 halves); a realign pass then reads each output chunk's two raw chunks
-// (16-byte shared loads), shifts them by e halves in registers and stores the chunk into the
-// swizzled tile the fragments are loaded from. The shift is the same for every row a thread
-// touches, in every K-tile: rows kRowStep apart and K-tile steps move the address by a
-// multiple of 16 bytes. Bytes past the matrix edge are zero-filled by cp.async's src-size;
-// bytes before a row's first element (inside the same aligned 16-byte segment, so inside
-// the allocation) are read and never used.
+// row start rounded down to 16 bytes) moves with full-width cp.async into a padded tile row
+// (pitch kCols + 8 halves); later, while an earlier stage is multiplied, a realign pass
+// shifts every row left by e halves in place (16-byte shared loads of chunks c and c+1, a
+// word select and a funnel shift, a 16-byte store to chunk c), leaving the row's elements
+// at its start, where the fragments are loaded from. The shift is the same for every row a
+// thread touches, in every K-tile: rows kRowStep apart, and K-tile steps, move the address
+// by multiples of 16 bytes. Bytes past the matrix edge are zero-filled by cp.async's
+// src-size; bytes before a row's first element (in the same aligned 16-byte segment, hence
+// inside the allocation) are read and shifted out.
 template <int kRows, int kCols>
 struct RawTile {
     static constexpr int kCpr = kCols / 8;                   // output chunks per row
-    static constexpr int kPitch = kCols + 8;                 // raw row: kCpr + 1 chunks
+    static constexpr int kPitch = kCols + 8;                 // kCpr + 1 chunks
     static constexpr int kHalves = kRows * kPitch;
     static constexpr int kRowStep = kThreads / kCpr;         // copy mapping (as TileMover)
-    static constexpr int kIters = kRows * kCpr / kThreads;
-    static constexpr int kRunsPerRow = kThreads / kRows;     // realign mapping
-    static constexpr int kRun = kCpr / kRunsPerRow;          // output chunks per thread
+    static constexpr int kIters = kRows * kCpr / kThreads;   // main chunks per thread
+    static constexpr int kRunsPerRow = kThreads / kRows;     // realign: lanes per row ...
+    static constexpr int kRun = kCpr / kRunsPerRow;          // ... each realigning kRun chunks
+    static constexpr int kRowsPerWarp = kRows / (kThreads / 32);
     static_assert(kThreads % kRows == 0 && kCpr % kRunsPerRow == 0, "realign mapping");
+    static_assert(kRowsPerWarp >= 8 && kRowsPerWarp * kRunsPerRow == 32, "a warp realigns whole rows");
     static_assert(kRowStep % 8 == 0 || kIters == 1, "copy rows must share the 16-byte phase");
-    // Bank groups: the raw pitch is 1 chunk mod 8, so 8 consecutive rows (realign loads, the
-    // extra-chunk copies) or 8 consecutive chunks of a row (main copies) hit 8 distinct
-    // 16-byte bank groups; stores into the swizzled tile are conflict-free as in TileMover.
-    static_assert((kPitch / 8) % 8 == 1, "raw pitch must be 1 chunk mod 8");
+    // Bank groups: the pitch is 1 chunk mod 8, so 8 consecutive chunks of a row (main
+    // copies), or one chunk of 8 consecutive rows (extra copies; realign: lanes l..l+7 take
+    // rows l..l+7 of the same run), hit 8 distinct 16-byte bank groups.
+    static_assert((kPitch / 8) % 8 == 1, "pitch must be 1 chunk mod 8");
 
     __device__ static __forceinline__ int shift(const __half* p) {
         return static_cast<int>((reinterpret_cast<uintptr_t>(p) >> 1) & 7);
     }
 
-    // Per-thread constants of one operand, from the tile origin of K-tile 0.
+    // Per-thread constants of one operand, from the tile origin g of K-tile 0 (offsets in
+    // elements from g; every function below takes the same g). Kept small (registers are
+    // scarce); what the edge path needs besides is recomputed from tid.
     struct Thread {
-        const __half* src;  // main copies: aligned window chunk of row tid / kCpr, K-tile 0
-        const __half* xsrc; // extra chunk kCpr of row tid (tid < kRows), K-tile 0
-        int e_main, e_extra, e_run;
-        int row, ch;        // main copies
-        uint32_t dst, xdst; // raw tile byte offsets
-        uint32_t run_raw;   // realign: raw byte offset of the run's first chunk
-        int run_row, run_c0;
+        int src;        // main copies: window chunk tid % kCpr of row tid / kCpr
+        int xsrc;       // extra chunk kCpr of row tid (tid < kRows)
+        uint32_t run;   // realign: byte offset of this thread's first chunk in a stage
+        int e_run;      // realign: the run row's phase (halves past a 16-byte boundary)
     };
+    __device__ static __forceinline__ uint32_t main_dst(int tid) {
+        return 2 * ((tid / kCpr) * kPitch + (tid % kCpr) * 8);
+    }
+    __device__ static __forceinline__ uint32_t extra_dst(int tid) {
+        return 2 * ((tid < kRows ? tid : 0) * kPitch + kCpr * 8);
+    }
     __device__ static __forceinline__ Thread init(const __half* g, int ld, int tid) {
         Thread t;
-        t.row = tid / kCpr;
-        t.ch = tid % kCpr;
-        const __half* rp = g + t.row * ld;
-        t.e_main = shift(rp);
-        t.src = rp - t.e_main + t.ch * 8;
-        t.dst = 2 * (t.row * kPitch + t.ch * 8);
+        const int row = tid / kCpr, ch = tid % kCpr;
+        t.src = row * ld - shift(g + row * ld) + ch * 8;
         const int xr = tid < kRows ? tid : 0;
-        const __half* xp = g + xr * ld;
-        t.e_extra = shift(xp);
-        t.xsrc = xp - t.e_extra + kCpr * 8;
-        t.xdst = 2 * (xr * kPitch + kCpr * 8);
-        t.run_row = tid % kRows;
-        t.run_c0 = (tid / kRows) * kRun;
-        t.e_run = shift(g + t.run_row * ld);
-        t.run_raw = 2 * (t.run_row * kPitch + t.run_c0 * 8);
+        t.xsrc = xr * ld - shift(g + xr * ld) + kCpr * 8;
+        const int lane = tid & 31, warp = tid >> 5;
+        const int run_row = warp * kRowsPerWarp + lane % kRowsPerWarp;
+        const int j0 = lane / kRowsPerWarp;  // this lane's first chunk (see realign)
+        t.e_run = shift(g + run_row * ld);
+        t.run = 2 * (run_row * kPitch + j0 * 8);
         return t;
     }
 
-    // Bytes of a raw chunk inside the matrix: chunk c of a row covers row elements
+    // Bytes of a chunk inside the matrix: chunk c of a row covers row elements
     // [8c - e, 8c + 8 - e); those at or past cols_left read as zero.
     __device__ static __forceinline__ int chunk_bytes(int cols_left, int e, int c) {
         const int n = 2 * (cols_left + e - 8 * c);
         return n < 0 ? 0 : (n > 16 ? 16 : n);
     }
 
-    // cp.async of K-tile origin offset `off` (elements from K-tile 0's origin) into raw tile
-    // `raw` (shared byte address); rows_left / cols_left as in TileMover.
-    __device__ static __forceinline__ void issue(const Thread& t, uint32_t raw, int off, int ld,
-                                                 int rows_left, int cols_left, int tid) {
-        const int nb = chunk_bytes(cols_left, t.e_main, t.ch);
+    // Edge tiles: every chunk predicated (rows_left / cols_left as in TileMover). `off` is
+    // the K-tile origin's element offset from K-tile 0's, `stage` a shared byte address.
+    __device__ static __forceinline__ void issue(const Thread& t, const __half* g, uint32_t stage,
+                                                 int off, int ld, int rows_left, int cols_left,
+                                                 int tid) {
+        const int row = tid / kCpr, ch = tid % kCpr;
+        const int nb = chunk_bytes(cols_left, shift(g + row * ld), ch);
+        const uint32_t dst = stage + main_dst(tid);
 #pragma unroll
         for (int i = 0; i < kIters; ++i) {
-            const int b = (t.row + i * kRowStep < rows_left) ? nb : 0;
-            const __half* src = t.src + off + i * kRowStep * ld;
+            const int b = (row + i * kRowStep < rows_left) ? nb : 0;
             // 0 bytes: nothing is read; the address stays 16-byte aligned.
-            cp_async16(raw + t.dst + i * kRowStep * kPitch * 2, b ? src : t.src, b);
+            cp_async16(dst + i * kRowStep * kPitch * 2, g + (b ? t.src + off + i * kRowStep * ld : t.src), b);
         }
+        issue_extra(t, g, stage, off, ld, rows_left, cols_left, tid);
+    }
+    __device__ static __forceinline__ void issue_extra(const Thread& t, const __half* g,
+                                                       uint32_t stage, int off, int ld,
+                                                       int rows_left, int cols_left, int tid) {
         if (kRows == kThreads || tid < kRows) {
-            const int b = tid < rows_left ? chunk_bytes(cols_left, t.e_extra, kCpr) : 0;
-            cp_async16(raw + t.xdst, b ? t.xsrc + off : t.xsrc, b);
+            const int b = tid < rows_left ? chunk_bytes(cols_left, shift(g + tid * ld), kCpr) : 0;
+            cp_async16(stage + extra_dst(tid), g + (b ? t.xsrc + off : t.xsrc), b);
         }
     }
-
-    // Realign output chunks [kLo, kHi) of this thread's run from raw tile `raw` into the
-    // swizzled tile `tile` (shared byte addresses).
+    // Interior tiles (rows_left >= kRows, cols_left >= kCols): main chunks [kLo, kHi) are
+    // whole (chunk ch ends at row element 8 ch + 8 - e_main <= kCols).
     template <int kLo, int kHi>
-    __device__ static __forceinline__ void realign(const Thread& t, uint32_t raw, uint32_t tile) {
+    __device__ static __forceinline__ void issue_full(uint32_t dst, const __half* src,
+                                                      int row_step) {
+#pragma unroll
+        for (int i = kLo; i < kHi; ++i)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                             dst + i * kRowStep * kPitch * 2),
+                         "l"(__cvta_generic_to_global(src + i * row_step))
+                         : "memory");
+    }
+
+    // Realign, in place, steps [kLo, kHi) of this thread's share of its row in stage `stage`.
+    // Output chunk c needs input chunks c and c+1. One thread per row (kRunsPerRow == 1):
+    // the thread walks the row upwards, reading chunk c+1 before it overwrites it. Several
+    // lanes per row (the same warp): lane j0 of a row does chunks j0, j0 + kRunsPerRow, ...;
+    // in step j the row's lanes read chunks [j R, j R + R] and, after a __syncwarp, write
+    // [j R, j R + R), so nothing is overwritten before it is read.
+    template <int kLo, int kHi>
+    __device__ static __forceinline__ void realign(const Thread& t, uint32_t stage) {
         if (kLo >= kHi) return;
-        const int q = t.e_run >> 1;           // whole words
-        const uint32_t sh = (t.e_run & 1) * 16;  // and a half word
+        const int q = t.e_run >> 1;               // whole words
+        const uint32_t sh = (t.e_run & 1) * 16;   // and a half word
+        const uint32_t base = stage + t.run;
         uint32_t w[8];
-        lds128(w, raw + t.run_raw + kLo * 16);
+        if (kRunsPerRow == 1) lds128(w, base + kLo * 16);
 #pragma unroll
         for (int j = kLo; j < kHi; ++j) {
-            lds128(w + 4, raw + t.run_raw + (j + 1) * 16);
+            const uint32_t at = base + j * kRunsPerRow * 16;
+            if (kRunsPerRow == 1) {
+                lds128(w + 4, at + 16);
+            } else {
+                lds128(w, at);
+                lds128(w + 4, at + 16);
+                __syncwarp();
+            }
             uint32_t x[6], y[5], o[4];
 #pragma unroll
             for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? w[i + 2] : w[i];
@@ -362,7 +410,7 @@ struct RawTile {
             for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
 #pragma unroll
             for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
-            sts128(tile + 2 * swizzle<kCols>(t.run_row, t.run_c0 + j), o);
+            sts128(at, o);
 #pragma unroll
             for (int i = 0; i < 4; ++i) w[i] = w[i + 4];
         }
@@ -373,8 +421,9 @@ using AMover = TileMover<kARows, kACols>;
 using BMover = TileMover<kBRows, kBCols>;
 using ARaw = RawTile<kARows, kACols>;
 using BRaw = RawTile<kBRows, kBCols>;
-// PG_VEC=0 shared memory: 2 swizzled stages (the fragments' source) + 2 raw stages.
-constexpr int kRawSmemBytes = 2 * (kAStage + kBStage) * 2 + 2 * (ARaw::kHalves + BRaw::kHalves) * 2;
+// PG_VEC=0 shared memory: kRawStages padded stages (copied into, realigned, multiplied).
+constexpr int kRawStages = 4;
+constexpr int kRawSmemBytes = kRawStages * (ARaw::kHalves + BRaw::kHalves) * 2;
 static_assert(kRawSmemBytes <= 227 * 1024, "PG_VEC=0 shared memory above the sm_90 limit");
 
 // Per-lane ldmatrix byte offsets inside one pipeline stage, split so that every fragment
@@ -405,34 +454,34 @@ struct FragOffsets {
 #if PG_TRANS_A
 #pragma unroll
         for (int mi = 0; mi < kMmaM; ++mi)
-            a[mi] = 2 * swizzle<kACols>(r8 + (tile >> 1) * 8, (wm0 + mi * kInstM) / 8 + (tile & 1));
+            a[mi] = 2 * tile_offset<kACols>(r8 + (tile >> 1) * 8, (wm0 + mi * kInstM) / 8 + (tile & 1));
 #else
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks)
-            a[ks] = 2 * swizzle<kACols>(wm0 + (lane & 15), ks * 2 + (lane >> 4));
+            a[ks] = 2 * tile_offset<kACols>(wm0 + (lane & 15), ks * 2 + (lane >> 4));
 #endif
 #if PG_TRANS_B
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks)
-            b[ks] = 2 * swizzle<kBCols>(wn0 + r8 + (tile >> 1) * 8, ks * 2 + (tile & 1));
+            b[ks] = 2 * tile_offset<kBCols>(wn0 + r8 + (tile >> 1) * 8, ks * 2 + (tile & 1));
 #else
 #pragma unroll
         for (int nj = 0; nj < kMmaN / 2; ++nj)
-            b[nj] = 2 * swizzle<kBCols>(r8 + (tile & 1) * 8, (wn0 + nj * 16) / 8 + (tile >> 1));
+            b[nj] = 2 * tile_offset<kBCols>(r8 + (tile & 1) * 8, (wn0 + nj * 16) / 8 + (tile >> 1));
 #endif
     }
     __device__ __forceinline__ uint32_t a_addr(uint32_t stage, int mi, int ks) const {
 #if PG_TRANS_A
-        return stage + a[mi] + ks * kInstK * kACols * 2;
+        return stage + a[mi] + ks * kInstK * kAPitch * 2;
 #else
-        return stage + a[ks] + mi * kInstM * kACols * 2;
+        return stage + a[ks] + mi * kInstM * kAPitch * 2;
 #endif
     }
     __device__ __forceinline__ uint32_t b_addr(uint32_t stage, int nj, int ks) const {
 #if PG_TRANS_B
-        return stage + b[ks] + nj * 16 * kBCols * 2;
+        return stage + b[ks] + nj * 16 * kBPitch * 2;
 #else
-        return stage + b[nj] + ks * kInstK * kBCols * 2;
+        return stage + b[nj] + ks * kInstK * kBPitch * 2;
 #endif
     }
 };
@@ -553,9 +602,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
 #if PG_VEC
     __half* const sB = sA + kStages * kAStage;                // kStages x kBStage
 #else
-    __half* const sB = sA + 2 * kAStage;                      // 2 x kBStage, then raw tiles
-    __half* const rawA = sB + 2 * kBStage;                    // 2 x ARaw::kHalves
-    __half* const rawB = rawA + 2 * ARaw::kHalves;            // 2 x BRaw::kHalves
+    __half* const sB = sA + kRawStages * ARaw::kHalves;       // kRawStages x BRaw::kHalves
 #endif
     OutT* const C = reinterpret_cast<OutT*>(Cv);
 
@@ -722,90 +769,145 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     }
     cp_async_wait<0>();  // no cp.async may be outstanding at exit
 #else
-    // Realigning path (RawTile). K-tile kt: raw copy issued in iteration kt - 2 (into raw
-    // stage kt % 2), realigned during iteration kt - 1 (into swizzled stage kt % 2, spread over
-    // the k16 steps), multiplied in iteration kt. One barrier per iteration: the raw copy
-    // issued at its start must land before its end (wait_group 0), so that the next iteration
-    // can realign it; the barrier also publishes the swizzled stage realigned here, and frees
-    // the raw and swizzled stages the next iteration overwrites.
+    // Realigning path (RawTile), kRawStages = 4 padded stages. K-tile kt is copied during
+    // iteration kt - 3 (into stage kt % 4; its copies spread over the k16 steps like the
+    // PG_VEC=1 interior path), lands by the end of iteration kt - 2, is realigned in place
+    // during iteration kt - 1 (spread over the k16 steps), and multiplied in iteration kt.
+    // One barrier per iteration, after the wait for the copy realigned next.
+    static_assert(kSteps >= 2, "copies are spread over kSteps - 1 steps");
+    constexpr int R = kRawStages;
+    constexpr int kAB = ARaw::kHalves * 2, kBB = BRaw::kHalves * 2;  // stage bytes
     const typename ARaw::Thread ta = ARaw::init(gA, lda, tid);
     const typename BRaw::Thread tb = BRaw::init(gB, ldb, tid);
-    const uint32_t rawA0 = smem_addr(rawA), rawB0 = smem_addr(rawB);
-    auto issue_raw = [&](int kt) {
+    auto issue_edge = [&](int kt, int st) {
         int r, c;
         a_extent(kt, r, c);
-        ARaw::issue(ta, rawA0 + (kt & 1) * (ARaw::kHalves * 2), kt * a_step, lda, r, c, tid);
+        ARaw::issue(ta, gA, sA0 + st * kAB, kt * a_step, lda, r, c, tid);
         b_extent(kt, r, c);
-        BRaw::issue(tb, rawB0 + (kt & 1) * (BRaw::kHalves * 2), kt * b_step, ldb, r, c, tid);
+        BRaw::issue(tb, gB, sB0 + st * kBB, kt * b_step, ldb, r, c, tid);
     };
-    // Realign part P (of kSteps) of K-tile kt: the A runs, then the B runs, split evenly.
+    // Whether K-tile kt's main chunks are all whole (see RawTile::issue_full).
+    auto interior = [&](int kt) {
+        int ar, ac, br, bc;
+        a_extent(kt, ar, ac);
+        b_extent(kt, br, bc);
+        return ar >= kARows && ac >= kACols && br >= kBRows && bc >= kBCols;
+    };
+    // Realign part P (of kSteps) of stage st: the A runs, then the B runs, split evenly.
     constexpr int kRunTot = ARaw::kRun + BRaw::kRun;
-    auto realign_part = [&](int kt, auto part) {
+    auto realign_part = [&](int st, auto part) {
         constexpr int P = decltype(part)::value;
         constexpr int lo = P * kRunTot / kSteps, hi = (P + 1) * kRunTot / kSteps;
         constexpr int alo = lo < ARaw::kRun ? lo : ARaw::kRun, ahi = hi < ARaw::kRun ? hi : ARaw::kRun;
         constexpr int blo = lo > ARaw::kRun ? lo - ARaw::kRun : 0, bhi = hi > ARaw::kRun ? hi - ARaw::kRun : 0;
-        const int st = kt & 1;
-        ARaw::template realign<alo, ahi>(ta, rawA0 + st * (ARaw::kHalves * 2), sA0 + st * (kAStage * 2));
-        BRaw::template realign<blo, bhi>(tb, rawB0 + st * (BRaw::kHalves * 2), sB0 + st * (kBStage * 2));
+        ARaw::template realign<alo, ahi>(ta, sA0 + st * kAB);
+        BRaw::template realign<blo, bhi>(tb, sB0 + st * kBB);
     };
-    auto realign_all = [&](int kt) {
-        realign_part(kt, std::integral_constant<int, 0>());
-        realign_part(kt, std::integral_constant<int, 1>());
-        if constexpr (kSteps > 2) realign_part(kt, std::integral_constant<int, 2>());
-        if constexpr (kSteps > 3) realign_part(kt, std::integral_constant<int, 3>());
-        if constexpr (kSteps > 4) realign_part(kt, std::integral_constant<int, 4>());
-        if constexpr (kSteps > 5) realign_part(kt, std::integral_constant<int, 5>());
-        if constexpr (kSteps > 6) realign_part(kt, std::integral_constant<int, 6>());
-        if constexpr (kSteps > 7) realign_part(kt, std::integral_constant<int, 7>());
-    };
+#define HG_REALIGN_ALL(ST)                                                                     \
+    do {                                                                                      \
+        realign_part(ST, std::integral_constant<int, 0>());                                   \
+        realign_part(ST, std::integral_constant<int, 1>());                                   \
+        if constexpr (kSteps > 2) realign_part(ST, std::integral_constant<int, (kSteps > 2 ? 2 : 0)>()); \
+        if constexpr (kSteps > 3) realign_part(ST, std::integral_constant<int, (kSteps > 3 ? 3 : 0)>()); \
+    } while (0)
+    static_assert(kSteps <= 4, "the PG_VEC=0 path realigns in at most 4 parts");
 
-    issue_raw(0);
-    cp_async_commit();
-    if (KT > 1) issue_raw(1);
-    cp_async_commit();
-    cp_async_wait<1>();
+    // Prologue: K-tiles 0 .. R-2 in flight; K-tile 0 realigned; K-tile 1 landed.
+#pragma unroll
+    for (int s = 0; s < R - 1; ++s) {
+        if (s < KT) issue_edge(s, s);
+        cp_async_commit();
+    }
+    cp_async_wait<R - 2>();
     __syncthreads();
-    realign_all(0);
-    cp_async_wait<0>();
+    HG_REALIGN_ALL(0);
+    cp_async_wait<R - 3>();
     __syncthreads();
 
     uint32_t af[2][kMmaM][4];
     uint32_t bf[2][kMmaN][2];
     uint32_t rdA = sA0, rdB = sB0;
     load_fragments(af[0], bf[0], fo, rdA, rdB, 0);
+
+    // Interior copies: per-thread source pointers of K-tile kt + R - 1, advanced per iteration.
+    constexpr int kAChunks = ARaw::kIters, kBChunks = BRaw::kIters;
+    constexpr int kParts = kSteps - 1;
+    const int a_row_step = ARaw::kRowStep * lda;
+    const int b_row_step = BRaw::kRowStep * ldb;
+    const uint32_t a_dst = ARaw::main_dst(tid), b_dst = BRaw::main_dst(tid);
+    const __half* a_src = gA + ta.src + (R - 1) * a_step;
+    const __half* b_src = gB + tb.src + (R - 1) * b_step;
+    int st_cp = R - 1;  // stage receiving K-tile kt + R - 1
+    int st_rd = 0;      // stage holding K-tile kt
     for (int kt = 0; kt < KT; ++kt) {
+        const int ktc = kt + R - 1;
+        const bool copy = ktc < KT;
+        const bool fast = copy && interior(ktc);
         const bool more = kt + 1 < KT;
+        const int st_ra = st_rd + 1 == R ? 0 : st_rd + 1;  // stage realigned now (K-tile kt+1)
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
-            if (ks == 0) {
-                if (kt + 2 < KT) issue_raw(kt + 2);
-                cp_async_commit();
+            if (ks < kParts) {
+                if (fast) {
+                    constexpr int kTot = kAChunks + kBChunks;
+                    const uint32_t da = sA0 + st_cp * kAB + a_dst, db = sB0 + st_cp * kBB + b_dst;
+#define HG_RAW_PART(P)                                                                           \
+    if (ks == P) {                                                                              \
+        constexpr int lo = (P) < kParts ? (P) * kTot / kParts : kTot;                            \
+        constexpr int hi = (P) < kParts ? ((P) + 1) * kTot / kParts : kTot;                      \
+        ARaw::template issue_full<(lo < kAChunks ? lo : kAChunks),                                \
+                                  (hi < kAChunks ? hi : kAChunks)>(da, a_src, a_row_step);        \
+        BRaw::template issue_full<(lo > kAChunks ? lo - kAChunks : 0),                            \
+                                  (hi > kAChunks ? hi - kAChunks : 0)>(db, b_src, b_row_step);    \
+        if (P == 0) {                                                                           \
+            int r_, c_;                                                                         \
+            a_extent(ktc, r_, c_);                                                              \
+            ARaw::issue_extra(ta, gA, sA0 + st_cp * kAB, ktc * a_step, lda, r_, c_, tid);                               \
+            b_extent(ktc, r_, c_);                                                              \
+            BRaw::issue_extra(tb, gB, sB0 + st_cp * kBB, ktc * b_step, ldb, r_, c_, tid);                               \
+        }                                                                                       \
+    }
+                    HG_RAW_PART(0)
+                    HG_RAW_PART(1)
+                    HG_RAW_PART(2)
+#undef HG_RAW_PART
+                } else if (ks == 0 && copy) {
+                    issue_edge(ktc, st_cp);
+                }
+            }
+            if (ks == kParts - 1) {
+                cp_async_commit();  // possibly empty: one group per iteration
+                a_src += a_step;
+                b_src += b_step;
             }
             if (more) {
-#define HG_REALIGN(P) \
-    if constexpr ((P) < kSteps) { if (ks == (P)) realign_part(kt + 1, std::integral_constant<int, (P)>()); }
+#define HG_REALIGN(P)                                                                            \
+    if constexpr ((P) < kSteps) {                                                               \
+        if (ks == (P)) realign_part(st_ra, std::integral_constant<int, ((P) < kSteps ? (P) : 0)>()); \
+    }
                 HG_REALIGN(0)
                 HG_REALIGN(1)
                 HG_REALIGN(2)
                 HG_REALIGN(3)
-                HG_REALIGN(4)
-                HG_REALIGN(5)
-                HG_REALIGN(6)
-                HG_REALIGN(7)
 #undef HG_REALIGN
             }
             if (ks == kSteps - 1) {
-                cp_async_wait<0>();
+                // K-tile kt+2 must have landed before the next iteration realigns it; the
+                // barrier publishes K-tile kt+1's realigned stage and frees stage kt for
+                // the next iteration's copies.
+                cp_async_wait<R - 3>();
                 __syncthreads();
-                const int st = (kt + 1) & 1;
-                rdA = sA0 + st * (kAStage * 2);
-                rdB = sB0 + st * (kBStage * 2);
+                st_rd = st_ra;
+                st_cp = st_cp + 1 == R ? 0 : st_cp + 1;
+                rdA = sA0 + st_rd * kAB;
+                rdB = sB0 + st_rd * kBB;
             }
             warp_step(acc, af[ks & 1], bf[ks & 1], af[(ks + 1) & 1], bf[(ks + 1) & 1], fo, rdA,
                       rdB, (ks + 1) % kSteps);
         }
     }
+    cp_async_wait<0>();
+#undef HG_REALIGN_ALL
 #endif
 
     // Epilogue: accumulator fragment (mi, ni) holds rows g, g+8 and cols 2*(lane%4) + {0, 1}
