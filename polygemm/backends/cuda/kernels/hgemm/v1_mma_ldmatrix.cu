@@ -387,32 +387,36 @@ struct RawTile {
     // [j R, j R + R), so nothing is overwritten before it is read.
     template <int kLo, int kHi>
     __device__ static __forceinline__ void realign(const Thread& t, uint32_t stage) {
-        if (kLo >= kHi) return;
-        const int q = t.e_run >> 1;               // whole words
-        const uint32_t sh = (t.e_run & 1) * 16;   // and a half word
-        const uint32_t base = stage + t.run;
-        uint32_t w[8];
-        if (kRunsPerRow == 1) lds128(w, base + kLo * 16);
+        // All loads of the call first (they overlap), then the stores: step j reads
+        // [j R, j R + R] and writes [j R, j R + R), so no step writes what a step of the same
+        // call reads before it.
+        constexpr int kN = kHi > kLo ? kHi - kLo : 1;
+        if constexpr (kHi > kLo) {
+            const int q = t.e_run >> 1;               // whole words
+            const uint32_t sh = (t.e_run & 1) * 16;   // and a half word
+            const uint32_t base = stage + t.run;
+            uint32_t w[kN + 1][4];                    // one lane per row: chunks kLo .. kHi
+            uint32_t v[kRunsPerRow == 1 ? 1 : kN][4]; // several: chunk j R + R of each step
 #pragma unroll
-        for (int j = kLo; j < kHi; ++j) {
-            const uint32_t at = base + j * kRunsPerRow * 16;
-            if (kRunsPerRow == 1) {
-                lds128(w + 4, at + 16);
-            } else {
-                lds128(w, at);
-                lds128(w + 4, at + 16);
-                __syncwarp();
+            for (int j = 0; j < kN; ++j) {
+                lds128(w[j], base + (kLo + j) * kRunsPerRow * 16);
+                if (kRunsPerRow > 1) lds128(v[j], base + (kLo + j) * kRunsPerRow * 16 + 16);
             }
-            uint32_t x[6], y[5], o[4];
+            if (kRunsPerRow == 1) lds128(w[kN], base + kHi * 16);
+            if (kRunsPerRow > 1) __syncwarp();
 #pragma unroll
-            for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? w[i + 2] : w[i];
+            for (int j = 0; j < kN; ++j) {
+                const uint32_t* hi = kRunsPerRow == 1 ? w[j + 1] : v[kRunsPerRow == 1 ? 0 : j];
+                const uint32_t r[8] = {w[j][0], w[j][1], w[j][2], w[j][3], hi[0], hi[1], hi[2], hi[3]};
+                uint32_t x[6], y[5], o[4];
 #pragma unroll
-            for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
+                for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? r[i + 2] : r[i];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
-            sts128(at, o);
+                for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) w[i] = w[i + 4];
+                for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
+                sts128(base + (kLo + j) * kRunsPerRow * 16, o);
+            }
         }
     }
 };
