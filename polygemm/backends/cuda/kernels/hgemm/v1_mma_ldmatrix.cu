@@ -68,6 +68,19 @@
 // 4095x4097x4093 (PG_VEC=0, unchanged path) 134 (150). Tried and not kept: 128x256 tiles,
 // BK=32 with 4 or 6 stages (better at 2048^3 / 1000x3000x2000, worse at 4096^3 / 8192^3),
 // spreading the PG_VEC=0 register staging over k16 steps (84 TFLOP/s: long-scoreboard stalls).
+//
+// Revision (PG_VEC=0). Before: 4-byte loads + shuffles staged in registers, 134 TFLOP/s at
+// 4095x4097x4093 (0.89x cuBLAS). Now (RawTile): aligned 16-byte windows by cp.async, realigned
+// in shared memory. 2 raw + 2 swizzled stages: 183; 4 padded stages realigned in place (copy
+// lead 2 K-tiles, interior copies spread over the k16 steps): 210; a realign call's loads
+// first: 214 (1.43x cuBLAS; `polygemm bench`, docs/benchmarks/h200_fp16.md). Own harness at
+// that shape: without the copies 287, without the realign 276, without both 431 (the
+// ldmatrix + mma.sync loop of this tile shape alone); ncu: tensor pipe 38% active, shared
+// loads conflict-free, the cp.async of windows that straddle 128-byte lines costing ~2.5x
+// the ideal shared-store wavefronts. Tried and not kept: realign items beside the mma rows
+// of warp_step (191), one warp per row phase with the shift compiled per phase (193: two
+// 16-byte loads per chunk; ALU was not the limit), sm_90 bulk copies (cp.async.bulk) of each
+// row's window on an mbarrier (159: 320 small bulk copies per K-tile).
 
 #include <cuda_fp16.h>
 #include <stdint.h>
