@@ -3,9 +3,10 @@
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_musa_cuda_flavor.*
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
+#   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?bench, matrix or ncu}
+what=${1:?bench, matrix, ncu or ceiling}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -37,5 +38,11 @@ case "$what" in
     fp16=$(python3 -c "from polygemm.backends.cuda.variants import kernel_specs as k; print(' '.join(n for n, s in k().items() if s.dtype == 'float16'))")
     ncu --clock-control none --metrics "$metrics" --csv python3 tools/profile_rungs.py --dtype float16 --shape 4096x4096x4096 $fp16 \
       > docs/benchmarks/ncu_fp16.csv
+    odd=gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,smsp__inst_executed_op_ldsm.sum,smsp__inst_executed_op_ldgsts.sum,launch__registers_per_thread,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+    ncu --clock-control none --metrics "$odd" --csv python3 tools/profile_rungs.py --dtype float16 --shape 4095x4097x4093 hgemm_v1_mma_ldmatrix \
+      > docs/benchmarks/ncu_fp16_odd.csv
+    ;;
+  ceiling)
+    python3 -m polygemm ceiling --repeats 5 --json docs/benchmarks/h200_mma_ceiling.json --markdown docs/benchmarks/h200_mma_ceiling.md
     ;;
 esac
