@@ -163,3 +163,35 @@ def test_tma_rungs_need_16_byte_strides(spec):
 def test_arch_specific_rungs_run_only_on_their_architecture():
     for spec in TMA:
         assert spec.runs_on(90) and not spec.runs_on(100) and not spec.runs_on(80)
+
+
+def test_unaligned_fp16_build_asks_for_its_own_shared_memory():
+    spec = kernel_specs()["hgemm_v1_mma_ldmatrix"]
+    assert spec.smem_bytes_unaligned > spec.smem_bytes > 48 * 1024
+
+    def mat(name, r, c, ld):
+        return Mat(name, r, c, "row", ld, 0, 2)
+
+    aligned = plan_launch(spec, mat("a", 64, 64, 64), mat("b", 64, 64, 64), mat("c", 64, 64, 64))
+    odd = plan_launch(spec, mat("a", 63, 65, 65), mat("b", 65, 67, 67), mat("c", 63, 67, 67))
+    assert aligned.vec and aligned.smem_bytes == spec.smem_bytes
+    assert not odd.vec and odd.smem_bytes == spec.smem_bytes_unaligned
+
+
+def test_plan_refuses_a_build_beyond_the_devices_shared_memory():
+    """An sm_86-class device (99 KB per block) cannot run the mma rung's 147 KB build: the
+    plan says so and names the way out, instead of failing at launch."""
+    import types
+
+    import numpy as np
+
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.errors import UnsupportedProblemError
+    from polygemm.problem import normalize
+
+    be = CudaBackend()
+    be._rt = types.SimpleNamespace(cc=(8, 6), name="fake sm_86", arch="sm_86", max_smem_per_block=101376)
+    a = np.ones((64, 64), np.float16)
+    with pytest.raises(UnsupportedProblemError, match=r"needs 147456 bytes of shared memory .* allows 101376: use variant='cublas'"):
+        be.plan(normalize(a, a), "hgemm_v1_mma_ldmatrix")
+    assert be.plan(normalize(a, a), "cublas").variant == "cublas"
