@@ -436,12 +436,14 @@ struct RawTile {
 
 using AMover = TileMover<kARows, kACols>;
 using BMover = TileMover<kBRows, kBCols>;
+#if !PG_VEC
 using ARaw = RawTile<kARows, kACols>;
 using BRaw = RawTile<kBRows, kBCols>;
 // PG_VEC=0 shared memory: kRawStages padded stages (copied into, realigned, multiplied).
 constexpr int kRawStages = 4;
 constexpr int kRawSmemBytes = kRawStages * (ARaw::kHalves + BRaw::kHalves) * 2;
 static_assert(kRawSmemBytes <= 227 * 1024, "PG_VEC=0 shared memory above the sm_90 limit");
+#endif
 
 // Per-lane ldmatrix byte offsets inside one pipeline stage, split so that every fragment
 // address is (stage base + one of these registers + a compile-time immediate). Moving 16 rows
