@@ -53,6 +53,7 @@ class BenchRecord:
     date: str
     repeats: int
     calls_per_repeat: int
+    method: str = "interleaved"  # or "settled <s> s": each kernel run alone that long first
 
 
 def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
@@ -133,6 +134,16 @@ class _Timed:
         with _active(self.be):
             return self.timer(batch) / self.calls
 
+    def settle(self, seconds: float) -> None:
+        """Run batches for ``seconds`` so the clocks reach this kernel's own steady state."""
+        if seconds <= 0:
+            return
+        import time
+
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.once()
+
     def close(self) -> None:
         for r in self.runners:
             r.close()
@@ -147,9 +158,17 @@ def run_bench(
     repeats: int = 5,
     min_seconds: float = 0.02,
     sets: int = 2,
+    settle: float = 0.0,
     progress: Callable[[str], None] | None = None,
 ) -> list[BenchRecord]:
-    """Benchmark ``variants`` (or ``"all"``) of backend ``device`` on ``shapes``."""
+    """Benchmark ``variants`` (or ``"all"``) of backend ``device`` on ``shapes``.
+
+    By default the vendor is timed beside each variant, repeat by repeat. With ``settle`` >
+    0 each kernel instead runs alone for ``settle`` seconds and then has its repeats timed
+    back to back (vendor, then variant): on a GPU at its power cap, interleaving lets the
+    kernel that draws more power slow the one timed right after it, and settling gives each
+    its own sustained clock.
+    """
     be = registry.get_backend(device)
     av = be.probe()
     if not av.ok:
@@ -187,10 +206,17 @@ def run_bench(
                 continue
             times, vtimes = [], []
             try:
-                for _ in range(repeats):
+                if settle > 0:
                     if vend is not None:
-                        vtimes.append(vend.once())
-                    times.append(timed.once())
+                        vend.settle(settle)
+                        vtimes = [vend.once() for _ in range(repeats)]
+                    timed.settle(settle)
+                    times = [timed.once() for _ in range(repeats)]
+                else:
+                    for _ in range(repeats):
+                        if vend is not None:
+                            vtimes.append(vend.once())
+                        times.append(timed.once())
             finally:
                 timed.close()
             calls = timed.calls
@@ -199,6 +225,7 @@ def run_bench(
             rec = BenchRecord(
                 be.name, name, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
                 t * 1e3, vendor or "", flops / vendor_t / 1e12, vendor_t / t, be.device_name(), date, repeats, calls,
+                f"settled {settle:g} s" if settle > 0 else "interleaved",
             )
             records.append(rec)
             if progress:
@@ -214,7 +241,10 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
     lines = [f"Command: `{command}`", ""]
     if not records:
         return "\n".join(lines + ["(no records)"])
-    lines.insert(0, f"Device: {records[0].device}; date {records[0].date}; median of {records[0].repeats} repeats; two rotating input sets.\n")
+    r0 = records[0]
+    how = ("vendor timed beside each variant, repeat by repeat" if r0.method == "interleaved"
+           else f"each kernel {r0.method} alone before its repeats")
+    lines.insert(0, f"Device: {r0.device}; date {r0.date}; median of {r0.repeats} repeats; two rotating input sets; {how}.\n")
     for dtype in sorted({r.dtype for r in records}):
         rs = [r for r in records if r.dtype == dtype]
         shapes = list(dict.fromkeys((r.m, r.n, r.k) for r in rs))
@@ -279,7 +309,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     shapes = parse_shapes(args.shapes)
     variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
     command = "polygemm " + shlex.join(args.argv)
-    records = run_bench(args.device, args.dtype, variants, shapes, repeats=args.repeats, progress=lambda s: print(s, flush=True))
+    if args.settle < 0:
+        raise SystemExit("polygemm bench: --settle must be >= 0 seconds")
+    records = run_bench(args.device, args.dtype, variants, shapes, repeats=args.repeats, settle=args.settle,
+                        progress=lambda s: print(s, flush=True))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"command": command, "records": [asdict(r) for r in records]}, fh, indent=1)
@@ -300,6 +333,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--variants", nargs="+", default=["all"], help="variant names (comma or space separated) or all")
     s.add_argument("--shapes", nargs="+", default=["square"], help="MxNxK items and presets: " + ", ".join(PRESETS))
     s.add_argument("--repeats", type=int, default=5)
+    s.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
+                   help="run each kernel alone this long before timing its repeats (sustained clocks) "
+                        "instead of interleaving the vendor repeat by repeat")
     s.add_argument("--json", metavar="PATH")
     s.add_argument("--markdown", metavar="PATH")
     s.add_argument("--plot", metavar="PATH", help="PNG of TFLOP/s against size (needs matplotlib)")

@@ -89,3 +89,32 @@ def test_bench_skips_a_variant_that_hands_the_problem_on(monkeypatch):
     notes = []
     recs = bench.run_bench("cpu", "float32", ["reference"], [(8, 8, 8)], repeats=1, progress=notes.append)
     assert recs == [] and any("does not run this problem itself" in n for n in notes)
+
+
+def test_bench_settled_mode_times_each_kernel_after_running_it_alone(monkeypatch):
+    from polygemm import bench
+
+    calls = []
+    real_once = bench._Timed.once
+
+    def once(self):
+        calls.append(self.runners[0].call)
+        return real_once(self)
+
+    monkeypatch.setattr(bench._Timed, "once", once)
+    recs = bench.run_bench("cpu", "float32", ["reference"], [(16, 16, 16)], repeats=3, settle=0.05)
+    assert len(recs) == 1 and recs[0].method == "settled 0.05 s" and recs[0].ratio > 0
+    # settling runs batches before the timed repeats, and the repeats of one kernel are back to
+    # back (vendor first), not interleaved
+    vendor_call, variant_call = calls[0], calls[-1]
+    assert vendor_call is not variant_call
+    first_variant = calls.index(variant_call)
+    assert all(c is vendor_call for c in calls[:first_variant]) and all(c is variant_call for c in calls[first_variant:])
+    assert len(calls) > 2 * 3
+    md = bench.to_markdown(recs, "polygemm bench --settle 0.05")
+    assert "each kernel settled 0.05 s alone before its repeats" in md
+
+
+def test_bench_rejects_negative_settle(capsys):
+    with pytest.raises(SystemExit, match="--settle must be >= 0"):
+        main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--settle", "-1"])
