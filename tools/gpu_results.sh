@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Produce the committed GPU results (run from the repository root on the GPU machine):
-#   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_musa_cuda_flavor.*
+#   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.*
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
@@ -21,6 +21,11 @@ case "$what" in
       --json docs/benchmarks/h200_fp32.json --markdown docs/benchmarks/h200_fp32.md --plot docs/benchmarks/h200_fp32.png
     polygemm_ bench --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 \
       --json docs/benchmarks/h200_fp16.json --markdown docs/benchmarks/h200_fp16.md --plot docs/benchmarks/h200_fp16.png
+    polygemm_ bench --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 --settle 1 \
+      --json docs/benchmarks/h200_fp16_settled.json --markdown docs/benchmarks/h200_fp16_settled.md
+    polygemm_ bench --device cuda --dtype float32 --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
+      --shapes 4096x4096x4096 8192x8192x8192 4095x4097x4093 1000x3000x2000 --repeats 5 --settle 1 \
+      --json docs/benchmarks/h200_fp32_settled.json --markdown docs/benchmarks/h200_fp32_settled.md
     musa_lib && polygemm_ bench --device musa --dtype float16 --variants wmma_s4000 --shapes 1024x1024x1024 4096x4096x4096 4095x4097x4093 --repeats 3 \
       --json docs/benchmarks/h200_musa_cuda_flavor.json --markdown docs/benchmarks/h200_musa_cuda_flavor.md
     ;;
