@@ -185,7 +185,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     if spec.predicated:
         lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in (a2, b2, c2))
         if spec.align > 1 and not lp.vec:
-            lp.notes.append("a pointer or leading dimension is not 16-byte aligned: scalar-load build of the rung")
+            lp.notes.append("a pointer or leading dimension is not 16-byte aligned: the rung's unaligned build (PG_VEC=0)")
         lp.smem_bytes = spec.smem_for(lp.vec)
     else:
         lp.vec = False
