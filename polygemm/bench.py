@@ -15,6 +15,7 @@ import datetime as _dt
 import json
 import shlex
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -138,8 +139,6 @@ class _Timed:
         """Run batches for ``seconds`` so the clocks reach this kernel's own steady state."""
         if seconds <= 0:
             return
-        import time
-
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             self.once()

@@ -195,3 +195,14 @@ def test_plan_refuses_a_build_beyond_the_devices_shared_memory():
     with pytest.raises(UnsupportedProblemError, match=r"needs 147456 bytes of shared memory .* allows 101376: use variant='cublas'"):
         be.plan(normalize(a, a), "hgemm_v1_mma_ldmatrix")
     assert be.plan(normalize(a, a), "cublas").variant == "cublas"
+
+
+def test_check_smem_is_the_one_gate_for_plans_and_launches():
+    from polygemm.backends.cuda.backend import check_smem
+    from polygemm.errors import UnsupportedProblemError
+
+    spec = kernel_specs()["hgemm_v1_mma_ldmatrix"]
+    odd = plan_launch(spec, Mat("a", 63, 65, "row", 65, 0, 2), Mat("b", 65, 67, "row", 67, 0, 2), Mat("c", 63, 67, "row", 67, 0, 2))
+    check_smem(odd, 232448)  # sm_90: 227 KB fits
+    with pytest.raises(UnsupportedProblemError, match=r"unaligned operands\); this device allows 166912: use variant='cublas' or 16-byte aligned operands"):
+        check_smem(odd, 166912)  # sm_80

@@ -57,6 +57,17 @@ def _load_tuning(dtype: str) -> list[dict]:
         return []
 
 
+def check_smem(lp: LaunchPlan, limit: int) -> None:
+    """Raise UnsupportedProblemError when ``lp``'s build needs more dynamic shared memory per
+    block than ``limit`` (the device's opt-in maximum), naming both and the way out."""
+    if lp.smem_bytes > limit:
+        raise UnsupportedProblemError(
+            f"{lp.variant} needs {lp.smem_bytes} bytes of shared memory per block for this problem "
+            f"({'aligned' if lp.vec else 'unaligned'} operands); this device allows {limit}: "
+            f"use variant='{VENDOR_VARIANT}'" + ("" if lp.vec else " or 16-byte aligned operands")
+        )
+
+
 def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: list[dict] | None = None, sm: int = 0) -> tuple[str, str]:
     """The auto-selectable rung that measured fastest at the shape nearest (m, n, k).
 
@@ -138,10 +149,8 @@ class _Runtime:
         self.cc = (major, minor)
         self.arch = f"sm_{major}{minor}"
         self.ctx = self.device.retain_primary_context()
-        # the most dynamic shared memory one block may opt in to (0: unknown, not checked)
-        self.max_smem_per_block = int(self.device.get_attribute(
-            self.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)) if hasattr(
-            self.drv.device_attribute, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN") else 0
+        # the most dynamic shared memory one block may opt in to
+        self.max_smem_per_block = int(self.device.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
         self._lock = threading.Lock()
         self._functions: dict[tuple, Any] = {}
         self._compiling: dict[tuple, threading.Lock] = {}
@@ -191,9 +200,9 @@ class _Runtime:
                         raise DeviceError(f"compiling {source.name} ({entry}) for {self.arch} failed: {exc}") from exc
                 fn = mod.get_function(entry)
                 smem = spec.smem_for(bool((macros or {}).get("PG_VEC", 1))) if spec is not None else 0
-                if smem > 48 * 1024 and (not self.max_smem_per_block or smem <= self.max_smem_per_block):
-                    # opt in to large dynamic shared memory, once per function (a build beyond
-                    # the device's limit is refused at plan time)
+                if 48 * 1024 < smem <= self.max_smem_per_block:
+                    # opt in to large dynamic shared memory, once per function; a build beyond
+                    # the device's limit never launches (plan() and _Launch call check_smem)
                     fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
                 with self._lock:
                     self._functions[key] = fn
@@ -264,6 +273,7 @@ class _Launch:
         except TmaUnsuitable:
             spec = kernel_specs()[tma_fallback()]
             self.lp = plan_launch(spec, a, b, c)
+        check_smem(self.lp, rt.max_smem_per_block)
         self.spec = spec
         self.variant = spec.name if spec is not None else VENDOR_VARIANT  # the one that runs
         self._scratch: list[Any] = []
@@ -447,13 +457,8 @@ class CudaBackend(Backend):
             plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
             plan.variant = fallback
             lp = plan_launch(kernel_specs()[fallback], a, b, c)
-        limit = self._rt.max_smem_per_block if self._rt is not None else 0
-        if limit and lp.smem_bytes > limit:
-            raise UnsupportedProblemError(
-                f"{plan.variant} needs {lp.smem_bytes} bytes of shared memory per block for this problem "
-                f"({'aligned' if lp.vec else 'unaligned'} operands); this device allows {limit}: "
-                f"use variant='{VENDOR_VARIANT}'" + ("" if lp.vec else " or 16-byte aligned operands")
-            )
+        if self._rt is not None:
+            check_smem(lp, self._rt.max_smem_per_block)
         plan.launch = lp.describe()
         if lp.packs:
             plan.padding = "; ".join(f"{pk.src.name} -> {pk.dst.rows}x{pk.dst.cols} scratch" for pk in lp.packs)
