@@ -231,3 +231,36 @@ def test_mma_peak_probe_counts_every_mma(cuda):
         launch()
         got = out.get()
     assert np.all(got == PROBE_CHAINS * 4 * 37 * 16 * 0.25), got[:4]
+
+
+# (m, n, k, lda padding, row sets expected): p * lda is the first multiple of 8 halves, and
+# M is large enough for the planner to split (row_split_sets); k crosses several K-tiles so
+# the interior copy path runs, n crosses the 128-column threadblock tile.
+ROW_SPLIT_CASES = [(4095, 260, 333, 0, 8), (4095, 130, 77, 2, 8), (1023, 129, 130, 0, 4), (511, 200, 300, 0, 2), (300, 136, 96, 0, 1)]
+
+
+@pytest.mark.parametrize("case", ROW_SPLIT_CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}-p{c[4]}")
+def test_fp16_row_split(cuda, case):
+    """PG_ROW_SPLIT=1: A's rows in sets of one 16-byte phase, K extended by that phase. Every
+    pointer phase of A and B, NaN around the views (the columns before a row's first element
+    are read and must be zeroed), alpha/beta with a strided C, float16 and float32 out."""
+    cp = pytest.importorskip("cupy")
+    m, n, k, pad_a, sets = case
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = rng.standard_normal((m, n)).astype(np.float16)
+    for i, (off_a, off_b, pad_b) in enumerate([(1, 0, 3), (3, 5, 0), (6, 2, 1), (7, 7, 6), (0 if sets > 1 else 5, 3, 0)]):
+        out_dtype = np.float32 if i == 2 else np.float16
+        alpha, beta = (0.5, -1.25) if i % 2 else (1.0, 0.0)
+        va = _strided_on_device(cp, a, "C", off_a, pad_a)
+        vb = _strided_on_device(cp, b, "C", off_b, pad_b)
+        vc = _strided_on_device(cp, c.astype(out_dtype), "C", 3, 5) if beta else None
+        plan = pg.explain(va, vb, vc, alpha=alpha, beta=beta, device="cuda", variant="hgemm_v1_mma_ldmatrix",
+                          out=cp.empty((m, n), out_dtype))
+        assert plan.launch.get("row split", "").startswith(f"{sets} sets"), str(plan)
+        out = cp.full((m, n), cp.nan, dtype=out_dtype)
+        pg.gemm(va, vb, vc, alpha=alpha, beta=beta, out=out, device="cuda", variant="hgemm_v1_mma_ldmatrix")
+        ref = reference_for(a, b, c.astype(out_dtype) if beta else None, alpha, beta, out_dtype=out_dtype)
+        res = ref.compare(cp.asnumpy(out))
+        assert res.ok, f"{case} offsets={off_a},{off_b} pad_b={pad_b} out={np.dtype(out_dtype).name}: {res.message}"

@@ -206,3 +206,58 @@ def test_check_smem_is_the_one_gate_for_plans_and_launches():
     check_smem(odd, 232448)  # sm_90: 227 KB fits
     with pytest.raises(UnsupportedProblemError, match=r"unaligned operands\); this device allows 166912: use variant='cublas' or 16-byte aligned operands"):
         check_smem(odd, 166912)  # sm_80
+
+
+def _h(name, r, c, ld, ptr=0):
+    return Mat(name, r, c, "row", ld, ptr, 2)
+
+
+@pytest.mark.parametrize(
+    "m, k, lda, ptr, sets",
+    [
+        (4095, 4093, 4093, 0, 8),  # odd lda: 8 phases
+        (1023, 130, 130, 0, 4),  # lda = 2 mod 4: 4 phases
+        (511, 300, 300, 0, 2),  # lda = 4 mod 8: 2 phases
+        (300, 96, 96, 6, 1),  # aligned lda, unaligned pointer: one phase
+        (1000, 2001, 2001, 0, 0),  # 8 sets of 125 rows: twice the threadblock tiles along M
+        (17, 9, 9, 0, 0),
+    ],
+)
+def test_row_split_groups_rows_of_one_phase(m, k, lda, ptr, sets):
+    spec = SPECS["hgemm_v1_mma_ldmatrix"]
+    n = 260
+    lp = plan_launch(spec, _h("a", m, k, lda, ptr), _h("b", k, n, n), _h("c", m, n, n))
+    assert not lp.vec and lp.row_split == sets
+    assert ("PG_ROW_SPLIT" in lp.macros()) == bool(sets)
+    bm, bn, _ = spec.tile
+    rows = -(-m // sets) if sets else m
+    assert lp.grid == (-(-n // bn), -(-rows // bm), max(sets, 1))
+    if sets:
+        assert (sets * lda) % 8 == 0  # one phase per set ...
+        assert sets == 1 or (sets // 2 * lda) % 8 != 0  # ... and no fewer sets would do
+        assert lp.describe()["row split"].startswith(f"{sets} sets")
+        assert lp.macros() in spec.builds()
+
+
+def test_row_split_only_for_row_major_operands_of_an_unaligned_problem():
+    spec = SPECS["hgemm_v1_mma_ldmatrix"]
+    m, n, k = 4095, 300, 77
+    aligned = plan_launch(spec, _h("a", m, 80, 80), _h("b", 80, n, 304), _h("c", m, n, 304))
+    assert aligned.vec and not aligned.row_split
+    a_col = Mat("a", m, k, "col", m, 0, 2)  # A transposed in the kernel's terms
+    assert plan_launch(spec, a_col, _h("b", k, n, n), _h("c", m, n, n)).row_split == 0
+    b_col = Mat("b", k, n, "col", k, 0, 2)
+    assert plan_launch(spec, _h("a", m, k, k), b_col, _h("c", m, n, n)).row_split == 0
+    for other in SPECS.values():  # no other rung has the build
+        if other.name != spec.name:
+            assert not other.row_split
+            assert all("PG_ROW_SPLIT" not in b for b in other.builds())
+
+
+def test_builds_are_the_macro_product_plus_row_split():
+    spec = SPECS["hgemm_v1_mma_ldmatrix"]
+    builds = spec.builds()
+    assert len(builds) == 2 ** len(spec.macro_names()) + 2
+    split = [b for b in builds if b.get("PG_ROW_SPLIT")]
+    assert {b["PG_OUT_F32"] for b in split} == {0, 1}
+    assert all(b["PG_VEC"] == 0 and b["PG_TRANS_A"] == 0 and b["PG_TRANS_B"] == 0 for b in split)

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Compile every CUDA kernel with nvcc (no GPU needed) for sm_80 and sm_90.
 
-Predicated (auto-selectable) rungs are compiled in every PG_TRANS_A / PG_TRANS_B / PG_VEC
-combination the backend may request, and fail the check if ptxas reports a register
-spill. Spills in teaching rungs are reported but allowed. Exit status 1 on any failure.
+Predicated (auto-selectable) rungs are compiled in every macro set the backend may request
+(KernelSpec.builds: the PG_TRANS_A / PG_TRANS_B / PG_VEC / PG_OUT_F32 combinations and the
+PG_ROW_SPLIT builds), and fail the check if ptxas reports a register spill. Spills in
+teaching rungs are reported but allowed. Exit status 1 on any failure.
 
     python tools/check_kernels.py [--arch 80 90] [-j N]
 """
@@ -11,7 +12,6 @@ spill. Spills in teaching rungs are reported but allowed. Exit status 1 on any f
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import re
 import subprocess
@@ -31,8 +31,7 @@ SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 def jobs(archs: list[str]) -> list[tuple[str, Path, dict[str, int], bool]]:
     out = []
     for spec in kernel_specs().values():
-        names = spec.macro_names()
-        combos = [dict(zip(names, c)) for c in itertools.product((0, 1), repeat=len(names))] if spec.predicated else [{}]
+        combos = spec.builds()
         for arch in archs:
             if not spec.runs_on(int(arch)):
                 continue

@@ -213,19 +213,14 @@ class _Runtime:
 
     def precompile(self, threads: int = 8) -> int:
         """Compile every rung in every macro combination it can be launched with, in parallel."""
-        import itertools
         from concurrent.futures import ThreadPoolExecutor
 
         todo: list[tuple[Path, str, dict[str, int] | None]] = [(_UTIL_SOURCE, "pg_copy_scale_f32", None), (_UTIL_SOURCE, "pg_copy_scale_f16", None)]
         for spec in kernel_specs().values():
             if not spec.runs_on(self.cc[0] * 10 + self.cc[1]):
                 continue
-            if spec.predicated:
-                names = spec.macro_names()
-                for values in itertools.product((0, 1), repeat=len(names)):
-                    todo.append((spec.source, spec.entry, dict(zip(names, values))))
-            else:
-                todo.append((spec.source, spec.entry, None))
+            for macros in spec.builds():
+                todo.append((spec.source, spec.entry, macros or None))
 
         def one(job: tuple[Path, str, dict[str, int] | None]) -> None:
             with self.active():
@@ -323,7 +318,7 @@ class _Launch:
         self.fn(np.int32(lp.m), np.int32(lp.n), np.int32(lp.k), np.float32(self.alpha),
                 np.uintp(a.ptr), np.int32(a.ld), np.uintp(b.ptr), np.int32(b.ld),
                 np.float32(self.beta), np.uintp(c.ptr), np.int32(c.ld),
-                block=lp.block, grid=lp.grid[:2], shared=lp.smem_bytes)
+                block=lp.block, grid=lp.grid, shared=lp.smem_bytes)
         if lp.unpack is not None:
             rt.copy_scale(lp.unpack.dst.rows, lp.unpack.dst.cols, 1.0, self._p(lp.unpack.src), lp.unpack.dst)
 

@@ -9,7 +9,9 @@ decide:
 * the **transposes** left after that (``PG_TRANS_A``/``PG_TRANS_B`` for predicated rungs,
   ``CUBLAS_OP_T`` for cuBLAS);
 * **alignment routing**: float4 paths (``PG_VEC=1``) only when every pointer and leading
-  dimension is 16-byte aligned;
+  dimension is 16-byte aligned; for a rung with ``row_split``, an unaligned problem whose
+  row-major A has enough rows splits them into sets of one 16-byte phase
+  (``PG_ROW_SPLIT=1``, ``gridDim.z`` sets; see :func:`row_split_sets`);
 * **padding** for teaching rungs that need tile multiples, their own layout or alignment:
   zero-padded scratch buffers, packed and unpacked by the ``pg_copy_scale_f32`` kernel;
 * the **launch geometry** from the variant table, and the 32-bit index limit.
@@ -17,6 +19,7 @@ decide:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ...errors import UnsupportedProblemError
@@ -97,6 +100,7 @@ class LaunchPlan:
     out_f32: bool | None = None  # float16 rungs: PG_OUT_F32 (None: not a float16 rung)
     smem_bytes: int = 0
     tma: bool = False  # tensor maps describe A and B (the "tma" kernel ABI)
+    row_split: int = 0  # PG_ROW_SPLIT: the number of row sets (gridDim.z); 0: not split
     packs: list[Pack] = field(default_factory=list)  # before the launch
     unpack: Pack | None = None  # after the launch
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -109,6 +113,8 @@ class LaunchPlan:
             m["PG_VEC"] = int(self.vec)
         if self.out_f32 is not None:
             m["PG_OUT_F32"] = int(self.out_f32)
+        if self.row_split:
+            m["PG_ROW_SPLIT"] = 1
         return m
 
     def describe(self) -> dict[str, object]:
@@ -118,6 +124,9 @@ class LaunchPlan:
             "transposes": f"A{'ᵀ' if self.trans_a else ''} B{'ᵀ' if self.trans_b else ''}",
             "float4": "yes" if self.vec else "no (unaligned pointer or leading dimension)",
         }
+        if self.row_split:
+            d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
+        
         if self.grid != (1, 1, 1):
             d["grid"] = self.grid
             d["block"] = self.block
@@ -160,6 +169,17 @@ def tma_refusal(a: Mat, b: Mat, c: Mat) -> str | None:
     return None
 
 
+def row_split_sets(a: Mat, m: int, bm: int) -> int:
+    """How many interleaved row sets make row-major ``a``'s rows share one 16-byte phase
+    (set r: rows r, r + p, ...; p * lda a multiple of 16 bytes), or 0 when splitting would
+    cost more than a quarter more threadblock tiles along M than not splitting."""
+    per_line = 16 // a.itemsize
+    p = per_line // math.gcd(a.ld, per_line)
+    plain = -(-m // bm)
+    split = p * -(-(-(-m // p)) // bm)  # p sets of ceil(m / p) rows
+    return p if 4 * split <= 5 * plain else 0
+
+
 def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col") -> LaunchPlan:
     """Plan ``C = alpha·A·B + beta·C`` for rung ``spec`` (None: the cuBLAS comparator).
 
@@ -187,6 +207,12 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         if spec.align > 1 and not lp.vec:
             lp.notes.append("a pointer or leading dimension is not 16-byte aligned: the rung's unaligned build (PG_VEC=0)")
         lp.smem_bytes = spec.smem_for(lp.vec)
+        if spec.row_split and not lp.vec and not ta and not tb:
+            lp.row_split = row_split_sets(a2, km, spec.tile[0])
+            if lp.row_split:
+                lp.notes.append(
+                    f"A's rows split into {lp.row_split} sets of one 16-byte phase (PG_ROW_SPLIT=1): A is copied aligned, only B is realigned"
+                )
     else:
         lp.vec = False
         bm, bn, bk = spec.multiple
@@ -225,13 +251,14 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             lp.notes.append("teaching rung: packed into zero-padded scratch because " + "; ".join(reasons))
         _check_index_range([lp.a, lp.b, lp.c], "padded problem too large")
     bm, bn, _ = spec.tile
-    dims = {"m": -(-lp.m // bm), "n": -(-lp.n // bn)}
+    rows = -(-lp.m // lp.row_split) if lp.row_split else lp.m  # the M axis tiles one row set
+    dims = {"m": -(-rows // bm), "n": -(-lp.n // bn)}
     gx, gy = (dims.get(axis, 1) for axis in spec.grid)
     if gx > 2**31 - 1 or gy > 65535:
         raise UnsupportedProblemError(
             f"{spec.name} would need a {gx}x{gy} grid for this problem; CUDA allows at most 65535 blocks along y. "
             f"Split the product or pick another variant"
         )
-    lp.grid = (gx, gy, 1)
+    lp.grid = (gx, gy, max(lp.row_split, 1))
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

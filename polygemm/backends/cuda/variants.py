@@ -7,6 +7,7 @@ tests read the same table the backend launches from.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ class KernelSpec:
     min_sm: int = 0  # lowest compute capability (major*10+minor) the rung builds for
     arch: str = ""  # an architecture-specific target such as "sm_90a" (built with nvcc directly)
     abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
+    row_split: bool = False  # has the PG_ROW_SPLIT=1 unaligned build (row sets of one phase)
 
     def runs_on(self, sm: int) -> bool:
         """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""
@@ -61,6 +63,18 @@ class KernelSpec:
         """The macros the backend passes to a predicated build of this rung."""
         names = ("PG_TRANS_A", "PG_TRANS_B") + (() if self.abi == "tma" else ("PG_VEC",))
         return names + (("PG_OUT_F32",) if self.dtype == "float16" else ())
+
+    def builds(self) -> list[dict[str, int]]:
+        """Every macro set the backend may compile this rung with ([{}] for a padded rung):
+        each 0/1 combination of ``macro_names()``, plus the ``PG_ROW_SPLIT=1`` builds (only
+        with ``PG_VEC=0`` and no transposes) of a rung that has them."""
+        if not self.predicated:
+            return [{}]
+        names = self.macro_names()
+        out = [dict(zip(names, values)) for values in itertools.product((0, 1), repeat=len(names))]
+        if self.row_split:
+            out += [{**m, "PG_ROW_SPLIT": 1} for m in out if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
+        return out
 
     @property
     def itemsize(self) -> int:
@@ -132,6 +146,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         min_sm=int(row.get("min_sm", 0) or 0),
         arch=str(row.get("arch", "") or ""),
         abi=str(row.get("abi", "standard") or "standard"),
+        row_split=bool(row.get("row_split", False)),
     )
 
 

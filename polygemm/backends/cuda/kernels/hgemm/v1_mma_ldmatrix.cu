@@ -90,6 +90,19 @@
 #ifndef PG_OUT_F32
 #define PG_OUT_F32 0
 #endif
+// PG_ROW_SPLIT=1 (a PG_VEC=0 build for A and B stored in the kernel's row-major terms): the
+// rows of A and C are split into gridDim.z = p interleaved sets (blockIdx.z = r takes rows
+// r, r + p, r + 2p, ...) with p * lda % 8 == 0, so every row of a set starts at the same
+// phase e (halves past a 16-byte boundary). The set is then an aligned operand: its K range
+// is extended by e leading columns (A read from the aligned row start, those columns zeroed
+// in shared memory; B's matching e leading rows zero-filled), and A moves like the PG_VEC=1
+// tiles (swizzled, whole 16-byte cp.async, no realign). Only B takes the realigning path.
+#ifndef PG_ROW_SPLIT
+#define PG_ROW_SPLIT 0
+#endif
+#if PG_ROW_SPLIT && (PG_VEC || PG_TRANS_A || PG_TRANS_B)
+#error "PG_ROW_SPLIT=1 is a PG_VEC=0 build for row-major A and B (PG_TRANS_A=0, PG_TRANS_B=0)"
+#endif
 
 // Tuning knobs (the shipped configuration is the default; variants.json describes it).
 #ifndef HG_BM
@@ -217,16 +230,18 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
 // a padded one (row pitch kCols + 8 halves, one 16-byte chunk more than a row: RawTile).
 // Padded rows are conflict-free for ldmatrix too: the pitch is 1 chunk mod 8, so the 8 rows
 // of an 8x8 tile fall into 8 distinct 16-byte bank groups.
-template <int kCols>
+// Under PG_ROW_SPLIT, A's tile is aligned and swizzled while B's is padded.
+constexpr bool kASwizzled = PG_VEC || PG_ROW_SPLIT;
+constexpr bool kBSwizzled = PG_VEC;
+template <int kCols, bool kSwizzled>
 __device__ __forceinline__ int tile_offset(int row, int chunk) {
-#if PG_VEC
-    return swizzle<kCols>(row, chunk);
-#else
-    return row * (kCols + 8) + chunk * 8;
-#endif
+    if constexpr (kSwizzled)
+        return swizzle<kCols>(row, chunk);
+    else
+        return row * (kCols + 8) + chunk * 8;
 }
-constexpr int kAPitch = PG_VEC ? kACols : kACols + 8;  // halves from one tile row to the next
-constexpr int kBPitch = PG_VEC ? kBCols : kBCols + 8;
+constexpr int kAPitch = kASwizzled ? kACols : kACols + 8;  // halves from one tile row to the next
+constexpr int kBPitch = kBSwizzled ? kBCols : kBCols + 8;
 
 // Global -> shared mover for one operand tile (kRows x kCols, cols contiguous in global
 // memory with leading dimension ld). rows_left / cols_left: how many rows / cols of the tile
@@ -357,25 +372,29 @@ struct RawTile {
 
     // Edge tiles: every chunk predicated (rows_left / cols_left as in TileMover). `off` is
     // the K-tile origin's element offset from K-tile 0's, `stage` a shared byte address.
+    // Under PG_ROW_SPLIT, rows below row_lo read as zero too (B's leading rows).
     __device__ static __forceinline__ void issue(const Thread& t, const __half* g, uint32_t stage,
                                                  int off, int ld, int rows_left, int cols_left,
-                                                 int tid) {
+                                                 int tid, int row_lo = 0) {
         const int row = tid / kCpr, ch = tid % kCpr;
         const int nb = chunk_bytes(cols_left, shift(g + row * ld), ch);
         const uint32_t dst = stage + main_dst(tid);
 #pragma unroll
         for (int i = 0; i < kIters; ++i) {
-            const int b = (row + i * kRowStep < rows_left) ? nb : 0;
+            const int ri = row + i * kRowStep;
+            const int b = (ri < rows_left && !(PG_ROW_SPLIT && ri < row_lo)) ? nb : 0;
             // 0 bytes: nothing is read; the address stays 16-byte aligned.
             cp_async16(dst + i * kRowStep * kPitch * 2, g + (b ? t.src + off + i * kRowStep * ld : t.src), b);
         }
-        issue_extra(t, g, stage, off, ld, rows_left, cols_left, tid);
+        issue_extra(t, g, stage, off, ld, rows_left, cols_left, tid, row_lo);
     }
     __device__ static __forceinline__ void issue_extra(const Thread& t, const __half* g,
                                                        uint32_t stage, int off, int ld,
-                                                       int rows_left, int cols_left, int tid) {
+                                                       int rows_left, int cols_left, int tid,
+                                                       int row_lo = 0) {
         if (kRows == kThreads || tid < kRows) {
-            const int b = tid < rows_left ? chunk_bytes(cols_left, shift(g + tid * ld), kCpr) : 0;
+            const int b = (tid < rows_left && !(PG_ROW_SPLIT && tid < row_lo))
+                              ? chunk_bytes(cols_left, shift(g + tid * ld), kCpr) : 0;
             cp_async16(stage + extra_dst(tid), g + (b ? t.xsrc + off : t.xsrc), b);
         }
     }
@@ -439,9 +458,11 @@ using BMover = TileMover<kBRows, kBCols>;
 #if !PG_VEC
 using ARaw = RawTile<kARows, kACols>;
 using BRaw = RawTile<kBRows, kBCols>;
-// PG_VEC=0 shared memory: kRawStages padded stages (copied into, realigned, multiplied).
+// PG_VEC=0 shared memory: kRawStages stages (copied into, realigned, multiplied); A's is a
+// swizzled unpadded tile under PG_ROW_SPLIT.
 constexpr int kRawStages = 4;
-constexpr int kRawSmemBytes = kRawStages * (ARaw::kHalves + BRaw::kHalves) * 2;
+constexpr int kRawAHalves = PG_ROW_SPLIT ? kAStage : ARaw::kHalves;
+constexpr int kRawSmemBytes = kRawStages * (kRawAHalves + BRaw::kHalves) * 2;
 static_assert(kRawSmemBytes <= 227 * 1024, "PG_VEC=0 shared memory above the sm_90 limit");
 #endif
 
@@ -473,20 +494,20 @@ struct FragOffsets {
 #if PG_TRANS_A
 #pragma unroll
         for (int mi = 0; mi < kMmaM; ++mi)
-            a[mi] = 2 * tile_offset<kACols>(r8 + (tile >> 1) * 8, (wm0 + mi * kInstM) / 8 + (tile & 1));
+            a[mi] = 2 * tile_offset<kACols, kASwizzled>(r8 + (tile >> 1) * 8, (wm0 + mi * kInstM) / 8 + (tile & 1));
 #else
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks)
-            a[ks] = 2 * tile_offset<kACols>(wm0 + (lane & 15), ks * 2 + (lane >> 4));
+            a[ks] = 2 * tile_offset<kACols, kASwizzled>(wm0 + (lane & 15), ks * 2 + (lane >> 4));
 #endif
 #if PG_TRANS_B
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks)
-            b[ks] = 2 * tile_offset<kBCols>(wn0 + r8 + (tile >> 1) * 8, ks * 2 + (tile & 1));
+            b[ks] = 2 * tile_offset<kBCols, kBSwizzled>(wn0 + r8 + (tile >> 1) * 8, ks * 2 + (tile & 1));
 #else
 #pragma unroll
         for (int nj = 0; nj < kMmaN / 2; ++nj)
-            b[nj] = 2 * tile_offset<kBCols>(r8 + (tile & 1) * 8, (wn0 + nj * 16) / 8 + (tile >> 1));
+            b[nj] = 2 * tile_offset<kBCols, kBSwizzled>(r8 + (tile & 1) * 8, (wn0 + nj * 16) / 8 + (tile >> 1));
 #endif
     }
     __device__ __forceinline__ uint32_t a_addr(uint32_t stage, int mi, int ks) const {
@@ -621,7 +642,24 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
 #if PG_VEC
     __half* const sB = sA + kStages * kAStage;                // kStages x kBStage
 #else
-    __half* const sB = sA + kRawStages * ARaw::kHalves;       // kRawStages x BRaw::kHalves
+    __half* const sB = sA + kRawStages * kRawAHalves;          // kRawStages x BRaw::kHalves
+#endif
+#if PG_ROW_SPLIT
+    // Row set r = blockIdx.z of p = gridDim.z (see PG_ROW_SPLIT): from here on the kernel
+    // computes the product of that set as an M' x N x K' problem, K' = K + e.
+    const int k_head = static_cast<int>((reinterpret_cast<uintptr_t>(A + blockIdx.z * lda) >> 1) & 7);
+    {
+        const int p = gridDim.z, r = blockIdx.z;
+        if (((p * lda) & 7) != 0) __trap();  // the planner's contract: one phase per set
+        if (r >= M) return;
+        A += r * lda - k_head;  // aligned start of row r, e columns early
+        lda *= p;
+        B -= k_head * ldb;      // row k' of this B is row k' - e (rows k' < e read as zero)
+        Cv = reinterpret_cast<OutT*>(Cv) + r * ldc;
+        ldc *= p;
+        M = (M - r + p - 1) / p;
+        K += k_head;
+    }
 #endif
     OutT* const C = reinterpret_cast<OutT*>(Cv);
 
@@ -795,15 +833,22 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     // One barrier per iteration, after the wait for the copy realigned next.
     static_assert(kSteps >= 2, "copies are spread over kSteps - 1 steps");
     constexpr int R = kRawStages;
-    constexpr int kAB = ARaw::kHalves * 2, kBB = BRaw::kHalves * 2;  // stage bytes
+    constexpr int kAB = kRawAHalves * 2, kBB = BRaw::kHalves * 2;  // stage bytes
+#if !PG_ROW_SPLIT
     const typename ARaw::Thread ta = ARaw::init(gA, lda, tid);
+    constexpr int k_head = 0;
+#endif
     const typename BRaw::Thread tb = BRaw::init(gB, ldb, tid);
     auto issue_edge = [&](int kt, int st) {
         int r, c;
         a_extent(kt, r, c);
+#if PG_ROW_SPLIT
+        AMover::issue_async(sA + st * kAStage, gA + kt * a_step, lda, r, c, tid);
+#else
         ARaw::issue(ta, gA, sA0 + st * kAB, kt * a_step, lda, r, c, tid);
+#endif
         b_extent(kt, r, c);
-        BRaw::issue(tb, gB, sB0 + st * kBB, kt * b_step, ldb, r, c, tid);
+        BRaw::issue(tb, gB, sB0 + st * kBB, kt * b_step, ldb, r, c, tid, kt == 0 ? k_head : 0);
     };
     // Whether K-tile kt's main chunks are all whole (see RawTile::issue_full).
     auto interior = [&](int kt) {
@@ -812,14 +857,18 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
         b_extent(kt, br, bc);
         return ar >= kARows && ac >= kACols && br >= kBRows && bc >= kBCols;
     };
-    // Realign part P (of kSteps) of stage st: the A runs, then the B runs, split evenly.
-    constexpr int kRunTot = ARaw::kRun + BRaw::kRun;
+    // Realign part P (of kSteps) of stage st: the A runs, then the B runs, split evenly
+    // (PG_ROW_SPLIT: B's only).
+    constexpr int kARuns = PG_ROW_SPLIT ? 0 : ARaw::kRun;
+    constexpr int kRunTot = kARuns + BRaw::kRun;
     auto realign_part = [&](int st, auto part) {
         constexpr int P = decltype(part)::value;
         constexpr int lo = P * kRunTot / kSteps, hi = (P + 1) * kRunTot / kSteps;
-        constexpr int alo = lo < ARaw::kRun ? lo : ARaw::kRun, ahi = hi < ARaw::kRun ? hi : ARaw::kRun;
-        constexpr int blo = lo > ARaw::kRun ? lo - ARaw::kRun : 0, bhi = hi > ARaw::kRun ? hi - ARaw::kRun : 0;
+        constexpr int blo = lo > kARuns ? lo - kARuns : 0, bhi = hi > kARuns ? hi - kARuns : 0;
+#if !PG_ROW_SPLIT
+        constexpr int alo = lo < kARuns ? lo : kARuns, ahi = hi < kARuns ? hi : kARuns;
         ARaw::template realign<alo, ahi>(ta, sA0 + st * kAB);
+#endif
         BRaw::template realign<blo, bhi>(tb, sB0 + st * kBB);
     };
 #define HG_REALIGN_ALL(ST)                                                                     \
@@ -838,6 +887,25 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
         cp_async_commit();
     }
     cp_async_wait<R - 2>();
+#if PG_ROW_SPLIT
+    // K-tile 0's first e columns of A hold the elements before each row (any value, NaN
+    // included): zero them. The thread that copied chunk 0 of a row does it (its own
+    // cp.async has landed), before the barrier publishes the stage.
+    if (k_head != 0 && tid % AMover::kCpr == 0) {
+#pragma unroll
+        for (int i = 0; i < AMover::kVecIters; ++i) {
+            const uint32_t addr = sA0 + 2 * swizzle<kACols>(tid / AMover::kCpr + i * AMover::kRowStep, 0);
+            uint32_t w[4];
+            lds128(w, addr);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {  // word j holds halves 2j (low) and 2j+1 (high)
+                if (2 * j + 2 <= k_head) w[j] = 0u;
+                else if (2 * j + 1 == k_head) w[j] &= 0xffff0000u;
+            }
+            sts128(addr, w);
+        }
+    }
+#endif
     __syncthreads();
     HG_REALIGN_ALL(0);
     cp_async_wait<R - 3>();
@@ -849,13 +917,34 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     load_fragments(af[0], bf[0], fo, rdA, rdB, 0);
 
     // Interior copies: per-thread source pointers of K-tile kt + R - 1, advanced per iteration.
-    constexpr int kAChunks = ARaw::kIters, kBChunks = BRaw::kIters;
-    constexpr int kParts = kSteps - 1;
-    const int a_row_step = ARaw::kRowStep * lda;
-    const int b_row_step = BRaw::kRowStep * ldb;
-    const uint32_t a_dst = ARaw::main_dst(tid), b_dst = BRaw::main_dst(tid);
+#if PG_ROW_SPLIT
+    using AFast = AMover;
+    const uint32_t a_dst = AMover::thread_dst(tid);
+    const __half* a_src = AMover::thread_src(gA, lda, tid) + (R - 1) * a_step;
+    constexpr int kAChunks = AMover::kVecIters;
+#else
+    using AFast = ARaw;
+    const uint32_t a_dst = ARaw::main_dst(tid);
     const __half* a_src = gA + ta.src + (R - 1) * a_step;
+    constexpr int kAChunks = ARaw::kIters;
+#endif
+    constexpr int kBChunks = BRaw::kIters;
+    constexpr int kParts = kSteps - 1;
+    const int a_row_step = AFast::kRowStep * lda;
+    const int b_row_step = BRaw::kRowStep * ldb;
+    const uint32_t b_dst = BRaw::main_dst(tid);
     const __half* b_src = gB + tb.src + (R - 1) * b_step;
+    // The extra window chunk of A's rows (none under PG_ROW_SPLIT: A's rows are aligned).
+#if PG_ROW_SPLIT
+#define HG_A_EXTRA(KT, ST) ((void)0)
+#else
+#define HG_A_EXTRA(KT, ST)                                                                     \
+    do {                                                                                      \
+        int r_, c_;                                                                           \
+        a_extent(KT, r_, c_);                                                                 \
+        ARaw::issue_extra(ta, gA, sA0 + (ST) * kAB, (KT) * a_step, lda, r_, c_, tid);          \
+    } while (0)
+#endif
     int st_cp = R - 1;  // stage receiving K-tile kt + R - 1
     int st_rd = 0;      // stage holding K-tile kt
     for (int kt = 0; kt < KT; ++kt) {
@@ -874,14 +963,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     if (ks == P) {                                                                              \
         constexpr int lo = (P) < kParts ? (P) * kTot / kParts : kTot;                            \
         constexpr int hi = (P) < kParts ? ((P) + 1) * kTot / kParts : kTot;                      \
-        ARaw::template issue_full<(lo < kAChunks ? lo : kAChunks),                                \
-                                  (hi < kAChunks ? hi : kAChunks)>(da, a_src, a_row_step);        \
+        AFast::template issue_full<(lo < kAChunks ? lo : kAChunks),                               \
+                                   (hi < kAChunks ? hi : kAChunks)>(da, a_src, a_row_step);       \
         BRaw::template issue_full<(lo > kAChunks ? lo - kAChunks : 0),                            \
                                   (hi > kAChunks ? hi - kAChunks : 0)>(db, b_src, b_row_step);    \
         if (P == 0) {                                                                           \
             int r_, c_;                                                                         \
-            a_extent(ktc, r_, c_);                                                              \
-            ARaw::issue_extra(ta, gA, sA0 + st_cp * kAB, ktc * a_step, lda, r_, c_, tid);                               \
+            HG_A_EXTRA(ktc, st_cp);                                                             \
             b_extent(ktc, r_, c_);                                                              \
             BRaw::issue_extra(tb, gB, sB0 + st_cp * kBB, ktc * b_step, ldb, r_, c_, tid);                               \
         }                                                                                       \
@@ -890,6 +978,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
                     HG_RAW_PART(1)
                     HG_RAW_PART(2)
 #undef HG_RAW_PART
+#undef HG_A_EXTRA
                 } else if (ks == 0 && copy) {
                     issue_edge(ktc, st_cp);
                 }
