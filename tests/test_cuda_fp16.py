@@ -234,9 +234,11 @@ def test_mma_peak_probe_counts_every_mma(cuda):
 
 
 # (m, n, k, lda padding, row sets expected): p * lda is the first multiple of 8 halves, and
-# M is large enough for the planner to split (row_split_sets); k crosses several K-tiles so
-# the interior copy path runs, n crosses the 128-column threadblock tile.
-ROW_SPLIT_CASES = [(4095, 260, 333, 0, 8), (4095, 130, 77, 2, 8), (1023, 129, 130, 0, 4), (511, 200, 300, 0, 2), (300, 136, 96, 0, 1)]
+# M is large enough for the planner to split (row_split_sets). k crosses many K-tiles; edge
+# tiles (the last row set's partial threadblock tile, n past a multiple of 128) move back
+# inside the matrix and store only their own rows and columns; n = 3 is narrower than a tile.
+ROW_SPLIT_CASES = [(4095, 260, 1001, 0, 8), (4095, 3, 700, 1, 8), (4095, 130, 77, 2, 8), (1023, 129, 130, 0, 4),
+                   (511, 200, 300, 0, 2), (300, 136, 96, 0, 1)]
 
 
 @pytest.mark.parametrize("case", ROW_SPLIT_CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}-p{c[4]}")

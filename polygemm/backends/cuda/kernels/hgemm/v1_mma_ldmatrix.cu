@@ -97,6 +97,7 @@
 // is extended by e leading columns (A read from the aligned row start, those columns zeroed
 // in shared memory; B's matching e leading rows zero-filled), and A moves like the PG_VEC=1
 // tiles (swizzled, whole 16-byte cp.async, no realign). Only B takes the realigning path.
+// Launch condition: gridDim.z * lda % 8 == 0 (the kernel traps otherwise).
 #ifndef PG_ROW_SPLIT
 #define PG_ROW_SPLIT 0
 #endif
@@ -298,7 +299,6 @@ struct TileMover {
                          "l"(__cvta_generic_to_global(src + i * row_step))
                          : "memory");
     }
-
 };
 
 // PG_VEC=0 (any alignment): realigning mover. A tile row of kCols halves starts e = (address
@@ -312,7 +312,25 @@ struct TileMover {
 // by multiples of 16 bytes. Bytes past the matrix edge are zero-filled by cp.async's
 // src-size; bytes before a row's first element (in the same aligned 16-byte segment, hence
 // inside the allocation) are read and shifted out.
-template <int kRows, int kCols>
+// Output chunk o of a realigned row from its input chunks lo (same index) and hi (next): the
+// 8 words lo:hi shifted down by e halves (q = e / 2 whole words, then a half word).
+__device__ __forceinline__ void shift_chunk(const uint32_t (&lo)[4], const uint32_t (&hi)[4], int e,
+                                            uint32_t (&o)[4]) {
+    const int q = e >> 1;
+    const uint32_t sh = (e & 1) * 16;
+    const uint32_t r[8] = {lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
+    uint32_t x[6], y[5];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? r[i + 2] : r[i];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
+}
+
+// kDown: the realign walks each lane's kRun contiguous chunks downwards, one per k16 step
+// (realign_down), instead of the lanes of a row striding through it together (realign).
+template <int kRows, int kCols, bool kDown = false>
 struct RawTile {
     static constexpr int kCpr = kCols / 8;                   // output chunks per row
     static constexpr int kPitch = kCols + 8;                 // kCpr + 1 chunks
@@ -359,7 +377,7 @@ struct RawTile {
         const int run_row = warp * kRowsPerWarp + lane % kRowsPerWarp;
         const int j0 = lane / kRowsPerWarp;  // this lane's first chunk (see realign)
         t.e_run = shift(g + run_row * ld);
-        t.run = 2 * (run_row * kPitch + j0 * 8);
+        t.run = 2 * (run_row * kPitch + (kDown ? j0 * kRun : j0) * 8);
         return t;
     }
 
@@ -440,7 +458,7 @@ struct RawTile {
             for (int j = 0; j < kN; ++j) {
                 const uint32_t* hi = kRunsPerRow == 1 ? w[j + 1] : v[kRunsPerRow == 1 ? 0 : j];
                 const uint32_t r[8] = {w[j][0], w[j][1], w[j][2], w[j][3], hi[0], hi[1], hi[2], hi[3]};
-                uint32_t x[6], y[5], o[4];
+                uint32_t x[6], y[5], o[4];  // as shift_chunk (kept inline: the measured build)
 #pragma unroll
                 for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? r[i + 2] : r[i];
 #pragma unroll
@@ -451,13 +469,39 @@ struct RawTile {
             }
         }
     }
+
+    // kDown realign, step P of kRun (one chunk per call, P = 0 .. kRun-1 in order): this
+    // lane's chunk kRun-1-P, from that input chunk and the one above it, carried in `hi`
+    // from the previous step (step 0 loads it: the first chunk of the next lane's run, or
+    // the window's extra chunk). 5 shared loads per 4 chunks (the strided walk needs 8).
+    // Only the last step overwrites a chunk another lane reads (its step-0 `hi`), so only
+    // it waits for the warp.
+    template <int P, bool kAhead>
+    __device__ static __forceinline__ void realign_down(const Thread& t, uint32_t stage,
+                                                        uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+        static_assert(kDown && P >= 0 && P < kRun, "realign_down: steps 0 .. kRun-1");
+        constexpr int c = kRun - 1 - P;
+        const uint32_t base = stage + t.run;
+        uint32_t o[4];
+        if (P == 0) lds128(hi, base + kRun * 16);
+        if (P == 0 || !kAhead) lds128(lo, base + c * 16);
+        shift_chunk(lo, hi, t.e_run, o);
+        if (P == kRun - 1) __syncwarp();
+        sts128(base + c * 16, o);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) hi[i] = lo[i];
+        if (kAhead && P < kRun - 1) lds128(lo, base + (c - 1) * 16);  // next step's, in flight over the mma
+    }
 };
 
 using AMover = TileMover<kARows, kACols>;
 using BMover = TileMover<kBRows, kBCols>;
 #if !PG_VEC
+#ifndef HG_SPLIT_REALIGN_DOWN
+#define HG_SPLIT_REALIGN_DOWN 1
+#endif
 using ARaw = RawTile<kARows, kACols>;
-using BRaw = RawTile<kBRows, kBCols>;
+using BRaw = RawTile<kBRows, kBCols, PG_ROW_SPLIT && HG_SPLIT_REALIGN_DOWN>;
 // PG_VEC=0 shared memory: kRawStages stages (copied into, realigned, multiplied); A's is a
 // swizzled unpadded tile under PG_ROW_SPLIT.
 constexpr int kRawStages = 4;
@@ -598,8 +642,10 @@ __device__ __forceinline__ void store_out(OutT* p, float v) {
 }
 
 // Two horizontally adjacent results (row, col), (row, col+1) of one accumulator fragment.
+// Columns below n_lo are left alone (PG_ROW_SPLIT's moved edge tiles).
 __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int row, int col, int N,
-                                           float v0, float v1, float alpha, float beta) {
+                                           float v0, float v1, float alpha, float beta,
+                                           int n_lo = 0) {
     OutT* p = C + row * ldc + col;
     v0 *= alpha;
     v1 *= alpha;
@@ -625,8 +671,13 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
         return;
     }
 #endif
+#if PG_ROW_SPLIT
+    if (col < N && col >= n_lo) store_out(p, beta != 0.f ? fmaf(beta, load_out(p), v0) : v0);
+    if (col + 1 < N && col + 1 >= n_lo) store_out(p + 1, beta != 0.f ? fmaf(beta, load_out(p + 1), v1) : v1);
+#else
     if (col < N) store_out(p, beta != 0.f ? fmaf(beta, load_out(p), v0) : v0);
     if (col + 1 < N) store_out(p + 1, beta != 0.f ? fmaf(beta, load_out(p + 1), v1) : v1);
+#endif
 }
 
 }  // namespace hgemm_v1
@@ -650,7 +701,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     const int k_head = static_cast<int>((reinterpret_cast<uintptr_t>(A + blockIdx.z * lda) >> 1) & 7);
     {
         const int p = gridDim.z, r = blockIdx.z;
-        if (((p * lda) & 7) != 0) __trap();  // the planner's contract: one phase per set
+        if (((p * lda) & 7) != 0) __trap();  // the planner's contract (row_split_sets)
         if (r >= M) return;
         A += r * lda - k_head;  // aligned start of row r, e columns early
         lda *= p;
@@ -665,6 +716,27 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
 
     // Grouped block order: consecutive block ids walk down kGroupM threadblock rows before
     // moving right, so blocks resident together share A rows and B columns in L2.
+#if PG_ROW_SPLIT
+    auto tile_origin = [&](int& tm0, int& tn0) {
+        const int tiles_n = gridDim.x, tiles_m = gridDim.y;
+        const int pid = blockIdx.y * tiles_n + blockIdx.x;
+        const int per_group = kGroupM * tiles_n;
+        const int first_m = (pid / per_group) * kGroupM;
+        const int gsz = min(tiles_m - first_m, kGroupM);
+        const int in_group = pid % per_group;
+        tm0 = (first_m + in_group % gsz) * kTbM;
+        tn0 = (in_group / gsz) * kTbN;
+    };
+    int tm0, tn0;
+    tile_origin(tm0, tn0);
+    // A threadblock tile that crosses the bottom or right edge moves back inside the matrix
+    // (when the matrix is at least a tile high / wide), overlapping its neighbour: every tile
+    // then takes the unpredicated copies of the interior, and the epilogue stores only the
+    // rows and columns from the unmoved origin on (tile_origin again), which no other block
+    // stores.
+    const int m0 = min(tm0, max(M - kTbM, 0));
+    const int n0 = min(tn0, max(N - kTbN, 0));
+#else
     const int tiles_n = gridDim.x, tiles_m = gridDim.y;
     const int pid = blockIdx.y * tiles_n + blockIdx.x;
     const int per_group = kGroupM * tiles_n;
@@ -673,6 +745,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     const int in_group = pid % per_group;
     const int m0 = (first_m + in_group % gsz) * kTbM;
     const int n0 = (in_group / gsz) * kTbN;
+#endif
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
@@ -861,6 +934,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     // (PG_ROW_SPLIT: B's only).
     constexpr int kARuns = PG_ROW_SPLIT ? 0 : ARaw::kRun;
     constexpr int kRunTot = kARuns + BRaw::kRun;
+#if PG_ROW_SPLIT && HG_SPLIT_REALIGN_DOWN
+    static_assert(BRaw::kRun == kSteps, "realign_down: one chunk per k16 step");
+    uint32_t ra_hi[4], ra_lo[4];  // realign_down's carried input chunks
+    auto realign_part = [&](int st, auto part) {
+        BRaw::template realign_down<decltype(part)::value, HG_SPLIT_REALIGN_DOWN == 2>(tb, sB0 + st * kBB, ra_hi, ra_lo);
+    };
+#else
     auto realign_part = [&](int st, auto part) {
         constexpr int P = decltype(part)::value;
         constexpr int lo = P * kRunTot / kSteps, hi = (P + 1) * kRunTot / kSteps;
@@ -871,6 +951,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
 #endif
         BRaw::template realign<blo, bhi>(tb, sB0 + st * kBB);
     };
+#endif
 #define HG_REALIGN_ALL(ST)                                                                     \
     do {                                                                                      \
         realign_part(ST, std::integral_constant<int, 0>());                                   \
@@ -919,11 +1000,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     // Interior copies: per-thread source pointers of K-tile kt + R - 1, advanced per iteration.
 #if PG_ROW_SPLIT
     using AFast = AMover;
+#define HG_A_FULL(LO, HI) AMover::template issue_full<LO, HI>(da, a_src, a_row_step)
     const uint32_t a_dst = AMover::thread_dst(tid);
     const __half* a_src = AMover::thread_src(gA, lda, tid) + (R - 1) * a_step;
     constexpr int kAChunks = AMover::kVecIters;
 #else
     using AFast = ARaw;
+#define HG_A_FULL(LO, HI) ARaw::template issue_full<LO, HI>(da, a_src, a_row_step)
     const uint32_t a_dst = ARaw::main_dst(tid);
     const __half* a_src = gA + ta.src + (R - 1) * a_step;
     constexpr int kAChunks = ARaw::kIters;
@@ -963,8 +1046,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     if (ks == P) {                                                                              \
         constexpr int lo = (P) < kParts ? (P) * kTot / kParts : kTot;                            \
         constexpr int hi = (P) < kParts ? ((P) + 1) * kTot / kParts : kTot;                      \
-        AFast::template issue_full<(lo < kAChunks ? lo : kAChunks),                               \
-                                   (hi < kAChunks ? hi : kAChunks)>(da, a_src, a_row_step);       \
+        HG_A_FULL((lo < kAChunks ? lo : kAChunks), (hi < kAChunks ? hi : kAChunks));              \
         BRaw::template issue_full<(lo > kAChunks ? lo - kAChunks : 0),                            \
                                   (hi > kAChunks ? hi - kAChunks : 0)>(db, b_src, b_row_step);    \
         if (P == 0) {                                                                           \
@@ -979,6 +1061,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
                     HG_RAW_PART(2)
 #undef HG_RAW_PART
 #undef HG_A_EXTRA
+#undef HG_A_FULL
                 } else if (ks == 0 && copy) {
                     issue_edge(ktc, st_cp);
                 }
@@ -1022,17 +1105,28 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     // of its 16x8 tile, g = lane / 4.
     const int g = lane >> 2;
     const int t2 = (lane & 3) * 2;
+#if PG_ROW_SPLIT
+    tile_origin(tm0, tn0);  // the rows and columns this block stores start here
+#endif
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int row = m0 + wm0 + mi * kInstM + g + h * 8;
             if (row >= M) continue;
+#if PG_ROW_SPLIT
+            if (row < tm0) continue;
+#endif
 #pragma unroll
             for (int ni = 0; ni < kMmaN; ++ni) {
                 const int col = n0 + wn0 + ni * kInstN + t2;
+#if PG_ROW_SPLIT
+                store_pair(C, ldc, row, col, N, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1],
+                           alpha, beta, tn0);
+#else
                 store_pair(C, ldc, row, col, N, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1],
                            alpha, beta);
+#endif
             }
         }
     }
