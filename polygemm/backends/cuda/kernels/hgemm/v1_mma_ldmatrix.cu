@@ -18,7 +18,8 @@
 //   PG_VEC=0: 4-stage pipeline of padded tiles: cp.async.cg 16 B of aligned windows, realigned
 //   in place one K-tile ahead of the mma.
 // Launch: blockDim (256, 1, 1); gridDim (ceil(N/128), ceil(M/256)) (grid ["n", "m"]); the
-// kernel remaps block ids in groups of 8 threadblock rows for L2 reuse.
+// kernel remaps block ids in groups of 8 threadblock rows for L2 reuse. PG_ROW_SPLIT=1 (see
+// below): gridDim (ceil(N/128), ceil(ceil(M/p)/256), p), one z slice per row set.
 // DYNAMIC SHARED MEMORY: PG_VEC=1 147456 bytes (3 stages x (256x64 + 64x128) halves x 2 B);
 // PG_VEC=0 221184 bytes (4 stages of padded tiles, rows one 16-byte chunk longer; the most
 // over the four layouts, A row-major with B column-major). The launcher must raise
@@ -81,6 +82,16 @@
 // of warp_step (191), one warp per row phase with the shift compiled per phase (193: two
 // 16-byte loads per chunk; ALU was not the limit), sm_90 bulk copies (cp.async.bulk) of each
 // row's window on an mbarrier (159: 320 small bulk copies per K-tile).
+//
+// Revision (PG_ROW_SPLIT, the unaligned build for row-major A and B). Splitting A's rows into
+// sets of one 16-byte phase makes A an aligned operand (K extended by the phase), so only B
+// is realigned: 214 -> 261 TFLOP/s at 4095x4097x4093 (own harness). B's realign walking each
+// lane's 4 chunks downwards (5 shared loads instead of 8): 269. Edge threadblock tiles moved
+// inside the matrix (storing only their own rows and columns), so no tile takes the
+// predicated copies: 300; `polygemm bench` 295.9 = 2.03x cuBLAS (docs/benchmarks/README.md).
+// Diagnostics (own harness): B's realign off 317, B's copies off 281, both off 328. Tried
+// and not kept: skipping the copies of rows past the edge with a predicate (283), loading
+// the realign's next chunk one k16 step ahead (258, a register spilled).
 
 #include <cuda_fp16.h>
 #include <stdint.h>
