@@ -126,7 +126,6 @@ class LaunchPlan:
         }
         if self.row_split:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
-        
         if self.grid != (1, 1, 1):
             d["grid"] = self.grid
             d["block"] = self.block
@@ -175,8 +174,8 @@ def row_split_sets(a: Mat, m: int, bm: int) -> int:
     cost more than a quarter more threadblock tiles along M than not splitting."""
     per_line = 16 // a.itemsize
     p = per_line // math.gcd(a.ld, per_line)
-    plain = -(-m // bm)
-    split = p * -(-(-(-m // p)) // bm)  # p sets of ceil(m / p) rows
+    set_rows = -(-m // p)
+    plain, split = -(-m // bm), p * -(-set_rows // bm)  # threadblock tiles along M
     return p if 4 * split <= 5 * plain else 0
 
 

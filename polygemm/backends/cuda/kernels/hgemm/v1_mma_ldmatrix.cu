@@ -487,32 +487,28 @@ struct RawTile {
     // the window's extra chunk). 5 shared loads per 4 chunks (the strided walk needs 8).
     // Only the last step overwrites a chunk another lane reads (its step-0 `hi`), so only
     // it waits for the warp.
-    template <int P, bool kAhead>
+    template <int P>
     __device__ static __forceinline__ void realign_down(const Thread& t, uint32_t stage,
-                                                        uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+                                                        uint32_t (&hi)[4]) {
         static_assert(kDown && P >= 0 && P < kRun, "realign_down: steps 0 .. kRun-1");
         constexpr int c = kRun - 1 - P;
         const uint32_t base = stage + t.run;
-        uint32_t o[4];
+        uint32_t lo[4], o[4];
         if (P == 0) lds128(hi, base + kRun * 16);
-        if (P == 0 || !kAhead) lds128(lo, base + c * 16);
+        lds128(lo, base + c * 16);
         shift_chunk(lo, hi, t.e_run, o);
         if (P == kRun - 1) __syncwarp();
         sts128(base + c * 16, o);
 #pragma unroll
         for (int i = 0; i < 4; ++i) hi[i] = lo[i];
-        if (kAhead && P < kRun - 1) lds128(lo, base + (c - 1) * 16);  // next step's, in flight over the mma
     }
 };
 
 using AMover = TileMover<kARows, kACols>;
 using BMover = TileMover<kBRows, kBCols>;
 #if !PG_VEC
-#ifndef HG_SPLIT_REALIGN_DOWN
-#define HG_SPLIT_REALIGN_DOWN 1
-#endif
 using ARaw = RawTile<kARows, kACols>;
-using BRaw = RawTile<kBRows, kBCols, PG_ROW_SPLIT && HG_SPLIT_REALIGN_DOWN>;
+using BRaw = RawTile<kBRows, kBCols, PG_ROW_SPLIT>;
 // PG_VEC=0 shared memory: kRawStages stages (copied into, realigned, multiplied); A's is a
 // swizzled unpadded tile under PG_ROW_SPLIT.
 constexpr int kRawStages = 4;
@@ -941,25 +937,23 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
         b_extent(kt, br, bc);
         return ar >= kARows && ac >= kACols && br >= kBRows && bc >= kBCols;
     };
-    // Realign part P (of kSteps) of stage st: the A runs, then the B runs, split evenly
-    // (PG_ROW_SPLIT: B's only).
-    constexpr int kARuns = PG_ROW_SPLIT ? 0 : ARaw::kRun;
-    constexpr int kRunTot = kARuns + BRaw::kRun;
-#if PG_ROW_SPLIT && HG_SPLIT_REALIGN_DOWN
+    // Realign part P (of kSteps) of stage st. PG_ROW_SPLIT: B's chunk P of each lane's run;
+    // otherwise the A runs, then the B runs, split evenly.
+#if PG_ROW_SPLIT
     static_assert(BRaw::kRun == kSteps, "realign_down: one chunk per k16 step");
-    uint32_t ra_hi[4], ra_lo[4];  // realign_down's carried input chunks
+    uint32_t ra_hi[4];  // realign_down's carried input chunk
     auto realign_part = [&](int st, auto part) {
-        BRaw::template realign_down<decltype(part)::value, HG_SPLIT_REALIGN_DOWN == 2>(tb, sB0 + st * kBB, ra_hi, ra_lo);
+        BRaw::template realign_down<decltype(part)::value>(tb, sB0 + st * kBB, ra_hi);
     };
 #else
+    constexpr int kARuns = ARaw::kRun;
+    constexpr int kRunTot = kARuns + BRaw::kRun;
     auto realign_part = [&](int st, auto part) {
         constexpr int P = decltype(part)::value;
         constexpr int lo = P * kRunTot / kSteps, hi = (P + 1) * kRunTot / kSteps;
         constexpr int blo = lo > kARuns ? lo - kARuns : 0, bhi = hi > kARuns ? hi - kARuns : 0;
-#if !PG_ROW_SPLIT
         constexpr int alo = lo < kARuns ? lo : kARuns, ahi = hi < kARuns ? hi : kARuns;
         ARaw::template realign<alo, ahi>(ta, sA0 + st * kAB);
-#endif
         BRaw::template realign<blo, bhi>(tb, sB0 + st * kBB);
     };
 #endif
