@@ -98,6 +98,12 @@ class _Entry:
 
 _lock = threading.Lock()
 _entries: dict[str, _Entry] | None = None
+_generation = 0  # bumped by refresh(): plans made before it name backends that may be gone
+
+
+def generation() -> int:
+    """A number that changes whenever the discovered backends are forgotten (``refresh``)."""
+    return _generation
 
 
 def _load_target(target: str) -> Any:
@@ -136,9 +142,10 @@ def _all() -> dict[str, _Entry]:
 
 def refresh() -> None:
     """Forget discovered backends so the next call re-reads the entry points."""
-    global _entries
+    global _entries, _generation
     with _lock:
         _entries = None
+        _generation += 1
 
 
 def backends() -> list[BackendInfo]:
