@@ -1,33 +1,183 @@
-"""``gemm`` and ``explain``: normalize -> dispatch -> plan -> run -> report."""
+"""``gemm`` and ``explain``: normalize -> dispatch -> plan -> run -> report, with a plan cache.
+
+The first call with a given description of its operands (shapes, strides, dtypes, where they
+live, their 16-byte alignment class, whether ``c``/``out`` are given, whether alpha is 1 and
+beta 0, device, variant) normalizes and validates them, picks the backend and plans; the plan
+is cached (bounded, least recently used first out, thread-safe). A repeated call reads only the
+operands' interfaces, checks what depends on the pointers themselves (overlaps), and hands the
+cached plan and the call's operands to the backend.
+"""
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
+import os
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
-from . import registry
-from .backend import Plan
-from .problem import GemmProblem, normalize
+import numpy as np
 
-__all__ = ["gemm", "explain", "last_plan"]
+from . import registry
+from .backend import Backend, Plan
+from .errors import ArgumentError
+from .problem import Call, GemmProblem, _scalar, host_convert, normalize, operand_view
+
+__all__ = ["gemm", "explain", "last_plan", "plan_cache_info", "clear_plan_cache"]
 
 log = logging.getLogger("polygemm")
 _local = threading.local()
 
+#: how many plans the cache keeps ($POLYGEMM_PLAN_CACHE_SIZE; 0 turns the cache off)
+PLAN_CACHE_SIZE = int(os.environ.get("POLYGEMM_PLAN_CACHE_SIZE", "256"))
 
-def _plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: str, out: Any) -> Plan:
+
+@dataclass(frozen=True)
+class _Entry:
+    """A cached plan and what a repeated call needs to bind operands to it."""
+
+    backend: Backend
+    plan: Plan
+    convert: tuple[bool, bool, bool]  # host a, b, c copied by normalization (strided or byte order)
+    spans: tuple[int, int, int, int]  # device a, b, c, out: bytes from the pointer to past the last element
+
+
+class PlanCache:
+    """A bounded, thread-safe map from a call's description to its plan (LRU eviction)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple) -> _Entry | None:
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return entry
+
+    def put(self, key: tuple, entry: _Entry) -> None:
+        if self.maxsize <= 0:
+            return
+        with self._lock:
+            self._data[key] = entry
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+    def info(self) -> dict[str, int]:
+        with self._lock:
+            return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize}
+
+
+_cache = PlanCache(PLAN_CACHE_SIZE)
+
+
+def plan_cache_info() -> dict[str, int]:
+    """Hits, misses, current size and bound of the plan cache."""
+    return _cache.info()
+
+
+def clear_plan_cache() -> None:
+    """Forget every cached plan (the next call of each kind plans again)."""
+    _cache.clear()
+
+
+def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any) -> tuple[Backend, Plan, GemmProblem]:
+    """Normalize and validate everything, select the backend and plan (the uncached path)."""
     if not isinstance(variant, str) or not variant:
-        from .errors import ArgumentError
-
         raise ArgumentError(f"variant must be a variant name or 'auto'; got {variant!r}")
     problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out)
     backend, passed = registry.select(problem, device, variant)
     backend.check_problem(problem)
     plan = backend.plan(problem, variant)
     plan.candidates = passed + plan.candidates
-    plan.notes = list(problem.notes) + plan.notes
-    return plan
+    copies = [f"{op.name} copied once into C order (strided view or non-native byte order)" for op in (problem.a, problem.b, problem.c) if op is not None and op.copied]
+    plan.copies = copies + plan.copies
+    plan.problem = problem.without_data()  # a cached plan keeps provenance, never the data
+    return backend, plan, problem
+
+
+def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any) -> tuple[tuple, list] | None:
+    """The cache key of a call and the operands' (pointer, stream) views; None when some
+    operand takes the full normalization every time."""
+    if type(variant) is not str or not (device is None or type(device) is str):
+        return None
+    views = []
+    for obj in (a, b, c, out):
+        v = operand_view(obj)
+        if v is None:
+            return None
+        views.append(v)
+    if device is None:
+        device = os.environ.get("POLYGEMM_DEVICE") or "auto"
+    in_place = out is not None and c is not None and (out is c or (views[3][1] != 0 and views[3][1] == views[2][1]))
+    key = (device, variant, registry.generation(), views[0][0], views[1][0], views[2][0], views[3][0],
+           alpha == 1.0, beta == 0.0, in_place)
+    return key, views
+
+
+def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list) -> bool:
+    """Whether ``out`` is clear of ``a``, ``b`` and (unless it is ``c`` itself) ``c`` for these
+    pointers; False sends the call through the full check, which says what is wrong."""
+    if out is None:
+        return True
+    if entry.plan.problem.residency == "host":
+        others = (a, b) if out is c else (a, b, c)
+        return not any(x is not None and np.may_share_memory(out, x) for x in others)
+    o_lo = views[3][1]
+    o_hi = o_lo + entry.spans[3]
+    for i, x in enumerate((a, b, c)):
+        if x is None or (i == 2 and views[2][1] == o_lo):
+            continue
+        lo = views[i][1]
+        if lo < o_hi and o_lo < lo + entry.spans[i]:
+            return False
+    return True
+
+
+def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem) -> _Entry:
+    ops = (problem.a, problem.b, problem.c, problem.out)
+    return _Entry(backend, plan,
+                  tuple(op is not None and op.copied for op in ops[:3]),  # type: ignore[arg-type]
+                  tuple(0 if op is None else op.nbytes_span for op in ops))  # type: ignore[arg-type]
+
+
+def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any) -> tuple[_Entry, Call, bool]:
+    """The plan for this call (cached or made now) and the call's operands bound to it."""
+    al = alpha if type(alpha) is float and math.isfinite(alpha) else _scalar("alpha", alpha)
+    be = beta if type(beta) is float and math.isfinite(beta) else _scalar("beta", beta)
+    found = _key(a, b, c, out, al, be, device, variant)
+    if found is not None:
+        key, views = found
+        entry = _cache.get(key)
+        if entry is not None and _overlap_free(entry, a, b, c, out, views):
+            conv = entry.convert
+            streams = [v[2] for v in views if v[2] is not None]
+            stream = None if not streams else (streams[0] if len(set(streams)) == 1 else -1)
+            call = Call(host_convert(a) if conv[0] else a, host_convert(b) if conv[1] else b,
+                        host_convert(c) if conv[2] else c, out,
+                        views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream)
+            return entry, call, True
+    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out)
+    entry = _entry_for(backend, plan, problem)
+    if found is not None:
+        _cache.put(found[0], entry)
+    return entry, Call.from_problem(problem), False
 
 
 def gemm(
@@ -50,16 +200,17 @@ def gemm(
     ``device`` is a backend name or ``"auto"`` (default: ``$POLYGEMM_DEVICE`` or auto);
     an explicit device never falls back. ``variant`` picks a kernel of that backend.
 
-    Host inputs give a NumPy array; device inputs give a device array of the same kind.
+    Host inputs give a NumPy array; device inputs give a device array. Device work is queued
+    on the stream the operands name (``__cuda_array_interface__``'s ``stream``; the default
+    stream when they name none) and not waited for, as CuPy and PyTorch do.
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
-    plan = _plan(a, b, c, alpha, beta, device, variant, out)
-    backend = registry.get_backend(plan.backend)
-    result = backend.run(plan)
-    _local.plan = plan
+    entry, call, _ = _bind(a, b, c, alpha, beta, device, variant, out)
+    result = entry.backend.execute(entry.plan, call)
+    _local.plan = entry.plan
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("%s", plan)
+        log.debug("%s", entry.plan)
     return result
 
 
@@ -77,11 +228,18 @@ def explain(
     """Return the :class:`Plan` ``gemm`` would run for these arguments, without running it.
 
     The plan names the backend, variant and device, why they were chosen, the layouts,
-    any copies or padding, and (for ``device="auto"``) the backends passed over and why.
+    any copies or padding, (for ``device="auto"``) the backends passed over and why, and
+    whether it came from the plan cache (``plan.cached``). It is cached for the next call.
     """
-    return _plan(a, b, c, alpha, beta, device, variant, out)
+    entry, _, hit = _bind(a, b, c, alpha, beta, device, variant, out)
+    plan = copy.copy(entry.plan)
+    plan.cached = hit
+    return plan
 
 
 def last_plan() -> Plan | None:
-    """The plan of the last ``gemm`` call completed in this thread (None before any)."""
+    """The plan of the last ``gemm`` call completed in this thread (None before any).
+
+    It describes the call (shapes, layouts, backend, variant) and holds none of its data.
+    """
     return getattr(_local, "plan", None)

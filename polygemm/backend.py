@@ -16,9 +16,11 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from .errors import DTypeError, UnsupportedProblemError
-from .problem import GemmProblem
+from .problem import Call, GemmProblem
 
-__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend"]
+__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "FLOAT32_MAX"]
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,19 @@ class Plan:
     launch: dict[str, Any] = field(default_factory=dict)
     candidates: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: backend-private decisions consumed by ``run`` (kernel handles, swap flags, ...)
-    private: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: backend-private decisions consumed by ``run``/``execute`` (a backend's own typed object,
+    #: e.g. the cuda backend's prepared launch); plugins may keep a dict here
+    private: Any = field(default_factory=dict, repr=False)
+    #: True when this plan came from the core's plan cache (set on what ``explain`` returns)
+    cached: bool = False
+
+    def bind(self, call: Call) -> "Plan":
+        """A copy of this plan whose problem carries ``call``'s operands, alpha and beta."""
+        import copy
+
+        bound = copy.copy(self)
+        bound.problem = self.problem.with_call(call)
+        return bound
 
     def __str__(self) -> str:
         p = self.problem
@@ -96,6 +109,7 @@ class Plan:
             lines.append("  layouts : " + ", ".join(f"{k}={v}" for k, v in self.layouts.items()))
         lines.append("  copies  : " + ("; ".join(self.copies) if self.copies else "none"))
         lines.append(f"  padding : {self.padding or 'none'}")
+        lines.append("  cache   : " + ("this plan was reused from the plan cache" if self.cached else "planned for this call (cached for the next)"))
         if self.launch:
             lines.append("  launch  : " + ", ".join(f"{k}={v}" for k, v in self.launch.items()))
         for name, why in self.candidates:
@@ -103,6 +117,14 @@ class Plan:
         for note in self.notes:
             lines.append(f"  note    : {note}")
         return "\n".join(lines)
+
+
+def store_result(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """The tail of every host computation: the result itself, or copied into ``out`` and ``out``."""
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
 
 
 def host_layouts(problem: GemmProblem) -> dict[str, str]:
@@ -123,6 +145,8 @@ class Backend(abc.ABC):
     priority: ClassVar[int] = 300
     #: where this backend's operands may live; "host" means it accepts NumPy arrays.
     residencies: ClassVar[tuple[str, ...]] = ("host",)
+    #: kernels take alpha and beta as float32: values beyond its range are refused at plan time
+    float32_scalars: ClassVar[bool] = False
 
     # -- discovery -------------------------------------------------------------------
     @abc.abstractmethod
@@ -147,6 +171,8 @@ class Backend(abc.ABC):
 
     def supports(self, problem: GemmProblem) -> str | None:
         """None if this backend can compute ``problem``, else the reason it cannot."""
+        if self.float32_scalars and any(abs(v) > FLOAT32_MAX or (v != 0.0 and np.float32(v) == 0.0) for v in (problem.alpha, problem.beta)):
+            return "alpha or beta does not fit its kernels' float32 scalars"
         if problem.residency not in self.residencies:
             return f"operands live on {problem.residency}, this backend takes {', '.join(self.residencies)} data"
         if problem.dtype.name not in self.dtypes():
@@ -173,6 +199,13 @@ class Backend(abc.ABC):
                 raise DTypeError(f"{where} writes {problem.dtype.name} results only; pass out as a {problem.dtype.name} array")
         if problem.residency not in self.residencies:
             raise UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes {', '.join(self.residencies)} data")
+        if self.float32_scalars:
+            for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
+                if abs(value) > FLOAT32_MAX or (value != 0.0 and np.float32(value) == 0.0):
+                    raise UnsupportedProblemError(
+                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels; "
+                        f"scale a or c by it first, or use device='cpu' (device='auto' does so)"
+                    )
 
     # -- planning and running ---------------------------------------------------------
     @abc.abstractmethod
@@ -186,6 +219,15 @@ class Backend(abc.ABC):
         Host operands give a NumPy result; device operands give a device array of the
         same kind. Failures raise DeviceError with the vendor's message.
         """
+
+    def execute(self, plan: Plan, call: Call) -> Any:
+        """Compute ``plan`` (possibly made for an earlier call, from the plan cache) on ``call``'s
+        operands, which have the shapes, layouts, dtypes and alignment the plan was made for.
+
+        The core calls this; it must re-decide nothing. The default binds the call into a copy
+        of the plan and calls :meth:`run` (enough for plugins); built-in backends override it.
+        """
+        return self.run(plan.bind(call))
 
     # -- device helpers (benchmarks, conformance suite) -------------------------------
     def to_device(self, array: np.ndarray) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -23,10 +23,15 @@ __all__ = [
     "normalize",
     "SUPPORTED_DTYPES",
     "device_interface",
+    "Call",
+    "operand_view",
+    "host_convert",
 ]
 
 #: dtypes polygemm knows at all; each backend declares the subset it computes.
 SUPPORTED_DTYPES: tuple[str, ...] = ("float16", "float32", "float64")
+
+_TooHardError = getattr(getattr(np, "exceptions", np), "TooHardError")
 
 Layout = Literal["row", "col"]
 Residency = str  # "host", "cuda", "musa", or a plugin's device kind
@@ -109,7 +114,7 @@ class Operand:
 
     def describe(self) -> str:
         kind = {"row": "row-major", "col": "column-major"}[self.layout]
-        extra = ", copied once from a strided view" if self.copied else ""
+        extra = ", copied once (strided view or non-native byte order)" if self.copied else ""
         return f"{self.name}: {self.rows}x{self.cols} {self.dtype.name} {kind} (ld={self.ld}) on {self.residency}{extra}"
 
 
@@ -150,6 +155,23 @@ class GemmProblem:
     def operands(self) -> list[Operand]:
         return [op for op in (self.a, self.b, self.c, self.out) if op is not None]
 
+    def without_data(self) -> "GemmProblem":
+        """The same description with no reference to the operands' data (what a cached plan
+        and ``last_plan()`` keep: provenance, not arrays)."""
+        def bare(op: Operand | None) -> Operand | None:
+            return None if op is None else replace(op, array=None, interface=None)
+
+        return replace(self, a=bare(self.a), b=bare(self.b), c=bare(self.c), out=bare(self.out))  # type: ignore[arg-type]
+
+    def with_call(self, call: "Call") -> "GemmProblem":
+        """This problem bound to another call's operands (same shapes, layouts and dtypes)."""
+        def bound(op: Operand | None, obj: Any, ptr: int) -> Operand | None:
+            return None if op is None else replace(op, array=obj, ptr=ptr)
+
+        return replace(self, a=bound(self.a, call.a, call.a_ptr), b=bound(self.b, call.b, call.b_ptr),  # type: ignore[arg-type]
+                       c=bound(self.c, call.c, call.c_ptr), out=bound(self.out, call.out, call.out_ptr),
+                       alpha=call.alpha, beta=call.beta)
+
 
 def _layout_from_strides(shape: tuple[int, int], strides: tuple[int, int]) -> tuple[Layout, int] | None:
     """Describe a 2-D strided view (strides in elements) as row/col-major + ld, or None."""
@@ -185,31 +207,52 @@ def _check_dtype(name: str, dtype: np.dtype) -> np.dtype:
     return dtype
 
 
+def _host_layout(arr: np.ndarray) -> tuple[Layout, int] | None:
+    if not all(s % arr.itemsize == 0 for s in arr.strides):
+        return None
+    return _layout_from_strides(arr.shape, (arr.strides[0] // arr.itemsize, arr.strides[1] // arr.itemsize))
+
+
+def host_convert(arr: np.ndarray) -> np.ndarray:
+    """The copy a host operand gets when kernels cannot read it as it is: native byte order,
+    C order (for strided views that are neither row- nor column-major, and for non-native
+    byte order, whose bytes no kernel reads)."""
+    if not arr.dtype.isnative:
+        return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+    return np.ascontiguousarray(arr)
+
+
 def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
+    if obj is None:
+        raise ArgumentError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
+    if isinstance(obj, np.ma.MaskedArray):
+        raise ArgumentError(f"{name} is a masked array; polygemm ignores no mask. Fill it first, e.g. {name}.filled(0), or pass {name}.data")
     if writable:
         if not isinstance(obj, np.ndarray):
             raise ArgumentError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}")
         arr = obj
         if not arr.flags.writeable:
             raise ArgumentError(f"{name} is read-only; pass a writeable array (or omit {name} to get a new one)")
+        if not arr.dtype.isnative:
+            raise DTypeError(f"{name} has non-native byte order ({arr.dtype.str}); pass an array of the native {arr.dtype.name} (e.g. np.empty(shape, np.{arr.dtype.name}))")
     else:
         try:
             arr = np.asarray(obj)
         except Exception as exc:
             raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
+        if arr.dtype == object:
+            raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix")
     if arr.ndim != 2:
         raise ShapeError(f"{name} must be 2-D (a matrix); got {arr.ndim}-D with shape {arr.shape}. Reshape it, e.g. {name}.reshape(rows, cols).")
     _check_dtype(name, arr.dtype)
     copied = False
-    desc = None
-    if all(s % arr.itemsize == 0 for s in arr.strides):
-        desc = _layout_from_strides(arr.shape, (arr.strides[0] // arr.itemsize, arr.strides[1] // arr.itemsize))
-    if desc is None:
+    desc = _host_layout(arr)
+    if desc is None or not arr.dtype.isnative:
         if writable:
             raise ArgumentError(f"{name} has strides {arr.strides} that are neither row- nor column-major; pass a C- or Fortran-ordered array")
-        arr = np.ascontiguousarray(arr)
+        arr = host_convert(arr)
         copied = True
-        desc = _layout_from_strides(arr.shape, (arr.strides[0] // arr.itemsize, arr.strides[1] // arr.itemsize))
+        desc = _host_layout(arr)
         assert desc is not None
     layout, ld = desc
     ptr = arr.__array_interface__["data"][0]
@@ -265,7 +308,10 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
 def _scalar(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise ArgumentError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ArgumentError(f"{name} is too large for a float64 ({str(value)[:20]}...); pass a finite real number") from None
     if not math.isfinite(v):
         raise ArgumentError(f"{name} must be finite; got {value!r}")
     return v
@@ -275,7 +321,10 @@ def _overlaps(x: Operand, y: Operand) -> bool:
     if x.residency != y.residency:
         return False
     if x.residency == "host":
-        return bool(np.shares_memory(x.array, y.array, max_work=1000))
+        try:
+            return bool(np.shares_memory(x.array, y.array, max_work=1000))
+        except _TooHardError:
+            return True  # cannot prove them apart cheaply: treated as overlapping (the error says what to do)
     lo1, hi1 = x.ptr, x.ptr + x.nbytes_span
     lo2, hi2 = y.ptr, y.ptr + y.nbytes_span
     return lo1 < hi2 and lo2 < hi1
@@ -332,5 +381,72 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         where = ", ".join(f"{op.name} on {op.residency}" for op in (A, B, C, O) if op is not None)
         raise ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")
     residency = residencies.pop()
-    notes = tuple(f"{op.name} was copied once into C order (its strides were neither row- nor column-major)" for op in (A, B, C) if op is not None and op.copied)
+    notes = tuple(f"{op.name} was copied once into C order (strides neither row- nor column-major, or non-native byte order)" for op in (A, B, C) if op is not None and op.copied)
     return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes)
+
+
+class Call:
+    """One call's operands, bound to a plan: what ``Backend.execute`` reads per call.
+
+    ``a``, ``b``, ``c``, ``out`` are the objects to compute with (host operands after any
+    copy the plan recorded; device operands as the user gave them), ``*_ptr`` their device
+    addresses (0 for host data and absent operands), ``stream`` the CUDA stream the operands
+    named through ``__cuda_array_interface__`` (None when none did).
+    """
+
+    __slots__ = ("a", "b", "c", "out", "a_ptr", "b_ptr", "c_ptr", "out_ptr", "alpha", "beta", "stream")
+
+    def __init__(self, a: Any, b: Any, c: Any, out: Any, a_ptr: int, b_ptr: int, c_ptr: int, out_ptr: int,
+                 alpha: float, beta: float, stream: int | None) -> None:
+        self.a, self.b, self.c, self.out = a, b, c, out
+        self.a_ptr, self.b_ptr, self.c_ptr, self.out_ptr = a_ptr, b_ptr, c_ptr, out_ptr
+        self.alpha, self.beta, self.stream = alpha, beta, stream
+
+    @classmethod
+    def from_problem(cls, p: GemmProblem) -> "Call":
+        def obj(op: Operand | None) -> Any:
+            return None if op is None else op.array
+
+        def ptr(op: Operand | None) -> int:
+            return 0 if op is None or op.residency == "host" else op.ptr
+
+        streams = [op.interface.get("stream") for op in p.operands() if op.interface is not None]
+        return cls(obj(p.a), obj(p.b), obj(p.c), obj(p.out), ptr(p.a), ptr(p.b), ptr(p.c), ptr(p.out), p.alpha, p.beta,
+                   common_stream(streams))
+
+
+def common_stream(streams: list[Any]) -> int | None:
+    """The stream a call runs on from the operands' ``stream`` entries: None when none named
+    one, the one they all named, else -1 (several: the backend synchronizes before running)."""
+    named = {int(s) for s in streams if s is not None}
+    if not named:
+        return None
+    return named.pop() if len(named) == 1 else -1
+
+
+def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
+    """What a repeated call needs of one operand, read cheaply: ``(key, device pointer, stream)``.
+
+    ``key`` holds everything a plan depends on (kind, shape, strides, dtype, read-only flag and,
+    for device data, the pointer's 16-byte alignment class). None for objects that take the
+    full normalization every time (anything but a NumPy array or a device array).
+    """
+    if type(obj) is np.ndarray:
+        return ("host", obj.shape, obj.strides, obj.dtype, obj.flags.writeable), 0, None
+    if obj is None:
+        return (), 0, None
+    try:
+        found = device_interface(obj)
+    except Exception:  # the full normalization says what is wrong with it
+        return None
+    if found is None:
+        return None
+    where, iface = found
+    try:
+        ptr, readonly = iface["data"]
+        ptr = int(ptr or 0)
+        strides = iface.get("strides")
+        key = (where, tuple(iface["shape"]), None if strides is None else tuple(strides), iface["typestr"], bool(readonly), ptr % 16)
+    except (KeyError, TypeError):
+        return None
+    return key, ptr, iface.get("stream")

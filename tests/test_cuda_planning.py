@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import polygemm as pg
-from polygemm.backends.cuda.backend import choose_auto_variant
+from polygemm.backends.cuda.catalog import choose_auto_variant
 from polygemm.backends.cuda.planning import INT32_MAX, Mat, plan_launch
 from polygemm.backends.cuda.variants import kernel_specs, variant_table
 
@@ -198,7 +198,7 @@ def test_plan_refuses_a_build_beyond_the_devices_shared_memory():
 
 
 def test_check_smem_is_the_one_gate_for_plans_and_launches():
-    from polygemm.backends.cuda.backend import check_smem
+    from polygemm.backends.cuda.catalog import check_smem
     from polygemm.errors import UnsupportedProblemError
 
     spec = kernel_specs()["hgemm_v1_mma_ldmatrix"]

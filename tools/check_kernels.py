@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from polygemm.backends.cuda.compiler import find_nvcc, nvcc_command  # noqa: E402
 from polygemm.backends.cuda.variants import KERNEL_DIR, kernel_specs  # noqa: E402
 
 SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -47,8 +48,8 @@ def jobs(archs: list[str]) -> list[tuple[str, Path, dict[str, int], bool]]:
 
 def compile_one(job: tuple[str, Path, dict[str, int], bool], tmp: str) -> tuple[bool, str]:
     arch, src, macros, strict = job
-    out = os.path.join(tmp, f"{src.stem}_{arch}_{abs(hash(tuple(macros.items())))}.cubin")
-    cmd = ["nvcc", "-cubin", f"-gencode=arch=compute_{arch[3:]},code={arch}", "-O3", "-std=c++17", "-Xptxas", "-v", f"-I{KERNEL_DIR}", *(f"-D{k}={v}" for k, v in macros.items()), str(src), "-o", out]
+    out = Path(tmp) / f"{src.stem}_{arch}_{abs(hash(tuple(macros.items())))}.cubin"
+    cmd = nvcc_command(find_nvcc() or "nvcc", src, arch, macros, out, verbose=True)  # the backend's own command line
     r = subprocess.run(cmd, capture_output=True, text=True)
     label = f"{src.relative_to(KERNEL_DIR)} {arch} {' '.join(f'{k}={v}' for k, v in macros.items())}".strip()
     if r.returncode != 0:

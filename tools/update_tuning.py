@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polygemm.backends.cuda.backend import tuning_file  # noqa: E402
+from polygemm.backends.cuda.catalog import tuning_file  # noqa: E402
 from polygemm.backends.cuda.variants import kernel_specs  # noqa: E402
 
 

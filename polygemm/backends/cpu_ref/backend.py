@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...backend import Availability, Backend, Plan, Variant, host_layouts
-from ...problem import GemmProblem
+from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
+from ...problem import Call, GemmProblem
 
 __all__ = ["CpuReferenceBackend", "reference"]
 
@@ -60,28 +60,30 @@ class CpuReferenceBackend(Backend):
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
         chosen = self.get_variant("reference" if variant == "auto" else variant)
         self.check_problem(problem, chosen)
-        reason = "the reference backend's one exact variant" if chosen.name == "reference" else f"variant={variant!r} requested"
+        reason = "the reference backend's exact variant (float64, rounded once)" if chosen.name == "reference" else f"variant={variant!r} requested"
         if problem.empty:
             reason += "; empty product (M, N or K is 0): no multiplication"
         return Plan(self.name, chosen.name, reason, problem, device=self.device_name(), layouts=host_layouts(problem))
 
     def run(self, plan: Plan) -> Any:
+        return self.execute(plan, Call.from_problem(plan.problem))
+
+    def execute(self, plan: Plan, call: Call) -> Any:
         p = plan.problem
-        a, b = p.a.array, p.b.array
-        c = p.c.array if p.c is not None else None
+        a, b, c = call.a, call.b, call.c
+        alpha, beta = call.alpha, call.beta
         if plan.variant == "numpy":
             # float16 goes through float32, the accumulation type polygemm promises for it
             work = np.float32 if p.dtype == np.float16 else p.dtype.type
             with np.errstate(all="ignore"):
+                if call.out is not None and beta == 0.0 and alpha == 1.0 and work == call.out.dtype.type == a.dtype.type == b.dtype.type:
+                    return np.matmul(a, b, out=call.out)  # straight into out: no temporary
                 res = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
-                if p.alpha != 1.0:
-                    res *= work(p.alpha)
-                if p.beta != 0.0 and c is not None:
-                    res += work(p.beta) * c.astype(work, copy=False)
+                if alpha != 1.0:
+                    res *= work(alpha)
+                if beta != 0.0 and c is not None:
+                    res += work(beta) * c.astype(work, copy=False)
                 res = res.astype(p.out_dtype, copy=False)
         else:
-            res = reference(a, b, c, p.alpha, p.beta, p.out_dtype)
-        if p.out is not None:
-            np.copyto(p.out.array, res)
-            return p.out.array
-        return res
+            res = reference(a, b, c, alpha, beta, p.out_dtype)
+        return store_result(res, call.out)

@@ -102,23 +102,31 @@ class CuBlas:
                 self._handles.append(h)
         return h
 
+    def on(self, stream: int) -> Any:
+        """This thread's handle, bound to ``stream`` (a CUstream handle; 0 the default stream)."""
+        h = self.handle()
+        if getattr(self._local, "stream", 0) != stream:
+            self._check(self.lib.cublasSetStream_v2(h, self.ffi.cast("void *", stream)), "cublasSetStream")
+            self._local.stream = stream
+        return h
+
     def sgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
-              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
-        """Column-major ``C = alpha·op(A)·op(B) + beta·C`` on device pointers."""
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int = 0) -> None:
+        """Column-major ``C = alpha·op(A)·op(B) + beta·C`` on device pointers, queued on ``stream``."""
         ffi = self.ffi
         st = self.lib.cublasSgemm_v2(
-            self.handle(), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
+            self.on(stream), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
             m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), lda, ffi.cast("void *", b), ldb,
             ffi.new("float *", beta), ffi.cast("void *", c), ldc,
         )
         self._check(st, "cublasSgemm")
 
     def hgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
-              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False) -> None:
-        """Column-major fp16 inputs, fp32 compute, fp16 (or fp32) C (``cublasGemmEx``)."""
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False, stream: int = 0) -> None:
+        """Column-major fp16 inputs, fp32 compute, fp16 (or fp32) C (``cublasGemmEx``), queued on ``stream``."""
         ffi = self.ffi
         st = self.lib.cublasGemmEx(
-            self.handle(), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
+            self.on(stream), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
             m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), CUDA_R_16F, lda,
             ffi.cast("void *", b), CUDA_R_16F, ldb, ffi.new("float *", beta), ffi.cast("void *", c), CUDA_R_32F if c_f32 else CUDA_R_16F, ldc,
             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,

@@ -80,6 +80,7 @@ class Pack:
     src: Mat
     dst: Mat
     scratch_elems: int
+    slot: str = ""  # the kernel operand ("a", "b" or "c") whose data the pack moves
 
 
 @dataclass
@@ -234,16 +235,16 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             reasons.append(f"the rung needs {4 * spec.align}-byte alignment")
         if needs(a2, ta):
             pa = padded(a2.name, mp, kp)
-            lp.packs.append(Pack(a2, pa, pa.max_offset + 1))
+            lp.packs.append(Pack(a2, pa, pa.max_offset + 1, "a"))
             lp.a, lp.trans_a = pa, False
         if needs(b2, tb):
             pb = padded(b2.name, kp, np_)
-            lp.packs.append(Pack(b2, pb, pb.max_offset + 1))
+            lp.packs.append(Pack(b2, pb, pb.max_offset + 1, "b"))
             lp.b, lp.trans_b = pb, False
         if needs(c2, False):
             pc = padded(c2.name, mp, np_)
-            lp.packs.append(Pack(c2, pc, pc.max_offset + 1))  # read only when beta != 0
-            lp.unpack = Pack(pc, c2, 0)
+            lp.packs.append(Pack(c2, pc, pc.max_offset + 1, "c"))  # read only when beta != 0
+            lp.unpack = Pack(pc, c2, 0, "c")
             lp.c = pc
         lp.m, lp.n, lp.k = mp, np_, kp  # equal to the real sizes when the tile fits
         if reasons:

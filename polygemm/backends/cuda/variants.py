@@ -164,8 +164,9 @@ def kernel_specs() -> dict[str, KernelSpec]:
     return specs
 
 
+@functools.lru_cache(maxsize=None)
 def variant_table() -> tuple[Variant, ...]:
-    """The backend's variants: every rung, then the cuBLAS comparator (never auto)."""
+    """The backend's variants: every rung, then the cuBLAS comparator (never auto); built once."""
     rows = [s.variant() for s in kernel_specs().values()]
     rows.append(
         Variant(

@@ -1,0 +1,138 @@
+"""One CUDA device as the backend uses it: its primary context, its loaded kernels, the copy kernel.
+
+PyCUDA retains the primary context (the one CuPy and PyTorch use too) and allocates memory;
+kernels are built by :mod:`.compiler` and loaded and launched through :mod:`.driver`. Loaded
+kernels are kept per (source, entry, macros) for the life of the process; different kernels load
+concurrently, callers of the same one wait for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from .compiler import compile_cubin
+from .driver import Driver, Kernel, driver
+from .planning import Mat, strides
+from .variants import KERNEL_DIR, kernel_specs
+
+__all__ = ["CudaRuntime", "UTIL_SOURCE"]
+
+UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
+_COPY_BLOCK = 256
+
+
+class CudaRuntime:
+    """The device's primary context, compiled kernels, and the copy/scale helper."""
+
+    def __init__(self, ordinal: int = 0) -> None:
+        import pycuda.driver as drv
+
+        self.drv = drv
+        drv.init()
+        self.ordinal = ordinal
+        self.device = drv.Device(ordinal)
+        self.name = self.device.name()
+        major, minor = self.device.compute_capability()
+        self.cc = (major, minor)
+        self.sm = major * 10 + minor
+        self.arch = f"sm_{major}{minor}"
+        self.ctx = self.device.retain_primary_context()
+        self.ctx_handle = int(self.ctx.handle)
+        # the most dynamic shared memory one block may opt in to
+        self.max_smem_per_block = int(self.device.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
+        self.cu: Driver = driver()
+        self._lock = threading.Lock()
+        self._functions: dict[tuple, Kernel] = {}
+        self._loading: dict[tuple, threading.Lock] = {}
+        self._cublas: Any = None
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """PyCUDA's context stack holds this device's context (for PyCUDA allocations and copies)."""
+        self.ctx.push()
+        try:
+            yield
+        finally:
+            self.drv.Context.pop()
+
+    def enter(self) -> bool:
+        """Make this device's context current for a launch; True when it had to be pushed
+        (the caller then calls :meth:`leave`). Threads of CuPy or torch already hold it."""
+        if self.cu.current_context() == self.ctx_handle:
+            return False
+        self.cu.push(self.ctx_handle)
+        return True
+
+    def leave(self) -> None:
+        self.cu.pop()
+
+    def function(self, source: Path, entry: str, macros: dict[str, int] | None = None) -> Kernel:
+        """Build (once, through the verified disk cache), load and return one kernel entry point."""
+        key = (str(source), entry, tuple(sorted((macros or {}).items())))
+        fn = self._functions.get(key)
+        if fn is not None:
+            return fn
+        with self._lock:
+            key_lock = self._loading.setdefault(key, threading.Lock())
+        with key_lock:
+            fn = self._functions.get(key)
+            if fn is None:
+                spec = next((sp for sp in kernel_specs().values() if sp.entry == entry), None)
+                target = spec.arch if spec is not None and spec.arch else self.arch
+                cubin = compile_cubin(source, target, macros)
+                smem = spec.smem_for(bool((macros or {}).get("PG_VEC", 1))) if spec is not None else 0
+                if smem > self.max_smem_per_block:
+                    smem = 0  # never launched: plans refuse it (check_smem)
+                pushed = self.enter()
+                try:
+                    fn = self.cu.load(cubin, entry, smem)
+                finally:
+                    if pushed:
+                        self.leave()
+                with self._lock:
+                    self._functions[key] = fn
+            return fn
+
+    def precompile(self, threads: int = 8) -> int:
+        """Build and load every rung in every macro combination it can be launched with, in parallel."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo: list[tuple[Path, str, dict[str, int] | None]] = [(UTIL_SOURCE, "pg_copy_scale_f32", None), (UTIL_SOURCE, "pg_copy_scale_f16", None)]
+        for spec in kernel_specs().values():
+            if not spec.runs_on(self.sm):
+                continue
+            for macros in spec.builds():
+                todo.append((spec.source, spec.entry, macros or None))
+
+        def one(job: tuple[Path, str, dict[str, int] | None]) -> None:
+            self.function(*job)
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, todo))
+        return len(todo)
+
+    def cublas(self) -> Any:
+        with self._lock:
+            if self._cublas is None:
+                from .cublas import CuBlas
+
+                self._cublas = CuBlas()
+            return self._cublas
+
+    def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0) -> None:
+        """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in
+        dst's element type (float32 or float16; src has the same), queued on ``stream``."""
+        if rows == 0 or cols == 0:
+            return
+        fn = self.function(UTIL_SOURCE, "pg_copy_scale_f16" if dst.itemsize == 2 else "pg_copy_scale_f32")
+        srs, scs = strides(src) if src is not None else (0, 0)
+        drs, dcs = strides(dst)
+        blocks = max(1, min(-(-rows * cols // _COPY_BLOCK), 65535))
+        fn(np.int64(rows), np.int64(cols), np.float32(scale), np.uintp(src.ptr if src is not None else 0),
+           np.int64(srs), np.int64(scs), np.uintp(dst.ptr), np.int64(drs), np.int64(dcs),
+           block=(_COPY_BLOCK, 1, 1), grid=(blocks, 1), stream=stream)

@@ -1,0 +1,192 @@
+"""The few CUDA driver calls the launch path needs, bound with cffi (ABI mode, ``libcuda.so.1``).
+
+PyCUDA owns the context and memory; this module owns modules, functions and launches, so that
+a launch can go to any stream handle (CuPy's, torch's, the ``__cuda_array_interface__``
+``stream``), which PyCUDA cannot wrap, and costs one packed parameter buffer and one C call.
+Parameter offsets come from ``cuFuncGetParamInfo``, so a ``__grid_constant__`` tensor map
+lands where ptxas put it without padding tricks.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import DeviceError
+
+__all__ = ["Driver", "driver", "Kernel", "LEGACY_STREAM", "PER_THREAD_STREAM"]
+
+_CDEF = """
+typedef int CUresult;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+CUresult cuInit(unsigned int flags);
+CUresult cuGetErrorName(CUresult error, const char **pStr);
+CUresult cuGetErrorString(CUresult error, const char **pStr);
+CUresult cuCtxGetCurrent(CUcontext *pctx);
+CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx);
+CUresult cuCtxSynchronize(void);
+CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleUnload(CUmodule hmod);
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+CUresult cuStreamSynchronize(CUstream hStream);
+"""
+
+CUDA_ERROR_INVALID_VALUE = 1
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+#: the stream handles of the CUDA array interface (v3): 1 the legacy default stream, 2 per-thread
+LEGACY_STREAM = 1
+PER_THREAD_STREAM = 2
+
+
+class Driver:
+    """``libcuda`` through cffi; every call is checked and raises DeviceError with the driver's words."""
+
+    def __init__(self) -> None:
+        import cffi
+
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(_CDEF)
+        try:
+            self.lib = self.ffi.dlopen("libcuda.so.1")
+        except OSError as exc:
+            raise DeviceError(f"cannot load the CUDA driver library libcuda.so.1: {exc}") from exc
+        self.check(self.lib.cuInit(0), "cuInit")
+        ffi = self.ffi
+        # cuLaunchKernel's `extra` markers
+        self._buffer_pointer = ffi.cast("void *", 1)
+        self._buffer_size = ffi.cast("void *", 2)
+        self._end = ffi.NULL
+
+    def error_text(self, code: int) -> str:
+        name, text = self.ffi.new("const char **"), self.ffi.new("const char **")
+        self.lib.cuGetErrorName(code, name)
+        self.lib.cuGetErrorString(code, text)
+        n = self.ffi.string(name[0]).decode() if name[0] != self.ffi.NULL else f"CUresult {code}"
+        t = self.ffi.string(text[0]).decode() if text[0] != self.ffi.NULL else "unknown error"
+        return f"{n}: {t}"
+
+    def check(self, code: int, what: str) -> None:
+        if code != 0:
+            raise DeviceError(f"{what} failed: {self.error_text(code)}")
+
+    # -- contexts --------------------------------------------------------------------
+    def current_context(self) -> int:
+        out = self.ffi.new("CUcontext *")
+        self.check(self.lib.cuCtxGetCurrent(out), "cuCtxGetCurrent")
+        return int(self.ffi.cast("uintptr_t", out[0]))
+
+    def push(self, ctx: int) -> None:
+        self.check(self.lib.cuCtxPushCurrent_v2(self.ffi.cast("CUcontext", ctx)), "cuCtxPushCurrent")
+
+    def pop(self) -> None:
+        self.check(self.lib.cuCtxPopCurrent_v2(self.ffi.new("CUcontext *")), "cuCtxPopCurrent")
+
+    def synchronize_stream(self, stream: int) -> None:
+        self.check(self.lib.cuStreamSynchronize(self.ffi.cast("CUstream", stream)), "cuStreamSynchronize")
+
+    # -- modules and functions ---------------------------------------------------------
+    def load(self, image: bytes, entry: str, max_dynamic_smem: int = 0) -> "Kernel":
+        """Load a cubin into the current context and return its ``entry`` kernel."""
+        ffi, lib = self.ffi, self.lib
+        mod = ffi.new("CUmodule *")
+        self.check(lib.cuModuleLoadData(mod, ffi.from_buffer(image)), f"loading the module of {entry}")
+        fn = ffi.new("CUfunction *")
+        self.check(lib.cuModuleGetFunction(fn, mod[0], entry.encode()), f"cuModuleGetFunction({entry})")
+        if max_dynamic_smem > 48 * 1024:
+            self.check(lib.cuFuncSetAttribute(fn[0], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_dynamic_smem),
+                       f"opting {entry} in to {max_dynamic_smem} bytes of shared memory")
+        return Kernel(self, entry, mod[0], fn[0], self._param_layout(fn[0], entry))
+
+    def _param_layout(self, fn: Any, entry: str) -> tuple[tuple[int, int], ...]:
+        """(offset, size) of each kernel parameter, as the compiler placed them."""
+        off, size = self.ffi.new("size_t *"), self.ffi.new("size_t *")
+        out = []
+        for i in range(256):
+            rc = self.lib.cuFuncGetParamInfo(fn, i, off, size)
+            if rc == CUDA_ERROR_INVALID_VALUE:
+                break
+            self.check(rc, f"cuFuncGetParamInfo({entry}, {i})")
+            out.append((int(off[0]), int(size[0])))
+        return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def driver() -> Driver:
+    """The process's one driver binding (loaded on first use)."""
+    return Driver()
+
+
+class Kernel:
+    """One loaded kernel: ``pack`` its arguments once per launch, ``launch`` on a stream.
+
+    Calling it like a PyCUDA function (``k(*args, block=, grid=, shared=, stream=)``) packs
+    NumPy scalars (``np.int32``, ``np.float32``, ``np.uintp``, tensor maps as ``np.void``) and
+    device arrays (their pointer) by the parameter layout the compiler reported.
+    """
+
+    def __init__(self, drv: Driver, entry: str, module: Any, fn: Any, params: Sequence[tuple[int, int]]) -> None:
+        self.drv = drv
+        self.entry = entry
+        self._module = module
+        self.fn = fn
+        self.params = tuple(params)
+        self.param_bytes = max((o + s for o, s in self.params), default=0)
+        self._lock = threading.Lock()
+
+    def struct_for(self, codes: Sequence[str]) -> struct.Struct:
+        """A ``struct.Struct`` packing one argument per parameter (``codes`` like ``"i"``,
+        ``"f"``, ``"Q"``, ``"128s"``) at the offsets the compiler chose."""
+        if len(codes) != len(self.params):
+            raise DeviceError(f"{self.entry} takes {len(self.params)} parameters; {len(codes)} formats given")
+        fmt, at = "<", 0
+        for code, (off, size) in zip(codes, self.params):
+            if struct.calcsize("<" + code) != size:
+                raise DeviceError(f"{self.entry}: parameter at offset {off} is {size} bytes, format {code!r} is not")
+            fmt += "x" * (off - at) + code
+            at = off + size
+        return struct.Struct(fmt)
+
+    def launch(self, buf: bytes, grid: Sequence[int], block: Sequence[int], shared: int = 0, stream: int = 0) -> None:
+        """Queue one launch with the packed parameter buffer ``buf`` on ``stream`` (a CUstream handle)."""
+        drv = self.drv
+        ffi = drv.ffi
+        size = ffi.new("size_t *", len(buf))
+        extra = ffi.new("void *[5]", [drv._buffer_pointer, ffi.from_buffer(buf), drv._buffer_size, size, drv._end])
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        rc = drv.lib.cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, shared, ffi.cast("CUstream", stream), ffi.NULL, extra)
+        if rc != 0:
+            raise DeviceError(f"launching {self.entry} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared) failed: {drv.error_text(rc)}")
+
+    def __call__(self, *args: Any, block: Sequence[int], grid: Sequence[int], shared: int = 0, stream: int = 0) -> None:
+        if len(args) != len(self.params):
+            raise DeviceError(f"{self.entry} takes {len(self.params)} arguments; got {len(args)}")
+        buf = bytearray(self.param_bytes)
+        for arg, (off, size) in zip(args, self.params):
+            raw = _arg_bytes(arg)
+            if len(raw) != size:
+                raise DeviceError(f"{self.entry}: argument of {len(raw)} bytes for a {size}-byte parameter at offset {off}")
+            buf[off:off + size] = raw
+        self.launch(bytes(buf), grid, block, shared, stream)
+
+
+def _arg_bytes(arg: Any) -> bytes:
+    gpudata = getattr(arg, "gpudata", None)  # a pycuda GPUArray
+    if gpudata is not None:
+        return struct.pack("<Q", int(gpudata))
+    if isinstance(arg, np.generic):
+        return arg.tobytes()
+    raise DeviceError(f"kernel argument of type {type(arg).__name__}: pass NumPy scalars (np.int32, np.float32, np.uintp, ...) or device arrays")

@@ -1,0 +1,135 @@
+"""A prepared launch: what a plan decided, ready to queue with each call's pointers.
+
+Made once per plan (:meth:`CudaBackend.plan`), it holds the rung, its build macros, the launch
+geometry and the parameter packer; a call supplies only the user operands' device pointers,
+alpha, beta and the stream. Nothing here re-plans: the operand swap, transposes, alignment
+build and row split were decided by :func:`~.planning.plan_launch`, and the plan cache keys on
+everything they depend on (shapes, strides, dtypes, 16-byte alignment classes).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .device import CudaRuntime
+from .driver import Kernel
+from .planning import LaunchPlan, Mat
+from .variants import KernelSpec
+
+__all__ = ["PreparedLaunch"]
+
+_STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N K alpha A lda B ldb beta C ldc
+_TMA_ARGS = ("128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # tmapA tmapB M N K alpha beta C ldc
+_TMA_MAPS_KEPT = 8  # tensor maps kept per launch, keyed on (A, B) pointers (benchmarks rotate inputs)
+
+
+@dataclass
+class PreparedLaunch:
+    """One planned GEMM launch; ``queue(a, b, c, alpha, beta, stream)`` runs it on pointers.
+
+    ``a``, ``b``, ``c`` are the device pointers of the *user's* operands (M×K, K×N and the
+    M×N destination, already holding ``c``'s values when ``beta != 0``); the operand swap is
+    applied here, as planned.
+    """
+
+    rt: CudaRuntime
+    spec: KernelSpec | None  # None: the cuBLAS comparator
+    lp: LaunchPlan
+    _kernel: Kernel | None = field(default=None, repr=False)
+    _pack: Any = field(default=None, repr=False)
+    _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def variant(self) -> str:
+        """The rung that runs (after any routing the planner did)."""
+        return self.lp.variant
+
+    def kernel(self) -> Kernel:
+        """The built and loaded kernel (compiled on first use, then kept)."""
+        k = self._kernel
+        if k is None:
+            assert self.spec is not None
+            k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
+            self._pack = k.struct_for(_TMA_ARGS if self.lp.tma else _STANDARD_ARGS).pack
+            self._kernel = k
+        return k
+
+    def _tensor_maps(self, a: int, b: int) -> tuple[bytes, bytes]:
+        key = (a, b)
+        maps = self._maps.get(key)
+        if maps is None:
+            from .tma import hgemm_v2_tensor_maps
+
+            lp = self.lp
+            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b)
+            maps = (ta.tobytes(), tb.tobytes())
+            with self._lock:
+                if len(self._maps) >= _TMA_MAPS_KEPT:
+                    self._maps.clear()
+                self._maps[key] = maps
+        return maps
+
+    def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
+        """Queue the product on ``stream`` without waiting for it."""
+        lp = self.lp
+        ka, kb = (b, a) if lp.swap else (a, b)
+        if self.spec is None:
+            self._cublas(ka, kb, c, alpha, beta, stream)
+            return
+        if lp.packs or lp.unpack is not None:
+            self._queue_padded(ka, kb, c, alpha, beta, stream)
+            return
+        k = self.kernel()
+        if lp.tma:
+            ta, tb = self._tensor_maps(ka, kb)
+            buf = self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
+        else:
+            buf = self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)
+        k.launch(buf, lp.grid, lp.block, lp.smem_bytes, stream)
+
+    def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        lp = self.lp
+        blas = self.rt.cublas()
+        if lp.a.itemsize == 2:
+            blas.hgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld,
+                       c_f32=lp.c.itemsize == 4, stream=stream)
+        else:
+            blas.sgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, stream=stream)
+
+    def _queue_padded(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
+        """Teaching rungs: pack into zero-padded scratch, launch, unpack (scratch freed after a
+        stream synchronize; these rungs are never auto-selected)."""
+        lp, rt = self.lp, self.rt
+        ptr = {"a": ka, "b": kb, "c": c}
+        k = self.kernel()
+        with rt.active():
+            bufs = []
+            try:
+                scratch: dict[str, Mat] = {}
+                for pack in lp.packs:  # teaching rungs are float32: one 32-bit word per element
+                    buf = rt.drv.mem_alloc(max(pack.scratch_elems, 1) * 4)
+                    bufs.append(buf)
+                    dst = _at(pack.dst, int(buf))
+                    scratch[pack.slot] = dst
+                    rt.drv.memset_d32(dst.ptr, 0, pack.scratch_elems)
+                    if pack.slot != "c" or beta != 0.0:
+                        rt.copy_scale(pack.src.rows, pack.src.cols, 1.0, _at(pack.src, ptr[pack.slot]), dst, stream)
+                a, b, cc = (scratch[s].ptr if s in scratch else ptr[s] for s in ("a", "b", "c"))
+                buf_args = self._pack(lp.m, lp.n, lp.k, alpha, a, lp.a.ld, b, lp.b.ld, beta, cc, lp.c.ld)
+                k.launch(buf_args, lp.grid, lp.block, lp.smem_bytes, stream)
+                if lp.unpack is not None:
+                    rt.copy_scale(lp.unpack.dst.rows, lp.unpack.dst.cols, 1.0, _at(lp.unpack.src, cc), _at(lp.unpack.dst, c), stream)
+                if stream in (0, 1):
+                    rt.ctx.synchronize()
+                else:
+                    rt.cu.synchronize_stream(stream)
+            finally:
+                for buf in bufs:
+                    buf.free()
+
+
+def _at(mat: Mat, ptr: int) -> Mat:
+    return Mat(mat.name, mat.rows, mat.cols, mat.layout, mat.ld, ptr, mat.itemsize)
