@@ -20,7 +20,18 @@ __all__ = [
 
 
 class PolygemmError(Exception):
-    """Base class of every error raised by polygemm."""
+    """Base class of every error raised by polygemm.
+
+    The message is kept short (each reason one line); ``details`` holds the whole text
+    behind it when there is more (e.g. every backend's full reason), else ``""``.
+    """
+
+    details: str = ""
+
+    def __init__(self, *args: object, details: str = "") -> None:
+        super().__init__(*args)
+        if details:
+            self.details = details
 
 
 class ShapeError(PolygemmError, ValueError):
@@ -36,7 +47,11 @@ class ArgumentError(PolygemmError, ValueError):
 
 
 class BackendUnavailableError(PolygemmError, RuntimeError):
-    """The requested backend does not exist or cannot run on this machine."""
+    """The requested backend does not exist or cannot run on this machine.
+
+    The message names each backend's one-line reason once; ``details`` has every
+    backend's whole text (what ``polygemm info -v`` prints).
+    """
 
 
 class UnsupportedProblemError(PolygemmError, ValueError):

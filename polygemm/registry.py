@@ -3,26 +3,64 @@
 Backends come from the entry-point group ``polygemm.backends`` (the built-ins ``cpu``,
 ``cuda`` and ``musa`` are registered there too) and are imported lazily, on first use. A
 backend whose import or probe fails is kept, unavailable, with the original exception
-text as its reason; it never breaks ``import polygemm``.
+text as its reason; it never breaks ``import polygemm``, ``device="auto"`` or
+``polygemm.backends()``:
+
+* anything a plugin raises while it is imported, instantiated or probed (``SystemExit``
+  included; only ``KeyboardInterrupt`` goes through) makes it unavailable with the reason;
+* the checks of a backend (its ``priority`` is an integer, ``variants()`` returns
+  ``Variant`` objects, ``probe()`` returns an ``Availability``) run in a daemon thread that
+  gets ``$POLYGEMM_PROBE_TIMEOUT`` seconds (default 30); a probe that does not return in
+  time leaves its backend unavailable ("probe did not return within N s");
+* a probe may itself call ``polygemm.backends()``: no lock is held while plugin code runs,
+  and the probing backend is then listed as "probe still running";
+* a plugin entry point named like a built-in (``cpu``, ``cuda``, ``musa``) or like another
+  plugin's entry point does not replace it: it is listed, unavailable, under
+  ``name@distribution`` with the clash as its reason.
+
+Reasons are one line of at most 120 characters (``BackendInfo.reason``); the backend's
+whole text is ``BackendInfo.detail`` (``polygemm info -v``, ``BackendUnavailableError.details``).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import numbers
 import os
+import re
 import threading
+import time
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Callable
 
-from .backend import Availability, Backend
+from .backend import Availability, Backend, Variant
 from .errors import BackendUnavailableError, UnsupportedProblemError
 from .problem import GemmProblem
 
-__all__ = ["BackendInfo", "backends", "get_backend", "select", "refresh", "ENTRY_POINT_GROUP", "DEFAULT_PLUGIN_PRIORITY"]
+__all__ = [
+    "BackendInfo",
+    "backends",
+    "get_backend",
+    "select",
+    "refresh",
+    "resolve_device",
+    "generation",
+    "one_line",
+    "ENTRY_POINT_GROUP",
+    "DEFAULT_PLUGIN_PRIORITY",
+    "PROBE_TIMEOUT_ENV",
+    "REASON_LIMIT",
+]
 
 ENTRY_POINT_GROUP = "polygemm.backends"
 DEFAULT_PLUGIN_PRIORITY = 300
+#: the longest reason ``BackendInfo.reason`` and the messages built from it carry
+REASON_LIMIT = 120
+#: seconds a backend's probe may take before it is listed unavailable
+PROBE_TIMEOUT_ENV = "POLYGEMM_PROBE_TIMEOUT"
+DEFAULT_PROBE_TIMEOUT = 30.0
 
 #: Built-ins, used when the package's own entry points are not installed (a source
 #: checkout on PYTHONPATH); an installed polygemm registers the same names.
@@ -33,11 +71,64 @@ _BUILTINS = {
 }
 #: Priorities of the built-ins, also shown when one of them fails to import.
 BUILTIN_PRIORITY = {"cuda": 500, "musa": 400, "cpu": 0}
+_OWN_DISTRIBUTION = "polygemm"
+
+
+_PATH = re.compile(r"(?<![\w.])(?:/[^\s/:;,'\"()]+){3,}")
+
+
+def one_line(text: Any, limit: int = REASON_LIMIT) -> str:
+    """The first non-empty line of ``text``, whitespace collapsed, at most ``limit`` characters.
+
+    A longer line is cut at a word boundary and ends in `` ...``.
+    """
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    s = " ".join(lines[0].split()) if lines else ""
+    if len(s) <= limit:
+        return s
+    whole = s
+    for keep in (2, 1):  # too long: long absolute paths lose their leading folders first
+        s = _PATH.sub(lambda m, k=keep: ".../" + "/".join(m.group(0).split("/")[-k:]), whole)
+        if len(s) <= limit:
+            return s
+    cut = s[: limit - 4]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ;,:(") + " ..."
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _short_repr(value: Any, limit: int = 40) -> str:
+    try:
+        text = repr(value)
+    except BaseException:  # a hostile __repr__
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def probe_timeout() -> float:
+    """Seconds one backend's checks (priority, variants, probe) may take: ``$POLYGEMM_PROBE_TIMEOUT`` or 30."""
+    raw = os.environ.get(PROBE_TIMEOUT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_PROBE_TIMEOUT
+    except ValueError:
+        return DEFAULT_PROBE_TIMEOUT
+    return value if value > 0 and value == value else DEFAULT_PROBE_TIMEOUT
 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """One discovered backend: ``available`` and ``reason`` come from its import and probe."""
+    """One discovered backend: ``available`` and ``reason`` come from its import and probe.
+
+    ``reason`` is one line (at most 120 characters, "" when available); ``detail`` is the
+    backend's whole text (e.g. every place a library was looked for), shown by
+    ``polygemm info -v``.
+    """
 
     name: str
     available: bool
@@ -45,27 +136,46 @@ class BackendInfo:
     priority: int
     source: str
     backend: Backend | None
+    detail: str = ""
 
     def __str__(self) -> str:
         state = "available" if self.available else f"unavailable: {self.reason}"
         return f"{self.name} (priority {self.priority}): {state}"
 
 
+#: (available, full reason, priority) of one backend's checks
+_Status = tuple[bool, str, int]
+_tls = threading.local()
+
+
+def _probing() -> frozenset[str]:
+    """Names of the backends whose checks run in this thread (and in the threads that started it)."""
+    return getattr(_tls, "chain", frozenset())
+
+
 class _Entry:
-    def __init__(self, name: str, target: str, source: str, loader: Any) -> None:
+    def __init__(self, name: str, target: str, source: str, loader: Callable[[], Any] | None, error: str | None = None) -> None:
         self.name = name
         self.target = target
         self.source = source
         self._loader = loader
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # held only for bookkeeping and the import itself
+        self._importing = False
         self._backend: Backend | None = None
-        self._error: str | None = None
-        self._availability: Availability | None = None
+        self._error: str | None = error
+        self._status: _Status | None = None
+        self._done: threading.Event | None = None
+        self._deadline = 0.0
+        self._limit = 0.0
+
+    def _fallback_priority(self) -> int:
+        return BUILTIN_PRIORITY.get(self.name, DEFAULT_PLUGIN_PRIORITY)
 
     def backend(self) -> Backend | None:
         """Import and instantiate once; on failure remember the original exception text."""
         with self._lock:
-            if self._backend is None and self._error is None:
+            if self._backend is None and self._error is None and not self._importing and self._loader is not None:
+                self._importing = True  # a plugin whose import asks for the backends sees None
                 try:
                     obj = self._loader()
                     inst = obj() if isinstance(obj, type) else obj
@@ -74,29 +184,100 @@ class _Entry:
                     # The entry-point name is what users type: it is the backend's name.
                     inst.name = self.name  # type: ignore[misc]
                     self._backend = inst
-                except Exception as exc:  # a broken plugin must not break polygemm
-                    self._error = f"import failed: {type(exc).__name__}: {exc}"
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:  # a broken plugin (even sys.exit()) must not break polygemm
+                    self._error = f"import failed: {_describe(exc)}"
+                finally:
+                    self._importing = False
             return self._backend
 
     def info(self) -> BackendInfo:
         be = self.backend()
         if be is None:
-            prio = BUILTIN_PRIORITY.get(self.name, DEFAULT_PLUGIN_PRIORITY)
-            return BackendInfo(self.name, False, self._error or "", prio, self.source, None)
+            text = self._error or "import still running (polygemm was asked for its backends while importing it)"
+            return _make_info(self.name, False, text, self._fallback_priority(), self.source, None)
+        ok, text, prio = self._checked(be)
+        return _make_info(self.name, ok, text, prio, self.source, be)
+
+    def _checked(self, be: Backend) -> _Status:
+        """The checks' result; they run once, in a daemon thread, for at most the probe timeout."""
+        chain = _probing()
         with self._lock:
-            if self._availability is None:
+            if self._status is not None:
+                return self._status
+            if self._done is None:
+                self._limit = probe_timeout()
+                self._deadline = time.monotonic() + self._limit
+                self._done = threading.Event()
+                worker = threading.Thread(target=self._run_checks, args=(be, self._done, chain | {self.name}),
+                                          name=f"polygemm-probe-{self.name}", daemon=True)
                 try:
-                    av = be.probe()
-                    if not isinstance(av, Availability):
-                        av = Availability(bool(av), "" if av else "probe returned a false value")
-                except Exception as exc:
-                    av = Availability(False, f"probe failed: {type(exc).__name__}: {exc}")
-                self._availability = av
-            av = self._availability
-        return BackendInfo(self.name, av.ok, "" if av.ok else av.reason, int(getattr(be, "priority", DEFAULT_PLUGIN_PRIORITY)), self.source, be)
+                    worker.start()
+                except RuntimeError:  # no more threads: check inline
+                    self._run_checks(be, self._done, chain | {self.name})
+            done, deadline, limit = self._done, self._deadline, self._limit
+        if self.name in chain:  # asked from inside its own probe (directly or through another one)
+            return (False, "probe still running (its probe asked polygemm for the backends)", self._fallback_priority())
+        done.wait(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            if self._status is None:
+                self._status = (False, f"probe did not return within {limit:g} s (${PROBE_TIMEOUT_ENV} sets the limit)",
+                                self._fallback_priority())
+            return self._status
+
+    def _run_checks(self, be: Backend, done: threading.Event, chain: frozenset[str]) -> None:
+        _tls.chain = chain
+        try:
+            status = self._checks(be)
+        except BaseException as exc:  # noqa: BLE001 - whatever the plugin does, the answer is "unavailable"
+            status = (False, f"checks failed: {_describe(exc)}", self._fallback_priority())
+        finally:
+            _tls.chain = frozenset()
+        with self._lock:
+            if self._status is None:
+                self._status = status
+        done.set()
+
+    def _checks(self, be: Backend) -> _Status:
+        fallback = self._fallback_priority()
+        try:
+            prio = getattr(be, "priority", DEFAULT_PLUGIN_PRIORITY)
+        except BaseException as exc:
+            return (False, f"reading priority failed: {_describe(exc)}", fallback)
+        if isinstance(prio, bool) or not isinstance(prio, numbers.Integral):
+            return (False, f"priority must be an integer; got {type(prio).__name__} {_short_repr(prio)}", fallback)
+        prio = int(prio)
+        try:
+            table = be.variants()
+            items = [table] if isinstance(table, (str, bytes)) else list(table)
+        except BaseException as exc:
+            return (False, f"variants() failed: {_describe(exc)}", prio)
+        bad = [v for v in items if not isinstance(v, Variant)]
+        if bad:
+            return (False, f"variants() must return Variant objects; got {type(bad[0]).__name__} {_short_repr(bad[0])}", prio)
+        try:
+            av = be.probe()
+        except BaseException as exc:
+            return (False, f"probe failed: {_describe(exc)}", prio)
+        if not isinstance(av, Availability):
+            return (False, f"probe() must return an Availability; it returned {type(av).__name__} {_short_repr(av)}", prio)
+        if av.ok:
+            return (True, "", prio)
+        reason = av.reason if isinstance(av.reason, str) else _short_repr(av.reason, 200)
+        extra = getattr(av, "detail", "")  # a longer text, should Availability grow one
+        if isinstance(extra, str) and extra.strip() and extra.strip() != reason.strip():
+            reason = f"{reason}\n{extra}"
+        return (False, reason if reason.strip() else "probe said unavailable without a reason", prio)
 
 
-_lock = threading.Lock()
+def _make_info(name: str, ok: bool, text: str, priority: int, source: str, be: Backend | None) -> BackendInfo:
+    if ok:
+        return BackendInfo(name, True, "", priority, source, be)
+    return BackendInfo(name, False, one_line(text) or "unavailable", priority, source, be, text.strip())
+
+
+_lock = threading.RLock()
 _entries: dict[str, _Entry] | None = None
 _generation = 0  # bumped by refresh(): plans made before it name backends that may be gone
 
@@ -114,18 +295,49 @@ def _load_target(target: str) -> Any:
     return obj
 
 
+def _norm_target(value: str) -> str:
+    return re.sub(r"\s+", "", value or "")
+
+
+def _dist_key(name: str | None) -> str:
+    return re.sub(r"[-_.]+", "-", (name or "unknown").lower())
+
+
 def _discover() -> dict[str, _Entry]:
     entries: dict[str, _Entry] = {}
     try:
-        eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
+        eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     except Exception:  # broken metadata somewhere on sys.path
-        eps = ()
+        eps = []
+
+    def park(name: str, dist: str | None, value: str, source: str, why: str) -> None:
+        """A plugin entry point that may not take ``name``: listed, unavailable, under name@dist."""
+        key = base = f"{name}@{_dist_key(dist)}"
+        n = 2
+        while key in entries:
+            key, n = f"{base}-{n}", n + 1
+        entries[key] = _Entry(key, value, source, None, error=why)
+
     for ep in eps:
-        if ep.name in entries:
-            continue  # first distribution on sys.path wins, as for imports
-        dist = getattr(ep, "dist", None)
-        source = f"entry point {ep.value} ({dist.name if dist is not None else 'unknown distribution'})"
-        entries[ep.name] = _Entry(ep.name, ep.value, source, ep.load)
+        try:
+            name, value = str(ep.name), str(ep.value)
+            dist = getattr(ep, "dist", None)
+            dname = getattr(dist, "name", None) if dist is not None else None
+        except Exception:  # a malformed entry point
+            continue
+        source = f"entry point {value} ({dname or 'unknown distribution'})"
+        builtin = _BUILTINS.get(name)
+        if builtin is not None and _norm_target(value) != _norm_target(builtin) and _dist_key(dname) != _OWN_DISTRIBUTION:
+            park(name, dname, value, source,
+                 f"name clashes with the built-in {name!r} backend: not loaded (rename the entry point of {dname or 'the plugin'})")
+            continue
+        if name in entries:
+            if _norm_target(entries[name].target) == _norm_target(value):
+                continue  # the same target twice (two copies of one distribution on sys.path)
+            park(name, dname, value, source,
+                 f"name {name!r} is already taken by {entries[name].source}: not loaded (rename one entry point)")
+            continue
+        entries[name] = _Entry(name, value, source, ep.load)
     for name, target in _BUILTINS.items():
         if name not in entries:
             entries[name] = _Entry(name, target, f"built-in {target}", lambda t=target: _load_target(t))
@@ -150,7 +362,7 @@ def refresh() -> None:
 
 def backends() -> list[BackendInfo]:
     """Every discovered backend, highest priority first, with availability and reason."""
-    infos = [e.info() for e in _all().values()]
+    infos = [e.info() for e in list(_all().values())]
     return sorted(infos, key=lambda i: (-i.priority, i.name))
 
 
@@ -158,69 +370,113 @@ def known_names() -> list[str]:
     return sorted(_all())
 
 
+def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
+    known = sorted(entries)
+    close = difflib.get_close_matches(name, known + ["auto"], n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return BackendUnavailableError(f"unknown device {name!r}{hint}; known devices: {', '.join(known)} (or 'auto')")
+
+
+def _device_index(name: str) -> str:
+    """``"cuda:0"`` is ``"cuda"``; ``"cuda:1"`` is refused (one device per backend for now)."""
+    base, sep, index = name.partition(":")
+    if not sep or not base or not index.strip().isdigit():
+        return name
+    if int(index) == 0:
+        return base
+    hint = "; $POLYGEMM_CUDA_DEVICE picks the GPU that 'cuda' uses" if base == "cuda" else ""
+    raise BackendUnavailableError(f"device {name!r}: use {base!r} (multi-GPU selection is not supported yet){hint}")
+
+
 def get_backend(name: str) -> Backend:
     """The backend instance called ``name`` (available or not; see ``.probe()``).
 
-    Raises BackendUnavailableError for an unknown name or one whose import failed.
+    ``"cuda:0"`` names the ``cuda`` backend. Raises BackendUnavailableError for an
+    unknown name (suggesting the nearest known one) or one whose import failed.
     """
     entries = _all()
     entry = entries.get(name)
+    if entry is None and isinstance(name, str):
+        entry = entries.get(_device_index(name))
     if entry is None:
-        raise BackendUnavailableError(f"unknown device {name!r}; known devices: {', '.join(sorted(entries))} (or 'auto')")
+        raise _unknown(str(name), entries)
     be = entry.backend()
     if be is None:
-        raise BackendUnavailableError(f"backend {name!r} could not be loaded: {entry.info().reason}")
+        info = entry.info()
+        raise BackendUnavailableError(f"backend {entry.name!r} could not be loaded: {info.reason}", details=info.detail)
     return be
 
 
-def _summary(infos: list[BackendInfo]) -> str:
-    return "; ".join(f"{i.name}: {'available' if i.available else i.reason}" for i in infos)
+def _details(infos: list[BackendInfo]) -> str:
+    """Every backend's whole text, one block each (the ``details`` of an exception)."""
+    return "\n".join(f"{i.name}: available" if i.available else f"{i.name}: unavailable: {i.detail or i.reason}" for i in infos)
 
 
 def resolve_device(device: str | None) -> str:
-    """``None`` means the ``POLYGEMM_DEVICE`` environment variable, else ``"auto"``."""
+    """``None`` means the ``POLYGEMM_DEVICE`` environment variable, else ``"auto"``.
+
+    Returns the lower-cased name; ``"cuda:0"`` (as CuPy and PyTorch spell it) is ``"cuda"``,
+    another index is refused with the advice to use ``"cuda"``.
+    """
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE", "").strip() or "auto"
     if not isinstance(device, str):
         raise BackendUnavailableError(f"device must be a backend name or 'auto'; got {device!r}")
-    return device.strip().lower()
+    return _device_index(device.strip().lower())
+
+
+def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
+    """Why ``device="auto"`` passes ``be`` over for ``problem`` (None: it takes it)."""
+    try:
+        why = be.supports(problem)
+        if why is not None:
+            return one_line(why)
+        names = {v.name for v in be.variants()}
+        if variant != "auto" and variant not in names:
+            return f"has no variant {variant!r}"
+        if variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in be.variants()):
+            return f"no auto-selectable variant for {problem.dtype.name}"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a broken plugin is passed over, never fatal
+        return one_line(f"supports()/variants() failed: {_describe(exc)}")
+    return None
 
 
 def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> tuple[Backend, list[tuple[str, str]]]:
     """Pick the backend for ``problem``; return it and the candidates passed over (name, why).
 
     An explicit device never falls back. ``"auto"`` takes the available backend of highest
-    priority that supports the problem (and has ``variant`` when one is named).
+    priority that supports the problem (and has ``variant`` when one is named). Each reason
+    is one line; the exceptions' ``details`` carry every backend's whole text.
     """
     name = resolve_device(device)
     if name != "auto":
         entries = _all()
         if name not in entries:
-            raise BackendUnavailableError(f"unknown device {name!r}; known devices: {', '.join(sorted(entries))} (or 'auto')")
+            raise _unknown(name, entries)
         info = entries[name].info()
         if not info.available or info.backend is None:
+            everyone = backends()
+            others = "; ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in everyone if i.name != name)
             raise BackendUnavailableError(
-                f"device {name!r} is unavailable: {info.reason}. Backends here: {_summary(backends())}. "
-                f"Pick an available one or device='auto'."
+                f"device {name!r} is unavailable: {info.reason}. Backends here: {others}. Pick an available one or device='auto'.",
+                details=_details([info] + [i for i in everyone if i.name != name]),
             )
         return info.backend, []
     passed: list[tuple[str, str]] = []
-    for info in backends():
+    infos = backends()
+    for info in infos:
         if not info.available or info.backend is None:
             passed.append((info.name, f"unavailable: {info.reason}"))
             continue
-        why = info.backend.supports(problem)
-        if why is None and variant != "auto" and variant not in {v.name for v in info.backend.variants()}:
-            why = f"has no variant {variant!r}"
-        if why is None and variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in info.backend.variants()):
-            why = f"no auto-selectable variant for {problem.dtype.name}"
+        why = _rule_out(info.backend, problem, variant)
         if why is not None:
             passed.append((info.name, why))
             continue
         return info.backend, passed
-    detail = "; ".join(f"{n}: {w}" for n, w in passed)
+    summary = "; ".join(f"{n}: {w}" for n, w in passed)
     if variant != "auto":
-        raise UnsupportedProblemError(f"no available backend has variant {variant!r} for this problem ({detail})")
-    raise BackendUnavailableError(f"no available backend can compute this {problem.dtype.name} problem on {problem.residency}: {detail}")
-
-
+        raise UnsupportedProblemError(f"no available backend has variant {variant!r} for this problem ({summary})", details=_details(infos))
+    raise BackendUnavailableError(f"no available backend can compute this {problem.dtype.name} problem on {problem.residency}: {summary}",
+                                  details=_details(infos))

@@ -187,3 +187,68 @@ def test_conformance_of_an_unregistered_backend_object():
 
     results = run_conformance(Unregistered(), dtypes=["float32"], quick=True)
     assert results and not [r for r in results if r.status == "fail"]
+
+
+# -- device names and reasons (issue 18) --------------------------------------------------
+
+def test_cuda_colon_zero_is_cuda_and_other_indices_say_what_to_do(rng):
+    from polygemm import registry
+
+    assert registry.resolve_device("cuda:0") == "cuda" and registry.resolve_device(" CPU:0 ") == "cpu"
+    assert registry.get_backend("cuda:0") is registry.get_backend("cuda")
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    assert pg.explain(a, a.T, device="cpu:0").backend == "cpu"
+    cuda = {i.name: i for i in pg.backends()}["cuda"]
+    if not cuda.available:
+        with pytest.raises(pg.BackendUnavailableError, match="device 'cuda' is unavailable"):
+            pg.gemm(a, a.T, device="cuda:0")
+    with pytest.raises(pg.BackendUnavailableError, match=r"use 'cuda' \(multi-GPU selection is not supported yet\)"):
+        pg.gemm(a, a.T, device="cuda:1")
+
+
+def test_unknown_device_suggests_the_nearest(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    for typo, near in (("cpux", "cpu"), ("cdua", "cuda"), ("mussa", "musa"), ("atuo", "auto")):
+        with pytest.raises(pg.BackendUnavailableError, match=f"unknown device '{typo}' \\(did you mean '{near}'\\?\\); known devices"):
+            pg.gemm(a, a.T, device=typo)
+    with pytest.raises(pg.BackendUnavailableError) as exc:
+        pg.get_backend("nosuch")
+    assert "did you mean" not in str(exc.value)
+
+
+def test_reason_is_one_short_line_and_details_hold_everything():
+    from polygemm.registry import BackendInfo, one_line
+
+    text = "libfoo not loaded; tried " + "; ".join(f"/opt/vendor{i}/lib64/deep/folder/libfoo.so: no such file" for i in range(8)) + "\nsee the docs"
+    short = one_line(text)
+    assert len(short) <= 120 and "\n" not in short and short.startswith("libfoo not loaded; tried")
+    assert one_line("short enough") == "short enough"
+    assert BackendInfo("x", True, "", 1, "s", None).detail == ""  # the new field has a default
+    for info in pg.backends():
+        assert len(info.reason) <= 120 and "\n" not in info.reason, info
+        assert info.available or info.detail  # the whole text is kept
+
+
+def test_unavailable_device_error_says_each_reason_once():
+    missing = [i for i in pg.backends() if not i.available]
+    if not missing:
+        pytest.skip("every backend is available here")
+    for info in missing:
+        with pytest.raises(pg.BackendUnavailableError) as exc:
+            pg.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), device=info.name)
+        msg = str(exc.value)
+        assert msg.count(info.reason) == 1 and "\n" not in msg, msg
+        for other in missing:
+            if other is not info:
+                assert other.reason not in msg, msg
+        assert info.detail in exc.value.details and "cpu: available" in exc.value.details
+
+
+def test_probe_timeout_setting(monkeypatch):
+    from polygemm import registry
+
+    monkeypatch.setenv(registry.PROBE_TIMEOUT_ENV, "2.5")
+    assert registry.probe_timeout() == 2.5
+    for bad in ("", "zero", "-1", "nan"):
+        monkeypatch.setenv(registry.PROBE_TIMEOUT_ENV, bad)
+        assert registry.probe_timeout() == registry.DEFAULT_PROBE_TIMEOUT
