@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import Sequence
+import textwrap
+from typing import Any, Sequence
 
 import numpy as np
 
 from . import __version__, registry
-from .errors import PolygemmError
+from .backend import Variant
+from .errors import BackendUnavailableError, PolygemmError
 
-__all__ = ["main", "parse_shape"]
+__all__ = ["main", "parse_shape", "positive_int", "INFO_WIDTH", "TABLE_WIDTH"]
+
+#: ``polygemm info`` (without -v) prints no line wider than this
+INFO_WIDTH = 120
+#: ``polygemm variants`` fits its table in this many columns
+TABLE_WIDTH = 100
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -27,6 +35,27 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type); raises argparse.ArgumentTypeError otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return value
+
+
+def _fatal_free(fn: Any, *args: Any) -> tuple[Any, str | None]:
+    """Call plugin code: (result, None), or (None, "ExcType: message") for anything it raises."""
+    try:
+        return fn(*args), None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a plugin must not take the CLI down
+        return None, registry.one_line(f"{type(exc).__name__}: {exc}")
+
+
 def _version(mod: str) -> str:
     try:
         m = importlib.import_module(mod)
@@ -35,48 +64,115 @@ def _version(mod: str) -> str:
     return str(getattr(m, "VERSION_TEXT", None) or getattr(m, "__version__", "unknown"))
 
 
+def _fit(head: str, text: str, width: int = INFO_WIDTH) -> list[str]:
+    """``head`` + ``text`` wrapped to ``width`` columns, continuation lines under the text."""
+    indent = " " * (len(head) if len(head) <= width // 2 else 4)
+    lines = textwrap.wrap(" ".join(str(text).split()), width=width, initial_indent=head, subsequent_indent=indent,
+                          break_long_words=True, break_on_hyphens=False)
+    return lines or [head.rstrip()]
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    print(f"polygemm {__version__} (Python {sys.version.split()[0]})")
+    verbose = getattr(args, "verbose", False)
+    out: list[str] = [f"polygemm {__version__} (Python {sys.version.split()[0]})"]
     for mod in ("numpy", "cffi", "pycuda"):
-        print(f"  {mod:7s} {_version(mod)}")
-    print("backends (highest priority first):")
+        out += _fit(f"  {mod:7s} ", registry.one_line(_version(mod)))
+    out.append("backends (highest priority first):")
     infos = registry.backends()
-    w = max([6] + [len(i.name) for i in infos])
+    w = min(24, max([6] + [len(i.name) for i in infos]))
+    more = False
     for info in infos:
+        head = f"  {info.name:{w}s} priority {info.priority:3d}  "
         if info.available and info.backend is not None:
-            try:
-                dev = info.backend.device_name()
-            except Exception as exc:
-                dev = f"(device name unavailable: {exc})"
-            dtypes = ", ".join(info.backend.dtypes())
-            print(f"  {info.name:{w}s} priority {info.priority:3d}  available    {dev} [{dtypes}]")
+            dev, err = _fatal_free(info.backend.device_name)
+            dev = dev if err is None else f"(device name unavailable: {err})"
+            dtypes, err = _fatal_free(info.backend.dtypes)
+            text = f"{registry.one_line(dev)} [{', '.join(dtypes) if err is None else err}]"
+            out += _fit(head + "available    ", text)
         else:
-            print(f"  {info.name:{w}s} priority {info.priority:3d}  unavailable  {info.reason}")
-        print(f"  {'':{w}s} from {info.source}")
+            reason = registry.one_line(info.reason)
+            out += _fit(head + "unavailable  ", reason)
+            detail = (info.detail or info.reason).strip()
+            if detail and detail != reason:
+                more = True
+                if verbose:
+                    for line in detail.splitlines():
+                        out.append(f"  {'':{w}s} | {line}")
+        out += _fit(f"  {'':{w}s} from ", info.source)
+    if more and not verbose:
+        out.append("(polygemm info -v prints each reason in full)")
+    print("\n".join(out))
     return 0
 
 
+_ABBREV = {"float16": "f16", "float32": "f32", "float64": "f64"}
+#: shorter words in the table's tile column (-v prints the tile as written)
+_TILE_WORDS = (("threadblock", "block"), ("instruction", "instr"))
+
+
+def _short_tile(tile: str) -> str:
+    for long, short in _TILE_WORDS:
+        tile = tile.replace(long, short)
+    return tile
+
+
+def _cell(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(width - 3, 0)] + "..."[: width]
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
-    names = [args.device] if args.device else registry.known_names()
+    names = list(args.device) if args.device else registry.known_names()
+    known = registry.known_names()
+    unknown = [n for n in names if n not in known and n.split(":")[0] not in known]
+    if unknown:
+        registry.get_backend(unknown[0])  # raises the unknown-device error, with a suggestion
+    tables: list[tuple[str, list[Variant] | None, str]] = []
     for name in names:
         try:
             be = registry.get_backend(name)
         except PolygemmError as exc:
-            print(f"{name}: {exc}")
+            tables.append((name, None, registry.one_line(exc)))
             continue
-        print(f"{name}:")
-        vs = be.variants()
+        vs, err = _fatal_free(lambda: list(be.variants()))
+        if err is None and vs is not None and any(not isinstance(v, Variant) for v in vs):
+            bad = next(v for v in vs if not isinstance(v, Variant))
+            err = f"variants() must return Variant objects; got {type(bad).__name__}"
+        tables.append((be.name, None if err else vs, err or ""))
+    all_vs = [v for _, vs, _ in tables for v in vs or ()]
+    wn = min(32, max([7] + [len(v.name) for v in all_vs]))
+    wd = max([6] + [len("/".join(_ABBREV.get(d, d) for d in v.dtypes)) for v in all_vs])
+    head = f"  {'variant':{wn}s}  {'auto':6s}  {'dtypes':{wd}s}  {'layout':6s}  "
+    out: list[str] = []
+    for name, vs, err in tables:
+        if vs is None:
+            out.append(f"{name}: {err}")
+            continue
+        out.append(f"{name}:")
         if not vs:
-            print("  (no variants in this version)")
+            out.append("  (no variants in this version)")
+            continue
+        out.append(head + "tile")
         for v in vs:
-            flags = [] if v.auto else ["never auto"]
-            if v.vendor:
-                flags.append("vendor library")
-            tag = f" [{', '.join(flags)}]" if flags else ""
-            print(f"  {v.name:28s} {'/'.join(v.dtypes):24s} layout={v.layout:4s} {v.tile}{tag}")
-            print(f"  {'':28s} {v.description}")
-            if v.requirements and v.requirements != "none":
-                print(f"  {'':28s} needs: {v.requirements}")
+            auto = "yes" if v.auto else ("vendor" if v.vendor else "no")
+            dts = "/".join(_ABBREV.get(d, d) for d in v.dtypes)
+            row = f"  {v.name:{wn}s}  {auto:6s}  {dts:{wd}s}  {_cell(v.layout, 6):6s}  "
+            out.append((row + _cell(_short_tile(v.tile), TABLE_WIDTH - len(row))).rstrip())
+            if args.verbose:
+                body = [v.description]
+                if v.requirements and v.requirements != "none":
+                    body.append(f"needs: {v.requirements}")
+                dtypes = ", ".join(v.dtypes) + (f"; output also {', '.join(v.out_dtypes)}" if v.out_dtypes else "")
+                body.append(f"dtypes: {dtypes}" + (f"; tile: {v.tile}" if v.tile else ""))
+                for text in body:
+                    out += _fit("      ", text, TABLE_WIDTH)
+    out.append("")
+    out += _fit("", "auto: yes = variant='auto' may pick it when the problem fits (polygemm.explain(a, b) says "
+                    "which one and why); no = only by name; vendor = the vendor library, the benchmarks' comparator. "
+                    "-v adds descriptions and requirements.", TABLE_WIDTH)
+    print("\n".join(out))
     return 0
 
 
@@ -99,10 +195,14 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         result = gemm(a, b, device=plan.backend, variant=plan.variant)
 
     first = timer(call)
-    best = min(timer(call) for _ in range(max(args.repeat, 1)))
+    best = min(timer(call) for _ in range(args.repeat))
     flops = 2.0 * m * n * k
-    print(f"time: first call {first * 1e3:.3f} ms (includes compilation and copies), best of {args.repeat} {best * 1e3:.3f} ms"
-          f" = {flops / best / 1e12 if best > 0 else float('nan'):.3f} TFLOP/s including host<->device copies")
+    rate = flops / best if best > 0 else float("nan")
+    speed = f"{rate / 1e12:.3f} TFLOP/s" if rate >= 1e11 else f"{rate / 1e9:.3f} GFLOP/s"
+    host_only = tuple(getattr(be, "residencies", ("host",))) == ("host",)
+    first_note = "first call" if host_only else "first call, includes compilation and copies"
+    copies = "" if host_only else " including host<->device copies"
+    print(f"time: {first * 1e3:.3f} ms ({first_note}), best of {args.repeat} {best * 1e3:.3f} ms = {speed}{copies}")
     if args.check:
         from .testing import check_result
 
@@ -112,25 +212,44 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: ...)" where a default says something (not None/False, not already in the help)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS or "default" in text.lower() or not text:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="polygemm", description="Cross-vendor GEMM: information, single runs, benchmarks and the test matrix.")
+    p = _Parser(prog="polygemm", description="Cross-vendor GEMM: information, single runs, benchmarks and the test matrix.")
     p.add_argument("--version", action="version", version=f"polygemm {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("info", help="version, every backend with availability and reason, library versions")
+    s.add_argument("-v", "--verbose", action="store_true", help="print each unavailable backend's reason in full (e.g. every place a library was looked for)")
     s.set_defaults(fn=cmd_info)
 
     s = sub.add_parser("variants", help="list each backend's variants from its static table (no device needed)")
-    s.add_argument("--device", help="only this backend")
+    s.add_argument("--device", "--backends", dest="device", nargs="+", metavar="NAME",
+                   help="only these backends (default: every discovered backend)")
+    s.add_argument("-v", "--verbose", action="store_true", help="add each variant's description, requirements and full tile")
     s.set_defaults(fn=cmd_variants)
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
     s.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, e.g. 1024x1024x1024")
-    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"])
+    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="dtype of a, b and the result")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
-    s.add_argument("--variant", default="auto")
-    s.add_argument("--repeat", type=int, default=3, help="timed repetitions after the first call")
-    s.add_argument("--seed", type=int, default=None)
+    s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
+    s.add_argument("--repeat", type=positive_int, default=3, help="timed repetitions after the first call (>= 1)")
+    s.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     s.set_defaults(fn=cmd_gemm)
 
@@ -143,8 +262,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``polygemm`` and ``python -m polygemm``; returns the exit status."""
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``polygemm info | head -1``): drop what is left to write."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
@@ -154,3 +281,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PolygemmError as exc:
         print(f"polygemm: error: {exc}", file=sys.stderr)
         return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``polygemm`` and ``python -m polygemm``; returns the exit status.
+
+    A closed stdout (``polygemm info | head -1``) ends the command quietly with status 141
+    (128 + SIGPIPE, as a shell reports a tool killed by SIGPIPE).
+    """
+    try:
+        try:
+            status = _run(argv)
+        except SystemExit:  # argparse: --help, --version, a usage error
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141

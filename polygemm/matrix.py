@@ -8,6 +8,7 @@ case. Exit status 1 when anything fails.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 import time
@@ -15,10 +16,10 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from . import registry
-from .errors import PolygemmError
+from .errors import BackendUnavailableError, PolygemmError
 from .testing.conformance import CaseResult, case_groups, run_conformance
 
-__all__ = ["run_matrix", "render_table", "add_parser"]
+__all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
 
 
 def run_matrix(
@@ -31,6 +32,7 @@ def run_matrix(
 ) -> list[CaseResult]:
     """Run the suite on each backend (all discovered ones by default)."""
     names = list(backends) if backends else [i.name for i in registry.backends()]
+    check_names(names)
     results: list[CaseResult] = []
     for name in names:
         try:
@@ -52,6 +54,22 @@ def run_matrix(
         if progress:
             sys.stderr.write("\n")
     return results
+
+
+def check_names(names: Sequence[str]) -> None:
+    """Raise BackendUnavailableError naming each unknown backend and the known ones.
+
+    A typo must fail (a CI job running ``polygemm matrix --backends nosuch`` must not pass);
+    a known backend that cannot load or run is reported as skipped instead.
+    """
+    known = registry.known_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        hints = []
+        for n in unknown:
+            close = difflib.get_close_matches(n, known, n=1, cutoff=0.6)
+            hints.append(f"{n!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise BackendUnavailableError(f"unknown backend{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; known backends: {', '.join(known)}")
 
 
 def render_table(results: list[CaseResult], quick: bool = False) -> str:
@@ -114,10 +132,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("matrix", help="run the conformance suite over every backend; pass/fail/skip table")
-    s.add_argument("--backends", nargs="+", help="backend names (default: every discovered backend)")
-    s.add_argument("--variants", nargs="+", help="only these variants")
-    s.add_argument("--dtypes", nargs="+", choices=["float16", "float32", "float64"])
+    s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
+                   help="backend names (default: every discovered backend); an unknown name is an error")
+    s.add_argument("--variants", nargs="+", help="only these variants (default: every variant of each backend)")
+    s.add_argument("--dtypes", nargs="+", choices=["float16", "float32", "float64"], help="only these dtypes (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")
     s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help="no progress line on stderr (it is shown only on a terminal)")
     s.set_defaults(fn=cmd_matrix)

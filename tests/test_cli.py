@@ -34,3 +34,117 @@ def test_gemm_unavailable_device_exits_nonzero(capsys):
 def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "polygemm", "variants", "--device", "cpu"], capture_output=True, text=True)
     assert r.returncode == 0 and "reference" in r.stdout
+
+
+# -- first contact (issues 17 item 15, 18) ------------------------------------------------
+
+import os
+from pathlib import Path
+
+import pytest
+
+import polygemm.registry as registry
+from polygemm.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_matrix_unknown_backend_fails(capsys):
+    assert main(["matrix", "--backends", "nosuch", "--quick", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown backend 'nosuch'" in err and "known backends: cpu, cuda, musa" in err
+    assert main(["matrix", "--backends", "cpux", "--quick", "--no-progress"]) == 2
+    assert "did you mean 'cpu'" in capsys.readouterr().err
+
+
+def test_gemm_repeat_must_be_positive(capsys):
+    for bad in ("-1", "0", "two"):
+        with pytest.raises(SystemExit) as exc:
+            main(["gemm", "--shape", "2x2x2", "--device", "cpu", "--repeat", bad])
+        assert exc.value.code == 2
+        assert "argument --repeat: must be an integer >= 1" in capsys.readouterr().err
+
+
+def _closed_pipe_run(*args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m polygemm ARGS`` with a stdout whose reader has already gone away."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        return subprocess.run([sys.executable, "-m", "polygemm", *args], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    finally:
+        os.close(write_end)
+
+
+def test_closed_stdout_is_not_a_traceback():
+    """``polygemm info | head -1``: the reader leaves early; no BrokenPipeError on stderr."""
+    for args in (("info",), ("variants",), ("--help",)):
+        r = _closed_pipe_run(*args)
+        assert "BrokenPipeError" not in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.returncode in (0, 141), (args, r.returncode)
+
+
+def test_info_head_in_a_shell():
+    r = subprocess.run(f"{sys.executable} -m polygemm info | head -1", shell=True, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}, cwd=str(ROOT))
+    assert r.stdout.startswith("polygemm ") and "Error" not in r.stderr, r.stderr
+
+
+def _long_info(name: str, available: bool = False) -> registry.BackendInfo:
+    text = f"{name} could not load: " + "tried /opt/vendor/very/long/path/libvendor.so: no such file; " * 10 + "\nsecond line"
+    return registry.BackendInfo(name, available, text, 300, "entry point " + "x" * 150 + ":B (dist)", None, text)
+
+
+def test_info_lines_fit_120_columns(monkeypatch, capsys):
+    """info cuts and wraps whatever the registry hands it; -v prints the full text."""
+    real = registry.backends()
+    monkeypatch.setattr(registry, "backends", lambda: real + [_long_info("verylongpluginname_" * 3)])
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120, out
+    assert "verylongpluginname_" in out and "polygemm info -v" in out
+    assert main(["info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "second line" in out and out.count("libvendor.so") >= 10
+
+
+def test_info_as_installed_fits_120_columns(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120, out
+
+
+def test_variants_table(capsys):
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert len(lines) < 60
+    rows = {line.split()[0]: line.split()[1] for line in lines if line.startswith("  ") and len(line.split()) > 2}
+    assert rows["reference"] == "yes" and rows["numpy"] == "vendor"
+    assert rows["cublas"] == "vendor" and rows["cm_v02_smem_tiling"] == "no" and rows["hgemm_v1_mma_ldmatrix"] == "yes"
+    assert "auto: yes = variant='auto' may pick it" in out
+    assert main(["variants", "-v", "--backends", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "needs:" in out and "cp.async" in out and "cpu:" not in out
+
+
+def test_variants_and_matrix_accept_both_spellings(capsys):
+    assert main(["variants", "--device", "cpu"]) == 0
+    a = capsys.readouterr().out
+    assert main(["variants", "--backends", "cpu"]) == 0
+    assert capsys.readouterr().out == a and "cuda:" not in a
+    assert main(["matrix", "--device", "cpu", "--quick", "--dtypes", "float64", "--no-progress"]) == 0
+    assert " 0 failed" in capsys.readouterr().out
+    assert main(["variants", "--device", "nosuch"]) == 2
+    assert "unknown device 'nosuch'" in capsys.readouterr().err
+
+
+def test_every_option_has_help_and_defaults_are_shown():
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    for name in ("info", "variants", "gemm", "matrix"):
+        for action in subs[name]._actions:
+            assert action.help, f"polygemm {name} {action.option_strings or action.dest} has no help"
+    text = subs["gemm"].format_help()
+    assert "(default: float32)" in text and "(default: 3)" in text and "(default: auto)" in text
