@@ -24,7 +24,7 @@ import numpy as np
 from . import registry
 from .backend import Backend, Plan
 from .errors import ArgumentError
-from .problem import Call, GemmProblem, _scalar, host_convert, normalize, operand_view
+from .problem import Call, GemmProblem, _scalar, common_stream, host_convert, normalize, operand_view
 
 __all__ = ["gemm", "explain", "last_plan", "plan_cache_info", "clear_plan_cache"]
 
@@ -117,18 +117,14 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     operand takes the full normalization every time."""
     if type(variant) is not str or not (device is None or type(device) is str):
         return None
-    views = []
-    for obj in (a, b, c, out):
-        v = operand_view(obj)
-        if v is None:
-            return None
-        views.append(v)
+    va, vb, vc, vo = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
+    if va is None or vb is None or vc is None or vo is None:
+        return None
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE") or "auto"
-    in_place = out is not None and c is not None and (out is c or (views[3][1] != 0 and views[3][1] == views[2][1]))
-    key = (device, variant, registry.generation(), views[0][0], views[1][0], views[2][0], views[3][0],
-           alpha == 1.0, beta == 0.0, in_place)
-    return key, views
+    in_place = out is not None and c is not None and (out is c or (vo[1] != 0 and vo[1] == vc[1]))
+    key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], alpha == 1.0, beta == 0.0, in_place)
+    return key, [va, vb, vc, vo]
 
 
 def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list) -> bool:
@@ -137,8 +133,8 @@ def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list) 
     if out is None:
         return True
     if entry.plan.problem.residency == "host":
-        others = (a, b) if out is c else (a, b, c)
-        return not any(x is not None and np.may_share_memory(out, x) for x in others)
+        may_share = np.may_share_memory
+        return not (may_share(out, a) or may_share(out, b) or (c is not None and c is not out and may_share(out, c)))
     o_lo = views[3][1]
     o_hi = o_lo + entry.spans[3]
     for i, x in enumerate((a, b, c)):
@@ -167,8 +163,9 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
         entry = _cache.get(key)
         if entry is not None and _overlap_free(entry, a, b, c, out, views):
             conv = entry.convert
-            streams = [v[2] for v in views if v[2] is not None]
-            stream = None if not streams else (streams[0] if len(set(streams)) == 1 else -1)
+            stream = views[0][2]
+            if stream is not None or views[1][2] is not None or views[2][2] is not None or views[3][2] is not None:
+                stream = common_stream([v[2] for v in views])
             call = Call(host_convert(a) if conv[0] else a, host_convert(b) if conv[1] else b,
                         host_convert(c) if conv[2] else c, out,
                         views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream)

@@ -10,8 +10,9 @@ running it, and ``run()`` that computes. Device helpers (``to_device``, ``to_hos
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, ContextManager, Sequence
 
 import numpy as np
 
@@ -230,6 +231,18 @@ class Backend(abc.ABC):
         return self.run(plan.bind(call))
 
     # -- device helpers (benchmarks, conformance suite) -------------------------------
+    def launcher(self, variant: str, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        """A raw launch of ``variant`` on device arrays for ``polygemm bench --mode kernel``: an
+        object that queues one product per call (no API, no synchronization) and has
+        ``variant`` (the kernel that runs) and ``close()``. None (the default): the backend has
+        no raw path and benchmarks time ``polygemm.gemm`` instead."""
+        return None
+
+    def active(self) -> ContextManager[None]:
+        """A context in which device helpers and launchers may be called (e.g. a pushed CUDA
+        context); the default needs none."""
+        return contextlib.nullcontext()
+
     def to_device(self, array: np.ndarray) -> Any:
         """Copy a host array to this backend's device (host backends return it as is)."""
         return array

@@ -1,37 +1,42 @@
-"""``polygemm bench``: time variants against the vendor library in the same process.
+"""``polygemm bench``: time polygemm against the vendor library in the same process.
 
-Each (variant, shape) is timed with the backend's device events after warm-up, over two
-rotating input sets of random normal data (never zeros), as the median of several
-repeats of a batch of calls; TFLOP/s = 2·M·N·K / t. The vendor variant of the same
-backend (cuBLAS for cuda, NumPy's BLAS for cpu) is timed on the same buffers, in turn
-with each variant, repeat by repeat, and each ratio uses those neighbouring timings.
+Two modes. ``--mode call`` (the default) times what a user gets: the public
+``polygemm.gemm(a, b, out=out, ...)`` on device arrays (or, with ``--inputs numpy``, NumPy in
+and out), wall clock per call over many calls back to back, beside the vendor library called
+the way its users call it (``cupy.matmul``/``torch.matmul`` on the same arrays, ``numpy.matmul``
+on the CPU). ``--mode kernel`` times each variant's raw launch with the backend's device events
+beside the backend's vendor variant (cuBLAS for cuda, NumPy's BLAS for cpu).
+
+Either way: warm-up first, two rotating input sets of random normal data (never zeros), the
+median of several repeats of a batch of calls, TFLOP/s = 2·M·N·K / t, and the vendor timed
+in turn with polygemm, repeat by repeat, each ratio using those neighbouring timings.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
 import json
 import shlex
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import registry
 from .backend import Backend
 from .cli import parse_shape
-from .errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
+from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
-__all__ = ["PRESETS", "BenchRecord", "run_bench", "add_parser", "to_markdown"]
+__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown"]
 
 PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "square": [(s, s, s) for s in (1024, 2048, 4096, 6144, 8192)],
     "odd": [(4095, 4097, 4093), (1000, 3000, 2000), (16, 4096, 4096), (8192, 8192, 512), (512, 512, 16384)],
     "small": [(128, 128, 128), (255, 257, 129), (512, 512, 512)],
+    "overhead": [(128, 128, 128), (256, 256, 256), (1024, 1024, 1024)],
 }
 
 
@@ -55,6 +60,12 @@ class BenchRecord:
     repeats: int
     calls_per_repeat: int
     method: str = "interleaved"  # or "settled <s> s": each kernel run alone that long first
+    mode: str = "kernel"  # "kernel": raw launches, device events; "call": polygemm.gemm, wall clock
+    us_per_call: float = 0.0
+    vendor_us_per_call: float = 0.0
+    inputs: str = "device"  # call mode: "device" arrays or "numpy" in and out
+    vendor_call: str = ""  # call mode: how the vendor was called, e.g. "cupy.matmul(a, b, out=out)"
+    copy_share: float | None = None  # call mode, numpy inputs: share of the call spent outside the device call
 
 
 def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
@@ -76,10 +87,9 @@ class _Runner:
 
     def __init__(self, be: Backend, variant: str, a: Any, b: Any, c: Any) -> None:
         self._close: Callable[[], None] = lambda: None
-        launcher = getattr(be, "launcher", None)
-        if launcher is not None:
-            launch = launcher(variant, a, b, c, 1.0, 0.0)
-            ran = getattr(launch, "variant", variant)
+        launch = be.launcher(variant, a, b, c, 1.0, 0.0)
+        if launch is not None:
+            ran = launch.variant
             if ran != variant:  # e.g. a TMA rung handing an unaligned problem to another rung
                 launch.close()
                 raise UnsupportedProblemError(f"{variant} does not run this problem itself ({ran} would)")
@@ -97,16 +107,6 @@ class _Runner:
         self._close()
 
 
-@contextlib.contextmanager
-def _active(be: Backend) -> Iterator[None]:
-    rt = getattr(be, "runtime", None)
-    if rt is not None and hasattr(rt, "active"):
-        with rt.active():
-            yield
-    else:
-        yield
-
-
 class _Timed:
     """One variant ready to time: warmed up, with a batch of calls sized to ``min_seconds``."""
 
@@ -115,7 +115,7 @@ class _Timed:
         self.be = be
         self.runners = [_Runner(be, variant, *s) for s in sets]
         try:
-            with _active(be):
+            with be.active():
                 for r in self.runners:  # warm-up: compilation, module load, handle creation
                     r.call()
                 be.synchronize()
@@ -132,7 +132,7 @@ class _Timed:
             for i in range(self.calls):
                 self.runners[i % len(self.runners)].call()
 
-        with _active(self.be):
+        with self.be.active():
             return self.timer(batch) / self.calls
 
     def settle(self, seconds: float) -> None:
@@ -224,7 +224,7 @@ def run_bench(
             rec = BenchRecord(
                 be.name, name, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
                 t * 1e3, vendor or "", flops / vendor_t / 1e12, vendor_t / t, be.device_name(), date, repeats, calls,
-                f"settled {settle:g} s" if settle > 0 else "interleaved",
+                f"settled {settle:g} s" if settle > 0 else "interleaved", "kernel", t * 1e6, vendor_t * 1e6,
             )
             records.append(rec)
             if progress:
@@ -235,12 +235,209 @@ def run_bench(
     return records
 
 
+# -- call mode: the public polygemm.gemm beside the vendor as its users call it -------------
+
+@dataclass
+class _ArrayLib:
+    """How a user holds arrays on this backend's device, and how they call the vendor there."""
+
+    name: str
+    to_device: Callable[[np.ndarray], Any]
+    empty: Callable[[tuple[int, int], Any], Any]
+    vendor: Callable[[Any, Any, Any], Any]  # vendor(a, b, out) on these arrays
+    vendor_call: str
+    host_vendor: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]  # numpy in, numpy out
+    host_vendor_call: str
+
+
+def _array_lib(be: Backend, dtype: str) -> _ArrayLib:
+    """CuPy, else torch, else the backend's own device arrays (vendor through its vendor variant)."""
+    def np_vendor(a: Any, b: Any, out: Any) -> Any:
+        if a.dtype == np.float16:  # NumPy's BLAS has no half: float32 in, as polygemm promises
+            return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16))
+        return np.matmul(a, b, out=out)
+
+    if "host" in be.residencies and len(be.residencies) == 1:
+        return _ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt), np_vendor,
+                         "numpy.matmul(a, b, out=out)", np_vendor, "numpy.matmul(a, b, out=out)")
+    if be.name == "cuda":
+        try:
+            import cupy as cp
+
+            return _ArrayLib("cupy", cp.asarray, lambda shape, dt: cp.empty(shape, dt), lambda a, b, out: cp.matmul(a, b, out=out),
+                             "cupy.matmul(a, b, out=out)",
+                             lambda a, b, out: cp.matmul(cp.asarray(a), cp.asarray(b)).get(out=out),
+                             "cupy.matmul(cupy.asarray(a), cupy.asarray(b)).get(out=out)")
+        except ImportError:
+            pass
+        try:
+            import torch
+
+            tdt = getattr(torch, dtype)
+            return _ArrayLib("torch", lambda x: torch.from_numpy(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"),
+                             lambda a, b, out: torch.matmul(a, b, out=out), "torch.matmul(a, b, out=out)",
+                             lambda a, b, out: np.copyto(out, torch.matmul(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()),
+                             "torch.matmul(a.cuda(), b.cuda()).cpu()")
+        except ImportError:
+            pass
+    from .api import gemm
+
+    vendor = next((v.name for v in be.variants() if v.vendor and dtype in v.dtypes), None)
+    if vendor is None:
+        raise UnsupportedProblemError(f"backend {be.name!r} has no vendor variant for {dtype} to compare the call with")
+    through = lambda a, b, out: gemm(a, b, device=be.name, variant=vendor, out=out)  # noqa: E731
+    return _ArrayLib(be.name, be.to_device, lambda shape, dt: be.to_device(np.empty(shape, dt)), through,
+                     f"polygemm.gemm(a, b, out=out, variant={vendor!r})", through, f"polygemm.gemm(a, b, out=out, variant={vendor!r})")
+
+
+class _CallTimed:
+    """Calls rotating over input sets, timed by the wall clock: ``batch`` calls back to back
+    between two device synchronizations, divided by ``batch``."""
+
+    def __init__(self, fns: list[Callable[[], Any]], sync: Callable[[], None], min_seconds: float, max_calls: int = 5000) -> None:
+        self.fns, self.sync = fns, sync
+        for f in fns:  # warm-up: compilation, plan cache, handles, memory pools
+            f()
+        sync()
+        probe = max(len(fns), 4)
+        one = self._batch(probe)
+        calls = max(len(fns), min(max_calls, int(min_seconds / max(one, 1e-7)) + 1))
+        self.calls = calls + (-calls) % len(fns)
+
+    def _batch(self, calls: int) -> float:
+        fns, n = self.fns, len(self.fns)
+        self.sync()
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fns[i % n]()
+        self.sync()
+        return (time.perf_counter() - t0) / calls
+
+    def once(self) -> float:
+        return self._batch(self.calls)
+
+
+def run_call_bench(
+    device: str,
+    dtype: str,
+    shapes: Sequence[tuple[int, int, int]],
+    *,
+    variant: str = "auto",
+    inputs: str = "device",
+    repeats: int = 5,
+    min_seconds: float = 0.05,
+    sets: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> list[BenchRecord]:
+    """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
+    vendor called as its users call it, interleaved repeat by repeat (see the module docstring).
+
+    ``inputs="device"``: device arrays of the user's library (CuPy, else torch, else the
+    backend's own); ``"numpy"``: NumPy in and out (host copies included; ``copy_share`` is
+    the part of the call not spent in the device-array call).
+    """
+    from .api import gemm, last_plan
+
+    be = registry.get_backend(device)
+    av = be.probe()
+    if not av.ok:
+        raise BackendUnavailableError(f"device {device!r} is unavailable: {av.reason}")
+    if inputs not in ("device", "numpy"):
+        raise UnsupportedProblemError(f"--inputs must be device or numpy; got {inputs!r}")
+    known = {v.name for v in be.variants() if dtype in v.dtypes}
+    if variant != "auto" and variant not in known:
+        raise UnsupportedProblemError(f"--variants: {variant!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
+    lib = _array_lib(be, dtype)
+    host_only = lib.name == "numpy"
+    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    rng = np.random.default_rng()
+    np_dtype = np.dtype(dtype)
+    sync = be.synchronize
+    records: list[BenchRecord] = []
+    for (m, n, k) in shapes:
+        flops = 2.0 * m * n * k
+        host = [(rng.standard_normal((m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal((k, n), dtype=np.float32).astype(np_dtype),
+                 np.empty((m, n), np_dtype)) for _ in range(sets)]
+        if inputs == "numpy" or host_only:
+            sets_ = host
+            vendor_fn, vendor_call = (lib.host_vendor, lib.host_vendor_call) if not host_only else (lib.vendor, lib.vendor_call)
+        else:
+            sets_ = [(lib.to_device(a), lib.to_device(b), lib.empty((m, n), np_dtype)) for a, b, _ in host]
+            vendor_fn, vendor_call = lib.vendor, lib.vendor_call
+        ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in sets_]
+        theirs = [(lambda a=a, b=b, o=o: vendor_fn(a, b, o)) for a, b, o in sets_]
+        try:
+            timed = _CallTimed(ours, sync, min_seconds)
+        except UnsupportedProblemError as exc:
+            if progress:
+                progress(f"{m}x{n}x{k} {variant} not timed: {exc}")
+            continue
+        ran = last_plan()
+        chosen = ran.variant if ran is not None else variant
+        vend = _CallTimed(theirs, sync, min_seconds)
+        times, vtimes = [], []
+        for _ in range(repeats):
+            vtimes.append(vend.once())
+            times.append(timed.once())
+        share = None
+        if inputs == "numpy" and not host_only:
+            dev = [(lib.to_device(a), lib.to_device(b), lib.empty((m, n), np_dtype)) for a, b, _ in host]
+            dev_t = statistics.median(_CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in dev],
+                                                 sync, min_seconds).once() for _ in range(repeats))
+            share = max(0.0, 1.0 - dev_t / statistics.median(times))
+            del dev
+        t, vt = statistics.median(times), statistics.median(vtimes)
+        rec = BenchRecord(
+            be.name, chosen, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
+            t * 1e3, lib.name, flops / vt / 1e12, vt / t, be.device_name(), date, repeats, timed.calls,
+            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share,
+        )
+        records.append(rec)
+        if progress:
+            extra = f", copies {share:.0%} of the call" if share is not None else ""
+            progress(f"{m}x{n}x{k} gemm({variant}) -> {chosen:28s} {rec.us_per_call:10.1f} us/call  {_rate(rec.tflops)}  "
+                     f"({rec.ratio:.2f}x {vendor_call}: {rec.vendor_us_per_call:.1f} us{extra})")
+        del sets_, ours, theirs
+    return records
+
+
+def _rate(tflops: float) -> str:
+    """TFLOP/s, or GFLOP/s where TFLOP/s would round to nothing."""
+    return f"{tflops:8.2f} TFLOP/s" if tflops >= 0.1 else f"{tflops * 1e3:8.2f} GFLOP/s"
+
+
+def call_markdown(records: list[BenchRecord]) -> str:
+    """One table per dtype and inputs: per-call wall time and throughput beside the vendor."""
+    lines: list[str] = []
+    for dtype in sorted({r.dtype for r in records}):
+        for inputs in ("device", "numpy"):
+            rs = [r for r in records if r.dtype == dtype and r.inputs == inputs]
+            if not rs:
+                continue
+            lines.append(f"### {rs[0].backend} {dtype}, {inputs} arrays: polygemm.gemm per call beside `{rs[0].vendor_call}`\n")
+            share = any(r.copy_share is not None for r in rs)
+            lines.append("| shape | variant auto chose | µs/call | vendor µs/call | TFLOP/s | vendor TFLOP/s | ratio |" + (" copy share |" if share else ""))
+            lines.append("|---|---|---|---|---|---|---|" + ("---|" if share else ""))
+            for r in rs:
+                cells = [f"{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}", f"{r.vendor_us_per_call:.1f}",
+                         _rate(r.tflops).strip(), _rate(r.vendor_tflops).strip(), f"**{r.ratio:.2f}×**"]
+                if share:
+                    cells.append(f"{r.copy_share:.0%}" if r.copy_share is not None else "–")
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines)
+
+
 def to_markdown(records: list[BenchRecord], command: str) -> str:
     """A table per dtype: variants down, shapes across, 'TFLOP/s (ratio to vendor)'."""
     lines = [f"Command: `{command}`", ""]
     if not records:
         return "\n".join(lines + ["(no records)"])
     r0 = records[0]
+    if r0.mode == "call":
+        lines.insert(0, f"Device: {r0.device}; date {r0.date}; wall clock per call over {r0.calls_per_repeat}+ calls back to back "
+                        f"between device synchronizations, median of {r0.repeats} repeats, vendor timed beside polygemm repeat by repeat.\n")
+        return "\n".join(lines + [call_markdown(records)])
     how = ("vendor timed beside each variant, repeat by repeat" if r0.method == "interleaved"
            else f"each kernel {r0.method} alone before its repeats")
     lines.insert(0, f"Device: {r0.device}; date {r0.date}; median of {r0.repeats} repeats; two rotating input sets; {how}.\n")
@@ -304,14 +501,43 @@ def ladder_tables(records: list[BenchRecord]) -> str:
     return "\n".join(out)
 
 
+def _bench_device(device: str | None) -> str:
+    """``--device`` as every command reads it: a name, or auto ($POLYGEMM_DEVICE, else the
+    available backend of highest priority)."""
+    name = registry.resolve_device(device)
+    if name != "auto":
+        return name
+    for info in registry.backends():
+        if info.available:
+            return info.name
+    raise BackendUnavailableError("no backend is available to benchmark")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    shapes = parse_shapes(args.shapes)
-    variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
-    command = "polygemm " + shlex.join(args.argv)
+    try:
+        shapes = parse_shapes(args.shapes)
+    except argparse.ArgumentTypeError as exc:
+        raise ArgumentError(f"--shapes: {exc}; presets: {', '.join(PRESETS)}") from None
     if args.settle < 0:
         raise SystemExit("polygemm bench: --settle must be >= 0 seconds")
-    records = run_bench(args.device, args.dtype, variants, shapes, repeats=args.repeats, settle=args.settle,
-                        progress=lambda s: print(s, flush=True))
+    if args.repeats < 1:
+        raise ArgumentError(f"--repeats must be at least 1; got {args.repeats}")
+    if args.plot:  # before any timing: a missing dependency must not cost the run
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as exc:
+            raise ArgumentError(f"--plot needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from None
+    device = _bench_device(args.device)
+    command = "polygemm " + shlex.join(args.argv)
+    say = lambda s: print(s, flush=True)  # noqa: E731
+    if args.mode == "call":
+        names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
+        records: list[BenchRecord] = []
+        for name in names:
+            records += run_call_bench(device, args.dtype, shapes, variant=name, inputs=args.inputs, repeats=args.repeats, progress=say)
+    else:
+        variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
+        records = run_bench(device, args.dtype, variants, shapes, repeats=args.repeats, settle=args.settle, progress=say)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"command": command, "records": [asdict(r) for r in records]}, fh, indent=1)
@@ -326,16 +552,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    s = sub.add_parser("bench", help="time variants against the vendor library (same process, device events)")
-    s.add_argument("--device", default="cuda")
-    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"])
-    s.add_argument("--variants", nargs="+", default=["all"], help="variant names (comma or space separated) or all")
+    s = sub.add_parser("bench", help="time polygemm against the vendor library (same process)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s.add_argument("--device", default=None, help="backend to time (default: $POLYGEMM_DEVICE, else the best available)")
+    s.add_argument("--mode", choices=["call", "kernel"], default="call",
+                   help="call: the public polygemm.gemm per call (wall clock) beside the vendor as its users call it; "
+                        "kernel: each variant's raw launch (device events) beside the backend's vendor variant")
+    s.add_argument("--inputs", choices=["device", "numpy"], default="device",
+                   help="call mode: device arrays (CuPy, else torch) with out=, or NumPy in and out (copies included)")
+    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="element type of A, B and C")
+    s.add_argument("--variants", nargs="+", default=None,
+                   help="variant names (comma or space separated); call mode default: auto; kernel mode default: all")
     s.add_argument("--shapes", nargs="+", default=["square"], help="MxNxK items and presets: " + ", ".join(PRESETS))
-    s.add_argument("--repeats", type=int, default=5)
+    s.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported")
     s.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
-                   help="run each kernel alone this long before timing its repeats (sustained clocks) "
+                   help="kernel mode: run each kernel alone this long before timing its repeats (sustained clocks) "
                         "instead of interleaving the vendor repeat by repeat")
-    s.add_argument("--json", metavar="PATH")
-    s.add_argument("--markdown", metavar="PATH")
+    s.add_argument("--json", metavar="PATH", help="write the records as JSON")
+    s.add_argument("--markdown", metavar="PATH", help="write the tables as markdown")
     s.add_argument("--plot", metavar="PATH", help="PNG of TFLOP/s against size (needs matplotlib)")
     s.set_defaults(fn=cmd_bench)

@@ -325,6 +325,9 @@ class CudaBackend(Backend):
         pa, pb, pc = (operand_view(x)[1] for x in (a, b, c))  # type: ignore[index]
         return KernelLauncher(decided.launch, pa, pb, pc, float(alpha), float(beta))
 
+    def active(self) -> Any:
+        return self._runtime().active()
+
     @property
     def runtime(self) -> CudaRuntime:
         return self._runtime()

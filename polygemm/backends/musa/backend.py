@@ -20,11 +20,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...backend import Availability, Backend, Plan, Variant, host_layouts
+from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DTypeError, ShapeError, UnsupportedProblemError
-from ...problem import GemmProblem, Operand
+from ...problem import Call, GemmProblem
 from .arrays import MusaArray
 from .library import LibraryNotFound, NativeLibrary, load_library
+from .prepared import PreparedB, gemm_prepared as _gemm_prepared
 
 __all__ = ["MusaBackend", "PreparedB", "session", "Session"]
 
@@ -124,59 +125,6 @@ def session() -> Session:
         return _session
 
 
-class PreparedB:
-    """B (K×N float16) transposed once into the library's layout, owned by the caller.
-
-    Reuse it across ``MusaBackend.gemm_prepared`` calls; after B's data changes call
-    ``update(new_b)``; ``release()`` (or a ``with`` block) frees it. Nothing is keyed on a
-    pointer: a prepared object only ever holds what it was given.
-    """
-
-    def __init__(self, b: Any) -> None:
-        self._s = session()
-        arr = np.asfortranarray(_f16(b, "b"))
-        if arr.ndim != 2:
-            raise ShapeError(f"b must be 2-D; got shape {arr.shape}")
-        self.shape = (int(arr.shape[0]), int(arr.shape[1]))
-        self._obj: Any = None
-        with MusaArray(self._s, self.shape, "F") as tmp:
-            tmp.set(arr)
-            out = self._s.ffi.new("pgm_prepared_b **")
-            self._s.nl.check(self._s.lib.pgm_prepare_b(self._s.handle(), self.shape[0], self.shape[1], self._s.ffi.cast("void *", tmp.ptr), max(self.shape[0], 1), out), "pgm_prepare_b")
-            self._obj = out[0]
-
-    def update(self, b: Any) -> None:
-        arr = np.asfortranarray(_f16(b, "b"))
-        if arr.shape != self.shape:
-            raise ShapeError(f"update() needs b of shape {self.shape}; got {arr.shape}")
-        with MusaArray(self._s, self.shape, "F") as tmp:
-            tmp.set(arr)
-            self._s.nl.check(self._s.lib.pgm_prepared_b_update(self._s.handle(), self.handle, self._s.ffi.cast("void *", tmp.ptr), max(self.shape[0], 1)), "pgm_prepared_b_update")
-
-    @property
-    def handle(self) -> Any:
-        if self._obj is None:
-            raise ArgumentError("this PreparedB has been released")
-        return self._obj
-
-    def release(self) -> None:
-        obj, self._obj = self._obj, None
-        if obj is not None:
-            self._s.nl.check(self._s.lib.pgm_prepared_b_release(obj), "pgm_prepared_b_release")
-
-    def __enter__(self) -> "PreparedB":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def __del__(self) -> None:
-        try:
-            self.release()
-        except Exception:
-            pass
-
-
 def _f16(x: Any, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype != np.float16:
@@ -190,6 +138,7 @@ class MusaBackend(Backend):
     name = "musa"
     priority = 400
     residencies = ("host", "musa")
+    float32_scalars = True
 
     def probe(self) -> Availability:
         try:
@@ -238,6 +187,8 @@ class MusaBackend(Backend):
         for op in p.operands():
             if op.max_offset > _INT_MAX:
                 raise UnsupportedProblemError(f"{op.name} spans more than 2**31 elements; the MUSA kernel indexes with 32-bit integers")
+        if p.m and p.n and max(p.m, p.n, p.k, p.m * p.n) > _INT_MAX:
+            raise UnsupportedProblemError(f"{p.shape_str()} is beyond the MUSA kernel's 32-bit sizes and indices; split the product into blocks")
         flavor = self.flavor()
         if chosen.name == "mublas" and flavor != "musa":
             raise UnsupportedProblemError(f"variant 'mublas' needs the musa flavor of libpolygemm_musa (muBLAS); this library is the {flavor} flavor")
@@ -247,6 +198,7 @@ class MusaBackend(Backend):
         if flavor != "musa":
             plan.notes.append(f"EMULATION: libpolygemm_musa is the {flavor} flavor (POLYGEMM_MUSA_EMULATION=1); results verify the ABI/kernel logic, not S4000 speed")
         plan.launch = {"operand swap": "yes (C^T = B^T A^T)" if swap else "no", "storage order": f"{layout}-major"}
+        plan.private = (swap, layout)
         if p.residency == "host":
             conv = [op.name for op in (p.a, p.b) if op.layout != layout]
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
@@ -265,76 +217,84 @@ class MusaBackend(Backend):
 
     # -- running -------------------------------------------------------------------------
     def run(self, plan: Plan) -> Any:
+        return self.execute(plan, Call.from_problem(plan.problem))
+
+    def execute(self, plan: Plan, call: Call) -> Any:
         s = session()
         p = plan.problem
-        swap, layout = self._orientation(p)
+        swap, layout = plan.private
         order = "C" if layout == "row" else "F"
         owned: list[MusaArray] = []
         try:
             if p.residency == "host":
-                def up(op: Operand) -> MusaArray:
-                    arr = np.ascontiguousarray(op.array) if order == "C" else np.asfortranarray(op.array)
+                if p.m == 0 or p.n == 0:
+                    return store_result(np.zeros((p.m, p.n), p.out_dtype), call.out)
+
+                def up(arr: np.ndarray) -> MusaArray:
+                    arr = np.ascontiguousarray(arr) if order == "C" else np.asfortranarray(arr)
                     d = MusaArray(s, arr.shape, order)
                     owned.append(d)
                     d.set(arr)
                     return d
 
-                a, b = up(p.a), up(p.b)
-                if p.c is not None and p.beta != 0.0:
-                    c = up(p.c)
+                a, b = up(call.a), up(call.b)
+                if call.c is not None and call.beta != 0.0:
+                    c = up(call.c)
                 else:
                     c = MusaArray(s, (p.m, p.n), order)
                     owned.append(c)
-                self._launch(s, plan.variant, p, swap, a.ptr, b.ptr, c.ptr, layout)
-                res = c.get()
-                if p.out is not None:
-                    np.copyto(p.out.array, res)
-                    return p.out.array
-                return res
-            # device operands
-            if p.out is not None:
-                dest_ptr, result = p.out.ptr, p.out.array
+                self._launch(s, plan.variant, p, swap, call, a.ptr, b.ptr, c.ptr, (None, None, None))
+                return store_result(c.get(), call.out)
+            # device operands: all in the result's memory order (the plan checked)
+            if call.out is not None:
+                dest_ptr, dest_ld, result = call.out_ptr, p.out.ld, call.out  # type: ignore[union-attr]
             else:
                 result = MusaArray(s, (p.m, p.n), order)
-                dest_ptr = result.ptr
-            if p.c is not None and p.beta != 0.0 and not p.in_place and p.m * p.n:
-                s.d2d(dest_ptr, p.c.ptr, p.m * p.n * 2)
-            self._launch(s, plan.variant, p, swap, p.a.ptr, p.b.ptr, dest_ptr, layout, lds=(p.a.ld, p.b.ld, (p.out.ld if p.out is not None else None)))
+                dest_ptr, dest_ld = result.ptr, max(p.n if layout == "row" else p.m, 1)
+            if p.m == 0 or p.n == 0:
+                return result
+            target, target_ld = dest_ptr, dest_ld
+            if call.c is not None and call.beta != 0.0 and not p.in_place:
+                # c's values go into a scratch result first: a failed launch leaves out as it was
+                scratch = MusaArray(s, (p.m, p.n), order)
+                owned.append(scratch)
+                target, target_ld = scratch.ptr, max(p.n if layout == "row" else p.m, 1)
+                self._copy_lines(s, p, layout, call.c_ptr, p.c.ld, target, target_ld)  # type: ignore[union-attr]
+            self._launch(s, plan.variant, p, swap, call, call.a_ptr, call.b_ptr, target, (p.a.ld, p.b.ld, target_ld))
+            if target != dest_ptr:
+                self._copy_lines(s, p, layout, target, target_ld, dest_ptr, dest_ld)
             self.synchronize()
             return result
         finally:
             for d in owned:
                 d.free()
 
-    def _launch(self, s: Session, variant: str, p: GemmProblem, swap: bool, a: int, b: int, c: int, layout: str,
-                lds: tuple[int | None, int | None, int | None] = (None, None, None)) -> None:
+    @staticmethod
+    def _copy_lines(s: Session, p: GemmProblem, layout: str, src: int, src_ld: int, dst: int, dst_ld: int) -> None:
+        """Copy an M×N fp16 matrix between device buffers of one memory order, honouring each
+        one's leading dimension (one block when both are compact)."""
+        lines, length = (p.m, p.n) if layout == "row" else (p.n, p.m)
+        if src_ld == length and dst_ld == length:
+            s.d2d(dst, src, lines * length * 2)
+            return
+        for i in range(lines):
+            s.d2d(dst + i * dst_ld * 2, src + i * src_ld * 2, length * 2)
+
+    def _launch(self, s: Session, variant: str, p: GemmProblem, swap: bool, call: Call, a: int, b: int, c: int,
+                lds: tuple[int | None, int | None, int | None]) -> None:
+        layout = "row" if swap else "col"
         lda = lds[0] or (p.k if layout == "row" else p.m)
         ldb = lds[1] or (p.n if layout == "row" else p.k)
         ldc = lds[2] or (p.n if layout == "row" else p.m)
         lda, ldb, ldc = max(lda, 1), max(ldb, 1), max(ldc, 1)
         if swap:  # row-major storage = the transpose in column-major terms
-            s.gemm(variant, p.n, p.m, p.k, p.alpha, b, ldb, a, lda, p.beta, c, ldc)
+            s.gemm(variant, p.n, p.m, p.k, call.alpha, b, ldb, a, lda, call.beta, c, ldc)
         else:
-            s.gemm(variant, p.m, p.n, p.k, p.alpha, a, lda, b, ldb, p.beta, c, ldc)
+            s.gemm(variant, p.m, p.n, p.k, call.alpha, a, lda, b, ldb, call.beta, c, ldc)
 
     def gemm_prepared(self, a: Any, prepared: PreparedB, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
-        """``alpha * a @ B + beta * c`` with a prepared B (NumPy float16 in and out)."""
-        s = session()
-        A = np.asfortranarray(_f16(a, "a"))
-        if A.ndim != 2 or A.shape[1] != prepared.shape[0]:
-            raise ShapeError(f"a has shape {A.shape}; the prepared B is {prepared.shape}, so a must be (M, {prepared.shape[0]})")
-        m, k, n = A.shape[0], A.shape[1], prepared.shape[1]
-        with MusaArray(s, A.shape, "F") as da, MusaArray(s, (m, n), "F") as dc:
-            da.set(A)
-            if c is not None and beta != 0.0:
-                C = _f16(c, "c")
-                if C.shape != (m, n):
-                    raise ShapeError(f"c must have shape ({m}, {n}); got {C.shape}")
-                dc.set(C)
-            cast = s.ffi.cast
-            s.nl.check(s.lib.pgm_gemm_f16_prepared(s.handle(), m, n, k, float(alpha), cast("void *", da.ptr), max(m, 1), prepared.handle,
-                                                   float(beta), cast("void *", dc.ptr), max(m, 1)), "pgm_gemm_f16_prepared")
-            return np.ascontiguousarray(dc.get())
+        """``alpha * a @ B + beta * c`` with a prepared B (NumPy float16 in and out); see prepared.py."""
+        return _gemm_prepared(a, prepared, c, alpha=alpha, beta=beta)
 
     # -- device helpers -----------------------------------------------------------------
     def to_device(self, array: np.ndarray) -> MusaArray:
