@@ -15,7 +15,24 @@ import numpy as np
 
 from ...errors import ArgumentError, DTypeError, ShapeError
 
-__all__ = ["MusaArray"]
+__all__ = ["MusaArray", "host_f16"]
+
+
+def host_f16(x: Any, name: str, what: str = "the musa backend") -> np.ndarray:
+    """``x`` as a NumPy float16 array in native byte order, or a clear error.
+
+    A big-endian ``'>f2'`` array is float16 too: it is converted (exactly) rather than
+    refused with "needs float16; got float16", and never uploaded as raw swapped bytes. A
+    masked array is refused: ``np.asarray`` would silently drop its mask.
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        raise ArgumentError(f"{name} is a masked array; {what} would ignore its mask. Pass {name}.filled(value) (or np.asarray({name}) to drop the mask knowingly)")
+    arr = np.asarray(x)
+    if arr.dtype.kind != "f" or arr.dtype.itemsize != 2:
+        raise DTypeError(f"{name} must be float16 for {what}; got {arr.dtype.name}. Convert with .astype(np.float16)")
+    if not arr.dtype.isnative:
+        arr = arr.astype(np.float16)  # same values, native byte order
+    return arr
 
 
 class MusaArray:
@@ -43,9 +60,7 @@ class MusaArray:
     @classmethod
     def from_numpy(cls, array: Any) -> "MusaArray":
         """Copy a 2-D float16 array to the device (keeping Fortran order when it has it)."""
-        arr = np.asarray(array)
-        if arr.dtype != np.float16:
-            raise DTypeError(f"MusaArray holds float16 only; got {arr.dtype.name}. Convert with .astype(np.float16)")
+        arr = host_f16(array, "array", "MusaArray (it holds float16 only)")
         if arr.ndim != 2:
             raise ShapeError(f"MusaArray must be 2-D; got shape {arr.shape}")
         order = "F" if (arr.flags.f_contiguous and not arr.flags.c_contiguous) else "C"
@@ -83,11 +98,9 @@ class MusaArray:
 
     def set(self, array: Any) -> None:
         """Overwrite the contents in place from a host array of the same shape."""
-        arr = np.asarray(array)
+        arr = host_f16(array, "array", "set()")
         if arr.shape != self.shape:
             raise ShapeError(f"set() needs shape {self.shape}; got {arr.shape}")
-        if arr.dtype != np.float16:
-            raise DTypeError(f"set() needs float16; got {arr.dtype.name}")
         arr = np.ascontiguousarray(arr) if self.order == "C" else np.asfortranarray(arr)
         if self.nbytes:
             self._session.h2d(self.ptr, arr)
