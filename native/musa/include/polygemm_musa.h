@@ -19,7 +19,14 @@
  *     issued through a handle is ordered on its stream. A handle may be used from several
  *     threads (calls are serialized by a mutex inside it); for concurrency give each thread
  *     its own handle.
- *   - C must not overlap A or B. beta == 0 means C is not read (it may hold NaN poison).
+ *   - C must not overlap A or B. beta == 0 means C is not read (it may hold NaN poison);
+ *     beta != 0 reads C, which must then hold values the caller wrote.
+ *   - Handles and prepared-B objects are tokens, not addresses (ABI 2): each names one
+ *     object for ever and is never reused, so a destroyed/released (or never created) one
+ *     gets PGM_ERR_STALE_HANDLE / PGM_ERR_STALE_PREPARED_B and can never reach another
+ *     object. Every call holds the objects it uses; pgm_handle_destroy and
+ *     pgm_prepared_b_release called from another thread wait for those calls to return
+ *     before anything is freed.
  *
  * The block between the CDEF markers is plain C that cffi's cdef() accepts: the Python
  * binding reads its declarations from this file, so keep it free of #include, macros and
@@ -30,7 +37,7 @@
 
 #include <stddef.h>
 
-#define POLYGEMM_MUSA_ABI_VERSION 1
+#define POLYGEMM_MUSA_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,9 +45,10 @@ extern "C" {
 
 /* POLYGEMM_MUSA_CDEF_BEGIN */
 
-/* The ABI version this header describes; must equal pgm_abi_version() of the library. */
+/* The ABI version this header describes; must equal pgm_abi_version() of the library.
+   2: handles and prepared-B objects are never-reused tokens; PGM_ERR_STALE_HANDLE. */
 enum pgm_abi_constants {
-    PGM_ABI_VERSION = 1
+    PGM_ABI_VERSION = 2
 };
 
 /* Status codes returned by every call. */
@@ -52,7 +60,8 @@ enum pgm_status {
     PGM_ERR_DEVICE = 4,             /* a MUSA/CUDA runtime or muBLAS call failed */
     PGM_ERR_STALE_PREPARED_B = 5,   /* prepared-B object released, unknown, or from another device */
     PGM_ERR_SHAPE_MISMATCH = 6,     /* prepared-B shape differs from the call's k x n */
-    PGM_ERR_INTERNAL = 7            /* a bug in this library */
+    PGM_ERR_INTERNAL = 7,           /* a bug in this library */
+    PGM_ERR_STALE_HANDLE = 8        /* handle destroyed, being destroyed, or never created */
 };
 
 typedef struct pgm_handle pgm_handle;
@@ -60,7 +69,7 @@ typedef struct pgm_prepared_b pgm_prepared_b;
 
 /* ---- library information (never fail) ---- */
 int pgm_abi_version(void);
-/* "flavor=musa|cuda|host;arch=mp_22|sm_90|host;compiler=...;abi=1" */
+/* "flavor=musa|cuda|host;arch=mp_22|sm_90|host;compiler=...;abi=2;..." */
 const char* pgm_build_info(void);
 /* Message of the most recent failing call on the calling thread ("" if none yet); calls
    that succeed leave it unchanged. Valid until the next failing call on this thread. */
@@ -77,12 +86,15 @@ int pgm_device_name(int device, char* buf, size_t buflen);
 /* stream: a musaStream_t (cudaStream_t in the cuda flavor) or NULL for the default stream;
    must be NULL in the host flavor. The stream stays owned by the caller. */
 int pgm_handle_create(int device, void* stream, pgm_handle** out);
-/* Synchronizes the handle's stream, then frees its workspace. NULL is a no-op. */
+/* Waits for calls other threads are making with the handle, synchronizes its stream, then
+   frees its workspace. NULL is a no-op; a second destroy returns PGM_ERR_STALE_HANDLE. */
 int pgm_handle_destroy(pgm_handle* h);
 
 /* ---- device memory (synchronous with respect to the host) ---- */
 int pgm_malloc(pgm_handle* h, size_t bytes, void** out);
-int pgm_free(pgm_handle* h, void* ptr);   /* NULL is a no-op */
+/* NULL is a no-op. Memory a call is still using is freed after it (host flavor: pgm_free
+   waits for the calls in flight; device flavors: the runtime's free waits for kernels). */
+int pgm_free(pgm_handle* h, void* ptr);
 int pgm_memcpy_h2d(pgm_handle* h, void* dst_device, const void* src_host, size_t bytes);
 int pgm_memcpy_d2h(pgm_handle* h, void* dst_host, const void* src_device, size_t bytes);
 int pgm_memcpy_d2d(pgm_handle* h, void* dst_device, const void* src_device, size_t bytes);
@@ -106,9 +118,11 @@ int pgm_prepare_b(pgm_handle* h, int k, int n, const void* B, int ldb, pgm_prepa
 int pgm_prepared_b_update(pgm_handle* h, pgm_prepared_b* pb, const void* B, int ldb);
 /* Reports the k x n shape the object was prepared for. */
 int pgm_prepared_b_shape(const pgm_prepared_b* pb, int* k_out, int* n_out);
-/* Frees the object (waits for its device's pending work). NULL is a no-op; a second release
-   returns PGM_ERR_STALE_PREPARED_B. pgm_prepare_b and pgm_prepared_b_update wait for their
-   copy to finish, so the object may then be used from any handle on the same device. */
+/* Frees the object: first waits for the calls other threads are making with it (new calls
+   already get PGM_ERR_STALE_PREPARED_B), then for its device's pending work. NULL is a
+   no-op; a second release returns PGM_ERR_STALE_PREPARED_B. pgm_prepare_b and
+   pgm_prepared_b_update wait for their copy to finish, so the object may then be used from
+   any handle on the same device. */
 int pgm_prepared_b_release(pgm_prepared_b* pb);
 int pgm_gemm_f16_prepared(pgm_handle* h, int m, int n, int k, float alpha,
                           const void* A, int lda, const pgm_prepared_b* pb,

@@ -1,6 +1,6 @@
 // pgm_common.h -- flavor-independent pieces of the polygemm_musa C ABI: the thread-local
-// error message, status names, argument validation, the registry of live prepared-B
-// objects and the tile constants shared by the device and host implementations.
+// error message, status names, argument validation, the registry of live handles and
+// prepared-B objects (LiveSet) and the tile constants shared by the device and host implementations.
 // Internal header: included by polygemm_musa_api.mu (musa/cuda flavors) and by
 // polygemm_musa_host.cpp (host flavor). Host code only.
 #ifndef PGM_COMMON_H
@@ -9,12 +9,15 @@
 #include "polygemm_musa.h"
 
 #include <climits>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
+#include <utility>
 
 static_assert(POLYGEMM_MUSA_ABI_VERSION == PGM_ABI_VERSION,
               "POLYGEMM_MUSA_ABI_VERSION and the cdef enum PGM_ABI_VERSION must agree");
@@ -61,6 +64,7 @@ inline const char* status_name(int s) {
         case PGM_ERR_STALE_PREPARED_B: return "PGM_ERR_STALE_PREPARED_B";
         case PGM_ERR_SHAPE_MISMATCH: return "PGM_ERR_SHAPE_MISMATCH";
         case PGM_ERR_INTERNAL: return "PGM_ERR_INTERNAL";
+        case PGM_ERR_STALE_HANDLE: return "PGM_ERR_STALE_HANDLE";
         default: return "PGM_UNKNOWN_STATUS";
     }
 }
@@ -111,31 +115,124 @@ inline int check_gemm(const char* fn, int m, int n, int k, const void* A, int ld
     return PGM_OK;
 }
 
-// ---- live prepared-B objects ------------------------------------------------------------------
-// A prepared object is valid from pgm_prepare_b until pgm_prepared_b_release. The registry
-// lets a released (or never created) object be reported as PGM_ERR_STALE_PREPARED_B instead
-// of being dereferenced. It identifies objects, not B's contents: nothing is ever looked up
-// by the address of B.
-inline std::mutex& prepared_mutex() {
-    static std::mutex mu;
-    return mu;
-}
-inline std::unordered_set<const void*>& prepared_set() {
-    static std::unordered_set<const void*> live;
-    return live;
-}
-inline void prepared_register(const void* pb) {
-    std::lock_guard<std::mutex> lock(prepared_mutex());
-    prepared_set().insert(pb);
-}
-inline bool prepared_is_live(const void* pb) {
-    std::lock_guard<std::mutex> lock(prepared_mutex());
-    return prepared_set().count(pb) != 0;
-}
-inline bool prepared_unregister(const void* pb) {
-    std::lock_guard<std::mutex> lock(prepared_mutex());
-    return prepared_set().erase(pb) != 0;
-}
+// ---- live objects: handles and prepared-B objects --------------------------------------------
+// What a caller holds is a token, not an address: a kind tag in the top 8 bits and a serial
+// number below it that is never reused. Liveness keyed on the raw address (ABI 1) let a
+// second destroy free a different, live object that malloc had put at the same address
+// (ABA), and a use after destroy read freed memory; a token that is not live now is simply
+// not found, so it gets PGM_ERR_STALE_* and never reaches anything.
+//
+// Every call holds a Ref to the objects it uses for its whole duration. remove() (destroy,
+// release) first marks the object closing, so new calls are refused, then waits until the
+// Refs in flight are gone, and only then hands the object back to be freed: a release from
+// another thread can never free memory a call is still reading.
+//
+// The sets are never destroyed (created with new): objects still live at exit must not be
+// freed by static destructors after the device runtime has shut down.
+template <class T>
+class LiveSet {
+    struct Entry {
+        std::unique_ptr<T> obj;
+        int users = 0;
+        bool closing = false;
+    };
+
+public:
+    // A counted use of a live object; the object cannot be freed while a Ref to it exists.
+    class Ref {
+    public:
+        Ref() = default;
+        Ref(const Ref&) = delete;
+        Ref& operator=(const Ref&) = delete;
+        ~Ref() { reset(); }
+        T* get() const { return entry_ ? entry_->obj.get() : nullptr; }
+        T* operator->() const { return get(); }
+        explicit operator bool() const { return entry_ != nullptr; }
+        void reset() {
+            if (entry_ == nullptr) return;
+            std::lock_guard<std::mutex> lock(set_->mu_);
+            if (--entry_->users == 0 && entry_->closing) set_->cv_.notify_all();
+            entry_ = nullptr;
+        }
+
+    private:
+        friend class LiveSet;
+        LiveSet* set_ = nullptr;
+        Entry* entry_ = nullptr;   // unordered_map nodes stay put until erased
+    };
+
+    // kind: "handle"; verb: "destroyed"; creator: "pgm_handle_create"; stale: the status.
+    LiveSet(uint8_t tag, const char* kind, const char* verb, const char* creator, int stale)
+        : tag_(tag), kind_(kind), verb_(verb), creator_(creator), stale_(stale) {}
+
+    // Takes ownership of obj and returns its token (never NULL).
+    void* add(std::unique_ptr<T> obj) {
+        std::lock_guard<std::mutex> lock(mu_);
+        const uint64_t serial = next_++;
+        live_[serial].obj = std::move(obj);
+        return reinterpret_cast<void*>(static_cast<uintptr_t>(((uint64_t)tag_ << 56) | serial));
+    }
+
+    // Fills `out` with a counted use of the live object named by `token`.
+    int acquire(const char* fn, const void* token, Ref& out) {
+        out.reset();
+        if (token == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, kind_);
+        std::lock_guard<std::mutex> lock(mu_);
+        Entry* e = nullptr;
+        if (int st = find_locked(fn, token, e)) return st;
+        ++e->users;
+        out.set_ = this;
+        out.entry_ = e;
+        return PGM_OK;
+    }
+
+    // Ends the object's life: refuses new uses at once, waits for the uses in flight, then
+    // moves the object into `out` for the caller to free (and report errors from).
+    int remove(const char* fn, const void* token, std::unique_ptr<T>& out) {
+        std::unique_lock<std::mutex> lock(mu_);
+        Entry* e = nullptr;
+        if (int st = find_locked(fn, token, e)) return st;
+        e->closing = true;
+        cv_.wait(lock, [e] { return e->users == 0; });
+        out = std::move(e->obj);
+        live_.erase(serial_of(token));
+        return PGM_OK;
+    }
+
+private:
+    static uint64_t serial_of(const void* token) {
+        return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token)) & ((1ull << 56) - 1);
+    }
+
+    int find_locked(const char* fn, const void* token, Entry*& out) {
+        const uint64_t v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(token));
+        const uint64_t serial = serial_of(token);
+        if ((v >> 56) != tag_ || serial == 0 || serial >= next_)
+            return fail(stale_, "%s: %s %p was never returned by %s (not a %s of this library)",
+                        fn, kind_, token, creator_, kind_);
+        auto it = live_.find(serial);
+        if (it == live_.end())
+            return fail(stale_, "%s: %s %p was %s; it cannot be used any more", fn, kind_, token,
+                        verb_);
+        if (it->second.closing)
+            return fail(stale_, "%s: %s %p is being %s by another thread", fn, kind_, token,
+                        verb_);
+        out = &it->second;
+        return PGM_OK;
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::unordered_map<uint64_t, Entry> live_;
+    uint64_t next_ = 1;
+    const uint64_t tag_;
+    const char* kind_;
+    const char* verb_;
+    const char* creator_;
+    const int stale_;
+};
+
+static_assert(sizeof(void*) >= 8, "tokens need 64-bit pointers");
 
 }  // namespace pgm
 

@@ -19,15 +19,13 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 
 using pgm::fail;
 
 namespace {
-
-constexpr uint32_t kHandleMagic = 0x70676d48u;     // "pgmH"
-constexpr uint32_t kPreparedMagic = 0x70676d42u;   // "pgmB"
 
 int dev_fail(musaError_t e, const char* fn, const char* what) {
     (void)musaGetLastError();   // clear a non-sticky error so the next call starts clean
@@ -75,11 +73,13 @@ int guarded(const char* fn, F&& body) {
 
 }  // namespace
 
-struct pgm_handle {
-    uint32_t magic = kHandleMagic;
+namespace {
+
+// What a pgm_handle token names (see pgm::LiveSet).
+struct Handle {
     int device = 0;
     musaStream_t stream = nullptr;
-    std::mutex mu;
+    std::mutex mu;               // serializes the calls made with this handle
     void* ws = nullptr;          // transposed-B workspace of pgm_gemm_f16
     size_t ws_bytes = 0;
     musaEvent_t ev_start = nullptr;
@@ -90,42 +90,41 @@ struct pgm_handle {
 #endif
 };
 
-struct pgm_prepared_b {
-    uint32_t magic = kPreparedMagic;
+// What a pgm_prepared_b token names.
+struct Prepared {
     int device = 0;
     int k = 0, n = 0;            // the shape B had
     int kp = 0, np = 0;          // padded: multiples of the 32 x 128 (k x n) tile
     void* data = nullptr;        // kp x np row-major fp16, zero-padded
 };
 
-namespace {
-
-int check_handle(const char* fn, const pgm_handle* h) {
-    if (h == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: handle is NULL", fn);
-    if (h->magic != kHandleMagic)
-        return fail(PGM_ERR_INVALID_ARGUMENT, "%s: handle %p is not a live pgm_handle", fn,
-                    (const void*)h);
-    return PGM_OK;
+pgm::LiveSet<Handle>& handles() {
+    static auto* s = new pgm::LiveSet<Handle>(0x48, "handle", "destroyed", "pgm_handle_create",
+                                              PGM_ERR_STALE_HANDLE);
+    return *s;
 }
+pgm::LiveSet<Prepared>& prepared() {
+    static auto* s = new pgm::LiveSet<Prepared>(0x42, "prepared B", "released", "pgm_prepare_b",
+                                                PGM_ERR_STALE_PREPARED_B);
+    return *s;
+}
+using HandleRef = pgm::LiveSet<Handle>::Ref;
+using PreparedRef = pgm::LiveSet<Prepared>::Ref;
 
-int check_prepared(const char* fn, const pgm_prepared_b* pb) {
-    if (pb == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: prepared B is NULL", fn);
-    if (!pgm::prepared_is_live(pb) || pb->magic != kPreparedMagic)
-        return fail(PGM_ERR_STALE_PREPARED_B,
-                    "%s: prepared B %p was released or never created by pgm_prepare_b", fn,
-                    (const void*)pb);
-    return PGM_OK;
+int stale_device(const char* fn, int pb_device, int h_device) {
+    return fail(PGM_ERR_STALE_PREPARED_B, "%s: prepared B lives on device %d, handle on device %d",
+                fn, pb_device, h_device);
 }
 
 // Transposes B into `dst` (kp x np) on the handle's stream.
-int transpose_into(const char* fn, pgm_handle* h, const void* B, int ldb, int k, int n, void* dst,
+int transpose_into(const char* fn, Handle* h, const void* B, int ldb, int k, int n, void* dst,
                    int kp, int np) {
     if (kp == 0 || np == 0) return PGM_OK;
     PGM_CHECK(fn, pgm::launch_transpose_b(B, ldb, k, n, dst, kp, np, h->stream));
     return PGM_OK;
 }
 
-int launch_gemm(const char* fn, pgm_handle* h, int m, int n, int k, float alpha, const void* A,
+int launch_gemm(const char* fn, Handle* h, int m, int n, int k, float alpha, const void* A,
                 int lda, const void* BT, int np, float beta, void* C, int ldc) {
     PGM_CHECK(fn, pgm::launch_gemm_f16(m, n, k, alpha, A, lda, BT, np, beta, C, ldc, h->stream));
     return PGM_OK;
@@ -143,9 +142,14 @@ const char* pgm_build_info(void) {
 #else
 #define PGM_WAVE_DESC "wave=128-thread mtmusa::wmma 32x32x16"
 #endif
+#define PGM_STR2(x) #x
+#define PGM_STR(x) PGM_STR2(x)
     return "flavor=" PGM_BUILD_FLAVOR ";arch=" PGM_BUILD_ARCH ";compiler=" PGM_BUILD_COMPILER
-           ";abi=1;kernel=f16 128x128x32 512 threads;" PGM_WAVE_DESC;
+           ";abi=" PGM_STR(POLYGEMM_MUSA_ABI_VERSION) ";kernel=f16 128x128x32 512 threads;"
+           PGM_WAVE_DESC;
 #undef PGM_WAVE_DESC
+#undef PGM_STR
+#undef PGM_STR2
 }
 
 const char* pgm_last_error(void) { return pgm::error_slot().c_str(); }
@@ -194,7 +198,7 @@ int pgm_handle_create(int device, void* stream, pgm_handle** out) {
         if (int st = scope.enter(fn, device)) return st;
         PGM_CHECK(fn, pgm::configure_kernels());
 
-        pgm_handle* h = new pgm_handle();
+        std::unique_ptr<Handle> h(new Handle());
         h->device = device;
         h->stream = static_cast<musaStream_t>(stream);
         musaError_t e = musaEventCreate(&h->ev_start);
@@ -202,49 +206,49 @@ int pgm_handle_create(int device, void* stream, pgm_handle** out) {
             e = musaEventCreate(&h->ev_stop);
             if (e != musaSuccess) (void)musaEventDestroy(h->ev_start);
         }
-        if (e != musaSuccess) {
-            h->magic = 0;
-            delete h;
-            return dev_fail(e, fn, "musaEventCreate");
-        }
-        *out = h;
+        if (e != musaSuccess) return dev_fail(e, fn, "musaEventCreate");
+        *out = static_cast<pgm_handle*>(handles().add(std::move(h)));
         return PGM_OK;
     });
 }
 
-int pgm_handle_destroy(pgm_handle* h) {
+int pgm_handle_destroy(pgm_handle* token) {
     const char* fn = "pgm_handle_destroy";
-    if (h == nullptr) return PGM_OK;
-    if (int st = check_handle(fn, h)) return st;
+    if (token == nullptr) return PGM_OK;
+    int device = 0;
+    {
+        HandleRef hr;
+        if (int st = handles().acquire(fn, token, hr)) return st;
+        device = hr->device;
+    }
+    DeviceScope scope;
+    if (int st = scope.enter(fn, device)) return st;   // handle stays valid
+    // Waits for the calls other threads are making with the handle.
+    std::unique_ptr<Handle> h;
+    if (int st = handles().remove(fn, token, h)) return st;
     int first = PGM_OK;
     auto keep = [&](int st) {
         if (first == PGM_OK) first = st;
     };
-    {
-        std::lock_guard<std::mutex> lock(h->mu);
-        DeviceScope scope;
-        if (int st = scope.enter(fn, h->device)) return st;   // handle stays valid
-        musaError_t e = musaStreamSynchronize(h->stream);
-        if (e != musaSuccess) keep(dev_fail(e, fn, "musaStreamSynchronize"));
-        if (h->ws && (e = musaFree(h->ws)) != musaSuccess) keep(dev_fail(e, fn, "musaFree(workspace)"));
-        if ((e = musaEventDestroy(h->ev_start)) != musaSuccess) keep(dev_fail(e, fn, "musaEventDestroy"));
-        if ((e = musaEventDestroy(h->ev_stop)) != musaSuccess) keep(dev_fail(e, fn, "musaEventDestroy"));
+    musaError_t e = musaStreamSynchronize(h->stream);
+    if (e != musaSuccess) keep(dev_fail(e, fn, "musaStreamSynchronize"));
+    if (h->ws && (e = musaFree(h->ws)) != musaSuccess) keep(dev_fail(e, fn, "musaFree(workspace)"));
+    if ((e = musaEventDestroy(h->ev_start)) != musaSuccess) keep(dev_fail(e, fn, "musaEventDestroy"));
+    if ((e = musaEventDestroy(h->ev_stop)) != musaSuccess) keep(dev_fail(e, fn, "musaEventDestroy"));
 #if defined(POLYGEMM_MUSA_FLAVOR_MUSA)
-        if (h->blas) {
-            const mublasStatus_t bs = mublasDestroy(h->blas);
-            if (bs != MUBLAS_STATUS_SUCCESS)
-                keep(fail(PGM_ERR_DEVICE, "%s: mublasDestroy failed (status %d)", fn, (int)bs));
-        }
-#endif
-        h->magic = 0;
+    if (h->blas) {
+        const mublasStatus_t bs = mublasDestroy(h->blas);
+        if (bs != MUBLAS_STATUS_SUCCESS)
+            keep(fail(PGM_ERR_DEVICE, "%s: mublasDestroy failed (status %d)", fn, (int)bs));
     }
-    delete h;
+#endif
     return first;
 }
 
-int pgm_malloc(pgm_handle* h, size_t bytes, void** out) {
+int pgm_malloc(pgm_handle* token, size_t bytes, void** out) {
     const char* fn = "pgm_malloc";
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     if (out == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     *out = nullptr;
     if (bytes == 0) return PGM_OK;
@@ -263,9 +267,10 @@ int pgm_malloc(pgm_handle* h, size_t bytes, void** out) {
     return PGM_OK;
 }
 
-int pgm_free(pgm_handle* h, void* ptr) {
+int pgm_free(pgm_handle* token, void* ptr) {
     const char* fn = "pgm_free";
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     if (ptr == nullptr) return PGM_OK;
     std::lock_guard<std::mutex> lock(h->mu);
     DeviceScope scope;
@@ -275,9 +280,10 @@ int pgm_free(pgm_handle* h, void* ptr) {
 }
 
 namespace {
-int copy(const char* fn, pgm_handle* h, void* dst, const void* src, size_t bytes,
+int copy(const char* fn, pgm_handle* token, void* dst, const void* src, size_t bytes,
          decltype(musaMemcpyHostToDevice) kind) {
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     if (bytes == 0) return PGM_OK;
     if (dst == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
     if (src == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: src is NULL", fn);
@@ -300,9 +306,10 @@ int pgm_memcpy_d2d(pgm_handle* h, void* dst_device, const void* src_device, size
     return copy("pgm_memcpy_d2d", h, dst_device, src_device, bytes, musaMemcpyDeviceToDevice);
 }
 
-int pgm_synchronize(pgm_handle* h) {
+int pgm_synchronize(pgm_handle* token) {
     const char* fn = "pgm_synchronize";
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     std::lock_guard<std::mutex> lock(h->mu);
     DeviceScope scope;
     if (int st = scope.enter(fn, h->device)) return st;
@@ -310,10 +317,11 @@ int pgm_synchronize(pgm_handle* h) {
     return PGM_OK;
 }
 
-int pgm_gemm_f16(pgm_handle* h, int m, int n, int k, float alpha, const void* A, int lda,
+int pgm_gemm_f16(pgm_handle* token, int m, int n, int k, float alpha, const void* A, int lda,
                  const void* B, int ldb, float beta, void* C, int ldc) {
     const char* fn = "pgm_gemm_f16";
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     if (int st = pgm::check_gemm(fn, m, n, k, A, lda, true, B, ldb, C, ldc)) return st;
     if (m == 0 || n == 0) return PGM_OK;
     std::lock_guard<std::mutex> lock(h->mu);
@@ -343,14 +351,15 @@ int pgm_gemm_f16(pgm_handle* h, int m, int n, int k, float alpha, const void* A,
         h->ws = p;
         h->ws_bytes = need;
     }
-    if (int st = transpose_into(fn, h, B, ldb, k, n, h->ws, (int)kp, (int)np)) return st;
-    return launch_gemm(fn, h, m, n, k, alpha, A, lda, h->ws, (int)np, beta, C, ldc);
+    if (int st = transpose_into(fn, h.get(), B, ldb, k, n, h->ws, (int)kp, (int)np)) return st;
+    return launch_gemm(fn, h.get(), m, n, k, alpha, A, lda, h->ws, (int)np, beta, C, ldc);
 }
 
-int pgm_prepare_b(pgm_handle* h, int k, int n, const void* B, int ldb, pgm_prepared_b** out) {
+int pgm_prepare_b(pgm_handle* token, int k, int n, const void* B, int ldb, pgm_prepared_b** out) {
     const char* fn = "pgm_prepare_b";
     return guarded(fn, [&]() -> int {
-        if (int st = check_handle(fn, h)) return st;
+        HandleRef h;
+        if (int st = handles().acquire(fn, token, h)) return st;
         if (out == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
         *out = nullptr;
         if (int st = pgm::check_dims(fn, 1, n, k)) return st;
@@ -363,7 +372,7 @@ int pgm_prepare_b(pgm_handle* h, int k, int n, const void* B, int ldb, pgm_prepa
         std::lock_guard<std::mutex> lock(h->mu);
         DeviceScope scope;
         if (int st = scope.enter(fn, h->device)) return st;
-        pgm_prepared_b* pb = new pgm_prepared_b();
+        std::unique_ptr<Prepared> pb(new Prepared());
         pb->device = h->device;
         pb->k = k;
         pb->n = n;
@@ -374,48 +383,47 @@ int pgm_prepare_b(pgm_handle* h, int k, int n, const void* B, int ldb, pgm_prepa
             const musaError_t e = musaMalloc(&pb->data, bytes);
             if (e != musaSuccess) {
                 (void)musaGetLastError();
-                delete pb;
                 return fail(e == musaErrorMemoryAllocation ? PGM_ERR_OUT_OF_MEMORY : PGM_ERR_DEVICE,
                             "%s: musaMalloc(%zu bytes) for the prepared B failed: %s (error %d)",
                             fn, bytes, musaGetErrorString(e), (int)e);
             }
         }
-        int st = transpose_into(fn, h, B, ldb, k, n, pb->data, pb->kp, pb->np);
+        int st = transpose_into(fn, h.get(), B, ldb, k, n, pb->data, pb->kp, pb->np);
         if (st == PGM_OK) {
             const musaError_t e = musaStreamSynchronize(h->stream);
             if (e != musaSuccess) st = dev_fail(e, fn, "musaStreamSynchronize");
         }
         if (st != PGM_OK) {
             if (pb->data) (void)musaFree(pb->data);
-            delete pb;
             return st;
         }
-        pgm::prepared_register(pb);
-        *out = pb;
+        *out = static_cast<pgm_prepared_b*>(prepared().add(std::move(pb)));
         return PGM_OK;
     });
 }
 
-int pgm_prepared_b_update(pgm_handle* h, pgm_prepared_b* pb, const void* B, int ldb) {
+int pgm_prepared_b_update(pgm_handle* token, pgm_prepared_b* pb_token, const void* B, int ldb) {
     const char* fn = "pgm_prepared_b_update";
-    if (int st = check_handle(fn, h)) return st;
-    if (int st = check_prepared(fn, pb)) return st;
-    if (pb->device != h->device)
-        return fail(PGM_ERR_STALE_PREPARED_B, "%s: prepared B lives on device %d, handle on device %d",
-                    fn, pb->device, h->device);
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
+    PreparedRef pb;
+    if (int st = prepared().acquire(fn, pb_token, pb)) return st;
+    if (pb->device != h->device) return stale_device(fn, pb->device, h->device);
     if (int st = pgm::check_operand(fn, "B", B, pb->k, pb->n, ldb, "k", pb->k > 0 && pb->n > 0))
         return st;
     std::lock_guard<std::mutex> lock(h->mu);
     DeviceScope scope;
     if (int st = scope.enter(fn, h->device)) return st;
-    if (int st = transpose_into(fn, h, B, ldb, pb->k, pb->n, pb->data, pb->kp, pb->np)) return st;
+    if (int st = transpose_into(fn, h.get(), B, ldb, pb->k, pb->n, pb->data, pb->kp, pb->np))
+        return st;
     PGM_CHECK(fn, musaStreamSynchronize(h->stream));
     return PGM_OK;
 }
 
-int pgm_prepared_b_shape(const pgm_prepared_b* pb, int* k_out, int* n_out) {
+int pgm_prepared_b_shape(const pgm_prepared_b* pb_token, int* k_out, int* n_out) {
     const char* fn = "pgm_prepared_b_shape";
-    if (int st = check_prepared(fn, pb)) return st;
+    PreparedRef pb;
+    if (int st = prepared().acquire(fn, pb_token, pb)) return st;
     if (k_out == nullptr || n_out == nullptr)
         return fail(PGM_ERR_INVALID_ARGUMENT, "%s: k_out or n_out is NULL", fn);
     *k_out = pb->k;
@@ -423,35 +431,40 @@ int pgm_prepared_b_shape(const pgm_prepared_b* pb, int* k_out, int* n_out) {
     return PGM_OK;
 }
 
-int pgm_prepared_b_release(pgm_prepared_b* pb) {
+int pgm_prepared_b_release(pgm_prepared_b* pb_token) {
     const char* fn = "pgm_prepared_b_release";
-    if (pb == nullptr) return PGM_OK;
-    if (!pgm::prepared_unregister(pb))
-        return fail(PGM_ERR_STALE_PREPARED_B, "%s: prepared B %p was already released or never created",
-                    fn, (void*)pb);
-    int st = PGM_OK;
-    if (pb->data) {
-        DeviceScope scope;
-        st = scope.enter(fn, pb->device);
-        if (st == PGM_OK) {
-            const musaError_t e = musaFree(pb->data);
-            if (e != musaSuccess) st = dev_fail(e, fn, "musaFree(prepared B)");
-        }
+    if (pb_token == nullptr) return PGM_OK;
+    int device = 0;
+    {
+        PreparedRef pb;
+        if (int st = prepared().acquire(fn, pb_token, pb)) return st;
+        device = pb->device;
     }
-    pb->magic = 0;
-    delete pb;
-    return st;
+    DeviceScope scope;
+    if (int st = scope.enter(fn, device)) return st;   // object stays valid
+    // Waits for the calls in flight on other threads (new ones are refused from here on)...
+    std::unique_ptr<Prepared> pb;
+    if (int st = prepared().remove(fn, pb_token, pb)) return st;
+    if (pb->data == nullptr) return PGM_OK;
+    // ... then for the kernels they launched, on whichever stream, before the memory goes.
+    musaError_t e = musaDeviceSynchronize();
+    if (e != musaSuccess) {
+        (void)musaFree(pb->data);
+        return dev_fail(e, fn, "musaDeviceSynchronize");
+    }
+    if ((e = musaFree(pb->data)) != musaSuccess) return dev_fail(e, fn, "musaFree(prepared B)");
+    return PGM_OK;
 }
 
-int pgm_gemm_f16_prepared(pgm_handle* h, int m, int n, int k, float alpha, const void* A, int lda,
-                          const pgm_prepared_b* pb, float beta, void* C, int ldc) {
+int pgm_gemm_f16_prepared(pgm_handle* token, int m, int n, int k, float alpha, const void* A,
+                          int lda, const pgm_prepared_b* pb_token, float beta, void* C, int ldc) {
     const char* fn = "pgm_gemm_f16_prepared";
-    if (int st = check_handle(fn, h)) return st;
-    if (int st = check_prepared(fn, pb)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
+    PreparedRef pb;
+    if (int st = prepared().acquire(fn, pb_token, pb)) return st;
     if (int st = pgm::check_gemm(fn, m, n, k, A, lda, false, nullptr, 0, C, ldc)) return st;
-    if (pb->device != h->device)
-        return fail(PGM_ERR_STALE_PREPARED_B, "%s: prepared B lives on device %d, handle on device %d",
-                    fn, pb->device, h->device);
+    if (pb->device != h->device) return stale_device(fn, pb->device, h->device);
     if (pb->k != k || pb->n != n)
         return fail(PGM_ERR_SHAPE_MISMATCH, "%s: prepared B is %d x %d (k x n), call has k=%d, n=%d",
                     fn, pb->k, pb->n, k, n);
@@ -459,14 +472,15 @@ int pgm_gemm_f16_prepared(pgm_handle* h, int m, int n, int k, float alpha, const
     std::lock_guard<std::mutex> lock(h->mu);
     DeviceScope scope;
     if (int st = scope.enter(fn, h->device)) return st;
-    return launch_gemm(fn, h, m, n, k, alpha, A, lda, pb->data, pb->np, beta, C, ldc);
+    return launch_gemm(fn, h.get(), m, n, k, alpha, A, lda, pb->data, pb->np, beta, C, ldc);
 }
 
-int pgm_mublas_gemm_f16(pgm_handle* h, int m, int n, int k, float alpha, const void* A, int lda,
-                        const void* B, int ldb, float beta, void* C, int ldc) {
+int pgm_mublas_gemm_f16(pgm_handle* token, int m, int n, int k, float alpha, const void* A,
+                        int lda, const void* B, int ldb, float beta, void* C, int ldc) {
     const char* fn = "pgm_mublas_gemm_f16";
 #if defined(POLYGEMM_MUSA_FLAVOR_MUSA)
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     if (int st = pgm::check_gemm(fn, m, n, k, A, lda, true, B, ldb, C, ldc)) return st;
     if (m == 0 || n == 0) return PGM_OK;
     std::lock_guard<std::mutex> lock(h->mu);
@@ -494,7 +508,7 @@ int pgm_mublas_gemm_f16(pgm_handle* h, int m, int n, int k, float alpha, const v
                     "failed (status %d)", fn, m, n, k, (int)bs);
     return PGM_OK;
 #else
-    (void)h; (void)m; (void)n; (void)k; (void)alpha; (void)A; (void)lda; (void)B; (void)ldb;
+    (void)token; (void)m; (void)n; (void)k; (void)alpha; (void)A; (void)lda; (void)B; (void)ldb;
     (void)beta; (void)C; (void)ldc;
     return fail(PGM_ERR_NOT_SUPPORTED,
                 "%s: muBLAS exists only in the musa flavor; this library is flavor=%s", fn,
@@ -502,9 +516,10 @@ int pgm_mublas_gemm_f16(pgm_handle* h, int m, int n, int k, float alpha, const v
 #endif
 }
 
-int pgm_timer_begin(pgm_handle* h) {
+int pgm_timer_begin(pgm_handle* token) {
     const char* fn = "pgm_timer_begin";
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     std::lock_guard<std::mutex> lock(h->mu);
     DeviceScope scope;
     if (int st = scope.enter(fn, h->device)) return st;
@@ -513,9 +528,10 @@ int pgm_timer_begin(pgm_handle* h) {
     return PGM_OK;
 }
 
-int pgm_timer_end(pgm_handle* h, float* ms_out) {
+int pgm_timer_end(pgm_handle* token, float* ms_out) {
     const char* fn = "pgm_timer_end";
-    if (int st = check_handle(fn, h)) return st;
+    HandleRef h;
+    if (int st = handles().acquire(fn, token, h)) return st;
     if (ms_out == nullptr) return fail(PGM_ERR_INVALID_ARGUMENT, "%s: ms_out is NULL", fn);
     *ms_out = 0.0f;
     std::lock_guard<std::mutex> lock(h->mu);

@@ -19,7 +19,9 @@ from ...errors import DeviceError
 
 __all__ = ["ABI_VERSION", "LIBRARY_NAME", "NativeLibrary", "load_library", "LibraryNotFound", "candidate_paths"]
 
-ABI_VERSION = 1
+# 2: handles and prepared-B objects are never-reused tokens (PGM_ERR_STALE_HANDLE added);
+# must equal POLYGEMM_MUSA_ABI_VERSION / PGM_ABI_VERSION in polygemm_musa.h.
+ABI_VERSION = 2
 LIBRARY_NAME = "libpolygemm_musa.so"
 HEADER_NAME = "polygemm_musa.h"
 _PKG_DIR = Path(__file__).resolve().parent
