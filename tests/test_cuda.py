@@ -173,3 +173,86 @@ def test_conformance_suite(cuda):
     results = run_conformance("cuda", dtypes=["float32"], quick=True)
     fails = [r for r in results if r.status == "fail"]
     assert not fails, fails[:5]
+
+
+# -- the call: plan once, cache, stream order (issue 12) and review items 4-6 (issue 17) ------
+def test_cached_calls_rebind_new_device_arrays(cuda):
+    """Repeated calls with new arrays of the same description reuse the plan and compute the
+    new operands (pointers are bound per call, including tensor maps of the TMA rung)."""
+    cp = pytest.importorskip("cupy")
+    from polygemm import api
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    for dtype in (np.float32, np.float16):
+        before = api.plan_cache_info()["hits"]
+        for _ in range(3):
+            a = rng.standard_normal((257, 192)).astype(dtype)
+            b = rng.standard_normal((192, 320)).astype(dtype)
+            out = cp.full((257, 320), cp.nan, dtype=dtype)
+            pg.gemm(cp.asarray(a), cp.asarray(b), out=out, device="cuda")
+            res = reference_for(a, b).compare(cp.asnumpy(out))
+            assert res.ok, f"{dtype.__name__} {pg.last_plan().variant}: {res.message}"
+        assert api.plan_cache_info()["hits"] >= before + 2  # the second and third calls hit
+        assert pg.explain(cp.asarray(a), cp.asarray(b), out=out, device="cuda").cached
+        assert pg.last_plan().problem.a.array is None  # provenance, not data
+
+
+def test_work_is_ordered_on_the_callers_stream_without_synchronizing(cuda):
+    """Producer, polygemm and consumer on one non-blocking CuPy stream: correct results with
+    no synchronization between them (polygemm queues on the stream the arrays name)."""
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((512, 384)).astype(np.float32)
+    b = rng.standard_normal((384, 640)).astype(np.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        da = cp.asarray(a) * 2.0  # queued on `stream`
+        db = cp.asarray(b)
+        out = cp.empty((512, 640), cp.float32)
+        for _ in range(3):
+            pg.gemm(da, db, out=out, device="cuda")
+            total = (out * 1.0).copy()  # the consumer, on the same stream
+        host = cp.asnumpy(total, stream=stream)
+        stream.synchronize()
+    assert reference_for(2.0 * a, b).compare(host).ok
+
+
+def test_failed_preparation_leaves_out_as_it_was(cuda, monkeypatch):
+    cp = pytest.importorskip("cupy")
+    from polygemm.backends.cuda.launch import PreparedLaunch
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    a, b, c = (cp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((64, 32), (32, 48), (64, 48)))
+    out = cp.asarray(rng.standard_normal((64, 48)).astype(np.float32))
+    before = cp.asnumpy(out)
+
+    def fail(self, *args, **kwargs):
+        raise pg.DeviceError("injected: compiling the kernel failed")
+
+    monkeypatch.setattr(PreparedLaunch, "prepare", fail)
+    with pytest.raises(pg.DeviceError, match="injected"):
+        pg.gemm(a, b, c, beta=1.0, out=out, device="cuda")
+    np.testing.assert_array_equal(cp.asnumpy(out), before)
+
+
+def test_alpha_beyond_float32_is_refused_on_cuda_and_auto_takes_the_reference(cuda):
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = (rng.standard_normal((20, 10)) * 1e-5).astype(np.float32)
+    b = rng.standard_normal((10, 30)).astype(np.float32)
+    with pytest.raises(pg.UnsupportedProblemError, match="float32 scalars"):
+        pg.gemm(a, b, alpha=1e39, device="cuda")
+    res = pg.gemm(a, b, alpha=1e39)
+    assert pg.last_plan().backend == "cpu" and np.all(np.isfinite(res))
+    assert reference_for(a, b, None, 1e39).compare(res).ok
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">f2"])
+def test_big_endian_numpy_inputs_on_cuda(cuda, dtype):
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((65, 33)).astype(dtype)
+    b = rng.standard_normal((33, 17)).astype(dtype)
+    native = np.dtype(dtype).newbyteorder("=")
+    for _ in range(2):  # planned, then cached: both convert
+        res = pg.gemm(a, b, device="cuda")
+        assert res.dtype == native
+        assert reference_for(a.astype(native), b.astype(native)).compare(res).ok

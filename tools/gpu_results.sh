@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Produce the committed GPU results (run from the repository root on the GPU machine):
-#   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.*
+#   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
+#   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?bench, matrix, ncu or ceiling}
+what=${1:?call, bench, matrix, ncu or ceiling}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -15,18 +16,26 @@ musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   export POLYGEMM_MUSA_LIBRARY=$PWD/build/musa-cuda/libpolygemm_musa.so POLYGEMM_MUSA_EMULATION=1
 }
 case "$what" in
+  call)
+    for dt in 16 32; do
+      python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes overhead square odd --repeats 5 \
+        --json docs/benchmarks/h200_call_fp$dt.json --markdown docs/benchmarks/h200_call_fp$dt.md
+    done
+    python3 -m polygemm bench --mode call --inputs numpy --device cuda --dtype float32 --shapes overhead 4096x4096x4096 --repeats 5 \
+      --json docs/benchmarks/h200_call_numpy.json --markdown docs/benchmarks/h200_call_numpy.md
+    ;;
   bench)
     polygemm_() { python3 -m polygemm "$@"; }
-    polygemm_ bench --device cuda --dtype float32 --variants all --shapes square odd --repeats 5 \
+    polygemm_ bench --mode kernel --device cuda --dtype float32 --variants all --shapes square odd --repeats 5 \
       --json docs/benchmarks/h200_fp32.json --markdown docs/benchmarks/h200_fp32.md --plot docs/benchmarks/h200_fp32.png
-    polygemm_ bench --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 \
+    polygemm_ bench --mode kernel --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 \
       --json docs/benchmarks/h200_fp16.json --markdown docs/benchmarks/h200_fp16.md --plot docs/benchmarks/h200_fp16.png
-    polygemm_ bench --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 --settle 1 \
+    polygemm_ bench --mode kernel --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 --settle 1 \
       --json docs/benchmarks/h200_fp16_settled.json --markdown docs/benchmarks/h200_fp16_settled.md
-    polygemm_ bench --device cuda --dtype float32 --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
+    polygemm_ bench --mode kernel --device cuda --dtype float32 --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
       --shapes 4096x4096x4096 8192x8192x8192 4095x4097x4093 1000x3000x2000 --repeats 5 --settle 1 \
       --json docs/benchmarks/h200_fp32_settled.json --markdown docs/benchmarks/h200_fp32_settled.md
-    musa_lib && polygemm_ bench --device musa --dtype float16 --variants wmma_s4000 --shapes 1024x1024x1024 4096x4096x4096 4095x4097x4093 --repeats 3 \
+    musa_lib && polygemm_ bench --mode kernel --device musa --dtype float16 --variants wmma_s4000 --shapes 1024x1024x1024 4096x4096x4096 4095x4097x4093 --repeats 3 \
       --json docs/benchmarks/h200_musa_cuda_flavor.json --markdown docs/benchmarks/h200_musa_cuda_flavor.md
     ;;
   matrix)

@@ -208,7 +208,8 @@ class CudaBackend(Backend):
         drv = rt.drv
         launch = decided.launch
         assert launch is not None
-        launch.kernel() if launch.spec is not None else None  # build before any allocation
+        if launch.spec is not None:
+            launch.kernel()  # built before any allocation
         allocs: list[Any] = []
         try:
             def upload(host: np.ndarray, layout_: str) -> int:
@@ -236,8 +237,6 @@ class CudaBackend(Backend):
 
     def _run_device(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
         launch = decided.launch
-        if launch is not None and launch.spec is not None:
-            launch.kernel()  # built and loaded before anything is written
         stream = call.stream
         pushed = rt.enter()
         try:
@@ -264,9 +263,11 @@ class CudaBackend(Backend):
                 rt.copy_scale(p.m, p.n, call.beta, c_src, dmat, stream)
                 return result
             assert launch is not None
+            # everything that can fail (build, load, tensor maps) happens before out is written
+            prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta)
             if c_src is not None and call.c_ptr != dest:
                 rt.copy_scale(p.m, p.n, 1.0, c_src, dmat, stream)
-            launch.queue(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
+            launch.launch(prepared, stream)
             return result
         finally:
             if pushed:

@@ -74,21 +74,34 @@ class PreparedLaunch:
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
         """Queue the product on ``stream`` without waiting for it."""
+        self.launch(self.prepare(a, b, c, alpha, beta), stream)
+
+    def prepare(self, a: int, b: int, c: int, alpha: float, beta: float) -> Any:
+        """Everything of one launch that can fail before the device is touched: the kernel
+        built and loaded, tensor maps encoded, parameters packed. :meth:`launch` queues it."""
         lp = self.lp
         ka, kb = (b, a) if lp.swap else (a, b)
-        if self.spec is None:
-            self._cublas(ka, kb, c, alpha, beta, stream)
-            return
-        if lp.packs or lp.unpack is not None:
-            self._queue_padded(ka, kb, c, alpha, beta, stream)
-            return
-        k = self.kernel()
+        if self.spec is None or lp.packs or lp.unpack is not None:
+            if self.spec is not None:
+                self.kernel()
+            return (ka, kb, c, alpha, beta)
+        self.kernel()
         if lp.tma:
             ta, tb = self._tensor_maps(ka, kb)
-            buf = self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
+            return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
+        return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)
+
+    def launch(self, prepared: Any, stream: int = 0) -> None:
+        """Queue what :meth:`prepare` returned on ``stream``."""
+        if type(prepared) is bytes:
+            k = self._kernel
+            assert k is not None
+            lp = self.lp
+            k.launch(prepared, lp.grid, lp.block, lp.smem_bytes, stream)
+        elif self.spec is None:
+            self._cublas(*prepared, stream)
         else:
-            buf = self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)
-        k.launch(buf, lp.grid, lp.block, lp.smem_bytes, stream)
+            self._queue_padded(*prepared, stream)
 
     def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
         lp = self.lp
@@ -105,6 +118,7 @@ class PreparedLaunch:
         lp, rt = self.lp, self.rt
         ptr = {"a": ka, "b": kb, "c": c}
         k = self.kernel()
+        assert self._pack is not None
         with rt.active():
             bufs = []
             try:
