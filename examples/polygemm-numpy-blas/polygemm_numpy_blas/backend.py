@@ -1,4 +1,4 @@
-"""The ``numpy_blas`` backend: ``numpy.matmul`` on the CPU BLAS, in the input precision.
+"""The ``numpy_blas`` backend: ``numpy.matmul`` on the CPU BLAS (float16 computed in float32).
 
 A complete, minimal polygemm backend. polygemm has already validated every argument
 (shapes, dtypes, alpha/beta, overlaps of ``out``) before ``plan`` is called, so a backend
@@ -22,7 +22,7 @@ _VARIANTS: tuple[Variant, ...] = (
     Variant(
         "matmul",
         ("float16", "float32", "float64"),
-        "numpy.matmul on the CPU BLAS in the input precision; float16 is computed in float32",
+        "numpy.matmul on the CPU BLAS; float32/float64 in their own precision, float16 in float32, rounded once",
         layout="any",
         tile="BLAS heuristics",
         requirements="none (NumPy takes any row/column-major operand without a copy)",
