@@ -13,7 +13,7 @@ import numpy as np
 
 from . import __version__, registry
 from .backend import Variant
-from .errors import BackendUnavailableError, PolygemmError
+from .errors import PolygemmError
 
 __all__ = ["main", "parse_shape", "positive_int", "INFO_WIDTH", "TABLE_WIDTH"]
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
-from polygemm.cli import main
+import pytest
+
+import polygemm.registry as registry
+from polygemm.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_info(capsys):
@@ -37,16 +44,6 @@ def test_module_entry_point():
 
 
 # -- first contact (issues 17 item 15, 18) ------------------------------------------------
-
-import os
-from pathlib import Path
-
-import pytest
-
-import polygemm.registry as registry
-from polygemm.cli import build_parser
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_matrix_unknown_backend_fails(capsys):
