@@ -79,7 +79,7 @@ def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
                 shapes.extend(PRESETS[part])
             else:
                 shapes.append(parse_shape(part))
-    return shapes
+    return list(dict.fromkeys(shapes))  # presets may overlap: each shape once
 
 
 class _Runner:

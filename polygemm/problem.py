@@ -45,13 +45,11 @@ def device_interface(obj: Any) -> tuple[str, dict] | None:
     keys as the CUDA interface (``shape``, ``typestr``, ``strides``, ``data``) plus
     ``device``, the residency name (e.g. ``"musa"``).
     """
-    iface = getattr(obj, "__polygemm_array_interface__", None)
-    if iface is not None:
-        return str(iface["device"]), dict(iface)
     try:
         iface = obj.__cuda_array_interface__
     except AttributeError:
-        return None
+        iface = getattr(obj, "__polygemm_array_interface__", None)
+        return None if iface is None else (str(iface["device"]), dict(iface))
     except Exception as exc:  # e.g. a torch tensor that needs grad
         raise ArgumentError(f"could not read __cuda_array_interface__ of {type(obj).__name__}: {exc}") from exc
     return "cuda", dict(iface)
@@ -436,12 +434,15 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
     if obj is None:
         return (), 0, None
     try:
-        found = device_interface(obj)
-    except Exception:  # the full normalization says what is wrong with it
+        iface = obj.__cuda_array_interface__
+        where = "cuda"
+    except AttributeError:
+        iface = getattr(obj, "__polygemm_array_interface__", None)
+        if iface is None:
+            return None
+        where = iface.get("device")
+    except Exception:  # e.g. a torch tensor that needs grad: the full normalization says so
         return None
-    if found is None:
-        return None
-    where, iface = found
     try:
         ptr, readonly = iface["data"]
         ptr = int(ptr or 0)

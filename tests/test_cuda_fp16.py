@@ -55,7 +55,7 @@ def expected_ldmatrix(smem: np.ndarray, offsets: np.ndarray, num: int, trans: bo
 @pytest.mark.parametrize("trans", [False, True])
 @pytest.mark.parametrize("layout", ["contiguous", "pitch32", "shuffled"])
 def test_ldmatrix_fragment_mapping(cuda, num, trans, layout):
-    import pycuda.driver as drv
+    import pycuda.gpuarray as gpuarray
 
     rng = np.random.default_rng(secrets.randbits(32))
     smem = rng.permutation(1024).astype(np.uint16)  # unique values: any misplacement shows
@@ -69,8 +69,9 @@ def test_ldmatrix_fragment_mapping(cuda, num, trans, layout):
     rt = cuda.runtime
     with rt.active():
         fn = rt.function(PROBE, "ldmatrix_probe")
-        out = np.zeros(32 * 4, np.uint32)
-        fn(drv.In(smem), drv.In(offsets), drv.Out(out), np.int32(int(trans)), np.int32(num), block=(32, 1, 1), grid=(1, 1))
+        d_out = gpuarray.zeros(32 * 4, np.uint32)
+        fn(gpuarray.to_gpu(smem), gpuarray.to_gpu(offsets), d_out, np.int32(int(trans)), np.int32(num), block=(32, 1, 1), grid=(1, 1))
+        out = d_out.get()
     got = out.reshape(32, 4)[:, :num]
     want = expected_ldmatrix(smem, offsets, num, trans)[:, :num]
     bad = np.argwhere(got != want)

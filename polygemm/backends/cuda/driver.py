@@ -64,11 +64,22 @@ class Driver:
         except OSError as exc:
             raise DeviceError(f"cannot load the CUDA driver library libcuda.so.1: {exc}") from exc
         self.check(self.lib.cuInit(0), "cuInit")
-        ffi = self.ffi
-        # cuLaunchKernel's `extra` markers
-        self._buffer_pointer = ffi.cast("void *", 1)
-        self._buffer_size = ffi.cast("void *", 2)
-        self._end = ffi.NULL
+        self._local = threading.local()
+        self._streams: dict[int, Any] = {}
+
+    def launch_slot(self) -> "_LaunchSlot":
+        """This thread's reusable launch buffers (no C allocation per launch)."""
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _LaunchSlot(self.ffi)
+        return slot
+
+    def stream(self, handle: int) -> Any:
+        """``handle`` as a CUstream (casts kept: a call's stream is usually one of a few)."""
+        s = self._streams.get(handle)
+        if s is None:
+            s = self._streams[handle] = self.ffi.cast("CUstream", handle)
+        return s
 
     def error_text(self, code: int) -> str:
         name, text = self.ffi.new("const char **"), self.ffi.new("const char **")
@@ -84,7 +95,7 @@ class Driver:
 
     # -- contexts --------------------------------------------------------------------
     def current_context(self) -> int:
-        out = self.ffi.new("CUcontext *")
+        out = self.launch_slot().ctx
         self.check(self.lib.cuCtxGetCurrent(out), "cuCtxGetCurrent")
         return int(self.ffi.cast("uintptr_t", out[0]))
 
@@ -123,6 +134,19 @@ class Driver:
         return tuple(out)
 
 
+_PARAM_CAPACITY = 4096  # the driver's limit on a kernel's parameter bytes (sm_70+: 4 KB, 32 KB from CUDA 12.1 on Hopper)
+
+
+class _LaunchSlot:
+    """One thread's parameter buffer and ``extra`` array for cuLaunchKernel (reused per launch)."""
+
+    def __init__(self, ffi: Any) -> None:
+        self.params = ffi.new(f"char[{_PARAM_CAPACITY}]")
+        self.size = ffi.new("size_t *")
+        self.extra = ffi.new("void *[5]", [ffi.cast("void *", 1), self.params, ffi.cast("void *", 2), self.size, ffi.NULL])
+        self.ctx = ffi.new("CUcontext *")
+
+
 @functools.lru_cache(maxsize=1)
 def driver() -> Driver:
     """The process's one driver binding (loaded on first use)."""
@@ -144,7 +168,6 @@ class Kernel:
         self.fn = fn
         self.params = tuple(params)
         self.param_bytes = max((o + s for o, s in self.params), default=0)
-        self._lock = threading.Lock()
 
     def struct_for(self, codes: Sequence[str]) -> struct.Struct:
         """A ``struct.Struct`` packing one argument per parameter (``codes`` like ``"i"``,
@@ -162,12 +185,15 @@ class Kernel:
     def launch(self, buf: bytes, grid: Sequence[int], block: Sequence[int], shared: int = 0, stream: int = 0) -> None:
         """Queue one launch with the packed parameter buffer ``buf`` on ``stream`` (a CUstream handle)."""
         drv = self.drv
-        ffi = drv.ffi
-        size = ffi.new("size_t *", len(buf))
-        extra = ffi.new("void *[5]", [drv._buffer_pointer, ffi.from_buffer(buf), drv._buffer_size, size, drv._end])
-        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
-        bx, by, bz = (tuple(block) + (1, 1))[:3]
-        rc = drv.lib.cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, shared, ffi.cast("CUstream", stream), ffi.NULL, extra)
+        n = len(buf)
+        if n > _PARAM_CAPACITY:
+            raise DeviceError(f"{self.entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
+        slot = drv.launch_slot()
+        drv.ffi.memmove(slot.params, buf, n)
+        slot.size[0] = n
+        gx, gy, gz = grid if len(grid) == 3 else (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = block if len(block) == 3 else (tuple(block) + (1, 1))[:3]
+        rc = drv.lib.cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, shared, drv.stream(stream), drv.ffi.NULL, slot.extra)
         if rc != 0:
             raise DeviceError(f"launching {self.entry} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared) failed: {drv.error_text(rc)}")
 
