@@ -214,7 +214,7 @@ class CudaBackend(Backend):
         try:
             def upload(host: np.ndarray, layout_: str) -> int:
                 arr = np.ascontiguousarray(host) if layout_ == "row" else np.asfortranarray(host)
-                buf = drv.mem_alloc(max(arr.nbytes, 1))
+                buf = rt.allocate(arr.nbytes)
                 allocs.append(buf)
                 drv.memcpy_htod(buf, arr)
                 return int(buf)
@@ -224,16 +224,18 @@ class CudaBackend(Backend):
             if call.c is not None and call.beta != 0.0:
                 c = upload(call.c, layout)
             else:
-                buf = drv.mem_alloc(max(p.m * p.n * p.out_dtype.itemsize, 1))
+                buf = rt.allocate(p.m * p.n * p.out_dtype.itemsize)
                 allocs.append(buf)
                 c = int(buf)
             launch.queue(a, b, c, call.alpha, call.beta, 0)
-            res = np.empty((p.m, p.n), p.out_dtype, order="C" if layout == "row" else "F")
-            drv.memcpy_dtoh(res, c)  # waits for the launch (default stream)
+            out = call.out
+            direct = out is not None and (out.flags.c_contiguous if layout == "row" else out.flags.f_contiguous)
+            res = out if direct else np.empty((p.m, p.n), p.out_dtype, order="C" if layout == "row" else "F")
+            drv.memcpy_dtoh(res, c)  # waits for the launch (default stream); straight into out when it can
         finally:
             for buf in allocs:
                 buf.free()
-        return store_result(res, call.out)
+        return res if direct else store_result(res, out)
 
     def _run_device(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
         launch = decided.launch

@@ -50,6 +50,18 @@ class CudaRuntime:
         self._functions: dict[tuple, Kernel] = {}
         self._loading: dict[tuple, threading.Lock] = {}
         self._cublas: Any = None
+        self._pool: Any = None
+
+    def allocate(self, nbytes: int) -> Any:
+        """Device memory from this device's pool (freed back to it by ``.free()``), so the NumPy
+        path does not pay ``cuMemAlloc`` per call; call inside :meth:`active`."""
+        if self._pool is None:
+            from pycuda.tools import DeviceMemoryPool
+
+            with self._lock:
+                if self._pool is None:
+                    self._pool = DeviceMemoryPool()
+        return self._pool.allocate(max(int(nbytes), 1))
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
