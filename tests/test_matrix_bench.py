@@ -118,3 +118,73 @@ def test_bench_settled_mode_times_each_kernel_after_running_it_alone(monkeypatch
 def test_bench_rejects_negative_settle(capsys):
     with pytest.raises(SystemExit, match="--settle must be >= 0"):
         main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--settle", "-1"])
+
+
+def test_float16_failure_hints_at_float32_accumulation(monkeypatch):
+    """A backend that accumulates float16 products in float16 fails, and the message says why."""
+    import numpy as np
+
+    from polygemm.backends.cpu_ref import backend as cpu
+    from polygemm.testing import run_conformance
+
+    real = cpu.reference
+
+    def half_accumulator(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype != np.float16 or a.shape[1] < 64:
+            return real(a, b, c, alpha, beta, dtype)
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float16)
+        for p in range(a.shape[1]):  # one float16 rounding per product added
+            acc = (acc + a[:, p:p + 1] * b[p:p + 1, :]).astype(np.float16)
+        return real(acc.astype(np.float32), np.eye(acc.shape[1], dtype=np.float32), c, alpha, beta, dtype or np.float16)
+
+    monkeypatch.setattr(cpu, "reference", half_accumulator)
+    results = run_conformance("cpu", dtypes=["float16"], variants=["reference"], groups=["shapes"])
+    fails = [r for r in results if r.status == "fail"]
+    assert fails, "a float16 accumulator should fail the float16 bounds"
+    for r in fails:
+        assert "float16 products must accumulate in float32 (polygemm's contract)" in r.detail
+        assert "a float16 accumulator fails these bounds" in r.detail
+
+
+# -- MusaBackend.probe: one-line reasons, the whole text as detail (polygemm info -v) -------
+
+def test_musa_flavor_gate_reason_is_one_short_line_without_the_path(monkeypatch, fresh_registry, capsys):
+    import types
+
+    import polygemm.backends.musa.backend as mb
+
+    path = "/opt/venv/lib/python3.11/site-packages/build/host/some/deep/folder/libpolygemm_musa.so"
+    fake = types.SimpleNamespace(nl=types.SimpleNamespace(flavor="host", path=path))
+    monkeypatch.setattr(mb, "session", lambda: fake)
+    monkeypatch.delenv("POLYGEMM_MUSA_EMULATION", raising=False)
+    av = mb.MusaBackend().probe()
+    assert not av.ok and "\n" not in av.reason and len(av.reason) <= 120
+    assert "POLYGEMM_MUSA_EMULATION=1" in av.reason and "'host' flavor" in av.reason
+    assert path not in av.reason and "site-packages" not in av.reason and "docs/musa.md" not in av.reason
+    assert path in getattr(av, "detail", "")
+    fresh_registry.refresh()
+    info = {i.name: i for i in fresh_registry.backends()}["musa"]
+    assert info.reason == av.reason and path in info.detail
+    assert main(["info", "-v"]) == 0
+    assert path in capsys.readouterr().out
+
+
+def test_musa_missing_library_lists_every_place_tried_in_info_v(monkeypatch, fresh_registry, tmp_path, capsys):
+    import polygemm.backends.musa.backend as mb
+
+    missing = tmp_path / "nowhere" / "libpolygemm_musa.so"
+    monkeypatch.setenv("POLYGEMM_MUSA_LIBRARY", str(missing))
+    monkeypatch.setattr(mb, "_session", None)
+    av = mb.MusaBackend().probe()
+    assert not av.ok and "\n" not in av.reason and len(av.reason) <= 120
+    detail = getattr(av, "detail", "")
+    assert "tried" in detail and str(missing) in detail
+    assert detail.splitlines()[0].strip() != av.reason.strip()  # the reason is said once
+    fresh_registry.refresh()
+    info = {i.name: i for i in fresh_registry.backends()}["musa"]
+    assert info.reason == av.reason and "tried" in info.detail
+    assert main(["info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "tried" in out and str(missing.name) in out
+    monkeypatch.setattr(mb, "_session", None)

@@ -141,21 +141,37 @@ class MusaBackend(Backend):
     float32_scalars = True
 
     def probe(self) -> Availability:
+        """One-line reasons (at most 120 characters, no library path); the whole text, e.g.
+        every place the library was looked for, rides along as ``detail`` (``polygemm info -v``)."""
+
+        def unavailable(reason: str, detail: str = "") -> Availability:
+            av = Availability(False, reason)
+            detail = detail.strip()
+            if detail and detail != reason.strip():
+                object.__setattr__(av, "detail", detail)  # the registry reads an optional ``detail``
+            return av
+
         try:
             s = session()
         except BackendUnavailableError as exc:
-            return Availability(False, str(exc))
+            cause = exc.__cause__
+            detail = getattr(exc, "details", "") or (cause.details() if isinstance(cause, LibraryNotFound) else "")
+            lines = detail.splitlines()
+            if lines and lines[0].strip() == str(exc).strip():  # said once: the reason, then the places tried
+                detail = "\n".join(lines[1:])
+            return unavailable(str(exc), detail)
         flavor = s.nl.flavor
         if flavor != "musa" and not emulation_enabled():
-            return Availability(False, f"{s.nl.path} is the {flavor!r} flavor, an emulation of the MUSA backend; "
-                                       f"set POLYGEMM_MUSA_EMULATION=1 to use it (tests), or build the musa flavor on an S4000 machine")
+            return unavailable(f"libpolygemm_musa is the {flavor!r} flavor (an emulation): set POLYGEMM_MUSA_EMULATION=1 to use it",
+                               f"library: {s.nl.path}\nuse it for tests with POLYGEMM_MUSA_EMULATION=1, "
+                               f"or build the musa flavor on an S4000 machine")
         count = s.ffi.new("int *")
         try:
             s.nl.check(s.lib.pgm_device_count(count), "pgm_device_count")
         except Exception as exc:
-            return Availability(False, str(exc))
+            return unavailable(str(exc))
         if count[0] < 1:
-            return Availability(False, f"{s.nl.path} ({flavor} flavor) sees no device")
+            return unavailable(f"libpolygemm_musa ({flavor} flavor) sees no device", f"library: {s.nl.path}")
         return Availability(True)
 
     def variants(self) -> Sequence[Variant]:
