@@ -8,7 +8,7 @@ Importing polygemm imports no vendor runtime: backends load on first use.
 from __future__ import annotations
 
 from . import errors
-from .api import explain, gemm, last_plan
+from .api import clear_plan_cache, explain, gemm, last_plan, matmul, plan_cache_info
 from .backend import Availability, Backend, Capabilities, Plan, Variant
 from .errors import (
     ArgumentError,
@@ -26,7 +26,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "gemm",
+    "matmul",
     "explain",
+    "plan_cache_info",
+    "clear_plan_cache",
     "last_plan",
     "backends",
     "get_backend",

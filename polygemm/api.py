@@ -26,7 +26,7 @@ from .backend import Backend, Plan
 from .errors import ArgumentError
 from .problem import Call, GemmProblem, _scalar, common_stream, host_convert, normalize, operand_view
 
-__all__ = ["gemm", "explain", "last_plan", "plan_cache_info", "clear_plan_cache"]
+__all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache"]
 
 log = logging.getLogger("polygemm")
 _local = threading.local()
@@ -41,7 +41,9 @@ class _Entry:
 
     backend: Backend
     plan: Plan
-    convert: tuple[bool, bool, bool]  # host a, b, c copied by normalization (strided or byte order)
+    #: host a, b, c: how normalization copied them (None: not; () : C order and native byte
+    #: order; a batch shape: also broadcast to it), repeated on each call
+    convert: tuple[tuple[int, ...] | None, tuple[int, ...] | None, tuple[int, ...] | None]
     spans: tuple[int, int, int, int]  # device a, b, c, out: bytes from the pointer to past the last element
 
 
@@ -97,33 +99,41 @@ def clear_plan_cache() -> None:
     _cache.clear()
 
 
-def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any) -> tuple[Backend, Plan, GemmProblem]:
+def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
+               out_dtype: Any) -> tuple[Backend, Plan, GemmProblem]:
     """Normalize and validate everything, select the backend and plan (the uncached path)."""
     if not isinstance(variant, str) or not variant:
         raise ArgumentError(f"variant must be a variant name or 'auto'; got {variant!r}")
-    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out)
+    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype)
     backend, passed = registry.select(problem, device, variant)
     backend.check_problem(problem)
     plan = backend.plan(problem, variant)
     plan.candidates = passed + plan.candidates
-    copies = [f"{op.name} copied once into C order (strided view or non-native byte order)" for op in (problem.a, problem.b, problem.c) if op is not None and op.copied]
+    copies = [f"{op.name} broadcast over the batch {problem.batch} into a copy (one stride cannot walk its batch)" if op.broadcast
+              else f"{op.name} copied once into C order (strided view or non-native byte order)"
+              for op in (problem.a, problem.b, problem.c) if op is not None and op.copied]
     plan.copies = copies + plan.copies
     plan.problem = problem.without_data()  # a cached plan keeps provenance, never the data
     return backend, plan, problem
 
 
-def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any) -> tuple[tuple, list] | None:
+def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple, list] | None:
     """The cache key of a call and the operands' (pointer, stream) views; None when some
     operand takes the full normalization every time."""
     if type(variant) is not str or not (device is None or type(device) is str):
         return None
+    if out_dtype is not None:
+        try:
+            hash(out_dtype)
+        except TypeError:
+            return None
     va, vb, vc, vo = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
     if va is None or vb is None or vc is None or vo is None:
         return None
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE") or "auto"
     in_place = out is not None and c is not None and (out is c or (vo[1] != 0 and vo[1] == vc[1]))
-    key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], alpha == 1.0, beta == 0.0, in_place)
+    key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], alpha == 1.0, beta == 0.0, in_place, out_dtype)
     return key, [va, vb, vc, vo]
 
 
@@ -148,16 +158,28 @@ def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list) 
 
 def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem) -> _Entry:
     ops = (problem.a, problem.b, problem.c, problem.out)
+    def conversion(op: Any) -> tuple[int, ...] | None:
+        if op is None or not op.copied:
+            return None
+        return problem.batch if op.broadcast else ()
+
     return _Entry(backend, plan,
-                  tuple(op is not None and op.copied for op in ops[:3]),  # type: ignore[arg-type]
+                  tuple(conversion(op) for op in ops[:3]),  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops))  # type: ignore[arg-type]
 
 
-def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any) -> tuple[_Entry, Call, bool]:
+def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
+    if how is None:
+        return x
+    return host_convert(x, how or None)
+
+
+def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
+          out_dtype: Any = None) -> tuple[_Entry, Call, bool]:
     """The plan for this call (cached or made now) and the call's operands bound to it."""
     al = alpha if type(alpha) is float and math.isfinite(alpha) else _scalar("alpha", alpha)
     be = beta if type(beta) is float and math.isfinite(beta) else _scalar("beta", beta)
-    found = _key(a, b, c, out, al, be, device, variant)
+    found = _key(a, b, c, out, al, be, device, variant, out_dtype)
     if found is not None:
         key, views = found
         entry = _cache.get(key)
@@ -166,11 +188,10 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
             stream = views[0][2]
             if stream is not None or views[1][2] is not None or views[2][2] is not None or views[3][2] is not None:
                 stream = common_stream([v[2] for v in views])
-            call = Call(host_convert(a) if conv[0] else a, host_convert(b) if conv[1] else b,
-                        host_convert(c) if conv[2] else c, out,
+            call = Call(_convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2]), out,
                         views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream)
             return entry, call, True
-    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out)
+    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
     entry = _entry_for(backend, plan, problem)
     if found is not None:
         _cache.put(found[0], entry)
@@ -187,13 +208,17 @@ def gemm(
     device: str | None = None,
     variant: str = "auto",
     out: Any = None,
+    out_dtype: Any = None,
 ) -> Any:
     """Return ``alpha * (a @ b) + beta * c``, computed by the chosen backend.
 
-    ``a`` (M×K) and ``b`` (K×N) are 2-D NumPy arrays (or array-likes), or device arrays
-    (``__cuda_array_interface__`` objects, MUSA arrays). Any memory order is used as it
-    is; other strided views are copied once. ``c`` (M×N) is read only when ``beta != 0``.
-    ``out`` receives the result and is returned; it may be ``c`` itself (in place).
+    ``a`` (M×K) and ``b`` (K×N) are NumPy arrays (or array-likes), or device arrays
+    (``__cuda_array_interface__`` objects, MUSA arrays). Stacks of matrices (N-D) are a batch
+    of products whose leading dimensions broadcast as in ``numpy.matmul``. Any memory order
+    of the matrices is used as it is; other strided views are copied once. ``c`` (the
+    result's shape) is read only when ``beta != 0``. ``out`` receives the result and is
+    returned; it may be ``c`` itself (in place). ``out_dtype`` asks for a wider result
+    (float32 for float16 inputs) when no ``out`` says it.
     ``device`` is a backend name or ``"auto"`` (default: ``$POLYGEMM_DEVICE`` or auto);
     an explicit device never falls back. ``variant`` picks a kernel of that backend.
 
@@ -203,12 +228,21 @@ def gemm(
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
-    entry, call, _ = _bind(a, b, c, alpha, beta, device, variant, out)
+    entry, call, _ = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
     result = entry.backend.execute(entry.plan, call)
     _local.plan = entry.plan
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
+
+
+def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, device: str | None = None) -> Any:
+    """``a @ b`` with ``numpy.matmul``'s semantics for matrices and stacks of matrices (≥ 2-D;
+    leading dimensions broadcast), computed by polygemm's ``variant="auto"`` on ``device``.
+
+    Vectors (1-D operands) are refused: use ``a[None, :]`` or ``b[:, None]``.
+    """
+    return gemm(a, b, out=out, out_dtype=out_dtype, device=device)
 
 
 def explain(
@@ -221,6 +255,7 @@ def explain(
     device: str | None = None,
     variant: str = "auto",
     out: Any = None,
+    out_dtype: Any = None,
 ) -> Plan:
     """Return the :class:`Plan` ``gemm`` would run for these arguments, without running it.
 
@@ -228,7 +263,7 @@ def explain(
     any copies or padding, (for ``device="auto"``) the backends passed over and why, and
     whether it came from the plan cache (``plan.cached``). It is cached for the next call.
     """
-    entry, _, hit = _bind(a, b, c, alpha, beta, device, variant, out)
+    entry, _, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
     plan = copy.copy(entry.plan)
     plan.cached = hit
     return plan

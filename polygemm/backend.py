@@ -148,6 +148,9 @@ class Backend(abc.ABC):
     residencies: ClassVar[tuple[str, ...]] = ("host",)
     #: kernels take alpha and beta as float32: values beyond its range are refused at plan time
     float32_scalars: ClassVar[bool] = False
+    #: computes batches of products (N-D operands, ``numpy.matmul`` broadcasting); a backend
+    #: without it is given 2-D problems only
+    batched: ClassVar[bool] = False
 
     # -- discovery -------------------------------------------------------------------
     @abc.abstractmethod
@@ -174,6 +177,8 @@ class Backend(abc.ABC):
         """None if this backend can compute ``problem``, else the reason it cannot."""
         if self.float32_scalars and any(abs(v) > FLOAT32_MAX or (v != 0.0 and np.float32(v) == 0.0) for v in (problem.alpha, problem.beta)):
             return "alpha or beta does not fit its kernels' float32 scalars"
+        if problem.batch and not self.batched:
+            return "computes one matrix product per call (no batches)"
         if problem.residency not in self.residencies:
             return f"operands live on {problem.residency}, this backend takes {', '.join(self.residencies)} data"
         if problem.dtype.name not in self.dtypes():
@@ -200,6 +205,11 @@ class Backend(abc.ABC):
                 raise DTypeError(f"{where} writes {problem.dtype.name} results only; pass out as a {problem.dtype.name} array")
         if problem.residency not in self.residencies:
             raise UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes {', '.join(self.residencies)} data")
+        if problem.batch and not self.batched:
+            raise UnsupportedProblemError(
+                f"backend {self.name!r} computes one matrix product per call; these operands hold a batch of "
+                f"{problem.count} ({'x'.join(map(str, problem.batch))}): pass 2-D operands per call, or use a backend with batches (cpu, cuda)"
+            )
         if self.float32_scalars:
             for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
                 if abs(value) > FLOAT32_MAX or (value != 0.0 and np.float32(value) == 0.0):

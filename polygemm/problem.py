@@ -76,6 +76,14 @@ class Operand:
     copied: bool = False
     readonly: bool = False
     interface: dict | None = None
+    #: batch dimensions as given: (size, element stride) per leading dimension (N-D operands)
+    batch_dims: tuple[tuple[int, int], ...] = ()
+    #: elements from one matrix of the (broadcast, flattened) batch to the next; 0: broadcast
+    batch_stride: int = 0
+    #: how many matrices the problem's batch has (1: a plain matrix product)
+    batch_count: int = 1
+    #: normalization made a broadcast batch real (a copy) because one stride could not walk it
+    broadcast: bool = False
 
     @property
     def rows(self) -> int:
@@ -96,11 +104,13 @@ class Operand:
 
     @property
     def max_offset(self) -> int:
-        """Largest element offset any kernel computes for this operand (0 when empty)."""
+        """Largest element offset any kernel computes for this operand, over the whole batch
+        (0 when empty)."""
         r, c = self.shape
-        if r == 0 or c == 0:
+        if r == 0 or c == 0 or self.batch_count == 0:
             return 0
-        return (r - 1) * self.ld + (c - 1) if self.layout == "row" else (r - 1) + (c - 1) * self.ld
+        last = (r - 1) * self.ld + (c - 1) if self.layout == "row" else (r - 1) + (c - 1) * self.ld
+        return last + (self.batch_count - 1) * self.batch_stride
 
     @property
     def nbytes_span(self) -> int:
@@ -113,7 +123,8 @@ class Operand:
     def describe(self) -> str:
         kind = {"row": "row-major", "col": "column-major"}[self.layout]
         extra = ", copied once (strided view or non-native byte order)" if self.copied else ""
-        return f"{self.name}: {self.rows}x{self.cols} {self.dtype.name} {kind} (ld={self.ld}) on {self.residency}{extra}"
+        batch = f"{self.batch_count} x " if self.batch_count != 1 else ""
+        return f"{self.name}: {batch}{self.rows}x{self.cols} {self.dtype.name} {kind} (ld={self.ld}) on {self.residency}{extra}"
 
 
 @dataclass(frozen=True)
@@ -132,15 +143,30 @@ class GemmProblem:
     beta: float
     residency: Residency
     notes: tuple[str, ...] = field(default=())
+    #: the broadcast batch shape (NumPy matmul rules); () for one matrix product
+    batch: tuple[int, ...] = ()
+    #: the result's dtype when no ``out`` says it (``out_dtype=``); None: the inputs' dtype
+    result_dtype: np.dtype | None = None
 
     @property
     def out_dtype(self) -> np.dtype:
-        return self.out.dtype if self.out is not None else self.dtype
+        if self.out is not None:
+            return self.out.dtype
+        return self.result_dtype if self.result_dtype is not None else self.dtype
+
+    @property
+    def count(self) -> int:
+        """The number of matrix products (the batch's size; 1 without a batch)."""
+        return math.prod(self.batch)
+
+    @property
+    def result_shape(self) -> tuple[int, ...]:
+        return self.batch + (self.m, self.n)
 
     @property
     def empty(self) -> bool:
-        """True when no product needs computing (M, N or K is zero)."""
-        return self.m == 0 or self.n == 0 or self.k == 0
+        """True when no product needs computing (M, N, K or the batch is zero)."""
+        return self.m == 0 or self.n == 0 or self.k == 0 or self.count == 0
 
     @property
     def in_place(self) -> bool:
@@ -148,7 +174,8 @@ class GemmProblem:
         return self.out is not None and self.c is not None and self.out.ptr == self.c.ptr and self.c.residency == self.out.residency
 
     def shape_str(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
+        mnk = f"{self.m}x{self.n}x{self.k}"
+        return f"{'x'.join(map(str, self.batch))} batch of {mnk}" if self.batch else mnk
 
     def operands(self) -> list[Operand]:
         return [op for op in (self.a, self.b, self.c, self.out) if op is not None]
@@ -206,18 +233,29 @@ def _check_dtype(name: str, dtype: np.dtype) -> np.dtype:
 
 
 def _host_layout(arr: np.ndarray) -> tuple[Layout, int] | None:
-    if not all(s % arr.itemsize == 0 for s in arr.strides):
+    """The layout of an array's matrices (its last two dimensions)."""
+    if arr.size == 0:  # nothing is addressed (NumPy may give such arrays any strides)
+        return "row", max(arr.shape[-1], 1)
+    if not all(s % arr.itemsize == 0 for s in arr.strides[-2:]):
         return None
-    return _layout_from_strides(arr.shape, (arr.strides[0] // arr.itemsize, arr.strides[1] // arr.itemsize))
+    return _layout_from_strides(arr.shape[-2:], (arr.strides[-2] // arr.itemsize, arr.strides[-1] // arr.itemsize))
 
 
-def host_convert(arr: np.ndarray) -> np.ndarray:
+def host_convert(arr: np.ndarray, batch: tuple[int, ...] | None = None) -> np.ndarray:
     """The copy a host operand gets when kernels cannot read it as it is: native byte order,
     C order (for strided views that are neither row- nor column-major, and for non-native
-    byte order, whose bytes no kernel reads)."""
+    byte order, whose bytes no kernel reads) and, with ``batch``, broadcast to that batch
+    (when its batch strides cannot be walked with one stride)."""
+    if batch is not None:
+        arr = np.broadcast_to(arr, batch + arr.shape[-2:])
     if not arr.dtype.isnative:
         return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
     return np.ascontiguousarray(arr)
+
+
+def _ndim_error(name: str, shape: tuple[int, ...]) -> ShapeError:
+    return ShapeError(f"{name} must be a matrix or a stack of matrices (at least 2-D); got {len(shape)}-D with shape {shape}. "
+                      f"Reshape it, e.g. {name}.reshape(rows, cols).")
 
 
 def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
@@ -240,12 +278,12 @@ def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
             raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
         if arr.dtype == object:
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix")
-    if arr.ndim != 2:
-        raise ShapeError(f"{name} must be 2-D (a matrix); got {arr.ndim}-D with shape {arr.shape}. Reshape it, e.g. {name}.reshape(rows, cols).")
+    if arr.ndim < 2:
+        raise _ndim_error(name, arr.shape)
     _check_dtype(name, arr.dtype)
     copied = False
     desc = _host_layout(arr)
-    if desc is None or not arr.dtype.isnative:
+    if desc is None or not arr.dtype.isnative or any(s % arr.itemsize for s in arr.strides):
         if writable:
             raise ArgumentError(f"{name} has strides {arr.strides} that are neither row- nor column-major; pass a C- or Fortran-ordered array")
         arr = host_convert(arr)
@@ -254,13 +292,15 @@ def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
         assert desc is not None
     layout, ld = desc
     ptr = arr.__array_interface__["data"][0]
-    return Operand(name, arr, (int(arr.shape[0]), int(arr.shape[1])), arr.dtype, layout, int(ld), "host", ptr, copied, not arr.flags.writeable)
+    bdims = tuple((int(n), int(st) // arr.itemsize) for n, st in zip(arr.shape[:-2], arr.strides[:-2]))
+    return Operand(name, arr, (int(arr.shape[-2]), int(arr.shape[-1])), arr.dtype, layout, int(ld), "host", ptr, copied,
+                   not arr.flags.writeable, None, bdims)
 
 
 def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool) -> Operand:
     shape = tuple(int(s) for s in iface.get("shape", ()))
-    if len(shape) != 2:
-        raise ShapeError(f"{name} must be 2-D (a matrix); got {len(shape)}-D with shape {shape}")
+    if len(shape) < 2:
+        raise _ndim_error(name, shape)
     try:
         dtype = np.dtype(iface["typestr"])
     except Exception as exc:
@@ -276,17 +316,23 @@ def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writabl
     if writable and readonly:
         raise ArgumentError(f"{name} is a read-only {residency} array; pass a writeable one")
     strides = iface.get("strides")
-    if strides is None:
-        estrides = (shape[1], 1)
+    if strides is None:  # C order
+        estrides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            estrides[i] = estrides[i + 1] * max(shape[i + 1], 1)
     else:
         if any(int(s) % dtype.itemsize for s in strides):
             raise UnsupportedStrides(name, residency, strides)
-        estrides = (int(strides[0]) // dtype.itemsize, int(strides[1]) // dtype.itemsize)
-    desc = _layout_from_strides(shape, estrides)  # type: ignore[arg-type]
+        estrides = [int(s) // dtype.itemsize for s in strides]
+    if 0 in shape:  # nothing is addressed
+        desc: tuple[Layout, int] | None = ("row", max(shape[-1], 1))
+    else:
+        desc = _layout_from_strides(shape[-2:], (estrides[-2], estrides[-1]))  # type: ignore[arg-type]
     if desc is None:
         raise UnsupportedStrides(name, residency, strides)
     layout, ld = desc
-    return Operand(name, obj, shape, dtype, layout, int(ld), residency, ptr, False, bool(readonly), iface)  # type: ignore[arg-type]
+    bdims = tuple(zip(shape[:-2], estrides[:-2]))
+    return Operand(name, obj, (shape[-2], shape[-1]), dtype, layout, int(ld), residency, ptr, False, bool(readonly), iface, bdims)
 
 
 def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError:
@@ -328,9 +374,30 @@ def _overlaps(x: Operand, y: Operand) -> bool:
     return lo1 < hi2 and lo2 < hi1
 
 
-def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None) -> GemmProblem:
+def _batch_stride(op: Operand, batch: tuple[int, ...]) -> int | None:
+    """One element stride that walks ``op``'s matrices in the order of the flattened
+    ``batch`` (0: one matrix for all), or None when its batch strides need more than one."""
+    dims = [(1, 0)] * (len(batch) - len(op.batch_dims)) + list(op.batch_dims)
+    eff = [0 if n == 1 else st for (n, st) in dims]  # broadcast dimensions do not move
+    stride: int | None = None
+    period = 1  # matrices per step of dimension j in the flattened batch
+    for j in range(len(batch) - 1, -1, -1):
+        if batch[j] != 1:
+            if stride is None:
+                if eff[j] % period:
+                    return None
+                stride = eff[j] // period
+            elif eff[j] != stride * period:
+                return None
+        period *= batch[j]
+    return stride or 0
+
+
+def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None) -> GemmProblem:
     """Validate ``gemm``'s arguments and describe them as a :class:`GemmProblem`.
 
+    ``a`` and ``b`` are matrices or stacks of matrices whose leading (batch) dimensions
+    broadcast as in ``numpy.matmul``; ``c`` and ``out`` have the result's full shape.
     Raises ShapeError, DTypeError or ArgumentError (all ValueError/TypeError subclasses)
     with a message naming the argument, what was given and what would be accepted.
     """
@@ -340,39 +407,73 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     B = _operand("b", b)
     if A.cols != B.rows:
         raise ShapeError(
-            f"inner dimensions differ: a has shape {A.shape} and b has shape {B.shape}; "
-            f"a.shape[1] (K={A.cols}) must equal b.shape[0] ({B.rows})"
+            f"inner dimensions differ: a's matrices are {A.shape} and b's {B.shape}; "
+            f"a.shape[-1] (K={A.cols}) must equal b.shape[-2] ({B.rows})"
         )
     if A.dtype != B.dtype:
         raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. b.astype(a.dtype).")
+    try:
+        batch = tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))
+    except ValueError:
+        raise ShapeError(f"the batch dimensions of a {tuple(n for n, _ in A.batch_dims)} and b {tuple(n for n, _ in B.batch_dims)} "
+                         f"do not broadcast (numpy.matmul rules)") from None
     m, k, n = A.rows, A.cols, B.cols
+    full = batch + (m, n)
+    wanted = None
+    if out_dtype is not None:
+        try:
+            wanted = np.dtype(out_dtype)
+        except TypeError as exc:
+            raise DTypeError(f"out_dtype={out_dtype!r} is not a dtype: {exc}") from None
     O = None
     if out is not None:
         O = _operand("out", out, writable=True)
-        if O.shape != (m, n):
-            raise ShapeError(f"out must have shape (M, N) = ({m}, {n}); got {O.shape}")
-        widened = A.dtype == np.float16 and O.dtype == np.float32
-        if O.dtype != A.dtype and not widened:
-            raise DTypeError(
-                f"out must have the result dtype {A.dtype.name}"
-                + (" (or float32: float16 products accumulate in float32 and may be stored so)" if A.dtype == np.float16 else "")
-                + f"; got {O.dtype.name}"
-            )
-    result = O.dtype if O is not None else A.dtype
+        if O.shape != (m, n) or tuple(x for x, _ in O.batch_dims) != batch:
+            raise ShapeError(f"out must have the result's shape {full}; got {tuple(x for x, _ in O.batch_dims) + O.shape}")
+        if wanted is not None and O.dtype != wanted:
+            raise DTypeError(f"out is {O.dtype.name} but out_dtype={wanted.name}; pass one of them, or both the same")
+    result = O.dtype if O is not None else (wanted if wanted is not None else A.dtype)
+    widened = A.dtype == np.float16 and result == np.float32
+    if result != A.dtype and not widened:
+        raise DTypeError(
+            f"the result dtype must be {A.dtype.name}"
+            + (" (or float32: float16 products accumulate in float32 and may be stored so)" if A.dtype == np.float16 else "")
+            + f"; got {'out' if O is not None else 'out_dtype'} {result.name}"
+        )
     C = None
     if c is not None:
         C = _operand("c", c)
-        if C.shape != (m, n):
-            raise ShapeError(f"c must have shape (M, N) = ({m}, {n}) for a {A.shape} and b {B.shape}; got {C.shape}")
+        if C.shape != (m, n) or tuple(x for x, _ in C.batch_dims) != batch:
+            raise ShapeError(f"c must have the result's shape {full} for a {tuple(x for x, _ in A.batch_dims) + A.shape} and "
+                             f"b {tuple(x for x, _ in B.batch_dims) + B.shape}; got {tuple(x for x, _ in C.batch_dims) + C.shape}")
         if C.dtype != result:
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}")
     elif beta_f != 0.0:
-        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape ({m}, {n})) or set beta=0")
+        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape {full}) or set beta=0")
+    count = math.prod(batch)
+    ops: list[Operand | None] = []
+    for op in (A, B, C, O):
+        if op is None:
+            ops.append(None)
+            continue
+        stride = _batch_stride(op, batch)
+        if stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
+            if op.residency != "host" or op.name == "out":
+                raise ArgumentError(f"{op.name}'s batch strides cannot be walked with one stride; pass a contiguous array "
+                                    f"(e.g. ascontiguousarray) for {op.name}")
+            arr = host_convert(op.array, batch)  # the broadcast made real: one stride walks it
+            op = replace(op, array=arr, ptr=arr.__array_interface__["data"][0], copied=True, broadcast=True,
+                         batch_dims=tuple((int(x), int(st) // arr.itemsize) for x, st in zip(arr.shape[:-2], arr.strides[:-2])))
+            stride = _batch_stride(op, batch)
+            assert stride is not None
+        ops.append(replace(op, batch_stride=stride, batch_count=count) if batch else op)
+    A, B, C, O = ops  # type: ignore[assignment]
+    assert A is not None and B is not None
     if O is not None:
         for other in (A, B):
             if _overlaps(O, other):
                 raise ArgumentError(f"out overlaps {other.name}; pass a separate array for out (it may be c itself, not a or b)")
-        if C is not None and _overlaps(O, C) and not (O.ptr == C.ptr and O.layout == C.layout and O.ld == C.ld):
+        if C is not None and _overlaps(O, C) and not (O.ptr == C.ptr and O.layout == C.layout and O.ld == C.ld and O.batch_stride == C.batch_stride):
             raise ArgumentError("out partly overlaps c; pass c itself as out (in-place update) or a separate array")
     residencies = {op.residency for op in (A, B, C, O) if op is not None}
     if len(residencies) > 1:
@@ -380,7 +481,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         raise ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")
     residency = residencies.pop()
     notes = tuple(f"{op.name} was copied once into C order (strides neither row- nor column-major, or non-native byte order)" for op in (A, B, C) if op is not None and op.copied)
-    return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes)
+    return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes, batch, result if O is None else None)
 
 
 class Call:

@@ -107,7 +107,7 @@ def test_float16_accumulates_in_float32(rng):
 def test_explain_reports_and_last_plan(rng):
     a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
     plan = pg.explain(a, b, device="auto")
-    assert plan.backend == "cpu" and plan.variant == "reference"
+    assert plan.backend == "cpu" and plan.variant == "blas"  # the fast default; reference on request
     passed = dict(plan.candidates)
     assert "cuda" in passed and "musa" in passed  # unavailable here, with their reasons
     text = str(plan)
@@ -127,7 +127,8 @@ def test_env_default_device(rng, monkeypatch):
 
 def test_vendor_variant_never_auto(rng):
     a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
-    assert pg.explain(a, b, device="cpu").variant == "reference"
+    assert pg.explain(a, b, device="cpu").variant == "blas"
+    assert pg.explain(a, b, device="cpu", variant="reference").variant == "reference"
     plan = pg.explain(a, b, device="cpu", variant="numpy")
     assert plan.variant == "numpy"
     assert_close(pg.gemm(a, b, device="cpu", variant="numpy"), a, b)

@@ -24,7 +24,7 @@ def test_info(capsys):
 def test_gemm_check(capsys):
     assert main(["gemm", "--shape", "65x33x17", "--device", "cpu", "--check"]) == 0
     out = capsys.readouterr().out
-    assert "check: PASS" in out and "variant : reference" in out
+    assert "check: PASS" in out and "variant : blas" in out
 
 
 def test_variants(capsys):
@@ -118,7 +118,7 @@ def test_variants_table(capsys):
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     assert len(lines) < 60
     rows = {line.split()[0]: line.split()[1] for line in lines if line.startswith("  ") and len(line.split()) > 2}
-    assert rows["reference"] == "yes" and rows["numpy"] == "vendor"
+    assert rows["blas"] == "yes" and rows["reference"] == "no" and rows["numpy"] == "vendor"
     assert rows["cublas"] == "vendor" and rows["cm_v02_smem_tiling"] == "no" and rows["hgemm_v1_mma_ldmatrix"] == "yes"
     assert "auto: yes = variant='auto' may pick it" in out
     assert main(["variants", "-v", "--backends", "cuda"]) == 0

@@ -12,6 +12,7 @@ result is ``out`` or a new pycuda ``GPUArray``.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from dataclasses import dataclass
@@ -38,10 +39,20 @@ class CudaPlan:
 
     launch: PreparedLaunch | None  # None: an empty product, no kernel
     result_layout: str  # "row" or "col": the layout of a result the backend allocates
+    #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
+    #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
+    batch_bytes: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
     return Mat(op.name, op.rows, op.cols, op.layout, op.ld if ld is None else ld, op.ptr if ptr is None else ptr, op.itemsize)
+
+
+def _at(mat: Mat | None, offset: int) -> Mat | None:
+    """``mat`` moved ``offset`` bytes (the next matrix of a batch)."""
+    if mat is None or offset == 0:
+        return mat
+    return Mat(mat.name, mat.rows, mat.cols, mat.layout, mat.ld, mat.ptr + offset, mat.itemsize)
 
 
 def _compact_ld(layout: str, rows: int, cols: int) -> int:
@@ -51,9 +62,27 @@ def _compact_ld(layout: str, rows: int, cols: int) -> int:
 def _result_layout(p: GemmProblem) -> str:
     if p.out is not None:
         return p.out.layout
-    if p.c is not None:
+    if p.c is not None and not p.batch:  # a new batched result is always C order
         return p.c.layout
     return "row"
+
+
+def _batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:
+    """Per-matrix byte strides of a, b, c and the destination over the flattened batch."""
+    if not p.batch:
+        return (0, 0, 0, 0)
+    dest = p.m * p.n * p.out_dtype.itemsize
+    if p.residency == "host":  # compact uploads; a broadcast operand is uploaded once
+        one = lambda op: 0 if op is None or op.batch_stride == 0 else op.rows * op.cols * op.itemsize  # noqa: E731
+        return (one(p.a), one(p.b), one(p.c), dest)
+    by = lambda op: 0 if op is None else op.batch_stride * op.itemsize  # noqa: E731
+    return (by(p.a), by(p.b), by(p.c), by(p.out) if p.out is not None else dest)
+
+
+def _witness(ptr: int, stride: int) -> int:
+    """A pointer whose alignment is that of every matrix of the batch (plans read alignment
+    off pointers: the base's and the stride's common divisor is what every matrix has)."""
+    return math.gcd(ptr, stride) if stride else ptr
 
 
 class CudaBackend(Backend):
@@ -63,6 +92,7 @@ class CudaBackend(Backend):
     priority = 500
     residencies = ("host", "cuda")
     float32_scalars = True
+    batched = True
 
     def __init__(self) -> None:
         self._rt: CudaRuntime | None = None
@@ -123,16 +153,19 @@ class CudaBackend(Backend):
 
     # -- planning --------------------------------------------------------------------
     def _plan_mats(self, p: GemmProblem) -> tuple[Mat, Mat, Mat]:
-        """The operands as the device will hold them (host ones as fresh compact buffers)."""
+        """The operands as the device will hold them (host ones as fresh compact buffers);
+        pointers stand for the alignment every matrix of a batch has."""
         layout = _result_layout(p)
         osize = p.out_dtype.itemsize
+        sa, sb, _, sd = _batch_bytes(p)
         if p.residency == "host":
-            a = _mat(p.a, 0, _compact_ld(p.a.layout, p.a.rows, p.a.cols))
-            b = _mat(p.b, 0, _compact_ld(p.b.layout, p.b.rows, p.b.cols))
-            c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), 0, osize)
+            a = _mat(p.a, _witness(0, sa), _compact_ld(p.a.layout, p.a.rows, p.a.cols))
+            b = _mat(p.b, _witness(0, sb), _compact_ld(p.b.layout, p.b.rows, p.b.cols))
+            c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), _witness(0, sd), osize)
         else:
-            a, b = _mat(p.a), _mat(p.b)
-            c = _mat(p.out) if p.out is not None else Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), 0, osize)
+            a, b = _mat(p.a, _witness(p.a.ptr, sa)), _mat(p.b, _witness(p.b.ptr, sb))
+            c = _mat(p.out, _witness(p.out.ptr, sd)) if p.out is not None else \
+                Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), _witness(0, sd), osize)
         return a, b, c
 
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
@@ -154,8 +187,8 @@ class CudaBackend(Backend):
         if p.residency == "host":
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
         if p.empty:
-            plan.reason += "; empty product (M, N or K is 0): no GEMM kernel launched"
-            plan.private = CudaPlan(None, _result_layout(p))
+            plan.reason += "; empty product (M, N, K or the batch is 0): no GEMM kernel launched"
+            plan.private = CudaPlan(None, _result_layout(p), _batch_bytes(p))
             return plan
         a, b, c = self._plan_mats(p)
         try:
@@ -172,7 +205,9 @@ class CudaBackend(Backend):
         if lp.packs:
             plan.padding = "; ".join(f"{pk.src.name} -> {pk.dst.rows}x{pk.dst.cols} scratch" for pk in lp.packs)
         plan.notes.extend(lp.notes)
-        plan.private = CudaPlan(PreparedLaunch(rt, spec, lp) if rt is not None else None, _result_layout(p))  # type: ignore[arg-type]
+        if p.batch:
+            plan.launch["batch"] = f"{p.count} products, one launch each on the same stream"
+        plan.private = CudaPlan(PreparedLaunch(rt, spec, lp) if rt is not None else None, _result_layout(p), _batch_bytes(p))  # type: ignore[arg-type]
         return plan
 
     # -- running ---------------------------------------------------------------------
@@ -199,43 +234,53 @@ class CudaBackend(Backend):
 
     def _run_host(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
         layout = decided.result_layout
+        shape = p.result_shape
         if p.empty:
             if p.k == 0 and call.c is not None and call.beta != 0.0:
                 res = (np.float32(call.beta) * call.c.astype(np.float32)).astype(p.out_dtype)  # beta*c, rounded once
             else:
-                res = np.zeros((p.m, p.n), p.out_dtype)
+                res = np.zeros(shape, p.out_dtype)
             return store_result(res, call.out)
         drv = rt.drv
         launch = decided.launch
         assert launch is not None
         if launch.spec is not None:
             launch.kernel()  # built before any allocation
+        sa, sb, sc, sd = decided.batch_bytes
         allocs: list[Any] = []
         try:
-            def upload(host: np.ndarray, layout_: str) -> int:
-                arr = np.ascontiguousarray(host) if layout_ == "row" else np.asfortranarray(host)
+            def upload(host: np.ndarray, layout_: str, stride: int) -> int:
+                if host.ndim > 2 and stride == 0:  # broadcast over the batch: one matrix
+                    host = host.reshape(host.shape[-2:])
+                arr = np.ascontiguousarray(host if layout_ == "row" else np.swapaxes(host, -1, -2))
                 buf = rt.allocate(arr.nbytes)
                 allocs.append(buf)
                 drv.memcpy_htod(buf, arr)
                 return int(buf)
 
-            a = upload(call.a, p.a.layout)
-            b = upload(call.b, p.b.layout)
+            a = upload(call.a, p.a.layout, sa)
+            b = upload(call.b, p.b.layout, sb)
             if call.c is not None and call.beta != 0.0:
-                c = upload(call.c, layout)
+                c = upload(call.c, layout, sc)
             else:
-                buf = rt.allocate(p.m * p.n * p.out_dtype.itemsize)
+                buf = rt.allocate(p.count * p.m * p.n * p.out_dtype.itemsize)
                 allocs.append(buf)
                 c = int(buf)
-            launch.queue(a, b, c, call.alpha, call.beta, 0)
+            for i in range(p.count):
+                launch.queue(a + i * sa, b + i * sb, c + i * sd, call.alpha, call.beta, 0)
             out = call.out
-            direct = out is not None and (out.flags.c_contiguous if layout == "row" else out.flags.f_contiguous)
-            res = out if direct else np.empty((p.m, p.n), p.out_dtype, order="C" if layout == "row" else "F")
-            drv.memcpy_dtoh(res, c)  # waits for the launch (default stream); straight into out when it can
+            if layout == "row":
+                res = np.empty(shape, p.out_dtype)
+                direct = out is not None and out.flags.c_contiguous
+            else:
+                res = np.swapaxes(np.empty(p.batch + (p.n, p.m), p.out_dtype), -1, -2)
+                direct = out is not None and np.swapaxes(out, -1, -2).flags.c_contiguous
+            target = out if direct else res
+            drv.memcpy_dtoh(target if layout == "row" else np.swapaxes(target, -1, -2), c)  # waits for the launches
         finally:
             for buf in allocs:
                 buf.free()
-        return res if direct else store_result(res, out)
+        return out if direct else store_result(res, out)
 
     def _run_device(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
         launch = decided.launch
@@ -252,8 +297,8 @@ class CudaBackend(Backend):
                 dest = call.out_ptr
             else:
                 result = self._new_result(rt, p, decided.result_layout)
-                dest = int(result.gpudata) if p.m * p.n else 0
-            if p.m == 0 or p.n == 0:
+                dest = int(result.gpudata) if p.count * p.m * p.n else 0
+            if p.m == 0 or p.n == 0 or p.count == 0:
                 return result
             dmat = Mat("out", p.m, p.n, p.out.layout if p.out is not None else decided.result_layout,
                        p.out.ld if p.out is not None else _compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
@@ -261,15 +306,18 @@ class CudaBackend(Backend):
             if call.c is not None and call.beta != 0.0:
                 assert p.c is not None
                 c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
+            sa, sb, sc, sd = decided.batch_bytes
             if p.k == 0:
-                rt.copy_scale(p.m, p.n, call.beta, c_src, dmat, stream)
+                for i in range(p.count):
+                    rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream)
                 return result
             assert launch is not None
-            # everything that can fail (build, load, tensor maps) happens before out is written
-            prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta)
-            if c_src is not None and call.c_ptr != dest:
-                rt.copy_scale(p.m, p.n, 1.0, c_src, dmat, stream)
-            launch.launch(prepared, stream)
+            for i in range(p.count):
+                # everything that can fail (build, load, tensor maps) happens before out is written
+                prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta)
+                if c_src is not None and call.c_ptr != dest:
+                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream)
+                launch.launch(prepared, stream)
             return result
         finally:
             if pushed:
@@ -279,7 +327,7 @@ class CudaBackend(Backend):
         import pycuda.gpuarray as gpuarray
 
         with rt.active():
-            return gpuarray.empty((p.m, p.n), p.out_dtype, order="C" if layout == "row" else "F")
+            return gpuarray.empty(p.result_shape, p.out_dtype, order="C" if layout == "row" else "F")
 
     # -- device helpers ----------------------------------------------------------------
     def to_device(self, array: np.ndarray) -> Any:

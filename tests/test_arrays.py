@@ -1,0 +1,95 @@
+"""The arrays users hold (CPU): batches with numpy.matmul broadcasting, ``matmul``, ``out_dtype``,
+the fast CPU default, and the reference on request."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import assert_close
+
+
+def rand(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def ref_matmul(a, b):
+    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+
+
+BATCHES = [
+    ((1, 5, 4), (1, 4, 6)),  # a batch of one
+    ((7, 33, 17), (7, 17, 65)),  # a plain batch
+    ((1, 9, 3), (5, 3, 2)),  # 1 vs 5: a broadcast over the batch
+    ((5, 9, 3), (3, 2)),  # a shared b
+    ((4, 3), (2, 3, 3, 5)),  # a shared a, 2-D batch
+    ((2, 1, 5, 4), (3, 4, 6)),  # broadcast in two directions (not walkable with one stride)
+    ((0, 5, 4), (4, 6)),  # an empty batch
+]
+
+
+@pytest.mark.parametrize("sa, sb", BATCHES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", ["auto", "reference"])
+def test_batched_products_follow_numpy_matmul(rng, sa, sb, variant):
+    a, b = rand(rng, sa), rand(rng, sb)
+    for _ in range(2):  # planned, then from the cache
+        got = pg.gemm(a, b, device="cpu", variant=variant)
+        want = np.matmul(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        if got.size:
+            assert_close(got, a, b)
+
+
+def test_batched_alpha_beta_c_and_in_place(rng):
+    a, b = rand(rng, (3, 6, 4)), rand(rng, (3, 4, 5))
+    c = rand(rng, (3, 6, 5))
+    expect = c.copy()
+    assert pg.gemm(a, b, c, alpha=-0.5, beta=2.0, out=c, device="cpu") is c
+    assert_close(c, a, b, expect, -0.5, 2.0)
+
+
+def test_batch_shapes_that_do_not_broadcast_are_refused(rng):
+    with pytest.raises(pg.ShapeError, match="do not broadcast"):
+        pg.gemm(rand(rng, (2, 3, 4)), rand(rng, (3, 4, 5)), device="cpu")
+    with pytest.raises(pg.ShapeError, match=r"c must have the result's shape \(2, 3, 5\)"):
+        pg.gemm(rand(rng, (2, 3, 4)), rand(rng, (2, 4, 5)), rand(rng, (3, 5)), beta=1.0, device="cpu")
+
+
+def test_matmul_has_numpy_semantics(rng):
+    a, b = rand(rng, (4, 1, 6, 3)), rand(rng, (5, 3, 2))
+    got = pg.matmul(a, b, device="cpu")
+    assert got.shape == (4, 5, 6, 2)
+    np.testing.assert_allclose(got, ref_matmul(a, b), rtol=1e-5, atol=1e-5)
+    out = np.empty((4, 5, 6, 2), np.float32)
+    assert pg.matmul(a, b, out=out, device="cpu") is out
+    with pytest.raises(pg.ShapeError, match="at least 2-D"):
+        pg.matmul(a[0, 0, 0], b, device="cpu")
+
+
+def test_out_dtype_widens_float16(rng):
+    a, b = rand(rng, (2, 17, 300), np.float16), rand(rng, (2, 300, 9), np.float16)
+    got = pg.gemm(a, b, out_dtype=np.float32, device="cpu")
+    assert got.dtype == np.float32
+    assert_close(got, a, b, out_dtype=np.float32)
+    c = rand(rng, (2, 17, 9))  # c in the output dtype
+    got = pg.gemm(a, b, c, beta=0.5, out_dtype="float32", device="cpu")
+    assert_close(got, a, b, c, 1.0, 0.5, out_dtype=np.float32)
+    with pytest.raises(pg.DTypeError, match="out is float16 but out_dtype=float32"):
+        pg.gemm(a, b, out=np.empty((2, 17, 9), np.float16), out_dtype=np.float32, device="cpu")
+    with pytest.raises(pg.DTypeError, match="the result dtype must be float32"):
+        pg.gemm(rand(rng, (3, 3)), rand(rng, (3, 3)), out_dtype=np.float16, device="cpu")
+
+
+def test_cpu_auto_is_the_blas_and_reference_is_exact(rng):
+    a, b = rand(rng, (64, 48)), rand(rng, (48, 32))
+    assert pg.explain(a, b, device="cpu").variant == "blas"
+    np.testing.assert_array_equal(pg.gemm(a, b, device="cpu", variant="reference"), ref_matmul(a, b).astype(np.float32))
+
+
+def test_a_plugin_without_batches_is_passed_over_or_says_so(rng, monkeypatch):
+    """A backend that does not declare batches never gets one: explicit devices refuse."""
+    be = pg.get_backend("cpu")
+    monkeypatch.setattr(type(be), "batched", False)
+    with pytest.raises(pg.UnsupportedProblemError, match="one matrix product per call"):
+        pg.gemm(rand(rng, (2, 3, 3)), rand(rng, (3, 3)), device="cpu")
