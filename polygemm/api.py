@@ -17,16 +17,39 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Protocol, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import registry
 from .backend import Backend, Plan
 from .errors import ArgumentError
+from .interop import allocator, host_wrapper
 from .problem import Call, GemmProblem, _scalar, common_stream, host_convert, normalize, operand_view
 
-__all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache"]
+__all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
+
+
+class CudaArray(Protocol):
+    """A device array exposing the CUDA array interface (CuPy, PyTorch, pycuda, Numba)."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]: ...
+
+
+class DLPackArray(Protocol):
+    """An array offering the DLPack protocol (JAX, PyTorch, CuPy, NumPy ...)."""
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+
+#: what ``gemm`` takes as an operand: NumPy arrays and array-likes, CUDA or DLPack arrays
+ArrayInput = Union["npt.ArrayLike", CudaArray, DLPackArray]
+#: a result dtype: a NumPy dtype or its name, or another library's dtype object (torch.float32)
+DTypeLike = Union["npt.DTypeLike", Any]
 
 log = logging.getLogger("polygemm")
 _local = threading.local()
@@ -45,6 +68,8 @@ class _Entry:
     #: order; a batch shape: also broadcast to it), repeated on each call
     convert: tuple[tuple[int, ...] | None, tuple[int, ...] | None, tuple[int, ...] | None]
     spans: tuple[int, int, int, int]  # device a, b, c, out: bytes from the pointer to past the last element
+    #: host data of another library (torch CPU, JAX, ...): NumPy result -> that kind (no copy)
+    wrap: Callable[[Any], Any] | None = None
 
 
 class PlanCache:
@@ -52,12 +77,12 @@ class PlanCache:
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
-        self._data: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._data: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple) -> _Entry | None:
+    def get(self, key: tuple[Any, ...]) -> _Entry | None:
         with self._lock:
             entry = self._data.get(key)
             if entry is None:
@@ -67,7 +92,7 @@ class PlanCache:
             self.hits += 1
             return entry
 
-    def put(self, key: tuple, entry: _Entry) -> None:
+    def put(self, key: tuple[Any, ...], entry: _Entry) -> None:
         if self.maxsize <= 0:
             return
         with self._lock:
@@ -117,7 +142,7 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     return backend, plan, problem
 
 
-def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple, list] | None:
+def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], list[Any]] | None:
     """The cache key of a call and the operands' (pointer, stream) views; None when some
     operand takes the full normalization every time."""
     if type(variant) is not str or not (device is None or type(device) is str):
@@ -137,7 +162,7 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     return key, [va, vb, vc, vo]
 
 
-def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list) -> bool:
+def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list[Any]) -> bool:
     """Whether ``out`` is clear of ``a``, ``b`` and (unless it is ``c`` itself) ``c`` for these
     pointers; False sends the call through the full check, which says what is wrong."""
     if out is None:
@@ -156,16 +181,18 @@ def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list) 
     return True
 
 
-def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem) -> _Entry:
+def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) -> _Entry:
     ops = (problem.a, problem.b, problem.c, problem.out)
     def conversion(op: Any) -> tuple[int, ...] | None:
         if op is None or not op.copied:
             return None
         return problem.batch if op.broadcast else ()
 
+    wrap = host_wrapper(problem.kind, like) if problem.residency == "host" and problem.out is None else None
     return _Entry(backend, plan,
                   tuple(conversion(op) for op in ops[:3]),  # type: ignore[arg-type]
-                  tuple(0 if op is None else op.nbytes_span for op in ops))  # type: ignore[arg-type]
+                  tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
+                  wrap)
 
 
 def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
@@ -192,23 +219,23 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
                         views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream)
             return entry, call, True
     backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
-    entry = _entry_for(backend, plan, problem)
+    entry = _entry_for(backend, plan, problem, a)
     if found is not None:
         _cache.put(found[0], entry)
     return entry, Call.from_problem(problem), False
 
 
 def gemm(
-    a: Any,
-    b: Any,
-    c: Any = None,
+    a: ArrayInput,
+    b: ArrayInput,
+    c: ArrayInput | None = None,
     *,
     alpha: float = 1.0,
     beta: float = 0.0,
     device: str | None = None,
     variant: str = "auto",
-    out: Any = None,
-    out_dtype: Any = None,
+    out: ArrayInput | None = None,
+    out_dtype: DTypeLike | None = None,
 ) -> Any:
     """Return ``alpha * (a @ b) + beta * c``, computed by the chosen backend.
 
@@ -222,21 +249,31 @@ def gemm(
     ``device`` is a backend name or ``"auto"`` (default: ``$POLYGEMM_DEVICE`` or auto);
     an explicit device never falls back. ``variant`` picks a kernel of that backend.
 
-    Host inputs give a NumPy array; device inputs give a device array. Device work is queued
-    on the stream the operands name (``__cuda_array_interface__``'s ``stream``; the default
-    stream when they name none) and not waited for, as CuPy and PyTorch do.
+    The result is of the operands' kind: NumPy in, NumPy out; CuPy in, CuPy out; torch in,
+    torch out (same device); JAX or other DLPack arrays through their ``from_dlpack``; pycuda
+    and other device arrays give a pycuda ``GPUArray``; ``out`` itself when given. Device work is queued
+    on the stream the operands name (``__cuda_array_interface__``'s ``stream``, torch's current
+    stream; the default stream when they name none) and not waited for, as CuPy and PyTorch do.
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
     entry, call, _ = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    problem = entry.plan.problem
+    if out is None and problem.residency != "host":
+        call.alloc = allocator(problem.kind, a)  # a new device result of the operands' library
     result = entry.backend.execute(entry.plan, call)
+    if out is not None:
+        result = out  # the user's own object (a DLPack out was written through a NumPy view)
+    elif entry.wrap is not None:
+        result = entry.wrap(result)
     _local.plan = entry.plan
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
 
 
-def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, device: str | None = None) -> Any:
+def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
+           device: str | None = None) -> Any:
     """``a @ b`` with ``numpy.matmul``'s semantics for matrices and stacks of matrices (≥ 2-D;
     leading dimensions broadcast), computed by polygemm's ``variant="auto"`` on ``device``.
 
@@ -246,16 +283,16 @@ def matmul(a: Any, b: Any, *, out: Any = None, out_dtype: Any = None, device: st
 
 
 def explain(
-    a: Any,
-    b: Any,
-    c: Any = None,
+    a: ArrayInput,
+    b: ArrayInput,
+    c: ArrayInput | None = None,
     *,
     alpha: float = 1.0,
     beta: float = 0.0,
     device: str | None = None,
     variant: str = "auto",
-    out: Any = None,
-    out_dtype: Any = None,
+    out: ArrayInput | None = None,
+    out_dtype: DTypeLike | None = None,
 ) -> Plan:
     """Return the :class:`Plan` ``gemm`` would run for these arguments, without running it.
 

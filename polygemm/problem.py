@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
+from .interop import common_kind, dlpack_interface, torch_stream
 
 __all__ = [
     "Operand",
@@ -147,6 +148,8 @@ class GemmProblem:
     batch: tuple[int, ...] = ()
     #: the result's dtype when no ``out`` says it (``out_dtype=``); None: the inputs' dtype
     result_dtype: np.dtype | None = None
+    #: the operands' library ("numpy", "cupy", "torch", ...): a new result is of this kind
+    kind: str = "numpy"
 
     @property
     def out_dtype(self) -> np.dtype:
@@ -345,6 +348,15 @@ def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError
 def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
     dev = device_interface(obj)
     if dev is None:
+        if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+            where, data, iface = dlpack_interface(name, obj)
+            if writable and (iface is not None or not data.flags.writeable):
+                raise ArgumentError(f"{name} must be an array polygemm can write (NumPy, a writeable CPU DLPack array, or a "
+                                    f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
+                                    f"Omit {name} to get a new result")
+            if iface is None:
+                return _host_operand(name, data, writable=writable)
+            return _device_operand(name, data, where, iface, writable=False)
         return _host_operand(name, obj, writable=writable)
     return _device_operand(name, obj, dev[0], dev[1], writable=writable)
 
@@ -423,8 +435,11 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     if out_dtype is not None:
         try:
             wanted = np.dtype(out_dtype)
-        except TypeError as exc:
-            raise DTypeError(f"out_dtype={out_dtype!r} is not a dtype: {exc}") from None
+        except TypeError:  # another library's dtype object, e.g. torch.float32
+            name = str(out_dtype).rsplit(".", 1)[-1]
+            if name not in SUPPORTED_DTYPES:
+                raise DTypeError(f"out_dtype={out_dtype!r} is not a dtype polygemm writes; pass float32 (or float16, float64)") from None
+            wanted = np.dtype(name)
     O = None
     if out is not None:
         O = _operand("out", out, writable=True)
@@ -480,8 +495,9 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         where = ", ".join(f"{op.name} on {op.residency}" for op in (A, B, C, O) if op is not None)
         raise ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")
     residency = residencies.pop()
+    kind = common_kind([("a", a), ("b", b), ("c", c), ("out", out)])
     notes = tuple(f"{op.name} was copied once into C order (strides neither row- nor column-major, or non-native byte order)" for op in (A, B, C) if op is not None and op.copied)
-    return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes, batch, result if O is None else None)
+    return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes, batch, result if O is None else None, kind)
 
 
 class Call:
@@ -493,13 +509,15 @@ class Call:
     named through ``__cuda_array_interface__`` (None when none did).
     """
 
-    __slots__ = ("a", "b", "c", "out", "a_ptr", "b_ptr", "c_ptr", "out_ptr", "alpha", "beta", "stream")
+    __slots__ = ("a", "b", "c", "out", "a_ptr", "b_ptr", "c_ptr", "out_ptr", "alpha", "beta", "stream", "alloc")
 
     def __init__(self, a: Any, b: Any, c: Any, out: Any, a_ptr: int, b_ptr: int, c_ptr: int, out_ptr: int,
-                 alpha: float, beta: float, stream: int | None) -> None:
+                 alpha: float, beta: float, stream: int | None, alloc: Any = None) -> None:
         self.a, self.b, self.c, self.out = a, b, c, out
         self.a_ptr, self.b_ptr, self.c_ptr, self.out_ptr = a_ptr, b_ptr, c_ptr, out_ptr
         self.alpha, self.beta, self.stream = alpha, beta, stream
+        #: ``alloc(shape, dtype)`` for a new device result of the operands' library (None: the backend's own)
+        self.alloc = alloc
 
     @classmethod
     def from_problem(cls, p: GemmProblem) -> "Call":
@@ -509,7 +527,8 @@ class Call:
         def ptr(op: Operand | None) -> int:
             return 0 if op is None or op.residency == "host" else op.ptr
 
-        streams = [op.interface.get("stream") for op in p.operands() if op.interface is not None]
+        streams = [op.interface.get("stream") if op.interface.get("stream") is not None else torch_stream(op.array)
+                   for op in p.operands() if op.interface is not None]
         return cls(obj(p.a), obj(p.b), obj(p.c), obj(p.out), ptr(p.a), ptr(p.b), ptr(p.c), ptr(p.out), p.alpha, p.beta,
                    common_stream(streams))
 
@@ -551,4 +570,5 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         key = (where, tuple(iface["shape"]), None if strides is None else tuple(strides), iface["typestr"], bool(readonly), ptr % 16)
     except (KeyError, TypeError):
         return None
-    return key, ptr, iface.get("stream")
+    stream = iface.get("stream")
+    return key + (type(obj),), ptr, stream if stream is not None else torch_stream(obj)

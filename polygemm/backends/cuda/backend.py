@@ -60,11 +60,8 @@ def _compact_ld(layout: str, rows: int, cols: int) -> int:
 
 
 def _result_layout(p: GemmProblem) -> str:
-    if p.out is not None:
-        return p.out.layout
-    if p.c is not None and not p.batch:  # a new batched result is always C order
-        return p.c.layout
-    return "row"
+    """``out``'s layout, else row-major: a new result is C-ordered, as its library makes it."""
+    return p.out.layout if p.out is not None else "row"
 
 
 def _batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:
@@ -295,6 +292,9 @@ class CudaBackend(Backend):
             if call.out is not None:
                 result: Any = call.out
                 dest = call.out_ptr
+            elif call.alloc is not None:  # the operands' own library allocates (CuPy's pool, torch's allocator)
+                result = call.alloc(p.result_shape, p.out_dtype)
+                dest = int(result.__cuda_array_interface__["data"][0] or 0)
             else:
                 result = self._new_result(rt, p, decided.result_layout)
                 dest = int(result.gpudata) if p.count * p.m * p.n else 0

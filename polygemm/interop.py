@@ -1,0 +1,171 @@
+"""The arrays users hold: which library an operand belongs to, DLPack in, the same kind out.
+
+* **Kinds.** An operand's kind is its library (``numpy``, ``cupy``, ``torch``, ``jax``,
+  ``pycuda``, ...), read with ``array-api-compat`` where it knows the library and from the
+  type's module otherwise. Python lists and scalars count as NumPy. One call takes one kind:
+  CuPy ``a`` with a torch ``b`` is refused, naming both.
+* **DLPack in.** An object that offers only ``__dlpack__``/``__dlpack_device__`` is read
+  without a copy: CPU data through ``numpy.from_dlpack``, CUDA data by reading the capsule's
+  ``DLTensor`` (pointer, shape, strides, dtype) into the ``__cuda_array_interface__`` form.
+* **Same kind out.** A result polygemm allocates is of the input's kind: device results are
+  allocated by the input's own library (``xp.empty(..., device=...)``: CuPy's pool, torch's
+  caching allocator, on the input's device); host results go back through the input's
+  namespace ``from_dlpack`` (no copy). pycuda and unknown device kinds get a pycuda
+  ``GPUArray``.
+* **Streams.** torch publishes no stream in its array interface; its current stream is the
+  one a torch user expects work on, so that is the stream a call on torch tensors names.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import ArgumentError, DTypeError
+
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream"]
+
+_KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
+_HOSTLIKE = ("numpy", "builtins")
+
+
+def kind_of(obj: Any) -> str:
+    """The library ``obj`` belongs to (``"numpy"`` for NumPy arrays, lists and scalars)."""
+    if obj is None or isinstance(obj, np.ndarray):
+        return "numpy"
+    root = type(obj).__module__.split(".", 1)[0]
+    if root in ("jaxlib", "jax"):
+        return "jax"
+    return "numpy" if root in _HOSTLIKE else root
+
+
+#: libraries whose arrays polygemm returns in kind; arrays of others never conflict
+KNOWN_KINDS = ("numpy", "cupy", "torch", "jax", "pycuda", "dask")
+
+
+def common_kind(operands: list[tuple[str, Any]]) -> str:
+    """The one kind of the given ``(name, object)`` operands; ArgumentError naming both
+    when two known libraries differ (mixing them would leave the result's kind a guess).
+    Objects of other libraries (device arrays exposing only an interface) take no side."""
+    kinds = [(name, kind_of(obj), obj) for name, obj in operands if obj is not None]
+    known = [k for k in kinds if k[1] in KNOWN_KINDS]
+    if not known:
+        return kinds[0][1]
+    kinds = known
+    first = kinds[0]
+    for name, kind, obj in kinds[1:]:
+        if kind != first[1]:
+            raise ArgumentError(
+                f"{first[0]} is a {_type_name(first[2])} and {name} a {_type_name(obj)}: pass operands of one library "
+                f"(convert one, e.g. with {first[1]}'s asarray / from_dlpack)"
+            )
+    return first[1]
+
+
+def _type_name(obj: Any) -> str:
+    t = type(obj)
+    return f"{t.__module__.split('.', 1)[0]}.{t.__name__}" if t.__module__ not in _HOSTLIKE else t.__name__
+
+
+# -- DLPack in --------------------------------------------------------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_DL_CODES = {0: "i", 1: "u", 2: "f"}  # kDLInt, kDLUInt, kDLFloat (bfloat16 and complex are not read)
+
+
+def dlpack_interface(name: str, obj: Any) -> tuple[str, Any, dict | None]:
+    """Read a DLPack-only object: ``("host", numpy array, None)`` for CPU data, or
+    ``("cuda", capsule, interface)`` with a ``__cuda_array_interface__``-shaped dict for CUDA
+    data (the capsule keeps the producer's memory alive while the call holds it)."""
+    try:
+        dev_type, _dev_id = obj.__dlpack_device__()
+    except Exception as exc:
+        raise ArgumentError(f"{name} ({_type_name(obj)}) has __dlpack__ but __dlpack_device__ failed: {exc}") from exc
+    if dev_type in (_KDL_CPU, _KDL_CUDA_HOST):
+        try:
+            return "host", np.from_dlpack(obj), None
+        except Exception as exc:
+            raise ArgumentError(f"{name} ({_type_name(obj)}) could not be read through DLPack: {exc}") from exc
+    if dev_type not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
+        raise ArgumentError(f"{name} ({_type_name(obj)}) lives on DLPack device type {dev_type}; polygemm takes CPU and CUDA data")
+    try:
+        capsule = obj.__dlpack__(stream=1)  # its producer orders its work before the legacy default stream
+    except TypeError:
+        capsule = obj.__dlpack__()
+    t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+    if t.dtype.lanes != 1 or t.dtype.code not in _DL_CODES:
+        raise DTypeError(f"{name} ({_type_name(obj)}) has DLPack dtype code {t.dtype.code} ({t.dtype.bits} bits); "
+                         f"polygemm supports float16, float32 and float64")
+    itemsize = t.dtype.bits // 8
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    strides = None if not t.strides else tuple(int(t.strides[i]) * itemsize for i in range(t.ndim))
+    iface = {"shape": shape, "typestr": f"<{_DL_CODES[t.dtype.code]}{itemsize}", "strides": strides,
+             "data": ((t.data or 0) + t.byte_offset, False), "version": 3, "stream": None}
+    return "cuda", capsule, iface
+
+
+# -- same kind out ---------------------------------------------------------------------------------
+def _namespace(like: Any) -> Any:
+    try:
+        from array_api_compat import array_namespace
+    except ImportError:  # pragma: no cover - a core dependency
+        return None
+    try:
+        return array_namespace(like)
+    except TypeError:
+        return None
+
+
+def allocator(kind: str, like: Any) -> Callable[[tuple[int, ...], np.dtype], Any] | None:
+    """``alloc(shape, dtype)`` making a C-ordered device array of ``like``'s library on its
+    device, or None (pycuda and unknown kinds: the backend allocates its own)."""
+    if kind in ("numpy", "pycuda"):
+        return None
+    xp = _namespace(like)
+    if xp is None or not hasattr(xp, "empty"):
+        return None
+    from array_api_compat import device
+
+    dev = device(like)
+
+    def alloc(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return xp.empty(shape, dtype=getattr(xp, dtype.name), device=dev)
+
+    return alloc
+
+
+def host_wrapper(kind: str, like: Any) -> Callable[[np.ndarray], Any] | None:
+    """For host data of another library (torch CPU, JAX, ...): turn a NumPy result into that
+    kind without a copy (``xp.from_dlpack``); None for NumPy."""
+    if kind == "numpy":
+        return None
+    xp = _namespace(like)
+    if xp is None or not hasattr(xp, "from_dlpack"):
+        return None
+    return xp.from_dlpack
+
+
+def torch_stream(obj: Any) -> int | None:
+    """The current stream of a CUDA torch tensor's device (torch's arrays name none)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
+        return None
+    return int(torch.cuda.current_stream(obj.device).cuda_stream)

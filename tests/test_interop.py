@@ -1,0 +1,75 @@
+"""Arrays of other libraries on the CPU: DLPack in, the same kind out, mixed kinds refused
+(torch CPU tensors when torch is installed; a DLPack-only object always)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import assert_close
+
+
+def rand(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+class DLPackOnly:
+    """An array that offers nothing but the DLPack protocol (as a foreign library's might)."""
+
+    def __init__(self, x):
+        self._x = x
+
+    def __dlpack__(self, **kwargs):
+        return self._x.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._x.__dlpack_device__()
+
+
+def test_dlpack_only_objects_are_read_without_a_copy(rng):
+    a, b = rand(rng, (7, 5)), rand(rng, (5, 3))
+    got = pg.gemm(DLPackOnly(a), DLPackOnly(b), device="cpu")
+    assert isinstance(got, np.ndarray)
+    assert_close(got, a, b)
+    assert pg.explain(DLPackOnly(a), DLPackOnly(b), device="cpu").copies == []
+
+
+def test_none_and_unsupported_objects_are_named(rng):
+    with pytest.raises(pg.ArgumentError, match="a must be a matrix .* got None"):
+        pg.gemm(None, rand(rng, (2, 2)))
+    with pytest.raises(pg.DTypeError, match="b is a dict"):
+        pg.gemm(rand(rng, (2, 2)), {"x": 1})
+    ro = np.zeros((2, 2), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(pg.ArgumentError, match="out must be an array polygemm can write"):
+        pg.gemm(rand(rng, (2, 2)), rand(rng, (2, 2)), out=DLPackOnly(ro))
+
+
+def test_a_writeable_dlpack_out_receives_the_result(rng):
+    a, b = rand(rng, (4, 3)), rand(rng, (3, 5))
+    target = np.full((4, 5), np.nan, np.float32)
+    out = DLPackOnly(target)
+    assert pg.gemm(a, b, out=out, device="cpu") is out
+    assert_close(target, a, b)
+
+
+def test_torch_cpu_tensors_give_torch_tensors():
+    torch = pytest.importorskip("torch")
+    a, b, c = torch.randn(9, 6), torch.randn(6, 4), torch.randn(9, 4)
+    got = pg.gemm(a, b, c, alpha=0.5, beta=2.0, device="cpu")
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.shape == (9, 4)
+    assert_close(got.numpy(), a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)
+    batched = pg.matmul(torch.randn(3, 9, 6), b)
+    assert isinstance(batched, torch.Tensor) and batched.shape == (3, 9, 4)
+    half = pg.gemm(a.half(), b.half(), out_dtype=torch.float32)
+    assert isinstance(half, torch.Tensor) and half.dtype == torch.float32
+    out = torch.empty(9, 4)
+    assert pg.gemm(a, b, out=out) is out
+    assert_close(out.numpy(), a.numpy(), b.numpy())
+
+
+def test_mixed_libraries_are_refused_naming_both(rng):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(pg.ArgumentError, match=r"a is a torch.Tensor and b a ndarray"):
+        pg.gemm(torch.randn(3, 3), rand(rng, (3, 3)))
