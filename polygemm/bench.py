@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import shlex
 import statistics
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -30,13 +32,15 @@ from .backend import Backend
 from .cli import parse_shape
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
-__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown"]
+__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes"]
 
 PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "square": [(s, s, s) for s in (1024, 2048, 4096, 6144, 8192)],
     "odd": [(4095, 4097, 4093), (1000, 3000, 2000), (16, 4096, 4096), (8192, 8192, 512), (512, 512, 16384)],
     "small": [(128, 128, 128), (255, 257, 129), (512, 512, 512)],
     "overhead": [(128, 128, 128), (256, 256, 256), (1024, 1024, 1024)],
+    # the default on the CPU: seconds in either mode on 2 cores
+    "cpu": [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (255, 257, 129)],
 }
 
 
@@ -66,6 +70,28 @@ class BenchRecord:
     inputs: str = "device"  # call mode: "device" arrays or "numpy" in and out
     vendor_call: str = ""  # call mode: how the vendor was called, e.g. "cupy.matmul(a, b, out=out)"
     copy_share: float | None = None  # call mode, numpy inputs: share of the call spent outside the device call
+    requested: str = ""  # call mode: the variant asked for ("auto", or a name); ``variant`` is the one that ran
+
+
+def load_records(path: str) -> list[BenchRecord]:
+    """The records of a ``--json`` file (``{"command": ..., "records": [...]}``) as BenchRecord
+    objects; keys this version does not know are ignored, missing ones take their defaults."""
+    with open(path) as fh:
+        data = json.load(fh)
+    rows = data["records"] if isinstance(data, dict) else data
+    known = {f.name for f in fields(BenchRecord)}
+    return [BenchRecord(**{k: v for k, v in row.items() if k in known}) for row in rows]
+
+
+def default_shapes(be: Backend) -> list[str]:
+    """``--shapes`` when none are given: the ``cpu`` preset where the work runs on the host
+    (the cpu backend, or an emulation built for the host), ``square`` on a GPU."""
+    host_only = tuple(getattr(be, "residencies", ("host",))) == ("host",)
+    try:
+        emulated = callable(getattr(be, "flavor", None)) and be.flavor() == "host"  # type: ignore[attr-defined]
+    except Exception:
+        emulated = False
+    return ["cpu"] if host_only or emulated else ["square"]
 
 
 def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
@@ -159,6 +185,7 @@ def run_bench(
     sets: int = 2,
     settle: float = 0.0,
     progress: Callable[[str], None] | None = None,
+    step: Callable[[], None] | None = None,
 ) -> list[BenchRecord]:
     """Benchmark ``variants`` (or ``"all"``) of backend ``device`` on ``shapes``.
 
@@ -167,6 +194,9 @@ def run_bench(
     back to back (vendor, then variant): on a GPU at its power cap, interleaving lets the
     kernel that draws more power slow the one timed right after it, and settling gives each
     its own sustained clock.
+
+    ``progress`` gets one line per result (or per problem not timed); ``step`` is called once
+    per (shape, variant) done, timed or not (a progress bar's tick).
     """
     be = registry.get_backend(device)
     av = be.probe()
@@ -202,6 +232,8 @@ def run_bench(
             except UnsupportedProblemError as exc:
                 if progress:
                     progress(f"{m}x{n}x{k} {name:28s} not timed: {exc}")
+                if step:
+                    step()
                 continue
             times, vtimes = [], []
             try:
@@ -228,7 +260,9 @@ def run_bench(
             )
             records.append(rec)
             if progress:
-                progress(f"{m}x{n}x{k} {name:28s} {rec.tflops:8.2f} TFLOP/s  ({rec.ratio:.2f}x {vendor})")
+                progress(f"{m}x{n}x{k} {name:28s} {_rate(rec.tflops)}  ({rec.ratio:.2f}x {vendor})")
+            if step:
+                step()
         if vend is not None:
             vend.close()
         del dev
@@ -328,13 +362,15 @@ def run_call_bench(
     min_seconds: float = 0.05,
     sets: int = 2,
     progress: Callable[[str], None] | None = None,
+    step: Callable[[], None] | None = None,
 ) -> list[BenchRecord]:
     """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
     vendor called as its users call it, interleaved repeat by repeat (see the module docstring).
 
     ``inputs="device"``: device arrays of the user's library (CuPy, else torch, else the
     backend's own); ``"numpy"``: NumPy in and out (host copies included; ``copy_share`` is
-    the part of the call not spent in the device-array call).
+    the part of the call not spent in the device-array call). ``progress`` gets one line per
+    shape; ``step`` is called once per shape done, timed or not.
     """
     from .api import gemm, last_plan
 
@@ -371,6 +407,8 @@ def run_call_bench(
         except UnsupportedProblemError as exc:
             if progress:
                 progress(f"{m}x{n}x{k} {variant} not timed: {exc}")
+            if step:
+                step()
             continue
         ran = last_plan()
         chosen = ran.variant if ran is not None else variant
@@ -390,13 +428,15 @@ def run_call_bench(
         rec = BenchRecord(
             be.name, chosen, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
             t * 1e3, lib.name, flops / vt / 1e12, vt / t, be.device_name(), date, repeats, timed.calls,
-            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share,
+            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share, variant,
         )
         records.append(rec)
         if progress:
             extra = f", copies {share:.0%} of the call" if share is not None else ""
             progress(f"{m}x{n}x{k} gemm({variant}) -> {chosen:28s} {rec.us_per_call:10.1f} us/call  {_rate(rec.tflops)}  "
                      f"({rec.ratio:.2f}x {vendor_call}: {rec.vendor_us_per_call:.1f} us{extra})")
+        if step:
+            step()
         del sets_, ours, theirs
     return records
 
@@ -404,6 +444,19 @@ def run_call_bench(
 def _rate(tflops: float) -> str:
     """TFLOP/s, or GFLOP/s where TFLOP/s would round to nothing."""
     return f"{tflops:8.2f} TFLOP/s" if tflops >= 0.1 else f"{tflops * 1e3:8.2f} GFLOP/s"
+
+
+def _unit(tflops: Sequence[float]) -> tuple[str, float]:
+    """One unit for a table: ("TFLOP/s", 1) where its largest figure is at least 1 TFLOP/s,
+    else ("GFLOP/s", 1000) so CPU figures do not round to 0.0."""
+    finite = [t for t in tflops if t == t]
+    return ("TFLOP/s", 1.0) if finite and max(finite) >= 1.0 else ("GFLOP/s", 1e3)
+
+
+def _num(tflops: float, unit: tuple[str, float]) -> str:
+    """``tflops`` in ``unit``: one decimal, two below 10 GFLOP/s."""
+    v = tflops * unit[1]
+    return f"{v:.1f}" if unit[0] == "TFLOP/s" or not v < 10 else f"{v:.2f}"
 
 
 def call_markdown(records: list[BenchRecord]) -> str:
@@ -416,7 +469,7 @@ def call_markdown(records: list[BenchRecord]) -> str:
                 continue
             lines.append(f"### {rs[0].backend} {dtype}, {inputs} arrays: polygemm.gemm per call beside `{rs[0].vendor_call}`\n")
             share = any(r.copy_share is not None for r in rs)
-            lines.append("| shape | variant auto chose | µs/call | vendor µs/call | TFLOP/s | vendor TFLOP/s | ratio |" + (" copy share |" if share else ""))
+            lines.append("| shape | variant auto chose | µs/call | vendor µs/call | FLOP/s | vendor FLOP/s | ratio |" + (" copy share |" if share else ""))
             lines.append("|---|---|---|---|---|---|---|" + ("---|" if share else ""))
             for r in rs:
                 cells = [f"{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}", f"{r.vendor_us_per_call:.1f}",
@@ -435,8 +488,9 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
         return "\n".join(lines + ["(no records)"])
     r0 = records[0]
     if r0.mode == "call":
-        lines.insert(0, f"Device: {r0.device}; date {r0.date}; wall clock per call over {r0.calls_per_repeat}+ calls back to back "
-                        f"between device synchronizations, median of {r0.repeats} repeats, vendor timed beside polygemm repeat by repeat.\n")
+        sync = "" if r0.vendor_variant == "numpy" else " between device synchronizations"  # numpy: a host backend
+        lines.insert(0, f"Device: {r0.device}; date {r0.date}; wall clock per call over {r0.calls_per_repeat}+ calls back to back"
+                        f"{sync}, median of {r0.repeats} repeats, vendor timed beside polygemm repeat by repeat.\n")
         return "\n".join(lines + [call_markdown(records)])
     how = ("vendor timed beside each variant, repeat by repeat" if r0.method == "interleaved"
            else f"each kernel {r0.method} alone before its repeats")
@@ -446,17 +500,18 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
         shapes = list(dict.fromkeys((r.m, r.n, r.k) for r in rs))
         variants = list(dict.fromkeys(r.variant for r in rs))
         vendor = rs[0].vendor_variant or "vendor"
-        lines.append(f"### {rs[0].backend} {dtype}: TFLOP/s (ratio to {vendor} in the same run)\n")
+        unit = _unit([r.tflops for r in rs] + [r.vendor_tflops for r in rs])
+        lines.append(f"### {rs[0].backend} {dtype}: {unit[0]} (ratio to {vendor} in the same run)\n")
         lines.append("| variant | " + " | ".join(f"{m}×{n}×{k}" for m, n, k in shapes) + " |")
         lines.append("|---|" + "---|" * len(shapes))
         vend = {(r.m, r.n, r.k): statistics.median(x.vendor_tflops for x in rs if (x.m, x.n, x.k) == (r.m, r.n, r.k)) for r in rs}
-        lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(f"{vend[s]:.1f}" for s in shapes) + " |")
+        lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(_num(vend[s], unit) for s in shapes) + " |")
         by = {(r.variant, r.m, r.n, r.k): r for r in rs}
         for v in variants:
             cells = []
             for s in shapes:
                 r = by.get((v, *s))
-                cells.append(f"{r.tflops:.1f} ({r.ratio:.2f}×)" if r else "–")
+                cells.append(f"{_num(r.tflops, unit)} ({r.ratio:.2f}×)" if r else "–")
             lines.append(f"| {v} | " + " | ".join(cells) + " |")
         lines.append("")
         lines.append(ladder_tables(rs))
@@ -478,11 +533,12 @@ def ladder_tables(records: list[BenchRecord]) -> str:
             if r.variant not in ladders[r.variant.split("_v")[0]]:
                 ladders[r.variant.split("_v")[0]].append(r.variant)
     out = []
+    unit = _unit([r.tflops for r in records])
     for ladder, rungs in ladders.items():
         if len(rungs) < 2:
             continue
         out.append(f"#### Ladder `{ladder}`: step by step\n")
-        head = " | ".join(f"{c}³ TFLOP/s | vs vendor | step" for c in cubes)
+        head = " | ".join(f"{c}³ {unit[0]} | vs vendor | step" for c in cubes)
         out.append(f"| rung | {head} |")
         out.append("|---|" + "---|---|---|" * len(cubes))
         prev: dict[int, float] = {}
@@ -494,11 +550,90 @@ def ladder_tables(records: list[BenchRecord]) -> str:
                     cells.append("– | – | –")
                     continue
                 step = f"{r.tflops / prev[c]:.2f}×" if c in prev else "–"
-                cells.append(f"{r.tflops:.1f} | {r.ratio:.2f}× | {step}")
+                cells.append(f"{_num(r.tflops, unit)} | {r.ratio:.2f}× | {step}")
                 prev[c] = r.tflops
             out.append(f"| {v} | " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
+
+
+class _Progress:
+    """A progress bar on a terminal (tqdm, else rich), the result lines printed above it; plain
+    lines where there is no terminal, with ``--no-progress``, or with neither installed."""
+
+    def __init__(self, total: int, desc: str, bar: bool) -> None:
+        self._tqdm: Any = None
+        self._rich: Any = None
+        self._task: Any = None
+        if not bar or total <= 0:
+            return
+        try:
+            from tqdm import tqdm
+
+            try:  # a terminal that reports no width (some ptys) gets a fixed one
+                width = os.get_terminal_size(sys.stdout.fileno()).columns
+            except (OSError, ValueError):
+                width = 0
+            size: dict[str, Any] = {"dynamic_ncols": True} if width > 0 else {"ncols": 100}
+            self._tqdm = tqdm(total=total, desc=desc, unit="run", file=sys.stdout, leave=False, **size)
+            return
+        except ImportError:
+            pass
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self._rich = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TimeRemainingColumn(), console=Console(file=sys.stdout), transient=True)
+            self._rich.start()
+            self._task = self._rich.add_task(desc, total=total)
+        except ImportError:
+            self._rich = None
+
+    @property
+    def active(self) -> bool:
+        return self._tqdm is not None or self._rich is not None
+
+    def line(self, text: str) -> None:
+        if self._tqdm is not None:
+            self._tqdm.write(text, file=sys.stdout)
+        elif self._rich is not None:
+            self._rich.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(text, flush=True)
+
+    def step(self) -> None:
+        if self._tqdm is not None:
+            self._tqdm.update(1)
+        elif self._rich is not None:
+            self._rich.advance(self._task)
+
+    def close(self) -> None:
+        if self._tqdm is not None:
+            self._tqdm.close()
+        elif self._rich is not None:
+            self._rich.stop()
+        self._tqdm = self._rich = None
+
+    def __enter__(self) -> "_Progress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _intro(be: Backend, device: str, dtype: str, mode: str, inputs: str, shapes: Sequence[tuple[int, int, int]], preset: str) -> str:
+    """The first line of a run: what is timed and, per backend, what the untimed warm-up covers."""
+    host_only = tuple(getattr(be, "residencies", ("host",))) == ("host",)
+    what = ("polygemm.gemm per call, wall clock, beside the vendor as its users call it" if mode == "call"
+            else "each variant's raw launch beside the backend's vendor variant")
+    if host_only:
+        warm = "warm-up calls first, not timed"
+    elif mode == "call" and inputs == "numpy":
+        warm = "warm-up calls (compilation, module load) first, not timed; every timed call copies host<->device"
+    else:
+        warm = "warm-up calls (compilation, module load) first, not timed; the data stays on the device"
+    return f"polygemm bench: {device} {dtype}, {mode} mode, {len(shapes)} shapes{preset}: {what}; {warm}"
 
 
 def _bench_device(device: str | None) -> str:
@@ -514,10 +649,13 @@ def _bench_device(device: str | None) -> str:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        shapes = parse_shapes(args.shapes)
-    except argparse.ArgumentTypeError as exc:
-        raise ArgumentError(f"--shapes: {exc}; presets: {', '.join(PRESETS)}") from None
+    def shapes_of(items: Sequence[str]) -> list[tuple[int, int, int]]:
+        try:
+            return parse_shapes(items)
+        except argparse.ArgumentTypeError as exc:
+            raise ArgumentError(f"--shapes: {exc}; presets: {', '.join(PRESETS)}") from None
+
+    shapes = shapes_of(args.shapes) if args.shapes else []
     if args.settle < 0:
         raise SystemExit("polygemm bench: --settle must be >= 0 seconds")
     if args.repeats < 1:
@@ -528,16 +666,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
         except ImportError as exc:
             raise ArgumentError(f"--plot needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from None
     device = _bench_device(args.device)
+    be = registry.get_backend(device)
+    preset = ""
+    if not args.shapes:  # per device: seconds on a CPU, the large cubes on a GPU
+        chosen = default_shapes(be)
+        shapes, preset = shapes_of(chosen), f" (preset {', '.join(chosen)})"
     command = "polygemm " + shlex.join(args.argv)
-    say = lambda s: print(s, flush=True)  # noqa: E731
+    bar = not args.no_progress and sys.stdout.isatty()
+    print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     if args.mode == "call":
         names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
         records: list[BenchRecord] = []
-        for name in names:
-            records += run_call_bench(device, args.dtype, shapes, variant=name, inputs=args.inputs, repeats=args.repeats, progress=say)
+        with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
+            for name in names:
+                records += run_call_bench(device, args.dtype, shapes, variant=name, inputs=args.inputs, repeats=args.repeats,
+                                          progress=prog.line, step=prog.step)
     else:
         variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
-        records = run_bench(device, args.dtype, variants, shapes, repeats=args.repeats, settle=args.settle, progress=say)
+        count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
+        with _Progress(count * len(shapes), f"bench {device}", bar) as prog:
+            records = run_bench(device, args.dtype, variants, shapes, repeats=args.repeats, settle=args.settle,
+                                progress=prog.line, step=prog.step)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"command": command, "records": [asdict(r) for r in records]}, fh, indent=1)
@@ -551,9 +700,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preset_summary(shapes: Sequence[tuple[int, int, int]]) -> str:
+    """``1024³..8192³`` for cubes, else the shapes themselves, for --help."""
+    cubes = [m for m, n, k in shapes if m == n == k]
+    text = [f"{cubes[0]}³..{cubes[-1]}³"] if len(cubes) > 3 else [f"{c}³" for c in cubes]
+    text += [f"{m}x{n}x{k}" for m, n, k in shapes if not m == n == k]
+    return ", ".join(text)
+
+
 def add_parser(sub: Any) -> None:
-    s = sub.add_parser("bench", help="time polygemm against the vendor library (same process)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s = sub.add_parser("bench", help="time polygemm against the vendor library (same process)")
     s.add_argument("--device", default=None, help="backend to time (default: $POLYGEMM_DEVICE, else the best available)")
     s.add_argument("--mode", choices=["call", "kernel"], default="call",
                    help="call: the public polygemm.gemm per call (wall clock) beside the vendor as its users call it; "
@@ -563,12 +719,17 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="element type of A, B and C")
     s.add_argument("--variants", nargs="+", default=None,
                    help="variant names (comma or space separated); call mode default: auto; kernel mode default: all")
-    s.add_argument("--shapes", nargs="+", default=["square"], help="MxNxK items and presets: " + ", ".join(PRESETS))
+    s.add_argument("--shapes", nargs="+", default=None,
+                   help="MxNxK items and presets: " + "; ".join(f"{name} ({_preset_summary(shapes)})" for name, shapes in PRESETS.items())
+                        + ". Default: square on a GPU (cuda, musa), cpu on the CPU (seconds on 2 cores)")
     s.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported")
     s.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
                    help="kernel mode: run each kernel alone this long before timing its repeats (sustained clocks) "
                         "instead of interleaving the vendor repeat by repeat")
     s.add_argument("--json", metavar="PATH", help="write the records as JSON")
     s.add_argument("--markdown", metavar="PATH", help="write the tables as markdown")
-    s.add_argument("--plot", metavar="PATH", help="PNG of TFLOP/s against size (needs matplotlib)")
+    s.add_argument("--plot", metavar="PATH", help="PNG of FLOP/s against problem size with min-max bars (needs matplotlib: "
+                                                  "pip install 'polygemm[plot]'; checked before any timing)")
+    s.add_argument("--no-progress", action="store_true",
+                   help="plain result lines, no progress bar (a bar is drawn only on a terminal, with tqdm or rich installed)")
     s.set_defaults(fn=cmd_bench)

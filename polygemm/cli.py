@@ -199,8 +199,11 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     flops = 2.0 * m * n * k
     rate = flops / best if best > 0 else float("nan")
     speed = f"{rate / 1e12:.3f} TFLOP/s" if rate >= 1e11 else f"{rate / 1e9:.3f} GFLOP/s"
+    # what the timings include, per backend: the cpu computes where the arrays are; a GPU
+    # backend is handed NumPy arrays here, so every call copies host<->device
     host_only = tuple(getattr(be, "residencies", ("host",))) == ("host",)
-    first_note = "first call" if host_only else "first call, includes compilation and copies"
+    setup = {"cuda": "kernel compilation or cache load", "musa": "loading the library"}.get(plan.backend, "one-time setup")
+    first_note = "first call" if host_only else f"first call, includes {setup} and host<->device copies"
     copies = "" if host_only else " including host<->device copies"
     print(f"time: {first * 1e3:.3f} ms ({first_note}), best of {args.repeat} {best * 1e3:.3f} ms = {speed}{copies}")
     if args.check:
