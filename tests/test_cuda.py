@@ -256,3 +256,107 @@ def test_big_endian_numpy_inputs_on_cuda(cuda, dtype):
         res = pg.gemm(a, b, device="cuda")
         assert res.dtype == native
         assert reference_for(a.astype(native), b.astype(native)).compare(res).ok
+
+
+# -- the arrays users hold (issue 15) ----------------------------------------------------------
+BATCH_CASES = [((1, 64, 48), (1, 48, 80)), ((7, 33, 17), (7, 17, 65)), ((1, 40, 24), (5, 24, 36)), ((5, 40, 24), (24, 36)),
+               ((0, 16, 8), (8, 4))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shapes", BATCH_CASES, ids=lambda s: f"{s[0]}@{s[1]}")
+def test_batched_products_on_cuda(cuda, dtype, shapes):
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal(shapes[0]).astype(dtype)
+    b = rng.standard_normal(shapes[1]).astype(dtype)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    for kind in ("numpy", "cupy"):
+        x, y = (a, b) if kind == "numpy" else (cp.asarray(a), cp.asarray(b))
+        for _ in range(2):  # planned, then cached
+            got = pg.gemm(x, y, device="cuda")
+            host = got if kind == "numpy" else cp.asnumpy(got)
+            assert host.shape == want.shape and host.dtype == dtype
+            for i in np.ndindex(*want.shape[:-2]):
+                res = reference_for(np.broadcast_to(a, want.shape[:-2] + a.shape[-2:])[i],
+                                    np.broadcast_to(b, want.shape[:-2] + b.shape[-2:])[i]).compare(host[i])
+                assert res.ok, f"{kind} matrix {i} ({pg.last_plan().variant}): {res.message}"
+    if int(np.prod(want.shape[:-2])) > 1:
+        assert "PG_BATCH" in str(pg.explain(cp.asarray(a), cp.asarray(b), device="cuda")) or \
+            "batch" in pg.explain(cp.asarray(a), cp.asarray(b), device="cuda").launch
+
+
+def test_batched_alpha_beta_with_c_on_device(cuda):
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((4, 70, 30), (4, 30, 50), (4, 70, 50)))
+    out = cp.full((4, 70, 50), cp.nan, dtype=cp.float32)
+    pg.gemm(cp.asarray(a), cp.asarray(b), cp.asarray(c), alpha=0.5, beta=-2.0, out=out, device="cuda")
+    host = cp.asnumpy(out)
+    for i in range(4):
+        assert reference_for(a[i], b[i], c[i], 0.5, -2.0).compare(host[i]).ok
+
+
+def test_results_are_of_the_inputs_kind(cuda):
+    import pycuda.gpuarray as gpuarray
+
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((33, 20)).astype(np.float32)
+    b = rng.standard_normal((20, 17)).astype(np.float32)
+    got = pg.gemm(cp.asarray(a), cp.asarray(b))
+    assert isinstance(got, cp.ndarray) and reference_for(a, b).compare(cp.asnumpy(got)).ok
+    with cuda.runtime.active():
+        ga = pg.gemm(gpuarray.to_gpu(a), gpuarray.to_gpu(b))
+        assert isinstance(ga, gpuarray.GPUArray) and reference_for(a, b).compare(ga.get()).ok
+    torch = pytest.importorskip("torch")
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    tt = pg.gemm(ta, tb)
+    assert isinstance(tt, torch.Tensor) and tt.device == ta.device and reference_for(a, b).compare(tt.cpu().numpy()).ok
+    half = pg.gemm(ta.half(), tb.half(), out_dtype=torch.float32)
+    assert half.dtype == torch.float32
+    with pytest.raises(pg.ArgumentError, match="a is a cupy.ndarray and b a torch.Tensor"):
+        pg.gemm(cp.asarray(a), tb)
+
+
+def test_dlpack_only_cuda_arrays(cuda):
+    cp = pytest.importorskip("cupy")
+
+    class Only:
+        def __init__(self, x):
+            self._x = x
+
+        def __dlpack__(self, **kw):
+            return self._x.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self._x.__dlpack_device__()
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((40, 24)).astype(np.float16)
+    b = rng.standard_normal((24, 56)).astype(np.float16)
+    got = pg.gemm(Only(cp.asarray(a)), Only(cp.asarray(b)), device="cuda")
+    with cuda.runtime.active():
+        host = got.get() if hasattr(got, "get") else np.asarray(got)
+    assert reference_for(a, b).compare(host).ok
+
+
+def test_torch_stream_ordered_chain_without_synchronize(cuda):
+    """Producer, polygemm and consumer on a torch side stream: polygemm queues on torch's
+    current stream, so the chain is correct with no synchronize between its steps."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    side = torch.cuda.Stream()
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = torch.from_numpy(rng.standard_normal((1024, 768)).astype(np.float32)).cuda()
+    b = torch.from_numpy(rng.standard_normal((768, 512)).astype(np.float32)).cuda()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        x = a * 3.0  # queued on `side`
+        for _ in range(3):
+            y = pg.gemm(x, b)
+            x2 = y[:, :1].clone()  # the consumer, on `side`
+        result = y.cpu()  # waits for `side` only
+    assert reference_for(3.0 * a.cpu().numpy(), b.cpu().numpy()).compare(result.numpy()).ok
+    assert x2.shape == (1024, 1)

@@ -257,7 +257,39 @@ def test_row_split_only_for_row_major_operands_of_an_unaligned_problem():
 def test_builds_are_the_macro_product_plus_row_split():
     spec = SPECS["hgemm_v1_mma_ldmatrix"]
     builds = spec.builds()
-    assert len(builds) == 2 ** len(spec.macro_names()) + 2
+    assert len(builds) == 2 ** len(spec.macro_names()) + 2 + 2 ** len(spec.macro_names())  # + the PG_BATCH builds
+    assert all(not b.get("PG_ROW_SPLIT") for b in builds if b.get("PG_BATCH"))
     split = [b for b in builds if b.get("PG_ROW_SPLIT")]
     assert {b["PG_OUT_F32"] for b in split} == {0, 1}
     assert all(b["PG_VEC"] == 0 and b["PG_TRANS_A"] == 0 and b["PG_TRANS_B"] == 0 for b in split)
+
+
+def test_batches_go_on_the_grid_of_rungs_with_a_batched_build():
+    spec = SPECS["hgemm_v1_mma_ldmatrix"]
+    m, n, k, count = 4095, 300, 77, 7
+    a, b, c = _h("a", m, k, k), _h("b", k, n, n), _h("c", m, n, n)  # unaligned: would split rows alone
+    lp = plan_launch(spec, a, b, c, batch=(count, m * k, 0, m * n))
+    assert lp.batch_count == count and lp.grid[2] == count and lp.row_split == 0
+    assert lp.macros()["PG_BATCH"] == 1 and lp.macros() in spec.builds()
+    assert lp.batch_strides == (m * k, 0, m * n)
+    swapped = plan_launch(SPECS["cm_v12_cp_async"], Mat("a", 64, 32, "row", 32, 0, 4), Mat("b", 32, 48, "row", 48, 0, 4),
+                          Mat("c", 64, 48, "row", 48, 0, 4), batch=(3, 2048, 1536, 3072))
+    assert swapped.swap and swapped.batch_strides == (1536, 2048, 3072)  # the kernel's A is the user's b
+    assert "batch" in swapped.describe()
+
+
+def test_tma_rung_hands_batches_to_the_mma_rung():
+    from polygemm.backends.cuda.planning import TmaUnsuitable
+
+    spec = SPECS["hgemm_v2_wgmma_tma"]
+    a, b, c = _h("a", 512, 512, 512), _h("b", 512, 512, 512), _h("c", 512, 512, 512)
+    plan_launch(spec, a, b, c)  # one matrix: fine
+    with pytest.raises(TmaUnsuitable, match="batch"):
+        plan_launch(spec, a, b, c, batch=(64, 512 * 512, 512 * 512, 512 * 512))
+
+
+def test_rungs_without_a_batched_build_launch_once_per_matrix():
+    spec = SPECS["cm_v11_smem_double_buffer"] if "cm_v11_smem_double_buffer" in SPECS else SPECS["cm_v01_naive"]
+    lp = plan_launch(spec, Mat("a", 64, 64, "col", 64, 0, 4), Mat("b", 64, 64, "col", 64, 0, 4), Mat("c", 64, 64, "col", 64, 0, 4),
+                     batch=(5, 4096, 4096, 4096))
+    assert lp.batch_count == 0 and lp.grid[2] == 1

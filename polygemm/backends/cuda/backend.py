@@ -188,22 +188,24 @@ class CudaBackend(Backend):
             plan.private = CudaPlan(None, _result_layout(p), _batch_bytes(p))
             return plan
         a, b, c = self._plan_mats(p)
+        sa, sb, _, sd = _batch_bytes(p)
+        batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
         try:
-            lp = plan_launch(spec, a, b, c)
+            lp = plan_launch(spec, a, b, c, batch=batch)
         except TmaUnsuitable as exc:
             fallback = tma_fallback()
             plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
             plan.variant = fallback
             spec = kernel_specs()[fallback]
-            lp = plan_launch(spec, a, b, c)
+            lp = plan_launch(spec, a, b, c, batch=batch)
         if rt is not None:
             check_smem(lp, rt.max_smem_per_block)
         plan.launch = lp.describe()
         if lp.packs:
             plan.padding = "; ".join(f"{pk.src.name} -> {pk.dst.rows}x{pk.dst.cols} scratch" for pk in lp.packs)
         plan.notes.extend(lp.notes)
-        if p.batch:
-            plan.launch["batch"] = f"{p.count} products, one launch each on the same stream"
+        if p.batch and not lp.batch_count:
+            plan.launch["batch"] = f"{p.count} products, one launch each on the same stream (the rung has no batched build)"
         plan.private = CudaPlan(PreparedLaunch(rt, spec, lp) if rt is not None else None, _result_layout(p), _batch_bytes(p))  # type: ignore[arg-type]
         return plan
 
@@ -263,7 +265,7 @@ class CudaBackend(Backend):
                 buf = rt.allocate(p.count * p.m * p.n * p.out_dtype.itemsize)
                 allocs.append(buf)
                 c = int(buf)
-            for i in range(p.count):
+            for i in range(1 if launch.lp.batch_count else p.count):  # a batched build takes all at once
                 launch.queue(a + i * sa, b + i * sb, c + i * sd, call.alpha, call.beta, 0)
             out = call.out
             if layout == "row":
@@ -312,11 +314,18 @@ class CudaBackend(Backend):
                     rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream)
                 return result
             assert launch is not None
-            for i in range(p.count):
+            copy_c = c_src is not None and call.c_ptr != dest
+            if launch.lp.batch_count:  # a batched build takes the whole batch in one launch
                 # everything that can fail (build, load, tensor maps) happens before out is written
+                prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta)
+                for i in range(p.count if copy_c else 0):
+                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream)  # type: ignore[arg-type]
+                launch.launch(prepared, stream)
+                return result
+            for i in range(p.count):
                 prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta)
-                if c_src is not None and call.c_ptr != dest:
-                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream)
+                if copy_c:
+                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream)  # type: ignore[arg-type]
                 launch.launch(prepared, stream)
             return result
         finally:

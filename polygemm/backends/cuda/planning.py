@@ -102,6 +102,8 @@ class LaunchPlan:
     smem_bytes: int = 0
     tma: bool = False  # tensor maps describe A and B (the "tma" kernel ABI)
     row_split: int = 0  # PG_ROW_SPLIT: the number of row sets (gridDim.z); 0: not split
+    batch_count: int = 0  # PG_BATCH: matrices of a strided batch on gridDim.z; 0: one product a launch
+    batch_strides: tuple[int, int, int] = (0, 0, 0)  # PG_BATCH: element strides of the kernel's A, B, C
     packs: list[Pack] = field(default_factory=list)  # before the launch
     unpack: Pack | None = None  # after the launch
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -116,6 +118,8 @@ class LaunchPlan:
             m["PG_OUT_F32"] = int(self.out_f32)
         if self.row_split:
             m["PG_ROW_SPLIT"] = 1
+        if self.batch_count:
+            m["PG_BATCH"] = 1
         return m
 
     def describe(self) -> dict[str, object]:
@@ -127,6 +131,8 @@ class LaunchPlan:
         }
         if self.row_split:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
+        if self.batch_count:
+            d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
         if self.grid != (1, 1, 1):
             d["grid"] = self.grid
             d["block"] = self.block
@@ -180,11 +186,18 @@ def row_split_sets(a: Mat, m: int, bm: int) -> int:
     return p if 4 * split <= 5 * plain else 0
 
 
-def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col") -> LaunchPlan:
+#: most matrices one batched launch takes (gridDim.z); larger batches launch once per matrix
+MAX_GRID_BATCH = 65535
+
+
+def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col",
+                batch: tuple[int, int, int, int] = (0, 0, 0, 0)) -> LaunchPlan:
     """Plan ``C = alpha·A·B + beta·C`` for rung ``spec`` (None: the cuBLAS comparator).
 
     ``a`` is M×K, ``b`` K×N, ``c`` M×N as stored on the device (``c`` is the buffer the
-    result lands in). Raises UnsupportedProblemError beyond 32-bit indexing.
+    result lands in). ``batch`` = (count, element strides of a, b, c) for a strided batch:
+    a rung with ``PG_BATCH`` takes it on the grid. Raises UnsupportedProblemError beyond
+    32-bit indexing.
     """
     k = a.cols
     _check_index_range([a, b, c], "problem too large")
@@ -200,14 +213,21 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     lp.tma = spec.abi == "tma"
     if lp.tma:
         why = tma_refusal(a2, b2, c2)
+        if why is None and batch[0] > 1:
+            why = "its tensor maps describe one matrix, not a batch"
         if why is not None:
             raise TmaUnsuitable(why)
+    count = batch[0]
+    if spec.batch and spec.predicated and 1 < count <= MAX_GRID_BATCH:
+        sa, sb, sc = batch[1:]
+        lp.batch_count = count
+        lp.batch_strides = (sb, sa, sc) if swap else (sa, sb, sc)
     if spec.predicated:
         lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in (a2, b2, c2))
         if spec.align > 1 and not lp.vec:
             lp.notes.append("a pointer or leading dimension is not 16-byte aligned: the rung's unaligned build (PG_VEC=0)")
         lp.smem_bytes = spec.smem_for(lp.vec)
-        if spec.row_split and not lp.vec and not ta and not tb:
+        if spec.row_split and not lp.vec and not ta and not tb and not lp.batch_count:
             lp.row_split = row_split_sets(a2, km, spec.tile[0])
             if lp.row_split:
                 lp.notes.append(
@@ -259,6 +279,6 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             f"{spec.name} would need a {gx}x{gy} grid for this problem; CUDA allows at most 65535 blocks along y. "
             f"Split the product or pick another variant"
         )
-    lp.grid = (gx, gy, max(lp.row_split, 1))
+    lp.grid = (gx, gy, max(lp.row_split, lp.batch_count, 1))
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

@@ -48,6 +48,7 @@ class KernelSpec:
     arch: str = ""  # an architecture-specific target such as "sm_90a" (built with nvcc directly)
     abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
     row_split: bool = False  # has the PG_ROW_SPLIT=1 unaligned build (row sets of one phase)
+    batch: bool = False  # has the PG_BATCH=1 build (a strided batch on blockIdx.z)
 
     def runs_on(self, sm: int) -> bool:
         """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""
@@ -67,13 +68,17 @@ class KernelSpec:
     def builds(self) -> list[dict[str, int]]:
         """Every macro set the backend may compile this rung with ([{}] for a padded rung):
         each 0/1 combination of ``macro_names()``, plus the ``PG_ROW_SPLIT=1`` builds (only
-        with ``PG_VEC=0`` and no transposes) of a rung that has them."""
+        with ``PG_VEC=0`` and no transposes) of a rung that has them, plus the ``PG_BATCH=1``
+        builds (every combination, never with a row split) of a rung that has those."""
         if not self.predicated:
             return [{}]
         names = self.macro_names()
-        out = [dict(zip(names, values)) for values in itertools.product((0, 1), repeat=len(names))]
+        base = [dict(zip(names, values)) for values in itertools.product((0, 1), repeat=len(names))]
+        out = list(base)
         if self.row_split:
-            out += [{**m, "PG_ROW_SPLIT": 1} for m in out if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
+            out += [{**m, "PG_ROW_SPLIT": 1} for m in base if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
+        if self.batch:
+            out += [{**m, "PG_BATCH": 1} for m in base]
         return out
 
     @property
@@ -147,6 +152,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         arch=str(row.get("arch", "") or ""),
         abi=str(row.get("abi", "standard") or "standard"),
         row_split=bool(row.get("row_split", False)),
+        batch=bool(row.get("batch", False)),
     )
 
 

@@ -25,6 +25,32 @@
 #endif
 
 // ======================================================================================
+// Section: strided batches on the grid (PG_BATCH, any predicated rung that declares it)
+// PG_BATCH=1: blockIdx.z is the matrix of a strided batch. The entry point takes three more
+// parameters after ldc -- PG_BATCH_PARAMS, the element strides from one matrix of A, B and
+// C to the next (0: one matrix shared by the whole batch) -- and moves its pointers with
+// PG_BATCH_SEEK before anything else, so the rest of the kernel is the single product.
+// ======================================================================================
+#ifndef PG_BATCH
+#define PG_BATCH 0
+#endif
+#if PG_BATCH
+#define PG_BATCH_PARAMS , long long pg_batch_a, long long pg_batch_b, long long pg_batch_c
+#define PG_BATCH_SEEK(A, B, C)                                   \
+    do {                                                         \
+        const long long pg_z = static_cast<long long>(blockIdx.z); \
+        (A) += pg_z * pg_batch_a;                                \
+        (B) += pg_z * pg_batch_b;                                \
+        (C) += pg_z * pg_batch_c;                                \
+    } while (0)
+#else
+#define PG_BATCH_PARAMS
+#define PG_BATCH_SEEK(A, B, C) \
+    do {                       \
+    } while (0)
+#endif
+
+// ======================================================================================
 // Section: column-major ladder (sgemm_cm/, seed 000/001)
 // Element (r, c) of a column-major matrix with leading dimension ld is p[r + c*ld].
 // ======================================================================================

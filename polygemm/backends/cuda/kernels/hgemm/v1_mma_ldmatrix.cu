@@ -692,9 +692,19 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
 extern "C" __global__ void __launch_bounds__(hgemm_v1::kThreads, HG_MIN_BLOCKS)
 hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda,
                       const __half* __restrict__ B, int ldb, float beta, void* __restrict__ Cv,
-                      int ldc)
+                      int ldc PG_BATCH_PARAMS)
 {
     using namespace hgemm_v1;
+#if PG_BATCH && PG_ROW_SPLIT
+#error "PG_BATCH and PG_ROW_SPLIT both use blockIdx.z: the planner never combines them"
+#endif
+#if PG_BATCH
+    {
+        OutT* Cb = reinterpret_cast<OutT*>(Cv);
+        PG_BATCH_SEEK(A, B, Cb);  // blockIdx.z is the batch here (never with PG_ROW_SPLIT)
+        Cv = Cb;
+    }
+#endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
     __half* const sA = reinterpret_cast<__half*>(smem_raw);  // kStages x kAStage
 #if PG_VEC

@@ -211,8 +211,9 @@ extern "C" __global__ void __launch_bounds__(cm_v12::kThreads, cm_v12::kMinBlock
 CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
                       const float* __restrict__ A, int lda,
                       const float* __restrict__ B, int ldb,
-                      float beta, float* __restrict__ C, int ldc) {
+                      float beta, float* __restrict__ C, int ldc PG_BATCH_PARAMS) {
     using namespace cm_v12;
+    PG_BATCH_SEEK(A, B, C);
     extern __shared__ __align__(16) float smem[];  // kStages x (A tile, B tile)
 
     const int tid = threadIdx.x;
