@@ -278,14 +278,15 @@ def test_batches_go_on_the_grid_of_rungs_with_a_batched_build():
     assert "batch" in swapped.describe()
 
 
-def test_tma_rung_hands_batches_to_the_mma_rung():
+def test_tma_rung_takes_batches_whose_strides_tma_can_step():
     from polygemm.backends.cuda.planning import TmaUnsuitable
 
     spec = SPECS["hgemm_v2_wgmma_tma"]
     a, b, c = _h("a", 512, 512, 512), _h("b", 512, 512, 512), _h("c", 512, 512, 512)
-    plan_launch(spec, a, b, c)  # one matrix: fine
-    with pytest.raises(TmaUnsuitable, match="batch"):
-        plan_launch(spec, a, b, c, batch=(64, 512 * 512, 512 * 512, 512 * 512))
+    lp = plan_launch(spec, a, b, c, batch=(64, 512 * 512, 0, 512 * 512))  # b shared by the batch
+    assert lp.batch_count == 64 and lp.grid[2] == 64 and lp.macros()["PG_BATCH"] == 1 and lp.macros() in spec.builds()
+    with pytest.raises(TmaUnsuitable, match="batch stride"):  # 17 x 24 halves: not 16-byte steps
+        plan_launch(spec, _h("a", 17, 24, 24), _h("b", 24, 32, 32), _h("c", 17, 32, 32), batch=(3, 17 * 24 + 4, 0, 17 * 32))
 
 
 def test_rungs_without_a_batched_build_launch_once_per_matrix():

@@ -54,7 +54,7 @@ class PreparedLaunch:
         if k is None:
             assert self.spec is not None
             k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
-            args = _TMA_ARGS if self.lp.tma else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
+            args = (_TMA_ARGS if self.lp.tma else _STANDARD_ARGS) + (_BATCH_ARGS if self.lp.batch_count else ())
             self._pack = k.struct_for(args).pack
             self._kernel = k
         return k
@@ -66,7 +66,9 @@ class PreparedLaunch:
             from .tma import hgemm_v2_tensor_maps
 
             lp = self.lp
-            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b)
+            sa, sb, _ = lp.batch_strides
+            batch = (lp.batch_count, sa, sb) if lp.batch_count else None
+            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, batch=batch)
             maps = (ta.tobytes(), tb.tobytes())
             with self._lock:
                 if len(self._maps) >= _TMA_MAPS_KEPT:
@@ -90,6 +92,9 @@ class PreparedLaunch:
         self.kernel()
         if lp.tma:
             ta, tb = self._tensor_maps(ka, kb)
+            if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
+                sa, sb, sc = lp.batch_strides
+                return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, int(sa != 0), int(sb != 0), sc)
             return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
         if lp.batch_count:
             return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides)

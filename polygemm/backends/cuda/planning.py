@@ -213,8 +213,8 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     lp.tma = spec.abi == "tma"
     if lp.tma:
         why = tma_refusal(a2, b2, c2)
-        if why is None and batch[0] > 1:
-            why = "its tensor maps describe one matrix, not a batch"
+        if why is None and batch[0] > 1 and any((st * a2.itemsize) % 16 for st in batch[1:]):
+            why = "a batch stride is not a multiple of 16 bytes (TMA's rule for every stride)"
         if why is not None:
             raise TmaUnsuitable(why)
     count = batch[0]

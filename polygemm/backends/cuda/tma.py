@@ -116,8 +116,11 @@ def encode_tiled_2d(
     box_cols: int,
     swizzle: Swizzle = "128b",
     itemsize: int = 2,
+    batch: tuple[int, int] | None = None,
 ) -> np.void:
-    """Encode a 2-D tiled tensor map for a ``rows x cols`` matrix at device address ``ptr``.
+    """Encode a 2-D tiled tensor map for a ``rows x cols`` matrix at device address ``ptr``
+    (3-D with ``batch`` = (matrices, byte stride from one to the next): the batch is the
+    map's third dimension, box extent 1; a stride of 0 (one matrix shared) gives extent 1).
 
     ``layout="row"``: element (r, c) at ``ptr + (r*ld + c)*itemsize`` (cols contiguous);
     ``layout="col"``: element (r, c) at ``ptr + (r + c*ld)*itemsize`` (rows contiguous).
@@ -154,14 +157,25 @@ def encode_tiled_2d(
 
     lib = _libcuda()
     tmap = _TensorMap()
-    gdim = (ctypes.c_uint64 * 2)(dims[0], dims[1])
-    gstride = (ctypes.c_uint64 * 1)(ld * itemsize)
-    bdim = (ctypes.c_uint32 * 2)(box[0], box[1])
-    estride = (ctypes.c_uint32 * 2)(1, 1)
+    if batch is None:
+        rank, gdims, gstrides, boxes = 2, [dims[0], dims[1]], [ld * itemsize], [box[0], box[1]]
+    else:
+        count, stride = batch
+        if stride % 16:
+            raise DeviceError(f"tensor map: the batch stride ({stride} bytes) must be a multiple of 16")
+        span = -(-ld * itemsize * dims[1] // 16) * 16  # any valid stride: extent 1 never steps
+        rank = 3
+        gdims = [dims[0], dims[1], count if stride else 1]
+        gstrides = [ld * itemsize, stride if stride else span]
+        boxes = [box[0], box[1], 1]
+    gdim = (ctypes.c_uint64 * rank)(*gdims)
+    gstride = (ctypes.c_uint64 * (rank - 1))(*gstrides)
+    bdim = (ctypes.c_uint32 * rank)(*boxes)
+    estride = (ctypes.c_uint32 * rank)(*([1] * rank))
     rc = lib.cuTensorMapEncodeTiled(
         ctypes.byref(tmap),
         _DTYPE_CODES[itemsize],
-        2,
+        rank,
         ctypes.c_void_p(ptr),
         gdim,
         gstride,
@@ -246,6 +260,7 @@ def hgemm_v2_tensor_maps(
     trans_a: bool,
     trans_b: bool,
     cfg: HgemmV2Config = HGEMM_V2_DEFAULT,
+    batch: tuple[int, int, int] | None = None,
 ) -> tuple[np.void, np.void]:
     """The two tensor maps of one ``hgemm_v2_wgmma_tma`` launch (fp16 A: M x K, B: K x N).
 
@@ -254,8 +269,12 @@ def hgemm_v2_tensor_maps(
     ``b[k*ldb + j]``).
     """
     lay = hgemm_v2_layout(trans_a, trans_b, cfg)
-    ta = encode_tiled_2d(a_ptr, M, K, lda, "col" if trans_a else "row", *lay.box_a, swizzle=lay.swizzle)
-    tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle)
+    ba = bb = None
+    if batch is not None:  # (matrices, element strides of A and B): PG_BATCH's 3-D maps
+        count, sa, sb = batch
+        ba, bb = (count, 2 * sa), (count, 2 * sb)
+    ta = encode_tiled_2d(a_ptr, M, K, lda, "col" if trans_a else "row", *lay.box_a, swizzle=lay.swizzle, batch=ba)
+    tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle, batch=bb)
     return ta, tb
 
 

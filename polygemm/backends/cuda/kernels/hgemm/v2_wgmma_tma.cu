@@ -46,6 +46,10 @@
 // dimensions that are multiples of 8 elements (variants.json "align": 8); the epilogue's
 // half2/float2 stores rely on the same (C 16-byte aligned, ldc % 8 == 0).
 // beta == 0 never reads C. Any M, N, K >= 1.
+// PG_BATCH=1 (a strided batch, blockIdx.z = the matrix): A and B are 3-D tensor maps whose
+// third dimension is the batch (its byte stride lives in the map), loaded at coordinate
+// z * pg_batch_a (pg_batch_b): 1 for a batched operand, 0 for one shared by the whole batch;
+// C moves pg_batch_c elements per matrix. Not with HG2_CLUSTER=2.
 //
 // Shared memory (all swizzled tiles 1024-byte aligned, as the 128-byte swizzle requires):
 // stage s = [A tile BM x 64 | B tile 64 x BN]; a K-major tile is rows of 64 k (128 B, one
@@ -137,6 +141,7 @@ static_assert(kBN == 128 || kBN == 192 || kBN == 256, "BN is 128, 192 or 256 (wg
 static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
 static_assert(HG2_CLUSTER == 1 || kBN % 128 == 0, "cluster: B tile splits into two halves");
+static_assert(!PG_BATCH || HG2_CLUSTER == 1, "PG_BATCH: the multicast loads are 2-D");
 static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
 static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
@@ -194,6 +199,20 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
         "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
 }
+// 3-D tile load (PG_BATCH: the batch is the map's third dimension).
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
+#if PG_BATCH
+#define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_3d(dst, map, c0, c1, z, bar)
+#else
+#define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_2d(dst, map, c0, c1, bar)
+#endif
 // Same, delivered to the same shared offset (data and barrier) of every CTA in `mask`.
 __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0,
                                                int c1, uint32_t bar, uint16_t mask) {
@@ -389,8 +408,13 @@ __cluster_dims__(2, 1, 1)
 __launch_bounds__(hgemm_v2::kThreads, 1)
 hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
                    const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
-                   float beta, void* C, int ldc)
+                   float beta, void* C, int ldc PG_BATCH_PARAMS)
 {
+#if PG_BATCH
+    const int za = static_cast<int>(blockIdx.z * pg_batch_a);  // batch coordinates in the maps
+    const int zb = static_cast<int>(blockIdx.z * pg_batch_b);
+    C = static_cast<hgemm_v2::OutT*>(C) + static_cast<long long>(blockIdx.z) * pg_batch_c;
+#endif
     using namespace hgemm_v2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -450,16 +474,16 @@ hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
 #if PG_TRANS_A
 #pragma unroll
                     for (int i = 0; i < kBM / 64; ++i)
-                        tma_load_2d(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, fb);
+                        HG2_LOAD(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, za, fb);
 #else
-                    tma_load_2d(sa, &tmap_a, k0, m0, fb);
+                    HG2_LOAD(sa, &tmap_a, k0, m0, za, fb);
 #endif
 #if PG_TRANS_B
                     if (kCluster == 2) {  // rows [rank*BN/2, +BN/2) of the K-major B tile
                         tma_load_2d_mc(sb + rank * (kBTileBytes / 2), &tmap_b, k0,
                                        n0 + static_cast<int>(rank) * (kBN / 2), fb, 0x3);
                     } else {
-                        tma_load_2d(sb, &tmap_b, k0, n0, fb);
+                        HG2_LOAD(sb, &tmap_b, k0, n0, zb, fb);
                     }
 #else
                     if (kCluster == 2) {  // boxes [rank*nb/2, +nb/2) of the N-major B tile
@@ -471,7 +495,7 @@ hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
                     } else {
 #pragma unroll
                         for (int j = 0; j < kBN / 64; ++j)
-                            tma_load_2d(sb + j * kBoxBytes, &tmap_b, n0 + 64 * j, k0, fb);
+                            HG2_LOAD(sb + j * kBoxBytes, &tmap_b, n0 + 64 * j, k0, zb, fb);
                     }
 #endif
                     if (++s == kStages) {
