@@ -71,6 +71,7 @@ class BenchRecord:
     vendor_call: str = ""  # call mode: how the vendor was called, e.g. "cupy.matmul(a, b, out=out)"
     copy_share: float | None = None  # call mode, numpy inputs: share of the call spent outside the device call
     requested: str = ""  # call mode: the variant asked for ("auto", or a name); ``variant`` is the one that ran
+    batch: int = 0  # call mode: matrices of a strided batch (0: one product); flops count them all
 
 
 def load_records(path: str) -> list[BenchRecord]:
@@ -284,8 +285,9 @@ class _ArrayLib:
     host_vendor_call: str
 
 
-def _array_lib(be: Backend, dtype: str) -> _ArrayLib:
-    """CuPy, else torch, else the backend's own device arrays (vendor through its vendor variant)."""
+def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
+    """CuPy, else torch (or the one ``prefer`` names), else the backend's own device arrays
+    (vendor through its vendor variant)."""
     def np_vendor(a: Any, b: Any, out: Any) -> Any:
         if a.dtype == np.float16:  # NumPy's BLAS has no half: float32 in, as polygemm promises
             return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16))
@@ -294,7 +296,7 @@ def _array_lib(be: Backend, dtype: str) -> _ArrayLib:
     if "host" in be.residencies and len(be.residencies) == 1:
         return _ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt), np_vendor,
                          "numpy.matmul(a, b, out=out)", np_vendor, "numpy.matmul(a, b, out=out)")
-    if be.name == "cuda":
+    if be.name == "cuda" and prefer in ("auto", "cupy"):
         try:
             import cupy as cp
 
@@ -303,7 +305,9 @@ def _array_lib(be: Backend, dtype: str) -> _ArrayLib:
                              lambda a, b, out: cp.matmul(cp.asarray(a), cp.asarray(b)).get(out=out),
                              "cupy.matmul(cupy.asarray(a), cupy.asarray(b)).get(out=out)")
         except ImportError:
-            pass
+            if prefer == "cupy":
+                raise UnsupportedProblemError("--array-lib cupy: cupy is not importable") from None
+    if be.name == "cuda" and prefer in ("auto", "torch"):
         try:
             import torch
 
@@ -363,6 +367,8 @@ def run_call_bench(
     sets: int = 2,
     progress: Callable[[str], None] | None = None,
     step: Callable[[], None] | None = None,
+    batch: int = 0,
+    array_lib: str = "auto",
 ) -> list[BenchRecord]:
     """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
     vendor called as its users call it, interleaved repeat by repeat (see the module docstring).
@@ -370,7 +376,9 @@ def run_call_bench(
     ``inputs="device"``: device arrays of the user's library (CuPy, else torch, else the
     backend's own); ``"numpy"``: NumPy in and out (host copies included; ``copy_share`` is
     the part of the call not spent in the device-array call). ``progress`` gets one line per
-    shape; ``step`` is called once per shape done, timed or not.
+    shape; ``step`` is called once per shape done, timed or not. ``batch`` > 0 times a strided
+    batch of that many products per call (the vendor's batched GEMM, e.g. ``torch.matmul`` on
+    3-D tensors, i.e. ``cublasGemmStridedBatchedEx``); ``array_lib`` picks cupy or torch.
     """
     from .api import gemm, last_plan
 
@@ -383,22 +391,23 @@ def run_call_bench(
     known = {v.name for v in be.variants() if dtype in v.dtypes}
     if variant != "auto" and variant not in known:
         raise UnsupportedProblemError(f"--variants: {variant!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
-    lib = _array_lib(be, dtype)
+    lib = _array_lib(be, dtype, array_lib)
     host_only = lib.name == "numpy"
+    lead = (batch,) if batch else ()
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     np_dtype = np.dtype(dtype)
     sync = be.synchronize
     records: list[BenchRecord] = []
     for (m, n, k) in shapes:
-        flops = 2.0 * m * n * k
-        host = [(rng.standard_normal((m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal((k, n), dtype=np.float32).astype(np_dtype),
-                 np.empty((m, n), np_dtype)) for _ in range(sets)]
+        flops = 2.0 * m * n * k * max(batch, 1)
+        host = [(rng.standard_normal(lead + (m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal(lead + (k, n), dtype=np.float32).astype(np_dtype),
+                 np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
         if inputs == "numpy" or host_only:
             sets_ = host
             vendor_fn, vendor_call = (lib.host_vendor, lib.host_vendor_call) if not host_only else (lib.vendor, lib.vendor_call)
         else:
-            sets_ = [(lib.to_device(a), lib.to_device(b), lib.empty((m, n), np_dtype)) for a, b, _ in host]
+            sets_ = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
             vendor_fn, vendor_call = lib.vendor, lib.vendor_call
         ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in sets_]
         theirs = [(lambda a=a, b=b, o=o: vendor_fn(a, b, o)) for a, b, o in sets_]
@@ -419,7 +428,7 @@ def run_call_bench(
             times.append(timed.once())
         share = None
         if inputs == "numpy" and not host_only:
-            dev = [(lib.to_device(a), lib.to_device(b), lib.empty((m, n), np_dtype)) for a, b, _ in host]
+            dev = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
             dev_t = statistics.median(_CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in dev],
                                                  sync, min_seconds).once() for _ in range(repeats))
             share = max(0.0, 1.0 - dev_t / statistics.median(times))
@@ -428,12 +437,12 @@ def run_call_bench(
         rec = BenchRecord(
             be.name, chosen, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
             t * 1e3, lib.name, flops / vt / 1e12, vt / t, be.device_name(), date, repeats, timed.calls,
-            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share, variant,
+            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share, variant, batch,
         )
         records.append(rec)
         if progress:
             extra = f", copies {share:.0%} of the call" if share is not None else ""
-            progress(f"{m}x{n}x{k} gemm({variant}) -> {chosen:28s} {rec.us_per_call:10.1f} us/call  {_rate(rec.tflops)}  "
+            progress(f"{f'{batch}x' if batch else ''}{m}x{n}x{k} gemm({variant}) -> {chosen:28s} {rec.us_per_call:10.1f} us/call  {_rate(rec.tflops)}  "
                      f"({rec.ratio:.2f}x {vendor_call}: {rec.vendor_us_per_call:.1f} us{extra})")
         if step:
             step()
@@ -472,7 +481,7 @@ def call_markdown(records: list[BenchRecord]) -> str:
             lines.append("| shape | variant auto chose | µs/call | vendor µs/call | FLOP/s | vendor FLOP/s | ratio |" + (" copy share |" if share else ""))
             lines.append("|---|---|---|---|---|---|---|" + ("---|" if share else ""))
             for r in rs:
-                cells = [f"{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}", f"{r.vendor_us_per_call:.1f}",
+                cells = [f"{f'{r.batch} × ' if r.batch else ''}{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}", f"{r.vendor_us_per_call:.1f}",
                          _rate(r.tflops).strip(), _rate(r.vendor_tflops).strip(), f"**{r.ratio:.2f}×**"]
                 if share:
                     cells.append(f"{r.copy_share:.0%}" if r.copy_share is not None else "–")
@@ -680,7 +689,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
             for name in names:
                 records += run_call_bench(device, args.dtype, shapes, variant=name, inputs=args.inputs, repeats=args.repeats,
-                                          progress=prog.line, step=prog.step)
+                                          progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib)
     else:
         variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
         count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
@@ -716,6 +725,10 @@ def add_parser(sub: Any) -> None:
                         "kernel: each variant's raw launch (device events) beside the backend's vendor variant")
     s.add_argument("--inputs", choices=["device", "numpy"], default="device",
                    help="call mode: device arrays (CuPy, else torch) with out=, or NumPy in and out (copies included)")
+    s.add_argument("--array-lib", choices=["auto", "cupy", "torch"], default="auto",
+                   help="call mode: whose device arrays and matmul (auto: CuPy, else torch)")
+    s.add_argument("--batch", type=int, default=0, metavar="N",
+                   help="call mode: a strided batch of N products per call (vendor: its batched GEMM, e.g. torch.matmul on 3-D)")
     s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="element type of A, B and C")
     s.add_argument("--variants", nargs="+", default=None,
                    help="variant names (comma or space separated); call mode default: auto; kernel mode default: all")
