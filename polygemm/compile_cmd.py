@@ -1,0 +1,154 @@
+"""``polygemm compile``: build the CUDA kernel catalog ahead of time, in parallel, with no GPU.
+
+Every rung the backend may launch on a device of each ``--arch`` is built in every macro set it
+may request (``KernelSpec.builds()``), plus the copy/scale helper and the probes, through the
+backend's own compile path (:mod:`polygemm.backends.cuda.compiler`: NVRTC, else nvcc). The
+cubins go into the kernel cache, or with ``--out DIR`` into DIR under the names the backend
+looks for when ``POLYGEMM_KERNEL_DIR=DIR`` (what a wheel or a container image would ship).
+
+ptxas's register report is read for each build: a register spill fails the run in an
+auto-selectable (predicated) rung or a helper, and is reported but allowed in a teaching rung.
+Exit status 0 when everything built, 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import ArgumentError
+
+__all__ = ["Job", "jobs", "run", "parse_arch", "add_parser"]
+
+SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+REGS = re.compile(r"Used (\d+) registers")
+DEFAULT_ARCHS = ("sm_80", "sm_90")
+
+
+@dataclass(frozen=True)
+class Job:
+    source: Path
+    target: str  # what it is built for: sm_XX, or the rung's own (sm_90a)
+    macros: tuple[tuple[str, int], ...]
+    strict: bool  # a spill fails the run (auto-selectable rungs and helpers)
+    name: str  # variant name, or the helper's file stem
+
+    def label(self, kernel_dir: Path) -> str:
+        return f"{self.source.relative_to(kernel_dir)} {self.target} {' '.join(f'{k}={v}' for k, v in self.macros)}".strip()
+
+
+def parse_arch(text: str) -> int:
+    """``sm_80``, ``sm_90a``, ``compute_90``, ``80`` or ``8.0`` -> 80 (the device's compute capability;
+    ``sm_90a`` names the same devices as ``sm_90``: the wgmma rung is built for sm_90a whenever 90 is)."""
+    t = text.strip().lower()
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d)\.?(\d)[af]?", t) or re.fullmatch(r"(?:sm_|compute_)?(\d\d)(\d)[af]?", t)
+    if m is None:
+        raise ArgumentError(f"--arch {text!r}: expected sm_XY such as sm_80, sm_90 or sm_90a")
+    return int(m.group(1) + m.group(2))
+
+
+def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
+    """Every build for devices of compute capabilities ``archs`` (each once), limited to the
+    variants or helper file stems in ``only`` when given."""
+    from .backends.cuda.variants import KERNEL_DIR, kernel_specs
+
+    specs = kernel_specs()
+    extras = sorted((KERNEL_DIR / "util").glob("*.cu")) + sorted((KERNEL_DIR / "hgemm").glob("*probe*.cu"))
+    if only:
+        known = set(specs) | {p.stem for p in extras}
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise ArgumentError(f"--only {' '.join(unknown)}: no such variant or helper; choose from {', '.join(list(specs) + [p.stem for p in extras])}")
+    out: dict[tuple, Job] = {}
+    for sm in archs:
+        for spec in specs.values():
+            if (only and spec.name not in only) or not spec.runs_on(sm):
+                continue
+            target = spec.arch or f"sm_{sm}"
+            for macros in spec.builds():
+                job = Job(spec.source, target, tuple(sorted(macros.items())), spec.predicated, spec.name)
+                out.setdefault((job.source, job.target, job.macros), job)
+        for extra in extras:
+            if only and extra.stem not in only:
+                continue
+            job = Job(extra, f"sm_{sm}", (), True, extra.stem)
+            out.setdefault((job.source, job.target, job.macros), job)
+    return list(out.values())
+
+
+def _one(job: Job, out: Path | None, compiler: str | None) -> tuple[bool, str]:
+    from .backends.cuda import compiler as cc
+    from .backends.cuda.variants import KERNEL_DIR
+    from .errors import DeviceError
+
+    label = job.label(KERNEL_DIR)
+    macros = dict(job.macros)
+    t0 = time.perf_counter()
+    try:
+        b = cc.build(job.source, job.target, macros, compiler=compiler, verbose=True)
+    except DeviceError as exc:
+        return False, f"FAIL compile {label}\n{exc}"
+    took = time.perf_counter() - t0
+    dest = out / cc.prebuilt_name(job.source, job.target, macros) if out is not None else cc.cache_path(job.source, job.target, macros, compiler)
+    cc.write_entry(dest, cc.pack(cc.meta_for(job.source, job.target, macros, b.compiler), b.cubin))
+    spills = [(int(a), int(s)) for a, s in SPILL.findall(b.log)]
+    regs = ", ".join(REGS.findall(b.log))
+    if any(a or s for a, s in spills):
+        return (not job.strict), f"{'FAIL' if job.strict else 'note'} register spill {label}: {spills} (stores, loads bytes)"
+    return True, f"ok   {label} ({regs} registers, {took:.1f} s)"
+
+
+def run(archs: Sequence[int], out: Path | None = None, threads: int | None = None, compiler: str | None = None,
+        only: Sequence[str] | None = None, quiet: bool = False, stream: Any = None) -> int:
+    """Build every job for ``archs``; print one line a build (failures and notes only when
+    ``quiet``) and a summary; 0 when all passed, 1 otherwise."""
+    from .backends.cuda import compiler as cc
+
+    stream = stream or sys.stdout
+    todo = jobs(archs, only)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    # name the compiler (and fail early, with the reason, when there is none) before starting
+    targets = sorted({j.target for j in todo})
+    used = sorted({cc.select(t, compiler).describe() for t in targets})
+    print(f"polygemm compile: {len(todo)} builds for {', '.join(targets)} with {'; '.join(used)} into {out or cc.cache_dir()}", file=stream, flush=True)
+    t0 = time.perf_counter()
+    ok = True
+    with ThreadPoolExecutor(max(1, threads or os.cpu_count() or 2)) as pool:  # NVRTC runs in parallel in threads; nvcc in processes
+        for good, msg in pool.map(lambda j: _one(j, out, compiler), todo):
+            if not quiet or not msg.startswith("ok"):
+                print(msg, file=stream, flush=True)
+            ok &= good
+    print(f"{len(todo)} kernel builds in {time.perf_counter() - t0:.0f} s: {'all passed' if ok else 'FAILURES above'}", file=stream, flush=True)
+    return 0 if ok else 1
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    archs = list(dict.fromkeys(parse_arch(a) for a in (args.arch or DEFAULT_ARCHS)))
+    return run(archs, Path(args.out) if args.out else None, args.jobs, args.compiler, args.only, args.quiet)
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "compile",
+        help="build every CUDA kernel ahead of time (no GPU needed) into the cache or a folder",
+        description=(
+            "Build every CUDA kernel the backend may launch on devices of the given architectures, in every "
+            "macro set, into the kernel cache or --out DIR (then run with POLYGEMM_KERNEL_DIR=DIR to load them and "
+            "compile nothing). Always builds: fails on a compile error or a register spill in an auto-selectable kernel."
+        ),
+    )
+    s.add_argument("--arch", nargs="+", metavar="SM", help=f"device architectures, e.g. sm_80 sm_86 sm_90 (sm_90a = sm_90) (default: {' '.join(DEFAULT_ARCHS)})")
+    s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
+    s.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="builds at once (default: one per CPU)")
+    s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else NVRTC when present, else nvcc)")
+    s.add_argument("--only", nargs="+", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (copy_scale, ldmatrix_probe, mma_peak_probe)")
+    s.add_argument("-q", "--quiet", action="store_true", help="print failures, spill notes and the summary only")
+    s.set_defaults(fn=cmd_compile)
