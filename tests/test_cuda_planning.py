@@ -283,8 +283,10 @@ def test_tma_rung_takes_batches_whose_strides_tma_can_step():
 
     spec = SPECS["hgemm_v2_wgmma_tma"]
     a, b, c = _h("a", 512, 512, 512), _h("b", 512, 512, 512), _h("c", 512, 512, 512)
-    lp = plan_launch(spec, a, b, c, batch=(64, 512 * 512, 0, 512 * 512))  # b shared by the batch
-    assert lp.batch_count == 64 and lp.grid[2] == 64 and lp.macros()["PG_BATCH"] == 1 and lp.macros() in spec.builds()
+    lp = plan_launch(spec, a, b, c, batch=(64, 512 * 512, 0, 512 * 512), sms=132)  # b shared by the batch
+    assert lp.batch_count == 64 and lp.macros()["PG_BATCH"] == 1 and lp.macros() in spec.builds()
+    assert lp.grid == (132, 1, 1)  # persistent: the kernel walks every matrix's tiles
+    assert plan_launch(spec, a, b, c, batch=(2, 512 * 512, 0, 512 * 512), sms=132).grid == (16, 1, 1)  # fewer tiles than SMs
     with pytest.raises(TmaUnsuitable, match="batch stride"):  # 17 x 24 halves: not 16-byte steps
         plan_launch(spec, _h("a", 17, 24, 24), _h("b", 24, 32, 32), _h("c", 17, 32, 32), batch=(3, 17 * 24 + 4, 0, 17 * 32))
 

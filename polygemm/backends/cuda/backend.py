@@ -149,6 +149,11 @@ class CudaBackend(Backend):
         return f"{rt.name} ({rt.arch})" if rt is not None else ""
 
     # -- planning --------------------------------------------------------------------
+    def _sms(self) -> int:
+        """The device's streaming multiprocessors (132 when no device is open: planning tests)."""
+        rt = self._rt
+        return int(getattr(rt, "sms", 0) or 132)
+
     def _plan_mats(self, p: GemmProblem) -> tuple[Mat, Mat, Mat]:
         """The operands as the device will hold them (host ones as fresh compact buffers);
         pointers stand for the alignment every matrix of a batch has."""
@@ -191,13 +196,13 @@ class CudaBackend(Backend):
         sa, sb, _, sd = _batch_bytes(p)
         batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
         try:
-            lp = plan_launch(spec, a, b, c, batch=batch)
+            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms())
         except TmaUnsuitable as exc:
             fallback = tma_fallback()
             plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
             plan.variant = fallback
             spec = kernel_specs()[fallback]
-            lp = plan_launch(spec, a, b, c, batch=batch)
+            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms())
         if rt is not None:
             check_smem(lp, rt.max_smem_per_block)
         plan.launch = lp.describe()

@@ -45,6 +45,7 @@ class CudaRuntime:
         self.ctx_handle = int(self.ctx.handle)
         # the most dynamic shared memory one block may opt in to
         self.max_smem_per_block = int(self.device.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
+        self.sms = int(self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT))
         self.cu: Driver = driver()
         self._lock = threading.Lock()
         self._functions: dict[tuple, Kernel] = {}

@@ -22,6 +22,7 @@ __all__ = ["PreparedLaunch"]
 
 _STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N K alpha A lda B ldb beta C ldc
 _BATCH_ARGS = ("q", "q", "q")  # PG_BATCH: element strides of A, B, C from one matrix to the next
+_TMA_BATCH_ARGS = ("i", "i", "i", "q")  # PG_BATCH (TMA rung): matrices, A batched?, B batched?, C's stride
 _TMA_ARGS = ("128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # tmapA tmapB M N K alpha beta C ldc
 _TMA_MAPS_KEPT = 8  # tensor maps kept per launch, keyed on (A, B) pointers (benchmarks rotate inputs)
 
@@ -54,7 +55,8 @@ class PreparedLaunch:
         if k is None:
             assert self.spec is not None
             k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
-            args = (_TMA_ARGS if self.lp.tma else _STANDARD_ARGS) + (_BATCH_ARGS if self.lp.batch_count else ())
+            args = _TMA_ARGS + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
+                else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
             self._pack = k.struct_for(args).pack
             self._kernel = k
         return k
@@ -94,7 +96,7 @@ class PreparedLaunch:
             ta, tb = self._tensor_maps(ka, kb)
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
                 sa, sb, sc = lp.batch_strides
-                return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, int(sa != 0), int(sb != 0), sc)
+                return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc)
             return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
         if lp.batch_count:
             return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides)

@@ -191,12 +191,13 @@ MAX_GRID_BATCH = 65535
 
 
 def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col",
-                batch: tuple[int, int, int, int] = (0, 0, 0, 0)) -> LaunchPlan:
+                batch: tuple[int, int, int, int] = (0, 0, 0, 0), sms: int = 132) -> LaunchPlan:
     """Plan ``C = alpha·A·B + beta·C`` for rung ``spec`` (None: the cuBLAS comparator).
 
     ``a`` is M×K, ``b`` K×N, ``c`` M×N as stored on the device (``c`` is the buffer the
     result lands in). ``batch`` = (count, element strides of a, b, c) for a strided batch:
-    a rung with ``PG_BATCH`` takes it on the grid. Raises UnsupportedProblemError beyond
+    a rung with ``PG_BATCH`` takes it on the grid (``sms``: the device's SM count, for the
+    persistent grid of the TMA rung's batches). Raises UnsupportedProblemError beyond
     32-bit indexing.
     """
     k = a.cols
@@ -280,5 +281,9 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             f"Split the product or pick another variant"
         )
     lp.grid = (gx, gy, max(lp.row_split, lp.batch_count, 1))
+    if lp.tma and lp.batch_count:
+        # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
+        # threadblock per SM, each producer prefetching its next tile while its consumers store
+        lp.grid = (min(gx * gy * lp.batch_count, max(sms, 1)), 1, 1)
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

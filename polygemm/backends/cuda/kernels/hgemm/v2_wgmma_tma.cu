@@ -46,8 +46,11 @@
 // dimensions that are multiples of 8 elements (variants.json "align": 8); the epilogue's
 // half2/float2 stores rely on the same (C 16-byte aligned, ldc % 8 == 0).
 // beta == 0 never reads C. Any M, N, K >= 1.
-// PG_BATCH=1 (a strided batch, blockIdx.z = the matrix): A and B are 3-D tensor maps whose
-// third dimension is the batch (its byte stride lives in the map), loaded at coordinate
+// PG_BATCH=1 (a strided batch): four more parameters after ldc (HG2_BATCH_PARAMS). The work
+// units are the tiles of every matrix (unit u: matrix z = u / tiles-per-matrix), so a
+// persistent grid walks the whole batch and each producer prefetches the next tile, maybe of
+// the next matrix, while the consumers store. A and B are 3-D tensor maps whose third
+// dimension is the batch (its byte stride lives in the map), loaded at coordinate
 // z * pg_batch_a (pg_batch_b): 1 for a batched operand, 0 for one shared by the whole batch;
 // C moves pg_batch_c elements per matrix. Not with HG2_CLUSTER=2.
 //
@@ -210,7 +213,9 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
 }
 #if PG_BATCH
 #define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_3d(dst, map, c0, c1, z, bar)
+#define HG2_BATCH_PARAMS , int pg_batch_count, int pg_batch_a, int pg_batch_b, long long pg_batch_c
 #else
+#define HG2_BATCH_PARAMS
 #define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_2d(dst, map, c0, c1, bar)
 #endif
 // Same, delivered to the same shared offset (data and barrier) of every CTA in `mask`.
@@ -408,13 +413,8 @@ __cluster_dims__(2, 1, 1)
 __launch_bounds__(hgemm_v2::kThreads, 1)
 hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
                    const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
-                   float beta, void* C, int ldc PG_BATCH_PARAMS)
+                   float beta, void* C, int ldc HG2_BATCH_PARAMS)
 {
-#if PG_BATCH
-    const int za = static_cast<int>(blockIdx.z * pg_batch_a);  // batch coordinates in the maps
-    const int zb = static_cast<int>(blockIdx.z * pg_batch_b);
-    C = static_cast<hgemm_v2::OutT*>(C) + static_cast<long long>(blockIdx.z) * pg_batch_c;
-#endif
     using namespace hgemm_v2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -428,7 +428,12 @@ hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
 
     const int units_m = CEIL_DIV(CEIL_DIV(M, kBM), kCluster);
     const int units_n = CEIL_DIV(N, kBN);
-    const int num_units = units_m * units_n;
+    const int per_matrix = units_m * units_n;
+#if PG_BATCH
+    const int num_units = per_matrix * pg_batch_count;  // the tiles of every matrix of the batch
+#else
+    const int num_units = per_matrix;
+#endif
     const int KT = CEIL_DIV(K, kBK);
     // Work unit of this CTA: its cluster's index among all clusters (a cluster = kCluster
     // consecutive CTAs along x; both walk the same units).
@@ -461,7 +466,13 @@ hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
             uint32_t ph = 0;
             for (int u = first_unit; u < num_units; u += unit_stride) {
                 int um, un;
+#if PG_BATCH
+                const int z = u / per_matrix;
+                const int za = z * pg_batch_a, zb = z * pg_batch_b;  // batch coordinates in the maps
+                unit_coords(u - z * per_matrix, units_m, units_n, um, un);
+#else
                 unit_coords(u, units_m, units_n, um, un);
+#endif
                 const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
                 const int n0 = un * kBN;
                 for (int kt = 0; kt < KT; ++kt) {
@@ -537,7 +548,14 @@ hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
             const int u = first_unit + j * unit_stride;
             if (u >= num_units) break;
             int um, un;
+#if PG_BATCH
+            const int z = u / per_matrix;
+            OutT* const Cz = Cp + static_cast<long long>(z) * pg_batch_c;  // this matrix's C
+            unit_coords(u - z * per_matrix, units_m, units_n, um, un);
+#else
+            OutT* const Cz = Cp;
             unit_coords(u, units_m, units_n, um, un);
+#endif
             const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
             const int n0 = un * kBN;
             const int it0 = j * KT;  // ring iteration of this tile's first k-tile
@@ -609,7 +627,7 @@ hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
                     if (row < M) {
 #pragma unroll
                         for (int jn = 0; jn < kBN / 8; ++jn)
-                            store_pair(Cp, ldc, row, colq + 8 * jn, N, acc[h][4 * jn + 2 * r],
+                            store_pair(Cz, ldc, row, colq + 8 * jn, N, acc[h][4 * jn + 2 * r],
                                        acc[h][4 * jn + 2 * r + 1], alpha, beta);
                     }
                 }
