@@ -1,0 +1,259 @@
+"""``polygemm.gemm`` on Dask arrays: one polygemm call chain per output block, on the worker.
+
+``polygemm.dask.gemm(A, B, c, alpha=..., beta=...)`` takes 2-D dask arrays (NumPy or CuPy
+chunks) and returns a lazy dask array of ``alpha * A @ B + beta * c``. Every output block is
+one task that runs :func:`polygemm.gemm` where the task runs (a ``distributed`` worker, one
+per GPU under ``dask_cuda.LocalCUDACluster``, or a thread of the local scheduler), so the
+reduction over K never leaves the task: there are no partial-product blocks and no sum tasks.
+
+Dask is an optional dependency: ``pip install 'polygemm[dask]'`` (``dask[array]`` and
+``distributed``); GPU clusters also want ``pip install 'polygemm[dask-cuda]'``. Importing this
+module imports no dask; calling :func:`gemm` does.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError, DTypeError, ShapeError
+
+__all__ = ["gemm", "DaskRechunkWarning"]
+
+_SUPPORTED = ("float16", "float32", "float64")
+_EXTRA_HINT = "polygemm.dask needs dask: pip install 'polygemm[dask]' (dask[array] and distributed; 'polygemm[dask-cuda]' for GPU clusters)"
+
+
+class DaskRechunkWarning(UserWarning):
+    """polygemm.dask.gemm rechunked an operand (chunks over K, or c's chunks, did not line up)."""
+
+
+def _dask_array() -> Any:
+    try:
+        import dask.array as da
+    except ImportError as exc:  # dask missing, or dask without its array extra (numpy/toolz)
+        raise ImportError(f"{_EXTRA_HINT}; import failed: {exc}") from exc
+    return da
+
+
+def _scalar(name: str, value: Any) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise ArgumentError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ArgumentError(f"{name} must be finite; got {value!r}")
+    return v
+
+
+def _dtype_of(name: str, dtype: Any) -> np.dtype[Any]:
+    try:
+        d: np.dtype[Any] = np.dtype(dtype)
+    except TypeError:  # another library's dtype object, e.g. torch.float32
+        tail = str(dtype).rsplit(".", 1)[-1]
+        if tail not in _SUPPORTED:
+            raise DTypeError(f"{name}={dtype!r} is not a dtype polygemm writes; pass float32 (or float16, float64)") from None
+        d = np.dtype(tail)
+    return d
+
+
+def _short(chunks: tuple[int, ...], limit: int = 6) -> str:
+    if len(chunks) <= limit:
+        return str(tuple(chunks))
+    return f"({', '.join(map(str, chunks[:limit]))}, ... {len(chunks)} chunks)"
+
+
+def _as_dask(name: str, x: Any, da: Any) -> Any:
+    if not isinstance(x, da.Array):
+        raise ArgumentError(
+            f"{name} must be a dask array; got {type(x).__module__}.{type(x).__name__}. Wrap it, e.g. "
+            f"dask.array.from_array({name}, chunks=...) (or call polygemm.gemm for in-memory arrays)"
+        )
+    if x.ndim != 2:
+        raise ShapeError(f"{name} must be a 2-D dask array (a matrix); got {x.ndim}-D shape {x.shape}. "
+                         f"polygemm.dask.gemm multiplies matrices; batches belong to polygemm.gemm")
+    if any(math.isnan(s) for s in x.shape):
+        raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
+    if x.dtype.name not in _SUPPORTED:
+        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm supports float16, float32 or float64. "
+                         f"Convert it, e.g. {name}.astype(numpy.float32)")
+    return x
+
+
+def _astype(x: Any, dtype: np.dtype[Any]) -> Any:
+    if hasattr(x, "astype"):
+        return x.astype(dtype)
+    import torch  # a torch chunk: the only array kind here without .astype
+
+    return x.to(getattr(torch, dtype.name))
+
+
+def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: float, beta: float, device: str | None,
+                variant: str, result_dtype: str) -> Any:
+    """One output block: ``alpha * sum_k a_k @ b_k + beta * c`` by polygemm.gemm on this worker.
+
+    ``a_blocks`` are the blocks (i, 0..nk-1) of A, ``b_blocks`` the blocks (0..nk-1, j) of B.
+    The first product writes the block (with ``beta * c``, or beta = 0); each further K block
+    accumulates into it in place with beta = 1. A float16 result over several K blocks
+    accumulates in float32 and is rounded to float16 once at the end.
+    """
+    import polygemm
+
+    if not isinstance(a_blocks, (list, tuple)):
+        a_blocks = [a_blocks]
+    if not isinstance(b_blocks, (list, tuple)):
+        b_blocks = [b_blocks]
+    result = np.dtype(result_dtype)
+    widen = result == np.float16 and len(a_blocks) > 1
+    acc_dtype = np.dtype(np.float32) if widen else result
+    kw: dict[str, Any] = {"device": device, "variant": variant}
+    a0, b0 = a_blocks[0], b_blocks[0]
+    if c_block is not None and beta != 0.0:
+        if widen:
+            acc = _astype(c_block, acc_dtype)  # a fresh copy: updated in place
+            acc = polygemm.gemm(a0, b0, acc, alpha=alpha, beta=beta, out=acc, **kw)
+        else:  # the input block is never written: a new result
+            acc = polygemm.gemm(a0, b0, c_block, alpha=alpha, beta=beta, out_dtype=acc_dtype, **kw)
+    else:
+        acc = polygemm.gemm(a0, b0, alpha=alpha, out_dtype=acc_dtype, **kw)
+    for ak, bk in zip(a_blocks[1:], b_blocks[1:]):
+        acc = polygemm.gemm(ak, bk, acc, alpha=alpha, beta=1.0, out=acc, **kw)
+    return _astype(acc, result) if widen else acc
+
+
+def gemm(
+    A: Any,
+    B: Any,
+    c: Any = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    device: str | None = None,
+    variant: str = "auto",
+    out_dtype: Any = None,
+) -> Any:
+    """Return the lazy dask array ``alpha * (A @ B) + beta * c``, each block by polygemm.gemm.
+
+    ``A`` (M×K) and ``B`` (K×N) are 2-D dask arrays of one dtype (float16, float32, float64)
+    with NumPy or CuPy chunks; the result has A's row chunks and B's column chunks, blocks of
+    the chunks' kind (CuPy chunks give CuPy blocks). ``c`` (optional, the result's shape and
+    dtype; a dask array, or an array that is chunked like the result) is read only when
+    ``beta != 0``. ``out_dtype`` asks for a float32 result from float16 inputs. ``device`` and
+    ``variant`` are passed to :func:`polygemm.gemm` in every task: ``device=None`` is each
+    worker's default (``$POLYGEMM_DEVICE`` or auto, i.e. the GPU a ``LocalCUDACluster`` worker
+    sees), ``"cpu"`` the float64-accumulating NumPy backend, ``"cuda"`` the CUDA kernels.
+
+    **How the work is cut.** Output block (i, j) is ONE task. It receives the row panel of A
+    (blocks (i, 0), ..., (i, nk-1)) and the column panel of B (blocks (0, j), ..., (nk-1, j))
+    and runs one polygemm.gemm per K block, the first writing the block (with ``beta * c``),
+    the others accumulating into it in place with ``beta = 1``. So the graph has one task per
+    output block and no partial-product blocks or sum tasks (``dask.array.matmul`` makes
+    mb·nb·kb partial products and then sums them over K in further tasks, moving every partial
+    C block). A float16 result with several K blocks accumulates in a float32 block and is
+    rounded once (the accuracy of one call; 2 extra bytes per element of that block).
+
+    **Choosing chunks.**
+
+    - Memory per task = A's row panel (chunk_m × K) + B's column panel (K × chunk_n) + one C
+      block (chunk_m × chunk_n), all on that worker at once (the panels arrive from wherever
+      their blocks live). With a tall K, K is what grows: use fewer, larger output blocks only
+      if the panels fit; the K chunking itself does not change the memory of a task.
+    - The number of K chunks is the number of polygemm calls per task: fewer, larger K chunks
+      mean fewer, larger GEMMs (better kernel efficiency, fewer launches). One K chunk is best
+      when A's and B's blocks are made for this product.
+    - The number of output blocks (M/chunk_m × N/chunk_n) is the parallelism: give each
+      worker (GPU) several blocks, e.g. 8 blocks of 8192×8192 for a 32768² result on 2 GPUs;
+      much smaller blocks make small GEMMs and more scheduler work.
+    - Traffic: each A block is read by every task of its block row (N/chunk_n tasks) and each
+      B block by every task of its block column; a worker pulls the blocks it lacks once and
+      keeps them while it computes. Larger output blocks mean fewer copies of the panels.
+    - A's column chunks and B's row chunks must agree over K. When they do not, the operand
+      with more K chunks is rechunked to the other's chunks, with a :class:`DaskRechunkWarning`
+      (a rechunk moves data: chunk A and B alike over K to avoid it). A ``c`` chunked unlike
+      the result is rechunked to the result's chunks, with the same warning.
+
+    Shapes and dtypes are checked when the graph is built: ShapeError, DTypeError or
+    ArgumentError (naming the argument). Errors of the block computations (device failures,
+    a backend that cannot run) surface from ``compute()``, as polygemm.gemm raises them.
+    Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
+    """
+    da = _dask_array()
+    A = _as_dask("A", A, da)
+    B = _as_dask("B", B, da)
+    alpha_f = _scalar("alpha", alpha)
+    beta_f = _scalar("beta", beta)
+    if not isinstance(variant, str):
+        raise ArgumentError(f"variant must be a string (a variant name or 'auto'); got {variant!r}")
+    if device is not None and not isinstance(device, str):
+        raise ArgumentError(f"device must be a string (e.g. 'cpu', 'cuda') or None; got {device!r}")
+    m, k = (int(s) for s in A.shape)
+    kb, n = (int(s) for s in B.shape)
+    if k != kb:
+        raise ShapeError(f"inner dimensions differ: A is {A.shape} and B is {B.shape}; A.shape[1] (K={k}) must equal B.shape[0] ({kb})")
+    if A.dtype != B.dtype:
+        raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. B.astype(A.dtype)")
+    result = A.dtype if out_dtype is None else _dtype_of("out_dtype", out_dtype)
+    if result != A.dtype and not (A.dtype == np.float16 and result == np.float32):
+        raise DTypeError(
+            f"the result dtype must be {A.dtype.name}"
+            + (" (or float32: float16 products accumulate in float32 and may be stored so)" if A.dtype == np.float16 else "")
+            + f"; got out_dtype {result.name}"
+        )
+
+    use_c = False
+    if c is not None:
+        shape = tuple(int(x) if not isinstance(x, float) else x for x in getattr(c, "shape", ()))
+        if shape != (m, n):
+            raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}")
+        if not hasattr(c, "dtype") or _dtype_of("c's dtype", c.dtype) != result:
+            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}")
+        use_c = beta_f != 0.0
+    elif beta_f != 0.0:
+        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape {(m, n)}) or set beta=0")
+
+    if A.chunks[1] != B.chunks[0]:
+        a_k, b_k = A.chunks[1], B.chunks[0]
+        if len(b_k) < len(a_k):  # the operand with more K chunks follows the other's
+            A, moved, target = A.rechunk({1: b_k}), "A's columns", "B's row chunks"
+        else:
+            B, moved, target = B.rechunk({0: a_k}), "B's rows", "A's column chunks"
+        warnings.warn(
+            f"polygemm.dask.gemm: chunks over K differ (A's column chunks {_short(a_k)}, B's row chunks {_short(b_k)}); "
+            f"rechunking {moved} to {target}. Chunk A's columns and B's rows alike to avoid this rechunk",
+            DaskRechunkWarning,
+            stacklevel=2,
+        )
+
+    out_chunks = (A.chunks[0], B.chunks[1])
+    if use_c:
+        if not isinstance(c, da.Array):  # an in-memory c: chunked like the result
+            c = da.from_array(c, chunks=out_chunks, asarray=False)
+        if c.chunks != out_chunks:
+            warnings.warn(
+                f"polygemm.dask.gemm: c's chunks ({_short(c.chunks[0])}, {_short(c.chunks[1])}) differ from the result's "
+                f"({_short(out_chunks[0])}, {_short(out_chunks[1])}: A's rows, B's columns); rechunking c",
+                DaskRechunkWarning,
+                stacklevel=2,
+            )
+            c = c.rechunk(out_chunks)
+
+    from dask.array.utils import meta_from_array
+    from dask.base import tokenize
+
+    meta = meta_from_array(A, ndim=2, dtype=result)  # type: ignore[no-untyped-call]
+    args: list[Any] = [A, "ik", B, "kj"]
+    if use_c:
+        args += [c, "ij"]
+    token = tokenize(A, B, c if use_c else None, alpha_f, beta_f if use_c else 0.0, device, variant, result.name)
+    return da.blockwise(
+        _block_gemm, "ij", *args,
+        name=f"polygemm-gemm-{token}",
+        dtype=result,
+        meta=meta,
+        concatenate=False,  # the task gets the lists of K blocks: K is folded inside it
+        align_arrays=False,  # chunks were aligned above (with a warning where they were not)
+        alpha=alpha_f, beta=beta_f if use_c else 0.0, device=device, variant=variant, result_dtype=result.name,
+    )
