@@ -272,7 +272,7 @@ def test_batches_go_on_the_grid_of_rungs_with_a_batched_build():
     assert lp.batch_count == count and lp.grid[2] == count and lp.row_split == 0
     assert lp.macros()["PG_BATCH"] == 1 and lp.macros() in spec.builds()
     assert lp.batch_strides == (m * k, 0, m * n)
-    swapped = plan_launch(SPECS["cm_v12_cp_async"], Mat("a", 64, 32, "row", 32, 0, 4), Mat("b", 32, 48, "row", 48, 0, 4),
+    swapped = plan_launch(SPECS["cm_v13_cp_async_narrow_tile"], Mat("a", 64, 32, "row", 32, 0, 4), Mat("b", 32, 48, "row", 48, 0, 4),
                           Mat("c", 64, 48, "row", 48, 0, 4), batch=(3, 2048, 1536, 3072))
     assert swapped.swap and swapped.batch_strides == (1536, 2048, 3072)  # the kernel's A is the user's b
     assert "batch" in swapped.describe()
@@ -296,3 +296,11 @@ def test_rungs_without_a_batched_build_launch_once_per_matrix():
     lp = plan_launch(spec, Mat("a", 64, 64, "col", 64, 0, 4), Mat("b", 64, 64, "col", 64, 0, 4), Mat("c", 64, 64, "col", 64, 0, 4),
                      batch=(5, 4096, 4096, 4096))
     assert lp.batch_count == 0 and lp.grid[2] == 1
+
+
+def test_auto_takes_batches_to_rungs_that_run_them_in_one_launch():
+    records = [{"variant": "cm_v12_cp_async", "dtype": "float32", "m": 512, "n": 512, "k": 512, "tflops": 45.0},
+               {"variant": "cm_v13_cp_async_narrow_tile", "dtype": "float32", "m": 512, "n": 512, "k": 512, "tflops": 40.0}]
+    assert choose_auto_variant(512, 512, 512, "float32", records)[0] == "cm_v12_cp_async"
+    chosen = choose_auto_variant(512, 512, 512, "float32", records, batched=True)[0]
+    assert SPECS[chosen].batch and chosen == "cm_v13_cp_async_narrow_tile"

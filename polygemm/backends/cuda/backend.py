@@ -24,7 +24,7 @@ from ...backend import Availability, Backend, Plan, Variant, host_layouts, store
 from ...errors import BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import Call, GemmProblem, Operand
 from .catalog import check_smem, choose_auto_variant, tma_fallback
-from .compiler import find_nvcc
+from . import compiler
 from .device import CudaRuntime
 from .launch import PreparedLaunch
 from .planning import Mat, TmaUnsuitable, plan_launch
@@ -129,8 +129,9 @@ class CudaBackend(Backend):
             return f"could not open CUDA device: {exc}"
         if rt.cc < (6, 0):
             return f"{rt.name} has compute capability {rt.cc[0]}.{rt.cc[1]}; polygemm's kernels need 6.0 or newer"
-        if find_nvcc() is None:
-            return "nvcc not found on PATH or in $CUDA_HOME/bin: the kernels compile at run time (install the CUDA toolkit)"
+        reason = compiler.available(rt.arch)
+        if reason is not None:
+            return reason
         self._rt = rt
         return None
 
@@ -146,7 +147,7 @@ class CudaBackend(Backend):
 
     def device_name(self) -> str:
         rt = self._rt
-        return f"{rt.name} ({rt.arch})" if rt is not None else ""
+        return f"{rt.name} ({rt.arch}; kernels built by {compiler.describe(rt.arch)})" if rt is not None else ""
 
     # -- planning --------------------------------------------------------------------
     def _sms(self) -> int:
@@ -176,7 +177,7 @@ class CudaBackend(Backend):
         sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
         if variant == "auto":
             self.check_problem(p)
-            chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm)
+            chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm, batched=p.count > 1)
         else:
             chosen, reason = self.get_variant(variant).name, f"variant={variant!r} requested"
         v = self.get_variant(chosen)

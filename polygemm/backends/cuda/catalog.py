@@ -36,15 +36,18 @@ def tuning_records(dtype: str) -> tuple[dict, ...]:
         return ()
 
 
-def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: list[dict] | tuple[dict, ...] | None = None, sm: int = 0) -> tuple[str, str]:
+def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: list[dict] | tuple[dict, ...] | None = None, sm: int = 0,
+                        batched: bool = False) -> tuple[str, str]:
     """The auto-selectable rung that measured fastest at the shape nearest (m, n, k).
 
-    Returns (variant, reason). Only predicated rungs are eligible (no padding copies).
+    Returns (variant, reason). Only predicated rungs are eligible (no padding copies), and for
+    a batch only those with a batched build (the batch on the grid, not one launch a matrix).
     The measurements live in ``tuning/auto_fp32.json``/``auto_fp16.json``, written from
     ``polygemm bench``.
     """
     specs = kernel_specs()
-    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype and (not sm or s.runs_on(sm))]
+    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype and (not sm or s.runs_on(sm))
+                and (s.batch or not batched)]
     if not eligible:
         raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}" + (f" on sm_{sm}" if sm else ""))
     name = tuning_file(dtype).name
