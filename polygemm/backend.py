@@ -185,6 +185,15 @@ class Backend(abc.ABC):
             return f"dtype {problem.dtype.name} not supported (supports {', '.join(self.dtypes())})"
         return None
 
+    def for_device(self, index: int) -> "Backend":
+        """This backend on its device ``index`` (what ``device="name:index"`` selects). The
+        default has one device: index 0 is the backend itself, others are refused."""
+        if index == 0:
+            return self
+        from .errors import BackendUnavailableError
+
+        raise BackendUnavailableError(f"device '{self.name}:{index}': backend {self.name!r} has one device; use {self.name!r}")
+
     def get_variant(self, name: str) -> Variant:
         for v in self.variants():
             if v.name == name:

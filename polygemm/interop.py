@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream"]
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "device_index"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 _HOSTLIKE = ("numpy", "builtins")
@@ -169,3 +169,15 @@ def torch_stream(obj: Any) -> int | None:
     if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
         return None
     return int(torch.cuda.current_stream(obj.device).cuda_stream)
+
+
+def device_index(obj: Any) -> int | None:
+    """The GPU a CuPy array (``.device.id``) or a torch tensor (``.device.index``) lives on;
+    None for other objects (plans for those are checked against the device per call)."""
+    dev = getattr(obj, "device", None)
+    if dev is None or isinstance(dev, str):
+        return None
+    idx = getattr(dev, "id", None)
+    if idx is None:
+        idx = getattr(dev, "index", None)
+    return idx if isinstance(idx, int) else None

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
-from .interop import common_kind, dlpack_interface, torch_stream
+from .interop import common_kind, device_index, dlpack_interface, torch_stream
 
 __all__ = [
     "Operand",
@@ -571,4 +571,4 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
     except (KeyError, TypeError):
         return None
     stream = iface.get("stream")
-    return key + (type(obj),), ptr, stream if stream is not None else torch_stream(obj)
+    return key + (type(obj), device_index(obj)), ptr, stream if stream is not None else torch_stream(obj)

@@ -377,15 +377,12 @@ def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
     return BackendUnavailableError(f"unknown device {name!r}{hint}; known devices: {', '.join(known)} (or 'auto')")
 
 
-def _device_index(name: str) -> str:
-    """``"cuda:0"`` is ``"cuda"``; ``"cuda:1"`` is refused (one device per backend for now)."""
+def _split_index(name: str) -> tuple[str, int | None]:
+    """``"cuda:1"`` -> ("cuda", 1); a name without an index -> (name, None)."""
     base, sep, index = name.partition(":")
-    if not sep or not base or not index.strip().isdigit():
-        return name
-    if int(index) == 0:
-        return base
-    hint = "; $POLYGEMM_CUDA_DEVICE picks the GPU that 'cuda' uses" if base == "cuda" else ""
-    raise BackendUnavailableError(f"device {name!r}: use {base!r} (multi-GPU selection is not supported yet){hint}")
+    if sep and base and index.strip().isdigit():
+        return base, int(index)
+    return name, None
 
 
 def get_backend(name: str) -> Backend:
@@ -395,16 +392,15 @@ def get_backend(name: str) -> Backend:
     unknown name (suggesting the nearest known one) or one whose import failed.
     """
     entries = _all()
-    entry = entries.get(name)
-    if entry is None and isinstance(name, str):
-        entry = entries.get(_device_index(name))
+    base, index = _split_index(name) if isinstance(name, str) and name not in entries else (name, None)
+    entry = entries.get(base)
     if entry is None:
         raise _unknown(str(name), entries)
     be = entry.backend()
     if be is None:
         info = entry.info()
         raise BackendUnavailableError(f"backend {entry.name!r} could not be loaded: {info.reason}", details=info.detail)
-    return be
+    return be if index is None else be.for_device(index)
 
 
 def _details(infos: list[BackendInfo]) -> str:
@@ -415,14 +411,14 @@ def _details(infos: list[BackendInfo]) -> str:
 def resolve_device(device: str | None) -> str:
     """``None`` means the ``POLYGEMM_DEVICE`` environment variable, else ``"auto"``.
 
-    Returns the lower-cased name; ``"cuda:0"`` (as CuPy and PyTorch spell it) is ``"cuda"``,
-    another index is refused with the advice to use ``"cuda"``.
+    Returns the lower-cased name; ``"name:N"`` (as CuPy and PyTorch spell devices) names the
+    backend's device N (``select`` and ``get_backend`` resolve it).
     """
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE", "").strip() or "auto"
     if not isinstance(device, str):
         raise BackendUnavailableError(f"device must be a backend name or 'auto'; got {device!r}")
-    return _device_index(device.strip().lower())
+    return device.strip().lower()
 
 
 def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
@@ -453,8 +449,9 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
     name = resolve_device(device)
     if name != "auto":
         entries = _all()
+        name, index = _split_index(name) if name not in entries else (name, None)
         if name not in entries:
-            raise _unknown(name, entries)
+            raise _unknown(resolve_device(device), entries)
         info = entries[name].info()
         if not info.available or info.backend is None:
             everyone = backends()
@@ -463,7 +460,7 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
                 f"device {name!r} is unavailable: {info.reason}. Backends here: {others}. Pick an available one or device='auto'.",
                 details=_details([info] + [i for i in everyone if i.name != name]),
             )
-        return info.backend, []
+        return (info.backend if index is None else info.backend.for_device(index)), []
     passed: list[tuple[str, str]] = []
     infos = backends()
     for info in infos:

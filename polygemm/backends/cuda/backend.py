@@ -21,11 +21,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
-from ...errors import BackendUnavailableError, DeviceError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import Call, GemmProblem, Operand
 from .catalog import check_smem, choose_auto_variant, tma_fallback
 from . import compiler
-from .device import CudaRuntime
+from .device import CudaRuntime, runtime_for
 from .launch import PreparedLaunch
 from .planning import Mat, TmaUnsuitable, plan_launch
 from .variants import VENDOR_VARIANT, kernel_specs, variant_table
@@ -42,6 +42,7 @@ class CudaPlan:
     #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
     #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
     batch_bytes: tuple[int, int, int, int] = (0, 0, 0, 0)
+    rt: Any = None  # the device's runtime the plan was made for (None: the backend's default)
 
 
 def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
@@ -91,10 +92,14 @@ class CudaBackend(Backend):
     float32_scalars = True
     batched = True
 
-    def __init__(self) -> None:
+    def __init__(self, ordinal: int | None = None) -> None:
+        #: the device of ``cuda:N``; None for ``cuda``, which runs where device operands live
+        #: (host operands: $POLYGEMM_CUDA_DEVICE, else device 0)
+        self._ordinal = ordinal
         self._rt: CudaRuntime | None = None
         self._rt_error: str | None = None
         self._lock = threading.Lock()
+        self._indexed: dict[int, CudaBackend] = {}
 
     # -- discovery -------------------------------------------------------------------
     def _runtime(self) -> CudaRuntime:
@@ -123,10 +128,19 @@ class CudaBackend(Backend):
             return f"could not count CUDA devices: {exc}"
         if count < 1:
             return "no CUDA device found"
+        if self._ordinal is not None:
+            ordinal = self._ordinal
+        else:
+            try:
+                ordinal = int(os.environ.get("POLYGEMM_CUDA_DEVICE", "0"))
+            except ValueError:
+                return f"POLYGEMM_CUDA_DEVICE={os.environ['POLYGEMM_CUDA_DEVICE']!r} is not a device index (0 .. {count - 1})"
+        if not 0 <= ordinal < count:
+            return f"cuda:{ordinal} does not exist: this machine has {count} CUDA device(s), cuda:0 .. cuda:{count - 1}"
         try:
-            rt = CudaRuntime(int(os.environ.get("POLYGEMM_CUDA_DEVICE", "0")))
+            rt = runtime_for(ordinal)
         except Exception as exc:
-            return f"could not open CUDA device: {exc}"
+            return f"could not open CUDA device {ordinal}: {exc}"
         if rt.cc < (6, 0):
             return f"{rt.name} has compute capability {rt.cc[0]}.{rt.cc[1]}; polygemm's kernels need 6.0 or newer"
         reason = compiler.available(rt.arch)
@@ -146,14 +160,53 @@ class CudaBackend(Backend):
         return variant_table()
 
     def device_name(self) -> str:
-        rt = self._rt
-        return f"{rt.name} ({rt.arch}; kernels built by {compiler.describe(rt.arch)})" if rt is not None else ""
+        return self._label(self._rt)
+
+    @staticmethod
+    def _label(rt: Any) -> str:
+        if rt is None:
+            return ""
+        return f"{rt.name} (cuda:{getattr(rt, 'ordinal', 0)}, {rt.arch}; kernels built by {compiler.describe(rt.arch)})"
+
+    def for_device(self, index: int) -> "CudaBackend":
+        """``cuda:index``: this backend held to one device (operands elsewhere are refused)."""
+        if index == self._ordinal:
+            return self
+        with self._lock:
+            be = self._indexed.get(index)
+            if be is None:
+                be = self._indexed[index] = CudaBackend(index)
+                be.name = f"cuda:{index}"  # type: ignore[misc]
+        av = be.probe()
+        if not av.ok:
+            raise BackendUnavailableError(f"device 'cuda:{index}' is unavailable: {av.reason}")
+        return be
+
+    def _plan_runtime(self, p: GemmProblem) -> Any:
+        """The device a plan runs on: ``cuda:N``'s, or for ``cuda`` the one the device operands
+        live on (asked of the driver), else the default. Operands on another device than a
+        ``cuda:N`` asks for, or on two devices, are refused, naming where each lives."""
+        base = self._rt
+        if p.residency != "cuda" or base is None or not hasattr(base, "cu"):
+            return base
+        where = {op.name: base.cu.pointer_device(op.ptr) for op in p.operands() if op.ptr}
+        devices = {d for d in where.values() if d is not None}
+        if len(devices) > 1:
+            listing = ", ".join(f"{n} on cuda:{d}" for n, d in where.items() if d is not None)
+            raise ArgumentError(f"operands live on different GPUs ({listing}); move them to one device")
+        if not devices:
+            return base
+        d = devices.pop()
+        if self._ordinal is not None and d != self._ordinal:
+            listing = ", ".join(f"{n} on cuda:{x}" for n, x in where.items() if x is not None)
+            raise ArgumentError(f"device='cuda:{self._ordinal}' but the operands live on cuda:{d} ({listing}); "
+                                f"pass device='cuda:{d}', or device='cuda' to run where the data is")
+        return base if d == base.ordinal else runtime_for(d)
 
     # -- planning --------------------------------------------------------------------
-    def _sms(self) -> int:
+    def _sms(self, rt: Any = None) -> int:
         """The device's streaming multiprocessors (132 when no device is open: planning tests)."""
-        rt = self._rt
-        return int(getattr(rt, "sms", 0) or 132)
+        return int(getattr(rt if rt is not None else self._rt, "sms", 0) or 132)
 
     def _plan_mats(self, p: GemmProblem) -> tuple[Mat, Mat, Mat]:
         """The operands as the device will hold them (host ones as fresh compact buffers);
@@ -173,7 +226,7 @@ class CudaBackend(Backend):
 
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
         p = problem
-        rt = self._rt
+        rt = self._plan_runtime(p)
         sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
         if variant == "auto":
             self.check_problem(p)
@@ -186,24 +239,24 @@ class CudaBackend(Backend):
         if spec is not None and sm and not spec.runs_on(sm):
             need = spec.arch or f"sm_{spec.min_sm} or newer"
             raise UnsupportedProblemError(f"variant {chosen!r} needs {need}; this device is sm_{sm}")
-        plan = Plan(self.name, chosen, reason, p, device=self.device_name(), layouts=host_layouts(p))
+        plan = Plan(self.name, chosen, reason, p, device=self._label(rt), layouts=host_layouts(p))
         if p.residency == "host":
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
         if p.empty:
             plan.reason += "; empty product (M, N, K or the batch is 0): no GEMM kernel launched"
-            plan.private = CudaPlan(None, _result_layout(p), _batch_bytes(p))
+            plan.private = CudaPlan(None, _result_layout(p), _batch_bytes(p), rt)
             return plan
         a, b, c = self._plan_mats(p)
         sa, sb, _, sd = _batch_bytes(p)
         batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
         try:
-            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms())
+            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms(rt))
         except TmaUnsuitable as exc:
             fallback = tma_fallback()
             plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
             plan.variant = fallback
             spec = kernel_specs()[fallback]
-            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms())
+            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms(rt))
         if rt is not None:
             check_smem(lp, rt.max_smem_per_block)
         plan.launch = lp.describe()
@@ -212,7 +265,7 @@ class CudaBackend(Backend):
         plan.notes.extend(lp.notes)
         if p.batch and not lp.batch_count:
             plan.launch["batch"] = f"{p.count} products, one launch each on the same stream (the rung has no batched build)"
-        plan.private = CudaPlan(PreparedLaunch(rt, spec, lp) if rt is not None else None, _result_layout(p), _batch_bytes(p))  # type: ignore[arg-type]
+        plan.private = CudaPlan(PreparedLaunch(rt, spec, lp) if rt is not None else None, _result_layout(p), _batch_bytes(p), rt)  # type: ignore[arg-type]
         return plan
 
     # -- running ---------------------------------------------------------------------
@@ -220,9 +273,13 @@ class CudaBackend(Backend):
         return self.execute(plan, Call.from_problem(plan.problem))
 
     def execute(self, plan: Plan, call: Call) -> Any:
-        rt = self._runtime()
         p = plan.problem
         decided: CudaPlan = plan.private
+        rt = decided.rt if decided.rt is not None else self._runtime()
+        if rt.several and p.residency == "cuda" and call.a_ptr and rt.cu.pointer_device(call.a_ptr) != rt.ordinal:
+            # a plan cached for one GPU, operands of a kind whose device the cache key cannot see
+            raise ArgumentError(f"this call's operands are not on cuda:{rt.ordinal}, where a plan for the same shapes ran; "
+                                f"pass device='cuda:N' naming their GPU")
         try:
             if p.residency == "host":
                 with rt.active():

@@ -20,7 +20,7 @@ from .driver import Driver, Kernel, driver
 from .planning import Mat, strides
 from .variants import KERNEL_DIR, kernel_specs
 
-__all__ = ["CudaRuntime", "UTIL_SOURCE"]
+__all__ = ["CudaRuntime", "UTIL_SOURCE", "runtime_for"]
 
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 _COPY_BLOCK = 256
@@ -46,6 +46,8 @@ class CudaRuntime:
         # the most dynamic shared memory one block may opt in to
         self.max_smem_per_block = int(self.device.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
         self.sms = int(self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT))
+        #: more than one GPU visible: calls check that their operands are on this one
+        self.several = drv.Device.count() > 1
         self.cu: Driver = driver()
         self._lock = threading.Lock()
         self._functions: dict[tuple, Kernel] = {}
@@ -149,3 +151,19 @@ class CudaRuntime:
         fn(np.int64(rows), np.int64(cols), np.float32(scale), np.uintp(src.ptr if src is not None else 0),
            np.int64(srs), np.int64(scs), np.uintp(dst.ptr), np.int64(drs), np.int64(dcs),
            block=(_COPY_BLOCK, 1, 1), grid=(blocks, 1), stream=stream)
+
+
+_runtimes: dict[int, CudaRuntime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def runtime_for(ordinal: int) -> CudaRuntime:
+    """The one runtime of device ``ordinal`` in this process (its primary context, loaded
+    kernels and memory pool), made on first use; ``cuda`` and ``cuda:N`` share it."""
+    rt = _runtimes.get(ordinal)
+    if rt is None:
+        with _runtimes_lock:
+            rt = _runtimes.get(ordinal)
+            if rt is None:
+                rt = _runtimes[ordinal] = CudaRuntime(ordinal)
+    return rt

@@ -42,10 +42,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
 CUresult cuStreamSynchronize(CUstream hStream);
+CUresult cuDeviceGetCount(int *count);
+CUresult cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr);
 """
 
 CUDA_ERROR_INVALID_VALUE = 1
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 #: the stream handles of the CUDA array interface (v3): 1 the legacy default stream, 2 per-thread
 LEGACY_STREAM = 1
 PER_THREAD_STREAM = 2
@@ -104,6 +107,18 @@ class Driver:
 
     def pop(self) -> None:
         self.check(self.lib.cuCtxPopCurrent_v2(self.ffi.new("CUcontext *")), "cuCtxPopCurrent")
+
+    def device_count(self) -> int:
+        n = self.ffi.new("int *")
+        self.check(self.lib.cuDeviceGetCount(n), "cuDeviceGetCount")
+        return int(n[0])
+
+    def pointer_device(self, ptr: int) -> int | None:
+        """The ordinal of the device whose memory ``ptr`` points into (None: not device memory
+        the driver knows, e.g. host memory)."""
+        out = self.ffi.new("int *")
+        rc = self.lib.cuPointerGetAttribute(out, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        return int(out[0]) if rc == 0 else None
 
     def synchronize_stream(self, stream: int) -> None:
         self.check(self.lib.cuStreamSynchronize(self.ffi.cast("CUstream", stream)), "cuStreamSynchronize")
