@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "device_index"]
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "torch_view", "device_index"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 _HOSTLIKE = ("numpy", "builtins")
@@ -168,7 +168,29 @@ def torch_stream(obj: Any) -> int | None:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
         return None
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.cuda.current_stream wraps, minus its Python
+    if raw is not None:
+        return int(raw(obj.device.index))
     return int(torch.cuda.current_stream(obj.device).cuda_stream)
+
+
+_TORCH_TYPESTR: dict[Any, str] = {}
+
+
+def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
+    """``operand_view`` of a CUDA torch tensor from its attributes (its ``__cuda_array_interface__``
+    is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
+    tensor the full normalization must see (one that requires grad is refused there)."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad:
+        return None
+    typestr = _TORCH_TYPESTR.get(obj.dtype)
+    if typestr is None:
+        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, obj.__cuda_array_interface__["typestr"])
+    size = obj.element_size()
+    ptr = obj.data_ptr()
+    key = ("cuda", tuple(obj.shape), tuple(s * size for s in obj.stride()), typestr, False, ptr % 16, type(obj), obj.device.index)
+    return key, ptr, torch_stream(obj)
 
 
 def device_index(obj: Any) -> int | None:

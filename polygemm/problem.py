@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
-from .interop import common_kind, device_index, dlpack_interface, torch_stream
+from .interop import common_kind, device_index, dlpack_interface, torch_stream, torch_view
 
 __all__ = [
     "Operand",
@@ -553,6 +553,9 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         return ("host", obj.shape, obj.strides, obj.dtype, obj.flags.writeable), 0, None
     if obj is None:
         return (), 0, None
+    tv = torch_view(obj)
+    if tv is not None:
+        return tv
     try:
         iface = obj.__cuda_array_interface__
         where = "cuda"

@@ -365,18 +365,23 @@ class CudaBackend(Backend):
                 dest = int(result.gpudata) if p.count * p.m * p.n else 0
             if p.m == 0 or p.n == 0 or p.count == 0:
                 return result
-            dmat = Mat("out", p.m, p.n, p.out.layout if p.out is not None else decided.result_layout,
-                       p.out.ld if p.out is not None else _compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
-            c_src = None
-            if call.c is not None and call.beta != 0.0:
-                assert p.c is not None
-                c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
             sa, sb, sc, sd = decided.batch_bytes
+            c_src = dmat = None
+            if p.k == 0 or (call.c is not None and call.beta != 0.0 and call.c_ptr != dest):  # c's values move first
+                dmat = Mat("out", p.m, p.n, p.out.layout if p.out is not None else decided.result_layout,
+                           p.out.ld if p.out is not None else _compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
+                if call.c is not None and call.beta != 0.0:
+                    assert p.c is not None
+                    c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
             if p.k == 0:
                 for i in range(p.count):
-                    rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream)
+                    rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream)  # type: ignore[arg-type]
                 return result
             assert launch is not None
+            if c_src is None:  # the common case: one prepared launch, nothing moved first
+                if launch.lp.batch_count or p.count == 1:
+                    launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta), stream)
+                    return result
             copy_c = c_src is not None and call.c_ptr != dest
             if launch.lp.batch_count:  # a batched build takes the whole batch in one launch
                 # everything that can fail (build, load, tensor maps) happens before out is written
