@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
+from .problem import SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, parse_dtype
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
-_SUPPORTED = ("float16", "float32", "float64")
 _EXTRA_HINT = "polygemm.dask needs dask: pip install 'polygemm[dask]' (dask[array] and distributed; 'polygemm[dask-cuda]' for GPU clusters)"
 
 
@@ -50,14 +50,7 @@ def _scalar(name: str, value: Any) -> float:
 
 
 def _dtype_of(name: str, dtype: Any) -> np.dtype[Any]:
-    try:
-        d: np.dtype[Any] = np.dtype(dtype)
-    except TypeError:  # another library's dtype object, e.g. torch.float32
-        tail = str(dtype).rsplit(".", 1)[-1]
-        if tail not in _SUPPORTED:
-            raise DTypeError(f"{name}={dtype!r} is not a dtype polygemm writes; pass float32 (or float16, float64)") from None
-        d = np.dtype(tail)
-    return d
+    return parse_dtype(name, dtype)
 
 
 def _short(chunks: tuple[int, ...], limit: int = 6) -> str:
@@ -196,12 +189,7 @@ def gemm(
     if A.dtype != B.dtype:
         raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. B.astype(A.dtype)")
     result = A.dtype if out_dtype is None else _dtype_of("out_dtype", out_dtype)
-    if result != A.dtype and not (A.dtype == np.float16 and result == np.float32):
-        raise DTypeError(
-            f"the result dtype must be {A.dtype.name}"
-            + (" (or float32: float16 products accumulate in float32 and may be stored so)" if A.dtype == np.float16 else "")
-            + f"; got out_dtype {result.name}"
-        )
+    check_result_dtype(A.dtype, result, "out_dtype")
 
     use_c = False
     if c is not None:

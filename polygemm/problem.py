@@ -386,6 +386,29 @@ def _overlaps(x: Operand, y: Operand) -> bool:
     return lo1 < hi2 and lo2 < hi1
 
 
+def parse_dtype(name: str, value: Any) -> np.dtype:
+    """``value`` as a NumPy dtype: anything ``numpy.dtype`` takes, or another library's dtype
+    object (``torch.float32``) by its name; DTypeError naming ``name`` otherwise."""
+    try:
+        return np.dtype(value)
+    except TypeError:  # another library's dtype object, e.g. torch.float32
+        tail = str(value).rsplit(".", 1)[-1]
+        if tail not in SUPPORTED_DTYPES:
+            raise DTypeError(f"{name}={value!r} is not a dtype polygemm writes; pass float32 (or float16, float64)") from None
+        return np.dtype(tail)
+
+
+def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> None:
+    """The result has the inputs' dtype, or float32 for float16 inputs (their accumulation type);
+    DTypeError naming what gave ``result`` (``out`` or ``out_dtype``) otherwise."""
+    if result != inputs and not (inputs == np.float16 and result == np.float32):
+        raise DTypeError(
+            f"the result dtype must be {inputs.name}"
+            + (" (or float32: float16 products accumulate in float32 and may be stored so)" if inputs == np.float16 else "")
+            + f"; got {given_by} {result.name}"
+        )
+
+
 def _batch_stride(op: Operand, batch: tuple[int, ...]) -> int | None:
     """One element stride that walks ``op``'s matrices in the order of the flattened
     ``batch`` (0: one matrix for all), or None when its batch strides need more than one."""
@@ -431,15 +454,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
                          f"do not broadcast (numpy.matmul rules)") from None
     m, k, n = A.rows, A.cols, B.cols
     full = batch + (m, n)
-    wanted = None
-    if out_dtype is not None:
-        try:
-            wanted = np.dtype(out_dtype)
-        except TypeError:  # another library's dtype object, e.g. torch.float32
-            name = str(out_dtype).rsplit(".", 1)[-1]
-            if name not in SUPPORTED_DTYPES:
-                raise DTypeError(f"out_dtype={out_dtype!r} is not a dtype polygemm writes; pass float32 (or float16, float64)") from None
-            wanted = np.dtype(name)
+    wanted = None if out_dtype is None else parse_dtype("out_dtype", out_dtype)
     O = None
     if out is not None:
         O = _operand("out", out, writable=True)
@@ -448,13 +463,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         if wanted is not None and O.dtype != wanted:
             raise DTypeError(f"out is {O.dtype.name} but out_dtype={wanted.name}; pass one of them, or both the same")
     result = O.dtype if O is not None else (wanted if wanted is not None else A.dtype)
-    widened = A.dtype == np.float16 and result == np.float32
-    if result != A.dtype and not widened:
-        raise DTypeError(
-            f"the result dtype must be {A.dtype.name}"
-            + (" (or float32: float16 products accumulate in float32 and may be stored so)" if A.dtype == np.float16 else "")
-            + f"; got {'out' if O is not None else 'out_dtype'} {result.name}"
-        )
+    check_result_dtype(A.dtype, result, "out" if O is not None else "out_dtype")
     C = None
     if c is not None:
         C = _operand("c", c)

@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-import polygemm.registry as registry
 from polygemm.testing import reference_for
 
 pytestmark = pytest.mark.musa
@@ -33,42 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FLAVOR = os.environ.get("POLYGEMM_MUSA_TEST_FLAVOR", "host")
 
 
-@pytest.fixture(scope="session")
-def musa_library() -> Path:
-    """The library under test: $POLYGEMM_MUSA_LIBRARY, else the flavor built once with CMake."""
-    given = os.environ.get("POLYGEMM_MUSA_LIBRARY")
-    if given:
-        return Path(given)
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        pytest.skip("cmake not found (pip install '.[test]' provides it)")
-    build = ROOT / "build" / f"musa-{FLAVOR}"
-    for cmd in ([cmake, "-S", str(ROOT), "-B", str(build), f"-DPOLYGEMM_MUSA_FLAVOR={FLAVOR}", "-DCMAKE_BUILD_TYPE=Release"], [cmake, "--build", str(build), "-j", "2"]):
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-    return next(build.rglob("libpolygemm_musa.so"))
-
-
-def _reset() -> None:
-    import polygemm.backends.musa.backend as mb
-
-    mb._session = None
-    registry.refresh()
-
-
-@pytest.fixture
-def musa(musa_library, monkeypatch):
-    monkeypatch.setenv("POLYGEMM_MUSA_LIBRARY", str(musa_library))
-    monkeypatch.setenv("POLYGEMM_MUSA_EMULATION", "1")
-    _reset()
-    info = {i.name: i for i in pg.backends()}["musa"]
-    assert info.available, info.reason
-    yield info.backend
-    _reset()
-
-
-def rand16(rng, shape, order="C"):
-    return np.asarray(rng.standard_normal(shape).astype(np.float16), order=order)
+from test_musa import _reset, musa, musa_library, rand16  # noqa: E402,F401  (one fixture set for both files)
 
 
 # -- the C ABI, each sequence in a fresh interpreter ---------------------------------------

@@ -28,7 +28,7 @@ from . import compiler
 from .device import CudaRuntime, runtime_for
 from .launch import PreparedLaunch
 from .planning import Mat, TmaUnsuitable, plan_launch
-from .variants import VENDOR_VARIANT, kernel_specs, variant_table
+from .variants import kernel_specs, variant_table
 
 __all__ = ["CudaBackend", "CudaPlan"]
 
