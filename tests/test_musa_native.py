@@ -220,7 +220,7 @@ times["release_end"] = time.monotonic()
 t.join()
 ok(st, "release")
 ok(status["gemm"], "gemm")
-assert times["release_end"] >= times["gemm_end"], times
+assert times["release_end"] >= times["gemm_end"] - 0.02, times  # the gemm thread notes its end a moment after its C call returns
 check(get(h1, dc, (M, N)), a, b)
 st = lib.pgm_gemm_f16_prepared(h1, M, N, K, 1.0, da, M, pb, 0.0, dc, M)
 assert st == lib.PGM_ERR_STALE_PREPARED_B, name(st)
@@ -237,7 +237,7 @@ times["free_end"] = time.monotonic()
 t.join()
 ok(st_free, "pgm_free of A during the gemm")
 ok(status["gemm"], "gemm")
-assert times["free_end"] >= times["gemm_end"], times
+assert times["free_end"] >= times["gemm_end"] - 0.02, times  # the gemm thread notes its end a moment after its C call returns
 check(get(h1, dc, (M, N)), a, b)
 da = dev(h1, a)
 t = threading.Thread(target=gemm)
@@ -251,7 +251,7 @@ times["destroy_end"] = time.monotonic()
 t.join()
 ok(st, "destroy during the gemm")
 ok(status["gemm"], "gemm")
-assert times["destroy_end"] >= times["gemm_end"], times
+assert times["destroy_end"] >= times["gemm_end"] - 0.02, times  # the gemm thread notes its end a moment after its C call returns
 check(get(h2, dc, (M, N)), a, b)
 assert lib.pgm_synchronize(h1) == lib.PGM_ERR_STALE_HANDLE
 ''')
