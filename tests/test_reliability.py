@@ -145,3 +145,16 @@ def test_musa_huge_m_with_k_zero_gives_the_empty_result(musa):  # noqa: F811
     b = np.zeros((0, 0), np.float16)
     res = pg.gemm(a, b, device="musa")
     assert res.shape == (2**31, 0)
+
+
+@pytest.mark.musa
+def test_musa_errors_name_the_users_operands_through_the_swap(rng, musa, monkeypatch):  # noqa: F811
+    """Row-major operands run as Cᵀ = Bᵀ·Aᵀ: a library error about its A concerns the user's b."""
+    from polygemm.backends.musa.backend import Session
+
+    def fail(self, variant, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        raise pg.DeviceError("pgm_gemm_f16 failed: PGM_ERR_INVALID_ARGUMENT: A is not usable (injected)")
+
+    monkeypatch.setattr(Session, "gemm", fail)
+    with pytest.raises(pg.DeviceError, match=r"the library's A .* is your b, its B .* your a"):
+        pg.gemm(rand16(rng, (9, 6)), rand16(rng, (6, 5)), device="musa")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
-from ...errors import ArgumentError, BackendUnavailableError, DTypeError, ShapeError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, DTypeError, ShapeError, UnsupportedProblemError
 from ...problem import Call, GemmProblem
 from .arrays import MusaArray
 from .library import LibraryNotFound, NativeLibrary, load_library
@@ -303,10 +303,14 @@ class MusaBackend(Backend):
         ldb = lds[1] or (p.n if layout == "row" else p.k)
         ldc = lds[2] or (p.n if layout == "row" else p.m)
         lda, ldb, ldc = max(lda, 1), max(ldb, 1), max(ldc, 1)
-        if swap:  # row-major storage = the transpose in column-major terms
-            s.gemm(variant, p.n, p.m, p.k, call.alpha, b, ldb, a, lda, call.beta, c, ldc)
-        else:
+        if not swap:
             s.gemm(variant, p.m, p.n, p.k, call.alpha, a, lda, b, ldb, call.beta, c, ldc)
+            return
+        try:  # row-major storage = the transpose in column-major terms
+            s.gemm(variant, p.n, p.m, p.k, call.alpha, b, ldb, a, lda, call.beta, c, ldc)
+        except DeviceError as exc:  # the library names its own operands: say which of the user's they are
+            raise DeviceError(f"{exc} [row-major operands run as C^T = B^T A^T: the library's A (m={p.n}, lda={ldb}) is your b, "
+                              f"its B (ldb={lda}) your a]") from exc
 
     def gemm_prepared(self, a: Any, prepared: PreparedB, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
         """``alpha * a @ B + beta * c`` with a prepared B (NumPy float16 in and out); see prepared.py."""
