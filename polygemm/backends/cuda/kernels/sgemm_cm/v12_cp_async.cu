@@ -183,28 +183,42 @@ using CopierA = AsyncTileCopier<kBlockM, PG_TRANS_A != 0, PG_VEC != 0>;
 using CopierB = AsyncTileCopier<kBlockN, PG_TRANS_B == 0, PG_VEC != 0>;
 
 // Fragments of one k: kThreadM values of A and kThreadN of B, as float4 pieces.
-// 16-byte shared load at a 32-bit shared-window address. Fragments are read through these
-// (not through float pointers into smem) so that every compiler addresses shared memory with
-// 32-bit registers: NVRTC keeps a generic pointer to dynamic shared memory in 64-bit ones,
-// which cost this loop 7% at 4096^3 on an H200.
-__device__ __forceinline__ float4 lds128(unsigned addr) {
+// Fragment reads. nvcc sees that these float pointers point into shared memory and
+// addresses them with 32-bit registers; NVRTC keeps the generic pointer to dynamic shared
+// memory in 64-bit ones, which cost this loop 7% at 4096^3 on an H200. Under NVRTC the reads
+// therefore go through 32-bit shared-window addresses (ld.shared.v4), which matches nvcc's
+// speed there; nvcc builds keep the pointer code they were measured with (the same reads
+// through addresses measured 2-3% slower with nvcc).
+#if defined(__CUDACC_RTC__)
+typedef unsigned SmemRef;  // a shared-window byte address
+#define SMEM_BASE(smem, sBase) (sBase)
+#define SMEM_OFF(ref, floats) ((ref) + 4u * (floats))
+__device__ __forceinline__ float4 smem_ld4(SmemRef r) {
     float4 v;
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(addr));
+                 : "r"(r));
     return v;
 }
+#else
+typedef const float* SmemRef;
+#define SMEM_BASE(smem, sBase) (smem)
+#define SMEM_OFF(ref, floats) ref + floats  // unparenthesized: the measured pointer arithmetic
+__device__ __forceinline__ float4 smem_ld4(SmemRef r) {
+    return *reinterpret_cast<const float4*>(r);
+}
+#endif
 
-// sA, sB: shared-window byte addresses of the stage's A and B tiles.
-__device__ __forceinline__ void load_fragments(unsigned sA, unsigned sB, int k,
+// sA, sB: the stage's A and B tiles.
+__device__ __forceinline__ void load_fragments(SmemRef sA, SmemRef sB, int k,
                                                int aOff, int bOff, float4 (&a)[kVecM],
                                                float4 (&b)[kVecN]) {
 #pragma unroll
     for (int v = 0; v < kVecM; ++v)
-        a[v] = lds128(sA + 4u * (k * kStrideA + aOff + v * kLanesM * 4));
+        a[v] = smem_ld4(SMEM_OFF(sA, k * kStrideA + aOff + v * kLanesM * 4));
 #pragma unroll
     for (int v = 0; v < kVecN; ++v)
-        b[v] = lds128(sB + 4u * (k * kStrideB + bOff + v * kLanesN * 4));
+        b[v] = smem_ld4(SMEM_OFF(sB, k * kStrideB + bOff + v * kLanesN * 4));
 }
 
 __device__ __forceinline__ void fma_thread_tile(float (&acc)[kThreadM][kThreadN],
@@ -285,10 +299,11 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
     float4 fragA[2][kVecM], fragB[2][kVecN];
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    load_fragments(sBase, sBase + 4u * kTileFloatsA, 0, aOff, bOff, fragA[0], fragB[0]);
+    const SmemRef s0 = SMEM_BASE(smem, sBase);
+    load_fragments(s0, SMEM_OFF(s0, kTileFloatsA), 0, aOff, bOff, fragA[0], fragB[0]);
     for (int kt = 0; kt < kTiles; ++kt) {
-        const unsigned sA = sBase + 4u * (readStage * kStageFloats);
-        const unsigned sB = sA + 4u * kTileFloatsA;
+        const SmemRef sA = SMEM_OFF(s0, readStage * kStageFloats);
+        const SmemRef sB = SMEM_OFF(sA, kTileFloatsA);
 #pragma unroll
         for (int k = 0; k < kBlockK; ++k) {
             if (k == 0) {
@@ -312,8 +327,8 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
                 cp_async_wait<kStages - 2>();
                 __syncthreads();
                 const int nextRead = (readStage + 1 == kStages) ? 0 : readStage + 1;
-                const unsigned nA = sBase + 4u * (nextRead * kStageFloats);
-                load_fragments(nA, nA + 4u * kTileFloatsA, 0, aOff, bOff, fragA[(k + 1) & 1],
+                const SmemRef nA = SMEM_OFF(s0, nextRead * kStageFloats);
+                load_fragments(nA, SMEM_OFF(nA, kTileFloatsA), 0, aOff, bOff, fragA[(k + 1) & 1],
                                fragB[(k + 1) & 1]);
             }
             fma_thread_tile(acc, fragA[k & 1], fragB[k & 1]);
