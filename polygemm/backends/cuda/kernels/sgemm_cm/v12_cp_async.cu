@@ -188,8 +188,9 @@ using CopierB = AsyncTileCopier<kBlockN, PG_TRANS_B == 0, PG_VEC != 0>;
 // memory in 64-bit ones, which cost this loop 7% at 4096^3 on an H200. Under NVRTC the reads
 // therefore go through 32-bit shared-window addresses (ld.shared.v4), which matches nvcc's
 // speed there; nvcc builds keep the pointer code they were measured with (the same reads
-// through addresses measured 2-3% slower with nvcc).
-#if defined(__CUDACC_RTC__)
+// through addresses measured 2-3% slower with nvcc). Not in PG_BATCH builds: NVRTC's sm_80
+// build of v13 then spills 4 bytes (the batch's pointer seek holds registers).
+#if defined(__CUDACC_RTC__) && !PG_BATCH
 typedef unsigned SmemRef;  // a shared-window byte address
 #define SMEM_BASE(smem, sBase) (sBase)
 #define SMEM_OFF(ref, floats) ((ref) + 4u * (floats))
