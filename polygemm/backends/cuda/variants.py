@@ -45,7 +45,7 @@ class KernelSpec:
     smem_bytes: int = 0  # dynamic shared memory per threadblock
     smem_bytes_unaligned: int = 0  # ... of the PG_VEC=0 build, where it differs
     min_sm: int = 0  # lowest compute capability (major*10+minor) the rung builds for
-    arch: str = ""  # an architecture-specific target such as "sm_90a" (built with nvcc directly)
+    arch: str = ""  # an architecture-specific target such as "sm_90a" (built for exactly that target)
     abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
     row_split: bool = False  # has the PG_ROW_SPLIT=1 unaligned build (row sets of one phase)
     batch: bool = False  # has the PG_BATCH=1 build (a strided batch on blockIdx.z)
