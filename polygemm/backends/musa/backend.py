@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
-from ...errors import ArgumentError, BackendUnavailableError, DeviceError, DTypeError, ShapeError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import Call, GemmProblem
 from .arrays import MusaArray
 from .library import LibraryNotFound, NativeLibrary, load_library
@@ -123,13 +123,6 @@ def session() -> Session:
             except LibraryNotFound as exc:
                 raise BackendUnavailableError(str(exc)) from exc
         return _session
-
-
-def _f16(x: Any, name: str) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype != np.float16:
-        raise DTypeError(f"{name} must be float16 for the musa backend; got {arr.dtype.name}")
-    return arr
 
 
 class MusaBackend(Backend):
