@@ -304,3 +304,13 @@ def test_auto_takes_batches_to_rungs_that_run_them_in_one_launch():
     assert choose_auto_variant(512, 512, 512, "float32", records)[0] == "cm_v12_cp_async"
     chosen = choose_auto_variant(512, 512, 512, "float32", records, batched=True)[0]
     assert SPECS[chosen].batch and chosen == "cm_v13_cp_async_narrow_tile"
+
+
+def test_auto_chooses_batches_from_measurements_of_batches():
+    records = [{"variant": "hgemm_v2_wgmma_tma", "dtype": "float16", "m": 512, "n": 512, "k": 512, "tflops": 300.0},
+               {"variant": "hgemm_v3_wgmma_pingpong", "dtype": "float16", "m": 512, "n": 512, "k": 512, "tflops": 250.0},
+               {"variant": "hgemm_v3_wgmma_pingpong", "dtype": "float16", "m": 512, "n": 512, "k": 512, "tflops": 400.0, "batch": 64},
+               {"variant": "hgemm_v2_wgmma_tma", "dtype": "float16", "m": 512, "n": 512, "k": 512, "tflops": 320.0, "batch": 64}]
+    assert choose_auto_variant(512, 512, 512, "float16", records, sm=90)[0] == "hgemm_v2_wgmma_tma"
+    chosen, why = choose_auto_variant(512, 512, 512, "float16", records, sm=90, batched=True)
+    assert chosen == "hgemm_v3_wgmma_pingpong" and "64 x 512x512x512" in why

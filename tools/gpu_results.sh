@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Produce the committed GPU results (run from the repository root on the GPU machine):
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
+#   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_fp16.*, h200_tune_batched_fp16.* (auto's fp16 table)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, bench, matrix, ncu or ceiling}
+what=${1:?call, tune, bench, matrix, ncu or ceiling}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -33,6 +34,14 @@ case "$what" in
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --array-lib torch --batch 64 --shapes 512x512x512 128x128x128 \
         --repeats 5 --json docs/benchmarks/h200_batched_fp$dt.json --markdown docs/benchmarks/h200_batched_fp$dt.md
     done
+    ;;
+  tune)  # what auto chooses fp16 rungs from; then: python tools/update_tuning.py docs/benchmarks/h200_tune_*fp16.json
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
+      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v3_wgmma_pingpong --shapes overhead square odd --repeats 5 \
+      --json docs/benchmarks/h200_tune_fp16.json --markdown docs/benchmarks/h200_tune_fp16.md
+    python3 -m polygemm bench --mode call --device cuda --dtype float16 --array-lib torch --batch 64 \
+      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
+      --repeats 5 --json docs/benchmarks/h200_tune_batched_fp16.json --markdown docs/benchmarks/h200_tune_batched_fp16.md
     ;;
   bench)
     polygemm_() { python3 -m polygemm "$@"; }

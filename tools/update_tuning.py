@@ -29,7 +29,10 @@ def main(paths: list[str]) -> int:
         sources.append({"file": str(Path(p)), "command": data.get("command", "")})
         for r in data["records"]:
             if r["backend"] == "cuda" and r["variant"] in eligible:
-                by_dtype.setdefault(r["dtype"], []).append({k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")})
+                row = {k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")}
+                if r.get("batch"):  # call-mode records of strided batches: auto's choice for batches
+                    row["batch"] = r["batch"]
+                by_dtype.setdefault(r["dtype"], []).append(row)
     if not by_dtype:
         print("no records of auto-selectable cuda rungs found", file=sys.stderr)
         return 1

@@ -52,6 +52,9 @@ def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records:
         raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}" + (f" on sm_{sm}" if sm else ""))
     name = tuning_file(dtype).name
     rows = [r for r in (records if records is not None else tuning_records(dtype)) if r["variant"] in eligible and r.get("dtype", "float32") == dtype]
+    # batches are chosen from measurements of batches where there are any, single products from single ones
+    same_kind = [r for r in rows if bool(r.get("batch")) == batched]
+    rows = same_kind or rows
     if not rows:
         default = eligible[-1]
         return default, f"no measured table ({name}) for {dtype}: the last predicated rung, {default}"
@@ -63,6 +66,8 @@ def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records:
     at = [r for r in rows if dist(r) == nearest]
     best = max(at, key=lambda r: float(r["tflops"]))
     shape = f"{best['m']}x{best['n']}x{best['k']}"
+    if best.get("batch"):
+        shape = f"{best['batch']} x {shape}"
     return best["variant"], f"fastest measured at the nearest benchmarked shape {shape} ({float(best['tflops']):.1f} TFLOP/s, {name})"
 
 

@@ -65,12 +65,15 @@ class PreparedLaunch:
         key = (a, b)
         maps = self._maps.get(key)
         if maps is None:
-            from .tma import hgemm_v2_tensor_maps
+            from .tma import HgemmV2Config, hgemm_v2_tensor_maps
 
             lp = self.lp
             sa, sb, _ = lp.batch_strides
             batch = (lp.batch_count, sa, sb) if lp.batch_count else None
-            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, batch=batch)
+            assert self.spec is not None
+            bm, bn, _ = self.spec.tile  # the boxes follow the rung's threadblock tile
+            cfg = HgemmV2Config(bn=bn, consumers=bm // 64)
+            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch)
             maps = (ta.tobytes(), tb.tobytes())
             with self._lock:
                 if len(self._maps) >= _TMA_MAPS_KEPT:

@@ -106,6 +106,9 @@
 #ifndef HG2_PINGPONG  // 1: each consumer warpgroup owns whole 128 x BN tiles, alternating
 #define HG2_PINGPONG 0
 #endif
+#ifndef HG2_ENTRY  // a rung built from this source under another name (v3) defines it
+#define HG2_ENTRY hgemm_v2_wgmma_tma
+#endif
 #ifndef HG2_CLUSTER
 #define HG2_CLUSTER 1
 #endif
@@ -411,7 +414,7 @@ extern "C" __global__ void
 __cluster_dims__(2, 1, 1)
 #endif
 __launch_bounds__(hgemm_v2::kThreads, 1)
-hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
+HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                    const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
                    float beta, void* C, int ldc HG2_BATCH_PARAMS)
 {
