@@ -25,7 +25,7 @@ case "$what" in
     python3 -m polygemm bench --mode call --inputs numpy --device cuda --dtype float32 --shapes overhead 4096x4096x4096 --repeats 5 \
       --json docs/benchmarks/h200_call_numpy.json --markdown docs/benchmarks/h200_call_numpy.md
     # the raw kernels auto picks, in the same session (the results page sets them beside the call)
-    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants hgemm_v2_wgmma_tma hgemm_v1_mma_ldmatrix \
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants hgemm_v3_wgmma_pingpong hgemm_v2_wgmma_tma hgemm_v1_mma_ldmatrix \
       --shapes overhead square odd --repeats 5 --json docs/benchmarks/h200_kernel_fp16.json --markdown docs/benchmarks/h200_kernel_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
       --shapes overhead square odd --repeats 5 --json docs/benchmarks/h200_kernel_fp32.json --markdown docs/benchmarks/h200_kernel_fp32.md
