@@ -51,9 +51,7 @@ def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
 
 def _at(mat: Mat | None, offset: int) -> Mat | None:
     """``mat`` moved ``offset`` bytes (the next matrix of a batch)."""
-    if mat is None or offset == 0:
-        return mat
-    return Mat(mat.name, mat.rows, mat.cols, mat.layout, mat.ld, mat.ptr + offset, mat.itemsize)
+    return mat if mat is None or offset == 0 else mat.at(mat.ptr + offset)
 
 
 def _compact_ld(layout: str, rows: int, cols: int) -> int:

@@ -140,16 +140,16 @@ class PreparedLaunch:
                 for pack in lp.packs:  # teaching rungs are float32: one 32-bit word per element
                     buf = rt.drv.mem_alloc(max(pack.scratch_elems, 1) * 4)
                     bufs.append(buf)
-                    dst = _at(pack.dst, int(buf))
+                    dst = pack.dst.at(int(buf))
                     scratch[pack.slot] = dst
                     rt.drv.memset_d32(dst.ptr, 0, pack.scratch_elems)
                     if pack.slot != "c" or beta != 0.0:
-                        rt.copy_scale(pack.src.rows, pack.src.cols, 1.0, _at(pack.src, ptr[pack.slot]), dst, stream)
+                        rt.copy_scale(pack.src.rows, pack.src.cols, 1.0, pack.src.at(ptr[pack.slot]), dst, stream)
                 a, b, cc = (scratch[s].ptr if s in scratch else ptr[s] for s in ("a", "b", "c"))
                 buf_args = self._pack(lp.m, lp.n, lp.k, alpha, a, lp.a.ld, b, lp.b.ld, beta, cc, lp.c.ld)
                 k.launch(buf_args, lp.grid, lp.block, lp.smem_bytes, stream)
                 if lp.unpack is not None:
-                    rt.copy_scale(lp.unpack.dst.rows, lp.unpack.dst.cols, 1.0, _at(lp.unpack.src, cc), _at(lp.unpack.dst, c), stream)
+                    rt.copy_scale(lp.unpack.dst.rows, lp.unpack.dst.cols, 1.0, lp.unpack.src.at(cc), lp.unpack.dst.at(c), stream)
                 if stream in (0, 1):
                     rt.ctx.synchronize()
                 else:
@@ -157,7 +157,3 @@ class PreparedLaunch:
             finally:
                 for buf in bufs:
                     buf.free()
-
-
-def _at(mat: Mat, ptr: int) -> Mat:
-    return Mat(mat.name, mat.rows, mat.cols, mat.layout, mat.ld, ptr, mat.itemsize)

@@ -50,6 +50,10 @@ class Mat:
     ptr: int = 0
     itemsize: int = 4
 
+    def at(self, ptr: int) -> "Mat":
+        """The same matrix description at another address."""
+        return Mat(self.name, self.rows, self.cols, self.layout, self.ld, ptr, self.itemsize)
+
     @property
     def t(self) -> "Mat":
         """The transpose: same memory, other layout."""
