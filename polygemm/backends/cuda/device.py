@@ -97,7 +97,9 @@ class CudaRuntime:
         with key_lock:
             fn = self._functions.get(key)
             if fn is None:
-                spec = next((sp for sp in kernel_specs().values() if sp.entry == entry), None)
+                given = macros or {}  # the rung whose constant macros this build carries (rows may share an entry)
+                rows = [sp for sp in kernel_specs().values() if sp.entry == entry and all(given.get(k) == v for k, v in sp.defines)]
+                spec = max(rows, key=lambda sp: len(sp.defines)) if rows else None
                 target = spec.arch if spec is not None and spec.arch else self.arch
                 cubin = compile_cubin(source, target, macros)
                 smem = spec.smem_for(bool((macros or {}).get("PG_VEC", 1))) if spec is not None else 0

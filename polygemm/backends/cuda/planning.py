@@ -113,9 +113,10 @@ class LaunchPlan:
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)
     notes: list[str] = field(default_factory=list)
+    defines: tuple[tuple[str, int], ...] = ()  # the rung's constant macros (KernelSpec.defines)
 
     def macros(self) -> dict[str, int]:
-        m = {"PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b)}
+        m = {**dict(self.defines), "PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b)}
         if not self.tma:
             m["PG_VEC"] = int(self.vec)
         if self.out_f32 is not None:
@@ -212,6 +213,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     lp = LaunchPlan(spec.name if spec else "cublas", swap, km, kn, k, a2, b2, c2, ta, tb)
     if spec is None:
         return lp
+    lp.defines = spec.defines
     if spec.dtype == "float16":
         lp.out_f32 = c.itemsize == 4
     lp.smem_bytes = spec.smem_bytes

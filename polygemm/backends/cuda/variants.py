@@ -17,7 +17,7 @@ from ...backend import Variant
 __all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "VENDOR_VARIANT"]
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
-LADDERS = ("sgemm_cm", "sgemm_rm", "hgemm")
+LADDERS = ("sgemm_cm", "sgemm_rm", "hgemm", "skinny")
 VENDOR_VARIANT = "cublas"
 
 
@@ -49,6 +49,12 @@ class KernelSpec:
     abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
     row_split: bool = False  # has the PG_ROW_SPLIT=1 unaligned build (row sets of one phase)
     batch: bool = False  # has the PG_BATCH=1 build (a strided batch on blockIdx.z)
+    #: macros every build of this row is compiled with (one source, several rungs: a tile
+    #: shape or a C layout chosen at compile time), e.g. {"HG2_BN": 192}
+    defines: tuple[tuple[str, int], ...] = ()
+    #: the largest kernel M (after the operand swap) the rung is meant for (0: any); a rung
+    #: for skinny products is offered to ``auto`` only below it
+    max_m: int = 0
 
     def runs_on(self, sm: int) -> bool:
         """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""
@@ -70,10 +76,11 @@ class KernelSpec:
         each 0/1 combination of ``macro_names()``, plus the ``PG_ROW_SPLIT=1`` builds (only
         with ``PG_VEC=0`` and no transposes) of a rung that has them, plus the ``PG_BATCH=1``
         builds (every combination, never with a row split) of a rung that has those."""
+        fixed = dict(self.defines)
         if not self.predicated:
-            return [{}]
+            return [fixed]
         names = self.macro_names()
-        base = [dict(zip(names, values)) for values in itertools.product((0, 1), repeat=len(names))]
+        base = [{**fixed, **dict(zip(names, values))} for values in itertools.product((0, 1), repeat=len(names))]
         out = list(base)
         if self.row_split:
             out += [{**m, "PG_ROW_SPLIT": 1} for m in base if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
@@ -153,6 +160,8 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         abi=str(row.get("abi", "standard") or "standard"),
         row_split=bool(row.get("row_split", False)),
         batch=bool(row.get("batch", False)),
+        defines=tuple(sorted((str(k), int(v)) for k, v in (row.get("defines") or {}).items())),
+        max_m=int(row.get("max_m", 0) or 0),
     )
 
 
