@@ -32,7 +32,57 @@ from .backend import Backend
 from .cli import parse_shape
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
-__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes"]
+__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes",
+           "sweep_shapes", "auto_repeats", "SWEEP_MN", "SWEEP_K"]
+
+#: the ``sweep`` preset's axes (issue 13): M and N values, and K values
+SWEEP_MN: tuple[int, ...] = (1, 16, 64, 128, 512, 1000, 4096, 8192)
+SWEEP_K: tuple[int, ...] = (512, 4096, 16384)
+
+
+def sweep_shapes() -> list[tuple[int, int, int]]:
+    """The ``sweep`` preset: 60 of the 8 × 8 × 3 = 192 products M×N×K with M, N in
+    ``SWEEP_MN`` and K in ``SWEEP_K``, plus the odd sizes, in this order.
+
+    All 192 would take about three times the GPU time, so for each K the preset keeps
+      * the diagonal M = N, every value (8): every M and every N meets every K, and it holds
+        the squares (512³, 4096³), the large outputs (8192×8192×512, a short K) and
+        K ≫ M, N (64×64×16384, 512×512×16384);
+      * skinny M against a long N: M ∈ {1, 16, 64, 128, 1000} × N = P (5), decode steps
+        and GEMV-like rows, 1000 for a tall tile's ragged edge;
+      * its mirror, skinny N: M = P × N ∈ {1, 16, 64, 128, 1000} (5), so both operand
+        orders of a skinny product are measured;
+    where the long side P is 8192 at K = 512 and 4096 at K = 4096 and 16384 (an 8192×16384
+    operand in ten shapes would double the sweep's host time for drawing and copying data,
+    and 8192×8192×16384 already has one). Then the odd sizes: 4095×4097×4093 (no dimension
+    a multiple of 8), 1000×3000×2000, 17×4096×4096 and 4096×17×4096 (one past a 16-row
+    tile), and the GEMV pair 1×8192×8192 and 8192×1×8192 (issue 13's target shapes).
+    """
+    shapes: list[tuple[int, int, int]] = []
+    for k in SWEEP_K:
+        long_side = 8192 if k == 512 else 4096
+        shapes += [(v, v, k) for v in SWEEP_MN]
+        shapes += [(s, long_side, k) for s in (1, 16, 64, 128, 1000)]
+        shapes += [(long_side, s, k) for s in (1, 16, 64, 128, 1000)]
+    shapes += [(4095, 4097, 4093), (1000, 3000, 2000), (17, 4096, 4096), (4096, 17, 4096), (1, 8192, 8192), (8192, 1, 8192)]
+    return list(dict.fromkeys(shapes))
+
+
+def auto_repeats(m: int, n: int, k: int, itemsize: int = 4) -> int:
+    """``--repeats auto``: the timed repeats (each a batch of calls) an M×N×K product gets,
+    fewer the longer one call takes.
+
+    One call is estimated from the problem's FLOPs and bytes at an H200's order of magnitude,
+    2·M·N·K / 400 TFLOP/s (50 TFLOP/s for 4-byte elements) plus (M·K + K·N + M·N)·itemsize /
+    4 TB/s. Under 20 µs (launch-bound, the noisiest; a repeat is a batch of many calls
+    costing ``min_seconds``, whatever the size) 7 repeats; under 1 ms 5; longer 3 (a repeat
+    is then at least two calls of milliseconds each, vendor and polygemm alike). The median
+    of the repeats is reported, after the warm-up, as with a fixed count.
+    """
+    flops_rate = 50e12 if itemsize >= 4 else 400e12
+    est = 2.0 * m * n * k / flops_rate + (m * k + k * n + m * n) * itemsize / 4e12
+    return 7 if est < 20e-6 else (5 if est < 1e-3 else 3)
+
 
 PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "square": [(s, s, s) for s in (1024, 2048, 4096, 6144, 8192)],
@@ -41,6 +91,8 @@ PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "overhead": [(128, 128, 128), (256, 256, 256), (1024, 1024, 1024)],
     # the default on the CPU: seconds in either mode on 2 cores
     "cpu": [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (255, 257, 129)],
+    # M, N and K across decode steps, skinny, square and K >> M, N products (see sweep_shapes)
+    "sweep": sweep_shapes(),
 }
 
 
@@ -109,21 +161,54 @@ def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
     return list(dict.fromkeys(shapes))  # presets may overlap: each shape once
 
 
+class _Normals:
+    """Random normal operands without drawing every element anew: one pool of normals per run,
+    laid out cyclically from a random start for each operand. The pool's length is a prime, so
+    the rows of an operand start at different places in it (no two rows repeat each other)
+    and two operands differ; values are never all zeros. Drawing 8192×16384 normals takes
+    seconds of host time, a pooled copy a fraction of that, which is what lets the sweep's
+    large shapes fit its budget."""
+
+    LENGTH = 4_194_301  # a prime below 2**22: 16 MiB of float32
+
+    def __init__(self, rng: np.random.Generator, dtype: Any) -> None:
+        self.rng = rng
+        self.pool = rng.standard_normal(self.LENGTH, dtype=np.float32).astype(dtype)
+
+    def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape, dtype=np.int64))
+        start = int(self.rng.integers(self.LENGTH))
+        out = np.empty(size, self.pool.dtype)
+        head = min(size, self.LENGTH - start)
+        out[:head] = self.pool[start:start + head]
+        out[head:min(size, self.LENGTH)] = self.pool[:min(size, self.LENGTH) - head]
+        done = min(size, self.LENGTH)
+        while done < size:  # doubling copies of what is already laid out: one pass over ``out``
+            step = min(done, size - done)
+            out[done:done + step] = out[:step]
+            done += step
+        return out.reshape(shape)
+
+
 class _Runner:
-    """Queues one product on prepared operands; device backends avoid the API overhead."""
+    """Queues one product on prepared operands; device backends avoid the API overhead.
+    ``variant="auto"`` runs the rung auto chooses for the problem; ``ran`` names it."""
 
     def __init__(self, be: Backend, variant: str, a: Any, b: Any, c: Any) -> None:
         self._close: Callable[[], None] = lambda: None
         launch = be.launcher(variant, a, b, c, 1.0, 0.0)
         if launch is not None:
             ran = launch.variant
-            if ran != variant:  # e.g. a TMA rung handing an unaligned problem to another rung
+            if ran != variant and variant != "auto":  # e.g. a TMA rung handing an unaligned problem to another rung
                 launch.close()
                 raise UnsupportedProblemError(f"{variant} does not run this problem itself ({ran} would)")
+            self.ran: str = ran
             self.call: Callable[[], None] = launch
             self._close = launch.close
         else:
-            from .api import gemm
+            from .api import explain, gemm
+
+            self.ran = explain(a, b, device=be.name, variant=variant, out=c).variant
 
             def call() -> None:
                 gemm(a, b, device=be.name, variant=variant, out=c)
@@ -208,15 +293,16 @@ def run_bench(
     names = [v.name for v in table if not v.vendor] if variants == "all" else list(variants)
     known = {v.name for v in table}
     for name in names:
-        if name not in known:
-            raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: {', '.join(sorted(known))}")
+        if name not in known and name != "auto":
+            raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     records: list[BenchRecord] = []
     np_dtype = np.dtype(dtype)
+    normals = _Normals(rng, np_dtype)
     for (m, n, k) in shapes:
         flops = 2.0 * m * n * k
-        host = [(rng.standard_normal((m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal((k, n), dtype=np.float32).astype(np_dtype)) for _ in range(sets)]
+        host = [(normals((m, k)), normals((k, n))) for _ in range(sets)]
         dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
         vend: _Timed | None = None
         if vendor is not None:
@@ -254,14 +340,17 @@ def run_bench(
             calls = timed.calls
             t = statistics.median(times)
             vendor_t = statistics.median(vtimes) if vtimes else float("nan")
+            ran = timed.runners[0].ran  # auto: the rung it chose; otherwise ``name``
             rec = BenchRecord(
-                be.name, name, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
+                be.name, ran, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
                 t * 1e3, vendor or "", flops / vendor_t / 1e12, vendor_t / t, be.device_name(), date, repeats, calls,
                 f"settled {settle:g} s" if settle > 0 else "interleaved", "kernel", t * 1e6, vendor_t * 1e6,
+                requested="auto" if name == "auto" else "",
             )
             records.append(rec)
             if progress:
-                progress(f"{m}x{n}x{k} {name:28s} {_rate(rec.tflops)}  ({rec.ratio:.2f}x {vendor})")
+                label = f"auto -> {ran}" if name == "auto" else name
+                progress(f"{m}x{n}x{k} {label:28s} {_rate(rec.tflops)}  ({rec.ratio:.2f}x {vendor})")
             if step:
                 step()
         if vend is not None:
@@ -397,12 +486,12 @@ def run_call_bench(
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     np_dtype = np.dtype(dtype)
+    normals = _Normals(rng, np_dtype)
     sync = be.synchronize
     records: list[BenchRecord] = []
     for (m, n, k) in shapes:
         flops = 2.0 * m * n * k * max(batch, 1)
-        host = [(rng.standard_normal(lead + (m, k), dtype=np.float32).astype(np_dtype), rng.standard_normal(lead + (k, n), dtype=np.float32).astype(np_dtype),
-                 np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
+        host = [(normals(lead + (m, k)), normals(lead + (k, n)), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
         if inputs == "numpy" or host_only:
             sets_ = host
             vendor_fn, vendor_call = (lib.host_vendor, lib.host_vendor_call) if not host_only else (lib.vendor, lib.vendor_call)
@@ -667,8 +756,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     shapes = shapes_of(args.shapes) if args.shapes else []
     if args.settle < 0:
         raise SystemExit("polygemm bench: --settle must be >= 0 seconds")
-    if args.repeats < 1:
-        raise ArgumentError(f"--repeats must be at least 1; got {args.repeats}")
+    if args.repeats != "auto" and args.repeats < 1:
+        raise ArgumentError(f"--repeats must be at least 1 or auto; got {args.repeats}")
     if args.plot:  # before any timing: a missing dependency must not cost the run
         try:
             import matplotlib  # noqa: F401
@@ -680,6 +769,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not args.shapes:  # per device: seconds on a CPU, the large cubes on a GPU
         chosen = default_shapes(be)
         shapes, preset = shapes_of(chosen), f" (preset {', '.join(chosen)})"
+    if args.max_dim is not None:
+        kept = [s for s in shapes if max(s) <= args.max_dim]
+        if len(kept) < len(shapes):
+            preset += f" ({len(shapes) - len(kept)} more above --max-dim {args.max_dim} left out)"
+        shapes = kept
+    # --repeats auto: a count per shape (auto_repeats); runs of shapes sharing one are timed together
+    itemsize = 2 if "16" in args.dtype else (8 if "64" in args.dtype else 4)
+    chunks: list[tuple[int, list[tuple[int, int, int]]]] = []
+    for shape in shapes:
+        reps = auto_repeats(*shape, itemsize=itemsize) if args.repeats == "auto" else args.repeats
+        if chunks and chunks[-1][0] == reps:
+            chunks[-1][1].append(shape)
+        else:
+            chunks.append((reps, [shape]))
     command = "polygemm " + shlex.join(args.argv)
     bar = not args.no_progress and sys.stdout.isatty()
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
@@ -688,14 +791,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         records: list[BenchRecord] = []
         with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
             for name in names:
-                records += run_call_bench(device, args.dtype, shapes, variant=name, inputs=args.inputs, repeats=args.repeats,
-                                          progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib)
+                for reps, part in chunks:
+                    records += run_call_bench(device, args.dtype, part, variant=name, inputs=args.inputs, repeats=reps,
+                                              progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib)
     else:
         variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
         count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
+        records = []
         with _Progress(count * len(shapes), f"bench {device}", bar) as prog:
-            records = run_bench(device, args.dtype, variants, shapes, repeats=args.repeats, settle=args.settle,
-                                progress=prog.line, step=prog.step)
+            for reps, part in chunks:
+                records += run_bench(device, args.dtype, variants, part, repeats=reps, settle=args.settle,
+                                     progress=prog.line, step=prog.step)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"command": command, "records": [asdict(r) for r in records]}, fh, indent=1)
@@ -709,8 +815,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _repeats_arg(text: str) -> int | str:
+    """``--repeats``: an integer, or ``auto`` (:func:`auto_repeats` per shape)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or auto; got {text!r}") from None
+
+
 def _preset_summary(shapes: Sequence[tuple[int, int, int]]) -> str:
-    """``1024³..8192³`` for cubes, else the shapes themselves, for --help."""
+    """``1024³..8192³`` for cubes, else the shapes themselves, for --help; the sweep's axes."""
+    if list(shapes) == PRESETS["sweep"]:
+        return (f"{len(shapes)} shapes: M, N in {{{', '.join(map(str, SWEEP_MN))}}} against K in {{{', '.join(map(str, SWEEP_K))}}}, "
+                "diagonal and skinny both ways, plus odd sizes")
     cubes = [m for m, n, k in shapes if m == n == k]
     text = [f"{cubes[0]}³..{cubes[-1]}³"] if len(cubes) > 3 else [f"{c}³" for c in cubes]
     text += [f"{m}x{n}x{k}" for m, n, k in shapes if not m == n == k]
@@ -735,7 +854,11 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--shapes", nargs="+", default=None,
                    help="MxNxK items and presets: " + "; ".join(f"{name} ({_preset_summary(shapes)})" for name, shapes in PRESETS.items())
                         + ". Default: square on a GPU (cuda, musa), cpu on the CPU (seconds on 2 cores)")
-    s.add_argument("--repeats", type=int, default=5, help="timed repeats; the median is reported")
+    s.add_argument("--repeats", type=_repeats_arg, default=5,
+                   help="timed repeats, the median reported; auto: by each shape's FLOPs and bytes, 7 for the smallest "
+                        "(launch-bound) products, 5, 3 for the largest (see bench.auto_repeats)")
+    s.add_argument("--max-dim", type=int, default=None, metavar="N",
+                   help="leave out the shapes with a dimension above N (e.g. the sweep preset's small end on a CPU)")
     s.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
                    help="kernel mode: run each kernel alone this long before timing its repeats (sustained clocks) "
                         "instead of interleaving the vendor repeat by repeat")

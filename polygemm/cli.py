@@ -1,4 +1,4 @@
-"""The ``polygemm`` command line: info, gemm, variants, bench, matrix."""
+"""The ``polygemm`` command line: info, gemm, variants, bench, plot, matrix."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     s.set_defaults(fn=cmd_gemm)
 
-    for name, module in (("bench", "bench"), ("matrix", "matrix"), ("ceiling", "backends.cuda.ceiling"), ("compile", "compile_cmd")):
+    for name, module in (("bench", "bench"), ("plot", "plot"), ("matrix", "matrix"), ("ceiling", "backends.cuda.ceiling"), ("compile", "compile_cmd")):
         try:
             mod = importlib.import_module(f".{module}", __package__)
         except ModuleNotFoundError:

@@ -1,4 +1,5 @@
-"""``polygemm bench --plot``: throughput against problem size, one line per variant.
+"""``polygemm bench --plot`` and ``polygemm plot``: throughput against problem size, one line
+per variant; with ``polygemm plot --heatmap``, the ratio to the vendor over a sweep of shapes.
 
 x is the problem's size as a number, the cube root of M·N·K (N for an N³ problem), on a
 log-2 axis; y is TFLOP/s (GFLOP/s where every figure is below 1 TFLOP/s) from 0. Lines join
@@ -10,14 +11,23 @@ Kernel-mode records give one line per variant (a ladder's rungs in one colour ma
 dark); call-mode records give one line per requested variant, "polygemm.gemm (auto)", beside
 the vendor as its users call it. Needs matplotlib (``pip install 'polygemm[plot]'``);
 rendering uses the Agg backend.
+
+The heatmap (:func:`plot_heatmap`) has one row of panels per dtype and mode: one panel per K
+(rows M, columns N) for each K with at least four shapes, and a strip of the other shapes;
+each cell is coloured by polygemm's speed over the vendor's on a diverging map centred at 1.0
+(log scale, 1/4× to 4×) with the ratio written in it. :func:`summarize` gives the geometric
+mean and the worst shape behind each row's title (``polygemm plot`` prints them). Neither
+needs a GPU: both read the records ``polygemm bench --json`` wrote.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-__all__ = ["plot_records"]
+__all__ = ["plot_records", "plot_heatmap", "summarize", "SweepSummary", "add_parser"]
 
 
 def _size(r: Any) -> float:
@@ -214,3 +224,221 @@ def plot_records(records: Sequence[Any], path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
+
+
+# -- the sweep: geometric mean, worst shape and the heatmap of the ratio to the vendor --------
+
+Shape = tuple[int, int, int, int]  # (M, N, K, batch): batch 0 for one product
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """One dtype and mode of a sweep: polygemm's speed over the vendor's, shape by shape.
+
+    ``ratios`` holds, for each shape with a vendor timing, the best ratio among the records of
+    that shape (kernel mode: the fastest of the rungs timed; call mode: the variant asked for,
+    normally auto), ``variants`` the variant that reached it. ``geomean`` is their geometric
+    mean; ``worst`` the shape of the smallest ratio.
+    """
+
+    mode: str
+    dtype: str
+    device: str
+    ours: str
+    vendor: str
+    ratios: dict[Shape, float]
+    variants: dict[Shape, str]
+
+    @property
+    def geomean(self) -> float:
+        vals = list(self.ratios.values())
+        return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
+
+    @property
+    def worst(self) -> Shape:
+        return min(self.ratios, key=lambda s: self.ratios[s])
+
+    @property
+    def worst_ratio(self) -> float:
+        return self.ratios[self.worst]
+
+    @property
+    def label(self) -> str:
+        return f"{self.dtype}, {self.mode} mode: {self.ours} / {self.vendor}"
+
+    def line(self) -> str:
+        """One sentence: shapes, geometric mean, worst shape (and the variant there)."""
+        if not self.ratios:
+            return f"{self.label} on {self.device}: no shape has a vendor timing"
+        w = self.worst
+        return (f"{self.label} on {self.device}: {len(self.ratios)} shapes, geometric mean {self.geomean:.2f}x, "
+                f"worst {self.worst_ratio:.2f}x at {_shape_text(w)} ({self.variants[w]})")
+
+
+def _shape_text(s: Shape) -> str:
+    m, n, k, batch = s
+    return f"{batch} x {m}x{n}x{k}" if batch else f"{m}x{n}x{k}"
+
+
+def summarize(records: Sequence[Any]) -> list[SweepSummary]:
+    """One :class:`SweepSummary` per (mode, dtype, inputs) of ``records``, in order of first
+    appearance. Records whose ratio is not a finite positive number (no vendor timing) are left
+    out of the ratios."""
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for r in records:
+        mode = getattr(r, "mode", "kernel")
+        groups.setdefault((mode, r.dtype, getattr(r, "inputs", "device") if mode == "call" else ""), []).append(r)
+    out: list[SweepSummary] = []
+    for (mode, dtype, inputs), rs in groups.items():
+        ratios: dict[Shape, float] = {}
+        variants: dict[Shape, str] = {}
+        for r in rs:
+            ratio = float(r.ratio)
+            if not (ratio > 0 and math.isfinite(ratio)):
+                continue
+            shape = (r.m, r.n, r.k, int(getattr(r, "batch", 0) or 0))
+            if shape not in ratios or ratio > ratios[shape]:
+                ratios[shape], variants[shape] = ratio, r.variant
+        if mode == "call":
+            asked = sorted({getattr(r, "requested", "") or "auto" for r in rs})
+            ours = f"polygemm.gemm({', '.join(asked)}" + (", numpy in/out)" if inputs == "numpy" else ")")
+            calls = sorted({_short_call(r.vendor_call) if r.vendor_call else r.vendor_variant for r in rs})
+            vendor = ", ".join(calls)
+        else:
+            names = sorted({r.variant for r in rs})
+            auto = any(getattr(r, "requested", "") == "auto" for r in rs)
+            ours = "raw launch of auto's rung" if auto else (names[0] if len(names) == 1 else f"best of {len(names)} rungs")
+            vendor = ", ".join(sorted({r.vendor_variant or "vendor" for r in rs}))
+        out.append(SweepSummary(mode, dtype, rs[0].device, ours, vendor, ratios, variants))
+    return out
+
+
+def _panels(summary: SweepSummary) -> tuple[list[int], list[Shape]]:
+    """(the K values drawn as an M×N grid, each with at least four shapes; the other shapes)."""
+    by_k: dict[tuple[int, int], list[Shape]] = {}
+    for s in summary.ratios:
+        by_k.setdefault((s[2], s[3]), []).append(s)
+    grid = sorted(k for (k, batch), shapes in by_k.items() if batch == 0 and len(shapes) >= 4)
+    rest = sorted((s for s in summary.ratios if s[3] or s[2] not in grid), key=lambda s: (s[0] * s[1] * s[2], s))
+    return grid, rest
+
+
+def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
+    """Write a PNG of polygemm's speed over the vendor's for every shape of ``records`` to
+    ``path`` (see the module docstring) and return the summaries drawn, one per row of panels.
+    Raises ValueError when no record has a vendor timing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+        from matplotlib.colors import Normalize
+        from matplotlib.patches import Rectangle
+    except ImportError as exc:
+        from .errors import ArgumentError
+
+        raise ArgumentError(f"--heatmap needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from exc
+    summaries = [s for s in summarize(records) if s.ratios]
+    if not summaries:
+        raise ValueError("no benchmark record with a vendor timing to draw")
+    limit = 2.0  # log2: the colours span 1/4x .. 4x; cells beyond take the end colours
+    norm = Normalize(vmin=-limit, vmax=limit)
+    cmap = plt.get_cmap("RdBu")  # red: slower than the vendor, white: even, blue: faster
+    layouts = [_panels(s) for s in summaries]
+
+    def cells(summary: SweepSummary, k: int) -> tuple[list[int], list[int]]:
+        shapes = [s for s in summary.ratios if s[2] == k and s[3] == 0]
+        return sorted({s[0] for s in shapes}), sorted({s[1] for s in shapes})
+
+    widths = [max([len(cells(s, k)[1]) for s, (grid, _) in zip(summaries, layouts) for k in grid[i:i + 1]] or [0])
+              for i in range(max(len(g) for g, _ in layouts))]
+    strip = any(rest for _, rest in layouts)
+    ratios_w = [max(w, 2) for w in widths] + ([1.8] if strip else [])
+    rows_h = max([len(cells(s, k)[0]) for s, (grid, _) in zip(summaries, layouts) for k in grid] + [len(r) for _, r in layouts] + [2])
+    fig = plt.figure(figsize=(max(9.0, 0.62 * sum(ratios_w) + 2.6 + 0.9 * len(ratios_w)), (0.42 * rows_h + 2.1) * len(summaries) + 0.8),
+                     layout="constrained")
+    subfigs = fig.subfigures(len(summaries), 1, squeeze=False)[:, 0]
+    image = None
+    for sub, summary, (grid, rest) in zip(subfigs, summaries, layouts):
+        axes = sub.subplots(1, len(ratios_w), squeeze=False, gridspec_kw={"width_ratios": ratios_w})[0]
+        worst = summary.worst
+        sub.suptitle(f"{summary.label}\ngeometric mean {summary.geomean:.2f}× over {len(summary.ratios)} shapes, worst "
+                     f"{summary.worst_ratio:.2f}× at {_shape_text(worst).replace('x', '×')} ({summary.variants[worst]})",
+                     fontsize=10)
+        for i, ax in enumerate(axes):
+            if i < len(widths) and i < len(grid):
+                k = grid[i]
+                ms, ns = cells(summary, k)
+                values = np.full((len(ms), len(ns)), np.nan)
+                for s, ratio in summary.ratios.items():
+                    if s[2] == k and s[3] == 0:
+                        values[ms.index(s[0]), ns.index(s[1])] = ratio
+                ax.set_title(f"K = {k}", fontsize=9)
+                ax.set_xticks(range(len(ns)), [str(n) for n in ns], fontsize=8, rotation=45)
+                ax.set_yticks(range(len(ms)), [str(m) for m in ms], fontsize=8)
+                ax.set_xlabel("N", fontsize=9)
+                ax.set_ylabel("M", fontsize=9)
+                mark = (ms.index(worst[0]), ns.index(worst[1])) if worst[2] == k and worst[3] == 0 else None
+            elif i == len(ratios_w) - 1 and strip and rest:
+                values = np.array([[summary.ratios[s]] for s in rest])
+                ax.set_title("other shapes", fontsize=9)
+                ax.set_xticks([])
+                ax.set_yticks(range(len(rest)), [_shape_text(s).replace("x", "×") for s in rest], fontsize=8)
+                ax.yaxis.tick_right()
+                mark = (rest.index(worst), 0) if worst in rest else None
+            else:
+                ax.axis("off")
+                continue
+            ax.set_facecolor("0.93")  # shapes not in the sweep
+            shown = np.ma.masked_invalid(np.log2(np.where(values > 0, values, np.nan)))
+            image = ax.imshow(shown, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+            for (y, x), ratio in np.ndenumerate(values):
+                if ratio == ratio:
+                    dark = abs(math.log2(ratio)) > 1.1
+                    ax.text(x, y, f"{ratio:.2f}", ha="center", va="center", fontsize=7.5, color="white" if dark else "black")
+            if mark is not None:
+                ax.add_patch(Rectangle((mark[1] - 0.5, mark[0] - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.0))
+            ax.tick_params(length=2)
+        bar = sub.colorbar(image, ax=list(axes), shrink=0.9, pad=0.02)
+        ticks = [0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0]
+        bar.set_ticks([math.log2(t) for t in ticks], labels=[f"{t:g}×" for t in ticks], fontsize=8)
+        bar.set_label("polygemm / vendor speed", fontsize=8)
+    fig.suptitle(f"polygemm sweep on {summaries[0].device}: speed over the vendor's in the same run\n"
+                 "(grey: shape not in the sweep; box: the worst shape)", fontsize=11)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return summaries
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .bench import load_records
+    from .errors import ArgumentError
+
+    records: list[Any] = []
+    for name in args.files:
+        try:
+            records += load_records(name)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ArgumentError(f"cannot read benchmark records from {name}: {exc}") from None
+    if not records:
+        raise ArgumentError("no benchmark records in " + ", ".join(args.files))
+    for summary in summarize(records):
+        print(summary.line())
+    if args.output:
+        if args.heatmap:
+            plot_heatmap(records, args.output)
+        else:
+            plot_records(records, args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser("plot", help="summarize and plot benchmark records (polygemm bench --json files) without re-running them")
+    s.add_argument("files", nargs="+", metavar="JSON", help="files polygemm bench --json wrote; their records are read together")
+    s.add_argument("-o", "--output", metavar="PNG", help="write a PNG (needs matplotlib); without it only the summary is printed")
+    s.add_argument("--heatmap", action="store_true",
+                   help="the ratio to the vendor shape by shape (rows M, columns N, a panel per K; one row of panels per dtype "
+                        "and mode) instead of throughput against problem size")
+    s.set_defaults(fn=cmd_plot)

@@ -6,9 +6,10 @@
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
+#   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, tune, bench, matrix, ncu or ceiling}
+what=${1:?call, tune, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -77,5 +78,16 @@ case "$what" in
     ;;
   ceiling)
     python3 -m polygemm ceiling --repeats 5 --json docs/benchmarks/h200_mma_ceiling.json --markdown docs/benchmarks/h200_mma_ceiling.md
+    ;;
+  sweep)  # issue 13: the sweep preset (60 shapes) through the raw launch of auto's rung beside cuBLAS, and through
+          # polygemm.gemm beside cupy.matmul; the heatmap of the ratio and its geometric mean and worst shape
+    for dt in 16 32; do
+      for mode in kernel call; do
+        python3 -m polygemm bench --mode $mode --device cuda --dtype float$dt --variants auto --shapes sweep --repeats auto \
+          --no-progress --json docs/benchmarks/h200_sweep_${mode}_fp$dt.json
+      done
+      python3 -m polygemm plot docs/benchmarks/h200_sweep_kernel_fp$dt.json docs/benchmarks/h200_sweep_call_fp$dt.json --heatmap \
+        -o docs/benchmarks/h200_sweep_fp$dt.png | tee docs/benchmarks/h200_sweep_fp$dt.txt
+    done
     ;;
 esac
