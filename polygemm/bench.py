@@ -7,9 +7,12 @@ the way its users call it (``cupy.matmul``/``torch.matmul`` on the same arrays, 
 on the CPU). ``--mode kernel`` times each variant's raw launch with the backend's device events
 beside the backend's vendor variant (cuBLAS for cuda, NumPy's BLAS for cpu).
 
-Either way: warm-up first, two rotating input sets of random normal data (never zeros), the
-median of several repeats of a batch of calls, TFLOP/s = 2·M·N·K / t, and the vendor timed
-in turn with polygemm, repeat by repeat, each ratio using those neighbouring timings.
+Either way: warm-up first, two rotating input sets of random normal data (never zeros; laid
+out from one pool of normals per run, see ``_Normals``), the median of several repeats of a
+batch of calls (``--repeats auto``: more for small products, fewer for large ones), TFLOP/s =
+2·M·N·K / t, and the vendor timed in turn with polygemm, repeat by repeat, each ratio using
+those neighbouring timings. In kernel mode, ``--variants auto`` launches the rung ``auto``
+chooses for each shape (recorded as ``variant``, with ``requested="auto"``).
 """
 
 from __future__ import annotations
@@ -850,7 +853,8 @@ def add_parser(sub: Any) -> None:
                    help="call mode: a strided batch of N products per call (vendor: its batched GEMM, e.g. torch.matmul on 3-D)")
     s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="element type of A, B and C")
     s.add_argument("--variants", nargs="+", default=None,
-                   help="variant names (comma or space separated); call mode default: auto; kernel mode default: all")
+                   help="variant names (comma or space separated); call mode default: auto; kernel mode default: all, "
+                        "and auto there is the raw launch of the rung auto picks for each shape")
     s.add_argument("--shapes", nargs="+", default=None,
                    help="MxNxK items and presets: " + "; ".join(f"{name} ({_preset_summary(shapes)})" for name, shapes in PRESETS.items())
                         + ". Default: square on a GPU (cuda, musa), cpu on the CPU (seconds on 2 cores)")
