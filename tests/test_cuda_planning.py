@@ -13,7 +13,7 @@ SPECS = kernel_specs()
 PREDICATED = [s for s in SPECS.values() if s.predicated]
 STANDARD = [s for s in PREDICATED if s.abi == "standard"]
 TMA = [s for s in PREDICATED if s.abi == "tma"]
-PREDICATED_F32 = [s for s in PREDICATED if s.dtype == "float32"]
+PREDICATED_F32 = [s for s in PREDICATED if s.dtype == "float32" and not s.max_m]  # tiled rungs (skinny ones have max_m)
 PADDED = [s for s in SPECS.values() if not s.predicated]
 
 
@@ -106,11 +106,22 @@ def test_grid_covers_the_problem(spec):
 
 
 def test_32bit_offsets_refused_at_plan_time():
-    spec = PREDICATED[-1]
+    spec = next(s for s in PREDICATED if s.abi == "standard")
     big = Mat("a", 70000, 40000, "row", 40000)
     with pytest.raises(pg.UnsupportedProblemError, match="32-bit"):
         plan_launch(spec, big, row("b", 40000, 8), row("c", 70000, 8))
     assert big.max_offset > INT32_MAX
+
+
+def test_tma_rung_takes_operands_past_32_bits_but_not_c():
+    """A and B reach a TMA rung through tensor maps (64-bit strides): only C's offsets are 32-bit."""
+    spec = next(s for s in PREDICATED if s.abi == "tma")
+    big = Mat("a", 70000, 32768, "row", 32768, 0, 2)
+    lp = plan_launch(spec, big, Mat("b", 32768, 128, "row", 128, 0, 2), Mat("c", 70000, 128, "row", 128, 0, 2))
+    assert big.max_offset > INT32_MAX and (lp.m, lp.n, lp.k) == (70000, 128, 32768)
+    with pytest.raises(pg.UnsupportedProblemError, match="32-bit"):
+        plan_launch(spec, Mat("a", 70000, 64, "row", 64, 0, 2), Mat("b", 64, 40000, "row", 40000, 0, 2),
+                    Mat("c", 70000, 40000, "row", 40000, 0, 2))
 
 
 def test_cublas_plan_keeps_column_major_with_swap():
@@ -257,7 +268,8 @@ def test_row_split_only_for_row_major_operands_of_an_unaligned_problem():
 def test_builds_are_the_macro_product_plus_row_split():
     spec = SPECS["hgemm_v1_mma_ldmatrix"]
     builds = spec.builds()
-    assert len(builds) == 2 ** len(spec.macro_names()) + 2 + 2 ** len(spec.macro_names())  # + the PG_BATCH builds
+    # + the PG_BATCH builds; all of it again with PG_BF16=1 for bfloat16
+    assert len(builds) == (2 ** len(spec.macro_names()) + 2 + 2 ** len(spec.macro_names())) * len(spec.dtypes)
     assert all(not b.get("PG_ROW_SPLIT") for b in builds if b.get("PG_BATCH"))
     split = [b for b in builds if b.get("PG_ROW_SPLIT")]
     assert {b["PG_OUT_F32"] for b in split} == {0, 1}
@@ -312,5 +324,5 @@ def test_auto_chooses_batches_from_measurements_of_batches():
                {"variant": "hgemm_v3_wgmma_pingpong", "dtype": "float16", "m": 512, "n": 512, "k": 512, "tflops": 400.0, "batch": 64},
                {"variant": "hgemm_v2_wgmma_tma", "dtype": "float16", "m": 512, "n": 512, "k": 512, "tflops": 320.0, "batch": 64}]
     assert choose_auto_variant(512, 512, 512, "float16", records, sm=90)[0] == "hgemm_v2_wgmma_tma"
-    chosen, why = choose_auto_variant(512, 512, 512, "float16", records, sm=90, batched=True)
+    chosen, why = choose_auto_variant(512, 512, 512, "float16", records, sm=90, count=64)
     assert chosen == "hgemm_v3_wgmma_pingpong" and "64 x 512x512x512" in why

@@ -22,12 +22,14 @@ import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
+from ...interop import device_pointer, raw_view
 from ...problem import Call, GemmProblem, Operand
-from .catalog import check_smem, choose_auto_variant, tma_fallback
+from .catalog import auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
+from .cost import Candidate
 from . import compiler
 from .device import CudaRuntime, runtime_for
-from .launch import PreparedLaunch
-from .planning import Mat, TmaUnsuitable, plan_launch
+from .launch import PanelLaunch, PreparedLaunch
+from .planning import IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, panel_mats, panels, plan_launch, split_refusal
 from .variants import kernel_specs, variant_table
 
 __all__ = ["CudaBackend", "CudaPlan"]
@@ -37,7 +39,7 @@ __all__ = ["CudaBackend", "CudaPlan"]
 class CudaPlan:
     """The cuda backend's decisions for one plan (``Plan.private``)."""
 
-    launch: PreparedLaunch | None  # None: an empty product, no kernel
+    launch: PreparedLaunch | PanelLaunch | None  # None: an empty product, no kernel
     result_layout: str  # "row" or "col": the layout of a result the backend allocates
     #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
     #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
@@ -52,6 +54,20 @@ def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
 def _at(mat: Mat | None, offset: int) -> Mat | None:
     """``mat`` moved ``offset`` bytes (the next matrix of a batch)."""
     return mat if mat is None or offset == 0 else mat.at(mat.ptr + offset)
+
+
+def _split_suffix(name: str) -> tuple[str, int]:
+    """``"rung:split_k=4"`` -> ("rung", 4); a plain name -> (name, 0)."""
+    base, sep, rest = name.partition(":split_k=")
+    if not sep:
+        return name, 0
+    try:
+        splits = int(rest)
+    except ValueError:
+        splits = 0
+    if splits < 2:
+        raise UnsupportedProblemError(f"variant={name!r}: split_k must be an integer of at least 2, e.g. {base}:split_k=4")
+    return base, splits
 
 
 def _compact_ld(layout: str, rows: int, cols: int) -> int:
@@ -202,6 +218,18 @@ class CudaBackend(Backend):
         return base if d == base.ordinal else runtime_for(d)
 
     # -- planning --------------------------------------------------------------------
+    def get_variant(self, name: str) -> Variant:
+        """A variant by name; ``"<rung>:split_k=<n>"`` names a rung with a batched build run as
+        ``n`` K-slices side by side and a deterministic reduction (what ``auto`` may choose)."""
+        base, splits = _split_suffix(name)
+        v = super().get_variant(base)
+        if splits:
+            spec = kernel_specs().get(base)
+            if spec is None or not (spec.batch and spec.predicated):
+                able = ", ".join(s.name for s in kernel_specs().values() if s.batch and s.predicated)
+                raise UnsupportedProblemError(f"variant={name!r}: {base} cannot split K (no batched build); rungs that can: {able}")
+        return v
+
     def _sms(self, rt: Any = None) -> int:
         """The device's streaming multiprocessors (132 when no device is open: planning tests)."""
         return int(getattr(rt if rt is not None else self._rt, "sms", 0) or 132)
@@ -226,18 +254,26 @@ class CudaBackend(Backend):
         p = problem
         rt = self._plan_runtime(p)
         sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
+        ranked: list[Candidate] = []
         if variant == "auto":
             self.check_problem(p)
-            chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm, batched=p.count > 1)
+            ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=self._sms(rt),
+                                     result_layout=_result_layout(p), out_itemsize=p.out_dtype.itemsize)
+            if not ranked:
+                chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm, batched=p.count > 1)
+            else:
+                chosen, reason = ranked[0].variant, explain_choice(ranked[0], ranked, p.dtype.name)
         else:
             chosen, reason = self.get_variant(variant).name, f"variant={variant!r} requested"
+        chosen_splits = _split_suffix(variant)[1] if variant != "auto" else 0
         v = self.get_variant(chosen)
         self.check_problem(p, v)
         spec = kernel_specs().get(chosen)
         if spec is not None and sm and not spec.runs_on(sm):
             need = spec.arch or f"sm_{spec.min_sm} or newer"
             raise UnsupportedProblemError(f"variant {chosen!r} needs {need}; this device is sm_{sm}")
-        plan = Plan(self.name, chosen, reason, p, device=self._label(rt), layouts=host_layouts(p))
+        plan = Plan(self.name, chosen + (f":split_k={chosen_splits}" if chosen_splits else ""), reason, p,
+                    device=self._label(rt), layouts=host_layouts(p))
         if p.residency == "host":
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
         if p.empty:
@@ -247,14 +283,38 @@ class CudaBackend(Backend):
         a, b, c = self._plan_mats(p)
         sa, sb, _, sd = _batch_bytes(p)
         batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
-        try:
-            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms(rt))
-        except TmaUnsuitable as exc:
-            fallback = tma_fallback()
-            plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
-            plan.variant = fallback
-            spec = kernel_specs()[fallback]
-            lp = plan_launch(spec, a, b, c, batch=batch, sms=self._sms(rt))
+        if ranked:  # the fastest estimate these operands allow (alignment, index range, slices)
+            lp, parts = None, None
+            for cand in ranked:
+                try:
+                    lp, parts = self._fit(kernel_specs()[cand.variant], a, b, c, batch=batch, rt=rt, splits=cand.splits,
+                                     dtype=p.dtype.name)
+                except UnsupportedProblemError as exc:
+                    plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
+                    continue
+                if cand is not ranked[0]:
+                    plan.reason = explain_choice(cand, ranked, p.dtype.name) + " (faster estimates could not take these operands)"
+                plan.variant, spec = cand.label, kernel_specs()[cand.variant]
+                seen = {name for name, _ in plan.candidates}
+                plan.candidates.extend([(o.label, f"estimated {o.estimate_us:.1f} µs") for o in ranked
+                                        if o is not cand and o.label not in seen][:4])
+                break
+            if lp is None:
+                raise UnsupportedProblemError(f"no cuda kernel can take {p.shape_str()} {p.dtype.name} as given: "
+                                              + "; ".join(f"{name}: {why}" for name, why in plan.candidates[:3]))
+        else:
+            if chosen_splits and p.count > 1:
+                raise UnsupportedProblemError(f"variant={variant!r}: split-K takes one product, not a batch of {p.count}")
+            try:
+                lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, splits=chosen_splits, dtype=p.dtype.name)
+            except TmaUnsuitable as exc:  # a named TMA rung hands what it cannot describe to the mma rung
+                fallback = tma_fallback()
+                plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
+                plan.variant = fallback + (f":split_k={chosen_splits}" if chosen_splits else "")
+                spec = kernel_specs()[fallback]
+                lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, dtype=p.dtype.name, splits=chosen_splits)
+        if lp.splits and ":split_k=" not in plan.variant:  # slices chosen to fit 32-bit offsets
+            plan.variant += f":split_k={lp.splits}"
         if rt is not None:
             check_smem(lp, rt.max_smem_per_block)
         plan.launch = lp.describe()
@@ -263,8 +323,41 @@ class CudaBackend(Backend):
         plan.notes.extend(lp.notes)
         if p.batch and not lp.batch_count:
             plan.launch["batch"] = f"{p.count} products, one launch each on the same stream (the rung has no batched build)"
-        plan.private = CudaPlan(PreparedLaunch(rt, spec, lp) if rt is not None else None, _result_layout(p), _batch_bytes(p), rt)  # type: ignore[arg-type]
+        prepared: PreparedLaunch | PanelLaunch | None = None
+        if parts is not None:
+            plan.launch["panels"] = (f"{len(parts)} panels of the result, one launch each: an operand spans past the "
+                                     f"kernels' 32-bit offsets, each panel's pieces do not")
+        if rt is not None:
+            prepared = PanelLaunch([(PreparedLaunch(rt, spec, part), offs) for part, offs in parts]) if parts is not None \
+                else PreparedLaunch(rt, spec, lp)
+        plan.private = CudaPlan(prepared, _result_layout(p), _batch_bytes(p), rt)
         return plan
+
+    def _fit(self, spec: Any, a: Mat, b: Mat, c: Mat, *, batch: tuple[int, int, int, int], rt: Any, splits: int = 0,
+             dtype: str | None = None) -> tuple[LaunchPlan, list[tuple[LaunchPlan, tuple[int, int, int]]] | None]:
+        """Plan one launch of ``spec``; when an operand spans past the kernels' 32-bit offsets,
+        the product runs in pieces instead -- K-slices (a rung with a batched build: each slice
+        is addressed from a 64-bit base) or else panels of the result -- so the user never has
+        to block it. Returns (the launch plan, the panels with byte offsets, or None)."""
+        sms = self._sms(rt)
+        try:
+            return plan_launch(spec, a, b, c, batch=batch, sms=sms, splits=splits, dtype=dtype), None
+        except IndexRangeError:
+            if spec is None or batch[0] > 1:
+                raise
+        if not splits and spec.batch and spec.predicated:
+            for s in range(2, 4097):
+                if a.cols % s or split_refusal(spec, a, b, s) is not None:
+                    continue
+                try:
+                    return plan_launch(spec, a, b, c, sms=sms, splits=s, dtype=dtype), None
+                except IndexRangeError:
+                    continue
+        parts = []
+        for rows, cols in panels(a, b, c):
+            pa, pb, pc, offsets = panel_mats(a, b, c, rows, cols)
+            parts.append((plan_launch(spec, pa, pb, pc, sms=sms, splits=splits, dtype=dtype), offsets))
+        return parts[0][0], parts
 
     # -- running ---------------------------------------------------------------------
     def run(self, plan: Plan) -> Any:
@@ -315,7 +408,7 @@ class CudaBackend(Backend):
                 arr = np.ascontiguousarray(host if layout_ == "row" else np.swapaxes(host, -1, -2))
                 buf = rt.allocate(arr.nbytes)
                 allocs.append(buf)
-                drv.memcpy_htod(buf, arr)
+                drv.memcpy_htod(buf, raw_view(arr))
                 return int(buf)
 
             a = upload(call.a, p.a.layout, sa)
@@ -336,7 +429,7 @@ class CudaBackend(Backend):
                 res = np.swapaxes(np.empty(p.batch + (p.n, p.m), p.out_dtype), -1, -2)
                 direct = out is not None and np.swapaxes(out, -1, -2).flags.c_contiguous
             target = out if direct else res
-            drv.memcpy_dtoh(target if layout == "row" else np.swapaxes(target, -1, -2), c)  # waits for the launches
+            drv.memcpy_dtoh(raw_view(target if layout == "row" else np.swapaxes(target, -1, -2)), c)  # waits for the launches
         finally:
             for buf in allocs:
                 buf.free()
@@ -357,7 +450,7 @@ class CudaBackend(Backend):
                 dest = call.out_ptr
             elif call.alloc is not None:  # the operands' own library allocates (CuPy's pool, torch's allocator)
                 result = call.alloc(p.result_shape, p.out_dtype)
-                dest = int(result.__cuda_array_interface__["data"][0] or 0)
+                dest = device_pointer(result)  # torch's array interface refuses bfloat16
             else:
                 result = self._new_result(rt, p, decided.result_layout)
                 dest = int(result.gpudata) if p.count * p.m * p.n else 0
@@ -373,25 +466,29 @@ class CudaBackend(Backend):
                     c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
             if p.k == 0:
                 for i in range(p.count):
-                    rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream)  # type: ignore[arg-type]
+                    rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
                 return result
             assert launch is not None
             if c_src is None:  # the common case: one prepared launch, nothing moved first
                 if launch.lp.batch_count or p.count == 1:
-                    launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta), stream)
+                    launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)
                     return result
             copy_c = c_src is not None and call.c_ptr != dest
             if launch.lp.batch_count:  # a batched build takes the whole batch in one launch
                 # everything that can fail (build, load, tensor maps) happens before out is written
-                prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta)
-                for i in range(p.count if copy_c else 0):
-                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream)  # type: ignore[arg-type]
+                prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
+                try:
+                    for i in range(p.count if copy_c else 0):
+                        rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+                except BaseException:
+                    launch.discard(prepared)
+                    raise
                 launch.launch(prepared, stream)
                 return result
             for i in range(p.count):
-                prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta)
+                prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta, stream)
                 if copy_c:
-                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream)  # type: ignore[arg-type]
+                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
                 launch.launch(prepared, stream)
             return result
         finally:
@@ -410,12 +507,15 @@ class CudaBackend(Backend):
 
         rt = self._runtime()
         with rt.active():
-            return gpuarray.to_gpu(np.asarray(array))
+            arr = np.asarray(array)
+            return gpuarray.to_gpu(raw_view(arr)).view(arr.dtype)  # bfloat16 moves as its bits
 
     def to_host(self, array: Any) -> np.ndarray:
         rt = self._runtime()
         with rt.active():
             if hasattr(array, "get"):
+                if array.dtype.name == "bfloat16":  # bfloat16 moves as its bits (no buffer format)
+                    return array.view(np.uint16).get().view(array.dtype)
                 return array.get()
             raise TypeError(f"cannot copy a {type(array).__name__} to the host; expected a pycuda GPUArray")
 

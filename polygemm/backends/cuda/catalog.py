@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import UnsupportedProblemError
-from .planning import LaunchPlan
-from .variants import VENDOR_VARIANT, kernel_specs
+from typing import Sequence
 
-__all__ = ["TUNING_DIR", "tuning_file", "tuning_records", "choose_auto_variant", "tma_fallback", "check_smem"]
+from ...errors import UnsupportedProblemError
+from . import cost
+from .cost import Candidate
+from .planning import LaunchPlan
+from .variants import VENDOR_VARIANT, KernelSpec, kernel_specs
+
+__all__ = ["TUNING_DIR", "tuning_file", "tuning_records", "auto_specs", "auto_candidates", "explain_choice", "choose_auto_variant",
+           "tma_fallback", "check_smem"]
 
 TUNING_DIR = Path(__file__).with_name("tuning")
+#: dtypes without measurements of their own -> the dtype whose measurements choose for them:
+#: bfloat16 runs the float16 rungs' PG_BF16=1 builds (same tiles, same tensor-core rate)
+TUNED_AS = {"bfloat16": "float16"}
 
 
 def tuning_file(dtype: str) -> Path:
@@ -36,39 +43,50 @@ def tuning_records(dtype: str) -> tuple[dict, ...]:
         return ()
 
 
-def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: list[dict] | tuple[dict, ...] | None = None, sm: int = 0,
-                        batched: bool = False) -> tuple[str, str]:
-    """The auto-selectable rung that measured fastest at the shape nearest (m, n, k).
+def auto_specs(dtype: str, sm: int = 0, batched: bool = False) -> list[KernelSpec]:
+    """The rungs ``auto`` may choose for ``dtype`` on sm_``sm``: predicated (no padding copies),
+    runnable there, and for a batch only those with a batched build (the batch on the grid)."""
+    return [s for s in kernel_specs().values() if s.predicated and dtype in s.dtypes and (not sm or s.runs_on(sm))
+            and (s.batch or not batched)]
 
-    Returns (variant, reason). Only predicated rungs are eligible (no padding copies), and for
-    a batch only those with a batched build (the batch on the grid, not one launch a matrix).
-    The measurements live in ``tuning/auto_fp32.json``/``auto_fp16.json``, written from
-    ``polygemm bench``.
-    """
-    specs = kernel_specs()
-    eligible = [s.name for s in specs.values() if s.predicated and s.dtype == dtype and (not sm or s.runs_on(sm))
-                and (s.batch or not batched)]
+
+def auto_candidates(m: int, n: int, k: int, dtype: str = "float32", records: Sequence[dict] | None = None, sm: int = 0,
+                    count: int = 1, sms: int = 132, result_layout: str = "row", out_itemsize: int | None = None) -> list[Candidate]:
+    """Every way ``auto`` weighs for the product (rung, K-slices), fastest estimate first: the
+    cost model of :mod:`.cost`, anchored on the measured tables ``tuning/auto_fp*.json``."""
+    eligible = auto_specs(dtype, sm, count > 1)
     if not eligible:
         raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}" + (f" on sm_{sm}" if sm else ""))
-    name = tuning_file(dtype).name
-    rows = [r for r in (records if records is not None else tuning_records(dtype)) if r["variant"] in eligible and r.get("dtype", "float32") == dtype]
-    # batches are chosen from measurements of batches where there are any, single products from single ones
-    same_kind = [r for r in rows if bool(r.get("batch")) == batched]
-    rows = same_kind or rows
-    if not rows:
-        default = eligible[-1]
-        return default, f"no measured table ({name}) for {dtype}: the last predicated rung, {default}"
+    tuned = TUNED_AS.get(dtype, dtype)
+    rows = [r for r in (records if records is not None else tuning_records(dtype)) if r.get("dtype", tuned) == tuned]
+    return cost.rank(eligible, rows, m, n, k, count=count, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
 
-    def dist(r: dict) -> float:
-        return sum(abs(math.log(max(x, 1)) - math.log(max(int(r[key]), 1))) for x, key in ((m, "m"), (n, "n"), (k, "k")))
 
-    nearest = min(dist(r) for r in rows)
-    at = [r for r in rows if dist(r) == nearest]
-    best = max(at, key=lambda r: float(r["tflops"]))
-    shape = f"{best['m']}x{best['n']}x{best['k']}"
-    if best.get("batch"):
-        shape = f"{best['batch']} x {shape}"
-    return best["variant"], f"fastest measured at the nearest benchmarked shape {shape} ({float(best['tflops']):.1f} TFLOP/s, {name})"
+def explain_choice(best: Candidate, ranked: Sequence[Candidate], dtype: str, records: Sequence[dict] | None = None) -> str:
+    """The reason ``auto`` gives for ``best``: its estimate and the measurement it is anchored on."""
+    rows = records if records is not None else tuning_records(dtype)
+    text = f"cost model: {best.label} estimated fastest, {best.estimate_us:.1f} µs ({best.waves:.2f} waves on this device)"
+    anchor = cost.anchor_for(kernel_specs()[best.variant], rows, *best.shape, best.count)
+    if anchor is not None:
+        shape = f"{anchor['m']}x{anchor['n']}x{anchor['k']}"
+        if anchor.get("batch"):
+            shape = f"{anchor['batch']} x {shape}"
+        text += f"; anchored on its measurement at {shape} ({float(anchor['tflops']):.1f} TFLOP/s, {tuning_file(dtype).name})"
+    else:
+        text += "; no measurement of its own (the constants of a rung built from the same source)"
+    if dtype in TUNED_AS:
+        text += f"; {dtype} is not tuned yet: {TUNED_AS[dtype]}'s measurements choose (the same rungs, built for {dtype})"
+    return text + f"; {len(ranked)} candidates weighed"
+
+
+def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: Sequence[dict] | None = None, sm: int = 0,
+                        batched: bool = False, count: int | None = None) -> tuple[str, str]:
+    """The rung ``auto`` runs for an m×n×k product (the best candidate's rung) and why."""
+    ranked = auto_candidates(m, n, k, dtype, records, sm, count if count is not None else (2 if batched else 1))
+    if not ranked:
+        default = auto_specs(dtype, sm, batched)[-1].name
+        return default, f"no measured table ({tuning_file(dtype).name}) for {dtype}: the last predicated rung, {default}"
+    return ranked[0].variant, explain_choice(ranked[0], ranked, dtype, records)
 
 
 def tma_fallback() -> str:

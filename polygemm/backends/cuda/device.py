@@ -54,6 +54,7 @@ class CudaRuntime:
         self._loading: dict[tuple, threading.Lock] = {}
         self._cublas: Any = None
         self._pool: Any = None
+        self._scratch_pool: Any = None
 
     def allocate(self, nbytes: int) -> Any:
         """Device memory from this device's pool (freed back to it by ``.free()``), so the NumPy
@@ -65,6 +66,19 @@ class CudaRuntime:
                 if self._pool is None:
                     self._pool = DeviceMemoryPool()
         return self._pool.allocate(max(int(nbytes), 1))
+
+    def scratch(self, nbytes: int, stream: int) -> int:
+        """Stream-ordered device scratch (split-K partial sums): usable by work queued on
+        ``stream`` from now on; give it back with :meth:`release` on the same stream."""
+        if self._scratch_pool is None:
+            with self._lock:
+                if self._scratch_pool is None:
+                    self._scratch_pool = self.cu.memory_pool(self.ordinal)
+        return self.cu.alloc_async(self._scratch_pool, nbytes, stream)
+
+    def release(self, ptr: int, stream: int) -> None:
+        """Free :meth:`scratch` memory after the work queued on ``stream`` so far."""
+        self.cu.free_async(ptr, stream)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -119,7 +133,7 @@ class CudaRuntime:
         """Build and load every rung in every macro combination it can be launched with, in parallel."""
         from concurrent.futures import ThreadPoolExecutor
 
-        todo: list[tuple[Path, str, dict[str, int] | None]] = [(UTIL_SOURCE, "pg_copy_scale_f32", None), (UTIL_SOURCE, "pg_copy_scale_f16", None)]
+        todo: list[tuple[Path, str, dict[str, int] | None]] = [(UTIL_SOURCE, f"pg_copy_scale_{t}", None) for t in ("f32", "f16", "bf16")]
         for spec in kernel_specs().values():
             if not spec.runs_on(self.sm):
                 continue
@@ -141,12 +155,14 @@ class CudaRuntime:
                 self._cublas = CuBlas()
             return self._cublas
 
-    def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0) -> None:
+    def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:
         """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in
-        dst's element type (float32 or float16; src has the same), queued on ``stream``."""
+        dst's element type (float32 or float16 by its size, bfloat16 when ``dtype`` says so;
+        src has the same), queued on ``stream``."""
         if rows == 0 or cols == 0:
             return
-        fn = self.function(UTIL_SOURCE, "pg_copy_scale_f16" if dst.itemsize == 2 else "pg_copy_scale_f32")
+        kind = "bf16" if dtype == "bfloat16" else ("f16" if dst.itemsize == 2 else "f32")
+        fn = self.function(UTIL_SOURCE, f"pg_copy_scale_{kind}")
         srs, scs = strides(src) if src is not None else (0, 0)
         drs, dcs = strides(dst)
         blocks = max(1, min(-(-rows * cols // _COPY_BLOCK), 65535))

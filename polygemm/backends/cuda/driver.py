@@ -44,11 +44,27 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 CUresult cuStreamSynchronize(CUstream hStream);
 CUresult cuDeviceGetCount(int *count);
 CUresult cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr);
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct { int type; int id; } CUmemLocation;
+typedef struct {
+    int allocType;
+    int handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    unsigned char reserved[64];
+} CUmemPoolProps;
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
+CUresult cuMemAllocFromPoolAsync(unsigned long long *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+CUresult cuMemFreeAsync(unsigned long long dptr, CUstream hStream);
 """
 
 CUDA_ERROR_INVALID_VALUE = 1
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+CU_MEM_ALLOCATION_TYPE_PINNED = 1
+CU_MEM_LOCATION_TYPE_DEVICE = 1
+CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
 #: the stream handles of the CUDA array interface (v3): 1 the legacy default stream, 2 per-thread
 LEGACY_STREAM = 1
 PER_THREAD_STREAM = 2
@@ -119,6 +135,33 @@ class Driver:
         out = self.ffi.new("int *")
         rc = self.lib.cuPointerGetAttribute(out, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
         return int(out[0]) if rc == 0 else None
+
+    # -- stream-ordered scratch memory ------------------------------------------------------
+    def memory_pool(self, ordinal: int) -> Any:
+        """A memory pool of device ``ordinal`` for stream-ordered scratch (split-K partial sums):
+        its own pool, not the device's default one other libraries may use, and it keeps what
+        it reserved (release threshold: unlimited), so a steady stream of calls does not
+        return memory to the OS and ask for it again."""
+        props = self.ffi.new("CUmemPoolProps *")
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = ordinal
+        pool = self.ffi.new("CUmemoryPool *")
+        self.check(self.lib.cuMemPoolCreate(pool, props), f"cuMemPoolCreate (device {ordinal})")
+        keep = self.ffi.new("unsigned long long *", 2**64 - 1)
+        self.check(self.lib.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, keep), "cuMemPoolSetAttribute")
+        return pool[0]
+
+    def alloc_async(self, pool: Any, nbytes: int, stream: int) -> int:
+        """``nbytes`` from ``pool``, usable by work queued on ``stream`` after this call."""
+        out = self.ffi.new("unsigned long long *")
+        self.check(self.lib.cuMemAllocFromPoolAsync(out, max(int(nbytes), 1), pool, self.stream(stream)),
+                   f"allocating {nbytes} bytes of scratch")
+        return int(out[0])
+
+    def free_async(self, ptr: int, stream: int) -> None:
+        """Return ``ptr`` to its pool once the work queued on ``stream`` before it is done."""
+        self.check(self.lib.cuMemFreeAsync(ptr, self.stream(stream)), "cuMemFreeAsync")
 
     def synchronize_stream(self, stream: int) -> None:
         self.check(self.lib.cuStreamSynchronize(self.ffi.cast("CUstream", stream)), "cuStreamSynchronize")

@@ -15,10 +15,26 @@ from typing import Any
 
 from .device import CudaRuntime
 from .driver import Kernel
-from .planning import LaunchPlan, Mat
-from .variants import KernelSpec
+from .planning import LaunchPlan, Mat, strides, workspace_matrix
+from .variants import KERNEL_DIR, KernelSpec
 
-__all__ = ["PreparedLaunch"]
+REDUCE_SOURCE = KERNEL_DIR / "util" / "split_k_reduce.cu"
+_REDUCE_ARGS = ("q", "q", "i", "Q", "q", "q", "q", "f", "f", "Q", "q", "q")  # rows cols splits W w_rs w_cs w_split alpha beta D d_rs d_cs
+_REDUCE_BLOCK = 256
+
+__all__ = ["PreparedLaunch", "SplitLaunch", "PanelLaunch"]
+
+
+@dataclass
+class SplitLaunch:
+    """A prepared split-K launch: the rung's packed parameters (writing the workspace), the
+    reduction's, and the workspace, allocated on ``stream`` (freed there after the reduction)."""
+
+    main: bytes
+    reduce: bytes
+    workspace: int
+    stream: int
+
 
 _STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N K alpha A lda B ldb beta C ldc
 _BATCH_ARGS = ("q", "q", "q")  # PG_BATCH: element strides of A, B, C from one matrix to the next
@@ -41,6 +57,8 @@ class PreparedLaunch:
     lp: LaunchPlan
     _kernel: Kernel | None = field(default=None, repr=False)
     _pack: Any = field(default=None, repr=False)
+    _reduce: Kernel | None = field(default=None, repr=False)
+    _reduce_pack: Any = field(default=None, repr=False)
     _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -58,6 +76,11 @@ class PreparedLaunch:
             args = _TMA_ARGS + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
             self._pack = k.struct_for(args).pack
+            if self.lp.splits:
+                half = "pg_split_k_reduce_bf16" if self.lp.dtype == "bfloat16" else "pg_split_k_reduce_f16"
+                entry = half if self.lp.dest is not None and self.lp.dest.itemsize == 2 else "pg_split_k_reduce_f32"
+                self._reduce = self.rt.function(REDUCE_SOURCE, entry)
+                self._reduce_pack = self._reduce.struct_for(_REDUCE_ARGS).pack
             self._kernel = k
         return k
 
@@ -73,7 +96,8 @@ class PreparedLaunch:
             assert self.spec is not None
             bm, bn, _ = self.spec.tile  # the boxes follow the rung's threadblock tile
             cfg = HgemmV2Config(bn=bn, consumers=bm // 64)
-            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch)
+            ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch,
+                                          dtype=lp.dtype or "float16")
             maps = (ta.tobytes(), tb.tobytes())
             with self._lock:
                 if len(self._maps) >= _TMA_MAPS_KEPT:
@@ -83,11 +107,13 @@ class PreparedLaunch:
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
         """Queue the product on ``stream`` without waiting for it."""
-        self.launch(self.prepare(a, b, c, alpha, beta), stream)
+        self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
 
-    def prepare(self, a: int, b: int, c: int, alpha: float, beta: float) -> Any:
+    def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         """Everything of one launch that can fail before the device is touched: the kernel
-        built and loaded, tensor maps encoded, parameters packed. :meth:`launch` queues it."""
+        built and loaded, tensor maps encoded, parameters packed, a split-K workspace
+        allocated (on ``stream``). :meth:`launch` queues it on the same stream; a prepared
+        launch that will not be launched goes to :meth:`discard`."""
         lp = self.lp
         ka, kb = (b, a) if lp.swap else (a, b)
         if self.spec is None or lp.packs or lp.unpack is not None:
@@ -95,6 +121,32 @@ class PreparedLaunch:
                 self.kernel()
             return (ka, kb, c, alpha, beta)
         self.kernel()
+        if lp.splits:
+            return self._prepare_split(ka, kb, c, alpha, beta, stream)
+        return self._pack_main(ka, kb, c, alpha, beta)
+
+    def _prepare_split(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> SplitLaunch:
+        lp = self.lp
+        dest = lp.dest
+        assert dest is not None and self._reduce_pack is not None
+        per_slice = workspace_matrix(lp.c)
+        ws = self.rt.scratch(lp.splits * per_slice * 4, stream)
+        try:
+            main = self._pack_main(ka, kb, ws, 1.0, 0.0)  # partial sums: alpha and beta wait for the reduction
+            (w_rs, w_cs), (d_rs, d_cs) = strides(lp.c), strides(dest)
+            red = self._reduce_pack(lp.m, lp.n, lp.splits, ws, w_rs, w_cs, per_slice, alpha, beta, c, d_rs, d_cs)
+        except BaseException:
+            self.rt.release(ws, stream)
+            raise
+        return SplitLaunch(main, red, ws, stream)
+
+    def discard(self, prepared: Any) -> None:
+        """Give back what :meth:`prepare` took (a split-K workspace) without launching."""
+        if isinstance(prepared, SplitLaunch):
+            self.rt.release(prepared.workspace, prepared.stream)
+
+    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float) -> bytes:
+        lp = self.lp
         if lp.tma:
             ta, tb = self._tensor_maps(ka, kb)
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
@@ -107,7 +159,9 @@ class PreparedLaunch:
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
         """Queue what :meth:`prepare` returned on ``stream``."""
-        if type(prepared) is bytes:
+        if type(prepared) is SplitLaunch:
+            self._launch_split(prepared, stream)
+        elif type(prepared) is bytes:
             k = self._kernel
             assert k is not None
             lp = self.lp
@@ -117,12 +171,23 @@ class PreparedLaunch:
         else:
             self._queue_padded(*prepared, stream)
 
+    def _launch_split(self, prepared: SplitLaunch, stream: int) -> None:
+        k, red = self._kernel, self._reduce
+        assert k is not None and red is not None and stream == prepared.stream
+        lp = self.lp
+        try:
+            k.launch(prepared.main, lp.grid, lp.block, lp.smem_bytes, stream)
+            blocks = max(1, min(-(-lp.m * lp.n // _REDUCE_BLOCK), 1 << 20))
+            red.launch(prepared.reduce, (blocks, 1, 1), (_REDUCE_BLOCK, 1, 1), 0, stream)
+        finally:
+            self.rt.release(prepared.workspace, stream)  # stream-ordered: after the reduction
+
     def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
         lp = self.lp
         blas = self.rt.cublas()
         if lp.a.itemsize == 2:
             blas.hgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld,
-                       c_f32=lp.c.itemsize == 4, stream=stream)
+                       c_f32=lp.c.itemsize == 4, stream=stream, bf16=lp.dtype == "bfloat16")
         else:
             blas.sgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, stream=stream)
 
@@ -157,3 +222,55 @@ class PreparedLaunch:
             finally:
                 for buf in bufs:
                     buf.free()
+
+
+@dataclass
+class PanelLaunch:
+    """A product whose operands span past the kernels' 32-bit offsets, run as panels of the
+    result (rows of A and C, columns of B and C), each a :class:`PreparedLaunch` at byte
+    offsets from the user's pointers; same interface as one launch."""
+
+    parts: list[tuple[PreparedLaunch, tuple[int, int, int]]]
+
+    @property
+    def lp(self) -> LaunchPlan:
+        return self.parts[0][0].lp
+
+    @property
+    def spec(self) -> KernelSpec | None:
+        return self.parts[0][0].spec
+
+    @property
+    def variant(self) -> str:
+        return self.parts[0][0].variant
+
+    def kernel(self) -> Kernel:
+        for launch, _ in self.parts:
+            launch.kernel()
+        return self.parts[0][0].kernel()
+
+    def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
+        self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
+
+    def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> list[tuple[PreparedLaunch, Any]]:
+        """Every panel prepared (so nothing is queued unless all can be)."""
+        done: list[tuple[PreparedLaunch, Any]] = []
+        try:
+            for launch, (oa, ob, oc) in self.parts:
+                done.append((launch, launch.prepare(a + oa, b + ob, c + oc, alpha, beta, stream)))
+        except BaseException:
+            self.discard(done)
+            raise
+        return done
+
+    def launch(self, prepared: list[tuple[PreparedLaunch, Any]], stream: int = 0) -> None:
+        for i, (launch, one) in enumerate(prepared):
+            try:
+                launch.launch(one, stream)
+            except BaseException:
+                self.discard(prepared[i + 1:])
+                raise
+
+    def discard(self, prepared: Any) -> None:
+        for launch, one in prepared:
+            launch.discard(one)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ...errors import UnsupportedProblemError
 from .variants import KernelSpec
 
-__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "INT32_MAX", "flip", "strides", "round_up"]
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "INT32_MAX", "flip", "strides", "round_up"]
 
 INT32_MAX = 2**31 - 1
 
@@ -114,6 +115,13 @@ class LaunchPlan:
     block: tuple[int, int, int] = (1, 1, 1)
     notes: list[str] = field(default_factory=list)
     defines: tuple[tuple[str, int], ...] = ()  # the rung's constant macros (KernelSpec.defines)
+    #: split-K: the K-slices the rung's batched build computes side by side into the fp32
+    #: workspace ``c`` (``splits`` compact matrices), reduced in slice order into ``dest``
+    #: (the caller's destination in kernel terms) by ``pg_split_k_reduce``; 0: no split
+    splits: int = 0
+    dest: Mat | None = None
+    #: the input dtype (float32, float16, bfloat16): a 16-bit rung's bfloat16 build is PG_BF16=1
+    dtype: str = ""
 
     def macros(self) -> dict[str, int]:
         m = {**dict(self.defines), "PG_TRANS_A": int(self.trans_a), "PG_TRANS_B": int(self.trans_b)}
@@ -125,6 +133,8 @@ class LaunchPlan:
             m["PG_ROW_SPLIT"] = 1
         if self.batch_count:
             m["PG_BATCH"] = 1
+        if self.dtype == "bfloat16":
+            m["PG_BF16"] = 1
         return m
 
     def describe(self) -> dict[str, object]:
@@ -136,7 +146,10 @@ class LaunchPlan:
         }
         if self.row_split:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
-        if self.batch_count:
+        if self.splits:
+            d["split-K"] = (f"{self.splits} K-slices of {self.k} in one launch (the rung's PG_BATCH build) into a "
+                            f"{self.splits}x{self.m}x{self.n} fp32 workspace, then a deterministic reduction in slice order")
+        elif self.batch_count:
             d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
         if self.grid != (1, 1, 1):
             d["grid"] = self.grid
@@ -144,10 +157,15 @@ class LaunchPlan:
         return d
 
 
+class IndexRangeError(UnsupportedProblemError):
+    """An operand spans more elements than a kernel's 32-bit offsets reach (the backend then
+    runs the product in panels: :func:`panels`)."""
+
+
 def _check_index_range(mats: list[Mat], what: str) -> None:
     for mat in mats:
         if mat.max_offset > INT32_MAX:
-            raise UnsupportedProblemError(
+            raise IndexRangeError(
                 f"{what}: operand {mat.name} ({mat.rows}x{mat.cols}, ld={mat.ld}) spans {mat.max_offset + 1} elements, "
                 f"beyond the kernels' 32-bit indexing (max {INT32_MAX}); split the product into smaller blocks"
             )
@@ -180,6 +198,49 @@ def tma_refusal(a: Mat, b: Mat, c: Mat) -> str | None:
     return None
 
 
+def _span(rows: int, cols: int, row_stride: int, col_stride: int) -> int:
+    return (rows - 1) * row_stride + (cols - 1) * col_stride if rows and cols else 0
+
+
+def panels(a: Mat, b: Mat, c: Mat, limit: int = INT32_MAX) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Row panels of A and C times column panels of B and C, each operand's piece within
+    ``limit`` elements of its first: [((row0, rows), (col0, cols)), ...] of the M×N result.
+    Raises IndexRangeError when a single row of A or column of B is already too long (K past
+    the limit: a K-split would be needed)."""
+    (ars, acs), (brs, bcs), (crs, ccs) = strides(a), strides(b), strides(c)
+    k = a.cols
+    if _span(1, k, ars, acs) > limit or _span(k, 1, brs, bcs) > limit:
+        raise IndexRangeError(f"problem too large: one row of A or column of B spans past {limit} elements (K = {k}); "
+                              "the kernels' offsets are 32-bit. Split K into blocks and accumulate with beta=1")
+
+    def fit(count: int, span_of: "Callable[[int], int]") -> int:  # most rows (or columns) whose pieces fit
+        lo, hi = 1, count
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if span_of(mid) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    n_step = fit(c.cols, lambda w: max(_span(k, w, brs, bcs), _span(1, w, crs, ccs)))
+    m_step = fit(c.rows, lambda h: max(_span(h, k, ars, acs), _span(h, min(n_step, c.cols), crs, ccs)))
+    return [((r, min(m_step, c.rows - r)), (q, min(n_step, c.cols - q)))
+            for r in range(0, c.rows, m_step) for q in range(0, c.cols, n_step)]
+
+
+def panel_mats(a: Mat, b: Mat, c: Mat, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[Mat, Mat, Mat, tuple[int, int, int]]:
+    """The operands of one panel and their byte offsets from the full operands' pointers."""
+    (r0, nr), (q0, nq) = rows, cols
+    oa = r0 * strides(a)[0] * a.itemsize
+    ob = q0 * strides(b)[1] * b.itemsize
+    oc = (r0 * strides(c)[0] + q0 * strides(c)[1]) * c.itemsize
+    pa = Mat(a.name, nr, a.cols, a.layout, a.ld, a.ptr + oa, a.itemsize)
+    pb = Mat(b.name, b.rows, nq, b.layout, b.ld, b.ptr + ob, b.itemsize)
+    pc = Mat(c.name, nr, nq, c.layout, c.ld, c.ptr + oc, c.itemsize)
+    return pa, pb, pc, (oa, ob, oc)
+
+
 def row_split_sets(a: Mat, m: int, bm: int) -> int:
     """How many interleaved row sets make row-major ``a``'s rows share one 16-byte phase
     (set r: rows r, r + p, ...; p * lda a multiple of 16 bytes), or 0 when splitting would
@@ -195,22 +256,68 @@ def row_split_sets(a: Mat, m: int, bm: int) -> int:
 MAX_GRID_BATCH = 65535
 
 
+def workspace_matrix(ws: Mat) -> int:
+    """Elements from one K-slice's partial sums to the next in a split-K workspace."""
+    return ws.ld * (ws.rows if ws.layout == "row" else ws.cols)
+
+
+def split_refusal(spec: KernelSpec, a: Mat, b: Mat, splits: int) -> str | None:
+    """Why ``spec`` cannot split this product's K into ``splits`` slices (None: it can).
+    Slices are equal (K a multiple of ``splits``) and each starts 16 bytes after a multiple,
+    so the aligned builds and TMA's strides hold for every slice."""
+    k = a.cols
+    if not (spec.batch and spec.predicated):
+        return f"{spec.name} has no batched build to run the K-slices side by side"
+    if splits < 2 or k % splits:
+        return f"K = {k} is not a multiple of {splits} slices"
+    ks = k // splits
+    sa, sb = strides(a)[1] * ks * a.itemsize, strides(b)[0] * ks * b.itemsize  # bytes from one slice to the next
+    if sa % 16 or sb % 16:
+        return f"a K-slice of {ks} does not start on a 16-byte boundary"
+    return None
+
+
+def _check_index_range_tma(c: Mat, what: str) -> None:
+    """TMA rungs address A and B through tensor maps (32-bit coordinates per dimension, 64-bit
+    strides): only C's offsets are 32-bit."""
+    _check_index_range([c], what)
+
+
 def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col",
-                batch: tuple[int, int, int, int] = (0, 0, 0, 0), sms: int = 132) -> LaunchPlan:
+                batch: tuple[int, int, int, int] = (0, 0, 0, 0), sms: int = 132, splits: int = 0,
+                dtype: str | None = None) -> LaunchPlan:
     """Plan ``C = alpha·A·B + beta·C`` for rung ``spec`` (None: the cuBLAS comparator).
 
     ``a`` is M×K, ``b`` K×N, ``c`` M×N as stored on the device (``c`` is the buffer the
     result lands in). ``batch`` = (count, element strides of a, b, c) for a strided batch:
     a rung with ``PG_BATCH`` takes it on the grid (``sms``: the device's SM count, for the
-    persistent grid of the TMA rung's batches). Raises UnsupportedProblemError beyond
+    persistent grid of the TMA rung's batches). ``splits`` > 1 splits K into that many
+    slices computed side by side by the rung's batched build (one product, not a batch; see
+    :func:`split_refusal`). ``dtype`` is the inputs' (default: float16 for 2-byte ``a``, else
+    float32); bfloat16 plans the rung's PG_BF16 build. Raises UnsupportedProblemError beyond
     32-bit indexing.
     """
     k = a.cols
-    _check_index_range([a, b, c], "problem too large")
+    if splits > 1:
+        assert spec is not None and batch[0] <= 1, "split-K takes one product of a batch-capable rung"
+        why = split_refusal(spec, a, b, splits)
+        if why is not None:
+            raise UnsupportedProblemError(f"cannot split K: {why}")
+        # the rung addresses one K-slice from a 64-bit base (and the reduction writes C with
+        # 64-bit offsets): a slice and the fp32 workspace are what must fit 32-bit offsets
+        ks = k // splits
+        sliced = [Mat(a.name, a.rows, ks, a.layout, a.ld, a.ptr, a.itemsize), Mat(b.name, ks, b.cols, b.layout, b.ld, b.ptr, b.itemsize)]
+        _check_index_range((sliced if spec.abi != "tma" else []) + [Mat("workspace", c.rows, c.cols, "row", round_up(c.cols, 4))],
+                           "problem too large")
+    elif spec is not None and spec.abi == "tma":
+        _check_index_range_tma(c, "problem too large")
+    else:
+        _check_index_range([a, b, c], "problem too large")
     layout = spec.layout if spec is not None else kernel_layout
     swap, a2, b2, c2, ta, tb = orient(layout, a, b, c)
     km, kn = c2.rows, c2.cols
     lp = LaunchPlan(spec.name if spec else "cublas", swap, km, kn, k, a2, b2, c2, ta, tb)
+    lp.dtype = dtype or ("float16" if a.itemsize == 2 else "float32")
     if spec is None:
         return lp
     lp.defines = spec.defines
@@ -218,17 +325,27 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         lp.out_f32 = c.itemsize == 4
     lp.smem_bytes = spec.smem_bytes
     lp.tma = spec.abi == "tma"
+    count = batch[0]
+    if spec.batch and spec.predicated and 1 < count <= MAX_GRID_BATCH:
+        sa, sb, sc = batch[1:]
+        lp.batch_count = count
+        lp.batch_strides = (sb, sa, sc) if swap else (sa, sb, sc)
+    if splits > 1:
+        ks = k // splits
+        # rows padded to 16 bytes: the rungs' aligned (and TMA) epilogues store 16-byte pieces
+        ws = Mat("split-K workspace", km, kn, layout, round_up(max(kn if layout == "row" else km, 1), 4), 0, 4)
+        lp.splits, lp.dest, lp.c, lp.k = splits, c2, ws, ks
+        lp.batch_count = splits
+        lp.batch_strides = (strides(a2)[1] * ks, strides(b2)[0] * ks, workspace_matrix(ws))
+        if lp.out_f32 is not None:
+            lp.out_f32 = True  # partial sums stay fp32 until the reduction rounds once
+        c2 = ws  # the kernel writes the workspace; only the reduction sees the destination
     if lp.tma:
         why = tma_refusal(a2, b2, c2)
         if why is None and batch[0] > 1 and any((st * a2.itemsize) % 16 for st in batch[1:]):
             why = "a batch stride is not a multiple of 16 bytes (TMA's rule for every stride)"
         if why is not None:
             raise TmaUnsuitable(why)
-    count = batch[0]
-    if spec.batch and spec.predicated and 1 < count <= MAX_GRID_BATCH:
-        sa, sb, sc = batch[1:]
-        lp.batch_count = count
-        lp.batch_strides = (sb, sa, sc) if swap else (sa, sb, sc)
     if spec.predicated:
         lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in (a2, b2, c2))
         if spec.align > 1 and not lp.vec:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...backend import Variant
+from ...problem import HALF_DTYPES
 
 __all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "VENDOR_VARIANT"]
 
@@ -55,6 +56,13 @@ class KernelSpec:
     #: the largest kernel M (after the operand swap) the rung is meant for (0: any); a rung
     #: for skinny products is offered to ``auto`` only below it
     max_m: int = 0
+    #: every input dtype the rung computes, ``dtype`` first (() means just ``dtype``): a 16-bit
+    #: rung that lists "bfloat16" has PG_BF16=1 builds (one source, the element type a macro)
+    dtypes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.dtypes:
+            object.__setattr__(self, "dtypes", (self.dtype,))
 
     def runs_on(self, sm: int) -> bool:
         """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""
@@ -69,13 +77,14 @@ class KernelSpec:
     def macro_names(self) -> tuple[str, ...]:
         """The macros the backend passes to a predicated build of this rung."""
         names = ("PG_TRANS_A", "PG_TRANS_B") + (() if self.abi == "tma" else ("PG_VEC",))
-        return names + (("PG_OUT_F32",) if self.dtype == "float16" else ())
+        return names + (("PG_OUT_F32",) if self.dtype in HALF_DTYPES else ())
 
     def builds(self) -> list[dict[str, int]]:
         """Every macro set the backend may compile this rung with ([{}] for a padded rung):
         each 0/1 combination of ``macro_names()``, plus the ``PG_ROW_SPLIT=1`` builds (only
         with ``PG_VEC=0`` and no transposes) of a rung that has them, plus the ``PG_BATCH=1``
-        builds (every combination, never with a row split) of a rung that has those."""
+        builds (every combination, never with a row split) of a rung that has those; a rung
+        that computes bfloat16 has each of these again with ``PG_BF16=1``."""
         fixed = dict(self.defines)
         if not self.predicated:
             return [fixed]
@@ -86,11 +95,13 @@ class KernelSpec:
             out += [{**m, "PG_ROW_SPLIT": 1} for m in base if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
         if self.batch:
             out += [{**m, "PG_BATCH": 1} for m in base]
+        if "bfloat16" in self.dtypes:
+            out += [{**m, "PG_BF16": 1} for m in out]
         return out
 
     @property
     def itemsize(self) -> int:
-        return 2 if self.dtype == "float16" else 4
+        return 2 if self.dtype in HALF_DTYPES else 4
 
     def tiles_text(self) -> str:
         bm, bn, bk = self.tile
@@ -119,13 +130,13 @@ class KernelSpec:
     def variant(self) -> Variant:
         return Variant(
             name=self.name,
-            dtypes=(self.dtype,),
+            dtypes=self.dtypes,
             description=self.description,
             layout=self.layout,
             tile=self.tiles_text(),
             requirements=self.requirements_text(),
             auto=self.predicated,
-            out_dtypes=("float32",) if self.dtype == "float16" else (),
+            out_dtypes=("float32",) if self.dtype in HALF_DTYPES else (),
             extra={"seed": self.seed, "source": str(self.source.relative_to(KERNEL_DIR))},
         )
 
@@ -140,7 +151,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         ladder=ladder,
         source=KERNEL_DIR / ladder / row["source"],
         entry=row["entry"],
-        dtype=row.get("dtype", "float32"),
+        dtype=str((row.get("dtypes") or [row.get("dtype", "float32")])[0]),
         layout=row["layout"],
         tile=tup("tile"),  # type: ignore[arg-type]
         block=tuple(int(x) for x in (list(row["block"]) + [1, 1])[:2]),  # type: ignore[arg-type]
@@ -162,6 +173,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         batch=bool(row.get("batch", False)),
         defines=tuple(sorted((str(k), int(v)) for k, v in (row.get("defines") or {}).items())),
         max_m=int(row.get("max_m", 0) or 0),
+        dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
     )
 
 
@@ -186,8 +198,8 @@ def variant_table() -> tuple[Variant, ...]:
     rows.append(
         Variant(
             VENDOR_VARIANT,
-            ("float32", "float16"),
-            "cuBLAS on the same device buffers (SGEMM with TF32 off; GemmEx fp16 in/out, fp32 compute): the vendor column",
+            ("float32", "float16", "bfloat16"),
+            "cuBLAS on the same device buffers (SGEMM with TF32 off; GemmEx fp16 or bf16 in/out, fp32 compute): the vendor column",
             layout="col",
             tile="cuBLAS heuristics",
             requirements="none",

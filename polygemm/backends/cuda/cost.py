@@ -1,0 +1,241 @@
+"""The cost model ``variant="auto"`` ranks the cuda rungs with, calibrated by measurement.
+
+For each candidate — an auto-selectable rung, and for rungs with a batched build each way of
+splitting K into equal slices — the model estimates the time of one launch on this device:
+
+* **waves**: the rung's threadblock tiles (``units``: tiles × K-slices × matrices of a batch)
+  run ``slots`` at a time (SMs × threadblocks that fit on one SM), so the time grows in steps
+  of ``ceil(units / slots)``; a short last wave costs a whole one;
+* **per wave**: the FLOPs of one tile over the SM's rate for this rung, plus a fixed cost per
+  tile (prologue, pipeline fill, epilogue), both **fitted to the rung's own measurements** in
+  ``tuning/auto_fp*.json`` by least squares on relative error;
+* **bandwidth**: no faster than moving A, B and C (and a split's fp32 partial sums) through HBM;
+  skinny rungs (``max_m``), which are bandwidth kernels, are modelled by bandwidth alone, at the
+  effective rate fitted to their measurements;
+* **split-K** adds the reduction: one more launch that reads every slice's partial sums once.
+
+The candidate with the smallest estimate runs; ``explain`` lists the runners-up with theirs.
+The model replaces "the rung measured fastest at the nearest benchmarked shape", which knew
+nothing of waves: 1000×3000×2000 in 128×256 tiles is 96 tiles, 0.73 of the H200's 132 SMs.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .variants import KernelSpec
+
+__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "HBM_BYTES_PER_US", "LAUNCH_US"]
+
+#: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
+HBM_BYTES_PER_US = 4.0e6
+#: one kernel launch as the device sees it back to back (queueing, ramp-up, tail), µs
+LAUNCH_US = 3.0
+#: shared memory one SM offers threadblocks (H100/H200: 228 KB), bytes
+SMEM_PER_SM = 233472
+#: fewest K per slice a split is worth (below it the prologue and reduction dominate)
+MIN_SLICE_K = 256
+MAX_SPLITS = 16
+#: registers per thread assumed for occupancy (the register-tiled rungs sit near 128)
+ASSUMED_REGISTERS = 128
+
+
+@dataclass(frozen=True)
+class RungModel:
+    """A rung's fitted constants: FLOPs per µs of one SM at full tiles, and fixed µs per tile."""
+
+    flops_per_sm_us: float
+    tile_us: float
+    bytes_per_us: float = HBM_BYTES_PER_US
+    measurements: int = 0
+    source: str = ""  # the rung whose measurements these are (a row sharing its source may borrow them)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the product and its estimated time."""
+
+    variant: str
+    splits: int  # 0: K not split
+    estimate_us: float
+    waves: float  # units / slots (fractional: how full the last wave is)
+    shape: tuple[int, int, int] = (0, 0, 0)  # the product estimated (m, n, k)
+    count: int = 1  # matrices of a batch
+
+    @property
+    def label(self) -> str:
+        return self.variant + (f":split_k={self.splits}" if self.splits else "")
+
+
+def blocks_per_sm(spec: KernelSpec) -> int:
+    """Threadblocks of ``spec`` one SM holds at once (shared memory and threads; the TMA rungs
+    run one persistent threadblock per SM)."""
+    if spec.abi == "tma":
+        return 1
+    threads = max(spec.block[0] * spec.block[1], 32)
+    by_smem = SMEM_PER_SM // (spec.smem_bytes + 1024) if spec.smem_bytes else 32
+    by_regs = 65536 // (threads * ASSUMED_REGISTERS)  # register tiles of the compute rungs: ~128 a thread
+    return max(1, min(by_smem, by_regs, 2048 // threads, 32))
+
+
+def kernel_mn(spec: KernelSpec, m: int, n: int, result_layout: str) -> tuple[int, int]:
+    """The rung's own M and N: a rung computing in the other layout than the result swaps them."""
+    return (m, n) if spec.layout == result_layout else (n, m)
+
+
+def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int, sms: int,
+                 result_layout: str) -> tuple[float, float, float]:
+    """(FLOPs of one tile × threadblocks per SM, wave count, fractional waves)."""
+    km, kn = kernel_mn(spec, m, n, result_layout)
+    bm, bn, _ = spec.tile
+    ks = k // max(splits, 1)
+    units = math.ceil(km / bm) * math.ceil(kn / bn) * max(splits, 1) * max(count, 1)
+    bps = blocks_per_sm(spec)
+    slots = sms * bps
+    return 2.0 * bm * bn * ks * bps, float(math.ceil(units / slots)), units / slots
+
+
+def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_itemsize: int) -> float:
+    moved = (m * k + k * n) * itemsize + m * n * out_itemsize
+    if splits:
+        moved += splits * m * n * 4  # the partial sums the rung writes
+    return float(moved * max(count, 1))
+
+
+def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, count: int = 1, splits: int = 0,
+                sms: int = 132, result_layout: str = "row", out_itemsize: int | None = None) -> Candidate:
+    """The model's time for ``spec`` on an m×n×k product (``count`` matrices, K in ``splits`` slices)."""
+    osize = spec.itemsize if out_itemsize is None else out_itemsize
+    moved = _bytes(m, n, k, count, splits, spec.itemsize, osize)
+    flops_unit, waves, frac = _shape_terms(spec, m, n, k, count, splits, sms, result_layout)
+    if spec.max_m:  # a bandwidth kernel
+        t = LAUNCH_US + moved / model.bytes_per_us
+    else:
+        compute = waves * (flops_unit / model.flops_per_sm_us + model.tile_us)
+        t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
+    if splits:  # the reduction reads every slice once and writes the result
+        t += LAUNCH_US + (splits * 4 + osize) * m * n / HBM_BYTES_PER_US
+    return Candidate(spec.name, splits, t, frac, (m, n, k), max(count, 1))
+
+
+def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungModel | None:
+    """Fit ``spec``'s constants to its measurements (records of ``polygemm bench``: m, n, k,
+    tflops, optional batch). None without measurements."""
+    rows = [r for r in records if r.get("variant") == spec.name and float(r.get("tflops") or 0) > 0]
+    if not rows:
+        return None
+    times, x1, x2 = [], [], []
+    for r in rows:
+        m, n, k, count = int(r["m"]), int(r["n"]), int(r["k"]), int(r.get("batch") or 1)
+        t = 2.0 * m * n * k * count / (float(r["tflops"]) * 1e6)
+        times.append(t)
+        flops_unit, waves, _ = _shape_terms(spec, m, n, k, count, 0, sms, str(r.get("layout") or "row"))
+        x1.append(waves * flops_unit)
+        x2.append(waves)
+    t_arr = np.asarray(times)
+    if spec.max_m:  # bandwidth: the median effective rate over the measurements
+        moved = np.asarray([_bytes(int(r["m"]), int(r["n"]), int(r["k"]), int(r.get("batch") or 1), 0, spec.itemsize, spec.itemsize)
+                            for r in rows])
+        bw = float(np.median(moved / np.maximum(t_arr - LAUNCH_US, 0.5)))
+        return RungModel(1.0, 0.0, bw, len(rows), spec.name)
+    # t - launch ≈ x1 / rate + x2 * tile_us, weighted by 1 / t (relative error), coefficients >= 0
+    w = 1.0 / t_arr
+    y = np.maximum(t_arr - LAUNCH_US, 0.1 * t_arr) * w
+    design = np.stack([np.asarray(x1) * w, np.asarray(x2) * w], axis=1)
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    inv_rate, tile_us = float(coef[0]), float(coef[1])
+    if inv_rate <= 0 or tile_us < 0:  # refit without the per-tile term
+        inv_rate = float(np.dot(design[:, 0], y) / max(np.dot(design[:, 0], design[:, 0]), 1e-30))
+        tile_us = 0.0
+    return RungModel(1.0 / max(inv_rate, 1e-12), tile_us, HBM_BYTES_PER_US, len(rows), spec.name)
+
+
+def split_choices(spec: KernelSpec, k: int, k_contiguous: Sequence[bool] = (True, True)) -> list[int]:
+    """The K-slice counts worth weighing for ``spec``: equal slices of at least
+    ``MIN_SLICE_K``, each a whole number of 64-wide K-tiles where possible (so no slice pays a
+    zero-filled tile), at most ``MAX_SPLITS``; [] for rungs without a batched build."""
+    if not (spec.batch and spec.predicated) or spec.max_m:
+        return []
+    out = []
+    for s in range(2, MAX_SPLITS + 1):
+        if k % s or k // s < MIN_SLICE_K:
+            continue
+        ks = k // s
+        if ks % 64 and ks % 8:
+            continue
+        out.append(s)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _models(specs: tuple[KernelSpec, ...], records: tuple[tuple[tuple[str, object], ...], ...], sms: int) -> dict[str, RungModel]:
+    recs = [dict(r) for r in records]
+    fitted = {s.name: fit_rung(s, recs, sms) for s in specs}
+    out: dict[str, RungModel] = {}
+    for s in specs:
+        model = fitted[s.name]
+        if model is None:  # a row sharing a source with a measured row borrows its constants
+            model = next((fitted[o.name] for o in specs if o.source == s.source and o.entry == s.entry and fitted[o.name] is not None), None)
+        if model is not None:
+            out[s.name] = model
+    return out
+
+
+def models_for(specs: Sequence[KernelSpec], records: Sequence[dict], sms: int) -> dict[str, RungModel]:
+    """Each rung's fitted model (rungs without measurements of their own borrow those of a row
+    built from the same source; rungs with neither are left out). Cached per table."""
+    frozen = tuple(tuple(sorted((k, v) for k, v in r.items() if isinstance(v, (int, float, str)) or v is None)) for r in records)
+    return _models(tuple(specs), frozen, sms)
+
+
+def _distance(m: int, n: int, k: int, count: int, r: dict) -> float:
+    """How far a measurement's shape is from the product's (log scale; batch counts too)."""
+    d = sum(abs(math.log(max(x, 1)) - math.log(max(int(r[key]), 1))) for x, key in ((m, "m"), (n, "n"), (k, "k")))
+    return d + abs(math.log(max(count, 1)) - math.log(max(int(r.get("batch") or 1), 1)))
+
+
+def anchor_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: int, count: int) -> dict | None:
+    """The rung's measurement at the shape nearest this product's (None: it has none)."""
+    rows = [r for r in records if r.get("variant") == spec.name and float(r.get("tflops") or 0) > 0]
+    return min(rows, key=lambda r: _distance(m, n, k, count, r)) if rows else None
+
+
+def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k: int, *, count: int = 1, sms: int = 132,
+         result_layout: str = "row", out_itemsize: int | None = None, split_ok: bool = True) -> list[Candidate]:
+    """Every candidate for the product, fastest estimate first.
+
+    Each estimate is anchored on the rung's own measurement at the nearest shape: the measured
+    time there, times the model's ratio between this candidate and that measurement. At a
+    measured shape an unsplit candidate's estimate is the measurement itself; elsewhere the
+    model carries what changed (waves, K-slices, bandwidth). Rungs with no measurement of their
+    own (a tile variant of a measured source) use the model alone."""
+    models = models_for(specs, records, sms)
+    out = []
+    for spec in specs:
+        model = models.get(spec.name)
+        if model is None:
+            continue
+        km, _ = kernel_mn(spec, m, n, result_layout)
+        if spec.max_m and (km > spec.max_m or count > 1):
+            continue
+        # a row without measurements (a tile variant) is anchored like the row it borrows from
+        donor = spec if anchor_for(spec, records, m, n, k, count) is not None else \
+            next((o for o in specs if o.name == model.source), spec)
+        anchor = anchor_for(donor, records, m, n, k, count)
+        scale = 1.0
+        if anchor is not None:
+            am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
+            measured = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
+            modelled = estimate_us(donor, model, am, an, ak, count=ac, sms=sms, result_layout=result_layout).estimate_us
+            scale = measured / modelled
+        splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
+        for s in splits:
+            c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
+            out.append(Candidate(c.variant, c.splits, c.estimate_us * scale, c.waves, c.shape, c.count))
+    out.sort(key=lambda c: c.estimate_us)
+    return out

@@ -1,0 +1,155 @@
+"""The cuda backend's cost model and split-K planning (pure: no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+import polygemm as pg
+from polygemm.backends.cuda import cost
+from polygemm.backends.cuda.catalog import auto_candidates, choose_auto_variant
+from polygemm.backends.cuda.planning import Mat, plan_launch, split_refusal, strides
+from polygemm.backends.cuda.variants import kernel_specs
+
+SPECS = kernel_specs()
+V2, V3, V1 = SPECS["hgemm_v2_wgmma_tma"], SPECS["hgemm_v3_wgmma_pingpong"], SPECS["hgemm_v1_mma_ldmatrix"]
+CM13 = SPECS["cm_v13_cp_async_narrow_tile"]
+
+
+def h(name: str, rows: int, cols: int, layout: str = "row", ld: int | None = None, ptr: int = 0) -> Mat:
+    return Mat(name, rows, cols, layout, ld if ld is not None else (cols if layout == "row" else rows), ptr, 2)
+
+
+def f(name: str, rows: int, cols: int, layout: str = "col") -> Mat:
+    return Mat(name, rows, cols, layout, rows if layout == "col" else cols, 0, 4)
+
+
+# -- split-K planning ----------------------------------------------------------------------
+@pytest.mark.parametrize("spec", [V1, V2, V3], ids=lambda s: s.name)
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col")])
+def test_split_k_runs_k_slices_as_a_batch_into_an_fp32_workspace(spec, layouts):
+    la, lb = layouts
+    a, b, c = h("a", 512, 16384, la), h("b", 16384, 512, lb), h("c", 512, 512)
+    lp = plan_launch(spec, a, b, c, splits=8)
+    assert (lp.m, lp.n, lp.k) == (512, 512, 2048) and lp.splits == 8 and lp.batch_count == 8
+    assert lp.c.itemsize == 4 and lp.c.ld == 512 and lp.out_f32 is True  # partial sums in fp32
+    assert lp.dest is not None and lp.dest.itemsize == 2 and lp.dest.ld == 512
+    # slice s of A starts s * 2048 columns on; of B, s * 2048 rows on; of the workspace, s whole matrices on
+    assert lp.batch_strides == (strides(lp.a)[1] * 2048, strides(lp.b)[0] * 2048, 512 * 512)
+    assert lp.macros()["PG_BATCH"] == 1 and lp.macros() in spec.builds()
+    assert "split-K" in lp.describe()
+
+
+def test_split_k_workspace_frees_the_destination_from_tma_rules():
+    """TMA's 16-byte rule binds what the rung writes: a split plan writes its workspace, so an
+    odd destination leading dimension is fine (the reduction writes it)."""
+    c = h("c", 512, 511, ld=515)
+    with pytest.raises(pg.UnsupportedProblemError):
+        plan_launch(V3, h("a", 512, 16384), h("b", 16384, 511, ld=512), c)
+    lp = plan_launch(V3, h("a", 512, 16384), h("b", 16384, 511, ld=512), c, splits=4)
+    assert lp.dest == c and lp.c.ld == 512  # workspace rows padded to 16 bytes
+
+
+def test_split_refusals_name_the_reason():
+    assert "not a multiple" in split_refusal(V3, h("a", 64, 1000), h("b", 1000, 64), 3)
+    assert "16-byte" in split_refusal(V3, h("a", 64, 1020), h("b", 1020, 64), 10)  # slices of 102 halves
+    assert "batched build" in split_refusal(SPECS["cm_v12_cp_async"], f("a", 64, 4096), f("b", 4096, 64), 4)
+    with pytest.raises(pg.UnsupportedProblemError, match="cannot split K"):
+        plan_launch(V3, h("a", 64, 1000), h("b", 1000, 64), h("c", 64, 64), splits=3)
+
+
+def test_fp32_split_k_keeps_the_rung_layout():
+    lp = plan_launch(CM13, f("a", 512, 8192), f("b", 8192, 512), f("c", 512, 512), splits=4)
+    assert lp.k == 2048 and lp.c.layout == "col" and lp.out_f32 is None and lp.batch_strides[2] == 512 * 512
+
+
+# -- the cost model ----------------------------------------------------------------------------
+def test_waves_count_whole_tiles_over_the_sms():
+    model = cost.RungModel(flops_per_sm_us=4e6, tile_us=1.0)
+    one = cost.estimate_us(V2, model, 128 * 11, 256 * 12, 4096, sms=132)  # 132 tiles: one wave
+    more = cost.estimate_us(V2, model, 128 * 11, 256 * 12 + 1, 4096, sms=132)  # 143 tiles: two
+    assert one.waves == pytest.approx(1.0) and more.waves > 1.0
+    assert more.estimate_us > 1.8 * (one.estimate_us - cost.LAUNCH_US)
+
+
+def test_fit_recovers_the_constants_it_was_made_with():
+    truth = cost.RungModel(flops_per_sm_us=5e6, tile_us=2.0)
+    shapes = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 512), (1000, 3000, 2000), (512, 512, 16384)]
+    records = []
+    for m, n, k in shapes:
+        t = cost.estimate_us(V3, truth, m, n, k).estimate_us
+        records.append({"variant": V3.name, "m": m, "n": n, "k": k, "tflops": 2.0 * m * n * k / (t * 1e6)})
+    fitted = cost.fit_rung(V3, records)
+    assert fitted is not None and fitted.measurements == len(shapes)
+    assert fitted.flops_per_sm_us == pytest.approx(5e6, rel=0.05) and fitted.tile_us == pytest.approx(2.0, rel=0.1)
+
+
+def test_a_measured_shape_is_estimated_at_its_measurement():
+    records = [{"variant": V2.name, "m": 4096, "n": 4096, "k": 4096, "tflops": 500.0},
+               {"variant": V2.name, "m": 1024, "n": 1024, "k": 1024, "tflops": 100.0}]
+    best = next(c for c in cost.rank([V2], records, 4096, 4096, 4096) if not c.splits)
+    assert best.estimate_us == pytest.approx(2 * 4096**3 / 500e6, rel=1e-6)
+
+
+def test_split_k_wins_where_tiles_are_few_and_k_is_long():
+    ranked = auto_candidates(512, 512, 16384, "float16", sm=90)
+    assert ranked[0].splits >= 2, [c.label for c in ranked[:4]]
+    assert not auto_candidates(8192, 8192, 8192, "float16", sm=90)[0].splits
+
+
+def test_auto_reason_names_the_model_and_its_anchor():
+    name, why = choose_auto_variant(4096, 4096, 4096, "float16", sm=90)
+    assert name in SPECS and "cost model" in why and "anchored on its measurement" in why
+
+
+def test_split_choices_are_equal_slices_of_whole_k_tiles():
+    assert cost.split_choices(V3, 16384)[:3] == [2, 4, 8]
+    assert cost.split_choices(V3, 65537) == []  # prime K: no equal slices
+    assert cost.split_choices(SPECS["cm_v12_cp_async"], 16384) == []  # no batched build
+    assert all(16384 // s >= cost.MIN_SLICE_K for s in cost.split_choices(V3, 16384))
+
+
+def test_variant_names_a_split_explicitly():
+    from polygemm.backends.cuda.backend import CudaBackend
+
+    be = CudaBackend()
+    assert be.get_variant("hgemm_v3_wgmma_pingpong:split_k=4").name == "hgemm_v3_wgmma_pingpong"
+    with pytest.raises(pg.UnsupportedProblemError, match="at least 2"):
+        be.get_variant("hgemm_v3_wgmma_pingpong:split_k=one")
+    with pytest.raises(pg.UnsupportedProblemError, match="cannot split K"):
+        be.get_variant("cm_v12_cp_async:split_k=2")
+
+
+# -- operands past 32-bit offsets -------------------------------------------------------------
+def test_panels_keep_every_piece_within_32_bit_offsets():
+    from polygemm.backends.cuda.planning import INT32_MAX, panel_mats, panels
+
+    a, b, c = f("a", 70000, 32768, "row"), f("b", 32768, 128, "row"), f("c", 70000, 128, "row")
+    got = panels(a, b, c)
+    assert len(got) == 2 and sum(r[1] for r, _ in got) == 70000 and all(q == (0, 128) for _, q in got)
+    for rows, cols in got:
+        pa, pb, pc, (oa, _, oc) = panel_mats(a, b, c, rows, cols)
+        assert max(pa.max_offset, pb.max_offset, pc.max_offset) <= INT32_MAX
+        assert oa == rows[0] * 32768 * 4 and oc == rows[0] * 128 * 4
+    wide = panels(f("a", 64, 1024, "row"), f("b", 1024, 40000 * 64, "col"), f("c", 64, 40000 * 64, "row"))
+    assert len(wide) > 1 and sum(q[1] for _, q in wide) == 40000 * 64
+
+
+def test_a_k_span_past_32_bits_is_refused_by_panels_with_the_way_out():
+    from polygemm.backends.cuda.planning import IndexRangeError, panels
+
+    with pytest.raises(IndexRangeError, match="K = 32768"):
+        panels(f("a", 70000, 32768, "col"), f("b", 32768, 128, "col"), f("c", 70000, 128, "col"))
+
+
+def test_backend_runs_big_operands_in_slices_or_panels():
+    """Column-major A of 70000 x 32768: K-slices fit (each slice's columns are few); row-major A:
+    panels of rows. Planning only (no device): the backend's _fit decides."""
+    from polygemm.backends.cuda.backend import CudaBackend
+
+    be = CudaBackend()
+    lp, parts = be._fit(CM13, f("a", 70000, 32768, "col"), f("b", 32768, 128, "col"), f("c", 70000, 128, "col"),
+                        batch=(0, 0, 0, 0), rt=None)
+    assert parts is None and lp.splits >= 2 and (70000 - 1) + (lp.k - 1) * 70000 < 2**31  # one K-slice of A
+    lp, parts = be._fit(CM13, f("a", 70000, 32768, "row"), f("b", 32768, 128, "row"), f("c", 70000, 128, "row"),
+                        batch=(0, 0, 0, 0), rt=None)
+    assert parts is not None and len(parts) == 2

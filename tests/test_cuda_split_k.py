@@ -1,0 +1,146 @@
+"""GPU tests of split-K, the cost model's choices, and operands past 2**31 elements (marked ``cuda``).
+
+Split-K runs a rung's batched build over equal K-slices into an fp32 workspace and reduces
+the slices in order: results must match the float64 reference on awkward shapes, layouts,
+alpha/beta and both output types, be bitwise identical run to run, and leave nothing behind
+(the workspace is stream-ordered scratch).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.backends.cuda.variants import kernel_specs
+from polygemm.testing import reference_for
+
+pytestmark = pytest.mark.cuda
+
+SPLITTABLE = [s.name for s in kernel_specs().values() if s.batch and s.predicated and not s.max_m]
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    info = {i.name: i for i in pg.backends()}["cuda"]
+    if not info.available:
+        pytest.skip(f"cuda backend unavailable: {info.reason}")
+    return info.backend
+
+
+def _runs_here(cuda, variant: str) -> None:
+    spec = kernel_specs()[variant]
+    sm = cuda.runtime.cc[0] * 10 + cuda.runtime.cc[1]
+    if not spec.runs_on(sm):
+        pytest.skip(f"{variant} needs {spec.arch or spec.min_sm}; device is sm_{sm}")
+
+
+def _operands(m, n, k, dtype, out_dtype, scaled, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(out_dtype) if scaled else None
+    alpha, beta = (0.75, -1.5) if scaled else (1.0, 0.0)
+    return a, b, c, alpha, beta
+
+
+# (m, n, k, splits): skinny and square outputs, K a multiple of the slices; edges of every tile
+CASES = [(1, 64, 4096, 4), (2, 17, 2048, 8), (15, 1000, 8192, 16), (17, 257, 1024, 2), (512, 512, 16384, 8), (130, 65, 3072, 3)]
+
+
+@pytest.mark.parametrize("variant", SPLITTABLE)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:3])) + f"-s{c[3]}")
+def test_split_k_matches_the_reference_on_every_layout(cuda, variant, case):
+    _runs_here(cuda, variant)
+    m, n, k, splits = case
+    dtype = kernel_specs()[variant].dtype
+    seed = secrets.randbits(32)
+    for i, orders in enumerate(["CCC", "FCC", "CFF", "FFC"]):
+        out_dtype = np.float32 if (dtype == "float32" or i % 2) else np.float16
+        a, b, c, alpha, beta = _operands(m, n, k, dtype, out_dtype, i >= 2, seed + i)
+        ref = reference_for(a, b, c, alpha, beta, out_dtype=out_dtype)
+        A, B = np.asarray(a, order=orders[0]), np.asarray(b, order=orders[1])
+        C = np.asarray(c, order=orders[2]) if c is not None else None
+        out = np.full((m, n), np.nan, out_dtype, order=orders[2])
+        name = f"{variant}:split_k={splits}"
+        plan = pg.explain(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=name)
+        if plan.variant != name:  # a TMA rung hands operands it cannot describe to another rung
+            assert "cannot" in str(plan), str(plan)
+            continue
+        assert "split-K" in plan.launch, str(plan)
+        pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=name)
+        res = ref.compare(out)
+        assert res.ok, f"{name} {m}x{n}x{k} orders={orders} seed={seed + i}: {res.message}"
+
+
+@pytest.mark.parametrize("variant", SPLITTABLE)
+def test_split_k_is_bitwise_reproducible_on_device_arrays(cuda, variant):
+    _runs_here(cuda, variant)
+    cp = pytest.importorskip("cupy")
+    dtype = kernel_specs()[variant].dtype
+    a, b, c, _, _ = _operands(256, 384, 8192, dtype, dtype, True, secrets.randbits(32))
+    da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+    name = f"{variant}:split_k=8"
+    first = pg.gemm(da, db, dc, alpha=0.5, beta=2.0, device="cuda", variant=name)
+    again = [pg.gemm(da, db, dc, alpha=0.5, beta=2.0, device="cuda", variant=name) for _ in range(3)]
+    assert type(first) is cp.ndarray
+    for x in again:
+        assert cp.array_equal(x.view(cp.uint16 if dtype == "float16" else cp.uint32),
+                              first.view(cp.uint16 if dtype == "float16" else cp.uint32)), "split-K results differ run to run"
+    ref = reference_for(a, b, c, 0.5, 2.0)
+    assert ref.compare(cp.asnumpy(first)).ok
+
+
+def test_split_k_in_place_and_on_a_torch_stream(cuda):
+    """beta reads the destination the caller gave (c is out) and the work follows torch's
+    current stream: a producer/consumer chain on a side stream stays right without a sync."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((64, 8192)).astype(np.float16)
+    b = rng.standard_normal((8192, 96)).astype(np.float16)
+    c = rng.standard_normal((64, 96)).astype(np.float16)
+    ref = reference_for(a, b, c, 1.0, 1.0)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        tc = torch.from_numpy(c).cuda()
+        out = pg.gemm(ta, tb, tc, beta=1.0, out=tc, device="cuda", variant="auto")
+        after = (out * 1).cpu()  # queued on the same stream
+    assert out is tc and ref.compare(after.numpy()).ok
+
+
+def test_auto_splits_where_the_model_says_so_and_stays_correct(cuda):
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((512, 16384)).astype(np.float16)
+    b = rng.standard_normal((16384, 512)).astype(np.float16)
+    da, db = cp.asarray(a), cp.asarray(b)
+    plan = pg.explain(da, db, device="cuda")
+    assert "cost model" in plan.reason and plan.candidates, str(plan)
+    assert ":split_k=" in plan.variant, str(plan)
+    assert reference_for(a, b).compare(cp.asnumpy(pg.gemm(da, db, device="cuda"))).ok
+
+
+def test_an_operand_past_2_31_elements_runs(cuda):
+    """A = 70000 x 32768 fp16 (2.29e9 elements, 4.6 GB) through the TMA rung's tensor maps;
+    checked on sampled rows against the float64 reference."""
+    cp = pytest.importorskip("cupy")
+    sm = cuda.runtime.cc[0] * 10 + cuda.runtime.cc[1]
+    if sm != 90:
+        pytest.skip("the TMA rung (sm_90a) takes A past 2**31 elements through tensor maps")
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if free < 6 * 2**30:
+        pytest.skip(f"needs ~6 GB of free device memory; {free / 2**30:.1f} GB free")
+    m, n, k = 70000, 128, 32768
+    a = cp.random.standard_normal((m, k), dtype=cp.float32).astype(cp.float16)
+    b = cp.random.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
+    out = pg.gemm(a, b, device="cuda")
+    rows = np.r_[0, 1, 4095, 32767, 32768, 65535, 65536, 69998, 69999, secrets.randbelow(m)]
+    ha, hb = cp.asnumpy(a[rows]), cp.asnumpy(b)
+    ref = reference_for(ha, hb)
+    res = ref.compare(cp.asnumpy(out[rows]))
+    assert res.ok, res.message
+    del a, b, out
+    cp.get_default_memory_pool().free_all_blocks()
