@@ -99,8 +99,8 @@
 #ifndef HG2_STAGES
 #define HG2_STAGES 4
 #endif
-#ifndef HG2_GROUP_M  // tile rows per group of the tile order (4: as fast as 8 or faster, H200)
-#define HG2_GROUP_M 4
+#ifndef HG2_GROUP_M  // tile rows per group of the tile order (1, 2, 4, 8 measured: 8 kept)
+#define HG2_GROUP_M 8
 #endif
 #ifndef HG2_PINGPONG  // 1: each consumer warpgroup owns whole 128 x BN tiles, alternating
 #define HG2_PINGPONG 0

@@ -9,12 +9,16 @@
 //
 // Shared memory: 6 stages x (128 + 128) x 64 halves + 1280 + 16384 (v2's staged epilogue, one
 // 2 KB buffer per consumer warp) = 214272 bytes. Six stages rather than v2's four: the
-// 128 x 128 stage is 32 KB, and a deeper ring keeps both consumers' loads ahead (measured:
-// docs/benchmarks/h200_epilogue.md).
+// 128 x 128 stage is 32 KB, and a deeper ring keeps both consumers' loads ahead. Tile order in
+// groups of 4 tile rows (v2: 8): v3 serves the smaller, odd and batched shapes, where 4 measured
+// faster (docs/benchmarks/h200_epilogue.md).
 #define HG2_BN 128
 #define HG2_PINGPONG 1
 #ifndef HG2_STAGES
 #define HG2_STAGES 6
+#endif
+#ifndef HG2_GROUP_M
+#define HG2_GROUP_M 4
 #endif
 #define HG2_ENTRY hgemm_v3_wgmma_pingpong
 #include "hgemm/v2_wgmma_tma.cu"
