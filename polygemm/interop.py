@@ -7,6 +7,9 @@
 * **DLPack in.** An object that offers only ``__dlpack__``/``__dlpack_device__`` is read
   without a copy: CPU data through ``numpy.from_dlpack``, CUDA data by reading the capsule's
   ``DLTensor`` (pointer, shape, strides, dtype) into the ``__cuda_array_interface__`` form.
+  bfloat16 comes this way too: torch's ``__cuda_array_interface__`` refuses it, so CUDA
+  torch bfloat16 tensors are read through DLPack, and CPU bfloat16 data (which
+  ``numpy.from_dlpack`` refuses) becomes an ``ml_dtypes.bfloat16`` view of the same memory.
 * **Same kind out.** A result polygemm allocates is of the input's kind: device results are
   allocated by the input's own library (``xp.empty(..., device=...)``: CuPy's pool, torch's
   caching allocator, on the input's device); host results go back through the input's
@@ -26,7 +29,8 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "torch_view", "device_index"]
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "torch_view", "device_index",
+           "torch_dlpack_only", "device_pointer", "raw_view"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 _HOSTLIKE = ("numpy", "builtins")
@@ -88,7 +92,50 @@ class _DLTensor(ctypes.Structure):
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_DL_CODES = {0: "i", 1: "u", 2: "f"}  # kDLInt, kDLUInt, kDLFloat (bfloat16 and complex are not read)
+_DL_CODES = {0: "i", 1: "u", 2: "f"}  # kDLInt, kDLUInt, kDLFloat (complex is not read)
+_KDL_BFLOAT = 4  # kDLBfloat: 16 bits is bfloat16 (the interface's typestr "bfloat16": no NumPy typestr says it)
+
+
+def torch_dlpack_only(obj: Any) -> bool:
+    """Whether ``obj`` is a CUDA torch tensor that torch's ``__cuda_array_interface__`` refuses
+    (bfloat16): it is read through DLPack instead."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and obj.dtype == torch.bfloat16 and obj.is_cuda
+
+
+def device_pointer(obj: Any) -> int:
+    """The device address of a device array polygemm allocated or was given (torch tensors by
+    ``data_ptr``: their array interface refuses bfloat16)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return int(obj.data_ptr())
+    return int(obj.__cuda_array_interface__["data"][0] or 0)
+
+
+def raw_view(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as bytes a buffer consumer can take: bfloat16 (whose ``ml_dtypes`` type has no
+    buffer format, so memoryview and pycuda's copies refuse it) as uint16, others as they are."""
+    return arr.view(np.uint16) if arr.dtype.name == "bfloat16" else arr
+
+
+class _Foreign:
+    """Memory of another library seen through ``__array_interface__``: the arrays NumPy makes
+    from it keep this object, and so the producer and its capsule, alive."""
+
+    def __init__(self, iface: dict, owner: Any) -> None:
+        self.__array_interface__ = iface
+        self.owner = owner
+
+
+def _host_bfloat16(obj: Any, t: "_DLTensor", capsule: Any) -> np.ndarray:
+    """CPU bfloat16 DLPack data as an ``ml_dtypes.bfloat16`` NumPy view of the same memory
+    (NumPy's own from_dlpack refuses the dtype)."""
+    from .problem import bfloat16
+
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    strides = None if not t.strides else tuple(2 * int(t.strides[i]) for i in range(t.ndim))
+    iface = {"shape": shape, "typestr": "<u2", "strides": strides, "data": ((t.data or 0) + t.byte_offset, False), "version": 3}
+    return np.asarray(_Foreign(iface, (obj, capsule))).view(bfloat16())
 
 
 def dlpack_interface(name: str, obj: Any) -> tuple[str, Any, dict | None]:
@@ -103,23 +150,42 @@ def dlpack_interface(name: str, obj: Any) -> tuple[str, Any, dict | None]:
         try:
             return "host", np.from_dlpack(obj), None
         except Exception as exc:
+            capsule = _capsule(name, obj, None)
+            t = None if capsule is None else _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+            if t is not None and t.dtype.code == _KDL_BFLOAT and t.dtype.bits == 16 and t.dtype.lanes == 1:
+                return "host", _host_bfloat16(obj, t, capsule), None
             raise ArgumentError(f"{name} ({_type_name(obj)}) could not be read through DLPack: {exc}") from exc
     if dev_type not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
         raise ArgumentError(f"{name} ({_type_name(obj)}) lives on DLPack device type {dev_type}; polygemm takes CPU and CUDA data")
-    try:
-        capsule = obj.__dlpack__(stream=1)  # its producer orders its work before the legacy default stream
-    except TypeError:
-        capsule = obj.__dlpack__()
+    capsule = _capsule(name, obj, 1)  # its producer orders its work before the legacy default stream
     t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
-    if t.dtype.lanes != 1 or t.dtype.code not in _DL_CODES:
+    bf16 = t.dtype.code == _KDL_BFLOAT and t.dtype.bits == 16
+    if t.dtype.lanes != 1 or not (bf16 or t.dtype.code in _DL_CODES):
         raise DTypeError(f"{name} ({_type_name(obj)}) has DLPack dtype code {t.dtype.code} ({t.dtype.bits} bits); "
-                         f"polygemm supports float16, float32 and float64")
+                         f"polygemm supports float16, bfloat16, float32 and float64")
     itemsize = t.dtype.bits // 8
     shape = tuple(int(t.shape[i]) for i in range(t.ndim))
     strides = None if not t.strides else tuple(int(t.strides[i]) * itemsize for i in range(t.ndim))
-    iface = {"shape": shape, "typestr": f"<{_DL_CODES[t.dtype.code]}{itemsize}", "strides": strides,
-             "data": ((t.data or 0) + t.byte_offset, False), "version": 3, "stream": None}
+    typestr = "bfloat16" if bf16 else f"<{_DL_CODES[t.dtype.code]}{itemsize}"
+    iface = {"shape": shape, "typestr": typestr, "strides": strides,
+             "data": ((t.data or 0) + t.byte_offset, False), "version": 3, "stream": torch_stream(obj),
+             "capsule": capsule}  # the capsule rides along: the producer's memory stays alive while the call holds it
     return "cuda", capsule, iface
+
+
+def _capsule(name: str, obj: Any, stream: int | None) -> Any:
+    """``obj.__dlpack__`` (for ``stream`` when the producer takes one); ArgumentError with the
+    producer's reason when it refuses (a torch tensor that requires grad, say), None for a
+    CPU producer that refuses (its from_dlpack error is the one to report)."""
+    try:
+        try:
+            return obj.__dlpack__() if stream is None else obj.__dlpack__(stream=stream)
+        except TypeError:
+            return obj.__dlpack__()
+    except Exception as exc:
+        if stream is None:
+            return None
+        raise ArgumentError(f"{name} ({_type_name(obj)}) could not be read through DLPack: {exc}") from exc
 
 
 # -- same kind out ---------------------------------------------------------------------------------
@@ -147,7 +213,7 @@ def allocator(kind: str, like: Any) -> Callable[[tuple[int, ...], np.dtype], Any
     dev = device(like)
 
     def alloc(shape: tuple[int, ...], dtype: np.dtype) -> Any:
-        return xp.empty(shape, dtype=getattr(xp, dtype.name), device=dev)
+        return xp.empty(shape, dtype=getattr(xp, dtype.name), device=dev)  # torch's namespace has bfloat16 too
 
     return alloc
 
@@ -160,7 +226,16 @@ def host_wrapper(kind: str, like: Any) -> Callable[[np.ndarray], Any] | None:
     xp = _namespace(like)
     if xp is None or not hasattr(xp, "from_dlpack"):
         return None
-    return xp.from_dlpack
+    if kind != "torch":
+        return xp.from_dlpack
+    import torch
+
+    def to_torch(res: np.ndarray) -> Any:
+        if res.dtype.name == "bfloat16":  # NumPy exports no bfloat16 through DLPack: the same bits as int16
+            return torch.from_numpy(res.view(np.int16)).view(torch.bfloat16)
+        return xp.from_dlpack(res)
+
+    return to_torch
 
 
 def torch_stream(obj: Any) -> int | None:
@@ -186,7 +261,7 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
         return None
     typestr = _TORCH_TYPESTR.get(obj.dtype)
     if typestr is None:
-        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, obj.__cuda_array_interface__["typestr"])
+        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, "bfloat16" if obj.dtype == torch.bfloat16 else obj.__cuda_array_interface__["typestr"])
     size = obj.element_size()
     ptr = obj.data_ptr()
     key = ("cuda", tuple(obj.shape), tuple(s * size for s in obj.stride()), typestr, False, ptr % 16, type(obj), obj.device.index)

@@ -135,7 +135,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
                    help="backend names (default: every discovered backend); an unknown name is an error")
     s.add_argument("--variants", nargs="+", help="only these variants (default: every variant of each backend)")
-    s.add_argument("--dtypes", nargs="+", choices=["float16", "float32", "float64"], help="only these dtypes (default: all)")
+    s.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32", "float64"], help="only these dtypes (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")
     s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')
     s.add_argument("--no-progress", action="store_true", help="no progress line on stderr (it is shown only on a terminal)")

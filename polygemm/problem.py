@@ -16,7 +16,12 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
-from .interop import common_kind, device_index, dlpack_interface, torch_stream, torch_view
+from .interop import common_kind, device_index, dlpack_interface, kind_of, torch_dlpack_only, torch_stream, torch_view
+
+try:  # NumPy's bfloat16 comes from ml_dtypes (a dependency; a missing one only costs bfloat16)
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # pragma: no cover - ml_dtypes is installed with polygemm
+    _ml_dtypes = None
 
 __all__ = [
     "Operand",
@@ -27,10 +32,41 @@ __all__ = [
     "Call",
     "operand_view",
     "host_convert",
+    "bfloat16",
+    "dtype_named",
+    "finfo",
+    "HALF_DTYPES",
 ]
 
 #: dtypes polygemm knows at all; each backend declares the subset it computes.
-SUPPORTED_DTYPES: tuple[str, ...] = ("float16", "float32", "float64")
+SUPPORTED_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+#: the 16-bit input dtypes: products accumulate in float32 and may be stored as float32
+HALF_DTYPES: tuple[str, ...] = ("float16", "bfloat16")
+
+_BF16_MISSING = "bfloat16 needs the ml_dtypes package (pip install ml_dtypes), whose bfloat16 is NumPy's"
+
+
+def bfloat16() -> np.dtype:
+    """NumPy's bfloat16 dtype (``ml_dtypes.bfloat16``); DTypeError when ml_dtypes is missing."""
+    if _ml_dtypes is None:
+        raise DTypeError(_BF16_MISSING)
+    return np.dtype(_ml_dtypes.bfloat16)
+
+
+def dtype_named(name: str) -> np.dtype:
+    """The NumPy dtype of one of :data:`SUPPORTED_DTYPES` by name (``"bfloat16"`` too)."""
+    return bfloat16() if name == "bfloat16" else np.dtype(name)
+
+
+def finfo(dtype: Any) -> Any:
+    """``numpy.finfo`` of a floating dtype, bfloat16 included (``ml_dtypes.finfo``: NumPy's
+    own refuses it): ``eps``, ``tiny``, ``max`` as NumPy's."""
+    d = np.dtype(dtype)
+    if d.name == "bfloat16":
+        if _ml_dtypes is None:  # pragma: no cover - a bfloat16 dtype exists only with ml_dtypes
+            raise DTypeError(_BF16_MISSING)
+        return _ml_dtypes.finfo(d)
+    return np.finfo(d)
 
 _TooHardError = getattr(getattr(np, "exceptions", np), "TooHardError")
 
@@ -226,7 +262,8 @@ def _layout_from_strides(shape: tuple[int, int], strides: tuple[int, int]) -> tu
     return None
 
 
-_DTYPE_HELP = "float16, float32 or float64 (each backend computes a subset: see `polygemm variants`)"
+_DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 for NumPy arrays) "
+               "(each backend computes a subset: see `polygemm variants`)")
 
 
 def _check_dtype(name: str, dtype: np.dtype) -> np.dtype:
@@ -304,10 +341,7 @@ def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writabl
     shape = tuple(int(s) for s in iface.get("shape", ()))
     if len(shape) < 2:
         raise _ndim_error(name, shape)
-    try:
-        dtype = np.dtype(iface["typestr"])
-    except Exception as exc:
-        raise DTypeError(f"{name} has an unreadable typestr {iface.get('typestr')!r}: {exc}") from exc
+    dtype = _interface_dtype(name, obj, iface)
     _check_dtype(name, dtype)
     ptr, readonly = iface["data"]
     ptr = int(ptr or 0)
@@ -338,6 +372,24 @@ def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writabl
     return Operand(name, obj, (shape[-2], shape[-1]), dtype, layout, int(ld), residency, ptr, False, bool(readonly), iface, bdims)
 
 
+def _interface_dtype(name: str, obj: Any, iface: dict) -> np.dtype:
+    """The dtype of a device array's interface. A typestr cannot say bfloat16 (NumPy writes
+    ``<V2``, raw bytes): such an array's own ``dtype`` attribute (pycuda's ``GPUArray`` of
+    ``ml_dtypes.bfloat16``) says it; the interfaces read from DLPack give ``"bfloat16"``."""
+    typestr = iface.get("typestr")
+    if typestr == "bfloat16":
+        return bfloat16()
+    try:
+        dtype = np.dtype(typestr)
+    except Exception as exc:
+        raise DTypeError(f"{name} has an unreadable typestr {typestr!r}: {exc}") from exc
+    if dtype.kind == "V":
+        own = getattr(obj, "dtype", None)
+        if isinstance(own, np.dtype) and own.name == "bfloat16" and own.itemsize == dtype.itemsize:
+            return own
+    return dtype
+
+
 def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError:
     return ArgumentError(
         f"{name} is a {residency} array with strides {strides} that are neither row- nor column-major; "
@@ -346,17 +398,22 @@ def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError
 
 
 def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
-    dev = device_interface(obj)
+    # torch's __cuda_array_interface__ refuses bfloat16: those tensors come through DLPack
+    via_dlpack = torch_dlpack_only(obj)
+    dev = None if via_dlpack else device_interface(obj)
     if dev is None:
         if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
             where, data, iface = dlpack_interface(name, obj)
-            if writable and (iface is not None or not data.flags.writeable):
+            # a torch tensor is writeable like its array-interface kin; other DLPack device data may not be
+            torch_device = iface is not None and kind_of(obj) == "torch"
+            if writable and ((iface is not None and not torch_device) or (iface is None and not data.flags.writeable)):
                 raise ArgumentError(f"{name} must be an array polygemm can write (NumPy, a writeable CPU DLPack array, or a "
                                     f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
                                     f"Omit {name} to get a new result")
             if iface is None:
                 return _host_operand(name, data, writable=writable)
-            return _device_operand(name, data, where, iface, writable=False)
+            # a torch tensor stays the operand (its stream and memory are the tensor's)
+            return _device_operand(name, obj if torch_device else data, where, iface, writable=writable and torch_device)
         return _host_operand(name, obj, writable=writable)
     return _device_operand(name, obj, dev[0], dev[1], writable=writable)
 
@@ -391,20 +448,21 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
     object (``torch.float32``) by its name; DTypeError naming ``name`` otherwise."""
     try:
         return np.dtype(value)
-    except TypeError:  # another library's dtype object, e.g. torch.float32
+    except TypeError:  # another library's dtype object, e.g. torch.float32, or "bfloat16" without ml_dtypes
         tail = str(value).rsplit(".", 1)[-1]
         if tail not in SUPPORTED_DTYPES:
-            raise DTypeError(f"{name}={value!r} is not a dtype polygemm writes; pass float32 (or float16, float64)") from None
-        return np.dtype(tail)
+            raise DTypeError(f"{name}={value!r} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
+        return dtype_named(tail)
 
 
 def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> None:
-    """The result has the inputs' dtype, or float32 for float16 inputs (their accumulation type);
-    DTypeError naming what gave ``result`` (``out`` or ``out_dtype``) otherwise."""
-    if result != inputs and not (inputs == np.float16 and result == np.float32):
+    """The result has the inputs' dtype, or float32 for float16 and bfloat16 inputs (their
+    accumulation type); DTypeError naming what gave ``result`` (``out`` or ``out_dtype``) otherwise."""
+    half = inputs.name in HALF_DTYPES
+    if result != inputs and not (half and result == np.float32):
         raise DTypeError(
             f"the result dtype must be {inputs.name}"
-            + (" (or float32: float16 products accumulate in float32 and may be stored so)" if inputs == np.float16 else "")
+            + (f" (or float32: {inputs.name} products accumulate in float32 and may be stored so)" if half else "")
             + f"; got {given_by} {result.name}"
         )
 

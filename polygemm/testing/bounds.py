@@ -7,7 +7,8 @@ A result C is correct when, elementwise, ``|C - C_ref| <= tol`` with
 
 ``C_ref`` is the float64 reference, ``u_acc`` the unit roundoff of the accumulation type,
 ``u_out`` that of the output type and ``tiny_out`` its smallest normal (so results that
-underflow are not failed). NaN in the reference must be NaN in the result; an infinite
+underflow are not failed). Unit roundoffs: 2**-11 float16, 2**-8 bfloat16, 2**-24 float32,
+2**-53 float64; float16 and bfloat16 inputs accumulate in float32. NaN in the reference must be NaN in the result; an infinite
 reference must be matched exactly.
 """
 
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..problem import HALF_DTYPES, finfo
+
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
 #: Default safety constant ``c`` of the bound.
@@ -24,14 +27,15 @@ BOUND_CONSTANT = 2.0
 
 
 def unit_roundoff(dtype: object) -> float:
-    """Unit roundoff (half an ulp of 1) of a floating dtype: 2**-24 for float32."""
-    return float(np.finfo(np.dtype(dtype)).eps) / 2.0
+    """Unit roundoff (half an ulp of 1) of a floating dtype: 2**-24 for float32, 2**-8 for
+    bfloat16 (8 significant bits)."""
+    return float(finfo(dtype).eps) / 2.0
 
 
 def accumulation_dtype(dtype: object) -> np.dtype:
-    """The accumulation type polygemm promises for inputs of ``dtype`` (fp16 -> fp32)."""
+    """The accumulation type polygemm promises for inputs of ``dtype`` (fp16, bf16 -> fp32)."""
     d = np.dtype(dtype)
-    return np.dtype(np.float32) if d == np.float16 else d
+    return np.dtype(np.float32) if d.name in HALF_DTYPES else d
 
 
 def error_bound(
@@ -59,7 +63,7 @@ def error_bound(
             tol += constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
         if ref is not None:
             tol += u_out * np.nan_to_num(np.abs(ref), nan=0.0, posinf=0.0)
-    tol += float(np.finfo(out_dtype).tiny)
+    tol += float(finfo(out_dtype).tiny)
     return tol
 
 

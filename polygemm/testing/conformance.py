@@ -20,6 +20,7 @@ import numpy as np
 from .. import errors
 from ..errors import UnsupportedProblemError
 from ..backend import Backend
+from ..problem import HALF_DTYPES, dtype_named
 from ..registry import get_backend
 from .bounds import check_result
 
@@ -30,7 +31,8 @@ SHAPES: tuple[tuple[int, int, int], ...] = (
     (1, 1, 1), (2, 3, 4), (7, 13, 5), (31, 37, 41), (127, 129, 131),
     (257, 65, 33), (1000, 3, 7), (3, 1000, 9), (64, 48, 1), (5, 300, 1),
 )
-#: appended to a float16 case's failure: the usual cause is a float16 accumulator
+#: appended to a float16 case's failure (bfloat16's says bfloat16): the usual cause is a
+#: 16-bit accumulator
 FLOAT16_HINT = ("float16 products must accumulate in float32 (polygemm's contract); "
                 "a float16 accumulator fails these bounds")
 QUICK_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (7, 13, 5), (127, 129, 131), (64, 48, 1))
@@ -86,7 +88,7 @@ class _Ctx:
     def check(self, got: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0) -> None:
         res = check_result(np.asarray(got), a, b, c, alpha, beta, out_dtype=self.dtype)
         if not res.ok:
-            hint = f"; {FLOAT16_HINT}" if self.dtype == np.float16 else ""
+            hint = f"; {FLOAT16_HINT.replace('float16', self.dtype.name)}" if self.dtype.name in HALF_DTYPES else ""
             raise AssertionError(f"{res.message} (seed {self.seed}){hint}")
 
 
@@ -325,7 +327,7 @@ def iter_cases(
 
 def run_case(be: Backend, dtype: str, variant: str, group: str, name: str, case: Case) -> CaseResult:
     """Run one case with fresh random data; never raises."""
-    ctx = _Ctx(be, np.dtype(dtype), variant)
+    ctx = _Ctx(be, dtype_named(dtype), variant)
     t0 = time.perf_counter()
     try:
         case(ctx)

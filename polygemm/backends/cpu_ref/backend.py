@@ -1,9 +1,10 @@
 """The ``cpu`` backend: NumPy's BLAS for users, and the reference every backend is verified against.
 
-``variant="auto"`` runs ``blas``: ``numpy.matmul`` in the input precision (float16 through
-float32). ``reference`` computes in float64 and rounds once to the output dtype, so its only
-error is that final rounding; every check compares with it. ``numpy`` is the same computation
-as ``blas`` kept as the CPU vendor column of benchmarks (never auto).
+``variant="auto"`` runs ``blas``: ``numpy.matmul`` in the input precision (float16 and
+bfloat16 through float32, their accumulation type). ``reference`` computes in float64 and
+rounds once to the output dtype, so its only error is that final rounding; every check
+compares with it. ``numpy`` is the same computation as ``blas`` kept as the CPU vendor column
+of benchmarks (never auto). bfloat16 arrays are ``ml_dtypes.bfloat16`` NumPy arrays.
 """
 
 from __future__ import annotations
@@ -13,18 +14,40 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
-from ...problem import Call, GemmProblem
+from ...problem import HALF_DTYPES, Call, GemmProblem
 
-__all__ = ["CpuReferenceBackend", "reference"]
+__all__ = ["CpuReferenceBackend", "reference", "round_once"]
 
-_DTYPES = ("float16", "float32", "float64")
+_DTYPES = ("float16", "bfloat16", "float32", "float64")
 _VARIANTS = (
-    Variant("blas", _DTYPES, "numpy.matmul (the CPU BLAS) in the input precision, float16 through float32: what auto runs",
+    Variant("blas", _DTYPES, "numpy.matmul (the CPU BLAS) in the input precision, float16 and bfloat16 through float32: what auto runs",
             layout="any", out_dtypes=("float32",)),
     Variant("reference", _DTYPES, "float64 product of the inputs, rounded once to the output dtype (what every check compares with)",
             layout="any", auto=False, out_dtypes=("float32",)),
-    Variant("numpy", _DTYPES, "numpy.matmul in the input precision, float16 through float32 (the CPU BLAS; vendor column of benchmarks)", layout="any", auto=False, vendor=True, out_dtypes=("float32",)),
+    Variant("numpy", _DTYPES, "numpy.matmul in the input precision, float16 and bfloat16 through float32 (the CPU BLAS; vendor column of benchmarks)",
+            layout="any", auto=False, vendor=True, out_dtypes=("float32",)),
 )
+
+
+def round_once(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """float64 ``x`` rounded to ``dtype`` once, to nearest (ties to even).
+
+    NumPy's casts do that for its own types; ml_dtypes casts float64 to bfloat16 through
+    float32, two roundings that can land one bfloat16 ulp off. For bfloat16, ``x`` is first
+    rounded to float32 *to odd* (truncated, the last bit set when anything was dropped):
+    float32 keeps 16 more bits than bfloat16, so the second rounding is then exact.
+    """
+    d = np.dtype(dtype)
+    if d.name != "bfloat16":
+        return x.astype(d)
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = x.astype(np.float32)
+        away = np.abs(f.astype(np.float64)) > np.abs(x)  # rounded away from zero (inf included): step back
+        f = np.where(away, np.nextafter(f, np.float32(0)), f)
+        inexact = np.isfinite(x) & (f.astype(np.float64) != x)
+        bits = f.view(np.uint32) | inexact.astype(np.uint32)
+    return bits.view(np.float32).astype(d)
 
 
 def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0, dtype: Any = None) -> np.ndarray:
@@ -40,7 +63,7 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
             acc *= alpha
         if beta != 0.0 and c is not None:
             acc += beta * np.asarray(c, dtype=np.float64)
-        return acc.astype(out_dtype)
+        return round_once(acc, out_dtype)
 
 
 def _fits(work: Any, value: float) -> bool:
@@ -79,7 +102,7 @@ class CpuReferenceBackend(Backend):
         p = problem
         # numpy.matmul can write straight into out (no temporary) when nothing is scaled or added
         plan.private = chosen.name in ("numpy", "blas") and p.out is not None and p.alpha == 1.0 and p.beta == 0.0 \
-            and p.dtype != np.float16 and p.out_dtype == p.dtype
+            and p.dtype.name not in HALF_DTYPES and p.out_dtype == p.dtype
         return plan
 
     def run(self, plan: Plan) -> Any:
@@ -92,8 +115,8 @@ class CpuReferenceBackend(Backend):
         if plan.private is True:  # decided at plan time (the cache key fixes alpha == 1, beta == 0, out)
             return np.matmul(a, b, out=call.out)
         if plan.variant in ("numpy", "blas"):
-            # float16 goes through float32, the accumulation type polygemm promises for it
-            work = np.float32 if p.dtype == np.float16 else p.dtype.type
+            # float16 and bfloat16 go through float32, the accumulation type polygemm promises for them
+            work = np.float32 if p.dtype.name in HALF_DTYPES else p.dtype.type
             with np.errstate(all="ignore"):
                 res = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
                 if not all(_fits(work, v) for v in (alpha, beta)):

@@ -1,5 +1,12 @@
 """A small cffi binding to cuBLAS: the vendor comparator (``variant="cublas"``).
 
+SGEMM for float32; ``cublasGemmEx`` with fp32 compute for float16 (``CUDA_R_16F``) and
+bfloat16 (``CUDA_R_16BF``) inputs, the C of the inputs' type or fp32. bfloat16 runs with
+``CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION``: by default cuBLAS may sum split-K
+partial products in the output type, and with bfloat16's 8 bits that put 22% of a
+65x1000x17 product more than one ulp off (H200, cuBLAS 13.1): outside the bound polygemm
+holds every variant to (fp32 accumulation, one final rounding).
+
 The library is found in the CUDA toolkit, on the loader path, or in the ``nvidia-cublas``
 wheel. TF32 stays off (``CUBLAS_DEFAULT_MATH``) so float32 results are true float32.
 """
@@ -33,7 +40,8 @@ int cublasGemmEx(cublasHandle_t handle, int transa, int transb, int m, int n, in
 
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUBLAS_DEFAULT_MATH = 0
-CUDA_R_32F, CUDA_R_16F = 0, 2
+CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
+CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
 
@@ -97,6 +105,7 @@ class CuBlas:
             self._check(self.lib.cublasCreate_v2(hp), "cublasCreate")
             h = hp[0]
             self._check(self.lib.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")
+            self._local.math = CUBLAS_DEFAULT_MATH
             self._local.handle = h
             with self._lock:
                 self._handles.append(h)
@@ -110,25 +119,38 @@ class CuBlas:
             self._local.stream = stream
         return h
 
+    def _math(self, h: Any, mode: int) -> None:
+        """This thread's handle in math ``mode`` (set only when it changes)."""
+        if self._local.math != mode:
+            self._check(self.lib.cublasSetMathMode(h, mode), "cublasSetMathMode")
+            self._local.math = mode
+
     def sgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
               a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int = 0) -> None:
         """Column-major ``C = alpha·op(A)·op(B) + beta·C`` on device pointers, queued on ``stream``."""
         ffi = self.ffi
+        h = self.on(stream)
+        self._math(h, CUBLAS_DEFAULT_MATH)
         st = self.lib.cublasSgemm_v2(
-            self.on(stream), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
+            h, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
             m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), lda, ffi.cast("void *", b), ldb,
             ffi.new("float *", beta), ffi.cast("void *", c), ldc,
         )
         self._check(st, "cublasSgemm")
 
     def hgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
-              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False, stream: int = 0) -> None:
-        """Column-major fp16 inputs, fp32 compute, fp16 (or fp32) C (``cublasGemmEx``), queued on ``stream``."""
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False, stream: int = 0,
+              bf16: bool = False) -> None:
+        """Column-major fp16 (``bf16``: bfloat16) inputs, fp32 compute, a C of the inputs' type (or
+        fp32) (``cublasGemmEx``), queued on ``stream``."""
         ffi = self.ffi
+        half = CUDA_R_16BF if bf16 else CUDA_R_16F
+        h = self.on(stream)
+        self._math(h, CUBLAS_DEFAULT_MATH | (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION if bf16 else 0))
         st = self.lib.cublasGemmEx(
-            self.on(stream), CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
-            m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), CUDA_R_16F, lda,
-            ffi.cast("void *", b), CUDA_R_16F, ldb, ffi.new("float *", beta), ffi.cast("void *", c), CUDA_R_32F if c_f32 else CUDA_R_16F, ldc,
+            h, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
+            m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), half, lda,
+            ffi.cast("void *", b), half, ldb, ffi.new("float *", beta), ffi.cast("void *", c), CUDA_R_32F if c_f32 else half, ldc,
             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,
         )
         self._check(st, "cublasGemmEx")

@@ -47,6 +47,7 @@ __all__ = [
     "hgemm_v2_tensor_maps",
     "first_param_offset",
     "param_padding",
+    "TENSOR_MAP_DTYPES",
 ]
 
 Layout = Literal["row", "col"]
@@ -55,7 +56,10 @@ Swizzle = Literal["none", "32b", "64b", "128b"]
 TENSOR_MAP_BYTES = 128
 
 # cuda.h enumerators (CUDA 12.x / 13.x).
-_DTYPE_CODES: dict[int, int] = {2: 6, 4: 7}  # element bytes -> FLOAT16, FLOAT32
+_DTYPE_CODES: dict[int, int] = {2: 6, 4: 7}  # element bytes -> FLOAT16, FLOAT32 (the default per size)
+#: CUtensorMapDataType by dtype name. A tiled copy with zero out-of-bounds fill moves bits as
+#: they are, so FLOAT16 would copy bfloat16 correctly too; the map says what it holds anyway.
+TENSOR_MAP_DTYPES: dict[str, int] = {"float16": 6, "float32": 7, "bfloat16": 9}
 _SWIZZLE_CODES: dict[str, int] = {"none": 0, "32b": 1, "64b": 2, "128b": 3}
 _SWIZZLE_SPAN: dict[str, int] = {"none": 1 << 30, "32b": 32, "64b": 64, "128b": 128}
 _INTERLEAVE_NONE = 0
@@ -117,6 +121,7 @@ def encode_tiled_2d(
     swizzle: Swizzle = "128b",
     itemsize: int = 2,
     batch: tuple[int, int] | None = None,
+    dtype: str | None = None,
 ) -> np.void:
     """Encode a 2-D tiled tensor map for a ``rows x cols`` matrix at device address ``ptr``
     (3-D with ``batch`` = (matrices, byte stride from one to the next): the batch is the
@@ -128,12 +133,17 @@ def encode_tiled_2d(
     contiguous extent lands in shared memory as rows of ``extent*itemsize`` bytes, swizzled
     with ``swizzle``. Elements outside the matrix are filled with zeros.
 
-    Returns the 128-byte map as a ``numpy.void`` scalar (pass it to a PyCUDA kernel by value).
+    ``dtype`` names the element type (float16, bfloat16, float32; default: float16 or float32
+    by ``itemsize``). Returns the 128-byte map as a ``numpy.void`` scalar (pass it to a PyCUDA
+    kernel by value).
     Raises :class:`~polygemm.errors.DeviceError` when the driver rejects the map (its error
     string included) or the arguments break a TMA rule checked here first.
     """
     if itemsize not in _DTYPE_CODES:
         raise DeviceError(f"tensor map: unsupported element size {itemsize}")
+    code = _DTYPE_CODES[itemsize] if dtype is None else TENSOR_MAP_DTYPES.get(dtype, -1)
+    if code < 0:
+        raise DeviceError(f"tensor map: unsupported element type {dtype!r} (supported: {', '.join(TENSOR_MAP_DTYPES)})")
     if layout not in ("row", "col"):
         raise DeviceError(f"tensor map: layout must be 'row' or 'col', not {layout!r}")
     if swizzle not in _SWIZZLE_CODES:
@@ -174,7 +184,7 @@ def encode_tiled_2d(
     estride = (ctypes.c_uint32 * rank)(*([1] * rank))
     rc = lib.cuTensorMapEncodeTiled(
         ctypes.byref(tmap),
-        _DTYPE_CODES[itemsize],
+        code,
         rank,
         ctypes.c_void_p(ptr),
         gdim,
@@ -261,8 +271,10 @@ def hgemm_v2_tensor_maps(
     trans_b: bool,
     cfg: HgemmV2Config = HGEMM_V2_DEFAULT,
     batch: tuple[int, int, int] | None = None,
+    dtype: str = "float16",
 ) -> tuple[np.void, np.void]:
-    """The two tensor maps of one ``hgemm_v2_wgmma_tma`` launch (fp16 A: M x K, B: K x N).
+    """The two tensor maps of one ``hgemm_v2_wgmma_tma`` launch (``dtype`` A: M x K, B: K x N;
+    float16 or bfloat16).
 
     ``trans_a``: A stored column-major (element (i, k) at ``a[i + k*lda]``), else row-major
     (``a[i*lda + k]``); likewise ``trans_b`` for B ((k, j) at ``b[k + j*ldb]`` or
@@ -273,8 +285,8 @@ def hgemm_v2_tensor_maps(
     if batch is not None:  # (matrices, element strides of A and B): PG_BATCH's 3-D maps
         count, sa, sb = batch
         ba, bb = (count, 2 * sa), (count, 2 * sb)
-    ta = encode_tiled_2d(a_ptr, M, K, lda, "col" if trans_a else "row", *lay.box_a, swizzle=lay.swizzle, batch=ba)
-    tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle, batch=bb)
+    ta = encode_tiled_2d(a_ptr, M, K, lda, "col" if trans_a else "row", *lay.box_a, swizzle=lay.swizzle, batch=ba, dtype=dtype)
+    tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle, batch=bb, dtype=dtype)
     return ta, tb
 
 

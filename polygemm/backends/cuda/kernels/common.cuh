@@ -51,6 +51,45 @@
 #endif
 
 // ======================================================================================
+// Section: the 16-bit element type of the tensor-core rungs (hgemm/), PG_BF16
+// A rung that defines PG_HALF_TYPES before including this header gets pg_half (its A, B and
+// 16-bit C element), pg_half2 (two of them), the float conversions and PG_MMA_AB, the type
+// suffix of mma.sync / wgmma (".f32" PG_MMA_AB PG_MMA_AB: fp32 accumulation). PG_BF16=0:
+// __half, "f16"; PG_BF16=1: __nv_bfloat16, "bf16" -- one source per rung for both types (the
+// instruction shapes, fragment layouts, ldmatrix and TMA traffic are the same 16-bit ones,
+// and both types' zero is all-zero bits, so zero fills need no change). Other headers never
+// see cuda_fp16.h / cuda_bf16.h through this one.
+// ======================================================================================
+#ifndef PG_BF16
+#define PG_BF16 0
+#endif
+#ifdef PG_HALF_TYPES
+#if PG_BF16
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 pg_half;
+typedef __nv_bfloat162 pg_half2;
+#define PG_MMA_AB ".bf16"
+__device__ __forceinline__ float pg_half2float(pg_half v) { return __bfloat162float(v); }
+__device__ __forceinline__ pg_half pg_float2half_rn(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ float2 pg_half22float2(pg_half2 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ pg_half2 pg_floats2half2_rn(float lo, float hi) {
+    return __floats2bfloat162_rn(lo, hi);
+}
+#else
+#include <cuda_fp16.h>
+typedef __half pg_half;
+typedef __half2 pg_half2;
+#define PG_MMA_AB ".f16"
+__device__ __forceinline__ float pg_half2float(pg_half v) { return __half2float(v); }
+__device__ __forceinline__ pg_half pg_float2half_rn(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ float2 pg_half22float2(pg_half2 v) { return __half22float2(v); }
+__device__ __forceinline__ pg_half2 pg_floats2half2_rn(float lo, float hi) {
+    return __floats2half2_rn(lo, hi);
+}
+#endif
+#endif  // PG_HALF_TYPES
+
+// ======================================================================================
 // Section: column-major ladder (sgemm_cm/, seed 000/001)
 // Element (r, c) of a column-major matrix with leading dimension ld is p[r + c*ld].
 // ======================================================================================

@@ -2,6 +2,8 @@
 // operands, fp32 accumulation, on the warp-level tensor-core instruction
 // mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, its A and B fragments loaded from
 // shared memory with ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16.
+// PG_BF16=1 builds the same kernel for bf16 operands (and a bf16 or fp32 C):
+// mma.sync...f32.bf16.bf16.f32, the element type and conversions from common.cuh (pg_half).
 // Realizes seed 003 (ldmatrix): each lane supplies the shared-memory address of one 8-element
 // (16-byte) row of one of the four 8x8 tiles (lanes 0-7 tile 0, 8-15 tile 1, 16-23 tile 2,
 // 24-31 tile 3); lane t receives elements (t/4, 2*(t%4) .. +1) of each tile in register
@@ -29,7 +31,8 @@
 // Layouts (row-major in the kernel's own terms):
 //   A: (i, k) at A[i*lda + k]; PG_TRANS_A=1: A[i + k*lda] (column-major).
 //   B: (k, j) at B[k*ldb + j]; PG_TRANS_B=1: B[k + j*ldb] (column-major, K-contiguous).
-//   C: (i, j) at C[i*ldc + j], __half, or float when PG_OUT_F32=1.
+//   C: (i, j) at C[i*ldc + j], pg_half (pg_half; __nv_bfloat16 with PG_BF16=1), or float when
+//   PG_OUT_F32=1.
 // Each operand's shared tile keeps the global contiguous dimension contiguous:
 //   K-contiguous operand (A row-major, B column-major): tile [MN][BK], ldmatrix without .trans;
 //   MN-contiguous operand (A column-major, B row-major): tile [BK][MN], ldmatrix .trans.
@@ -93,10 +96,10 @@
 // and not kept: skipping the copies of rows past the edge with a predicate (283), loading
 // the realign's next chunk one k16 step ahead (258, a register spilled).
 
-#include <cuda_fp16.h>
 #include <stdint.h>
 #include <type_traits>
-#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
+#define PG_HALF_TYPES 1  // pg_half: pg_half, or __nv_bfloat16 with PG_BF16=1 (common.cuh)
+#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B / PG_VEC defaults, pg_half
 
 #ifndef PG_OUT_F32
 #define PG_OUT_F32 0
@@ -216,11 +219,11 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
                  : "r"(addr));
 }
 
-// d += a * b on one m16n8k16 tile (fp16 in, fp32 accumulate).
+// d += a * b on one m16n8k16 tile (fp16 or bf16 in, fp32 accumulate).
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                                           const uint32_t (&b)[2]) {
     asm volatile(  // volatile: keeps the ldmatrix / mma interleaving as written
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "mma.sync.aligned.m16n8k16.row.col.f32" PG_MMA_AB PG_MMA_AB ".f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -272,14 +275,14 @@ struct TileMover {
                   "thread -> chunk mapping must keep the swizzle phase");
 
     // PG_VEC=1: cp.async.cg 16 B per chunk.
-    __device__ static __forceinline__ void issue_async(__half* s, const __half* g, int ld,
+    __device__ static __forceinline__ void issue_async(pg_half* s, const pg_half* g, int ld,
                                                        int rows_left, int cols_left, int tid) {
         const int row = tid / kCpr;
         const int ch = tid % kCpr;
         int n = cols_left - ch * 8;
         n = n > 8 ? 8 : n;
         const uint32_t dst = smem_addr(s + swizzle<kCols>(row, ch));
-        const __half* src = g + row * ld + ch * 8;
+        const pg_half* src = g + row * ld + ch * 8;
 #pragma unroll
         for (int i = 0; i < kVecIters; ++i) {
             const bool ok = row + i * kRowStep < rows_left && n > 0;
@@ -295,14 +298,14 @@ struct TileMover {
     // (an immediate), so a copy costs one 64-bit add and the cp.async itself.
     // part(): chunks [kLo, kHi) only, so the copies of one K-tile can be spread over k16 steps.
     static constexpr int kDstStep = kRowStep * kCols * 2;  // bytes
-    __device__ static __forceinline__ const __half* thread_src(const __half* g, int ld, int tid) {
+    __device__ static __forceinline__ const pg_half* thread_src(const pg_half* g, int ld, int tid) {
         return g + (tid / kCpr) * ld + (tid % kCpr) * 8;
     }
     __device__ static __forceinline__ uint32_t thread_dst(int tid) {
         return 2 * swizzle<kCols>(tid / kCpr, tid % kCpr);
     }
     template <int kLo, int kHi>
-    __device__ static __forceinline__ void issue_full(uint32_t dst, const __half* src,
+    __device__ static __forceinline__ void issue_full(uint32_t dst, const pg_half* src,
                                                       int row_step) {
 #pragma unroll
         for (int i = kLo; i < kHi; ++i)
@@ -359,7 +362,7 @@ struct RawTile {
     // rows l..l+7 of the same run), hit 8 distinct 16-byte bank groups.
     static_assert((kPitch / 8) % 8 == 1, "pitch must be 1 chunk mod 8");
 
-    __device__ static __forceinline__ int shift(const __half* p) {
+    __device__ static __forceinline__ int shift(const pg_half* p) {
         return static_cast<int>((reinterpret_cast<uintptr_t>(p) >> 1) & 7);
     }
 
@@ -378,7 +381,7 @@ struct RawTile {
     __device__ static __forceinline__ uint32_t extra_dst(int tid) {
         return 2 * ((tid < kRows ? tid : 0) * kPitch + kCpr * 8);
     }
-    __device__ static __forceinline__ Thread init(const __half* g, int ld, int tid) {
+    __device__ static __forceinline__ Thread init(const pg_half* g, int ld, int tid) {
         Thread t;
         const int row = tid / kCpr, ch = tid % kCpr;
         t.src = row * ld - shift(g + row * ld) + ch * 8;
@@ -402,7 +405,7 @@ struct RawTile {
     // Edge tiles: every chunk predicated (rows_left / cols_left as in TileMover). `off` is
     // the K-tile origin's element offset from K-tile 0's, `stage` a shared byte address.
     // Under PG_ROW_SPLIT, rows below row_lo read as zero too (B's leading rows).
-    __device__ static __forceinline__ void issue(const Thread& t, const __half* g, uint32_t stage,
+    __device__ static __forceinline__ void issue(const Thread& t, const pg_half* g, uint32_t stage,
                                                  int off, int ld, int rows_left, int cols_left,
                                                  int tid, int row_lo = 0) {
         const int row = tid / kCpr, ch = tid % kCpr;
@@ -417,7 +420,7 @@ struct RawTile {
         }
         issue_extra(t, g, stage, off, ld, rows_left, cols_left, tid, row_lo);
     }
-    __device__ static __forceinline__ void issue_extra(const Thread& t, const __half* g,
+    __device__ static __forceinline__ void issue_extra(const Thread& t, const pg_half* g,
                                                        uint32_t stage, int off, int ld,
                                                        int rows_left, int cols_left, int tid,
                                                        int row_lo = 0) {
@@ -430,7 +433,7 @@ struct RawTile {
     // Interior tiles (rows_left >= kRows, cols_left >= kCols): main chunks [kLo, kHi) are
     // whole (chunk ch ends at row element 8 ch + 8 - e_main <= kCols).
     template <int kLo, int kHi>
-    __device__ static __forceinline__ void issue_full(uint32_t dst, const __half* src,
+    __device__ static __forceinline__ void issue_full(uint32_t dst, const pg_half* src,
                                                       int row_step) {
 #pragma unroll
         for (int i = kLo; i < kHi; ++i)
@@ -630,21 +633,21 @@ __device__ __forceinline__ void warp_step(float (&acc)[kMmaM][kMmaN][4],
 #if PG_OUT_F32
 typedef float OutT;
 #else
-typedef __half OutT;
+typedef pg_half OutT;
 #endif
 
 __device__ __forceinline__ float load_out(const OutT* p) {
 #if PG_OUT_F32
     return *p;
 #else
-    return __half2float(*p);
+    return pg_half2float(*p);
 #endif
 }
 __device__ __forceinline__ void store_out(OutT* p, float v) {
 #if PG_OUT_F32
     *p = v;
 #else
-    *p = __float2half_rn(v);
+    *p = pg_float2half_rn(v);
 #endif
 }
 
@@ -667,13 +670,13 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
         }
         *q = make_float2(v0, v1);
 #else
-        __half2* q = reinterpret_cast<__half2*>(p);
+        pg_half2* q = reinterpret_cast<pg_half2*>(p);
         if (beta != 0.f) {
-            const float2 old = __half22float2(*q);
+            const float2 old = pg_half22float2(*q);
             v0 = fmaf(beta, old.x, v0);
             v1 = fmaf(beta, old.y, v1);
         }
-        *q = __floats2half2_rn(v0, v1);
+        *q = pg_floats2half2_rn(v0, v1);
 #endif
         return;
     }
@@ -690,8 +693,8 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
 }  // namespace hgemm_v1
 
 extern "C" __global__ void __launch_bounds__(hgemm_v1::kThreads, HG_MIN_BLOCKS)
-hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda,
-                      const __half* __restrict__ B, int ldb, float beta, void* __restrict__ Cv,
+hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restrict__ A, int lda,
+                      const pg_half* __restrict__ B, int ldb, float beta, void* __restrict__ Cv,
                       int ldc PG_BATCH_PARAMS)
 {
     using namespace hgemm_v1;
@@ -706,11 +709,11 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     }
 #endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    __half* const sA = reinterpret_cast<__half*>(smem_raw);  // kStages x kAStage
+    pg_half* const sA = reinterpret_cast<pg_half*>(smem_raw);  // kStages x kAStage
 #if PG_VEC
-    __half* const sB = sA + kStages * kAStage;                // kStages x kBStage
+    pg_half* const sB = sA + kStages * kAStage;                // kStages x kBStage
 #else
-    __half* const sB = sA + kRawStages * kRawAHalves;          // kRawStages x BRaw::kHalves
+    pg_half* const sB = sA + kRawStages * kRawAHalves;          // kRawStages x BRaw::kHalves
 #endif
 #if PG_ROW_SPLIT
     // Row set r = blockIdx.z of p = gridDim.z (see PG_ROW_SPLIT): from here on the kernel
@@ -772,20 +775,20 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
 
     // Per-K-tile operand tile origins: tile kt starts at g + kt * step.
 #if PG_TRANS_A
-    const __half* const gA = A + m0;          // rows k, cols m
+    const pg_half* const gA = A + m0;          // rows k, cols m
     const int a_step = kTbK * lda;
     const int a_cols_left = M - m0;
 #else
-    const __half* const gA = A + m0 * lda;    // rows m, cols k
+    const pg_half* const gA = A + m0 * lda;    // rows m, cols k
     const int a_step = kTbK;
     const int a_rows_left = M - m0;
 #endif
 #if PG_TRANS_B
-    const __half* const gB = B + n0 * ldb;    // rows n, cols k
+    const pg_half* const gB = B + n0 * ldb;    // rows n, cols k
     const int b_step = kTbK;
     const int b_rows_left = N - n0;
 #else
-    const __half* const gB = B + n0;          // rows k, cols n
+    const pg_half* const gB = B + n0;          // rows k, cols n
     const int b_step = kTbK * ldb;
     const int b_cols_left = N - n0;
 #endif
@@ -853,8 +856,8 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     constexpr int kAChunks = AMover::kVecIters, kBChunks = BMover::kVecIters;
     constexpr int kParts = kSteps - 1;
     const bool mn_inside = (m0 + kTbM <= M) && (n0 + kTbN <= N);
-    const __half* a_src = AMover::thread_src(gA, lda, tid);
-    const __half* b_src = BMover::thread_src(gB, ldb, tid);
+    const pg_half* a_src = AMover::thread_src(gA, lda, tid);
+    const pg_half* b_src = BMover::thread_src(gB, ldb, tid);
     const int a_row_step = AMover::kRowStep * lda;
     const int b_row_step = BMover::kRowStep * ldb;
     const uint32_t a_dst = sA0 + AMover::thread_dst(tid);
@@ -1017,13 +1020,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     using AFast = AMover;
 #define HG_A_FULL(LO, HI) AMover::template issue_full<LO, HI>(da, a_src, a_row_step)
     const uint32_t a_dst = AMover::thread_dst(tid);
-    const __half* a_src = AMover::thread_src(gA, lda, tid) + (R - 1) * a_step;
+    const pg_half* a_src = AMover::thread_src(gA, lda, tid) + (R - 1) * a_step;
     constexpr int kAChunks = AMover::kVecIters;
 #else
     using AFast = ARaw;
 #define HG_A_FULL(LO, HI) ARaw::template issue_full<LO, HI>(da, a_src, a_row_step)
     const uint32_t a_dst = ARaw::main_dst(tid);
-    const __half* a_src = gA + ta.src + (R - 1) * a_step;
+    const pg_half* a_src = gA + ta.src + (R - 1) * a_step;
     constexpr int kAChunks = ARaw::kIters;
 #endif
     constexpr int kBChunks = BRaw::kIters;
@@ -1031,7 +1034,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const __half* __restrict
     const int a_row_step = AFast::kRowStep * lda;
     const int b_row_step = BRaw::kRowStep * ldb;
     const uint32_t b_dst = BRaw::main_dst(tid);
-    const __half* b_src = gB + tb.src + (R - 1) * b_step;
+    const pg_half* b_src = gB + tb.src + (R - 1) * b_step;
     // The extra window chunk of A's rows (none under PG_ROW_SPLIT: A's rows are aligned).
 #if PG_ROW_SPLIT
 #define HG_A_EXTRA(KT, ST) ((void)0)
