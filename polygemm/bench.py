@@ -92,6 +92,9 @@ PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "odd": [(4095, 4097, 4093), (1000, 3000, 2000), (16, 4096, 4096), (8192, 8192, 512), (512, 512, 16384)],
     "small": [(128, 128, 128), (255, 257, 129), (512, 512, 512)],
     "overhead": [(128, 128, 128), (256, 256, 256), (1024, 1024, 1024)],
+    # decode steps and GEMV both ways (small M, small N): what the skinny rungs are tuned on
+    "skinny": [(1, 4096, 4096), (1, 8192, 8192), (2, 4096, 4096), (4, 8192, 8192), (8, 4096, 4096), (16, 4096, 4096),
+               (16, 8192, 8192), (4096, 1, 4096), (8192, 8, 8192), (4096, 16, 4096), (1, 1024, 1024), (16, 1024, 16384)],
     # the default on the CPU: seconds in either mode on 2 cores
     "cpu": [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (255, 257, 129)],
     # M, N and K across decode steps, skinny, square and K >> M, N products (see sweep_shapes)
@@ -381,14 +384,16 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
     """CuPy, else torch (or the one ``prefer`` names), else the backend's own device arrays
     (vendor through its vendor variant)."""
     def np_vendor(a: Any, b: Any, out: Any) -> Any:
-        if a.dtype == np.float16:  # NumPy's BLAS has no half: float32 in, as polygemm promises
-            return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16))
+        if a.dtype.name in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
+            return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype))
         return np.matmul(a, b, out=out)
 
     if "host" in be.residencies and len(be.residencies) == 1:
         return _ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt), np_vendor,
                          "numpy.matmul(a, b, out=out)", np_vendor, "numpy.matmul(a, b, out=out)")
-    if be.name == "cuda" and prefer in ("auto", "cupy"):
+    if dtype == "bfloat16" and prefer == "cupy":
+        raise UnsupportedProblemError("--array-lib cupy: CuPy has no bfloat16; use torch")
+    if be.name == "cuda" and prefer in ("auto", "cupy") and dtype != "bfloat16":
         try:
             import cupy as cp
 
@@ -404,9 +409,18 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
             import torch
 
             tdt = getattr(torch, dtype)
-            return _ArrayLib("torch", lambda x: torch.from_numpy(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"),
+            bf16 = dtype == "bfloat16"  # NumPy (ml_dtypes) and torch share bfloat16's bits, not a DLPack dtype
+
+            def to_torch(x: np.ndarray) -> Any:
+                return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if bf16 else torch.from_numpy(x)
+
+            def to_numpy(t: Any) -> np.ndarray:
+                return t.cpu().view(torch.int16).numpy().view(np_dtype) if bf16 else t.cpu().numpy()
+
+            np_dtype = np.dtype(dtype)
+            return _ArrayLib("torch", lambda x: to_torch(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"),
                              lambda a, b, out: torch.matmul(a, b, out=out), "torch.matmul(a, b, out=out)",
-                             lambda a, b, out: np.copyto(out, torch.matmul(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()),
+                             lambda a, b, out: np.copyto(out, to_numpy(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()))),
                              "torch.matmul(a.cuda(), b.cuda()).cpu()")
         except ImportError:
             pass
@@ -851,7 +865,8 @@ def add_parser(sub: Any) -> None:
                    help="call mode: whose device arrays and matmul (auto: CuPy, else torch)")
     s.add_argument("--batch", type=int, default=0, metavar="N",
                    help="call mode: a strided batch of N products per call (vendor: its batched GEMM, e.g. torch.matmul on 3-D)")
-    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="element type of A, B and C")
+    s.add_argument("--dtype", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
+                   help="element type of A, B and C (bfloat16: ml_dtypes' for NumPy, torch's on the device)")
     s.add_argument("--variants", nargs="+", default=None,
                    help="variant names (comma or space separated); call mode default: auto; kernel mode default: all, "
                         "and auto there is the raw launch of the rung auto picks for each shape")

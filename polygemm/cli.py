@@ -105,7 +105,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-_ABBREV = {"float16": "f16", "float32": "f32", "float64": "f64"}
+_ABBREV = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 #: shorter words in the table's tile column (-v prints the tile as written)
 _TILE_WORDS = (("threadblock", "block"), ("instruction", "instr"))
 

@@ -144,3 +144,37 @@ def test_an_operand_past_2_31_elements_runs(cuda):
     assert res.ok, res.message
     del a, b, out
     cp.get_default_memory_pool().free_all_blocks()
+
+
+def test_split_k_plan_shared_by_threads_on_their_own_streams(cuda):
+    """One cached split-K plan, eight threads, each on its own CuPy stream with its own data:
+    each stream keeps its own workspace, and one call's two launches stay together."""
+    import threading
+
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    data = [(rng.standard_normal((48, 4096)).astype(np.float16), rng.standard_normal((4096, 80)).astype(np.float16)) for _ in range(8)]
+    refs = [reference_for(a, b) for a, b in data]
+    results: list = [None] * 8
+    errors: list = []
+
+    def work(i: int) -> None:
+        try:
+            with cp.cuda.Stream(non_blocking=True) as s:
+                da, db = cp.asarray(data[i][0]), cp.asarray(data[i][1])
+                out = None
+                for _ in range(20):
+                    out = pg.gemm(da, db, device="cuda", variant="hgemm_v1_mma_ldmatrix:split_k=4")
+                results[i] = cp.asnumpy(out)
+                s.synchronize()
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(8):
+        assert refs[i].compare(results[i]).ok, f"thread {i}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Produce the committed GPU results (run from the repository root on the GPU machine):
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
-#   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_fp16.*, h200_tune_batched_fp16.* (auto's fp16 table)
+#   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
@@ -36,13 +36,24 @@ case "$what" in
         --repeats 5 --json docs/benchmarks/h200_batched_fp$dt.json --markdown docs/benchmarks/h200_batched_fp$dt.md
     done
     ;;
-  tune)  # what auto chooses fp16 rungs from; then: python tools/update_tuning.py docs/benchmarks/h200_tune_*fp16.json
+  tune)  # the measurements auto's cost model is fitted to and anchored on; then:
+         #   python tools/update_tuning.py docs/benchmarks/h200_tune_*fp16.json; ... h200_tune_*fp32.json
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
-      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v3_wgmma_pingpong --shapes overhead square odd --repeats 5 \
+      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
+      --shapes overhead square odd --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_fp16.json --markdown docs/benchmarks/h200_tune_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
+      --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny --repeats 5 --no-progress \
+      --json docs/benchmarks/h200_tune_skinny_fp16.json --markdown docs/benchmarks/h200_tune_skinny_fp16.md
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --array-lib torch --batch 64 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
-      --repeats 5 --json docs/benchmarks/h200_tune_batched_fp16.json --markdown docs/benchmarks/h200_tune_batched_fp16.md
+      --repeats 5 --no-progress --json docs/benchmarks/h200_tune_batched_fp16.json --markdown docs/benchmarks/h200_tune_batched_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
+      --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile --shapes overhead square odd --repeats 5 --no-progress \
+      --json docs/benchmarks/h200_tune_fp32.json --markdown docs/benchmarks/h200_tune_fp32.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
+      --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny --repeats 5 --no-progress \
+      --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
     ;;
   bench)
     polygemm_() { python3 -m polygemm "$@"; }

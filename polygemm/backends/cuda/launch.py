@@ -10,6 +10,7 @@ everything they depend on (shapes, strides, dtypes, 16-byte alignment classes).
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,18 @@ from .variants import KERNEL_DIR, KernelSpec
 REDUCE_SOURCE = KERNEL_DIR / "util" / "split_k_reduce.cu"
 _REDUCE_ARGS = ("q", "q", "i", "Q", "q", "q", "q", "f", "f", "Q", "q", "q")  # rows cols splits W w_rs w_cs w_split alpha beta D d_rs d_cs
 _REDUCE_BLOCK = 256
+_STREAMS_KEPT = 8  # streams a split-K plan keeps a workspace for; calls on more streams allocate their own
+
+
+def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
+    """A dropped plan's kept split-K workspaces go back to the pool, ordered after the work
+    queued so far on their streams (a stream destroyed since: the pool keeps the block)."""
+    for stream, ptr in list(workspaces.items()):
+        try:
+            rt.release(ptr, stream)
+        except Exception:
+            pass
+    workspaces.clear()
 
 __all__ = ["PreparedLaunch", "SplitLaunch", "PanelLaunch"]
 
@@ -34,6 +47,7 @@ class SplitLaunch:
     reduce: bytes
     workspace: int
     stream: int
+    owned: bool = False  # a workspace of this call alone (freed after it), not the plan's kept one
 
 
 _STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N K alpha A lda B ldb beta C ldc
@@ -59,6 +73,10 @@ class PreparedLaunch:
     _pack: Any = field(default=None, repr=False)
     _reduce: Kernel | None = field(default=None, repr=False)
     _reduce_pack: Any = field(default=None, repr=False)
+    #: split-K workspaces kept per stream (reused call after call: the stream orders each use
+    #: after the previous call's reduction); freed when the plan is dropped
+    _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
+    _split_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -130,19 +148,30 @@ class PreparedLaunch:
         dest = lp.dest
         assert dest is not None and self._reduce_pack is not None
         per_slice = workspace_matrix(lp.c)
-        ws = self.rt.scratch(lp.splits * per_slice * 4, stream)
+        ws = self._workspaces.get(stream)
+        owned = ws is None and len(self._workspaces) >= _STREAMS_KEPT
+        if ws is None:
+            ws = self.rt.scratch(lp.splits * per_slice * 4, stream)
+            if not owned:
+                with self._split_lock:
+                    if not self._workspaces:  # the first: free them all when the plan goes
+                        weakref.finalize(self, _free_workspaces, self.rt, self._workspaces).atexit = False
+                    kept = self._workspaces.setdefault(stream, ws)
+                if kept != ws:  # another thread kept one for this stream first
+                    self.rt.release(ws, stream)
+                    ws = kept
         try:
             main = self._pack_main(ka, kb, ws, 1.0, 0.0)  # partial sums: alpha and beta wait for the reduction
-            (w_rs, w_cs), (d_rs, d_cs) = strides(lp.c), strides(dest)
-            red = self._reduce_pack(lp.m, lp.n, lp.splits, ws, w_rs, w_cs, per_slice, alpha, beta, c, d_rs, d_cs)
+            red = self._reduce_pack(lp.m, lp.n, lp.splits, ws, *strides(lp.c), per_slice, alpha, beta, c, *strides(dest))
         except BaseException:
-            self.rt.release(ws, stream)
+            if owned:
+                self.rt.release(ws, stream)
             raise
-        return SplitLaunch(main, red, ws, stream)
+        return SplitLaunch(main, red, ws, stream, owned)
 
     def discard(self, prepared: Any) -> None:
-        """Give back what :meth:`prepare` took (a split-K workspace) without launching."""
-        if isinstance(prepared, SplitLaunch):
+        """Give back what :meth:`prepare` took (a split-K workspace of its own) without launching."""
+        if isinstance(prepared, SplitLaunch) and prepared.owned:
             self.rt.release(prepared.workspace, prepared.stream)
 
     def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float) -> bytes:
@@ -175,12 +204,16 @@ class PreparedLaunch:
         k, red = self._kernel, self._reduce
         assert k is not None and red is not None and stream == prepared.stream
         lp = self.lp
+        blocks = max(1, min(-(-lp.m * lp.n // _REDUCE_BLOCK), 1 << 20))
         try:
-            k.launch(prepared.main, lp.grid, lp.block, lp.smem_bytes, stream)
-            blocks = max(1, min(-(-lp.m * lp.n // _REDUCE_BLOCK), 1 << 20))
-            red.launch(prepared.reduce, (blocks, 1, 1), (_REDUCE_BLOCK, 1, 1), 0, stream)
+            # one call's two launches stay together on the stream: another thread's rung
+            # writing the same kept workspace cannot slip in before this reduction reads it
+            with self._split_lock:
+                k.launch(prepared.main, lp.grid, lp.block, lp.smem_bytes, stream)
+                red.launch(prepared.reduce, (blocks, 1, 1), (_REDUCE_BLOCK, 1, 1), 0, stream)
         finally:
-            self.rt.release(prepared.workspace, stream)  # stream-ordered: after the reduction
+            if prepared.owned:
+                self.rt.release(prepared.workspace, stream)  # stream-ordered: after the reduction
 
     def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
         lp = self.lp

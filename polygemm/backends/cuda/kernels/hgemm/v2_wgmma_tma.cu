@@ -3,6 +3,8 @@
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16, both operands read straight from shared
 // memory through 64-bit matrix descriptors, the tiles brought in by the Tensor Memory
 // Accelerator (cp.async.bulk.tensor.2d, completion counted on an mbarrier).
+// PG_BF16=1 builds it for bf16 operands and a bf16 or fp32 C (wgmma ...f32.bf16.bf16; pg_half
+// and its conversions from common.cuh; the tensor maps say BFLOAT16).
 // What it adds to v1 (ldmatrix + mma.sync, capped near 636 TFLOP/s on an H200):
 //   * no ldmatrix and no per-thread address arithmetic: one thread issues whole tiles with
 //     TMA, the hardware applies the 128-byte swizzle and zero-fills everything outside the
@@ -36,7 +38,7 @@
 //   hgemm_v2_wgmma_tma(const __grid_constant__ CUtensorMap tmap_a,
 //                      const __grid_constant__ CUtensorMap tmap_b,
 //                      int M, int N, int K, float alpha, float beta, void* C, int ldc)
-// A is M x K, B is K x N, C row-major (C[i*ldc + j]), __half, or float when PG_OUT_F32=1.
+// A is M x K, B is K x N, C row-major (C[i*ldc + j]), pg_half, or float when PG_OUT_F32=1.
 // PG_TRANS_A=0: A row-major (K contiguous)    -> tensor map dims {K, M}, box {64, BM}
 //                                                (BM = 64*kConsumers), wgmma K-major (trans-a 0)
 // PG_TRANS_A=1: A column-major (M contiguous) -> dims {M, K}, box {64, 64}, BM/64 boxes per
@@ -81,9 +83,9 @@
 // 0.4-0.6x cuBLAS: not investigated yet.
 
 #include <cuda.h>  // CUtensorMap
-#include <cuda_fp16.h>
+#define PG_HALF_TYPES 1  // pg_half: __half, or __nv_bfloat16 with PG_BF16=1 (common.cuh)
 #include <stdint.h>
-#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B defaults
+#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B defaults, pg_half
 
 #ifndef PG_OUT_F32
 #define PG_OUT_F32 0
@@ -274,7 +276,7 @@ template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
@@ -295,7 +297,7 @@ template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
@@ -322,7 +324,7 @@ template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
@@ -365,7 +367,7 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kAcc], uint64_t da, uint64
 #if PG_OUT_F32
 using OutT = float;
 #else
-using OutT = __half;
+using OutT = pg_half;
 #endif
 
 // Two adjacent outputs (row, col), (row, col + 1); col is even. Stores are predicated on N;
@@ -385,19 +387,19 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
         }
         *q = make_float2(v0, v1);
 #else
-        __half2* q = reinterpret_cast<__half2*>(p);
+        pg_half2* q = reinterpret_cast<pg_half2*>(p);
         if (beta != 0.f) {
-            const float2 old = __half22float2(*q);
+            const float2 old = pg_half22float2(*q);
             v0 = fmaf(beta, old.x, v0);
             v1 = fmaf(beta, old.y, v1);
         }
-        *q = __floats2half2_rn(v0, v1);
+        *q = pg_floats2half2_rn(v0, v1);
 #endif
     } else if (col < N) {
 #if PG_OUT_F32
         *p = beta != 0.f ? fmaf(beta, *p, v0) : v0;
 #else
-        *p = __float2half_rn(beta != 0.f ? fmaf(beta, __half2float(*p), v0) : v0);
+        *p = pg_float2half_rn(beta != 0.f ? fmaf(beta, pg_half2float(*p), v0) : v0);
 #endif
     }
 }
@@ -438,11 +440,11 @@ __device__ __forceinline__ uint4 lds_128(uint32_t addr) {
 }
 // Two 16-bit outputs in one 32-bit word (lo in the low half: the lower column), and back.
 __device__ __forceinline__ uint32_t out_pack2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
+    const pg_half2 h = pg_floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 __device__ __forceinline__ float2 out_unpack2(uint32_t w) {
-    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+    return pg_half22float2(*reinterpret_cast<const pg_half2*>(&w));
 }
 
 // Row segment stores of one lane: `left` = N - (its first column); 16 bytes when whole.
