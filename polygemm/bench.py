@@ -300,7 +300,12 @@ def run_bench(
     known = {v.name for v in table}
     for name in names:
         if name not in known and name != "auto":
-            raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
+            try:  # a backend may take modified names (cuda: "rung:split_k=8")
+                ok = be.get_variant(name).name in known
+            except PolygemmError:
+                ok = False
+            if not ok:
+                raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     records: list[BenchRecord] = []

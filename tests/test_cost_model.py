@@ -98,7 +98,7 @@ def test_split_k_wins_where_tiles_are_few_and_k_is_long():
 
 def test_auto_reason_names_the_model_and_its_anchor():
     name, why = choose_auto_variant(4096, 4096, 4096, "float16", sm=90)
-    assert name in SPECS and "cost model" in why and "anchored on its measurement" in why
+    assert name in SPECS and "cost model" in why and "anchored on the measurement of" in why
 
 
 def test_split_choices_are_equal_slices_of_whole_k_tiles():

@@ -9,7 +9,7 @@
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, tune, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, tune, tune-split, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -54,6 +54,17 @@ case "$what" in
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
       --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
+    bash "$0" tune-split
+    ;;
+  tune-split)  # split-K measured (rung + reduction), so auto's split candidates anchor on measurements of splits
+    split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 16x8192x8192 4096x16x4096 512x512x16384 16x1024x16384 1024x1024x8192 256x4096x8192 1000x3000x2000"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $split_shapes --repeats 5 --no-progress \
+      --variants hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma:split_k=8 hgemm_v3_wgmma_pingpong:split_k=4 \
+        hgemm_v3_wgmma_pingpong:split_k=8 hgemm_v3_wgmma_pingpong:split_k=16 hgemm_v2_wgmma_tma_128x192:split_k=4 \
+      --json docs/benchmarks/h200_tune_split_fp16.json --markdown docs/benchmarks/h200_tune_split_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $split_shapes --repeats 5 --no-progress \
+      --variants cm_v13_cp_async_narrow_tile:split_k=4 cm_v13_cp_async_narrow_tile:split_k=8 cm_v13_cp_async_narrow_tile:split_k=16 \
+      --json docs/benchmarks/h200_tune_split_fp32.json --markdown docs/benchmarks/h200_tune_split_fp32.md
     ;;
   bench)
     polygemm_() { python3 -m polygemm "$@"; }

@@ -28,7 +28,7 @@ def main(paths: list[str]) -> int:
         data = json.loads(Path(p).read_text())
         sources.append({"file": str(Path(p)), "command": data.get("command", "")})
         for r in data["records"]:
-            if r["backend"] == "cuda" and r["variant"] in eligible:
+            if r["backend"] == "cuda" and r["variant"].partition(":split_k=")[0] in eligible:  # rungs, and rungs with split K
                 row = {k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")}
                 if r.get("batch"):  # call-mode records of strided batches: auto's choice for batches
                     row["batch"] = r["batch"]

@@ -549,7 +549,7 @@ class CudaBackend(Backend):
         if plan.problem.residency != "cuda" or decided.launch is None:
             raise UnsupportedProblemError("launcher() takes CUDA device arrays of a non-empty product")
         pa, pb, pc = (operand_view(x)[1] for x in (a, b, c))  # type: ignore[index]
-        return KernelLauncher(decided.launch, pa, pb, pc, float(alpha), float(beta))
+        return KernelLauncher(decided.launch, pa, pb, pc, float(alpha), float(beta), plan.variant)
 
     def active(self) -> Any:
         return self._runtime().active()
@@ -562,9 +562,9 @@ class CudaBackend(Backend):
 class KernelLauncher:
     """One prepared launch bound to fixed device operands (see :meth:`CudaBackend.launcher`)."""
 
-    def __init__(self, launch: PreparedLaunch, a: int, b: int, c: int, alpha: float, beta: float) -> None:
+    def __init__(self, launch: PreparedLaunch | PanelLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
         self.launch, self.args = launch, (a, b, c, alpha, beta, 0)
-        self.variant = launch.variant  # the rung that runs (a TMA rung may hand a problem on)
+        self.variant = variant or launch.variant  # what runs, as the plan names it (a TMA rung may hand a problem on; split-K)
         if launch.spec is not None:
             launch.kernel()
 

@@ -66,12 +66,11 @@ def explain_choice(best: Candidate, ranked: Sequence[Candidate], dtype: str, rec
     """The reason ``auto`` gives for ``best``: its estimate and the measurement it is anchored on."""
     rows = records if records is not None else tuning_records(dtype)
     text = f"cost model: {best.label} estimated fastest, {best.estimate_us:.1f} µs ({best.waves:.2f} waves on this device)"
-    anchor = cost.anchor_for(kernel_specs()[best.variant], rows, *best.shape, best.count)
-    if anchor is not None:
+    anchor = cost.anchor_for(kernel_specs()[best.variant], rows, *best.shape, best.count, best.splits)
+    if anchor is not None and cost.split_of(str(anchor["variant"]))[0] == best.variant:
         shape = f"{anchor['m']}x{anchor['n']}x{anchor['k']}"
-        if anchor.get("batch"):
-            shape = f"{anchor['batch']} x {shape}"
-        text += f"; anchored on its measurement at {shape} ({float(anchor['tflops']):.1f} TFLOP/s, {tuning_file(dtype).name})"
+        shape = f"{anchor['variant']} at " + (f"{anchor['batch']} x {shape}" if anchor.get("batch") else shape)
+        text += f"; anchored on the measurement of {shape} ({float(anchor['tflops']):.1f} TFLOP/s, {tuning_file(dtype).name})"
     else:
         text += "; no measurement of its own (the constants of a rung built from the same source)"
     if dtype in TUNED_AS:

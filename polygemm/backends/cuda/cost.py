@@ -30,7 +30,7 @@ import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "HBM_BYTES_PER_US", "LAUNCH_US"]
+__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "HBM_BYTES_PER_US", "LAUNCH_US"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
 HBM_BYTES_PER_US = 4.0e6
@@ -199,10 +199,25 @@ def _distance(m: int, n: int, k: int, count: int, r: dict) -> float:
     return d + abs(math.log(max(count, 1)) - math.log(max(int(r.get("batch") or 1), 1)))
 
 
-def anchor_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: int, count: int) -> dict | None:
-    """The rung's measurement at the shape nearest this product's (None: it has none)."""
-    rows = [r for r in records if r.get("variant") == spec.name and float(r.get("tflops") or 0) > 0]
-    return min(rows, key=lambda r: _distance(m, n, k, count, r)) if rows else None
+def split_of(variant: str) -> tuple[str, int]:
+    """A measured variant name's rung and K-slices: ``"rung:split_k=8"`` -> ("rung", 8)."""
+    base, sep, rest = variant.partition(":split_k=")
+    return (base, int(rest)) if sep and rest.isdigit() else (variant, 0)
+
+
+def anchor_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: int, count: int, splits: int = 0) -> dict | None:
+    """The rung's measurement nearest this product and way of running it (None: it has none):
+    a split candidate anchors on the rung's measurements with split K where there are any
+    (the nearest slice count counts too), else on its unsplit ones."""
+    rows = [r for r in records if split_of(str(r.get("variant")))[0] == spec.name and float(r.get("tflops") or 0) > 0]
+    same = [r for r in rows if (split_of(str(r["variant"]))[1] > 0) == (splits > 0)]
+    rows = same or rows
+
+    def key(r: dict) -> float:
+        rs = split_of(str(r["variant"]))[1]
+        return _distance(m, n, k, count, r) + abs(math.log(max(splits, 1)) - math.log(max(rs, 1)))
+
+    return min(rows, key=key) if rows else None
 
 
 def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k: int, *, count: int = 1, sms: int = 132,
@@ -220,21 +235,21 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         model = models.get(spec.name)
         if model is None:
             continue
-        km, _ = kernel_mn(spec, m, n, result_layout)
-        if spec.max_m and (km > spec.max_m or count > 1):
+        if spec.max_m and (min(m, n) > spec.max_m or count > 1):  # skinny rungs: a side of at most max_m
             continue
         # a row without measurements (a tile variant) is anchored like the row it borrows from
         donor = spec if anchor_for(spec, records, m, n, k, count) is not None else \
             next((o for o in specs if o.name == model.source), spec)
-        anchor = anchor_for(donor, records, m, n, k, count)
-        scale = 1.0
-        if anchor is not None:
-            am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
-            measured = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
-            modelled = estimate_us(donor, model, am, an, ak, count=ac, sms=sms, result_layout=result_layout).estimate_us
-            scale = measured / modelled
         splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
         for s in splits:
+            scale = 1.0
+            anchor = anchor_for(donor, records, m, n, k, count, s)
+            if anchor is not None:
+                am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
+                asplit = split_of(str(anchor["variant"]))[1]
+                measured = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
+                modelled = estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
+                scale = measured / modelled
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             out.append(Candidate(c.variant, c.splits, c.estimate_us * scale, c.waves, c.shape, c.count))
     out.sort(key=lambda c: c.estimate_us)
