@@ -153,3 +153,40 @@ def test_backend_runs_big_operands_in_slices_or_panels():
     lp, parts = be._fit(CM13, f("a", 70000, 32768, "row"), f("b", 32768, 128, "row"), f("c", 70000, 128, "row"),
                         batch=(0, 0, 0, 0), rt=None)
     assert parts is not None and len(parts) == 2
+
+
+# -- whole plans (no device: the backend plans without a runtime) ------------------------------
+def _plan(a, b, **kw):
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.problem import normalize
+
+    return CudaBackend().plan(normalize(a, b, **kw))
+
+
+def test_unaligned_fp16_runs_the_tma_rung_on_aligned_copies_when_that_is_faster():
+    """4095 x 4097 x 4093: no leading dimension is a multiple of 8 halves. The TMA rungs
+    refuse the operands as they are; with copies into aligned scratch they still beat the
+    mma rung's unaligned build by the estimates, and the plan says what it copies."""
+    import numpy as np
+
+    a = np.zeros((4095, 4093), np.float16)
+    b = np.zeros((4093, 4097), np.float16)
+    plan = _plan(a, b)
+    assert plan.variant.startswith("hgemm_v") and "wgmma" in plan.variant, str(plan)
+    assert plan.padding and "aligned copy" in plan.padding and "aligned scratch" in str(plan), str(plan)
+    assert any("TMA needs 16-byte aligned" in why for _, why in plan.candidates), str(plan)
+
+
+def test_aligned_fp16_needs_no_copies():
+    import numpy as np
+
+    plan = _plan(np.zeros((4096, 4096), np.float16), np.zeros((4096, 4096), np.float16))
+    assert not plan.padding and "wgmma" in plan.variant, str(plan)
+
+
+def test_small_m_goes_to_a_skinny_rung_or_a_split():
+    import numpy as np
+
+    plan = _plan(np.zeros((16, 4096), np.float16), np.zeros((4096, 4096), np.float16))
+    assert "skinny" in plan.variant or ":split_k=" in plan.variant, str(plan)
+    assert "cost model" in plan.reason and plan.candidates

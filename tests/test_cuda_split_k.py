@@ -178,3 +178,34 @@ def test_split_k_plan_shared_by_threads_on_their_own_streams(cuda):
     assert not errors, errors
     for i in range(8):
         assert refs[i].compare(results[i]).ok, f"thread {i}"
+
+
+@pytest.mark.parametrize("shape", [(4095, 4097, 4093), (1001, 517, 2047), (257, 1023, 129)], ids=lambda s: "x".join(map(str, s)))
+def test_unaligned_operands_on_aligned_copies(cuda, shape):
+    """Leading dimensions that are not multiples of 8 halves: auto may copy them into aligned
+    scratch for a TMA rung (the plan says so); the result, in place in an unaligned C with
+    alpha/beta, matches the reference; the caller's buffers around the views stay untouched."""
+    cp = pytest.importorskip("cupy")
+    if cuda.runtime.cc != (9, 0):
+        pytest.skip("the TMA rungs are sm_90a")
+    m, n, k = shape
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = rng.standard_normal((m, n)).astype(np.float16)
+    ref = reference_for(a, b, c, 0.5, -1.0)
+    # views one element into NaN-filled buffers: unaligned pointers and odd leading dimensions
+    bufs = [cp.full(x.size + x.shape[0] + 1, cp.nan, cp.float16) for x in (a, b, c)]
+    views = []
+    for buf, x in zip(bufs, (a, b, c)):
+        v = cp.lib.stride_tricks.as_strided(buf[1:], shape=x.shape, strides=((x.shape[1] + 1) * 2, 2))
+        v[...] = cp.asarray(x)
+        views.append(v)
+    va, vb, vc = views
+    plan = pg.explain(va, vb, vc, alpha=0.5, beta=-1.0, out=vc, device="cuda")
+    pg.gemm(va, vb, vc, alpha=0.5, beta=-1.0, out=vc, device="cuda")
+    res = ref.compare(cp.asnumpy(vc))
+    assert res.ok, f"{shape} {plan.variant}: {res.message}\n{plan}"
+    assert bool(cp.isnan(bufs[2][0])), "the element before C was written"
+    if shape == (4095, 4097, 4093):
+        assert "aligned copy" in (plan.padding or ""), str(plan)

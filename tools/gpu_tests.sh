@@ -16,7 +16,7 @@ t = time.time()
 n = be.runtime.precompile(threads=16)
 print(f"precompiled {n} kernel builds in {time.time() - t:.1f} s")
 PY
-python3 -m pytest tests/test_cuda.py tests/test_cuda_fp16.py tests/test_cuda_multi.py -m cuda -q -rfEs --timeout=300 --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
+python3 -m pytest tests/test_cuda*.py -m cuda -q -rfEs --timeout=300 --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))
 POLYGEMM_MUSA_TEST_FLAVOR=cuda python3 -m pytest tests/test_musa.py -q -rfEs --timeout=300 --junitxml="$out/musa_cuda.xml" 2>&1 | tee "$out/musa_cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))

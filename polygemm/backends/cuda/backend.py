@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -25,11 +25,11 @@ from ...errors import ArgumentError, BackendUnavailableError, DeviceError, Unsup
 from ...interop import device_pointer, raw_view
 from ...problem import Call, GemmProblem, Operand
 from .catalog import auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
-from .cost import Candidate
+from .cost import Candidate, copy_us
 from . import compiler
 from .device import CudaRuntime, runtime_for
-from .launch import PanelLaunch, PreparedLaunch
-from .planning import IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, panel_mats, panels, plan_launch, split_refusal
+from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
+from .planning import IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, plan_launch, split_refusal
 from .variants import kernel_specs, variant_table
 
 __all__ = ["CudaBackend", "CudaPlan"]
@@ -39,7 +39,7 @@ __all__ = ["CudaBackend", "CudaPlan"]
 class CudaPlan:
     """The cuda backend's decisions for one plan (``Plan.private``)."""
 
-    launch: PreparedLaunch | PanelLaunch | None  # None: an empty product, no kernel
+    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | None  # None: an empty product, no kernel
     result_layout: str  # "row" or "col": the layout of a result the backend allocates
     #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
     #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
@@ -283,18 +283,38 @@ class CudaBackend(Backend):
         a, b, c = self._plan_mats(p)
         sa, sb, _, sd = _batch_bytes(p)
         batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
+        pads: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
         if ranked:  # the fastest estimate these operands allow (alignment, index range, slices)
             lp, parts = None, None
-            for cand in ranked:
+            pending = list(ranked)
+            while pending:
+                cand = pending.pop(0)
+                pads = tuple(aligned_copy(x) for x in (a, b, c)) if cand.padded else (None, None, None)  # type: ignore[assignment]
                 try:
-                    lp, parts = self._fit(kernel_specs()[cand.variant], a, b, c, batch=batch, rt=rt, splits=cand.splits,
-                                     dtype=p.dtype.name)
+                    lp, parts = self._fit(kernel_specs()[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
+                                          splits=cand.splits, dtype=p.dtype.name)
+                    if cand.padded and (parts is not None or p.count > 1):
+                        raise UnsupportedProblemError("aligned copies are made for one product in one launch")
+                except TmaUnsuitable as exc:
+                    if not cand.padded and p.count <= 1 and "aligned" in str(exc):
+                        # the rung on aligned copies of the unaligned operands, at the copies' cost
+                        moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), (aligned_copy(y) for y in (a, b, c)))
+                                 if pad is not None]
+                        again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
+                        pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
+                    plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
+                    continue
                 except UnsupportedProblemError as exc:
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
                     continue
                 if cand is not ranked[0]:
                     plan.reason = explain_choice(cand, ranked, p.dtype.name) + " (faster estimates could not take these operands)"
-                plan.variant, spec = cand.label, kernel_specs()[cand.variant]
+                plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
+                if cand.padded:
+                    plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
+                                             for x, pad in zip((a, b, c), pads) if pad is not None)
+                    plan.notes.append(f"{cand.variant} reads 16-byte aligned tiles only: the unaligned operands are copied "
+                                      f"into aligned scratch on the call's stream first (estimated {cand.estimate_us:.1f} µs with the copies)")
                 seen = {name for name, _ in plan.candidates}
                 plan.candidates.extend([(o.label, f"estimated {o.estimate_us:.1f} µs") for o in ranked
                                         if o is not cand and o.label not in seen][:4])
@@ -318,18 +338,20 @@ class CudaBackend(Backend):
         if rt is not None:
             check_smem(lp, rt.max_smem_per_block)
         plan.launch = lp.describe()
-        if lp.packs:
+        if lp.packs:  # teaching rungs
             plan.padding = "; ".join(f"{pk.src.name} -> {pk.dst.rows}x{pk.dst.cols} scratch" for pk in lp.packs)
         plan.notes.extend(lp.notes)
         if p.batch and not lp.batch_count:
             plan.launch["batch"] = f"{p.count} products, one launch each on the same stream (the rung has no batched build)"
-        prepared: PreparedLaunch | PanelLaunch | None = None
+        prepared: PreparedLaunch | PanelLaunch | PaddedLaunch | None = None
         if parts is not None:
             plan.launch["panels"] = (f"{len(parts)} panels of the result, one launch each: an operand spans past the "
                                      f"kernels' 32-bit offsets, each panel's pieces do not")
         if rt is not None:
             prepared = PanelLaunch([(PreparedLaunch(rt, spec, part), offs) for part, offs in parts]) if parts is not None \
                 else PreparedLaunch(rt, spec, lp)
+            if any(x is not None for x in pads):
+                prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
         plan.private = CudaPlan(prepared, _result_layout(p), _batch_bytes(p), rt)
         return plan
 
@@ -562,7 +584,7 @@ class CudaBackend(Backend):
 class KernelLauncher:
     """One prepared launch bound to fixed device operands (see :meth:`CudaBackend.launcher`)."""
 
-    def __init__(self, launch: PreparedLaunch | PanelLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
+    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
         self.launch, self.args = launch, (a, b, c, alpha, beta, 0)
         self.variant = variant or launch.variant  # what runs, as the plan names it (a TMA rung may hand a problem on; split-K)
         if launch.spec is not None:

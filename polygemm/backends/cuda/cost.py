@@ -30,7 +30,7 @@ import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "HBM_BYTES_PER_US", "LAUNCH_US"]
+__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "copy_us", "HBM_BYTES_PER_US", "LAUNCH_US"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
 HBM_BYTES_PER_US = 4.0e6
@@ -66,10 +66,16 @@ class Candidate:
     waves: float  # units / slots (fractional: how full the last wave is)
     shape: tuple[int, int, int] = (0, 0, 0)  # the product estimated (m, n, k)
     count: int = 1  # matrices of a batch
+    padded: bool = False  # unaligned operands copied into aligned scratch first (a TMA rung)
 
     @property
     def label(self) -> str:
-        return self.variant + (f":split_k={self.splits}" if self.splits else "")
+        return self.variant + (f":split_k={self.splits}" if self.splits else "") + (" on aligned copies" if self.padded else "")
+
+
+def copy_us(nbytes: Sequence[int]) -> float:
+    """Pitched copies of these many bytes each: read and written once, one launch each."""
+    return sum(LAUNCH_US + 2.0 * b / HBM_BYTES_PER_US for b in nbytes if b)
 
 
 def blocks_per_sm(spec: KernelSpec) -> int:

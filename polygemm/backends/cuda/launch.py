@@ -35,7 +35,7 @@ def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
             pass
     workspaces.clear()
 
-__all__ = ["PreparedLaunch", "SplitLaunch", "PanelLaunch"]
+__all__ = ["PreparedLaunch", "SplitLaunch", "PanelLaunch", "PaddedLaunch"]
 
 
 @dataclass
@@ -307,3 +307,80 @@ class PanelLaunch:
     def discard(self, prepared: Any) -> None:
         for launch, one in prepared:
             launch.discard(one)
+
+
+def _pitched(m: Mat) -> tuple[int, int, int]:
+    """(bytes per contiguous line, lines, pitch in bytes) of a matrix as a pitched 2-D block."""
+    line, lines = (m.cols, m.rows) if m.layout == "row" else (m.rows, m.cols)
+    return line * m.itemsize, lines, m.ld * m.itemsize
+
+
+@dataclass
+class PaddedLaunch:
+    """A TMA rung on operands whose pointers or leading dimensions are not 16-byte aligned:
+    each such operand is copied into aligned scratch (a pitched device copy), the rung runs
+    there, and a result in scratch is copied out; everything on the call's stream, the
+    scratch freed after the last copy. ``users`` are the caller's operands (a, b, c) as
+    planned, ``pads`` the scratch versions (None: used in place)."""
+
+    inner: PreparedLaunch
+    users: tuple[Mat, Mat, Mat]
+    pads: tuple[Mat | None, Mat | None, Mat | None]
+
+    @property
+    def lp(self) -> LaunchPlan:
+        return self.inner.lp
+
+    @property
+    def spec(self) -> KernelSpec | None:
+        return self.inner.spec
+
+    @property
+    def variant(self) -> str:
+        return self.inner.variant
+
+    def kernel(self) -> Kernel:
+        return self.inner.kernel()
+
+    def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
+        self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
+
+    def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
+        rt = self.inner.rt
+        taken: list[int] = []
+        try:
+            ptrs = []
+            for user, pad in zip((a, b, c), self.pads):
+                if pad is None:
+                    ptrs.append(user)
+                else:
+                    taken.append(rt.scratch((pad.max_offset + 1) * pad.itemsize, stream))
+                    ptrs.append(taken[-1])
+            inner = self.inner.prepare(ptrs[0], ptrs[1], ptrs[2], alpha, beta, stream)
+        except BaseException:
+            for ptr in taken:
+                rt.release(ptr, stream)
+            raise
+        return (inner, (a, b, c), tuple(ptrs), beta != 0.0, taken, stream)
+
+    def launch(self, prepared: Any, stream: int = 0) -> None:
+        inner, users, ptrs, reads_c, taken, _ = prepared
+        cu = self.inner.rt.cu
+        try:
+            for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
+                if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
+                    width, lines, pitch = _pitched(user_mat)
+                    cu.copy_2d(ptrs[i], _pitched(pad)[2], users[i], pitch, width, lines, stream)
+            self.inner.launch(inner, stream)
+            if self.pads[2] is not None:
+                width, lines, pitch = _pitched(self.users[2])
+                cu.copy_2d(users[2], pitch, ptrs[2], _pitched(self.pads[2])[2], width, lines, stream)
+        finally:
+            for ptr in taken:
+                self.inner.rt.release(ptr, stream)
+
+    def discard(self, prepared: Any) -> None:
+        inner, _, _, _, taken, stream = prepared
+        self.inner.discard(inner)
+        for ptr in taken:
+            self.inner.rt.release(ptr, stream)

@@ -26,7 +26,7 @@ from typing import Callable
 from ...errors import UnsupportedProblemError
 from .variants import KernelSpec
 
-__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "INT32_MAX", "flip", "strides", "round_up"]
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "INT32_MAX", "flip", "strides", "round_up"]
 
 INT32_MAX = 2**31 - 1
 
@@ -239,6 +239,16 @@ def panel_mats(a: Mat, b: Mat, c: Mat, rows: tuple[int, int], cols: tuple[int, i
     pb = Mat(b.name, b.rows, nq, b.layout, b.ld, b.ptr + ob, b.itemsize)
     pc = Mat(c.name, nr, nq, c.layout, c.ld, c.ptr + oc, c.itemsize)
     return pa, pb, pc, (oa, ob, oc)
+
+
+def aligned_copy(m: Mat) -> Mat | None:
+    """The 16-byte aligned scratch matrix a TMA rung would read ``m`` from (same layout, the
+    leading dimension rounded up to 16 bytes), or None when ``m`` is aligned already."""
+    per = 16 // m.itemsize
+    if m.aligned(per):
+        return None
+    inner = m.cols if m.layout == "row" else m.rows
+    return Mat(m.name + " (aligned copy)", m.rows, m.cols, m.layout, round_up(max(inner, 1), per), 0, m.itemsize)
 
 
 def row_split_sets(a: Mat, m: int, bm: int) -> int:
