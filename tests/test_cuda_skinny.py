@@ -109,12 +109,13 @@ def test_skinny_long_k(cuda, variant, shape):
         _check_numpy(variant, m, n, k, orders, outs[i % len(outs)], scaled=bool(i % 2))
 
 
-def _strided_on_device(cp, x: np.ndarray, order: str, offset: int, pad: int):
+def _strided_on_device(cp, x: np.ndarray, order: str, offset: int, pad: int, multiple: int = 1):
     """``x`` on the device as a view ``offset`` elements into a NaN-filled buffer, with leading
-    dimension ``pad`` elements past its minimum (any stray read shows up as NaN)."""
+    dimension ``pad`` elements past its minimum, rounded up to ``multiple`` (any stray read
+    shows up as NaN)."""
     rows, cols = x.shape
     inner, outer = (cols, rows) if order == "C" else (rows, cols)
-    ld = inner + pad
+    ld = -(-(inner + pad) // multiple) * multiple
     buf = np.full(offset + ld * outer, np.nan, x.dtype)
     strides = (ld * x.itemsize, x.itemsize) if order == "C" else (x.itemsize, ld * x.itemsize)
     np.lib.stride_tricks.as_strided(buf[offset:], shape=x.shape, strides=strides)[...] = x
@@ -122,11 +123,12 @@ def _strided_on_device(cp, x: np.ndarray, order: str, offset: int, pad: int):
 
 
 @pytest.mark.parametrize("variant", list(SKINNY))
-@pytest.mark.parametrize("shape", [(1, 300, 1001), (17, 130, 257), (2, 65, 8), (15, 64, 200)], ids=_mirror_ids)
+@pytest.mark.parametrize("shape", [(1, 300, 1001), (17, 130, 257), (2, 65, 8), (15, 64, 200), (8, 64, 256)], ids=_mirror_ids)
 def test_skinny_strided_device_views(cuda, variant, shape):
     """Views into larger NaN-filled device buffers: odd offsets and leading dimensions take
-    the scalar build (PG_VEC=0); 16-byte-aligned offsets and padded leading dimensions the
-    vector one. Every layout of A and B, C strided too, alpha/beta, both outputs."""
+    the unaligned build (PG_VEC=0; an operand aligned on its own still moves by vectors there);
+    16-byte-aligned offsets and padded leading dimensions the vector build. Every layout of A
+    and B, C strided too, alpha/beta, both outputs."""
     cp = pytest.importorskip("cupy")
     spec = SKINNY[variant]
     small, long_side, k = shape
@@ -136,18 +138,25 @@ def test_skinny_strided_device_views(cuda, variant, shape):
     rng = np.random.default_rng(secrets.randbits(32))
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
-    cases = [(1, 3, 5, 1, "no"), (3, 1, 7, 2, "no"), (0, 0, lane, 2 * lane, "yes"), (lane, 2 * lane, 3 * lane, lane, "yes")]
-    for i, (off_a, off_b, pad_a, pad_b, vec) in enumerate(cases):
+    # (offsets, pads, leading-dimension multiples of A and B, the planner's float4 answer):
+    # both unaligned; one of them unaligned (the other still takes vector loads); both aligned
+    cases = [(1, 3, 5, 1, 1, 1, "no"), (3, 1, 7, 2, 1, 1, "no"), (1, 0, 3, lane, 1, lane, "no"), (0, 5, lane, 3, lane, 1, "no"),
+             (0, 0, lane, 2 * lane, lane, lane, "yes"), (lane, 2 * lane, 3 * lane, lane, lane, lane, "yes")]
+    for i, (off_a, off_b, pad_a, pad_b, mult_a, mult_b, vec) in enumerate(cases):
         for oa, ob in [("C", "C"), ("F", "C"), ("C", "F"), ("F", "F")]:
             out_dtype = _out_dtypes(variant)[i % len(_out_dtypes(variant))]
             c = rng.standard_normal((m, n)).astype(out_dtype)
             alpha, beta = (0.5, -1.25) if i % 2 else (1.0, 0.0)
-            va = _strided_on_device(cp, a, oa, off_a, pad_a)
-            vb = _strided_on_device(cp, b, ob, off_b, pad_b)
-            vc = _strided_on_device(cp, c, "C", off_a, pad_a) if beta else None
+            va = _strided_on_device(cp, a, oa, off_a, pad_a, mult_a)
+            vb = _strided_on_device(cp, b, ob, off_b, pad_b, mult_b)
+            vc = _strided_on_device(cp, c, "C", off_a, pad_a, mult_a) if beta else None
             out = vc if vc is not None else cp.full((m, n), cp.nan, dtype=out_dtype)
             plan = pg.explain(va, vb, vc, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
-            assert plan.variant == variant and str(plan.launch["float4"]).startswith(vec), str(plan)
+            assert plan.variant == variant, str(plan)
+            # the planner takes a single row's or column's leading dimension as its length, and
+            # a fresh out is compact: the vector build needs every dimension a multiple of 16 bytes
+            if vec == "no" or all(x > 1 and x % lane == 0 for x in (m, n, k)):
+                assert str(plan.launch["float4"]).startswith(vec), str(plan)
             got = pg.gemm(va, vb, vc, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
             assert got is out
             ref = reference_for(a, b, c if beta else None, alpha, beta, out_dtype=out_dtype)

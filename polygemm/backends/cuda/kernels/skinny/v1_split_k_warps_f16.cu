@@ -31,8 +31,11 @@
 // A[i*lda + k]), B (k, j) at B[k + j*ldb] (PG_TRANS_B=1: B[k*ldb + j]), C at C[i + j*ldc].
 // C is __half, or float when PG_OUT_F32=1.
 //
-// PG_VEC=1: A, B, C 16-byte aligned, lda/ldb/ldc % 8 == 0: 16-byte (K-contiguous B, A) and
-// 8-byte (N-contiguous B) loads. PG_VEC=0: any alignment, element loads. Any M, N, K >= 1
+// PG_VEC=1: A, B, C 16-byte aligned, lda/ldb/ldc % 8 == 0: 16-byte loads of A and of
+// K-contiguous B, 8-byte loads of N-contiguous B.
+// PG_VEC=0: any alignment; A and B each still take those vector loads when that operand is
+// aligned by itself (checked once per threadblock: e.g. the matrix of a GEMV whose vector has
+// an odd length), element loads otherwise. Any M, N, K >= 1
 // (rows past M, columns past N and K past its end read as zeros and are not stored; M > 16
 // takes more threadblock rows, each reading B again). beta == 0 never reads C.
 // Launch: blockDim (512, 1, 1), gridDim (ceil(N/32), ceil(M/16)) (grid ["n", "m"]), static
@@ -50,6 +53,9 @@
 #endif
 #ifndef SK_WARPS
 #define SK_WARPS 16
+#endif
+#ifndef SK_MIN_BLOCKS
+#define SK_MIN_BLOCKS 1
 #endif
 
 namespace sk1_f16 {
@@ -82,29 +88,30 @@ __device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2hal
 
 __device__ __forceinline__ uint32_t ld_u16(const uint16_t* p) { return __ldg(p); }
 
+// Whole 16- and 8-byte chunks of B.
+__device__ __forceinline__ uint4 ldg_b128(const uint16_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint2 ldg_b64(const uint16_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+
 // 8 halves p[0..n-1] (n <= 0: none) as 4 words, zeros past n; one 16-byte load when whole
 // and aligned.
-template <bool kVec>
-__device__ __forceinline__ uint4 load8(const uint16_t* p, int n) {
-    if (kVec && n >= 8) return __ldg(reinterpret_cast<const uint4*>(p));
+__device__ __forceinline__ uint4 load8(const uint16_t* p, int n, bool vec) {
+    if (vec && n >= 8) return __ldg(reinterpret_cast<const uint4*>(p));
     uint32_t h[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) h[e] = e < n ? ld_u16(p + e) : 0u;
     return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
 }
 // 4 halves, zeros past n; one 8-byte load when whole and aligned.
-template <bool kVec>
-__device__ __forceinline__ uint2 load4(const uint16_t* p, int n) {
-    if (kVec && n >= 4) return __ldg(reinterpret_cast<const uint2*>(p));
+__device__ __forceinline__ uint2 load4(const uint16_t* p, int n, bool vec) {
+    if (vec && n >= 4) return __ldg(reinterpret_cast<const uint2*>(p));
     uint32_t h[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) h[e] = e < n ? ld_u16(p + e) : 0u;
     return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
 }
 // 8 halves strided by ld (a column of 8 rows of M-contiguous A is contiguous: stride 1 there).
-template <bool kVec>
-__device__ __forceinline__ void load8_col(uint32_t (&h)[8], const uint16_t* p, int n) {
-    if (kVec && n >= 8) {
+__device__ __forceinline__ void load8_col(uint32_t (&h)[8], const uint16_t* p, int n, bool vec) {
+    if (vec && n >= 8) {
         const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -135,7 +142,7 @@ __device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) {
 // zero) into the warp's staging tile sa[row][k] (row stride kAStride halves).
 template <int NT>
 __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict__ A, int lda, int rows, int k0,
-                                        int K, int lane) {
+                                        int K, int lane, bool a_vec) {
     constexpr int kRows = 8 * NT;
     if constexpr (kAKContig) {  // rows of 64 halves: 8 chunks of 8 per row
         constexpr int kChunks = kRows * 8;
@@ -145,7 +152,7 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
             const int row = c >> 3, kc = (c & 7) * 8;
             const int n = row < rows ? K - (k0 + kc) : 0;
             const uint16_t* p = A + (row < rows ? row : 0) * lda + (n > 0 ? k0 + kc : 0);
-            const uint4 v = load8<PG_VEC>(p, n);
+            const uint4 v = load8(p, n, a_vec);
             *reinterpret_cast<uint4*>(sa + row * kAStride + kc) = v;
         }
     } else {  // columns of kRows halves: chunks of 8 rows of one k
@@ -159,7 +166,7 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
             const int n = kin ? rows - ih : 0;
             const uint16_t* p = A + (n > 0 ? ih + (k0 + kk) * lda : 0);
             uint32_t h[8];
-            load8_col<PG_VEC>(h, p, n);
+            load8_col(h, p, n, a_vec);
 #pragma unroll
             for (int e = 0; e < 8; ++e) sa[(ih + e) * kAStride + kk] = static_cast<uint16_t>(h[e]);
         }
@@ -171,7 +178,7 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
 template <int NT>
 __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int lda, const uint16_t* __restrict__ B,
                                            int ldb, int N, int K, int rows, int n0, uint32_t* smem, int warp,
-                                           int lane) {
+                                           int lane, bool a_vec, bool b_vec) {
     const int g = lane >> 2, t = lane & 3;
     uint16_t* sa = reinterpret_cast<uint16_t*>(smem + warp * kAWords);
     const uint32_t* sa32 = smem + warp * kAWords;
@@ -187,7 +194,7 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
     const bool full_n = n0 + kTbN <= N;
     for (int s = warp; s < steps; s += kWarps) {
         const int k0 = s * kStepK;
-        const bool fast = PG_VEC && full_n && k0 + kStepK <= K;
+        const bool fast = b_vec && full_n && k0 + kStepK <= K;
         if constexpr (!kBNContig) {
             // B K-contiguous: bw[x][h][c] = halves k0 + 16t + 8c .. +7 of column n0 + 16x + g + 8h
             uint4 bw[2][2][2];
@@ -201,15 +208,15 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
                     for (int c = 0; c < 2; ++c) {
                         const int kb = k0 + 16 * t + 8 * c;
                         if (fast) {
-                            bw[x][h][c] = __ldg(reinterpret_cast<const uint4*>(col + kb));
+                            bw[x][h][c] = ldg_b128(col + kb);
                         } else {
                             const int n = j < N ? K - kb : 0;
-                            bw[x][h][c] = load8<PG_VEC>(col + (n > 0 ? kb : 0), n);
+                            bw[x][h][c] = load8(col + (n > 0 ? kb : 0), n, b_vec);
                         }
                     }
                 }
             __syncwarp();  // the previous step's fragment reads are done
-            stage_a<NT>(sa, A, lda, rows, k0, K, lane);
+            stage_a<NT>(sa, A, lda, rows, k0, K, lane, a_vec);
             __syncwarp();
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
@@ -229,7 +236,8 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
                 }
             }
         } else {
-            // B N-contiguous: br[ss][r] = columns n0 + 4g .. +3 of row k0 + 16ss + {2t, 2t+1, 2t+8, 2t+9}[r]
+            // B N-contiguous, 8-byte loads: br[ss][r] = columns n0 + 4g .. +3 of row
+            // k0 + 16ss + {2t, 2t+1, 2t+8, 2t+9}[r]
             uint2 br[4][4];
             const int jc = n0 + 4 * g;
             const int ncols = N - jc;
@@ -239,14 +247,14 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
                 for (int r = 0; r < 4; ++r) {
                     const int k = k0 + 16 * ss + 2 * t + (r & 1) + 8 * (r >> 1);
                     if (fast) {
-                        br[ss][r] = __ldg(reinterpret_cast<const uint2*>(B + k * ldb + jc));
+                        br[ss][r] = ldg_b64(B + k * ldb + jc);
                     } else {
                         const int n = k < K ? ncols : 0;
-                        br[ss][r] = load4<PG_VEC>(B + (n > 0 ? k * ldb + jc : 0), n);
+                        br[ss][r] = load4(B + (n > 0 ? k * ldb + jc : 0), n, b_vec);
                     }
                 }
             __syncwarp();
-            stage_a<NT>(sa, A, lda, rows, k0, K, lane);
+            stage_a<NT>(sa, A, lda, rows, k0, K, lane, a_vec);
             __syncwarp();
 #pragma unroll
             for (int ss = 0; ss < 4; ++ss) {
@@ -287,7 +295,7 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
 
 }  // namespace sk1_f16
 
-extern "C" __global__ void __launch_bounds__(sk1_f16::kThreads, 1)
+extern "C" __global__ void __launch_bounds__(sk1_f16::kThreads, SK_MIN_BLOCKS)
 skinny_v1_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda, const __half* __restrict__ B,
               int ldb, float beta, void* __restrict__ Cv, int ldc)
 {
@@ -298,10 +306,14 @@ skinny_v1_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     const int rows = min(kTbM, M - m0);
     const uint16_t* a = reinterpret_cast<const uint16_t*>(A) + (kAKContig ? m0 * lda : m0);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
+    // PG_VEC=0 (some operand unaligned): each of A and B still takes vector loads when it is
+    // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
+    const bool a_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(a) & 15) == 0 && lda % 8 == 0);
+    const bool b_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(b) & 15) == 0 && ldb % 8 == 0);
     if (rows > 8)
-        warp_tiles<2>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<2>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     else
-        warp_tiles<1>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<1>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     __syncthreads();
 
     // Sum the partial tiles in warp order (the same bits every run) and store: consecutive

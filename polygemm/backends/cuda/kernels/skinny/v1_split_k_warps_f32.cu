@@ -23,12 +23,15 @@
 // A[i*lda + k]), B (k, j) at B[k + j*ldb] (PG_TRANS_B=1: B[k*ldb + j]), C at C[i + j*ldc].
 //
 // PG_VEC=1: A, B, C 16-byte aligned, lda/ldb/ldc % 4 == 0: float4 loads. PG_VEC=0: any
-// alignment, element loads. Any M, N, K >= 1 (rows past M, columns past N and K past its end
+// alignment; A and B each still take float4 loads when that operand is aligned by itself
+// (checked once per threadblock: e.g. the matrix of a GEMV whose vector has an odd length),
+// element loads otherwise. Any M, N, K >= 1 (rows past M, columns past N and K past its end
 // read as zeros and are not stored; M > 16 takes more threadblock rows, each reading B
 // again). beta == 0 never reads C.
 // Launch: blockDim (512, 1, 1), gridDim (ceil(N/32), ceil(M/16)) (grid ["n", "m"]), static
 // shared memory only.
 
+#include <stdint.h>
 #include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
 
 #ifndef PG_COL_MAJOR
@@ -36,6 +39,9 @@
 #endif
 #ifndef SK_WARPS
 #define SK_WARPS 16
+#endif
+#ifndef SK_MIN_BLOCKS
+#define SK_MIN_BLOCKS 1
 #endif
 
 namespace sk1_f32 {
@@ -56,9 +62,8 @@ constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
 
 // 4 floats p[0..n-1] (n <= 0: none), zeros past n; one 16-byte load when whole and aligned.
-template <bool kVec>
-__device__ __forceinline__ float4 load4(const float* p, int n) {
-    if (kVec && n >= 4) return __ldg(reinterpret_cast<const float4*>(p));
+__device__ __forceinline__ float4 load4(const float* p, int n, bool vec) {
+    if (vec && n >= 4) return __ldg(reinterpret_cast<const float4*>(p));
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (n > 0) v.x = __ldg(p);
     if (n > 1) v.y = __ldg(p + 1);
@@ -67,11 +72,14 @@ __device__ __forceinline__ float4 load4(const float* p, int n) {
     return v;
 }
 
+// A whole float4 of B.
+__device__ __forceinline__ float4 ldg_b128(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+
 // Copy rows 0 .. R-1 (rows >= `rows` zero) and K step [k0, k0 + 32) of A (K past its end
 // zero) into the warp's staging tile sa[row][k] (row stride kAStride floats).
 template <int R>
 __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, int lda, int rows, int k0, int K,
-                                        int lane) {
+                                        int lane, bool a_vec) {
     if constexpr (kAKContig) {  // rows of 32 floats: 8 float4 chunks per row
         constexpr int kChunks = R * 8;
 #pragma unroll 2
@@ -80,7 +88,7 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
             if (kChunks % 32 == 0 || c < kChunks) {
                 const int row = c >> 3, kc = (c & 7) * 4;
                 const int n = row < rows ? K - (k0 + kc) : 0;
-                const float4 v = load4<PG_VEC>(A + (row < rows ? row : 0) * lda + (n > 0 ? k0 + kc : 0), n);
+                const float4 v = load4(A + (row < rows ? row : 0) * lda + (n > 0 ? k0 + kc : 0), n, a_vec);
                 *reinterpret_cast<float4*>(sa + row * kAStride + kc) = v;
             }
         }
@@ -92,7 +100,7 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
             const int c = c0 + lane;
             const int kk = c / kPerK, ih = (c % kPerK) * 4;
             const int n = k0 + kk < K ? rows - ih : 0;
-            const float4 v = load4<PG_VEC>(A + (n > 0 ? ih + (k0 + kk) * lda : 0), n);
+            const float4 v = load4(A + (n > 0 ? ih + (k0 + kk) * lda : 0), n, a_vec);
             sa[(ih + 0) * kAStride + kk] = v.x;
             sa[(ih + 1) * kAStride + kk] = v.y;
             sa[(ih + 2) * kAStride + kk] = v.z;
@@ -111,7 +119,8 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
 // partial tile into shared memory red[i * kRedStride + j].
 template <int R>
 __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda, const float* __restrict__ B, int ldb,
-                                           int N, int K, int rows, int n0, float* smem, int warp, int lane) {
+                                           int N, int K, int rows, int n0, float* smem, int warp, int lane, bool a_vec,
+                                           bool b_vec) {
     float* sa = smem + warp * kAWords;
     float acc[R][4];
 #pragma unroll
@@ -126,7 +135,7 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
     const int kt = lane >> 3, kq = lane & 3;
     for (int s = warp; s < steps; s += kWarps) {
         const int k0 = s * kStepK;
-        const bool fast = PG_VEC && full_n && k0 + kStepK <= K;
+        const bool fast = b_vec && full_n && k0 + kStepK <= K;
         float4 b[8];
         if constexpr (kBNContig) {
             // b[r] = columns n0 + 4jl .. +3 of row k0 + 8kt + r
@@ -136,10 +145,10 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
             for (int r = 0; r < 8; ++r) {
                 const int k = k0 + 8 * kt + r;
                 if (fast) {
-                    b[r] = __ldg(reinterpret_cast<const float4*>(B + k * ldb + jc));
+                    b[r] = ldg_b128(B + k * ldb + jc);
                 } else {
                     const int n = k < K ? ncols : 0;
-                    b[r] = load4<PG_VEC>(B + (n > 0 ? k * ldb + jc : 0), n);
+                    b[r] = load4(B + (n > 0 ? k * ldb + jc : 0), n, b_vec);
                 }
             }
         } else {
@@ -152,16 +161,16 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
                 for (int h = 0; h < 2; ++h) {
                     const int kb = k0 + 16 * h + 4 * kq;
                     if (fast) {
-                        b[4 * h + r] = __ldg(reinterpret_cast<const float4*>(col + kb));
+                        b[4 * h + r] = ldg_b128(col + kb);
                     } else {
                         const int n = j < N ? K - kb : 0;
-                        b[4 * h + r] = load4<PG_VEC>(col + (n > 0 ? kb : 0), n);
+                        b[4 * h + r] = load4(col + (n > 0 ? kb : 0), n, b_vec);
                     }
                 }
             }
         }
         __syncwarp();  // the previous step's reads of the staging tile are done
-        stage_a<R>(sa, A, lda, rows, k0, K, lane);
+        stage_a<R>(sa, A, lda, rows, k0, K, lane, a_vec);
         __syncwarp();
         if constexpr (kBNContig) {
 #pragma unroll
@@ -230,7 +239,7 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
 
 }  // namespace sk1_f32
 
-extern "C" __global__ void __launch_bounds__(sk1_f32::kThreads, 1)
+extern "C" __global__ void __launch_bounds__(sk1_f32::kThreads, SK_MIN_BLOCKS)
 skinny_v1_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int lda, const float* __restrict__ B,
               int ldb, float beta, float* __restrict__ C, int ldc)
 {
@@ -240,16 +249,20 @@ skinny_v1_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
     const int rows = min(kTbM, M - m0);
     const float* a = A + (kAKContig ? m0 * lda : m0);
+    // PG_VEC=0 (some operand unaligned): each of A and B still takes float4 loads when it is
+    // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
+    const bool a_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(a) & 15) == 0 && lda % 4 == 0);
+    const bool b_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(B) & 15) == 0 && ldb % 4 == 0);
     if (rows > 8)
-        warp_tiles<16>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<16>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     else if (rows > 4)
-        warp_tiles<8>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<8>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     else if (rows > 2)
-        warp_tiles<4>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<4>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     else if (rows > 1)
-        warp_tiles<2>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<2>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     else
-        warp_tiles<1>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane);
+        warp_tiles<1>(a, lda, B, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
     __syncthreads();
 
     // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
