@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Produce the committed GPU results (run from the repository root on the GPU machine):
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
+#   tools/gpu_results.sh targets  -> docs/benchmarks/h200_targets_*.{json,md} (issue 13's shapes through auto)
 #   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
@@ -9,7 +10,7 @@
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, tune, tune-split, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -55,6 +56,21 @@ case "$what" in
       --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
     bash "$0" tune-split
+    ;;
+  targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
+    shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093"
+    for dt in 16 32; do
+      python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes $shapes --repeats 5 --no-progress \
+        --json docs/benchmarks/h200_targets_call_fp$dt.json --markdown docs/benchmarks/h200_targets_call_fp$dt.md
+      python3 -m polygemm bench --mode kernel --device cuda --dtype float$dt --variants auto --shapes $shapes --repeats 5 --no-progress \
+        --json docs/benchmarks/h200_targets_kernel_fp$dt.json --markdown docs/benchmarks/h200_targets_kernel_fp$dt.md
+    done
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants auto --shapes 4095x4097x4093 --repeats 5 --settle 1 \
+      --no-progress --json docs/benchmarks/h200_targets_settled_fp16.json --markdown docs/benchmarks/h200_targets_settled_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants auto --shapes 70000x128x32768 --repeats 3 --no-progress \
+      --json docs/benchmarks/h200_targets_big_fp16.json --markdown docs/benchmarks/h200_targets_big_fp16.md
+    python3 -m polygemm bench --mode call --device cuda --dtype float16 --shapes 70000x128x32768 --repeats 3 --no-progress \
+      --json docs/benchmarks/h200_targets_big_call_fp16.json --markdown docs/benchmarks/h200_targets_big_call_fp16.md
     ;;
   tune-split)  # split-K measured (rung + reduction), so auto's split candidates anchor on measurements of splits
     split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 16x8192x8192 4096x16x4096 512x512x16384 16x1024x16384 1024x1024x8192 256x4096x8192 1000x3000x2000"

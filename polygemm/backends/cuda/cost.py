@@ -241,7 +241,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         model = models.get(spec.name)
         if model is None:
             continue
-        if spec.max_m and (min(m, n) > spec.max_m or count > 1):  # skinny rungs: a side of at most max_m
+        if spec.max_m and (kernel_mn(spec, m, n, result_layout)[0] > spec.max_m or count > 1):  # skinny: the rung's own M
             continue
         # a row without measurements (a tile variant) is anchored like the row it borrows from
         donor = spec if anchor_for(spec, records, m, n, k, count) is not None else \
