@@ -81,6 +81,10 @@ case "$what" in
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $split_shapes --repeats 5 --no-progress \
       --variants cm_v13_cp_async_narrow_tile:split_k=4 cm_v13_cp_async_narrow_tile:split_k=8 cm_v13_cp_async_narrow_tile:split_k=16 \
       --json docs/benchmarks/h200_tune_split_fp32.json --markdown docs/benchmarks/h200_tune_split_fp32.md
+    # a tall product whose A is past 2^31 elements: which tile wastes least of N = 128
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes 70000x128x32768 --repeats 3 --no-progress \
+      --variants hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong:split_k=4 \
+      --json docs/benchmarks/h200_tune_big_fp16.json --markdown docs/benchmarks/h200_tune_big_fp16.md
     ;;
   bench)
     polygemm_() { python3 -m polygemm "$@"; }

@@ -247,6 +247,11 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         donor = spec if anchor_for(spec, records, m, n, k, count) is not None else \
             next((o for o in specs if o.name == model.source), spec)
         splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
+        # where a rung's splits were measured, only those slice counts are weighed: the model
+        # extrapolates waves well but not a deeper split's reduction and workspace traffic
+        measured = {split_of(str(r.get("variant")))[1] for r in records if split_of(str(r.get("variant")))[0] == donor.name}
+        if measured - {0}:
+            splits = [s for s in splits if s in measured or s == 0]
         for s in splits:
             scale = 1.0
             anchor = anchor_for(donor, records, m, n, k, count, s)

@@ -23,6 +23,12 @@ from .variants import KERNEL_DIR, kernel_specs
 __all__ = ["CudaRuntime", "UTIL_SOURCE", "runtime_for"]
 
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
+REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
+REDUCE_SOURCE = KERNEL_DIR / "util" / "split_k_reduce.cu"
+#: the utility kernels' entry points (built by precompile beside the rungs)
+UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16")] + \
+    [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")] + \
+    [(REDUCE_SOURCE, f"pg_split_k_reduce_{t}") for t in ("f32", "f16", "bf16")]
 _COPY_BLOCK = 256
 
 
@@ -133,7 +139,7 @@ class CudaRuntime:
         """Build and load every rung in every macro combination it can be launched with, in parallel."""
         from concurrent.futures import ThreadPoolExecutor
 
-        todo: list[tuple[Path, str, dict[str, int] | None]] = [(UTIL_SOURCE, f"pg_copy_scale_{t}", None) for t in ("f32", "f16", "bf16")]
+        todo: list[tuple[Path, str, dict[str, int] | None]] = [(src, entry, None) for src, entry in UTILITY_ENTRIES]
         for spec in kernel_specs().values():
             if not spec.runs_on(self.sm):
                 continue
@@ -154,6 +160,17 @@ class CudaRuntime:
 
                 self._cublas = CuBlas()
             return self._cublas
+
+    def repitch(self, dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, lines: int, itemsize: int, stream: int = 0) -> None:
+        """Queue ``lines`` lines of ``width`` elements (2 or 4 bytes each) from ``src`` to ``dst``,
+        pitches in elements: the copies into and out of aligned scratch for a TMA rung."""
+        if width <= 0 or lines <= 0:
+            return
+        fn = self.function(REPITCH_SOURCE, "pg_repitch_b16" if itemsize == 2 else "pg_repitch_b32")
+        gx = max(1, min(-(-width // (_COPY_BLOCK * 4)), 64))
+        gy = max(1, min(lines, 65535))
+        fn(np.uintp(src), np.int64(src_pitch), np.uintp(dst), np.int64(dst_pitch), np.int64(width), np.int64(lines),
+           block=(_COPY_BLOCK, 1, 1), grid=(gx, gy), stream=stream)
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:
         """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in

@@ -57,14 +57,6 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemAllocFromPoolAsync(unsigned long long *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuMemFreeAsync(unsigned long long dptr, CUstream hStream);
-typedef struct {
-    size_t srcXInBytes; size_t srcY; int srcMemoryType; const void *srcHost; unsigned long long srcDevice;
-    void *srcArray; size_t srcPitch;
-    size_t dstXInBytes; size_t dstY; int dstMemoryType; void *dstHost; unsigned long long dstDevice;
-    void *dstArray; size_t dstPitch;
-    size_t WidthInBytes; size_t Height;
-} CUDA_MEMCPY2D;
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
 """
 
 CUDA_ERROR_INVALID_VALUE = 1
@@ -73,7 +65,6 @@ CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_LOCATION_TYPE_DEVICE = 1
 CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
-CU_MEMORYTYPE_DEVICE = 2
 #: the stream handles of the CUDA array interface (v3): 1 the legacy default stream, 2 per-thread
 LEGACY_STREAM = 1
 PER_THREAD_STREAM = 2
@@ -171,16 +162,6 @@ class Driver:
     def free_async(self, ptr: int, stream: int) -> None:
         """Return ``ptr`` to its pool once the work queued on ``stream`` before it is done."""
         self.check(self.lib.cuMemFreeAsync(ptr, self.stream(stream)), "cuMemFreeAsync")
-
-    def copy_2d(self, dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, height: int, stream: int) -> None:
-        """Queue a pitched device-to-device copy of ``height`` rows of ``width`` bytes."""
-        if width <= 0 or height <= 0:
-            return
-        c = self.ffi.new("CUDA_MEMCPY2D *")
-        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE
-        c.srcDevice, c.srcPitch, c.dstDevice, c.dstPitch = src, src_pitch, dst, dst_pitch
-        c.WidthInBytes, c.Height = width, height
-        self.check(self.lib.cuMemcpy2DAsync_v2(c, self.stream(stream)), f"copying {height} rows of {width} bytes")
 
     def synchronize_stream(self, stream: int) -> None:
         self.check(self.lib.cuStreamSynchronize(self.ffi.cast("CUstream", stream)), "cuStreamSynchronize")

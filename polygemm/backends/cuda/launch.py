@@ -14,12 +14,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .device import CudaRuntime
+from .device import REDUCE_SOURCE, CudaRuntime
 from .driver import Kernel
 from .planning import LaunchPlan, Mat, strides, workspace_matrix
-from .variants import KERNEL_DIR, KernelSpec
+from .variants import KernelSpec
 
-REDUCE_SOURCE = KERNEL_DIR / "util" / "split_k_reduce.cu"
 _REDUCE_ARGS = ("q", "q", "i", "Q", "q", "q", "q", "f", "f", "Q", "q", "q")  # rows cols splits W w_rs w_cs w_split alpha beta D d_rs d_cs
 _REDUCE_BLOCK = 256
 _STREAMS_KEPT = 8  # streams a split-K plan keeps a workspace for; calls on more streams allocate their own
@@ -310,9 +309,9 @@ class PanelLaunch:
 
 
 def _pitched(m: Mat) -> tuple[int, int, int]:
-    """(bytes per contiguous line, lines, pitch in bytes) of a matrix as a pitched 2-D block."""
+    """(elements per contiguous line, lines, pitch in elements) of a matrix as a pitched 2-D block."""
     line, lines = (m.cols, m.rows) if m.layout == "row" else (m.rows, m.cols)
-    return line * m.itemsize, lines, m.ld * m.itemsize
+    return line, lines, m.ld
 
 
 @dataclass
@@ -365,16 +364,16 @@ class PaddedLaunch:
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
         inner, users, ptrs, reads_c, taken, _ = prepared
-        cu = self.inner.rt.cu
+        rt = self.inner.rt
         try:
             for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
                 if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
                     width, lines, pitch = _pitched(user_mat)
-                    cu.copy_2d(ptrs[i], _pitched(pad)[2], users[i], pitch, width, lines, stream)
+                    rt.repitch(ptrs[i], pad.ld, users[i], pitch, width, lines, pad.itemsize, stream)
             self.inner.launch(inner, stream)
             if self.pads[2] is not None:
                 width, lines, pitch = _pitched(self.users[2])
-                cu.copy_2d(users[2], pitch, ptrs[2], _pitched(self.pads[2])[2], width, lines, stream)
+                rt.repitch(users[2], pitch, ptrs[2], self.pads[2].ld, width, lines, self.pads[2].itemsize, stream)
         finally:
             for ptr in taken:
                 self.inner.rt.release(ptr, stream)
