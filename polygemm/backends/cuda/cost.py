@@ -41,6 +41,9 @@ SMEM_PER_SM = 233472
 #: fewest K per slice a split is worth (below it the prologue and reduction dominate)
 MIN_SLICE_K = 256
 MAX_SPLITS = 16
+#: how much less an estimate is trusted per unit of log-distance from the measurement it is
+#: anchored on (a rung measured at this very shape beats one extrapolated from far away)
+DISTANCE_PENALTY = 0.03
 #: registers per thread assumed for occupancy (the register-tiled rungs sit near 128)
 ASSUMED_REGISTERS = 128
 
@@ -216,12 +219,10 @@ def anchor_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: int
     a split candidate anchors on the rung's measurements with split K where there are any
     (the nearest slice count counts too), else on its unsplit ones."""
     rows = [r for r in records if split_of(str(r.get("variant")))[0] == spec.name and float(r.get("tflops") or 0) > 0]
-    same = [r for r in rows if (split_of(str(r["variant"]))[1] > 0) == (splits > 0)]
-    rows = same or rows
 
-    def key(r: dict) -> float:
+    def key(r: dict) -> float:  # shape distance, plus a penalty for running differently (split or not, slices)
         rs = split_of(str(r["variant"]))[1]
-        return _distance(m, n, k, count, r) + abs(math.log(max(splits, 1)) - math.log(max(rs, 1)))
+        return _distance(m, n, k, count, r) + abs(math.log(max(splits, 1)) - math.log(max(rs, 1))) + (0.5 if (rs > 0) != (splits > 0) else 0.0)
 
     return min(rows, key=key) if rows else None
 
@@ -261,6 +262,8 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 measured = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
                 modelled = estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
                 scale = measured / modelled
+                # an estimate far from any measurement of its kind is trusted less
+                scale *= 1.0 + DISTANCE_PENALTY * (_distance(m, n, k, count, anchor) + (0.5 if (asplit > 0) != (s > 0) else 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             out.append(Candidate(c.variant, c.splits, c.estimate_us * scale, c.waves, c.shape, c.count))
     out.sort(key=lambda c: c.estimate_us)
