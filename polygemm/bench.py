@@ -94,7 +94,8 @@ PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "overhead": [(128, 128, 128), (256, 256, 256), (1024, 1024, 1024)],
     # decode steps and GEMV both ways (small M, small N): what the skinny rungs are tuned on
     "skinny": [(1, 4096, 4096), (1, 8192, 8192), (2, 4096, 4096), (4, 8192, 8192), (8, 4096, 4096), (16, 4096, 4096),
-               (16, 8192, 8192), (4096, 1, 4096), (8192, 8, 8192), (4096, 16, 4096), (1, 1024, 1024), (16, 1024, 16384)],
+               (16, 8192, 8192), (4096, 1, 4096), (8192, 1, 8192), (8192, 8, 8192), (4096, 16, 4096), (1, 1024, 1024),
+               (16, 1024, 16384), (17, 4096, 4096), (4096, 17, 4096), (32, 4096, 4096), (16, 16, 16384)],
     # the default on the CPU: seconds in either mode on 2 cores
     "cpu": [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (255, 257, 129)],
     # M, N and K across decode steps, skinny, square and K >> M, N products (see sweep_shapes)

@@ -73,7 +73,7 @@ case "$what" in
       --json docs/benchmarks/h200_targets_big_call_fp16.json --markdown docs/benchmarks/h200_targets_big_call_fp16.md
     ;;
   tune-split)  # split-K measured (rung + reduction), so auto's split candidates anchor on measurements of splits
-    split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 16x8192x8192 4096x16x4096 512x512x16384 16x1024x16384 1024x1024x8192 256x4096x8192 1000x3000x2000"
+    split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 8192x1x8192 16x8192x8192 4096x16x4096 4096x17x4096 32x4096x4096 128x4096x4096 512x512x16384 16x1024x16384 1024x1024x8192 1000x1000x4096 256x4096x8192 1000x3000x2000"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $split_shapes --repeats 5 --no-progress \
       --variants hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma:split_k=8 hgemm_v3_wgmma_pingpong:split_k=4 \
         hgemm_v3_wgmma_pingpong:split_k=8 hgemm_v3_wgmma_pingpong:split_k=16 hgemm_v2_wgmma_tma_128x192:split_k=4 \

@@ -116,6 +116,13 @@ def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_i
     return float(moved * max(count, 1))
 
 
+def skinny_bytes(spec: KernelSpec, m: int, n: int, k: int, result_layout: str, out_itemsize: int) -> float:
+    """What a skinny rung moves: its small operand and C once, its large operand (the kernel's B)
+    once per threadblock row of ``tile[0]`` kernel rows (a kernel M past the tile reads it again)."""
+    km, kn = kernel_mn(spec, m, n, result_layout)
+    return float((km * k + k * kn * math.ceil(km / spec.tile[0])) * spec.itemsize + km * kn * out_itemsize)
+
+
 def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, count: int = 1, splits: int = 0,
                 sms: int = 132, result_layout: str = "row", out_itemsize: int | None = None) -> Candidate:
     """The model's time for ``spec`` on an m×n×k product (``count`` matrices, K in ``splits`` slices)."""
@@ -123,7 +130,7 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     moved = _bytes(m, n, k, count, splits, spec.itemsize, osize)
     flops_unit, waves, frac = _shape_terms(spec, m, n, k, count, splits, sms, result_layout)
     if spec.max_m:  # a bandwidth kernel
-        t = LAUNCH_US + moved / model.bytes_per_us
+        t = LAUNCH_US + skinny_bytes(spec, m, n, k, result_layout, osize) / model.bytes_per_us
     else:
         compute = waves * (flops_unit / model.flops_per_sm_us + model.tile_us)
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
@@ -148,7 +155,7 @@ def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungM
         x2.append(waves)
     t_arr = np.asarray(times)
     if spec.max_m:  # bandwidth: the median effective rate over the measurements
-        moved = np.asarray([_bytes(int(r["m"]), int(r["n"]), int(r["k"]), int(r.get("batch") or 1), 0, spec.itemsize, spec.itemsize)
+        moved = np.asarray([skinny_bytes(spec, int(r["m"]), int(r["n"]), int(r["k"]), str(r.get("layout") or "row"), spec.itemsize)
                             for r in rows])
         bw = float(np.median(moved / np.maximum(t_arr - LAUNCH_US, 0.5)))
         return RungModel(1.0, 0.0, bw, len(rows), spec.name)
