@@ -41,6 +41,9 @@ SMEM_PER_SM = 233472
 #: fewest K per slice a split is worth (below it the prologue and reduction dominate)
 MIN_SLICE_K = 256
 MAX_SPLITS = 16
+#: the host's share of a split the device timings leave out: the reduction's launch and the
+#: workspace, paid by every call (a call of a few µs of device work is bound by the host)
+SPLIT_HOST_US = 3.0
 #: how much less an estimate is trusted per unit of log-distance from the measurement it is
 #: anchored on (a rung measured at this very shape beats one extrapolated from far away)
 DISTANCE_PENALTY = 0.03
@@ -272,6 +275,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 # an estimate far from any measurement of its kind is trusted less
                 scale *= 1.0 + DISTANCE_PENALTY * (_distance(m, n, k, count, anchor) + (0.5 if (asplit > 0) != (s > 0) else 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
-            out.append(Candidate(c.variant, c.splits, c.estimate_us * scale, c.waves, c.shape, c.count))
+            host = SPLIT_HOST_US if s else 0.0  # what the measurements (device time) leave out
+            out.append(Candidate(c.variant, c.splits, c.estimate_us * scale + host, c.waves, c.shape, c.count))
     out.sort(key=lambda c: c.estimate_us)
     return out
