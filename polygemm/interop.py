@@ -227,7 +227,12 @@ def host_wrapper(kind: str, like: Any) -> Callable[[np.ndarray], Any] | None:
     if xp is None or not hasattr(xp, "from_dlpack"):
         return None
     if kind != "torch":
-        return xp.from_dlpack
+        def other(res: np.ndarray) -> Any:
+            if res.dtype.name == "bfloat16":  # NumPy exports no bfloat16 through DLPack; JAX takes ml_dtypes' type itself
+                return xp.asarray(res)
+            return xp.from_dlpack(res)
+
+        return other
     import torch
 
     def to_torch(res: np.ndarray) -> Any:
