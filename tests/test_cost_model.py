@@ -190,3 +190,12 @@ def test_small_m_goes_to_a_skinny_rung_or_a_split():
     plan = _plan(np.zeros((16, 4096), np.float16), np.zeros((4096, 4096), np.float16))
     assert "skinny" in plan.variant or ":split_k=" in plan.variant, str(plan)
     assert "cost model" in plan.reason and plan.candidates
+
+
+def test_a_new_m_by_1_result_is_planned_column_major_but_a_batch_stays_c_ordered():
+    import numpy as np
+
+    one = _plan(np.zeros((4096, 4096), np.float16), np.zeros((4096, 1), np.float16))
+    assert one.private.result_layout == "col" and "skinny" in one.variant, str(one)
+    batch = _plan(np.zeros((3, 64, 32), np.float16), np.zeros((3, 32, 1), np.float16))
+    assert batch.private.result_layout == "row"

@@ -77,10 +77,11 @@ def _compact_ld(layout: str, rows: int, cols: int) -> int:
 def _result_layout(p: GemmProblem) -> str:
     """``out``'s layout, else row-major: a new result is C-ordered, as its library makes it. A
     new M×1 result is both; it is planned column-major (as NumPy classifies a given one), so a
-    rung for a small M serves a small N through the operand swap."""
+    rung for a small M serves a small N through the operand swap (one product: a new batch
+    is C-ordered over its matrices)."""
     if p.out is not None:
         return p.out.layout
-    return "col" if p.n == 1 and p.m > 1 else "row"
+    return "col" if p.n == 1 and p.m > 1 and not p.batch else "row"
 
 
 def _batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:
