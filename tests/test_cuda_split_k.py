@@ -209,3 +209,26 @@ def test_unaligned_operands_on_aligned_copies(cuda, shape):
     assert bool(cp.isnan(bufs[2][0])), "the element before C was written"
     if shape == (4095, 4097, 4093):
         assert "aligned copy" in (plan.padding or ""), str(plan)
+
+
+def test_a_plan_outlives_the_stream_it_ran_on(cuda):
+    """A split-K call on a caller's stream that is destroyed afterwards: dropping the plan
+    (cache cleared, collected in another thread) must not touch that stream (a stream-ordered
+    free on a destroyed stream crashes the process)."""
+    import gc
+    import threading
+
+    cp = pytest.importorskip("cupy")
+    a = cp.asarray(np.random.default_rng(1).standard_normal((32, 4096)).astype(np.float16))
+    b = cp.asarray(np.random.default_rng(2).standard_normal((4096, 48)).astype(np.float16))
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        pg.gemm(a, b, device="cuda", variant="hgemm_v1_mma_ldmatrix:split_k=4")
+    s.synchronize()
+    del s
+    gc.collect()
+    worker = threading.Thread(target=lambda: (pg.clear_plan_cache(), gc.collect()))
+    worker.start()
+    worker.join()
+    got = pg.gemm(a, b, device="cuda", variant="hgemm_v1_mma_ldmatrix:split_k=4")
+    assert reference_for(cp.asnumpy(a), cp.asnumpy(b)).compare(cp.asnumpy(got)).ok

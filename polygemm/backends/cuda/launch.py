@@ -21,18 +21,30 @@ from .variants import KernelSpec
 
 _REDUCE_ARGS = ("q", "q", "i", "Q", "q", "q", "q", "f", "f", "Q", "q", "q")  # rows cols splits W w_rs w_cs w_split alpha beta D d_rs d_cs
 _REDUCE_BLOCK = 256
-_STREAMS_KEPT = 8  # streams a split-K plan keeps a workspace for; calls on more streams allocate their own
+#: the streams a split-K plan keeps a workspace for: the null stream and the CUDA array
+#: interface's legacy (1) and per-thread (2) default streams, which no caller can destroy
+_STREAMS_KEPT = (0, 1, 2)
 
 
 def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
     """A dropped plan's kept split-K workspaces go back to the pool, ordered after the work
-    queued so far on their streams (a stream destroyed since: the pool keeps the block)."""
-    for stream, ptr in list(workspaces.items()):
-        try:
-            rt.release(ptr, stream)
-        except Exception:
-            pass
-    workspaces.clear()
+    queued so far on their streams (a stream destroyed since: the pool keeps the block). This
+    runs wherever the plan is collected (a cache eviction, any thread), so the device's context
+    is made current first: a stream-ordered free on the legacy stream needs one."""
+    try:
+        pushed = rt.enter()
+    except Exception:
+        return
+    try:
+        for stream, ptr in list(workspaces.items()):
+            try:
+                rt.release(ptr, stream)
+            except Exception:
+                pass
+        workspaces.clear()
+    finally:
+        if pushed:
+            rt.leave()
 
 __all__ = ["PreparedLaunch", "SplitLaunch", "PanelLaunch", "PaddedLaunch"]
 
@@ -72,8 +84,8 @@ class PreparedLaunch:
     _pack: Any = field(default=None, repr=False)
     _reduce: Kernel | None = field(default=None, repr=False)
     _reduce_pack: Any = field(default=None, repr=False)
-    #: split-K workspaces kept per stream (reused call after call: the stream orders each use
-    #: after the previous call's reduction); freed when the plan is dropped
+    #: split-K workspaces kept per default stream (reused call after call: the stream orders
+    #: each use after the previous call's reduction); freed when the plan is dropped
     _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
     _split_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
@@ -148,7 +160,10 @@ class PreparedLaunch:
         assert dest is not None and self._reduce_pack is not None
         per_slice = workspace_matrix(lp.c)
         ws = self._workspaces.get(stream)
-        owned = ws is None and len(self._workspaces) >= _STREAMS_KEPT
+        # only the default streams live as long as the context: a workspace kept for a stream
+        # the caller may destroy could not be freed safely later (cuMemFreeAsync on a destroyed
+        # stream crashes the process), so other streams' calls take and free their own
+        owned = ws is None and stream not in _STREAMS_KEPT
         if ws is None:
             ws = self.rt.scratch(lp.splits * per_slice * 4, stream)
             if not owned:
