@@ -1,4 +1,5 @@
-"""Shared fixtures: fresh random data (seed printed on failure) and registry isolation."""
+"""Shared fixtures: fresh random data (seed printed on failure), registry isolation, and the
+cuda backend or a skip that says why."""
 
 from __future__ import annotations
 
@@ -7,7 +8,21 @@ import secrets
 import numpy as np
 import pytest
 
+import polygemm as pg
 import polygemm.registry as registry
+
+
+def cuda_or_skip(min_cc: tuple[int, int] = (0, 0), what: str = "") -> "pg.Backend":
+    """The cuda backend; the test is skipped, naming the reason, when it is unavailable or its
+    device is older than ``min_cc`` (``what`` says which kernels need that)."""
+    info = {i.name: i for i in pg.backends()}["cuda"]
+    if not info.available:
+        pytest.skip(f"cuda backend unavailable: {info.reason}")
+    be = info.backend
+    cc = be.runtime.cc
+    if cc < min_cc:
+        pytest.skip(f"{what} needs sm_{min_cc[0]}{min_cc[1]}; device is sm_{cc[0]}{cc[1]}")
+    return be
 
 
 @pytest.fixture

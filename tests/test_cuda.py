@@ -14,21 +14,14 @@ import pytest
 
 import polygemm as pg
 from polygemm.testing import reference_for, run_conformance
-from conftest import run_concurrently
+from conftest import cuda_or_skip, run_concurrently
 
 pytestmark = pytest.mark.cuda
 
 
-def _cuda_or_skip():
-    info = {i.name: i for i in pg.backends()}["cuda"]
-    if not info.available:
-        pytest.skip(f"cuda backend unavailable: {info.reason}")
-    return info.backend
-
-
 @pytest.fixture(scope="module")
 def cuda():
-    return _cuda_or_skip()
+    return cuda_or_skip()
 
 
 VARIANTS = [v.name for v in pg.get_backend("cuda").variants() if "float32" in v.dtypes]

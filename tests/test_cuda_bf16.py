@@ -20,6 +20,7 @@ import pytest
 import polygemm as pg
 from polygemm.backends.cuda.variants import kernel_specs
 from polygemm.testing import reference_for, run_conformance
+from conftest import cuda_or_skip
 
 pytestmark = pytest.mark.cuda
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -33,13 +34,8 @@ ORDERS = [(oa, ob, oc) for oa in "CF" for ob in "CF" for oc in "CF"]
 
 @pytest.fixture(scope="module")
 def cuda():
-    info = {i.name: i for i in pg.backends()}["cuda"]
-    if not info.available:
-        pytest.skip(f"cuda backend unavailable: {info.reason}")
-    be = info.backend
+    be = cuda_or_skip((8, 0), "mma.sync m16n8k16 .bf16")
     rt = be.runtime
-    if rt.cc < (8, 0):
-        pytest.skip(f"mma.sync m16n8k16 .bf16 needs sm_80; device is sm_{rt.cc[0]}{rt.cc[1]}")
     # every bfloat16 build this device can run, built and loaded in parallel (each must load)
     jobs = [(s.source, s.entry, m) for s in kernel_specs().values() if "bfloat16" in s.dtypes and s.runs_on(rt.sm)
             for m in s.builds() if m.get("PG_BF16")]

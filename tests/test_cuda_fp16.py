@@ -17,6 +17,7 @@ import pytest
 import polygemm as pg
 from polygemm.backends.cuda.variants import KERNEL_DIR, kernel_specs
 from polygemm.testing import reference_for, run_conformance
+from conftest import cuda_or_skip
 
 pytestmark = pytest.mark.cuda
 
@@ -26,13 +27,7 @@ PROBE = KERNEL_DIR / "hgemm" / "ldmatrix_probe.cu"
 
 @pytest.fixture(scope="module")
 def cuda():
-    info = {i.name: i for i in pg.backends()}["cuda"]
-    if not info.available:
-        pytest.skip(f"cuda backend unavailable: {info.reason}")
-    be = info.backend
-    if be.runtime.cc < (8, 0):
-        pytest.skip(f"mma.sync m16n8k16 needs sm_80; device is sm_{be.runtime.cc[0]}{be.runtime.cc[1]}")
-    return be
+    return cuda_or_skip((8, 0), "mma.sync m16n8k16")
 
 
 def expected_ldmatrix(smem: np.ndarray, offsets: np.ndarray, num: int, trans: bool) -> np.ndarray:

@@ -21,6 +21,7 @@ import pytest
 import polygemm as pg
 from polygemm.backends.cuda.variants import kernel_specs
 from polygemm.testing import reference_for
+from conftest import cuda_or_skip
 
 pytestmark = pytest.mark.cuda
 
@@ -34,13 +35,7 @@ LONG_K = [(1, 40, 65537), (2, 33, 65537), (17, 70, 65537), (15, 9, 65537)]
 
 @pytest.fixture(scope="module")
 def cuda():
-    info = {i.name: i for i in pg.backends()}["cuda"]
-    if not info.available:
-        pytest.skip(f"cuda backend unavailable: {info.reason}")
-    be = info.backend
-    if be.runtime.cc < (8, 0):
-        pytest.skip(f"the skinny rungs need sm_80; device is sm_{be.runtime.cc[0]}{be.runtime.cc[1]}")
-    return be
+    return cuda_or_skip((8, 0), "the skinny rungs")
 
 
 def _np_dtype(variant: str) -> type:

@@ -16,6 +16,7 @@ import pytest
 import polygemm as pg
 from polygemm.backends.cuda.variants import kernel_specs
 from polygemm.testing import reference_for
+from conftest import cuda_or_skip
 
 pytestmark = pytest.mark.cuda
 
@@ -24,10 +25,7 @@ SPLITTABLE = [s.name for s in kernel_specs().values() if s.batch and s.predicate
 
 @pytest.fixture(scope="module")
 def cuda():
-    info = {i.name: i for i in pg.backends()}["cuda"]
-    if not info.available:
-        pytest.skip(f"cuda backend unavailable: {info.reason}")
-    return info.backend
+    return cuda_or_skip()
 
 
 def _runs_here(cuda, variant: str) -> None:
