@@ -199,3 +199,12 @@ def test_a_new_m_by_1_result_is_planned_column_major_but_a_batch_stays_c_ordered
     assert one.private.result_layout == "col" and "skinny" in one.variant, str(one)
     batch = _plan(np.zeros((3, 64, 32), np.float16), np.zeros((3, 32, 1), np.float16))
     assert batch.private.result_layout == "row"
+
+
+def test_composed_launches_report_their_first_piece():
+    from polygemm.backends.cuda.launch import PaddedLaunch, PanelLaunch, PreparedLaunch
+
+    lp = plan_launch(V3, h("a", 64, 64), h("b", 64, 64), h("c", 64, 64))
+    piece = PreparedLaunch(None, V3, lp)  # type: ignore[arg-type]  # no device: planning only
+    for composed in (PanelLaunch([(piece, (0, 0, 0))]), PaddedLaunch(piece, (lp.a, lp.b, lp.c), (None, None, None))):
+        assert composed.lp is lp and composed.spec is V3 and composed.variant == V3.name and composed.pieces() == [piece]

@@ -288,23 +288,24 @@ class CudaBackend(Backend):
         a, b, c = self._plan_mats(p)
         sa, sb, _, sd = _batch_bytes(p)
         batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
-        pads: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
+        none: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
+        pads = none
         if ranked:  # the fastest estimate these operands allow (alignment, index range, slices)
             lp, parts = None, None
+            copies = (aligned_copy(a), aligned_copy(b), aligned_copy(c))  # what a TMA rung would read instead
             pending = list(ranked)
             while pending:
                 cand = pending.pop(0)
-                pads = tuple(aligned_copy(x) for x in (a, b, c)) if cand.padded else (None, None, None)  # type: ignore[assignment]
+                pads = copies if cand.padded else none
                 try:
                     lp, parts = self._fit(kernel_specs()[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
                                           splits=cand.splits, dtype=p.dtype.name)
                     if cand.padded and (parts is not None or p.count > 1):
                         raise UnsupportedProblemError("aligned copies are made for one product in one launch")
                 except TmaUnsuitable as exc:
-                    if not cand.padded and p.count <= 1 and "aligned" in str(exc):
+                    if not cand.padded and p.count <= 1 and any(x is not None for x in copies):
                         # the rung on aligned copies of the unaligned operands, at the copies' cost
-                        moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), (aligned_copy(y) for y in (a, b, c)))
-                                 if pad is not None]
+                        moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), copies) if pad is not None]
                         again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
                         pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))

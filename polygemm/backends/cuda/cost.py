@@ -174,7 +174,7 @@ def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungM
     return RungModel(1.0 / max(inv_rate, 1e-12), tile_us, HBM_BYTES_PER_US, len(rows), spec.name)
 
 
-def split_choices(spec: KernelSpec, k: int, k_contiguous: Sequence[bool] = (True, True)) -> list[int]:
+def split_choices(spec: KernelSpec, k: int) -> list[int]:
     """The K-slice counts worth weighing for ``spec``: equal slices of at least
     ``MIN_SLICE_K``, each a whole number of 64-wide K-tiles where possible (so no slice pays a
     zero-filled tile), at most ``MAX_SPLITS``; [] for rungs without a batched build."""
@@ -260,18 +260,18 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
         # where a rung's splits were measured, only those slice counts are weighed: the model
         # extrapolates waves well but not a deeper split's reduction and workspace traffic
-        measured = {split_of(str(r.get("variant")))[1] for r in records if split_of(str(r.get("variant")))[0] == donor.name}
-        if measured - {0}:
-            splits = [s for s in splits if s in measured or s == 0]
+        measured_splits = {split_of(str(r.get("variant")))[1] for r in records if split_of(str(r.get("variant")))[0] == donor.name}
+        if measured_splits - {0}:
+            splits = [s for s in splits if s in measured_splits or s == 0]
         for s in splits:
             scale = 1.0
             anchor = anchor_for(donor, records, m, n, k, count, s)
             if anchor is not None:
                 am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
                 asplit = split_of(str(anchor["variant"]))[1]
-                measured = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
+                measured_us = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
                 modelled = estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
-                scale = measured / modelled
+                scale = measured_us / modelled
                 # an estimate far from any measurement of its kind is trusted less
                 scale *= 1.0 + DISTANCE_PENALTY * (_distance(m, n, k, count, anchor) + (0.5 if (asplit > 0) != (s > 0) else 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)

@@ -46,7 +46,7 @@ def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
         if pushed:
             rt.leave()
 
-__all__ = ["PreparedLaunch", "SplitLaunch", "PanelLaunch", "PaddedLaunch"]
+__all__ = ["PreparedLaunch", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
 
 
 @dataclass
@@ -271,33 +271,52 @@ class PreparedLaunch:
                     buf.free()
 
 
-@dataclass
-class PanelLaunch:
-    """A product whose operands span past the kernels' 32-bit offsets, run as panels of the
-    result (rows of A and C, columns of B and C), each a :class:`PreparedLaunch` at byte
-    offsets from the user's pointers; same interface as one launch."""
+class ComposedLaunch:
+    """A launch made of :class:`PreparedLaunch` pieces with one's interface: the plan it
+    reports (``lp``, ``spec``, ``variant``) is its first piece's; subclasses say how the pieces
+    are prepared, launched and discarded."""
 
-    parts: list[tuple[PreparedLaunch, tuple[int, int, int]]]
+    def pieces(self) -> list[PreparedLaunch]:
+        raise NotImplementedError
 
     @property
     def lp(self) -> LaunchPlan:
-        return self.parts[0][0].lp
+        return self.pieces()[0].lp
 
     @property
     def spec(self) -> KernelSpec | None:
-        return self.parts[0][0].spec
+        return self.pieces()[0].spec
 
     @property
     def variant(self) -> str:
-        return self.parts[0][0].variant
+        return self.pieces()[0].variant
 
     def kernel(self) -> Kernel:
-        for launch, _ in self.parts:
-            launch.kernel()
-        return self.parts[0][0].kernel()
+        """Every piece built and loaded; the first one's kernel."""
+        for piece in self.pieces():
+            piece.kernel()
+        return self.pieces()[0].kernel()
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
         self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
+
+    def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
+        raise NotImplementedError
+
+    def launch(self, prepared: Any, stream: int = 0) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class PanelLaunch(ComposedLaunch):
+    """A product whose operands span past the kernels' 32-bit offsets, run as panels of the
+    result (rows of A and C, columns of B and C), each a :class:`PreparedLaunch` at byte
+    offsets from the user's pointers."""
+
+    parts: list[tuple[PreparedLaunch, tuple[int, int, int]]]
+
+    def pieces(self) -> list[PreparedLaunch]:
+        return [launch for launch, _ in self.parts]
 
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> list[tuple[PreparedLaunch, Any]]:
         """Every panel prepared (so nothing is queued unless all can be)."""
@@ -330,9 +349,9 @@ def _pitched(m: Mat) -> tuple[int, int, int]:
 
 
 @dataclass
-class PaddedLaunch:
+class PaddedLaunch(ComposedLaunch):
     """A TMA rung on operands whose pointers or leading dimensions are not 16-byte aligned:
-    each such operand is copied into aligned scratch (a pitched device copy), the rung runs
+    each such operand is copied into aligned scratch (the repitch kernel), the rung runs
     there, and a result in scratch is copied out; everything on the call's stream, the
     scratch freed after the last copy. ``users`` are the caller's operands (a, b, c) as
     planned, ``pads`` the scratch versions (None: used in place)."""
@@ -341,23 +360,8 @@ class PaddedLaunch:
     users: tuple[Mat, Mat, Mat]
     pads: tuple[Mat | None, Mat | None, Mat | None]
 
-    @property
-    def lp(self) -> LaunchPlan:
-        return self.inner.lp
-
-    @property
-    def spec(self) -> KernelSpec | None:
-        return self.inner.spec
-
-    @property
-    def variant(self) -> str:
-        return self.inner.variant
-
-    def kernel(self) -> Kernel:
-        return self.inner.kernel()
-
-    def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
-        self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
+    def pieces(self) -> list[PreparedLaunch]:
+        return [self.inner]
 
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         rt = self.inner.rt

@@ -287,12 +287,6 @@ def split_refusal(spec: KernelSpec, a: Mat, b: Mat, splits: int) -> str | None:
     return None
 
 
-def _check_index_range_tma(c: Mat, what: str) -> None:
-    """TMA rungs address A and B through tensor maps (32-bit coordinates per dimension, 64-bit
-    strides): only C's offsets are 32-bit."""
-    _check_index_range([c], what)
-
-
 def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layout: str = "col",
                 batch: tuple[int, int, int, int] = (0, 0, 0, 0), sms: int = 132, splits: int = 0,
                 dtype: str | None = None) -> LaunchPlan:
@@ -321,8 +315,8 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
                            "problem too large")
     elif spec is None:
         pass  # cuBLAS takes its own offsets (its limits are int dimensions and leading dimensions)
-    elif spec.abi == "tma":
-        _check_index_range_tma(c, "problem too large")
+    elif spec.abi == "tma":  # A and B through tensor maps (64-bit strides): only C's offsets are 32-bit
+        _check_index_range([c], "problem too large")
     else:
         _check_index_range([a, b, c], "problem too large")
     layout = spec.layout if spec is not None else kernel_layout
