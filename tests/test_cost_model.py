@@ -60,6 +60,7 @@ def test_split_refusals_name_the_reason():
 def test_fp32_split_k_keeps_the_rung_layout():
     lp = plan_launch(CM13, f("a", 512, 8192), f("b", 8192, 512), f("c", 512, 512), splits=4)
     assert lp.k == 2048 and lp.c.layout == "col" and lp.out_f32 is None and lp.batch_strides[2] == 512 * 512
+    assert lp.macros()["PG_SPLIT"] == 1 and lp.macros() in CM13.builds()
 
 
 # -- the cost model ----------------------------------------------------------------------------

@@ -268,9 +268,12 @@ def test_row_split_only_for_row_major_operands_of_an_unaligned_problem():
 def test_builds_are_the_macro_product_plus_row_split():
     spec = SPECS["hgemm_v1_mma_ldmatrix"]
     builds = spec.builds()
-    # + the PG_BATCH builds; all of it again with PG_BF16=1 for bfloat16
-    assert len(builds) == (2 ** len(spec.macro_names()) + 2 + 2 ** len(spec.macro_names())) * len(spec.dtypes)
+    # + the PG_BATCH builds, + the split-K builds (fp32 partial sums: half the macro product);
+    # all of it again with PG_BF16=1 for bfloat16
+    n = 2 ** len(spec.macro_names())
+    assert len(builds) == (n + 2 + n + n // 2) * len(spec.dtypes)
     assert all(not b.get("PG_ROW_SPLIT") for b in builds if b.get("PG_BATCH"))
+    assert all(b["PG_BATCH"] == 1 and b["PG_OUT_F32"] == 1 for b in builds if b.get("PG_SPLIT"))
     split = [b for b in builds if b.get("PG_ROW_SPLIT")]
     assert {b["PG_OUT_F32"] for b in split} == {0, 1}
     assert all(b["PG_VEC"] == 0 and b["PG_TRANS_A"] == 0 and b["PG_TRANS_B"] == 0 for b in split)

@@ -1,7 +1,7 @@
 """GPU tests of split-K, the cost model's choices, and operands past 2**31 elements (marked ``cuda``).
 
-Split-K runs a rung's batched build over equal K-slices into an fp32 workspace and reduces
-the slices in order: results must match the float64 reference on awkward shapes, layouts,
+Split-K runs a rung's batched build over equal K-slices into an fp32 workspace, and the last
+threadblock of each tile to finish adds the tile's slices in order (same launch): results must match the float64 reference on awkward shapes, layouts,
 alpha/beta and both output types, be bitwise identical run to run, and leave nothing behind
 (the workspace is stream-ordered scratch).
 """
@@ -45,7 +45,8 @@ def _operands(m, n, k, dtype, out_dtype, scaled, seed):
 
 
 # (m, n, k, splits): skinny and square outputs, K a multiple of the slices; edges of every tile
-CASES = [(1, 64, 4096, 4), (2, 17, 2048, 8), (15, 1000, 8192, 16), (17, 257, 1024, 2), (512, 512, 16384, 8), (130, 65, 3072, 3)]
+CASES = [(1, 64, 4096, 4), (2, 17, 2048, 8), (15, 1000, 8192, 16), (17, 257, 1024, 2), (512, 512, 16384, 8), (130, 65, 3072, 3),
+         (64, 64, 4096, 64), (257, 300, 640, 5)]
 
 
 @pytest.mark.parametrize("variant", SPLITTABLE)
@@ -146,7 +147,7 @@ def test_an_operand_past_2_31_elements_runs(cuda):
 
 def test_split_k_plan_shared_by_threads_on_their_own_streams(cuda):
     """One cached split-K plan, eight threads, each on its own CuPy stream with its own data:
-    each stream keeps its own workspace, and one call's two launches stay together."""
+    each call on a stream of its own takes its own workspace and tile counters."""
     import threading
 
     cp = pytest.importorskip("cupy")

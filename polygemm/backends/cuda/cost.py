@@ -12,7 +12,8 @@ splitting K into equal slices — the model estimates the time of one launch on 
 * **bandwidth**: no faster than moving A, B and C (and a split's fp32 partial sums) through HBM;
   skinny rungs (``max_m``), which are bandwidth kernels, are modelled by bandwidth alone, at the
   effective rate fitted to their measurements;
-* **split-K** adds the reduction: one more launch that reads every slice's partial sums once.
+* **split-K** adds the reduction, done in the same launch by the last threadblock of each tile
+  to finish: every slice's partial sums of a tile read by one SM, the tiles' SMs side by side.
 
 The candidate with the smallest estimate runs; ``explain`` lists the runners-up with theirs.
 The model replaces "the rung measured fastest at the nearest benchmarked shape", which knew
@@ -39,11 +40,14 @@ LAUNCH_US = 3.0
 #: shared memory one SM offers threadblocks (H100/H200: 228 KB), bytes
 SMEM_PER_SM = 233472
 #: fewest K per slice a split is worth (below it the prologue and reduction dominate)
-MIN_SLICE_K = 256
-MAX_SPLITS = 16
-#: the host's share of a split the device timings leave out: the reduction's launch and the
-#: workspace, paid by every call (a call of a few µs of device work is bound by the host)
-SPLIT_HOST_US = 3.0
+MIN_SLICE_K = 64
+#: the slice counts weighed (the measured ones among them, where a rung has measured splits)
+SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+#: the host's share of a split the device timings leave out (the workspace's lookup and the
+#: longer parameter list), paid by every call
+SPLIT_HOST_US = 0.5
+#: what one SM reads of the other slices' partial sums when it reduces a tile (L2 to SM)
+SM_REDUCE_BYTES_PER_US = 1.2e5
 #: how much less an estimate is trusted per unit of log-distance from the measurement it is
 #: anchored on (a rung measured at this very shape beats one extrapolated from far away)
 DISTANCE_PENALTY = 0.03
@@ -137,8 +141,12 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     else:
         compute = waves * (flops_unit / model.flops_per_sm_us + model.tile_us)
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
-    if splits:  # the reduction reads every slice once and writes the result
-        t += LAUNCH_US + (splits * 4 + osize) * m * n / HBM_BYTES_PER_US
+    if splits:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
+        km, kn = kernel_mn(spec, m, n, result_layout)
+        bm, bn, _ = spec.tile
+        tiles = math.ceil(km / bm) * math.ceil(kn / bn)
+        per_tile = (splits * 4 + osize) * bm * bn / SM_REDUCE_BYTES_PER_US
+        t += max(math.ceil(tiles / sms) * per_tile, (splits * 4 + osize) * m * n / HBM_BYTES_PER_US)
     return Candidate(spec.name, splits, t, frac, (m, n, k), max(count, 1))
 
 
@@ -177,11 +185,11 @@ def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungM
 def split_choices(spec: KernelSpec, k: int) -> list[int]:
     """The K-slice counts worth weighing for ``spec``: equal slices of at least
     ``MIN_SLICE_K``, each a whole number of 64-wide K-tiles where possible (so no slice pays a
-    zero-filled tile), at most ``MAX_SPLITS``; [] for rungs without a batched build."""
+    zero-filled tile), among ``SPLIT_COUNTS``; [] for rungs without a batched build."""
     if not (spec.batch and spec.predicated) or spec.max_m:
         return []
     out = []
-    for s in range(2, MAX_SPLITS + 1):
+    for s in SPLIT_COUNTS:
         if k % s or k // s < MIN_SLICE_K:
             continue
         ks = k // s

@@ -24,11 +24,9 @@ __all__ = ["CudaRuntime", "UTIL_SOURCE", "runtime_for"]
 
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
-REDUCE_SOURCE = KERNEL_DIR / "util" / "split_k_reduce.cu"
 #: the utility kernels' entry points (built by precompile beside the rungs)
 UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16")] + \
-    [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")] + \
-    [(REDUCE_SOURCE, f"pg_split_k_reduce_{t}") for t in ("f32", "f16", "bf16")]
+    [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")]
 _COPY_BLOCK = 256
 
 

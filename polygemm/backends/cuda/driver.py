@@ -57,6 +57,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemAllocFromPoolAsync(unsigned long long *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuMemFreeAsync(unsigned long long dptr, CUstream hStream);
+CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 """
 
 CUDA_ERROR_INVALID_VALUE = 1
@@ -162,6 +163,10 @@ class Driver:
     def free_async(self, ptr: int, stream: int) -> None:
         """Return ``ptr`` to its pool once the work queued on ``stream`` before it is done."""
         self.check(self.lib.cuMemFreeAsync(ptr, self.stream(stream)), "cuMemFreeAsync")
+
+    def memset_d32_async(self, ptr: int, value: int, count: int, stream: int) -> None:
+        """Set ``count`` 32-bit words at ``ptr`` to ``value``, queued on ``stream``."""
+        self.check(self.lib.cuMemsetD32Async(ptr, value, count, self.stream(stream)), "cuMemsetD32Async")
 
     def synchronize_stream(self, stream: int) -> None:
         self.check(self.lib.cuStreamSynchronize(self.ffi.cast("CUstream", stream)), "cuStreamSynchronize")

@@ -14,16 +14,16 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .device import REDUCE_SOURCE, CudaRuntime
+from .device import CudaRuntime
 from .driver import Kernel
 from .planning import LaunchPlan, Mat, strides, workspace_matrix
 from .variants import KernelSpec
 
-_REDUCE_ARGS = ("q", "q", "i", "Q", "q", "q", "q", "f", "f", "Q", "q", "q")  # rows cols splits W w_rs w_cs w_split alpha beta D d_rs d_cs
-_REDUCE_BLOCK = 256
 #: the streams a split-K plan keeps a workspace for: the null stream and the CUDA array
-#: interface's legacy (1) and per-thread (2) default streams, which no caller can destroy
-_STREAMS_KEPT = (0, 1, 2)
+#: interface's legacy default stream (1), which no caller can destroy and which orders every
+#: call on it. Not the per-thread default stream (2): one handle, a different stream in each
+#: thread, so two threads' calls could use one workspace at once.
+_STREAMS_KEPT = (0, 1)
 
 
 def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
@@ -51,11 +51,11 @@ __all__ = ["PreparedLaunch", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "Pa
 
 @dataclass
 class SplitLaunch:
-    """A prepared split-K launch: the rung's packed parameters (writing the workspace), the
-    reduction's, and the workspace, allocated on ``stream`` (freed there after the reduction)."""
+    """A prepared split-K launch: the rung's packed parameters (partial sums into the
+    workspace, reduced into the destination in the same launch) and the workspace, allocated
+    on ``stream``."""
 
     main: bytes
-    reduce: bytes
     workspace: int
     stream: int
     owned: bool = False  # a workspace of this call alone (freed after it), not the plan's kept one
@@ -65,6 +65,8 @@ _STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N 
 _BATCH_ARGS = ("q", "q", "q")  # PG_BATCH: element strides of A, B, C from one matrix to the next
 _TMA_BATCH_ARGS = ("i", "i", "i", "q")  # PG_BATCH (TMA rung): matrices, A batched?, B batched?, C's stride
 _TMA_ARGS = ("128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # tmapA tmapB M N K alpha beta C ldc
+#: PG_SPLIT (common.cuh): arrival counters, D, D's row and column strides, alpha, beta, D 16-bit?
+_SPLIT_ARGS = ("Q", "Q", "q", "q", "f", "f", "i")
 _TMA_MAPS_KEPT = 8  # tensor maps kept per launch, keyed on (A, B) pointers (benchmarks rotate inputs)
 
 
@@ -82,8 +84,9 @@ class PreparedLaunch:
     lp: LaunchPlan
     _kernel: Kernel | None = field(default=None, repr=False)
     _pack: Any = field(default=None, repr=False)
-    _reduce: Kernel | None = field(default=None, repr=False)
-    _reduce_pack: Any = field(default=None, repr=False)
+    #: split-K, worked out once: (workspace bytes, byte offset of the tile counters, tiles,
+    #: destination strides, destination 16-bit?)
+    _split: tuple[int, int, int, tuple[int, int], int] | None = field(default=None, repr=False)
     #: split-K workspaces kept per default stream (reused call after call: the stream orders
     #: each use after the previous call's reduction); freed when the plan is dropped
     _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
@@ -104,12 +107,9 @@ class PreparedLaunch:
             k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
             args = _TMA_ARGS + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
-            self._pack = k.struct_for(args).pack
+            self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else ())).pack
             if self.lp.splits:
-                half = "pg_split_k_reduce_bf16" if self.lp.dtype == "bfloat16" else "pg_split_k_reduce_f16"
-                entry = half if self.lp.dest is not None and self.lp.dest.itemsize == 2 else "pg_split_k_reduce_f32"
-                self._reduce = self.rt.function(REDUCE_SOURCE, entry)
-                self._reduce_pack = self._reduce.struct_for(_REDUCE_ARGS).pack
+                self._split = self._split_geometry()
             self._kernel = k
         return k
 
@@ -154,18 +154,41 @@ class PreparedLaunch:
             return self._prepare_split(ka, kb, c, alpha, beta, stream)
         return self._pack_main(ka, kb, c, alpha, beta)
 
-    def _prepare_split(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> SplitLaunch:
+    def _split_geometry(self) -> tuple[int, int, int, tuple[int, int], int]:
+        """The workspace of a split (the slices' fp32 partial sums, then one arrival counter
+        per threadblock tile), the destination's strides and element size."""
         lp = self.lp
-        dest = lp.dest
-        assert dest is not None and self._reduce_pack is not None
-        per_slice = workspace_matrix(lp.c)
+        assert lp.dest is not None and self.spec is not None
+        bm, bn, _ = self.spec.tile
+        tiles = max(-(-lp.m // bm) * -(-lp.n // bn), 1)
+        if not lp.tma:  # the grid's tiles (the TMA rung's grid is persistent: fewer blocks than tiles)
+            tiles = max(tiles, lp.grid[0] * lp.grid[1])
+        counters_at = lp.splits * workspace_matrix(lp.c) * 4  # a multiple of 16: rows are padded to 16 bytes
+        return counters_at + 4 * tiles, counters_at, tiles, strides(lp.dest), int(lp.dest.itemsize == 2)
+
+    def _new_workspace(self, stream: int) -> int:
+        """A split workspace on ``stream`` with its tile counters zeroed (the kernel leaves
+        them zero again, so a kept workspace is zeroed once)."""
+        assert self._split is not None
+        nbytes, counters_at, tiles, _, _ = self._split
+        ws = self.rt.scratch(nbytes, stream)
+        try:
+            self.rt.cu.memset_d32_async(ws + counters_at, 0, tiles, stream)
+        except BaseException:
+            self.rt.release(ws, stream)
+            raise
+        return ws
+
+    def _prepare_split(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> SplitLaunch:
+        split = self._split
+        assert split is not None
         ws = self._workspaces.get(stream)
         # only the default streams live as long as the context: a workspace kept for a stream
         # the caller may destroy could not be freed safely later (cuMemFreeAsync on a destroyed
         # stream crashes the process), so other streams' calls take and free their own
         owned = ws is None and stream not in _STREAMS_KEPT
         if ws is None:
-            ws = self.rt.scratch(lp.splits * per_slice * 4, stream)
+            ws = self._new_workspace(stream)
             if not owned:
                 with self._split_lock:
                     if not self._workspaces:  # the first: free them all when the plan goes
@@ -174,30 +197,31 @@ class PreparedLaunch:
                 if kept != ws:  # another thread kept one for this stream first
                     self.rt.release(ws, stream)
                     ws = kept
+        _, counters_at, _, (d_rs, d_cs), d_half = split
         try:
-            main = self._pack_main(ka, kb, ws, 1.0, 0.0)  # partial sums: alpha and beta wait for the reduction
-            red = self._reduce_pack(lp.m, lp.n, lp.splits, ws, *strides(lp.c), per_slice, alpha, beta, c, *strides(dest))
+            # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
+            main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + counters_at, c, d_rs, d_cs, alpha, beta, d_half))
         except BaseException:
             if owned:
                 self.rt.release(ws, stream)
             raise
-        return SplitLaunch(main, red, ws, stream, owned)
+        return SplitLaunch(main, ws, stream, owned)
 
     def discard(self, prepared: Any) -> None:
         """Give back what :meth:`prepare` took (a split-K workspace of its own) without launching."""
         if isinstance(prepared, SplitLaunch) and prepared.owned:
             self.rt.release(prepared.workspace, prepared.stream)
 
-    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float) -> bytes:
+    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple = ()) -> bytes:
         lp = self.lp
         if lp.tma:
             ta, tb = self._tensor_maps(ka, kb)
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
                 sa, sb, sc = lp.batch_strides
-                return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc)
+                return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
             return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
         if lp.batch_count:
-            return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides)
+            return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides, *split)
         return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
@@ -215,19 +239,14 @@ class PreparedLaunch:
             self._queue_padded(*prepared, stream)
 
     def _launch_split(self, prepared: SplitLaunch, stream: int) -> None:
-        k, red = self._kernel, self._reduce
-        assert k is not None and red is not None and stream == prepared.stream
+        k = self._kernel
+        assert k is not None and stream == prepared.stream
         lp = self.lp
-        blocks = max(1, min(-(-lp.m * lp.n // _REDUCE_BLOCK), 1 << 20))
         try:
-            # one call's two launches stay together on the stream: another thread's rung
-            # writing the same kept workspace cannot slip in before this reduction reads it
-            with self._split_lock:
-                k.launch(prepared.main, lp.grid, lp.block, lp.smem_bytes, stream)
-                red.launch(prepared.reduce, (blocks, 1, 1), (_REDUCE_BLOCK, 1, 1), 0, stream)
+            k.launch(prepared.main, lp.grid, lp.block, lp.smem_bytes, stream)
         finally:
             if prepared.owned:
-                self.rt.release(prepared.workspace, stream)  # stream-ordered: after the reduction
+                self.rt.release(prepared.workspace, stream)  # stream-ordered: after the launch
 
     def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
         lp = self.lp

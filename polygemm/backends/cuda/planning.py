@@ -117,7 +117,8 @@ class LaunchPlan:
     defines: tuple[tuple[str, int], ...] = ()  # the rung's constant macros (KernelSpec.defines)
     #: split-K: the K-slices the rung's batched build computes side by side into the fp32
     #: workspace ``c`` (``splits`` compact matrices), reduced in slice order into ``dest``
-    #: (the caller's destination in kernel terms) by ``pg_split_k_reduce``; 0: no split
+    #: (the caller's destination in kernel terms) by the last threadblock of each tile to
+    #: finish, in the same launch (PG_SPLIT=1); 0: no split
     splits: int = 0
     dest: Mat | None = None
     #: the input dtype (float32, float16, bfloat16): a 16-bit rung's bfloat16 build is PG_BF16=1
@@ -133,6 +134,8 @@ class LaunchPlan:
             m["PG_ROW_SPLIT"] = 1
         if self.batch_count:
             m["PG_BATCH"] = 1
+        if self.splits:
+            m["PG_SPLIT"] = 1
         if self.dtype == "bfloat16":
             m["PG_BF16"] = 1
         return m
@@ -148,7 +151,8 @@ class LaunchPlan:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
         if self.splits:
             d["split-K"] = (f"{self.splits} K-slices of {self.k} in one launch (the rung's PG_BATCH build) into a "
-                            f"{self.splits}x{self.m}x{self.n} fp32 workspace, then a deterministic reduction in slice order")
+                            f"{self.splits}x{self.m}x{self.n} fp32 workspace; the last threadblock of each tile to finish adds "
+                            f"the slices in slice order (deterministic, same launch)")
         elif self.batch_count:
             d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
         if self.grid != (1, 1, 1):

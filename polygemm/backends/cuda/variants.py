@@ -83,8 +83,10 @@ class KernelSpec:
         """Every macro set the backend may compile this rung with ([{}] for a padded rung):
         each 0/1 combination of ``macro_names()``, plus the ``PG_ROW_SPLIT=1`` builds (only
         with ``PG_VEC=0`` and no transposes) of a rung that has them, plus the ``PG_BATCH=1``
-        builds (every combination, never with a row split) of a rung that has those; a rung
-        that computes bfloat16 has each of these again with ``PG_BF16=1``."""
+        builds (every combination, never with a row split) of a rung that has those, and its
+        split-K builds (``PG_BATCH=1, PG_SPLIT=1``, fp32 partial sums: ``PG_OUT_F32=1`` where the
+        rung has that macro); a rung that computes bfloat16 has each of these again with
+        ``PG_BF16=1``."""
         fixed = dict(self.defines)
         if not self.predicated:
             return [fixed]
@@ -95,6 +97,7 @@ class KernelSpec:
             out += [{**m, "PG_ROW_SPLIT": 1} for m in base if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
         if self.batch:
             out += [{**m, "PG_BATCH": 1} for m in base]
+            out += [{**m, "PG_BATCH": 1, "PG_SPLIT": 1} for m in base if m.get("PG_OUT_F32", 1)]
         if "bfloat16" in self.dtypes:
             out += [{**m, "PG_BF16": 1} for m in out]
         return out

@@ -90,6 +90,123 @@ __device__ __forceinline__ pg_half2 pg_floats2half2_rn(float lo, float hi) {
 #endif  // PG_HALF_TYPES
 
 // ======================================================================================
+// Section: split-K reduced in the same launch (PG_SPLIT, with PG_BATCH)
+// PG_SPLIT=1: the batch on the grid is the K-slices of one product. Each threadblock writes
+// its slice's fp32 partial tile into the workspace (the kernel's C, alpha 1, beta 0) as a
+// batch member would; then the last threadblock to finish a tile -- one arrival counter per
+// tile, in pg_split_count -- adds the tile's slices in slice order and writes
+//     D = pg_split_alpha * sum_s W_s + pg_split_beta * D
+// (D: float, or pg_half when pg_split_d_half != 0). Why: the separate reduction kernel cost a
+// second launch per call, which on the host is as much as the whole call of a small product.
+// The sum's order never depends on which slice arrives last, so every run gives the same
+// bits (no atomics on the data). The counters start at zero and the reducing block puts its
+// tile's back to zero, so the next launch on the same stream finds them ready.
+// Parameters after the batch ones: PG_SPLIT_PARAMS.
+// ======================================================================================
+#ifndef PG_SPLIT
+#define PG_SPLIT 0
+#endif
+#if PG_SPLIT
+#define PG_SPLIT_PARAMS                                                                     \
+    , unsigned int *pg_split_count, void *pg_split_d, long long pg_split_d_rs,              \
+        long long pg_split_d_cs, float pg_split_alpha, float pg_split_beta, int pg_split_d_half
+// D's elements: float, or (pg_split_d_half != 0, rungs with PG_HALF_TYPES) pg_half.
+__device__ __forceinline__ float pg_split_load(const void* d, long long at, int half) {
+#ifdef PG_HALF_TYPES
+    if (half) return pg_half2float(static_cast<const pg_half*>(d)[at]);
+#endif
+    return static_cast<const float*>(d)[at];
+}
+__device__ __forceinline__ void pg_split_store(void* d, long long at, int half, float v) {
+#ifdef PG_HALF_TYPES
+    if (half) {
+        static_cast<pg_half*>(d)[at] = pg_float2half_rn(v);
+        return;
+    }
+#endif
+    static_cast<float*>(d)[at] = v;
+}
+
+// `threads` threads (whole warps) meet at named barrier `bar`: bar.sync, and an OR of `v`.
+__device__ __forceinline__ void pg_bar_sync(int bar, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(threads) : "memory");
+}
+__device__ __forceinline__ int pg_bar_or(int bar, int threads, int v) {
+    int r;
+    asm volatile(
+        "{\n .reg .pred p, q;\n setp.ne.s32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n"
+        " selp.s32 %0, 1, 0, q;\n}\n"
+        : "=r"(r)
+        : "r"(v), "r"(bar), "r"(threads)
+        : "memory");
+    return r;
+}
+
+// Called by every thread of the group that wrote one slice's partial tile (rows x cols at
+// row0, col0 of the kernel's M x N; `rank` in [0, threads)) once its stores are issued. W is
+// slice 0 of the workspace (w_rs, w_cs: element strides; w_split: elements from one slice to
+// the next); `count` is this tile's arrival counter.
+__device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, unsigned int* count,
+                                               int splits, const float* W, long long w_rs,
+                                               long long w_cs, long long w_split, int row0,
+                                               int col0, int rows, int cols, void* D,
+                                               long long d_rs, long long d_cs, float alpha,
+                                               float beta, int d_half) {
+    __threadfence();             // this thread's partial sums are visible to every block ...
+    pg_bar_sync(bar, threads);   // ... and every thread's, before the tile's arrival counts
+    int last = 0;
+    if (rank == 0) last = atomicAdd(count, 1u) == static_cast<unsigned int>(splits - 1);
+    if (!pg_bar_or(bar, threads, last)) return;
+    __threadfence();  // the other slices' sums (published before their arrivals) are read next
+    // Threads walk the workspace's contiguous dimension, four elements at a time where the
+    // tile allows (16-byte loads: one block alone reads the whole tile, so its bytes in
+    // flight set the pace), with every slice's load issued before the sum.
+    const bool along_cols = w_cs == 1;
+    const int inner = along_cols ? cols : rows, outer = along_cols ? rows : cols;
+    const long long w_outer = along_cols ? w_rs : w_cs;
+    const int inner0 = along_cols ? col0 : row0;
+    const int vec = (inner % 4 == 0 && inner0 % 4 == 0 && w_outer % 4 == 0 && w_split % 4 == 0 &&
+                     (reinterpret_cast<unsigned long long>(W) & 15) == 0) ? 4 : 1;
+    const int per_line = inner / vec;
+    for (int t = rank; t < outer * per_line; t += threads) {
+        const int o = t / per_line, in = (t - o * per_line) * vec;
+        const long long i = row0 + (along_cols ? o : in), j = col0 + (along_cols ? in : o);
+        const float* w = W + i * w_rs + j * w_cs;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        if (vec == 4) {
+            int s = 0;
+            for (; s + 8 <= splits; s += 8) {
+                float4 v[8];
+#pragma unroll
+                for (int q = 0; q < 8; ++q) v[q] = __ldcg(reinterpret_cast<const float4*>(w + (s + q) * w_split));
+#pragma unroll
+                for (int q = 0; q < 8; ++q) {
+                    acc[0] += v[q].x; acc[1] += v[q].y; acc[2] += v[q].z; acc[3] += v[q].w;
+                }
+            }
+            for (; s < splits; ++s) {
+                const float4 v = __ldcg(reinterpret_cast<const float4*>(w + s * w_split));
+                acc[0] += v.x; acc[1] += v.y; acc[2] += v.z; acc[3] += v.w;
+            }
+        } else {
+            for (int s = 0; s < splits; ++s) acc[0] += __ldcg(w + s * w_split);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {  // element e of the run: the next along the inner dimension
+            if (e == vec) break;
+            const long long at = (i + (along_cols ? 0 : e)) * d_rs + (j + (along_cols ? e : 0)) * d_cs;
+            float v = alpha * acc[e];
+            if (beta != 0.f) v += beta * pg_split_load(D, at, d_half);
+            pg_split_store(D, at, d_half, v);
+        }
+    }
+    if (rank == 0) *count = 0u;  // ready for the next launch on this stream
+}
+#else
+#define PG_SPLIT_PARAMS
+#endif
+
+// ======================================================================================
 // Section: column-major ladder (sgemm_cm/, seed 000/001)
 // Element (r, c) of a column-major matrix with leading dimension ld is p[r + c*ld].
 // ======================================================================================

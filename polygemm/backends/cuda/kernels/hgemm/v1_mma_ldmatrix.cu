@@ -695,7 +695,7 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
 extern "C" __global__ void __launch_bounds__(hgemm_v1::kThreads, HG_MIN_BLOCKS)
 hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restrict__ A, int lda,
                       const pg_half* __restrict__ B, int ldb, float beta, void* __restrict__ Cv,
-                      int ldc PG_BATCH_PARAMS)
+                      int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace hgemm_v1;
 #if PG_BATCH && PG_ROW_SPLIT
@@ -1148,4 +1148,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
             }
         }
     }
+#if PG_SPLIT
+    // K-slice blockIdx.z of this tile is in the workspace: the last slice to finish adds them
+    // all into D (common.cuh).
+    static_assert(PG_BATCH && PG_OUT_F32, "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
+    pg_split_fixup(0, kThreads, tid, pg_split_count + pid, gridDim.z,
+                   reinterpret_cast<const float*>(C) - blockIdx.z * pg_batch_c, ldc, 1, pg_batch_c,
+                   m0, n0, min(kTbM, M - m0), min(kTbN, N - n0), pg_split_d, pg_split_d_rs,
+                   pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+#endif
 }

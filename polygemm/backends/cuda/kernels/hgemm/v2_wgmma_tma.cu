@@ -158,6 +158,7 @@ static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
 static_assert(HG2_CLUSTER == 1 || kBN % 128 == 0, "cluster: B tile splits into two halves");
 static_assert(!PG_BATCH || HG2_CLUSTER == 1, "PG_BATCH: the multicast loads are 2-D");
+static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
 static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
 static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
@@ -597,7 +598,7 @@ __cluster_dims__(2, 1, 1)
 __launch_bounds__(hgemm_v2::kThreads, 1)
 HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                    const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
-                   float beta, void* C, int ldc HG2_BATCH_PARAMS)
+                   float beta, void* C, int ldc HG2_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace hgemm_v2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -833,6 +834,18 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                     }
                 }
             }
+#endif
+#if PG_SPLIT
+            // K-slice z of this tile is in the workspace: the last slice to finish adds them
+            // all into D (common.cuh). The threads that stored the tile meet on their own
+            // named barrier (ping-pong: one per consumer, which may be reducing while the
+            // other runs its main loop).
+            pg_split_fixup(kPingpong ? 1 + cw : 1, kPingpong ? 128 : 128 * kConsumers,
+                           kPingpong ? tid : static_cast<int>(threadIdx.x) - 128,
+                           pg_split_count + (u - z * per_matrix), pg_batch_count,
+                           reinterpret_cast<const float*>(Cp), ldc, 1, pg_batch_c, m0, n0,
+                           min(kBM, M - m0), min(kBN, N - n0), pg_split_d, pg_split_d_rs,
+                           pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
 #endif
         }
     }

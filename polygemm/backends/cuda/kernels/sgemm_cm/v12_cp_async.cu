@@ -239,7 +239,7 @@ extern "C" __global__ void __launch_bounds__(cm_v12::kThreads, cm_v12::kMinBlock
 CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
                       const float* __restrict__ A, int lda,
                       const float* __restrict__ B, int ldb,
-                      float beta, float* __restrict__ C, int ldc PG_BATCH_PARAMS) {
+                      float beta, float* __restrict__ C, int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS) {
     using namespace cm_v12;
     PG_BATCH_SEEK(A, B, C);
     extern __shared__ __align__(16) float smem[];  // kStages x (A tile, B tile)
@@ -370,4 +370,13 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
                 }
             }
         }
+#if PG_SPLIT
+    // K-slice blockIdx.z of this tile is in the workspace: the last slice to finish adds them
+    // all into D (common.cuh).
+    static_assert(PG_BATCH, "PG_SPLIT: the K-slices are a batch");
+    pg_split_fixup(0, kThreads, tid, pg_split_count + bm + bn * gridDim.x, gridDim.z,
+                   C - blockIdx.z * pg_batch_c, 1, ldc, pg_batch_c, m0, n0,
+                   min(kBlockM, M - m0), min(kBlockN, N - n0), pg_split_d, pg_split_d_rs,
+                   pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+#endif
 }
