@@ -72,14 +72,16 @@ case "$what" in
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --shapes 70000x128x32768 --repeats 3 --no-progress \
       --json docs/benchmarks/h200_targets_big_call_fp16.json --markdown docs/benchmarks/h200_targets_big_call_fp16.md
     ;;
-  tune-split)  # split-K measured (rung + reduction), so auto's split candidates anchor on measurements of splits
-    split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 8192x1x8192 16x8192x8192 4096x16x4096 4096x17x4096 32x4096x4096 128x4096x4096 512x512x16384 16x1024x16384 1024x1024x8192 1000x1000x4096 256x4096x8192 1000x3000x2000"
+  tune-split)  # split-K measured (rung + its in-launch reduction), so auto's split candidates anchor on measured splits
+    split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 8192x1x8192 16x8192x8192 4096x16x4096 4096x17x4096 32x4096x4096 128x4096x4096 512x512x16384 16x1024x16384 1024x1024x8192 1000x1000x4096 256x4096x8192 1000x3000x2000 16x16x4096 64x64x4096 128x128x4096 512x512x4096 64x64x16384 128x128x16384 64x64x512 128x128x512 4096x64x4096 4096x128x4096 4096x64x16384 128x4096x16384"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $split_shapes --repeats 5 --no-progress \
-      --variants hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma:split_k=8 hgemm_v3_wgmma_pingpong:split_k=4 \
-        hgemm_v3_wgmma_pingpong:split_k=8 hgemm_v3_wgmma_pingpong:split_k=16 hgemm_v2_wgmma_tma_128x192:split_k=4 \
+      --variants hgemm_v2_wgmma_tma:split_k=2 hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma:split_k=8 hgemm_v3_wgmma_pingpong:split_k=2 \
+        hgemm_v3_wgmma_pingpong:split_k=4 hgemm_v3_wgmma_pingpong:split_k=8 hgemm_v3_wgmma_pingpong:split_k=16 hgemm_v3_wgmma_pingpong:split_k=32 \
+        hgemm_v2_wgmma_tma_128x192:split_k=2 hgemm_v2_wgmma_tma_128x192:split_k=4 hgemm_v1_mma_ldmatrix:split_k=8 \
       --json docs/benchmarks/h200_tune_split_fp16.json --markdown docs/benchmarks/h200_tune_split_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $split_shapes --repeats 5 --no-progress \
-      --variants cm_v13_cp_async_narrow_tile:split_k=4 cm_v13_cp_async_narrow_tile:split_k=8 cm_v13_cp_async_narrow_tile:split_k=16 \
+      --variants cm_v13_cp_async_narrow_tile:split_k=2 cm_v13_cp_async_narrow_tile:split_k=4 cm_v13_cp_async_narrow_tile:split_k=8 \
+        cm_v13_cp_async_narrow_tile:split_k=16 cm_v13_cp_async_narrow_tile:split_k=32 cm_v13_cp_async_narrow_tile:split_k=64 \
       --json docs/benchmarks/h200_tune_split_fp32.json --markdown docs/benchmarks/h200_tune_split_fp32.md
     # a tall product whose A is past 2^31 elements: which tile wastes least of N = 128
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes 70000x128x32768 --repeats 3 --no-progress \

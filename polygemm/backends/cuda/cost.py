@@ -12,8 +12,9 @@ splitting K into equal slices — the model estimates the time of one launch on 
 * **bandwidth**: no faster than moving A, B and C (and a split's fp32 partial sums) through HBM;
   skinny rungs (``max_m``), which are bandwidth kernels, are modelled by bandwidth alone, at the
   effective rate fitted to their measurements;
-* **split-K** adds the reduction, done in the same launch by the last threadblock of each tile
-  to finish: every slice's partial sums of a tile read by one SM, the tiles' SMs side by side.
+* **split-K** adds the reduction, done in the same launch: by every threadblock where the
+  whole grid is resident at once (bands of the output, read from L2 side by side), else by
+  the last threadblock of each tile to finish (a tile's slices read by one SM).
 
 The candidate with the smallest estimate runs; ``explain`` lists the runners-up with theirs.
 The model replaces "the rung measured fastest at the nearest benchmarked shape", which knew
@@ -46,8 +47,11 @@ SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 #: the host's share of a split the device timings leave out (the workspace's lookup and the
 #: longer parameter list), paid by every call
 SPLIT_HOST_US = 0.5
-#: what one SM reads of the other slices' partial sums when it reduces a tile (L2 to SM)
-SM_REDUCE_BYTES_PER_US = 1.2e5
+#: what one SM reads of the other slices' partial sums when it reduces a tile alone (L2 to
+#: SM, measured: a 128 x 128 tile's 8 slices took 15-17 µs)
+SM_REDUCE_BYTES_PER_US = 3.0e4
+#: what a resident grid reduces at, all SMs reading the slices from L2 (plus one µs of waiting)
+GRID_REDUCE_BYTES_PER_US = 4.0e6
 #: how much less an estimate is trusted per unit of log-distance from the measurement it is
 #: anchored on (a rung measured at this very shape beats one extrapolated from far away)
 DISTANCE_PENALTY = 0.03
@@ -141,12 +145,16 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     else:
         compute = waves * (flops_unit / model.flops_per_sm_us + model.tile_us)
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
-    if splits:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
-        km, kn = kernel_mn(spec, m, n, result_layout)
-        bm, bn, _ = spec.tile
-        tiles = math.ceil(km / bm) * math.ceil(kn / bn)
-        per_tile = (splits * 4 + osize) * bm * bn / SM_REDUCE_BYTES_PER_US
-        t += max(math.ceil(tiles / sms) * per_tile, (splits * 4 + osize) * m * n / HBM_BYTES_PER_US)
+    if splits:
+        data = (splits * 4 + osize) * m * n
+        if spec.abi == "tma" or frac <= 1.0:  # the grid is resident: every block reduces bands
+            t += 1.0 + data / GRID_REDUCE_BYTES_PER_US
+        else:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
+            km, kn = kernel_mn(spec, m, n, result_layout)
+            bm, bn, _ = spec.tile
+            tiles = math.ceil(km / bm) * math.ceil(kn / bn)
+            per_tile = (splits * 4 + osize) * min(bm, km) * min(bn, kn) / SM_REDUCE_BYTES_PER_US
+            t += max(math.ceil(tiles / sms) * per_tile, data / HBM_BYTES_PER_US)
     return Candidate(spec.name, splits, t, frac, (m, n, k), max(count, 1))
 
 

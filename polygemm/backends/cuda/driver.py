@@ -57,6 +57,7 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemAllocFromPoolAsync(unsigned long long *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuMemFreeAsync(unsigned long long dptr, CUstream hStream);
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 """
 
@@ -259,6 +260,14 @@ class Kernel:
         rc = drv.lib.cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, shared, drv.stream(stream), drv.ffi.NULL, slot.extra)
         if rc != 0:
             raise DeviceError(f"launching {self.entry} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared) failed: {drv.error_text(rc)}")
+
+    def resident_blocks(self, threads: int, shared: int) -> int:
+        """How many of this kernel's threadblocks (``threads`` each, ``shared`` bytes of
+        dynamic shared memory) one SM holds at once."""
+        out = self.drv.ffi.new("int *")
+        self.drv.check(self.drv.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(out, self.fn, threads, shared),
+                       f"cuOccupancyMaxActiveBlocksPerMultiprocessor({self.entry})")
+        return int(out[0])
 
     def __call__(self, *args: Any, block: Sequence[int], grid: Sequence[int], shared: int = 0, stream: int = 0) -> None:
         if len(args) != len(self.params):

@@ -65,8 +65,9 @@ _STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N 
 _BATCH_ARGS = ("q", "q", "q")  # PG_BATCH: element strides of A, B, C from one matrix to the next
 _TMA_BATCH_ARGS = ("i", "i", "i", "q")  # PG_BATCH (TMA rung): matrices, A batched?, B batched?, C's stride
 _TMA_ARGS = ("128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # tmapA tmapB M N K alpha beta C ldc
-#: PG_SPLIT (common.cuh): arrival counters, D, D's row and column strides, alpha, beta, D 16-bit?
-_SPLIT_ARGS = ("Q", "Q", "q", "q", "f", "f", "i")
+#: PG_SPLIT (common.cuh): tile counters, D, D's row and column strides, alpha, beta, D 16-bit?,
+#: every threadblock resident at once?
+_SPLIT_ARGS = ("Q", "Q", "q", "q", "f", "f", "i", "i")
 _TMA_MAPS_KEPT = 8  # tensor maps kept per launch, keyed on (A, B) pointers (benchmarks rotate inputs)
 
 
@@ -84,9 +85,9 @@ class PreparedLaunch:
     lp: LaunchPlan
     _kernel: Kernel | None = field(default=None, repr=False)
     _pack: Any = field(default=None, repr=False)
-    #: split-K, worked out once: (workspace bytes, byte offset of the tile counters, tiles,
-    #: destination strides, destination 16-bit?)
-    _split: tuple[int, int, int, tuple[int, int], int] | None = field(default=None, repr=False)
+    #: split-K, worked out once: (workspace bytes, byte offset of the tile counters, counters,
+    #: destination strides, destination 16-bit?, all threadblocks resident?)
+    _split: tuple[int, int, int, tuple[int, int], int, int] | None = field(default=None, repr=False)
     #: split-K workspaces kept per default stream (reused call after call: the stream orders
     #: each use after the previous call's reduction); freed when the plan is dropped
     _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
@@ -109,7 +110,7 @@ class PreparedLaunch:
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
             self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else ())).pack
             if self.lp.splits:
-                self._split = self._split_geometry()
+                self._split = self._split_geometry(k)
             self._kernel = k
         return k
 
@@ -154,9 +155,12 @@ class PreparedLaunch:
             return self._prepare_split(ka, kb, c, alpha, beta, stream)
         return self._pack_main(ka, kb, c, alpha, beta)
 
-    def _split_geometry(self) -> tuple[int, int, int, tuple[int, int], int]:
-        """The workspace of a split (the slices' fp32 partial sums, then one arrival counter
-        per threadblock tile), the destination's strides and element size."""
+    def _split_geometry(self, k: Kernel) -> tuple[int, int, int, tuple[int, int], int, int]:
+        """The workspace of a split (the slices' fp32 partial sums, then two counters per
+        threadblock tile), the counters' offset and number, the destination's strides,
+        whether its elements are 16-bit, and whether the whole grid is resident at once (then
+        every threadblock takes part in the reduction: PG_SPLIT in common.cuh). The TMA
+        rung's grid is persistent, one threadblock per SM."""
         lp = self.lp
         assert lp.dest is not None and self.spec is not None
         bm, bn, _ = self.spec.tile
@@ -164,16 +168,19 @@ class PreparedLaunch:
         if not lp.tma:  # the grid's tiles (the TMA rung's grid is persistent: fewer blocks than tiles)
             tiles = max(tiles, lp.grid[0] * lp.grid[1])
         counters_at = lp.splits * workspace_matrix(lp.c) * 4  # a multiple of 16: rows are padded to 16 bytes
-        return counters_at + 4 * tiles, counters_at, tiles, strides(lp.dest), int(lp.dest.itemsize == 2)
+        counters = 2 * tiles  # per tile: slices arrived, bands reduced (common.cuh, PG_SPLIT)
+        blocks = lp.grid[0] * lp.grid[1] * lp.grid[2]
+        resident = lp.tma or blocks <= k.resident_blocks(lp.block[0] * lp.block[1] * lp.block[2], lp.smem_bytes) * self.rt.sms
+        return counters_at + 4 * counters, counters_at, counters, strides(lp.dest), int(lp.dest.itemsize == 2), int(resident)
 
     def _new_workspace(self, stream: int) -> int:
         """A split workspace on ``stream`` with its tile counters zeroed (the kernel leaves
         them zero again, so a kept workspace is zeroed once)."""
         assert self._split is not None
-        nbytes, counters_at, tiles, _, _ = self._split
+        nbytes, counters_at, counters, _, _, _ = self._split
         ws = self.rt.scratch(nbytes, stream)
         try:
-            self.rt.cu.memset_d32_async(ws + counters_at, 0, tiles, stream)
+            self.rt.cu.memset_d32_async(ws + counters_at, 0, counters, stream)
         except BaseException:
             self.rt.release(ws, stream)
             raise
@@ -197,10 +204,10 @@ class PreparedLaunch:
                 if kept != ws:  # another thread kept one for this stream first
                     self.rt.release(ws, stream)
                     ws = kept
-        _, counters_at, _, (d_rs, d_cs), d_half = split
+        _, counters_at, _, (d_rs, d_cs), d_half, resident = split
         try:
             # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
-            main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + counters_at, c, d_rs, d_cs, alpha, beta, d_half))
+            main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + counters_at, c, d_rs, d_cs, alpha, beta, d_half, resident))
         except BaseException:
             if owned:
                 self.rt.release(ws, stream)

@@ -1152,9 +1152,18 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     // K-slice blockIdx.z of this tile is in the workspace: the last slice to finish adds them
     // all into D (common.cuh).
     static_assert(PG_BATCH && PG_OUT_F32, "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
-    pg_split_fixup(0, kThreads, tid, pg_split_count + pid, gridDim.z,
-                   reinterpret_cast<const float*>(C) - blockIdx.z * pg_batch_c, ldc, 1, pg_batch_c,
-                   m0, n0, min(kTbM, M - m0), min(kTbN, N - n0), pg_split_d, pg_split_d_rs,
-                   pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+    const float* const W = reinterpret_cast<const float*>(C) - blockIdx.z * pg_batch_c;
+    unsigned int* const count = pg_split_count + (m0 / kTbM) * CEIL_DIV(N, kTbN) + n0 / kTbN;
+    if (pg_split_resident) {  // every block resident: all of them reduce, band by band
+        pg_split_arrive(0, kThreads, tid, count, gridDim.z);
+        pg_split_reduce_all(0, kThreads, tid, pid + blockIdx.z * tiles_m * tiles_n,
+                            tiles_m * tiles_n * gridDim.z, pg_split_count, M, N, kTbM, kTbN,
+                            gridDim.z, W, ldc, 1, pg_batch_c, pg_split_d, pg_split_d_rs,
+                            pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+    } else {
+        pg_split_fixup(0, kThreads, tid, count, gridDim.z, W, ldc, 1, pg_batch_c, m0, n0,
+                       min(kTbM, M - m0), min(kTbN, N - n0), pg_split_d, pg_split_d_rs,
+                       pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+    }
 #endif
 }

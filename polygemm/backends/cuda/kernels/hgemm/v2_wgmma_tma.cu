@@ -836,18 +836,23 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             }
 #endif
 #if PG_SPLIT
-            // K-slice z of this tile is in the workspace: the last slice to finish adds them
-            // all into D (common.cuh). The threads that stored the tile meet on their own
-            // named barrier (ping-pong: one per consumer, which may be reducing while the
-            // other runs its main loop).
-            pg_split_fixup(kPingpong ? 1 + cw : 1, kPingpong ? 128 : 128 * kConsumers,
-                           kPingpong ? tid : static_cast<int>(threadIdx.x) - 128,
-                           pg_split_count + (u - z * per_matrix), pg_batch_count,
-                           reinterpret_cast<const float*>(Cp), ldc, 1, pg_batch_c, m0, n0,
-                           min(kBM, M - m0), min(kBN, N - n0), pg_split_d, pg_split_d_rs,
-                           pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+            // K-slice z of this tile is in the workspace: count it (the threads that stored
+            // the tile meet on their own named barrier; ping-pong: one per consumer).
+            pg_split_arrive(kPingpong ? 1 + cw : 1, kPingpong ? 128 : 128 * kConsumers,
+                            kPingpong ? tid : static_cast<int>(threadIdx.x) - 128,
+                            pg_split_count + um * units_n + un, pg_batch_count);
 #endif
         }
+#if PG_SPLIT
+        // Every block of this persistent grid is resident (one per SM): once its own tiles are
+        // stored, the consumers of all blocks reduce the output together, band by band, each
+        // band as soon as its tile's slices are all in (common.cuh, PG_SPLIT).
+        pg_split_reduce_all(3, 128 * kConsumers, static_cast<int>(threadIdx.x) - 128, bid, nblocks,
+                            pg_split_count, M, N, kBM, kBN, pg_batch_count,
+                            reinterpret_cast<const float*>(Cp), ldc, 1, pg_batch_c, pg_split_d,
+                            pg_split_d_rs, pg_split_d_cs, pg_split_alpha, pg_split_beta,
+                            pg_split_d_half);
+#endif
     }
     // No CTA of a cluster may leave while its peer can still multicast into it or arrive on
     // its barriers.

@@ -374,9 +374,20 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
     // K-slice blockIdx.z of this tile is in the workspace: the last slice to finish adds them
     // all into D (common.cuh).
     static_assert(PG_BATCH, "PG_SPLIT: the K-slices are a batch");
-    pg_split_fixup(0, kThreads, tid, pg_split_count + bm + bn * gridDim.x, gridDim.z,
-                   C - blockIdx.z * pg_batch_c, 1, ldc, pg_batch_c, m0, n0,
-                   min(kBlockM, M - m0), min(kBlockN, N - n0), pg_split_d, pg_split_d_rs,
-                   pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+    const float* const W = C - blockIdx.z * pg_batch_c;
+    unsigned int* const count = pg_split_count + bm * gridDim.y + bn;  // tile (bm, bn), row-major
+    if (pg_split_resident) {  // every block resident: all of them reduce, band by band
+        pg_split_arrive(0, kThreads, tid, count, gridDim.z);
+        pg_split_reduce_all(0, kThreads, tid,
+                            blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
+                            gridDim.x * gridDim.y * gridDim.z, pg_split_count, M, N, kBlockM,
+                            kBlockN, gridDim.z, W, 1, ldc, pg_batch_c, pg_split_d,
+                            pg_split_d_rs, pg_split_d_cs, pg_split_alpha, pg_split_beta,
+                            pg_split_d_half);
+    } else {
+        pg_split_fixup(0, kThreads, tid, count, gridDim.z, W, 1, ldc, pg_batch_c, m0, n0,
+                       min(kBlockM, M - m0), min(kBlockN, N - n0), pg_split_d, pg_split_d_rs,
+                       pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
+    }
 #endif
 }
