@@ -110,14 +110,19 @@ def kernel_mn(spec: KernelSpec, m: int, n: int, result_layout: str) -> tuple[int
 
 def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int, sms: int,
                  result_layout: str) -> tuple[float, float, float]:
-    """(FLOPs of one tile × threadblocks per SM, wave count, fractional waves)."""
+    """(FLOPs the busiest SM computes, its rounds of resident threadblocks, fractional waves).
+
+    The busiest SM runs ``ceil(units / sms)`` threadblocks, ``blocks_per_sm`` at a time: their
+    FLOPs share the SM's rate, and each round pays the fixed per-tile cost once. (A rung that
+    holds four threadblocks per SM does not run four tiles in the time of one: 32 tiles of
+    128 x 64 on 132 SMs take a quarter of the time 512 tiles do, not the same.)"""
     km, kn = kernel_mn(spec, m, n, result_layout)
     bm, bn, _ = spec.tile
     ks = k // max(splits, 1)
     units = math.ceil(km / bm) * math.ceil(kn / bn) * max(splits, 1) * max(count, 1)
     bps = blocks_per_sm(spec)
-    slots = sms * bps
-    return 2.0 * bm * bn * ks * bps, float(math.ceil(units / slots)), units / slots
+    per_sm = math.ceil(units / sms)
+    return 2.0 * bm * bn * ks * per_sm, float(math.ceil(per_sm / bps)), units / (sms * bps)
 
 
 def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_itemsize: int) -> float:
@@ -139,11 +144,11 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     """The model's time for ``spec`` on an m×n×k product (``count`` matrices, K in ``splits`` slices)."""
     osize = spec.itemsize if out_itemsize is None else out_itemsize
     moved = _bytes(m, n, k, count, splits, spec.itemsize, osize)
-    flops_unit, waves, frac = _shape_terms(spec, m, n, k, count, splits, sms, result_layout)
+    flops_sm, rounds, frac = _shape_terms(spec, m, n, k, count, splits, sms, result_layout)
     if spec.max_m:  # a bandwidth kernel
         t = LAUNCH_US + skinny_bytes(spec, m, n, k, result_layout, osize) / model.bytes_per_us
     else:
-        compute = waves * (flops_unit / model.flops_per_sm_us + model.tile_us)
+        compute = flops_sm / model.flops_per_sm_us + rounds * model.tile_us
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
     if splits:
         data = (splits * 4 + osize) * m * n
@@ -169,9 +174,9 @@ def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungM
         m, n, k, count = int(r["m"]), int(r["n"]), int(r["k"]), int(r.get("batch") or 1)
         t = 2.0 * m * n * k * count / (float(r["tflops"]) * 1e6)
         times.append(t)
-        flops_unit, waves, _ = _shape_terms(spec, m, n, k, count, 0, sms, str(r.get("layout") or "row"))
-        x1.append(waves * flops_unit)
-        x2.append(waves)
+        flops_sm, rounds, _ = _shape_terms(spec, m, n, k, count, split_of(str(r.get("variant")))[1], sms, str(r.get("layout") or "row"))
+        x1.append(flops_sm)
+        x2.append(rounds)
     t_arr = np.asarray(times)
     if spec.max_m:  # bandwidth: the median effective rate over the measurements
         moved = np.asarray([skinny_bytes(spec, int(r["m"]), int(r["n"]), int(r["k"]), str(r.get("layout") or "row"), spec.itemsize)

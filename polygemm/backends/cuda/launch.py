@@ -170,7 +170,14 @@ class PreparedLaunch:
         counters_at = lp.splits * workspace_matrix(lp.c) * 4  # a multiple of 16: rows are padded to 16 bytes
         counters = 2 * tiles  # per tile: slices arrived, bands reduced (common.cuh, PG_SPLIT)
         blocks = lp.grid[0] * lp.grid[1] * lp.grid[2]
-        resident = lp.tma or blocks <= k.resident_blocks(lp.block[0] * lp.block[1] * lp.block[2], lp.smem_bytes) * self.rt.sms
+        resident = lp.tma
+        if not resident:
+            pushed = self.rt.enter()  # the occupancy query needs the device's context current
+            try:
+                resident = blocks <= k.resident_blocks(lp.block[0] * lp.block[1] * lp.block[2], lp.smem_bytes) * self.rt.sms
+            finally:
+                if pushed:
+                    self.rt.leave()
         return counters_at + 4 * counters, counters_at, counters, strides(lp.dest), int(lp.dest.itemsize == 2), int(resident)
 
     def _new_workspace(self, stream: int) -> int:
