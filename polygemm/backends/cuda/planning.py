@@ -151,8 +151,8 @@ class LaunchPlan:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
         if self.splits:
             d["split-K"] = (f"{self.splits} K-slices of {self.k} in one launch (the rung's PG_BATCH build) into a "
-                            f"{self.splits}x{self.m}x{self.n} fp32 workspace; the last threadblock of each tile to finish adds "
-                            f"the slices in slice order (deterministic, same launch)")
+                            f"{self.splits}x{self.m}x{self.n} fp32 workspace, added in slice order in the same launch "
+                            f"(deterministic; PG_SPLIT)")
         elif self.batch_count:
             d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
         if self.grid != (1, 1, 1):
