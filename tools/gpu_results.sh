@@ -38,7 +38,9 @@ case "$what" in
     done
     ;;
   tune)  # the measurements auto's cost model is fitted to and anchored on; then:
-         #   python tools/update_tuning.py docs/benchmarks/h200_tune_*fp16.json; ... h200_tune_*fp32.json
+         #   python tools/update_tuning.py docs/benchmarks/h200_tune_*fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json
+         #   python tools/update_tuning.py docs/benchmarks/h200_tune_*fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json
+         # (the sweep's kernel-mode records are measurements of auto's own choices: they anchor them)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
       --shapes overhead square odd --repeats 5 --no-progress \

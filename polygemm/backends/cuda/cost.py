@@ -46,7 +46,7 @@ MIN_SLICE_K = 64
 SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 #: the host's share of a split the device timings leave out (the workspace's lookup and the
 #: longer parameter list), paid by every call
-SPLIT_HOST_US = 0.5
+SPLIT_HOST_US = 1.0
 #: what one SM reads of the other slices' partial sums when it reduces a tile alone (L2 to
 #: SM, measured: a 128 x 128 tile's 8 slices took 15-17 µs)
 SM_REDUCE_BYTES_PER_US = 3.0e4
