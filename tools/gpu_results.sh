@@ -2,15 +2,16 @@
 # Produce the committed GPU results (run from the repository root on the GPU machine):
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
 #   tools/gpu_results.sh targets  -> docs/benchmarks/h200_targets_*.{json,md} (issue 13's shapes through auto)
-#   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
+#   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,persistent_,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
+#   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, hopper, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -45,6 +46,10 @@ case "$what" in
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
       --shapes overhead square odd --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_fp16.json --markdown docs/benchmarks/h200_tune_fp16.md
+    # the wgmma rungs on a persistent grid, on the shapes above and the sweep's
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
+      --variants hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent --shapes overhead square odd sweep --repeats 5 --no-progress \
+      --json docs/benchmarks/h200_tune_persistent_fp16.json --markdown docs/benchmarks/h200_tune_persistent_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp16.json --markdown docs/benchmarks/h200_tune_skinny_fp16.md
@@ -124,6 +129,20 @@ case "$what" in
     ;;
   ceiling)
     python3 -m polygemm ceiling --repeats 5 --json docs/benchmarks/h200_mma_ceiling.json --markdown docs/benchmarks/h200_mma_ceiling.md
+    ;;
+  hopper)  # issue 14: the wgmma rungs (each grid) at 4096^3 and 8192^3 and the no-regression shapes, fp16 and bf16,
+           # interleaved and settled (kernel) beside cuBLAS, and through polygemm.gemm beside cupy.matmul / torch.matmul
+    shapes="4096x4096x4096 8192x8192x8192 1000x3000x2000 8192x8192x512"
+    rungs="auto hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent"
+    for dt in float16 bfloat16; do
+      tag=$([ $dt = float16 ] && echo fp16 || echo bf16)
+      python3 -m polygemm bench --mode kernel --device cuda --dtype $dt --variants $rungs --shapes $shapes --repeats 5 --no-progress \
+        --json docs/benchmarks/h200_hopper_kernel_$tag.json --markdown docs/benchmarks/h200_hopper_kernel_$tag.md
+      python3 -m polygemm bench --mode kernel --device cuda --dtype $dt --variants $rungs --shapes $shapes --repeats 5 --settle 1 --no-progress \
+        --json docs/benchmarks/h200_hopper_settled_$tag.json --markdown docs/benchmarks/h200_hopper_settled_$tag.md
+      python3 -m polygemm bench --mode call --device cuda --dtype $dt --shapes $shapes --repeats 5 --no-progress \
+        $([ $dt = bfloat16 ] && echo --array-lib torch) --json docs/benchmarks/h200_hopper_call_$tag.json --markdown docs/benchmarks/h200_hopper_call_$tag.md
+    done
     ;;
   sweep)  # issue 13: the sweep preset (60 shapes) through the raw launch of auto's rung beside cuBLAS, and through
           # polygemm.gemm beside cupy.matmul; the heatmap of the ratio and its geometric mean and worst shape

@@ -199,8 +199,8 @@ def split_choices(spec: KernelSpec, k: int) -> list[int]:
     """The K-slice counts worth weighing for ``spec``: equal slices of at least
     ``MIN_SLICE_K``, each a whole number of 64-wide K-tiles where possible (so no slice pays a
     zero-filled tile), among ``SPLIT_COUNTS``; [] for rungs without a batched build."""
-    if not (spec.batch and spec.predicated) or spec.max_m:
-        return []
+    if not (spec.batch and spec.predicated) or spec.max_m or spec.persistent:
+        return []  # a persistent row's split is its base row's (split-K grids are persistent)
     out = []
     for s in SPLIT_COUNTS:
         if k % s or k // s < MIN_SLICE_K:

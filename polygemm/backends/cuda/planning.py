@@ -414,9 +414,9 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             f"Split the product or pick another variant"
         )
     lp.grid = (gx, gy, max(lp.row_split, lp.batch_count, 1))
-    if lp.tma and lp.batch_count:
+    if lp.tma and (lp.batch_count or spec.persistent):
         # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
         # threadblock per SM, each producer prefetching its next tile while its consumers store
-        lp.grid = (min(gx * gy * lp.batch_count, max(sms, 1)), 1, 1)
+        lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

@@ -56,6 +56,9 @@ class KernelSpec:
     #: the largest kernel M (after the operand swap) the rung is meant for (0: any); a rung
     #: for skinny products is offered to ``auto`` only below it
     max_m: int = 0
+    #: a TMA rung run on a persistent grid (one threadblock per SM walking the tiles; the
+    #: producer loads a threadblock's next tile while its consumers store the last one)
+    persistent: bool = False
     #: every input dtype the rung computes, ``dtype`` first (() means just ``dtype``): a 16-bit
     #: rung that lists "bfloat16" has PG_BF16=1 builds (one source, the element type a macro)
     dtypes: tuple[str, ...] = ()
@@ -176,6 +179,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         batch=bool(row.get("batch", False)),
         defines=tuple(sorted((str(k), int(v)) for k, v in (row.get("defines") or {}).items())),
         max_m=int(row.get("max_m", 0) or 0),
+        persistent=bool(row.get("persistent", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
     )
 
