@@ -11,7 +11,7 @@
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, hopper, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, retune, hopper, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -39,9 +39,8 @@ case "$what" in
     done
     ;;
   tune)  # the measurements auto's cost model is fitted to and anchored on; then:
-         #   python tools/update_tuning.py docs/benchmarks/h200_tune_*fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json
-         #   python tools/update_tuning.py docs/benchmarks/h200_tune_*fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json
-         # (the sweep's kernel-mode records are measurements of auto's own choices: they anchor them)
+         #   bash tools/gpu_results.sh retune
+         # (with the sweep's kernel-mode records: measurements of auto's own choices anchor them)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
       --shapes overhead square odd --repeats 5 --no-progress \
@@ -51,7 +50,7 @@ case "$what" in
       --variants hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent --shapes overhead square odd sweep --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_persistent_fp16.json --markdown docs/benchmarks/h200_tune_persistent_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
-      --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny --repeats 5 --no-progress \
+      --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp16.json --markdown docs/benchmarks/h200_tune_skinny_fp16.md
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --array-lib torch --batch 64 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
@@ -60,9 +59,16 @@ case "$what" in
       --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile --shapes overhead square odd --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_fp32.json --markdown docs/benchmarks/h200_tune_fp32.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
-      --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny --repeats 5 --no-progress \
+      --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
     bash "$0" tune-split
+    ;;
+  retune)  # the tuning tables from the committed measurements (no GPU needed)
+    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
+      docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
+      docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json
+    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
+      docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json
     ;;
   targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
     shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093"
