@@ -45,6 +45,13 @@ case "$what" in
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
       --shapes overhead square odd --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_fp16.json --markdown docs/benchmarks/h200_tune_fp16.md
+    # every unsplit rung on the sweep's shapes (auto's model anchors on the nearest measurement)
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep --repeats 5 --no-progress \
+      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
+      --json docs/benchmarks/h200_tune_wide_fp16.json --markdown docs/benchmarks/h200_tune_wide_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes sweep --repeats 5 --no-progress \
+      --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
+      --json docs/benchmarks/h200_tune_wide_fp32.json --markdown docs/benchmarks/h200_tune_wide_fp32.md
     # the wgmma rungs on a persistent grid, on the shapes above and the sweep's
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent --shapes overhead square odd sweep --repeats 5 --no-progress \
@@ -64,10 +71,10 @@ case "$what" in
     bash "$0" tune-split
     ;;
   retune)  # the tuning tables from the committed measurements (no GPU needed)
-    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
+    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_wide_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json
-    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
+    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json
     ;;
   targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
