@@ -45,9 +45,11 @@ def tuning_records(dtype: str) -> tuple[dict, ...]:
 
 def auto_specs(dtype: str, sm: int = 0, batched: bool = False) -> list[KernelSpec]:
     """The rungs ``auto`` may choose for ``dtype`` on sm_``sm``: predicated (no padding copies),
-    runnable there, and for a batch only those with a batched build (the batch on the grid)."""
+    runnable there, and for a batch only those with a batched build (the batch on the grid),
+    not a persistent-grid row (a TMA rung's batch already runs on a persistent grid: that row's
+    batch is its base row's, measured under the base row's name)."""
     return [s for s in kernel_specs().values() if s.predicated and dtype in s.dtypes and (not sm or s.runs_on(sm))
-            and (s.batch or not batched)]
+            and (not batched or (s.batch and not s.persistent))]
 
 
 def auto_candidates(m: int, n: int, k: int, dtype: str = "float32", records: Sequence[dict] | None = None, sm: int = 0,
