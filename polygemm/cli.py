@@ -142,7 +142,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
             err = f"variants() must return Variant objects; got {type(bad).__name__}"
         tables.append((be.name, None if err else vs, err or ""))
     all_vs = [v for _, vs, _ in tables for v in vs or ()]
-    wn = min(32, max([7] + [len(v.name) for v in all_vs]))
+    wn = min(40, max([7] + [len(v.name) for v in all_vs]))
     wd = max([6] + [len("/".join(_ABBREV.get(d, d) for d in v.dtypes)) for v in all_vs])
     head = f"  {'variant':{wn}s}  {'auto':6s}  {'dtypes':{wd}s}  {'layout':6s}  "
     out: list[str] = []

@@ -209,3 +209,17 @@ def test_composed_launches_report_their_first_piece():
     piece = PreparedLaunch(None, V3, lp)  # type: ignore[arg-type]  # no device: planning only
     for composed in (PanelLaunch([(piece, (0, 0, 0))]), PaddedLaunch(piece, (lp.a, lp.b, lp.c), (None, None, None))):
         assert composed.lp is lp and composed.spec is V3 and composed.variant == V3.name and composed.pieces() == [piece]
+
+
+def test_usable_sms_follow_the_mps_share(monkeypatch):
+    """Persistent grids and split-K's resident grids are sized to the SMs the process may use."""
+    from polygemm.backends.cuda.device import usable_sms
+
+    monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", raising=False)
+    assert usable_sms(132) == 132
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+    assert usable_sms(132) == 33
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "0.1")
+    assert usable_sms(132) == 1
+    monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "lots")
+    assert usable_sms(132) == 132

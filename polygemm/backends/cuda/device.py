@@ -9,6 +9,7 @@ concurrently, callers of the same one wait for it.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,6 +31,17 @@ UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "
 _COPY_BLOCK = 256
 
 
+def usable_sms(sms: int) -> int:
+    """``sms`` scaled by ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` when a client of the CUDA MPS
+    server is limited to a share of the device (unset or unreadable: all of them)."""
+    raw = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "").strip()
+    try:
+        pct = float(raw) if raw else 100.0
+    except ValueError:
+        return sms
+    return max(1, min(sms, int(sms * pct / 100.0)))
+
+
 class CudaRuntime:
     """The device's primary context, compiled kernels, and the copy/scale helper."""
 
@@ -49,7 +61,10 @@ class CudaRuntime:
         self.ctx_handle = int(self.ctx.handle)
         # the most dynamic shared memory one block may opt in to
         self.max_smem_per_block = int(self.device.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
-        self.sms = int(self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT))
+        #: the SMs this process may use: the device's, or under MPS its active-thread share
+        #: (persistent grids and split-K's resident grids are sized to it: a grid that assumed
+        #: SMs it cannot have would wait on threadblocks that never start)
+        self.sms = usable_sms(int(self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)))
         #: more than one GPU visible: calls check that their operands are on this one
         self.several = drv.Device.count() > 1
         self.cu: Driver = driver()
