@@ -92,6 +92,32 @@ def test_split_k_is_bitwise_reproducible_on_device_arrays(cuda, variant):
     assert ref.compare(cp.asnumpy(first)).ok
 
 
+@pytest.mark.parametrize("variant,shape", [("cm_v13_cp_async_narrow_tile", (4096, 4096, 1024)), ("hgemm_v1_mma_ldmatrix", (4096, 4096, 512))],
+                         ids=["cm_v13", "hgemm_v1"])
+def test_split_k_on_a_grid_too_large_to_be_resident(cuda, variant, shape):
+    """More threadblocks than the device holds at once: the last threadblock of each tile
+    reduces it (not the whole grid together); right on sampled rows, with c and alpha/beta,
+    the same bits twice."""
+    cp = pytest.importorskip("cupy")
+    _runs_here(cuda, variant)
+    m, n, k = shape
+    dtype = kernel_specs()[variant].dtype
+    rng = np.random.default_rng(secrets.randbits(32))
+    a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((m, k), (k, n), (m, n)))
+    da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+    name = f"{variant}:split_k=2"
+    first = pg.gemm(da, db, dc, alpha=0.5, beta=-1.0, device="cuda", variant=name)
+    launch = pg.last_plan().private.launch
+    assert launch._split is not None and launch._split[5] == 0, "expected the last-finisher reduction"
+    again = pg.gemm(da, db, dc, alpha=0.5, beta=-1.0, device="cuda", variant=name)
+    bits = cp.uint16 if dtype == "float16" else cp.uint32
+    assert cp.array_equal(first.view(bits), again.view(bits)), "split-K results differ run to run"
+    rows = np.r_[0, 127, 128, m - 1, rng.integers(0, m, 60)]
+    ref = reference_for(a[rows], b, c[rows], 0.5, -1.0)
+    res = ref.compare(cp.asnumpy(first[rows]))
+    assert res.ok, f"{name} {m}x{n}x{k}: {res.message}"
+
+
 def test_split_k_in_place_and_on_a_torch_stream(cuda):
     """beta reads the destination the caller gave (c is out) and the work follows torch's
     current stream: a producer/consumer chain on a side stream stays right without a sync."""
