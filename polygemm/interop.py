@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "torch_view", "device_index",
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "torch_view", "cupy_view", "device_index",
            "torch_dlpack_only", "device_pointer", "raw_view"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -252,6 +252,21 @@ def torch_stream(obj: Any) -> int | None:
     if raw is not None:
         return int(raw(obj.device.index))
     return int(torch.cuda.current_stream(obj.device).cuda_stream)
+
+
+def cupy_view(obj: Any) -> tuple[tuple[Any, ...], int, int] | None:
+    """``operand_view`` of a CuPy array from its attributes: its ``__cuda_array_interface__``
+    builds a dict (with the dtype's ``descr`` list) on every read, a few µs of a small call.
+    The key holds the same facts (shape, strides, dtype, 16-byte class, device); the stream is
+    the one that interface names, CuPy's current stream (its null stream as the legacy
+    default stream, 1). None for anything but a ``cupy.ndarray``."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or type(obj) is not cupy.ndarray:
+        return None
+    ptr = int(obj.data.ptr) if obj.size else 0
+    key = ("cuda", obj.shape, obj.strides, obj.dtype.str, False, ptr % 16, cupy.ndarray, obj.device.id)
+    stream = cupy.cuda.get_current_stream().ptr
+    return key, ptr, int(stream) if stream else 1
 
 
 _TORCH_TYPESTR: dict[Any, str] = {}

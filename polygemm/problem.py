@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
-from .interop import common_kind, device_index, dlpack_interface, kind_of, torch_dlpack_only, torch_stream, torch_view
+from .interop import common_kind, cupy_view, device_index, dlpack_interface, kind_of, torch_dlpack_only, torch_stream, torch_view
 
 try:  # NumPy's bfloat16 comes from ml_dtypes (a dependency; a missing one only costs bfloat16)
     import ml_dtypes as _ml_dtypes
@@ -620,7 +620,9 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         return ("host", obj.shape, obj.strides, obj.dtype, obj.flags.writeable), 0, None
     if obj is None:
         return (), 0, None
-    tv = torch_view(obj)
+    tv = cupy_view(obj)
+    if tv is None:
+        tv = torch_view(obj)
     if tv is not None:
         return tv
     try:

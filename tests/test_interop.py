@@ -73,3 +73,34 @@ def test_mixed_libraries_are_refused_naming_both(rng):
     torch = pytest.importorskip("torch")
     with pytest.raises(pg.ArgumentError, match=r"a is a torch.Tensor and b a ndarray"):
         pg.gemm(torch.randn(3, 3), rand(rng, (3, 3)))
+
+
+def test_cupy_view_reads_attributes_and_names_the_legacy_stream(monkeypatch):
+    """The repeated call's view of a CuPy array (no ``__cuda_array_interface__`` dict built):
+    its key carries shape, strides, dtype, the pointer's 16-byte class and device; CuPy's null
+    stream is named as the legacy default stream (1), as the interface itself names it."""
+    import sys
+    import types
+
+    from polygemm.interop import cupy_view
+
+    current = {"ptr": 0}
+    fake = types.ModuleType("cupy")
+
+    class ndarray:  # noqa: N801 - CuPy's name
+        def __init__(self, ptr, shape, strides, dtype):
+            self.data = types.SimpleNamespace(ptr=ptr)
+            self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
+            self.size = int(np.prod(shape))
+            self.device = types.SimpleNamespace(id=0)
+
+    fake.ndarray = ndarray
+    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=current["ptr"]))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    a = ndarray(0x7F0000000008, (3, 4), (8, 2), "float16")
+    key, ptr, stream = cupy_view(a)
+    assert ptr == 0x7F0000000008 and stream == 1
+    assert key == ("cuda", (3, 4), (8, 2), "<f2", False, 8, ndarray, 0)
+    current["ptr"] = 0xABC0
+    assert cupy_view(a)[2] == 0xABC0
+    assert cupy_view(np.ones(3)) is None
