@@ -47,7 +47,7 @@ case "$what" in
       --json docs/benchmarks/h200_tune_fp16.json --markdown docs/benchmarks/h200_tune_fp16.md
     # every unsplit rung on the sweep's shapes (auto's model anchors on the nearest measurement)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep --repeats 5 --no-progress \
-      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
+      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v2_wgmma_tma_128x128 hgemm_v3_wgmma_pingpong \
       --json docs/benchmarks/h200_tune_wide_fp16.json --markdown docs/benchmarks/h200_tune_wide_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes sweep --repeats 5 --no-progress \
       --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
@@ -98,6 +98,7 @@ case "$what" in
       --variants hgemm_v2_wgmma_tma:split_k=2 hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma:split_k=8 hgemm_v3_wgmma_pingpong:split_k=2 \
         hgemm_v3_wgmma_pingpong:split_k=4 hgemm_v3_wgmma_pingpong:split_k=8 hgemm_v3_wgmma_pingpong:split_k=16 hgemm_v3_wgmma_pingpong:split_k=32 \
         hgemm_v2_wgmma_tma_128x192:split_k=2 hgemm_v2_wgmma_tma_128x192:split_k=4 hgemm_v1_mma_ldmatrix:split_k=8 \
+        hgemm_v2_wgmma_tma_128x128:split_k=2 hgemm_v2_wgmma_tma_128x128:split_k=4 hgemm_v2_wgmma_tma_128x128:split_k=8 \
       --json docs/benchmarks/h200_tune_split_fp16.json --markdown docs/benchmarks/h200_tune_split_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $split_shapes --repeats 5 --no-progress \
       --variants cm_v13_cp_async_narrow_tile:split_k=2 cm_v13_cp_async_narrow_tile:split_k=4 cm_v13_cp_async_narrow_tile:split_k=8 \
