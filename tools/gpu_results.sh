@@ -8,10 +8,11 @@
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 #   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
+#   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv (the wgmma rungs, each grid, under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, retune, hopper, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, retune, hopper, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -156,6 +157,14 @@ case "$what" in
         --json docs/benchmarks/h200_hopper_settled_$tag.json --markdown docs/benchmarks/h200_hopper_settled_$tag.md
       python3 -m polygemm bench --mode call --device cuda --dtype $dt --shapes $shapes --repeats 5 --no-progress \
         $([ $dt = bfloat16 ] && echo --array-lib torch) --json docs/benchmarks/h200_hopper_call_$tag.json --markdown docs/benchmarks/h200_hopper_call_$tag.md
+    done
+    ;;
+  hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
+    for shape in 4096x4096x4096 8192x8192x512; do
+      ncu --clock-control none -k regex:hgemm --csv --metrics \
+        gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        python3 tools/profile_rungs.py --dtype float16 --shape $shape hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent \
+        hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent > docs/benchmarks/ncu_persistent_$shape.csv
     done
     ;;
   sweep)  # issue 13: the sweep preset (60 shapes) through the raw launch of auto's rung beside cuBLAS, and through
