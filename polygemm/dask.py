@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
-from .problem import SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, parse_dtype
+from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, parse_dtype
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -71,7 +71,7 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
     if any(math.isnan(s) for s in x.shape):
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
     if x.dtype.name not in _SUPPORTED:
-        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm supports float16, float32 or float64. "
+        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm supports {', '.join(_SUPPORTED)}. "
                          f"Convert it, e.g. {name}.astype(numpy.float32)")
     return x
 
@@ -90,8 +90,8 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
 
     ``a_blocks`` are the blocks (i, 0..nk-1) of A, ``b_blocks`` the blocks (0..nk-1, j) of B.
     The first product writes the block (with ``beta * c``, or beta = 0); each further K block
-    accumulates into it in place with beta = 1. A float16 result over several K blocks
-    accumulates in float32 and is rounded to float16 once at the end.
+    accumulates into it in place with beta = 1. A float16 or bfloat16 result over several K
+    blocks accumulates in float32 and is rounded once at the end.
     """
     import polygemm
 
@@ -100,7 +100,7 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     if not isinstance(b_blocks, (list, tuple)):
         b_blocks = [b_blocks]
     result = np.dtype(result_dtype)
-    widen = result == np.float16 and len(a_blocks) > 1
+    widen = result.name in HALF_DTYPES and len(a_blocks) > 1  # float16 and bfloat16
     acc_dtype = np.dtype(np.float32) if widen else result
     kw: dict[str, Any] = {"device": device, "variant": variant}
     a0, b0 = a_blocks[0], b_blocks[0]
@@ -130,7 +130,7 @@ def gemm(
 ) -> Any:
     """Return the lazy dask array ``alpha * (A @ B) + beta * c``, each block by polygemm.gemm.
 
-    ``A`` (M×K) and ``B`` (K×N) are 2-D dask arrays of one dtype (float16, float32, float64)
+    ``A`` (M×K) and ``B`` (K×N) are 2-D dask arrays of one dtype (float16, bfloat16, float32, float64)
     with NumPy or CuPy chunks; the result has A's row chunks and B's column chunks, blocks of
     the chunks' kind (CuPy chunks give CuPy blocks). ``c`` (optional, the result's shape and
     dtype; a dask array, or an array that is chunked like the result) is read only when

@@ -154,6 +154,22 @@ def test_float16_out_over_k_blocks_is_one_rounding(rng):
     assert_close(r, a, b, c, 0.5, 0.25)
 
 
+def test_bfloat16_out_over_k_blocks_is_one_rounding(rng):
+    """bfloat16 blocks (ml_dtypes) over several K blocks: accumulated in float32 inside the task
+    and rounded to bfloat16 once, as float16 is (bf16's 8-bit significand would lose a rounding
+    per K block otherwise)."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    a, b, c = _operands(rng, 32, 600, 16, bf16)
+    A, B = da.from_array(a, chunks=(16, 100)), da.from_array(b, chunks=(100, 16))
+    r = pgd.gemm(A, B, device="cpu").compute()
+    assert r.dtype == np.dtype(bf16)
+    assert_close(r, a, b)
+    r = pgd.gemm(A, B, c, alpha=0.5, beta=0.25, device="cpu").compute()
+    assert_close(r, a, b, c, 0.5, 0.25)
+
+
 def test_graph_has_one_task_per_output_block_and_no_sums(rng):
     a, b, c = _operands(rng, 30, 45, 20)
     A = da.from_array(a, chunks=(10, 15))  # 3 x 3 blocks

@@ -247,10 +247,12 @@ class PreparedLaunch:
             assert k is not None
             lp = self.lp
             k.launch(prepared, lp.grid, lp.block, lp.smem_bytes, stream)
-        elif self.spec is None:
-            self._cublas(*prepared, stream)
-        else:
-            self._queue_padded(*prepared, stream)
+        else:  # the operands as prepare() left them: cuBLAS, or a teaching rung's padded run
+            ka, kb, c, alpha, beta = prepared
+            if self.spec is None:
+                self._cublas(ka, kb, c, alpha, beta, stream)
+            else:
+                self._queue_padded(ka, kb, c, alpha, beta, stream)
 
     def _launch_split(self, prepared: SplitLaunch, stream: int) -> None:
         k = self._kernel

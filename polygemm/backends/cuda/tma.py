@@ -29,7 +29,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -319,4 +319,5 @@ def first_param_offset(cubin: bytes, entry: str) -> int:
 def param_padding(nbytes: int = 112) -> np.void:
     """Zero bytes to pass first to a PyCUDA launch so that the tensor maps land where ptxas
     put them (``nbytes`` = :func:`first_param_offset`; 112 for sm_90 cubins)."""
-    return np.zeros((), dtype=np.dtype(f"V{nbytes}"))[()] if nbytes else np.zeros((), dtype="V0")[()]
+    raw = np.zeros((), dtype=np.dtype(f"V{nbytes}"))[()] if nbytes else np.zeros((), dtype="V0")[()]
+    return cast(np.void, raw)  # a 0-d void array indexed with () is its np.void scalar
