@@ -93,10 +93,13 @@ def cmd_info(args: argparse.Namespace) -> int:
             reason = registry.one_line(info.reason)
             out += _fit(head + "unavailable  ", reason)
             detail = (info.detail or info.reason).strip()
-            if detail and detail != reason:
+            lines = detail.splitlines()
+            if lines and " ".join(lines[0].split()) == reason:
+                lines = lines[1:]  # the reason above already says all of that line
+            if lines:
                 more = True
                 if verbose:
-                    for line in detail.splitlines():
+                    for line in lines:
                         out.append(f"  {'':{w}s} | {line}")
         out += _fit(f"  {'':{w}s} from ", info.source)
     if more and not verbose:

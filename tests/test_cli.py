@@ -105,6 +105,17 @@ def test_info_lines_fit_120_columns(monkeypatch, capsys):
     assert "second line" in out and out.count("libvendor.so") >= 10
 
 
+def test_info_verbose_prints_a_short_reason_once(monkeypatch, capsys):
+    """-v prints the detail lines past the reason, not the reason again."""
+    real = registry.backends()
+    text = "vendorlib is the emulation flavor: set VENDOR_EMULATION=1\nlibrary: /opt/vendor/libvendor.so"
+    info = registry.BackendInfo("vendorx", False, text, 300, "entry point x:B (dist)", None, text)
+    monkeypatch.setattr(registry, "backends", lambda: real + [info])
+    assert main(["info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("set VENDOR_EMULATION=1") == 1 and "| library: /opt/vendor/libvendor.so" in out
+
+
 def test_info_as_installed_fits_120_columns(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
