@@ -333,3 +333,14 @@ def test_auto_chooses_batches_from_measurements_of_batches():
     assert choose_auto_variant(512, 512, 512, "float16", records, sm=90)[0] == "hgemm_v2_wgmma_tma"
     chosen, why = choose_auto_variant(512, 512, 512, "float16", records, sm=90, count=64)
     assert chosen == "hgemm_v3_wgmma_pingpong" and "64 x 512x512x512" in why
+
+
+@pytest.mark.parametrize("name,cfg", [
+    ("hgemm_v2_wgmma_tma", {}), ("hgemm_v2_wgmma_tma_128x192", {"bn": 192}), ("hgemm_v2_wgmma_tma_128x128", {"bn": 128, "stages": 6}),
+    ("hgemm_v3_wgmma_pingpong", {"bn": 128, "stages": 6, "pingpong": True})])
+def test_tma_layout_counts_the_shared_memory_the_rows_declare(name, cfg):
+    """tma.hgemm_v2_layout (direct launches) and variants.json (the backend) agree on each
+    wgmma row's dynamic shared memory: ring, alignment slack, barriers and the staged epilogue."""
+    from polygemm.backends.cuda.tma import HgemmV2Config, hgemm_v2_layout
+
+    assert hgemm_v2_layout(False, False, HgemmV2Config(**cfg)).smem_bytes == SPECS[name].smem_bytes

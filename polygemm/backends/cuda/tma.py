@@ -210,6 +210,7 @@ class HgemmV2Config:
     stages: int = 4  # HG2_STAGES: shared-memory ring depth
     cluster: int = 1  # HG2_CLUSTER: CTAs per cluster sharing (multicasting) the B tile
     pingpong: bool = False  # HG2_PINGPONG: each consumer owns whole 128 x BN tiles (BN 128)
+    staged_epilogue: bool = True  # HG2_EPILOGUE=1 (the default build): a 2 KB buffer per consumer warp
     bk: int = 64  # fixed: one 128-byte swizzle row of fp16
 
     @property
@@ -255,7 +256,8 @@ def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_
     box_a = (64, cfg.bk) if trans_a else (cfg.bm, cfg.bk)
     box_b = (cfg.bk, cfg.bn // cfg.cluster) if trans_b else (cfg.bk, 64)
     stage = (cfg.bm + cfg.bn) * cfg.bk * 2
-    smem = cfg.stages * stage + 1024 + 256  # ring + 1024-byte alignment slack + barriers
+    epilogue = 4 * cfg.consumers * 16 * 128 if cfg.staged_epilogue else 0  # kEpiBytes: 16 rows x 128 B per consumer warp
+    smem = cfg.stages * stage + 1024 + 256 + epilogue  # ring + 1024-byte alignment slack + barriers + epilogue
     return HgemmV2Layout(box_a=box_a, box_b=box_b, smem_bytes=smem, threads=cfg.threads)
 
 
