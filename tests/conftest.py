@@ -59,3 +59,16 @@ def run_concurrently(work, threads: int = 8) -> list[str]:
     for t in pool:
         t.join()
     return errors
+
+
+class DLPackOnly:
+    """An array that offers nothing but the DLPack protocol (as a foreign library's might)."""
+
+    def __init__(self, x):
+        self._x = x
+
+    def __dlpack__(self, **kwargs):
+        return self._x.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._x.__dlpack_device__()

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from conftest import DLPackOnly
 import polygemm as pg
 from polygemm import errors
 from polygemm.backends.cpu_ref import reference
@@ -178,19 +179,10 @@ def test_torch_bfloat16_cpu_tensors_in_torch_out(rng):
 def test_dlpack_only_bfloat16_host_data_is_read_in_place(rng):
     torch = pytest.importorskip("torch")
 
-    class OnlyDLPack:
-        def __init__(self, x):
-            self._x = x
-
-        def __dlpack__(self, **kw):
-            return self._x.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self._x.__dlpack_device__()
 
     a = rand(rng, 6, 5)
     t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    p = normalize(OnlyDLPack(t), OnlyDLPack(t.t()))
+    p = normalize(DLPackOnly(t), DLPackOnly(t.t()))
     assert p.dtype == BF16 and p.a.ptr == t.data_ptr() and not p.a.copied  # no copy
     assert (p.a.layout, p.b.layout) == ("row", "col")
 

@@ -14,7 +14,7 @@ import pytest
 
 import polygemm as pg
 from polygemm.testing import reference_for, run_conformance
-from conftest import cuda_or_skip, run_concurrently
+from conftest import DLPackOnly, cuda_or_skip, run_concurrently
 
 pytestmark = pytest.mark.cuda
 
@@ -315,20 +315,11 @@ def test_results_are_of_the_inputs_kind(cuda):
 def test_dlpack_only_cuda_arrays(cuda):
     cp = pytest.importorskip("cupy")
 
-    class Only:
-        def __init__(self, x):
-            self._x = x
-
-        def __dlpack__(self, **kw):
-            return self._x.__dlpack__(**kw)
-
-        def __dlpack_device__(self):
-            return self._x.__dlpack_device__()
 
     rng = np.random.default_rng(secrets.randbits(32))
     a = rng.standard_normal((40, 24)).astype(np.float16)
     b = rng.standard_normal((24, 56)).astype(np.float16)
-    got = pg.gemm(Only(cp.asarray(a)), Only(cp.asarray(b)), device="cuda")
+    got = pg.gemm(DLPackOnly(cp.asarray(a)), DLPackOnly(cp.asarray(b)), device="cuda")
     with cuda.runtime.active():
         host = got.get() if hasattr(got, "get") else np.asarray(got)
     assert reference_for(a, b).compare(host).ok

@@ -8,23 +8,11 @@ import pytest
 
 import polygemm as pg
 from polygemm.testing import assert_close
+from conftest import DLPackOnly
 
 
 def rand(rng, shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
-
-
-class DLPackOnly:
-    """An array that offers nothing but the DLPack protocol (as a foreign library's might)."""
-
-    def __init__(self, x):
-        self._x = x
-
-    def __dlpack__(self, **kwargs):
-        return self._x.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._x.__dlpack_device__()
 
 
 def test_dlpack_only_objects_are_read_without_a_copy(rng):

@@ -108,6 +108,13 @@ def kernel_mn(spec: KernelSpec, m: int, n: int, result_layout: str) -> tuple[int
     return (m, n) if spec.layout == result_layout else (n, m)
 
 
+def tiles(spec: KernelSpec, m: int, n: int, result_layout: str) -> int:
+    """Threadblock tiles of one m×n result in ``spec``'s own orientation."""
+    km, kn = kernel_mn(spec, m, n, result_layout)
+    bm, bn, _ = spec.tile
+    return math.ceil(km / bm) * math.ceil(kn / bn)
+
+
 def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int, sms: int,
                  result_layout: str) -> tuple[float, float, float]:
     """(FLOPs the busiest SM computes, its rounds of resident threadblocks, fractional waves).
@@ -116,10 +123,9 @@ def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: i
     FLOPs share the SM's rate, and each round pays the fixed per-tile cost once. (A rung that
     holds four threadblocks per SM does not run four tiles in the time of one: 32 tiles of
     128 x 64 on 132 SMs take a quarter of the time 512 tiles do, not the same.)"""
-    km, kn = kernel_mn(spec, m, n, result_layout)
     bm, bn, _ = spec.tile
     ks = k // max(splits, 1)
-    units = math.ceil(km / bm) * math.ceil(kn / bn) * max(splits, 1) * max(count, 1)
+    units = tiles(spec, m, n, result_layout) * max(splits, 1) * max(count, 1)
     bps = blocks_per_sm(spec)
     per_sm = math.ceil(units / sms)
     return 2.0 * bm * bn * ks * per_sm, float(math.ceil(per_sm / bps)), units / (sms * bps)
@@ -157,9 +163,8 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
         else:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
             km, kn = kernel_mn(spec, m, n, result_layout)
             bm, bn, _ = spec.tile
-            tiles = math.ceil(km / bm) * math.ceil(kn / bn)
             per_tile = (splits * 4 + osize) * min(bm, km) * min(bn, kn) / SM_REDUCE_BYTES_PER_US
-            t += max(math.ceil(tiles / sms) * per_tile, data / HBM_BYTES_PER_US)
+            t += max(math.ceil(tiles(spec, m, n, result_layout) / sms) * per_tile, data / HBM_BYTES_PER_US)
     return Candidate(spec.name, splits, t, frac, (m, n, k), max(count, 1))
 
 

@@ -46,7 +46,20 @@ def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
         if pushed:
             rt.leave()
 
-__all__ = ["PreparedLaunch", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
+__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
+
+
+@dataclass(frozen=True)
+class SplitGeometry:
+    """A split-K plan's workspace and reduction, worked out once per plan (PG_SPLIT in
+    common.cuh): the slices' fp32 partial sums, then two counters per threadblock tile."""
+
+    nbytes: int  # the whole workspace
+    counters_at: int  # byte offset of the tile counters (a multiple of 16)
+    counters: int  # 32-bit counters: per tile, slices arrived and bands reduced
+    dest_strides: tuple[int, int]  # the destination's row and column strides, in elements
+    dest_half: int  # 1: the destination's elements are 16-bit
+    resident: int  # 1: the whole grid is resident at once, every threadblock reduces
 
 
 @dataclass
@@ -85,9 +98,7 @@ class PreparedLaunch:
     lp: LaunchPlan
     _kernel: Kernel | None = field(default=None, repr=False)
     _pack: Any = field(default=None, repr=False)
-    #: split-K, worked out once: (workspace bytes, byte offset of the tile counters, counters,
-    #: destination strides, destination 16-bit?, all threadblocks resident?)
-    _split: tuple[int, int, int, tuple[int, int], int, int] | None = field(default=None, repr=False)
+    _split: SplitGeometry | None = field(default=None, repr=False)  # split-K, worked out once
     #: split-K workspaces kept per default stream (reused call after call: the stream orders
     #: each use after the previous call's reduction); freed when the plan is dropped
     _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
@@ -155,18 +166,13 @@ class PreparedLaunch:
             return self._prepare_split(ka, kb, c, alpha, beta, stream)
         return self._pack_main(ka, kb, c, alpha, beta)
 
-    def _split_geometry(self, k: Kernel) -> tuple[int, int, int, tuple[int, int], int, int]:
-        """The workspace of a split (the slices' fp32 partial sums, then two counters per
-        threadblock tile), the counters' offset and number, the destination's strides,
-        whether its elements are 16-bit, and whether the whole grid is resident at once (then
-        every threadblock takes part in the reduction: PG_SPLIT in common.cuh). The TMA
-        rung's grid is persistent, one threadblock per SM."""
+    def _split_geometry(self, k: Kernel) -> SplitGeometry:
+        """This plan's split workspace, and whether the whole grid is resident at once (the
+        TMA rung's persistent grid, one threadblock per SM, always is)."""
         lp = self.lp
         assert lp.dest is not None and self.spec is not None
         bm, bn, _ = self.spec.tile
-        tiles = max(-(-lp.m // bm) * -(-lp.n // bn), 1)
-        if not lp.tma:  # the grid's tiles (the TMA rung's grid is persistent: fewer blocks than tiles)
-            tiles = max(tiles, lp.grid[0] * lp.grid[1])
+        tiles = max(-(-lp.m // bm) * -(-lp.n // bn), 1)  # the kernels count tiles of spec.tile (row-major)
         counters_at = lp.splits * workspace_matrix(lp.c) * 4  # a multiple of 16: rows are padded to 16 bytes
         counters = 2 * tiles  # per tile: slices arrived, bands reduced (common.cuh, PG_SPLIT)
         blocks = lp.grid[0] * lp.grid[1] * lp.grid[2]
@@ -178,24 +184,24 @@ class PreparedLaunch:
             finally:
                 if pushed:
                     self.rt.leave()
-        return counters_at + 4 * counters, counters_at, counters, strides(lp.dest), int(lp.dest.itemsize == 2), int(resident)
+        return SplitGeometry(counters_at + 4 * counters, counters_at, counters, strides(lp.dest), int(lp.dest.itemsize == 2), int(resident))
 
     def _new_workspace(self, stream: int) -> int:
         """A split workspace on ``stream`` with its tile counters zeroed (the kernel leaves
         them zero again, so a kept workspace is zeroed once)."""
-        assert self._split is not None
-        nbytes, counters_at, counters, _, _, _ = self._split
-        ws = self.rt.scratch(nbytes, stream)
+        g = self._split
+        assert g is not None
+        ws = self.rt.scratch(g.nbytes, stream)
         try:
-            self.rt.cu.memset_d32_async(ws + counters_at, 0, counters, stream)
+            self.rt.cu.memset_d32_async(ws + g.counters_at, 0, g.counters, stream)
         except BaseException:
             self.rt.release(ws, stream)
             raise
         return ws
 
     def _prepare_split(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> SplitLaunch:
-        split = self._split
-        assert split is not None
+        g = self._split
+        assert g is not None
         ws = self._workspaces.get(stream)
         # only the default streams live as long as the context: a workspace kept for a stream
         # the caller may destroy could not be freed safely later (cuMemFreeAsync on a destroyed
@@ -211,10 +217,9 @@ class PreparedLaunch:
                 if kept != ws:  # another thread kept one for this stream first
                     self.rt.release(ws, stream)
                     ws = kept
-        _, counters_at, _, (d_rs, d_cs), d_half, resident = split
         try:
             # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
-            main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + counters_at, c, d_rs, d_cs, alpha, beta, d_half, resident))
+            main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
         except BaseException:
             if owned:
                 self.rt.release(ws, stream)
