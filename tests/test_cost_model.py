@@ -197,7 +197,8 @@ def test_a_new_m_by_1_result_is_planned_column_major_but_a_batch_stays_c_ordered
     import numpy as np
 
     one = _plan(np.zeros((4096, 4096), np.float16), np.zeros((4096, 1), np.float16))
-    assert one.private.result_layout == "col" and "skinny" in one.variant, str(one)
+    # column-major: the rung for a small M serves the small N (a skinny rung, or a split of a wgmma tile)
+    assert one.private.result_layout == "col" and ("skinny" in one.variant or ":split_k=" in one.variant), str(one)
     batch = _plan(np.zeros((3, 64, 32), np.float16), np.zeros((3, 32, 1), np.float16))
     assert batch.private.result_layout == "row"
 

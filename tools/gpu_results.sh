@@ -8,11 +8,11 @@
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 #   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
-#   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv (the wgmma rungs, each grid, under ncu)
+#   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, retune, hopper, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, tune-tiles, retune, hopper, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -70,13 +70,34 @@ case "$what" in
       --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
     bash "$0" tune-split
+    bash "$0" tune-tiles
+    ;;
+  tune-tiles)  # the short-side tiles (a 64-row or 64-column threadblock tile) unsplit on the sweep, and split where a
+               # result is thin or the tiles few
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep --repeats 3 --no-progress \
+      --variants hgemm_v2_wgmma_tma_128x64 hgemm_v2_wgmma_tma_64x256 \
+      --json docs/benchmarks/h200_tune_tiles_fp16.json --markdown docs/benchmarks/h200_tune_tiles_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes sweep --repeats 3 --no-progress \
+      --variants cm_v14_cp_async_short_tile \
+      --json docs/benchmarks/h200_tune_tiles_fp32.json --markdown docs/benchmarks/h200_tune_tiles_fp32.md
+    thin="16x4096x4096 4096x16x4096 64x4096x4096 4096x64x4096 128x4096x4096 4096x128x4096 64x4096x16384 4096x64x16384 1000x1000x4096 1000x1000x16384 512x512x16384 64x64x4096 1x8192x8192 8192x1x8192 1x4096x4096 4096x1x4096 1x4096x16384 4096x1x16384 16x4096x16384 4096x16x16384 128x4096x16384 4096x128x16384 8192x64x512 64x8192x512"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $thin --repeats 3 --no-progress \
+      --variants hgemm_v2_wgmma_tma_128x64:split_k=2 hgemm_v2_wgmma_tma_128x64:split_k=4 hgemm_v2_wgmma_tma_128x64:split_k=8 \
+        hgemm_v2_wgmma_tma_64x256:split_k=2 hgemm_v2_wgmma_tma_64x256:split_k=4 hgemm_v2_wgmma_tma_64x256:split_k=8 hgemm_v2_wgmma_tma_64x256:split_k=16 \
+      --json docs/benchmarks/h200_tune_tiles_split_fp16.json --markdown docs/benchmarks/h200_tune_tiles_split_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $thin --repeats 3 --no-progress \
+      --variants cm_v14_cp_async_short_tile:split_k=2 cm_v14_cp_async_short_tile:split_k=4 cm_v14_cp_async_short_tile:split_k=8 \
+        cm_v14_cp_async_short_tile:split_k=16 cm_v14_cp_async_short_tile:split_k=32 \
+      --json docs/benchmarks/h200_tune_tiles_split_fp32.json --markdown docs/benchmarks/h200_tune_tiles_split_fp32.md
     ;;
   retune)  # the tuning tables from the committed measurements (no GPU needed)
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_wide_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
-      docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json
+      docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
+      docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
-      docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json
+      docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
+      docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json
     ;;
   targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
     shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093"
@@ -162,10 +183,19 @@ case "$what" in
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do
       ncu --clock-control none -k regex:hgemm --csv --metrics \
-        gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__registers_per_thread \
         python3 tools/profile_rungs.py --dtype float16 --shape $shape hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent \
         hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent > docs/benchmarks/ncu_persistent_$shape.csv
     done
+    # the epilogue's share: the persistent builds with and without their C store (HG2_EPILOGUE=2)
+    ncu --clock-control none -k regex:hgemm --csv --metrics \
+      gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+      python3 docs/benchmarks/epilogue_bench.py --profile 4096x4096x4096 v2_e1_g8_persistent v2_e2_g8_persistent_noepi \
+      v3s6_e1_g4_persistent v3s6_e2_g4_persistent_noepi > docs/benchmarks/ncu_epilogue_share.csv
+    # why the 2-CTA cluster (B multicast) does not pay: where its warps wait, beside the one-CTA build
+    ncu --clock-control none -k regex:hgemm --csv --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+      python3 docs/benchmarks/epilogue_bench.py --profile 4096x4096x4096 v2_e1_g8_persistent v2_e1_g8_c2_persistent \
+      > docs/benchmarks/ncu_cluster.csv
     ;;
   sweep)  # issue 13: the sweep preset (60 shapes) through the raw launch of auto's rung beside cuBLAS, and through
           # polygemm.gemm beside cupy.matmul; the heatmap of the ratio and its geometric mean and worst shape

@@ -91,6 +91,15 @@ SINGLE = [
     cfg("v3s6_e1_g8", V3, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_STAGES=6),
     cfg("v3s5_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=5),
     cfg("v3s6_e2_g4_noepi", V3, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
+    # 2-CTA clusters multicasting B (each CTA loads half of the B tile for both), plain and persistent grids,
+    # beside the shipped persistent builds
+    cfg("v2_e1_g8_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8),
+    cfg("v2_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
+    cfg("v2_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
+    cfg("v3s6_e1_g4_persistent", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6),
+    # the persistent builds without their C store: the epilogue's share of the shipped rows
+    cfg("v2_e2_g8_persistent_noepi", V2, True, HG2_EPILOGUE=2, HG2_GROUP_M=8),
+    cfg("v3s6_e2_g4_persistent_noepi", V3, True, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
 ]
 BATCHED = [
     cfg("v3s4_e0_g8", V3, HG2_STAGES=4, **ORIGINAL),

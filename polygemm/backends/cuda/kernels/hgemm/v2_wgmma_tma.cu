@@ -153,7 +153,7 @@ constexpr int kTransA = PG_TRANS_A ? 1 : 0;  // wgmma trans-a: 1 = M-major
 constexpr int kTransB = PG_TRANS_B ? 0 : 1;  // wgmma trans-b: 1 = N-major (B row-major)
 
 static_assert(kConsumers == 1 || kConsumers == 2, "1 or 2 consumer warpgroups");
-static_assert(kBN == 128 || kBN == 192 || kBN == 256, "BN is 128, 192 or 256 (wgmma n)");
+static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 64, 128, 192 or 256 (wgmma n)");
 static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
 static_assert(HG2_CLUSTER == 1 || kBN % 128 == 0, "cluster: B tile splits into two halves");
@@ -274,6 +274,21 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint3
 // scale-d = 1 (accumulate), imm-scale-a/b = 1, trans-a / trans-b compile-time.
 // (Operand lists written out by a small generator: N/2 accumulator registers.)
 template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32" PG_MMA_AB PG_MMA_AB " {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+}
+
+template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -360,8 +375,10 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kAcc], uint64_t da, uint64
     wgmma_m64n256k16<kTA, kTB>(d, da, db);
 #elif HG2_BN == 192
     wgmma_m64n192k16<kTA, kTB>(d, da, db);
-#else
+#elif HG2_BN == 128
     wgmma_m64n128k16<kTA, kTB>(d, da, db);
+#else
+    wgmma_m64n64k16<kTA, kTB>(d, da, db);
 #endif
 }
 
@@ -589,6 +606,19 @@ __device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int
     un = r / rows;
 }
 
+// A consumer warpgroup hands a stage back to the producers: one arrival on the stage's empty
+// barrier of each CTA of the cluster, from thread `rank` of the warpgroup. Why one and not one
+// per warp: a wgmma is one warpgroup-wide operation, so the wait that retires it in one warp
+// retires it for the warpgroup; four remote arrivals per warpgroup and stage were four times
+// the cluster traffic the release needs.
+__device__ __forceinline__ void release_stage(uint32_t bar, int tid) {
+    if (kCluster == 2) {
+        if (tid < 2) mbar_arrive_cluster(bar, static_cast<uint32_t>(tid));
+    } else if (tid == 0) {
+        mbar_arrive(bar);
+    }
+}
+
 }  // namespace hgemm_v2
 
 extern "C" __global__ void
@@ -631,7 +661,8 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; ++s) {
             mbar_init(full_bar + 8 * s, 1);
-            mbar_init(empty_bar + 8 * s, 4 * (kPingpong ? 1 : kConsumers) * kCluster);
+            // one arrival per consumer warpgroup reading the stage, from each CTA of the cluster
+            mbar_init(empty_bar + 8 * s, (kPingpong ? 1 : kConsumers) * kCluster);
         }
         mbar_init(turn_bar, 4);      // ping-pong: consumer 0 may start its next main loop
         mbar_init(turn_bar + 8, 4);  // ... consumer 1 may start
@@ -776,14 +807,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                 if (prev >= 0) {
                     // k-tile kt-1's wgmma retired: hand its stage back (to both CTAs' producers).
                     wgmma_wait<1>();
-                    if (lane == 0) {
-                        if (kCluster == 2) {
-                            mbar_arrive_cluster(empty_bar + 8 * prev, 0);
-                            mbar_arrive_cluster(empty_bar + 8 * prev, 1);
-                        } else {
-                            mbar_arrive(empty_bar + 8 * prev);
-                        }
-                    }
+                    release_stage(empty_bar + 8 * prev, tid);
                 }
                 prev = s;
                 if (++s == kStages) {
@@ -793,14 +817,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             }
             if (kPingpong && lane == 0) mbar_arrive(turn_bar + 8 * (1 - cw));  // partner's turn
             wgmma_wait<0>();
-            if (prev >= 0 && lane == 0) {
-                if (kCluster == 2) {
-                    mbar_arrive_cluster(empty_bar + 8 * prev, 0);
-                    mbar_arrive_cluster(empty_bar + 8 * prev, 1);
-                } else {
-                    mbar_arrive(empty_bar + 8 * prev);
-                }
-            }
+            if (prev >= 0) release_stage(empty_bar + 8 * prev, tid);
 
 #if HG2_EPILOGUE == 1
             // Epilogue staged through this warp's shared buffer (coalesced 16-byte stores).

@@ -24,7 +24,10 @@
 #include "common.cuh"
 
 // The tile configuration can be set by a rung that reuses this source with another
-// threadblock tile (v13): each CM_CPASYNC_* macro defaults to v12's value.
+// threadblock tile (v13, v14): each CM_CPASYNC_* macro defaults to v12's value.
+#ifndef CM_CPASYNC_BLOCK_M
+#define CM_CPASYNC_BLOCK_M 128
+#endif
 #ifndef CM_CPASYNC_BLOCK_N
 #define CM_CPASYNC_BLOCK_N 128
 #endif
@@ -44,7 +47,7 @@
 namespace cm_v12 {
 
 // ---- tile configuration ------------------------------------------------------------
-constexpr int kBlockM = 128;     // threadblock tile M
+constexpr int kBlockM = CM_CPASYNC_BLOCK_M;  // threadblock tile M
 constexpr int kBlockN = CM_CPASYNC_BLOCK_N;  // threadblock tile N
 constexpr int kBlockK = CM_CPASYNC_BLOCK_K;  // threadblock tile K (one k-tile)
 constexpr int kWarpM = 64;       // warp tile M

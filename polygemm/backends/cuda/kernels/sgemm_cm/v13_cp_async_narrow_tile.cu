@@ -14,7 +14,7 @@
 // warp tile 64 x 32, lanes 8 (M) x 4 (N), thread tile 8 x 8 as 2 x 2 blocks of 4 x 4.
 // Shared memory is dynamic: 3 stages x 16 x (132 + 68) floats = 38400 bytes.
 //
-// The kernel is v12's source with this tile configuration (one implementation, two tiles).
+// The kernel is v12's source with this tile configuration (one implementation, three tiles).
 #define CM_CPASYNC_BLOCK_N 64
 #define CM_CPASYNC_BLOCK_K 16
 #define CM_CPASYNC_MIN_BLOCKS 4
