@@ -178,6 +178,47 @@ def test_unaligned_fp16_runs_the_tma_rung_on_aligned_copies_when_that_is_faster(
     assert any("TMA needs 16-byte aligned" in why for _, why in plan.candidates), str(plan)
 
 
+def test_rows_off_128_byte_boundaries_are_copied_where_that_pays():
+    """4096 x 1000 x 16384 fp16: B's rows are 2000 bytes, so every TMA box row of B starts off
+    a 128-byte boundary (measured: 255 against 204 µs with B's rows padded). A pitch-aligned
+    copy of B costs less than that; the plan copies B only and says why."""
+    import numpy as np
+
+    plan = _plan(np.zeros((4096, 16384), np.float16), np.zeros((16384, 1000), np.float16))
+    assert "wgmma" in plan.variant and plan.padding and plan.padding.startswith("b ") and "ld=1024" in plan.padding, str(plan)
+    assert "a (" not in plan.padding and "128-byte boundaries" in str(plan), str(plan)
+
+
+def test_rows_off_128_byte_boundaries_stay_where_a_copy_costs_more():
+    """1000 x 1000 x 4096: B is read 8 times from L2, not 32; its copy would cost more than
+    its pitch does, so B is read as it is, and the plan says what that costs."""
+    import numpy as np
+
+    plan = _plan(np.zeros((1000, 4096), np.float16), np.zeros((4096, 1000), np.float16))
+    assert not plan.padding, str(plan)
+    if "wgmma" in plan.variant:
+        assert "start off 128-byte boundaries" in str(plan), str(plan)
+
+
+def test_pitch_penalty_counts_the_operand_the_kernel_reads_across_tiles():
+    """The penalty is the misaligned operand's reads from L2: the kernel's B once per tile row,
+    its A once per tile column; with the operand swap the user's A is the kernel's B."""
+    from polygemm.backends.cuda import cost
+    from polygemm.backends.cuda.variants import kernel_specs
+
+    spec = kernel_specs()["hgemm_v2_wgmma_tma"]  # row layout, 128 x 256 tiles
+    bm, bn, _ = spec.tile
+    m, n, k = 4096, 1000, 16384
+    b_only = cost.pitch_penalty_us(spec, m, n, k, False, True)
+    assert b_only == pytest.approx(-(-m // bm) * n * k * 2 / cost.MISALIGNED_BYTES_PER_US)
+    a_only = cost.pitch_penalty_us(spec, m, n, k, True, False)
+    assert a_only == pytest.approx(-(-n // bn) * m * k * 2 / cost.MISALIGNED_BYTES_PER_US)
+    # a column-major result swaps the operands: the user's B is then the kernel's A
+    assert cost.pitch_penalty_us(spec, m, n, k, False, True, result_layout="col") == pytest.approx(
+        -(-m // bn) * n * k * 2 / cost.MISALIGNED_BYTES_PER_US)
+    assert cost.pitch_penalty_us(kernel_specs()["cm_v13_cp_async_narrow_tile"], m, n, k, True, True) == 0.0
+
+
 def test_aligned_fp16_needs_no_copies():
     import numpy as np
 

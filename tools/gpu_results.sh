@@ -12,7 +12,7 @@
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, tune-tiles, retune, hopper, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, tune-tiles, tune-deep, retune, hopper, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -71,6 +71,20 @@ case "$what" in
       --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
     bash "$0" tune-split
     bash "$0" tune-tiles
+    bash "$0" tune-deep
+    ;;
+  tune-deep)  # long K on few outputs: K in 128 or 256 slices (fp32), and the skinny rungs past K = 4096
+    deep="1x1x16384 16x16x16384 64x64x16384 128x128x16384 1x1x4096 16x16x4096 64x64x4096 128x128x4096 512x512x16384"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $deep --repeats 3 --no-progress \
+      --variants cm_v13_cp_async_narrow_tile:split_k=64 cm_v13_cp_async_narrow_tile:split_k=128 cm_v13_cp_async_narrow_tile:split_k=256 \
+        cm_v14_cp_async_short_tile:split_k=128 cm_v14_cp_async_short_tile:split_k=256 \
+      --json docs/benchmarks/h200_tune_deep_fp32.json --markdown docs/benchmarks/h200_tune_deep_fp32.md
+    long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096"
+    for dt in 16 32; do
+      python3 -m polygemm bench --mode kernel --device cuda --dtype float$dt --shapes $long --repeats 3 --no-progress \
+        --variants skinny_v1_fp${dt}_row skinny_v1_fp${dt}_col \
+        --json docs/benchmarks/h200_tune_skinny_long_fp$dt.json --markdown docs/benchmarks/h200_tune_skinny_long_fp$dt.md
+    done
     ;;
   tune-tiles)  # the short-side tiles (a 64-row or 64-column threadblock tile) unsplit on the sweep, and split where a
                # result is thin or the tiles few
@@ -94,10 +108,11 @@ case "$what" in
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_wide_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
-      docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json
+      docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json docs/benchmarks/h200_tune_skinny_long_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
-      docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json
+      docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
+      docs/benchmarks/h200_tune_skinny_long_fp32.json
     ;;
   targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
     shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093"

@@ -25,11 +25,12 @@ from ...errors import ArgumentError, BackendUnavailableError, DeviceError, Unsup
 from ...interop import device_pointer, raw_view
 from ...problem import Call, GemmProblem, Operand
 from .catalog import auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
-from .cost import Candidate, copy_us
+from .cost import TMA_PITCH, Candidate, copy_us, pitch_penalty_us
 from . import compiler
 from .device import CudaRuntime, runtime_for
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
-from .planning import IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, plan_launch, split_refusal
+from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, pitch_copy, pitch_off, plan_launch,
+                       split_refusal, tma_refusal)
 from .variants import kernel_specs, variant_table
 
 __all__ = ["CudaBackend", "CudaPlan"]
@@ -82,6 +83,26 @@ def _result_layout(p: GemmProblem) -> str:
     if p.out is not None:
         return p.out.layout
     return "col" if p.n == 1 and p.m > 1 and not p.batch else "row"
+
+
+def _pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | None, ...], layout: str,
+                  count: int) -> list[Candidate]:
+    """``ranked`` with what A's or B's rows starting off 128-byte boundaries cost each TMA
+    candidate, and beside it (one product) the same rung on pitch-aligned copies of those
+    operands at the copies' cost; fastest estimate first."""
+    a_off, b_off = pitch_off(a), pitch_off(b)
+    moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b), copies[:2]) if pad is not None]
+    out = []
+    for cand in ranked:
+        extra = pitch_penalty_us(kernel_specs()[cand.variant], *cand.shape, a_off, b_off, count=cand.count, result_layout=layout)
+        if not extra:
+            out.append(cand)
+            continue
+        out.append(replace(cand, estimate_us=cand.estimate_us + extra))
+        if count <= 1:
+            out.append(replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True))
+    out.sort(key=lambda c: c.estimate_us)
+    return out
 
 
 def _batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:
@@ -292,7 +313,13 @@ class CudaBackend(Backend):
         pads = none
         if ranked:  # the fastest estimate these operands allow (alignment, index range, slices)
             lp, parts = None, None
-            copies = (aligned_copy(a), aligned_copy(b), aligned_copy(c))  # what a TMA rung would read instead
+            copies = (pitch_copy(a), pitch_copy(b), aligned_copy(c))  # what a TMA rung would read instead
+            pitched = tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b))
+            if pitched:  # TMA can read these rows, but not at full speed: weigh that, and copies that avoid it
+                best = ranked[0]
+                ranked = _pitch_ranked(ranked, a, b, copies, _result_layout(p), p.count)
+                if ranked[0] is not best:
+                    plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
             pending = list(ranked)
             while pending:
                 cand = pending.pop(0)
@@ -319,8 +346,17 @@ class CudaBackend(Backend):
                 if cand.padded:
                     plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
                                              for x, pad in zip((a, b, c), pads) if pad is not None)
-                    plan.notes.append(f"{cand.variant} reads 16-byte aligned tiles only: the unaligned operands are copied "
-                                      f"into aligned scratch on the call's stream first (estimated {cand.estimate_us:.1f} µs with the copies)")
+                    if pitched:
+                        plan.notes.append(f"{cand.variant} reads rows that start on {TMA_PITCH}-byte boundaries at full speed: "
+                                          "the operands whose rows do not are copied into such scratch on the call's stream "
+                                          f"first (estimated {cand.estimate_us:.1f} µs with the copies)")
+                    else:
+                        plan.notes.append(f"{cand.variant} reads 16-byte aligned tiles only: the unaligned operands are copied "
+                                          f"into aligned scratch on the call's stream first (estimated {cand.estimate_us:.1f} µs with the copies)")
+                elif pitched and kernel_specs()[cand.variant].abi == "tma":
+                    plan.notes.append(f"{cand.variant} reads rows of " + " and ".join(x.name for x in (a, b) if pitch_off(x))
+                                      + f" that start off {TMA_PITCH}-byte boundaries (estimated {cand.estimate_us:.1f} µs with "
+                                      "that cost; copies that avoid it were estimated slower)")
                 seen = {name for name, _ in plan.candidates}
                 plan.candidates.extend([(o.label, f"estimated {o.estimate_us:.1f} µs") for o in ranked
                                         if o is not cand and o.label not in seen][:4])

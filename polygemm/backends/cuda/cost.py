@@ -32,7 +32,8 @@ import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "copy_us", "HBM_BYTES_PER_US", "LAUNCH_US"]
+__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "copy_us", "pitch_penalty_us",
+           "HBM_BYTES_PER_US", "LAUNCH_US", "TMA_PITCH"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
 HBM_BYTES_PER_US = 4.0e6
@@ -43,7 +44,7 @@ SMEM_PER_SM = 233472
 #: fewest K per slice a split is worth (below it the prologue and reduction dominate)
 MIN_SLICE_K = 64
 #: the slice counts weighed (the measured ones among them, where a rung has measured splits)
-SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 #: the host's share of a split the device timings leave out (the workspace's lookup and the
 #: longer parameter list), paid by every call
 SPLIT_HOST_US = 1.0
@@ -57,6 +58,14 @@ GRID_REDUCE_BYTES_PER_US = 4.0e6
 DISTANCE_PENALTY = 0.03
 #: registers per thread assumed for occupancy (the register-tiled rungs sit near 128)
 ASSUMED_REGISTERS = 128
+#: what a TMA rung loses per byte it reads from rows that start off a 128-byte boundary (a
+#: 128-byte box row then spans a sector more than it moves), counted over the operand's reads
+#: from L2 (once per threadblock tile across it). Measured on the H200 (pitch_bench.py): B of
+#: 4096x1000x16384 fp16 with 2000-byte rows cost 51 µs over 1.05 GB of reads (255 against 204
+#: µs with its rows padded to 2048 bytes), and 10.7 µs over 0.26 GB at K = 4096
+MISALIGNED_BYTES_PER_US = 2.0e7
+#: the row pitch TMA reads at full speed, bytes
+TMA_PITCH = 128
 
 
 @dataclass(frozen=True)
@@ -166,6 +175,21 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
             per_tile = (splits * 4 + osize) * min(bm, km) * min(bn, kn) / SM_REDUCE_BYTES_PER_US
             t += max(math.ceil(tiles(spec, m, n, result_layout) / sms) * per_tile, data / HBM_BYTES_PER_US)
     return Candidate(spec.name, splits, t, frac, (m, n, k), max(count, 1))
+
+
+def pitch_penalty_us(spec: KernelSpec, m: int, n: int, k: int, a_off: bool, b_off: bool, *, count: int = 1,
+                     result_layout: str = "row") -> float:
+    """The time a TMA rung loses to A (``a_off``) or B (``b_off``) rows that do not start on
+    ``TMA_PITCH`` boundaries: that operand's reads from L2 (the kernel's A once per tile
+    column, its B once per tile row) over ``MISALIGNED_BYTES_PER_US``. 0 for other rungs."""
+    if spec.abi != "tma" or not (a_off or b_off):
+        return 0.0
+    km, kn = kernel_mn(spec, m, n, result_layout)
+    if spec.layout != result_layout:  # the operand swap: the kernel's A is the user's B
+        a_off, b_off = b_off, a_off
+    bm, bn, _ = spec.tile
+    reads = (math.ceil(kn / bn) * km * k if a_off else 0) + (math.ceil(km / bm) * kn * k if b_off else 0)
+    return reads * spec.itemsize * max(count, 1) / MISALIGNED_BYTES_PER_US
 
 
 def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungModel | None:
@@ -296,6 +320,11 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
                 asplit = split_of(str(anchor["variant"]))[1]
                 measured_us = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
+                # the measurement ran on compact row-major operands: take out what their rows' pitch cost it
+                # (the plan adds what the actual operands' rows cost: pitch_penalty_us)
+                measured_us -= min(0.5 * measured_us, pitch_penalty_us(
+                    donor, am, an, ak, (ak * donor.itemsize) % TMA_PITCH != 0 and am > 1,
+                    (an * donor.itemsize) % TMA_PITCH != 0 and ak > 1, count=ac))
                 modelled = estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
                 scale = measured_us / modelled
                 # an estimate far from any measurement of its kind is trusted less

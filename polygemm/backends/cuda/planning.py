@@ -26,7 +26,7 @@ from typing import Callable
 from ...errors import UnsupportedProblemError
 from .variants import KernelSpec
 
-__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "INT32_MAX", "flip", "strides", "round_up"]
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "pitch_copy", "pitch_off", "INT32_MAX", "flip", "strides", "round_up"]
 
 INT32_MAX = 2**31 - 1
 
@@ -253,6 +253,24 @@ def aligned_copy(m: Mat) -> Mat | None:
         return None
     inner = m.cols if m.layout == "row" else m.rows
     return Mat(m.name + " (aligned copy)", m.rows, m.cols, m.layout, round_up(max(inner, 1), per), 0, m.itemsize)
+
+
+def pitch_copy(m: Mat, pitch: int = 128) -> Mat | None:
+    """The scratch matrix a TMA rung reads ``m`` from at full speed (same layout, each row or
+    column starting on a ``pitch``-byte boundary), or None when ``m`` is such already. A
+    copy of it is also 16-byte aligned, so it serves where :func:`aligned_copy` would."""
+    per = max(pitch // m.itemsize, 1)
+    if m.aligned(16 // m.itemsize) and not pitch_off(m, pitch):
+        return None
+    inner = m.cols if m.layout == "row" else m.rows
+    return Mat(m.name + " (aligned copy)", m.rows, m.cols, m.layout, round_up(max(inner, 1), per), 0, m.itemsize)
+
+
+def pitch_off(m: Mat, pitch: int = 128) -> bool:
+    """Whether ``m``'s rows (columns, column-major) start off ``pitch``-byte boundaries: its
+    leading dimension is not a multiple of them (a single row or column has no such rows)."""
+    lines = m.rows if m.layout == "row" else m.cols
+    return lines > 1 and (m.ld * m.itemsize) % pitch != 0
 
 
 def row_split_sets(a: Mat, m: int, bm: int) -> int:
