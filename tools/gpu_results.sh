@@ -61,7 +61,8 @@ case "$what" in
       --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_skinny_fp16.json --markdown docs/benchmarks/h200_tune_skinny_fp16.md
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --array-lib torch --batch 64 \
-      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
+      --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v2_wgmma_tma_128x128 hgemm_v2_wgmma_tma_128x64 \
+        hgemm_v2_wgmma_tma_64x256 hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
       --repeats 5 --no-progress --json docs/benchmarks/h200_tune_batched_fp16.json --markdown docs/benchmarks/h200_tune_batched_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
       --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile --shapes overhead square odd --repeats 5 --no-progress \
