@@ -1,5 +1,6 @@
-"""JAX arrays on the cpu backend: JAX in, JAX out (runs where JAX is installed; the GPU
-machine has no JAX build, see the results page)."""
+"""JAX arrays on the cpu backend: JAX in, JAX out (runs where JAX is installed). The arrays
+are placed on JAX's CPU device: where JAX has a GPU its default device is the GPU, and the
+cpu backend rightly refuses device arrays."""
 
 from __future__ import annotations
 
@@ -9,14 +10,20 @@ import pytest
 import polygemm as pg
 from polygemm.testing import reference_for
 
+jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
+
+
+def _host(x, dtype=None):
+    """``x`` as a JAX array on JAX's CPU device."""
+    return jax.device_put(jnp.asarray(x, dtype=dtype), jax.devices("cpu")[0])
 
 
 def test_jax_in_gives_jax_out_within_the_bound():
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 9)).astype(np.float32)
-    got = pg.gemm(jnp.asarray(a), jnp.asarray(b), device="cpu")
-    assert type(got) is type(jnp.asarray(a)) and got.dtype == jnp.float32
+    got = pg.gemm(_host(a), _host(b), device="cpu")
+    assert type(got) is type(_host(a)) and got.dtype == jnp.float32
     assert reference_for(a, b).compare(np.asarray(got)).ok
 
 
@@ -24,7 +31,7 @@ def test_jax_in_gives_jax_out_within_the_bound():
 def test_jax_half_precision_and_out_dtype(dtype):
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal((20, 30)).astype(np.float32), rng.standard_normal((30, 11)).astype(np.float32)
-    ja, jb = jnp.asarray(a, dtype=dtype), jnp.asarray(b, dtype=dtype)
+    ja, jb = _host(a, dtype), _host(b, dtype)
     same = pg.gemm(ja, jb, device="cpu")
     wide = pg.gemm(ja, jb, out_dtype=jnp.float32, device="cpu")
     assert same.dtype == jnp.dtype(dtype) and wide.dtype == jnp.float32

@@ -8,11 +8,12 @@
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 #   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
+#   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the shipped builds)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, tune-tiles, tune-deep, retune, hopper, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, tune-tiles, tune-deep, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -195,6 +196,10 @@ case "$what" in
       python3 -m polygemm bench --mode call --device cuda --dtype $dt --shapes $shapes --repeats 5 --no-progress \
         $([ $dt = bfloat16 ] && echo --array-lib torch) --json docs/benchmarks/h200_hopper_call_$tag.json --markdown docs/benchmarks/h200_hopper_call_$tag.md
     done
+    ;;
+  hopper-cluster)  # issue 14: the 2-CTA cluster build and the shipped persistent builds, shuffled rounds beside cuBLAS
+    python3 docs/benchmarks/epilogue_bench.py --rounds 7 --shuffle --shapes 4096x4096x4096 8192x8192x8192 8192x8192x512 \
+      --only v2_e1_g8_persistent v2_e1_g8_c2 v2_e1_g8_c2_persistent v3s6_e1_g4_persistent --json docs/benchmarks/h200_cluster.json
     ;;
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do
