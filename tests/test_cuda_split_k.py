@@ -259,6 +259,37 @@ def test_rows_off_128_byte_boundaries_on_pitch_aligned_copies(cuda):
     assert bool((db == cp.asarray(b)).all()), "B was written"
 
 
+STREAMK = [s.name for s in kernel_specs().values() if s.streamk]
+
+
+@pytest.mark.parametrize("variant", STREAMK)
+@pytest.mark.parametrize("shape", [(1000, 3000, 2000), (2048, 2560, 1000), (256, 512, 8192), (17, 4104, 200), (4096, 4096, 520)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_streamk_matches_the_reference_and_repeats_its_bits(cuda, variant, shape):
+    """Stream-K rows on products whose last waves are shared out by k-tiles: fewer tiles than
+    SMs (one run per SM, tiles split over two or three), between one and two waves, runs much
+    shorter than a tile (many blocks add into one tile), odd K. alpha/beta into C; the same
+    inputs give the same bits twice (the fixup adds the runs in block order)."""
+    cp = pytest.importorskip("cupy")
+    if cuda.runtime.cc != (9, 0):
+        pytest.skip("the TMA rungs are sm_90a")
+    m, n, k = shape
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(np.float16)
+    c = rng.standard_normal((m, n), dtype=np.float32).astype(np.float16)
+    da, db = cp.asarray(a), cp.asarray(b)
+    outs = []
+    for _ in range(2):
+        dc = cp.asarray(c)
+        pg.gemm(da, db, dc, alpha=0.5, beta=-1.0, out=dc, device="cuda", variant=variant)
+        outs.append(cp.asnumpy(dc))
+    assert pg.last_plan().variant == variant, str(pg.last_plan())
+    res = reference_for(a, b, c, 0.5, -1.0).compare(outs[0])
+    assert res.ok, f"{variant} {shape}: {res.message}"
+    assert np.array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16)), "two runs gave different bits"
+
+
 def test_a_plan_outlives_the_stream_it_ran_on(cuda):
     """A split-K call on a caller's stream that is destroyed afterwards: dropping the plan
     (cache cleared, collected in another thread) must not touch that stream (a stream-ordered

@@ -13,7 +13,7 @@
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, tune-tiles, tune-deep, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-split, tune-tiles, tune-deep, tune-streamk, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -74,6 +74,12 @@ case "$what" in
     bash "$0" tune-split
     bash "$0" tune-tiles
     bash "$0" tune-deep
+    bash "$0" tune-streamk
+    ;;
+  tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
+      --variants hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk \
+      --json docs/benchmarks/h200_tune_streamk_fp16.json --markdown docs/benchmarks/h200_tune_streamk_fp16.md
     ;;
   tune-deep)  # long K on few outputs: K in 128 or 256 slices (fp32), and the skinny rungs past K = 4096
     deep="1x1x16384 16x16x16384 64x64x16384 128x128x16384 1x1x4096 16x16x4096 64x64x4096 128x128x4096 512x512x16384"
@@ -110,7 +116,8 @@ case "$what" in
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_wide_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
-      docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json docs/benchmarks/h200_tune_skinny_long_fp16.json
+      docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json docs/benchmarks/h200_tune_skinny_long_fp16.json \
+      docs/benchmarks/h200_tune_streamk_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
@@ -186,7 +193,7 @@ case "$what" in
   hopper)  # issue 14: the wgmma rungs (each grid) at 4096^3 and 8192^3 and the no-regression shapes, fp16 and bf16,
            # interleaved and settled (kernel) beside cuBLAS, and through polygemm.gemm beside cupy.matmul / torch.matmul
     shapes="4096x4096x4096 8192x8192x8192 1000x3000x2000 8192x8192x512"
-    rungs="auto hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent"
+    rungs="auto hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent"
     for dt in float16 bfloat16; do
       tag=$([ $dt = float16 ] && echo fp16 || echo bf16)
       python3 -m polygemm bench --mode kernel --device cuda --dtype $dt --variants $rungs --shapes $shapes --repeats 5 --no-progress \

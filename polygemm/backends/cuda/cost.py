@@ -53,6 +53,9 @@ SPLIT_HOST_US = 1.0
 #: what one SM reads of the other slices' partial sums when it reduces a tile alone (L2 to
 #: SM, measured: a 128 x 128 tile's 8 slices took 15-17 µs)
 SM_REDUCE_BYTES_PER_US = 3.0e4
+#: what the block that began a stream-K tile reads the other runs' partial tiles at (one SM,
+#: from L2, whole 128-byte rows per warp), bytes per µs
+SK_SLOT_BYTES_PER_US = 1.0e5
 #: what a resident grid reduces at, all SMs reading the slices from L2 (plus one µs of waiting)
 GRID_REDUCE_BYTES_PER_US = 4.0e6
 #: how much less an estimate is trusted per unit of log-distance from the measurement it is
@@ -137,7 +140,14 @@ def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: i
     FLOPs share the SM's rate, and each round pays the fixed per-tile cost once. (A rung that
     holds four threadblocks per SM does not run four tiles in the time of one: 32 tiles of
     128 x 64 on 132 SMs take a quarter of the time 512 tiles do, not the same.)"""
-    bm, bn, _ = spec.tile
+    bm, bn, bk = spec.tile
+    if spec.streamk:  # whole tiles for all but the last one or two waves, whose k-tiles are shared out
+        t = tiles(spec, m, n, result_layout) * max(count, 1)
+        kt = max(math.ceil(k / bk), 1)
+        dp = t if t % sms == 0 else max(t // sms - 1, 0) * sms
+        run = math.ceil((t - dp) * kt / sms)
+        pieces = math.ceil(run / kt) + 1 if run else 0  # a run touches at most this many tiles
+        return 2.0 * bm * bn * bk * ((dp // sms) * kt + run), float(dp // sms + pieces), t / sms
     ks = k // max(splits, 1)
     units = tiles(spec, m, n, result_layout) * max(splits, 1) * max(count, 1)
     bps = blocks_per_sm(spec)
@@ -170,6 +180,13 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     else:
         compute = flops_sm / model.flops_per_sm_us + rounds * model.tile_us
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
+    if spec.streamk:  # the block that began a shared tile reads the other runs' partial tiles
+        n_tiles = tiles(spec, m, n, result_layout) * max(count, 1)
+        kt = max(math.ceil(k / spec.tile[2]), 1)
+        dp = n_tiles if n_tiles % sms == 0 else max(n_tiles // sms - 1, 0) * sms
+        run = math.ceil((n_tiles - dp) * kt / sms)
+        if run and run % kt:  # runs that do not fall on tile boundaries: tiles are shared
+            t += math.ceil(kt / run) * spec.tile[0] * spec.tile[1] * 4 / SK_SLOT_BYTES_PER_US
     if splits:
         data = (splits * 4 + osize) * m * n
         if spec.abi == "tma" or frac <= 1.0:  # the grid is resident: every block reduces bands
@@ -267,6 +284,18 @@ def models_for(specs: Sequence[KernelSpec], records: Sequence[dict], sms: int) -
     return _models(tuple(specs), frozen, sms)
 
 
+def _vendor_medians(records: Sequence[dict]) -> dict[tuple[int, int, int, int], float]:
+    """The vendor's median TFLOP/s at each measured shape (m, n, k, batch) over every record:
+    each record timed the vendor beside the rung, so its vendor figure says how fast that run's
+    GPU was (the H200's clocks under its power cap differ by up to 15% between runs)."""
+    by: dict[tuple[int, int, int, int], list[float]] = {}
+    for r in records:
+        v = float(r.get("vendor_tflops") or 0)
+        if v > 0:
+            by.setdefault((int(r["m"]), int(r["n"]), int(r["k"]), int(r.get("batch") or 1)), []).append(v)
+    return {key: float(np.median(vs)) for key, vs in by.items()}
+
+
 def _distance(m: int, n: int, k: int, count: int, r: dict) -> float:
     """How far a measurement's shape is from the product's (log scale; batch counts too)."""
     d = sum(abs(math.log(max(x, 1)) - math.log(max(int(r[key]), 1))) for x, key in ((m, "m"), (n, "n"), (k, "k")))
@@ -302,6 +331,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
     model carries what changed (waves, K-slices, bandwidth). Rungs with no measurement of their
     own (a tile variant of a measured source) use the model alone."""
     models = models_for(specs, records, sms)
+    vendor = _vendor_medians(records)
     out = []
     for spec in specs:
         model = models.get(spec.name)
@@ -325,6 +355,13 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
                 asplit = split_of(str(anchor["variant"]))[1]
                 measured_us = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
+                # in a run where the vendor beside it ran faster than its median at this shape
+                # (the H200's clocks differ by run), the rung did too: count it at the median's
+                # pace. Not the other way: a vendor slower than its median beside a rung is
+                # often that rung's doing (the two share the power cap), not a slow run
+                ref, beside = vendor.get((am, an, ak, ac)), float(anchor.get("vendor_tflops") or 0)
+                if ref and beside > ref:
+                    measured_us *= beside / ref
                 # the measurement ran on compact row-major operands: take out what their rows' pitch cost it
                 # (the plan adds what the actual operands' rows cost: pitch_penalty_us)
                 measured_us -= min(0.5 * measured_us, pitch_penalty_us(

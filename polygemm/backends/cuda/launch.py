@@ -52,7 +52,9 @@ __all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "
 @dataclass(frozen=True)
 class SplitGeometry:
     """A split-K plan's workspace and reduction, worked out once per plan (PG_SPLIT in
-    common.cuh): the slices' fp32 partial sums, then two counters per threadblock tile."""
+    common.cuh): the slices' fp32 partial sums, then two counters per threadblock tile. A
+    stream-K plan's (PG_STREAMK) has the same shape: a partial-tile slot per block, then one
+    flag per block (the counters)."""
 
     nbytes: int  # the whole workspace
     counters_at: int  # byte offset of the tile counters (a multiple of 16)
@@ -81,6 +83,8 @@ _TMA_ARGS = ("128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # tmapA tmapB M
 #: PG_SPLIT (common.cuh): tile counters, D, D's row and column strides, alpha, beta, D 16-bit?,
 #: every threadblock resident at once?
 _SPLIT_ARGS = ("Q", "Q", "q", "q", "f", "f", "i", "i")
+#: PG_STREAMK (common.cuh): the blocks' partial-tile slots, their flags
+_STREAMK_ARGS = ("Q", "Q")
 _TMA_MAPS_KEPT = 8  # tensor maps kept per launch, keyed on (A, B) pointers (benchmarks rotate inputs)
 
 
@@ -119,9 +123,12 @@ class PreparedLaunch:
             k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
             args = _TMA_ARGS + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
-            self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else ())).pack
+            streamk = self.spec.streamk and not self.lp.splits
+            self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ())).pack
             if self.lp.splits:
                 self._split = self._split_geometry(k)
+            elif streamk:
+                self._split = self._streamk_geometry()
             self._kernel = k
         return k
 
@@ -162,9 +169,18 @@ class PreparedLaunch:
                 self.kernel()
             return (ka, kb, c, alpha, beta)
         self.kernel()
-        if lp.splits:
+        if self._split is not None:  # split-K, or stream-K: a workspace with zeroed counters
             return self._prepare_split(ka, kb, c, alpha, beta, stream)
         return self._pack_main(ka, kb, c, alpha, beta)
+
+    def _streamk_geometry(self) -> SplitGeometry:
+        """This plan's stream-K workspace (PG_STREAMK in common.cuh): one partial-tile slot of
+        fp32 per block of the grid, then one flag per block."""
+        assert self.spec is not None
+        bm, bn, _ = self.spec.tile
+        blocks = self.lp.grid[0] * self.lp.grid[1] * self.lp.grid[2]
+        flags_at = blocks * bm * bn * 4
+        return SplitGeometry(flags_at + 4 * blocks, flags_at, blocks, (0, 0), 0, 1)
 
     def _split_geometry(self, k: Kernel) -> SplitGeometry:
         """This plan's split workspace, and whether the whole grid is resident at once (the
@@ -218,8 +234,10 @@ class PreparedLaunch:
                     self.rt.release(ws, stream)
                     ws = kept
         try:
-            # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
-            main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
+            if self.lp.splits:  # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
+                main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
+            else:  # stream-K: C as the call gives it, the slots and their flags after
+                main = self._pack_main(ka, kb, c, alpha, beta, (ws, ws + g.counters_at))
         except BaseException:
             if owned:
                 self.rt.release(ws, stream)
@@ -238,7 +256,7 @@ class PreparedLaunch:
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
                 sa, sb, sc = lp.batch_strides
                 return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
-            return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld)
+            return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, *split)
         if lp.batch_count:
             return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides, *split)
         return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)

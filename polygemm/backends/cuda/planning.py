@@ -436,5 +436,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
         # threadblock per SM, each producer prefetching its next tile while its consumers store
         lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)
+        if spec.streamk:  # every SM takes a share of the last waves' k-tiles, however few the tiles
+            lp.grid = (max(sms, 1), 1, 1)
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

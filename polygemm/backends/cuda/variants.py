@@ -59,6 +59,9 @@ class KernelSpec:
     #: a TMA rung run on a persistent grid (one threadblock per SM walking the tiles; the
     #: producer loads a threadblock's next tile while its consumers store the last one)
     persistent: bool = False
+    #: a persistent TMA row whose last one or two waves share their k-tiles out evenly over the
+    #: grid (PG_STREAMK=1: stream-K; partial tiles through a workspace, fixed up in block order)
+    streamk: bool = False
     #: every input dtype the rung computes, ``dtype`` first (() means just ``dtype``): a 16-bit
     #: rung that lists "bfloat16" has PG_BF16=1 builds (one source, the element type a macro)
     dtypes: tuple[str, ...] = ()
@@ -180,6 +183,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         defines=tuple(sorted((str(k), int(v)) for k, v in (row.get("defines") or {}).items())),
         max_m=int(row.get("max_m", 0) or 0),
         persistent=bool(row.get("persistent", False)),
+        streamk=bool(row.get("streamk", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
     )
 

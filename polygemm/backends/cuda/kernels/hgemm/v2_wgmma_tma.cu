@@ -159,6 +159,8 @@ static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
 static_assert(HG2_CLUSTER == 1 || kBN % 128 == 0, "cluster: B tile splits into two halves");
 static_assert(!PG_BATCH || HG2_CLUSTER == 1, "PG_BATCH: the multicast loads are 2-D");
 static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
+static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && HG2_CLUSTER == 1),
+              "PG_STREAMK: one product, cooperative consumers, no cluster");
 static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
 static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
@@ -619,6 +621,38 @@ __device__ __forceinline__ void release_stage(uint32_t bar, int tid) {
     }
 }
 
+// The work of one CTA, item by item: its whole units (first + i * stride), then (PG_STREAMK)
+// its run [sk_begin, sk_end) of the stream-K region's k-tiles (the units from sk_unit0 on,
+// KT k-tiles each, in unit order), one item per unit the run touches. Item i is k-tiles
+// [kb, ke) of unit `unit`. Producer and consumers walk the same items.
+struct Work {
+    int first, stride, count;
+    int KT;
+#if PG_STREAMK
+    int sk_unit0;
+    long long sk_begin, sk_end, sk_run;  // sk_run: k-tiles per CTA (the last run may be shorter)
+#endif
+    __device__ __forceinline__ bool item(int i, int& unit, int& kb, int& ke) const {
+        if (i < count) {
+            unit = first + i * stride;
+            kb = 0;
+            ke = KT;
+            return true;
+        }
+#if PG_STREAMK
+        const long long t = sk_begin / KT + (i - count);
+        const long long a = max(sk_begin, t * KT), e = min(sk_end, (t + 1) * KT);
+        if (a >= e) return false;
+        unit = sk_unit0 + static_cast<int>(t);
+        kb = static_cast<int>(a - t * KT);
+        ke = static_cast<int>(e - t * KT);
+        return true;
+#else
+        return false;
+#endif
+    }
+};
+
 }  // namespace hgemm_v2
 
 extern "C" __global__ void
@@ -628,7 +662,7 @@ __cluster_dims__(2, 1, 1)
 __launch_bounds__(hgemm_v2::kThreads, 1)
 HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                    const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
-                   float beta, void* C, int ldc HG2_BATCH_PARAMS PG_SPLIT_PARAMS)
+                   float beta, void* C, int ldc HG2_BATCH_PARAMS PG_SPLIT_PARAMS PG_STREAMK_PARAMS)
 {
     using namespace hgemm_v2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -657,6 +691,26 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
     const int bid = blockIdx.x + blockIdx.y * gridDim.x;
     const int first_unit = bid / kCluster;
     const int unit_stride = nblocks / kCluster;
+    Work work;
+    work.KT = KT;
+#if PG_STREAMK
+    {
+        // whole units for all but the last one or two waves, whose k-tiles are shared out
+        const int dp = num_units % nblocks == 0 ? num_units : max(num_units / nblocks - 1, 0) * nblocks;
+        const long long region = static_cast<long long>(num_units - dp) * KT;
+        work.first = bid;
+        work.stride = nblocks;
+        work.count = dp > bid ? (dp - bid + nblocks - 1) / nblocks : 0;
+        work.sk_unit0 = dp;
+        work.sk_run = (region + nblocks - 1) / nblocks;
+        work.sk_begin = min(static_cast<long long>(bid) * work.sk_run, region);
+        work.sk_end = min(work.sk_begin + work.sk_run, region);
+    }
+#else
+    work.first = first_unit;
+    work.stride = unit_stride;
+    work.count = first_unit < num_units ? (num_units - first_unit + unit_stride - 1) / unit_stride : 0;
+#endif
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; ++s) {
@@ -681,7 +735,9 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         if (tid == 0) {
             int s = 0;
             uint32_t ph = 0;
-            for (int u = first_unit; u < num_units; u += unit_stride) {
+            for (int i = 0;; ++i) {
+                int u, kb, ke;
+                if (!work.item(i, u, kb, ke)) break;
                 int um, un;
 #if PG_BATCH
                 const int z = u / per_matrix;
@@ -692,7 +748,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #endif
                 const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
                 const int n0 = un * kBN;
-                for (int kt = 0; kt < KT; ++kt) {
+                for (int kt = kb; kt < ke; ++kt) {
                     const uint32_t fb = full_bar + 8 * s;
                     mbar_wait(empty_bar + 8 * s, ph ^ 1);  // fresh barrier: passes at once
                     mbar_arrive_expect_tx(fb, kStageBytes);
@@ -761,9 +817,12 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         const int my_step = kPingpong ? 2 : 1;
         uint32_t turn_ph = 0;
         float acc[kMW][kAcc];
+#if PG_STREAMK
+        long long ring = 0;  // ring iteration of the next item's first k-tile
+#endif
         for (int j = my_first;; j += my_step) {
-            const int u = first_unit + j * unit_stride;
-            if (u >= num_units) break;
+            int u, kb, ke;
+            if (!work.item(j, u, kb, ke)) break;
             int um, un;
 #if PG_BATCH
             const int z = u / per_matrix;
@@ -775,9 +834,14 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #endif
             const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
             const int n0 = un * kBN;
-            const int it0 = j * KT;  // ring iteration of this tile's first k-tile
-            int s = it0 % kStages;
-            uint32_t ph = (it0 / kStages) & 1;
+#if PG_STREAMK
+            const long long it0 = ring;  // ring iteration of this item's first k-tile
+            ring += ke - kb;
+#else
+            const int it0 = j * KT;  // ring iteration of this tile's first k-tile (every item is whole)
+#endif
+            int s = static_cast<int>(it0 % kStages);
+            uint32_t ph = static_cast<uint32_t>(it0 / kStages) & 1;
             if (kPingpong && j > 0) {
                 // Wait for the partner to have passed all of its (earlier) tile's full-barrier
                 // waits: keeps every waiter within one phase of each barrier, and alternates
@@ -791,7 +855,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #pragma unroll
                 for (int i = 0; i < kAcc; ++i) acc[h][i] = 0.f;
             int prev = -1;
-            for (int kt = 0; kt < KT; ++kt) {
+            for (int kt = kb; kt < ke; ++kt) {
                 mbar_wait(full_bar + 8 * s, ph);
                 __syncwarp();  // wgmma is .sync.aligned: the warp must be converged
                 const uint64_t so = static_cast<uint64_t>((s * kStageBytes) >> 4);
@@ -818,6 +882,33 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             if (kPingpong && lane == 0) mbar_arrive(turn_bar + 8 * (1 - cw));  // partner's turn
             wgmma_wait<0>();
             if (prev >= 0) release_stage(empty_bar + 8 * prev, tid);
+#if PG_STREAMK
+            {
+                // slot layout: [consumer][accumulator][thread], so each warp moves 128-byte rows
+                const int rank_c = static_cast<int>(threadIdx.x) - 128;
+                constexpr long long kSlot = static_cast<long long>(kConsumers) * kAcc * 128;
+                if (kb > 0) {  // a later part of a tile another block finishes: out to this block's slot
+                    float* slot = pg_sk_ws + bid * kSlot + cw * kAcc * 128 + tid;
+#pragma unroll
+                    for (int i = 0; i < kAcc; ++i) slot[i * 128] = acc[0][i];
+                    pg_sk_signal(4, 128 * kConsumers, rank_c, pg_sk_flag + bid);
+                    continue;
+                }
+                if (ke < KT) {  // this block began the tile: add the runs of the blocks after it, in order
+                    const long long tile_end = static_cast<long long>(u - work.sk_unit0 + 1) * KT;
+                    int c = bid + 1;
+                    for (; c < nblocks && static_cast<long long>(c) * work.sk_run < tile_end; ++c) {
+                        pg_sk_wait(4, 128 * kConsumers, rank_c, pg_sk_flag + c);
+                        const float* slot = pg_sk_ws + c * kSlot + cw * kAcc * 128 + tid;
+#pragma unroll
+                        for (int i = 0; i < kAcc; ++i) acc[0][i] += slot[i * 128];
+                    }
+                    pg_bar_sync(4, 128 * kConsumers);  // every slot read: the flags go back down
+                    if (rank_c == 0)
+                        for (int f = bid + 1; f < c; ++f) pg_sk_flag[f] = 0u;
+                }
+            }
+#endif
 
 #if HG2_EPILOGUE == 1
             // Epilogue staged through this warp's shared buffer (coalesced 16-byte stores).
