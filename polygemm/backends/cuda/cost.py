@@ -132,6 +132,16 @@ def tiles(spec: KernelSpec, m: int, n: int, result_layout: str) -> int:
     return math.ceil(km / bm) * math.ceil(kn / bn)
 
 
+def streamk_runs(spec: KernelSpec, m: int, n: int, k: int, count: int, sms: int, result_layout: str) -> tuple[int, int, int, int]:
+    """A stream-K row's schedule (PG_STREAMK in common.cuh): (tiles, k-tiles per tile, tiles
+    run whole, k-tiles of each SM's run of the rest). Whole tiles for all but the last one or
+    two waves; those waves' k-tiles are cut into one equal run per SM."""
+    t = tiles(spec, m, n, result_layout) * max(count, 1)
+    kt = max(math.ceil(k / spec.tile[2]), 1)
+    dp = t if t % sms == 0 else max(t // sms - 1, 0) * sms
+    return t, kt, dp, math.ceil((t - dp) * kt / sms)
+
+
 def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int, sms: int,
                  result_layout: str) -> tuple[float, float, float]:
     """(FLOPs the busiest SM computes, its rounds of resident threadblocks, fractional waves).
@@ -142,10 +152,7 @@ def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: i
     128 x 64 on 132 SMs take a quarter of the time 512 tiles do, not the same.)"""
     bm, bn, bk = spec.tile
     if spec.streamk:  # whole tiles for all but the last one or two waves, whose k-tiles are shared out
-        t = tiles(spec, m, n, result_layout) * max(count, 1)
-        kt = max(math.ceil(k / bk), 1)
-        dp = t if t % sms == 0 else max(t // sms - 1, 0) * sms
-        run = math.ceil((t - dp) * kt / sms)
+        t, kt, dp, run = streamk_runs(spec, m, n, k, count, sms, result_layout)
         pieces = math.ceil(run / kt) + 1 if run else 0  # a run touches at most this many tiles
         return 2.0 * bm * bn * bk * ((dp // sms) * kt + run), float(dp // sms + pieces), t / sms
     ks = k // max(splits, 1)
@@ -181,10 +188,7 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
         compute = flops_sm / model.flops_per_sm_us + rounds * model.tile_us
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
     if spec.streamk:  # the block that began a shared tile reads the other runs' partial tiles
-        n_tiles = tiles(spec, m, n, result_layout) * max(count, 1)
-        kt = max(math.ceil(k / spec.tile[2]), 1)
-        dp = n_tiles if n_tiles % sms == 0 else max(n_tiles // sms - 1, 0) * sms
-        run = math.ceil((n_tiles - dp) * kt / sms)
+        _, kt, _, run = streamk_runs(spec, m, n, k, count, sms, result_layout)
         if run and run % kt:  # runs that do not fall on tile boundaries: tiles are shared
             t += math.ceil(kt / run) * spec.tile[0] * spec.tile[1] * 4 / SK_SLOT_BYTES_PER_US
     if splits:
