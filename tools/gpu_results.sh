@@ -3,6 +3,7 @@
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
 #   tools/gpu_results.sh targets  -> docs/benchmarks/h200_targets_*.{json,md} (issue 13's shapes through auto)
 #   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,persistent_,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
+#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/h200_tune_skinny{,_long}_fp32.* (the fp32 skinny rungs, v1 and v2)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
@@ -13,7 +14,7 @@
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree; copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-split, tune-tiles, tune-deep, tune-streamk, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
@@ -68,13 +69,22 @@ case "$what" in
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
       --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile --shapes overhead square odd --repeats 5 --no-progress \
       --json docs/benchmarks/h200_tune_fp32.json --markdown docs/benchmarks/h200_tune_fp32.md
-    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
-      --variants skinny_v1_fp32_row skinny_v1_fp32_col cm_v13_cp_async_narrow_tile --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
-      --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
+    bash "$0" tune-skinny
     bash "$0" tune-split
     bash "$0" tune-tiles
     bash "$0" tune-deep
     bash "$0" tune-streamk
+    ;;
+  tune-skinny)  # the fp32 skinny rungs (v1, v2) on the skinny preset, the sweep's thin shapes (a side <= 32) and long K
+    thin="1x1x512 16x16x512 1x8192x512 16x8192x512 8192x1x512 8192x16x512 1x1x4096 16x16x4096 1x4096x16384 16x4096x16384 4096x1x16384 4096x16x16384"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
+      --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col cm_v13_cp_async_narrow_tile \
+      --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 $thin --repeats 5 --no-progress \
+      --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
+    long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096 32x4096x16384 4096x32x4096"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $long --repeats 3 --no-progress \
+      --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col \
+      --json docs/benchmarks/h200_tune_skinny_long_fp32.json --markdown docs/benchmarks/h200_tune_skinny_long_fp32.md
     ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
@@ -88,11 +98,10 @@ case "$what" in
         cm_v14_cp_async_short_tile:split_k=128 cm_v14_cp_async_short_tile:split_k=256 \
       --json docs/benchmarks/h200_tune_deep_fp32.json --markdown docs/benchmarks/h200_tune_deep_fp32.md
     long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096"
-    for dt in 16 32; do
-      python3 -m polygemm bench --mode kernel --device cuda --dtype float$dt --shapes $long --repeats 3 --no-progress \
-        --variants skinny_v1_fp${dt}_row skinny_v1_fp${dt}_col \
-        --json docs/benchmarks/h200_tune_skinny_long_fp$dt.json --markdown docs/benchmarks/h200_tune_skinny_long_fp$dt.md
-    done
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $long --repeats 3 --no-progress \
+      --variants skinny_v1_fp16_row skinny_v1_fp16_col \
+      --json docs/benchmarks/h200_tune_skinny_long_fp16.json --markdown docs/benchmarks/h200_tune_skinny_long_fp16.md
+    # (the fp32 skinny rungs' long-K measurements are tune-skinny's)
     ;;
   tune-tiles)  # the short-side tiles (a 64-row or 64-column threadblock tile) unsplit on the sweep, and split where a
                # result is thin or the tiles few
