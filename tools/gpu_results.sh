@@ -3,7 +3,7 @@
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
 #   tools/gpu_results.sh targets  -> docs/benchmarks/h200_targets_*.{json,md} (issue 13's shapes through auto)
 #   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,persistent_,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
-#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/h200_tune_skinny{,_long}_fp32.* (the fp32 skinny rungs, v1 and v2)
+#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/{h200,h100}_tune_skinny{,_long}_fp32.* (the fp32 skinny rungs, v1 and v2)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
@@ -12,10 +12,15 @@
 #   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the shipped builds)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
-# Each writes into the working tree; copy the files out afterwards.
+# Each writes into the working tree (files named for the GPU: h200_... on an H200, h100_... on an H100);
+# copy the files out afterwards.
 set -uo pipefail
 what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
+# results are named by the GPU they ran on (h200_..., h100_...): the device tool may lend an H100
+# for an H200; retune reads the H200 files and paces other GPUs' records to the H200's vendor
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h100|h200' | tr 'A-Z' 'a-z')
+gpu=${gpu:-h200}
 musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   if [ ! -f build/musa-cuda/libpolygemm_musa.so ]; then
     cmake -S . -B build/musa-cuda -DPOLYGEMM_MUSA_FLAVOR=cuda >/dev/null && cmake --build build/musa-cuda -j 16 >/dev/null || return 1
@@ -26,19 +31,19 @@ case "$what" in
   call)
     for dt in 16 32; do
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes overhead square odd --repeats 5 \
-        --json docs/benchmarks/h200_call_fp$dt.json --markdown docs/benchmarks/h200_call_fp$dt.md
+        --json docs/benchmarks/${gpu}_call_fp$dt.json --markdown docs/benchmarks/${gpu}_call_fp$dt.md
     done
     python3 -m polygemm bench --mode call --inputs numpy --device cuda --dtype float32 --shapes overhead 4096x4096x4096 --repeats 5 \
-      --json docs/benchmarks/h200_call_numpy.json --markdown docs/benchmarks/h200_call_numpy.md
+      --json docs/benchmarks/${gpu}_call_numpy.json --markdown docs/benchmarks/${gpu}_call_numpy.md
     # the raw kernels auto picks, in the same session (the results page sets them beside the call)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants hgemm_v3_wgmma_pingpong hgemm_v2_wgmma_tma hgemm_v1_mma_ldmatrix \
-      --shapes overhead square odd --repeats 5 --json docs/benchmarks/h200_kernel_fp16.json --markdown docs/benchmarks/h200_kernel_fp16.md
+      --shapes overhead square odd --repeats 5 --json docs/benchmarks/${gpu}_kernel_fp16.json --markdown docs/benchmarks/${gpu}_kernel_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
-      --shapes overhead square odd --repeats 5 --json docs/benchmarks/h200_kernel_fp32.json --markdown docs/benchmarks/h200_kernel_fp32.md
+      --shapes overhead square odd --repeats 5 --json docs/benchmarks/${gpu}_kernel_fp32.json --markdown docs/benchmarks/${gpu}_kernel_fp32.md
     # strided batches per call beside torch.matmul on 3-D tensors (cublasGemmStridedBatchedEx)
     for dt in 16 32; do
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --array-lib torch --batch 64 --shapes 512x512x512 128x128x128 \
-        --repeats 5 --json docs/benchmarks/h200_batched_fp$dt.json --markdown docs/benchmarks/h200_batched_fp$dt.md
+        --repeats 5 --json docs/benchmarks/${gpu}_batched_fp$dt.json --markdown docs/benchmarks/${gpu}_batched_fp$dt.md
     done
     ;;
   tune)  # the measurements auto's cost model is fitted to and anchored on; then:
@@ -47,79 +52,80 @@ case "$what" in
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong \
       --shapes overhead square odd --repeats 5 --no-progress \
-      --json docs/benchmarks/h200_tune_fp16.json --markdown docs/benchmarks/h200_tune_fp16.md
+      --json docs/benchmarks/${gpu}_tune_fp16.json --markdown docs/benchmarks/${gpu}_tune_fp16.md
     # every unsplit rung on the sweep's shapes (auto's model anchors on the nearest measurement)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep --repeats 5 --no-progress \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v2_wgmma_tma_128x128 hgemm_v3_wgmma_pingpong \
-      --json docs/benchmarks/h200_tune_wide_fp16.json --markdown docs/benchmarks/h200_tune_wide_fp16.md
+      --json docs/benchmarks/${gpu}_tune_wide_fp16.json --markdown docs/benchmarks/${gpu}_tune_wide_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes sweep --repeats 5 --no-progress \
       --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
-      --json docs/benchmarks/h200_tune_wide_fp32.json --markdown docs/benchmarks/h200_tune_wide_fp32.md
+      --json docs/benchmarks/${gpu}_tune_wide_fp32.json --markdown docs/benchmarks/${gpu}_tune_wide_fp32.md
     # the wgmma rungs on a persistent grid, on the shapes above and the sweep's
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent --shapes overhead square odd sweep --repeats 5 --no-progress \
-      --json docs/benchmarks/h200_tune_persistent_fp16.json --markdown docs/benchmarks/h200_tune_persistent_fp16.md
+      --json docs/benchmarks/${gpu}_tune_persistent_fp16.json --markdown docs/benchmarks/${gpu}_tune_persistent_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
-      --json docs/benchmarks/h200_tune_skinny_fp16.json --markdown docs/benchmarks/h200_tune_skinny_fp16.md
+      --json docs/benchmarks/${gpu}_tune_skinny_fp16.json --markdown docs/benchmarks/${gpu}_tune_skinny_fp16.md
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --array-lib torch --batch 64 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v2_wgmma_tma_128x128 hgemm_v2_wgmma_tma_128x64 \
         hgemm_v2_wgmma_tma_64x256 hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
-      --repeats 5 --no-progress --json docs/benchmarks/h200_tune_batched_fp16.json --markdown docs/benchmarks/h200_tune_batched_fp16.md
+      --repeats 5 --no-progress --json docs/benchmarks/${gpu}_tune_batched_fp16.json --markdown docs/benchmarks/${gpu}_tune_batched_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
       --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile --shapes overhead square odd --repeats 5 --no-progress \
-      --json docs/benchmarks/h200_tune_fp32.json --markdown docs/benchmarks/h200_tune_fp32.md
+      --json docs/benchmarks/${gpu}_tune_fp32.json --markdown docs/benchmarks/${gpu}_tune_fp32.md
     bash "$0" tune-skinny
     bash "$0" tune-split
     bash "$0" tune-tiles
     bash "$0" tune-deep
     bash "$0" tune-streamk
     ;;
-  tune-skinny)  # the fp32 skinny rungs (v1, v2) on the skinny preset, the sweep's thin shapes (a side <= 32) and long K
+  tune-skinny)  # the fp32 skinny rungs (v1, v2) on the skinny preset, the sweep's thin shapes (a side <= 32) and long K,
+                # (on an H100 into h100_ files: retune paces their records to the H200 vendor)
     thin="1x1x512 16x16x512 1x8192x512 16x8192x512 8192x1x512 8192x16x512 1x1x4096 16x16x4096 1x4096x16384 16x4096x16384 4096x1x16384 4096x16x16384"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
       --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col cm_v13_cp_async_narrow_tile \
       --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 $thin --repeats 5 --no-progress \
-      --json docs/benchmarks/h200_tune_skinny_fp32.json --markdown docs/benchmarks/h200_tune_skinny_fp32.md
+      --json docs/benchmarks/${gpu}_tune_skinny_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_fp32.md
     long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096 32x4096x16384 4096x32x4096"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $long --repeats 3 --no-progress \
       --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col \
-      --json docs/benchmarks/h200_tune_skinny_long_fp32.json --markdown docs/benchmarks/h200_tune_skinny_long_fp32.md
+      --json docs/benchmarks/${gpu}_tune_skinny_long_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp32.md
     ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
       --variants hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk \
-      --json docs/benchmarks/h200_tune_streamk_fp16.json --markdown docs/benchmarks/h200_tune_streamk_fp16.md
+      --json docs/benchmarks/${gpu}_tune_streamk_fp16.json --markdown docs/benchmarks/${gpu}_tune_streamk_fp16.md
     ;;
   tune-deep)  # long K on few outputs: K in 128 or 256 slices (fp32), and the skinny rungs past K = 4096
     deep="1x1x16384 16x16x16384 64x64x16384 128x128x16384 1x1x4096 16x16x4096 64x64x4096 128x128x4096 512x512x16384"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $deep --repeats 3 --no-progress \
       --variants cm_v13_cp_async_narrow_tile:split_k=64 cm_v13_cp_async_narrow_tile:split_k=128 cm_v13_cp_async_narrow_tile:split_k=256 \
         cm_v14_cp_async_short_tile:split_k=128 cm_v14_cp_async_short_tile:split_k=256 \
-      --json docs/benchmarks/h200_tune_deep_fp32.json --markdown docs/benchmarks/h200_tune_deep_fp32.md
+      --json docs/benchmarks/${gpu}_tune_deep_fp32.json --markdown docs/benchmarks/${gpu}_tune_deep_fp32.md
     long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $long --repeats 3 --no-progress \
       --variants skinny_v1_fp16_row skinny_v1_fp16_col \
-      --json docs/benchmarks/h200_tune_skinny_long_fp16.json --markdown docs/benchmarks/h200_tune_skinny_long_fp16.md
+      --json docs/benchmarks/${gpu}_tune_skinny_long_fp16.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp16.md
     # (the fp32 skinny rungs' long-K measurements are tune-skinny's)
     ;;
   tune-tiles)  # the short-side tiles (a 64-row or 64-column threadblock tile) unsplit on the sweep, and split where a
                # result is thin or the tiles few
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep --repeats 3 --no-progress \
       --variants hgemm_v2_wgmma_tma_128x64 hgemm_v2_wgmma_tma_64x256 \
-      --json docs/benchmarks/h200_tune_tiles_fp16.json --markdown docs/benchmarks/h200_tune_tiles_fp16.md
+      --json docs/benchmarks/${gpu}_tune_tiles_fp16.json --markdown docs/benchmarks/${gpu}_tune_tiles_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes sweep --repeats 3 --no-progress \
       --variants cm_v14_cp_async_short_tile \
-      --json docs/benchmarks/h200_tune_tiles_fp32.json --markdown docs/benchmarks/h200_tune_tiles_fp32.md
+      --json docs/benchmarks/${gpu}_tune_tiles_fp32.json --markdown docs/benchmarks/${gpu}_tune_tiles_fp32.md
     thin="16x4096x4096 4096x16x4096 64x4096x4096 4096x64x4096 128x4096x4096 4096x128x4096 64x4096x16384 4096x64x16384 1000x1000x4096 1000x1000x16384 512x512x16384 64x64x4096 1x8192x8192 8192x1x8192 1x4096x4096 4096x1x4096 1x4096x16384 4096x1x16384 16x4096x16384 4096x16x16384 128x4096x16384 4096x128x16384 8192x64x512 64x8192x512"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $thin --repeats 3 --no-progress \
       --variants hgemm_v2_wgmma_tma_128x64:split_k=2 hgemm_v2_wgmma_tma_128x64:split_k=4 hgemm_v2_wgmma_tma_128x64:split_k=8 \
         hgemm_v2_wgmma_tma_64x256:split_k=2 hgemm_v2_wgmma_tma_64x256:split_k=4 hgemm_v2_wgmma_tma_64x256:split_k=8 hgemm_v2_wgmma_tma_64x256:split_k=16 \
-      --json docs/benchmarks/h200_tune_tiles_split_fp16.json --markdown docs/benchmarks/h200_tune_tiles_split_fp16.md
+      --json docs/benchmarks/${gpu}_tune_tiles_split_fp16.json --markdown docs/benchmarks/${gpu}_tune_tiles_split_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $thin --repeats 3 --no-progress \
       --variants cm_v14_cp_async_short_tile:split_k=2 cm_v14_cp_async_short_tile:split_k=4 cm_v14_cp_async_short_tile:split_k=8 \
         cm_v14_cp_async_short_tile:split_k=16 cm_v14_cp_async_short_tile:split_k=32 \
-      --json docs/benchmarks/h200_tune_tiles_split_fp32.json --markdown docs/benchmarks/h200_tune_tiles_split_fp32.md
+      --json docs/benchmarks/${gpu}_tune_tiles_split_fp32.json --markdown docs/benchmarks/${gpu}_tune_tiles_split_fp32.md
     ;;
   retune)  # the tuning tables from the committed measurements (no GPU needed); the sweep's and the targets'
           # kernel-mode records measure auto's own choices, so a choice that measured slow anchors on that
@@ -131,22 +137,23 @@ case "$what" in
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
-      docs/benchmarks/h200_tune_skinny_long_fp32.json docs/benchmarks/h200_targets_kernel_fp32.json
+      docs/benchmarks/h200_tune_skinny_long_fp32.json docs/benchmarks/h200_targets_kernel_fp32.json \
+      docs/benchmarks/h100_tune_skinny_fp32.json docs/benchmarks/h100_tune_skinny_long_fp32.json
     ;;
   targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
     shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093"
     for dt in 16 32; do
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes $shapes --repeats 5 --no-progress \
-        --json docs/benchmarks/h200_targets_call_fp$dt.json --markdown docs/benchmarks/h200_targets_call_fp$dt.md
+        --json docs/benchmarks/${gpu}_targets_call_fp$dt.json --markdown docs/benchmarks/${gpu}_targets_call_fp$dt.md
       python3 -m polygemm bench --mode kernel --device cuda --dtype float$dt --variants auto --shapes $shapes --repeats 5 --no-progress \
-        --json docs/benchmarks/h200_targets_kernel_fp$dt.json --markdown docs/benchmarks/h200_targets_kernel_fp$dt.md
+        --json docs/benchmarks/${gpu}_targets_kernel_fp$dt.json --markdown docs/benchmarks/${gpu}_targets_kernel_fp$dt.md
     done
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants auto --shapes 4095x4097x4093 --repeats 5 --settle 1 \
-      --no-progress --json docs/benchmarks/h200_targets_settled_fp16.json --markdown docs/benchmarks/h200_targets_settled_fp16.md
+      --no-progress --json docs/benchmarks/${gpu}_targets_settled_fp16.json --markdown docs/benchmarks/${gpu}_targets_settled_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants auto --shapes 70000x128x32768 --repeats 3 --no-progress \
-      --json docs/benchmarks/h200_targets_big_fp16.json --markdown docs/benchmarks/h200_targets_big_fp16.md
+      --json docs/benchmarks/${gpu}_targets_big_fp16.json --markdown docs/benchmarks/${gpu}_targets_big_fp16.md
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --shapes 70000x128x32768 --repeats 3 --no-progress \
-      --json docs/benchmarks/h200_targets_big_call_fp16.json --markdown docs/benchmarks/h200_targets_big_call_fp16.md
+      --json docs/benchmarks/${gpu}_targets_big_call_fp16.json --markdown docs/benchmarks/${gpu}_targets_big_call_fp16.md
     ;;
   tune-split)  # split-K measured (rung + its in-launch reduction), so auto's split candidates anchor on measured splits
     split_shapes="16x4096x4096 2x4096x4096 1x8192x8192 8192x1x8192 16x8192x8192 4096x16x4096 4096x17x4096 32x4096x4096 128x4096x4096 512x512x16384 16x1024x16384 1024x1024x8192 1000x1000x4096 256x4096x8192 1000x3000x2000 16x16x4096 64x64x4096 128x128x4096 512x512x4096 64x64x16384 128x128x16384 64x64x512 128x128x512 4096x64x4096 4096x128x4096 4096x64x16384 128x4096x16384"
@@ -155,30 +162,30 @@ case "$what" in
         hgemm_v3_wgmma_pingpong:split_k=4 hgemm_v3_wgmma_pingpong:split_k=8 hgemm_v3_wgmma_pingpong:split_k=16 hgemm_v3_wgmma_pingpong:split_k=32 \
         hgemm_v2_wgmma_tma_128x192:split_k=2 hgemm_v2_wgmma_tma_128x192:split_k=4 hgemm_v1_mma_ldmatrix:split_k=8 \
         hgemm_v2_wgmma_tma_128x128:split_k=2 hgemm_v2_wgmma_tma_128x128:split_k=4 hgemm_v2_wgmma_tma_128x128:split_k=8 \
-      --json docs/benchmarks/h200_tune_split_fp16.json --markdown docs/benchmarks/h200_tune_split_fp16.md
+      --json docs/benchmarks/${gpu}_tune_split_fp16.json --markdown docs/benchmarks/${gpu}_tune_split_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $split_shapes --repeats 5 --no-progress \
       --variants cm_v13_cp_async_narrow_tile:split_k=2 cm_v13_cp_async_narrow_tile:split_k=4 cm_v13_cp_async_narrow_tile:split_k=8 \
         cm_v13_cp_async_narrow_tile:split_k=16 cm_v13_cp_async_narrow_tile:split_k=32 cm_v13_cp_async_narrow_tile:split_k=64 \
-      --json docs/benchmarks/h200_tune_split_fp32.json --markdown docs/benchmarks/h200_tune_split_fp32.md
+      --json docs/benchmarks/${gpu}_tune_split_fp32.json --markdown docs/benchmarks/${gpu}_tune_split_fp32.md
     # a tall product whose A is past 2^31 elements: which tile wastes least of N = 128
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes 70000x128x32768 --repeats 3 --no-progress \
       --variants hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong:split_k=4 \
         hgemm_v3_wgmma_pingpong_persistent hgemm_v2_wgmma_tma_128x128 hgemm_v2_wgmma_tma_128x64 hgemm_v2_wgmma_tma_128x128_streamk \
-      --json docs/benchmarks/h200_tune_big_fp16.json --markdown docs/benchmarks/h200_tune_big_fp16.md
+      --json docs/benchmarks/${gpu}_tune_big_fp16.json --markdown docs/benchmarks/${gpu}_tune_big_fp16.md
     ;;
   bench)
     polygemm_() { python3 -m polygemm "$@"; }
     polygemm_ bench --mode kernel --device cuda --dtype float32 --variants all --shapes square odd --repeats 5 \
-      --json docs/benchmarks/h200_fp32.json --markdown docs/benchmarks/h200_fp32.md --plot docs/benchmarks/h200_fp32.png
+      --json docs/benchmarks/${gpu}_fp32.json --markdown docs/benchmarks/${gpu}_fp32.md --plot docs/benchmarks/${gpu}_fp32.png
     polygemm_ bench --mode kernel --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 \
-      --json docs/benchmarks/h200_fp16.json --markdown docs/benchmarks/h200_fp16.md --plot docs/benchmarks/h200_fp16.png
+      --json docs/benchmarks/${gpu}_fp16.json --markdown docs/benchmarks/${gpu}_fp16.md --plot docs/benchmarks/${gpu}_fp16.png
     polygemm_ bench --mode kernel --device cuda --dtype float16 --variants all --shapes square odd --repeats 5 --settle 1 \
-      --json docs/benchmarks/h200_fp16_settled.json --markdown docs/benchmarks/h200_fp16_settled.md
+      --json docs/benchmarks/${gpu}_fp16_settled.json --markdown docs/benchmarks/${gpu}_fp16_settled.md
     polygemm_ bench --mode kernel --device cuda --dtype float32 --variants cm_v12_cp_async cm_v13_cp_async_narrow_tile \
       --shapes 4096x4096x4096 8192x8192x8192 4095x4097x4093 1000x3000x2000 --repeats 5 --settle 1 \
-      --json docs/benchmarks/h200_fp32_settled.json --markdown docs/benchmarks/h200_fp32_settled.md
+      --json docs/benchmarks/${gpu}_fp32_settled.json --markdown docs/benchmarks/${gpu}_fp32_settled.md
     musa_lib && polygemm_ bench --mode kernel --device musa --dtype float16 --variants wmma_s4000 --shapes 1024x1024x1024 4096x4096x4096 4095x4097x4093 --repeats 3 \
-      --json docs/benchmarks/h200_musa_cuda_flavor.json --markdown docs/benchmarks/h200_musa_cuda_flavor.md
+      --json docs/benchmarks/${gpu}_musa_cuda_flavor.json --markdown docs/benchmarks/${gpu}_musa_cuda_flavor.md
     ;;
   matrix)
     musa_lib
@@ -199,7 +206,7 @@ case "$what" in
       > docs/benchmarks/ncu_fp16_odd.csv
     ;;
   ceiling)
-    python3 -m polygemm ceiling --repeats 5 --json docs/benchmarks/h200_mma_ceiling.json --markdown docs/benchmarks/h200_mma_ceiling.md
+    python3 -m polygemm ceiling --repeats 5 --json docs/benchmarks/${gpu}_mma_ceiling.json --markdown docs/benchmarks/${gpu}_mma_ceiling.md
     ;;
   hopper)  # issue 14: the wgmma rungs (each grid) at 4096^3 and 8192^3 and the no-regression shapes, fp16 and bf16,
            # interleaved and settled (kernel) beside cuBLAS, and through polygemm.gemm beside cupy.matmul / torch.matmul
@@ -208,16 +215,16 @@ case "$what" in
     for dt in float16 bfloat16; do
       tag=$([ $dt = float16 ] && echo fp16 || echo bf16)
       python3 -m polygemm bench --mode kernel --device cuda --dtype $dt --variants $rungs --shapes $shapes --repeats 5 --no-progress \
-        --json docs/benchmarks/h200_hopper_kernel_$tag.json --markdown docs/benchmarks/h200_hopper_kernel_$tag.md
+        --json docs/benchmarks/${gpu}_hopper_kernel_$tag.json --markdown docs/benchmarks/${gpu}_hopper_kernel_$tag.md
       python3 -m polygemm bench --mode kernel --device cuda --dtype $dt --variants $rungs --shapes $shapes --repeats 5 --settle 1 --no-progress \
-        --json docs/benchmarks/h200_hopper_settled_$tag.json --markdown docs/benchmarks/h200_hopper_settled_$tag.md
+        --json docs/benchmarks/${gpu}_hopper_settled_$tag.json --markdown docs/benchmarks/${gpu}_hopper_settled_$tag.md
       python3 -m polygemm bench --mode call --device cuda --dtype $dt --shapes $shapes --repeats 5 --no-progress \
-        $([ $dt = bfloat16 ] && echo --array-lib torch) --json docs/benchmarks/h200_hopper_call_$tag.json --markdown docs/benchmarks/h200_hopper_call_$tag.md
+        $([ $dt = bfloat16 ] && echo --array-lib torch) --json docs/benchmarks/${gpu}_hopper_call_$tag.json --markdown docs/benchmarks/${gpu}_hopper_call_$tag.md
     done
     ;;
   hopper-cluster)  # issue 14: the 2-CTA cluster build and the shipped persistent builds, shuffled rounds beside cuBLAS
     python3 docs/benchmarks/epilogue_bench.py --rounds 7 --shuffle --shapes 4096x4096x4096 8192x8192x8192 8192x8192x512 \
-      --only v2_e1_g8_persistent v2_e1_g8_c2 v2_e1_g8_c2_persistent v3s6_e1_g4_persistent --json docs/benchmarks/h200_cluster.json
+      --only v2_e1_g8_persistent v2_e1_g8_c2 v2_e1_g8_c2_persistent v3s6_e1_g4_persistent --json docs/benchmarks/${gpu}_cluster.json
     ;;
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do
@@ -241,10 +248,10 @@ case "$what" in
     for dt in 16 32; do
       for mode in kernel call; do
         python3 -m polygemm bench --mode $mode --device cuda --dtype float$dt --variants auto --shapes sweep --repeats auto \
-          --no-progress --json docs/benchmarks/h200_sweep_${mode}_fp$dt.json
+          --no-progress --json docs/benchmarks/${gpu}_sweep_${mode}_fp$dt.json
       done
-      python3 -m polygemm plot docs/benchmarks/h200_sweep_kernel_fp$dt.json docs/benchmarks/h200_sweep_call_fp$dt.json --heatmap \
-        -o docs/benchmarks/h200_sweep_fp$dt.png | tee docs/benchmarks/h200_sweep_fp$dt.txt
+      python3 -m polygemm plot docs/benchmarks/${gpu}_sweep_kernel_fp$dt.json docs/benchmarks/${gpu}_sweep_call_fp$dt.json --heatmap \
+        -o docs/benchmarks/${gpu}_sweep_fp$dt.png | tee docs/benchmarks/${gpu}_sweep_fp$dt.txt
     done
     ;;
 esac

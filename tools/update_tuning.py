@@ -5,12 +5,21 @@
 
 Keeps, for every benchmarked shape, each predicated (auto-selectable) rung's measured
 TFLOP/s, so ``variant="auto"`` picks from measurements, not guesses.
+
+A table is one GPU's: the GPU most of its records ran on (the H200 for the committed tables).
+A record from another GPU (a run the device tool gave an H100 for) keeps its ratio to the
+vendor timed beside it and is counted at the table GPU's vendor pace at that shape (the median
+of the table GPU's vendor figures there): ``tflops`` = ratio x that median. The record says so
+(``measured_on``, ``measured_tflops``). A record from another GPU at a shape the table GPU never
+timed the vendor on is left out, and the count of those is printed.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +27,37 @@ sys.path.insert(0, str(ROOT))
 
 from polygemm.backends.cuda.catalog import tuning_file  # noqa: E402
 from polygemm.backends.cuda.variants import kernel_specs  # noqa: E402
+
+
+def gpu_of(record: dict) -> str:
+    """The GPU's name in a record's ``device`` ("NVIDIA H200 (cuda:0, sm_90; ...)" -> "NVIDIA H200")."""
+    return str(record.get("device") or "").split(" (")[0]
+
+
+def paced(records: list[dict]) -> list[dict]:
+    """The records of one dtype, those of another GPU than the table's counted at the table
+    GPU's vendor pace (see the module's docstring)."""
+    home = Counter(gpu_of(r) for r in records).most_common(1)[0][0]
+    vendor: dict[tuple, list[float]] = {}
+    for r in records:
+        if gpu_of(r) == home and float(r.get("vendor_tflops") or 0) > 0:
+            vendor.setdefault((r["m"], r["n"], r["k"], r.get("batch") or 1), []).append(float(r["vendor_tflops"]))
+    out, left_out = [], 0
+    for r in records:
+        if gpu_of(r) == home:
+            out.append(r)
+            continue
+        ref = vendor.get((r["m"], r["n"], r["k"], r.get("batch") or 1))
+        if not ref or not float(r.get("vendor_tflops") or 0) > 0:
+            left_out += 1
+            continue
+        pace = statistics.median(ref)
+        out.append({**r, "tflops": float(r["tflops"]) / float(r["vendor_tflops"]) * pace, "vendor_tflops": pace,
+                    "measured_on": gpu_of(r), "measured_tflops": float(r["tflops"])})
+    moved = sum(1 for r in out if "measured_on" in r)
+    if moved or left_out:
+        print(f"{home} table: {moved} records of other GPUs counted at its vendor's pace, {left_out} left out (no {home} vendor figure at their shape)")
+    return out
 
 
 def main(paths: list[str]) -> int:
@@ -36,6 +76,8 @@ def main(paths: list[str]) -> int:
     if not by_dtype:
         print("no records of auto-selectable cuda rungs found", file=sys.stderr)
         return 1
+    for dtype, records in by_dtype.items():
+        by_dtype[dtype] = paced(records)
     for dtype, records in by_dtype.items():
         path = tuning_file(dtype)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,61 @@
+"""tools/update_tuning.py: a table is one GPU's; records another GPU measured (the device tool
+may lend an H100 for an H200) keep their ratio to the vendor beside them and are counted at the
+table GPU's vendor pace at that shape, or left out where that GPU never timed the vendor."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def update_tuning():
+    spec = importlib.util.spec_from_file_location("update_tuning", ROOT / "tools" / "update_tuning.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["update_tuning"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+H200 = "NVIDIA H200 (cuda:0, sm_90; kernels built by nvcc 13.0 (/usr/local/cuda/bin/nvcc))"
+H100 = "NVIDIA H100 80GB HBM3 (cuda:0, sm_90; kernels built by nvcc 13.0 (/usr/local/cuda/bin/nvcc))"
+
+
+def rec(variant, m, n, k, tflops, vendor, device):
+    return {"variant": variant, "dtype": "float32", "m": m, "n": n, "k": k, "tflops": tflops, "vendor_tflops": vendor,
+            "device": device, "date": "2026-11-25T00:00:00+00:00"}
+
+
+def test_gpu_of_reads_the_name_before_the_details(update_tuning):
+    assert update_tuning.gpu_of({"device": H200}) == "NVIDIA H200"
+    assert update_tuning.gpu_of({"device": H100}) == "NVIDIA H100 80GB HBM3"
+
+
+def test_other_gpu_records_keep_their_vendor_ratio_at_the_table_gpus_pace(update_tuning):
+    records = [
+        rec("a", 16, 4096, 4096, 10.0, 12.0, H200),
+        rec("b", 16, 4096, 4096, 11.0, 14.0, H200),  # the vendor's H200 median there: 13.0
+        rec("c", 1, 8192, 8192, 2.0, 2.5, H200),
+        rec("v2", 16, 4096, 4096, 6.0, 4.0, H100),  # 1.5x the vendor beside it
+        rec("v2", 17, 4096, 4096, 5.0, 5.0, H100),  # no H200 vendor figure at this shape
+    ]
+    out = update_tuning.paced(records)
+    assert out[:3] == records[:3]  # the table GPU's own records are untouched
+    assert len(out) == 4  # the H100 record without an H200 vendor figure at its shape is left out
+    moved = out[3]
+    assert moved["tflops"] == pytest.approx(1.5 * 13.0)
+    assert moved["vendor_tflops"] == pytest.approx(13.0)
+    assert moved["measured_on"] == "NVIDIA H100 80GB HBM3" and moved["measured_tflops"] == 6.0
+    assert moved["device"] == H100  # where it ran is kept
+
+
+def test_the_table_gpu_is_the_one_most_records_ran_on(update_tuning):
+    records = [rec("a", 1, 1, 1, 1.0, 1.0, H100), rec("a", 2, 2, 2, 1.0, 1.0, H100), rec("b", 1, 1, 1, 3.0, 2.0, H200)]
+    out = update_tuning.paced(records)
+    assert out[:2] == records[:2]
+    assert out[2]["tflops"] == pytest.approx(1.5) and out[2]["measured_on"] == "NVIDIA H200"
