@@ -3,7 +3,7 @@
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
 #   tools/gpu_results.sh targets  -> docs/benchmarks/h200_targets_*.{json,md} (issue 13's shapes through auto)
 #   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,persistent_,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
-#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/{h200,h100}_tune_skinny{,_long}_fp32.* (the fp32 skinny rungs, v1 and v2)
+#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/{h200,h100}_tune_skinny{,_long}_fp32.* (the fp32 skinny rungs, v1, v2 and v3)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
@@ -80,16 +80,16 @@ case "$what" in
     bash "$0" tune-deep
     bash "$0" tune-streamk
     ;;
-  tune-skinny)  # the fp32 skinny rungs (v1, v2) on the skinny preset, the sweep's thin shapes (a side <= 32) and long K,
+  tune-skinny)  # the fp32 skinny rungs (v1, v2, v3) on the skinny preset, the sweep's thin shapes (a side <= 32) and long K,
                 # (on an H100 into h100_ files: retune paces their records to the H200 vendor)
     thin="1x1x512 16x16x512 1x8192x512 16x8192x512 8192x1x512 8192x16x512 1x1x4096 16x16x4096 1x4096x16384 16x4096x16384 4096x1x16384 4096x16x16384"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
-      --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col cm_v13_cp_async_narrow_tile \
+      --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col skinny_v3_fp32_row skinny_v3_fp32_col cm_v13_cp_async_narrow_tile \
       --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 $thin --repeats 5 --no-progress \
       --json docs/benchmarks/${gpu}_tune_skinny_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_fp32.md
     long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096 32x4096x16384 4096x32x4096"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $long --repeats 3 --no-progress \
-      --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col \
+      --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col skinny_v3_fp32_row skinny_v3_fp32_col \
       --json docs/benchmarks/${gpu}_tune_skinny_long_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp32.md
     ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
