@@ -346,3 +346,28 @@ def test_tma_layout_counts_the_shared_memory_the_rows_declare(name, cfg):
     from polygemm.backends.cuda.tma import HgemmV2Config, hgemm_v2_layout
 
     assert hgemm_v2_layout(False, False, HgemmV2Config(**cfg)).smem_bytes == SPECS[name].smem_bytes
+
+
+@pytest.mark.parametrize("cc, smem, takes_v3", [((9, 0), 232448, True), ((12, 0), 101376, False)])
+def test_auto_passes_over_a_rung_the_devices_shared_memory_cannot_hold(cc, smem, takes_v3):
+    """skinny_v3 needs 204 KB of shared memory a block: an sm_90 device (227 KB) runs it for a
+    17-row fp32 product, an sm_120-class one (99 KB) gets the next candidate, and the plan
+    says why the faster estimate was passed over (auto never plans a launch that cannot run)."""
+    import types
+
+    import numpy as np
+
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.problem import normalize
+
+    be = CudaBackend()
+    be._rt = types.SimpleNamespace(cc=cc, name=f"fake sm_{cc[0]}{cc[1]}", arch=f"sm_{cc[0]}{cc[1]}", max_smem_per_block=smem)
+    a, b = np.ones((17, 4096), np.float32), np.ones((4096, 4096), np.float32)
+    plan = be.plan(normalize(a, b), "auto")
+    assert plan.private.launch is not None
+    if takes_v3:
+        assert plan.variant.startswith("skinny_v3_fp32"), str(plan)
+    else:
+        assert not plan.variant.startswith("skinny_v3"), str(plan)
+        assert plan.private.launch.lp.smem_bytes <= smem
+        assert any(name.startswith("skinny_v3") and "shared memory" in why for name, why in plan.candidates), plan.candidates

@@ -329,6 +329,8 @@ class CudaBackend(Backend):
                                           splits=cand.splits, dtype=p.dtype.name)
                     if cand.padded and (parts is not None or p.count > 1):
                         raise UnsupportedProblemError("aligned copies are made for one product in one launch")
+                    if rt is not None:  # a build this device's shared memory cannot hold is passed over
+                        check_smem(lp, rt.max_smem_per_block)
                 except TmaUnsuitable as exc:
                     if not cand.padded and p.count <= 1 and any(x is not None for x in copies):
                         # the rung on aligned copies of the unaligned operands, at the copies' cost
