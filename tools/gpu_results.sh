@@ -3,7 +3,7 @@
 #   tools/gpu_results.sh call     -> docs/benchmarks/h200_call_fp16.*, h200_call_fp32.*, h200_call_numpy.* (polygemm.gemm per call)
 #   tools/gpu_results.sh targets  -> docs/benchmarks/h200_targets_*.{json,md} (issue 13's shapes through auto)
 #   tools/gpu_results.sh tune     -> docs/benchmarks/h200_tune_{,persistent_,skinny_,batched_}fp16.*, h200_tune_{,skinny_}fp32.* (auto's tables)
-#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/{h200,h100}_tune_skinny{,_long}_fp32.* (the fp32 skinny rungs, v1, v2 and v3)
+#   tools/gpu_results.sh tune-skinny -> docs/benchmarks/{h200,h100}_tune_skinny{,_long}_fp{16,32}.* (the skinny rungs: fp16 v1, v2; fp32 v1, v2, v3)
 #   tools/gpu_results.sh bench    -> docs/benchmarks/h200_fp32.*, h200_fp16.*, h200_*_settled.*, h200_musa_cuda_flavor.* (raw kernels)
 #   tools/gpu_results.sh matrix   -> docs/matrix/h200.{json,md}
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
@@ -64,9 +64,6 @@ case "$what" in
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
       --variants hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent --shapes overhead square odd sweep --repeats 5 --no-progress \
       --json docs/benchmarks/${gpu}_tune_persistent_fp16.json --markdown docs/benchmarks/${gpu}_tune_persistent_fp16.md
-    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
-      --variants skinny_v1_fp16_row skinny_v1_fp16_col hgemm_v3_wgmma_pingpong --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 --repeats 5 --no-progress \
-      --json docs/benchmarks/${gpu}_tune_skinny_fp16.json --markdown docs/benchmarks/${gpu}_tune_skinny_fp16.md
     python3 -m polygemm bench --mode call --device cuda --dtype float16 --array-lib torch --batch 64 \
       --variants hgemm_v1_mma_ldmatrix hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_128x192 hgemm_v2_wgmma_tma_128x128 hgemm_v2_wgmma_tma_128x64 \
         hgemm_v2_wgmma_tma_64x256 hgemm_v3_wgmma_pingpong --shapes 512x512x512 128x128x128 1024x1024x1024 \
@@ -80,14 +77,21 @@ case "$what" in
     bash "$0" tune-deep
     bash "$0" tune-streamk
     ;;
-  tune-skinny)  # the fp32 skinny rungs (v1, v2, v3) on the skinny preset, the sweep's thin shapes (a side <= 32) and long K,
-                # (on an H100 into h100_ files: retune paces their records to the H200 vendor)
+  tune-skinny)  # the skinny rungs (fp16 v1, v2; fp32 v1, v2, v3) on the skinny preset, the sweep's thin shapes (a side <= 32)
+                # and long K (on an H100 into h100_ files: retune paces their records to the H200 vendor)
     thin="1x1x512 16x16x512 1x8192x512 16x8192x512 8192x1x512 8192x16x512 1x1x4096 16x16x4096 1x4096x16384 16x4096x16384 4096x1x16384 4096x16x16384"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
+      --variants skinny_v1_fp16_row skinny_v1_fp16_col skinny_v2_fp16_row skinny_v2_fp16_col hgemm_v3_wgmma_pingpong \
+      --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 $thin --repeats 5 --no-progress \
+      --json docs/benchmarks/${gpu}_tune_skinny_fp16.json --markdown docs/benchmarks/${gpu}_tune_skinny_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 \
       --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col skinny_v3_fp32_row skinny_v3_fp32_col cm_v13_cp_async_narrow_tile \
       --shapes skinny 1x1x4096 1x1x16384 16x16x16384 1x16x16384 16x1x16384 $thin --repeats 5 --no-progress \
       --json docs/benchmarks/${gpu}_tune_skinny_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_fp32.md
     long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096 32x4096x16384 4096x32x4096"
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $long --repeats 3 --no-progress \
+      --variants skinny_v1_fp16_row skinny_v1_fp16_col skinny_v2_fp16_row skinny_v2_fp16_col \
+      --json docs/benchmarks/${gpu}_tune_skinny_long_fp16.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp16.md
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $long --repeats 3 --no-progress \
       --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col skinny_v3_fp32_row skinny_v3_fp32_col \
       --json docs/benchmarks/${gpu}_tune_skinny_long_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp32.md
@@ -133,7 +137,8 @@ case "$what" in
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
       docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json docs/benchmarks/h200_tune_skinny_long_fp16.json \
-      docs/benchmarks/h200_tune_streamk_fp16.json docs/benchmarks/h200_targets_kernel_fp16.json docs/benchmarks/h200_targets_big_fp16.json
+      docs/benchmarks/h200_tune_streamk_fp16.json docs/benchmarks/h200_targets_kernel_fp16.json docs/benchmarks/h200_targets_big_fp16.json \
+      docs/benchmarks/h100_tune_skinny_fp16.json docs/benchmarks/h100_tune_skinny_long_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \

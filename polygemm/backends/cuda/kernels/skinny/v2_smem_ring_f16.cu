@@ -1,0 +1,357 @@
+// skinny v2 (fp16): v1_split_k_warps_f16.cu with B and A in a shared-memory ring.
+// What it adds to v1: each warp streams its K steps of B (and A) through a ring of four
+// shared-memory stages filled by cp.async, so three steps of B (12 KB) are in flight while it
+// runs the mma.sync of a fourth; v1 loaded a step into registers, waited, then computed. The
+// fragments each lane reads are v1's (the same lane maps, now read from the stage), so the
+// math, the 16 x 32 threadblock tile and the warp-order sums (deterministic, no workspace, no
+// atomics) are v1's; 8 warps (256 threads) split K, the ring taking 200 KB of shared memory
+// (sm_90's 227 KB a block).
+//   B K-contiguous: a stage is [32 columns][64 k] halves (128 bytes a column) with the 16-byte
+//     chunks of odd columns swapped in pairs (chunk q at q ^ 1): the two columns a quarter-warp
+//     reads (columns g and g + 1 of a slice, chunks 2t + c) fall in other banks.
+//   B N-contiguous: a stage is [64 k][32 columns] halves, two rows to a 128-byte line of eight
+//     16-byte chunks, the chunk at line position p stored at p ^ (2 (line % 4)): the four rows
+//     2t + c0 a half-warp reads (8 bytes each at columns 4g) fall in four bank octets.
+//   A: v1's [16 rows][64 + 8 halves].
+// Copies are 16-byte cp.async where the operand is 16-byte aligned (zero-filled past N, M and K
+// through the copies' source size); an unaligned operand is staged by v1's element loads and
+// plain shared stores when its step is issued.
+//
+// Layouts, PG_TRANS_A/B, PG_VEC, PG_OUT_F32, PG_COL_MAJOR: as v1.
+// Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/16)) (grid ["n", "m"]), 204800 bytes
+// of dynamic shared memory.
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
+
+#ifndef PG_OUT_F32
+#define PG_OUT_F32 0
+#endif
+#ifndef PG_COL_MAJOR
+#define PG_COL_MAJOR 0
+#endif
+
+namespace sk2_f16 {
+
+constexpr int kWarps = 8;  // warps splitting K
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTbM = 16;    // threadblock tile: rows of C
+constexpr int kTbN = 32;    // ... columns of C
+constexpr int kStepK = 64;  // K depth of one warp step
+constexpr int kStages = 4;  // ring stages per warp
+constexpr int kAStride = kStepK + 8;          // halves per staged A row (v1's)
+constexpr int kBBytes = kStepK * kTbN * 2;    // one step of B: 4096 bytes
+constexpr int kABytes = kTbM * kAStride * 2;  // one step of A: 2304 bytes
+constexpr int kStageBytes = kBBytes + kABytes;
+constexpr int kWarpBytes = kStages * kStageBytes;
+constexpr int kSmemBytes = kWarps * kWarpBytes;
+constexpr int kRedStride = kTbN + 1;  // floats per row of a warp's partial tile
+static_assert(kSmemBytes == 204800, "variants.json states this rung's dynamic shared memory");
+static_assert(kTbM * kRedStride * 4 <= kWarpBytes, "a warp's partial tile fits in its ring");
+static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+
+constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
+constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
+
+#if PG_OUT_F32
+using OutT = float;
+__device__ __forceinline__ float load_out(const float* p) { return *p; }
+__device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
+#else
+using OutT = __half;
+__device__ __forceinline__ float load_out(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2half_rn(v); }
+#endif
+
+__device__ __forceinline__ uint32_t ld_u16(const uint16_t* p) { return __ldg(p); }
+
+// 8 halves p[0..n-1] (n <= 0: none) as 4 words, zeros past n; one 16-byte load when whole
+// and aligned (v1's).
+__device__ __forceinline__ uint4 load8(const uint16_t* p, int n, bool vec) {
+    if (vec && n >= 8) return __ldg(reinterpret_cast<const uint4*>(p));
+    uint32_t h[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) h[e] = e < n ? ld_u16(p + e) : 0u;
+    return make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+// 8 halves strided by ld (a column of 8 rows of M-contiguous A is contiguous: stride 1 there).
+__device__ __forceinline__ void load8_col(uint32_t (&h)[8], const uint16_t* p, int n, bool vec) {
+    if (vec && n >= 8) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            h[2 * e] = w[e] & 0xffffu;
+            h[2 * e + 1] = w[e] >> 16;
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) h[e] = e < n ? ld_u16(p + e) : 0u;
+}
+
+// 16 bytes from global `src` into shared `dst`, of which the first `valid` bytes are read and
+// the rest zero-filled (valid 0: nothing is read from src).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
+
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t x, uint32_t y, uint32_t sel) { return __byte_perm(x, y, sel); }
+
+// Byte offset in a B stage of 16-byte chunk `ch` of column j (K-contiguous: 8 chunks a column)
+// or of row k (N-contiguous: 4 chunks a row), swizzled as the header says.
+__device__ __forceinline__ uint32_t kcol_chunk(int j, int ch) { return j * 128 + ((ch ^ (j & 1)) << 4); }
+__device__ __forceinline__ uint32_t nrow_chunk(int k, int ch) {
+    return (k >> 1) * 128 + (((((k & 1) << 2) | ch) ^ (((k >> 1) & 3) << 1)) << 4);
+}
+
+// Start filling B's part of a stage (base address sb, shared) with K step [k0, k0 + 64) of
+// the 32-column strip n0.
+__device__ __forceinline__ void stage_b(uint32_t sb, const uint16_t* __restrict__ B, int ldb, int N, int K, int n0,
+                                        int k0, int lane, bool b_vec) {
+#pragma unroll
+    for (int q = 0; q < kBBytes / 16 / 32; ++q) {  // 8 chunks of 16 bytes a lane
+        const int c = lane + 32 * q;
+        uint32_t dst;
+        const uint16_t* src;
+        int n;
+        if constexpr (kBNContig) {  // chunk c: row c / 4, columns 8 (c % 4) .. +7
+            const int k = c >> 2, ch = c & 3;
+            dst = sb + nrow_chunk(k, ch);
+            n = k0 + k < K ? min(max(N - (n0 + 8 * ch), 0), 8) : 0;
+            src = B + (n > 0 ? (k0 + k) * ldb + n0 + 8 * ch : 0);
+        } else {  // chunk c: column c / 8, K slice 8 (c % 8) .. +7
+            const int j = c >> 3, ch = c & 7;
+            dst = sb + kcol_chunk(j, ch);
+            n = n0 + j < N ? min(max(K - (k0 + 8 * ch), 0), 8) : 0;
+            src = B + (n > 0 ? (n0 + j) * ldb + k0 + 8 * ch : 0);
+        }
+        if (b_vec) {
+            cp_async16(dst, src, 2 * n);
+        } else {
+            const uint4 v = load8(src, n, false);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z),
+                         "r"(v.w)
+                         : "memory");
+        }
+    }
+}
+
+// Start filling A's part of a stage: rows 0 .. 8*NT-1 (rows >= `rows` zero) and K step
+// [k0, k0 + 64) into sa[row][k] (row stride kAStride halves).
+template <int NT>
+__device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict__ A, int lda, int rows, int k0,
+                                        int K, int lane, bool a_vec) {
+    constexpr int kRows = 8 * NT;
+    if constexpr (kAKContig) {  // rows of 64 halves: 8 chunks of 8 per row
+        constexpr int kChunks = kRows * 8;
+#pragma unroll
+        for (int c0 = 0; c0 < kChunks; c0 += 32) {
+            const int c = c0 + lane;
+            const int row = c >> 3, kc = (c & 7) * 8;
+            const int n = row < rows ? min(max(K - (k0 + kc), 0), 8) : 0;
+            const uint16_t* p = A + (n > 0 ? row * lda + k0 + kc : 0);
+            if (a_vec) {
+                cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(sa + row * kAStride + kc)), p, 2 * n);
+            } else {
+                *reinterpret_cast<uint4*>(sa + row * kAStride + kc) = load8(p, n, false);
+            }
+        }
+    } else {  // columns of kRows halves: chunks of 8 rows of one k, transposed by plain stores
+        constexpr int kPerK = kRows / 8;
+        constexpr int kChunks = kPerK * kStepK;
+#pragma unroll 4
+        for (int c0 = 0; c0 < kChunks; c0 += 32) {
+            const int c = c0 + lane;
+            const int kk = c / kPerK, ih = (c % kPerK) * 8;
+            const bool kin = k0 + kk < K;
+            const int n = kin ? rows - ih : 0;
+            const uint16_t* p = A + (n > 0 ? ih + (k0 + kk) * lda : 0);
+            uint32_t h[8];
+            load8_col(h, p, n, a_vec);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) sa[(ih + e) * kAStride + kk] = static_cast<uint16_t>(h[e]);
+        }
+    }
+}
+
+// The mma.sync of one step (v1's fragments, B read from stage sb, A from sa).
+template <int NT>
+__device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, const uint32_t* sa32, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    if constexpr (!kBNContig) {
+        // bw[x][h][c] = halves 16t + 8c .. +7 of column 16x + g + 8h
+        uint4 bw[2][2][2];
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const uint32_t at = sb + kcol_chunk(16 * x + g + 8 * h, 2 * t + c);
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                 : "=r"(bw[x][h][c].x), "=r"(bw[x][h][c].y), "=r"(bw[x][h][c].z), "=r"(bw[x][h][c].w)
+                                 : "r"(at) : "memory");
+                }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            // z = halves 16t .. 16t+15 of staged row g + 8nt
+            const uint4 z0 = *reinterpret_cast<const uint4*>(sa32 + (g + 8 * nt) * (kAStride / 2) + 8 * t);
+            const uint4 z1 = *reinterpret_cast<const uint4*>(sa32 + (g + 8 * nt) * (kAStride / 2) + 8 * t + 4);
+            const uint32_t z[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+                const uint32_t w0[8] = {bw[x][0][0].x, bw[x][0][0].y, bw[x][0][0].z, bw[x][0][0].w,
+                                        bw[x][0][1].x, bw[x][0][1].y, bw[x][0][1].z, bw[x][0][1].w};
+                const uint32_t w1[8] = {bw[x][1][0].x, bw[x][1][0].y, bw[x][1][0].z, bw[x][1][0].w,
+                                        bw[x][1][1].x, bw[x][1][1].y, bw[x][1][1].z, bw[x][1][1].w};
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    mma16816(acc[x][nt], w0[2 * q], w1[2 * q], w0[2 * q + 1], w1[2 * q + 1], z[2 * q], z[2 * q + 1]);
+            }
+        }
+    } else {
+        // br[ss][r] = columns 4g .. +3 of row 16ss + {2t, 2t+1, 2t+8, 2t+9}[r]
+        uint2 br[4][4];
+#pragma unroll
+        for (int ss = 0; ss < 4; ++ss)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int k = 16 * ss + 2 * t + (r & 1) + 8 * (r >> 1);
+                const uint32_t at = sb + nrow_chunk(k, g >> 1) + (g & 1) * 8;
+                asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(br[ss][r].x), "=r"(br[ss][r].y) : "r"(at) : "memory");
+            }
+#pragma unroll
+        for (int ss = 0; ss < 4; ++ss) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const uint32_t* row = sa32 + (g + 8 * nt) * (kAStride / 2) + 8 * ss + t;
+                const uint32_t b0 = row[0], b1 = row[4];  // halves 16ss + 2t (+1), 16ss + 2t + 8 (+1)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const uint32_t u = q ? br[ss][0].y : br[ss][0].x, v = q ? br[ss][1].y : br[ss][1].x;
+                    const uint32_t x = q ? br[ss][2].y : br[ss][2].x, y = q ? br[ss][3].y : br[ss][3].x;
+                    mma16816(acc[q][nt], prmt(u, v, 0x5410), prmt(u, v, 0x7632), prmt(x, y, 0x5410),
+                             prmt(x, y, 0x7632), b0, b1);
+                }
+            }
+        }
+    }
+}
+
+// One warp's share of the threadblock tile with NT n8 tiles (rows <= 8 * NT), then its partial
+// tile into shared memory red[i * kRedStride + j] (aliasing its ring).
+template <int NT>
+__device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int lda, const uint16_t* __restrict__ B,
+                                           int ldb, int N, int K, int rows, int n0, unsigned char* smem, int warp,
+                                           int lane, bool a_vec, bool b_vec) {
+    const int g = lane >> 2, t = lane & 3;
+    unsigned char* ring = smem + warp * kWarpBytes;
+    const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+    float acc[2][NT][4];
+#pragma unroll
+    for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[x][nt][e] = 0.f;
+
+    // Step u of this warp is K step warp + u * kWarps, in stage u % kStages. The copies of the
+    // first kStages - 1 steps start before any mma; each round starts the step kStages - 1
+    // ahead (into the stage the last round finished with), waits for its own and computes it.
+    const int steps = (K + kStepK - 1) / kStepK;
+    const int mine = steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
+    auto issue = [&](int u) {
+        if (u < mine) {
+            const int st = (u % kStages) * kStageBytes;
+            const int k0 = (warp + u * kWarps) * kStepK;
+            stage_b(ring_s + st, B, ldb, N, K, n0, k0, lane, b_vec);
+            stage_a<NT>(reinterpret_cast<uint16_t*>(ring + st + kBBytes), A, lda, rows, k0, K, lane, a_vec);
+        }
+        cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
+    };
+#pragma unroll
+    for (int u = 0; u < kStages - 1; ++u) issue(u);
+    for (int u = 0; u < mine; ++u) {
+        issue(u + kStages - 1);
+        cp_async_wait<kStages - 1>();  // step u's group has landed
+        __syncwarp();
+        const int st = (u % kStages) * kStageBytes;
+        mma_step<NT>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + kBBytes), lane);
+        __syncwarp();  // every lane is done reading stage u % kStages before it is refilled
+    }
+    cp_async_wait<0>();
+    __syncwarp();
+
+    // Partial tile: accumulator (x, nt) holds rows i = 8nt + 2t + {0, 1} (c0/c1 and c2/c3)
+    // of columns ja (c0, c1) and jb (c2, c3).
+    float* red = reinterpret_cast<float*>(ring);
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+        const int ja = kBNContig ? 4 * g + 2 * x : 16 * x + g;
+        const int jb = kBNContig ? ja + 1 : ja + 8;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int i = 8 * nt + 2 * t;
+            red[i * kRedStride + ja] = acc[x][nt][0];
+            red[(i + 1) * kRedStride + ja] = acc[x][nt][1];
+            red[i * kRedStride + jb] = acc[x][nt][2];
+            red[(i + 1) * kRedStride + jb] = acc[x][nt][3];
+        }
+    }
+}
+
+}  // namespace sk2_f16
+
+extern "C" __global__ void __launch_bounds__(sk2_f16::kThreads, 1)
+skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda, const __half* __restrict__ B,
+              int ldb, float beta, void* __restrict__ Cv, int ldc)
+{
+    using namespace sk2_f16;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
+    const int rows = min(kTbM, M - m0);
+    const uint16_t* a = reinterpret_cast<const uint16_t*>(A) + (kAKContig ? (long long)m0 * lda : m0);
+    const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
+    // PG_VEC=0 (some operand unaligned): each of A and B still takes 16-byte copies when it is
+    // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
+    const bool a_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(a) & 15) == 0 && lda % 8 == 0);
+    const bool b_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(b) & 15) == 0 && ldb % 8 == 0);
+    if (rows > 8)
+        warp_tiles<2>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+    else
+        warp_tiles<1>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+    __syncthreads();
+
+    // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
+    // threads along C's contiguous dimension.
+    OutT* C = reinterpret_cast<OutT*>(Cv);
+#pragma unroll
+    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
+        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+        if (i >= rows || n0 + j >= N) continue;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w)
+            sum += reinterpret_cast<const float*>(smem + w * kWarpBytes)[i * kRedStride + j];
+        OutT* p = PG_COL_MAJOR ? C + (m0 + i) + (n0 + j) * ldc : C + (m0 + i) * ldc + (n0 + j);
+        float v = alpha * sum;
+        if (beta != 0.f) v = fmaf(beta, load_out(p), v);
+        store_out(p, v);
+    }
+}
