@@ -190,10 +190,16 @@ def _capsule(name: str, obj: Any, stream: int | None) -> Any:
 
 # -- same kind out ---------------------------------------------------------------------------------
 def _namespace(like: Any) -> Any:
+    """``like``'s array namespace (None: a library array-api-compat does not know). Without
+    array-api-compat (a core dependency, missing only where polygemm is used from a source tree
+    put on the path by hand) this raises rather than hand back a pycuda array for a CuPy or
+    torch operand."""
     try:
         from array_api_compat import array_namespace
-    except ImportError:  # pragma: no cover - a core dependency
-        return None
+    except ImportError as exc:
+        raise ImportError(f"polygemm returns {type(like).__module__.split('.', 1)[0]} results of {type(like).__name__} "
+                          "operands through array-api-compat, a dependency of polygemm that is not installed here: "
+                          "pip install array-api-compat (or install polygemm with pip)") from exc
     try:
         return array_namespace(like)
     except TypeError:

@@ -92,3 +92,21 @@ def test_cupy_view_reads_attributes_and_names_the_legacy_stream(monkeypatch):
     current["ptr"] = 0xABC0
     assert cupy_view(a)[2] == 0xABC0
     assert cupy_view(np.ones(3)) is None
+
+
+def test_a_missing_array_api_compat_is_an_error_not_a_result_of_another_kind(monkeypatch):
+    """Without array-api-compat a CuPy or torch operand's result could only come back as a
+    pycuda array; the call says what is missing instead."""
+    import sys
+
+    from polygemm import interop
+
+    class FakeDeviceArray:  # stands for a cupy.ndarray (its module decides the kind)
+        pass
+
+    FakeDeviceArray.__module__ = "cupy._core.core"
+    monkeypatch.setitem(sys.modules, "array_api_compat", None)  # import array_api_compat -> ImportError
+    with pytest.raises(ImportError, match=r"cupy results .*array-api-compat.*pip install array-api-compat"):
+        interop.allocator("cupy", FakeDeviceArray())
+    with pytest.raises(ImportError, match="array-api-compat"):
+        interop.host_wrapper("torch", FakeDeviceArray())
