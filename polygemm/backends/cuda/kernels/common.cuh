@@ -90,6 +90,29 @@ __device__ __forceinline__ pg_half2 pg_floats2half2_rn(float lo, float hi) {
 #endif  // PG_HALF_TYPES
 
 // ======================================================================================
+// Section: cp.async (used by the skinny rungs' shared-memory rings)
+// cp.async (sm_80+): kBytes (4, 8 or 16) from global `src` to shared memory (a generic pointer
+// or a shared-window address), of which the first `valid` bytes are read and the rest
+// zero-filled (valid 0: nothing is read from src, which must still be a valid address).
+// 16-byte copies bypass L1 (.cg); smaller ones cannot (.ca).
+template <int kBytes>
+__device__ __forceinline__ void pg_cp_async(unsigned dst, const void* src, int valid) {
+    static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async moves 4, 8 or 16 bytes");
+    if constexpr (kBytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(kBytes), "r"(valid) : "memory");
+}
+template <int kBytes>
+__device__ __forceinline__ void pg_cp_async(void* dst, const void* src, int valid) {
+    pg_cp_async<kBytes>(static_cast<unsigned>(__cvta_generic_to_shared(dst)), src, valid);
+}
+__device__ __forceinline__ void pg_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Wait until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void pg_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
+
+// ======================================================================================
 // Section: split-K reduced in the same launch (PG_SPLIT, with PG_BATCH)
 // PG_SPLIT=1: the batch on the grid is the K-slices of one product. Each threadblock writes
 // its slice's fp32 partial tile into the workspace (the kernel's C, alpha 1, beta 0) as a

@@ -58,19 +58,6 @@ __device__ __forceinline__ float4 load4(const float* p, int n, bool vec) {
 
 __device__ __forceinline__ float4 ldg_b128(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
 
-// cp.async of `bytes` (16 or 4) from global `src` into shared `dst`, of which the first
-// `valid` bytes are read and the rest zero-filled (valid 0: nothing is read from src).
-template <int kBytes>
-__device__ __forceinline__ void cp_async(float* dst, const float* src, int valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    if constexpr (kBytes == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
 
 // Start copying rows 0 .. R-1 (rows >= `rows` zero) and K step [k0, k0 + 32) of A (K past its
 // end zero) into the staging buffer sa[row][k].
@@ -86,7 +73,7 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
                 if (kChunks % 32 == 0 || c < kChunks) {
                     const int row = c >> 3, kc = (c & 7) * 4;
                     const int n = row < rows ? min(max(K - (k0 + kc), 0), 4) : 0;
-                    cp_async<16>(sa + row * kAStride + kc, n > 0 ? A + row * lda + k0 + kc : A, 4 * n);
+                    pg_cp_async<16>(sa + row * kAStride + kc, n > 0 ? A + row * lda + k0 + kc : A, 4 * n);
                 }
             }
             return;
@@ -95,14 +82,14 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
         for (int e0 = 0; e0 < R * kStepK; e0 += 32) {  // one element a lane, along K
             const int row = e0 / kStepK, kk = lane;
             const bool in = row < rows && k0 + kk < K;
-            cp_async<4>(sa + row * kAStride + kk, in ? A + row * lda + k0 + kk : A, in ? 4 : 0);
+            pg_cp_async<4>(sa + row * kAStride + kk, in ? A + row * lda + k0 + kk : A, in ? 4 : 0);
         }
     } else {
 #pragma unroll
         for (int e0 = 0; e0 < R * kStepK; e0 += 32) {  // one element a lane, along M (coalesced)
             const int e = e0 + lane, row = e % R, kk = e / R;
             const bool in = row < rows && k0 + kk < K;
-            cp_async<4>(sa + row * kAStride + kk, in ? A + row + (k0 + kk) * lda : A, in ? 4 : 0);
+            pg_cp_async<4>(sa + row * kAStride + kk, in ? A + row + (k0 + kk) * lda : A, in ? 4 : 0);
         }
     }
 }
@@ -209,15 +196,15 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
         load_b(bx, B, ldb, N, K, n0, s * kStepK, lane, b_vec);
         stage_a<R>(sa, A, lda, rows, s * kStepK, K, lane, a_vec);
     }
-    cp_async_commit();
+    pg_cp_async_commit();
     while (s < steps) {
         int next = s + gwarps;
         if (next < steps) {
             load_b(by, B, ldb, N, K, n0, next * kStepK, lane, b_vec);
             stage_a<R>(sa + kAWords, A, lda, rows, next * kStepK, K, lane, a_vec);
         }
-        cp_async_commit();
-        cp_async_wait<1>();  // this step's A has landed (the next step's may still be in flight)
+        pg_cp_async_commit();
+        pg_cp_async_wait<1>();  // this step's A has landed (the next step's may still be in flight)
         __syncwarp();
         ffma_step<R>(acc, bx, sa, lane);
         __syncwarp();  // every lane is done reading buffer 0 before it is refilled
@@ -228,14 +215,14 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
             load_b(bx, B, ldb, N, K, n0, next * kStepK, lane, b_vec);
             stage_a<R>(sa, A, lda, rows, next * kStepK, K, lane, a_vec);
         }
-        cp_async_commit();
-        cp_async_wait<1>();
+        pg_cp_async_commit();
+        pg_cp_async_wait<1>();
         __syncwarp();
         ffma_step<R>(acc, by, sa + kAWords, lane);
         __syncwarp();
         s = next;
     }
-    cp_async_wait<0>();
+    pg_cp_async_wait<0>();
 
     // Sum the lanes that hold other K slices of the same elements (fixed butterfly order).
 #pragma unroll

@@ -91,14 +91,6 @@ __device__ __forceinline__ void load8_col(uint32_t (&h)[8], const uint16_t* p, i
     for (int e = 0; e < 8; ++e) h[e] = e < n ? ld_u16(p + e) : 0u;
 }
 
-// 16 bytes from global `src` into shared `dst`, of which the first `valid` bytes are read and
-// the rest zero-filled (valid 0: nothing is read from src).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
 
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -140,7 +132,7 @@ __device__ __forceinline__ void stage_b(uint32_t sb, const uint16_t* __restrict_
             src = B + (n > 0 ? (n0 + j) * ldb + k0 + 8 * ch : 0);
         }
         if (b_vec) {
-            cp_async16(dst, src, 2 * n);
+            pg_cp_async<16>(dst, src, 2 * n);
         } else {
             const uint4 v = load8(src, n, false);
             asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z),
@@ -165,7 +157,7 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
             const int n = row < rows ? min(max(K - (k0 + kc), 0), 8) : 0;
             const uint16_t* p = A + (n > 0 ? row * lda + k0 + kc : 0);
             if (a_vec) {
-                cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(sa + row * kAStride + kc)), p, 2 * n);
+                pg_cp_async<16>(sa + row * kAStride + kc, p, 2 * n);
             } else {
                 *reinterpret_cast<uint4*>(sa + row * kAStride + kc) = load8(p, n, false);
             }
@@ -281,19 +273,19 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
             stage_b(ring_s + st, B, ldb, N, K, n0, k0, lane, b_vec);
             stage_a<NT>(reinterpret_cast<uint16_t*>(ring + st + kBBytes), A, lda, rows, k0, K, lane, a_vec);
         }
-        cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
+        pg_cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
     };
 #pragma unroll
     for (int u = 0; u < kStages - 1; ++u) issue(u);
     for (int u = 0; u < mine; ++u) {
         issue(u + kStages - 1);
-        cp_async_wait<kStages - 1>();  // step u's group has landed
+        pg_cp_async_wait<kStages - 1>();  // step u's group has landed
         __syncwarp();
         const int st = (u % kStages) * kStageBytes;
         mma_step<NT>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + kBBytes), lane);
         __syncwarp();  // every lane is done reading stage u % kStages before it is refilled
     }
-    cp_async_wait<0>();
+    pg_cp_async_wait<0>();
     __syncwarp();
 
     // Partial tile: accumulator (x, nt) holds rows i = 8nt + 2t + {0, 1} (c0/c1 and c2/c3)

@@ -58,19 +58,6 @@ static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread wh
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
 
-// cp.async of `bytes` (16 or 4) from global `src` into shared `dst`, of which the first
-// `valid` bytes are read and the rest zero-filled (valid 0: nothing is read from src).
-template <int kBytes>
-__device__ __forceinline__ void cp_async(float* dst, const float* src, int valid) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    if constexpr (kBytes == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
 
 // Float index of element k of column j in a K-contiguous B stage (16-byte chunks of odd
 // columns swapped by halves).
@@ -86,11 +73,11 @@ __device__ __forceinline__ void stage_b(float* sb, const float* __restrict__ B, 
             if constexpr (kBNContig) {  // chunk c: row c / 8, columns 4 (c % 8) .. +3
                 const int row = c >> 3, col = (c & 7) * 4;
                 const int n = k0 + row < K ? min(max(N - (n0 + col), 0), 4) : 0;
-                cp_async<16>(sb + row * kTbN + col, n > 0 ? B + (k0 + row) * ldb + n0 + col : B, 4 * n);
+                pg_cp_async<16>(sb + row * kTbN + col, n > 0 ? B + (k0 + row) * ldb + n0 + col : B, 4 * n);
             } else {  // chunk c: column c / 8, K slice 4 (c % 8) .. +3
                 const int col = c >> 3, kc = (c & 7) * 4;
                 const int n = n0 + col < N ? min(max(K - (k0 + kc), 0), 4) : 0;
-                cp_async<16>(sb + kcol_at(col, kc), n > 0 ? B + (n0 + col) * ldb + k0 + kc : B, 4 * n);
+                pg_cp_async<16>(sb + kcol_at(col, kc), n > 0 ? B + (n0 + col) * ldb + k0 + kc : B, 4 * n);
             }
         }
     } else {
@@ -100,11 +87,11 @@ __device__ __forceinline__ void stage_b(float* sb, const float* __restrict__ B, 
             if constexpr (kBNContig) {
                 const int row = e >> 5, col = e & 31;
                 const bool in = k0 + row < K && n0 + col < N;
-                cp_async<4>(sb + row * kTbN + col, in ? B + (k0 + row) * ldb + n0 + col : B, in ? 4 : 0);
+                pg_cp_async<4>(sb + row * kTbN + col, in ? B + (k0 + row) * ldb + n0 + col : B, in ? 4 : 0);
             } else {
                 const int col = e >> 5, k = e & 31;
                 const bool in = n0 + col < N && k0 + k < K;
-                cp_async<4>(sb + kcol_at(col, k), in ? B + (n0 + col) * ldb + k0 + k : B, in ? 4 : 0);
+                pg_cp_async<4>(sb + kcol_at(col, k), in ? B + (n0 + col) * ldb + k0 + k : B, in ? 4 : 0);
             }
         }
     }
@@ -124,7 +111,7 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
                 if (kChunks % 32 == 0 || c < kChunks) {
                     const int row = c >> 3, kc = (c & 7) * 4;
                     const int n = row < rows ? min(max(K - (k0 + kc), 0), 4) : 0;
-                    cp_async<16>(sa + row * kAStride + kc, n > 0 ? A + row * lda + k0 + kc : A, 4 * n);
+                    pg_cp_async<16>(sa + row * kAStride + kc, n > 0 ? A + row * lda + k0 + kc : A, 4 * n);
                 }
             }
             return;
@@ -133,14 +120,14 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
         for (int e0 = 0; e0 < R * kStepK; e0 += 32) {  // one element a lane, along K
             const int row = e0 / kStepK, kk = lane;
             const bool in = row < rows && k0 + kk < K;
-            cp_async<4>(sa + row * kAStride + kk, in ? A + row * lda + k0 + kk : A, in ? 4 : 0);
+            pg_cp_async<4>(sa + row * kAStride + kk, in ? A + row * lda + k0 + kk : A, in ? 4 : 0);
         }
     } else {
 #pragma unroll 4
         for (int e0 = 0; e0 < R * kStepK; e0 += 32) {  // one element a lane, along M (coalesced)
             const int e = e0 + lane, row = e % R, kk = e / R;
             const bool in = row < rows && k0 + kk < K;
-            cp_async<4>(sa + row * kAStride + kk, in ? A + row + (k0 + kk) * lda : A, in ? 4 : 0);
+            pg_cp_async<4>(sa + row * kAStride + kk, in ? A + row + (k0 + kk) * lda : A, in ? 4 : 0);
         }
     }
 }
@@ -220,19 +207,19 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
             stage_b(st, B, ldb, N, K, n0, k0, lane, b_vec);
             stage_a<R>(st + kBWords, A, lda, rows, k0, K, lane, a_vec);
         }
-        cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
+        pg_cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
     };
 #pragma unroll
     for (int t = 0; t < Cfg::kStages - 1; ++t) issue(t);
     for (int t = 0; t < mine; ++t) {
         issue(t + Cfg::kStages - 1);
-        cp_async_wait<Cfg::kStages - 1>();  // step t's group has landed
+        pg_cp_async_wait<Cfg::kStages - 1>();  // step t's group has landed
         __syncwarp();
         const float* st = ring + (t % Cfg::kStages) * Cfg::kStageWords;
         ffma_step<R>(acc, st, st + kBWords, lane);
         __syncwarp();  // every lane is done reading stage t % kStages before it is refilled
     }
-    cp_async_wait<0>();
+    pg_cp_async_wait<0>();
 
     // Sum the lanes that hold other K slices of the same elements (fixed butterfly order).
 #pragma unroll
