@@ -197,7 +197,7 @@ def _namespace(like: Any) -> Any:
     try:
         from array_api_compat import array_namespace
     except ImportError as exc:
-        raise ImportError(f"polygemm returns {type(like).__module__.split('.', 1)[0]} results of {type(like).__name__} "
+        raise ImportError(f"polygemm returns {kind_of(like)} results of {type(like).__name__} "
                           "operands through array-api-compat, a dependency of polygemm that is not installed here: "
                           "pip install array-api-compat (or install polygemm with pip)") from exc
     try:

@@ -101,17 +101,13 @@ case "$what" in
       --variants hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk \
       --json docs/benchmarks/${gpu}_tune_streamk_fp16.json --markdown docs/benchmarks/${gpu}_tune_streamk_fp16.md
     ;;
-  tune-deep)  # long K on few outputs: K in 128 or 256 slices (fp32), and the skinny rungs past K = 4096
+  tune-deep)  # long K on few outputs: K in 128 or 256 slices (fp32)
     deep="1x1x16384 16x16x16384 64x64x16384 128x128x16384 1x1x4096 16x16x4096 64x64x4096 128x128x4096 512x512x16384"
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $deep --repeats 3 --no-progress \
       --variants cm_v13_cp_async_narrow_tile:split_k=64 cm_v13_cp_async_narrow_tile:split_k=128 cm_v13_cp_async_narrow_tile:split_k=256 \
         cm_v14_cp_async_short_tile:split_k=128 cm_v14_cp_async_short_tile:split_k=256 \
       --json docs/benchmarks/${gpu}_tune_deep_fp32.json --markdown docs/benchmarks/${gpu}_tune_deep_fp32.md
-    long="16x4096x16384 4096x16x16384 17x4096x16384 1x4096x16384 4096x1x16384 16x8192x8192 1x8192x8192 8192x1x8192 17x4096x4096 4096x17x4096"
-    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes $long --repeats 3 --no-progress \
-      --variants skinny_v1_fp16_row skinny_v1_fp16_col \
-      --json docs/benchmarks/${gpu}_tune_skinny_long_fp16.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp16.md
-    # (the fp32 skinny rungs' long-K measurements are tune-skinny's)
+    # (the skinny rungs' long-K measurements are tune-skinny's)
     ;;
   tune-tiles)  # the short-side tiles (a 64-row or 64-column threadblock tile) unsplit on the sweep, and split where a
                # result is thin or the tiles few
