@@ -105,6 +105,10 @@ def test_grid_covers_the_problem(spec):
         assert lp.grid == (132, 1, 1)
     elif spec.persistent:  # one threadblock per SM walks the tiles
         assert lp.grid == (min(tiles, 132), 1, 1)
+    elif spec.cluster > 1:  # whole clusters along x, each a unit of `cluster` vertically adjacent tiles
+        units = -(-(-(-lp.m // bm)) // spec.cluster) * -(-lp.n // bn)
+        assert lp.grid == (units * spec.cluster, 1, 1) and gx % spec.cluster == 0
+        assert units * spec.cluster * bm * bn >= lp.m * lp.n
     else:
         cover = {"m": gx if spec.grid[0] == "m" else gy, "n": gx if spec.grid[0] == "n" else gy}
         assert cover["m"] * bm >= lp.m and cover["n"] * bn >= lp.n

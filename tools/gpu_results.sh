@@ -9,13 +9,14 @@
 #   tools/gpu_results.sh ncu      -> docs/benchmarks/ncu_*.csv (shared-memory bank conflicts)
 #   tools/gpu_results.sh ceiling  -> docs/benchmarks/h200_mma_ceiling.{json,md}
 #   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
-#   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the shipped builds)
+#   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the one-CTA builds)
+#   tools/gpu_results.sh tune-cluster -> docs/benchmarks/h200_tune_cluster_fp16.* (the cluster rows, for auto's table)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree (files named for the GPU: h200_... on an H200, h100_... on an H100);
 # copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 # results are named by the GPU they ran on (h200_..., h100_...): the device tool may lend an H100
 # for an H200; retune reads the H200 files and paces other GPUs' records to the H200's vendor
@@ -76,6 +77,7 @@ case "$what" in
     bash "$0" tune-tiles
     bash "$0" tune-deep
     bash "$0" tune-streamk
+    bash "$0" tune-cluster
     ;;
   tune-skinny)  # the skinny rungs (fp16 v1, v2; fp32 v1, v2, v3) on the skinny preset, the sweep's thin shapes (a side <= 32)
                 # and long K (on an H100 into h100_ files: retune paces their records to the H200 vendor)
@@ -95,6 +97,12 @@ case "$what" in
     python3 -m polygemm bench --mode kernel --device cuda --dtype float32 --shapes $long --repeats 3 --no-progress \
       --variants skinny_v1_fp32_row skinny_v1_fp32_col skinny_v2_fp32_row skinny_v2_fp32_col skinny_v3_fp32_row skinny_v3_fp32_col \
       --json docs/benchmarks/${gpu}_tune_skinny_long_fp32.json --markdown docs/benchmarks/${gpu}_tune_skinny_long_fp32.md
+    ;;
+  tune-cluster)  # the 2-CTA cluster rows (B multicast) on the sweep and the square, odd and mid-size shapes
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 3 --no-progress \
+      --shapes sweep square odd 1000x3000x2000 1000x1000x4096 1000x1000x16384 1024x1024x8192 2048x2048x2048 \
+      --variants hgemm_v2_wgmma_tma_128x192_cluster2 hgemm_v2_wgmma_tma_128x128_cluster2 hgemm_v2_wgmma_tma_128x64_cluster2 \
+      --json docs/benchmarks/${gpu}_tune_cluster_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_fp16.md
     ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
@@ -134,7 +142,8 @@ case "$what" in
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
       docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json docs/benchmarks/h200_tune_skinny_long_fp16.json \
       docs/benchmarks/h200_tune_streamk_fp16.json docs/benchmarks/h200_targets_kernel_fp16.json docs/benchmarks/h200_targets_big_fp16.json \
-      docs/benchmarks/h100_tune_skinny_fp16.json docs/benchmarks/h100_tune_skinny_long_fp16.json
+      docs/benchmarks/h100_tune_skinny_fp16.json docs/benchmarks/h100_tune_skinny_long_fp16.json \
+      docs/benchmarks/h200_tune_cluster_fp16.json docs/benchmarks/h100_tune_cluster_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
@@ -223,9 +232,13 @@ case "$what" in
         $([ $dt = bfloat16 ] && echo --array-lib torch) --json docs/benchmarks/${gpu}_hopper_call_$tag.json --markdown docs/benchmarks/${gpu}_hopper_call_$tag.md
     done
     ;;
-  hopper-cluster)  # issue 14: the 2-CTA cluster build and the shipped persistent builds, shuffled rounds beside cuBLAS
-    python3 docs/benchmarks/epilogue_bench.py --rounds 7 --shuffle --shapes 4096x4096x4096 8192x8192x8192 8192x8192x512 \
-      --only v2_e1_g8_persistent v2_e1_g8_c2 v2_e1_g8_c2_persistent v3s6_e1_g4_persistent --json docs/benchmarks/${gpu}_cluster.json
+  hopper-cluster)  # issues 13 and 14: the 2-CTA cluster builds beside the one-CTA builds of the same tiles and the shipped
+                  # persistent builds, shuffled rounds beside cuBLAS
+    python3 docs/benchmarks/epilogue_bench.py --rounds 5 --shuffle \
+      --shapes 4096x4096x4096 8192x8192x8192 8192x8192x512 1000x3000x2000 1000x1000x4096 1000x1000x16384 \
+      --only v2_e1_g8_persistent v2_e1_g8_c2 v2_e1_g8_c2_persistent v2_e1_g8_c2_persistent128 v3s6_e1_g4_persistent \
+        v2bn192s5_e1_g8 v2bn192s5_e1_g8_c2 v2bn128s6_e1_g8 v2bn128s6_e1_g8_c2 v2bn128s6_e1_g8_c2_persistent v2bn64s8_e1_g8 v2bn64s8_e1_g8_c2 \
+      --json docs/benchmarks/${gpu}_cluster.json
     ;;
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do

@@ -65,6 +65,9 @@ def main(paths: list[str]) -> int:
     by_dtype: dict[str, list[dict]] = {}
     sources = []
     for p in paths:
+        if not Path(p).exists():  # a recipe lists each GPU's file; the GPUs not lent yet have none
+            print(f"{p}: not measured (no such file); skipped", file=sys.stderr)
+            continue
         data = json.loads(Path(p).read_text())
         sources.append({"file": str(Path(p)), "command": data.get("command", "")})
         for r in data["records"]:

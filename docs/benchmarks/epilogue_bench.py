@@ -53,6 +53,7 @@ class Config:
     variant: str
     macros: tuple[tuple[str, int], ...]
     persistent: bool = False
+    max_grid: int = 0  # persistent grid: at most this many CTAs (0: one per SM)
 
     @property
     def m(self) -> dict[str, int]:
@@ -69,8 +70,8 @@ class Config:
         return stages * (128 + self.bn) * 64 * 2 + 1024 + 256 + staged
 
 
-def cfg(label: str, variant: str, persistent: bool = False, **macros: int) -> Config:
-    return Config(label, variant, tuple(sorted(macros.items())), persistent)
+def cfg(label: str, variant: str, persistent: bool = False, max_grid: int = 0, **macros: int) -> Config:
+    return Config(label, variant, tuple(sorted(macros.items())), persistent, max_grid)
 
 
 ORIGINAL = dict(HG2_EPILOGUE=0, HG2_GROUP_M=8)  # the committed builds before the staged epilogue
@@ -97,6 +98,15 @@ SINGLE = [
     cfg("v2_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
     cfg("v2_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
     cfg("v3s6_e1_g4_persistent", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6),
+    # clusters after the remote stage release lost its .release.cluster fence (MEMBAR.ALL.GPU per k-tile)
+    cfg("v2_e1_g8_c2_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
+    cfg("v2bn192s5_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5),
+    cfg("v2bn192s5_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5, HG2_CLUSTER=2),
+    cfg("v2bn128s6_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6),
+    cfg("v2bn128s6_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2),
+    cfg("v2bn128s6_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2),
+    cfg("v2bn64s8_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8),
+    cfg("v2bn64s8_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8, HG2_CLUSTER=2),
     # the persistent builds without their C store: the epilogue's share of the shipped rows
     cfg("v2_e2_g8_persistent_noepi", V2, True, HG2_EPILOGUE=2, HG2_GROUP_M=8),
     cfg("v3s6_e2_g4_persistent_noepi", V3, True, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
@@ -134,8 +144,13 @@ class Bench:
         lp.smem_bytes = c.smem()
         count = max(lp.batch_count, 1)
         tiles = math.ceil(lp.m / 128) * math.ceil(lp.n / c.bn) * count
-        if c.persistent or lp.batch_count:
-            lp.grid = (min(tiles, self.rt.sms), 1, 1)
+        cl = c.m.get("HG2_CLUSTER", 1)
+        if cl > 1:  # a cluster's CTAs are consecutive along x and share a unit of cl tile rows
+            units = math.ceil(math.ceil(lp.m / 128) / cl) * math.ceil(lp.n / c.bn) * count
+            cap = c.max_grid or self.rt.sms
+            lp.grid = (min(units, cap // cl) * cl if c.persistent else units * cl, 1, 1)
+        elif c.persistent or lp.batch_count:
+            lp.grid = (min(tiles, c.max_grid or self.rt.sms), 1, 1)
         else:
             lp.grid = (math.ceil(lp.n / c.bn), math.ceil(lp.m / 128), 1)
         return spec, lp, macros

@@ -126,10 +126,11 @@ def kernel_mn(spec: KernelSpec, m: int, n: int, result_layout: str) -> tuple[int
 
 
 def tiles(spec: KernelSpec, m: int, n: int, result_layout: str) -> int:
-    """Threadblock tiles of one m×n result in ``spec``'s own orientation."""
+    """Threadblocks of one m×n result in ``spec``'s own orientation: its threadblock tiles (a
+    cluster row launches whole clusters, so its tile rows count rounded up to the cluster)."""
     km, kn = kernel_mn(spec, m, n, result_layout)
     bm, bn, _ = spec.tile
-    return math.ceil(km / bm) * math.ceil(kn / bn)
+    return math.ceil(math.ceil(km / bm) / spec.cluster) * spec.cluster * math.ceil(kn / bn)
 
 
 def streamk_runs(spec: KernelSpec, m: int, n: int, k: int, count: int, sms: int, result_layout: str) -> tuple[int, int, int, int]:
@@ -274,8 +275,10 @@ def _models(specs: tuple[KernelSpec, ...], records: tuple[tuple[tuple[str, objec
     out: dict[str, RungModel] = {}
     for s in specs:
         model = fitted[s.name]
-        if model is None:  # a row sharing a source with a measured row borrows its constants
-            model = next((fitted[o.name] for o in specs if o.source == s.source and o.entry == s.entry and fitted[o.name] is not None), None)
+        if model is None:  # a row sharing a source with a measured row borrows its constants (not across
+            # cluster sizes: a cluster row's pace is bound by L2 differently, so it waits for measurements of its own)
+            model = next((fitted[o.name] for o in specs if o.source == s.source and o.entry == s.entry and o.cluster == s.cluster
+                          and fitted[o.name] is not None), None)
         if model is not None:
             out[s.name] = model
     return out

@@ -70,6 +70,12 @@ class KernelSpec:
         if not self.dtypes:
             object.__setattr__(self, "dtypes", (self.dtype,))
 
+    @property
+    def cluster(self) -> int:
+        """CTAs per thread-block cluster (``HG2_CLUSTER``: a TMA row whose vertically adjacent
+        threadblock tiles share their B tile, each CTA loading part of it for both)."""
+        return dict(self.defines).get("HG2_CLUSTER", 1)
+
     def runs_on(self, sm: int) -> bool:
         """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""
         if self.arch.endswith("a"):  # arch-specific code runs on exactly that architecture

@@ -156,7 +156,6 @@ static_assert(kConsumers == 1 || kConsumers == 2, "1 or 2 consumer warpgroups");
 static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 64, 128, 192 or 256 (wgmma n)");
 static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
-static_assert(HG2_CLUSTER == 1 || kBN % 128 == 0, "cluster: B tile splits into two halves");
 static_assert(!PG_BATCH || HG2_CLUSTER == 1, "PG_BATCH: the multicast loads are 2-D");
 static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
 static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && HG2_CLUSTER == 1),
@@ -186,7 +185,7 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
     asm volatile(
         "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
+        "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
         "r"(rank)
         : "memory");
 }
@@ -770,12 +769,11 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                         HG2_LOAD(sb, &tmap_b, k0, n0, zb, fb);
                     }
 #else
-                    if (kCluster == 2) {  // boxes [rank*nb/2, +nb/2) of the N-major B tile
+                    if (kCluster == 2) {  // the N-major B tile's boxes jj with jj % 2 == rank
 #pragma unroll
-                        for (int j = 0; j < kBN / 128; ++j) {
-                            const int jj = static_cast<int>(rank) * (kBN / 128) + j;
-                            tma_load_2d_mc(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, fb, 0x3);
-                        }
+                        for (int jj = 0; jj < kBN / 64; ++jj)
+                            if (jj % 2 == static_cast<int>(rank))
+                                tma_load_2d_mc(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, fb, 0x3);
                     } else {
 #pragma unroll
                         for (int j = 0; j < kBN / 64; ++j)
