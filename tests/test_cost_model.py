@@ -266,3 +266,25 @@ def test_usable_sms_follow_the_mps_share(monkeypatch):
     assert usable_sms(132) == 1
     monkeypatch.setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "lots")
     assert usable_sms(132) == 132
+
+
+def test_cluster_rows_are_weighed_for_mid_size_results_only():
+    """The 2-CTA cluster rows (B shared by two vertically adjacent tiles) are auto candidates
+    where both result sides reach CLUSTER_MIN_SIDE, and never for a thin result, whose
+    cluster's second CTA has few or no rows; a named cluster row still plans anywhere, on a
+    grid of whole clusters."""
+    import numpy as np
+
+    clusters = {n for n, s in SPECS.items() if s.cluster > 1}
+    assert clusters, "the catalog has cluster rows"
+    wide = [c.variant for c in auto_candidates(1000, 3000, 2000, "float16", sm=90)]
+    thin = [c.variant for c in auto_candidates(16, 4096, 4096, "float16", sm=90)]
+    assert clusters & set(wide), wide[:8]
+    assert not clusters & set(thin), [v for v in thin if v in clusters]
+    a, b = np.zeros((16, 4096), np.float16), np.zeros((4096, 4096), np.float16)
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.problem import normalize
+
+    plan = CudaBackend().plan(normalize(a, b), "hgemm_v2_wgmma_tma_128x64_cluster2")
+    assert plan.variant == "hgemm_v2_wgmma_tma_128x64_cluster2"
+    assert plan.launch["grid"] == (128, 1, 1), plan.launch  # 64 units of two 128-row tiles, two CTAs each

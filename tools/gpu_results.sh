@@ -151,7 +151,7 @@ case "$what" in
       docs/benchmarks/h100_tune_skinny_fp32.json docs/benchmarks/h100_tune_skinny_long_fp32.json
     ;;
   targets)  # issue 13's target shapes through auto, call and kernel mode, the vendor beside; the odd square settled; A past 2^31
-    shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093 17x4096x4096 4096x17x4096"
+    shapes="16x4096x4096 512x512x16384 8192x8192x512 1000x3000x2000 1x8192x8192 4096x16x4096 4095x4097x4093 17x4096x4096 4096x17x4096 1000x1000x4096 64x4096x4096"
     for dt in 16 32; do
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes $shapes --repeats 5 --no-progress \
         --json docs/benchmarks/${gpu}_targets_call_fp$dt.json --markdown docs/benchmarks/${gpu}_targets_call_fp$dt.md

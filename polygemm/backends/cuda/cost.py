@@ -71,6 +71,11 @@ ASSUMED_REGISTERS = 128
 MISALIGNED_BYTES_PER_US = 2.0e7
 #: the row pitch TMA reads at full speed, bytes
 TMA_PITCH = 128
+#: the shortest result side (kernel M or N) ``auto`` offers a cluster row for. Sharing B pays
+#: where a mid-size result is bound by L2 (1000x3000x2000, 1000x1000x4096 on the H100); on a
+#: thin result a cluster's second CTA has few or no rows, and the rows' times there moved by
+#: up to 1.6x between two runs (16x4096x4096: 17.7 and 27.7 µs)
+CLUSTER_MIN_SIDE = 512
 
 
 @dataclass(frozen=True)
@@ -345,6 +350,8 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         if model is None:
             continue
         if spec.max_m and (kernel_mn(spec, m, n, result_layout)[0] > spec.max_m or count > 1):  # skinny: the rung's own M
+            continue
+        if spec.cluster > 1 and min(kernel_mn(spec, m, n, result_layout)) < CLUSTER_MIN_SIDE:
             continue
         # a row without measurements (a tile variant) is anchored like the row it borrows from
         donor = spec if anchor_for(spec, records, m, n, k, count) is not None else \
