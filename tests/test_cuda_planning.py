@@ -105,10 +105,11 @@ def test_grid_covers_the_problem(spec):
         assert lp.grid == (132, 1, 1)
     elif spec.persistent:  # one threadblock per SM walks the tiles
         assert lp.grid == (min(tiles, 132), 1, 1)
-    elif spec.cluster > 1:  # whole clusters along x, each a unit of `cluster` vertically adjacent tiles
-        units = -(-(-(-lp.m // bm)) // spec.cluster) * -(-lp.n // bn)
-        assert lp.grid == (units * spec.cluster, 1, 1) and gx % spec.cluster == 0
-        assert units * spec.cluster * bm * bn >= lp.m * lp.n
+    elif spec.cluster > 1:  # whole clusters along x, each a unit of cm x cn adjacent tiles
+        cm, cn = spec.cluster_mn
+        units_m, units_n = -(-(-(-lp.m // bm)) // cm), -(-(-(-lp.n // bn)) // cn)
+        assert lp.grid == (units_m * units_n * cm * cn, 1, 1) and gx % spec.cluster == 0
+        assert units_m * cm * bm >= lp.m and units_n * cn * bn >= lp.n
     else:
         cover = {"m": gx if spec.grid[0] == "m" else gy, "n": gx if spec.grid[0] == "n" else gy}
         assert cover["m"] * bm >= lp.m and cover["n"] * bn >= lp.n

@@ -103,6 +103,11 @@ case "$what" in
       --shapes sweep square odd 1000x3000x2000 1000x1000x4096 1000x1000x16384 1024x1024x8192 2048x2048x2048 \
       --variants hgemm_v2_wgmma_tma_128x192_cluster2 hgemm_v2_wgmma_tma_128x128_cluster2 hgemm_v2_wgmma_tma_128x64_cluster2 \
       --json docs/benchmarks/${gpu}_tune_cluster_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_fp16.md
+    # the 2 x 2 cluster row (A shared along N as well)
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 3 --no-progress \
+      --shapes sweep square odd 1000x3000x2000 1000x1000x4096 1000x1000x16384 1024x1024x8192 2048x2048x2048 \
+      --variants hgemm_v2_wgmma_tma_128x128_cluster2x2 \
+      --json docs/benchmarks/${gpu}_tune_cluster2x2_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster2x2_fp16.md
     ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
@@ -143,7 +148,8 @@ case "$what" in
       docs/benchmarks/h200_tune_tiles_fp16.json docs/benchmarks/h200_tune_tiles_split_fp16.json docs/benchmarks/h200_tune_skinny_long_fp16.json \
       docs/benchmarks/h200_tune_streamk_fp16.json docs/benchmarks/h200_targets_kernel_fp16.json docs/benchmarks/h200_targets_big_fp16.json \
       docs/benchmarks/h100_tune_skinny_fp16.json docs/benchmarks/h100_tune_skinny_long_fp16.json \
-      docs/benchmarks/h200_tune_cluster_fp16.json docs/benchmarks/h100_tune_cluster_fp16.json
+      docs/benchmarks/h200_tune_cluster_fp16.json docs/benchmarks/h100_tune_cluster_fp16.json \
+      docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
@@ -239,6 +245,10 @@ case "$what" in
       --only v2_e1_g8_persistent v2_e1_g8_c2 v2_e1_g8_c2_persistent v2_e1_g8_c2_persistent128 v3s6_e1_g4_persistent \
         v2bn192s5_e1_g8 v2bn192s5_e1_g8_c2 v2bn128s6_e1_g8 v2bn128s6_e1_g8_c2 v2bn128s6_e1_g8_c2_persistent v2bn64s8_e1_g8 v2bn64s8_e1_g8_c2 \
       --json docs/benchmarks/${gpu}_cluster.json
+    # 2 x 2 clusters (A multicast along N as well), beside the 2 x 1 builds
+    python3 docs/benchmarks/epilogue_bench.py --rounds 5 --shuffle --shapes 4096x4096x4096 8192x8192x8192 1000x3000x2000 1000x1000x4096 8192x8192x512 \
+      --only v2_e1_g8_persistent v3s6_e1_g4_persistent v2_e1_g8_c2x2 v2_e1_g8_c2x2_persistent128 v2bn192s5_e1_g8_c2 v2bn192s5_e1_g8_c2x2 v2bn192s5_e1_g8_c1x2 \
+        v2bn128s6_e1_g8_c2x2 v2bn64s8_e1_g8_c2 v2bn64s8_e1_g8_c2x2 --json docs/benchmarks/${gpu}_cluster2x2.json
     ;;
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do

@@ -107,6 +107,13 @@ SINGLE = [
     cfg("v2bn128s6_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2),
     cfg("v2bn64s8_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8),
     cfg("v2bn64s8_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8, HG2_CLUSTER=2),
+    # 2 x 2 clusters: A shared along N as well as B along M
+    cfg("v2_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
+    cfg("v2_e1_g8_c2x2_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
+    cfg("v2bn192s5_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
+    cfg("v2bn192s5_e1_g8_c1x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5, HG2_CLUSTER_N=2),
+    cfg("v2bn128s6_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
+    cfg("v2bn64s8_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
     # the persistent builds without their C store: the epilogue's share of the shipped rows
     cfg("v2_e2_g8_persistent_noepi", V2, True, HG2_EPILOGUE=2, HG2_GROUP_M=8),
     cfg("v3s6_e2_g4_persistent_noepi", V3, True, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
@@ -136,7 +143,9 @@ class Bench:
         kl = self.be.launcher(c.variant, a, b, out, alpha, beta)
         base: PreparedLaunch = kl.launch
         assert base.spec is not None and base.lp.tma, f"{c.variant} did not plan a TMA launch: {base.variant}"
-        spec = dataclasses.replace(base.spec, tile=(128, c.bn, 64))  # tensor-map boxes follow BN
+        # tensor-map boxes follow BN and the cluster (a CTA's share of a multicast tile)
+        clusters = {k: v for k, v in c.m.items() if k.startswith("HG2_CLUSTER")}
+        spec = dataclasses.replace(base.spec, tile=(128, c.bn, 64), defines=tuple(sorted({**dict(base.spec.defines), **clusters}.items())))
         lp = dataclasses.replace(base.lp)
         if getattr(lp, "splits", 0):
             raise RuntimeError(f"the plan of {c.variant} splits K here; this script times single launches")
@@ -144,9 +153,10 @@ class Bench:
         lp.smem_bytes = c.smem()
         count = max(lp.batch_count, 1)
         tiles = math.ceil(lp.m / 128) * math.ceil(lp.n / c.bn) * count
-        cl = c.m.get("HG2_CLUSTER", 1)
-        if cl > 1:  # a cluster's CTAs are consecutive along x and share a unit of cl tile rows
-            units = math.ceil(math.ceil(lp.m / 128) / cl) * math.ceil(lp.n / c.bn) * count
+        cm, cn = c.m.get("HG2_CLUSTER", 1), c.m.get("HG2_CLUSTER_N", 1)
+        cl = cm * cn
+        if cl > 1:  # a cluster's CTAs are consecutive along x and share a unit of cm x cn tiles
+            units = math.ceil(math.ceil(lp.m / 128) / cm) * math.ceil(math.ceil(lp.n / c.bn) / cn) * count
             cap = c.max_grid or self.rt.sms
             lp.grid = (min(units, cap // cl) * cl if c.persistent else units * cl, 1, 1)
         elif c.persistent or lp.batch_count:

@@ -135,7 +135,8 @@ def tiles(spec: KernelSpec, m: int, n: int, result_layout: str) -> int:
     cluster row launches whole clusters, so its tile rows count rounded up to the cluster)."""
     km, kn = kernel_mn(spec, m, n, result_layout)
     bm, bn, _ = spec.tile
-    return math.ceil(math.ceil(km / bm) / spec.cluster) * spec.cluster * math.ceil(kn / bn)
+    cm, cn = spec.cluster_mn
+    return math.ceil(math.ceil(km / bm) / cm) * cm * math.ceil(math.ceil(kn / bn) / cn) * cn
 
 
 def streamk_runs(spec: KernelSpec, m: int, n: int, k: int, count: int, sms: int, result_layout: str) -> tuple[int, int, int, int]:

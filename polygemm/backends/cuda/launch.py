@@ -143,7 +143,8 @@ class PreparedLaunch:
             batch = (lp.batch_count, sa, sb) if lp.batch_count else None
             assert self.spec is not None
             bm, bn, _ = self.spec.tile  # the boxes follow the rung's threadblock tile
-            cfg = HgemmV2Config(bn=bn, consumers=bm // 64, cluster=self.spec.cluster)
+            cm, cn = self.spec.cluster_mn
+            cfg = HgemmV2Config(bn=bn, consumers=bm // 64, cluster=cm, cluster_n=cn)
             ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch,
                                           dtype=lp.dtype or "float16")
             maps = (ta.tobytes(), tb.tobytes())

@@ -433,10 +433,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         )
     lp.grid = (gx, gy, max(lp.row_split, lp.batch_count, 1))
     if spec.cluster > 1:
-        # a cluster's CTAs are consecutive along x and take vertically adjacent tiles (one
-        # unit of `cluster` tile rows): a 1-D grid of whole clusters, one unit each
+        # a cluster's CTAs are consecutive along x and take a unit of cm x cn adjacent tiles:
+        # a 1-D grid of whole clusters, one unit each
         assert spec.grid == ("n", "m") and not lp.batch_count, f"{spec.name}: a cluster row has one product on an (n, m) grid"
-        lp.grid = (-(-gy // spec.cluster) * gx * spec.cluster, 1, 1)
+        cm, cn = spec.cluster_mn
+        lp.grid = (-(-gy // cm) * -(-gx // cn) * cm * cn, 1, 1)
     if lp.tma and (lp.batch_count or spec.persistent):
         # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
         # threadblock per SM, each producer prefetching its next tile while its consumers store

@@ -208,7 +208,8 @@ class HgemmV2Config:
     bn: int = 256  # HG2_BN: threadblock tile N (the wgmma n)
     consumers: int = 2  # HG2_CONSUMERS: consumer warpgroups; BM = 64 * consumers
     stages: int = 4  # HG2_STAGES: shared-memory ring depth
-    cluster: int = 1  # HG2_CLUSTER: CTAs per cluster sharing (multicasting) the B tile
+    cluster: int = 1  # HG2_CLUSTER: CTAs of a cluster along M, sharing (multicasting) one B tile
+    cluster_n: int = 1  # HG2_CLUSTER_N: CTAs of a cluster along N, sharing one A tile
     pingpong: bool = False  # HG2_PINGPONG: each consumer owns whole 128 x BN tiles (BN 128)
     staged_epilogue: bool = True  # HG2_EPILOGUE=1 (the default build): a 2 KB buffer per consumer warp
     bk: int = 64  # fixed: one 128-byte swizzle row of fp16
@@ -227,6 +228,7 @@ class HgemmV2Config:
             "HG2_CONSUMERS": self.consumers,
             "HG2_STAGES": self.stages,
             "HG2_CLUSTER": self.cluster,
+            "HG2_CLUSTER_N": self.cluster_n,
             "HG2_PINGPONG": int(self.pingpong),
         }
 
@@ -248,12 +250,12 @@ class HgemmV2Layout:
 def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_DEFAULT) -> HgemmV2Layout:
     """What ``hgemm_v2_wgmma_tma`` built with ``cfg`` and PG_TRANS_A/B expects.
 
-    A row-major (``trans_a`` False): box BM x 64 (one copy per stage); column-major: 64 x 64
-    (BM/64 copies). B row-major (``trans_b`` False): 64 x 64 (BN/64 copies); column-major:
-    64 x BN/cluster. The inner (contiguous) box extent is always 64 halves = 128 bytes, the
+    A row-major (``trans_a`` False): box BM/cluster_n x 64 (one copy per stage, or the share of
+    one CTA of those sharing the tile); column-major: 64 x 64 (BM/64 copies). B row-major
+    (``trans_b`` False): 64 x 64 (BN/64 copies); column-major: 64 x BN/cluster. The inner (contiguous) box extent is always 64 halves = 128 bytes, the
     128-byte swizzle span.
     """
-    box_a = (64, cfg.bk) if trans_a else (cfg.bm, cfg.bk)
+    box_a = (64, cfg.bk) if trans_a else (cfg.bm // cfg.cluster_n, cfg.bk)
     box_b = (cfg.bk, cfg.bn // cfg.cluster) if trans_b else (cfg.bk, 64)
     stage = (cfg.bm + cfg.bn) * cfg.bk * 2
     epilogue = 4 * cfg.consumers * 16 * 128 if cfg.staged_epilogue else 0  # kEpiBytes: 16 rows x 128 B per consumer warp

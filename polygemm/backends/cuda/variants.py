@@ -71,10 +71,18 @@ class KernelSpec:
             object.__setattr__(self, "dtypes", (self.dtype,))
 
     @property
+    def cluster_mn(self) -> tuple[int, int]:
+        """A TMA row's thread-block cluster as (CTAs along M, CTAs along N): ``HG2_CLUSTER``
+        vertically adjacent threadblock tiles share their B tile, ``HG2_CLUSTER_N``
+        horizontally adjacent ones their A tile, each CTA loading a share of it for all."""
+        d = dict(self.defines)
+        return d.get("HG2_CLUSTER", 1), d.get("HG2_CLUSTER_N", 1)
+
+    @property
     def cluster(self) -> int:
-        """CTAs per thread-block cluster (``HG2_CLUSTER``: a TMA row whose vertically adjacent
-        threadblock tiles share their B tile, each CTA loading part of it for both)."""
-        return dict(self.defines).get("HG2_CLUSTER", 1)
+        """CTAs per thread-block cluster (1: no cluster)."""
+        cm, cn = self.cluster_mn
+        return cm * cn
 
     def runs_on(self, sm: int) -> bool:
         """Whether the rung can run on a device of compute capability ``sm`` (e.g. 90)."""

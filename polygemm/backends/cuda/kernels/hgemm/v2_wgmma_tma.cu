@@ -110,8 +110,11 @@
 #ifndef HG2_ENTRY  // a rung built from this source under another name (v3) defines it
 #define HG2_ENTRY hgemm_v2_wgmma_tma
 #endif
-#ifndef HG2_CLUSTER
+#ifndef HG2_CLUSTER  // CTAs of a cluster along M (vertically adjacent tiles sharing one B tile)
 #define HG2_CLUSTER 1
+#endif
+#ifndef HG2_CLUSTER_N  // CTAs of a cluster along N (horizontally adjacent tiles sharing one A tile)
+#define HG2_CLUSTER_N 1
 #endif
 #ifndef HG2_MN_SWAP
 #define HG2_MN_SWAP 0
@@ -135,7 +138,9 @@ constexpr int kMW = kPingpong ? 2 : 1;   // m64 blocks per consumer warpgroup
 constexpr int kBN = HG2_BN;
 constexpr int kStages = HG2_STAGES;
 constexpr int kGroupM = HG2_GROUP_M;
-constexpr int kCluster = HG2_CLUSTER;
+constexpr int kClusterM = HG2_CLUSTER;    // CTAs sharing one B tile (rank % kClusterM: their M position)
+constexpr int kClusterN = HG2_CLUSTER_N;  // CTAs sharing one A tile (rank / kClusterM: their N position)
+constexpr int kCluster = kClusterM * kClusterN;
 constexpr int kThreads = 128 * (kConsumers + 1);
 constexpr int kAcc = kBN / 2;            // fp32 accumulators per consumer thread
 constexpr int kATileBytes = kBM * kBK * 2;
@@ -154,13 +159,14 @@ constexpr int kTransB = PG_TRANS_B ? 0 : 1;  // wgmma trans-b: 1 = N-major (B ro
 
 static_assert(kConsumers == 1 || kConsumers == 2, "1 or 2 consumer warpgroups");
 static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 64, 128, 192 or 256 (wgmma n)");
-static_assert(!kPingpong || (kConsumers == 2 && HG2_CLUSTER == 1 && kBN == 128),
+static_assert(!kPingpong || (kConsumers == 2 && kCluster == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
-static_assert(!PG_BATCH || HG2_CLUSTER == 1, "PG_BATCH: the multicast loads are 2-D");
+static_assert(!PG_BATCH || kCluster == 1, "PG_BATCH: the multicast loads are 2-D");
 static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
-static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && HG2_CLUSTER == 1),
+static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && kCluster == 1),
               "PG_STREAMK: one product, cooperative consumers, no cluster");
-static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs");
+static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2), "clusters of 1 or 2 CTAs along M and N");
+static_assert(kClusterN == 1 || (PG_TRANS_A ? kBM / 64 : kBM) % kClusterN == 0, "the A tile splits between the CTAs sharing it");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
 static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
 
@@ -613,8 +619,8 @@ __device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int
 // retires it for the warpgroup; four remote arrivals per warpgroup and stage were four times
 // the cluster traffic the release needs.
 __device__ __forceinline__ void release_stage(uint32_t bar, int tid) {
-    if (kCluster == 2) {
-        if (tid < 2) mbar_arrive_cluster(bar, static_cast<uint32_t>(tid));
+    if (kCluster > 1) {
+        if (tid < kCluster) mbar_arrive_cluster(bar, static_cast<uint32_t>(tid));
     } else if (tid == 0) {
         mbar_arrive(bar);
     }
@@ -655,8 +661,8 @@ struct Work {
 }  // namespace hgemm_v2
 
 extern "C" __global__ void
-#if HG2_CLUSTER == 2
-__cluster_dims__(2, 1, 1)
+#if HG2_CLUSTER * HG2_CLUSTER_N > 1
+__cluster_dims__(HG2_CLUSTER * HG2_CLUSTER_N, 1, 1)
 #endif
 __launch_bounds__(hgemm_v2::kThreads, 1)
 HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
@@ -673,10 +679,11 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 
     const int wg = threadIdx.x / 128;
     const int tid = threadIdx.x % 128;
-    const uint32_t rank = (kCluster == 2) ? cluster_rank() : 0u;
+    const uint32_t rank = (kCluster > 1) ? cluster_rank() : 0u;
+    const int rank_m = static_cast<int>(rank) % kClusterM, rank_n = static_cast<int>(rank) / kClusterM;
 
-    const int units_m = CEIL_DIV(CEIL_DIV(M, kBM), kCluster);
-    const int units_n = CEIL_DIV(N, kBN);
+    const int units_m = CEIL_DIV(CEIL_DIV(M, kBM), kClusterM);
+    const int units_n = CEIL_DIV(CEIL_DIV(N, kBN), kClusterN);
     const int per_matrix = units_m * units_n;
 #if PG_BATCH
     const int num_units = per_matrix * pg_batch_count;  // the tiles of every matrix of the batch
@@ -723,7 +730,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_a)) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_b)) : "memory");
     }
-    if (kCluster == 2) cluster_sync();  // peers' barriers initialised before any multicast
+    if (kCluster > 1) cluster_sync();  // peers' barriers initialised before any multicast
     else __syncthreads();
 
     if (wg == 0) {
@@ -734,6 +741,14 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         if (tid == 0) {
             int s = 0;
             uint32_t ph = 0;
+            // multicast masks: the CTAs of this CTA's column of the cluster (same N position:
+            // they share its B tile) and of its row (same M position: they share its A tile)
+            const uint16_t mask_b = static_cast<uint16_t>(((1u << kClusterM) - 1u) << (rank_n * kClusterM));
+            uint16_t mask_a = 0;
+#pragma unroll
+            for (int j = 0; j < kClusterN; ++j) mask_a |= static_cast<uint16_t>(1u << (rank_m + kClusterM * j));
+            (void)mask_a;
+            (void)mask_b;
             for (int i = 0;; ++i) {
                 int u, kb, ke;
                 if (!work.item(i, u, kb, ke)) break;
@@ -745,8 +760,8 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #else
                 unit_coords(u, units_m, units_n, um, un);
 #endif
-                const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
-                const int n0 = un * kBN;
+                const int m0 = (um * kClusterM + rank_m) * kBM;
+                const int n0 = (un * kClusterN + rank_n) * kBN;
                 for (int kt = kb; kt < ke; ++kt) {
                     const uint32_t fb = full_bar + 8 * s;
                     mbar_wait(empty_bar + 8 * s, ph ^ 1);  // fresh barrier: passes at once
@@ -756,24 +771,32 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                     const int k0 = kt * kBK;
 #if PG_TRANS_A
 #pragma unroll
-                    for (int i = 0; i < kBM / 64; ++i)
-                        HG2_LOAD(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, za, fb);
+                    for (int i = 0; i < kBM / 64; ++i) {
+                        if (kClusterN == 1)
+                            HG2_LOAD(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, za, fb);
+                        else if (i % kClusterN == rank_n)  // this CTA's share of the M-major A tile's boxes
+                            tma_load_2d_mc(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, fb, mask_a);
+                    }
 #else
-                    HG2_LOAD(sa, &tmap_a, k0, m0, za, fb);
+                    if (kClusterN == 1)
+                        HG2_LOAD(sa, &tmap_a, k0, m0, za, fb);
+                    else  // rows [rank_n*BM/2, +BM/2) of the K-major A tile
+                        tma_load_2d_mc(sa + rank_n * (kATileBytes / kClusterN), &tmap_a, k0,
+                                       m0 + rank_n * (kBM / kClusterN), fb, mask_a);
 #endif
 #if PG_TRANS_B
-                    if (kCluster == 2) {  // rows [rank*BN/2, +BN/2) of the K-major B tile
-                        tma_load_2d_mc(sb + rank * (kBTileBytes / 2), &tmap_b, k0,
-                                       n0 + static_cast<int>(rank) * (kBN / 2), fb, 0x3);
+                    if (kClusterM > 1) {  // rows [rank_m*BN/2, +BN/2) of the K-major B tile
+                        tma_load_2d_mc(sb + rank_m * (kBTileBytes / kClusterM), &tmap_b, k0,
+                                       n0 + rank_m * (kBN / kClusterM), fb, mask_b);
                     } else {
                         HG2_LOAD(sb, &tmap_b, k0, n0, zb, fb);
                     }
 #else
-                    if (kCluster == 2) {  // the N-major B tile's boxes jj with jj % 2 == rank
+                    if (kClusterM > 1) {  // the N-major B tile's boxes jj with jj % 2 == rank_m
 #pragma unroll
                         for (int jj = 0; jj < kBN / 64; ++jj)
-                            if (jj % 2 == static_cast<int>(rank))
-                                tma_load_2d_mc(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, fb, 0x3);
+                            if (jj % kClusterM == rank_m)
+                                tma_load_2d_mc(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, fb, mask_b);
                     } else {
 #pragma unroll
                         for (int j = 0; j < kBN / 64; ++j)
@@ -830,8 +853,8 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             OutT* const Cz = Cp;
             unit_coords(u, units_m, units_n, um, un);
 #endif
-            const int m0 = (um * kCluster + static_cast<int>(rank)) * kBM;
-            const int n0 = un * kBN;
+            const int m0 = (um * kClusterM + rank_m) * kBM;
+            const int n0 = (un * kClusterN + rank_n) * kBN;
 #if PG_STREAMK
             const long long it0 = ring;  // ring iteration of this item's first k-tile
             ring += ke - kb;
@@ -962,5 +985,5 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
     }
     // No CTA of a cluster may leave while its peer can still multicast into it or arrive on
     // its barriers.
-    if (kCluster == 2) cluster_sync();
+    if (kCluster > 1) cluster_sync();
 }
