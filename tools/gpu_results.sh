@@ -262,10 +262,13 @@ case "$what" in
       gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
       python3 docs/benchmarks/epilogue_bench.py --profile 4096x4096x4096 v2_e1_g8_persistent v2_e2_g8_persistent_noepi \
       v3s6_e1_g4_persistent v3s6_e2_g4_persistent_noepi > docs/benchmarks/ncu_epilogue_share.csv
-    # why the 2-CTA cluster (B multicast) does not pay: where its warps wait, beside the one-CTA build
+    # the 2-CTA cluster (B multicast) beside the one-CTA build: where its warps wait, what L2 moves
     ncu --clock-control none -k regex:hgemm --csv --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
       python3 docs/benchmarks/epilogue_bench.py --profile 4096x4096x4096 v2_e1_g8_persistent v2_e1_g8_c2_persistent \
       > docs/benchmarks/ncu_cluster.csv
+    ncu --clock-control none -k regex:hgemm --csv --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+      python3 docs/benchmarks/epilogue_bench.py --profile 1000x3000x2000 v2bn192s5_e1_g8 v2bn192s5_e1_g8_c2 \
+      > docs/benchmarks/ncu_cluster_1000x3000x2000.csv
     ;;
   sweep)  # issue 13: the sweep preset (60 shapes) through the raw launch of auto's rung beside cuBLAS, and through
           # polygemm.gemm beside cupy.matmul; the heatmap of the ratio and its geometric mean and worst shape
