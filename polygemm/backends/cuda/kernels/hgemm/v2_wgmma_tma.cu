@@ -22,9 +22,12 @@
 //     accumulator rows through its own 2 KB shared buffer (stmatrix for a 16-bit C), so C is
 //     written with coalesced 16-byte stores instead of 4/8-byte stores scattered over 8 rows
 //     (HG2_EPILOGUE=0, kept for comparison);
-//   * optional 2-CTA clusters (HG2_CLUSTER=2): the two CTAs of a cluster own vertically
-//     adjacent tiles, each loads its own A tile and half of the shared B tile, multicast to
-//     both CTAs (B traffic from L2 halves).
+//   * optional thread-block clusters: HG2_CLUSTER=2 CTAs own vertically adjacent tiles and
+//     share their B tile, HG2_CLUSTER_N=2 CTAs horizontally adjacent ones and share A; each
+//     CTA loads its share of a shared tile, multicast to the CTAs that share it (L2 traffic of
+//     that operand halves). A stage goes back to the producers once every CTA's consumers
+//     have released it (one remote arrival per consumer warpgroup and CTA, without a
+//     .release.cluster fence: that compiles to MEMBAR.ALL.GPU before every arrival).
 //
 //   * HG2_PINGPONG=1 (BN 128): each consumer warpgroup owns whole 128 x 128 tiles (two m64
 //     wgmma per k16 step) and the two alternate (a `turn` mbarrier pair orders their main
@@ -39,7 +42,7 @@
 //                      const __grid_constant__ CUtensorMap tmap_b,
 //                      int M, int N, int K, float alpha, float beta, void* C, int ldc)
 // A is M x K, B is K x N, C row-major (C[i*ldc + j]), pg_half, or float when PG_OUT_F32=1.
-// PG_TRANS_A=0: A row-major (K contiguous)    -> tensor map dims {K, M}, box {64, BM}
+// PG_TRANS_A=0: A row-major (K contiguous)    -> tensor map dims {K, M}, box {64, BM / cluster_n}
 //                                                (BM = 64*kConsumers), wgmma K-major (trans-a 0)
 // PG_TRANS_A=1: A column-major (M contiguous) -> dims {M, K}, box {64, 64}, BM/64 boxes per
 //                                                stage, wgmma M-major (trans-a 1)
@@ -58,7 +61,7 @@
 // the next matrix, while the consumers store. A and B are 3-D tensor maps whose third
 // dimension is the batch (its byte stride lives in the map), loaded at coordinate
 // z * pg_batch_a (pg_batch_b): 1 for a batched operand, 0 for one shared by the whole batch;
-// C moves pg_batch_c elements per matrix. Not with HG2_CLUSTER=2.
+// C moves pg_batch_c elements per matrix. Not with clusters.
 //
 // Shared memory (all swizzled tiles 1024-byte aligned, as the 128-byte swizzle requires):
 // stage s = [A tile BM x 64 | B tile 64 x BN]; a K-major tile is rows of 64 k (128 B, one
@@ -71,16 +74,16 @@
 // n8 block j, rows 16w + t/4 (+8) and columns 8j + 2(t%4) + {0, 1}: d[4j..4j+3].
 //
 // Launch: blockDim (128 * (kConsumers + 1)); any grid (plain: (ceil(N/BN), ceil(M/BM)),
-// persistent: #SMs); with HG2_CLUSTER=2 gridDim.x must be even (compiled-in cluster dims).
+// persistent: #SMs); with clusters gridDim.x is a multiple of the cluster's CTAs (compiled-in
+// cluster dims, 1-D: rank r takes tile row r % HG2_CLUSTER and column r / HG2_CLUSTER of its unit).
 // DYNAMIC SHARED MEMORY: kSmemBytes (default 4 x 48 KB + 1024 alignment slack + 256 barrier
 // bytes + 8 x 2 KB staged-epilogue buffers = 214272); the launcher raises
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (variants.json "smem_bytes").
 // Build: nvcc -cubin -gencode=arch=compute_90a,code=sm_90a (wgmma/setmaxnreg need sm_90a).
 // ptxas: 168 registers at entry (setmaxnreg: producer 40, consumers 232), no spills, all builds.
 //
-// Measurements (epilogues, tile orders, stage counts, beside cuBLAS): docs/benchmarks/README.md
-// and docs/benchmarks/h200_epilogue.md. HG2_CLUSTER=2 (B multicast) is correct but runs at
-// 0.74-0.76x cuBLAS; its profile is on the results page ("2-CTA clusters"): not a row.
+// Measurements (epilogues, tile orders, stage counts, clusters, beside cuBLAS):
+// docs/benchmarks/README.md and docs/benchmarks/h200_epilogue.md.
 
 #include <cuda.h>  // CUtensorMap
 #define PG_HALF_TYPES 1  // pg_half: __half, or __nv_bfloat16 with PG_BF16=1 (common.cuh)
