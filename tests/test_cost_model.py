@@ -288,3 +288,22 @@ def test_cluster_rows_are_weighed_for_mid_size_results_only():
     plan = CudaBackend().plan(normalize(a, b), "hgemm_v2_wgmma_tma_128x64_cluster2")
     assert plan.variant == "hgemm_v2_wgmma_tma_128x64_cluster2"
     assert plan.launch["grid"] == (128, 1, 1), plan.launch  # 64 units of two 128-row tiles, two CTAs each
+
+
+def test_a_cluster_row_counts_whole_clusters_and_splits_the_shared_boxes():
+    """A 2x2 cluster row launches its tile rows and columns rounded up to the cluster (the
+    cost model counts those threadblocks), and each CTA's tensor-map box is its share of the
+    tile it multicasts: half of A's rows (row-major A) and half of B's columns (column-major B)."""
+    from polygemm.backends.cuda.tma import HgemmV2Config, hgemm_v2_layout
+
+    spec = SPECS["hgemm_v2_wgmma_tma_128x128_cluster2x2"]
+    assert spec.cluster_mn == (2, 2) and spec.cluster == 4 and not spec.batch
+    assert cost.tiles(spec, 1000, 1000, "row") == 64  # 8 x 8 tiles of 128 x 128
+    assert cost.tiles(spec, 1100, 1000, "row") == 10 * 8  # 9 tile rows round up to 10
+    one = SPECS["hgemm_v2_wgmma_tma_128x128"]
+    assert cost.tiles(one, 1100, 1000, "row") == 9 * 8
+    cfg = HgemmV2Config(bn=128, stages=6, cluster=2, cluster_n=2)
+    assert hgemm_v2_layout(False, True, cfg).box_a == (64, 64)  # 128 rows of A, two CTAs loading 64 each
+    assert hgemm_v2_layout(False, True, cfg).box_b == (64, 64)  # 128 columns of K-major B, two CTAs
+    assert hgemm_v2_layout(True, False, cfg).box_a == (64, 64)  # M-major A: 64 x 64 boxes, shared out by box
+    assert hgemm_v2_layout(False, False, cfg).smem_bytes == spec.smem_bytes
