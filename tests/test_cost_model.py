@@ -288,6 +288,8 @@ def test_cluster_rows_are_weighed_for_mid_size_results_only():
     plan = CudaBackend().plan(normalize(a, b), "hgemm_v2_wgmma_tma_128x64_cluster2")
     assert plan.variant == "hgemm_v2_wgmma_tma_128x64_cluster2"
     assert plan.launch["grid"] == (128, 1, 1), plan.launch  # 64 units of two 128-row tiles, two CTAs each
+    assert plan.launch["cluster"].startswith("2x1 CTAs") and "B shared by 2" in plan.launch["cluster"], plan.launch
+    assert "cluster" not in CudaBackend().plan(normalize(a, b), "hgemm_v2_wgmma_tma_128x64").launch
 
 
 def test_a_cluster_row_counts_whole_clusters_and_splits_the_shared_boxes():

@@ -155,6 +155,11 @@ class LaunchPlan:
                             f"(deterministic; PG_SPLIT)")
         elif self.batch_count:
             d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
+        defines = dict(self.defines)
+        cm, cn = defines.get("HG2_CLUSTER", 1), defines.get("HG2_CLUSTER_N", 1)
+        if cm * cn > 1:
+            shared = [f"B shared by {cm} tiles down" if cm > 1 else "", f"A shared by {cn} tiles across" if cn > 1 else ""]
+            d["cluster"] = f"{cm}x{cn} CTAs on adjacent tiles ({', '.join(x for x in shared if x)}: TMA multicast)"
         if self.grid != (1, 1, 1):
             d["grid"] = self.grid
             d["block"] = self.block
