@@ -107,6 +107,7 @@ def test_grid_covers_the_problem(spec):
         assert lp.grid == (min(tiles, 132), 1, 1)
     elif spec.cluster > 1:  # whole clusters along x, each a unit of cm x cn adjacent tiles
         cm, cn = spec.cluster_mn
+        assert lp.cluster == (cm, cn)  # carried to the launch: the tensor maps' boxes are each CTA's share
         units_m, units_n = -(-(-(-lp.m // bm)) // cm), -(-(-(-lp.n // bn)) // cn)
         assert lp.grid == (units_m * units_n * cm * cn, 1, 1) and gx % spec.cluster == 0
         assert units_m * cm * bm >= lp.m and units_n * cn * bn >= lp.n

@@ -153,7 +153,7 @@ class Bench:
         lp.smem_bytes = c.smem()
         count = max(lp.batch_count, 1)
         tiles = math.ceil(lp.m / 128) * math.ceil(lp.n / c.bn) * count
-        cm, cn = c.m.get("HG2_CLUSTER", 1), c.m.get("HG2_CLUSTER_N", 1)
+        cm, cn = lp.cluster = spec.cluster_mn  # the tensor maps' boxes follow the plan's cluster
         cl = cm * cn
         if cl > 1:  # a cluster's CTAs are consecutive along x and share a unit of cm x cn tiles
             units = math.ceil(math.ceil(lp.m / 128) / cm) * math.ceil(math.ceil(lp.n / c.bn) / cn) * count

@@ -113,6 +113,7 @@ class LaunchPlan:
     unpack: Pack | None = None  # after the launch
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)
+    cluster: tuple[int, int] = (1, 1)  # KernelSpec.cluster_mn: CTAs of a cluster along M (sharing B) and N (sharing A)
     notes: list[str] = field(default_factory=list)
     defines: tuple[tuple[str, int], ...] = ()  # the rung's constant macros (KernelSpec.defines)
     #: split-K: the K-slices the rung's batched build computes side by side into the fp32
@@ -155,8 +156,7 @@ class LaunchPlan:
                             f"(deterministic; PG_SPLIT)")
         elif self.batch_count:
             d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
-        defines = dict(self.defines)
-        cm, cn = defines.get("HG2_CLUSTER", 1), defines.get("HG2_CLUSTER_N", 1)
+        cm, cn = self.cluster
         if cm * cn > 1:
             shared = [f"B shared by {cm} tiles down" if cm > 1 else "", f"A shared by {cn} tiles across" if cn > 1 else ""]
             d["cluster"] = f"{cm}x{cn} CTAs on adjacent tiles ({', '.join(x for x in shared if x)}: TMA multicast)"
@@ -441,7 +441,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         # a cluster's CTAs are consecutive along x and take a unit of cm x cn adjacent tiles:
         # a 1-D grid of whole clusters, one unit each
         assert spec.grid == ("n", "m") and not lp.batch_count, f"{spec.name}: a cluster row has one product on an (n, m) grid"
-        cm, cn = spec.cluster_mn
+        cm, cn = lp.cluster = spec.cluster_mn
         lp.grid = (-(-gy // cm) * -(-gx // cn) * cm * cn, 1, 1)
     if lp.tma and (lp.batch_count or spec.persistent):
         # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
