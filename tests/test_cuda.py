@@ -108,6 +108,7 @@ def test_pycuda_device_arrays(cuda):
     pg.gemm(da, db, dc, alpha=2.0, beta=-1.0, out=dc)
     with cuda.runtime.active():
         assert reference_for(a, b, c, 2.0, -1.0).compare(dc.get()).ok
+        del da, db, dc  # PyCUDA frees its own allocations only where their context is current
 
 
 def test_cupy_device_arrays(cuda):
@@ -160,6 +161,7 @@ def test_empty_and_k_zero_on_device(cuda):
     got = pg.gemm(da, db, dc, beta=2.0)
     with cuda.runtime.active():
         np.testing.assert_array_equal(got.get(), 2.0 * c)
+        del da, db, dc  # PyCUDA frees its own allocations only where their context is current
 
 
 def test_conformance_suite(cuda):
@@ -344,3 +346,47 @@ def test_torch_stream_ordered_chain_without_synchronize(cuda):
         result = y.cpu()  # waits for `side` only
     assert reference_for(3.0 * a.cpu().numpy(), b.cpu().numpy()).compare(result.numpy()).ok
     assert x2.shape == (1024, 1)
+
+
+def test_pycuda_results_are_freed_from_any_thread(cuda):
+    """pycuda results and ``to_device`` arrays dropped in a thread other than the one that
+    opened the device (the registry's probe thread) give their memory back, with no PyCUDA
+    "out-of-thread context" warning (such an allocation would be leaked)."""
+    import gc
+    import threading
+    import warnings
+
+    rt = cuda.runtime
+    rng = np.random.default_rng(secrets.randbits(32))
+    host = rng.standard_normal((1024, 1024)).astype(np.float32)  # 4 MiB per result
+
+    def free_bytes() -> int:
+        gc.collect()
+        with rt.active():
+            return int(rt.drv.mem_get_info()[0])
+
+    def churn(caught: list) -> None:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            a = cuda.to_device(host)
+            for _ in range(64):  # 256 MiB in all if nothing came back
+                r = pg.gemm(a, a, device="cuda")
+                del r
+            assert reference_for(host, host).compare(cuda.to_host(pg.gemm(a, a, device="cuda"))).ok
+            del a
+            gc.collect()
+        caught.extend(str(w.message) for w in seen)
+
+    churn([])  # the pool's first blocks, kernels loaded
+    before = free_bytes()
+    caught: list[str] = []
+    worker = threading.Thread(target=churn, args=(caught,))
+    worker.start()
+    worker.join()
+    churn(caught)  # and in this thread
+    lost = before - free_bytes()
+    assert not [m for m in caught if "out-of-thread" in m or "could not be cleaned up" in m], caught
+    assert lost < 64 * 2**20, f"{lost / 2**20:.0f} MiB of device memory not given back after dropping the results"
+    fortran = np.asfortranarray(host[:100, :37])
+    dev = cuda.to_device(fortran)
+    assert dev.flags.f_contiguous and np.array_equal(cuda.to_host(dev), fortran)

@@ -562,19 +562,26 @@ class CudaBackend(Backend):
                 rt.leave()
 
     def _new_result(self, rt: CudaRuntime, p: GemmProblem, layout: str) -> Any:
+        """A pycuda ``GPUArray`` result whose memory a :class:`~.device.DeviceBuffer` owns (freed
+        from any thread; see there)."""
         import pycuda.gpuarray as gpuarray
 
-        with rt.active():
-            return gpuarray.empty(p.result_shape, p.out_dtype, order="C" if layout == "row" else "F")
+        owner = rt.buffer(p.count * p.m * p.n * p.out_dtype.itemsize)
+        return gpuarray.GPUArray(p.result_shape, p.out_dtype, gpudata=owner.ptr, base=owner, order="C" if layout == "row" else "F")
 
     # -- device helpers ----------------------------------------------------------------
     def to_device(self, array: np.ndarray) -> Any:
         import pycuda.gpuarray as gpuarray
 
         rt = self._runtime()
+        arr = np.asarray(array)
+        order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"  # a Fortran array stays one
+        raw = np.asarray(raw_view(arr), order=order)  # bfloat16 moves as its bits
         with rt.active():
-            arr = np.asarray(array)
-            return gpuarray.to_gpu(raw_view(arr)).view(arr.dtype)  # bfloat16 moves as its bits
+            owner = rt.buffer(raw.nbytes)  # freed from any thread (see DeviceBuffer)
+            dev = gpuarray.GPUArray(raw.shape, raw.dtype, gpudata=owner.ptr, base=owner, order=order)
+            dev.set(raw)
+            return dev.view(arr.dtype)
 
     def to_host(self, array: Any) -> np.ndarray:
         rt = self._runtime()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,7 +22,7 @@ from .driver import Driver, Kernel, driver
 from .planning import Mat, strides
 from .variants import KERNEL_DIR, kernel_specs
 
-__all__ = ["CudaRuntime", "UTIL_SOURCE", "runtime_for"]
+__all__ = ["CudaRuntime", "DeviceBuffer", "UTIL_SOURCE", "runtime_for"]
 
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
@@ -98,6 +99,30 @@ class CudaRuntime:
     def release(self, ptr: int, stream: int) -> None:
         """Free :meth:`scratch` memory after the work queued on ``stream`` so far."""
         self.cu.free_async(ptr, stream)
+
+    def give_back(self, ptrs: dict[int, int]) -> None:
+        """Free ``{stream: ptr}`` :meth:`scratch` blocks from whatever thread drops their owner
+        (a finalizer: the device's context is made current first, nothing is raised; a block
+        of a stream destroyed since stays with the pool)."""
+        try:
+            pushed = self.enter()
+        except Exception:
+            return
+        try:
+            for stream, ptr in list(ptrs.items()):
+                try:
+                    self.release(ptr, stream)
+                except Exception:
+                    pass
+            ptrs.clear()
+        finally:
+            if pushed:
+                self.leave()
+
+    def buffer(self, nbytes: int) -> "DeviceBuffer":
+        """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);
+        call with this device's context current."""
+        return DeviceBuffer(self, nbytes)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -199,6 +224,30 @@ class CudaRuntime:
         fn(np.int64(rows), np.int64(cols), np.float32(scale), np.uintp(src.ptr if src is not None else 0),
            np.int64(srs), np.int64(scs), np.uintp(dst.ptr), np.int64(drs), np.int64(dcs),
            block=(_COPY_BLOCK, 1, 1), grid=(blocks, 1), stream=stream)
+
+
+class DeviceBuffer:
+    """Device memory of a result the backend hands out (a pycuda ``GPUArray``'s ``base``): taken
+    from the runtime's stream-ordered pool on the legacy default stream, and given back to it,
+    ordered after the work queued there, when this object is dropped, in whichever thread drops
+    it. (PyCUDA's own allocations, and its memory pool's first held block, can be freed only
+    in the thread that made the context, which for polygemm is the registry's probe thread:
+    anywhere else they were leaked or aborted the process.)"""
+
+    __slots__ = ("ptr", "nbytes", "_free", "__weakref__")
+
+    def __init__(self, rt: CudaRuntime, nbytes: int) -> None:
+        self.nbytes = max(int(nbytes), 1)
+        self.ptr = rt.scratch(self.nbytes, 0)
+        self._free = weakref.finalize(self, rt.give_back, {0: self.ptr})
+        self._free.atexit = False  # at exit the process gives it all back
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def free(self) -> None:
+        """Give the memory back now (after the work queued on the default stream)."""
+        self._free()
 
 
 _runtimes: dict[int, CudaRuntime] = {}

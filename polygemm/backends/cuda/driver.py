@@ -158,7 +158,7 @@ class Driver:
         """``nbytes`` from ``pool``, usable by work queued on ``stream`` after this call."""
         out = self.ffi.new("unsigned long long *")
         self.check(self.lib.cuMemAllocFromPoolAsync(out, max(int(nbytes), 1), pool, self.stream(stream)),
-                   f"allocating {nbytes} bytes of scratch")
+                   f"allocating {nbytes} bytes of device memory")
         return int(out[0])
 
     def free_async(self, ptr: int, stream: int) -> None:

@@ -26,26 +26,6 @@ from .variants import KernelSpec
 _STREAMS_KEPT = (0, 1)
 
 
-def _free_workspaces(rt: CudaRuntime, workspaces: dict[int, int]) -> None:
-    """A dropped plan's kept split-K workspaces go back to the pool, ordered after the work
-    queued so far on their streams (a stream destroyed since: the pool keeps the block). This
-    runs wherever the plan is collected (a cache eviction, any thread), so the device's context
-    is made current first: a stream-ordered free on the legacy stream needs one."""
-    try:
-        pushed = rt.enter()
-    except Exception:
-        return
-    try:
-        for stream, ptr in list(workspaces.items()):
-            try:
-                rt.release(ptr, stream)
-            except Exception:
-                pass
-        workspaces.clear()
-    finally:
-        if pushed:
-            rt.leave()
-
 __all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
 
 
@@ -229,7 +209,7 @@ class PreparedLaunch:
             if not owned:
                 with self._split_lock:
                     if not self._workspaces:  # the first: free them all when the plan goes
-                        weakref.finalize(self, _free_workspaces, self.rt, self._workspaces).atexit = False
+                        weakref.finalize(self, self.rt.give_back, self._workspaces).atexit = False
                     kept = self._workspaces.setdefault(stream, ws)
                 if kept != ws:  # another thread kept one for this stream first
                     self.rt.release(ws, stream)
