@@ -70,6 +70,9 @@ class _Entry:
     spans: tuple[int, int, int, int]  # device a, b, c, out: bytes from the pointer to past the last element
     #: host data of another library (torch CPU, JAX, ...): NumPy result -> that kind (no copy)
     wrap: Callable[[Any], Any] | None = None
+    #: device operands and no ``out``: makes the result in the operands' library, on their
+    #: device (the key holds both); None: the backend allocates its own
+    alloc: Callable[[tuple[int, ...], Any], Any] | None = None
 
 
 class PlanCache:
@@ -113,6 +116,15 @@ class PlanCache:
 
 _cache = PlanCache(PLAN_CACHE_SIZE)
 
+# The call's default device ($POLYGEMM_DEVICE) is read on every call (a change takes effect at
+# once), from the environment mapping's raw store: ``os.environ.get`` encodes the key and
+# decodes the value each time, a twentieth of a small call's whole host path.
+_ENV_DATA: Any = getattr(os.environ, "_data", None)
+try:
+    _ENV_KEY: Any = os.environ.encodekey("POLYGEMM_DEVICE")  # type: ignore[attr-defined]
+except AttributeError:  # an environment mapping without CPython's internals: read it the usual way
+    _ENV_DATA = None
+
 
 def plan_cache_info() -> dict[str, int]:
     """Hits, misses, current size and bound of the plan cache."""
@@ -155,8 +167,8 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     va, vb, vc, vo = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
     if va is None or vb is None or vc is None or vo is None:
         return None
-    if device is None:
-        device = os.environ.get("POLYGEMM_DEVICE") or "auto"
+    if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
+        device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
     in_place = out is not None and c is not None and (out is c or (vo[1] != 0 and vo[1] == vc[1]))
     key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], alpha == 1.0, beta == 0.0, in_place, out_dtype)
     return key, [va, vb, vc, vo]
@@ -189,10 +201,11 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
         return problem.batch if op.broadcast else ()
 
     wrap = host_wrapper(problem.kind, like) if problem.residency == "host" and problem.out is None else None
+    alloc = allocator(problem.kind, like) if problem.residency != "host" and problem.out is None else None
     return _Entry(backend, plan,
                   tuple(conversion(op) for op in ops[:3]),  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
-                  wrap)
+                  wrap, alloc)
 
 
 def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
@@ -212,9 +225,11 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
         entry = _cache.get(key)
         if entry is not None and _overlap_free(entry, a, b, c, out, views):
             conv = entry.convert
-            stream = views[0][2]
-            if stream is not None or views[1][2] is not None or views[2][2] is not None or views[3][2] is not None:
-                stream = common_stream([v[2] for v in views])
+            sa, sb, sc, so = views[0][2], views[1][2], views[2][2], views[3][2]
+            if sb == sa and (sc is None or sc == sa) and (so is None or so == sa):
+                stream = sa  # the common case: every operand names one stream, or none names any
+            else:
+                stream = common_stream([sa, sb, sc, so])
             call = Call(_convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2]), out,
                         views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream)
             return entry, call, True
@@ -260,7 +275,7 @@ def gemm(
     entry, call, _ = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
     problem = entry.plan.problem
     if out is None and problem.residency != "host":
-        call.alloc = allocator(problem.kind, a)  # a new device result of the operands' library
+        call.alloc = entry.alloc  # a new device result of the operands' library
     result = entry.backend.execute(entry.plan, call)
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)

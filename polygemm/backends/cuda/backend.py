@@ -46,6 +46,9 @@ class CudaPlan:
     #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
     batch_bytes: tuple[int, int, int, int] = (0, 0, 0, 0)
     rt: Any = None  # the device's runtime the plan was made for (None: the backend's default)
+    #: the whole call is one launch of ``launch`` when no c values move first (a non-empty
+    #: product, K > 0, one matrix or a batched build): the per-call path checks only that
+    one_launch: bool = False
 
 
 def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
@@ -396,7 +399,8 @@ class CudaBackend(Backend):
                 else PreparedLaunch(rt, spec, lp)
             if any(x is not None for x in pads):
                 prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
-        plan.private = CudaPlan(prepared, _result_layout(p), _batch_bytes(p), rt)
+        one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
+        plan.private = CudaPlan(prepared, _result_layout(p), _batch_bytes(p), rt, one)
         return plan
 
     def _fit(self, spec: Any, a: Mat, b: Mat, c: Mat, *, batch: tuple[int, int, int, int], rt: Any, splits: int = 0,
@@ -520,6 +524,9 @@ class CudaBackend(Backend):
             else:
                 result = self._new_result(rt, p, decided.result_layout)
                 dest = int(result.gpudata) if p.count * p.m * p.n else 0
+            if decided.one_launch and (call.beta == 0.0 or call.c is None or call.c_ptr == dest):
+                launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)  # type: ignore[union-attr]
+                return result
             if p.m == 0 or p.n == 0 or p.count == 0:
                 return result
             sa, sb, sc, sd = decided.batch_bytes

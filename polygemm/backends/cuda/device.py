@@ -69,6 +69,7 @@ class CudaRuntime:
         #: more than one GPU visible: calls check that their operands are on this one
         self.several = drv.Device.count() > 1
         self.cu: Driver = driver()
+        self._ctx_cdata = self.cu.ffi.cast("CUcontext", self.ctx_handle)  # compared with the current one per launch
         self._lock = threading.Lock()
         self._functions: dict[tuple, Kernel] = {}
         self._loading: dict[tuple, threading.Lock] = {}
@@ -136,9 +137,13 @@ class CudaRuntime:
     def enter(self) -> bool:
         """Make this device's context current for a launch; True when it had to be pushed
         (the caller then calls :meth:`leave`). Threads of CuPy or torch already hold it."""
-        if self.cu.current_context() == self.ctx_handle:
+        cu = self.cu
+        current = cu.launch_slot().ctx
+        rc = cu.lib.cuCtxGetCurrent(current)
+        if rc == 0 and current[0] == self._ctx_cdata:  # (driver.current_context, minus its int conversion)
             return False
-        self.cu.push(self.ctx_handle)
+        cu.check(rc, "cuCtxGetCurrent")
+        cu.push(self.ctx_handle)
         return True
 
     def leave(self) -> None:

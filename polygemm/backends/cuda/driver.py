@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import struct
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -248,18 +248,29 @@ class Kernel:
 
     def launch(self, buf: bytes, grid: Sequence[int], block: Sequence[int], shared: int = 0, stream: int = 0) -> None:
         """Queue one launch with the packed parameter buffer ``buf`` on ``stream`` (a CUstream handle)."""
+        self.launcher(grid, block, shared)(buf, stream)
+
+    def launcher(self, grid: Sequence[int], block: Sequence[int], shared: int = 0) -> Callable[[bytes, int], None]:
+        """``go(buf, stream)``: :meth:`launch` with this geometry fixed, for a plan's launch made
+        call after call (everything but the parameters and the stream looked up once)."""
         drv = self.drv
-        n = len(buf)
-        if n > _PARAM_CAPACITY:
-            raise DeviceError(f"{self.entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
-        slot = drv.launch_slot()
-        drv.ffi.memmove(slot.params, buf, n)
-        slot.size[0] = n
-        gx, gy, gz = grid if len(grid) == 3 else (tuple(grid) + (1, 1))[:3]
-        bx, by, bz = block if len(block) == 3 else (tuple(block) + (1, 1))[:3]
-        rc = drv.lib.cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, shared, drv.stream(stream), drv.ffi.NULL, slot.extra)
-        if rc != 0:
-            raise DeviceError(f"launching {self.entry} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared) failed: {drv.error_text(rc)}")
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        fn, entry, null = self.fn, self.entry, drv.ffi.NULL
+        cu_launch, memmove, slot_of, stream_of = drv.lib.cuLaunchKernel, drv.ffi.memmove, drv.launch_slot, drv.stream
+
+        def go(buf: bytes, stream: int) -> None:
+            n = len(buf)
+            if n > _PARAM_CAPACITY:
+                raise DeviceError(f"{entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
+            slot = slot_of()
+            memmove(slot.params, buf, n)
+            slot.size[0] = n
+            rc = cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream_of(stream), null, slot.extra)
+            if rc != 0:
+                raise DeviceError(f"launching {entry} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared) failed: {drv.error_text(rc)}")
+
+        return go
 
     def resident_blocks(self, threads: int, shared: int) -> int:
         """How many of this kernel's threadblocks (``threads`` each, ``shared`` bytes of

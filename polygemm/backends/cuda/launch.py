@@ -89,6 +89,7 @@ class PreparedLaunch:
     _split_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _go: Any = field(default=None, repr=False)  # the kernel's launcher with the plan's geometry
 
     @property
     def variant(self) -> str:
@@ -109,6 +110,7 @@ class PreparedLaunch:
                 self._split = self._split_geometry(k)
             elif streamk:
                 self._split = self._streamk_geometry()
+            self._go = k.launcher(self.lp.grid, self.lp.block, self.lp.smem_bytes)
             self._kernel = k
         return k
 
@@ -247,10 +249,7 @@ class PreparedLaunch:
         if type(prepared) is SplitLaunch:
             self._launch_split(prepared, stream)
         elif type(prepared) is bytes:
-            k = self._kernel
-            assert k is not None
-            lp = self.lp
-            k.launch(prepared, lp.grid, lp.block, lp.smem_bytes, stream)
+            self._go(prepared, stream)
         else:  # the operands as prepare() left them: cuBLAS, or a teaching rung's padded run
             ka, kb, c, alpha, beta = prepared
             if self.spec is None:
@@ -259,11 +258,9 @@ class PreparedLaunch:
                 self._queue_padded(ka, kb, c, alpha, beta, stream)
 
     def _launch_split(self, prepared: SplitLaunch, stream: int) -> None:
-        k = self._kernel
-        assert k is not None and stream == prepared.stream
-        lp = self.lp
+        assert self._go is not None and stream == prepared.stream
         try:
-            k.launch(prepared.main, lp.grid, lp.block, lp.smem_bytes, stream)
+            self._go(prepared.main, stream)
         finally:
             if prepared.owned:
                 self.rt.release(prepared.workspace, stream)  # stream-ordered: after the launch
