@@ -309,3 +309,37 @@ def test_a_cluster_row_counts_whole_clusters_and_splits_the_shared_boxes():
     assert hgemm_v2_layout(False, True, cfg).box_b == (64, 64)  # 128 columns of K-major B, two CTAs
     assert hgemm_v2_layout(True, False, cfg).box_a == (64, 64)  # M-major A: 64 x 64 boxes, shared out by box
     assert hgemm_v2_layout(False, False, cfg).smem_bytes == spec.smem_bytes
+
+
+def test_the_indexed_table_anchors_where_a_scan_of_every_record_would():
+    """The ranking's per-table index (worked out once per loaded table) picks, for any shape
+    and slice count, the measurement a scan of all records by the documented distance picks
+    (first of equals in table order), and the loaded table's index is made once."""
+    import math
+    import random
+
+    from polygemm.backends.cuda.catalog import _tuned_rows
+
+    records = _tuned_rows("float16")
+    assert cost._table(records) is cost._table(records)  # kept for the loaded table
+    rng = random.Random(13)
+
+    def scan(spec, m, n, k, count, splits):
+        best, best_key = None, math.inf
+        for r in records:
+            rung, rs = cost.split_of(str(r.get("variant")))
+            if rung != spec.name or not float(r.get("tflops") or 0) > 0:
+                continue
+            d = sum(abs(math.log(max(x, 1)) - math.log(max(int(r[c]), 1))) for x, c in ((m, "m"), (n, "n"), (k, "k")))
+            d += abs(math.log(max(count, 1)) - math.log(max(int(r.get("batch") or 1), 1)))
+            key = d + abs(math.log(max(splits, 1)) - math.log(max(rs, 1))) + (0.5 if (rs > 0) != (splits > 0) else 0.0)
+            if key < best_key:
+                best, best_key = r, key
+        return best
+
+    specs = [s for s in SPECS.values() if s.predicated and "float16" in s.dtypes]
+    for _ in range(300):
+        spec = rng.choice(specs)
+        m, n, k = (rng.choice([1, 7, 64, 500, 1000, 4096, 9000, 70000]) for _ in range(3))
+        count, splits = rng.choice([1, 1, 4]), rng.choice([0, 0, 2, 4, 8])
+        assert cost.anchor_for(spec, records, m, n, k, count, splits) is scan(spec, m, n, k, count, splits), (spec.name, m, n, k, count, splits)

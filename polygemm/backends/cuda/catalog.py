@@ -43,6 +43,14 @@ def tuning_records(dtype: str) -> tuple[dict, ...]:
         return ()
 
 
+@functools.lru_cache(maxsize=None)
+def _tuned_rows(dtype: str) -> tuple[dict, ...]:
+    """The measured table's records of the dtype that chooses for ``dtype`` (one tuple per
+    process, so the cost model's per-table work is done once)."""
+    tuned = TUNED_AS.get(dtype, dtype)
+    return tuple(r for r in tuning_records(dtype) if r.get("dtype", tuned) == tuned)
+
+
 def auto_specs(dtype: str, sm: int = 0, batched: bool = False) -> list[KernelSpec]:
     """The rungs ``auto`` may choose for ``dtype`` on sm_``sm``: predicated (no padding copies),
     runnable there, and for a batch only those with a batched build (the batch on the grid),
@@ -60,7 +68,7 @@ def auto_candidates(m: int, n: int, k: int, dtype: str = "float32", records: Seq
     if not eligible:
         raise UnsupportedProblemError(f"no auto-selectable cuda kernel for {dtype}" + (f" on sm_{sm}" if sm else ""))
     tuned = TUNED_AS.get(dtype, dtype)
-    rows = [r for r in (records if records is not None else tuning_records(dtype)) if r.get("dtype", tuned) == tuned]
+    rows = _tuned_rows(dtype) if records is None else [r for r in records if r.get("dtype", tuned) == tuned]
     return cost.rank(eligible, rows, m, n, k, count=count, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
 
 

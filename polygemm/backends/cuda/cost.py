@@ -293,8 +293,51 @@ def _models(specs: tuple[KernelSpec, ...], records: tuple[tuple[tuple[str, objec
 def models_for(specs: Sequence[KernelSpec], records: Sequence[dict], sms: int) -> dict[str, RungModel]:
     """Each rung's fitted model (rungs without measurements of their own borrow those of a row
     built from the same source; rungs with neither are left out). Cached per table."""
-    frozen = tuple(tuple(sorted((k, v) for k, v in r.items() if isinstance(v, (int, float, str)) or v is None)) for r in records)
-    return _models(tuple(specs), frozen, sms)
+    return _models(tuple(specs), _table(records).frozen, sms)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One measurement as the ranking reads it: the record, its K-slices, log m, n, k, batch
+    and log of its slices."""
+
+    record: dict
+    splits: int
+    logs: tuple[float, float, float, float]
+    log_splits: float
+
+
+class _Table:
+    """What ranking reads of a measured table, worked out once per table: a new shape's plan
+    ranks some fifty candidates, each anchored on the nearest of thousands of records."""
+
+    def __init__(self, records: Sequence[dict]) -> None:
+        self.frozen = tuple(tuple(sorted((k, v) for k, v in r.items() if isinstance(v, (int, float, str)) or v is None)) for r in records)
+        self.vendor = _vendor_medians(records)
+        #: per rung, its measurements with a rate, in table order (ties go to the first, as min does)
+        self.rows: dict[str, list[_Row]] = {}
+        #: per rung, the slice counts it was measured with (0: unsplit), rate or not
+        self.splits: dict[str, set[int]] = {}
+        for r in records:
+            rung, sp = split_of(str(r.get("variant")))
+            self.splits.setdefault(rung, set()).add(sp)
+            if float(r.get("tflops") or 0) > 0:
+                logs = tuple(math.log(max(int(r[key]), 1)) for key in ("m", "n", "k"))
+                self.rows.setdefault(rung, []).append(_Row(r, sp, logs + (math.log(max(int(r.get("batch") or 1), 1)),), math.log(max(sp, 1))))
+
+
+_TABLES: dict[int, tuple[Sequence[dict], _Table]] = {}
+
+
+def _table(records: Sequence[dict]) -> _Table:
+    """``records``' :class:`_Table`: kept for a tuple (the loaded tables are tuples and never
+    change), made afresh for anything else (a list a caller may still change)."""
+    if type(records) is not tuple:
+        return _Table(records)
+    hit = _TABLES.get(id(records))
+    if hit is None or hit[0] is not records:
+        hit = _TABLES[id(records)] = (records, _Table(records))
+    return hit[1]
 
 
 def _vendor_medians(records: Sequence[dict]) -> dict[tuple[int, int, int, int], float]:
@@ -325,13 +368,22 @@ def anchor_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: int
     """The rung's measurement nearest this product and way of running it (None: it has none):
     a split candidate anchors on the rung's measurements with split K where there are any
     (the nearest slice count counts too), else on its unsplit ones."""
-    rows = [r for r in records if split_of(str(r.get("variant")))[0] == spec.name and float(r.get("tflops") or 0) > 0]
+    return _anchor(_table(records), spec, m, n, k, count, splits)
 
-    def key(r: dict) -> float:  # shape distance, plus a penalty for running differently (split or not, slices)
-        rs = split_of(str(r["variant"]))[1]
-        return _distance(m, n, k, count, r) + abs(math.log(max(splits, 1)) - math.log(max(rs, 1))) + (0.5 if (rs > 0) != (splits > 0) else 0.0)
 
-    return min(rows, key=key) if rows else None
+def _anchor(table: _Table, spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int = 0) -> dict | None:
+    rows = table.rows.get(spec.name)
+    if not rows:
+        return None
+    lm, ln, lk, lc = (math.log(max(x, 1)) for x in (m, n, k, count))
+    ls = math.log(max(splits, 1))
+
+    def key(r: _Row) -> float:  # shape distance (as _distance), plus a penalty for running differently (split or not, slices)
+        rm, rn, rk, rc = r.logs
+        d = abs(lm - rm) + abs(ln - rn) + abs(lk - rk) + abs(lc - rc)
+        return d + abs(ls - r.log_splits) + (0.5 if (r.splits > 0) != (splits > 0) else 0.0)
+
+    return min(rows, key=key).record
 
 
 def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k: int, *, count: int = 1, sms: int = 132,
@@ -343,8 +395,9 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
     measured shape an unsplit candidate's estimate is the measurement itself; elsewhere the
     model carries what changed (waves, K-slices, bandwidth). Rungs with no measurement of their
     own (a tile variant of a measured source) use the model alone."""
-    models = models_for(specs, records, sms)
-    vendor = _vendor_medians(records)
+    table = _table(records)
+    models = _models(tuple(specs), table.frozen, sms)
+    vendor = table.vendor
     out = []
     for spec in specs:
         model = models.get(spec.name)
@@ -355,17 +408,17 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         if spec.cluster > 1 and min(kernel_mn(spec, m, n, result_layout)) < CLUSTER_MIN_SIDE:
             continue
         # a row without measurements (a tile variant) is anchored like the row it borrows from
-        donor = spec if anchor_for(spec, records, m, n, k, count) is not None else \
+        donor = spec if table.rows.get(spec.name) else \
             next((o for o in specs if o.name == model.source), spec)
         splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
         # where a rung's splits were measured, only those slice counts are weighed: the model
         # extrapolates waves well but not a deeper split's reduction and workspace traffic
-        measured_splits = {split_of(str(r.get("variant")))[1] for r in records if split_of(str(r.get("variant")))[0] == donor.name}
+        measured_splits = table.splits.get(donor.name, set())
         if measured_splits - {0}:
             splits = [s for s in splits if s in measured_splits or s == 0]
         for s in splits:
             scale = 1.0
-            anchor = anchor_for(donor, records, m, n, k, count, s)
+            anchor = _anchor(table, donor, m, n, k, count, s)
             if anchor is not None:
                 am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
                 asplit = split_of(str(anchor["variant"]))[1]
