@@ -131,6 +131,7 @@ class BenchRecord:
     copy_share: float | None = None  # call mode, numpy inputs: share of the call spent outside the device call
     requested: str = ""  # call mode: the variant asked for ("auto", or a name); ``variant`` is the one that ran
     batch: int = 0  # call mode: matrices of a strided batch (0: one product); flops count them all
+    result: str = "out"  # call mode: "out" (both write into a given out=) or "new" (each call makes its result)
 
 
 def load_records(path: str) -> list[BenchRecord]:
@@ -384,6 +385,8 @@ class _ArrayLib:
     vendor_call: str
     host_vendor: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]  # numpy in, numpy out
     host_vendor_call: str
+    vendor_new: Callable[[Any, Any], Any] | None = None  # vendor(a, b): a new result per call (--result new)
+    vendor_new_call: str = ""
 
 
 def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
@@ -406,7 +409,7 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
             return _ArrayLib("cupy", cp.asarray, lambda shape, dt: cp.empty(shape, dt), lambda a, b, out: cp.matmul(a, b, out=out),
                              "cupy.matmul(a, b, out=out)",
                              lambda a, b, out: cp.matmul(cp.asarray(a), cp.asarray(b)).get(out=out),
-                             "cupy.matmul(cupy.asarray(a), cupy.asarray(b)).get(out=out)")
+                             "cupy.matmul(cupy.asarray(a), cupy.asarray(b)).get(out=out)", cp.matmul, "cupy.matmul(a, b)")
         except ImportError:
             if prefer == "cupy":
                 raise UnsupportedProblemError("--array-lib cupy: cupy is not importable") from None
@@ -427,7 +430,7 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
             return _ArrayLib("torch", lambda x: to_torch(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"),
                              lambda a, b, out: torch.matmul(a, b, out=out), "torch.matmul(a, b, out=out)",
                              lambda a, b, out: np.copyto(out, to_numpy(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()))),
-                             "torch.matmul(a.cuda(), b.cuda()).cpu()")
+                             "torch.matmul(a.cuda(), b.cuda()).cpu()", torch.matmul, "torch.matmul(a, b)")
         except ImportError:
             pass
     from .api import gemm
@@ -437,7 +440,8 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
         raise UnsupportedProblemError(f"backend {be.name!r} has no vendor variant for {dtype} to compare the call with")
     through = lambda a, b, out: gemm(a, b, device=be.name, variant=vendor, out=out)  # noqa: E731
     return _ArrayLib(be.name, be.to_device, lambda shape, dt: be.to_device(np.empty(shape, dt)), through,
-                     f"polygemm.gemm(a, b, out=out, variant={vendor!r})", through, f"polygemm.gemm(a, b, out=out, variant={vendor!r})")
+                     f"polygemm.gemm(a, b, out=out, variant={vendor!r})", through, f"polygemm.gemm(a, b, out=out, variant={vendor!r})",
+                     lambda a, b: gemm(a, b, device=be.name, variant=vendor), f"polygemm.gemm(a, b, variant={vendor!r})")
 
 
 class _CallTimed:
@@ -481,6 +485,7 @@ def run_call_bench(
     step: Callable[[], None] | None = None,
     batch: int = 0,
     array_lib: str = "auto",
+    result: str = "out",
 ) -> list[BenchRecord]:
     """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
     vendor called as its users call it, interleaved repeat by repeat (see the module docstring).
@@ -491,6 +496,8 @@ def run_call_bench(
     shape; ``step`` is called once per shape done, timed or not. ``batch`` > 0 times a strided
     batch of that many products per call (the vendor's batched GEMM, e.g. ``torch.matmul`` on
     3-D tensors, i.e. ``cublasGemmStridedBatchedEx``); ``array_lib`` picks cupy or torch.
+    ``result="new"`` (device inputs): no ``out``, each call makes its result, as
+    ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` (the allocation in both).
     """
     from .api import gemm, last_plan
 
@@ -505,6 +512,12 @@ def run_call_bench(
         raise UnsupportedProblemError(f"--variants: {variant!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
     lib = _array_lib(be, dtype, array_lib)
     host_only = lib.name == "numpy"
+    if result not in ("out", "new"):
+        raise UnsupportedProblemError(f"--result must be out or new; got {result!r}")
+    new = result == "new"
+    if new and (inputs != "device" or host_only or lib.vendor_new is None):
+        raise UnsupportedProblemError("--result new times device arrays of a GPU backend (each call's result made on the device); "
+                                      "NumPy inputs always make a new result: use --inputs numpy")
     lead = (batch,) if batch else ()
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
@@ -521,8 +534,14 @@ def run_call_bench(
         else:
             sets_ = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
             vendor_fn, vendor_call = lib.vendor, lib.vendor_call
-        ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in sets_]
-        theirs = [(lambda a=a, b=b, o=o: vendor_fn(a, b, o)) for a, b, o in sets_]
+        if new:
+            assert lib.vendor_new is not None
+            vendor_new, vendor_call = lib.vendor_new, lib.vendor_new_call
+            ours = [(lambda a=a, b=b: gemm(a, b, device=device, variant=variant)) for a, b, _ in sets_]
+            theirs = [(lambda a=a, b=b: vendor_new(a, b)) for a, b, _ in sets_]
+        else:
+            ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in sets_]
+            theirs = [(lambda a=a, b=b, o=o: vendor_fn(a, b, o)) for a, b, o in sets_]
         try:
             timed = _CallTimed(ours, sync, min_seconds)
         except UnsupportedProblemError as exc:
@@ -549,7 +568,7 @@ def run_call_bench(
         rec = BenchRecord(
             be.name, chosen, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
             t * 1e3, lib.name, flops / vt / 1e12, vt / t, be.device_name(), date, repeats, timed.calls,
-            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share, variant, batch,
+            "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share, variant, batch, result,
         )
         records.append(rec)
         if progress:
@@ -584,11 +603,12 @@ def call_markdown(records: list[BenchRecord]) -> str:
     """One table per dtype and inputs: per-call wall time and throughput beside the vendor."""
     lines: list[str] = []
     for dtype in sorted({r.dtype for r in records}):
-        for inputs in ("device", "numpy"):
-            rs = [r for r in records if r.dtype == dtype and r.inputs == inputs]
+        for inputs, result in (("device", "out"), ("device", "new"), ("numpy", "out")):
+            rs = [r for r in records if r.dtype == dtype and r.inputs == inputs and (r.result or "out") == result]
             if not rs:
                 continue
-            lines.append(f"### {rs[0].backend} {dtype}, {inputs} arrays: polygemm.gemm per call beside `{rs[0].vendor_call}`\n")
+            ours = "polygemm.gemm(a, b)" if result == "new" else ("polygemm.gemm(a, b, out=out)" if inputs == "device" else "polygemm.gemm")
+            lines.append(f"### {rs[0].backend} {dtype}, {inputs} arrays: `{ours}` per call beside `{rs[0].vendor_call}`\n")
             share = any(r.copy_share is not None for r in rs)
             lines.append("| shape | variant auto chose | µs/call | vendor µs/call | FLOP/s | vendor FLOP/s | ratio |" + (" copy share |" if share else ""))
             lines.append("|---|---|---|---|---|---|---|" + ("---|" if share else ""))
@@ -816,7 +836,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for name in names:
                 for reps, part in chunks:
                     records += run_call_bench(device, args.dtype, part, variant=name, inputs=args.inputs, repeats=reps,
-                                              progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib)
+                                              progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib,
+                                              result=args.result)
     else:
         variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
         count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
@@ -867,6 +888,9 @@ def add_parser(sub: Any) -> None:
                         "kernel: each variant's raw launch (device events) beside the backend's vendor variant")
     s.add_argument("--inputs", choices=["device", "numpy"], default="device",
                    help="call mode: device arrays (CuPy, else torch) with out=, or NumPy in and out (copies included)")
+    s.add_argument("--result", choices=["out", "new"], default="out",
+                   help="call mode, device arrays: out: both calls write into a given out= array; new: each call makes its "
+                        "result (polygemm.gemm(a, b) beside cupy.matmul(a, b)), the allocation timed in both")
     s.add_argument("--array-lib", choices=["auto", "cupy", "torch"], default="auto",
                    help="call mode: whose device arrays and matmul (auto: CuPy, else torch)")
     s.add_argument("--batch", type=int, default=0, metavar="N",

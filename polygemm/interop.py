@@ -106,6 +106,9 @@ def torch_dlpack_only(obj: Any) -> bool:
 def device_pointer(obj: Any) -> int:
     """The device address of a device array polygemm allocated or was given (torch tensors by
     ``data_ptr``: their array interface refuses bfloat16)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and type(obj) is cupy.ndarray:  # its array interface builds a dict per read
+        return int(obj.data.ptr) if obj.size else 0
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return int(obj.data_ptr())

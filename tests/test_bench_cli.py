@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import polygemm as pg
 from polygemm import bench
 from polygemm.cli import main
 
@@ -289,3 +290,17 @@ def test_plot_axes_from_zero_labelled_numeric_with_error_bars(tmp_path, monkeypa
     labels = ax.get_legend_handles_labels()[1]
     assert labels == ["polygemm.gemm (auto)", "cupy.matmul (vendor)"] or set(labels) == {"polygemm.gemm (auto)", "cupy.matmul (vendor)"}
     assert ax.get_ylabel().startswith("TFLOP/s") and ax.get_ylim()[0] == 0
+
+
+def test_call_result_new_needs_device_arrays_and_heads_its_own_table():
+    """``--result new`` times ``polygemm.gemm(a, b)`` beside ``cupy.matmul(a, b)``: NumPy inputs
+    are refused with the way out; its records get a table of their own, naming both calls."""
+    with pytest.raises(pg.UnsupportedProblemError, match="--result new.*--inputs numpy"):
+        bench.run_call_bench("cpu", "float32", [(8, 8, 8)], repeats=1, result="new")
+    with pytest.raises(pg.UnsupportedProblemError, match="--result must be out or new"):
+        bench.run_call_bench("cpu", "float32", [(8, 8, 8)], repeats=1, result="fresh")
+    base = dict(backend="cuda", mode="call", vendor_variant="cupy", inputs="device", requested="auto", tflops=300.0, vendor_tflops=310.0)
+    md = bench.call_markdown([_record(**base, vendor_call="cupy.matmul(a, b, out=out)"),
+                              _record(**base, vendor_call="cupy.matmul(a, b)", result="new", ratio=1.1)])
+    assert "`polygemm.gemm(a, b, out=out)` per call beside `cupy.matmul(a, b, out=out)`" in md
+    assert "`polygemm.gemm(a, b)` per call beside `cupy.matmul(a, b)`" in md and "**1.10×**" in md

@@ -161,6 +161,8 @@ case "$what" in
     for dt in 16 32; do
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes $shapes --repeats 5 --no-progress \
         --json docs/benchmarks/${gpu}_targets_call_fp$dt.json --markdown docs/benchmarks/${gpu}_targets_call_fp$dt.md
+      python3 -m polygemm bench --mode call --result new --device cuda --dtype float$dt --shapes $shapes --repeats 5 --no-progress \
+        --json docs/benchmarks/${gpu}_targets_call_new_fp$dt.json --markdown docs/benchmarks/${gpu}_targets_call_new_fp$dt.md
       python3 -m polygemm bench --mode kernel --device cuda --dtype float$dt --variants auto --shapes $shapes --repeats 5 --no-progress \
         --json docs/benchmarks/${gpu}_targets_kernel_fp$dt.json --markdown docs/benchmarks/${gpu}_targets_kernel_fp$dt.md
     done
