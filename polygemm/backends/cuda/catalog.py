@@ -74,7 +74,7 @@ def auto_candidates(m: int, n: int, k: int, dtype: str = "float32", records: Seq
 
 def explain_choice(best: Candidate, ranked: Sequence[Candidate], dtype: str, records: Sequence[dict] | None = None) -> str:
     """The reason ``auto`` gives for ``best``: its estimate and the measurement it is anchored on."""
-    rows = records if records is not None else tuning_records(dtype)
+    rows = records if records is not None else _tuned_rows(dtype)
     text = f"cost model: {best.label} estimated fastest, {best.estimate_us:.1f} µs ({best.waves:.2f} waves on this device)"
     anchor = cost.anchor_for(kernel_specs()[best.variant], rows, *best.shape, best.count, best.splits)
     if anchor is not None and cost.split_of(str(anchor["variant"]))[0] == best.variant:

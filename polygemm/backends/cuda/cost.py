@@ -274,9 +274,7 @@ def split_choices(spec: KernelSpec, k: int) -> list[int]:
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def _models(specs: tuple[KernelSpec, ...], records: tuple[tuple[tuple[str, object], ...], ...], sms: int) -> dict[str, RungModel]:
-    recs = [dict(r) for r in records]
+def _fit_models(specs: Sequence[KernelSpec], recs: Sequence[dict], sms: int) -> dict[str, RungModel]:
     fitted = {s.name: fit_rung(s, recs, sms) for s in specs}
     out: dict[str, RungModel] = {}
     for s in specs:
@@ -290,10 +288,16 @@ def _models(specs: tuple[KernelSpec, ...], records: tuple[tuple[tuple[str, objec
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _models(specs: tuple[KernelSpec, ...], records: tuple[tuple[tuple[str, object], ...], ...], sms: int) -> dict[str, RungModel]:
+    """:func:`_fit_models` cached on a table's contents (tables given as lists)."""
+    return _fit_models(specs, [dict(r) for r in records], sms)
+
+
 def models_for(specs: Sequence[KernelSpec], records: Sequence[dict], sms: int) -> dict[str, RungModel]:
     """Each rung's fitted model (rungs without measurements of their own borrow those of a row
     built from the same source; rungs with neither are left out). Cached per table."""
-    return _models(tuple(specs), _table(records).frozen, sms)
+    return _table(records).models(specs, sms)
 
 
 @dataclass(frozen=True)
@@ -312,7 +316,8 @@ class _Table:
     ranks some fifty candidates, each anchored on the nearest of thousands of records."""
 
     def __init__(self, records: Sequence[dict]) -> None:
-        self.frozen = tuple(tuple(sorted((k, v) for k, v in r.items() if isinstance(v, (int, float, str)) or v is None)) for r in records)
+        self.records = records
+        self._fits: dict[tuple[tuple[KernelSpec, ...], int], dict[str, RungModel]] = {}
         self.vendor = _vendor_medians(records)
         #: per rung, its measurements with a rate, in table order (ties go to the first, as min does)
         self.rows: dict[str, list[_Row]] = {}
@@ -324,6 +329,19 @@ class _Table:
             if float(r.get("tflops") or 0) > 0:
                 logs = tuple(math.log(max(int(r[key]), 1)) for key in ("m", "n", "k"))
                 self.rows.setdefault(rung, []).append(_Row(r, sp, logs + (math.log(max(int(r.get("batch") or 1), 1)),), math.log(max(sp, 1))))
+
+
+    def models(self, specs: Sequence[KernelSpec], sms: int) -> dict[str, RungModel]:
+        """The rungs' fitted models: kept with a loaded (tuple) table; a list's are cached on its
+        contents, which the caller may change between calls."""
+        key = (tuple(specs), sms)
+        if type(self.records) is not tuple:
+            frozen = tuple(tuple(sorted((k, v) for k, v in r.items() if isinstance(v, (int, float, str)) or v is None)) for r in self.records)
+            return _models(key[0], frozen, sms)
+        fits = self._fits.get(key)
+        if fits is None:
+            fits = self._fits[key] = _fit_models(key[0], self.records, sms)
+        return fits
 
 
 _TABLES: dict[int, tuple[Sequence[dict], _Table]] = {}
@@ -396,7 +414,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
     model carries what changed (waves, K-slices, bandwidth). Rungs with no measurement of their
     own (a tile variant of a measured source) use the model alone."""
     table = _table(records)
-    models = _models(tuple(specs), table.frozen, sms)
+    models = table.models(specs, sms)
     vendor = table.vendor
     out = []
     for spec in specs:
