@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from . import registry
 from .backend import Backend, Plan
-from .errors import ArgumentError
+from .errors import ArgumentError, ShapeError
 from .interop import allocator, host_wrapper
 from .problem import Call, GemmProblem, _scalar, common_stream, host_convert, normalize, operand_view
 
@@ -121,7 +121,7 @@ _cache = PlanCache(PLAN_CACHE_SIZE)
 # decodes the value each time, a twentieth of a small call's whole host path.
 _ENV_DATA: Any = getattr(os.environ, "_data", None)
 try:
-    _ENV_KEY: Any = os.environ.encodekey("POLYGEMM_DEVICE")  # type: ignore[attr-defined]
+    _ENV_KEY: Any = os.environ.encodekey("POLYGEMM_DEVICE")
 except AttributeError:  # an environment mapping without CPython's internals: read it the usual way
     _ENV_DATA = None
 
@@ -289,12 +289,67 @@ def gemm(
 
 def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
            device: str | None = None) -> Any:
-    """``a @ b`` with ``numpy.matmul``'s semantics for matrices and stacks of matrices (≥ 2-D;
-    leading dimensions broadcast), computed by polygemm's ``variant="auto"`` on ``device``.
-
-    Vectors (1-D operands) are refused: use ``a[None, :]`` or ``b[:, None]``.
+    """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
+    ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
+    1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
+    result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
+    shape. Scalars (0-D operands) are refused, as NumPy refuses them.
     """
-    return gemm(a, b, out=out, out_dtype=out_dtype, device=device)
+    va, vb = _ndim(a) == 1, _ndim(b) == 1
+    if not (va or vb):
+        return gemm(a, b, out=out, out_dtype=out_dtype, device=device)
+    a2 = _unit_axis(a, "a", -2) if va else a  # (K,) -> (1, K)
+    b2 = _unit_axis(b, "b", -1) if vb else b  # (K,) -> (K, 1)
+    out2 = out
+    if out is not None:  # a view of out with the unit dimensions back, written in place
+        if _ndim(out) is None:
+            raise ArgumentError(f"out must be an array with the result's shape; got {type(out).__name__}")
+        if vb:
+            out2 = _unit_axis(out2, "out", -1)
+        if va:
+            out2 = _unit_axis(out2, "out", -2)
+    try:
+        res = gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
+    except ShapeError as exc:  # the message names the matrices the vectors became
+        taken = [f"{n}, a vector of {k}, taken as " + (f"a row 1×{k}" if n == "a" else f"a column {k}×1")
+                 for n, k, is_vec in (("a", _length(a2, -1), va), ("b", _length(b2, -2), vb)) if is_vec]
+        raise ShapeError(f"{exc} ({'; '.join(taken)}{'; out is written through a view with that dimension added' if out is not None else ''})") from None
+    if out is not None:
+        return out
+    shape = tuple(res.shape)
+    lead, rows, cols = shape[:-2], shape[-2], shape[-1]
+    return res.reshape(lead + (() if va else (rows,)) + (() if vb else (cols,)))  # the vectors' unit dimensions dropped
+
+
+def _length(x: Any, axis: int) -> int:
+    return int(x.shape[axis])
+
+
+def _ndim(x: Any) -> int | None:
+    """The number of dimensions of an array-like (lists as NumPy reads them; None: unknown)."""
+    nd = getattr(x, "ndim", None)
+    if isinstance(nd, int):
+        return nd
+    if isinstance(x, (list, tuple)):
+        return int(np.ndim(x))
+    return None
+
+
+def _unit_axis(x: Any, name: str, where: int) -> Any:
+    """``x`` with a dimension of 1 inserted second to last (``where=-2``: a row) or last (``-1``:
+    a column), as a view of the same memory (``out`` is written through it)."""
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
+    try:
+        return x[(Ellipsis, None, slice(None))] if where == -2 else x[(Ellipsis, None)]
+    except Exception:  # arrays without None indexing (pycuda's): a reshape of a 1-D or contiguous array is a view
+        try:
+            shape = tuple(x.shape)
+            at = len(shape) + 1 + where
+            return x.reshape(shape[:at] + (1,) + shape[at:])
+        except Exception as exc:
+            raise ShapeError(f"{name} is a vector (1-D) of a kind polygemm cannot reshape ({type(x).__name__}: {exc}); "
+                             f"pass it as a matrix, e.g. {name}[None, :] or {name}[:, None]") from exc
 
 
 def explain(

@@ -63,8 +63,33 @@ def test_matmul_has_numpy_semantics(rng):
     np.testing.assert_allclose(got, ref_matmul(a, b), rtol=1e-5, atol=1e-5)
     out = np.empty((4, 5, 6, 2), np.float32)
     assert pg.matmul(a, b, out=out, device="cpu") is out
-    with pytest.raises(pg.ShapeError, match="at least 2-D"):
-        pg.matmul(a[0, 0, 0], b, device="cpu")
+    with pytest.raises(pg.ShapeError, match="at least 2-D"):  # scalars, as NumPy refuses them
+        pg.matmul(a[0, 0, 0, 0], b, device="cpu")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_matmul_takes_vectors_as_numpy_does(rng, dtype):
+    """A 1-D a is a row and a 1-D b a column, that dimension dropped from the result (matrix @
+    vector is a vector, vector @ vector 0-D), stacks broadcast; out of the result's shape is
+    written in place; a length mismatch names the vector."""
+    m, k, n = 7, 33, 5
+    mat, vec_k, vec_m = rand(rng, (m, k), dtype), rand(rng, (k,), dtype), rand(rng, (m,), dtype)
+    stack = rand(rng, (3, m, k), dtype)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == np.float16 else dict(rtol=1e-5, atol=1e-5)
+    for x, y in ((mat, vec_k), (vec_m, mat), (vec_k, vec_k), (stack, vec_k), (vec_m, stack), (vec_k.tolist(), vec_k.tolist())):
+        want = np.matmul(np.asarray(x, np.float64), np.asarray(y, np.float64))
+        got = pg.matmul(x, y, device="cpu")
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got, np.float64), want, **tol)
+    out = np.full((3, k), np.nan, dtype)
+    assert pg.matmul(vec_m, stack, out=out, device="cpu") is out
+    np.testing.assert_allclose(out.astype(np.float64), np.matmul(vec_m.astype(np.float64), stack.astype(np.float64)), **tol)
+    dot = np.full((), np.nan, dtype)
+    assert pg.matmul(vec_k, vec_k, out=dot, device="cpu") is dot and np.isfinite(dot)
+    with pytest.raises(pg.ShapeError, match=r"b, a vector of 7, taken as a column 7×1"):
+        pg.matmul(mat, vec_m, device="cpu")
+    with pytest.raises(pg.ShapeError, match=r"out must have the result's shape"):
+        pg.matmul(mat, vec_k, out=np.empty(k, dtype), device="cpu")
 
 
 def test_out_dtype_widens_float16(rng):
