@@ -76,6 +76,7 @@ class CudaRuntime:
         self._cublas: Any = None
         self._pool: Any = None
         self._scratch_pool: Any = None
+        self._result_pool: Any = None
 
     def allocate(self, nbytes: int) -> Any:
         """Device memory from this device's pool (freed back to it by ``.free()``), so the NumPy
@@ -121,9 +122,15 @@ class CudaRuntime:
                 self.leave()
 
     def buffer(self, nbytes: int) -> "DeviceBuffer":
-        """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);
+        """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`),
+        from a pool of its own that gives freed memory back to the device at the next
+        synchronization (results can be large and live long; scratch is kept for reuse);
         call with this device's context current."""
-        return DeviceBuffer(self, nbytes)
+        if self._result_pool is None:
+            with self._lock:
+                if self._result_pool is None:
+                    self._result_pool = self.cu.memory_pool(self.ordinal, keep=False)
+        return DeviceBuffer(self, nbytes, self._result_pool)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -233,7 +240,7 @@ class CudaRuntime:
 
 class DeviceBuffer:
     """Device memory of a result the backend hands out (a pycuda ``GPUArray``'s ``base``): taken
-    from the runtime's stream-ordered pool on the legacy default stream, and given back to it,
+    from a stream-ordered pool of the runtime on the legacy default stream, and given back to it,
     ordered after the work queued there, when this object is dropped, in whichever thread drops
     it. (PyCUDA's own allocations, and its memory pool's first held block, can be freed only
     in the thread that made the context, which for polygemm is the registry's probe thread:
@@ -241,9 +248,9 @@ class DeviceBuffer:
 
     __slots__ = ("ptr", "nbytes", "_free", "__weakref__")
 
-    def __init__(self, rt: CudaRuntime, nbytes: int) -> None:
+    def __init__(self, rt: CudaRuntime, nbytes: int, pool: Any) -> None:
         self.nbytes = max(int(nbytes), 1)
-        self.ptr = rt.scratch(self.nbytes, 0)
+        self.ptr = rt.cu.alloc_async(pool, self.nbytes, 0)
         self._free = weakref.finalize(self, rt.give_back, {0: self.ptr})
         self._free.atexit = False  # at exit the process gives it all back
 

@@ -139,19 +139,20 @@ class Driver:
         return int(out[0]) if rc == 0 else None
 
     # -- stream-ordered scratch memory ------------------------------------------------------
-    def memory_pool(self, ordinal: int) -> Any:
-        """A memory pool of device ``ordinal`` for stream-ordered scratch (split-K partial sums):
-        its own pool, not the device's default one other libraries may use, and it keeps what
-        it reserved (release threshold: unlimited), so a steady stream of calls does not
-        return memory to the OS and ask for it again."""
+    def memory_pool(self, ordinal: int, keep: bool = True) -> Any:
+        """A memory pool of device ``ordinal`` for stream-ordered allocations: its own pool, not
+        the device's default one other libraries may use. ``keep``: it keeps what it reserved
+        (release threshold: unlimited), so a steady stream of calls does not return scratch to
+        the OS and ask for it again; else freed memory goes back at the next synchronization."""
         props = self.ffi.new("CUmemPoolProps *")
         props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED
         props.location.type = CU_MEM_LOCATION_TYPE_DEVICE
         props.location.id = ordinal
         pool = self.ffi.new("CUmemoryPool *")
         self.check(self.lib.cuMemPoolCreate(pool, props), f"cuMemPoolCreate (device {ordinal})")
-        keep = self.ffi.new("unsigned long long *", 2**64 - 1)
-        self.check(self.lib.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, keep), "cuMemPoolSetAttribute")
+        if keep:
+            threshold = self.ffi.new("unsigned long long *", 2**64 - 1)
+            self.check(self.lib.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold), "cuMemPoolSetAttribute")
         return pool[0]
 
     def alloc_async(self, pool: Any, nbytes: int, stream: int) -> int:
