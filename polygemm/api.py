@@ -337,19 +337,20 @@ def _ndim(x: Any) -> int | None:
 
 def _unit_axis(x: Any, name: str, where: int) -> Any:
     """``x`` with a dimension of 1 inserted second to last (``where=-2``: a row) or last (``-1``:
-    a column), as a view of the same memory (``out`` is written through it)."""
+    a column), as a view of the same memory (``out`` is written through it): NumPy's
+    ``expand_dims``, else the array's own ``reshape`` (a view for a unit dimension in CuPy and
+    torch, and for pycuda's contiguous arrays; pycuda's indexing misreads ``None``)."""
     if isinstance(x, (list, tuple)):
         x = np.asarray(x)
+    if isinstance(x, np.ndarray):
+        return np.expand_dims(x, where)
     try:
-        return x[(Ellipsis, None, slice(None))] if where == -2 else x[(Ellipsis, None)]
-    except Exception:  # arrays without None indexing (pycuda's): a reshape of a 1-D or contiguous array is a view
-        try:
-            shape = tuple(x.shape)
-            at = len(shape) + 1 + where
-            return x.reshape(shape[:at] + (1,) + shape[at:])
-        except Exception as exc:
-            raise ShapeError(f"{name} is a vector (1-D) of a kind polygemm cannot reshape ({type(x).__name__}: {exc}); "
-                             f"pass it as a matrix, e.g. {name}[None, :] or {name}[:, None]") from exc
+        shape = tuple(x.shape)
+        at = len(shape) + 1 + where
+        return x.reshape(shape[:at] + (1,) + shape[at:])
+    except Exception as exc:
+        raise ShapeError(f"{name} is a vector (1-D) of a kind polygemm cannot reshape ({type(x).__name__}: {exc}); "
+                         f"pass it as a matrix, e.g. {name}[None, :] or {name}[:, None]") from exc
 
 
 def explain(

@@ -390,3 +390,34 @@ def test_pycuda_results_are_freed_from_any_thread(cuda):
     fortran = np.asfortranarray(host[:100, :37])
     dev = cuda.to_device(fortran)
     assert dev.flags.f_contiguous and np.array_equal(cuda.to_host(dev), fortran)
+
+
+def test_matmul_vectors_on_device_arrays(cuda):
+    """matrix @ vector and vector @ matrix on CuPy, torch and pycuda arrays: the result is of the
+    operands' kind with numpy.matmul's shape (the GEMV-class products run the skinny rungs)."""
+    import pycuda.gpuarray as gpuarray
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    mat = rng.standard_normal((300, 257)).astype(np.float32)
+    x, y = rng.standard_normal(257).astype(np.float32), rng.standard_normal(300).astype(np.float32)
+    want_mx, want_ym = mat.astype(np.float64) @ x, y.astype(np.float64) @ mat
+
+    def check(got, want, to_host):
+        host = to_host(got)
+        assert host.shape == want.shape
+        np.testing.assert_allclose(host, want, rtol=1e-4, atol=1e-3)
+
+    cp = pytest.importorskip("cupy")
+    check(pg.matmul(cp.asarray(mat), cp.asarray(x)), want_mx, cp.asnumpy)
+    check(pg.matmul(cp.asarray(y), cp.asarray(mat)), want_ym, cp.asnumpy)
+    with cuda.runtime.active():
+        gm, gx = gpuarray.to_gpu(mat), gpuarray.to_gpu(x)
+        got = pg.matmul(gm, gx)
+        assert isinstance(got, gpuarray.GPUArray)
+        check(got, want_mx, lambda g: g.get())
+        del gm, gx, got
+    torch = pytest.importorskip("torch")
+    tm, ty = torch.from_numpy(mat).cuda(), torch.from_numpy(y).cuda()
+    out = torch.empty(257, device="cuda")
+    assert pg.matmul(ty, tm, out=out) is out
+    check(out, want_ym, lambda t: t.cpu().numpy())
