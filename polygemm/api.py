@@ -298,12 +298,15 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     va, vb = _ndim(a) == 1, _ndim(b) == 1
     if not (va or vb):
         return gemm(a, b, out=out, out_dtype=out_dtype, device=device)
-    a2 = _unit_axis(a, "a", -2) if va else a  # (K,) -> (1, K)
-    b2 = _unit_axis(b, "b", -1) if vb else b  # (K,) -> (K, 1)
+    a2: Any = _unit_axis(a, "a", -2) if va else a  # (K,) -> (1, K)
+    b2: Any = _unit_axis(b, "b", -1) if vb else b  # (K,) -> (K, 1)
     out2 = out
     if out is not None:  # a view of out with the unit dimensions back, written in place
-        if _ndim(out) is None:
-            raise ArgumentError(f"out must be an array with the result's shape; got {type(out).__name__}")
+        if isinstance(out, (list, tuple)) or not hasattr(out, "shape"):
+            raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(out).__name__}")
+        want, got = _vector_result_shape(a2, b2, va, vb), tuple(getattr(out, "shape"))
+        if want is not None and got != want:
+            raise ShapeError(f"out must have the result's shape {want}; got {got}")
         if vb:
             out2 = _unit_axis(out2, "out", -1)
         if va:
@@ -312,8 +315,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
         res = gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
     except ShapeError as exc:  # the message names the matrices the vectors became
         taken = [f"{n}, a vector of {k}, taken as " + (f"a row 1×{k}" if n == "a" else f"a column {k}×1")
-                 for n, k, is_vec in (("a", _length(a2, -1), va), ("b", _length(b2, -2), vb)) if is_vec]
-        raise ShapeError(f"{exc} ({'; '.join(taken)}{'; out is written through a view with that dimension added' if out is not None else ''})") from None
+                 for n, k, is_vec in (("a", int(a2.shape[-1]), va), ("b", int(b2.shape[-2]), vb)) if is_vec]
+        raise ShapeError(f"{exc} ({'; '.join(taken)})") from None
     if out is not None:
         return out
     shape = tuple(res.shape)
@@ -321,36 +324,55 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     return res.reshape(lead + (() if va else (rows,)) + (() if vb else (cols,)))  # the vectors' unit dimensions dropped
 
 
-def _length(x: Any, axis: int) -> int:
-    return int(x.shape[axis])
-
-
 def _ndim(x: Any) -> int | None:
-    """The number of dimensions of an array-like (lists as NumPy reads them; None: unknown)."""
+    """The number of dimensions of an array or array-like as NumPy reads it (None: unknown)."""
     nd = getattr(x, "ndim", None)
     if isinstance(nd, int):
         return nd
-    if isinstance(x, (list, tuple)):
+    try:
         return int(np.ndim(x))
-    return None
+    except Exception:  # e.g. a ragged list: gemm says what is wrong with it
+        return None
+
+
+def _vector_result_shape(a2: Any, b2: Any, va: bool, vb: bool) -> tuple[int, ...] | None:
+    """matmul's result shape for operands with the vectors' unit dimensions in (None: the
+    shapes do not combine; gemm says why)."""
+    sa, sb = tuple(a2.shape), tuple(b2.shape)
+    if len(sa) < 2 or len(sb) < 2:
+        return None
+    try:
+        lead = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    except ValueError:
+        return None
+    return lead + (() if va else (int(sa[-2]),)) + (() if vb else (int(sb[-1]),))
 
 
 def _unit_axis(x: Any, name: str, where: int) -> Any:
     """``x`` with a dimension of 1 inserted second to last (``where=-2``: a row) or last (``-1``:
     a column), as a view of the same memory (``out`` is written through it): NumPy's
-    ``expand_dims``, else the array's own ``reshape`` (a view for a unit dimension in CuPy and
-    torch, and for pycuda's contiguous arrays; pycuda's indexing misreads ``None``)."""
-    if isinstance(x, (list, tuple)):
+    ``expand_dims``, torch's ``unsqueeze``, else the array's ``reshape``, checked to keep the
+    array's strides (pycuda's reshape of a Fortran-ordered array does not)."""
+    if not hasattr(x, "reshape"):
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         return np.expand_dims(x, where)
+    shape = tuple(x.shape)
+    at = len(shape) + 1 + where
+    if callable(getattr(x, "unsqueeze", None)):  # torch: a view by construction
+        return x.unsqueeze(at)
     try:
-        shape = tuple(x.shape)
-        at = len(shape) + 1 + where
-        return x.reshape(shape[:at] + (1,) + shape[at:])
+        y = x.reshape(shape[:at] + (1,) + shape[at:])
     except Exception as exc:
         raise ShapeError(f"{name} is a vector (1-D) of a kind polygemm cannot reshape ({type(x).__name__}: {exc}); "
                          f"pass it as a matrix, e.g. {name}[None, :] or {name}[:, None]") from exc
+    strides = getattr(x, "strides", None)
+    if strides is not None:
+        kept = tuple(getattr(y, "strides", ()))
+        if len(kept) != len(shape) + 1 or kept[:at] + kept[at + 1:] != tuple(strides):
+            raise ArgumentError(f"{name} ({type(x).__name__} with strides {tuple(strides)}) cannot take the vector's unit "
+                                f"dimension as a view of its memory; pass a C-ordered {name}")
+    return y
 
 
 def explain(

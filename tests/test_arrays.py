@@ -118,3 +118,36 @@ def test_a_plugin_without_batches_is_passed_over_or_says_so(rng, monkeypatch):
     monkeypatch.setattr(type(be), "batched", False)
     with pytest.raises(pg.UnsupportedProblemError, match="one matrix product per call"):
         pg.gemm(rand(rng, (2, 3, 3)), rand(rng, (3, 3)), device="cpu")
+
+
+def test_matmul_vector_edges(rng):
+    """A list out is refused and left as it was; a wrong out shape is named as given; a ragged
+    list is a DTypeError; array.array vectors work; an array whose reshape would not keep its
+    strides (pycuda's, Fortran-ordered) is refused rather than written through a copy."""
+    import array
+
+    from polygemm import api
+
+    mat, vec = rand(rng, (5, 4)), rand(rng, (4,))
+    listed = [0.0] * 5
+    with pytest.raises(pg.ArgumentError, match="out must be a NumPy array .* got list"):
+        pg.matmul(mat, vec, out=listed, device="cpu")
+    assert listed == [0.0] * 5
+    with pytest.raises(pg.ShapeError, match=r"out must have the result's shape \(3,\); got \(1, 3\)"):
+        pg.matmul(rand(rng, (5,)), rand(rng, (5, 3)), out=np.empty((1, 3), np.float32), device="cpu")
+    with pytest.raises(pg.DTypeError):
+        pg.matmul([[1.0, 2.0], [3.0]], [1.0, 2.0], device="cpu")
+    got = pg.matmul(mat, array.array("f", vec.tolist()), device="cpu")
+    np.testing.assert_allclose(got, mat.astype(np.float64) @ vec, rtol=1e-5, atol=1e-5)
+
+    class Reinterpreting:  # stands for a pycuda GPUArray in Fortran order: reshape assumes C strides
+        def __init__(self, shape, strides):
+            self.shape, self.strides = shape, strides
+
+        def reshape(self, shape):
+            return Reinterpreting(shape, tuple(int(np.prod(shape[i + 1:])) * 4 for i in range(len(shape))))
+
+    with pytest.raises(pg.ArgumentError, match="cannot take the vector's unit dimension as a view"):
+        api._unit_axis(Reinterpreting((3, 7), (4, 12)), "out", -2)
+    kept = api._unit_axis(Reinterpreting((3, 7), (28, 4)), "out", -2)  # C order: the reshape is a view
+    assert kept.shape == (3, 1, 7)

@@ -76,7 +76,6 @@ class CudaRuntime:
         self._cublas: Any = None
         self._pool: Any = None
         self._scratch_pool: Any = None
-        self._result_pool: Any = None
 
     def allocate(self, nbytes: int) -> Any:
         """Device memory from this device's pool (freed back to it by ``.free()``), so the NumPy
@@ -122,15 +121,24 @@ class CudaRuntime:
                 self.leave()
 
     def buffer(self, nbytes: int) -> "DeviceBuffer":
-        """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`),
-        from a pool of its own that gives freed memory back to the device at the next
-        synchronization (results can be large and live long; scratch is kept for reuse);
+        """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);
         call with this device's context current."""
-        if self._result_pool is None:
-            with self._lock:
-                if self._result_pool is None:
-                    self._result_pool = self.cu.memory_pool(self.ordinal, keep=False)
-        return DeviceBuffer(self, nbytes, self._result_pool)
+        return DeviceBuffer(self, nbytes)
+
+    def free_now(self, ptr: int) -> None:
+        """Free :meth:`buffer` memory from whatever thread drops its owner (a finalizer: the
+        device's context is made current first, nothing is raised)."""
+        try:
+            pushed = self.enter()
+        except Exception:
+            return
+        try:
+            self.cu.mem_free(ptr)
+        except Exception:
+            pass
+        finally:
+            if pushed:
+                self.leave()
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -239,26 +247,26 @@ class CudaRuntime:
 
 
 class DeviceBuffer:
-    """Device memory of a result the backend hands out (a pycuda ``GPUArray``'s ``base``): taken
-    from a stream-ordered pool of the runtime on the legacy default stream, and given back to it,
-    ordered after the work queued there, when this object is dropped, in whichever thread drops
-    it. (PyCUDA's own allocations, and its memory pool's first held block, can be freed only
-    in the thread that made the context, which for polygemm is the registry's probe thread:
-    anywhere else they were leaked or aborted the process.)"""
+    """Device memory of a result the backend hands out (a pycuda ``GPUArray``'s ``base``), freed
+    when this object is dropped, in whichever thread drops it. PyCUDA frees its own allocations
+    only in the thread that made their context, which for polygemm is the registry's probe
+    thread: anywhere else they were leaked (and PyCUDA's memory pool aborted the process).
+    Plain ``cuMemAlloc`` / ``cuMemFree``, as PyCUDA's own arrays: not ordered on any stream, so
+    a result is safe on whichever stream its user reads it, and its memory goes back at once."""
 
     __slots__ = ("ptr", "nbytes", "_free", "__weakref__")
 
-    def __init__(self, rt: CudaRuntime, nbytes: int, pool: Any) -> None:
+    def __init__(self, rt: CudaRuntime, nbytes: int) -> None:
         self.nbytes = max(int(nbytes), 1)
-        self.ptr = rt.cu.alloc_async(pool, self.nbytes, 0)
-        self._free = weakref.finalize(self, rt.give_back, {0: self.ptr})
+        self.ptr = rt.cu.mem_alloc(self.nbytes)
+        self._free = weakref.finalize(self, rt.free_now, self.ptr)
         self._free.atexit = False  # at exit the process gives it all back
 
     def __int__(self) -> int:
         return self.ptr
 
     def free(self) -> None:
-        """Give the memory back now (after the work queued on the default stream)."""
+        """Give the memory back now."""
         self._free()
 
 

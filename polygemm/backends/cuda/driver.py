@@ -57,6 +57,8 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value);
 CUresult cuMemAllocFromPoolAsync(unsigned long long *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 CUresult cuMemFreeAsync(unsigned long long dptr, CUstream hStream);
+CUresult cuMemAlloc_v2(unsigned long long *dptr, size_t bytesize);
+CUresult cuMemFree_v2(unsigned long long dptr);
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 """
@@ -139,20 +141,19 @@ class Driver:
         return int(out[0]) if rc == 0 else None
 
     # -- stream-ordered scratch memory ------------------------------------------------------
-    def memory_pool(self, ordinal: int, keep: bool = True) -> Any:
-        """A memory pool of device ``ordinal`` for stream-ordered allocations: its own pool, not
-        the device's default one other libraries may use. ``keep``: it keeps what it reserved
-        (release threshold: unlimited), so a steady stream of calls does not return scratch to
-        the OS and ask for it again; else freed memory goes back at the next synchronization."""
+    def memory_pool(self, ordinal: int) -> Any:
+        """A memory pool of device ``ordinal`` for stream-ordered scratch (split-K partial sums):
+        its own pool, not the device's default one other libraries may use, and it keeps what
+        it reserved (release threshold: unlimited), so a steady stream of calls does not
+        return memory to the OS and ask for it again."""
         props = self.ffi.new("CUmemPoolProps *")
         props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED
         props.location.type = CU_MEM_LOCATION_TYPE_DEVICE
         props.location.id = ordinal
         pool = self.ffi.new("CUmemoryPool *")
         self.check(self.lib.cuMemPoolCreate(pool, props), f"cuMemPoolCreate (device {ordinal})")
-        if keep:
-            threshold = self.ffi.new("unsigned long long *", 2**64 - 1)
-            self.check(self.lib.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold), "cuMemPoolSetAttribute")
+        keep = self.ffi.new("unsigned long long *", 2**64 - 1)
+        self.check(self.lib.cuMemPoolSetAttribute(pool[0], CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, keep), "cuMemPoolSetAttribute")
         return pool[0]
 
     def alloc_async(self, pool: Any, nbytes: int, stream: int) -> int:
@@ -161,6 +162,16 @@ class Driver:
         self.check(self.lib.cuMemAllocFromPoolAsync(out, max(int(nbytes), 1), pool, self.stream(stream)),
                    f"allocating {nbytes} bytes of device memory")
         return int(out[0])
+
+    def mem_alloc(self, nbytes: int) -> int:
+        """``nbytes`` of device memory in the current context (not stream-ordered)."""
+        out = self.ffi.new("unsigned long long *")
+        self.check(self.lib.cuMemAlloc_v2(out, max(int(nbytes), 1)), f"allocating {nbytes} bytes of device memory")
+        return int(out[0])
+
+    def mem_free(self, ptr: int) -> None:
+        """Free :meth:`mem_alloc` memory (the driver waits for the work that may use it)."""
+        self.check(self.lib.cuMemFree_v2(ptr), "cuMemFree")
 
     def free_async(self, ptr: int, stream: int) -> None:
         """Return ``ptr`` to its pool once the work queued on ``stream`` before it is done."""
