@@ -183,6 +183,9 @@ class Backend(abc.ABC):
             return f"operands live on {problem.residency}, this backend takes {', '.join(self.residencies)} data"
         if problem.dtype.name not in self.dtypes():
             return f"dtype {problem.dtype.name} not supported (supports {', '.join(self.dtypes())})"
+        if problem.out_dtype != problem.dtype and not any(
+                problem.dtype.name in v.dtypes and problem.out_dtype.name in v.out_dtypes for v in self.variants()):
+            return f"writes {problem.dtype.name} results only, not {problem.out_dtype.name}"
         return None
 
     def for_device(self, index: int) -> "Backend":
@@ -211,7 +214,8 @@ class Backend(abc.ABC):
             candidates = [variant] if variant is not None else [v for v in self.variants() if problem.dtype.name in v.dtypes]
             if not any(problem.out_dtype.name in v.out_dtypes for v in candidates):
                 where = f"variant {variant.name!r}" if variant is not None else f"backend {self.name!r}"
-                raise DTypeError(f"{where} writes {problem.dtype.name} results only; pass out as a {problem.dtype.name} array")
+                raise DTypeError(f"{where} writes {problem.dtype.name} results only, not {problem.out_dtype.name}; pass out (or "
+                                 f"out_dtype) as {problem.dtype.name}, or use a device that widens (device='auto' picks one)")
         if problem.residency not in self.residencies:
             raise UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes {', '.join(self.residencies)} data")
         if problem.batch and not self.batched:

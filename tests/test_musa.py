@@ -163,6 +163,22 @@ def test_eight_threads_at_once(musa):
     assert not errors, errors
 
 
+def test_auto_passes_musa_over_for_a_wider_result(musa, rng):
+    """float16 inputs with a float32 result (out_dtype or out): musa writes float16 only, so
+    device="auto" takes the next backend and says why it passed musa over; an explicit
+    device="musa" says what to pass instead."""
+    h = rand16(rng, (9, 7))
+    got = pg.gemm(h, h.T, out_dtype=np.float32)
+    assert got.dtype == np.float32 and reference_for(h, h.T, out_dtype=np.float32).compare(got).ok
+    plan = pg.last_plan()
+    assert plan is not None and plan.backend != "musa"
+    assert any(name == "musa" and "float16 results only" in why for name, why in plan.candidates)
+    out = np.zeros((9, 9), np.float32)
+    assert pg.gemm(h, h.T, out=out) is out and reference_for(h, h.T, out_dtype=np.float32).compare(out).ok
+    with pytest.raises(pg.DTypeError, match="writes float16 results only, not float32; pass out \\(or out_dtype\\) as float16"):
+        pg.gemm(h, h.T, out_dtype=np.float32, device="musa")
+
+
 def test_bad_inputs(musa, rng):
     from polygemm.backends.musa import MusaArray
 
