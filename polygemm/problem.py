@@ -539,7 +539,9 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             ops.append(None)
             continue
         stride = _batch_stride(op, batch)
-        if stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
+        if op.rows * op.cols == 0 or count == 0:  # nothing of it is addressed (NumPy gives such arrays any strides)
+            stride = stride or 0
+        elif stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
             if op.residency != "host" or op.name == "out":
                 raise ArgumentError(f"{op.name}'s batch strides cannot be walked with one stride; pass a contiguous array "
                                     f"(e.g. ascontiguousarray) for {op.name}")

@@ -151,3 +151,16 @@ def test_matmul_vector_edges(rng):
         api._unit_axis(Reinterpreting((3, 7), (4, 12)), "out", -2)
     kept = api._unit_axis(Reinterpreting((3, 7), (28, 4)), "out", -2)  # C order: the reshape is a view
     assert kept.shape == (3, 1, 7)
+
+
+@pytest.mark.parametrize("sa, sb", [((3, 0, 5), (5, 6)), ((3, 4, 5), (5, 0)), ((2, 3, 0, 5), (5, 6)), ((0, 4, 5), (5, 6))])
+def test_empty_batched_results_take_out_and_c(rng, sa, sb):
+    """A batch whose result is empty takes an out (and c in place) as NumPy does: NumPy gives
+    empty arrays zero strides, which address nothing and must not be refused."""
+    a, b = rand(rng, sa), rand(rng, sb)
+    want = np.matmul(a, b)
+    out = np.empty(want.shape, np.float32)
+    assert pg.gemm(a, b, out=out, device="cpu") is out and out.shape == want.shape
+    c = np.empty(want.shape, np.float32)
+    assert pg.gemm(a, b, c, beta=2.0, out=c, device="cpu") is c
+    assert pg.matmul(a, b, out=np.empty(want.shape, np.float32), device="cpu").shape == want.shape
