@@ -179,6 +179,25 @@ def test_auto_passes_musa_over_for_a_wider_result(musa, rng):
         pg.gemm(h, h.T, out_dtype=np.float32, device="musa")
 
 
+def test_vectors_and_one_order_on_the_device(musa, rng):
+    """musa device operands: a single row or column (or an empty matrix) reads in either memory
+    order, so matrix-vector products of C-ordered arrays run, and all-Fortran operands run
+    with or without out (the result in Fortran order)."""
+    from polygemm.backends.musa import MusaArray
+
+    mat, col = rand16(rng, (64, 32)), rand16(rng, (32, 1))
+    got = pg.gemm(MusaArray.from_numpy(mat), MusaArray.from_numpy(col)).get()
+    assert reference_for(mat, col).compare(got).ok
+    row, fmat = np.asfortranarray(rand16(rng, (1, 32))), np.asfortranarray(rand16(rng, (32, 16)))
+    out = MusaArray.from_numpy(np.asfortranarray(np.zeros((1, 16), np.float16)))
+    assert pg.gemm(MusaArray.from_numpy(row), MusaArray.from_numpy(fmat), out=out) is out
+    assert reference_for(row, fmat).compare(out.get()).ok
+    fa, fb = np.asfortranarray(rand16(rng, (8, 32))), np.asfortranarray(rand16(rng, (32, 5)))
+    got = pg.gemm(MusaArray.from_numpy(fa), MusaArray.from_numpy(fb)).get()
+    assert reference_for(fa, fb).compare(got).ok
+    assert pg.gemm(MusaArray.from_numpy(rand16(rng, (0, 32))), MusaArray.from_numpy(fb.copy(order="F")[:, :4])).shape == (0, 4)
+
+
 def test_bad_inputs(musa, rng):
     from polygemm.backends.musa import MusaArray
 

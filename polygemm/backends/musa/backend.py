@@ -22,7 +22,7 @@ import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
-from ...problem import Call, GemmProblem
+from ...problem import Call, GemmProblem, Operand
 from .arrays import MusaArray
 from .library import LibraryNotFound, NativeLibrary, load_library
 from .prepared import PreparedB, gemm_prepared as _gemm_prepared
@@ -125,6 +125,18 @@ def session() -> Session:
         return _session
 
 
+def _read_as(op: Operand, layout: str) -> int | None:
+    """``op``'s leading dimension when read in ``layout`` order (None: it cannot be): its own in
+    its own order; a single contiguous row or column, or an empty matrix, reads either way."""
+    if op.layout == layout:
+        return op.ld
+    if op.rows * op.cols == 0:
+        return max(op.cols if layout == "row" else op.rows, 1)
+    if (op.rows == 1 and op.layout == "row") or (op.cols == 1 and op.layout == "col"):
+        return 1  # its elements are adjacent: the other order steps over no line
+    return None
+
+
 class MusaBackend(Backend):
     """Moore Threads GPUs through ``libpolygemm_musa`` (float16 in/out, float32 accumulation)."""
 
@@ -185,8 +197,11 @@ class MusaBackend(Backend):
 
     # -- planning ----------------------------------------------------------------------
     def _orientation(self, p: GemmProblem) -> tuple[bool, str]:
-        """(swap, order the operands must have): the result's layout decides the swap."""
-        layout = p.out.layout if p.out is not None else (p.c.layout if p.c is not None else "row")
+        """(swap, order the operands must have): the result's layout decides the swap, else the
+        first operand whose order is not a matter of reading (a single row or column, or an
+        empty matrix, reads either way: see :func:`_read_as`)."""
+        ops = [op for op in (p.out, p.c, p.a, p.b) if op is not None]
+        layout = next((op.layout for op in ops if _read_as(op, "row" if op.layout == "col" else "col") is None), "row")
         return layout == "row", layout
 
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
@@ -207,14 +222,15 @@ class MusaBackend(Backend):
         if flavor != "musa":
             plan.notes.append(f"EMULATION: libpolygemm_musa is the {flavor} flavor (POLYGEMM_MUSA_EMULATION=1); results verify the ABI/kernel logic, not S4000 speed")
         plan.launch = {"operand swap": "yes (C^T = B^T A^T)" if swap else "no", "storage order": f"{layout}-major"}
-        plan.private = (swap, layout)
+        lds = tuple(None if op is None else _read_as(op, layout) for op in (p.a, p.b, p.c, p.out))
+        plan.private = (swap, layout, lds)  # lds: each operand's leading dimension read in that order (None: it cannot be)
         if p.residency == "host":
             conv = [op.name for op in (p.a, p.b) if op.layout != layout]
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
             if conv:
                 plan.copies.append(f"{', '.join(conv)} reordered to {layout}-major during the upload")
         else:
-            bad = [op.describe() for op in p.operands() if op.layout != layout]
+            bad = [op.describe() for op, ld in zip((p.a, p.b, p.c, p.out), lds) if op is not None and ld is None]
             if bad:
                 raise UnsupportedProblemError(
                     f"musa device operands must share the result's memory order ({layout}-major); got " + "; ".join(bad)
@@ -231,7 +247,7 @@ class MusaBackend(Backend):
     def execute(self, plan: Plan, call: Call) -> Any:
         s = session()
         p = plan.problem
-        swap, layout = plan.private
+        swap, layout, lds = plan.private
         order = "C" if layout == "row" else "F"
         owned: list[MusaArray] = []
         try:
@@ -256,7 +272,7 @@ class MusaBackend(Backend):
                 return store_result(c.get(), call.out)
             # device operands: all in the result's memory order (the plan checked)
             if call.out is not None:
-                dest_ptr, dest_ld, result = call.out_ptr, p.out.ld, call.out  # type: ignore[union-attr]
+                dest_ptr, dest_ld, result = call.out_ptr, lds[3], call.out
             else:
                 result = MusaArray(s, (p.m, p.n), order)
                 dest_ptr, dest_ld = result.ptr, max(p.n if layout == "row" else p.m, 1)
@@ -268,8 +284,8 @@ class MusaBackend(Backend):
                 scratch = MusaArray(s, (p.m, p.n), order)
                 owned.append(scratch)
                 target, target_ld = scratch.ptr, max(p.n if layout == "row" else p.m, 1)
-                self._copy_lines(s, p, layout, call.c_ptr, p.c.ld, target, target_ld)  # type: ignore[union-attr]
-            self._launch(s, plan.variant, p, swap, call, call.a_ptr, call.b_ptr, target, (p.a.ld, p.b.ld, target_ld))
+                self._copy_lines(s, p, layout, call.c_ptr, lds[2], target, target_ld)
+            self._launch(s, plan.variant, p, swap, call, call.a_ptr, call.b_ptr, target, (lds[0], lds[1], target_ld))
             if target != dest_ptr:
                 self._copy_lines(s, p, layout, target, target_ld, dest_ptr, dest_ld)
             self.synchronize()
