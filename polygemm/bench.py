@@ -831,6 +831,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     if args.mode == "call":
         names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
+        if names == ["all"]:  # every variant of the dtype, each through the public call
+            names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
         records: list[BenchRecord] = []
         with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
             for name in names:

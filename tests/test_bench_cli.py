@@ -304,3 +304,16 @@ def test_call_result_new_needs_device_arrays_and_heads_its_own_table():
                               _record(**base, vendor_call="cupy.matmul(a, b)", result="new", ratio=1.1)])
     assert "`polygemm.gemm(a, b, out=out)` per call beside `cupy.matmul(a, b, out=out)`" in md
     assert "`polygemm.gemm(a, b)` per call beside `cupy.matmul(a, b)`" in md and "**1.10×**" in md
+
+
+def test_call_mode_variants_all_times_each_variant_through_the_call(tmp_path):
+    """``--variants all`` in call mode (the default mode) times every non-vendor variant of the
+    dtype through polygemm.gemm, as README's command does in kernel mode."""
+    out = tmp_path / "all.json"
+    assert main(["bench", "--device", "cpu", "--variants", "all", "--shapes", "16x16x16", "--repeats", "1", "--no-progress",
+                 "--json", str(out)]) in (0, None)
+    recs = bench.load_records(str(out))
+    from polygemm import get_backend
+
+    want = {v.name for v in get_backend("cpu").variants() if "float32" in v.dtypes and not v.vendor}
+    assert {r.requested for r in recs} == want and all(r.mode == "call" for r in recs)
