@@ -54,8 +54,22 @@ DTypeLike = Union["npt.DTypeLike", Any]
 log = logging.getLogger("polygemm")
 _local = threading.local()
 
+def _cache_size(raw: str | None, default: int = 256) -> int:
+    """$POLYGEMM_PLAN_CACHE_SIZE as a count (unset or empty: the default; not a whole number:
+    the default, with a warning saying so, rather than a failed import)."""
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        import warnings
+
+        warnings.warn(f"POLYGEMM_PLAN_CACHE_SIZE={raw!r} is not a whole number; keeping {default} plans", RuntimeWarning, stacklevel=2)
+        return default
+
+
 #: how many plans the cache keeps ($POLYGEMM_PLAN_CACHE_SIZE; 0 turns the cache off)
-PLAN_CACHE_SIZE = int(os.environ.get("POLYGEMM_PLAN_CACHE_SIZE", "256"))
+PLAN_CACHE_SIZE = _cache_size(os.environ.get("POLYGEMM_PLAN_CACHE_SIZE"))
 
 
 @dataclass(frozen=True)

@@ -184,9 +184,15 @@ def cmd_gemm(args: argparse.Namespace) -> int:
 
     m, n, k = args.shape
     dtype = np.dtype(args.dtype)
-    rng = np.random.default_rng(args.seed)
-    a = rng.standard_normal((m, k)).astype(dtype)
-    b = rng.standard_normal((k, n)).astype(dtype)
+    need = (m * k + k * n + m * n) * (8 + dtype.itemsize)  # the draws in float64, then the operands and result
+    try:
+        rng = np.random.default_rng(args.seed)
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+    except MemoryError:
+        print(f"polygemm: error: --shape {m}x{n}x{k}: random operands of that size need about {need / 2**30:.1f} GiB of host "
+              f"memory, more than this machine can give; pick a smaller shape", file=sys.stderr)
+        return 2
     plan = explain(a, b, device=args.device, variant=args.variant)
     print(plan)
     be = registry.get_backend(plan.backend)
@@ -277,11 +283,37 @@ def _silence_stdout() -> None:
         pass
 
 
+#: the options that name a file a command writes when it is done
+OUTPUT_OPTIONS = ("json", "markdown", "plot", "output")
+
+
+def unwritable(args: argparse.Namespace) -> str | None:
+    """Why an output file the command will write at its end cannot be written (None: all can
+    be), checked before the command runs: a benchmark's results are not lost at the end to a
+    missing folder or a typo."""
+    for option in OUTPUT_OPTIONS:
+        path = getattr(args, option, None)
+        if not isinstance(path, str) or not path:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            return f"--{option} {path}: the folder {folder} does not exist"
+        if os.path.isdir(path):
+            return f"--{option} {path}: that is a folder; name a file"
+        if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            return f"--{option} {path}: not writable"
+    return None
+
+
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
+    why = unwritable(args)
+    if why is not None:
+        print(f"polygemm: error: {why}", file=sys.stderr)
+        return 2
     try:
         return int(args.fn(args) or 0)
     except PolygemmError as exc:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from . import registry
-from .errors import BackendUnavailableError, PolygemmError
+from .errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
 from .testing.conformance import CaseResult, case_groups, run_conformance
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
@@ -33,6 +33,17 @@ def run_matrix(
     """Run the suite on each backend (all discovered ones by default)."""
     names = list(backends) if backends else [i.name for i in registry.backends()]
     check_names(names)
+    if variants:  # a misspelt name would run nothing and pass
+        known: set[str] = {"auto"}
+        for name in names:
+            try:
+                known |= {v.name for v in registry.get_backend(name).variants()}
+            except PolygemmError:
+                pass
+        unknown = [v for v in variants if v.partition(":")[0] not in known]  # "rung:split_k=4" names its rung
+        if unknown:
+            raise UnsupportedProblemError(f"--variants: {', '.join(map(repr, unknown))} is not a variant of "
+                                          f"{', '.join(names)}; known: {', '.join(sorted(known))}")
     results: list[CaseResult] = []
     for name in names:
         try:

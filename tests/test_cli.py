@@ -156,3 +156,27 @@ def test_every_option_has_help_and_defaults_are_shown():
             assert action.help, f"polygemm {name} {action.option_strings or action.dest} has no help"
     text = subs["gemm"].format_help()
     assert "(default: float32)" in text and "(default: 3)" in text and "(default: auto)" in text
+
+
+def test_cli_refuses_what_it_cannot_do_with_a_message(capsys):
+    """A negative --batch is a usage error; a shape whose operands cannot be allocated says so
+    (exit 2, no traceback)."""
+    from polygemm.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--batch", "-1"])
+    assert exc.value.code == 2 and "--batch: must be 0" in capsys.readouterr().err
+    assert main(["gemm", "--device", "cpu", "--shape", "99999999x99999999x9999999"]) == 2
+    assert "GiB of host memory" in capsys.readouterr().err
+
+
+def test_an_unreadable_plan_cache_size_warns_and_keeps_the_default():
+    import subprocess
+    import sys
+
+    code = "import warnings; warnings.simplefilter('error', RuntimeWarning)\ntry:\n import polygemm\nexcept RuntimeWarning as w: print('warned', w)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": "lots"})
+    assert "warned POLYGEMM_PLAN_CACHE_SIZE='lots' is not a whole number; keeping 256 plans" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", "import polygemm.api as a; print(a.PLAN_CACHE_SIZE)"], capture_output=True, text=True,
+                       env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": ""})
+    assert r.stdout.strip() == "256", r.stderr

@@ -188,3 +188,16 @@ def test_musa_missing_library_lists_every_place_tried_in_info_v(monkeypatch, fre
     out = capsys.readouterr().out
     assert "tried" in out and str(missing.name) in out
     monkeypatch.setattr(mb, "_session", None)
+
+
+def test_matrix_refuses_a_variant_no_backend_has_and_output_paths_are_checked_first(tmp_path, capsys):
+    """A misspelt --variants name is an error naming the known ones (it ran nothing and exited
+    0); an --json path whose folder does not exist is refused before anything runs."""
+    from polygemm.cli import main
+
+    assert main(["matrix", "--backends", "cpu", "--variants", "blsa"]) == 2
+    assert "'blsa' is not a variant of cpu; known: auto, blas" in capsys.readouterr().err
+    missing = tmp_path / "nowhere" / "m.json"
+    assert main(["matrix", "--backends", "cpu", "--quick", "--json", str(missing)]) == 2
+    assert "does not exist" in capsys.readouterr().err and not missing.exists()
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", str(missing)]) == 2
