@@ -14,14 +14,13 @@ module imports no dask; calling :func:`gemm` does.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any
 
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, ShapeError
-from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, parse_dtype
+from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _scalar, check_result_dtype, parse_dtype
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -38,15 +37,6 @@ def _dask_array() -> Any:
     except ImportError as exc:  # dask missing, or dask without its array extra (numpy/toolz)
         raise ImportError(f"{_EXTRA_HINT}; import failed: {exc}") from exc
     return da
-
-
-def _scalar(name: str, value: Any) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise ArgumentError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ArgumentError(f"{name} must be finite; got {value!r}")
-    return v
 
 
 def _dtype_of(name: str, dtype: Any) -> np.dtype[Any]:
@@ -192,6 +182,8 @@ def gemm(
     check_result_dtype(A.dtype, result, "out_dtype")
 
     use_c = False
+    if isinstance(c, (list, tuple)):  # as polygemm.gemm takes it
+        c = np.asarray(c)
     if c is not None:
         shape = tuple(int(x) if not isinstance(x, float) else x for x in getattr(c, "shape", ()))
         if shape != (m, n):

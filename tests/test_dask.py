@@ -283,3 +283,15 @@ def test_bench_dask_dry_run_cluster(tmp_path, cluster):
         assert r["scheduler"] == "distributed" and r["tasks"] >= 1 and r["speedup_vs_1gpu"] is not None
         assert r["cluster"].startswith("distributed.LocalCluster" if cluster == "cpu-cluster" else "distributed.SpecCluster")
         assert 0.0 <= r["transfer_share"] <= 1.0 and 0.0 <= r["other_share"] <= 1.0
+
+
+def test_dask_scalars_and_c_as_polygemm_gemm_takes_them():
+    """alpha past float64 is the ArgumentError polygemm.gemm gives (not an OverflowError), and
+    c may be a list, as gemm takes it."""
+    import polygemm.dask as pgd
+
+    A, B = da.ones((37, 20), chunks=10, dtype=np.float32), da.ones((20, 19), chunks=10, dtype=np.float32)
+    with pytest.raises(ArgumentError, match="alpha is too large"):
+        pgd.gemm(A, B, alpha=10**400)
+    got = pgd.gemm(A, B, [[1.0] * 19] * 37, beta=1.0).compute()
+    np.testing.assert_allclose(got, np.full((37, 19), 21.0))
