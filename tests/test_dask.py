@@ -290,7 +290,7 @@ def test_dask_scalars_and_c_as_polygemm_gemm_takes_them():
     c may be a list, as gemm takes it."""
     import polygemm.dask as pgd
 
-    A, B = da.ones((37, 20), chunks=10, dtype=np.float32), da.ones((20, 19), chunks=10, dtype=np.float32)
+    A, B = da.ones((37, 20), chunks=10), da.ones((20, 19), chunks=10)  # float64, as a list of floats reads
     with pytest.raises(ArgumentError, match="alpha is too large"):
         pgd.gemm(A, B, alpha=10**400)
     got = pgd.gemm(A, B, [[1.0] * 19] * 37, beta=1.0).compute()
