@@ -447,12 +447,16 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
     """``value`` as a NumPy dtype: anything ``numpy.dtype`` takes, or another library's dtype
     object (``torch.float32``) by its name; DTypeError naming ``name`` otherwise."""
     try:
-        return np.dtype(value)
+        dt = np.dtype(value)
     except TypeError:  # another library's dtype object, e.g. torch.float32, or "bfloat16" without ml_dtypes
         tail = str(value).rsplit(".", 1)[-1]
         if tail not in SUPPORTED_DTYPES:
             raise DTypeError(f"{name}={value!r} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
         return dtype_named(tail)
+    if not dt.isnative:
+        raise DTypeError(f"{name}={value!r} is {dt.name} in non-native byte order; results are written in this machine's "
+                         f"byte order: pass {dt.name!r}")
+    return dt
 
 
 def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> None:

@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant
-from .errors import BackendUnavailableError, UnsupportedProblemError
+from .errors import ArgumentError, BackendUnavailableError, UnsupportedProblemError
 from .problem import GemmProblem
 
 __all__ = [
@@ -392,6 +392,8 @@ def get_backend(name: str) -> Backend:
     unknown name (suggesting the nearest known one) or one whose import failed.
     """
     entries = _all()
+    if isinstance(name, str) and name not in entries:
+        name = name.strip().lower()  # as device= takes it ("CPU", " cuda ")
     base, index = _split_index(name) if isinstance(name, str) and name not in entries else (name, None)
     entry = entries.get(base)
     if entry is None:
@@ -417,7 +419,8 @@ def resolve_device(device: str | None) -> str:
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE", "").strip() or "auto"
     if not isinstance(device, str):
-        raise BackendUnavailableError(f"device must be a backend name or 'auto'; got {device!r}")
+        raise ArgumentError(f"device must be a backend name (e.g. 'cpu', 'cuda', 'cuda:1') or 'auto'; got {device!r} "
+                            f"({type(device).__name__})")
     return device.strip().lower()
 
 

@@ -91,3 +91,16 @@ def test_no_fallback_for_explicit_device():
             pg.gemm(f32(2, 2), f32(2, 2), device=info.name)
         assert f"device {info.name!r} is unavailable" in str(exc.value)
         assert info.reason in str(exc.value) and "cpu: available" in str(exc.value)
+
+
+def test_device_and_out_dtype_mistakes_name_what_to_pass():
+    """A device that is not a string is an ArgumentError (a ValueError) naming the accepted
+    spelling; get_backend takes names as device= does ("CPU"); an out_dtype in non-native byte
+    order says to pass the native one instead of contradicting itself."""
+    a = np.ones((2, 2))
+    with pytest.raises(pg.ArgumentError, match=r"device must be a backend name .* got 0 \(int\)"):
+        pg.gemm(a, a, device=0)
+    assert pg.get_backend("CPU").name == "cpu"
+    swapped = ">f8" if np.little_endian else "<f8"
+    with pytest.raises(pg.DTypeError, match="non-native byte order; .* pass 'float64'"):
+        pg.gemm(a, a, out_dtype=swapped)
