@@ -345,6 +345,7 @@ class _Table:
 
 
 _TABLES: dict[int, tuple[Sequence[dict], _Table]] = {}
+_TABLES_KEPT = 8  # the loaded tables are two (fp32, fp16); callers' tuples beyond a few are dropped
 
 
 def _table(records: Sequence[dict]) -> _Table:
@@ -354,6 +355,8 @@ def _table(records: Sequence[dict]) -> _Table:
         return _Table(records)
     hit = _TABLES.get(id(records))
     if hit is None or hit[0] is not records:
+        if len(_TABLES) >= _TABLES_KEPT:  # a caller's own tuples are not kept for ever
+            _TABLES.clear()
         hit = _TABLES[id(records)] = (records, _Table(records))
     return hit[1]
 
