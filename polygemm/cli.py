@@ -182,8 +182,10 @@ def cmd_variants(args: argparse.Namespace) -> int:
 def cmd_gemm(args: argparse.Namespace) -> int:
     from .api import gemm, explain
 
+    from .problem import dtype_named
+
     m, n, k = args.shape
-    dtype = np.dtype(args.dtype)
+    dtype = dtype_named(args.dtype)  # bfloat16: ml_dtypes' type
     need = (m * k + k * n + m * n) * (8 + dtype.itemsize)  # the draws in float64, then the operands and result
     try:
         rng = np.random.default_rng(args.seed)
@@ -257,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
     s.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, e.g. 1024x1024x1024")
-    s.add_argument("--dtype", default="float32", choices=["float16", "float32", "float64"], help="dtype of a, b and the result")
+    s.add_argument("--dtype", default="float32", choices=["float16", "bfloat16", "float32", "float64"], help="dtype of a, b and the result")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
     s.add_argument("--repeat", type=positive_int, default=3, help="timed repetitions after the first call (>= 1)")

@@ -180,3 +180,8 @@ def test_an_unreadable_plan_cache_size_warns_and_keeps_the_default():
     r = subprocess.run([sys.executable, "-c", "import polygemm.api as a; print(a.PLAN_CACHE_SIZE)"], capture_output=True, text=True,
                        env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": ""})
     assert r.stdout.strip() == "256", r.stderr
+
+
+def test_gemm_command_takes_bfloat16(capsys):
+    assert main(["gemm", "--device", "cpu", "--shape", "33x17x65", "--dtype", "bfloat16", "--check"]) == 0
+    assert "check: PASS" in capsys.readouterr().out
