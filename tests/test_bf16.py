@@ -324,3 +324,13 @@ def test_cublas_bf16_type_code():
     from polygemm.backends.cuda import cublas
 
     assert (cublas.CUDA_R_16F, cublas.CUDA_R_16BF, cublas.CUDA_R_32F) == (2, 14, 0)  # cudaDataType (library_types.h)
+
+
+def test_alpha_and_beta_may_be_bfloat16_scalars():
+    """ml_dtypes' bfloat16 scalars are real numbers too (they are no np.floating)."""
+    import ml_dtypes
+
+    a = np.ones((3, 4), np.float32)
+    c = np.ones((3, 3), np.float32)
+    got = pg.gemm(a, a.T, c, alpha=ml_dtypes.bfloat16(0.5), beta=ml_dtypes.bfloat16(2.0), device="cpu")
+    np.testing.assert_allclose(got, np.full((3, 3), 4.0))
