@@ -155,8 +155,9 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     """Normalize and validate everything, select the backend and plan (the uncached path)."""
     if not isinstance(variant, str) or not variant:
         raise ArgumentError(f"variant must be a variant name or 'auto'; got {variant!r}")
-    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype)
+    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False)
     backend, passed = registry.select(problem, device, variant)
+    problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
     backend.check_problem(problem)
     plan = backend.plan(problem, variant)
     plan.candidates = passed + plan.candidates

@@ -151,6 +151,9 @@ class Backend(abc.ABC):
     #: computes batches of products (N-D operands, ``numpy.matmul`` broadcasting); a backend
     #: without it is given 2-D problems only
     batched: ClassVar[bool] = False
+    #: takes host operands' batches with any strides, broadcast ones included (no copy to a
+    #: batch one stride walks is made for it): the cpu backend, whose numpy.matmul broadcasts
+    broadcasts_host_batches: ClassVar[bool] = False
 
     # -- discovery -------------------------------------------------------------------
     @abc.abstractmethod

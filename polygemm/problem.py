@@ -121,6 +121,9 @@ class Operand:
     batch_count: int = 1
     #: normalization made a broadcast batch real (a copy) because one stride could not walk it
     broadcast: bool = False
+    #: that copy is still to be made or waived (``normalize(..., broadcast_copies=False)``;
+    #: :meth:`GemmProblem.broadcasts_for` decides): ``array`` is the user's batch as given
+    pending: bool = False
 
     @property
     def rows(self) -> int:
@@ -218,6 +221,22 @@ class GemmProblem:
 
     def operands(self) -> list[Operand]:
         return [op for op in (self.a, self.b, self.c, self.out) if op is not None]
+
+    def broadcasts_for(self, backend: Any) -> "GemmProblem":
+        """This problem (normalized with ``broadcast_copies=False``) for the backend chosen to
+        run it: host operands whose batch one stride cannot walk are copied to the broadcast
+        batch, unless the backend takes such batches as they are (``broadcasts_host_batches``:
+        the cpu backend's numpy.matmul broadcasts by itself, at no copy)."""
+        if not any(op.pending for op in self.operands()):
+            return self
+        as_given = bool(getattr(backend, "broadcasts_host_batches", False))
+
+        def resolved(op: Operand | None) -> Operand | None:
+            if op is None or not op.pending:
+                return op
+            return replace(op, pending=False) if as_given else _made_real(op, self.batch)
+
+        return replace(self, a=resolved(self.a), b=resolved(self.b), c=resolved(self.c))  # type: ignore[arg-type]
 
     def without_data(self) -> "GemmProblem":
         """The same description with no reference to the operands' data (what a cached plan
@@ -472,6 +491,16 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         )
 
 
+def _made_real(op: Operand, batch: tuple[int, ...]) -> Operand:
+    """A host operand broadcast to ``batch`` in a copy (one stride walks it)."""
+    arr = host_convert(op.array, batch)
+    op = replace(op, array=arr, ptr=arr.__array_interface__["data"][0], copied=True, broadcast=True, pending=False,
+                 batch_dims=tuple((int(x), int(st) // arr.itemsize) for x, st in zip(arr.shape[:-2], arr.strides[:-2])))
+    stride = _batch_stride(op, batch)
+    assert stride is not None
+    return replace(op, batch_stride=stride, batch_count=math.prod(batch))
+
+
 def _batch_stride(op: Operand, batch: tuple[int, ...]) -> int | None:
     """One element stride that walks ``op``'s matrices in the order of the flattened
     ``batch`` (0: one matrix for all), or None when its batch strides need more than one."""
@@ -491,8 +520,13 @@ def _batch_stride(op: Operand, batch: tuple[int, ...]) -> int | None:
     return stride or 0
 
 
-def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None) -> GemmProblem:
+def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None,
+              broadcast_copies: bool = True) -> GemmProblem:
     """Validate ``gemm``'s arguments and describe them as a :class:`GemmProblem`.
+
+    ``broadcast_copies=False`` marks host operands whose batch one stride cannot walk
+    (``broadcast``) without copying them yet: :meth:`GemmProblem.broadcasts_for` does, once the
+    backend is known (the cpu backend needs no copy).
 
     ``a`` and ``b`` are matrices or stacks of matrices whose leading (batch) dimensions
     broadcast as in ``numpy.matmul``; ``c`` and ``out`` have the result's full shape.
@@ -550,11 +584,11 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             if op.residency != "host" or op.name == "out":
                 raise ArgumentError(f"{op.name}'s batch strides cannot be walked with one stride; pass a contiguous array "
                                     f"(e.g. ascontiguousarray) for {op.name}")
-            arr = host_convert(op.array, batch)  # the broadcast made real: one stride walks it
-            op = replace(op, array=arr, ptr=arr.__array_interface__["data"][0], copied=True, broadcast=True,
-                         batch_dims=tuple((int(x), int(st) // arr.itemsize) for x, st in zip(arr.shape[:-2], arr.strides[:-2])))
-            stride = _batch_stride(op, batch)
-            assert stride is not None
+            if broadcast_copies:
+                ops.append(_made_real(op, batch))  # the broadcast made real: one stride walks it
+            else:  # marked; the copy (or none) is the backend's to decide
+                ops.append(replace(op, pending=True, batch_stride=op.rows * op.cols, batch_count=count))
+            continue
         ops.append(replace(op, batch_stride=stride, batch_count=count) if batch else op)
     A, B, C, O = ops  # type: ignore[assignment]
     assert A is not None and B is not None

@@ -164,3 +164,27 @@ def test_empty_batched_results_take_out_and_c(rng, sa, sb):
     c = np.empty(want.shape, np.float32)
     assert pg.gemm(a, b, c, beta=2.0, out=c, device="cpu") is c
     assert pg.matmul(a, b, out=np.empty(want.shape, np.float32), device="cpu").shape == want.shape
+
+
+def test_a_broadcast_batch_is_copied_only_for_a_backend_that_needs_it(rng):
+    """Batch dimensions one stride cannot walk: the cpu backend's numpy.matmul takes them as
+    given (no copy: the plan lists none); a backend that walks batches with one stride gets the
+    broadcast made real, once, in a copy (the plan says so)."""
+    import types
+
+    from polygemm.problem import normalize
+
+    a, b = rand(rng, (2, 1, 5, 4)), rand(rng, (3, 4, 6))
+    got = pg.gemm(a, b, device="cpu")
+    assert_close(got, a, b)
+    plan = pg.last_plan()
+    assert plan is not None and not [c for c in plan.copies if "broadcast" in c]
+    p = normalize(a, b, broadcast_copies=False)
+    assert p.a.pending and p.a.array is a  # marked, not copied
+    kept = p.broadcasts_for(types.SimpleNamespace(broadcasts_host_batches=True))
+    assert kept.a.array is a and not kept.a.pending and not kept.a.broadcast
+    made = p.broadcasts_for(types.SimpleNamespace())  # a backend that needs one stride per batch
+    assert made.a.broadcast and made.a.array.shape == (2, 3, 5, 4) and made.a.array.flags.c_contiguous
+    assert made.a.batch_stride == 20 and np.array_equal(made.a.array[1, 2], a[1, 0])
+    eager = normalize(a, b)  # the default: made real at once, as before
+    assert eager.a.broadcast and not eager.a.pending and eager.a.batch_stride == made.a.batch_stride

@@ -80,6 +80,7 @@ class CpuReferenceBackend(Backend):
     priority = 0
     residencies = ("host",)
     batched = True  # numpy.matmul broadcasts batches itself
+    broadcasts_host_batches = True  # so a broadcast batch is not copied for it
 
     def probe(self) -> Availability:
         return Availability(True)
