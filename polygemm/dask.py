@@ -159,8 +159,9 @@ def gemm(
       the result is rechunked to the result's chunks, with the same warning.
 
     Shapes and dtypes are checked when the graph is built: ShapeError, DTypeError or
-    ArgumentError (naming the argument). Errors of the block computations (device failures,
-    a backend that cannot run) surface from ``compute()``, as polygemm.gemm raises them.
+    ArgumentError (naming the argument), and an unknown ``device`` name. Errors of the block
+    computations (device failures, a backend that cannot run on a worker) surface from
+    ``compute()``, as polygemm.gemm raises them.
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
     da = _dask_array()
@@ -172,6 +173,10 @@ def gemm(
         raise ArgumentError(f"variant must be a string (a variant name or 'auto'); got {variant!r}")
     if device is not None and not isinstance(device, str):
         raise ArgumentError(f"device must be a string (e.g. 'cpu', 'cuda') or None; got {device!r}")
+    if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
+        from . import registry
+
+        registry.check_known(device)
     m, k = (int(s) for s in A.shape)
     kb, n = (int(s) for s in B.shape)
     if k != kb:

@@ -385,6 +385,19 @@ def _split_index(name: str) -> tuple[str, int | None]:
     return name, None
 
 
+def check_known(device: str) -> None:
+    """Raise BackendUnavailableError (suggesting the nearest name) unless ``device`` names a
+    discovered backend (``"cuda:1"`` its device 1) or ``"auto"``; whether it can run here is
+    not asked (a dask worker may have the GPU this machine lacks)."""
+    name = resolve_device(device)
+    entries = _all()
+    if name == "auto" or name in entries:
+        return
+    base, _ = _split_index(name)
+    if base not in entries:
+        raise _unknown(name, entries)
+
+
 def get_backend(name: str) -> Backend:
     """The backend instance called ``name`` (available or not; see ``.probe()``).
 

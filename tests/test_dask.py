@@ -230,8 +230,10 @@ def test_validation_errors(rng):
 
 
 def test_backend_errors_surface_from_compute(rng):
+    """A known device that cannot run (no GPU here; no eighth GPU anywhere) fails in the
+    tasks, as polygemm.gemm raises it (an unknown name fails at graph build)."""
     a, b, _ = _operands(rng, 8, 6, 4)
-    R = pgd.gemm(da.from_array(a, chunks=(4, 3)), da.from_array(b, chunks=3), device="no-such-backend")
+    R = pgd.gemm(da.from_array(a, chunks=(4, 3)), da.from_array(b, chunks=3), device="cuda:7")
     with pytest.raises(polygemm.PolygemmError):
         R.compute()
 
@@ -295,3 +297,15 @@ def test_dask_scalars_and_c_as_polygemm_gemm_takes_them():
         pgd.gemm(A, B, alpha=10**400)
     got = pgd.gemm(A, B, [[1.0] * 19] * 37, beta=1.0).compute()
     np.testing.assert_allclose(got, np.full((37, 19), 21.0))
+
+
+def test_dask_unknown_device_is_refused_when_the_graph_is_built():
+    """A misspelt device fails at graph build, naming the nearest backend; a known one that
+    cannot run here (cuda without a GPU) is the workers' to say, so it builds."""
+    import polygemm as pg
+
+    A, B = da.ones((8, 4), chunks=4), da.ones((4, 6), chunks=3)
+    with pytest.raises(pg.BackendUnavailableError, match="unknown device 'cdua' \\(did you mean 'cuda'\\?\\)"):
+        pgd.gemm(A, B, device="cdua")
+    pgd.gemm(A, B, device="cuda:1")  # built lazily; not computed here
+    np.testing.assert_allclose(pgd.gemm(A, B, device="CPU").compute(), np.full((8, 6), 4.0))
