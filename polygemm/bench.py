@@ -32,7 +32,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
-from .cli import parse_shape
+from .cli import non_negative_int, parse_shape
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes",
@@ -882,17 +882,6 @@ def _preset_summary(shapes: Sequence[tuple[int, int, int]]) -> str:
     return ", ".join(text)
 
 
-def _batch_count(text: str) -> int:
-    """``--batch``: 0 (one product per call) or a positive count (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (one product) or a positive number of products; got {text!r}")
-    return value
-
-
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("bench", help="time polygemm against the vendor library (same process)")
     s.add_argument("--device", default=None, help="backend to time (default: $POLYGEMM_DEVICE, else the best available)")
@@ -906,7 +895,7 @@ def add_parser(sub: Any) -> None:
                         "result (polygemm.gemm(a, b) beside cupy.matmul(a, b)), the allocation timed in both")
     s.add_argument("--array-lib", choices=["auto", "cupy", "torch"], default="auto",
                    help="call mode: whose device arrays and matmul (auto: CuPy, else torch)")
-    s.add_argument("--batch", type=_batch_count, default=0, metavar="N",
+    s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
                    help="call mode: a strided batch of N products per call (vendor: its batched GEMM, e.g. torch.matmul on 3-D)")
     s.add_argument("--dtype", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
                    help="element type of A, B and C (bfloat16: ml_dtypes' for NumPy, torch's on the device)")

@@ -46,6 +46,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (argparse type); raises argparse.ArgumentTypeError otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
+    return value
+
+
 def _fatal_free(fn: Any, *args: Any) -> tuple[Any, str | None]:
     """Call plugin code: (result, None), or (None, "ExcType: message") for anything it raises."""
     try:

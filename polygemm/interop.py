@@ -219,7 +219,6 @@ def allocator(kind: str, like: Any) -> Callable[[tuple[int, ...], np.dtype], Any
         return None
     from array_api_compat import device
 
-    dev = device(like)
     # CuPy and torch directly: the namespace's wrappers cost a small call several microseconds
     if kind == "cupy":
         import cupy
@@ -233,6 +232,7 @@ def allocator(kind: str, like: Any) -> Callable[[tuple[int, ...], np.dtype], Any
                 return cupy.empty(shape, dtype)
 
         return cupy_alloc
+    dev = device(like)
     if kind == "torch":
         import torch
 

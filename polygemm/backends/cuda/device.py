@@ -101,24 +101,33 @@ class CudaRuntime:
         """Free :meth:`scratch` memory after the work queued on ``stream`` so far."""
         self.cu.free_async(ptr, stream)
 
-    def give_back(self, ptrs: dict[int, int]) -> None:
-        """Free ``{stream: ptr}`` :meth:`scratch` blocks from whatever thread drops their owner
-        (a finalizer: the device's context is made current first, nothing is raised; a block
-        of a stream destroyed since stays with the pool)."""
+    def _quietly(self, free: Any) -> None:
+        """Run ``free()`` with the device's context current, raising nothing: a finalizer's
+        work, in whatever thread drops the owner (the context pushed through the driver)."""
         try:
             pushed = self.enter()
         except Exception:
             return
         try:
+            free()
+        except Exception:
+            pass
+        finally:
+            if pushed:
+                self.leave()
+
+    def give_back(self, ptrs: dict[int, int]) -> None:
+        """Free ``{stream: ptr}`` :meth:`scratch` blocks from whatever thread drops their owner
+        (a block of a stream destroyed since stays with the pool)."""
+        def free() -> None:
             for stream, ptr in list(ptrs.items()):
                 try:
                     self.release(ptr, stream)
                 except Exception:
                     pass
             ptrs.clear()
-        finally:
-            if pushed:
-                self.leave()
+
+        self._quietly(free)
 
     def buffer(self, nbytes: int) -> "DeviceBuffer":
         """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);
@@ -126,19 +135,8 @@ class CudaRuntime:
         return DeviceBuffer(self, nbytes)
 
     def free_now(self, ptr: int) -> None:
-        """Free :meth:`buffer` memory from whatever thread drops its owner (a finalizer: the
-        device's context is made current first, nothing is raised)."""
-        try:
-            pushed = self.enter()
-        except Exception:
-            return
-        try:
-            self.cu.mem_free(ptr)
-        except Exception:
-            pass
-        finally:
-            if pushed:
-                self.leave()
+        """Free :meth:`buffer` memory from whatever thread drops its owner."""
+        self._quietly(lambda: self.cu.mem_free(ptr))
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -152,13 +150,9 @@ class CudaRuntime:
     def enter(self) -> bool:
         """Make this device's context current for a launch; True when it had to be pushed
         (the caller then calls :meth:`leave`). Threads of CuPy or torch already hold it."""
-        cu = self.cu
-        current = cu.launch_slot().ctx
-        rc = cu.lib.cuCtxGetCurrent(current)
-        if rc == 0 and current[0] == self._ctx_cdata:  # (driver.current_context, minus its int conversion)
+        if self.cu.is_current(self._ctx_cdata):
             return False
-        cu.check(rc, "cuCtxGetCurrent")
-        cu.push(self.ctx_handle)
+        self.cu.push(self.ctx_handle)
         return True
 
     def leave(self) -> None:

@@ -117,10 +117,11 @@ class Driver:
             raise DeviceError(f"{what} failed: {self.error_text(code)}")
 
     # -- contexts --------------------------------------------------------------------
-    def current_context(self) -> int:
+    def is_current(self, ctx: Any) -> bool:
+        """Whether ``ctx`` (a ``CUcontext`` cdata) is this thread's current context."""
         out = self.launch_slot().ctx
         self.check(self.lib.cuCtxGetCurrent(out), "cuCtxGetCurrent")
-        return int(self.ffi.cast("uintptr_t", out[0]))
+        return bool(out[0] == ctx)
 
     def push(self, ctx: int) -> None:
         self.check(self.lib.cuCtxPushCurrent_v2(self.ffi.cast("CUcontext", ctx)), "cuCtxPushCurrent")
