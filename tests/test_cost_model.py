@@ -299,7 +299,7 @@ def test_a_cluster_row_counts_whole_clusters_and_splits_the_shared_boxes():
     from polygemm.backends.cuda.tma import HgemmV2Config, hgemm_v2_layout
 
     spec = SPECS["hgemm_v2_wgmma_tma_128x128_cluster2x2"]
-    assert spec.cluster_mn == (2, 2) and spec.cluster == 4 and not spec.batch
+    assert spec.cluster_mn == (2, 2) and spec.cluster == 4 and spec.batch
     assert cost.tiles(spec, 1000, 1000, "row") == 64  # 8 x 8 tiles of 128 x 128
     assert cost.tiles(spec, 1100, 1000, "row") == 10 * 8  # 9 tile rows round up to 10
     one = SPECS["hgemm_v2_wgmma_tma_128x128"]
@@ -309,6 +309,36 @@ def test_a_cluster_row_counts_whole_clusters_and_splits_the_shared_boxes():
     assert hgemm_v2_layout(False, True, cfg).box_b == (64, 64)  # 128 columns of K-major B, two CTAs
     assert hgemm_v2_layout(True, False, cfg).box_a == (64, 64)  # M-major A: 64 x 64 boxes, shared out by box
     assert hgemm_v2_layout(False, False, cfg).smem_bytes == spec.smem_bytes
+
+
+def test_a_cluster_row_splits_k_on_whole_clusters_and_only_where_measured():
+    """K-slices (and batches) on a cluster row run on a grid of whole clusters, at most one
+    per ``cluster`` SMs, each walking units of cm x cn tiles; the split counts for the tile
+    grid's counters. ``auto`` weighs a cluster row's split only at slice counts measured for
+    it, and never offers a cluster row for a batch (none was measured)."""
+    from polygemm.backends.cuda.planning import Mat, plan_launch
+
+    spec = SPECS["hgemm_v2_wgmma_tma_128x128_cluster2x2"]
+    a = Mat("a", 1000, 16384, "row", 16384, 0, 2)
+    b = Mat("b", 16384, 1000, "row", 1000, 0, 2)
+    c = Mat("c", 1000, 1000, "row", 1000, 0, 2)
+    lp = plan_launch(spec, a, b, c, sms=132, splits=2)
+    assert lp.splits == 2 and lp.batch_count == 2 and lp.cluster == (2, 2)
+    assert lp.grid == (128, 1, 1)  # 4 x 4 units of 2 x 2 tiles, two slices: 32 clusters of four
+    lp = plan_launch(spec, a, b, c, sms=132, splits=4)
+    assert lp.grid == (132, 1, 1)  # 64 units, at most 33 clusters (the launch lowers it to what the GPCs hold)
+    lp = plan_launch(SPECS["hgemm_v2_wgmma_tma_128x64_cluster2"], a, b, c, sms=132, splits=2)
+    assert lp.grid == (132, 1, 1) and lp.grid[0] % 2 == 0  # 4 x 16 units of two tiles, two slices: 66 clusters
+
+    recs = [{"variant": "hgemm_v2_wgmma_tma_128x128_cluster2x2", "m": 1000, "n": 1000, "k": 4096, "dtype": "float16",
+             "tflops": 500.0, "mode": "kernel"},
+            {"variant": "hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=2", "m": 1000, "n": 1000, "k": 16384,
+             "dtype": "float16", "tflops": 600.0, "mode": "kernel"}]
+    only = [spec]
+    got = {(c.variant, c.splits) for c in cost.rank(only, recs, 1000, 1000, 16384)}
+    assert got == {(spec.name, 0), (spec.name, 2)}, got  # 4, 8, ... slices were not measured
+    assert {(c.variant, c.splits) for c in cost.rank(only, recs[:1], 1000, 1000, 16384)} == {(spec.name, 0)}
+    assert cost.rank(only, recs, 1000, 1000, 16384, count=3) == []
 
 
 def test_the_indexed_table_anchors_where_a_scan_of_every_record_would():

@@ -426,8 +426,8 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
             continue
         if spec.max_m and (kernel_mn(spec, m, n, result_layout)[0] > spec.max_m or count > 1):  # skinny: the rung's own M
             continue
-        if spec.cluster > 1 and min(kernel_mn(spec, m, n, result_layout)) < CLUSTER_MIN_SIDE:
-            continue
+        if spec.cluster > 1 and (min(kernel_mn(spec, m, n, result_layout)) < CLUSTER_MIN_SIDE or count > 1):
+            continue  # (a cluster row runs batches, but none was measured: the one-CTA rows take them)
         # a row without measurements (a tile variant) is anchored like the row it borrows from
         donor = spec if table.rows.get(spec.name) else \
             next((o for o in specs if o.name == model.source), spec)
@@ -437,6 +437,8 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         measured_splits = table.splits.get(donor.name, set())
         if measured_splits - {0}:
             splits = [s for s in splits if s in measured_splits or s == 0]
+        elif spec.cluster > 1:
+            splits = [0]  # a cluster row's pace is its own (L2-bound): no split of one is weighed unmeasured
         for s in splits:
             scale = 1.0
             anchor = _anchor(table, donor, m, n, k, count, s)

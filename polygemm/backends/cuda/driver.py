@@ -60,6 +60,13 @@ CUresult cuMemFreeAsync(unsigned long long dptr, CUstream hStream);
 CUresult cuMemAlloc_v2(unsigned long long *dptr, size_t bytesize);
 CUresult cuMemFree_v2(unsigned long long dptr);
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize);
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    void *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 """
 
@@ -291,6 +298,19 @@ class Kernel:
         out = self.drv.ffi.new("int *")
         self.drv.check(self.drv.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(out, self.fn, threads, shared),
                        f"cuOccupancyMaxActiveBlocksPerMultiprocessor({self.entry})")
+        return int(out[0])
+
+    def resident_clusters(self, cluster: int, threads: int, shared: int) -> int:
+        """How many of this kernel's thread-block clusters (``cluster`` CTAs each, its compiled-in
+        cluster dimensions; ``threads`` and ``shared`` bytes per CTA) the device holds at once: a
+        cluster's CTAs share one GPC, so this can be fewer than the SMs divided by ``cluster``."""
+        cfg = self.drv.ffi.new("CUlaunchConfig *")
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+        cfg.sharedMemBytes = shared
+        out = self.drv.ffi.new("int *")
+        self.drv.check(self.drv.lib.cuOccupancyMaxActiveClusters(out, self.fn, cfg),
+                       f"cuOccupancyMaxActiveClusters({self.entry})")
         return int(out[0])
 
     def __call__(self, *args: Any, block: Sequence[int], grid: Sequence[int], shared: int = 0, stream: int = 0) -> None:

@@ -14,6 +14,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import DeviceError
 from .device import CudaRuntime
 from .driver import Kernel
 from .planning import LaunchPlan, Mat, strides, workspace_matrix
@@ -104,6 +105,8 @@ class PreparedLaunch:
             k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
             args = _TMA_ARGS + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
+            if self.lp.batch_count and self.lp.cluster != (1, 1):
+                self._fit_clusters(k)
             streamk = self.spec.streamk and not self.lp.splits
             self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ())).pack
             if self.lp.splits:
@@ -113,6 +116,25 @@ class PreparedLaunch:
             self._go = k.launcher(self.lp.grid, self.lp.block, self.lp.smem_bytes)
             self._kernel = k
         return k
+
+    def _fit_clusters(self, k: Kernel) -> None:
+        """A cluster row's batch (or K-slices) runs on as many clusters as the device holds at
+        once, each walking units: the in-launch split reduction waits on other threadblocks'
+        slices, so every one of them must be resident (the planner's first guess, one cluster
+        per ``cluster`` SMs, can be more than the GPCs hold)."""
+        lp = self.lp
+        size = lp.cluster[0] * lp.cluster[1]
+        pushed = self.rt.enter()  # the occupancy query needs the device's context current
+        try:
+            held = k.resident_clusters(size, lp.block[0] * lp.block[1] * lp.block[2], lp.smem_bytes)
+        finally:
+            if pushed:
+                self.rt.leave()
+        if held < 1:
+            raise DeviceError(f"{self.lp.variant}: the device holds no {lp.cluster[0]}x{lp.cluster[1]} cluster of this kernel")
+        if lp.grid[0] > held * size:
+            lp.grid = (held * size, 1, 1)
+            lp.notes.append(f"{held} clusters of {size} CTAs, as many as the device holds at once")
 
     def _tensor_maps(self, a: int, b: int) -> tuple[bytes, bytes]:
         key = (a, b)

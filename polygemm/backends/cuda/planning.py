@@ -439,11 +439,16 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     lp.grid = (gx, gy, max(lp.row_split, lp.batch_count, 1))
     if spec.cluster > 1:
         # a cluster's CTAs are consecutive along x and take a unit of cm x cn adjacent tiles:
-        # a 1-D grid of whole clusters, one unit each
-        assert spec.grid == ("n", "m") and not lp.batch_count, f"{spec.name}: a cluster row has one product on an (n, m) grid"
+        # a 1-D grid of whole clusters, one unit each; a batch (or K-slices) on a grid of at
+        # most one cluster per `cluster` SMs, each walking units (the launch lowers it to the
+        # clusters the device holds at once: PreparedLaunch.kernel)
+        assert spec.grid == ("n", "m"), f"{spec.name}: a cluster row runs on an (n, m) grid"
         cm, cn = lp.cluster = spec.cluster_mn
-        lp.grid = (-(-gy // cm) * -(-gx // cn) * cm * cn, 1, 1)
-    if lp.tma and (lp.batch_count or spec.persistent):
+        units = -(-gy // cm) * -(-gx // cn) * max(lp.batch_count, 1)
+        if lp.batch_count:
+            units = min(units, max(sms // (cm * cn), 1))
+        lp.grid = (units * cm * cn, 1, 1)
+    elif lp.tma and (lp.batch_count or spec.persistent):
         # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
         # threadblock per SM, each producer prefetching its next tile while its consumers store
         lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)

@@ -61,7 +61,8 @@
 // the next matrix, while the consumers store. A and B are 3-D tensor maps whose third
 // dimension is the batch (its byte stride lives in the map), loaded at coordinate
 // z * pg_batch_a (pg_batch_b): 1 for a batched operand, 0 for one shared by the whole batch;
-// C moves pg_batch_c elements per matrix. Not with clusters.
+// C moves pg_batch_c elements per matrix. With clusters a unit is a cluster's block of tiles
+// of one matrix, and the multicast loads take the batch coordinate too (HG2_LOAD_MC).
 //
 // Shared memory (all swizzled tiles 1024-byte aligned, as the 128-byte swizzle requires):
 // stage s = [A tile BM x 64 | B tile 64 x BN]; a K-major tile is rows of 64 k (128 B, one
@@ -164,7 +165,6 @@ static_assert(kConsumers == 1 || kConsumers == 2, "1 or 2 consumer warpgroups");
 static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 64, 128, 192 or 256 (wgmma n)");
 static_assert(!kPingpong || (kConsumers == 2 && kCluster == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
-static_assert(!PG_BATCH || kCluster == 1, "PG_BATCH: the multicast loads are 2-D");
 static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
 static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && kCluster == 1),
               "PG_STREAMK: one product, cooperative consumers, no cluster");
@@ -235,13 +235,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
         "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
         : "memory");
 }
-#if PG_BATCH
-#define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_3d(dst, map, c0, c1, z, bar)
-#define HG2_BATCH_PARAMS , int pg_batch_count, int pg_batch_a, int pg_batch_b, long long pg_batch_c
-#else
-#define HG2_BATCH_PARAMS
-#define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_2d(dst, map, c0, c1, bar)
-#endif
 // Same, delivered to the same shared offset (data and barrier) of every CTA in `mask`.
 __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0,
                                                int c1, uint32_t bar, uint16_t mask) {
@@ -251,6 +244,25 @@ __device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* 
         "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
         : "memory");
 }
+__device__ __forceinline__ void tma_load_3d_mc(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                               int c2, uint32_t bar, uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(mask)
+        : "memory");
+}
+// A tile load of this CTA (HG2_LOAD) or multicast to the CTAs in `mask` (HG2_LOAD_MC), at
+// batch coordinate z under PG_BATCH (the maps' third dimension), 2-D otherwise (z unused).
+#if PG_BATCH
+#define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_3d(dst, map, c0, c1, z, bar)
+#define HG2_LOAD_MC(dst, map, c0, c1, z, bar, mask) tma_load_3d_mc(dst, map, c0, c1, z, bar, mask)
+#define HG2_BATCH_PARAMS , int pg_batch_count, int pg_batch_a, int pg_batch_b, long long pg_batch_c
+#else
+#define HG2_BATCH_PARAMS
+#define HG2_LOAD(dst, map, c0, c1, z, bar) tma_load_2d(dst, map, c0, c1, bar)
+#define HG2_LOAD_MC(dst, map, c0, c1, z, bar, mask) tma_load_2d_mc(dst, map, c0, c1, bar, mask)
+#endif
 
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -778,19 +790,19 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                         if (kClusterN == 1)
                             HG2_LOAD(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, za, fb);
                         else if (i % kClusterN == rank_n)  // this CTA's share of the M-major A tile's boxes
-                            tma_load_2d_mc(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, fb, mask_a);
+                            HG2_LOAD_MC(sa + i * kBoxBytes, &tmap_a, m0 + 64 * i, k0, za, fb, mask_a);
                     }
 #else
                     if (kClusterN == 1)
                         HG2_LOAD(sa, &tmap_a, k0, m0, za, fb);
                     else  // rows [rank_n*BM/2, +BM/2) of the K-major A tile
-                        tma_load_2d_mc(sa + rank_n * (kATileBytes / kClusterN), &tmap_a, k0,
-                                       m0 + rank_n * (kBM / kClusterN), fb, mask_a);
+                        HG2_LOAD_MC(sa + rank_n * (kATileBytes / kClusterN), &tmap_a, k0,
+                                    m0 + rank_n * (kBM / kClusterN), za, fb, mask_a);
 #endif
 #if PG_TRANS_B
                     if (kClusterM > 1) {  // rows [rank_m*BN/2, +BN/2) of the K-major B tile
-                        tma_load_2d_mc(sb + rank_m * (kBTileBytes / kClusterM), &tmap_b, k0,
-                                       n0 + rank_m * (kBN / kClusterM), fb, mask_b);
+                        HG2_LOAD_MC(sb + rank_m * (kBTileBytes / kClusterM), &tmap_b, k0,
+                                    n0 + rank_m * (kBN / kClusterM), zb, fb, mask_b);
                     } else {
                         HG2_LOAD(sb, &tmap_b, k0, n0, zb, fb);
                     }
@@ -799,7 +811,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #pragma unroll
                         for (int jj = 0; jj < kBN / 64; ++jj)
                             if (jj % kClusterM == rank_m)
-                                tma_load_2d_mc(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, fb, mask_b);
+                                HG2_LOAD_MC(sb + jj * kBoxBytes, &tmap_b, n0 + 64 * jj, k0, zb, fb, mask_b);
                     } else {
 #pragma unroll
                         for (int j = 0; j < kBN / 64; ++j)
@@ -970,9 +982,12 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #if PG_SPLIT
             // K-slice z of this tile is in the workspace: count it (the threads that stored
             // the tile meet on their own named barrier; ping-pong: one per consumer).
-            pg_split_arrive(kPingpong ? 1 + cw : 1, kPingpong ? 128 : 128 * kConsumers,
-                            kPingpong ? tid : static_cast<int>(threadIdx.x) - 128,
-                            pg_split_count + um * units_n + un, pg_batch_count);
+            // The counter is the tile's (row-major over the tile grid, as the reduction counts
+            // them); a cluster's CTA whose tile lies past the result's edge stored nothing.
+            if (m0 < M && n0 < N)
+                pg_split_arrive(kPingpong ? 1 + cw : 1, kPingpong ? 128 : 128 * kConsumers,
+                                kPingpong ? tid : static_cast<int>(threadIdx.x) - 128,
+                                pg_split_count + (m0 / kBM) * CEIL_DIV(N, kBN) + n0 / kBN, pg_batch_count);
 #endif
         }
 #if PG_SPLIT
