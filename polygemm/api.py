@@ -310,7 +310,12 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
     shape. Scalars (0-D operands) are refused, as NumPy refuses them.
     """
-    va, vb = _ndim(a) == 1, _ndim(b) == 1
+    nda, ndb = _ndim(a), _ndim(b)
+    for name, nd, x in (("a", nda, a), ("b", ndb, b)):
+        if nd == 0:
+            raise ShapeError(f"{name} is a scalar (0-D {type(x).__name__}); matmul takes vectors (1-D) and matrices or stacks "
+                             f"of matrices (at least 2-D), and refuses scalars as numpy.matmul does: scale with a * b instead")
+    va, vb = nda == 1, ndb == 1
     if not (va or vb):
         return gemm(a, b, out=out, out_dtype=out_dtype, device=device)
     a2: Any = _unit_axis(a, "a", -2) if va else a  # (K,) -> (1, K)
@@ -329,8 +334,9 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     try:
         res = gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
     except ShapeError as exc:  # the message names the matrices the vectors became
-        taken = [f"{n}, a vector of {k}, taken as " + (f"a row 1×{k}" if n == "a" else f"a column {k}×1")
-                 for n, k, is_vec in (("a", int(a2.shape[-1]), va), ("b", int(b2.shape[-2]), vb)) if is_vec]
+        # only the vectors' lengths are read: the other operand may be a list (no .shape)
+        taken = ([f"a, a vector of {int(a2.shape[-1])}, taken as a row 1×{int(a2.shape[-1])}"] if va else []) \
+            + ([f"b, a vector of {int(b2.shape[-2])}, taken as a column {int(b2.shape[-2])}×1"] if vb else [])
         raise ShapeError(f"{exc} ({'; '.join(taken)})") from None
     if out is not None:
         return out
