@@ -11,12 +11,13 @@
 #   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
 #   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the one-CTA builds)
 #   tools/gpu_results.sh tune-cluster -> docs/benchmarks/h200_tune_cluster_fp16.* (the cluster rows, for auto's table)
+#   tools/gpu_results.sh tune-cluster-split -> docs/benchmarks/h200_tune_cluster{256,_split}_fp16.* (the cluster rows in K-slices)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree (files named for the GPU: h200_... on an H200, h100_... on an H100);
 # copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 mkdir -p docs/benchmarks docs/matrix
 # results are named by the GPU they ran on (h200_..., h100_...): the device tool may lend an H100
 # for an H200; retune reads the H200 files and paces other GPUs' records to the H200's vendor
@@ -109,6 +110,23 @@ case "$what" in
       --variants hgemm_v2_wgmma_tma_128x128_cluster2x2 \
       --json docs/benchmarks/${gpu}_tune_cluster2x2_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster2x2_fp16.md
     ;;
+  tune-cluster-split)  # the cluster rows in K-slices on the long-K mid-size shapes, and the 128x256 cluster row whole on the
+                      # sweep's shapes auto offers cluster rows for (both result sides >= 512)
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 3 --no-progress \
+      --shapes 512x512x512 1000x1000x512 4096x4096x512 8192x8192x512 1000x8192x512 8192x1000x512 512x512x4096 1000x1000x4096 \
+        4096x4096x4096 8192x8192x4096 1000x4096x4096 4096x1000x4096 512x512x16384 1000x1000x16384 4096x4096x16384 8192x8192x16384 \
+        1000x4096x16384 4096x1000x16384 4095x4097x4093 1000x3000x2000 1024x1024x8192 2048x2048x8192 \
+      --variants hgemm_v2_wgmma_tma_cluster2 \
+      --json docs/benchmarks/${gpu}_tune_cluster256_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster256_fp16.md
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 3 --no-progress \
+      --shapes 512x512x4096 1000x1000x4096 1000x4096x4096 4096x1000x4096 512x512x16384 1000x1000x16384 1000x4096x16384 \
+        4096x1000x16384 1024x1024x8192 2048x2048x8192 \
+      --variants hgemm_v2_wgmma_tma_cluster2:split_k=2 hgemm_v2_wgmma_tma_cluster2:split_k=4 hgemm_v2_wgmma_tma_cluster2:split_k=8 \
+        hgemm_v2_wgmma_tma_128x128_cluster2:split_k=2 hgemm_v2_wgmma_tma_128x128_cluster2:split_k=4 \
+        hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=2 hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=4 \
+        hgemm_v2_wgmma_tma_128x192_cluster2:split_k=2 hgemm_v2_wgmma_tma_128x64_cluster2:split_k=2 \
+      --json docs/benchmarks/${gpu}_tune_cluster_split_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_split_fp16.md
+    ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
       --variants hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk \
@@ -149,7 +167,8 @@ case "$what" in
       docs/benchmarks/h200_tune_streamk_fp16.json docs/benchmarks/h200_targets_kernel_fp16.json docs/benchmarks/h200_targets_big_fp16.json \
       docs/benchmarks/h100_tune_skinny_fp16.json docs/benchmarks/h100_tune_skinny_long_fp16.json \
       docs/benchmarks/h200_tune_cluster_fp16.json docs/benchmarks/h100_tune_cluster_fp16.json \
-      docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json
+      docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json \
+      docs/benchmarks/h100_tune_cluster256_fp16.json docs/benchmarks/h100_tune_cluster_split_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
