@@ -59,3 +59,19 @@ def test_the_table_gpu_is_the_one_most_records_ran_on(update_tuning):
     out = update_tuning.paced(records)
     assert out[:2] == records[:2]
     assert out[2]["tflops"] == pytest.approx(1.5) and out[2]["measured_on"] == "NVIDIA H200"
+
+
+def test_the_ratio_is_to_the_runs_median_vendor_figure_at_the_shape(update_tuning):
+    """One vendor figure beside a short kernel can be far off (cuBLAS at 1000x1000x4096 read 120
+    TFLOP/s beside one rung and 330-360 beside the others of the same run): an other GPU's
+    record is paced by the median of its run's vendor figures at that shape, not by its own."""
+    run = [dict(rec(v, 1000, 1000, 4096, t, vend, H100), _run="h100_tune_x.json")
+           for v, t, vend in [("s2", 214.0, 120.0), ("s4", 283.0, 340.0), ("u", 300.0, 330.0), ("w", 250.0, 360.0)]]
+    other = dict(rec("s2", 1000, 1000, 4096, 100.0, 50.0, H100), _run="h100_other.json")  # a run of its own
+    home = [rec(v, 1000, 1000, 4096, 300.0, 400.0, H200) for v in "abc"] + [rec(v, 64, 64, 64, 1.0, 1.0, H200) for v in "abc"]
+    out = update_tuning.paced(home + run + [other])
+    assert all("_run" not in r for r in out)
+    got = {(r["variant"], r["measured_tflops"]): r["tflops"] for r in out if "measured_on" in r}
+    assert got[("s2", 214.0)] == pytest.approx(214.0 / 335.0 * 400.0)  # the run's median, 335, not the 120 beside it
+    assert got[("u", 300.0)] == pytest.approx(300.0 / 335.0 * 400.0)
+    assert got[("s2", 100.0)] == pytest.approx(100.0 / 50.0 * 400.0)  # alone in its run: its own vendor figure

@@ -8,8 +8,9 @@ TFLOP/s, so ``variant="auto"`` picks from measurements, not guesses.
 
 A table is one GPU's: the GPU most of its records ran on (the H200 for the committed tables).
 A record from another GPU (a run the device tool gave an H100 for) keeps its ratio to the
-vendor timed beside it and is counted at the table GPU's vendor pace at that shape (the median
-of the table GPU's vendor figures there): ``tflops`` = ratio x that median. The record says so
+vendor timed in the same run (the median of the vendor figures beside every rung at that shape
+in that file) and is counted at the table GPU's vendor pace at that shape (the median of the
+table GPU's vendor figures there): ``tflops`` = ratio x that median. The record says so
 (``measured_on``, ``measured_tflops``). A record from another GPU at a shape the table GPU never
 timed the vendor on is left out, and the count of those is printed.
 """
@@ -42,17 +43,28 @@ def paced(records: list[dict]) -> list[dict]:
     for r in records:
         if gpu_of(r) == home and float(r.get("vendor_tflops") or 0) > 0:
             vendor.setdefault((r["m"], r["n"], r["k"], r.get("batch") or 1), []).append(float(r["vendor_tflops"]))
+    # the other GPUs' vendor pace per run and shape: the median of the vendor figures timed
+    # beside every rung at that shape in that run (one figure beside a 20 us kernel can be off
+    # by 3x; the run's median keeps the run's clocks without that noise)
+    beside: dict[tuple, list[float]] = {}
+    for r in records:
+        if gpu_of(r) != home and float(r.get("vendor_tflops") or 0) > 0:
+            beside.setdefault((r.get("_run"), r["m"], r["n"], r["k"], r.get("batch") or 1), []).append(float(r["vendor_tflops"]))
     out, left_out = [], 0
     for r in records:
+        run = r.get("_run")
+        r = {k: v for k, v in r.items() if k != "_run"}
         if gpu_of(r) == home:
             out.append(r)
             continue
-        ref = vendor.get((r["m"], r["n"], r["k"], r.get("batch") or 1))
+        shape = (r["m"], r["n"], r["k"], r.get("batch") or 1)
+        ref = vendor.get(shape)
         if not ref or not float(r.get("vendor_tflops") or 0) > 0:
             left_out += 1
             continue
         pace = statistics.median(ref)
-        out.append({**r, "tflops": float(r["tflops"]) / float(r["vendor_tflops"]) * pace, "vendor_tflops": pace,
+        run_pace = statistics.median(beside[(run, *shape)])
+        out.append({**r, "tflops": float(r["tflops"]) / run_pace * pace, "vendor_tflops": pace,
                     "measured_on": gpu_of(r), "measured_tflops": float(r["tflops"])})
     moved = sum(1 for r in out if "measured_on" in r)
     if moved or left_out:
@@ -73,6 +85,7 @@ def main(paths: list[str]) -> int:
         for r in data["records"]:
             if r["backend"] == "cuda" and r["variant"].partition(":split_k=")[0] in eligible:  # rungs, and rungs with split K
                 row = {k: r[k] for k in ("variant", "dtype", "m", "n", "k", "tflops", "vendor_tflops", "device", "date")}
+                row["_run"] = str(p)  # (dropped from the table: paced() groups a run's vendor figures by it)
                 if r.get("batch"):  # call-mode records of strided batches: auto's choice for batches
                     row["batch"] = r["batch"]
                 by_dtype.setdefault(r["dtype"], []).append(row)
