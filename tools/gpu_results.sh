@@ -11,7 +11,7 @@
 #   tools/gpu_results.sh hopper   -> docs/benchmarks/h200_hopper_{kernel,settled,call}_{fp16,bf16}.* (issue 14: the wgmma rungs)
 #   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the one-CTA builds)
 #   tools/gpu_results.sh tune-cluster -> docs/benchmarks/h200_tune_cluster_fp16.* (the cluster rows, for auto's table)
-#   tools/gpu_results.sh tune-cluster-split -> docs/benchmarks/h200_tune_cluster{256,_split}_fp16.* (the cluster rows in K-slices)
+#   tools/gpu_results.sh tune-cluster-split -> docs/benchmarks/h200_tune_cluster{256,_split}_fp16.* (the cluster rows in K-slices), _cluster_choices_fp16.* (choices side by side)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree (files named for the GPU: h200_... on an H200, h100_... on an H100);
@@ -126,6 +126,12 @@ case "$what" in
         hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=2 hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=4 \
         hgemm_v2_wgmma_tma_128x192_cluster2:split_k=2 hgemm_v2_wgmma_tma_128x64_cluster2:split_k=2 \
       --json docs/benchmarks/${gpu}_tune_cluster_split_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_split_fp16.md
+    # where the table's choice moved to a cluster row, the two choices side by side with more repeats
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 7 --no-progress \
+      --shapes 512x512x16384 1000x1000x16384 4096x1000x4096 4096x1000x16384 512x512x512 1000x1000x4096 \
+      --variants hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_cluster2 hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma_cluster2:split_k=4 \
+        hgemm_v2_wgmma_tma_128x128:split_k=8 hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=4 hgemm_v2_wgmma_tma_128x128_cluster2x2 \
+      --json docs/benchmarks/${gpu}_tune_cluster_choices_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_choices_fp16.md
     ;;
   tune-streamk)  # the stream-K rows on the sweep and the square, odd and target shapes
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --shapes sweep square odd 70000x128x32768 --repeats 3 --no-progress \
@@ -168,7 +174,8 @@ case "$what" in
       docs/benchmarks/h100_tune_skinny_fp16.json docs/benchmarks/h100_tune_skinny_long_fp16.json \
       docs/benchmarks/h200_tune_cluster_fp16.json docs/benchmarks/h100_tune_cluster_fp16.json \
       docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json \
-      docs/benchmarks/h100_tune_cluster256_fp16.json docs/benchmarks/h100_tune_cluster_split_fp16.json
+      docs/benchmarks/h100_tune_cluster256_fp16.json docs/benchmarks/h100_tune_cluster_split_fp16.json \
+      docs/benchmarks/h100_tune_cluster_choices_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
