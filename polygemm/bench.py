@@ -32,7 +32,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
-from .cli import non_negative_int, parse_shape
+from .cli import non_negative_int, parse_shape, positive_int
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes",
@@ -797,8 +797,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ArgumentError(f"--shapes: {exc}; presets: {', '.join(PRESETS)}") from None
 
     shapes = shapes_of(args.shapes) if args.shapes else []
-    if args.settle < 0:
-        raise SystemExit("polygemm bench: --settle must be >= 0 seconds")
+    if not 0 <= args.settle < float("inf"):  # nan and inf too (inf had settled for ever)
+        raise SystemExit(f"polygemm bench: --settle must be >= 0 seconds and finite; got {args.settle}")
     if args.repeats != "auto" and args.repeats < 1:
         raise ArgumentError(f"--repeats must be at least 1 or auto; got {args.repeats}")
     if args.plot:  # before any timing: a missing dependency must not cost the run
@@ -817,6 +817,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if len(kept) < len(shapes):
             preset += f" ({len(shapes) - len(kept)} more above --max-dim {args.max_dim} left out)"
         shapes = kept
+        if not shapes:
+            raise ArgumentError(f"--max-dim {args.max_dim} leaves out every shape; nothing to time")
     # --repeats auto: a count per shape (auto_repeats); runs of shapes sharing one are timed together
     itemsize = 2 if "16" in args.dtype else (8 if "64" in args.dtype else 4)
     chunks: list[tuple[int, list[tuple[int, int, int]]]] = []
@@ -908,7 +910,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--repeats", type=_repeats_arg, default=5,
                    help="timed repeats, the median reported; auto: by each shape's FLOPs and bytes, 7 for the smallest "
                         "(launch-bound) products, 5, 3 for the largest (see bench.auto_repeats)")
-    s.add_argument("--max-dim", type=int, default=None, metavar="N",
+    s.add_argument("--max-dim", type=positive_int, default=None, metavar="N",
                    help="leave out the shapes with a dimension above N (e.g. the sweep preset's small end on a CPU)")
     s.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
                    help="kernel mode: run each kernel alone this long before timing its repeats (sustained clocks) "

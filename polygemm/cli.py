@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import textwrap
 from typing import Any, Sequence
@@ -191,8 +192,6 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:
-    from .api import gemm, explain
-
     from .problem import dtype_named
 
     m, n, k = args.shape
@@ -202,10 +201,17 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         a = rng.standard_normal((m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
-    except MemoryError:
-        print(f"polygemm: error: --shape {m}x{n}x{k}: random operands of that size need about {need / 2**30:.1f} GiB of host "
-              f"memory, more than this machine can give; pick a smaller shape", file=sys.stderr)
+        return _run_gemm(args, a, b, m, n, k)
+    except MemoryError:  # the operands, or the result (and the work arrays) of a product of them
+        print(f"polygemm: error: --shape {m}x{n}x{k}: operands and a result of that size need about {need / 2**30:.1f} GiB of "
+              f"host memory, more than this machine can give; pick a smaller shape", file=sys.stderr)
         return 2
+
+
+def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> int:
+    """``polygemm gemm`` on the operands drawn: the plan, the timed calls, the check."""
+    from .api import gemm, explain
+
     plan = explain(a, b, device=args.device, variant=args.variant)
     print(plan)
     be = registry.get_backend(plan.backend)
@@ -251,6 +257,10 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+        # a token like a negative number or a negative shape ("--shape -1x2x3") is the option's
+        # value, so the value's own check says what is wrong (argparse took it for an option
+        # and said "expected one argument"); no option of polygemm starts with "-<digit>"
+        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+([x×X]-?\d*)*$")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
     s.add_argument("--repeat", type=positive_int, default=3, help="timed repetitions after the first call (>= 1)")
-    s.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one each run)")
+    s.add_argument("--seed", type=non_negative_int, default=None, help="seed of the random inputs, >= 0 (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     s.set_defaults(fn=cmd_gemm)
 

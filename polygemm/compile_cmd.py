@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from .cli import positive_int
 from .errors import ArgumentError
 
 __all__ = ["Job", "jobs", "run", "parse_arch", "add_parser"]
@@ -147,7 +148,7 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("--arch", nargs="+", metavar="SM", help=f"device architectures, e.g. sm_80 sm_86 sm_90 (sm_90a = sm_90) (default: {' '.join(DEFAULT_ARCHS)})")
     s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
-    s.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="builds at once (default: one per CPU)")
+    s.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N", help="builds at once (default: one per CPU)")
     s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else NVRTC when present, else nvcc)")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (copy_scale, ldmatrix_probe, mma_peak_probe)")
     s.add_argument("-q", "--quiet", action="store_true", help="print failures, spill notes and the summary only")

@@ -34,3 +34,63 @@ def test_matmul_vector_mismatch_beside_a_list(a, b, named):
     message had read the list's .shape: AttributeError)."""
     with pytest.raises(pg.ShapeError, match=named):
         pg.matmul(a, b, device="cpu")
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    """Run the command line; it must end in a usage error (exit 2) of one line, no traceback."""
+    from polygemm.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err, err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["gemm", "--shape", "-1x2x3"], "--shape: shape dimensions must be >= 0; got '-1x2x3'"),  # had read "expected one argument"
+    (["gemm", "--shape", "2x2x2", "--seed", "-1"], "--seed: must be 0 or more; got '-1'"),  # had been numpy's traceback
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--max-dim", "0"], "--max-dim: must be an integer >= 1"),
+    # had run one build at a time (--only names nothing: a regression fails at once, builds nothing)
+    (["compile", "-j", "-1", "--only", "no_such_kernel"], "-j/--jobs: must be an integer >= 1; got '-1'"),
+])
+def test_cli_usage_errors_say_what_is_wrong(capsys, argv, says):
+    assert says in _usage_error(capsys, argv)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_bench_settle_must_be_finite(capsys, monkeypatch, value):
+    """--settle inf had settled the first kernel for ever (nan: silently not at all)."""
+    from polygemm import bench
+    from polygemm.cli import main
+
+    def ran(*args, **kwargs):
+        raise AssertionError(f"timed with settle={kwargs.get('settle')}")
+
+    monkeypatch.setattr(bench, "run_bench", ran)  # a regression fails here instead of settling for ever
+
+    with pytest.raises(SystemExit, match="--settle must be >= 0 seconds and finite"):
+        main(["bench", "--device", "cpu", "--mode", "kernel", "--shapes", "8x8x8", "--settle", value])
+
+
+def test_bench_max_dim_that_leaves_no_shape_is_an_error(capsys):
+    from polygemm.cli import main
+
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--max-dim", "4"]) == 2
+    assert "--max-dim 4 leaves out every shape" in capsys.readouterr().err
+
+
+def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypatch):
+    """Operands that fit but a result that does not (100000x100000x1: 800 kB in, 40 GB out) end
+    in the command's one-line error, exit 2 (it had been a MemoryError traceback)."""
+    from polygemm.backends.cpu_ref import backend as cpu
+    from polygemm.cli import main
+
+    def no_memory(self, plan, call):
+        raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000)")
+
+    monkeypatch.setattr(cpu.CpuReferenceBackend, "execute", no_memory)  # as a machine without 40 GB answers
+    assert main(["gemm", "--device", "cpu", "--shape", "100000x100000x1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith("polygemm: error: --shape 100000x100000x1:") and "GiB of host memory" in err
