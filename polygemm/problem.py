@@ -344,6 +344,11 @@ def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
     desc = _host_layout(arr)
     if desc is None or not arr.dtype.isnative or any(s % arr.itemsize for s in arr.strides):
         if writable:
+            if arr.ndim > 2:  # a Fortran-ordered stack interleaves its matrices: "pass a Fortran-ordered array" would not do
+                raise ArgumentError(f"{name} has strides {arr.strides}: its matrices (the last two axes) are neither row- nor "
+                                    f"column-major (an N-D Fortran-ordered array interleaves its matrices); pass a C-ordered "
+                                    f"array, or one whose last two axes are a transposed C order, e.g. "
+                                    f"np.empty(batch + (n, m)).swapaxes(-1, -2)")
             raise ArgumentError(f"{name} has strides {arr.strides} that are neither row- nor column-major; pass a C- or Fortran-ordered array")
         arr = host_convert(arr)
         copied = True

@@ -94,3 +94,17 @@ def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypat
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
     assert err.startswith("polygemm: error: --shape 100000x100000x1:") and "GiB of host memory" in err
+
+
+def test_a_fortran_ordered_stack_as_out_is_refused_with_what_would_do():
+    """np.empty((3, 4, 2), order="F") interleaves its matrices; the refusal had said to "pass a C-
+    or Fortran-ordered array", which the user had just done. It now names the matrices and
+    a layout that is taken, and that layout works."""
+    a, b = np.ones((3, 4, 5), np.float32), np.ones((5, 2), np.float32)
+    out = np.full((3, 4, 2), 7.0, np.float32, order="F")
+    with pytest.raises(pg.ArgumentError, match=r"its matrices \(the last two axes\) are neither row- nor column-major") as exc:
+        pg.gemm(a, b, out=out, device="cpu")
+    assert "pass a C- or Fortran-ordered array" not in str(exc.value)
+    assert (out == 7.0).all()
+    taken = np.empty((3, 2, 4), np.float32).swapaxes(-1, -2)  # the message's example
+    assert pg.gemm(a, b, out=taken, device="cpu") is taken and (taken == 5.0).all()
