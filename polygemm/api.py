@@ -55,17 +55,21 @@ log = logging.getLogger("polygemm")
 _local = threading.local()
 
 def _cache_size(raw: str | None, default: int = 256) -> int:
-    """$POLYGEMM_PLAN_CACHE_SIZE as a count (unset or empty: the default; not a whole number:
-    the default, with a warning saying so, rather than a failed import)."""
+    """$POLYGEMM_PLAN_CACHE_SIZE as a count (unset or empty: the default; not a whole number
+    >= 0: the default, with a warning saying so, rather than a failed import)."""
     if raw is None or not raw.strip():
         return default
     try:
-        return int(raw)
+        size = int(raw)
+        why = "is negative (0 turns the cache off)" if size < 0 else ""
     except ValueError:
+        size, why = default, "is not a whole number"
+    if why:
         import warnings
 
-        warnings.warn(f"POLYGEMM_PLAN_CACHE_SIZE={raw!r} is not a whole number; keeping {default} plans", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"POLYGEMM_PLAN_CACHE_SIZE={raw!r} {why}; keeping {default} plans", RuntimeWarning, stacklevel=2)
         return default
+    return size
 
 
 #: how many plans the cache keeps ($POLYGEMM_PLAN_CACHE_SIZE; 0 turns the cache off)

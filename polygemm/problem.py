@@ -285,9 +285,15 @@ _DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 fo
                "(each backend computes a subset: see `polygemm variants`)")
 
 
-def _check_dtype(name: str, dtype: np.dtype) -> np.dtype:
+def _check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
+    """``dtype`` if polygemm knows it, else DTypeError saying how to convert ``name`` (``given``:
+    what the user passed, when it is not an array: a list has no ``astype``)."""
     if dtype.name not in SUPPORTED_DTYPES:
-        raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {_DTYPE_HELP}. Convert it, e.g. {name}.astype(np.float32).")
+        if given is None or hasattr(given, "astype"):
+            how = f"{name}.astype(np.float32)"
+        else:  # a list, tuple, memoryview ...: NumPy read it as this dtype
+            how = f"np.asarray({name}, dtype=np.float32) (NumPy reads this {type(given).__name__} as {dtype.name})"
+        raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {_DTYPE_HELP}. Convert it, e.g. {how}.")
     return dtype
 
 
@@ -339,7 +345,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix")
     if arr.ndim < 2:
         raise _ndim_error(name, arr.shape)
-    _check_dtype(name, arr.dtype)
+    _check_dtype(name, arr.dtype, obj)
     copied = False
     desc = _host_layout(arr)
     if desc is None or not arr.dtype.isnative or any(s % arr.itemsize for s in arr.strides):

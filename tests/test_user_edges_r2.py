@@ -108,3 +108,27 @@ def test_a_fortran_ordered_stack_as_out_is_refused_with_what_would_do():
     assert (out == 7.0).all()
     taken = np.empty((3, 2, 4), np.float32).swapaxes(-1, -2)  # the message's example
     assert pg.gemm(a, b, out=taken, device="cpu") is taken and (taken == 5.0).all()
+
+
+@pytest.mark.parametrize("given, kind", [([[1, 2], [3, 4]], "list"), (((1, 0), (0, 1)), "tuple")])
+def test_an_integer_list_is_told_how_a_list_converts(given, kind):
+    """A list of Python ints reads as int64; the DTypeError had said to call a.astype(...), which
+    a list does not have. It now says np.asarray(a, dtype=...) and how NumPy read the list."""
+    with pytest.raises(pg.DTypeError, match=rf"np\.asarray\(a, dtype=np\.float32\) \(NumPy reads this {kind} as int64\)"):
+        pg.gemm(given, np.eye(2), device="cpu")
+    with pytest.raises(pg.DTypeError, match=r"a\.astype\(np\.float32\)"):  # an array is told its own astype
+        pg.gemm(np.ones((2, 2), np.int64), np.eye(2), device="cpu")
+
+
+def test_a_negative_plan_cache_size_warns_and_keeps_the_default():
+    """POLYGEMM_PLAN_CACHE_SIZE=-3 had become a cache of bound -3 (plan_cache_info said so and
+    nothing was kept), with no word; it now warns as an unreadable size does."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import warnings; warnings.simplefilter('always')\nimport polygemm\nprint(polygemm.plan_cache_info()['maxsize'])"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": "-3"})
+    assert r.stdout.strip() == "256", r.stdout + r.stderr
+    assert "POLYGEMM_PLAN_CACHE_SIZE='-3' is negative (0 turns the cache off); keeping 256 plans" in r.stderr
