@@ -288,6 +288,8 @@ def gemm(
     and other device arrays give a pycuda ``GPUArray``; ``out`` itself when given. Device work is queued
     on the stream the operands name (``__cuda_array_interface__``'s ``stream``, torch's current
     stream; the default stream when they name none) and not waited for, as CuPy and PyTorch do.
+    Operands that name different streams are synchronized with first, and the call returns
+    with the result written (no one stream orders the work for all of them).
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """

@@ -212,6 +212,31 @@ def test_work_is_ordered_on_the_callers_stream_without_synchronizing(cuda):
     assert reference_for(2.0 * a, b).compare(host).ok
 
 
+def test_operands_on_different_streams_get_a_result_written_before_the_call_returns(cuda):
+    """A CuPy operand on a non-blocking stream beside a torch operand on torch's stream: no one
+    stream orders the work for both, so polygemm waits for both, runs, and returns with the
+    result written (a consumer on either stream may read it at once)."""
+    cp = pytest.importorskip("cupy")
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((4096, 4096)).astype(np.float16)
+    b = rng.standard_normal((4096, 4096)).astype(np.float16)
+    tb = torch.from_numpy(b).cuda()
+    torch.cuda.synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        da = cp.asarray(a)
+        out = cp.empty((4096, 4096), cp.float16)
+        for _ in range(3):
+            pg.gemm(da, tb, out=out, device="cuda")
+            assert cp.cuda.Stream.null.done, "the call returned with its work still queued"
+            got = (out * 1).copy()  # a consumer on the non-blocking stream, not ordered after stream 0
+        host = cp.asnumpy(got, stream=stream)
+        stream.synchronize()
+    rows = np.r_[0, 1, 4095, rng.integers(0, 4096, 20)]
+    assert reference_for(a[rows], b).compare(host[rows]).ok
+
+
 def test_failed_preparation_leaves_out_as_it_was(cuda, monkeypatch):
     cp = pytest.importorskip("cupy")
     from polygemm.backends.cuda.launch import PreparedLaunch

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
@@ -509,10 +510,11 @@ class CudaBackend(Backend):
         launch = decided.launch
         stream = call.stream
         pushed = rt.enter()
+        mixed = stream == -1
         try:
             if stream is None:
                 stream = 0
-            elif stream == -1:  # the operands name different streams: wait for all their work
+            elif mixed:  # the operands name different streams: wait for all their work
                 rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
                 stream = 0
             if call.out is not None:
@@ -565,8 +567,15 @@ class CudaBackend(Backend):
                 launch.launch(prepared, stream)
             return result
         finally:
-            if pushed:
-                rt.leave()
+            try:
+                # the work went to the legacy stream, which orders nothing on a non-blocking
+                # stream: with the operands on several streams, none of them may read the
+                # result before it is written, so the call returns with it done
+                if mixed and sys.exc_info()[0] is None:
+                    rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+            finally:
+                if pushed:
+                    rt.leave()
 
     def _new_result(self, rt: CudaRuntime, p: GemmProblem, layout: str) -> Any:
         """A pycuda ``GPUArray`` result whose memory a :class:`~.device.DeviceBuffer` owns (freed
