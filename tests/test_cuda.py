@@ -213,26 +213,35 @@ def test_work_is_ordered_on_the_callers_stream_without_synchronizing(cuda):
 
 
 def test_operands_on_different_streams_get_a_result_written_before_the_call_returns(cuda):
-    """A CuPy operand on a non-blocking stream beside a torch operand on torch's stream: no one
-    stream orders the work for both, so polygemm waits for both, runs, and returns with the
-    result written (a consumer on either stream may read it at once)."""
+    """Device arrays whose ``__cuda_array_interface__`` names different streams (as numba's
+    arrays do, each with its own): no one stream orders the work for all of them, so polygemm
+    waits for their streams, runs, and returns with the result written; a consumer on either
+    stream may read it at once."""
     cp = pytest.importorskip("cupy")
-    torch = pytest.importorskip("torch")
+
+    class OnStream:  # a device array that names its own stream, as numba's device arrays do
+        def __init__(self, arr, stream):
+            self.arr, self.stream = arr, stream
+
+        @property
+        def __cuda_array_interface__(self):
+            return {**self.arr.__cuda_array_interface__, "stream": self.stream.ptr}
+
     rng = np.random.default_rng(secrets.randbits(32))
     a = rng.standard_normal((4096, 4096)).astype(np.float16)
     b = rng.standard_normal((4096, 4096)).astype(np.float16)
-    tb = torch.from_numpy(b).cuda()
-    torch.cuda.synchronize()
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        da = cp.asarray(a)
-        out = cp.empty((4096, 4096), cp.float16)
-        for _ in range(3):
-            pg.gemm(da, tb, out=out, device="cuda")
-            assert cp.cuda.Stream.null.done, "the call returned with its work still queued"
-            got = (out * 1).copy()  # a consumer on the non-blocking stream, not ordered after stream 0
-        host = cp.asnumpy(got, stream=stream)
-        stream.synchronize()
+    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with s1:
+        da, out = cp.asarray(a), cp.empty((4096, 4096), cp.float16)
+    with s2:
+        db = cp.asarray(b)
+    for _ in range(3):
+        pg.gemm(OnStream(da, s1), OnStream(db, s2), out=OnStream(out, s1), device="cuda")
+        assert cp.cuda.Stream.null.done, "the call returned with its work still queued"
+        with s1:
+            got = (out * 1).copy()  # a consumer on s1, which nothing orders after the legacy stream
+    host = cp.asnumpy(got, stream=s1)
+    s1.synchronize()
     rows = np.r_[0, 1, 4095, rng.integers(0, 4096, 20)]
     assert reference_for(a[rows], b).compare(host[rows]).ok
 
