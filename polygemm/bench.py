@@ -139,7 +139,11 @@ def load_records(path: str) -> list[BenchRecord]:
     objects; keys this version does not know are ignored, missing ones take their defaults."""
     with open(path) as fh:
         data = json.load(fh)
+    if isinstance(data, dict) and "records" not in data:
+        raise ValueError("no 'records' list in it (polygemm bench --json writes {\"command\": ..., \"records\": [...]})")
     rows = data["records"] if isinstance(data, dict) else data
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ValueError("its records are not a list of objects (polygemm bench --json writes one object per timing)")
     known = {f.name for f in fields(BenchRecord)}
     return [BenchRecord(**{k: v for k, v in row.items() if k in known}) for row in rows]
 

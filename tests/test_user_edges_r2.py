@@ -132,3 +132,19 @@ def test_a_negative_plan_cache_size_warns_and_keeps_the_default():
                        env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": "-3"})
     assert r.stdout.strip() == "256", r.stdout + r.stderr
     assert "POLYGEMM_PLAN_CACHE_SIZE='-3' is negative (0 turns the cache off); keeping 256 plans" in r.stderr
+
+
+def test_plot_names_what_a_json_file_lacks(tmp_path, capsys):
+    """``polygemm plot`` on JSON that is not a bench file says what it expected (it had printed
+    only "'records'", a KeyError's text), one line, exit 2."""
+    from polygemm.cli import main
+
+    bad = tmp_path / "other.json"
+    bad.write_text('{"command": "x"}')
+    assert main(["plot", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "no 'records' list" in err and "polygemm bench --json" in err and "Traceback" not in err
+    worse = tmp_path / "worse.json"
+    worse.write_text('{"records": [1, 2]}')
+    assert main(["plot", str(worse)]) == 2
+    assert "not a list of objects" in capsys.readouterr().err
