@@ -380,6 +380,8 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
     a column), as a view of the same memory (``out`` is written through it): NumPy's
     ``expand_dims``, torch's ``unsqueeze``, else the array's ``reshape``, checked to keep the
     array's strides (pycuda's reshape of a Fortran-ordered array does not)."""
+    if isinstance(x, (list, tuple)):  # stays a list: gemm reads it, and its messages speak of a list
+        return [list(x)] if where == -2 else [[v] for v in x]
     if not hasattr(x, "reshape"):
         x = np.asarray(x)
     if isinstance(x, np.ndarray):

@@ -148,3 +148,19 @@ def test_plot_names_what_a_json_file_lacks(tmp_path, capsys):
     worse.write_text('{"records": [1, 2]}')
     assert main(["plot", str(worse)]) == 2
     assert "not a list of objects" in capsys.readouterr().err
+
+
+def test_matmul_of_int_lists_is_told_how_to_convert_a_list():
+    """A list vector keeps the list's conversion hint (np.asarray(..., dtype=...)), as gemm
+    gives it, not ``a.astype`` (a list has none); float lists still run as vectors."""
+    import polygemm as pg
+    from polygemm.errors import DTypeError
+
+    with pytest.raises(DTypeError, match=r"np\.asarray\(a, dtype=np\.float32\)"):
+        pg.matmul([1, 2], [3, 4], device="cpu")
+    with pytest.raises(DTypeError, match=r"np\.asarray\(b, dtype=np\.float32\)"):
+        pg.matmul(np.ones((2, 2), np.float32), (3, 4), device="cpu")
+    got = pg.matmul([1.0, 2.0], [[3.0], [4.0]], device="cpu")
+    assert got.shape == (1,) and got[0] == 11.0
+    got = pg.matmul(np.ones((3, 2), np.float64), [1.0, 2.0], device="cpu")
+    assert got.shape == (3,) and np.allclose(got, 3.0)
