@@ -339,6 +339,14 @@ def test_a_cluster_row_splits_k_on_whole_clusters_and_only_where_measured():
     assert got == {(spec.name, 0), (spec.name, 2)}, got  # 4, 8, ... slices were not measured
     assert {(c.variant, c.splits) for c in cost.rank(only, recs[:1], 1000, 1000, 16384)} == {(spec.name, 0)}
     assert cost.rank(only, recs, 1000, 1000, 16384, count=3) == []
+    # a cluster row with no measurements of its own borrows a same-size cluster row's model, but
+    # not that row's measured slice counts: it is weighed whole only
+    donor = SPECS["hgemm_v2_wgmma_tma_128x128_cluster2"]
+    borrower = SPECS["hgemm_v2_wgmma_tma_cluster2"]
+    recs2 = [{**r, "variant": r["variant"].replace("128x128_cluster2x2", "128x128_cluster2")} for r in recs]
+    got = {(c.variant, c.splits) for c in cost.rank([donor, borrower], recs2, 1000, 1000, 16384)}
+    assert (donor.name, 2) in got and (borrower.name, 0) in got, got
+    assert not any(v == borrower.name and s for v, s in got), got
 
 
 def test_the_indexed_table_anchors_where_a_scan_of_every_record_would():

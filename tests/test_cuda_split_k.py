@@ -311,3 +311,29 @@ def test_a_plan_outlives_the_stream_it_ran_on(cuda):
     worker.join()
     got = pg.gemm(a, b, device="cuda", variant="hgemm_v1_mma_ldmatrix:split_k=4")
     assert reference_for(cp.asnumpy(a), cp.asnumpy(b)).compare(cp.asnumpy(got)).ok
+
+
+def test_a_cluster_rows_split_plan_shows_the_grid_that_runs(cuda):
+    """A 2x2 cluster row in K-slices: the plan is made with the kernel loaded, so the grid it
+    shows is the one launched, lowered (with a note) to the clusters the device holds at once;
+    the result is right and the same bits twice."""
+    cp = pytest.importorskip("cupy")
+    name = "hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=4"
+    _runs_here(cuda, name.partition(":")[0])
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((1000, 16384)).astype(np.float16)
+    b = rng.standard_normal((16384, 1000)).astype(np.float16)
+    da, db = cp.asarray(a), cp.asarray(b)
+    plan = pg.explain(da, db, device="cuda", variant=name)
+    grid = plan.launch["grid"]
+    grid = tuple(grid) if not isinstance(grid, str) else grid
+    first = pg.gemm(da, db, device="cuda", variant=name)
+    lp = pg.last_plan().private.launch.lp
+    assert lp.grid[0] % 4 == 0 and lp.grid[0] <= 132
+    assert str(lp.grid[0]) in str(plan.launch["grid"]), (plan.launch, lp.grid)
+    if lp.grid[0] < 4 * (132 // 4):  # fewer clusters than one per four SMs: the plan says why
+        assert any("clusters of 4 CTAs" in n for n in plan.notes), plan.notes
+    again = pg.gemm(da, db, device="cuda", variant=name)
+    assert cp.array_equal(first.view(cp.uint16), again.view(cp.uint16))
+    rows = np.r_[0, 999, rng.integers(0, 1000, 20)]
+    assert reference_for(a[rows], b).compare(cp.asnumpy(first[rows])).ok

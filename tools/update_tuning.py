@@ -37,7 +37,8 @@ def gpu_of(record: dict) -> str:
 
 def paced(records: list[dict]) -> list[dict]:
     """The records of one dtype, those of another GPU than the table's counted at the table
-    GPU's vendor pace (see the module's docstring)."""
+    GPU's vendor pace (see the module's docstring). A record's ``_run`` (set by main: the file
+    it came from) groups its run's vendor figures; it is dropped from the output."""
     home = Counter(gpu_of(r) for r in records).most_common(1)[0][0]
     vendor: dict[tuple, list[float]] = {}
     for r in records:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
@@ -398,6 +397,13 @@ class CudaBackend(Backend):
         if rt is not None:
             prepared = PanelLaunch([(PreparedLaunch(rt, spec, part), offs) for part, offs in parts]) if parts is not None \
                 else PreparedLaunch(rt, spec, lp)
+            if isinstance(prepared, PreparedLaunch) and lp.batch_count and lp.cluster != (1, 1):
+                # a cluster row's batch or K-slices: loaded now, so its grid is lowered to the
+                # clusters the device holds at once (PreparedLaunch.kernel) and the plan shows
+                # the grid that runs
+                prepared.kernel()
+                plan.launch = lp.describe()
+                plan.notes.extend(n for n in lp.notes if n not in plan.notes)
             if any(x is not None for x in pads):
                 prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
         one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
@@ -507,75 +513,74 @@ class CudaBackend(Backend):
         return out if direct else store_result(res, out)
 
     def _run_device(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
-        launch = decided.launch
         stream = call.stream
         pushed = rt.enter()
-        mixed = stream == -1
         try:
-            if stream is None:
-                stream = 0
-            elif mixed:  # the operands name different streams: wait for all their work
-                rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
-                stream = 0
-            if call.out is not None:
-                result: Any = call.out
-                dest = call.out_ptr
-            elif call.alloc is not None:  # the operands' own library allocates (CuPy's pool, torch's allocator)
-                result = call.alloc(p.result_shape, p.out_dtype)
-                dest = device_pointer(result)  # torch's array interface refuses bfloat16
-            else:
-                result = self._new_result(rt, p, decided.result_layout)
-                dest = int(result.gpudata) if p.count * p.m * p.n else 0
-            if decided.one_launch and (call.beta == 0.0 or call.c is None or call.c_ptr == dest):
-                launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)  # type: ignore[union-attr]
-                return result
-            if p.m == 0 or p.n == 0 or p.count == 0:
-                return result
-            sa, sb, sc, sd = decided.batch_bytes
-            c_src = dmat = None
-            if p.k == 0 or (call.c is not None and call.beta != 0.0 and call.c_ptr != dest):  # c's values move first
-                dmat = Mat("out", p.m, p.n, p.out.layout if p.out is not None else decided.result_layout,
-                           p.out.ld if p.out is not None else _compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
-                if call.c is not None and call.beta != 0.0:
-                    assert p.c is not None
-                    c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
-            if p.k == 0:
-                for i in range(p.count):
-                    rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
-                return result
-            assert launch is not None
-            if c_src is None:  # the common case: one prepared launch, nothing moved first
-                if launch.lp.batch_count or p.count == 1:
-                    launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)
-                    return result
-            copy_c = c_src is not None and call.c_ptr != dest
-            if launch.lp.batch_count:  # a batched build takes the whole batch in one launch
-                # everything that can fail (build, load, tensor maps) happens before out is written
-                prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
-                try:
-                    for i in range(p.count if copy_c else 0):
-                        rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
-                except BaseException:
-                    launch.discard(prepared)
-                    raise
-                launch.launch(prepared, stream)
-                return result
-            for i in range(p.count):
-                prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta, stream)
-                if copy_c:
-                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
-                launch.launch(prepared, stream)
+            if stream != -1:
+                return self._queue_device(rt, p, decided, call, 0 if stream is None else stream)
+            # the operands name different streams: wait for all their work, run on the legacy
+            # stream, and return with the result written (that stream orders nothing on a
+            # non-blocking one, so no operand's stream could be trusted to read it after)
+            rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+            result = self._queue_device(rt, p, decided, call, 0)
+            rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
             return result
         finally:
+            if pushed:
+                rt.leave()
+
+    def _queue_device(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call, stream: int) -> Any:
+        """Queue the call's work on ``stream`` (the device's context current) and return the result."""
+        launch = decided.launch
+        if call.out is not None:
+            result: Any = call.out
+            dest = call.out_ptr
+        elif call.alloc is not None:  # the operands' own library allocates (CuPy's pool, torch's allocator)
+            result = call.alloc(p.result_shape, p.out_dtype)
+            dest = device_pointer(result)  # torch's array interface refuses bfloat16
+        else:
+            result = self._new_result(rt, p, decided.result_layout)
+            dest = int(result.gpudata) if p.count * p.m * p.n else 0
+        if decided.one_launch and (call.beta == 0.0 or call.c is None or call.c_ptr == dest):
+            launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)  # type: ignore[union-attr]
+            return result
+        if p.m == 0 or p.n == 0 or p.count == 0:
+            return result
+        sa, sb, sc, sd = decided.batch_bytes
+        c_src = dmat = None
+        if p.k == 0 or (call.c is not None and call.beta != 0.0 and call.c_ptr != dest):  # c's values move first
+            dmat = Mat("out", p.m, p.n, p.out.layout if p.out is not None else decided.result_layout,
+                       p.out.ld if p.out is not None else _compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
+            if call.c is not None and call.beta != 0.0:
+                assert p.c is not None
+                c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
+        if p.k == 0:
+            for i in range(p.count):
+                rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+            return result
+        assert launch is not None
+        if c_src is None:  # the common case: one prepared launch, nothing moved first
+            if launch.lp.batch_count or p.count == 1:
+                launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)
+                return result
+        copy_c = c_src is not None and call.c_ptr != dest
+        if launch.lp.batch_count:  # a batched build takes the whole batch in one launch
+            # everything that can fail (build, load, tensor maps) happens before out is written
+            prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
             try:
-                # the work went to the legacy stream, which orders nothing on a non-blocking
-                # stream: with the operands on several streams, none of them may read the
-                # result before it is written, so the call returns with it done
-                if mixed and sys.exc_info()[0] is None:
-                    rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
-            finally:
-                if pushed:
-                    rt.leave()
+                for i in range(p.count if copy_c else 0):
+                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+            except BaseException:
+                launch.discard(prepared)
+                raise
+            launch.launch(prepared, stream)
+            return result
+        for i in range(p.count):
+            prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta, stream)
+            if copy_c:
+                rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+            launch.launch(prepared, stream)
+        return result
 
     def _new_result(self, rt: CudaRuntime, p: GemmProblem, layout: str) -> Any:
         """A pycuda ``GPUArray`` result whose memory a :class:`~.device.DeviceBuffer` owns (freed

@@ -434,11 +434,11 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
         # where a rung's splits were measured, only those slice counts are weighed: the model
         # extrapolates waves well but not a deeper split's reduction and workspace traffic
-        measured_splits = table.splits.get(donor.name, set())
-        if measured_splits - {0}:
+        # (a cluster row's pace is its own, bound by L2: only its own measured splits count,
+        # never those of the row it borrows a model from)
+        measured_splits = table.splits.get(spec.name if spec.cluster > 1 else donor.name, set())
+        if measured_splits - {0} or spec.cluster > 1:
             splits = [s for s in splits if s in measured_splits or s == 0]
-        elif spec.cluster > 1:
-            splits = [0]  # a cluster row's pace is its own (L2-bound): no split of one is weighed unmeasured
         for s in splits:
             scale = 1.0
             anchor = _anchor(table, donor, m, n, k, count, s)

@@ -991,9 +991,10 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
 #endif
         }
 #if PG_SPLIT
-        // Every block of this persistent grid is resident (one per SM): once its own tiles are
-        // stored, the consumers of all blocks reduce the output together, band by band, each
-        // band as soon as its tile's slices are all in (common.cuh, PG_SPLIT).
+        // Every block of this persistent grid is resident (one per SM; a cluster row's grid is
+        // as many clusters as the device holds at once): once its own tiles are stored, the
+        // consumers of all blocks reduce the output together, band by band, each band as soon
+        // as its tile's slices are all in (common.cuh, PG_SPLIT).
         pg_split_reduce_all(3, 128 * kConsumers, static_cast<int>(threadIdx.x) - 128, bid, nblocks,
                             pg_split_count, M, N, kBM, kBN, pg_batch_count,
                             reinterpret_cast<const float*>(Cp), ldc, 1, pg_batch_c, pg_split_d,
