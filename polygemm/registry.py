@@ -385,16 +385,47 @@ def _split_index(name: str) -> tuple[str, int | None]:
     return name, None
 
 
+def _entry_name(name: str, entries: dict[str, _Entry]) -> str | None:
+    """The discovered backend ``name`` designates: the entry of that exact name, else the one
+    entry equal to it up to case (device names are case-insensitive, as ``"CPU"`` is ``cpu``;
+    a plugin's entry point may be named ``MyDev``); None when there is none."""
+    if name in entries:
+        return name
+    folded = [n for n in entries if n.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _lookup(name: str, entries: dict[str, _Entry]) -> tuple[str | None, int | None]:
+    """``name`` (``"cuda:1"`` included) as (entry name, device index); (None, None) when no
+    discovered backend has that name."""
+    found = _entry_name(name, entries)
+    if found is not None:
+        return found, None
+    base, index = _split_index(name)
+    if index is None:
+        return None, None
+    found = _entry_name(base, entries)
+    return (found, index) if found is not None else (None, None)
+
+
+def _from_env(device: str | None) -> str:
+    """A note for errors about the device when it came from ``$POLYGEMM_DEVICE`` (``device`` is
+    None and the variable names one), else ""."""
+    if device is not None:
+        return ""
+    raw = os.environ.get("POLYGEMM_DEVICE", "").strip()
+    if not raw or raw.lower() == "auto":
+        return ""
+    return f" (the device comes from $POLYGEMM_DEVICE={raw!r}: unset it, or pass device=, to choose another)"
+
+
 def check_known(device: str) -> None:
     """Raise BackendUnavailableError (suggesting the nearest name) unless ``device`` names a
     discovered backend (``"cuda:1"`` its device 1) or ``"auto"``; whether it can run here is
     not asked (a dask worker may have the GPU this machine lacks)."""
     name = resolve_device(device)
     entries = _all()
-    if name == "auto" or name in entries:
-        return
-    base, _ = _split_index(name)
-    if base not in entries:
+    if name != "auto" and _lookup(name, entries)[0] is None:
         raise _unknown(name, entries)
 
 
@@ -404,13 +435,13 @@ def get_backend(name: str) -> Backend:
     ``"cuda:0"`` names the ``cuda`` backend. Raises BackendUnavailableError for an
     unknown name (suggesting the nearest known one) or one whose import failed.
     """
+    if not isinstance(name, str):
+        raise ArgumentError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {name!r} ({type(name).__name__})")
     entries = _all()
-    if isinstance(name, str) and name not in entries:
-        name = name.strip().lower()  # as device= takes it ("CPU", " cuda ")
-    base, index = _split_index(name) if isinstance(name, str) and name not in entries else (name, None)
-    entry = entries.get(base)
-    if entry is None:
-        raise _unknown(str(name), entries)
+    found, index = _lookup(name if name in entries else name.strip(), entries)  # as device= takes it ("CPU", " cuda ")
+    if found is None:
+        raise _unknown(name.strip().lower(), entries)
+    entry = entries[found]
     be = entry.backend()
     if be is None:
         info = entry.info()
@@ -465,18 +496,28 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
     name = resolve_device(device)
     if name != "auto":
         entries = _all()
-        name, index = _split_index(name) if name not in entries else (name, None)
-        if name not in entries:
-            raise _unknown(resolve_device(device), entries)
+        env = _from_env(device)
+        found, index = _lookup(name, entries)
+        if found is None:
+            exc = _unknown(name, entries)
+            raise BackendUnavailableError(f"{exc}{env}") if env else exc
+        name = found
         info = entries[name].info()
         if not info.available or info.backend is None:
             everyone = backends()
             others = "; ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in everyone if i.name != name)
             raise BackendUnavailableError(
-                f"device {name!r} is unavailable: {info.reason}. Backends here: {others}. Pick an available one or device='auto'.",
+                f"device {name!r} is unavailable: {info.reason}. Backends here: {others}. Pick an available one or device='auto'.{env}",
                 details=_details([info] + [i for i in everyone if i.name != name]),
             )
-        return (info.backend if index is None else info.backend.for_device(index)), []
+        if index is None:
+            return info.backend, []
+        try:
+            return info.backend.for_device(index), []
+        except BackendUnavailableError as exc:
+            if not env:
+                raise
+            raise BackendUnavailableError(f"{exc}{env}", details=exc.details) from None
     passed: list[tuple[str, str]] = []
     infos = backends()
     for info in infos:

@@ -1,0 +1,56 @@
+"""A demanding user's edges, third round: the registry's device names, ``$POLYGEMM_DEVICE``. Each test failed before the fix it names."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.errors import ArgumentError, BackendUnavailableError
+from test_registry import PLUGIN, install_fake_distribution
+
+
+def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+
+
+def test_a_plugin_whose_entry_point_has_capitals_is_selected_by_its_name(tmp_path, monkeypatch, fresh_registry, rng):
+    # device="MyDev" had said: unknown device 'mydev' (did you mean 'MyDev'?), naming itself
+    install_fake_distribution(tmp_path, "pg_capitals", "pg_capitals_plugin", PLUGIN, {"MyDev": "pg_capitals_plugin:DoubleBackend"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    a, b = _operands(rng)
+    try:
+        for name in ("MyDev", "mydev", "MYDEV", "MyDev:0"):
+            np.testing.assert_allclose(pg.gemm(a, b, device=name), a @ b, rtol=1e-5, atol=1e-5)
+            assert pg.last_plan().backend == "MyDev"
+            assert pg.get_backend(name).name == "MyDev"
+        monkeypatch.setenv("POLYGEMM_DEVICE", "MyDev")
+        pg.gemm(a, b)
+        assert pg.last_plan().backend == "MyDev"
+        fresh_registry.check_known("mydev")  # what polygemm.dask.gemm checks when it builds its graph
+    finally:
+        sys.modules.pop("pg_capitals_plugin", None)
+
+
+@pytest.mark.parametrize("value", ["bogus", "cpu:1", "cuda"])
+def test_a_bad_polygemm_device_is_named_as_coming_from_the_environment(monkeypatch, value, rng):
+    # the error had said "unknown device 'bogus'" to a caller who passed no device at all
+    monkeypatch.setenv("POLYGEMM_DEVICE", value)
+    a, b = _operands(rng)
+    if value == "cuda" and {i.name: i for i in pg.backends()}["cuda"].available:
+        pytest.skip("cuda is available here")
+    with pytest.raises(BackendUnavailableError, match=r"\$POLYGEMM_DEVICE='" + value):
+        pg.gemm(a, b)
+    with pytest.raises(BackendUnavailableError) as info:  # an explicit device is the caller's own: no such note
+        pg.gemm(a, b, device=value)
+    assert "POLYGEMM_DEVICE" not in str(info.value)
+
+
+def test_get_backend_of_a_non_name_is_an_argument_error():
+    # get_backend(None) had said "unknown device 'None'" (a RuntimeError), as if a backend were missing
+    for bad in (None, 1, b"cpu"):
+        with pytest.raises(ArgumentError, match="backend name"):
+            pg.get_backend(bad)  # type: ignore[arg-type]
