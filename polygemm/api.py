@@ -293,7 +293,7 @@ def gemm(
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
-    entry, call, _ = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    entry, call, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
     problem = entry.plan.problem
     if out is None and problem.residency != "host":
         call.alloc = entry.alloc  # a new device result of the operands' library
@@ -302,7 +302,7 @@ def gemm(
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
     elif entry.wrap is not None:
         result = entry.wrap(result)
-    _local.plan = entry.plan
+    _local.last = (entry.plan, hit)  # last_plan() copies it: the cached plan stays out of the caller's hands
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
@@ -423,14 +423,25 @@ def explain(
     whether it came from the plan cache (``plan.cached``). It is cached for the next call.
     """
     entry, _, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    plan = copy.copy(entry.plan)
-    plan.cached = hit
-    return plan
+    return _detached(entry.plan, hit)
+
+
+def _detached(plan: Plan, cached: bool) -> Plan:
+    """A copy of a cached plan for the caller, with its own lists and dicts (layouts, copies,
+    launch, candidates, notes): changing it changes neither the cache nor later calls."""
+    mine = copy.copy(plan)
+    mine.layouts, mine.launch = dict(plan.layouts), dict(plan.launch)
+    mine.copies, mine.candidates, mine.notes = list(plan.copies), list(plan.candidates), list(plan.notes)
+    mine.cached = cached
+    return mine
 
 
 def last_plan() -> Plan | None:
     """The plan of the last ``gemm`` call completed in this thread (None before any).
 
-    It describes the call (shapes, layouts, backend, variant) and holds none of its data.
+    It describes the call (shapes, layouts, backend, variant) and holds none of its data;
+    ``plan.cached`` says whether that call reused a cached plan. It is the caller's own copy:
+    changing it changes nothing polygemm runs.
     """
-    return getattr(_local, "plan", None)
+    last = getattr(_local, "last", None)
+    return None if last is None else _detached(last[0], last[1])

@@ -640,6 +640,14 @@ class Call:
 
     @classmethod
     def from_problem(cls, p: GemmProblem) -> "Call":
+        """The call ``p``'s operands make. Raises ArgumentError for a problem that holds no data
+        (that of a plan from ``polygemm.explain`` or ``last_plan``, which describe a call only)."""
+        missing = [op.name for op in p.operands() if op.array is None]
+        if missing:
+            raise ArgumentError(
+                f"this plan holds no operands ({', '.join(missing)} absent): plans from polygemm.explain() and last_plan() "
+                f"describe a call without its data, so they cannot be run; call polygemm.gemm(a, b, ...), which reuses the plan")
+
         def obj(op: Operand | None) -> Any:
             return None if op is None else op.array
 

@@ -1,7 +1,10 @@
-"""A demanding user's edges, third round: the registry's device names, ``$POLYGEMM_DEVICE``. Each test failed before the fix it names."""
+"""A demanding user's edges, third round: plans (explain, last_plan), the registry's device
+names, ``$POLYGEMM_DEVICE``. Each test failed before the fix it names."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sys
 
 import numpy as np
@@ -54,3 +57,51 @@ def test_get_backend_of_a_non_name_is_an_argument_error():
     for bad in (None, 1, b"cpu"):
         with pytest.raises(ArgumentError, match="backend name"):
             pg.get_backend(bad)  # type: ignore[arg-type]
+
+
+def test_last_plan_says_when_the_call_reused_a_cached_plan(rng):
+    # last_plan() after a cache hit printed "planned for this call" (cached was always False)
+    a, b = _operands(rng)
+    pg.clear_plan_cache()
+    pg.gemm(a, b)
+    assert pg.last_plan().cached is False
+    pg.gemm(a, b)
+    plan = pg.last_plan()
+    assert plan.cached is True and "reused from the plan cache" in str(plan)
+
+
+def test_changing_a_returned_plan_changes_nothing_polygemm_runs(rng):
+    # last_plan() was the cached plan itself: setting its variant changed what later calls ran;
+    # explain()'s copy shared its lists with the cache (a note appended showed in later plans)
+    a, b = _operands(rng)
+    pg.clear_plan_cache()
+    pg.gemm(a, b)
+    mine = pg.last_plan()
+    mine.variant, mine.private = "reference", False
+    mine.notes.append("the user's note")
+    explained = pg.explain(a, b)
+    explained.candidates.clear()
+    explained.layouts.clear()
+    pg.gemm(a, b)
+    again = pg.last_plan()
+    assert again.variant == "blas" and "the user's note" not in again.notes
+    assert again.candidates and again.layouts
+    assert pg.explain(a, b).candidates == again.candidates
+
+
+def test_a_plan_from_explain_cannot_be_run_and_says_so(rng):
+    # backend.run(explain(...)) had raised AttributeError: 'NoneType' object has no attribute 'astype'
+    a, b = _operands(rng)
+    plan = pg.explain(a, b, device="cpu")
+    with pytest.raises(ArgumentError, match=r"holds no operands.*polygemm\.gemm"):
+        pg.get_backend(plan.backend).run(plan)
+    pg.gemm(a, b, device="cpu")
+    with pytest.raises(ArgumentError, match="holds no operands"):
+        pg.get_backend("cpu").run(pg.last_plan())
+
+
+def test_plans_print_pickle_and_copy(rng):
+    a, b = _operands(rng)
+    plan = pg.explain(a, b, device="cpu")
+    for other in (pickle.loads(pickle.dumps(plan)), copy.deepcopy(plan)):
+        assert str(other) == str(plan) and other.problem.shape_str() == "4x3x5"
