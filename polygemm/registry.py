@@ -326,16 +326,18 @@ def _discover() -> dict[str, _Entry]:
         except Exception:  # a malformed entry point
             continue
         source = f"entry point {value} ({dname or 'unknown distribution'})"
-        builtin = _BUILTINS.get(name)
+        builtin = _BUILTINS.get(name.lower())  # device names are case-insensitive: "CPU" is the built-in's
         if builtin is not None and _norm_target(value) != _norm_target(builtin) and _dist_key(dname) != _OWN_DISTRIBUTION:
             park(name, dname, value, source,
-                 f"name clashes with the built-in {name!r} backend: not loaded (rename the entry point of {dname or 'the plugin'})")
+                 f"name clashes with the built-in {name.lower()!r} backend: not loaded (rename the entry point of {dname or 'the plugin'})")
             continue
-        if name in entries:
-            if _norm_target(entries[name].target) == _norm_target(value):
+        taken = _entry_name(name, entries)
+        if taken is not None:
+            if _norm_target(entries[taken].target) == _norm_target(value):
                 continue  # the same target twice (two copies of one distribution on sys.path)
             park(name, dname, value, source,
-                 f"name {name!r} is already taken by {entries[name].source}: not loaded (rename one entry point)")
+                 f"name {name!r} is already taken by {entries[taken].source}"
+                 + ("" if taken == name else f" (as {taken!r}; device names ignore case)") + ": not loaded (rename one entry point)")
             continue
         entries[name] = _Entry(name, value, source, ep.load)
     for name, target in _BUILTINS.items():

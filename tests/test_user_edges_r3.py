@@ -105,3 +105,27 @@ def test_plans_print_pickle_and_copy(rng):
     plan = pg.explain(a, b, device="cpu")
     for other in (pickle.loads(pickle.dumps(plan)), copy.deepcopy(plan)):
         assert str(other) == str(plan) and other.problem.shape_str() == "4x3x5"
+
+
+def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeypatch, fresh_registry, rng):
+    # a plugin named "CPU" had been registered beside the built-in cpu: get_backend("CPU") gave the
+    # plugin while device="CPU" ran the built-in; two plugins "MyDev" and "mydev" were both kept
+    install_fake_distribution(tmp_path, "pg_shout", "pg_shout_plugin", PLUGIN, {"CPU": "pg_shout_plugin:DoubleBackend"})
+    install_fake_distribution(tmp_path, "pg_first", "pg_first_plugin", PLUGIN, {"MyDev": "pg_first_plugin:DoubleBackend"})
+    install_fake_distribution(tmp_path, "pg_second", "pg_second_plugin", PLUGIN, {"mydev": "pg_second_plugin:DoubleBackend"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    try:
+        infos = {i.name: i for i in pg.backends()}
+        assert "CPU" not in infos and "clashes with the built-in 'cpu'" in infos["CPU@pg-shout"].reason
+        assert pg.get_backend("CPU") is infos["cpu"].backend
+        kept = [n for n in infos if n.lower() == "mydev"]
+        assert len(kept) == 1
+        parked = [i for n, i in infos.items() if n.lower().startswith("mydev@")]
+        assert len(parked) == 1 and "already taken" in parked[0].reason and not parked[0].available
+        a, b = _operands(rng)
+        pg.gemm(a, b, device="MYDEV")
+        assert pg.last_plan().backend == kept[0]
+    finally:
+        for mod in ("pg_shout_plugin", "pg_first_plugin", "pg_second_plugin"):
+            sys.modules.pop(mod, None)
