@@ -191,6 +191,8 @@ def gemm(
         c = np.asarray(c)
     if c is not None:
         shape = tuple(int(x) if not isinstance(x, float) else x for x in getattr(c, "shape", ()))
+        if any(isinstance(x, float) and math.isnan(x) for x in shape):
+            raise ShapeError(f"c has unknown chunk sizes (shape {shape}); call c.compute_chunk_sizes() first")
         if shape != (m, n):
             raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}")
         if not hasattr(c, "dtype") or _dtype_of("c's dtype", c.dtype) != result:

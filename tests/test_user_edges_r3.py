@@ -129,3 +129,22 @@ def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeyp
     finally:
         for mod in ("pg_shout_plugin", "pg_first_plugin", "pg_second_plugin"):
             sys.modules.pop(mod, None)
+
+
+def test_matrix_takes_backend_names_as_device_takes_them(capsys):
+    # polygemm matrix --backends CPU said "unknown backend 'CPU'; known backends: cpu, ..."
+    from polygemm.cli import main
+
+    assert main(["matrix", "--backends", "CPU", "--quick", "--dtypes", "float32", "--variants", "blas"]) == 0
+    assert "\ncpu " in capsys.readouterr().out
+
+
+def test_dask_c_of_unknown_chunk_sizes_says_so():
+    # it had said "c must have the result's shape (4, 4) ...; got (nan, 4)"
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask
+
+    A = da.ones((4, 4), chunks=2)
+    c = da.ones((4, 4), chunks=2)
+    with pytest.raises(pg.ShapeError, match=r"c has unknown chunk sizes.*compute_chunk_sizes"):
+        polygemm.dask.gemm(A, A, c[c[:, 0] > 0], beta=1.0)
