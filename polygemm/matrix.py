@@ -32,8 +32,7 @@ def run_matrix(
 ) -> list[CaseResult]:
     """Run the suite on each backend (all discovered ones by default)."""
     names = list(backends) if backends else [i.name for i in registry.backends()]
-    folded = {k.lower(): k for k in registry.known_names()}  # device names ignore case, as device= takes them
-    names = [folded.get(n.strip().lower(), n) for n in names]
+    names = [registry.backend_name(n) or n for n in names]  # "CPU" is cpu, as device= takes it
     check_names(names)
     if variants:  # a misspelt name would run nothing and pass
         known: set[str] = {"auto"}

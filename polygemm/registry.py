@@ -372,6 +372,12 @@ def known_names() -> list[str]:
     return sorted(_all())
 
 
+def backend_name(name: str) -> str | None:
+    """The discovered backend's own name that ``name`` designates (names ignore case and
+    surrounding spaces, as ``device=`` takes them: ``"CPU"`` is ``"cpu"``); None when none."""
+    return _entry_name(name.strip(), _all())
+
+
 def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
     known = sorted(entries)
     close = difflib.get_close_matches(name, known + ["auto"], n=1, cutoff=0.6)
