@@ -337,3 +337,42 @@ def test_a_cluster_rows_split_plan_shows_the_grid_that_runs(cuda):
     assert cp.array_equal(first.view(cp.uint16), again.view(cp.uint16))
     rows = np.r_[0, 999, rng.integers(0, 1000, 20)]
     assert reference_for(a[rows], b).compare(cp.asnumpy(first[rows])).ok
+
+
+@pytest.mark.parametrize("variant,shape", [
+    ("hgemm_v2_wgmma_tma:split_k=4", (512, 512, 8192)),
+    ("hgemm_v2_wgmma_tma_streamk", (1000, 3000, 2000)),
+    ("hgemm_v2_wgmma_tma_cluster2:split_k=4", (1000, 1000, 16384)),
+    ("cm_v13_cp_async_narrow_tile:split_k=4", (256, 256, 8192)),
+], ids=["tma-split", "streamk", "cluster-split", "cm_v13-resident"])
+def test_threadblocks_that_wait_on_each_other_launch_cooperatively(cuda, variant, shape):
+    """A grid whose threadblocks wait on one another (the in-launch split reduction of a
+    resident grid, stream-K's shared tiles) is launched cooperatively: every threadblock
+    resident at once, or a DeviceError with the driver's words, never a launch that waits
+    forever for blocks that cannot get an SM. The result is right and the same bits twice;
+    the same kernel on a grid the device cannot hold at once is refused, not hung."""
+    cp = pytest.importorskip("cupy")
+    _runs_here(cuda, variant.partition(":")[0])
+    m, n, k = shape
+    dtype = kernel_specs()[variant.partition(":")[0]].dtype
+    rng = np.random.default_rng(secrets.randbits(32))
+    a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+    da, db = cp.asarray(a), cp.asarray(b)
+    first = pg.gemm(da, db, device="cuda", variant=variant)
+    launch = pg.last_plan().private.launch
+    assert launch._split is not None and launch._split.resident == 1
+    assert launch._go.cooperative, "a resident grid's blocks wait on each other: it must launch cooperatively"
+    again = pg.gemm(da, db, device="cuda", variant=variant)
+    bits = cp.uint16 if dtype == "float16" else cp.uint32
+    assert cp.array_equal(first.view(bits), again.view(bits))
+    rows = np.r_[0, m - 1, rng.integers(0, m, 20)]
+    assert reference_for(a[rows], b).compare(cp.asnumpy(first[rows])).ok
+    # the same kernel on 64 threadblocks per SM: the driver refuses it, with its own words
+    lp = launch.lp
+    too_many = (launch.rt.sms * 64 * lp.cluster[0] * lp.cluster[1], 1, 1)
+    go = launch.kernel().launcher(too_many, lp.block, lp.smem_bytes, cooperative=True)
+    out_before = cp.asnumpy(first)
+    with pytest.raises(pg.DeviceError, match="COOPERATIVE_LAUNCH_TOO_LARGE|cooperatively"):
+        go(launch.prepare(int(da.data.ptr), int(db.data.ptr), int(first.data.ptr), 1.0, 0.0).main, 0)
+    cp.cuda.Device().synchronize()
+    assert np.array_equal(cp.asnumpy(first), out_before)

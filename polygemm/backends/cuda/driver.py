@@ -67,6 +67,12 @@ typedef struct {
     unsigned int numAttrs;
 } CUlaunchConfig;
 CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config);
+typedef struct {
+    int id;
+    char pad[4];
+    union { char raw[64]; int cooperative; } value;
+} CUlaunchAttribute;
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 """
 
@@ -76,6 +82,7 @@ CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_LOCATION_TYPE_DEVICE = 1
 CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 #: the stream handles of the CUDA array interface (v3): 1 the legacy default stream, 2 per-thread
 LEGACY_STREAM = 1
 PER_THREAD_STREAM = 2
@@ -270,14 +277,57 @@ class Kernel:
         """Queue one launch with the packed parameter buffer ``buf`` on ``stream`` (a CUstream handle)."""
         self.launcher(grid, block, shared)(buf, stream)
 
-    def launcher(self, grid: Sequence[int], block: Sequence[int], shared: int = 0) -> Callable[[bytes, int], None]:
+    def launcher(self, grid: Sequence[int], block: Sequence[int], shared: int = 0,
+                 cooperative: bool = False) -> Callable[[bytes, int], None]:
         """``go(buf, stream)``: :meth:`launch` with this geometry fixed, for a plan's launch made
-        call after call (everything but the parameters and the stream looked up once)."""
+        call after call (everything but the parameters and the stream looked up once).
+
+        ``cooperative``: launch so that every threadblock is resident at once, or not at all
+        (``cuLaunchKernelEx`` with the cooperative attribute). A kernel whose threadblocks wait
+        on one another (the in-launch split reduction, stream-K) needs this: launched plainly
+        beside other work (another stream's kernels, an MPS share of the SMs) some of its
+        blocks could wait for blocks that never get an SM, and the launch would never end;
+        launched cooperatively it waits for room, or fails with the driver's
+        ``CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE``."""
         drv = self.drv
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
         fn, entry, null = self.fn, self.entry, drv.ffi.NULL
         cu_launch, memmove, slot_of, stream_of = drv.lib.cuLaunchKernel, drv.ffi.memmove, drv.launch_slot, drv.stream
+        where = f"{'cooperatively ' if cooperative else ''}(grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared)"
+
+        def fail(rc: int) -> None:
+            raise DeviceError(f"launching {entry} {where} failed: {drv.error_text(rc)}")
+
+        if cooperative:
+            cu_launch_ex = drv.lib.cuLaunchKernelEx
+            attr = drv.ffi.new("CUlaunchAttribute *")
+            attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+            attr.value.cooperative = 1
+            cfg = drv.ffi.new("CUlaunchConfig *")
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = gx, gy, gz
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = bx, by, bz
+            cfg.sharedMemBytes = shared
+            cfg.attrs = attr
+            cfg.numAttrs = 1
+            lock = threading.Lock()  # the config's stream field is this launcher's, shared by threads
+
+            def go_cooperative(buf: bytes, stream: int) -> None:
+                n = len(buf)
+                if n > _PARAM_CAPACITY:
+                    raise DeviceError(f"{entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
+                slot = slot_of()
+                memmove(slot.params, buf, n)
+                slot.size[0] = n
+                with lock:
+                    cfg.hStream = stream_of(stream)
+                    rc = cu_launch_ex(cfg, fn, null, slot.extra)
+                if rc != 0:
+                    fail(rc)
+
+            go_cooperative.keep = (attr, cfg)  # type: ignore[attr-defined]  # cffi memory lives with the launcher
+            go_cooperative.cooperative = True  # type: ignore[attr-defined]
+            return go_cooperative
 
         def go(buf: bytes, stream: int) -> None:
             n = len(buf)
@@ -288,8 +338,9 @@ class Kernel:
             slot.size[0] = n
             rc = cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream_of(stream), null, slot.extra)
             if rc != 0:
-                raise DeviceError(f"launching {entry} (grid {gx}x{gy}x{gz}, block {bx}x{by}x{bz}, {shared} B shared) failed: {drv.error_text(rc)}")
+                fail(rc)
 
+        go.cooperative = False  # type: ignore[attr-defined]
         return go
 
     def resident_blocks(self, threads: int, shared: int) -> int:

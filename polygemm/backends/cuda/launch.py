@@ -113,7 +113,10 @@ class PreparedLaunch:
                 self._split = self._split_geometry(k)
             elif streamk:
                 self._split = self._streamk_geometry()
-            self._go = k.launcher(self.lp.grid, self.lp.block, self.lp.smem_bytes)
+            # threadblocks that wait on one another (the resident grid's split reduction,
+            # stream-K's shared tiles) launch cooperatively: all resident at once, or an error
+            coresident = self._split is not None and bool(self._split.resident)
+            self._go = k.launcher(self.lp.grid, self.lp.block, self.lp.smem_bytes, cooperative=coresident)
             self._kernel = k
         return k
 

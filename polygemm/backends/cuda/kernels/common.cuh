@@ -122,7 +122,8 @@ __device__ __forceinline__ void pg_cp_async_wait() { asm volatile("cp.async.wait
 // (D: float, or pg_half when pg_split_d_half != 0), by one of two schedules:
 //   * pg_split_fixup: the last block to finish a tile reduces it (any grid);
 //   * pg_split_reduce_all, for a grid whose blocks are all resident at once (the TMA rungs'
-//     persistent grid; others when the host says so, pg_split_resident): every block, once
+//     persistent grid; others when the host says so, pg_split_resident; the host launches
+//     such a grid cooperatively, so it runs whole or not at all): every block, once
 //     its own tiles are stored, takes bands of the output (the tiles cut into as many bands
 //     as there are blocks) and reduces each when its tile's slices are all in, so no single
 //     SM reads a whole tile's slices (one SM reads them at a few tens of GB/s).
@@ -357,7 +358,8 @@ __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, u
 // 3.88 waves; 1000 x 3000 x 2000 is 96 tiles for 132 SMs). The sum's order is fixed, so the
 // bits are the same every run. A block contributes to at most one tile (its run's first), so
 // one slot per block suffices; the waiting block puts the flags back to zero, so the next
-// launch finds them ready. Every block must be resident at once (the persistent grid is).
+// launch finds them ready. Every block must be resident at once (the persistent grid is, and
+// the host launches it cooperatively so that other work on the GPU cannot break that).
 // Parameters after the rung's own: PG_STREAMK_PARAMS (the slots, G x tile floats; the flags).
 // ======================================================================================
 #ifndef PG_STREAMK
