@@ -25,7 +25,7 @@ import numpy.typing as npt
 from . import registry
 from .backend import Backend, Plan
 from .errors import ArgumentError, ShapeError
-from .interop import allocator, host_wrapper
+from .interop import allocator, dlpack_interface, host_wrapper
 from .problem import Call, GemmProblem, _scalar, common_stream, host_convert, normalize, operand_view
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
@@ -250,7 +250,7 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
             else:
                 stream = common_stream([sa, sb, sc, so])
             call = Call(_convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2]), out,
-                        views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream)
+                        views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream, matched=True)  # the key fixes them
             return entry, call, True
     backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
     entry = _entry_for(backend, plan, problem, a)
@@ -316,7 +316,12 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
     shape. Scalars (0-D operands) are refused, as NumPy refuses them.
     """
-    nda, ndb = _ndim(a), _ndim(b)
+    for name, x in (("a", a), ("b", b)):
+        if x is None:
+            raise ArgumentError(f"{name} must be a vector, a matrix or a stack of matrices (a NumPy array, array-like or "
+                                f"device array); got None")
+    a, nda = _dlpack_vector(a, "a")
+    b, ndb = _dlpack_vector(b, "b")
     for name, nd, x in (("a", nda, a), ("b", ndb, b)):
         if nd == 0:
             raise ShapeError(f"{name} is a scalar (0-D {type(x).__name__}); matmul takes vectors (1-D) and matrices or stacks "
@@ -326,11 +331,11 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
         return gemm(a, b, out=out, out_dtype=out_dtype, device=device)
     a2: Any = _unit_axis(a, "a", -2) if va else a  # (K,) -> (1, K)
     b2: Any = _unit_axis(b, "b", -1) if vb else b  # (K,) -> (K, 1)
-    out2 = out
+    out2 = _dlpack_vector(out, "out")[0] if out is not None else None
     if out is not None:  # a view of out with the unit dimensions back, written in place
-        if isinstance(out, (list, tuple)) or not hasattr(out, "shape"):
+        if isinstance(out2, (list, tuple)) or not hasattr(out2, "shape"):
             raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(out).__name__}")
-        want, got = _vector_result_shape(a2, b2, va, vb), tuple(getattr(out, "shape"))
+        want, got = _vector_result_shape(a2, b2, va, vb), tuple(getattr(out2, "shape"))
         if want is not None and got != want:
             raise ShapeError(f"out must have the result's shape {want}; got {got}")
         if vb:
@@ -349,6 +354,20 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     shape = tuple(res.shape)
     lead, rows, cols = shape[:-2], shape[-2], shape[-1]
     return res.reshape(lead + (() if va else (rows,)) + (() if vb else (cols,)))  # the vectors' unit dimensions dropped
+
+
+def _dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
+    """``x`` and its number of dimensions, for matmul. An object that offers only DLPack (no
+    ``ndim``: NumPy reads it as a 0-D object) is read through DLPack: CPU data becomes the NumPy
+    view of its memory (a vector gets its unit dimension through it, and ``out`` is written
+    through it); other data is passed on as it is."""
+    if isinstance(x, np.ndarray) or isinstance(getattr(x, "ndim", None), int) \
+            or not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
+        return x, _ndim(x)
+    where, data, iface = dlpack_interface(name, x)
+    if iface is None:
+        return data, int(data.ndim)
+    return x, len(iface.get("shape", ()))
 
 
 def _ndim(x: Any) -> int | None:
@@ -383,6 +402,9 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
     if isinstance(x, (list, tuple)):  # stays a list: gemm reads it, and its messages speak of a list
         return [list(x)] if where == -2 else [[v] for v in x]
     if not hasattr(x, "reshape"):
+        if hasattr(x, "__dlpack__"):  # device data offered only through DLPack: nothing here reshapes it
+            raise ShapeError(f"{name} is a vector (1-D) {type(x).__name__} that polygemm cannot reshape (it offers only "
+                             f"DLPack); pass it as a matrix, e.g. {name}[None, :] or {name}[:, None] in its own library")
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         return np.expand_dims(x, where)

@@ -16,10 +16,10 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 
 import numpy as np
 
-from .errors import DTypeError, UnsupportedProblemError
-from .problem import Call, GemmProblem
+from .errors import ArgumentError, DTypeError, UnsupportedProblemError
+from .problem import Call, GemmProblem, _host_layout
 
-__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "FLOAT32_MAX"]
+__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "FLOAT32_MAX"]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -126,6 +126,39 @@ def store_result(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         return result
     np.copyto(out, result)
     return out
+
+
+def check_call(plan: Plan, call: Call) -> None:
+    """ArgumentError unless ``call``'s operands are those ``plan`` was made for: the same operands
+    present, each of the plan's shape and (NumPy arrays) dtype and memory layout, and alpha and
+    beta of the plan's kind (1 or not, 0 or not: plans may decide on them). Cheap (attributes,
+    no data); the core's own calls skip it (``call.matched``: its cache key fixes all of these)."""
+    p = plan.problem
+    for name, op, x in (("a", p.a, call.a), ("b", p.b, call.b), ("c", p.c, call.c), ("out", p.out, call.out)):
+        if op is None or x is None:
+            if op is not None or x is not None:
+                has = "has" if op is not None else "has no"
+                raise ArgumentError(f"this call {'lacks' if op is not None else 'passes'} {name}, but its plan {has} {name}; "
+                                    f"make the plan for these operands (or call polygemm.gemm, which plans and caches)")
+            continue
+        want = tuple(n for n, _ in op.batch_dims) + op.shape
+        shape = getattr(x, "shape", None)
+        why = ""
+        if shape is not None and tuple(shape) != want:
+            why = f"has shape {tuple(shape)}"
+        elif isinstance(x, np.ndarray):
+            if x.dtype != op.dtype:
+                why = f"is {x.dtype.name}{'' if x.dtype.isnative else ' (non-native byte order)'}"
+            elif _host_layout(x) != (op.layout, op.ld):
+                why = f"has strides {x.strides}"
+        if why:
+            plan_is = f"{want} {op.dtype.name} {op.layout}-major (ld={op.ld})"
+            raise ArgumentError(f"{op.name} {why}, but the plan was made for {plan_is}; make the plan for these operands "
+                                f"(or call polygemm.gemm, which plans and caches)")
+    for name, now, then, pivot in (("alpha", call.alpha, p.alpha, 1.0), ("beta", call.beta, p.beta, 0.0)):
+        if (now == pivot) != (then == pivot):
+            raise ArgumentError(f"{name}={now:g} but the plan was made for {name}={then:g} ({name} {pivot:g} or not is "
+                                f"decided at plan time); make the plan for this call")
 
 
 def host_layouts(problem: GemmProblem) -> dict[str, str]:
@@ -251,9 +284,13 @@ class Backend(abc.ABC):
         """Compute ``plan`` (possibly made for an earlier call, from the plan cache) on ``call``'s
         operands, which have the shapes, layouts, dtypes and alignment the plan was made for.
 
-        The core calls this; it must re-decide nothing. The default binds the call into a copy
-        of the plan and calls :meth:`run` (enough for plugins); built-in backends override it.
+        The core calls this; it must re-decide nothing. A call not made by the core is first
+        checked against the plan (:func:`check_call`: ArgumentError when its operands are not
+        those the plan was made for). The default binds the call into a copy of the plan and
+        calls :meth:`run` (enough for plugins); built-in backends override it.
         """
+        if not call.matched:
+            check_call(plan, call)
         return self.run(plan.bind(call))
 
     # -- device helpers (benchmarks, conformance suite) -------------------------------

@@ -628,15 +628,18 @@ class Call:
     named through ``__cuda_array_interface__`` (None when none did).
     """
 
-    __slots__ = ("a", "b", "c", "out", "a_ptr", "b_ptr", "c_ptr", "out_ptr", "alpha", "beta", "stream", "alloc")
+    __slots__ = ("a", "b", "c", "out", "a_ptr", "b_ptr", "c_ptr", "out_ptr", "alpha", "beta", "stream", "alloc", "matched")
 
     def __init__(self, a: Any, b: Any, c: Any, out: Any, a_ptr: int, b_ptr: int, c_ptr: int, out_ptr: int,
-                 alpha: float, beta: float, stream: int | None, alloc: Any = None) -> None:
+                 alpha: float, beta: float, stream: int | None, alloc: Any = None, matched: bool = False) -> None:
         self.a, self.b, self.c, self.out = a, b, c, out
         self.a_ptr, self.b_ptr, self.c_ptr, self.out_ptr = a_ptr, b_ptr, c_ptr, out_ptr
         self.alpha, self.beta, self.stream = alpha, beta, stream
         #: ``alloc(shape, dtype)`` for a new device result of the operands' library (None: the backend's own)
         self.alloc = alloc
+        #: the operands are known to be those of the plan they run under (the core's calls: the
+        #: plan cache's key fixes them); False: ``Backend.execute`` checks them first
+        self.matched = matched
 
     @classmethod
     def from_problem(cls, p: GemmProblem) -> "Call":
@@ -657,7 +660,7 @@ class Call:
         streams = [op.interface.get("stream") if op.interface.get("stream") is not None else torch_stream(op.array)
                    for op in p.operands() if op.interface is not None]
         return cls(obj(p.a), obj(p.b), obj(p.c), obj(p.out), ptr(p.a), ptr(p.b), ptr(p.c), ptr(p.out), p.alpha, p.beta,
-                   common_stream(streams))
+                   common_stream(streams), matched=True)
 
 
 def common_stream(streams: list[Any]) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
+from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...problem import HALF_DTYPES, Call, GemmProblem
 
 __all__ = ["CpuReferenceBackend", "reference", "round_once"]
@@ -110,6 +110,8 @@ class CpuReferenceBackend(Backend):
         return self.execute(plan, Call.from_problem(plan.problem))
 
     def execute(self, plan: Plan, call: Call) -> Any:
+        if not call.matched:
+            check_call(plan, call)
         p = plan.problem
         a, b, c = call.a, call.b, call.c
         alpha, beta = call.alpha, call.beta

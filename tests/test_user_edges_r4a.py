@@ -1,0 +1,109 @@
+"""A demanding user's edges, fourth round (a): matmul and DLPack-only arrays, the low-level
+``Backend.execute`` path, messages for other libraries' arrays. Each test failed before the
+fix it names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.errors import ArgumentError, DTypeError, ShapeError
+from polygemm.problem import Call, normalize
+from conftest import DLPackOnly
+
+
+def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+
+
+def test_matmul_takes_dlpack_only_arrays_as_gemm_does(rng):
+    # matmul read a DLPack-only matrix as a scalar: "a is a scalar (0-D DLPackOnly) ...",
+    # while gemm took the same object
+    a, b = _operands(rng)
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a), DLPackOnly(b)), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a), DLPackOnly(b[:, 0])), a @ b[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a[0]), b), a[0] @ b, rtol=1e-5, atol=1e-5)
+    got = pg.matmul(DLPackOnly(a[0]), DLPackOnly(a[0]))
+    assert np.shape(got) == () and np.isclose(got, a[0] @ a[0], rtol=1e-5)
+    stack = np.stack([b, 2 * b])
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a[0]), DLPackOnly(stack)), np.matmul(a[0], stack), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_writes_a_vector_result_into_a_dlpack_only_out(rng):
+    # a vector result into a DLPack-only out was refused: "out must be a NumPy array ..."
+    a, b = _operands(rng)
+    target = np.full(4, np.nan, np.float32)
+    out = DLPackOnly(target)
+    assert pg.matmul(a, b[:, 0], out=out) is out
+    np.testing.assert_allclose(target, a @ b[:, 0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ShapeError, match=r"out must have the result's shape \(4,\); got \(3,\)"):
+        pg.matmul(a, b[:, 0], out=DLPackOnly(np.zeros(3, np.float32)))
+
+
+def test_matmul_of_none_says_none_not_scalar(rng):
+    # matmul(None, b) said "a is a scalar (0-D NoneType)"; gemm says what it takes, and got None
+    a, b = _operands(rng)
+    with pytest.raises(ArgumentError, match="a must be a vector, a matrix .*got None"):
+        pg.matmul(None, b)
+    with pytest.raises(ArgumentError, match="b must be a vector, a matrix .*got None"):
+        pg.matmul(a[0], None)
+
+
+def _call(a, b, c=None, out=None, alpha=1.0, beta=0.0):
+    return Call(a, b, c, out, 0, 0, 0, 0, alpha, beta, None)
+
+
+class _Plugin(pg.Backend):
+    """A plugin as docs/plugins.md describes one: plan and run, the default execute."""
+
+    name = "r4a_plugin"
+
+    def probe(self):
+        return pg.Availability(True)
+
+    def variants(self):
+        return (pg.Variant("ref", ("float32",), "numpy"),)
+
+    def plan(self, problem, variant="auto"):
+        return pg.Plan(self.name, "ref", "test", problem)
+
+    def run(self, plan):
+        p = plan.problem
+        return np.matmul(p.a.array, p.b.array) * p.alpha
+
+
+@pytest.mark.parametrize("backend", [pg.get_backend("cpu"), _Plugin()], ids=["cpu", "plugin"])
+def test_execute_refuses_operands_that_are_not_those_of_the_plan(rng, backend):
+    # Backend.execute(plan, Call(...)) computed whatever it was handed: a K of 4 under a plan
+    # for K = 5 gave a 4x3 result, float64 operands under a float32 plan, a plan with c and
+    # beta = 1 run without c dropped the term; all silently
+    a, b = _operands(rng)
+    plan = backend.plan(normalize(a, b))
+    np.testing.assert_allclose(backend.execute(plan, _call(a, b)), a @ b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ArgumentError, match=r"a .*\(4, 4\).*plan.*\(4, 5\)"):
+        backend.execute(plan, _call(a[:, :4], b[:4]))
+    with pytest.raises(ArgumentError, match="a .*float64.*plan.*float32"):
+        backend.execute(plan, _call(a.astype(np.float64), b.astype(np.float64)))
+    with pytest.raises(ArgumentError, match="b .*plan"):
+        backend.execute(plan, _call(a, np.asfortranarray(b)[:, :2]))
+    with pytest.raises(ArgumentError, match="passes c, but its plan has no c"):
+        backend.execute(plan, _call(a, b, c=a @ b, beta=1.0))
+    with pytest.raises(ArgumentError, match="alpha"):
+        backend.execute(backend.plan(normalize(a, b, out=np.empty((4, 3), np.float32))),
+                        _call(a, b, out=np.empty((4, 3), np.float32), alpha=2.0))
+
+
+def test_execute_refuses_a_call_missing_what_the_plan_has(rng):
+    a, b = _operands(rng)
+    cpu = pg.get_backend("cpu")
+    c = rng.standard_normal((4, 3)).astype(np.float32)
+    plan = cpu.plan(normalize(a, b, c, beta=1.0))
+    with pytest.raises(ArgumentError, match="lacks c, but its plan has c"):
+        cpu.execute(plan, _call(a, b, beta=1.0))
+    out = np.full((4, 3), 7.0, np.float32)
+    plan = cpu.plan(normalize(a, b, out=out))
+    with pytest.raises(ArgumentError, match="out .*plan"):
+        cpu.execute(plan, _call(a, b, out=np.full((4, 4), 7.0, np.float32)))
+    with pytest.raises(ArgumentError, match="out .*plan"):
+        cpu.execute(plan, _call(a, b, out=np.full((4, 3), 7.0, np.float32)[:, ::-1]))
