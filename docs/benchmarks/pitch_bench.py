@@ -10,6 +10,9 @@ normal inputs, warm-up, then rounds in which every entry is timed once (a batch 
 >= 20 ms, CUDA events, a new order every round); medians over the rounds.
 
     python docs/benchmarks/pitch_bench.py --json docs/benchmarks/h200_pitch_fp16.json [--rounds 7]
+        [--shapes 4096x1000x4096 ...] [--variants hgemm_v2_wgmma_tma_cluster2 ...]
+
+The operands are CuPy arrays, or torch tensors where CuPy is not installed.
 """
 
 from __future__ import annotations
@@ -21,7 +24,22 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
+try:
+    import cupy as xp
+
+    def _randn(rows: int, cols: int):
+        return xp.random.standard_normal((rows, cols), dtype=xp.float32).astype(xp.float16)
+
+    _event, _sync, _name = xp.cuda.Event, xp.cuda.Device().synchronize, lambda: xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    _elapsed_ms = xp.cuda.get_elapsed_time
+except ImportError:  # torch instead
+    import torch as xp
+
+    def _randn(rows: int, cols: int):
+        return xp.randn(rows, cols, device="cuda", dtype=xp.float16)
+
+    _event, _sync, _name = (lambda: xp.cuda.Event(enable_timing=True)), xp.cuda.synchronize, xp.cuda.get_device_name
+    _elapsed_ms = lambda s, e: s.elapsed_time(e)  # noqa: E731
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -32,43 +50,53 @@ SHAPES = [(4096, 1000, 4096), (4096, 1024, 4096), (1000, 4096, 4096), (1000, 300
 VARIANTS = ["hgemm_v2_wgmma_tma", "hgemm_v2_wgmma_tma_persistent", "hgemm_v2_wgmma_tma_128x192", "auto", "cublas"]
 
 
-def operand(rows: int, cols: int, padded: bool) -> torch.Tensor:
+def operand(rows: int, cols: int, padded: bool):
     """rows x cols fp16, row-major; padded: a view of a buffer whose rows are a multiple of 64 halves."""
     width = (cols + 63) // 64 * 64 if padded else cols
-    return torch.randn(rows, width, device="cuda", dtype=torch.float16)[:, :cols]
+    return _randn(rows, width)[:, :cols]
+
+
+def _ld(x) -> int:
+    """The row stride in elements (CuPy: bytes in .strides; torch: elements from .stride())."""
+    return x.strides[0] // x.itemsize if hasattr(x, "strides") else x.stride(0)
 
 
 def time_batch(fn, calls: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = _event(), _event()
     start.record()
     for _ in range(calls):
         fn()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) / 1e3 / calls
+    return _elapsed_ms(start, end) / 1e3 / calls
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--shapes", nargs="+", help="MxNxK shapes (default: the script's list)")
+    ap.add_argument("--variants", nargs="+", help="rungs to time beside auto and cublas (default: the script's list)")
     args = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
+    variants = list(dict.fromkeys((args.variants or VARIANTS) + ["auto", "cublas"]))
     rng = random.Random(1)
     records = []
-    print(f"device {torch.cuda.get_device_name()}; median of {args.rounds} rounds, a new order every round", flush=True)
-    for m, n, k in SHAPES:
+    print(f"device {_name()}; median of {args.rounds} rounds, a new order every round", flush=True)
+    for m, n, k in shapes:
         for padded in (False, True):
             a, b, c = operand(m, k, padded), operand(k, n, padded), operand(m, n, padded)
-            ref = (a.float() @ b.float()).half()
+            ref = (a.astype("float32") @ b.astype("float32")) if hasattr(a, "astype") else (a.float() @ b.float())
             fns, chosen = {}, {}
-            for v in VARIANTS:
+            for v in variants:
                 try:
                     if v == "auto":
                         chosen[v] = pg.explain(a, b, out=c, device="cuda").variant
-                    c.fill_(float("nan"))
+                    c[...] = float("nan")
                     pg.gemm(a, b, out=c, device="cuda", variant=v)
-                    torch.cuda.synchronize()
-                    err = float((c.float() - ref.float()).abs().max() / ref.float().abs().max())
+                    _sync()
+                    got = c.astype("float32") if hasattr(c, "astype") else c.float()
+                    err = float(abs(got - ref).max() / abs(ref).max())
                     if not err < 2e-3:
                         print(f"  {v}: WRONG result (max rel err {err:.3g}); not timed", flush=True)
                         continue
@@ -92,9 +120,9 @@ def main() -> int:
             for v in fns:
                 t = statistics.median(times[v])
                 records.append({"m": m, "n": n, "k": k, "dtype": "float16", "rows": "padded to 128 B" if padded else "compact",
-                                "lda": a.stride(0), "ldb": b.stride(0), "ldc": c.stride(0), "variant": v, "chosen": chosen.get(v, v),
+                                "lda": _ld(a), "ldb": _ld(b), "ldc": _ld(c), "variant": v, "chosen": chosen.get(v, v),
                                 "us": t * 1e6, "tflops": 2.0 * m * n * k / t / 1e12, "vendor_us": vendor * 1e6,
-                                "ratio": vendor / t, "rounds": args.rounds, "device": torch.cuda.get_device_name()})
+                                "ratio": vendor / t, "rounds": args.rounds, "device": _name()})
                 row += f" {chosen.get(v, v)} {t * 1e6:.1f} us ({vendor / t:.2f}x)"
             print(row, flush=True)
     if args.json:

@@ -71,6 +71,12 @@ ASSUMED_REGISTERS = 128
 MISALIGNED_BYTES_PER_US = 2.0e7
 #: the row pitch TMA reads at full speed, bytes
 TMA_PITCH = 128
+#: the share of that loss a cluster row keeps: its CTAs load a shared tile in parts, multicast
+#: to each other. Measured on the H100 (pitch_bench.py, compact rows beside rows padded to 128
+#: bytes, h100_pitch_fp16.json): 4096x1000x4096 fp16 lost 20.1 µs on the one-CTA 128x256 row
+#: and 2.3 µs on its 2-CTA cluster row; 4096x1000x16384 86 µs and none (within the rounds'
+#: spread); 1000x3000x2000 9.2 µs on 128x192, 1.9 µs on its cluster row
+CLUSTER_PITCH_SHARE = 0.15
 #: the shortest result side (kernel M or N) ``auto`` offers a cluster row for. Sharing B pays
 #: where a mid-size result is bound by L2 (1000x3000x2000, 1000x1000x4096 on the H100); on a
 #: thin result a cluster's second CTA has few or no rows, and the rows' times there moved by
@@ -214,7 +220,8 @@ def pitch_penalty_us(spec: KernelSpec, m: int, n: int, k: int, a_off: bool, b_of
                      result_layout: str = "row") -> float:
     """The time a TMA rung loses to A (``a_off``) or B (``b_off``) rows that do not start on
     ``TMA_PITCH`` boundaries: that operand's reads from L2 (the kernel's A once per tile
-    column, its B once per tile row) over ``MISALIGNED_BYTES_PER_US``. 0 for other rungs."""
+    column, its B once per tile row) over ``MISALIGNED_BYTES_PER_US``, ``CLUSTER_PITCH_SHARE``
+    of it for a cluster row. 0 for other rungs."""
     if spec.abi != "tma" or not (a_off or b_off):
         return 0.0
     km, kn = kernel_mn(spec, m, n, result_layout)
@@ -222,7 +229,8 @@ def pitch_penalty_us(spec: KernelSpec, m: int, n: int, k: int, a_off: bool, b_of
         a_off, b_off = b_off, a_off
     bm, bn, _ = spec.tile
     reads = (math.ceil(kn / bn) * km * k if a_off else 0) + (math.ceil(km / bm) * kn * k if b_off else 0)
-    return reads * spec.itemsize * max(count, 1) / MISALIGNED_BYTES_PER_US
+    share = CLUSTER_PITCH_SHARE if spec.cluster > 1 else 1.0
+    return share * reads * spec.itemsize * max(count, 1) / MISALIGNED_BYTES_PER_US
 
 
 def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungModel | None:
