@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import shlex
 import statistics
 import sys
+import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -145,7 +147,49 @@ def load_records(path: str) -> list[BenchRecord]:
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
         raise ValueError("its records are not a list of objects (polygemm bench --json writes one object per timing)")
     known = {f.name for f in fields(BenchRecord)}
-    return [BenchRecord(**{k: v for k, v in row.items() if k in known}) for row in rows]
+    required = [f.name for f in fields(BenchRecord) if f.default is MISSING and f.default_factory is MISSING]
+    floats = {f.name for f in fields(BenchRecord) if f.type in ("float", float)}
+    out = []
+    for i, row in enumerate(rows, 1):
+        lacks = [name for name in required if name not in row]
+        if lacks:
+            raise ValueError(f"record {i} lacks {', '.join(map(repr, lacks))} (polygemm bench --json writes these fields "
+                             "in every record; this file comes from another tool?)")
+        # a figure nobody measured (no vendor timing) is written as null: it reads back as nan
+        out.append(BenchRecord(**{k: (float("nan") if v is None and k in floats else v) for k, v in row.items() if k in known}))
+    return out
+
+
+def _json_safe(value: Any) -> Any:
+    """A record's field for strict JSON: a figure that is not finite (nan: not measured) is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_file(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
+    """Write ``path`` whole or not at all: ``write(fh)`` fills a temporary file beside it, which
+    then replaces ``path`` (a failure or Ctrl-C while writing leaves the previous file as it
+    was and no temporary behind)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as fh:
+            write(fh)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def default_shapes(be: Backend) -> list[str]:
@@ -284,6 +328,7 @@ def run_bench(
     settle: float = 0.0,
     progress: Callable[[str], None] | None = None,
     step: Callable[[], None] | None = None,
+    sink: list[BenchRecord] | None = None,
 ) -> list[BenchRecord]:
     """Benchmark ``variants`` (or ``"all"``) of backend ``device`` on ``shapes``.
 
@@ -294,7 +339,8 @@ def run_bench(
     its own sustained clock.
 
     ``progress`` gets one line per result (or per problem not timed); ``step`` is called once
-    per (shape, variant) done, timed or not (a progress bar's tick).
+    per (shape, variant) done, timed or not (a progress bar's tick). ``sink``, when given, gets
+    each record as soon as it is timed (what an interrupted run keeps).
     """
     be = registry.get_backend(device)
     av = be.probe()
@@ -365,9 +411,13 @@ def run_bench(
                 requested="auto" if name == "auto" else "",
             )
             records.append(rec)
+            if sink is not None:
+                sink.append(rec)
             if progress:
                 label = f"auto -> {ran}" if name == "auto" else name
-                progress(f"{m}x{n}x{k} {label:28s} {_rate(rec.tflops)}  ({rec.ratio:.2f}x {vendor})")
+                beside = f"{rec.ratio:.2f}x {vendor}" if vendor and rec.ratio == rec.ratio else \
+                    ("no vendor variant to compare" if not vendor else f"{vendor} not timed")
+                progress(f"{m}x{n}x{k} {label:28s} {_rate(rec.tflops)}  ({beside})")
             if step:
                 step()
         if vend is not None:
@@ -490,6 +540,7 @@ def run_call_bench(
     batch: int = 0,
     array_lib: str = "auto",
     result: str = "out",
+    sink: list[BenchRecord] | None = None,
 ) -> list[BenchRecord]:
     """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
     vendor called as its users call it, interleaved repeat by repeat (see the module docstring).
@@ -502,6 +553,7 @@ def run_call_bench(
     3-D tensors, i.e. ``cublasGemmStridedBatchedEx``); ``array_lib`` picks cupy or torch.
     ``result="new"`` (device inputs): no ``out``, each call makes its result, as
     ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` (the allocation in both).
+    ``sink``, when given, gets each record as soon as it is timed.
     """
     from .api import gemm, last_plan
 
@@ -575,6 +627,8 @@ def run_call_bench(
             "interleaved", "call", t * 1e6, vt * 1e6, "numpy" if host_only else inputs, vendor_call, share, variant, batch, result,
         )
         records.append(rec)
+        if sink is not None:
+            sink.append(rec)
         if progress:
             extra = f", copies {share:.0%} of the call" if share is not None else ""
             progress(f"{f'{batch}x' if batch else ''}{m}x{n}x{k} gemm({variant}) -> {chosen:28s} {rec.us_per_call:10.1f} us/call  {_rate(rec.tflops)}  "
@@ -783,14 +837,31 @@ def _intro(be: Backend, device: str, dtype: str, mode: str, inputs: str, shapes:
 
 def _bench_device(device: str | None) -> str:
     """``--device`` as every command reads it: a name, or auto ($POLYGEMM_DEVICE, else the
-    available backend of highest priority)."""
+    available backend of highest priority). Returns the backend's own name (a plugin's entry
+    point as spelt, ``cuda:1`` with its index); raises BackendUnavailableError, before anything
+    is timed, for a name that is unknown, unavailable here or an index the backend refuses,
+    saying so when the name came from $POLYGEMM_DEVICE."""
     name = registry.resolve_device(device)
-    if name != "auto":
-        return name
-    for info in registry.backends():
-        if info.available:
-            return info.name
-    raise BackendUnavailableError("no backend is available to benchmark")
+    if name == "auto":
+        for info in registry.backends():
+            if info.available:
+                return info.name
+        raise BackendUnavailableError("no backend is available to benchmark")
+    env = registry._from_env(device)
+    entries = registry._all()
+    found, index = registry._lookup(name, entries)
+    if found is None:
+        raise BackendUnavailableError(f"{registry._unknown(name, entries)}{env}")
+    info = entries[found].info()
+    if not info.available:
+        raise BackendUnavailableError(f"device {found!r} is unavailable: {info.reason}{env}", details=info.detail)
+    if index is None:
+        return found
+    try:
+        registry.get_backend(f"{found}:{index}")
+    except BackendUnavailableError as exc:
+        raise BackendUnavailableError(f"{exc}{env}", details=exc.details) from None
+    return f"{found}:{index}"
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -823,6 +894,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         shapes = kept
         if not shapes:
             raise ArgumentError(f"--max-dim {args.max_dim} leaves out every shape; nothing to time")
+    empty = [s for s in shapes if min(s) == 0]
+    if empty:  # no arithmetic to time: 0 FLOP/s, a ratio of two overheads, and no place on a size axis
+        raise ArgumentError(f"--shapes {'x'.join(map(str, empty[0]))}: a product with a zero dimension does no arithmetic; "
+                            "nothing to time (every dimension must be >= 1)")
     # --repeats auto: a count per shape (auto_repeats); runs of shapes sharing one are timed together
     itemsize = 2 if "16" in args.dtype else (8 if "64" in args.dtype else 4)
     chunks: list[tuple[int, list[tuple[int, int, int]]]] = []
@@ -835,36 +910,59 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command = "polygemm " + shlex.join(args.argv)
     bar = not args.no_progress and sys.stdout.isatty()
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
-    if args.mode == "call":
-        names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
-        if names == ["all"]:  # every variant of the dtype, each through the public call
-            names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
-        records: list[BenchRecord] = []
-        with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
-            for name in names:
+    records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
+    try:
+        if args.mode == "call":
+            names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
+            if names == ["all"]:  # every variant of the dtype, each through the public call
+                names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
+            with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
+                for name in names:
+                    for reps, part in chunks:
+                        run_call_bench(device, args.dtype, part, variant=name, inputs=args.inputs, repeats=reps,
+                                       progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib,
+                                       result=args.result, sink=records)
+        else:
+            variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
+            count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
+            with _Progress(count * len(shapes), f"bench {device}", bar) as prog:
                 for reps, part in chunks:
-                    records += run_call_bench(device, args.dtype, part, variant=name, inputs=args.inputs, repeats=reps,
-                                              progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib,
-                                              result=args.result)
-    else:
-        variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
-        count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
-        records = []
-        with _Progress(count * len(shapes), f"bench {device}", bar) as prog:
-            for reps, part in chunks:
-                records += run_bench(device, args.dtype, variants, part, repeats=reps, settle=args.settle,
-                                     progress=prog.line, step=prog.step)
+                    run_bench(device, args.dtype, variants, part, repeats=reps, settle=args.settle,
+                              progress=prog.line, step=prog.step, sink=records)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        written = _write_outputs(args, records, command, interrupted=True) if records else []
+        kept = (f"the {len(records)} record{'s' if len(records) != 1 else ''} timed so far written to {', '.join(written)}"
+                if written else (f"{len(records)} records timed so far, not written (no --json or --markdown)" if records
+                                 else "nothing was timed; no file written"))
+        print(f"polygemm: interrupted: {kept}", file=sys.stderr)
+        return 130
+    _write_outputs(args, records, command)
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, records: list[BenchRecord], command: str, interrupted: bool = False) -> list[str]:
+    """Write --json, --markdown and --plot (each whole or not at all); the paths written."""
+    written = []
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"command": command, "records": [asdict(r) for r in records]}, fh, indent=1)
+        payload: dict[str, Any] = {"command": command}
+        if interrupted:
+            payload["interrupted"] = True  # the records of a run cut short (Ctrl-C)
+        payload["records"] = [{k: _json_safe(v) for k, v in asdict(r).items()} for r in records]
+        write_file(args.json, lambda fh: json.dump(payload, fh, indent=1, allow_nan=False))
+        written.append(args.json)
     if args.markdown:
-        with open(args.markdown, "w") as fh:
-            fh.write(to_markdown(records, command) + "\n")
-    if args.plot:
+        text = to_markdown(records, command) + "\n"
+        if interrupted:
+            text = f"**Interrupted** (Ctrl-C): the {len(records)} records timed before it.\n\n" + text
+        write_file(args.markdown, lambda fh: fh.write(text))
+        written.append(args.markdown)
+    if args.plot and records:
         from .plot import plot_records
 
         plot_records(records, args.plot)
-    return 0
+        written.append(args.plot)
+    return written
 
 
 def _repeats_arg(text: str) -> int | str:
@@ -921,8 +1019,9 @@ def add_parser(sub: Any) -> None:
                         "instead of interleaving the vendor repeat by repeat")
     s.add_argument("--json", metavar="PATH", help="write the records as JSON")
     s.add_argument("--markdown", metavar="PATH", help="write the tables as markdown")
-    s.add_argument("--plot", metavar="PATH", help="PNG of FLOP/s against problem size with min-max bars (needs matplotlib: "
-                                                  "pip install 'polygemm[plot]'; checked before any timing)")
+    s.add_argument("--plot", metavar="PATH", help="chart of FLOP/s against problem size with min-max bars, in the format the "
+                                                  "extension names (PNG without one; needs matplotlib: pip install 'polygemm[plot]'; "
+                                                  "checked before any timing)")
     s.add_argument("--no-progress", action="store_true",
                    help="plain result lines, no progress bar (a bar is drawn only on a terminal, with tqdm or rich installed)")
     s.set_defaults(fn=cmd_bench)

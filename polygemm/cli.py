@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import __version__, registry
-from .backend import Variant
-from .errors import PolygemmError
+from .backend import Backend, Variant
+from .errors import ArgumentError, PolygemmError
 
 __all__ = ["main", "parse_shape", "positive_int", "INFO_WIDTH", "TABLE_WIDTH"]
 
@@ -138,19 +138,41 @@ def _cell(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 0)] + "..."[: width]
 
 
+def _variants_backend(name: str) -> Backend:
+    """The backend whose table ``polygemm variants --device NAME`` prints. The table needs no
+    device: ``cuda:0`` on a machine where cuda is unavailable prints cuda's table; an index the
+    backend refuses where it is available (``cpu:1``) is the caller's error."""
+    if name.strip().lower() == "auto":
+        raise ArgumentError("--device auto: 'auto' is not a backend (it chooses one per problem); name backends "
+                            f"({', '.join(registry.known_names())}) or leave --device out to list every one")
+    try:
+        return registry.get_backend(name)
+    except PolygemmError:
+        base, sep, index = name.strip().partition(":")
+        if not (sep and index.strip().isdigit()):
+            raise
+        be = registry.get_backend(base)  # the name is known: only the device index was refused
+        info = next((i for i in registry.backends() if i.backend is be), None)
+        if info is not None and info.available:
+            raise
+        return be
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
     names = list(args.device) if args.device else registry.known_names()
-    known = registry.known_names()
-    unknown = [n for n in names if n not in known and n.split(":")[0] not in known]
-    if unknown:
-        registry.get_backend(unknown[0])  # raises the unknown-device error, with a suggestion
     tables: list[tuple[str, list[Variant] | None, str]] = []
+    seen: set[str] = set()
     for name in names:
         try:
-            be = registry.get_backend(name)
+            be = _variants_backend(name)
         except PolygemmError as exc:
-            tables.append((name, None, registry.one_line(exc)))
+            if args.device:  # a name the user gave: unknown, not loadable, an index the backend refuses (exit 2)
+                raise
+            tables.append((name, None, registry.one_line(exc)))  # every backend listed: a broken one is a row
             continue
+        if be.name in seen:
+            continue
+        seen.add(be.name)
         vs, err = _fatal_free(lambda: list(be.variants()))
         if err is None and vs is not None and any(not isinstance(v, Variant) for v in vs):
             bad = next(v for v in vs if not isinstance(v, Variant))
@@ -199,8 +221,13 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     need = (m * k + k * n + m * n) * (8 + dtype.itemsize)  # the draws in float64, then the operands and result
     try:
         rng = np.random.default_rng(args.seed)
-        a = rng.standard_normal((m, k)).astype(dtype)
-        b = rng.standard_normal((k, n)).astype(dtype)
+        try:
+            a = rng.standard_normal((m, k)).astype(dtype)
+            b = rng.standard_normal((k, n)).astype(dtype)
+        except (ValueError, OverflowError) as exc:  # past what NumPy can index ("Maximum allowed dimension exceeded")
+            print(f"polygemm: error: --shape {m}x{n}x{k}: NumPy cannot make operands that large ({exc}); pick a smaller shape",
+                  file=sys.stderr)
+            return 2
         return _run_gemm(args, a, b, m, n, k)
     except MemoryError:  # the operands, or the result (and the work arrays) of a product of them
         print(f"polygemm: error: --shape {m}x{n}x{k}: operands and a result of that size need about {need / 2**30:.1f} GiB of "
@@ -308,6 +335,24 @@ def _silence_stdout() -> None:
 
 #: the options that name a file a command writes when it is done
 OUTPUT_OPTIONS = ("json", "markdown", "plot", "output")
+#: the options among them that name an image (matplotlib picks its format by the extension)
+IMAGE_OPTIONS = ("plot", "output")
+
+
+def image_format(path: str) -> str:
+    """The format matplotlib writes ``path`` in: its extension (``.png``, ``.svg``, ``.pdf``, ...),
+    PNG where it has none. Raises ArgumentError naming the formats matplotlib writes when it
+    cannot write that one (matplotlib must be importable; the callers check that first)."""
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if not ext:
+        return "png"
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if ext not in kinds:
+        raise ArgumentError(f"{path}: matplotlib cannot write '.{ext}' files; name a file ending in "
+                            f"{', '.join('.' + k for k in sorted(kinds))} (.png is the usual one)")
+    return ext
 
 
 def unwritable(args: argparse.Namespace) -> str | None:
@@ -325,6 +370,15 @@ def unwritable(args: argparse.Namespace) -> str | None:
             return f"--{option} {path}: that is a folder; name a file"
         if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
             return f"--{option} {path}: not writable"
+        if option in IMAGE_OPTIONS:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                continue  # the command says what it needs
+            try:
+                image_format(path)
+            except ArgumentError as exc:
+                return f"--{option} {exc}"
     return None
 
 
@@ -348,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``polygemm`` and ``python -m polygemm``; returns the exit status.
 
     A closed stdout (``polygemm info | head -1``) ends the command quietly with status 141
-    (128 + SIGPIPE, as a shell reports a tool killed by SIGPIPE).
+    (128 + SIGPIPE, as a shell reports a tool killed by SIGPIPE); Ctrl-C ends it with
+    "polygemm: interrupted" and status 130 (128 + SIGINT), no traceback.
     """
     try:
         try:
@@ -361,3 +416,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
+    except KeyboardInterrupt:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        print("polygemm: interrupted", file=sys.stderr)
+        return 130

@@ -114,6 +114,14 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
 
     stream = stream or sys.stdout
     todo = jobs(archs, only)
+    if not todo:  # "0 builds ... all passed" had passed a run that built nothing
+        from .backends.cuda.variants import kernel_specs
+
+        specs = kernel_specs()
+        needs = [f"{n} needs sm_{specs[n].min_sm} or newer" for n in (only or ()) if n in specs and getattr(specs[n], "min_sm", None)]
+        what = f"--only {' '.join(only)}" if only else "the catalog"
+        raise ArgumentError(f"nothing to build: {what} has no build for --arch {' '.join(f'sm_{a}' for a in archs)}"
+                            + (f" ({'; '.join(needs)})" if needs else ""))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     # name the compiler (and fail early, with the reason, when there is none) before starting

@@ -66,6 +66,43 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
     return x
 
 
+def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> None:
+    """Refuse, when the graph is built, a variant no task could run: one the named backend's
+    static table lacks (or that does not compute ``dtype``), or, for ``device=None`` or
+    ``"auto"`` (each worker's choice), one no discovered backend has. Whether it can run on a
+    worker's device stays the workers' to say."""
+    from . import registry
+    from .errors import PolygemmError, UnsupportedProblemError
+
+    name = None if device is None else registry.resolve_device(device)
+    entries = registry._all()
+    if name is not None and name != "auto":
+        found, _ = registry._lookup(name, entries)
+        be = entries[found].backend() if found is not None else None
+        if be is None:  # a plugin that failed to import: its tasks say so
+            return
+        try:
+            chosen = be.get_variant(variant)  # raises UnsupportedProblemError naming the known variants
+        except PolygemmError:
+            raise
+        except Exception:  # a plugin's own failure: the tasks report it
+            return
+        if dtype.name not in chosen.dtypes:
+            raise DTypeError(f"variant {variant!r} of backend {be.name!r} computes {', '.join(chosen.dtypes)}, not {dtype.name}")
+        return
+    for entry in list(entries.values()):
+        be = entry.backend()
+        if be is None:
+            continue
+        try:
+            be.get_variant(variant)
+            return
+        except Exception:
+            continue
+    raise UnsupportedProblemError(f"no backend has variant {variant!r} (device={device!r} leaves the choice to each worker); "
+                                  "polygemm variants lists every backend's variants")
+
+
 def _astype(x: Any, dtype: np.dtype[Any]) -> Any:
     if hasattr(x, "astype"):
         return x.astype(dtype)
@@ -177,6 +214,8 @@ def gemm(
         from . import registry
 
         registry.check_known(device)
+    if variant.strip().lower() != "auto":
+        _check_variant(variant, device, A.dtype)
     m, k = (int(s) for s in A.shape)
     kb, n = (int(s) for s in B.shape)
     if k != kb:

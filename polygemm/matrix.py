@@ -132,6 +132,12 @@ def render_table(results: list[CaseResult], quick: bool = False) -> str:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
+    if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing
+        asked = " ".join(f"--{k} {' '.join(v)}" for k, v in (("backends", args.backends), ("variants", args.variants),
+                                                             ("dtypes", args.dtypes)) if v)
+        raise UnsupportedProblemError(f"no case to run: {asked or 'the filters'} select no (dtype, variant) of "
+                                      f"{', '.join(args.backends or registry.known_names())}; polygemm variants lists each "
+                                      "backend's variants and their dtypes")
     print(render_table(results, args.quick))
     if args.json:
         payload: dict[str, Any] = {

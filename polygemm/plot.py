@@ -24,10 +24,27 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 __all__ = ["plot_records", "plot_heatmap", "summarize", "SweepSummary", "add_parser"]
+
+
+def _save(fig: Any, path: str, **kw: Any) -> None:
+    """``fig.savefig`` to exactly ``path``, in the format its extension names (PNG where it has
+    none: matplotlib would have written ``path + ".png"``), whole or not at all."""
+    from .bench import write_file
+    from .cli import image_format
+
+    fmt = image_format(path)
+    write_file(path, lambda fh: fig.savefig(fh, format=fmt, **kw), binary=True)
+
+
+def _empty_products(records: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """(records of products with arithmetic, records of empty products: a zero dimension)."""
+    kept = [r for r in records if r.m * r.n * r.k > 0]
+    return kept, [r for r in records if not r.m * r.n * r.k > 0]
 
 
 def _size(r: Any) -> float:
@@ -135,6 +152,7 @@ def plot_records(records: Sequence[Any], path: str) -> None:
         from .errors import ArgumentError
 
         raise ArgumentError(f"--plot needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from exc
+    records, _ = _empty_products(records)  # no place on a log size axis (cmd_plot says which it left out)
     if not records:
         raise ValueError("no benchmark records to plot")
     groups, vendors = _groups(records)
@@ -222,7 +240,7 @@ def plot_records(records: Sequence[Any], path: str) -> None:
     if chose:
         ax.text(1.01, 0.0, chose, transform=ax.transAxes, ha="left", va="bottom", fontsize=7, color="0.25")
     fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.15)
+    _save(fig, path, dpi=120, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
 
 
@@ -406,7 +424,7 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
         bar.set_label("polygemm / vendor speed", fontsize=8)
     fig.suptitle(f"polygemm sweep on {summaries[0].device}: speed over the vendor's in the same run\n"
                  "(grey: shape not in the sweep; box: the worst shape)", fontsize=11)
-    fig.savefig(path, dpi=110)
+    _save(fig, path, dpi=110)
     plt.close(fig)
     return summaries
 
@@ -423,13 +441,25 @@ def cmd_plot(args: argparse.Namespace) -> int:
             raise ArgumentError(f"cannot read benchmark records from {name}: {exc}") from None
     if not records:
         raise ArgumentError("no benchmark records in " + ", ".join(args.files))
+    records, empty = _empty_products(records)
+    if empty:  # an older bench timed them: no arithmetic, and no place on a log size axis
+        shapes = ", ".join(dict.fromkeys(f"{r.m}x{r.n}x{r.k}" for r in empty))
+        print(f"polygemm plot: left out {len(empty)} record{'s' if len(empty) != 1 else ''} of an empty product ({shapes})",
+              file=sys.stderr)
+        if not records:
+            raise ArgumentError("no benchmark records of a product with arithmetic in " + ", ".join(args.files))
     for summary in summarize(records):
         print(summary.line())
     if args.output:
-        if args.heatmap:
-            plot_heatmap(records, args.output)
-        else:
-            plot_records(records, args.output)
+        try:
+            if args.heatmap:
+                plot_heatmap(records, args.output)
+            else:
+                plot_records(records, args.output)
+        except ValueError as exc:  # nothing to draw (e.g. no vendor timing for a heatmap)
+            if isinstance(exc, ArgumentError):
+                raise
+            raise ArgumentError(f"{', '.join(args.files)}: {exc}; nothing written to {args.output}") from None
         print(f"wrote {args.output}")
     return 0
 
@@ -437,7 +467,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("plot", help="summarize and plot benchmark records (polygemm bench --json files) without re-running them")
     s.add_argument("files", nargs="+", metavar="JSON", help="files polygemm bench --json wrote; their records are read together")
-    s.add_argument("-o", "--output", metavar="PNG", help="write a PNG (needs matplotlib); without it only the summary is printed")
+    s.add_argument("-o", "--output", metavar="PNG", help="write the chart (needs matplotlib) in the format its extension names (.png, .svg, .pdf, ...; PNG without one); "
+                        "without -o only the summary is printed")
     s.add_argument("--heatmap", action="store_true",
                    help="the ratio to the vendor shape by shape (rows M, columns N, a panel per K; one row of panels per dtype "
                         "and mode) instead of throughput against problem size")

@@ -111,14 +111,32 @@ def _short_repr(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: the longest probe timeout taken: a day (threading's own limit is near 292 years, but
+#: ``time.monotonic() + limit`` past the platform's time_t raised OverflowError in every command)
+MAX_PROBE_TIMEOUT = 86400.0
+
+
 def probe_timeout() -> float:
-    """Seconds one backend's checks (priority, variants, probe) may take: ``$POLYGEMM_PROBE_TIMEOUT`` or 30."""
+    """Seconds one backend's checks (priority, variants, probe) may take: ``$POLYGEMM_PROBE_TIMEOUT`` or 30.
+
+    A value that is not a number, or not a finite number of seconds in (0, 86400], warns
+    (RuntimeWarning, naming the value) and keeps 30.
+    """
     raw = os.environ.get(PROBE_TIMEOUT_ENV, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_PROBE_TIMEOUT
-    except ValueError:
+    if not raw:
         return DEFAULT_PROBE_TIMEOUT
-    return value if value > 0 and value == value else DEFAULT_PROBE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        why = "is not a number"
+    else:
+        if 0 < value <= MAX_PROBE_TIMEOUT:
+            return value
+        why = f"must be a finite number of seconds > 0 and at most {MAX_PROBE_TIMEOUT:g}"
+    import warnings
+
+    warnings.warn(f"{PROBE_TIMEOUT_ENV}={raw!r} {why}; keeping {DEFAULT_PROBE_TIMEOUT:g} s", RuntimeWarning, stacklevel=2)
+    return DEFAULT_PROBE_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -326,6 +344,16 @@ def _discover() -> dict[str, _Entry]:
         except Exception:  # a malformed entry point
             continue
         source = f"entry point {value} ({dname or 'unknown distribution'})"
+        if name.strip().lower() == "auto":  # device="auto" chooses; it could never name this plugin
+            park(name, dname, value, source,
+                 f"name {name!r} is reserved: device='auto' chooses a backend, so it never names this one; not loaded "
+                 f"(rename the entry point of {dname or 'the plugin'})")
+            continue
+        if _split_index(name)[1] is not None:  # "dev:2" reads as device 2 of "dev"
+            park(name, dname, value, source,
+                 f"name {name!r} reads as a device index (':N' names device N of a backend, as in 'cuda:1'); not loaded "
+                 f"(rename the entry point of {dname or 'the plugin'})")
+            continue
         builtin = _BUILTINS.get(name.lower())  # device names are case-insensitive: "CPU" is the built-in's
         if builtin is not None and _norm_target(value) != _norm_target(builtin) and _dist_key(dname) != _OWN_DISTRIBUTION:
             park(name, dname, value, source,
@@ -380,7 +408,7 @@ def backend_name(name: str) -> str | None:
 
 def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
     known = sorted(entries)
-    close = difflib.get_close_matches(name, known + ["auto"], n=1, cutoff=0.6)
+    close = [c for c in difflib.get_close_matches(name, known + ["auto"], n=2, cutoff=0.6) if c.lower() != name.lower()]
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return BackendUnavailableError(f"unknown device {name!r}{hint}; known devices: {', '.join(known)} (or 'auto')")
 
@@ -447,6 +475,9 @@ def get_backend(name: str) -> Backend:
         raise ArgumentError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {name!r} ({type(name).__name__})")
     entries = _all()
     found, index = _lookup(name if name in entries else name.strip(), entries)  # as device= takes it ("CPU", " cuda ")
+    if found is None and name.strip().lower() == "auto":
+        raise ArgumentError("'auto' is not a backend: device='auto' chooses one per problem (polygemm.explain(a, b).backend "
+                            f"says which); get_backend takes a backend name: {', '.join(sorted(entries))}")
     if found is None:
         raise _unknown(name.strip().lower(), entries)
     entry = entries[found]
