@@ -455,3 +455,24 @@ def test_matmul_vectors_on_device_arrays(cuda):
     out = torch.empty(257, device="cuda")
     assert pg.matmul(ty, tm, out=out) is out
     check(out, want_ym, lambda t: t.cpu().numpy())
+
+
+def test_execute_refuses_operands_that_are_not_those_of_the_plan(cuda):
+    """The low-level Backend.execute(plan, Call(...)) on operands of another shape than the
+    plan's is an ArgumentError naming the operand (host and device operands), not a launch
+    over memory the plan's sizes do not describe."""
+    from polygemm.errors import ArgumentError
+    from polygemm.problem import Call, normalize
+
+    rng = np.random.default_rng(secrets.randbits(32))
+    a, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((48, 32)).astype(np.float32)
+    plan = cuda.plan(normalize(a, b))
+    got = cuda.execute(plan, Call(a, b, None, None, 0, 0, 0, 0, 1.0, 0.0, None))
+    assert reference_for(a, b).compare(got).ok
+    with pytest.raises(ArgumentError, match=r"a .*\(64, 40\).*plan"):
+        cuda.execute(plan, Call(a[:, :40], b[:40], None, None, 0, 0, 0, 0, 1.0, 0.0, None))
+    cp = pytest.importorskip("cupy")
+    da, db = cp.asarray(a), cp.asarray(b)
+    dplan = cuda.plan(normalize(da, db))
+    with pytest.raises(ArgumentError, match=r"b .*\(48, 16\).*plan"):
+        cuda.execute(dplan, Call(da, db[:, :16], None, None, int(da.data.ptr), int(db.data.ptr), 0, 0, 1.0, 0.0, None))

@@ -317,3 +317,17 @@ def test_wrong_library_is_rejected(tmp_path):
 def test_import_does_not_load_cffi():
     code = "import sys, polygemm; polygemm.get_backend('musa'); assert 'cffi' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_execute_refuses_operands_that_are_not_those_of_the_plan(musa, rng):
+    """The low-level Backend.execute(plan, Call(...)) on operands of another shape than the
+    plan's is an ArgumentError naming the operand, not a product of the wrong size."""
+    from polygemm.errors import ArgumentError
+    from polygemm.problem import Call, normalize
+
+    a, b = rand16(rng, (8, 5)), rand16(rng, (5, 3))
+    plan = musa.plan(normalize(a, b))
+    ok = musa.execute(plan, Call(a, b, None, None, 0, 0, 0, 0, 1.0, 0.0, None))
+    assert reference_for(a, b).compare(ok).ok
+    with pytest.raises(ArgumentError, match=r"a .*\(8, 4\).*plan"):
+        musa.execute(plan, Call(a[:, :4], b[:4], None, None, 0, 0, 0, 0, 1.0, 0.0, None))

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
+from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
 from ...problem import Call, GemmProblem, Operand
@@ -441,6 +441,8 @@ class CudaBackend(Backend):
         return self.execute(plan, Call.from_problem(plan.problem))
 
     def execute(self, plan: Plan, call: Call) -> Any:
+        if not call.matched:  # a call the core did not bind: its operands must be the plan's
+            check_call(plan, call)
         p = plan.problem
         decided: CudaPlan = plan.private
         rt = decided.rt if decided.rt is not None else self._runtime()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...backend import Availability, Backend, Plan, Variant, host_layouts, store_result
+from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import Call, GemmProblem, Operand
 from .arrays import MusaArray
@@ -245,6 +245,8 @@ class MusaBackend(Backend):
         return self.execute(plan, Call.from_problem(plan.problem))
 
     def execute(self, plan: Plan, call: Call) -> Any:
+        if not call.matched:  # a call the core did not bind: its operands must be the plan's
+            check_call(plan, call)
         s = session()
         p = plan.problem
         swap, layout, lds = plan.private
