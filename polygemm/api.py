@@ -26,7 +26,7 @@ from . import registry
 from .backend import Backend, Plan
 from .errors import ArgumentError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper
-from .problem import Call, GemmProblem, _scalar, common_stream, host_convert, normalize, operand_view
+from .problem import Call, GemmProblem, _check_dtype, _scalar, common_stream, host_convert, normalize, operand_view
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
 
@@ -91,6 +91,8 @@ class _Entry:
     #: device operands and no ``out``: makes the result in the operands' library, on their
     #: device (the key holds both); None: the backend allocates its own
     alloc: Callable[[tuple[int, ...], Any], Any] | None = None
+    #: device a, b, c, out: bytes below the pointer each addresses (a reversed batch: x[::-1]; else 0)
+    lows: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 class PlanCache:
@@ -201,13 +203,13 @@ def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list[A
     if entry.plan.problem.residency == "host":
         may_share = np.may_share_memory
         return not (may_share(out, a) or may_share(out, b) or (c is not None and c is not out and may_share(out, c)))
-    o_lo = views[3][1]
-    o_hi = o_lo + entry.spans[3]
+    spans, lows = entry.spans, entry.lows
+    o_ptr = views[3][1]
+    o_lo, o_hi = o_ptr + lows[3], o_ptr + spans[3]
     for i, x in enumerate((a, b, c)):
-        if x is None or (i == 2 and views[2][1] == o_lo):
+        if x is None or (i == 2 and views[2][1] == o_ptr) or not spans[i] or not spans[3]:
             continue
-        lo = views[i][1]
-        if lo < o_hi and o_lo < lo + entry.spans[i]:
+        if views[i][1] + lows[i] < o_hi and o_lo < views[i][1] + spans[i]:
             return False
     return True
 
@@ -224,7 +226,8 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
     return _Entry(backend, plan,
                   tuple(conversion(op) for op in ops[:3]),  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
-                  wrap, alloc)
+                  wrap, alloc,
+                  tuple(0 if op is None else op.extent[0] for op in ops))  # type: ignore[arg-type]
 
 
 def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
@@ -366,6 +369,7 @@ def _dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
         return x, _ndim(x)
     where, data, iface = dlpack_interface(name, x)
     if iface is None:
+        _check_dtype(name, data.dtype, x)  # said of the object given (gemm sees only the view)
         return data, int(data.ndim)
     return x, len(iface.get("shape", ()))
 

@@ -150,7 +150,15 @@ class Operand:
         if r == 0 or c == 0 or self.batch_count == 0:
             return 0
         last = (r - 1) * self.ld + (c - 1) if self.layout == "row" else (r - 1) + (c - 1) * self.ld
-        return last + (self.batch_count - 1) * self.batch_stride
+        return last + max(0, (self.batch_count - 1) * self.batch_stride)
+
+    @property
+    def min_offset(self) -> int:
+        """Smallest element offset over the whole batch: 0, or below the base pointer when the
+        batch stride is negative (a reversed batch, ``x[::-1]``)."""
+        if self.shape[0] == 0 or self.shape[1] == 0 or self.batch_count == 0:
+            return 0
+        return min(0, (self.batch_count - 1) * self.batch_stride)
 
     @property
     def nbytes_span(self) -> int:
@@ -159,6 +167,13 @@ class Operand:
         if r == 0 or c == 0:
             return 0
         return (self.max_offset + 1) * self.itemsize
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """The bytes the operand addresses, ``[lo, hi)`` relative to its base pointer (lo is
+        negative for a reversed batch); ``(0, 0)`` when empty."""
+        span = self.nbytes_span
+        return (self.min_offset * self.itemsize, span) if span else (0, 0)
 
     def describe(self) -> str:
         kind = {"row": "row-major", "col": "column-major"}[self.layout]
@@ -291,6 +306,10 @@ def _check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
     if dtype.name not in SUPPORTED_DTYPES:
         if given is None or hasattr(given, "astype"):
             how = f"{name}.astype(np.float32)"
+        elif kind_of(given) == "torch":  # a tensor has no astype
+            how = f"{name}.to(torch.float32)"
+        elif hasattr(given, "__dlpack__"):  # an array of a library polygemm reads through DLPack only
+            how = f"with its own library's conversion to float32, or np.from_dlpack({name}).astype(np.float32) for CPU data"
         else:  # a list, tuple, memoryview ...: NumPy read it as this dtype
             how = f"np.asarray({name}, dtype=np.float32) (NumPy reads this {type(given).__name__} as {dtype.name})"
         raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {_DTYPE_HELP}. Convert it, e.g. {how}.")
@@ -323,7 +342,8 @@ def _ndim_error(name: str, shape: tuple[int, ...]) -> ShapeError:
                       f"Reshape it, e.g. {name}.reshape(rows, cols).")
 
 
-def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
+def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> Operand:
+    """``obj`` (``given``: what the user passed, when ``obj`` is NumPy's view of it) as an operand."""
     if obj is None:
         raise ArgumentError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
     if isinstance(obj, np.ma.MaskedArray):
@@ -345,7 +365,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix")
     if arr.ndim < 2:
         raise _ndim_error(name, arr.shape)
-    _check_dtype(name, arr.dtype, obj)
+    _check_dtype(name, arr.dtype, obj if given is None else given)
     copied = False
     desc = _host_layout(arr)
     if desc is None or not arr.dtype.isnative or any(s % arr.itemsize for s in arr.strides):
@@ -367,12 +387,12 @@ def _host_operand(name: str, obj: Any, *, writable: bool) -> Operand:
                    not arr.flags.writeable, None, bdims)
 
 
-def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool) -> Operand:
+def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool, given: Any = None) -> Operand:
     shape = tuple(int(s) for s in iface.get("shape", ()))
     if len(shape) < 2:
         raise _ndim_error(name, shape)
     dtype = _interface_dtype(name, obj, iface)
-    _check_dtype(name, dtype)
+    _check_dtype(name, dtype, obj if given is None else given)
     ptr, readonly = iface["data"]
     ptr = int(ptr or 0)
     if ptr % dtype.itemsize:
@@ -441,9 +461,9 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
                                     f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
                                     f"Omit {name} to get a new result")
             if iface is None:
-                return _host_operand(name, data, writable=writable)
+                return _host_operand(name, data, writable=writable, given=obj)
             # a torch tensor stays the operand (its stream and memory are the tensor's)
-            return _device_operand(name, obj if torch_device else data, where, iface, writable=writable and torch_device)
+            return _device_operand(name, obj if torch_device else data, where, iface, writable=writable and torch_device, given=obj)
         return _host_operand(name, obj, writable=writable)
     return _device_operand(name, obj, dev[0], dev[1], writable=writable)
 
@@ -469,9 +489,8 @@ def _overlaps(x: Operand, y: Operand) -> bool:
             return bool(np.shares_memory(x.array, y.array, max_work=1000))
         except _TooHardError:
             return True  # cannot prove them apart cheaply: treated as overlapping (the error says what to do)
-    lo1, hi1 = x.ptr, x.ptr + x.nbytes_span
-    lo2, hi2 = y.ptr, y.ptr + y.nbytes_span
-    return lo1 < hi2 and lo2 < hi1
+    (lo1, hi1), (lo2, hi2) = x.extent, y.extent
+    return x.ptr + lo1 < y.ptr + hi2 and y.ptr + lo2 < x.ptr + hi1 and hi1 > lo1 and hi2 > lo2
 
 
 def parse_dtype(name: str, value: Any) -> np.dtype:

@@ -107,3 +107,48 @@ def test_execute_refuses_a_call_missing_what_the_plan_has(rng):
         cpu.execute(plan, _call(a, b, out=np.full((4, 4), 7.0, np.float32)))
     with pytest.raises(ArgumentError, match="out .*plan"):
         cpu.execute(plan, _call(a, b, out=np.full((4, 3), 7.0, np.float32)[:, ::-1]))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.complex64, np.bool_])
+def test_a_dlpack_array_of_another_dtype_is_told_a_conversion_it_has(rng, dtype):
+    # the DTypeError said "Convert it, e.g. a.astype(np.float32)": a DLPack-only array (and a
+    # torch tensor, read the same way on the CPU) has no astype
+    a, b = _operands(rng)
+    with pytest.raises(DTypeError, match=r"np\.from_dlpack\(a\)\.astype\(np\.float32\)") as info:
+        pg.gemm(DLPackOnly(a.astype(dtype)), b)
+    assert "a.astype" not in str(info.value)
+    with pytest.raises(DTypeError, match=r"np\.from_dlpack\(b\)"):
+        pg.matmul(a, DLPackOnly(b[:, 0].astype(dtype)))
+
+
+def test_a_torch_tensor_of_another_dtype_is_told_to_use_to():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(DTypeError, match=r"a\.to\(torch\.float32\)"):
+        pg.gemm(torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2))
+
+
+class _FakeDeviceArray:
+    """Device memory as a CUDA array interface (nothing reads it: overlap checks use addresses)."""
+
+    def __init__(self, ptr, shape, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "strides": strides, "typestr": "<f4", "data": (ptr, False), "version": 3}
+
+
+def test_out_overlapping_a_reversed_device_batch_is_refused():
+    # a device a with a negative batch stride (x[::-1]) addresses memory below its pointer; the
+    # overlap check measured it as a negative span and let an out over its matrices through
+    # (to the backend: here none takes cuda data, so the error was BackendUnavailableError)
+    from polygemm import api
+
+    base = 1 << 20
+    a = _FakeDeviceArray(base + 128, (3, 4, 4), (-64, 16, 4))  # matrices at base + 128, + 64, + 0
+    b = _FakeDeviceArray(base + 4096, (4, 4))
+    clash = _FakeDeviceArray(base - 64, (3, 4, 4))  # [base - 64, base + 128): a's last two matrices
+    with pytest.raises(ArgumentError, match="out overlaps a"):
+        pg.gemm(a, b, out=clash, device="cuda")
+    clear = _FakeDeviceArray(base + 8192, (3, 4, 4))
+    problem = normalize(a, b, out=clear)
+    entry = api._entry_for(pg.get_backend("cpu"), pg.Plan("cuda", "x", "test", problem.without_data()), problem, a)
+    for out, free in ((clear, True), (clash, False)):
+        key, views = api._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
+        assert api._overlap_free(entry, a, b, None, out, views) is free
