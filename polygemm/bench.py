@@ -652,7 +652,9 @@ def _unit(tflops: Sequence[float]) -> tuple[str, float]:
 
 
 def _num(tflops: float, unit: tuple[str, float]) -> str:
-    """``tflops`` in ``unit``: one decimal, two below 10 GFLOP/s."""
+    """``tflops`` in ``unit``: one decimal, two below 10 GFLOP/s; "–" for a figure not measured."""
+    if not tflops == tflops:
+        return "–"
     v = tflops * unit[1]
     return f"{v:.1f}" if unit[0] == "TFLOP/s" or not v < 10 else f"{v:.2f}"
 
@@ -668,7 +670,8 @@ def call_markdown(records: list[BenchRecord]) -> str:
             ours = "polygemm.gemm(a, b)" if result == "new" else ("polygemm.gemm(a, b, out=out)" if inputs == "device" else "polygemm.gemm")
             lines.append(f"### {rs[0].backend} {dtype}, {inputs} arrays: `{ours}` per call beside `{rs[0].vendor_call}`\n")
             share = any(r.copy_share is not None for r in rs)
-            lines.append("| shape | variant auto chose | µs/call | vendor µs/call | FLOP/s | vendor FLOP/s | ratio |" + (" copy share |" if share else ""))
+            chose = "variant auto chose" if all((r.requested or "auto") == "auto" for r in rs) else "variant that ran"
+            lines.append(f"| shape | {chose} | µs/call | vendor µs/call | FLOP/s | vendor FLOP/s | ratio |" + (" copy share |" if share else ""))
             lines.append("|---|---|---|---|---|---|---|" + ("---|" if share else ""))
             for r in rs:
                 cells = [f"{f'{r.batch} × ' if r.batch else ''}{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}", f"{r.vendor_us_per_call:.1f}",
@@ -699,18 +702,21 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
         shapes = list(dict.fromkeys((r.m, r.n, r.k) for r in rs))
         variants = list(dict.fromkeys(r.variant for r in rs))
         vendor = rs[0].vendor_variant or "vendor"
+        timed = any(r.vendor_tflops == r.vendor_tflops for r in rs)  # a backend without a vendor variant has none
         unit = _unit([r.tflops for r in rs] + [r.vendor_tflops for r in rs])
-        lines.append(f"### {rs[0].backend} {dtype}: {unit[0]} (ratio to {vendor} in the same run)\n")
+        beside = f"ratio to {vendor} in the same run" if timed else "no vendor variant to compare"
+        lines.append(f"### {rs[0].backend} {dtype}: {unit[0]} ({beside})\n")
         lines.append("| variant | " + " | ".join(f"{m}×{n}×{k}" for m, n, k in shapes) + " |")
         lines.append("|---|" + "---|" * len(shapes))
         vend = {(r.m, r.n, r.k): statistics.median(x.vendor_tflops for x in rs if (x.m, x.n, x.k) == (r.m, r.n, r.k)) for r in rs}
-        lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(_num(vend[s], unit) for s in shapes) + " |")
+        if timed:
+            lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(_num(vend[s], unit) for s in shapes) + " |")
         by = {(r.variant, r.m, r.n, r.k): r for r in rs}
         for v in variants:
             cells = []
             for s in shapes:
                 r = by.get((v, *s))
-                cells.append(f"{_num(r.tflops, unit)} ({r.ratio:.2f}×)" if r else "–")
+                cells.append("–" if r is None else (f"{_num(r.tflops, unit)} ({r.ratio:.2f}×)" if r.ratio == r.ratio else _num(r.tflops, unit)))
             lines.append(f"| {v} | " + " | ".join(cells) + " |")
         lines.append("")
         lines.append(ladder_tables(rs))

@@ -359,10 +359,15 @@ def unwritable(args: argparse.Namespace) -> str | None:
     """Why an output file the command will write at its end cannot be written (None: all can
     be), checked before the command runs: a benchmark's results are not lost at the end to a
     missing folder or a typo."""
+    taken: dict[str, str] = {}
     for option in OUTPUT_OPTIONS:
         path = getattr(args, option, None)
         if not isinstance(path, str) or not path:
             continue
+        same = taken.get(os.path.realpath(path))
+        if same is not None:  # the later file would silently replace the earlier one
+            return f"--{option} {path}: --{same} writes that file too; give each output its own file"
+        taken[os.path.realpath(path)] = option
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             return f"--{option} {path}: the folder {folder} does not exist"

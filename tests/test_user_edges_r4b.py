@@ -305,3 +305,24 @@ def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
     with pytest.raises(pg.DTypeError, match="variant 'cublas' of backend 'cuda' computes .*not float64"):
         pgd.gemm(A, B, device="cuda", variant="cublas")
     pgd.gemm(A.astype(np.float32), B.astype(np.float32), device="cuda", variant="cublas")  # builds, whether or not it runs here
+
+
+def test_two_outputs_to_one_file_are_refused_before_timing(tmp_path, capsys, monkeypatch):
+    # --json r.out --markdown r.out timed everything, wrote the JSON, then replaced it with the markdown (exit 0)
+    monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed before refusing the outputs"))
+    out = tmp_path / "r.out"
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", str(out), "--markdown", str(tmp_path / "." / "r.out")]) == 2
+    assert "--json writes that file too" in capsys.readouterr().err and not out.exists()
+
+
+def test_markdown_of_records_without_a_vendor_and_of_a_named_variant():
+    # kernel mode without a vendor variant printed "nan" cells, "(nan×)" and a vendor row of "nan";
+    # call mode headed a named variant's column "variant auto chose"
+    nan = float("nan")
+    text = bench.to_markdown([bench.BenchRecord(**_record(vendor_variant="", vendor_tflops=nan, ratio=nan))], "polygemm bench")
+    assert "nan" not in text and "no vendor variant to compare" in text and "| blas | 100.0 |" in text
+    call = bench.BenchRecord(**_record(mode="call", variant="numpy", requested="numpy", inputs="numpy", vendor_call="numpy.matmul"))
+    text = bench.to_markdown([call], "polygemm bench")
+    assert "variant that ran" in text and "auto chose" not in text
+    auto = bench.BenchRecord(**_record(mode="call", requested="auto", inputs="numpy", vendor_call="numpy.matmul"))
+    assert "variant auto chose" in bench.to_markdown([auto], "polygemm bench")
