@@ -414,3 +414,18 @@ def test_the_indexed_table_anchors_where_a_scan_of_every_record_would():
         m, n, k = (rng.choice([1, 7, 64, 500, 1000, 4096, 9000, 70000]) for _ in range(3))
         count, splits = rng.choice([1, 1, 4]), rng.choice([0, 0, 2, 4, 8])
         assert cost.anchor_for(spec, records, m, n, k, count, splits) is scan(spec, m, n, k, count, splits), (spec.name, m, n, k, count, splits)
+
+
+def test_the_committed_auto_choices_are_what_the_tables_choose():
+    """docs/benchmarks/auto_choices.md (the results page's "what auto chose and why") is what
+    docs/benchmarks/auto_choices.py prints from the committed tables: a change to the tables
+    or the model that moves a choice must regenerate it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "docs" / "benchmarks" / "auto_choices.py"
+    printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=root).stdout
+    committed = (root / "docs" / "benchmarks" / "auto_choices.md").read_text()
+    assert printed == committed, "regenerate: python docs/benchmarks/auto_choices.py > docs/benchmarks/auto_choices.md"
