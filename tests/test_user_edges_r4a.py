@@ -152,3 +152,41 @@ def test_out_overlapping_a_reversed_device_batch_is_refused():
     for out, free in ((clear, True), (clash, False)):
         key, views = api._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
         assert api._overlap_free(entry, a, b, None, out, views) is free
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_overflow_into_out_is_as_quiet_as_without_out(dtype):
+    # with out= (numpy.matmul writing straight into it) an overflow warned "overflow encountered
+    # in matmul", and under np.errstate(over="raise") raised FloatingPointError after writing
+    # out; without out the same product was inf, silently (IEEE, as the reference)
+    big = np.full((3, 3), np.finfo(dtype).max, dtype)
+    want = pg.gemm(big, big)
+    assert np.isinf(want).all()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = np.zeros((3, 3), dtype)
+        assert pg.gemm(big, big, out=out) is out
+        np.testing.assert_array_equal(out, want)
+        with np.errstate(all="raise"):
+            out = np.zeros((3, 3), dtype)
+            pg.gemm(big, big, out=out)
+            np.testing.assert_array_equal(out, want)
+            np.testing.assert_array_equal(pg.matmul(big, big[:, 0], out=np.zeros(3, dtype)), want[:, 0])
+
+
+@pytest.mark.parametrize("variant", ["blas", "reference"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_underflow_is_quiet_under_a_users_seterr(variant, dtype):
+    # under np.errstate(all="raise") (a user's np.seterr) the reference raised FloatingPointError
+    # "underflow encountered in cast" (or "in matmul"): it ignored only overflow and invalid
+    from polygemm.problem import dtype_named, finfo
+
+    dt = dtype_named(dtype)
+    tiny = np.full((3, 3), finfo(dt).tiny, dt)
+    with np.errstate(all="raise"):
+        got = pg.gemm(tiny, tiny, variant=variant)
+        scaled = pg.gemm(np.ones((3, 3), dt), np.ones((3, 3), dt), alpha=1e-300, variant=variant)
+    assert got.dtype == dt and np.all(got.astype(np.float64) >= 0)
+    assert np.all(scaled.astype(np.float64) == (3e-300 if dtype == "float64" else 0.0))

@@ -57,7 +57,7 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
     NaN in ``c`` does not propagate then).
     """
     out_dtype = np.dtype(dtype if dtype is not None else np.asarray(a).dtype)
-    with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf propagate as IEEE says
+    with np.errstate(all="ignore"):  # NaN/Inf propagate and results underflow as IEEE says, whatever np.seterr says
         acc = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
         if alpha != 1.0:
             acc *= alpha
@@ -116,7 +116,8 @@ class CpuReferenceBackend(Backend):
         a, b, c = call.a, call.b, call.c
         alpha, beta = call.alpha, call.beta
         if plan.private is True:  # decided at plan time (the cache key fixes alpha == 1, beta == 0, out)
-            return np.matmul(a, b, out=call.out)
+            with np.errstate(all="ignore"):  # inf and NaN as IEEE says, silently (as every other path)
+                return np.matmul(a, b, out=call.out)
         if plan.variant in ("numpy", "blas"):
             # float16 and bfloat16 go through float32, the accumulation type polygemm promises for them
             work = np.float32 if p.dtype.name in HALF_DTYPES else p.dtype.type
