@@ -214,7 +214,7 @@ def gemm(
         from . import registry
 
         registry.check_known(device)
-    if variant.strip().lower() != "auto":
+    if variant != "auto":  # as polygemm.gemm reads it: "AUTO" is a (missing) variant name
         _check_variant(variant, device, A.dtype)
     m, k = (int(s) for s in A.shape)
     kb, n = (int(s) for s in B.shape)

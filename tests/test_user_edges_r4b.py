@@ -301,6 +301,8 @@ def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
         pgd.gemm(A, B, device="cpu", variant="nosuch")
     with pytest.raises(pg.UnsupportedProblemError, match="no backend has variant 'nosuch'"):
         pgd.gemm(A, B, variant="nosuch")
+    with pytest.raises(pg.UnsupportedProblemError, match="variant='AUTO' is not a variant"):  # polygemm.gemm refuses it too
+        pgd.gemm(A, B, device="cpu", variant="AUTO")
     np.testing.assert_allclose(pgd.gemm(A, B, device="cpu", variant="reference").compute(), np.full((8, 6), 4.0))
     with pytest.raises(pg.DTypeError, match="variant 'cublas' of backend 'cuda' computes .*not float64"):
         pgd.gemm(A, B, device="cuda", variant="cublas")
