@@ -469,6 +469,8 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
 
 
 def _scalar(name: str, value: Any) -> float:
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
+        value = value[()]
     bf16 = isinstance(value, np.generic) and value.dtype.name == "bfloat16"  # ml_dtypes' scalar: no np.floating
     if isinstance(value, (bool, np.bool_)) or not (bf16 or isinstance(value, (numbers.Real, np.floating, np.integer))):
         raise ArgumentError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")

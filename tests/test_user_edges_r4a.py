@@ -190,3 +190,16 @@ def test_underflow_is_quiet_under_a_users_seterr(variant, dtype):
         scaled = pg.gemm(np.ones((3, 3), dt), np.ones((3, 3), dt), alpha=1e-300, variant=variant)
     assert got.dtype == dt and np.all(got.astype(np.float64) >= 0)
     assert np.all(scaled.astype(np.float64) == (3e-300 if dtype == "float64" else 0.0))
+
+
+def test_alpha_and_beta_may_be_zero_dimensional_arrays(rng):
+    # alpha=np.array(0.5) (a 0-D array, what np.asarray of a scalar or a reduction with out gives)
+    # was "alpha must be a real number; got array(0.5) (ndarray)"; NumPy takes it as its value
+    a, b = _operands(rng)
+    c = rng.standard_normal((4, 3)).astype(np.float32)
+    want = pg.gemm(a, b, c, alpha=0.5, beta=2.0)
+    np.testing.assert_array_equal(pg.gemm(a, b, c, alpha=np.array(0.5), beta=np.array(2, np.int64)), want)
+    np.testing.assert_array_equal(pg.gemm(a, b, c, alpha=np.array(0.5, np.float32), beta=np.float64(2.0)), want)
+    for bad in (np.array([0.5]), np.array(True), np.array(1 + 1j), np.array(np.nan)):
+        with pytest.raises(ArgumentError, match="alpha must be"):
+            pg.gemm(a, b, alpha=bad)
