@@ -372,14 +372,17 @@ def test_a_cluster_row_splits_k_on_whole_clusters_and_only_where_measured():
     assert got == {(spec.name, 0), (spec.name, 2)}, got  # 4, 8, ... slices were not measured
     assert {(c.variant, c.splits) for c in cost.rank(only, recs[:1], 1000, 1000, 16384)} == {(spec.name, 0)}
     assert cost.rank(only, recs, 1000, 1000, 16384, count=3) == []
-    # a cluster row with no measurements of its own borrows a same-size cluster row's model, but
-    # not that row's measured slice counts: it is weighed whole only
+    # a cluster row with no measurements of its own is not weighed at all (its pace is its own:
+    # bound by L2, its grid by the GPCs), however well a same-size cluster row measured; once
+    # measured whole, it is weighed whole only, not at the other row's measured slice counts
     donor = SPECS["hgemm_v2_wgmma_tma_128x128_cluster2"]
     borrower = SPECS["hgemm_v2_wgmma_tma_cluster2"]
     recs2 = [{**r, "variant": r["variant"].replace("128x128_cluster2x2", "128x128_cluster2")} for r in recs]
     got = {(c.variant, c.splits) for c in cost.rank([donor, borrower], recs2, 1000, 1000, 16384)}
-    assert (donor.name, 2) in got and (borrower.name, 0) in got, got
-    assert not any(v == borrower.name and s for v, s in got), got
+    assert (donor.name, 2) in got and not any(v == borrower.name for v, _ in got), got
+    whole = recs2 + [{**recs[0], "variant": borrower.name, "k": 8192}]
+    got = {(c.variant, c.splits) for c in cost.rank([donor, borrower], whole, 1000, 1000, 16384)}
+    assert (borrower.name, 0) in got and not any(v == borrower.name and s for v, s in got), got
 
 
 def test_the_indexed_table_anchors_where_a_scan_of_every_record_would():
