@@ -31,3 +31,25 @@ def test_suite_detects_a_wrong_backend(monkeypatch):
     monkeypatch.setattr(cpu, "reference", off_by_a_bit)
     results = run_conformance("cpu", dtypes=["float32"], variants=["reference"], quick=True)
     assert any(r.status == "fail" and r.group == "shapes" for r in results)
+
+
+def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
+    """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a
+    typo in a plugin's CI) fails with a message naming it and what exists; it had passed as
+    '1 skipped (empty parameter set)'. A valid filter still runs its cases."""
+    import os
+    import subprocess
+    import sys
+
+    def run(**env):
+        full = {**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1"}
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "polygemm.testing"],
+                              capture_output=True, text=True, env=full, cwd=tmp_path)
+
+    for env, named in (({"POLYGEMM_TEST_VARIANTS": "nosuch"}, "'nosuch'"),
+                       ({"POLYGEMM_TEST_VARIANTS": "blas,nosuch"}, "'nosuch'"),
+                       ({"POLYGEMM_TEST_DTYPES": "float128"}, "'float128'")):
+        r = run(**env)
+        assert r.returncode != 0 and named in r.stdout and "its variants: blas" in r.stdout, r.stdout[-2000:]
+    ok = run(POLYGEMM_TEST_VARIANTS="reference", POLYGEMM_TEST_DTYPES="float32", POLYGEMM_TEST_QUICK="1")
+    assert ok.returncode == 0 and " passed" in ok.stdout, ok.stdout[-2000:]

@@ -6,7 +6,8 @@ Environment variables choose what runs (a plugin's CI needs one line):
 * ``POLYGEMM_TEST_VARIANTS`` / ``POLYGEMM_TEST_DTYPES`` — comma-separated filters;
 * ``POLYGEMM_TEST_QUICK=1`` — the quick grid.
 
-An unavailable backend is one skipped test whose reason is the backend's.
+An unavailable backend is one skipped test whose reason is the backend's. An unknown backend,
+or filters that match no case of it, is one failing test that says so (a typo cannot pass CI).
 """
 
 from __future__ import annotations
@@ -36,7 +37,21 @@ def _params() -> list:
     ok, reason = _availability(be)
     if not ok:
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"backend {BACKEND!r} unavailable: {reason}"), id=f"{BACKEND}-unavailable")]
-    cases = iter_cases(be, dtypes=_split("POLYGEMM_TEST_DTYPES"), variants=_split("POLYGEMM_TEST_VARIANTS"), quick=os.environ.get("POLYGEMM_TEST_QUICK") == "1")
+    dtypes, variants = _split("POLYGEMM_TEST_DTYPES"), _split("POLYGEMM_TEST_VARIANTS")
+    table = be.variants()
+    names, kinds = {v.name for v in table}, {d for v in table for d in v.dtypes}
+    known = f"(its variants: {', '.join(sorted(names)) or 'none'}; its dtypes: {', '.join(sorted(kinds)) or 'none'})"
+    # a filter naming what the backend lacks (a typo) fails, rather than quietly testing less
+    unknown = [f"POLYGEMM_TEST_VARIANTS names {v!r}" for v in variants or () if v not in names] + \
+              [f"POLYGEMM_TEST_DTYPES names {d!r}" for d in dtypes or () if d not in kinds]
+    if unknown:
+        return [pytest.param(PolygemmError(f"{'; '.join(unknown)}, which backend {be.name!r} does not have {known}"),
+                             id=f"{be.name}-unknown-filter")]
+    cases = list(iter_cases(be, dtypes=dtypes, variants=variants, quick=os.environ.get("POLYGEMM_TEST_QUICK") == "1"))
+    if not cases:  # e.g. a dtype that none of the named variants computes
+        why = (f"POLYGEMM_TEST_VARIANTS={','.join(variants or ['(all)'])} and POLYGEMM_TEST_DTYPES={','.join(dtypes or ['(all)'])} "
+               f"match no case of backend {be.name!r} {known}")
+        return [pytest.param(PolygemmError(why), id=f"{be.name}-no-case")]
     return [pytest.param((be, *c), id=f"{be.name}-{c[0]}-{c[1]}-{c[2]}-{c[3]}") for c in cases]
 
 
