@@ -315,6 +315,28 @@ def test_batched_products_on_cuda(cuda, dtype, shapes):
             "batch" in pg.explain(cp.asarray(a), cp.asarray(b), device="cuda").launch
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_reversed_batches_on_device(cuda, dtype):
+    """Device batches that run backwards in memory (x[::-1], a negative batch stride) for a, b,
+    c and out: matrix i of the result is a[i] @ b[i] (the TMA rungs, whose tensor maps step
+    forwards only, hand such a batch to a rung that takes signed strides)."""
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(secrets.randbits(32))
+    a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((4, 64, 48), (4, 48, 80), (4, 64, 80)))
+    da, db, dc = cp.asarray(a)[::-1], cp.asarray(b)[::-1], cp.asarray(c)[::-1]
+    ra, rb, rc = a[::-1], b[::-1], c[::-1]
+    for variant in ("auto", "hgemm_v2_wgmma_tma" if dtype == np.float16 else "cm_v13_cp_async_narrow_tile"):
+        if variant.startswith("hgemm_v2") and cuda.runtime.cc < (9, 0):
+            continue
+        got = cp.asnumpy(pg.gemm(da, db, device="cuda", variant=variant))
+        out = cp.full((4, 64, 80), cp.nan, dtype=dtype)[::-1]
+        pg.gemm(da, db, dc, alpha=0.5, beta=-1.0, out=out, device="cuda", variant=variant)
+        into = cp.asnumpy(out)
+        for i in range(4):
+            assert reference_for(ra[i], rb[i]).compare(got[i]).ok, f"{variant} matrix {i} ({pg.last_plan().variant})"
+            assert reference_for(ra[i], rb[i], rc[i], 0.5, -1.0).compare(into[i]).ok, f"{variant} matrix {i}, c and out reversed"
+
+
 def test_batched_alpha_beta_with_c_on_device(cuda):
     cp = pytest.importorskip("cupy")
     rng = np.random.default_rng(secrets.randbits(32))

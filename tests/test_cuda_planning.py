@@ -316,6 +316,13 @@ def test_tma_rung_takes_batches_whose_strides_tma_can_step():
     assert plan_launch(spec, a, b, c, batch=(2, 512 * 512, 0, 512 * 512), sms=132).grid == (16, 1, 1)  # fewer tiles than SMs
     with pytest.raises(TmaUnsuitable, match="batch stride"):  # 17 x 24 halves: not 16-byte steps
         plan_launch(spec, _h("a", 17, 24, 24), _h("b", 24, 32, 32), _h("c", 17, 32, 32), batch=(3, 17 * 24 + 4, 0, 17 * 32))
+    # a reversed batch (x[::-1]: a negative batch stride) of A or B: tensor maps step forwards only
+    with pytest.raises(TmaUnsuitable, match="backwards"):
+        plan_launch(spec, a, b, c, batch=(3, -512 * 512, 0, 512 * 512), sms=132)
+    with pytest.raises(TmaUnsuitable, match="backwards"):
+        plan_launch(spec, a, b, c, batch=(3, 512 * 512, -512 * 512, 512 * 512), sms=132)
+    back_c = plan_launch(spec, a, b, c, batch=(3, 512 * 512, 0, -512 * 512), sms=132)  # C's is a plain signed offset
+    assert back_c.batch_strides == (512 * 512, 0, -512 * 512)
 
 
 def test_rungs_without_a_batched_build_launch_once_per_matrix():

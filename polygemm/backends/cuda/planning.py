@@ -377,6 +377,8 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         why = tma_refusal(a2, b2, c2)
         if why is None and batch[0] > 1 and any((st * a2.itemsize) % 16 for st in batch[1:]):
             why = "a batch stride is not a multiple of 16 bytes (TMA's rule for every stride)"
+        if why is None and batch[0] > 1 and min(batch[1:3]) < 0:  # C's is a plain signed offset
+            why = "A's or B's batch runs backwards in memory (a negative batch stride: tensor map strides are positive)"
         if why is not None:
             raise TmaUnsuitable(why)
     if spec.predicated:
