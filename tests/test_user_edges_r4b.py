@@ -198,13 +198,20 @@ def test_bench_device_from_the_environment_is_named_and_checked_before_the_run(c
     assert "device 'cuda' is unavailable" in captured.err and "polygemm bench:" not in captured.out
 
 
+def _sigint_default() -> None:
+    # a child inherits an ignored SIGINT (a test run started in the background by a
+    # non-interactive shell, as CI may be), and Python then never raises KeyboardInterrupt:
+    # give the child the default disposition, as a terminal's Ctrl-C would find it
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_bench_interrupted_keeps_what_it_timed_and_says_so(tmp_path):
     # Ctrl-C had printed a KeyboardInterrupt traceback and dropped every record timed so far
     out, md = tmp_path / "r.json", tmp_path / "r.md"
     proc = subprocess.Popen([sys.executable, "-m", "polygemm", "bench", "--device", "cpu", "--mode", "kernel", "--shapes",
                              "32x32x32", "48x48x48", "2048x2048x2048", "--repeats", "50", "--no-progress", "--json", str(out),
                              "--markdown", str(md)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                            cwd=str(ROOT))
+                            cwd=str(ROOT), preexec_fn=_sigint_default)
     deadline = time.monotonic() + 90
     seen = ""
     assert proc.stdout is not None
