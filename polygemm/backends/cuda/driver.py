@@ -299,6 +299,15 @@ class Kernel:
         def fail(rc: int) -> None:
             raise DeviceError(f"launching {entry} {where} failed: {drv.error_text(rc)}")
 
+        def packed(buf: bytes) -> _LaunchSlot:  # this thread's slot, holding the parameters
+            n = len(buf)
+            if n > _PARAM_CAPACITY:
+                raise DeviceError(f"{entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
+            slot = slot_of()
+            memmove(slot.params, buf, n)
+            slot.size[0] = n
+            return slot
+
         if cooperative:
             cu_launch_ex = drv.lib.cuLaunchKernelEx
             attr = drv.ffi.new("CUlaunchAttribute *")
@@ -313,12 +322,7 @@ class Kernel:
             lock = threading.Lock()  # the config's stream field is this launcher's, shared by threads
 
             def go_cooperative(buf: bytes, stream: int) -> None:
-                n = len(buf)
-                if n > _PARAM_CAPACITY:
-                    raise DeviceError(f"{entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
-                slot = slot_of()
-                memmove(slot.params, buf, n)
-                slot.size[0] = n
+                slot = packed(buf)
                 with lock:
                     cfg.hStream = stream_of(stream)
                     rc = cu_launch_ex(cfg, fn, null, slot.extra)
@@ -330,13 +334,7 @@ class Kernel:
             return go_cooperative
 
         def go(buf: bytes, stream: int) -> None:
-            n = len(buf)
-            if n > _PARAM_CAPACITY:
-                raise DeviceError(f"{entry}: {n} bytes of parameters exceed {_PARAM_CAPACITY}")
-            slot = slot_of()
-            memmove(slot.params, buf, n)
-            slot.size[0] = n
-            rc = cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream_of(stream), null, slot.extra)
+            rc = cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream_of(stream), null, packed(buf).extra)
             if rc != 0:
                 fail(rc)
 
