@@ -282,6 +282,16 @@ case "$what" in
       --only v2_e1_g8_persistent v3s6_e1_g4_persistent v2_e1_g8_c2x2 v2_e1_g8_c2x2_persistent128 v2bn192s5_e1_g8_c2 v2bn192s5_e1_g8_c2x2 v2bn192s5_e1_g8_c1x2 \
         v2bn128s6_e1_g8_c2x2 v2bn64s8_e1_g8_c2 v2bn64s8_e1_g8_c2x2 --json docs/benchmarks/${gpu}_cluster2x2.json
     ;;
+  small-ncu)  # issue 13: the launch-sized fp16 shapes under the profiler, our rungs beside cuBLAS's kernels (one launch each)
+    M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__cluster_dim_x,sm__cycles_active.avg,gpc__cycles_elapsed.max
+    for spec in "4096x16x4096 hgemm_v2_wgmma_tma_128x64 hgemm_v2_wgmma_tma_128x64:split_k=4 skinny_v1_fp16_col cublas" \
+                "17x4096x4096 hgemm_v2_wgmma_tma_128x128:split_k=4 hgemm_v3_wgmma_pingpong:split_k=8 skinny_v2_fp16_row cublas" \
+                "512x512x16384 hgemm_v2_wgmma_tma_128x128:split_k=8 cublas"; do
+      set -- $spec; shape=$1; shift
+      ncu --clock-control none --csv --metrics $M python3 tools/profile_rungs.py --dtype float16 --shape $shape "$@" \
+        > docs/benchmarks/ncu_small_$shape.csv
+    done
+    ;;
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do
       ncu --clock-control none -k regex:hgemm --csv --metrics \
