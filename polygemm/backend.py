@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 
 import numpy as np
 
-from .errors import ArgumentError, DTypeError, UnsupportedProblemError
+from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError
 from .problem import Call, GemmProblem, _host_layout
 
 __all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "FLOAT32_MAX"]
@@ -130,8 +130,9 @@ def store_result(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
 
 def check_call(plan: Plan, call: Call) -> None:
     """ArgumentError unless ``call``'s operands are those ``plan`` was made for: the same operands
-    present, each of the plan's shape and (NumPy arrays) dtype and memory layout, and alpha and
-    beta of the plan's kind (1 or not, 0 or not: plans may decide on them). Cheap (attributes,
+    present, each of the plan's shape, dtype, memory layout and batch strides (device arrays:
+    also where they live, their 16-byte alignment class and the pointer the call passes), and
+    alpha and beta of the plan's kind (1 or not, 0 or not: plans may decide on them). Cheap (attributes,
     no data); the core's own calls skip it (``call.matched``: its cache key fixes all of these)."""
     p = plan.problem
     for name, op, x in (("a", p.a, call.a), ("b", p.b, call.b), ("c", p.c, call.c), ("out", p.out, call.out)):
@@ -151,6 +152,10 @@ def check_call(plan: Plan, call: Call) -> None:
                 why = f"is {x.dtype.name}{'' if x.dtype.isnative else ' (non-native byte order)'}"
             elif _host_layout(x) != (op.layout, op.ld):
                 why = f"has strides {x.strides}"
+            elif tuple((int(n), int(st) // x.itemsize) for n, st in zip(x.shape[:-2], x.strides[:-2])) != op.batch_dims:
+                why = f"has batch strides {x.strides[:-2]}"
+        else:  # a device (or DLPack) array: described as the plan's operand was, then compared
+            why = _device_mismatch(name, op, x, getattr(call, f"{name}_ptr", 0))
         if why:
             plan_is = f"{want} {op.dtype.name} {op.layout}-major (ld={op.ld})"
             raise ArgumentError(f"{op.name} {why}, but the plan was made for {plan_is}; make the plan for these operands "
@@ -159,6 +164,31 @@ def check_call(plan: Plan, call: Call) -> None:
         if (now == pivot) != (then == pivot):
             raise ArgumentError(f"{name}={now:g} but the plan was made for {name}={then:g} ({name} {pivot:g} or not is "
                                 f"decided at plan time); make the plan for this call")
+
+
+def _device_mismatch(name: str, op: Any, x: Any, ptr: int) -> str:
+    """How device operand ``x`` differs from the plan's ``op`` ("" if it does not): dtype,
+    memory order, leading dimension, batch strides, where it lives, the pointer's 16-byte
+    alignment (plans pick aligned builds by it), and the pointer the call passes for it."""
+    from .problem import _operand
+
+    try:
+        got = _operand(name, x, writable=name == "out")
+    except PolygemmError as exc:
+        return f"cannot be read as the plan's operand ({exc})"
+    if got.dtype != op.dtype:
+        return f"is {got.dtype.name}"
+    if (got.layout, got.ld) != (op.layout, op.ld):
+        return f"is {got.layout}-major with ld={got.ld}"
+    if got.batch_dims != op.batch_dims:
+        return f"has batch strides {tuple(st for _, st in got.batch_dims)} (elements)"
+    if got.residency != op.residency:
+        return f"lives on {got.residency}"
+    if (got.ptr % 16 == 0) != (op.ptr % 16 == 0):
+        return "is not 16-byte aligned as the plan's was" if got.ptr % 16 else "is 16-byte aligned where the plan's was not"
+    if got.ptr and ptr and ptr != got.ptr:
+        return f"is at {got.ptr:#x} but the call passes {name}_ptr={ptr:#x}"
+    return ""
 
 
 def host_layouts(problem: GemmProblem) -> dict[str, str]:

@@ -167,17 +167,27 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _read_umask() -> int:
+    """The process's umask (read once, at import: reading it means setting it, which would race
+    with other threads creating files if done per write)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def write_file(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
     """Write ``path`` whole or not at all: ``write(fh)`` fills a temporary file beside it, which
     then replaces ``path`` (a failure or Ctrl-C while writing leaves the previous file as it
     was and no temporary behind)."""
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)  # through a symlink to the file it names (the link stays a link)
+    folder = os.path.dirname(path)
     try:
         mode = os.stat(path).st_mode & 0o777
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
@@ -708,7 +718,9 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
         lines.append(f"### {rs[0].backend} {dtype}: {unit[0]} ({beside})\n")
         lines.append("| variant | " + " | ".join(f"{m}×{n}×{k}" for m, n, k in shapes) + " |")
         lines.append("|---|" + "---|" * len(shapes))
-        vend = {(r.m, r.n, r.k): statistics.median(x.vendor_tflops for x in rs if (x.m, x.n, x.k) == (r.m, r.n, r.k)) for r in rs}
+        timed_at = {(r.m, r.n, r.k): [x.vendor_tflops for x in rs if (x.m, x.n, x.k) == (r.m, r.n, r.k) and x.vendor_tflops == x.vendor_tflops]
+                    for r in rs}  # records without a vendor timing (nan) say nothing of its pace
+        vend = {s: statistics.median(v) if v else float("nan") for s, v in timed_at.items()}
         if timed:
             lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(_num(vend[s], unit) for s in shapes) + " |")
         by = {(r.variant, r.m, r.n, r.k): r for r in rs}

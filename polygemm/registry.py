@@ -469,7 +469,8 @@ def get_backend(name: str) -> Backend:
     """The backend instance called ``name`` (available or not; see ``.probe()``).
 
     ``"cuda:0"`` names the ``cuda`` backend. Raises BackendUnavailableError for an
-    unknown name (suggesting the nearest known one) or one whose import failed.
+    unknown name (suggesting the nearest known one) or one whose import failed, and
+    ArgumentError for a name that is not a string or is ``"auto"`` (not a backend).
     """
     if not isinstance(name, str):
         raise ArgumentError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {name!r} ({type(name).__name__})")

@@ -41,8 +41,14 @@ def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
     import subprocess
     import sys
 
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+
     def run(**env):
-        full = {**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1"}
+        base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_TEST_")}  # a CI's own filters
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)  # the tree under test
+        full = {**base, "POLYGEMM_TEST_BACKEND": "cpu", "PYTHONPATH": path, **env, "PYTHONDONTWRITEBYTECODE": "1"}
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "polygemm.testing"],
                               capture_output=True, text=True, env=full, cwd=tmp_path)
 

@@ -372,7 +372,8 @@ def test_threadblocks_that_wait_on_each_other_launch_cooperatively(cuda, variant
     too_many = (launch.rt.sms * 64 * lp.cluster[0] * lp.cluster[1], 1, 1)
     go = launch.kernel().launcher(too_many, lp.block, lp.smem_bytes, cooperative=True)
     out_before = cp.asnumpy(first)
-    with pytest.raises(pg.DeviceError, match="COOPERATIVE_LAUNCH_TOO_LARGE|cooperatively"):
-        go(launch.prepare(int(da.data.ptr), int(db.data.ptr), int(first.data.ptr), 1.0, 0.0).main, 0)
+    prepared = launch.prepare(int(da.data.ptr), int(db.data.ptr), int(first.data.ptr), 1.0, 0.0)
+    with pytest.raises(pg.DeviceError, match="CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE"):
+        go(prepared.main, 0)
     cp.cuda.Device().synchronize()
     assert np.array_equal(cp.asnumpy(first), out_before)

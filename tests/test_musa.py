@@ -331,3 +331,17 @@ def test_execute_refuses_operands_that_are_not_those_of_the_plan(musa, rng):
     assert reference_for(a, b).compare(ok).ok
     with pytest.raises(ArgumentError, match=r"a .*\(8, 4\).*plan"):
         musa.execute(plan, Call(a[:, :4], b[:4], None, None, 0, 0, 0, 0, 1.0, 0.0, None))
+
+
+def test_a_cached_plan_is_not_reused_for_scalars_its_kernels_cannot_take(musa, rng):
+    """A plan made with alpha=2 was reused from the cache for alpha=1e39 (past float32), which
+    the kernels' float32 scalars turn into inf: the second call must be refused as the first
+    call with that alpha is."""
+    from polygemm.errors import UnsupportedProblemError
+
+    a, b = rand16(rng, (16, 8)), rand16(rng, (8, 4))
+    assert reference_for(a, b, None, 2.0, 0.0).compare(pg.gemm(a, b, alpha=2.0, device="musa")).ok
+    for alpha in (1e39, 1e-47):
+        with pytest.raises(UnsupportedProblemError, match="float32"):
+            pg.gemm(a, b, alpha=alpha, device="musa")
+    assert reference_for(a, b, None, 3.0, 0.0).compare(pg.gemm(a, b, alpha=3.0, device="musa")).ok

@@ -87,6 +87,8 @@ def test_execute_refuses_operands_that_are_not_those_of_the_plan(rng, backend):
         backend.execute(plan, _call(a.astype(np.float64), b.astype(np.float64)))
     with pytest.raises(ArgumentError, match="b .*plan"):
         backend.execute(plan, _call(a, np.asfortranarray(b)[:, :2]))
+    with pytest.raises(ArgumentError, match="b has strides .*plan"):  # the same shape, column-major
+        backend.execute(plan, _call(a, np.asfortranarray(b)))
     with pytest.raises(ArgumentError, match="passes c, but its plan has no c"):
         backend.execute(plan, _call(a, b, c=a @ b, beta=1.0))
     with pytest.raises(ArgumentError, match="alpha"):

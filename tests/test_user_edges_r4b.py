@@ -182,15 +182,13 @@ def test_bench_records_without_a_vendor_are_strict_json(tmp_path, monkeypatch, f
         sys.modules.pop("pg_novendor_plugin", None)
 
 
-def test_bench_device_from_the_environment_is_named_and_checked_before_the_run(capsys):
+def test_bench_device_from_the_environment_is_named_and_checked_before_the_run(capsys, monkeypatch):
     # POLYGEMM_DEVICE=bogus polygemm bench said "unknown device 'bogus'" to a user who passed no --device;
     # an unavailable --device printed the run's heading first
-    os.environ["POLYGEMM_DEVICE"] = "bogus"
-    try:
+    with monkeypatch.context() as env:
+        env.setenv("POLYGEMM_DEVICE", "bogus")
         assert main(["bench", "--shapes", "8x8x8"]) == 2
         assert "$POLYGEMM_DEVICE='bogus'" in capsys.readouterr().err
-    finally:
-        del os.environ["POLYGEMM_DEVICE"]
     if {i.name: i for i in pg.backends()}["cuda"].available:
         return
     assert main(["bench", "--device", "cuda", "--shapes", "8x8x8"]) == 2

@@ -70,7 +70,7 @@ CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const C
 typedef struct {
     int id;
     char pad[4];
-    union { char raw[64]; int cooperative; } value;
+    union { char raw[64]; int cooperative; unsigned long long align; } value;
 } CUlaunchAttribute;
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
