@@ -9,6 +9,20 @@ out=${1:-gpu-results}; shift || true
 mkdir -p "$out"
 rc=0
 python3 -m polygemm info 2>&1 | tee "$out/info.txt"
+# without a usable cuda backend nothing below can run: say why, once, instead of a traceback
+python3 - <<'PY' || exit 2
+import sys, polygemm
+info = {i.name: i for i in polygemm.backends()}["cuda"]
+if not info.available:
+    sys.exit(f"tools/gpu_tests.sh needs the cuda backend (an NVIDIA GPU, its driver and PyCUDA): {info.reason}")
+PY
+# --timeout needs the pytest-timeout plugin, which the [test] extra does not bring
+timeout_arg=()
+if python3 -c "import pytest_timeout" 2>/dev/null; then
+  timeout_arg=(--timeout=300)
+else
+  echo "note: pytest-timeout is not installed (pip install pytest-timeout): the tests run without a per-test time limit" >&2
+fi
 python3 - <<'PY' 2>&1 | tee "$out/precompile.txt"
 import time, polygemm as pg
 be = pg.get_backend("cuda")
@@ -16,8 +30,8 @@ t = time.time()
 n = be.runtime.precompile(threads=16)
 print(f"precompiled {n} kernel builds in {time.time() - t:.1f} s")
 PY
-python3 -m pytest tests/test_cuda*.py -m cuda -q -rfEs --timeout=300 --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
+python3 -m pytest tests/test_cuda*.py -m cuda -q -rfEs ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))
-POLYGEMM_MUSA_TEST_FLAVOR=cuda python3 -m pytest tests/test_musa.py -q -rfEs --timeout=300 --junitxml="$out/musa_cuda.xml" 2>&1 | tee "$out/musa_cuda_tests.txt"
+POLYGEMM_MUSA_TEST_FLAVOR=cuda python3 -m pytest tests/test_musa.py -q -rfEs ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/musa_cuda.xml" 2>&1 | tee "$out/musa_cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))
 exit $rc
