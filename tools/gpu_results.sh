@@ -18,6 +18,21 @@
 # copy the files out afterwards.
 set -uo pipefail
 what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+# every target but retune measures the GPU and overwrites committed results: without a usable cuda
+# backend (or, for the ncu targets, without ncu) it would replace them with all-skip tables or empty
+# files and exit 0, so refuse before anything is written
+if [ "$what" != retune ]; then
+  python3 - "$what" <<'PY' || exit 2
+import sys, polygemm
+info = {i.name: i for i in polygemm.backends()}["cuda"]
+if not info.available:
+    sys.exit(f"tools/gpu_results.sh {sys.argv[1]} needs the cuda backend (an NVIDIA GPU, its driver and PyCUDA); "
+             f"nothing was written: {info.reason}")
+PY
+fi
+case "$what" in
+  *ncu) command -v ncu >/dev/null || { echo "tools/gpu_results.sh $what needs Nsight Compute's ncu on PATH; nothing was written" >&2; exit 2; } ;;
+esac
 mkdir -p docs/benchmarks docs/matrix
 # results are named by the GPU they ran on (h200_..., h100_...): the device tool may lend an H100
 # for an H200; retune reads the H200 files and paces other GPUs' records to the H200's vendor
@@ -169,7 +184,7 @@ case "$what" in
     # first: the newest side-by-side runs (at a shape measured in several runs the first file's
     # record anchors a rung: the small and mid shapes where an older run's slow cuBLAS made a
     # rung look faster than it is, measured again beside every candidate in one run)
-    python3 tools/update_tuning.py docs/benchmarks/h100_tune_64x64_small_fp16.json docs/benchmarks/h100_tune_64x64_fp16.json docs/benchmarks/h100_tune_small3_fp16.json docs/benchmarks/h100_tune_small_fp16.json docs/benchmarks/h100_tune_small2_fp16.json \
+    python3 tools/update_tuning.py docs/benchmarks/h200_tune_session28b_fp16.json docs/benchmarks/h200_tune_session28_fp16.json docs/benchmarks/h100_tune_64x64_small_fp16.json docs/benchmarks/h100_tune_64x64_fp16.json docs/benchmarks/h100_tune_small3_fp16.json docs/benchmarks/h100_tune_small_fp16.json docs/benchmarks/h100_tune_small2_fp16.json \
       docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_wide_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
