@@ -181,10 +181,17 @@ case "$what" in
     ;;
   retune)  # the tuning tables from the committed measurements (no GPU needed); the sweep's and the targets'
           # kernel-mode records measure auto's own choices, so a choice that measured slow anchors on that
-    # first: the newest side-by-side runs (at a shape measured in several runs the first file's
-    # record anchors a rung: the small and mid shapes where an older run's slow cuBLAS made a
-    # rung look faster than it is, measured again beside every candidate in one run)
-    python3 tools/update_tuning.py docs/benchmarks/h200_sweep_kernel_fp16_s28.json docs/benchmarks/h200_tune_session28f_fp16.json docs/benchmarks/h200_tune_session28e_fp16.json docs/benchmarks/h200_tune_session28d_fp16.json docs/benchmarks/h200_tune_session28c_fp16.json docs/benchmarks/h200_tune_session28b_fp16.json docs/benchmarks/h200_tune_session28_fp16.json docs/benchmarks/h100_tune_64x64_small_fp16.json docs/benchmarks/h100_tune_64x64_fp16.json docs/benchmarks/h100_tune_small3_fp16.json docs/benchmarks/h100_tune_small_fp16.json docs/benchmarks/h100_tune_small2_fp16.json \
+    # first, newest first: this session's runs (at a shape measured in several runs the first
+    # file's record anchors a rung): the H200's sweep of auto's choices and its side-by-side runs
+    # of the candidates where auto measured short; the H100's side-by-side runs of the small and
+    # mid shapes (where an older run's slow cuBLAS made rungs look faster than they run) and of
+    # the 64x64 row
+    python3 tools/update_tuning.py docs/benchmarks/h200_sweep_kernel_fp16_s28.json \
+      docs/benchmarks/h200_tune_session28f_fp16.json docs/benchmarks/h200_tune_session28e_fp16.json \
+      docs/benchmarks/h200_tune_session28d_fp16.json docs/benchmarks/h200_tune_session28c_fp16.json \
+      docs/benchmarks/h200_tune_session28b_fp16.json docs/benchmarks/h200_tune_session28_fp16.json \
+      docs/benchmarks/h100_tune_64x64_small_fp16.json docs/benchmarks/h100_tune_64x64_fp16.json \
+      docs/benchmarks/h100_tune_small3_fp16.json docs/benchmarks/h100_tune_small_fp16.json docs/benchmarks/h100_tune_small2_fp16.json \
       docs/benchmarks/h200_tune_fp16.json docs/benchmarks/h200_tune_wide_fp16.json docs/benchmarks/h200_tune_persistent_fp16.json \
       docs/benchmarks/h200_tune_skinny_fp16.json docs/benchmarks/h200_tune_batched_fp16.json docs/benchmarks/h200_tune_split_fp16.json \
       docs/benchmarks/h200_tune_big_fp16.json docs/benchmarks/h200_tune_autopass1_fp16.json docs/benchmarks/h200_sweep_kernel_fp16.json \
