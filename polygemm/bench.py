@@ -462,6 +462,9 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
         return np.matmul(a, b, out=out)
 
     if "host" in be.residencies and len(be.residencies) == 1:
+        if prefer not in ("auto", "numpy"):  # it had been ignored: the run timed NumPy arrays all the same
+            raise UnsupportedProblemError(f"--array-lib {prefer}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
+                                          "timed on NumPy arrays; omit --array-lib")
         return _ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt), np_vendor,
                          "numpy.matmul(a, b, out=out)", np_vendor, "numpy.matmul(a, b, out=out)")
     if dtype == "bfloat16" and prefer == "cupy":
@@ -496,7 +499,8 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
                              lambda a, b, out: np.copyto(out, to_numpy(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()))),
                              "torch.matmul(a.cuda(), b.cuda()).cpu()", torch.matmul, "torch.matmul(a, b)")
         except ImportError:
-            pass
+            if prefer == "torch":  # as --array-lib cupy without CuPy: not a silent run on other arrays
+                raise UnsupportedProblemError("--array-lib torch: torch is not importable") from None
     from .api import gemm
 
     vendor = next((v.name for v in be.variants() if v.vendor and dtype in v.dtypes), None)

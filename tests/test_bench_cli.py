@@ -317,3 +317,13 @@ def test_call_mode_variants_all_times_each_variant_through_the_call(tmp_path):
 
     want = {v.name for v in get_backend("cpu").variants() if "float32" in v.dtypes and not v.vendor}
     assert {r.requested for r in recs} == want and all(r.mode == "call" for r in recs)
+
+
+def test_array_lib_that_cannot_be_used_is_an_error_not_ignored(capsys):
+    """--array-lib torch on the cpu backend had been ignored (the call was timed on NumPy arrays
+    all the same, exit 0); it is a usage error naming why, as --array-lib cupy without CuPy is."""
+    from polygemm.cli import main
+
+    assert main(["bench", "--device", "cpu", "--mode", "call", "--array-lib", "torch", "--shapes", "8x8x8",
+                 "--repeats", "1", "--no-progress"]) == 2
+    assert "--array-lib torch: backend 'cpu' takes host (NumPy) arrays" in capsys.readouterr().err

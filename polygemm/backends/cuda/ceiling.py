@@ -140,7 +140,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("ceiling", help="cuda: the mma.sync throughput ceiling beside cuBLAS HGEMM (same process)")
-    s.add_argument("--repeats", type=int, default=5)
-    s.add_argument("--json", metavar="PATH")
-    s.add_argument("--markdown", metavar="PATH")
+    s.add_argument("--repeats", type=int, default=5, help="timed repeats of each kernel (median reported; default 5)")
+    s.add_argument("--json", metavar="PATH", help="write the records as JSON to PATH")
+    s.add_argument("--markdown", metavar="PATH", help="write the table as markdown to PATH")
     s.set_defaults(fn=cmd_ceiling)
