@@ -85,3 +85,28 @@ def test_bench_output_through_a_symlink_keeps_the_link(tmp_path):
     mask = os.umask(0o022)
     os.umask(mask)
     assert fresh.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_cpu_dlpack_operand_is_compared_by_what_it_holds_not_where():
+    """A CPU DLPack array (torch CPU, JAX) in a Call is read through NumPy: another buffer of the
+    plan's shape, dtype and layout passes, whatever its address's alignment."""
+    class DLPackOnly:
+        def __init__(self, arr):
+            self._a = arr
+
+        def __dlpack__(self, stream=None, **kw):
+            return self._a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self._a.__dlpack_device__()
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 3)).astype(np.float32)
+    cpu = pg.get_backend("cpu")
+    plan = cpu.plan(normalize(a, b))
+    raw = np.empty(8 * 4 + 1, np.float32)[1:].reshape(8, 4)  # 4 bytes off the plan's array's alignment
+    raw[...] = a
+    check_call(plan, Call(DLPackOnly(raw), b, None, None, 0, 0, 0, 0, 1.0, 0.0, None))  # no alignment class on the host
+    with pytest.raises(ArgumentError, match="a is float64"):
+        check_call(plan, Call(DLPackOnly(raw.astype(np.float64)), b, None, None, 0, 0, 0, 0, 1.0, 0.0, None))
