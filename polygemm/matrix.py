@@ -131,6 +131,8 @@ def render_table(results: list[CaseResult], quick: bool = False) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    if args.variants:  # comma or space separated, as bench's --variants and POLYGEMM_TEST_VARIANTS take them
+        args.variants = [v.strip() for item in args.variants for v in item.split(",") if v.strip()]
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
     if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing
         asked = " ".join(f"--{k} {' '.join(v)}" for k, v in (("backends", args.backends), ("variants", args.variants),
@@ -152,7 +154,7 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("matrix", help="run the conformance suite over every backend; pass/fail/skip table")
     s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
                    help="backend names (default: every discovered backend); an unknown name is an error")
-    s.add_argument("--variants", nargs="+", help="only these variants (default: every variant of each backend)")
+    s.add_argument("--variants", nargs="+", help="only these variants, comma or space separated (default: every variant of each backend)")
     s.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32", "float64"], help="only these dtypes (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")
     s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')

@@ -327,3 +327,14 @@ def test_array_lib_that_cannot_be_used_is_an_error_not_ignored(capsys):
     assert main(["bench", "--device", "cpu", "--mode", "call", "--array-lib", "torch", "--shapes", "8x8x8",
                  "--repeats", "1", "--no-progress"]) == 2
     assert "--array-lib torch: backend 'cpu' takes host (NumPy) arrays" in capsys.readouterr().err
+
+
+def test_matrix_takes_comma_separated_variants_as_bench_does(capsys):
+    """matrix --variants blas,reference had been 'not a variant' (bench --variants and
+    POLYGEMM_TEST_VARIANTS take comma lists); it runs both."""
+    from polygemm.cli import main
+
+    assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--variants", "blas,reference",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "blas" in out and "reference" in out
