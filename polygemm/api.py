@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import registry
-from .backend import FLOAT32_MAX, Backend, Plan
+from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper
 from .problem import Call, GemmProblem, _check_dtype, _scalar, common_stream, host_convert, normalize, operand_view
@@ -175,10 +175,6 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     return backend, plan, problem
 
 
-#: below half float32's smallest subnormal a nonzero scalar rounds to 0 as float32
-_F32_TINY = float(np.finfo(np.float32).smallest_subnormal) / 2
-
-
 def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], list[Any]] | None:
     """The cache key of a call and the operands' (pointer, stream) views; None when some
     operand takes the full normalization every time."""
@@ -197,7 +193,7 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     in_place = out is not None and c is not None and (out is c or (vo[1] != 0 and vo[1] == vc[1]))
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
-    fit32 = _F32_TINY < abs(alpha) <= FLOAT32_MAX or alpha == 0.0, _F32_TINY < abs(beta) <= FLOAT32_MAX or beta == 0.0
+    fit32 = fits_float32(alpha), fits_float32(beta)
     key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], alpha == 1.0, beta == 0.0, in_place, out_dtype, fit32)
     return key, [va, vb, vc, vo]
 

@@ -17,11 +17,20 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError
-from .problem import Call, GemmProblem, _host_layout
+from .problem import Call, GemmProblem, _host_layout, _operand
 
-__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "FLOAT32_MAX"]
+__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "fits_float32", "FLOAT32_MAX"]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: below half float32's smallest subnormal a nonzero value rounds to 0 as float32
+_FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal) / 2
+
+
+def fits_float32(value: float) -> bool:
+    """Whether ``value`` (alpha, beta) survives as a float32 kernel scalar: neither past
+    float32's range nor a nonzero that rounds to 0. Plain float arithmetic: the plan cache asks
+    on every call."""
+    return value == 0.0 or _FLOAT32_TINY < abs(value) <= FLOAT32_MAX
 
 
 @dataclass(frozen=True)
@@ -170,8 +179,6 @@ def _device_mismatch(name: str, op: Any, x: Any, ptr: int) -> str:
     """How device operand ``x`` differs from the plan's ``op`` ("" if it does not): dtype,
     memory order, leading dimension, batch strides, where it lives, the pointer's 16-byte
     alignment (plans pick aligned builds by it), and the pointer the call passes for it."""
-    from .problem import _operand
-
     try:
         got = _operand(name, x, writable=name == "out")
     except PolygemmError as exc:
@@ -243,7 +250,7 @@ class Backend(abc.ABC):
 
     def supports(self, problem: GemmProblem) -> str | None:
         """None if this backend can compute ``problem``, else the reason it cannot."""
-        if self.float32_scalars and any(abs(v) > FLOAT32_MAX or (v != 0.0 and np.float32(v) == 0.0) for v in (problem.alpha, problem.beta)):
+        if self.float32_scalars and not (fits_float32(problem.alpha) and fits_float32(problem.beta)):
             return "alpha or beta does not fit its kernels' float32 scalars"
         if problem.batch and not self.batched:
             return "computes one matrix product per call (no batches)"
@@ -293,7 +300,7 @@ class Backend(abc.ABC):
             )
         if self.float32_scalars:
             for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
-                if abs(value) > FLOAT32_MAX or (value != 0.0 and np.float32(value) == 0.0):
+                if not fits_float32(value):
                     raise UnsupportedProblemError(
                         f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels; "
                         f"scale a or c by it first, or use device='cpu' (device='auto' does so)"
