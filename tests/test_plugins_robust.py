@@ -20,7 +20,7 @@ import pytest
 
 import polygemm as pg
 from polygemm.cli import main
-from test_registry import PLUGIN, install_fake_distribution
+from test_registry import PLUGIN, install_fake_distribution, install_fake_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,11 +176,10 @@ class B(Base):
 
 
 def test_plugin_cannot_take_over_a_builtin_name(tmp_path, monkeypatch, fresh_registry):
-    install_fake_distribution(tmp_path, "pg_impostor", "pg_impostor_plugin", IMPOSTOR, {"cpu": "pg_impostor_plugin:B"})
-    install_fake_distribution(tmp_path, "pg_double", "pg_double_plugin", PLUGIN, {"double": "pg_double_plugin:DoubleBackend"})
-    install_fake_distribution(tmp_path, "pg_double2", "pg_double2_plugin", PLUGIN, {"double": "pg_double2_plugin:DoubleBackend"})
-    monkeypatch.syspath_prepend(str(tmp_path))
-    fresh_registry.refresh()
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("pg_impostor", "pg_impostor_plugin", IMPOSTOR, {"cpu": "pg_impostor_plugin:B"}),
+                         ("pg_double", "pg_double_plugin", PLUGIN, {"double": "pg_double_plugin:DoubleBackend"}),
+                         ("pg_double2", "pg_double2_plugin", PLUGIN, {"double": "pg_double2_plugin:DoubleBackend"}))
     try:
         infos = _infos()
         # polygemm's own cpu: the built-in table from a checkout, its own entry point when installed

@@ -24,6 +24,16 @@ def install_fake_distribution(root: Path, dist: str, module: str, source: str, e
     (info / "entry_points.txt").write_text(f"[polygemm.backends]\n{lines}\n")
 
 
+def install_fake_plugins(root: Path, monkeypatch: pytest.MonkeyPatch, registry: object,
+                         *dists: tuple[str, str, str, dict[str, str]]) -> None:
+    """Install each (dist, module, source, entry points) under ``root``, put ``root`` on the
+    import path and let ``registry`` (the fresh_registry fixture) discover them."""
+    for dist in dists:
+        install_fake_distribution(root, *dist)
+    monkeypatch.syspath_prepend(str(root))
+    registry.refresh()  # type: ignore[attr-defined]
+
+
 PLUGIN = """
 import numpy as np
 from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts

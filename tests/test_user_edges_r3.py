@@ -12,7 +12,7 @@ import pytest
 
 import polygemm as pg
 from polygemm.errors import ArgumentError, BackendUnavailableError
-from test_registry import PLUGIN, install_fake_distribution
+from test_registry import PLUGIN, install_fake_distribution, install_fake_plugins
 
 
 def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -110,11 +110,10 @@ def test_plans_print_pickle_and_copy(rng):
 def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeypatch, fresh_registry, rng):
     # a plugin named "CPU" had been registered beside the built-in cpu: get_backend("CPU") gave the
     # plugin while device="CPU" ran the built-in; two plugins "MyDev" and "mydev" were both kept
-    install_fake_distribution(tmp_path, "pg_shout", "pg_shout_plugin", PLUGIN, {"CPU": "pg_shout_plugin:DoubleBackend"})
-    install_fake_distribution(tmp_path, "pg_first", "pg_first_plugin", PLUGIN, {"MyDev": "pg_first_plugin:DoubleBackend"})
-    install_fake_distribution(tmp_path, "pg_second", "pg_second_plugin", PLUGIN, {"mydev": "pg_second_plugin:DoubleBackend"})
-    monkeypatch.syspath_prepend(str(tmp_path))
-    fresh_registry.refresh()
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("pg_shout", "pg_shout_plugin", PLUGIN, {"CPU": "pg_shout_plugin:DoubleBackend"}),
+                         ("pg_first", "pg_first_plugin", PLUGIN, {"MyDev": "pg_first_plugin:DoubleBackend"}),
+                         ("pg_second", "pg_second_plugin", PLUGIN, {"mydev": "pg_second_plugin:DoubleBackend"}))
     try:
         infos = {i.name: i for i in pg.backends()}
         assert "CPU" not in infos and "clashes with the built-in 'cpu'" in infos["CPU@pg-shout"].reason
