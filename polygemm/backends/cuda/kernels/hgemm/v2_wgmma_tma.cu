@@ -22,11 +22,10 @@
 //     accumulator rows through its own 2 KB shared buffer (stmatrix for a 16-bit C), so C is
 //     written with coalesced 16-byte stores instead of 4/8-byte stores scattered over 8 rows
 //     (HG2_EPILOGUE=0, kept for comparison);
-//   * optional thread-block clusters: HG2_CLUSTER=2 or 4 CTAs own vertically adjacent tiles and
+//   * optional thread-block clusters: HG2_CLUSTER=2 CTAs own vertically adjacent tiles and
 //     share their B tile, HG2_CLUSTER_N=2 CTAs horizontally adjacent ones and share A; each
 //     CTA loads its share of a shared tile, multicast to the CTAs that share it (L2 traffic of
-//     that operand falls to a half or a quarter; an N-major B tile of fewer 64-column boxes
-//     than CTAs is loaded by the first CTAs alone). A stage goes back to the producers once every CTA's consumers
+//     that operand halves). A stage goes back to the producers once every CTA's consumers
 //     have released it (one remote arrival per consumer warpgroup and CTA, without a
 //     .release.cluster fence: that compiles to MEMBAR.ALL.GPU before every arrival).
 //
@@ -169,9 +168,7 @@ static_assert(!kPingpong || (kConsumers == 2 && kCluster == 1 && kBN == 128),
 static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
 static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && kCluster == 1),
               "PG_STREAMK: one product, cooperative consumers, no cluster");
-static_assert((kClusterM == 1 || kClusterM == 2 || kClusterM == 4) && (kClusterN == 1 || kClusterN == 2),
-              "clusters of 1, 2 or 4 CTAs along M and of 1 or 2 along N");
-static_assert(!PG_TRANS_B || kBN / kClusterM >= 8, "each CTA's share of a K-major B tile is 8 rows or more");
+static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2), "clusters of 1 or 2 CTAs along M and N");
 static_assert(kClusterN == 1 || (PG_TRANS_A ? kBM / 64 : kBM) % kClusterN == 0, "the A tile splits between the CTAs sharing it");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
 static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
@@ -803,14 +800,14 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                                     m0 + rank_n * (kBM / kClusterN), za, fb, mask_a);
 #endif
 #if PG_TRANS_B
-                    if (kClusterM > 1) {  // rows [rank_m*BN/kClusterM, +BN/kClusterM) of the K-major B tile
+                    if (kClusterM > 1) {  // rows [rank_m*BN/2, +BN/2) of the K-major B tile
                         HG2_LOAD_MC(sb + rank_m * (kBTileBytes / kClusterM), &tmap_b, k0,
                                     n0 + rank_m * (kBN / kClusterM), zb, fb, mask_b);
                     } else {
                         HG2_LOAD(sb, &tmap_b, k0, n0, zb, fb);
                     }
 #else
-                    if (kClusterM > 1) {  // the N-major B tile's boxes jj with jj % kClusterM == rank_m
+                    if (kClusterM > 1) {  // the N-major B tile's boxes jj with jj % 2 == rank_m
 #pragma unroll
                         for (int jj = 0; jj < kBN / 64; ++jj)
                             if (jj % kClusterM == rank_m)
