@@ -52,7 +52,7 @@ def test_split_k_workspace_frees_the_destination_from_tma_rules():
 def test_split_refusals_name_the_reason():
     assert "not a multiple" in split_refusal(V3, h("a", 64, 1000), h("b", 1000, 64), 3)
     assert "16-byte" in split_refusal(V3, h("a", 64, 1020), h("b", 1020, 64), 10)  # slices of 102 halves
-    assert "batched build" in split_refusal(SPECS["cm_v12_cp_async"], f("a", 64, 4096), f("b", 4096, 64), 4)
+    assert "batched build" in split_refusal(SPECS["cm_v11_smem_double_buffer"], f("a", 64, 4096), f("b", 4096, 64), 4)
     with pytest.raises(pg.UnsupportedProblemError, match="cannot split K"):
         plan_launch(V3, h("a", 64, 1000), h("b", 1000, 64), h("c", 64, 64), splits=3)
 
@@ -106,7 +106,7 @@ def test_auto_reason_names_the_model_and_its_anchor():
 def test_split_choices_are_equal_slices_of_whole_k_tiles():
     assert cost.split_choices(V3, 16384)[:3] == [2, 4, 8]
     assert cost.split_choices(V3, 65537) == []  # prime K: no equal slices
-    assert cost.split_choices(SPECS["cm_v12_cp_async"], 16384) == []  # no batched build
+    assert cost.split_choices(SPECS["cm_v11_smem_double_buffer"], 16384) == []  # no batched build
     assert all(16384 // s >= cost.MIN_SLICE_K for s in cost.split_choices(V3, 16384))
 
 
@@ -118,7 +118,7 @@ def test_variant_names_a_split_explicitly():
     with pytest.raises(pg.UnsupportedProblemError, match="at least 2"):
         be.get_variant("hgemm_v3_wgmma_pingpong:split_k=one")
     with pytest.raises(pg.UnsupportedProblemError, match="cannot split K"):
-        be.get_variant("cm_v12_cp_async:split_k=2")
+        be.get_variant("cm_v11_smem_double_buffer:split_k=2")
 
 
 # -- operands past 32-bit offsets -------------------------------------------------------------

@@ -333,9 +333,9 @@ def test_rungs_without_a_batched_build_launch_once_per_matrix():
 
 
 def test_auto_takes_batches_to_rungs_that_run_them_in_one_launch():
-    records = [{"variant": "cm_v12_cp_async", "dtype": "float32", "m": 512, "n": 512, "k": 512, "tflops": 45.0},
+    records = [{"variant": "cm_v11_smem_double_buffer", "dtype": "float32", "m": 512, "n": 512, "k": 512, "tflops": 45.0},
                {"variant": "cm_v13_cp_async_narrow_tile", "dtype": "float32", "m": 512, "n": 512, "k": 512, "tflops": 40.0}]
-    assert choose_auto_variant(512, 512, 512, "float32", records)[0] == "cm_v12_cp_async"
+    assert choose_auto_variant(512, 512, 512, "float32", records)[0] == "cm_v11_smem_double_buffer"
     chosen = choose_auto_variant(512, 512, 512, "float32", records, batched=True)[0]
     assert SPECS[chosen].batch and chosen == "cm_v13_cp_async_narrow_tile"
 

@@ -206,7 +206,8 @@ case "$what" in
       docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json \
       docs/benchmarks/h100_tune_cluster256_fp16.json docs/benchmarks/h100_tune_cluster_split_fp16.json \
       docs/benchmarks/h100_tune_cluster_choices_fp16.json
-    python3 tools/update_tuning.py docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
+    python3 tools/update_tuning.py docs/benchmarks/h200_tune_v12_split_fp32.json docs/benchmarks/h200_tune_v12_split_big_fp32.json \
+      docs/benchmarks/h200_tune_batched_v12_fp32.json docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
       docs/benchmarks/h200_tune_tiles_fp32.json docs/benchmarks/h200_tune_tiles_split_fp32.json docs/benchmarks/h200_tune_deep_fp32.json \
       docs/benchmarks/h200_tune_skinny_long_fp32.json docs/benchmarks/h200_targets_kernel_fp32.json \
