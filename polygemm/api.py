@@ -25,7 +25,7 @@ import numpy.typing as npt
 from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ShapeError
-from .interop import allocator, dlpack_interface, host_wrapper
+from .interop import allocator, dlpack_interface, host_wrapper, result_like
 from .problem import Call, GemmProblem, _check_dtype, _scalar, common_stream, host_convert, normalize, operand_view
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
@@ -259,7 +259,7 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
                         views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream, matched=True)  # the key fixes them
             return entry, call, True
     backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
-    entry = _entry_for(backend, plan, problem, a)
+    entry = _entry_for(backend, plan, problem, result_like(a, b))
     if found is not None:
         _cache.put(found[0], entry)
     return entry, Call.from_problem(problem), False

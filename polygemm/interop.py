@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "torch_stream", "torch_view", "cupy_view", "device_index",
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "cupy_view", "device_index",
            "torch_dlpack_only", "device_pointer", "raw_view"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -247,10 +247,23 @@ def allocator(kind: str, like: Any) -> Callable[[tuple[int, ...], np.dtype], Any
     return alloc
 
 
+def result_like(a: Any, b: Any) -> Any:
+    """The operand whose type the result takes: for NumPy subclasses (``np.matrix``) the one
+    ``numpy.matmul`` would follow, the subclass of higher ``__array_priority__`` (``a`` on a
+    tie); ``a`` otherwise."""
+    subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray]
+    if not subs:
+        return a
+    return max(subs, key=lambda x: float(getattr(x, "__array_priority__", 0.0)))  # max keeps the first of equals
+
+
 def host_wrapper(kind: str, like: Any) -> Callable[[np.ndarray], Any] | None:
     """For host data of another library (torch CPU, JAX, ...): turn a NumPy result into that
-    kind without a copy (``xp.from_dlpack``); None for NumPy."""
+    kind without a copy (``xp.from_dlpack``); for an ndarray subclass (``np.matrix``), that
+    subclass through its ``__array_wrap__``, as ``numpy.matmul`` returns it; None for NumPy."""
     if kind == "numpy":
+        if isinstance(like, np.ndarray) and type(like) is not np.ndarray:
+            return like.__array_wrap__  # np.matrix makes a 1-D result a row, as numpy.matmul does
         return None
     xp = _namespace(like)
     if xp is None or not hasattr(xp, "from_dlpack"):

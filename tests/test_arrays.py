@@ -188,3 +188,24 @@ def test_a_broadcast_batch_is_copied_only_for_a_backend_that_needs_it(rng):
     assert made.a.batch_stride == 20 and np.array_equal(made.a.array[1, 2], a[1, 0])
     eager = normalize(a, b)  # the default: made real at once, as before
     assert eager.a.broadcast and not eager.a.pending and eager.a.batch_stride == made.a.batch_stride
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")  # NumPy's own note on np.matrix
+def test_numpy_subclasses_come_back_as_numpy_matmul_returns_them(rng):
+    """An ndarray subclass in (``np.matrix``) gives that subclass out, the one numpy.matmul
+    follows (the operand of higher ``__array_priority__``), vectors included; a plain ndarray
+    call after it still gives a plain ndarray (nothing of the subclass kept with the plan)."""
+    a = np.matrix(rand(rng, (3, 4)))
+    b = np.matrix(rand(rng, (4, 2)))
+    plain_a, plain_b = np.asarray(a), np.asarray(b)
+    for x, y in [(a, b), (plain_a, b), (a, plain_b)]:
+        got, want = pg.gemm(x, y, device="cpu"), np.matmul(x, y)
+        assert type(got) is np.matrix and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+    for x, y in [(a, rand(rng, (4,))), (rand(rng, (3,)), a)]:
+        got, want = pg.matmul(x, y, device="cpu"), np.matmul(x, y)
+        assert type(got) is np.matrix and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+    c = np.matrix(rand(rng, (3, 2)))
+    assert type(pg.gemm(a, b, c, beta=0.5, device="cpu")) is np.matrix
+    assert type(pg.gemm(plain_a, plain_b, device="cpu")) is np.ndarray
