@@ -264,7 +264,7 @@ case "$what" in
     ;;
   matrix)
     musa_lib
-    python3 -m polygemm matrix --no-progress --json docs/matrix/h200.json | tee docs/matrix/h200.md
+    python3 -m polygemm matrix --no-progress --json docs/matrix/${gpu}.json | tee docs/matrix/${gpu}.md
     ;;
   ncu)
     metrics=gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,smsp__inst_executed_op_ldsm.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed
