@@ -351,9 +351,10 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     try:
         res = gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
     except ShapeError as exc:  # the message names the matrices the vectors became
-        # only the vectors' lengths are read: the other operand may be a list (no .shape)
-        taken = ([f"a, a vector of {int(a2.shape[-1])}, taken as a row 1×{int(a2.shape[-1])}"] if va else []) \
-            + ([f"b, a vector of {int(b2.shape[-2])}, taken as a column {int(b2.shape[-2])}×1"] if vb else [])
+        # only the vectors' lengths are read, through _shape_of: a vector or the other operand may be a list (no .shape)
+        ka, kb = (_shape_of(a2) or (0,))[-1], (_shape_of(b2) or (0, 0))[-2]
+        taken = ([f"a, a vector of {ka}, taken as a row 1×{ka}"] if va else []) \
+            + ([f"b, a vector of {kb}, taken as a column {kb}×1"] if vb else [])
         raise ShapeError(f"{exc} ({'; '.join(taken)})") from None
     if out is not None:
         return out
@@ -388,11 +389,23 @@ def _ndim(x: Any) -> int | None:
         return None
 
 
+def _shape_of(x: Any) -> tuple[int, ...] | None:
+    """The shape of an array, or of an array-like as NumPy reads it (a list, a tuple, which
+    have no ``.shape``); None when NumPy cannot read one (a ragged list: gemm says why)."""
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        return tuple(int(n) for n in shape)
+    try:
+        return tuple(int(n) for n in np.shape(x))
+    except Exception:
+        return None
+
+
 def _vector_result_shape(a2: Any, b2: Any, va: bool, vb: bool) -> tuple[int, ...] | None:
     """matmul's result shape for operands with the vectors' unit dimensions in (None: the
     shapes do not combine; gemm says why)."""
-    sa, sb = tuple(a2.shape), tuple(b2.shape)
-    if len(sa) < 2 or len(sb) < 2:
+    sa, sb = _shape_of(a2), _shape_of(b2)
+    if sa is None or sb is None or len(sa) < 2 or len(sb) < 2:
         return None
     try:
         lead = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))

@@ -359,15 +359,7 @@ def run_bench(
     table = [v for v in be.variants() if dtype in v.dtypes]
     vendor = next((v.name for v in table if v.vendor), None)
     names = [v.name for v in table if not v.vendor] if variants == "all" else list(variants)
-    known = {v.name for v in table}
-    for name in names:
-        if name not in known and name != "auto":
-            try:  # a backend may take modified names (cuda: "rung:split_k=8")
-                ok = be.get_variant(name).name in known
-            except PolygemmError:
-                ok = False
-            if not ok:
-                raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
+    _check_variant_names(be, device, dtype, names, modified=True)  # a backend may take modified names (cuda: "rung:split_k=8")
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     records: list[BenchRecord] = []
@@ -577,9 +569,7 @@ def run_call_bench(
         raise BackendUnavailableError(f"device {device!r} is unavailable: {av.reason}")
     if inputs not in ("device", "numpy"):
         raise UnsupportedProblemError(f"--inputs must be device or numpy; got {inputs!r}")
-    known = {v.name for v in be.variants() if dtype in v.dtypes}
-    if variant != "auto" and variant not in known:
-        raise UnsupportedProblemError(f"--variants: {variant!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
+    _check_variant_names(be, device, dtype, [variant], modified=False)
     lib = _array_lib(be, dtype, array_lib)
     host_only = lib.name == "numpy"
     if result not in ("out", "new"):
@@ -886,6 +876,24 @@ def _bench_device(device: str | None) -> str:
     return f"{found}:{index}"
 
 
+def _check_variant_names(be: Backend, device: str, dtype: str, names: Sequence[str], modified: bool) -> None:
+    """UnsupportedProblemError for the first of ``names`` that is not a ``dtype`` variant of
+    ``be`` (nor ``auto``); ``modified``: names the backend modifies (cuda's
+    ``rung:split_k=8``, taken by kernel mode) count as their variant."""
+    known = {v.name for v in be.variants() if dtype in v.dtypes}
+    for name in names:
+        if name == "auto" or name in known:
+            continue
+        ok = False
+        if modified:
+            try:
+                ok = be.get_variant(name).name in known
+            except PolygemmError:
+                pass
+        if not ok:
+            raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     def shapes_of(items: Sequence[str]) -> list[tuple[int, int, int]]:
         try:
@@ -931,13 +939,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
             chunks.append((reps, [shape]))
     command = "polygemm " + shlex.join(args.argv)
     bar = not args.no_progress and sys.stdout.isatty()
+    names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
+    if args.mode == "call" and names == ["all"]:  # every variant of the dtype, each through the public call
+        names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
+    if names != ["all"]:  # every name checked before anything is timed (a typo in the last had cost the run)
+        _check_variant_names(be, device, args.dtype, names, modified=args.mode == "kernel")
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
     try:
         if args.mode == "call":
-            names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
-            if names == ["all"]:  # every variant of the dtype, each through the public call
-                names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
             with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
                 for name in names:
                     for reps, part in chunks:

@@ -300,10 +300,30 @@ _DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 fo
                "(each backend computes a subset: see `polygemm variants`)")
 
 
+def _cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
+    """An expression that gives the user's ``name`` (``given``: the object passed) the supported
+    dtype ``dtype``, in the terms its kind has (a list has no ``astype``, a tensor has ``to``)."""
+    np_name = "ml_dtypes.bfloat16" if dtype.name == "bfloat16" else f"np.{dtype.name}"
+    if given is None or hasattr(given, "astype"):
+        return f"{name}.astype({np_name})"
+    if kind_of(given) == "torch":
+        return f"{name}.to(torch.{dtype.name})"
+    if hasattr(given, "__dlpack__"):
+        return f"np.from_dlpack({name}).astype({np_name}) for CPU data, or its own library's conversion"
+    return f"np.asarray({name}, dtype={np_name})"
+
+
 def _check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
     """``dtype`` if polygemm knows it, else DTypeError saying how to convert ``name`` (``given``:
-    what the user passed, when it is not an array: a list has no ``astype``)."""
+    what the user passed, when it is not an array: a list has no ``astype``). ``out`` is told
+    to be an array of the result's dtype instead: a converted copy of it would receive the
+    result, and ``out`` itself would not."""
     if dtype.name not in SUPPORTED_DTYPES:
+        if name == "out":
+            raise DTypeError(f"out has dtype {dtype.name}; the result is written in the dtype of a and b (or float32 for "
+                             f"float16 and bfloat16 inputs), one of {_DTYPE_HELP}. Pass an out of that dtype, e.g. "
+                             f"np.empty(out.shape, a.dtype), or omit out (a converted copy of out would receive the result, "
+                             f"not out)")
         if given is None or hasattr(given, "astype"):
             how = f"{name}.astype(np.float32)"
         elif kind_of(given) == "torch":  # a tensor has no astype
@@ -347,6 +367,9 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
     if obj is None:
         raise ArgumentError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
     if isinstance(obj, np.ma.MaskedArray):
+        if writable:  # out.filled(0) would be a copy: the result would not reach the user's array
+            raise ArgumentError(f"{name} is a masked array; polygemm writes no mask. Pass its data, {name}.data (written in "
+                                f"place; the mask stays as it is), or omit {name} to get a new result")
         raise ArgumentError(f"{name} is a masked array; polygemm ignores no mask. Fill it first, e.g. {name}.filled(0), or pass {name}.data")
     if writable:
         if not isinstance(obj, np.ndarray):
@@ -575,7 +598,13 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             f"a.shape[-1] (K={A.cols}) must equal b.shape[-2] ({B.rows})"
         )
     if A.dtype != B.dtype:
-        raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. b.astype(a.dtype).")
+        if hasattr(b, "astype") and not hasattr(a, "astype"):  # a list beside an array: the array's dtype is the one meant
+            how = _cast_hint("a", a, B.dtype)
+        elif hasattr(a, "astype") and hasattr(b, "astype"):
+            how = "b.astype(a.dtype)"
+        else:  # b a list, a tensor ...: said in its own terms (a list has no astype, a tensor's is to)
+            how = _cast_hint("b", b, A.dtype)
+        raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. {how}.")
     try:
         batch = tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))
     except ValueError:
@@ -600,7 +629,10 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             raise ShapeError(f"c must have the result's shape {full} for a {tuple(x for x, _ in A.batch_dims) + A.shape} and "
                              f"b {tuple(x for x, _ in B.batch_dims) + B.shape}; got {tuple(x for x, _ in C.batch_dims) + C.shape}")
         if C.dtype != result:
-            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}")
+            wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
+                     if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")
+            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}. Cast it, e.g. "
+                             f"{_cast_hint('c', c, result)}{wider}")
     elif beta_f != 0.0:
         raise ArgumentError(f"beta={beta!r} needs c: pass c (shape {full}) or set beta=0")
     count = math.prod(batch)

@@ -1,0 +1,135 @@
+"""A demanding user's edges, sixth round: what a NumPy user tries on the CPU beyond rounds two to
+four: matmul's vectors beside lists, the advice of dtype errors (followed literally, it must
+work), and ``polygemm bench --variants`` with a typo. Each test failed before the fix it names."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm import bench
+from polygemm.cli import main
+
+
+# -- matmul: vectors beside lists ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("a, b, named", [
+    ([1.0, 2.0, 3.0], np.ones((2, 2)), "a, a vector of 3"),
+    (np.ones((2, 2)), [1.0, 2.0, 3.0], "b, a vector of 3"),
+    ((1.0, 2.0, 3.0), (1.0, 2.0), "a, a vector of 3, taken as a row 1×3; b, a vector of 2"),
+])
+def test_matmul_list_vector_of_the_wrong_length_is_a_shape_error(a, b, named):
+    # a list (or tuple) vector of the wrong length had been AttributeError: 'list' object has no
+    # attribute 'shape' (the message read the vector's .shape); numpy.matmul raises ValueError
+    with pytest.raises(ValueError):
+        np.matmul(a, b)
+    with pytest.raises(pg.ShapeError, match=named):
+        pg.matmul(a, b, device="cpu")
+
+
+@pytest.mark.parametrize("a, b", [
+    (np.ones(2), [[1.0, 2.0], [3.0, 4.0]]),
+    ([[1.0, 2.0], [3.0, 4.0]], np.ones(2)),
+    ([1.0, 1.0], ((1.0, 2.0), (3.0, 4.0))),
+    (np.ones(2), [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]),
+])
+def test_matmul_vector_beside_a_list_writes_into_out(a, b):
+    # with out= a vector beside a list matrix had been AttributeError ('list' object has no
+    # attribute 'shape': out's expected shape was read off the list); numpy.matmul takes it
+    want = np.matmul(np.asarray(a), np.asarray(b))
+    out = np.full(want.shape, np.nan)
+    assert pg.matmul(a, b, out=out, device="cpu") is out
+    np.testing.assert_allclose(out, want)
+    with pytest.raises(pg.ShapeError, match=re.escape(f"out must have the result's shape {want.shape}")):
+        pg.matmul(a, b, out=np.zeros(want.shape + (1,)), device="cpu")
+
+
+# -- dtype errors whose advice must work when followed -------------------------------------------------------------
+
+
+def test_a_list_beside_an_array_of_another_dtype_is_told_a_cast_a_list_has():
+    # the DTypeError said "Cast one, e.g. b.astype(a.dtype)" with b a list (no astype) or a a list (no dtype)
+    a32 = np.ones((2, 2), np.float32)
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(b, dtype=np\.float32\)") as info:
+        pg.gemm(a32, [[1.0], [2.0]], device="cpu")
+    assert "astype" not in str(info.value)
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(a, dtype=np\.float32\)"):
+        pg.gemm([[1.0, 2.0]], a32, device="cpu")
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(b, dtype=np\.float32\)"):
+        pg.matmul(a32, [1.0, 2.0], device="cpu")
+    with pytest.raises(pg.DTypeError, match=r"b\.astype\(a\.dtype\)"):  # two arrays keep their astype
+        pg.gemm(a32, np.ones((2, 2)), device="cpu")
+    # the advice, followed, runs
+    np.testing.assert_allclose(pg.gemm(a32, np.asarray([[1.0], [2.0]], dtype=np.float32), device="cpu"), [[3.0], [3.0]])
+
+
+def test_c_of_another_dtype_is_told_how_to_cast_it():
+    # "c must have the dtype of the result (float32); got float64" said nothing of what to do; for
+    # float16 inputs a float32 c is what out_dtype=np.float32 takes
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(pg.DTypeError, match=r"got float64\. Cast it, e\.g\. np\.asarray\(c, dtype=np\.float32\)"):
+        pg.gemm(a, a, [[1.0, 2.0], [3.0, 4.0]], beta=1.0, device="cpu")
+    with pytest.raises(pg.DTypeError, match=r"c\.astype\(np\.float32\)"):
+        pg.gemm(a, a, np.ones((2, 2)), beta=1.0, device="cpu")
+    h, c32 = a.astype(np.float16), np.ones((2, 2), np.float32)
+    with pytest.raises(pg.DTypeError, match=r"c\.astype\(np\.float16\), or ask for a float32 result with out_dtype=np\.float32"):
+        pg.gemm(h, h, c32, beta=1.0, device="cpu")
+    np.testing.assert_array_equal(pg.gemm(h, h, c32, beta=1.0, out_dtype=np.float32, device="cpu"), np.full((2, 2), 3.0))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_, np.complex64])
+def test_out_of_an_unsupported_dtype_is_not_told_to_convert_itself(dtype):
+    # "Convert it, e.g. out.astype(np.float32)": followed, the result went into that copy and the
+    # user's array was left as it was, silently. It now says to pass an out of the result's dtype.
+    a = np.ones((2, 3), np.float32)
+    out = np.zeros((2, 2), dtype)
+    with pytest.raises(pg.DTypeError, match=r"out has dtype .*Pass an out of that dtype, e\.g\. np\.empty\(out\.shape, a\.dtype\)") as info:
+        pg.gemm(a, a.T, out=out, device="cpu")
+    assert "out.astype" not in str(info.value) and not out.any()
+    with pytest.raises(pg.DTypeError, match="Pass an out of that dtype") as info:
+        pg.matmul(a, np.ones(3, np.float32), out=np.zeros(2, dtype), device="cpu")
+    assert "out.astype" not in str(info.value)
+
+
+def test_a_masked_out_is_told_to_pass_its_data_not_a_filled_copy():
+    # "Fill it first, e.g. out.filled(0)": a copy, which would have received the result instead of out
+    a = np.ones((2, 3), np.float32)
+    out = np.ma.zeros((2, 2), np.float32)
+    with pytest.raises(pg.ArgumentError, match=r"out is a masked array.*out\.data") as info:
+        pg.gemm(a, a.T, out=out, device="cpu")
+    assert "filled" not in str(info.value)
+    data = out.data
+    assert pg.gemm(a, a.T, out=data, device="cpu") is data
+    assert (out == 3.0).all()
+
+
+# -- polygemm bench --variants -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["call", "kernel"])
+def test_bench_checks_every_variant_name_before_timing(tmp_path, capsys, monkeypatch, mode):
+    # call mode: --variants blas nosuch timed every shape with blas (on a GPU, the whole run), then
+    # failed on the typo and wrote no --json; both modes printed the run's heading first
+    def timed(*args, **kwargs):
+        raise AssertionError("timed before the names were checked")
+
+    monkeypatch.setattr(bench, "run_call_bench", timed)
+    monkeypatch.setattr(bench, "run_bench", timed)
+    out = tmp_path / "r.json"
+    assert main(["bench", "--device", "cpu", "--mode", mode, "--shapes", "8x8x8", "--variants", "blas", "nosuch",
+                 "--json", str(out), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "--variants: 'nosuch' is not a float32 variant of cpu" in captured.err
+    assert "polygemm bench:" not in captured.out and not out.exists()
+
+
+def test_bench_with_good_variant_names_still_runs(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--variants", "blas,reference", "--repeats", "1",
+                 "--json", str(out), "--no-progress"]) == 0
+    assert {r["variant"] for r in json.loads(out.read_text())["records"]} == {"blas", "reference"}
