@@ -8,6 +8,7 @@ once into C order (host arrays) and the copy is recorded so that ``explain`` can
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from dataclasses import dataclass, field, replace
@@ -492,16 +493,23 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
 
 
 def _scalar(name: str, value: Any) -> float:
+    """``alpha`` or ``beta`` as a finite float64: an int, a float, a ``Fraction``, a NumPy integer or
+    floating scalar (bfloat16 too) or a 0-D array of one; ArgumentError naming ``name`` otherwise
+    (bools, and ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
         value = value[()]
     bf16 = isinstance(value, np.generic) and value.dtype.name == "bfloat16"  # ml_dtypes' scalar: no np.floating
-    if isinstance(value, (bool, np.bool_)) or not (bf16 or isinstance(value, (numbers.Real, np.floating, np.integer))):
-        raise ArgumentError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (bf16 or isinstance(value, (numbers.Real, np.floating, np.integer))):
+        how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
+        raise ArgumentError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar); "
+                            f"got {value!r} ({type(value).__name__}){how}")
     try:
         v = float(value)
     except OverflowError:
         raise ArgumentError(f"{name} is too large for a float64 ({str(value)[:20]}...); pass a finite real number") from None
     if not math.isfinite(v):
+        if isinstance(value, np.floating) and np.isfinite(value):  # a longdouble beyond float64's range
+            raise ArgumentError(f"{name} is too large for a float64 ({value!r}); pass a finite real number within float64's range")
         raise ArgumentError(f"{name} must be finite; got {value!r}")
     return v
 

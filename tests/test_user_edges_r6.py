@@ -133,3 +133,43 @@ def test_bench_with_good_variant_names_still_runs(tmp_path, capsys):
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--variants", "blas,reference", "--repeats", "1",
                  "--json", str(out), "--no-progress"]) == 0
     assert {r["variant"] for r in json.loads(out.read_text())["records"]} == {"blas", "reference"}
+
+
+# -- alpha and beta ----------------------------------------------------------------------------------------------------
+
+
+def test_a_timedelta_is_no_scale_factor():
+    # alpha=np.timedelta64(1) (NumPy counts timedelta64 among its signed integers) was taken as 1.0,
+    # silently, a float32 result; NumPy's product with it is a timedelta64 array, a result no GEMM gives
+    a = np.ones((2, 2), np.float32)
+    assert (np.ones(2) * np.timedelta64(1)).dtype.kind == "m"
+    for bad in (np.timedelta64(1), np.array(np.timedelta64(2, "s"))):
+        with pytest.raises(pg.ArgumentError, match=r"alpha must be a real number .*timedelta64"):
+            pg.gemm(a, a, alpha=bad, device="cpu")
+        with pytest.raises(pg.ArgumentError, match=r"beta must be a real number .*timedelta64"):
+            pg.gemm(a, a, a, beta=bad, device="cpu")
+
+
+def test_a_longdouble_beyond_float64_is_too_large_not_infinite():
+    # alpha=np.longdouble("1e4000") is finite; the error had said "alpha must be finite"
+    if not np.isfinite(np.longdouble("1e4000")):
+        pytest.skip("longdouble is float64 here")
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(pg.ArgumentError, match=r"alpha is too large for a float64") as info:
+        pg.gemm(a, a, alpha=np.longdouble("1e4000"), device="cpu")
+    assert "must be finite" not in str(info.value)
+    with pytest.raises(pg.ArgumentError, match="alpha must be finite"):
+        pg.gemm(a, a, alpha=np.longdouble("inf"), device="cpu")
+
+
+def test_a_decimal_factor_is_told_what_is_taken():
+    # "alpha must be a real number; got Decimal('0.5')": a Decimal is one; the message now says
+    # what polygemm takes and how to get there
+    from decimal import Decimal
+    from fractions import Fraction
+
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(pg.ArgumentError, match=r"an int, a float, a Fraction or a NumPy real scalar.*float\(alpha\)"):
+        pg.gemm(a, a, alpha=Decimal("0.5"), device="cpu")
+    np.testing.assert_array_equal(pg.gemm(a, a, alpha=float(Decimal("0.5")), device="cpu"),
+                                  pg.gemm(a, a, alpha=Fraction(1, 2), device="cpu"))
