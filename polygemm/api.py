@@ -425,6 +425,8 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
         if hasattr(x, "__dlpack__"):  # device data offered only through DLPack: nothing here reshapes it
             raise ShapeError(f"{name} is a vector (1-D) {type(x).__name__} that polygemm cannot reshape (it offers only "
                              f"DLPack); pass it as a matrix, e.g. {name}[None, :] or {name}[:, None] in its own library")
+        if name == "out":  # NumPy's view of it may be a copy (a memoryview, an object's __array__): out would not get the result
+            raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(x).__name__}")
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         return np.expand_dims(x, where)

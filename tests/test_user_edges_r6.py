@@ -173,3 +173,40 @@ def test_a_decimal_factor_is_told_what_is_taken():
         pg.gemm(a, a, alpha=Decimal("0.5"), device="cpu")
     np.testing.assert_array_equal(pg.gemm(a, a, alpha=float(Decimal("0.5")), device="cpu"),
                                   pg.gemm(a, a, alpha=Fraction(1, 2), device="cpu"))
+
+
+# -- matmul: out must be an array that receives the result ------------------------------------------------------------
+
+
+class _Frame:
+    """A table-like object (as pandas' or xarray's) with a shape, whose ``__array__`` gives a fresh copy."""
+
+    def __init__(self, data):
+        self._data = data
+
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self._data, dtype=dtype, copy=True)
+
+
+@pytest.mark.parametrize("make", [_Frame, memoryview], ids=["array-like", "memoryview"])
+def test_matmul_vector_out_that_is_not_an_array_is_refused_not_left_unwritten(make):
+    # matmul(matrix, vector, out=x) read x through np.asarray: for an object whose __array__ is a
+    # copy the result went into that copy and x came back unwritten, silently (for a matrix result
+    # gemm refused x, as numpy.matmul refuses non-arrays: "return arrays must be of ArrayType")
+    a, v = np.ones((2, 3), np.float32), np.ones(3, np.float32)
+    target = np.zeros(2, np.float32)
+    out = make(target)
+    with pytest.raises(TypeError):
+        np.matmul(a, v, out=out)
+    with pytest.raises(pg.ArgumentError, match=rf"out must be a NumPy array .*got {type(out).__name__}"):
+        pg.matmul(a, v, out=out, device="cpu")
+    assert not target.any()
+    assert pg.matmul(a, v, out=target, device="cpu") is target and (target == 3.0).all()
