@@ -35,7 +35,14 @@
 #define CM_CPASYNC_BLOCK_K 32
 #endif
 #ifndef CM_CPASYNC_MIN_BLOCKS
+// Two threadblocks per SM where two fit: 2 x 101376 bytes of shared memory fit sm_90's 228 KB
+// but not sm_80's 164 KB, so on sm_80 asking for two would only cap the registers at 128 for
+// an occupancy the SM cannot reach (the batched build then spilled)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define CM_CPASYNC_MIN_BLOCKS 1
+#else
 #define CM_CPASYNC_MIN_BLOCKS 2
+#endif
 #endif
 #ifndef CM_CPASYNC_SMEM_BYTES
 #define CM_CPASYNC_SMEM_BYTES 101376
