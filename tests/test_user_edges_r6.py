@@ -1,6 +1,7 @@
 """A demanding user's edges, sixth round: what a NumPy user tries on the CPU beyond rounds two to
-four: matmul's vectors beside lists, the advice of dtype errors (followed literally, it must
-work), and ``polygemm bench --variants`` with a typo. Each test failed before the fix it names."""
+four: matmul's vectors beside lists and a vector result's out that is no array, the advice of
+dtype errors (followed literally, it must work), alpha and beta of odd types, and
+``polygemm bench --variants`` with a typo. Each test failed before the fix it names."""
 
 from __future__ import annotations
 
