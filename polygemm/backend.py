@@ -117,6 +117,9 @@ class Plan:
         ]
         if self.layouts:
             lines.append("  layouts : " + ", ".join(f"{k}={v}" for k, v in self.layouts.items()))
+        if p.in_place:
+            lines.append("  in place: out is c (" + ("read, then overwritten with the result)" if p.beta != 0
+                                                      else "overwritten with the result; beta = 0, so never read)"))
         lines.append("  copies  : " + ("; ".join(self.copies) if self.copies else "none"))
         lines.append(f"  padding : {self.padding or 'none'}")
         lines.append("  cache   : " + ("this plan was reused from the plan cache" if self.cached else "planned for this call (cached for the next)"))

@@ -116,6 +116,15 @@ def test_explain_reports_and_last_plan(rng):
     assert pg.last_plan().variant == "reference"
 
 
+def test_explain_says_when_out_is_c(rng):
+    """An in-place call (out is c) says so in the plan, and whether c is read (beta != 0);
+    a call with another out does not."""
+    a, b, c = rand(rng, (3, 4)), rand(rng, (4, 2)), rand(rng, (3, 2))
+    assert "in place: out is c (read, then overwritten" in str(pg.explain(a, b, c, beta=0.5, out=c, device="cpu"))
+    assert "never read" in str(pg.explain(a, b, c, out=c, device="cpu"))
+    assert "in place" not in str(pg.explain(a, b, c, beta=0.5, out=np.empty_like(c), device="cpu"))
+
+
 def test_env_default_device(rng, monkeypatch):
     a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
     monkeypatch.setenv("POLYGEMM_DEVICE", "cpu")
