@@ -307,11 +307,11 @@ def _cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
     np_name = "ml_dtypes.bfloat16" if dtype.name == "bfloat16" else f"np.{dtype.name}"
     if given is None or hasattr(given, "astype"):
         return f"{name}.astype({np_name})"
-    if kind_of(given) == "torch":
+    if kind_of(given) == "torch":  # a tensor has no astype
         return f"{name}.to(torch.{dtype.name})"
-    if hasattr(given, "__dlpack__"):
+    if hasattr(given, "__dlpack__"):  # an array of a library polygemm reads through DLPack only
         return f"np.from_dlpack({name}).astype({np_name}) for CPU data, or its own library's conversion"
-    return f"np.asarray({name}, dtype={np_name})"
+    return f"np.asarray({name}, dtype={np_name})"  # a list, tuple, memoryview ...
 
 
 def _check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
@@ -325,14 +325,9 @@ def _check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
                              f"float16 and bfloat16 inputs), one of {_DTYPE_HELP}. Pass an out of that dtype, e.g. "
                              f"np.empty(out.shape, a.dtype), or omit out (a converted copy of out would receive the result, "
                              f"not out)")
-        if given is None or hasattr(given, "astype"):
-            how = f"{name}.astype(np.float32)"
-        elif kind_of(given) == "torch":  # a tensor has no astype
-            how = f"{name}.to(torch.float32)"
-        elif hasattr(given, "__dlpack__"):  # an array of a library polygemm reads through DLPack only
-            how = f"with its own library's conversion to float32, or np.from_dlpack({name}).astype(np.float32) for CPU data"
-        else:  # a list, tuple, memoryview ...: NumPy read it as this dtype
-            how = f"np.asarray({name}, dtype=np.float32) (NumPy reads this {type(given).__name__} as {dtype.name})"
+        how = _cast_hint(name, given, np.dtype(np.float32))
+        if given is not None and not hasattr(given, "astype") and not hasattr(given, "__dlpack__"):  # a list, tuple, memoryview ...
+            how += f" (NumPy reads this {type(given).__name__} as {dtype.name})"
         raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {_DTYPE_HELP}. Convert it, e.g. {how}.")
     return dtype
 
