@@ -902,8 +902,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ArgumentError(f"--shapes: {exc}; presets: {', '.join(PRESETS)}") from None
 
     shapes = shapes_of(args.shapes) if args.shapes else []
+    # the parser's types check these (a usage error, exit 2); a Namespace made by hand is checked here
     if not 0 <= args.settle < float("inf"):  # nan and inf too (inf had settled for ever)
-        raise SystemExit(f"polygemm bench: --settle must be >= 0 seconds and finite; got {args.settle}")
+        raise ArgumentError(f"--settle must be >= 0 seconds and finite; got {args.settle}")
     if args.repeats != "auto" and args.repeats < 1:
         raise ArgumentError(f"--repeats must be at least 1 or auto; got {args.repeats}")
     if args.plot:  # before any timing: a missing dependency must not cost the run
@@ -998,13 +999,27 @@ def _write_outputs(args: argparse.Namespace, records: list[BenchRecord], command
 
 
 def _repeats_arg(text: str) -> int | str:
-    """``--repeats``: an integer, or ``auto`` (:func:`auto_repeats` per shape)."""
+    """``--repeats``: an integer >= 1, or ``auto`` (:func:`auto_repeats` per shape)."""
     if text == "auto":
         return text
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer or auto; got {text!r}") from None
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or auto; got {text!r}")
+    return value
+
+
+def _seconds_arg(text: str) -> float:
+    """``--settle``: seconds, a finite number >= 0 (inf had settled for ever, nan not at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds and finite; got {text!r}")
+    return value
 
 
 def _preset_summary(shapes: Sequence[tuple[int, int, int]]) -> str:
@@ -1046,7 +1061,7 @@ def add_parser(sub: Any) -> None:
                         "(launch-bound) products, 5, 3 for the largest (see bench.auto_repeats)")
     s.add_argument("--max-dim", type=positive_int, default=None, metavar="N",
                    help="leave out the shapes with a dimension above N (e.g. the sweep preset's small end on a CPU)")
-    s.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
+    s.add_argument("--settle", type=_seconds_arg, default=0.0, metavar="SECONDS",
                    help="kernel mode: run each kernel alone this long before timing its repeats (sustained clocks) "
                         "instead of interleaving the vendor repeat by repeat")
     s.add_argument("--json", metavar="PATH", help="write the records as JSON")

@@ -69,8 +69,9 @@ def test_bench_settle_must_be_finite(capsys, monkeypatch, value):
 
     monkeypatch.setattr(bench, "run_bench", ran)  # a regression fails here instead of settling for ever
 
-    with pytest.raises(SystemExit, match="--settle must be >= 0 seconds and finite"):
+    with pytest.raises(SystemExit) as exc:  # a usage error (exit 2)
         main(["bench", "--device", "cpu", "--mode", "kernel", "--shapes", "8x8x8", "--settle", value])
+    assert exc.value.code == 2 and "--settle: must be >= 0 seconds and finite" in capsys.readouterr().err
 
 
 def test_bench_max_dim_that_leaves_no_shape_is_an_error(capsys):
