@@ -487,17 +487,25 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
     return _device_operand(name, obj, dev[0], dev[1], writable=writable)
 
 
+def _ml_real(value: Any) -> bool:
+    """Whether ``value`` is a real scalar of ml_dtypes (bfloat16, float8_e4m3fn, int4, ...): NumPy
+    counts none of them among its floating or integer scalars; each converts exactly to a float64.
+    Its complex types (complex32, bcomplex32) are not real."""
+    return (isinstance(value, np.generic) and type(value).__module__.partition(".")[0] == "ml_dtypes"
+            and "complex" not in type(value).__name__)
+
+
 def _scalar(name: str, value: Any) -> float:
     """``alpha`` or ``beta`` as a finite float64: an int, a float, a ``Fraction``, a NumPy integer or
-    floating scalar (bfloat16 too) or a 0-D array of one; ArgumentError naming ``name`` otherwise
-    (bools, and ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
+    floating scalar, a real ml_dtypes scalar (bfloat16, float8_*, int4 ...: each is exactly a
+    float64) or a 0-D array of one; ArgumentError naming ``name`` otherwise (bools, and
+    ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
         value = value[()]
-    bf16 = isinstance(value, np.generic) and value.dtype.name == "bfloat16"  # ml_dtypes' scalar: no np.floating
-    if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (bf16 or isinstance(value, (numbers.Real, np.floating, np.integer))):
+    if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
-        raise ArgumentError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar); "
-                            f"got {value!r} ({type(value).__name__}){how}")
+        raise ArgumentError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
+                            f"ml_dtypes' real scalars too); got {value!r} ({type(value).__name__}){how}")
     try:
         v = float(value)
     except OverflowError:

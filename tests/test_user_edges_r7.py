@@ -45,3 +45,35 @@ def test_bench_repeats_below_one_is_a_usage_error_like_a_word(capsys, value):
     # defect 1: --repeats 0 had been "polygemm: error: ..." after the parser, while --repeats many was argparse's
     last = _usage_error(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", value])
     assert last == f"polygemm bench: error: argument --repeats: must be an integer >= 1 or auto; got {value!r}"
+
+
+# -- defect 2: ml_dtypes' real scalars as alpha and beta ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind, value", [
+    ("float8_e4m3fn", 0.5), ("float8_e5m2", -2.0), ("float8_e4m3b11fnuz", 1.5),
+    ("float8_e8m0fnu", 4.0), ("float4_e2m1fn", 1.5), ("float6_e2m3fn", -0.75), ("int4", -3), ("uint4", 7), ("int2", 1),
+])
+def test_ml_dtypes_real_scalars_are_alpha_and_beta(kind, value):
+    # defect 2: bfloat16 was taken, every other real ml_dtypes scalar (float8, int4 ...) refused as "not a real number"
+    t = getattr(ml_dtypes, kind, None)
+    if t is None:
+        pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {kind}")
+    s = t(value)
+    assert float(s) == value  # exact in that type
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    c = np.ones((2, 4), np.float32)
+    want = value * (a @ b) + value * c
+    np.testing.assert_array_equal(pg.gemm(a, b, c, alpha=s, beta=s, device="cpu"), want)
+    np.testing.assert_array_equal(pg.gemm(a, b, c, alpha=np.array(s), beta=np.array(s), device="cpu"), want)  # 0-D arrays
+
+
+def test_ml_dtypes_complex_and_nan_scalars_are_still_refused():
+    # defect 2: the acceptance stops at real values (a complex32 is no factor; a float8 NaN is not finite)
+    a = np.ones((2, 2), np.float32)
+    if hasattr(ml_dtypes, "complex32"):
+        with pytest.raises(pg.ArgumentError, match=r"alpha must be a real number .*complex32"):
+            pg.gemm(a, a, alpha=ml_dtypes.complex32(1), device="cpu")
+    with pytest.raises(pg.ArgumentError, match="beta must be finite"):
+        pg.gemm(a, a, a, beta=ml_dtypes.float8_e4m3fn(float("nan")), device="cpu")
