@@ -358,6 +358,36 @@ def _ndim_error(name: str, shape: tuple[int, ...]) -> ShapeError:
                       f"Reshape it, e.g. {name}.reshape(rows, cols).")
 
 
+def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
+    """The refusal of an ``out`` no kernel writes in place: what its strides do (most often the
+    last axis's: a view like ``x[..., ::2]``), and what to pass instead."""
+    size = arr.itemsize
+    np_name = "ml_dtypes.bfloat16" if arr.dtype.name == "bfloat16" else f"np.{arr.dtype.name}"
+    if arr.ndim > 2:  # a Fortran-ordered stack interleaves its matrices: "pass a Fortran-ordered array" would not do
+        what = (f"a C-ordered array, e.g. np.empty({arr.shape}, {np_name}), or one whose last two axes are a transposed "
+                f"C order, e.g. np.empty(batch + (n, m)).swapaxes(-1, -2)")
+    else:
+        what = f"a C- or Fortran-ordered array, e.g. np.empty({arr.shape}, {np_name})"
+    if _host_layout(arr) is not None:  # the matrices are fine: a batch stride is not a whole number of elements
+        return ArgumentError(f"{name} has strides {arr.strides}: its batch strides (all but the last two) are not whole "
+                             f"numbers of its {size}-byte elements; pass {what}, or omit {name} to get a new result")
+
+    def step(st: int) -> str:
+        if st % size:
+            return f"{st} bytes, not a whole number of its {size}-byte elements"
+        n = st // size
+        return f"{n} element{'' if abs(n) == 1 else 's'}" + (" (reversed)" if n < 0 else "")
+
+    why = f"the last axis steps by {step(arr.strides[-1])}, the second-to-last by {step(arr.strides[-2])}"
+    if arr.ndim > 2 and arr.flags.f_contiguous:
+        why += " (an N-D Fortran-ordered array interleaves its matrices)"
+    return ArgumentError(
+        f"{name} has strides {arr.strides}: its matrices (the last two axes) are neither row- nor column-major: {why}. "
+        f"polygemm writes a matrix in place only row-major (the last axis steps by 1 element, the second-to-last by at "
+        f"least a row) or column-major (the second-to-last steps by 1, the last by at least a column). Pass {what}, or "
+        f"omit {name} to get a new result")
+
+
 def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> Operand:
     """``obj`` (``given``: what the user passed, when ``obj`` is NumPy's view of it) as an operand."""
     if obj is None:
@@ -389,12 +419,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
     desc = _host_layout(arr)
     if desc is None or not arr.dtype.isnative or any(s % arr.itemsize for s in arr.strides):
         if writable:
-            if arr.ndim > 2:  # a Fortran-ordered stack interleaves its matrices: "pass a Fortran-ordered array" would not do
-                raise ArgumentError(f"{name} has strides {arr.strides}: its matrices (the last two axes) are neither row- nor "
-                                    f"column-major (an N-D Fortran-ordered array interleaves its matrices); pass a C-ordered "
-                                    f"array, or one whose last two axes are a transposed C order, e.g. "
-                                    f"np.empty(batch + (n, m)).swapaxes(-1, -2)")
-            raise ArgumentError(f"{name} has strides {arr.strides} that are neither row- nor column-major; pass a C- or Fortran-ordered array")
+            raise _unwritable_strides(name, arr)
         arr = host_convert(arr)
         copied = True
         desc = _host_layout(arr)

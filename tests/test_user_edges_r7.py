@@ -77,3 +77,35 @@ def test_ml_dtypes_complex_and_nan_scalars_are_still_refused():
             pg.gemm(a, a, alpha=ml_dtypes.complex32(1), device="cpu")
     with pytest.raises(pg.ArgumentError, match="beta must be finite"):
         pg.gemm(a, a, a, beta=ml_dtypes.float8_e4m3fn(float("nan")), device="cpu")
+
+
+# -- defect 3: an out whose matrices no kernel writes is told what its strides do ---------------------------------------
+
+
+def test_a_column_strided_stack_as_out_is_told_its_last_axis_stride():
+    # defect 3: out = np.empty((3, 2, 10))[..., ::2] had been told of "an N-D Fortran-ordered array"
+    a, b = np.ones((3, 2, 4)), np.ones((4, 5))
+    out = np.full((3, 2, 10), 7.0)[..., ::2]
+    with pytest.raises(pg.ArgumentError) as info:
+        pg.gemm(a, b, out=out, device="cpu")
+    text = str(info.value)
+    assert "Fortran" not in text
+    assert "the last axis steps by 2 elements, the second-to-last by 10 elements" in text
+    assert "np.empty((3, 2, 5), np.float64)" in text and "omit out" in text
+    assert (out == 7.0).all()
+    taken = np.empty((3, 2, 5))  # what the message says to pass
+    assert pg.gemm(a, b, out=taken, device="cpu") is taken and (taken == 4.0).all()
+
+
+@pytest.mark.parametrize("out, says", [
+    (np.zeros((2, 10))[:, ::2], "the last axis steps by 2 elements, the second-to-last by 10 elements"),
+    (np.zeros((2, 5))[:, ::-1], "the last axis steps by -1 element (reversed), the second-to-last by 5 elements"),
+    (np.zeros((3, 2, 5))[:, ::-1], "the last axis steps by 1 element, the second-to-last by -5 elements (reversed)"),
+    (np.zeros((3, 2, 5), order="F"), "the second-to-last by 3 elements (an N-D Fortran-ordered array interleaves its matrices)"),
+])
+def test_an_unwritable_out_is_told_what_its_strides_do(out, says):
+    # defect 3: the refusal named no stride at fault (2-D: "pass a C- or Fortran-ordered array" only)
+    a, b = np.ones(out.shape[:-1] + (4,)), np.ones((4, 5))
+    with pytest.raises(pg.ArgumentError, match=r"its matrices \(the last two axes\) are neither row- nor column-major") as info:
+        pg.gemm(a, b, out=out, device="cpu")
+    assert says in str(info.value)
