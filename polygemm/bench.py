@@ -861,7 +861,7 @@ def _bench_device(device: str | None) -> str:
         raise BackendUnavailableError("no backend is available to benchmark")
     env = registry._from_env(device)
     entries = registry._all()
-    found, index = registry._lookup(name, entries)
+    found, index = registry._lookup(name, entries, env)
     if found is None:
         raise BackendUnavailableError(f"{registry._unknown(name, entries)}{env}")
     info = entries[found].info()

@@ -147,9 +147,11 @@ def _variants_backend(name: str) -> Backend:
                             f"({', '.join(registry.known_names())}) or leave --device out to list every one")
     try:
         return registry.get_backend(name)
+    except ArgumentError:  # e.g. an index written with a leading zero ("cuda:01"), on any machine
+        raise
     except PolygemmError:
-        base, sep, index = name.strip().partition(":")
-        if not (sep and index.strip().isdigit()):
+        base, index = registry._split_index(name.strip())
+        if index is None:
             raise
         be = registry.get_backend(base)  # the name is known: only the device index was refused
         info = next((i for i in registry.backends() if i.backend is be), None)

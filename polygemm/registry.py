@@ -349,7 +349,7 @@ def _discover() -> dict[str, _Entry]:
                  f"name {name!r} is reserved: device='auto' chooses a backend, so it never names this one; not loaded "
                  f"(rename the entry point of {dname or 'the plugin'})")
             continue
-        if _split_index(name)[1] is not None:  # "dev:2" reads as device 2 of "dev"
+        if _index_like(name):  # "dev:2" reads as device 2 of "dev"
             park(name, dname, value, source,
                  f"name {name!r} reads as a device index (':N' names device N of a backend, as in 'cuda:1'); not loaded "
                  f"(rename the entry point of {dname or 'the plugin'})")
@@ -413,12 +413,35 @@ def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
     return BackendUnavailableError(f"unknown device {name!r}{hint}; known devices: {', '.join(known)} (or 'auto')")
 
 
+#: a device index as torch.device writes one: ASCII digits, no sign, no spaces, no leading zeros
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+#: what reads as a try at one (" 1", "01", "+1", "-1", a non-ASCII digit): refused, saying how to write it
+_INDEX_LIKE = re.compile(r"\s*[+-]?\d+\s*")
+
+
 def _split_index(name: str) -> tuple[str, int | None]:
-    """``"cuda:1"`` -> ("cuda", 1); a name without an index -> (name, None)."""
+    """``"cuda:1"`` -> ("cuda", 1); a name without an index (as :data:`_INDEX` writes one) -> (name, None)."""
     base, sep, index = name.partition(":")
-    if sep and base and index.strip().isdigit():
+    if sep and base and _INDEX.fullmatch(index):
         return base, int(index)
     return name, None
+
+
+def _index_like(name: str) -> bool:
+    """Whether ``name`` reads as ``backend:N``, the index written well or not (``"dev:01"``, ``"dev: 2"``)."""
+    base, sep, index = name.partition(":")
+    return bool(sep and base and _INDEX_LIKE.fullmatch(index))
+
+
+def _bad_index(name: str, base: str, index: str, note: str = "") -> ArgumentError:
+    """The refusal of ``base:index`` whose index is not written as :data:`_INDEX` writes one."""
+    try:
+        value: int | None = int(index)
+    except ValueError:  # a digit int() does not read ("²")
+        value = None
+    like = f"{base}:{value}" if value is not None and value >= 0 else f"{base}:0"
+    return ArgumentError(f"device={name!r}: a device index is a whole number >= 0 written in ASCII digits without a sign, "
+                         f"spaces or leading zeros (as torch.device writes it), e.g. {like!r}; got {index!r}{note}")
 
 
 def _entry_name(name: str, entries: dict[str, _Entry]) -> str | None:
@@ -431,14 +454,18 @@ def _entry_name(name: str, entries: dict[str, _Entry]) -> str | None:
     return folded[0] if len(folded) == 1 else None
 
 
-def _lookup(name: str, entries: dict[str, _Entry]) -> tuple[str | None, int | None]:
+def _lookup(name: str, entries: dict[str, _Entry], note: str = "") -> tuple[str | None, int | None]:
     """``name`` (``"cuda:1"`` included) as (entry name, device index); (None, None) when no
-    discovered backend has that name."""
+    discovered backend has that name. A backend's name with an index written otherwise
+    (``"cpu:01"``, ``"cuda: 1"``) is an ArgumentError saying how to write it (``note`` appended)."""
     found = _entry_name(name, entries)
     if found is not None:
         return found, None
     base, index = _split_index(name)
     if index is None:
+        base, _, text = name.partition(":")
+        if _index_like(name) and _entry_name(base, entries) is not None:
+            raise _bad_index(name, base, text, note)
         return None, None
     found = _entry_name(base, entries)
     return (found, index) if found is not None else (None, None)
@@ -457,8 +484,9 @@ def _from_env(device: str | None) -> str:
 
 def check_known(device: str) -> None:
     """Raise BackendUnavailableError (suggesting the nearest name) unless ``device`` names a
-    discovered backend (``"cuda:1"`` its device 1) or ``"auto"``; whether it can run here is
-    not asked (a dask worker may have the GPU this machine lacks)."""
+    discovered backend (``"cuda:1"`` its device 1) or ``"auto"``, and ArgumentError for an index
+    written otherwise (``"cuda:01"``); whether it can run here is not asked (a dask worker may
+    have the GPU this machine lacks)."""
     name = resolve_device(device)
     entries = _all()
     if name != "auto" and _lookup(name, entries)[0] is None:
@@ -537,7 +565,7 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
     if name != "auto":
         entries = _all()
         env = _from_env(device)
-        found, index = _lookup(name, entries)
+        found, index = _lookup(name, entries, env)
         if found is None:
             exc = _unknown(name, entries)
             raise BackendUnavailableError(f"{exc}{env}") if env else exc

@@ -109,3 +109,49 @@ def test_an_unwritable_out_is_told_what_its_strides_do(out, says):
     with pytest.raises(pg.ArgumentError, match=r"its matrices \(the last two axes\) are neither row- nor column-major") as info:
         pg.gemm(a, b, out=out, device="cpu")
     assert says in str(info.value)
+
+
+# -- defect 4: a device index written otherwise than torch.device writes one ---------------------------------------------
+
+
+@pytest.mark.parametrize("device, like", [("cpu:01", "cpu:1"), ("cpu:00", "cpu:0"), ("CPU:01", "cpu:1"),
+                                          ("cpu: 1", "cpu:1"), ("cpu:+1", "cpu:1"), ("cpu:-1", "cpu:0"),
+                                          ("cuda:01", "cuda:1")])
+def test_a_device_index_with_a_leading_zero_is_refused_saying_how_to_write_it(device, like):
+    # defect 4: "cpu:01" had been read as device 1 and echoed as 'cpu:1' (and "cpu:00" run as cpu:0);
+    # torch.device("cuda:01") is refused too
+    a = np.ones((2, 2))
+    for call in (pg.gemm, pg.explain):
+        with pytest.raises(pg.ArgumentError, match=re.escape(f"e.g. {like!r}; got {device.partition(':')[2]!r}")) as info:
+            call(a, a, device=device)
+        assert "whole number >= 0 written in ASCII digits without a sign, spaces or leading zeros" in str(info.value)
+
+
+def test_a_device_index_of_other_digits_is_no_crash_and_cpu_0_still_runs():
+    # defect 4 (its kin): "cpu:²" had escaped as a bare ValueError from int(); "cpu:١" (an Arabic-Indic one) ran as cpu:1
+    a = np.ones((2, 2))
+    with pytest.raises(pg.BackendUnavailableError, match="unknown device 'cpu:²'"):
+        pg.gemm(a, a, device="cpu:²")
+    with pytest.raises(pg.ArgumentError, match="ASCII digits"):
+        pg.gemm(a, a, device="cpu:\u0661")
+    np.testing.assert_array_equal(pg.gemm(a, a, device="cpu:0"), a @ a)
+
+
+def test_a_device_index_with_a_leading_zero_from_the_environment_says_so(monkeypatch):
+    # defect 4: $POLYGEMM_DEVICE=cpu:01 had run cpu:1's refusal ('cpu:1'); the refusal names the variable
+    monkeypatch.setenv("POLYGEMM_DEVICE", "cpu:01")
+    with pytest.raises(pg.ArgumentError, match=r"e\.g\. 'cpu:1'; got '01' \(the device comes from \$POLYGEMM_DEVICE='cpu:01'"):
+        pg.gemm(np.ones((2, 2)), np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("argv", [
+    ["variants", "--device", "cuda:01"],  # cuda's table had been printed for it (exit 0) where cuda is unavailable
+    ["variants", "--device", "cpu:01"],
+    ["bench", "--device", "cpu:01", "--shapes", "8x8x8", "--repeats", "1"],
+    ["gemm", "--shape", "4x4x4", "--device", "cpu:01"],
+])
+def test_the_cli_refuses_a_device_index_with_a_leading_zero(capsys, argv):
+    # defect 4: the command line echoed 'cpu:1' (or printed cuda's table for cuda:01)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "a device index is a whole number >= 0" in err and "got '01'" in err and "Traceback" not in err
