@@ -26,7 +26,7 @@ from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper, result_like
-from .problem import Call, GemmProblem, _check_dtype, _scalar, common_stream, host_convert, normalize, operand_view
+from .problem import Call, GemmProblem, _check_dtype, _host_layout, _scalar, common_stream, host_convert, normalize, operand_view
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
 
@@ -348,6 +348,13 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
             out2 = _unit_axis(out2, "out", -1)
         if va:
             out2 = _unit_axis(out2, "out", -2)
+        if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.size and _host_layout(out2) is None:
+            # said of the out given (gemm would name the strides of the matrix view made of it)
+            raise ArgumentError(f"out has strides {out.strides}: its last axis, the result's vector, steps by "
+                                f"{out.strides[-1]} bytes ({out.itemsize}-byte elements); polygemm writes a vector "
+                                f"result forward, a whole number of elements at a time (x[::-1] runs backwards). Pass "
+                                f"a C-ordered out, e.g. np.empty({out.shape}, np.{out.dtype.name}), or omit out to get "
+                                f"a new result")
     try:
         res = gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
     except ShapeError as exc:  # the message names the matrices the vectors became

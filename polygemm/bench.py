@@ -940,7 +940,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
             chunks.append((reps, [shape]))
     command = "polygemm " + shlex.join(args.argv)
     bar = not args.no_progress and sys.stdout.isatty()
-    names = [v for item in (args.variants or ["auto"]) for v in item.split(",") if v]
+    # comma or space separated, spaces around a name dropped (as matrix's --variants takes them)
+    given = [v.strip() for item in (args.variants or ()) for v in item.split(",") if v.strip()]
+    if args.variants is not None and not given:  # "--variants ," had timed nothing and exited 0 (an empty --json)
+        raise ArgumentError(f"--variants {' '.join(map(repr, args.variants))} names no variant; name variants, comma or space "
+                            f"separated (polygemm variants lists them), or all")
+    names = given or ["auto"]
     if args.mode == "call" and names == ["all"]:  # every variant of the dtype, each through the public call
         names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
     if names != ["all"]:  # every name checked before anything is timed (a typo in the last had cost the run)
@@ -956,7 +961,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                        progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib,
                                        result=args.result, sink=records)
         else:
-            variants: Sequence[str] | str = "all" if args.variants in (["all"], None) else [v for item in args.variants for v in item.split(",") if v]
+            variants: Sequence[str] | str = "all" if given in ([], ["all"]) else given
             count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
             with _Progress(count * len(shapes), f"bench {device}", bar) as prog:
                 for reps, part in chunks:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from . import registry
-from .errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
+from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 from .testing.conformance import CaseResult, case_groups, run_conformance
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
@@ -132,7 +132,11 @@ def render_table(results: list[CaseResult], quick: bool = False) -> str:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     if args.variants:  # comma or space separated, as bench's --variants and POLYGEMM_TEST_VARIANTS take them
-        args.variants = [v.strip() for item in args.variants for v in item.split(",") if v.strip()]
+        given = args.variants
+        args.variants = [v.strip() for item in given for v in item.split(",") if v.strip()]
+        if not args.variants:  # "--variants ," had run every variant, as if the option were not there
+            raise ArgumentError(f"--variants {' '.join(map(repr, given))} names no variant; name variants, comma or space "
+                                f"separated (polygemm variants lists them), or leave --variants out to run every one")
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
     if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing
         asked = " ".join(f"--{k} {' '.join(v)}" for k, v in (("backends", args.backends), ("variants", args.variants),

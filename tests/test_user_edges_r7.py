@@ -155,3 +155,44 @@ def test_the_cli_refuses_a_device_index_with_a_leading_zero(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "a device index is a whole number >= 0" in err and "got '01'" in err and "Traceback" not in err
+
+
+# -- found in this round ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--variants", ","],
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--mode", "kernel", "--variants", ""],
+    ["matrix", "--backends", "cpu", "--quick", "--variants", ",", "--no-progress"],
+])
+def test_variants_that_name_nothing_are_a_usage_error(capsys, argv, tmp_path):
+    # bench --variants , had timed nothing and exited 0 (an empty --json); matrix --variants , had run every variant
+    js = tmp_path / "r.json"
+    assert main(argv + (["--json", str(js)] if argv[0] == "bench" else [])) == 2
+    captured = capsys.readouterr()
+    assert "--variants" in captured.err and "names no variant" in captured.err
+    assert not js.exists() and "cpu" not in captured.out
+
+
+def test_bench_variants_take_spaces_after_commas(capsys):
+    # "--variants 'blas, numpy'" had been refused: "' numpy' is not a float32 variant of cpu" (matrix took it)
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--variants", "blas, numpy",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "gemm(blas)" in out and "gemm(numpy)" in out
+
+
+@pytest.mark.parametrize("a, b, out", [
+    (np.ones(6), np.ones((6, 5)), np.empty(5)[::-1]),
+    (np.ones((4, 6)), np.ones(6), np.empty(4)[::-1]),
+    (np.ones((3, 4, 6)), np.ones(6), np.empty((3, 4))[:, ::-1]),
+])
+def test_matmul_reversed_vector_out_is_told_of_the_out_given(a, b, out):
+    # the refusal had named the strides of the matrix view polygemm made of out ((-40, -8) for out.strides (-8,))
+    with pytest.raises(pg.ArgumentError) as info:
+        pg.matmul(a, b, out=out, device="cpu")
+    text = str(info.value)
+    assert text.startswith(f"out has strides {out.strides}: its last axis, the result's vector, steps by -8 bytes")
+    assert f"np.empty({out.shape}, np.float64)" in text
+    fresh = np.empty(out.shape)  # what the message says to pass
+    np.testing.assert_array_equal(pg.matmul(a, b, out=fresh, device="cpu"), np.matmul(a, b))
