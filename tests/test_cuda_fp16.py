@@ -262,3 +262,51 @@ def test_fp16_row_split(cuda, case):
         ref = reference_for(a, b, c.astype(out_dtype) if beta else None, alpha, beta, out_dtype=out_dtype)
         res = ref.compare(cp.asnumpy(out))
         assert res.ok, f"{case} offsets={off_a},{off_b} pad_b={pad_b} out={np.dtype(out_dtype).name}: {res.message}"
+
+
+STORE_VARIANTS = [s.name for s in kernel_specs().values() if s.tma_store]
+
+
+@pytest.mark.parametrize("variant", STORE_VARIANTS)
+@pytest.mark.parametrize("shape", [(200, 136, 72), (1000, 1000, 512), (16, 64, 64), (130, 8, 40)], ids=lambda s: "x".join(map(str, s)))
+def test_tma_store_writes_the_view_and_nothing_past_its_edges(cuda, variant, shape):
+    """A TMA-store row (C through a tensor map, HG2_EPILOGUE=3) writes an ``out`` that is a
+    view into a larger device buffer (row pitch past N, rows past M, an offset start): every
+    element of the view, none of the buffer around it; fp16 and bf16, beta 0 (the TMA store)
+    and beta != 0 (the staged stores)."""
+    cp = pytest.importorskip("cupy")
+    sm = cuda.runtime.cc[0] * 10 + cuda.runtime.cc[1]
+    if not kernel_specs()[variant].runs_on(sm):
+        pytest.skip(f"{variant} needs sm_90a")
+    m, n, k = shape
+    rng = np.random.default_rng(secrets.randbits(32))
+    for dtype in ("float16", "bfloat16"):
+        ml = pytest.importorskip("ml_dtypes") if dtype == "bfloat16" else None
+        npdt = np.dtype(ml.bfloat16) if ml else np.dtype(np.float16)
+        a = rng.standard_normal((m, k)).astype(npdt)
+        b = rng.standard_normal((k, n)).astype(npdt)
+        for beta in (0.0, 0.75):
+            c = rng.standard_normal((m, n)).astype(npdt)
+            buf = cp.full((m + 3, n + 24 + 8), 7.0, dtype=cp.float32).astype(cp.int16)  # a sentinel bit pattern
+            sentinel = int(buf[0, 0])
+            out_u16 = buf[1:m + 1, 8:n + 8]  # 16-byte aligned start (8 columns in), pitch n + 32
+            out_u16[...] = cp.asarray(c.view(np.int16))
+            out = out_u16.view(cp.float16) if dtype == "float16" else None
+            if out is None:  # bf16 device arrays through torch (CuPy has no bfloat16)
+                torch = pytest.importorskip("torch")
+                tbuf = torch.as_tensor(buf, device="cuda").view(torch.bfloat16)
+                out = tbuf[1:m + 1, 8:n + 8]
+                da = torch.as_tensor(cp.asarray(a.view(np.int16)), device="cuda").view(torch.bfloat16)
+                db = torch.as_tensor(cp.asarray(b.view(np.int16)), device="cuda").view(torch.bfloat16)
+            else:
+                da, db = cp.asarray(a), cp.asarray(b)
+            plan = pg.explain(da, db, out, alpha=1.5, beta=beta, out=out, device="cuda", variant=variant)
+            assert plan.variant == variant, str(plan)
+            pg.gemm(da, db, out, alpha=1.5, beta=beta, out=out, device="cuda", variant=variant)
+            cp.cuda.Device().synchronize()
+            got = cp.asnumpy(buf)
+            res = reference_for(a, b, c, 1.5, beta).compare(got[1:m + 1, 8:n + 8].view(npdt))
+            assert res.ok, f"{variant} {shape} {dtype} beta={beta}: {res.message}"
+            around = got.copy()
+            around[1:m + 1, 8:n + 8] = sentinel
+            assert (around == sentinel).all(), f"{variant} {shape} {dtype} beta={beta}: wrote outside the view"

@@ -352,7 +352,8 @@ def test_auto_chooses_batches_from_measurements_of_batches():
 
 @pytest.mark.parametrize("name,cfg", [
     ("hgemm_v2_wgmma_tma", {}), ("hgemm_v2_wgmma_tma_128x192", {"bn": 192}), ("hgemm_v2_wgmma_tma_128x128", {"bn": 128, "stages": 6}),
-    ("hgemm_v3_wgmma_pingpong", {"bn": 128, "stages": 6, "pingpong": True})])
+    ("hgemm_v3_wgmma_pingpong", {"bn": 128, "stages": 6, "pingpong": True}),
+    ("hgemm_v3_wgmma_pingpong_persistent_tma_store", {"bn": 128, "stages": 6, "pingpong": True, "tma_store": True})])
 def test_tma_layout_counts_the_shared_memory_the_rows_declare(name, cfg):
     """tma.hgemm_v2_layout (direct launches) and variants.json (the backend) agree on each
     wgmma row's dynamic shared memory: ring, alignment slack, barriers and the staged epilogue."""

@@ -61,6 +61,8 @@ _STANDARD_ARGS = ("i", "i", "i", "f", "Q", "i", "Q", "i", "f", "Q", "i")  # M N 
 _BATCH_ARGS = ("q", "q", "q")  # PG_BATCH: element strides of A, B, C from one matrix to the next
 _TMA_BATCH_ARGS = ("i", "i", "i", "q")  # PG_BATCH (TMA rung): matrices, A batched?, B batched?, C's stride
 _TMA_ARGS = ("128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # tmapA tmapB M N K alpha beta C ldc
+_TMA_STORE_ARGS = ("128s", "128s", "128s", "i", "i", "i", "f", "f", "Q", "i")  # ... tmapC after B's (HG2_EPILOGUE=3)
+_NO_MAP = bytes(128)  # tmapC of a build that never stores through it (a 32-bit C)
 #: PG_SPLIT (common.cuh): tile counters, D, D's row and column strides, alpha, beta, D 16-bit?,
 #: every threadblock resident at once?
 _SPLIT_ARGS = ("Q", "Q", "q", "q", "f", "f", "i", "i")
@@ -88,7 +90,7 @@ class PreparedLaunch:
     #: each use after the previous call's reduction); freed when the plan is dropped
     _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
     _split_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
+    _maps: dict[tuple[int, int, int], tuple[bytes, ...]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _go: Any = field(default=None, repr=False)  # the kernel's launcher with the plan's geometry
 
@@ -103,7 +105,8 @@ class PreparedLaunch:
         if k is None:
             assert self.spec is not None
             k = self.rt.function(self.spec.source, self.spec.entry, self.lp.macros() if self.spec.predicated else None)
-            args = _TMA_ARGS + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
+            tma_args = _TMA_STORE_ARGS if self.spec.tma_store else _TMA_ARGS
+            args = tma_args + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
             if self.lp.batch_count and self.lp.cluster != (1, 1):
                 self._fit_clusters(k)
@@ -139,11 +142,13 @@ class PreparedLaunch:
             lp.grid = (held * size, 1, 1)
             lp.notes.append(f"{held} clusters of {size} CTAs, as many as the device holds at once")
 
-    def _tensor_maps(self, a: int, b: int) -> tuple[bytes, bytes]:
-        key = (a, b)
+    def _tensor_maps(self, a: int, b: int, c: int) -> tuple[bytes, ...]:
+        """A's and B's tensor maps, and C's for a TMA-store row (keyed on the pointers)."""
+        assert self.spec is not None
+        key = (a, b, c if self.spec.tma_store else 0)
         maps = self._maps.get(key)
         if maps is None:
-            from .tma import HgemmV2Config, hgemm_v2_tensor_maps
+            from .tma import HgemmV2Config, hgemm_v2_c_map, hgemm_v2_tensor_maps
 
             lp = self.lp
             sa, sb, _ = lp.batch_strides
@@ -155,6 +160,8 @@ class PreparedLaunch:
             ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch,
                                           dtype=lp.dtype or "float16")
             maps = (ta.tobytes(), tb.tobytes())
+            if self.spec.tma_store:  # the kernel's 16 x 64 store boxes of C (a 32-bit C is stored by the lanes)
+                maps += (hgemm_v2_c_map(c, lp.m, lp.n, lp.c.ld, dtype=lp.dtype or "float16").tobytes() if lp.c.itemsize == 2 else _NO_MAP,)
             with self._lock:
                 if len(self._maps) >= _TMA_MAPS_KEPT:
                     self._maps.clear()
@@ -260,11 +267,11 @@ class PreparedLaunch:
     def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple = ()) -> bytes:
         lp = self.lp
         if lp.tma:
-            ta, tb = self._tensor_maps(ka, kb)
+            maps = self._tensor_maps(ka, kb, c)
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
                 sa, sb, sc = lp.batch_strides
-                return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
-            return self._pack(ta, tb, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, *split)
+                return self._pack(*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
+            return self._pack(*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, *split)
         if lp.batch_count:
             return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides, *split)
         return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)

@@ -44,6 +44,7 @@ __all__ = [
     "HgemmV2Layout",
     "HGEMM_V2_DEFAULT",
     "hgemm_v2_layout",
+    "hgemm_v2_c_map",
     "hgemm_v2_tensor_maps",
     "first_param_offset",
     "param_padding",
@@ -212,6 +213,7 @@ class HgemmV2Config:
     cluster_n: int = 1  # HG2_CLUSTER_N: CTAs of a cluster along N, sharing one A tile
     pingpong: bool = False  # HG2_PINGPONG: each consumer owns whole 128 x BN tiles (BN 128)
     staged_epilogue: bool = True  # HG2_EPILOGUE=1 (the default build): a 2 KB buffer per consumer warp
+    tma_store: bool = False  # HG2_EPILOGUE=3: two buffers per consumer warp, stored by TMA (a C tensor map)
     bk: int = 64  # fixed: one 128-byte swizzle row of fp16
 
     @property
@@ -230,6 +232,7 @@ class HgemmV2Config:
             "HG2_CLUSTER": self.cluster,
             "HG2_CLUSTER_N": self.cluster_n,
             "HG2_PINGPONG": int(self.pingpong),
+            "HG2_EPILOGUE": 3 if self.tma_store else 1 if self.staged_epilogue else 0,
         }
 
 
@@ -258,8 +261,11 @@ def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_
     box_a = (64, cfg.bk) if trans_a else (cfg.bm // cfg.cluster_n, cfg.bk)
     box_b = (cfg.bk, cfg.bn // cfg.cluster) if trans_b else (cfg.bk, 64)
     stage = (cfg.bm + cfg.bn) * cfg.bk * 2
-    epilogue = 4 * cfg.consumers * 16 * 128 if cfg.staged_epilogue else 0  # kEpiBytes: 16 rows x 128 B per consumer warp
-    smem = cfg.stages * stage + 1024 + 256 + epilogue  # ring + 1024-byte alignment slack + barriers + epilogue
+    # kEpiBytes: 16 rows x 128 B per consumer warp (two with a TMA store, after a 1024-byte barrier slot)
+    buffers = 2 if cfg.tma_store else 1 if cfg.staged_epilogue else 0
+    epilogue = buffers * 4 * cfg.consumers * 16 * 128
+    barriers = 1024 if cfg.tma_store else 256
+    smem = cfg.stages * stage + 1024 + barriers + epilogue  # ring + 1024-byte alignment slack + barriers + epilogue
     return HgemmV2Layout(box_a=box_a, box_b=box_b, smem_bytes=smem, threads=cfg.threads)
 
 
@@ -292,6 +298,13 @@ def hgemm_v2_tensor_maps(
     ta = encode_tiled_2d(a_ptr, M, K, lda, "col" if trans_a else "row", *lay.box_a, swizzle=lay.swizzle, batch=ba, dtype=dtype)
     tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle, batch=bb, dtype=dtype)
     return ta, tb
+
+
+def hgemm_v2_c_map(c_ptr: int, M: int, N: int, ldc: int, dtype: str = "float16") -> np.void:
+    """C's tensor map for a TMA-store build (``HG2_EPILOGUE=3``): the row-major M x N result
+    (``c[i*ldc + j]``, 16-bit ``dtype``) in boxes of 16 rows x 64 columns, one consumer warp's
+    rows of one 64-column chunk, 128-byte swizzled as the kernel stages them."""
+    return encode_tiled_2d(c_ptr, M, N, ldc, "row", 16, 64, swizzle="128b", dtype=dtype)
 
 
 def first_param_offset(cubin: bytes, entry: str) -> int:

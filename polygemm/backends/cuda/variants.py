@@ -79,6 +79,12 @@ class KernelSpec:
         return d.get("HG2_CLUSTER", 1), d.get("HG2_CLUSTER_N", 1)
 
     @property
+    def tma_store(self) -> bool:
+        """A TMA row built with ``HG2_EPILOGUE=3``: C leaves through a third tensor map (the
+        kernel's ``tmap_c``, after A's and B's)."""
+        return dict(self.defines).get("HG2_EPILOGUE") == 3
+
+    @property
     def cluster(self) -> int:
         """CTAs per thread-block cluster (1: no cluster)."""
         cm, cn = self.cluster_mn

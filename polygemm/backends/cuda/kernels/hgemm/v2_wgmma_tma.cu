@@ -120,14 +120,16 @@
 #ifndef HG2_CLUSTER_N  // CTAs of a cluster along N (horizontally adjacent tiles sharing one A tile)
 #define HG2_CLUSTER_N 1
 #endif
-#ifndef HG2_MN_SWAP
-#define HG2_MN_SWAP 0
-#endif
 #ifndef HG2_WATCHDOG  // 1: a wait longer than ~2 s traps (test builds: no silent hangs)
 #define HG2_WATCHDOG 0
 #endif
 #ifndef HG2_EPILOGUE  // 0: C stored straight from the fragments; 1: staged in shared memory;
-#define HG2_EPILOGUE 1  // 2: no C store (measurement aid: the main loop alone; C is not written)
+#define HG2_EPILOGUE 1  // 2: no C store (measurement aid: the main loop alone; C is not written);
+#endif                  // 3: staged, then stored by TMA (a third tensor map, tmap_c)
+#if HG2_EPILOGUE == 3
+#define HG2_TMAP_C_PARAM const __grid_constant__ CUtensorMap tmap_c,
+#else
+#define HG2_TMAP_C_PARAM
 #endif
 
 namespace hgemm_v2 {
@@ -153,11 +155,19 @@ constexpr int kStageBytes = kATileBytes + kBTileBytes;
 constexpr int kBoxBytes = 64 * 64 * 2;   // one 64 x 64 MN-major box (8 KB)
 // Staged epilogue (HG2_EPILOGUE=1): one 16-row x 128-byte buffer per consumer warp, after the
 // barriers (a warp stages only its own fragment rows, so no barrier between warps).
-constexpr bool kStaged = HG2_EPILOGUE == 1;
+constexpr bool kStaged = HG2_EPILOGUE == 1 || HG2_EPILOGUE == 3;
+// TMA-store epilogue (HG2_EPILOGUE=3): a 16-bit C of one matrix with beta == 0 leaves each
+// warp's buffer through cp.async.bulk.tensor (the warp goes on while the copy drains); other
+// builds of that row (fp32 C, batches, K-slices) and beta != 0 take the staged path.
+constexpr bool kTmaStore = HG2_EPILOGUE == 3 && !PG_OUT_F32 && !PG_BATCH && !PG_STREAMK;
 constexpr int kEpiRowBytes = 128;                  // a staged chunk row: 64 fp16 or 32 fp32 columns
 constexpr int kEpiWarpBytes = 16 * kEpiRowBytes;   // a warp's 16 accumulator rows of one m64 block
-constexpr int kEpiBytes = kStaged ? 4 * kConsumers * kEpiWarpBytes : 0;
-constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 256 + kEpiBytes;
+// TMA store: two buffers per warp (one fills while the other drains), 1024-byte aligned (the
+// 128-byte swizzle's period), so the barriers get a 1024-byte slot of their own before them.
+constexpr int kEpiBuffers = HG2_EPILOGUE == 3 ? 2 : 1;
+constexpr int kEpiBytes = kStaged ? kEpiBuffers * 4 * kConsumers * kEpiWarpBytes : 0;
+constexpr int kBarBytes = HG2_EPILOGUE == 3 ? 1024 : 256;
+constexpr int kSmemBytes = kStages * kStageBytes + 1024 + kBarBytes + kEpiBytes;
 constexpr int kTransA = PG_TRANS_A ? 1 : 0;  // wgmma trans-a: 1 = M-major
 constexpr int kTransB = PG_TRANS_B ? 0 : 1;  // wgmma trans-b: 1 = N-major (B row-major)
 
@@ -285,41 +295,48 @@ __device__ __forceinline__ void cluster_sync() {
                      : "memory");
 }
 
-// Shared-memory matrix descriptor, 128-byte swizzle (mode 1 in bits 62-63).
-__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
-           (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32) |
-           (1ull << 62);
+// Shared-memory matrix descriptor, 128-byte swizzle (PTX "matrix descriptor"), kept as its two
+// 32-bit words. Every descriptor here has SBO = 1024 and the 128-byte swizzle mode, so the
+// high word is one constant (kDescHi) and only the low word (start address >> 4 in bits 0-13,
+// LBO >> 4 in bits 16-29) moves from one wgmma to the next. Why: built as a 64-bit value, each
+// k16 step cost a 64-bit add and four R2UR moves per wgmma in the main loop (about 80
+// instructions per k-tile per warp); with the start address below 256 KB the low word's add
+// never carries into LBO, and the asm joins the words itself (mov.b64 {lo, hi}).
+constexpr uint32_t kDescHi = (1024u >> 4) | (1u << 30);  // SBO 1024 B (bits 32-45), swizzle 128 B (62-63)
+__device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint32_t lbo) {
+    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) << 16);
 }
 
 // wgmma.mma_async m64nNk16, fp32 += fp16 * fp16, A and B from shared memory (descriptors),
 // scale-d = 1 (accumulate), imm-scale-a/b = 1, trans-a / trans-b compile-time.
 // (Operand lists written out by a small generator: N/2 accumulator registers.)
 template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint32_t da, uint32_t db) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %34, 0;\n"
+        "mov.b64 da, {%32, %37};\nmov.b64 db, {%33, %37};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, %32, %33, p, 1, 1, %35, %36;\n}\n"
+        "}, da, db, p, 1, 1, %35, %36;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+        : "r"(da), "r"(db), "r"(1), "n"(kTA), "n"(kTB), "r"(kDescHi));
 }
 
 template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t da, uint32_t db) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %66, 0;\n"
+        "mov.b64 da, {%64, %69};\nmov.b64 db, {%65, %69};\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+        "}, da, db, p, 1, 1, %67, %68;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -328,13 +345,14 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, ui
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+        : "r"(da), "r"(db), "r"(1), "n"(kTA), "n"(kTB), "r"(kDescHi));
 }
 
 template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint32_t da, uint32_t db) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %98, 0;\n"
+        "mov.b64 da, {%96, %101};\nmov.b64 db, {%97, %101};\n"
         "wgmma.mma_async.sync.aligned.m64n192k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -342,7 +360,7 @@ __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t da, ui
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
         "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-        "}, %96, %97, p, 1, 1, %99, %100;\n}\n"
+        "}, da, db, p, 1, 1, %99, %100;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -355,13 +373,14 @@ __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], uint64_t da, ui
           "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
           "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
           "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+        : "r"(da), "r"(db), "r"(1), "n"(kTA), "n"(kTB), "r"(kDescHi));
 }
 
 template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint32_t da, uint32_t db) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %130, 0;\n"
+        "mov.b64 da, {%128, %133};\nmov.b64 db, {%129, %133};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32" PG_MMA_AB PG_MMA_AB " {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -371,7 +390,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, u
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+        "}, da, db, p, 1, 1, %131, %132;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -388,11 +407,11 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t da, u
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(da), "l"(db), "r"(1), "n"(kTA), "n"(kTB));
+        : "r"(da), "r"(db), "r"(1), "n"(kTA), "n"(kTB), "r"(kDescHi));
 }
 
 template <int kTA, int kTB>
-__device__ __forceinline__ void wgmma_tile(float (&d)[kAcc], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void wgmma_tile(float (&d)[kAcc], uint32_t da, uint32_t db) {
 #if HG2_BN == 256
     wgmma_m64n256k16<kTA, kTB>(d, da, db);
 #elif HG2_BN == 192
@@ -615,6 +634,73 @@ __device__ __forceinline__ void epilogue_staged(const float (&d)[kAcc], uint32_t
     }
 }
 
+#if HG2_EPILOGUE == 3
+// ------------------------------------------------------------------------------------------
+// TMA-store epilogue (HG2_EPILOGUE=3). Why: the staged epilogue's read-back and 16-byte global
+// stores are issued by every lane and wait in the LSU when all SMs store their tiles at once;
+// here each 16 x 64 chunk goes from the warp's buffer to C by one cp.async.bulk.tensor that
+// lane 0 issues, and the warp stages the next chunk (two buffers) or starts its next tile
+// while the copy drains. The buffer is laid out as the tensor map's 128-byte swizzle wants
+// (16-byte unit u of row r at unit u ^ (r % 8)), which is also conflict-free for stmatrix.
+// TMA clips the rows past M and columns past N.
+// ------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t epi_addr_tma(uint32_t buf, int r, int u) {
+    return buf + static_cast<uint32_t>(r * kEpiRowBytes + ((u ^ (r & 7)) << 4));
+}
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+}
+// Lane 0's bulk copies: commit the ones issued, wait until at most N groups still read shared
+// memory (or, bulk_wait_all, until all are complete).
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// One consumer warp's 16 accumulator rows of one m64 block (beta == 0, 16-bit C) to C rows
+// row0.., columns n0.., through its buffers buf and buf + kEpiWarpBytes.
+__device__ __forceinline__ void epilogue_tma(const float (&d)[kAcc], uint32_t buf, const CUtensorMap* tmap_c,
+                                             int row0, int n0, int M, int N, float alpha, int lane) {
+    if (row0 >= M) return;  // warp-uniform: none of its rows exists
+    if (lane == 0) bulk_wait_read<0>();  // the last tile's copies have left both buffers
+    __syncwarp();
+    // stmatrix.x4 takes n8 blocks j, j+1 (rows 0-7 and 8-15 of each), lane l giving row l%8
+    // (+8) of matrix l/8 (as epilogue_staged).
+    const int mi = lane >> 3;
+    const int srow = (mi & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int c = 0; c < kBN / 64; ++c) {
+        if (n0 + 64 * c >= N) break;  // warp-uniform
+        const uint32_t b = buf + (c & 1) * kEpiWarpBytes;
+        if (c >= 2) {  // this buffer's copy (chunk c - 2) has read it
+            if (lane == 0) bulk_wait_read<1>();
+            __syncwarp();
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 8 * c + 2 * q;
+            stmatrix_x4(epi_addr_tma(b, srow, 2 * q + (mi >> 1)),
+                        out_pack2(alpha * d[4 * j], alpha * d[4 * j + 1]),
+                        out_pack2(alpha * d[4 * j + 2], alpha * d[4 * j + 3]),
+                        out_pack2(alpha * d[4 * j + 4], alpha * d[4 * j + 5]),
+                        out_pack2(alpha * d[4 * j + 6], alpha * d[4 * j + 7]));
+        }
+        // the shared writes (generic proxy) become visible to the copy (async proxy)
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncwarp();
+        if (lane == 0) {
+            tma_store_2d(tmap_c, b, n0 + 64 * c, row0);
+            bulk_commit();
+        }
+    }
+}
+#endif
+
 // Tile `t` of the cluster-level grid (kCluster vertically adjacent BM x BN tiles per unit) in
 // grouped order: kGroupM unit rows are walked column by column (L2 reuse of A rows and B
 // columns among the CTAs running at the same time).
@@ -681,7 +767,7 @@ __cluster_dims__(HG2_CLUSTER * HG2_CLUSTER_N, 1, 1)
 #endif
 __launch_bounds__(hgemm_v2::kThreads, 1)
 HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
-                   const __grid_constant__ CUtensorMap tmap_b, int M, int N, int K, float alpha,
+                   const __grid_constant__ CUtensorMap tmap_b, HG2_TMAP_C_PARAM int M, int N, int K, float alpha,
                    float beta, void* C, int ldc HG2_BATCH_PARAMS PG_SPLIT_PARAMS PG_STREAMK_PARAMS)
 {
     using namespace hgemm_v2;
@@ -690,7 +776,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
     const uint32_t full_bar = base + kStages * kStageBytes;  // kStages x 8 bytes
     const uint32_t empty_bar = full_bar + kStages * 8;       // kStages x 8 bytes
     const uint32_t turn_bar = empty_bar + kStages * 8;       // 2 x 8 bytes (ping-pong)
-    const uint32_t epi_buf = full_bar + 256;                 // kEpiBytes (staged epilogue)
+    const uint32_t epi_buf = full_bar + kBarBytes;           // kEpiBytes (staged epilogue)
 
     const int wg = threadIdx.x / 128;
     const int tid = threadIdx.x % 128;
@@ -744,6 +830,10 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_a)) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_b)) : "memory");
+#if HG2_EPILOGUE == 3
+        if (kTmaStore)
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tmap_c)) : "memory");
+#endif
     }
     if (kCluster > 1) cluster_sync();  // peers' barriers initialised before any multicast
     else __syncthreads();
@@ -837,16 +927,10 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         // Per-stage descriptor offsets (bytes) of this consumer's A slice and of B.
         constexpr uint32_t kAStep = PG_TRANS_A ? 2048u : 32u;  // per k16 step
         constexpr uint32_t kBStep = PG_TRANS_B ? 32u : 2048u;
-#if HG2_MN_SWAP  // debugging aid: MN-major LBO / SBO roles exchanged
-        const uint64_t da0 = PG_TRANS_A ? make_desc(base, 1024, 8192) : make_desc(base, 16, 1024);
-        const uint64_t db0 = PG_TRANS_B ? make_desc(base + kATileBytes, 16, 1024)
-                                        : make_desc(base + kATileBytes, 1024, 8192);
-#else
-        const uint64_t da0 = make_desc(base, PG_TRANS_A ? 8192 : 16, 1024);
-        const uint64_t db0 = make_desc(base + kATileBytes, PG_TRANS_B ? 16 : 8192, 1024);
-#endif
+        const uint32_t da0 = desc_lo(base, PG_TRANS_A ? 8192 : 16);
+        const uint32_t db0 = desc_lo(base + kATileBytes, PG_TRANS_B ? 16 : 8192);
         // This warpgroup's first m64 block inside the A tile (cooperative: its own slice).
-        const uint64_t da_wg = da0 + (kPingpong ? 0 : (cw * kBoxBytes) >> 4);
+        const uint32_t da_wg = da0 + (kPingpong ? 0u : static_cast<uint32_t>(cw * kBoxBytes) >> 4);
         // Tiles of this consumer: every tile of the CTA (cooperative) or every other one
         // (ping-pong; the ring iterations of the partner's tiles are skipped).
         const int my_first = kPingpong ? cw : 0;
@@ -894,7 +978,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             for (int kt = kb; kt < ke; ++kt) {
                 mbar_wait(full_bar + 8 * s, ph);
                 __syncwarp();  // wgmma is .sync.aligned: the warp must be converged
-                const uint64_t so = static_cast<uint64_t>((s * kStageBytes) >> 4);
+                const uint32_t so = static_cast<uint32_t>(s * kStageBytes) >> 4;
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < kBK / 16; ++ks)
@@ -946,11 +1030,21 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             }
 #endif
 
-#if HG2_EPILOGUE == 1
+#if HG2_EPILOGUE == 1 || HG2_EPILOGUE == 3
+#if HG2_EPILOGUE == 3
+            if (kTmaStore && beta == 0.f) {
+                // Staged in this warp's two buffers, each chunk then stored by TMA.
+#pragma unroll
+                for (int h = 0; h < kMW; ++h)
+                    epilogue_tma(acc[h], epi_buf + (cw * 4 + warp) * kEpiBuffers * kEpiWarpBytes, &tmap_c,
+                                 m0 + (kPingpong ? h : cw) * 64 + warp * 16, n0, M, N, alpha, lane);
+                continue;  // (nothing follows the store in these builds: no K-slices)
+            }
+#endif
             // Epilogue staged through this warp's shared buffer (coalesced 16-byte stores).
 #pragma unroll
             for (int h = 0; h < kMW; ++h)
-                epilogue_staged(acc[h], epi_buf + (cw * 4 + warp) * kEpiWarpBytes, Cz, ldc,
+                epilogue_staged(acc[h], epi_buf + (cw * 4 + warp) * kEpiBuffers * kEpiWarpBytes, Cz, ldc,
                                 m0 + (kPingpong ? h : cw) * 64 + warp * 16, n0, M, N, alpha, beta,
                                 lane);
 #elif HG2_EPILOGUE == 2
@@ -990,6 +1084,10 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                                 pg_split_count + (m0 / kBM) * CEIL_DIV(N, kBN) + n0 / kBN, pg_batch_count);
 #endif
         }
+#if HG2_EPILOGUE == 3
+        // the copies read this CTA's shared memory: done before it leaves
+        if (kTmaStore && tid % 32 == 0) bulk_wait_all();
+#endif
 #if PG_SPLIT
         // Every block of this persistent grid is resident (one per SM; a cluster row's grid is
         // as many clusters as the device holds at once): once its own tiles are stored, the
