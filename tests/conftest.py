@@ -72,3 +72,15 @@ class DLPackOnly:
 
     def __dlpack_device__(self):
         return self._x.__dlpack_device__()
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run the command line; it must end in a usage error (exit 2) of one line, no traceback.
+    Returns that line."""
+    from polygemm.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err, err
+    return err.strip().splitlines()[-1]

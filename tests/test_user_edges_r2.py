@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
+from conftest import usage_error
 
 
 @pytest.mark.parametrize("a, b, name", [
@@ -36,15 +37,6 @@ def test_matmul_vector_mismatch_beside_a_list(a, b, named):
         pg.matmul(a, b, device="cpu")
 
 
-def _usage_error(capsys, argv: list[str]) -> str:
-    """Run the command line; it must end in a usage error (exit 2) of one line, no traceback."""
-    from polygemm.cli import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "Traceback" not in err, err
-    return err.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -55,7 +47,7 @@ def _usage_error(capsys, argv: list[str]) -> str:
     (["compile", "-j", "-1", "--only", "no_such_kernel"], "-j/--jobs: must be an integer >= 1; got '-1'"),
 ])
 def test_cli_usage_errors_say_what_is_wrong(capsys, argv, says):
-    assert says in _usage_error(capsys, argv)
+    assert says in usage_error(capsys, argv)
 
 
 @pytest.mark.parametrize("value", ["inf", "nan"])

@@ -13,18 +13,12 @@ import numpy as np
 import pytest
 
 import polygemm as pg
+from conftest import usage_error
 from polygemm.cli import main
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 
-def _usage_error(capsys, argv: list[str]) -> str:
-    """Run the command line; it must end in a usage error (exit 2) of one line, no traceback."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "Traceback" not in err, err
-    return err.strip().splitlines()[-1]
 
 
 # -- defect 1: bench's bad option values are usage errors (exit 2) -----------------------------------------------------
@@ -36,14 +30,14 @@ def test_bench_settle_out_of_range_is_a_usage_error(capsys, monkeypatch, value):
     from polygemm import bench
 
     monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("timed with a bad --settle"))
-    last = _usage_error(capsys, ["bench", "--device", "cpu", "--mode", "kernel", "--shapes", "8x8x8", "--settle", value])
+    last = usage_error(capsys, ["bench", "--device", "cpu", "--mode", "kernel", "--shapes", "8x8x8", "--settle", value])
     assert last == f"polygemm bench: error: argument --settle: must be >= 0 seconds and finite; got {value!r}"
 
 
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_bench_repeats_below_one_is_a_usage_error_like_a_word(capsys, value):
     # defect 1: --repeats 0 had been "polygemm: error: ..." after the parser, while --repeats many was argparse's
-    last = _usage_error(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", value])
+    last = usage_error(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", value])
     assert last == f"polygemm bench: error: argument --repeats: must be an integer >= 1 or auto; got {value!r}"
 
 
