@@ -323,9 +323,9 @@ case "$what" in
   hopper-ncu)  # issue 14: the profiler on the wgmma rungs, each grid (one launch each; kernels named hgemm*)
     for shape in 4096x4096x4096 8192x8192x512; do
       ncu --clock-control none -k regex:hgemm --csv --metrics \
-        gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__registers_per_thread \
+        gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__registers_per_thread,smsp__inst_executed.sum \
         python3 tools/profile_rungs.py --dtype float16 --shape $shape hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent \
-        hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent > docs/benchmarks/ncu_persistent_$shape.csv
+        hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent hgemm_v3_wgmma_pingpong_persistent_tma_store > docs/benchmarks/ncu_persistent_$shape.csv
     done
     # the epilogue's share: the persistent builds with and without their C store (HG2_EPILOGUE=2)
     ncu --clock-control none -k regex:hgemm --csv --metrics \
