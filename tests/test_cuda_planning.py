@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import polygemm as pg
@@ -385,3 +386,36 @@ def test_auto_passes_over_a_rung_the_devices_shared_memory_cannot_hold(cc, smem,
         assert not plan.variant.startswith("skinny_v3"), str(plan)
         assert plan.private.launch.lp.smem_bytes <= smem
         assert any(name.startswith("skinny_v3") and "shared memory" in why for name, why in plan.candidates), plan.candidates
+
+
+def test_tma_store_row_keeps_c_maps_per_c_pointer_and_a_b_maps_per_pair(monkeypatch):
+    """The launcher of a TMA-store row encodes A's and B's tensor maps once per (A, B) pointers
+    and C's once per C pointer (a call with a new result encodes only C's); with beta != 0 (or
+    a 32-bit C) the kernel stores C itself and gets 128 zero bytes, nothing encoded for C."""
+    from polygemm.backends.cuda import launch, tma
+
+    encoded: list[str] = []
+
+    def fake_ab(a, b, *args, **kw):
+        encoded.append(f"ab{a},{b}")
+        return (np.frombuffer(bytes([1]) * 128, "V128")[0], np.frombuffer(bytes([2]) * 128, "V128")[0])
+
+    def fake_c(c, *args, **kw):
+        encoded.append(f"c{c}")
+        return np.frombuffer(bytes([3]) * 128, "V128")[0]
+
+    monkeypatch.setattr(tma, "hgemm_v2_tensor_maps", fake_ab)
+    monkeypatch.setattr(tma, "hgemm_v2_c_map", fake_c)
+    spec = SPECS["hgemm_v3_wgmma_pingpong_persistent_tma_store"]
+    assert spec.tma_store and not SPECS["hgemm_v3_wgmma_pingpong_persistent"].tma_store
+    lp = plan_launch(spec, Mat("a", 256, 128, "row", 128, ptr=0, itemsize=2), Mat("b", 128, 256, "row", 256, ptr=0, itemsize=2),
+                     Mat("c", 256, 256, "row", 256, ptr=0, itemsize=2))
+    pl = launch.PreparedLaunch(None, spec, lp)  # type: ignore[arg-type]
+    first = pl._tensor_maps(16, 32, 4096, 0.0)
+    assert len(first) == 3 and first[2] == bytes([3]) * 128 and encoded == ["ab16,32", "c4096"]
+    pl._tensor_maps(16, 32, 8192, 0.0)  # a new result: only C's map
+    assert encoded == ["ab16,32", "c4096", "c8192"]
+    pl._tensor_maps(16, 32, 4096, 0.0)  # both kept
+    assert encoded == ["ab16,32", "c4096", "c8192"]
+    assert pl._tensor_maps(16, 32, 12288, 0.5)[2] == bytes(128)  # beta != 0: the lanes store C
+    assert encoded == ["ab16,32", "c4096", "c8192"]

@@ -90,7 +90,8 @@ class PreparedLaunch:
     #: each use after the previous call's reduction); freed when the plan is dropped
     _workspaces: dict[int, int] = field(default_factory=dict, repr=False)
     _split_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _maps: dict[tuple[int, int, int], tuple[bytes, ...]] = field(default_factory=dict, repr=False)
+    _maps: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
+    _c_maps: dict[int, bytes] = field(default_factory=dict, repr=False)  # TMA-store rows: C's map per C pointer
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _go: Any = field(default=None, repr=False)  # the kernel's launcher with the plan's geometry
 
@@ -142,31 +143,40 @@ class PreparedLaunch:
             lp.grid = (held * size, 1, 1)
             lp.notes.append(f"{held} clusters of {size} CTAs, as many as the device holds at once")
 
-    def _tensor_maps(self, a: int, b: int, c: int) -> tuple[bytes, ...]:
-        """A's and B's tensor maps, and C's for a TMA-store row (keyed on the pointers)."""
-        assert self.spec is not None
-        key = (a, b, c if self.spec.tma_store else 0)
-        maps = self._maps.get(key)
-        if maps is None:
-            from .tma import HgemmV2Config, hgemm_v2_c_map, hgemm_v2_tensor_maps
+    def _tensor_maps(self, a: int, b: int, c: int, beta: float) -> tuple[bytes, ...]:
+        """A's and B's tensor maps (kept per (A, B) pointers), and C's for a TMA-store row (kept
+        per C pointer: a call with a new result encodes only C's). The kernel stores through C's
+        map only for a 16-bit C with beta == 0; otherwise it gets 128 zero bytes."""
+        from .tma import HgemmV2Config, hgemm_v2_c_map, hgemm_v2_tensor_maps
 
-            lp = self.lp
+        assert self.spec is not None
+        lp = self.lp
+        maps = self._maps.get((a, b))
+        if maps is None:
             sa, sb, _ = lp.batch_strides
             batch = (lp.batch_count, sa, sb) if lp.batch_count else None
-            assert self.spec is not None
             bm, bn, _ = self.spec.tile  # the boxes follow the rung's threadblock tile
             cm, cn = lp.cluster  # the plan's cluster: the boxes are each CTA's share of a multicast tile
             cfg = HgemmV2Config(bn=bn, consumers=bm // 64, cluster=cm, cluster_n=cn)
             ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch,
                                           dtype=lp.dtype or "float16")
             maps = (ta.tobytes(), tb.tobytes())
-            if self.spec.tma_store:  # the kernel's 16 x 64 store boxes of C (a 32-bit C is stored by the lanes)
-                maps += (hgemm_v2_c_map(c, lp.m, lp.n, lp.c.ld, dtype=lp.dtype or "float16").tobytes() if lp.c.itemsize == 2 else _NO_MAP,)
             with self._lock:
                 if len(self._maps) >= _TMA_MAPS_KEPT:
                     self._maps.clear()
-                self._maps[key] = maps
-        return maps
+                self._maps[(a, b)] = maps
+        if not self.spec.tma_store:
+            return maps
+        if beta != 0.0 or lp.c.itemsize != 2 or lp.batch_count:  # the lanes store C (the staged epilogue)
+            return maps + (_NO_MAP,)
+        cmap = self._c_maps.get(c)
+        if cmap is None:  # the kernel's 16 x 64 store boxes of C
+            cmap = hgemm_v2_c_map(c, lp.m, lp.n, lp.c.ld, dtype=lp.dtype or "float16").tobytes()
+            with self._lock:
+                if len(self._c_maps) >= _TMA_MAPS_KEPT:
+                    self._c_maps.clear()
+                self._c_maps[c] = cmap
+        return maps + (cmap,)
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
         """Queue the product on ``stream`` without waiting for it."""
@@ -267,7 +277,7 @@ class PreparedLaunch:
     def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple = ()) -> bytes:
         lp = self.lp
         if lp.tma:
-            maps = self._tensor_maps(ka, kb, c)
+            maps = self._tensor_maps(ka, kb, c, beta)
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
                 sa, sb, sc = lp.batch_strides
                 return self._pack(*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
