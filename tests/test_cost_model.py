@@ -432,3 +432,18 @@ def test_the_committed_auto_choices_are_what_the_tables_choose():
     printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=root).stdout
     committed = (root / "docs" / "benchmarks" / "auto_choices.md").read_text()
     assert printed == committed, "regenerate: python docs/benchmarks/auto_choices.py > docs/benchmarks/auto_choices.md"
+
+
+def test_the_tma_store_row_pays_cs_map_only_where_the_host_sets_the_pace():
+    """A TMA-store row and the same kernel storing C itself, measured alike: where the call's
+    device time is short enough for the host path to set its pace, the TMA-store row is
+    charged the encoding of C's map (STORE_MAP_HOST_US); where it is long, nothing."""
+    specs = kernel_specs()
+    ts, pp = specs["hgemm_v3_wgmma_pingpong_persistent_tma_store"], specs["hgemm_v3_wgmma_pingpong_persistent"]
+    for (m, n, k), tflops in (((1000, 8192, 512), 480.0), ((8192, 8192, 512), 560.0)):
+        recs = [{"variant": v.name, "dtype": "float16", "m": m, "n": n, "k": k, "tflops": tflops, "vendor_tflops": 500.0}
+                for v in (ts, pp)]
+        est = {c.variant: c.estimate_us for c in cost.rank([ts, pp], recs, m, n, k) if not c.splits}
+        device_us = 2.0 * m * n * k / (tflops * 1e6)
+        extra = cost.STORE_MAP_HOST_US if device_us < cost.HOST_BOUND_US else 0.0
+        assert est[ts.name] == pytest.approx(est[pp.name] + extra, abs=1e-6), (m, n, k, est)

@@ -50,6 +50,16 @@ SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 #: the host's share of a split the device timings leave out (the workspace's lookup and the
 #: longer parameter list), paid by every call
 SPLIT_HOST_US = 1.0
+#: the host's share of a TMA-store row (``HG2_EPILOGUE=3``) the device timings leave out: C's
+#: tensor map, encoded for each new result (H200, 1000x8192x512 fp16 with a new result every
+#: call: 22.1 µs a call against 19.1 for the same ping-pong kernel storing C itself)
+STORE_MAP_HOST_US = 3.0
+#: a call whose device time is below this waits on its host path (a call that makes its result
+#: costs the host about this much), so STORE_MAP_HOST_US lengthens it; longer calls hide it
+#: (4096x4096x512 fp16 on the TMA-store row: 32.2 µs a call with a new result, 32.5 into an out).
+#: SPLIT_HOST_US is not gated so: gated, the model moved fp32 1000x1000x512 and 8192x128x512 to
+#: cm_v12:split_k=2, 10% slower than cm_v13 beside it (H100, h100_tune_hostgate_*_fp32.json)
+HOST_BOUND_US = 2.0 * HOST_LAUNCH_US
 #: what one SM reads of the other slices' partial sums when it reduces a tile alone (L2 to
 #: SM, measured: a 128 x 128 tile's 8 slices took 15-17 µs)
 SM_REDUCE_BYTES_PER_US = 3.0e4
@@ -473,7 +483,10 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 # an estimate far from any measurement of its kind is trusted less
                 scale *= 1.0 + DISTANCE_PENALTY * (_distance(m, n, k, count, anchor) + (0.5 if (asplit > 0) != (s > 0) else 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
+            device_us = c.estimate_us * scale
             host = SPLIT_HOST_US if s else 0.0  # what the measurements (device time) leave out
-            out.append(Candidate(c.variant, c.splits, c.estimate_us * scale + host, c.waves, c.shape, c.count))
+            if spec.tma_store and device_us < HOST_BOUND_US:  # C's map, where the host path sets the pace
+                host += STORE_MAP_HOST_US
+            out.append(Candidate(c.variant, c.splits, device_us + host, c.waves, c.shape, c.count))
     out.sort(key=lambda c: c.estimate_us)
     return out
