@@ -26,7 +26,8 @@ from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper, result_like
-from .problem import Call, GemmProblem, _check_dtype, _host_layout, _scalar, common_stream, host_convert, normalize, operand_view
+from .problem import (Call, GemmProblem, _check_dtype, _host_layout, _scalar, common_stream, device_interface, host_convert,
+                      normalize, operand_view)
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
 
@@ -371,12 +372,17 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
 
 
 def _dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
-    """``x`` and its number of dimensions, for matmul. An object that offers only DLPack (no
-    ``ndim``: NumPy reads it as a 0-D object) is read through DLPack: CPU data becomes the NumPy
-    view of its memory (a vector gets its unit dimension through it, and ``out`` is written
-    through it); other data is passed on as it is."""
-    if isinstance(x, np.ndarray) or isinstance(getattr(x, "ndim", None), int) \
-            or not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
+    """``x`` and its number of dimensions, for matmul. An object that offers only an array
+    interface (``__cuda_array_interface__``, no ``ndim``) has the interface's; one that offers
+    only DLPack (no ``ndim``: NumPy reads either as a 0-D object) is read through DLPack: CPU
+    data becomes the NumPy view of its memory (a vector gets its unit dimension through it, and
+    ``out`` is written through it); other data is passed on as it is."""
+    if isinstance(x, np.ndarray) or isinstance(getattr(x, "ndim", None), int):
+        return x, _ndim(x)
+    dev = device_interface(x, name)  # an object that offers only an array interface (no ndim, no shape of NumPy's)
+    if dev is not None:
+        return x, len(dev[1].get("shape", ()))
+    if not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
         return x, _ndim(x)
     where, data, iface = dlpack_interface(name, x)
     if iface is None:
@@ -429,9 +435,10 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
     if isinstance(x, (list, tuple)):  # stays a list: gemm reads it, and its messages speak of a list
         return [list(x)] if where == -2 else [[v] for v in x]
     if not hasattr(x, "reshape"):
-        if hasattr(x, "__dlpack__"):  # device data offered only through DLPack: nothing here reshapes it
+        if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):  # device data offered only by an interface
+            how = "DLPack" if hasattr(x, "__dlpack__") else "__cuda_array_interface__"
             raise ShapeError(f"{name} is a vector (1-D) {type(x).__name__} that polygemm cannot reshape (it offers only "
-                             f"DLPack); pass it as a matrix, e.g. {name}[None, :] or {name}[:, None] in its own library")
+                             f"{how}); pass it as a matrix, e.g. {name}[None, :] or {name}[:, None] in its own library")
         if name == "out":  # NumPy's view of it may be a copy (a memoryview, an object's __array__): out would not get the result
             raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(x).__name__}")
         x = np.asarray(x)

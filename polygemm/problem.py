@@ -75,13 +75,14 @@ Layout = Literal["row", "col"]
 Residency = str  # "host", "cuda", "musa", or a plugin's device kind
 
 
-def device_interface(obj: Any) -> tuple[str, dict] | None:
+def device_interface(obj: Any, name: str = "") -> tuple[str, dict] | None:
     """Return ``(residency, interface)`` for a device array, or None for host data.
 
     CUDA arrays are recognized by ``__cuda_array_interface__`` (pycuda, CuPy, PyTorch).
     Other devices' arrays expose ``__polygemm_array_interface__``: a dict with the same
     keys as the CUDA interface (``shape``, ``typestr``, ``strides``, ``data``) plus
-    ``device``, the residency name (e.g. ``"musa"``).
+    ``device``, the residency name (e.g. ``"musa"``). ``name`` (the argument's) leads the
+    message of an interface that cannot be read.
     """
     try:
         iface = obj.__cuda_array_interface__
@@ -89,7 +90,8 @@ def device_interface(obj: Any) -> tuple[str, dict] | None:
         iface = getattr(obj, "__polygemm_array_interface__", None)
         return None if iface is None else (str(iface["device"]), dict(iface))
     except Exception as exc:  # e.g. a torch tensor that needs grad
-        raise ArgumentError(f"could not read __cuda_array_interface__ of {type(obj).__name__}: {exc}") from exc
+        who = f"{name} ({type(obj).__name__})" if name else type(obj).__name__
+        raise ArgumentError(f"{who}: could not read its __cuda_array_interface__: {exc}") from exc
     return "cuda", dict(iface)
 
 
@@ -494,7 +496,7 @@ def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError
 def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
     # torch's __cuda_array_interface__ refuses bfloat16: those tensors come through DLPack
     via_dlpack = torch_dlpack_only(obj)
-    dev = None if via_dlpack else device_interface(obj)
+    dev = None if via_dlpack else device_interface(obj, name)
     if dev is None:
         if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
             where, data, iface = dlpack_interface(name, obj)

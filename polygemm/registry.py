@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant
-from .errors import ArgumentError, BackendUnavailableError, UnsupportedProblemError
+from .errors import ArgumentError, BackendUnavailableError, DTypeError, UnsupportedProblemError
 from .problem import GemmProblem
 
 __all__ = [
@@ -554,6 +554,19 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
     return None
 
 
+def _dtypes_on(infos: list[BackendInfo], residency: str) -> tuple[str, ...]:
+    """The dtypes the available backends that take ``residency`` data compute (a broken plugin counts none)."""
+    found: set[str] = set()
+    for info in infos:
+        be = info.backend
+        if info.available and be is not None and residency in getattr(be, "residencies", ()):
+            try:
+                found.update(be.dtypes())
+            except Exception:  # passed over, as _rule_out passes it over
+                pass
+    return tuple(sorted(found))
+
+
 def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> tuple[Backend, list[tuple[str, str]]]:
     """Pick the backend for ``problem``; return it and the candidates passed over (name, why).
 
@@ -598,6 +611,11 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
             continue
         return info.backend, passed
     summary = "; ".join(f"{n}: {w}" for n, w in passed)
+    takes = _dtypes_on(infos, problem.residency)
+    if variant == "auto" and problem.residency != "host" and takes and problem.dtype.name not in takes:
+        # the data's device is there and only its dtype is refused: a dtype error, as device='cuda' gives
+        raise DTypeError(f"no available backend computes {problem.dtype.name} on {problem.residency} data; it takes "
+                         f"{', '.join(takes)}: convert the operands (e.g. a.astype('float32')) ({summary})", details=_details(infos))
     if variant != "auto":
         raise UnsupportedProblemError(f"no available backend has variant {variant!r} for this problem ({summary})", details=_details(infos))
     raise BackendUnavailableError(f"no available backend can compute this {problem.dtype.name} problem on {problem.residency}: {summary}",

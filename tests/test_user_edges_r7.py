@@ -190,3 +190,82 @@ def test_matmul_reversed_vector_out_is_told_of_the_out_given(a, b, out):
     assert f"np.empty({out.shape}, np.float64)" in text
     fresh = np.empty(out.shape)  # what the message says to pass
     np.testing.assert_array_equal(pg.matmul(a, b, out=fresh, device="cpu"), np.matmul(a, b))
+
+
+class _CudaInterfaceOnly:
+    """An object that offers only ``__cuda_array_interface__`` (no ndim, shape or reshape)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (256, False), "version": 2, "strides": None}
+
+
+def test_matmul_reads_the_dimensions_of_an_interface_only_device_array():
+    # round 8 (GPU): matmul took an object offering only __cuda_array_interface__ for a scalar
+    # ("a is a scalar (0-D ...)") where gemm takes it; its dimensions are the interface's
+    with pytest.raises(pg.PolygemmError) as exc:
+        pg.matmul(_CudaInterfaceOnly((4, 3)), _CudaInterfaceOnly((3, 5)), device="cpu")
+    assert "scalar" not in str(exc.value), str(exc.value)
+    with pytest.raises(pg.ShapeError, match=r"a is a vector \(1-D\) _CudaInterfaceOnly that polygemm cannot reshape"):
+        pg.matmul(_CudaInterfaceOnly((3,)), _CudaInterfaceOnly((3, 5)), device="cpu")
+
+
+class _UnreadableInterface:
+    """A device array whose interface refuses to be read (as torch's does for a tensor that requires grad)."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. Use var.detach()")
+
+
+def test_an_unreadable_device_interface_is_named_by_its_argument():
+    # round 8 (GPU): a torch tensor that requires grad was refused as "could not read
+    # __cuda_array_interface__ of Tensor: ...", without saying which operand it was
+    for name, args in (("a", (_UnreadableInterface(), np.ones((2, 2), np.float32))),
+                       ("b", (np.ones((2, 2), np.float32), _UnreadableInterface()))):
+        with pytest.raises(pg.ArgumentError, match=rf"^{name} \(_UnreadableInterface\): could not read its "
+                                                   rf"__cuda_array_interface__: .*detach"):
+            pg.gemm(*args)
+
+
+class _OnDevice:
+    """A 2-D array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
+
+    def __init__(self, shape: tuple[int, int], typestr: str) -> None:
+        self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
+                                            "device": "fakedev", "version": 1}
+
+
+def test_auto_refuses_a_dtype_its_devices_backend_lacks_as_a_dtype_error(monkeypatch):
+    # round 8 (GPU): float64 CUDA arrays with device='auto' raised BackendUnavailableError (a
+    # RuntimeError) though the device was there and only the dtype was refused (device='cuda' gives
+    # a DTypeError, a TypeError); auto now says so as a DTypeError naming the dtypes it takes
+    import dataclasses
+
+    import polygemm.registry as registry
+    from polygemm.backend import Availability, Backend
+    from polygemm.problem import normalize
+
+    class FakeDevice(Backend):
+        name = "fakedev"
+        residencies = ("fakedev",)
+
+        def probe(self) -> Availability:
+            return Availability(True)
+
+        def variants(self):  # type: ignore[no-untyped-def]
+            return [pg.Variant("k", ("float32",), "a kernel")]
+
+        def plan(self, problem, variant="auto"):  # type: ignore[no-untyped-def]
+            raise AssertionError("not planned")
+
+        def run(self, plan):  # type: ignore[no-untyped-def]
+            raise AssertionError("not run")
+
+    info = registry.BackendInfo("fakedev", True, "", 50, "test", FakeDevice())
+    monkeypatch.setattr(registry, "backends", lambda: [info])
+    problem = normalize(_OnDevice((4, 3), "<f8"), _OnDevice((3, 5), "<f8"))
+    with pytest.raises(pg.DTypeError, match=r"no available backend computes float64 on fakedev data; it takes float32"):
+        registry.select(problem, "auto")
+    # data on a device no available backend takes: that is still an unavailable backend
+    with pytest.raises(pg.BackendUnavailableError):
+        registry.select(dataclasses.replace(problem, residency="elsewhere"), "auto")
