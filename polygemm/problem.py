@@ -487,9 +487,13 @@ def _interface_dtype(name: str, obj: Any, iface: dict) -> np.dtype:
 
 
 def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError:
+    """A device array whose matrices are neither row- nor column-major (no unit step along one
+    of the last two axes, or a reversed one): polygemm copies host views, never device arrays."""
     return ArgumentError(
-        f"{name} is a {residency} array with strides {strides} that are neither row- nor column-major; "
-        f"make it contiguous on the device first (e.g. .copy() / ascontiguousarray)"
+        f"{name} is a {residency} array with strides {strides} (bytes) that are neither row- nor column-major "
+        f"(one of its last two axes must step by one element, forward); polygemm copies such views of host "
+        f"arrays, not of device arrays: make it contiguous in its own library first (cupy.ascontiguousarray({name}), "
+        f"{name}.contiguous() in torch)"
     )
 
 
@@ -683,9 +687,18 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         if op.rows * op.cols == 0 or count == 0:  # nothing of it is addressed (NumPy gives such arrays any strides)
             stride = stride or 0
         elif stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
-            if op.residency != "host" or op.name == "out":
-                raise ArgumentError(f"{op.name}'s batch strides cannot be walked with one stride; pass a contiguous array "
-                                    f"(e.g. ascontiguousarray) for {op.name}")
+            if op.name == "out":
+                raise ArgumentError(f"out's batch strides cannot be walked with one stride; pass a contiguous array "
+                                    f"(e.g. ascontiguousarray) for out")
+            if op.residency != "host":  # a device array is never copied here: its own library makes it whole
+                given = tuple(x for x, _ in op.batch_dims)
+                full_shape = batch + op.shape
+                raise ArgumentError(
+                    f"{op.name}'s batch {given} (strides {tuple(s for _, s in op.batch_dims)} elements) "
+                    f"{'broadcasts to' if given != batch else 'is'} {batch}, which one stride cannot walk on the device"
+                    f"{' (c is read once per matrix of the result)' if op.name == 'c' else ''}; pass {op.name} made "
+                    f"whole in its own library, e.g. cupy.ascontiguousarray(cupy.broadcast_to({op.name}, {full_shape})) "
+                    f"or {op.name}.expand({', '.join(map(str, full_shape))}).contiguous() in torch")
             if broadcast_copies:
                 ops.append(_made_real(op, batch))  # the broadcast made real: one stride walks it
             else:  # marked; the copy (or none) is the backend's to decide
