@@ -25,9 +25,9 @@ import numpy.typing as npt
 from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ShapeError
-from .interop import allocator, dlpack_interface, host_wrapper, result_like
-from .problem import (Call, GemmProblem, _check_dtype, _host_layout, _scalar, common_stream, device_interface, host_convert,
-                      normalize, operand_view)
+from .interop import allocator, dlpack_interface, host_wrapper, made_whole, result_like
+from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _scalar, common_stream, device_interface,
+                      host_convert, normalize, operand_view)
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
 
@@ -266,6 +266,34 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
     return entry, Call.from_problem(problem), False
 
 
+def _bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
+                out_dtype: Any = None) -> tuple[_Entry, Call, bool, list[str]]:
+    """:func:`_bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
+    neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
+    library, as host views are copied once; also what was copied so, for the plan."""
+    made: list[str] = []
+    while True:
+        try:
+            return (*_bind(a, b, c, alpha, beta, device, variant, out, out_dtype), made)
+        except NotWhole as exc:
+            given = {"a": a, "b": b, "c": c}[exc.name]
+            whole = made_whole(given, exc.shape) if exc.name not in made else None
+            if whole is None:
+                raise
+            made.append(exc.name)
+            if exc.name == "a":
+                a = whole
+            elif exc.name == "b":
+                b = whole
+            else:
+                c = whole
+
+
+def _copies_note(made: list[str]) -> list[str]:
+    return [f"{name} (a device array whose matrices or batch no kernel addresses as given) was made contiguous "
+            f"by its own library first" for name in made]
+
+
 def gemm(
     a: ArrayInput,
     b: ArrayInput,
@@ -300,7 +328,7 @@ def gemm(
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
-    entry, call, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
     problem = entry.plan.problem
     if out is None and problem.residency != "host":
         call.alloc = entry.alloc  # a new device result of the operands' library
@@ -309,7 +337,7 @@ def gemm(
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
     elif entry.wrap is not None:
         result = entry.wrap(result)
-    _local.last = (entry.plan, hit)  # last_plan() copies it: the cached plan stays out of the caller's hands
+    _local.last = (entry.plan, hit, made)  # last_plan() copies it: the cached plan stays out of the caller's hands
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
@@ -480,16 +508,17 @@ def explain(
     any copies or padding, (for ``device="auto"``) the backends passed over and why, and
     whether it came from the plan cache (``plan.cached``). It is cached for the next call.
     """
-    entry, _, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    return _detached(entry.plan, hit)
+    entry, _, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    return _detached(entry.plan, hit, made)
 
 
-def _detached(plan: Plan, cached: bool) -> Plan:
+def _detached(plan: Plan, cached: bool, made: list[str] | None = None) -> Plan:
     """A copy of a cached plan for the caller, with its own lists and dicts (layouts, copies,
-    launch, candidates, notes): changing it changes neither the cache nor later calls."""
+    launch, candidates, notes): changing it changes neither the cache nor later calls. ``made``:
+    the device inputs this call had made contiguous first (:func:`_bind_whole`)."""
     mine = copy.copy(plan)
     mine.layouts, mine.launch = dict(plan.layouts), dict(plan.launch)
-    mine.copies, mine.candidates, mine.notes = list(plan.copies), list(plan.candidates), list(plan.notes)
+    mine.copies, mine.candidates, mine.notes = _copies_note(made or []) + list(plan.copies), list(plan.candidates), list(plan.notes)
     mine.cached = cached
     return mine
 
@@ -502,4 +531,4 @@ def last_plan() -> Plan | None:
     changing it changes nothing polygemm runs.
     """
     last = getattr(_local, "last", None)
-    return None if last is None else _detached(last[0], last[1])
+    return None if last is None else _detached(*last)

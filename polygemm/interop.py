@@ -30,7 +30,7 @@ import numpy as np
 from .errors import ArgumentError, DTypeError
 
 __all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "cupy_view", "device_index",
-           "torch_dlpack_only", "device_pointer", "raw_view"]
+           "torch_dlpack_only", "device_pointer", "raw_view", "made_whole"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
 _HOSTLIKE = ("numpy", "builtins")
@@ -44,6 +44,20 @@ def kind_of(obj: Any) -> str:
     if root in ("jaxlib", "jax"):
         return "jax"
     return "numpy" if root in _HOSTLIKE else root
+
+
+def made_whole(x: Any, shape: tuple[int, ...] | None = None) -> Any:
+    """``x`` (a CuPy array or a torch tensor), broadcast to ``shape`` when set, made contiguous
+    by its own library on its current stream (the stream a polygemm call on it runs on); None
+    for arrays of other kinds (polygemm does not copy those on their device)."""
+    kind = kind_of(x)
+    if kind == "cupy":
+        import cupy
+
+        return cupy.ascontiguousarray(x if shape is None else cupy.broadcast_to(x, shape))
+    if kind == "torch":
+        return (x if shape is None else x.expand(*shape)).contiguous()
+    return None
 
 
 #: libraries whose arrays polygemm returns in kind; arrays of others never conflict

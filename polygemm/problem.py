@@ -28,6 +28,7 @@ __all__ = [
     "Operand",
     "GemmProblem",
     "normalize",
+    "NotWhole",
     "SUPPORTED_DTYPES",
     "device_interface",
     "Call",
@@ -486,15 +487,26 @@ def _interface_dtype(name: str, obj: Any, iface: dict) -> np.dtype:
     return dtype
 
 
+class NotWhole(ArgumentError):
+    """A device input (``a``, ``b`` or ``c``) that no kernel addresses as it is: matrices neither
+    row- nor column-major, or a batch one stride cannot walk. ``gemm`` has a CuPy array or a
+    torch tensor made whole by its own library (broadcast to ``shape`` first, when set) and
+    calls again; other device arrays get this error."""
+
+    def __init__(self, message: str, name: str, shape: tuple[int, ...] | None = None) -> None:
+        super().__init__(message)
+        self.name, self.shape = name, shape
+
+
 def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError:
     """A device array whose matrices are neither row- nor column-major (no unit step along one
-    of the last two axes, or a reversed one): polygemm copies host views, never device arrays."""
-    return ArgumentError(
-        f"{name} is a {residency} array with strides {strides} (bytes) that are neither row- nor column-major "
-        f"(one of its last two axes must step by one element, forward); polygemm copies such views of host "
-        f"arrays, not of device arrays: make it contiguous in its own library first (cupy.ascontiguousarray({name}), "
-        f"{name}.contiguous() in torch)"
-    )
+    of the last two axes, or a reversed one). A device ``out`` cannot be copied for the kernel."""
+    msg = (f"{name} is a {residency} array with strides {strides} (bytes) that are neither row- nor column-major "
+           f"(one of its last two axes must step by one element, forward)")
+    if name == "out":
+        return ArgumentError(f"{msg}; pass an out that is (e.g. a new contiguous array), or omit out to get a new result")
+    return NotWhole(f"{msg}; polygemm copies CuPy arrays and torch tensors so (their own library makes them contiguous), "
+                    f"not other device arrays: make it contiguous first", name)
 
 
 def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
@@ -690,15 +702,16 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             if op.name == "out":
                 raise ArgumentError(f"out's batch strides cannot be walked with one stride; pass a contiguous array "
                                     f"(e.g. ascontiguousarray) for out")
-            if op.residency != "host":  # a device array is never copied here: its own library makes it whole
+            if op.residency != "host":  # a device array is not copied here: gemm has its own library make it whole
                 given = tuple(x for x, _ in op.batch_dims)
                 full_shape = batch + op.shape
-                raise ArgumentError(
+                raise NotWhole(
                     f"{op.name}'s batch {given} (strides {tuple(s for _, s in op.batch_dims)} elements) "
                     f"{'broadcasts to' if given != batch else 'is'} {batch}, which one stride cannot walk on the device"
                     f"{' (c is read once per matrix of the result)' if op.name == 'c' else ''}; pass {op.name} made "
                     f"whole in its own library, e.g. cupy.ascontiguousarray(cupy.broadcast_to({op.name}, {full_shape})) "
-                    f"or {op.name}.expand({', '.join(map(str, full_shape))}).contiguous() in torch")
+                    f"or {op.name}.expand({', '.join(map(str, full_shape))}).contiguous() in torch",
+                    op.name, full_shape)
             if broadcast_copies:
                 ops.append(_made_real(op, batch))  # the broadcast made real: one stride walks it
             else:  # marked; the copy (or none) is the backend's to decide
