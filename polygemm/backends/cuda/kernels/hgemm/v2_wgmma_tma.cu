@@ -181,6 +181,7 @@ static_assert(!PG_STREAMK || (!PG_BATCH && !PG_SPLIT && !kPingpong && kCluster =
 static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2), "clusters of 1 or 2 CTAs along M and N");
 static_assert(kClusterN == 1 || (PG_TRANS_A ? kBM / 64 : kBM) % kClusterN == 0, "the A tile splits between the CTAs sharing it");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
+static_assert(!kTmaStore || kBN % 64 == 0, "TMA store: C leaves in 64-column chunks");
 static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
 
 // ------------------------------------------------------------------------------------------
@@ -565,6 +566,24 @@ __device__ __forceinline__ void put4_f32(OutT* p, float4 v, int left, float beta
 #endif
 }
 
+// 64-column chunk c of one consumer warp's 16 accumulator rows, times alpha, as 16-bit pairs
+// into a staged buffer: one stmatrix.x4 takes n8 blocks j, j+1 (rows 0-7 and 8-15 of each),
+// lane l giving row l%8 (+8) of matrix l/8. addr(r, u): the address of 16-byte unit u of row r
+// (each buffer's own swizzle).
+template <typename Addr>
+__device__ __forceinline__ void stage_chunk16(const float (&d)[kAcc], int c, float alpha, int lane, Addr addr) {
+    const int mi = lane >> 3;
+    const int srow = (mi & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int j = 8 * c + 2 * q;
+        stmatrix_x4(addr(srow, 2 * q + (mi >> 1)), out_pack2(alpha * d[4 * j], alpha * d[4 * j + 1]),
+                    out_pack2(alpha * d[4 * j + 2], alpha * d[4 * j + 3]),
+                    out_pack2(alpha * d[4 * j + 4], alpha * d[4 * j + 5]),
+                    out_pack2(alpha * d[4 * j + 6], alpha * d[4 * j + 7]));
+    }
+}
+
 // One consumer warp's 16 accumulator rows of one m64 block (fragment: n8 block j in
 // d[4j..4j+3], rows lane/4 and lane/4 + 8) to C rows row0.., columns n0.., through `buf`.
 __device__ __forceinline__ void epilogue_staged(const float (&d)[kAcc], uint32_t buf,
@@ -575,22 +594,11 @@ __device__ __forceinline__ void epilogue_staged(const float (&d)[kAcc], uint32_t
     const int rr = lane >> 3, uu = lane & 7;  // read side: rows rr + 4p, 16-byte unit uu
 #if !PG_OUT_F32
     if (beta == 0.f) {
-        // 64-column chunks of 16-bit results; one stmatrix.x4 takes n8 blocks j, j+1 (rows
-        // 0-7 and 8-15 of each), lane l giving row l%8 (+8) of matrix l/8.
-        const int mi = lane >> 3;
-        const int srow = (mi & 1) * 8 + (lane & 7);
+        // 64-column chunks of 16-bit results (stage_chunk16)
 #pragma unroll
         for (int c = 0; c < kBN / 64; ++c) {
             if (n0 + 64 * c >= N) break;  // warp-uniform
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const int j = 8 * c + 2 * q;
-                stmatrix_x4(epi_addr(buf, srow, 2 * q + (mi >> 1)),
-                            out_pack2(alpha * d[4 * j], alpha * d[4 * j + 1]),
-                            out_pack2(alpha * d[4 * j + 2], alpha * d[4 * j + 3]),
-                            out_pack2(alpha * d[4 * j + 4], alpha * d[4 * j + 5]),
-                            out_pack2(alpha * d[4 * j + 6], alpha * d[4 * j + 7]));
-            }
+            stage_chunk16(d, c, alpha, lane, [buf](int r, int u) { return epi_addr(buf, r, u); });
             __syncwarp();
 #pragma unroll
             for (int p = 0; p < 4; ++p) {
@@ -669,10 +677,6 @@ __device__ __forceinline__ void epilogue_tma(const float (&d)[kAcc], uint32_t bu
     if (row0 >= M) return;  // warp-uniform: none of its rows exists
     if (lane == 0) bulk_wait_read<0>();  // the last tile's copies have left both buffers
     __syncwarp();
-    // stmatrix.x4 takes n8 blocks j, j+1 (rows 0-7 and 8-15 of each), lane l giving row l%8
-    // (+8) of matrix l/8 (as epilogue_staged).
-    const int mi = lane >> 3;
-    const int srow = (mi & 1) * 8 + (lane & 7);
 #pragma unroll
     for (int c = 0; c < kBN / 64; ++c) {
         if (n0 + 64 * c >= N) break;  // warp-uniform
@@ -681,15 +685,7 @@ __device__ __forceinline__ void epilogue_tma(const float (&d)[kAcc], uint32_t bu
             if (lane == 0) bulk_wait_read<1>();
             __syncwarp();
         }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int j = 8 * c + 2 * q;
-            stmatrix_x4(epi_addr_tma(b, srow, 2 * q + (mi >> 1)),
-                        out_pack2(alpha * d[4 * j], alpha * d[4 * j + 1]),
-                        out_pack2(alpha * d[4 * j + 2], alpha * d[4 * j + 3]),
-                        out_pack2(alpha * d[4 * j + 4], alpha * d[4 * j + 5]),
-                        out_pack2(alpha * d[4 * j + 6], alpha * d[4 * j + 7]));
-        }
+        stage_chunk16(d, c, alpha, lane, [b](int r, int u) { return epi_addr_tma(b, r, u); });
         // the shared writes (generic proxy) become visible to the copy (async proxy)
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncwarp();
