@@ -186,7 +186,8 @@ case "$what" in
     # of the candidates where auto measured short; the H100's side-by-side runs of the small and
     # mid shapes (where an older run's slow cuBLAS made rungs look faster than they run) and of
     # the 64x64 row
-    python3 tools/update_tuning.py docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
+    python3 tools/update_tuning.py docs/benchmarks/h100_tune_settled_8192_fp16.json \
+      docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \
       docs/benchmarks/h200_tune_session29e_fp16.json docs/benchmarks/h200_tune_session29d_fp16.json \
       docs/benchmarks/h200_tune_session29c_fp16.json docs/benchmarks/h200_tune_session29b_fp16.json \
