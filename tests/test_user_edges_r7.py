@@ -269,3 +269,11 @@ def test_auto_refuses_a_dtype_its_devices_backend_lacks_as_a_dtype_error(monkeyp
     # data on a device no available backend takes: that is still an unavailable backend
     with pytest.raises(pg.BackendUnavailableError):
         registry.select(dataclasses.replace(problem, residency="elsewhere"), "auto")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_ceiling_repeats_must_be_a_positive_integer(capsys, value):
+    # left by round 7 (in the cuda backend's folder): `polygemm ceiling --repeats 0` (or a
+    # negative count) was taken, and timed nothing
+    line = usage_error(capsys, ["ceiling", "--repeats", value])
+    assert "argument --repeats: must be an integer >= 1" in line, line

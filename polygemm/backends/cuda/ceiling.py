@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...cli import positive_int
 from .variants import KERNEL_DIR, VENDOR_VARIANT
 
 __all__ = ["PROBE_SOURCE", "PROBE_CHAINS", "PROBE_BLOCK", "measure_ceiling", "to_markdown", "add_parser"]
@@ -140,7 +141,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("ceiling", help="cuda: the mma.sync throughput ceiling beside cuBLAS HGEMM (same process)")
-    s.add_argument("--repeats", type=int, default=5, help="timed repeats of each kernel (median reported; default 5)")
+    s.add_argument("--repeats", type=positive_int, default=5, help="timed repeats of each kernel (median reported; default 5)")
     s.add_argument("--json", metavar="PATH", help="write the records as JSON to PATH")
     s.add_argument("--markdown", metavar="PATH", help="write the table as markdown to PATH")
     s.set_defaults(fn=cmd_ceiling)
