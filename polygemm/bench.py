@@ -1008,12 +1008,9 @@ def _repeats_arg(text: str) -> int | str:
     if text == "auto":
         return text
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or auto; got {text!r}")
-    return value
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 or auto; got {text!r}") from None
 
 
 def _seconds_arg(text: str) -> float:

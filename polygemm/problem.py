@@ -304,10 +304,15 @@ _DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 fo
                "(each backend computes a subset: see `polygemm variants`)")
 
 
+def _np_name(dtype: np.dtype) -> str:
+    """How a user spells ``dtype`` in NumPy code (bfloat16 is ml_dtypes')."""
+    return "ml_dtypes.bfloat16" if dtype.name == "bfloat16" else f"np.{dtype.name}"
+
+
 def _cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
     """An expression that gives the user's ``name`` (``given``: the object passed) the supported
     dtype ``dtype``, in the terms its kind has (a list has no ``astype``, a tensor has ``to``)."""
-    np_name = "ml_dtypes.bfloat16" if dtype.name == "bfloat16" else f"np.{dtype.name}"
+    np_name = _np_name(dtype)
     if given is None or hasattr(given, "astype"):
         return f"{name}.astype({np_name})"
     if kind_of(given) == "torch":  # a tensor has no astype
@@ -365,7 +370,7 @@ def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
     """The refusal of an ``out`` no kernel writes in place: what its strides do (most often the
     last axis's: a view like ``x[..., ::2]``), and what to pass instead."""
     size = arr.itemsize
-    np_name = "ml_dtypes.bfloat16" if arr.dtype.name == "bfloat16" else f"np.{arr.dtype.name}"
+    np_name = _np_name(arr.dtype)
     if arr.ndim > 2:  # a Fortran-ordered stack interleaves its matrices: "pass a Fortran-ordered array" would not do
         what = (f"a C-ordered array, e.g. np.empty({arr.shape}, {np_name}), or one whose last two axes are a transposed "
                 f"C order, e.g. np.empty(batch + (n, m)).swapaxes(-1, -2)")
@@ -708,9 +713,9 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
                 raise NotWhole(
                     f"{op.name}'s batch {given} (strides {tuple(s for _, s in op.batch_dims)} elements) "
                     f"{'broadcasts to' if given != batch else 'is'} {batch}, which one stride cannot walk on the device"
-                    f"{' (c is read once per matrix of the result)' if op.name == 'c' else ''}; pass {op.name} made "
-                    f"whole in its own library, e.g. cupy.ascontiguousarray(cupy.broadcast_to({op.name}, {full_shape})) "
-                    f"or {op.name}.expand({', '.join(map(str, full_shape))}).contiguous() in torch",
+                    f"{' (c is read once per matrix of the result)' if op.name == 'c' else ''}; polygemm copies CuPy "
+                    f"arrays and torch tensors so, not other device arrays: pass {op.name} broadcast to {full_shape} "
+                    f"and made contiguous in its own library",
                     op.name, full_shape)
             if broadcast_copies:
                 ops.append(_made_real(op, batch))  # the broadcast made real: one stride walks it
