@@ -228,9 +228,9 @@ def test_an_unreadable_device_interface_is_named_by_its_argument():
 
 
 class _OnDevice:
-    """A 2-D array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
+    """An array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
 
-    def __init__(self, shape: tuple[int, int], typestr: str) -> None:
+    def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
         self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
                                             "device": "fakedev", "version": 1}
 
@@ -277,3 +277,16 @@ def test_ceiling_repeats_must_be_a_positive_integer(capsys, value):
     # negative count) was taken, and timed nothing
     line = usage_error(capsys, ["ceiling", "--repeats", value])
     assert "argument --repeats: must be an integer >= 1" in line, line
+
+
+def test_a_device_batch_one_stride_cannot_walk_is_named_with_the_shape_to_make():
+    # round 8 (GPU): a 4-D broadcast of device operands was refused with "pass a contiguous array"
+    # though b was contiguous; an array polygemm does not copy (no CuPy, no torch) is now told the
+    # shape it broadcasts to (gemm has CuPy and torch make theirs whole themselves)
+    from polygemm.problem import NotWhole, normalize
+
+    a, b = _OnDevice((2, 3, 4, 3), "<f4"), _OnDevice((3, 3, 5), "<f4")
+    with pytest.raises(NotWhole, match=r"^b's batch \(3,\) .* broadcasts to \(2, 3\), which one stride cannot walk on the "
+                                       r"device; .* pass b broadcast to \(2, 3, 3, 5\) and made contiguous") as exc:
+        normalize(a, b)
+    assert exc.value.name == "b" and exc.value.shape == (2, 3, 3, 5)
