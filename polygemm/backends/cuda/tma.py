@@ -212,31 +212,17 @@ class HgemmV2Config:
     cluster: int = 1  # HG2_CLUSTER: CTAs of a cluster along M, sharing (multicasting) one B tile
     cluster_n: int = 1  # HG2_CLUSTER_N: CTAs of a cluster along N, sharing one A tile
     pingpong: bool = False  # HG2_PINGPONG: each consumer owns whole 128 x BN tiles (BN 128)
-    split_n: bool = False  # HG2_SPLIT_N: two consumers split a 64-row tile's columns
     staged_epilogue: bool = True  # HG2_EPILOGUE=1 (the default build): a 2 KB buffer per consumer warp
     tma_store: bool = False  # HG2_EPILOGUE=3: two buffers per consumer warp, stored by TMA (a C tensor map)
     bk: int = 64  # fixed: one 128-byte swizzle row of fp16
 
     @property
     def bm(self) -> int:
-        return 128 if self.pingpong else 64 if self.split_n else 64 * self.consumers
+        return 128 if self.pingpong else 64 * self.consumers
 
     @property
     def threads(self) -> int:
         return 128 * (self.consumers + 1)
-
-    @property
-    def b_box_cols(self) -> int:
-        """Columns of one copy of an N-major B tile (the kernel's ``kBBox``): 64 (the
-        128-byte swizzle) where BN is whole 64-column boxes, else 16 (the 32-byte swizzle)."""
-        return 64 if self.bn % 64 == 0 else 16
-
-    @property
-    def b_load_rows(self) -> int:
-        """Rows of one copy of a K-major B tile (the kernel's ``kBLoadRows``): each CTA's share
-        of the cluster's tile where that is whole 8-row swizzle groups, else 16-row pieces."""
-        share = self.bn // self.cluster
-        return share if share % 8 == 0 else 16
 
     def macros(self) -> dict[str, int]:
         return {
@@ -246,7 +232,6 @@ class HgemmV2Config:
             "HG2_CLUSTER": self.cluster,
             "HG2_CLUSTER_N": self.cluster_n,
             "HG2_PINGPONG": int(self.pingpong),
-            "HG2_SPLIT_N": int(self.split_n),
             "HG2_EPILOGUE": 3 if self.tma_store else 1 if self.staged_epilogue else 0,
         }
 
@@ -262,8 +247,7 @@ class HgemmV2Layout:
     box_b: tuple[int, int]  # B is K x N
     smem_bytes: int
     threads: int
-    swizzle: Swizzle = "128b"  # A's (and C's)
-    swizzle_b: Swizzle = "128b"  # B's: "32b" for an N-major B of 16-column boxes (BN 144)
+    swizzle: Swizzle = "128b"
 
 
 def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_DEFAULT) -> HgemmV2Layout:
@@ -271,21 +255,18 @@ def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_
 
     A row-major (``trans_a`` False): box BM/cluster_n x 64 (one copy per stage, or the share of
     one CTA of those sharing the tile); column-major: 64 x 64 (BM/64 copies). B row-major
-    (``trans_b`` False): 64 x 64 (BN/64 copies), or 64 x 16 with the 32-byte swizzle where BN
-    is not whole 64-column boxes; column-major: 64 x
-    :attr:`HgemmV2Config.b_load_rows`. The inner (contiguous) box extent is the swizzle span:
-    64 halves = 128 bytes (16 halves = 32 bytes for B's 16-column boxes).
+    (``trans_b`` False): 64 x 64 (BN/64 copies); column-major: 64 x BN/cluster. The inner (contiguous) box extent is always 64 halves = 128 bytes, the
+    128-byte swizzle span.
     """
     box_a = (64, cfg.bk) if trans_a else (cfg.bm // cfg.cluster_n, cfg.bk)
-    box_b = (cfg.bk, cfg.b_load_rows) if trans_b else (cfg.bk, cfg.b_box_cols)
-    swizzle_b: Swizzle = "128b" if trans_b or cfg.b_box_cols == 64 else "32b"
+    box_b = (cfg.bk, cfg.bn // cfg.cluster) if trans_b else (cfg.bk, 64)
     stage = (cfg.bm + cfg.bn) * cfg.bk * 2
     # kEpiBytes: 16 rows x 128 B per consumer warp (two with a TMA store, after a 1024-byte barrier slot)
     buffers = 2 if cfg.tma_store else 1 if cfg.staged_epilogue else 0
     epilogue = buffers * 4 * cfg.consumers * 16 * 128
     barriers = 1024 if cfg.tma_store else 256
     smem = cfg.stages * stage + 1024 + barriers + epilogue  # ring + 1024-byte alignment slack + barriers + epilogue
-    return HgemmV2Layout(box_a=box_a, box_b=box_b, smem_bytes=smem, threads=cfg.threads, swizzle_b=swizzle_b)
+    return HgemmV2Layout(box_a=box_a, box_b=box_b, smem_bytes=smem, threads=cfg.threads)
 
 
 def hgemm_v2_tensor_maps(
@@ -315,7 +296,7 @@ def hgemm_v2_tensor_maps(
         count, sa, sb = batch
         ba, bb = (count, 2 * sa), (count, 2 * sb)
     ta = encode_tiled_2d(a_ptr, M, K, lda, "col" if trans_a else "row", *lay.box_a, swizzle=lay.swizzle, batch=ba, dtype=dtype)
-    tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle_b, batch=bb, dtype=dtype)
+    tb = encode_tiled_2d(b_ptr, K, N, ldb, "col" if trans_b else "row", *lay.box_b, swizzle=lay.swizzle, batch=bb, dtype=dtype)
     return ta, tb
 
 
