@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The same fp16 products with A and B each row- or column-major, through ``polygemm.gemm``.
+
+Operand layouts: ``rr`` (A and B row-major), ``cc`` (both column-major: views of transposed
+C-contiguous arrays), ``rc`` (A row-major, B column-major), ``cr``. For each shape and layout
+it checks every named variant against a float32 product of the same operands, then times the
+variants and cuBLAS (the backend's ``variant="cublas"``, same operands): a batch of calls of
+>= 20 ms between CUDA events, 7 rounds, a new order every round, medians.
+
+    python docs/benchmarks/layout_bench.py --variants hgemm_v2_wgmma_tma_64x128_cluster2 \\
+        --shapes 1000x1000x4096 1000x1000x16384 --json out.json
+
+Needs CuPy. Through the call, so a product shorter than the call's host time is timed at the
+host's pace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import cupy as xp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import polygemm as pg  # noqa: E402
+
+LAYOUTS = ("rr", "cc", "rc", "cr")
+
+
+def randn(rows: int, cols: int):
+    return xp.random.standard_normal((rows, cols), dtype=xp.float32).astype(xp.float16)
+
+
+def time_batch(fn, calls: int) -> float:
+    start, end = xp.cuda.Event(), xp.cuda.Event()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return xp.cuda.get_elapsed_time(start, end) / 1e3 / calls
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variants", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", required=True, help="MxNxK")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rng = random.Random(1)
+    records = []
+    device = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    for shape in args.shapes:
+        m, n, k = (int(x) for x in shape.split("x"))
+        for lay in LAYOUTS:
+            a = randn(m, k) if lay[0] == "r" else randn(k, m).T
+            b = randn(k, n) if lay[1] == "r" else randn(n, k).T
+            c = randn(m, n)
+            ref = a.astype("float32") @ b.astype("float32")
+            fns = {}
+            for v in list(dict.fromkeys(args.variants + ["cublas"])):
+                try:
+                    c[...] = float("nan")
+                    pg.gemm(a, b, out=c, device="cuda", variant=v)
+                    xp.cuda.Device().synchronize()
+                    err = float(abs(c.astype("float32") - ref).max() / abs(ref).max())
+                    if not err < 2e-3:
+                        print(f"  {v} {lay}: WRONG result (max rel err {err:.3g}); not timed", flush=True)
+                        continue
+                    fns[v] = lambda v=v: pg.gemm(a, b, out=c, device="cuda", variant=v)
+                except Exception as exc:  # one refusal must not lose the rest
+                    print(f"  {v} {lay}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            calls = {}
+            for v, f in fns.items():
+                for _ in range(5):
+                    f()
+                calls[v] = max(3, min(500, int(0.02 / max(time_batch(f, 5), 1e-7)) + 1))
+            times: dict[str, list[float]] = {v: [] for v in fns}
+            order = list(fns)
+            for _ in range(args.rounds):
+                rng.shuffle(order)
+                for v in order:
+                    times[v].append(time_batch(fns[v], calls[v]))
+            vendor = statistics.median(times["cublas"]) if "cublas" in times else float("nan")
+            row = f"{shape} {lay}:"
+            for v in fns:
+                t = statistics.median(times[v])
+                records.append({"m": m, "n": n, "k": k, "dtype": "float16", "layout": lay, "variant": v, "us": t * 1e6,
+                                "ratio": vendor / t, "mode": "call", "rounds": args.rounds, "device": device})
+                row += f" {v} {t * 1e6:.1f} us ({vendor / t:.2f}x)"
+            print(row, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"command": "python docs/benchmarks/layout_bench.py " + " ".join(sys.argv[1:]),
+                                         "records": records}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
