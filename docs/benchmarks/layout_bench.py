@@ -19,31 +19,20 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 from pathlib import Path
 
 import cupy as xp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import polygemm as pg  # noqa: E402
+from pitch_bench import checked_calls, median_times  # noqa: E402  (the same method, one place)
 
 LAYOUTS = ("rr", "cc", "rc", "cr")
 
 
 def randn(rows: int, cols: int):
     return xp.random.standard_normal((rows, cols), dtype=xp.float32).astype(xp.float16)
-
-
-def time_batch(fn, calls: int) -> float:
-    start, end = xp.cuda.Event(), xp.cuda.Event()
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return xp.cuda.get_elapsed_time(start, end) / 1e3 / calls
 
 
 def main() -> int:
@@ -62,35 +51,12 @@ def main() -> int:
             a = randn(m, k) if lay[0] == "r" else randn(k, m).T
             b = randn(k, n) if lay[1] == "r" else randn(n, k).T
             c = randn(m, n)
-            ref = a.astype("float32") @ b.astype("float32")
-            fns = {}
-            for v in list(dict.fromkeys(args.variants + ["cublas"])):
-                try:
-                    c[...] = float("nan")
-                    pg.gemm(a, b, out=c, device="cuda", variant=v)
-                    xp.cuda.Device().synchronize()
-                    err = float(abs(c.astype("float32") - ref).max() / abs(ref).max())
-                    if not err < 2e-3:
-                        print(f"  {v} {lay}: WRONG result (max rel err {err:.3g}); not timed", flush=True)
-                        continue
-                    fns[v] = lambda v=v: pg.gemm(a, b, out=c, device="cuda", variant=v)
-                except Exception as exc:  # one refusal must not lose the rest
-                    print(f"  {v} {lay}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
-            calls = {}
-            for v, f in fns.items():
-                for _ in range(5):
-                    f()
-                calls[v] = max(3, min(500, int(0.02 / max(time_batch(f, 5), 1e-7)) + 1))
-            times: dict[str, list[float]] = {v: [] for v in fns}
-            order = list(fns)
-            for _ in range(args.rounds):
-                rng.shuffle(order)
-                for v in order:
-                    times[v].append(time_batch(fns[v], calls[v]))
-            vendor = statistics.median(times["cublas"]) if "cublas" in times else float("nan")
+            fns = checked_calls(list(dict.fromkeys(args.variants + ["cublas"])), a, b, c, tag=f" {lay}")
+            times = median_times(fns, args.rounds, rng)
+            vendor = times.get("cublas", float("nan"))
             row = f"{shape} {lay}:"
             for v in fns:
-                t = statistics.median(times[v])
+                t = times[v]
                 records.append({"m": m, "n": n, "k": k, "dtype": "float16", "layout": lay, "variant": v, "us": t * 1e6,
                                 "ratio": vendor / t, "mode": "call", "rounds": args.rounds, "device": device})
                 row += f" {v} {t * 1e6:.1f} us ({vendor / t:.2f}x)"

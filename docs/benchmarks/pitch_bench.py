@@ -71,6 +71,46 @@ def time_batch(fn, calls: int) -> float:
     return _elapsed_ms(start, end) / 1e3 / calls
 
 
+def checked_calls(variants, a, b, c, tag: str = "") -> dict:
+    """``{variant: call}`` for each variant whose ``polygemm.gemm(a, b, out=c)`` matches a float32
+    product of the same operands; the others are reported and left out (one refusal must not
+    lose the rest)."""
+    ref = (a.astype("float32") @ b.astype("float32")) if hasattr(a, "astype") else (a.float() @ b.float())
+    fns = {}
+    for v in variants:
+        try:
+            c[...] = float("nan")
+            pg.gemm(a, b, out=c, device="cuda", variant=v)
+            _sync()
+            got = c.astype("float32") if hasattr(c, "astype") else c.float()
+            err = float(abs(got - ref).max() / abs(ref).max())
+            if not err < 2e-3:
+                print(f"  {v}{tag}: WRONG result (max rel err {err:.3g}); not timed", flush=True)
+                continue
+            fns[v] = (lambda v=v: pg.gemm(a, b, out=c, device="cuda", variant=v))
+        except Exception as exc:
+            print(f"  {v}{tag}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+    return fns
+
+
+def median_times(fns: dict, rounds: int, rng: random.Random) -> dict:
+    """Seconds per call of each entry: warm-up, then ``rounds`` rounds in which every entry is
+    timed once (a batch of calls of >= 20 ms), in a new order every round; medians."""
+    calls = {}
+    for v, f in fns.items():
+        for _ in range(5):
+            f()
+        one = time_batch(f, 5)
+        calls[v] = max(3, min(500, int(0.02 / max(one, 1e-7)) + 1))
+    times: dict = {v: [] for v in fns}
+    order = list(fns)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for v in order:
+            times[v].append(time_batch(fns[v], calls[v]))
+    return {v: statistics.median(t) for v, t in times.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", type=Path)
@@ -86,39 +126,13 @@ def main() -> int:
     for m, n, k in shapes:
         for padded in (False, True):
             a, b, c = operand(m, k, padded), operand(k, n, padded), operand(m, n, padded)
-            ref = (a.astype("float32") @ b.astype("float32")) if hasattr(a, "astype") else (a.float() @ b.float())
-            fns, chosen = {}, {}
-            for v in variants:
-                try:
-                    if v == "auto":
-                        chosen[v] = pg.explain(a, b, out=c, device="cuda").variant
-                    c[...] = float("nan")
-                    pg.gemm(a, b, out=c, device="cuda", variant=v)
-                    _sync()
-                    got = c.astype("float32") if hasattr(c, "astype") else c.float()
-                    err = float(abs(got - ref).max() / abs(ref).max())
-                    if not err < 2e-3:
-                        print(f"  {v}: WRONG result (max rel err {err:.3g}); not timed", flush=True)
-                        continue
-                    fns[v] = (lambda v=v: pg.gemm(a, b, out=c, device="cuda", variant=v))
-                except Exception as exc:  # one refusal must not lose the rest
-                    print(f"  {v}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
-            calls = {}
-            for v, f in fns.items():
-                for _ in range(5):
-                    f()
-                one = time_batch(f, 5)
-                calls[v] = max(3, min(500, int(0.02 / max(one, 1e-7)) + 1))
-            times = {v: [] for v in fns}
-            order = list(fns)
-            for _ in range(args.rounds):
-                rng.shuffle(order)
-                for v in order:
-                    times[v].append(time_batch(fns[v], calls[v]))
-            vendor = statistics.median(times["cublas"]) if "cublas" in times else float("nan")
+            fns = checked_calls(variants, a, b, c)
+            chosen = {"auto": pg.explain(a, b, out=c, device="cuda").variant} if "auto" in fns else {}
+            times = median_times(fns, args.rounds, rng)
+            vendor = times.get("cublas", float("nan"))
             row = f"{m}x{n}x{k} {'padded' if padded else 'compact'}:"
             for v in fns:
-                t = statistics.median(times[v])
+                t = times[v]
                 records.append({"m": m, "n": n, "k": k, "dtype": "float16", "rows": "padded to 128 B" if padded else "compact",
                                 "lda": _ld(a), "ldb": _ld(b), "ldc": _ld(c), "variant": v, "chosen": chosen.get(v, v),
                                 "us": t * 1e6, "tflops": 2.0 * m * n * k / t / 1e12, "vendor_us": vendor * 1e6,
