@@ -10,7 +10,7 @@ normal inputs, warm-up, then rounds in which every entry is timed once (a batch 
 >= 20 ms, CUDA events, a new order every round); medians over the rounds.
 
     python docs/benchmarks/pitch_bench.py --json docs/benchmarks/h200_pitch_fp16.json [--rounds 7]
-        [--shapes 4096x1000x4096 ...] [--variants hgemm_v2_wgmma_tma_cluster2 ...]
+        [--shapes 4096x1000x4096 ...] [--variants hgemm_v2_wgmma_tma_cluster2 ...] [--pad b]
 
 The operands are CuPy arrays, or torch tensors where CuPy is not installed.
 """
@@ -117,6 +117,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--shapes", nargs="+", help="MxNxK shapes (default: the script's list)")
     ap.add_argument("--variants", nargs="+", help="rungs to time beside auto and cublas (default: the script's list)")
+    ap.add_argument("--pad", nargs="+", choices=["a", "b", "c"], default=["a", "b", "c"],
+                    help="the operands whose rows are padded in the padded case (default: all three)")
     args = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
     variants = list(dict.fromkeys((args.variants or VARIANTS) + ["auto", "cublas"]))
@@ -125,15 +127,16 @@ def main() -> int:
     print(f"device {_name()}; median of {args.rounds} rounds, a new order every round", flush=True)
     for m, n, k in shapes:
         for padded in (False, True):
-            a, b, c = operand(m, k, padded), operand(k, n, padded), operand(m, n, padded)
+            pads = {x: padded and x in args.pad for x in "abc"}
+            a, b, c = operand(m, k, pads["a"]), operand(k, n, pads["b"]), operand(m, n, pads["c"])
             fns = checked_calls(variants, a, b, c)
             chosen = {"auto": pg.explain(a, b, out=c, device="cuda").variant} if "auto" in fns else {}
             times = median_times(fns, args.rounds, rng)
             vendor = times.get("cublas", float("nan"))
-            row = f"{m}x{n}x{k} {'padded' if padded else 'compact'}:"
+            row = f"{m}x{n}x{k} {'+'.join(args.pad) + ' padded' if padded else 'compact'}:"
             for v in fns:
                 t = times[v]
-                records.append({"m": m, "n": n, "k": k, "dtype": "float16", "rows": "padded to 128 B" if padded else "compact",
+                records.append({"m": m, "n": n, "k": k, "dtype": "float16", "rows": ("padded to 128 B" if len(args.pad) == 3 else f"{'+'.join(args.pad)} padded to 128 B") if padded else "compact",
                                 "lda": _ld(a), "ldb": _ld(b), "ldc": _ld(c), "variant": v, "chosen": chosen.get(v, v),
                                 "us": t * 1e6, "tflops": 2.0 * m * n * k / t / 1e12, "vendor_us": vendor * 1e6,
                                 "ratio": vendor / t, "rounds": args.rounds, "device": _name()})
