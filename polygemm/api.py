@@ -26,7 +26,7 @@ from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper, made_whole, result_like
-from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _scalar, common_stream, device_interface,
+from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view)
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
@@ -368,8 +368,12 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     b2: Any = _unit_axis(b, "b", -1) if vb else b  # (K,) -> (K, 1)
     out2 = _dlpack_vector(out, "out")[0] if out is not None else None
     if out is not None:  # a view of out with the unit dimensions back, written in place
-        if isinstance(out2, (list, tuple)) or not hasattr(out2, "shape"):
-            raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(out).__name__}")
+        # a NumPy scalar (np.float32(0)) has a shape and a reshape, but it is immutable: its reshape is a new
+        # array, which would receive the result while out came back unchanged (numpy.matmul refuses it too)
+        if isinstance(out2, (list, tuple, np.generic)) or not hasattr(out2, "shape"):
+            raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(out).__name__}"
+                                + (f" (a NumPy scalar cannot be written; pass np.empty((), {_np_name(out.dtype)}))"
+                                   if isinstance(out, np.generic) else ""))
         want, got = _vector_result_shape(a2, b2, va, vb), tuple(getattr(out2, "shape"))
         if want is not None and got != want:
             raise ShapeError(f"out must have the result's shape {want}; got {got}")
@@ -461,6 +465,8 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
     ``expand_dims``, torch's ``unsqueeze``, else the array's ``reshape``, checked to keep the
     array's strides (pycuda's reshape of a Fortran-ordered array does not)."""
     if isinstance(x, (list, tuple)):  # stays a list: gemm reads it, and its messages speak of a list
+        if where == -1 and not len(x):  # [[v] for v in []] is [], a 1-D list again: an empty column is NumPy's (0, 1)
+            return np.expand_dims(np.asarray(x), -1)
         return [list(x)] if where == -2 else [[v] for v in x]
     if not hasattr(x, "reshape"):
         if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):  # device data offered only by an interface

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, ContextManager, Sequence
 
@@ -19,11 +20,22 @@ import numpy as np
 from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError
 from .problem import Call, GemmProblem, _host_layout, _operand
 
-__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "fits_float32", "FLOAT32_MAX"]
+__all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "fits_float32", "FLOAT32_MAX",
+           "variant_hint"]
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: below half float32's smallest subnormal a nonzero value rounds to 0 as float32
 _FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal) / 2
+
+
+def variant_hint(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'blas'?)`` for a variant name that is not one of ``known`` (nor ``"auto"``)
+    but is close to one: the same up to case and surrounding spaces (device names ignore them,
+    variant names do not: ``variant="AUTO"``, ``"BLAS"``), else a near spelling; "" otherwise."""
+    choices = list(known) + ["auto"]
+    folded = [k for k in choices if k.lower() == name.strip().lower()]
+    close = folded or difflib.get_close_matches(name, choices, n=1, cutoff=0.85)
+    return f" (did you mean {close[0]!r}?)" if close and close[0] != name else ""
 
 
 def fits_float32(value: float) -> bool:
@@ -279,8 +291,10 @@ class Backend(abc.ABC):
         for v in self.variants():
             if v.name == name:
                 return v
-        known = ", ".join(v.name for v in self.variants())
-        raise UnsupportedProblemError(f"variant={name!r} is not a variant of backend {self.name!r}; known: {known}")
+        names = [v.name for v in self.variants()]
+        # 'auto' is listed as device errors list it (it was left out, and variant="AUTO" got no hint of it)
+        raise UnsupportedProblemError(f"variant={name!r} is not a variant of backend {self.name!r}{variant_hint(name, names)}; "
+                                      f"known: {', '.join(names)} (or 'auto')")
 
     def check_problem(self, problem: GemmProblem, variant: Variant | None = None) -> None:
         """Raise the right error when this backend (or ``variant``) cannot take ``problem``."""

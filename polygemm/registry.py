@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
 
-from .backend import Availability, Backend, Variant
+from .backend import Availability, Backend, Variant, variant_hint
 from .errors import ArgumentError, BackendUnavailableError, DTypeError, UnsupportedProblemError
 from .problem import GemmProblem
 
@@ -542,9 +542,9 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
         why = be.supports(problem)
         if why is not None:
             return one_line(why)
-        names = {v.name for v in be.variants()}
+        names = [v.name for v in be.variants()]
         if variant != "auto" and variant not in names:
-            return f"has no variant {variant!r}"
+            return f"has no variant {variant!r}{variant_hint(variant, names)}"
         if variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in be.variants()):
             return f"no auto-selectable variant for {problem.dtype.name}"
     except KeyboardInterrupt:
@@ -617,6 +617,11 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
         raise DTypeError(f"no available backend computes {problem.dtype.name} on {problem.residency} data; it takes "
                          f"{', '.join(takes)}: convert the operands (e.g. a.astype('float32')) ({summary})", details=_details(infos))
     if variant != "auto":
-        raise UnsupportedProblemError(f"no available backend has variant {variant!r} for this problem ({summary})", details=_details(infos))
+        # what the available backends have, as device=<name> lists it (device='auto' had said only what they lack)
+        known = "; ".join(f"{info.name}: {', '.join(v.name for v in info.backend.variants())}" for info in infos
+                          if info.available and info.backend is not None and any(n == info.name and w.startswith("has no variant")
+                                                                                 for n, w in passed))
+        raise UnsupportedProblemError(f"no available backend has variant {variant!r} for this problem ({summary})"
+                                      + (f"; their variants: {known}" if known else ""), details=_details(infos))
     raise BackendUnavailableError(f"no available backend can compute this {problem.dtype.name} problem on {problem.residency}: {summary}",
                                   details=_details(infos))
