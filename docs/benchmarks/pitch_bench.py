@@ -133,7 +133,7 @@ def main() -> int:
             chosen = {"auto": pg.explain(a, b, out=c, device="cuda").variant} if "auto" in fns else {}
             times = median_times(fns, args.rounds, rng)
             vendor = times.get("cublas", float("nan"))
-            row = f"{m}x{n}x{k} {'+'.join(args.pad) + ' padded' if padded else 'compact'}:"
+            row = f"{m}x{n}x{k} {('padded' if len(args.pad) == 3 else '+'.join(args.pad) + ' padded') if padded else 'compact'}:"
             for v in fns:
                 t = times[v]
                 records.append({"m": m, "n": n, "k": k, "dtype": "float16", "rows": ("padded to 128 B" if len(args.pad) == 3 else f"{'+'.join(args.pad)} padded to 128 B") if padded else "compact",
