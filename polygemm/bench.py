@@ -975,7 +975,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                  else "nothing was timed; no file written"))
         print(f"polygemm: interrupted: {kept}", file=sys.stderr)
         return 130
-    _write_outputs(args, records, command)
+    written = _write_outputs(args, records, command)
+    if written:  # say where the results went (plot -o says so too); the run had ended on its last timing line
+        print(f"wrote {', '.join(written)}")
     return 0
 
 

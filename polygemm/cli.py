@@ -16,7 +16,7 @@ from . import __version__, registry
 from .backend import Backend, Variant
 from .errors import ArgumentError, PolygemmError
 
-__all__ = ["main", "parse_shape", "positive_int", "INFO_WIDTH", "TABLE_WIDTH"]
+__all__ = ["main", "parse_shape", "positive_int", "split_names", "INFO_WIDTH", "TABLE_WIDTH"]
 
 #: ``polygemm info`` (without -v) prints no line wider than this
 INFO_WIDTH = 120
@@ -160,7 +160,18 @@ def _variants_backend(name: str) -> Backend:
         return be
 
 
+def split_names(items: Sequence[str] | None) -> list[str]:
+    """Names given space or comma separated (``--device cpu,cuda`` as ``--device cpu cuda``, as
+    ``--variants`` takes them): "cpu,cuda" had been one unknown name, "did you mean 'cuda'?"."""
+    return [n.strip() for item in items or () for n in item.split(",") if n.strip()]
+
+
 def cmd_variants(args: argparse.Namespace) -> int:
+    if args.device is not None:
+        given, args.device = args.device, split_names(args.device)
+        if not args.device:
+            raise ArgumentError(f"--device {' '.join(map(repr, given))} names no backend; name backends, comma or space "
+                                f"separated ({', '.join(registry.known_names())}), or leave --device out to list every one")
     names = list(args.device) if args.device else registry.known_names()
     tables: list[tuple[str, list[Variant] | None, str]] = []
     seen: set[str] = set()
@@ -303,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("variants", help="list each backend's variants from its static table (no device needed)")
     s.add_argument("--device", "--backends", dest="device", nargs="+", metavar="NAME",
-                   help="only these backends (default: every discovered backend)")
+                   help="only these backends, comma or space separated (default: every discovered backend)")
     s.add_argument("-v", "--verbose", action="store_true", help="add each variant's description, requirements and full tile")
     s.set_defaults(fn=cmd_variants)
 
@@ -337,6 +348,8 @@ def _silence_stdout() -> None:
 
 #: the options that name a file a command writes when it is done
 OUTPUT_OPTIONS = ("json", "markdown", "plot", "output")
+#: an example file name's extension for each of them (the empty-path error suggests one)
+_EXAMPLE_EXT = {"json": "json", "markdown": "md", "plot": "png", "output": "png"}
 #: the options among them that name an image (matplotlib picks its format by the extension)
 IMAGE_OPTIONS = ("plot", "output")
 
@@ -364,7 +377,10 @@ def unwritable(args: argparse.Namespace) -> str | None:
     taken: dict[str, str] = {}
     for option in OUTPUT_OPTIONS:
         path = getattr(args, option, None)
-        if not isinstance(path, str) or not path:
+        if isinstance(path, str) and not path.strip():
+            # "--json $OUT" with OUT unset: the run had finished and written nothing, saying nothing
+            return f"--{option} {path!r}: an empty path; name a file (e.g. --{option} results.{_EXAMPLE_EXT[option]})"
+        if not isinstance(path, str):
             continue
         same = taken.get(os.path.realpath(path))
         if same is not None:  # the later file would silently replace the earlier one

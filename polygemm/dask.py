@@ -60,10 +60,23 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
                          f"polygemm.dask.gemm multiplies matrices; batches belong to polygemm.gemm")
     if any(math.isnan(s) for s in x.shape):
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
+    _refuse_masked(name, x)
     if x.dtype.name not in _SUPPORTED:
         raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm supports {', '.join(_SUPPORTED)}. "
                          f"Convert it, e.g. {name}.astype(numpy.float32)")
     return x
+
+
+def _refuse_masked(name: str, x: Any) -> None:
+    """A masked operand (NumPy's, or a dask array of masked chunks) is refused when the graph is
+    built, by the name the user gave it: it had failed only in compute(), naming polygemm.gemm's
+    lower-case ``a``/``b`` (the tasks' names) instead of ``A``/``B``."""
+    meta = getattr(x, "_meta", x)
+    if isinstance(meta, np.ma.MaskedArray):
+        lazy = meta is not x
+        fill = f"dask.array.ma.filled({name}, 0)" if lazy else f"{name}.filled(0)"
+        data = f"dask.array.ma.getdata({name})" if lazy else f"{name}.data"
+        raise ArgumentError(f"{name} is a masked array; polygemm ignores no mask. Fill it first, e.g. {fill}, or pass {data}")
 
 
 def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> None:
@@ -235,8 +248,14 @@ def gemm(
         if shape != (m, n):
             raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}")
         if not hasattr(c, "dtype") or _dtype_of("c's dtype", c.dtype) != result:
-            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}")
+            # with the cast to make, as polygemm.gemm says it (the message had said only what was wrong)
+            widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
+                     and getattr(c, "dtype", None) == np.float32 else "")
+            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "
+                             f"Cast it, e.g. c.astype(numpy.{result.name}){widen}")
         use_c = beta_f != 0.0
+        if use_c:  # read only when beta != 0, as polygemm.gemm reads it
+            _refuse_masked("c", c)
     elif beta_f != 0.0:
         raise ArgumentError(f"beta={beta!r} needs c: pass c (shape {(m, n)}) or set beta=0")
 

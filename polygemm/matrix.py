@@ -31,8 +31,14 @@ def run_matrix(
     progress: bool = False,
 ) -> list[CaseResult]:
     """Run the suite on each backend (all discovered ones by default)."""
-    names = list(backends) if backends else [i.name for i in registry.backends()]
+    # comma or space separated, as --variants: "--backends cpu,cuda" had been one unknown name ("did you mean 'cuda'?")
+    names = [n.strip() for item in backends for n in item.split(",") if n.strip()] if backends else []
+    if backends and not names:
+        raise ArgumentError(f"--backends {' '.join(map(repr, backends))} names no backend; name backends, comma or space "
+                            f"separated ({', '.join(registry.known_names())}), or leave --backends out to run every one")
+    names = names or [i.name for i in registry.backends()]
     names = [registry.backend_name(n) or n for n in names]  # "CPU" is cpu, as device= takes it
+    names = list(dict.fromkeys(names))  # a backend named twice ("cpu CPU") ran twice, its counts doubled; variants lists it once
     check_names(names)
     if variants:  # a misspelt name would run nothing and pass
         known: set[str] = {"auto"}
@@ -79,6 +85,12 @@ def check_names(names: Sequence[str]) -> None:
     if unknown:
         hints = []
         for n in unknown:
+            base, index = registry._split_index(n)
+            if index is not None and registry.backend_name(base) is not None:
+                # "cuda:1" is no typo of "cuda": the suite runs a backend by its name, on its default device
+                hints.append(f"{n!r} (the suite runs each backend by its name, without a device index: "
+                             f"{registry.backend_name(base)!r})")
+                continue
             close = difflib.get_close_matches(n, known, n=1, cutoff=0.6)
             hints.append(f"{n!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise BackendUnavailableError(f"unknown backend{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; known backends: {', '.join(known)}")
@@ -149,15 +161,17 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         payload: dict[str, Any] = {
             "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail")} for r in results],
         }
-        with open(args.json, "w") as fh:
-            json.dump(payload, fh, indent=1)
+        from .bench import write_file
+
+        write_file(args.json, lambda fh: json.dump(payload, fh, indent=1))  # whole or not at all, as bench writes
+        print(f"wrote {args.json}")  # as bench and plot say where their files went
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("matrix", help="run the conformance suite over every backend; pass/fail/skip table")
     s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
-                   help="backend names (default: every discovered backend); an unknown name is an error")
+                   help="backend names, comma or space separated (default: every discovered backend); an unknown name is an error")
     s.add_argument("--variants", nargs="+", help="only these variants, comma or space separated (default: every variant of each backend)")
     s.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32", "float64"], help="only these dtypes (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")

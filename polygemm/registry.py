@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant, variant_hint
-from .errors import ArgumentError, BackendUnavailableError, DTypeError, UnsupportedProblemError
+from .errors import ArgumentError, BackendUnavailableError, DTypeError, PolygemmError, UnsupportedProblemError
 from .problem import GemmProblem
 
 __all__ = [
@@ -171,6 +171,10 @@ def _probing() -> frozenset[str]:
     return getattr(_tls, "chain", frozenset())
 
 
+class _NameNotSettable(Exception):
+    """A plugin's backend whose ``name`` the registry cannot set (its reason said "import failed")."""
+
+
 class _Entry:
     def __init__(self, name: str, target: str, source: str, loader: Callable[[], Any] | None, error: str | None = None) -> None:
         self.name = name
@@ -200,10 +204,17 @@ class _Entry:
                     if not isinstance(inst, Backend):
                         raise TypeError(f"{self.target} is not a polygemm Backend (got {type(inst).__name__})")
                     # The entry-point name is what users type: it is the backend's name.
-                    inst.name = self.name  # type: ignore[misc]
+                    try:
+                        inst.name = self.name  # type: ignore[misc]
+                    except Exception as exc:  # a read-only name (a property): not the import that failed
+                        raise _NameNotSettable(
+                            f"name is read-only, polygemm sets it to the entry point's {self.name!r}: make it a plain "
+                            f"class attribute ({_describe(exc)})") from None
                     self._backend = inst
                 except KeyboardInterrupt:
                     raise
+                except _NameNotSettable as exc:
+                    self._error = str(exc)
                 except BaseException as exc:  # a broken plugin (even sys.exit()) must not break polygemm
                     self._error = f"import failed: {_describe(exc)}"
                 finally:
@@ -493,6 +504,19 @@ def check_known(device: str) -> None:
         raise _unknown(name, entries)
 
 
+def _for_device(be: Backend, index: int) -> Backend:
+    """``be.for_device(index)``. A plugin's for_device that raises anything but a polygemm error
+    (its contract: BackendUnavailableError) is that device being unavailable, with the reason:
+    its RuntimeError had reached ``device="plug:1"`` callers, and the CLI, as a traceback."""
+    try:
+        return be.for_device(index)
+    except (KeyboardInterrupt, PolygemmError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a broken plugin is unavailable, never fatal
+        text = f"for_device({index}) failed: {_describe(exc)}"
+        raise BackendUnavailableError(f"device '{be.name}:{index}' is unavailable: {one_line(text)}", details=text) from None
+
+
 def get_backend(name: str) -> Backend:
     """The backend instance called ``name`` (available or not; see ``.probe()``).
 
@@ -514,7 +538,7 @@ def get_backend(name: str) -> Backend:
     if be is None:
         info = entry.info()
         raise BackendUnavailableError(f"backend {entry.name!r} could not be loaded: {info.reason}", details=info.detail)
-    return be if index is None else be.for_device(index)
+    return be if index is None else _for_device(be, index)
 
 
 def _details(infos: list[BackendInfo]) -> str:
@@ -594,7 +618,7 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
         if index is None:
             return info.backend, []
         try:
-            return info.backend.for_device(index), []
+            return _for_device(info.backend, index), []
         except BackendUnavailableError as exc:
             if not env:
                 raise
