@@ -11,6 +11,7 @@ cached plan and the call's operands to the backend.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 import os
@@ -191,7 +192,12 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
         return None
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
-    in_place = out is not None and c is not None and (out is c or (vo[1] != 0 and vo[1] == vc[1]))
+    # in place as the plan reads it (out's data is c's): for host arrays also another view of c's memory (c.view(),
+    # c[...]), as for device data the pointers say. By object identity alone, the plan made for out=c.view() (in
+    # place) was reused for a later out distinct from c, and last_plan()/explain() called that call in place.
+    in_place = out is not None and c is not None and (
+        out is c or (vo[1] != 0 and vo[1] == vc[1])
+        or (type(out) is np.ndarray and type(c) is np.ndarray and np.may_share_memory(out, c)))
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     fit32 = fits_float32(alpha), fits_float32(beta)
@@ -337,7 +343,8 @@ def gemm(
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
     elif entry.wrap is not None:
         result = entry.wrap(result)
-    _local.last = (entry.plan, hit, made)  # last_plan() copies it: the cached plan stays out of the caller's hands
+    # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta
+    _local.last = (entry.plan, hit, made, call.alpha, call.beta)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
@@ -514,15 +521,20 @@ def explain(
     any copies or padding, (for ``device="auto"``) the backends passed over and why, and
     whether it came from the plan cache (``plan.cached``). It is cached for the next call.
     """
-    entry, _, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    return _detached(entry.plan, hit, made)
+    entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    return _detached(entry.plan, hit, made, call.alpha, call.beta)
 
 
-def _detached(plan: Plan, cached: bool, made: list[str] | None = None) -> Plan:
+def _detached(plan: Plan, cached: bool, made: list[str] | None = None, alpha: float | None = None,
+              beta: float | None = None) -> Plan:
     """A copy of a cached plan for the caller, with its own lists and dicts (layouts, copies,
     launch, candidates, notes): changing it changes neither the cache nor later calls. ``made``:
-    the device inputs this call had made contiguous first (:func:`_bind_whole`)."""
+    the device inputs this call had made contiguous first (:func:`_bind_whole`); ``alpha``,
+    ``beta``: the call's own (a plan reused from the cache had described the alpha and beta of
+    the call that made it: gemm(alpha=3) after gemm(alpha=2) was reported as alpha=2)."""
     mine = copy.copy(plan)
+    if alpha is not None and beta is not None and (alpha, beta) != (plan.problem.alpha, plan.problem.beta):
+        mine.problem = dataclasses.replace(plan.problem, alpha=alpha, beta=beta)
     mine.layouts, mine.launch = dict(plan.layouts), dict(plan.launch)
     mine.copies, mine.candidates, mine.notes = _copies_note(made or []) + list(plan.copies), list(plan.candidates), list(plan.notes)
     mine.cached = cached

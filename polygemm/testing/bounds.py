@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem import HALF_DTYPES, finfo
+from ..errors import DTypeError, ShapeError
+from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, finfo, parse_dtype
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
@@ -38,6 +39,53 @@ def accumulation_dtype(dtype: object) -> np.dtype:
     return np.dtype(np.float32) if d.name in HALF_DTYPES else d
 
 
+def _float_dtype(name: str, value: object) -> np.dtype:
+    """``out_dtype`` / ``acc_dtype`` as one of polygemm's dtypes; DTypeError naming ``name`` otherwise
+    (NumPy's own "data type 'int8' not inexact" named neither the argument nor what is accepted)."""
+    try:
+        dt = np.dtype(value)
+    except TypeError:  # torch.float32 and the like by name, else a DTypeError naming ``name``
+        dt = parse_dtype(name, value)
+    if not dt.isnative:  # inputs in another byte order (a.dtype of '>f4'): the values are what is compared
+        dt = dt.newbyteorder("=")
+    if dt.name not in SUPPORTED_DTYPES:
+        raise DTypeError(f"{name}={value!r} is {dt.name}; pass one of {', '.join(SUPPORTED_DTYPES)}")
+    return dt
+
+
+def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float, float]:
+    """The arguments of :func:`error_bound` / :func:`reference_for` checked as ``gemm`` checks them,
+    each refusal naming the argument (a plugin author's slip, e.g. ``b.T`` for ``b``, a 1-D ``a``,
+    an int or complex ``a``, a ``c`` of another shape, alpha given as a string, had met NumPy's
+    own errors, an IndexError, or a silent pass with the imaginary parts dropped)."""
+    arrays = []
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if x is None and name == "c":
+            arrays.append(None)
+            continue
+        arr = np.asarray(x)
+        if arr.ndim < 2:
+            raise ShapeError(f"{name} must be a matrix or a stack of matrices (at least 2-D); got {arr.ndim}-D with shape {arr.shape}")
+        if arr.dtype.name not in SUPPORTED_DTYPES:
+            raise DTypeError(f"{name} has dtype {arr.dtype.name}; polygemm's bound is defined for {', '.join(SUPPORTED_DTYPES)} "
+                             f"(bfloat16: ml_dtypes.bfloat16)")
+        arrays.append(arr)
+    a64, b64, c64 = arrays
+    assert a64 is not None and b64 is not None
+    if a64.dtype != b64.dtype:
+        raise DTypeError(f"a ({a64.dtype.name}) and b ({b64.dtype.name}) must have one dtype, as gemm takes them")
+    if a64.shape[-1] != b64.shape[-2]:
+        raise ShapeError(f"a {a64.shape} and b {b64.shape} do not multiply: a has {a64.shape[-1]} columns, b {b64.shape[-2]} rows")
+    try:
+        lead = tuple(np.broadcast_shapes(a64.shape[:-2], b64.shape[:-2]))
+    except ValueError:
+        raise ShapeError(f"the batch dimensions of a {a64.shape} and b {b64.shape} do not broadcast") from None
+    full = lead + (a64.shape[-2], b64.shape[-1])
+    if c64 is not None and c64.shape != full:
+        raise ShapeError(f"c must have the result's shape {full} for a {a64.shape} and b {b64.shape}; got {c64.shape}")
+    return a64, b64, c64, _scalar("alpha", alpha), _scalar("beta", beta)
+
+
 def error_bound(
     a: np.ndarray,
     b: np.ndarray,
@@ -51,12 +99,13 @@ def error_bound(
     constant: float = BOUND_CONSTANT,
 ) -> np.ndarray:
     """Elementwise tolerance for ``alpha * a @ b + beta * c`` (see the module docstring)."""
+    a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
-    out_dtype = np.dtype(out_dtype if out_dtype is not None else np.asarray(a).dtype)
-    acc = np.dtype(acc_dtype) if acc_dtype is not None else accumulation_dtype(np.asarray(a).dtype)
+    out_dtype = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
+    acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(a.dtype.newbyteorder("="))
     u_acc, u_out = unit_roundoff(acc), unit_roundoff(out_dtype)
-    k = a64.shape[1]
+    k = a64.shape[-1]
     # all="ignore": products that underflow or overflow are the cases the bound is written for (tiny_out,
     # infinities), never an error, whatever np.seterr says (under seterr(all="raise") they raised)
     with np.errstate(all="ignore"):
@@ -91,10 +140,17 @@ class Reference:
     out_dtype: np.dtype
 
     def compare(self, result: np.ndarray) -> CheckResult:
-        """Check ``result`` elementwise against the reference under the bound."""
+        """Check ``result`` elementwise against the reference under the bound. A result of another
+        shape, or an array of another dtype than the reference's ``out_dtype``, fails saying so."""
+        given = getattr(result, "dtype", None)
         result = np.asarray(result)
         if result.shape != self.ref64.shape:
             return CheckResult(False, -1, float("inf"), f"result has shape {result.shape}, expected {self.ref64.shape}")
+        # an array of another dtype fails by its dtype: a float16 result for float32 inputs had failed with
+        # "605 times the bound" (what went wrong unsaid), a float64 one had passed (gemm's contract broken)
+        if given is not None and result.dtype.name != self.out_dtype.name:  # by name: byte order is no matter
+            return CheckResult(False, -1, float("inf"), f"result has dtype {result.dtype.name}, expected {self.out_dtype.name} "
+                                                        f"(pass out_dtype= for a result stored wider)")
         ref64, tol = self.ref64, self.tol
         r = result.astype(np.float64)
         # What overflows the output format: the reference rounded to it is the target. That rounding overflows
@@ -135,7 +191,8 @@ def reference_for(
     """Compute the float64 reference of ``alpha * a @ b + beta * c`` and its bound once."""
     from ..backends.cpu_ref import reference
 
-    out = np.dtype(out_dtype if out_dtype is not None else np.asarray(a).dtype)
+    a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
+    out = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
     ref64 = reference(a, b, c, alpha, beta, np.float64)
     tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64)
     return Reference(ref64, tol, out)
