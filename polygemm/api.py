@@ -197,7 +197,11 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # place) was reused for a later out distinct from c, and last_plan()/explain() called that call in place.
     in_place = out is not None and c is not None and (
         out is c or (vo[1] != 0 and vo[1] == vc[1])
-        or (type(out) is np.ndarray and type(c) is np.ndarray and np.may_share_memory(out, c)))
+        or (type(out) is np.ndarray and type(c) is np.ndarray and np.may_share_memory(out, c)
+            # may_share_memory compares bounds only: c = buf[::2] and out = buf[1::2] (or two column blocks of one
+            # matrix) interleave without sharing an element; their plan (not in place) had been reused for a later
+            # out=c and described it as a separate out. In place is normalize's test: the same data pointer.
+            and out.__array_interface__["data"][0] == c.__array_interface__["data"][0]))
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     fit32 = fits_float32(alpha), fits_float32(beta)

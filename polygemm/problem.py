@@ -667,8 +667,10 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     try:
         batch = tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))
     except ValueError:
+        # both shapes in full, as numpy.matmul names them (the batch dimensions alone left the user to find the arrays)
         raise ShapeError(f"the batch dimensions of a {tuple(n for n, _ in A.batch_dims)} and b {tuple(n for n, _ in B.batch_dims)} "
-                         f"do not broadcast (numpy.matmul rules)") from None
+                         f"do not broadcast (numpy.matmul rules): a is {tuple(n for n, _ in A.batch_dims) + A.shape}, b is "
+                         f"{tuple(n for n, _ in B.batch_dims) + B.shape}; their leading dimensions must be equal or 1") from None
     m, k, n = A.rows, A.cols, B.cols
     full = batch + (m, n)
     wanted = None if out_dtype is None else parse_dtype("out_dtype", out_dtype)
@@ -685,8 +687,14 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     if c is not None:
         C = _operand("c", c)
         if C.shape != (m, n) or tuple(x for x, _ in C.batch_dims) != batch:
+            given_c = tuple(x for x, _ in C.batch_dims) + C.shape
+            try:  # a c that broadcasts to the result (a @ b + c would take it): say how to pass it
+                fits = tuple(np.broadcast_shapes(given_c, full)) == full
+            except ValueError:
+                fits = False
+            hint = f". It broadcasts to that shape: pass it broadcast, e.g. np.broadcast_to(c, {full})" if fits else ""
             raise ShapeError(f"c must have the result's shape {full} for a {tuple(x for x, _ in A.batch_dims) + A.shape} and "
-                             f"b {tuple(x for x, _ in B.batch_dims) + B.shape}; got {tuple(x for x, _ in C.batch_dims) + C.shape}")
+                             f"b {tuple(x for x, _ in B.batch_dims) + B.shape}; got {given_c}{hint}")
         if C.dtype != result:
             wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
                      if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")
@@ -705,8 +713,15 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             stride = stride or 0
         elif stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
             if op.name == "out":
-                raise ArgumentError(f"out's batch strides cannot be walked with one stride; pass a contiguous array "
-                                    f"(e.g. ascontiguousarray) for out")
+                # it had said "pass a contiguous array (e.g. ascontiguousarray)": a copy of out, which would receive
+                # the result while out did not; say what out is and what to pass instead (as for its matrices' strides)
+                arr = op.array
+                shape, strides = (tuple(arr.shape), tuple(arr.strides)) if isinstance(arr, np.ndarray) else \
+                    (tuple(x for x, _ in op.batch_dims) + op.shape, tuple(s for _, s in op.batch_dims))
+                raise ArgumentError(f"out has shape {shape} and strides {strides}: its batch (all but the last two axes) is "
+                                    f"not one that a single stride walks (e.g. batch axes swapped, an outer batch axis reversed or stepped, one matrix for several); "
+                                    f"polygemm writes out in place, never into a copy. Pass a C-ordered array, e.g. "
+                                    f"np.empty({full}, {_np_name(op.dtype)}), or omit out to get a new result")
             if op.residency != "host":  # a device array is not copied here: gemm has its own library make it whole
                 given = tuple(x for x, _ in op.batch_dims)
                 full_shape = batch + op.shape

@@ -72,7 +72,9 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
         arrays.append(arr)
     a64, b64, c64 = arrays
     assert a64 is not None and b64 is not None
-    if a64.dtype != b64.dtype:
+    # compared in native byte order, as gemm compares them (it reads a byte-swapped operand through a copy): a '>f4'
+    # beside a '<f4' had been refused as "a (float32) and b (float32) must have one dtype"
+    if a64.dtype.newbyteorder("=") != b64.dtype.newbyteorder("="):
         raise DTypeError(f"a ({a64.dtype.name}) and b ({b64.dtype.name}) must have one dtype, as gemm takes them")
     if a64.shape[-1] != b64.shape[-2]:
         raise ShapeError(f"a {a64.shape} and b {b64.shape} do not multiply: a has {a64.shape[-1]} columns, b {b64.shape[-2]} rows")
