@@ -34,7 +34,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
-from .cli import non_negative_int, parse_shape, positive_int
+from .cli import non_negative_int, parse_shape, positive_int, split_names
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes",
@@ -940,11 +940,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             chunks.append((reps, [shape]))
     command = "polygemm " + shlex.join(args.argv)
     bar = not args.no_progress and sys.stdout.isatty()
-    # comma or space separated, spaces around a name dropped (as matrix's --variants takes them)
-    given = [v.strip() for item in (args.variants or ()) for v in item.split(",") if v.strip()]
-    if args.variants is not None and not given:  # "--variants ," had timed nothing and exited 0 (an empty --json)
-        raise ArgumentError(f"--variants {' '.join(map(repr, args.variants))} names no variant; name variants, comma or space "
-                            f"separated (polygemm variants lists them), or all")
+    # "--variants ," had timed nothing and exited 0 (an empty --json): split_names refuses it
+    given = split_names("--variants", args.variants, "variant", "polygemm variants lists them", "all") or []
     names = given or ["auto"]
     if args.mode == "call" and names == ["all"]:  # every variant of the dtype, each through the public call
         names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]

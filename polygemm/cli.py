@@ -160,18 +160,24 @@ def _variants_backend(name: str) -> Backend:
         return be
 
 
-def split_names(items: Sequence[str] | None) -> list[str]:
-    """Names given space or comma separated (``--device cpu,cuda`` as ``--device cpu cuda``, as
-    ``--variants`` takes them): "cpu,cuda" had been one unknown name, "did you mean 'cuda'?"."""
-    return [n.strip() for item in items or () for n in item.split(",") if n.strip()]
+def split_names(option: str, given: Sequence[str] | None, what: str, listed: str, instead: str) -> list[str] | None:
+    """The names an option took, comma or space separated, spaces around each dropped
+    (``--device cpu,cuda`` as ``--device cpu cuda``: "cpu,cuda" had been one unknown name); None
+    when the option was not given. One that names nothing (``--variants ,``) is a usage error
+    saying what to name (``what``s, ``listed`` where they are) or ``instead`` what to do, rather
+    than running every name or none."""
+    if given is None:
+        return None
+    names = [n.strip() for item in given for n in item.split(",") if n.strip()]
+    if not names:
+        raise ArgumentError(f"{option} {' '.join(map(repr, given))} names no {what}; name {what}s, comma or space "
+                            f"separated ({listed}), or {instead}")
+    return names
 
 
 def cmd_variants(args: argparse.Namespace) -> int:
-    if args.device is not None:
-        given, args.device = args.device, split_names(args.device)
-        if not args.device:
-            raise ArgumentError(f"--device {' '.join(map(repr, given))} names no backend; name backends, comma or space "
-                                f"separated ({', '.join(registry.known_names())}), or leave --device out to list every one")
+    args.device = split_names("--device", args.device, "backend", ", ".join(registry.known_names()),
+                              "leave --device out to list every one")
     names = list(args.device) if args.device else registry.known_names()
     tables: list[tuple[str, list[Variant] | None, str]] = []
     seen: set[str] = set()

@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from . import registry
+from .cli import split_names
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 from .testing.conformance import CaseResult, case_groups, run_conformance
 
@@ -32,11 +33,8 @@ def run_matrix(
 ) -> list[CaseResult]:
     """Run the suite on each backend (all discovered ones by default)."""
     # comma or space separated, as --variants: "--backends cpu,cuda" had been one unknown name ("did you mean 'cuda'?")
-    names = [n.strip() for item in backends for n in item.split(",") if n.strip()] if backends else []
-    if backends and not names:
-        raise ArgumentError(f"--backends {' '.join(map(repr, backends))} names no backend; name backends, comma or space "
-                            f"separated ({', '.join(registry.known_names())}), or leave --backends out to run every one")
-    names = names or [i.name for i in registry.backends()]
+    names = split_names("--backends", backends or None, "backend", ", ".join(registry.known_names()),
+                        "leave --backends out to run every one") or [i.name for i in registry.backends()]
     names = [registry.backend_name(n) or n for n in names]  # "CPU" is cpu, as device= takes it
     names = list(dict.fromkeys(names))  # a backend named twice ("cpu CPU") ran twice, its counts doubled; variants lists it once
     check_names(names)
@@ -143,12 +141,10 @@ def render_table(results: list[CaseResult], quick: bool = False) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    if args.variants:  # comma or space separated, as bench's --variants and POLYGEMM_TEST_VARIANTS take them
-        given = args.variants
-        args.variants = [v.strip() for item in given for v in item.split(",") if v.strip()]
-        if not args.variants:  # "--variants ," had run every variant, as if the option were not there
-            raise ArgumentError(f"--variants {' '.join(map(repr, given))} names no variant; name variants, comma or space "
-                                f"separated (polygemm variants lists them), or leave --variants out to run every one")
+    # comma or space separated, as bench's --variants and POLYGEMM_TEST_VARIANTS take them; "--variants ," had run
+    # every variant, as if the option were not there
+    args.variants = split_names("--variants", args.variants, "variant", "polygemm variants lists them",
+                                "leave --variants out to run every one")
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
     if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing
         asked = " ".join(f"--{k} {' '.join(v)}" for k, v in (("backends", args.backends), ("variants", args.variants),
