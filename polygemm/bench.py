@@ -859,12 +859,8 @@ def _bench_device(device: str | None) -> str:
             if info.available:
                 return info.name
         raise BackendUnavailableError("no backend is available to benchmark")
-    env = registry._from_env(device)
-    entries = registry._all()
-    found, index = registry._lookup(name, entries, env)
-    if found is None:
-        raise BackendUnavailableError(f"{registry._unknown(name, entries)}{env}")
-    info = entries[found].info()
+    info, index, env = registry.locate_device(device)
+    found = info.name
     if not info.available:
         raise BackendUnavailableError(f"device {found!r} is unavailable: {info.reason}{env}", details=info.detail)
     if index is None:

@@ -150,7 +150,7 @@ def _variants_backend(name: str) -> Backend:
     except ArgumentError:  # e.g. an index written with a leading zero ("cuda:01"), on any machine
         raise
     except PolygemmError:
-        base, index = registry._split_index(name.strip())
+        base, index = registry.split_index(name.strip())
         if index is None:
             raise
         be = registry.get_backend(base)  # the name is known: only the device index was refused

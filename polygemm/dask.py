@@ -85,14 +85,16 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
     ``"auto"`` (each worker's choice), one no discovered backend has. Whether it can run on a
     worker's device stays the workers' to say."""
     from . import registry
-    from .errors import PolygemmError, UnsupportedProblemError
+    from .errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
     name = None if device is None else registry.resolve_device(device)
-    entries = registry._all()
     if name is not None and name != "auto":
-        found, _ = registry._lookup(name, entries)
-        be = entries[found].backend() if found is not None else None
-        if be is None:  # a plugin that failed to import: its tasks say so
+        found, _ = registry.lookup(name)  # the backend itself, not its device N: that is the workers'
+        if found is None:  # refused already by registry.check_known
+            return
+        try:
+            be = registry.get_backend(found)  # imported, not probed
+        except BackendUnavailableError:  # a plugin that failed to import: its tasks say so
             return
         try:
             chosen = be.get_variant(variant)  # raises UnsupportedProblemError naming the known variants
@@ -103,9 +105,10 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
         if dtype.name not in chosen.dtypes:
             raise DTypeError(f"variant {variant!r} of backend {be.name!r} computes {', '.join(chosen.dtypes)}, not {dtype.name}")
         return
-    for entry in list(entries.values()):
-        be = entry.backend()
-        if be is None:
+    for known in registry.known_names():
+        try:
+            be = registry.get_backend(known)
+        except BackendUnavailableError:
             continue
         try:
             be.get_variant(variant)

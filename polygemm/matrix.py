@@ -83,7 +83,7 @@ def check_names(names: Sequence[str]) -> None:
     if unknown:
         hints = []
         for n in unknown:
-            base, index = registry._split_index(n)
+            base, index = registry.split_index(n)
             if index is not None and registry.backend_name(base) is not None:
                 # "cuda:1" is no typo of "cuda": the suite runs a backend by its name, on its default device
                 hints.append(f"{n!r} (the suite runs each backend by its name, without a device index: "

@@ -48,6 +48,9 @@ __all__ = [
     "resolve_device",
     "generation",
     "one_line",
+    "split_index",
+    "lookup",
+    "locate_device",
     "ENTRY_POINT_GROUP",
     "DEFAULT_PLUGIN_PRIORITY",
     "PROBE_TIMEOUT_ENV",
@@ -430,8 +433,15 @@ _INDEX = re.compile(r"0|[1-9][0-9]*")
 _INDEX_LIKE = re.compile(r"\s*[+-]?\d+\s*")
 
 
-def _split_index(name: str) -> tuple[str, int | None]:
-    """``"cuda:1"`` -> ("cuda", 1); a name without an index (as :data:`_INDEX` writes one) -> (name, None)."""
+def split_index(name: str) -> tuple[str, int | None]:
+    """``name`` split into (base, device index): ``"cuda:1"`` -> ``("cuda", 1)``.
+
+    The split is at the first ``:``, and only where what follows it is an index written as
+    torch.device writes one (ASCII digits, no sign, no spaces, no leading zeros); any other
+    name, ``"cuda"``, ``"cuda:01"`` or ``"cuda: 1"`` among them, comes back whole with None.
+    Text only: it neither strips nor case-folds ``name``, nor asks whether ``base`` names a
+    backend (:func:`lookup` does, and refuses a backend's index written otherwise).
+    """
     base, sep, index = name.partition(":")
     if sep and base and _INDEX.fullmatch(index):
         return base, int(index)
@@ -472,7 +482,7 @@ def _lookup(name: str, entries: dict[str, _Entry], note: str = "") -> tuple[str 
     found = _entry_name(name, entries)
     if found is not None:
         return found, None
-    base, index = _split_index(name)
+    base, index = split_index(name)
     if index is None:
         base, _, text = name.partition(":")
         if _index_like(name) and _entry_name(base, entries) is not None:
@@ -480,6 +490,16 @@ def _lookup(name: str, entries: dict[str, _Entry], note: str = "") -> tuple[str 
         return None, None
     found = _entry_name(base, entries)
     return (found, index) if found is not None else (None, None)
+
+
+def lookup(name: str, note: str = "") -> tuple[str | None, int | None]:
+    """The discovered backend ``name`` designates, as (its own name, device index or None):
+    ``"CUDA:1"`` -> ``("cuda", 1)``, a plugin's entry point as spelt. (None, None) when no
+    discovered backend has that name. Neither imports nor probes any backend. ``name`` is taken
+    as given (:func:`resolve_device` strips and lower-cases ``device=``). A backend's name with
+    an index written otherwise (``"cpu:01"``, ``"cuda: 1"``) raises ArgumentError saying how
+    to write it, ``note`` appended."""
+    return _lookup(name, _all(), note)
 
 
 def _from_env(device: str | None) -> str:
@@ -560,6 +580,29 @@ def resolve_device(device: str | None) -> str:
     return device.strip().lower()
 
 
+def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
+    """The backend an explicit ``device`` (a name, not ``"auto"``; None reads
+    ``$POLYGEMM_DEVICE``, as :func:`resolve_device` does) designates, probed: its
+    :class:`BackendInfo` (``available`` and ``reason`` say whether it can run here), the device
+    index the name gives (None when none; not yet asked of the backend) and the note to append
+    to errors about that device ("" unless the name came from ``$POLYGEMM_DEVICE``).
+
+    Raises BackendUnavailableError for a name no discovered backend has (suggesting the nearest
+    one, the note appended), ArgumentError for an index written otherwise (``"cuda:01"``) and
+    for ``"auto"``, which names no backend.
+    """
+    name = resolve_device(device)
+    entries = _all()
+    if name == "auto":
+        raise ArgumentError(f"'auto' is not a backend: it chooses one per problem; name one of {', '.join(sorted(entries))}")
+    env = _from_env(device)
+    found, index = _lookup(name, entries, env)
+    if found is None:
+        exc = _unknown(name, entries)
+        raise BackendUnavailableError(f"{exc}{env}") if env else exc
+    return entries[found].info(), index, env
+
+
 def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
     """Why ``device="auto"`` passes ``be`` over for ``problem`` (None: it takes it)."""
     try:
@@ -600,14 +643,8 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
     """
     name = resolve_device(device)
     if name != "auto":
-        entries = _all()
-        env = _from_env(device)
-        found, index = _lookup(name, entries, env)
-        if found is None:
-            exc = _unknown(name, entries)
-            raise BackendUnavailableError(f"{exc}{env}") if env else exc
-        name = found
-        info = entries[name].info()
+        info, index, env = locate_device(device)
+        name = info.name
         if not info.available or info.backend is None:
             everyone = backends()
             others = "; ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in everyone if i.name != name)

@@ -262,3 +262,42 @@ def test_probe_timeout_setting(monkeypatch):
     for bad in ("", "zero", "-1", "nan"):
         monkeypatch.setenv(registry.PROBE_TIMEOUT_ENV, bad)
         assert registry.probe_timeout() == registry.DEFAULT_PROBE_TIMEOUT
+
+
+def test_public_name_helpers_other_modules_use():
+    """split_index, lookup and locate_device: what cli, matrix, bench and dask ask of names."""
+    from polygemm import registry
+    from polygemm.errors import ArgumentError, BackendUnavailableError
+
+    assert registry.split_index("cuda:1") == ("cuda", 1)
+    assert registry.split_index("cuda:0") == ("cuda", 0)
+    for whole in ("cuda", "cuda:01", "cuda: 1", "cuda:-1", ":1", "CUDA:x"):
+        assert registry.split_index(whole) == (whole, None)
+    assert registry.split_index("Dev:2") == ("Dev", 2)  # text only: no case folding, no lookup
+    assert registry.split_index("nosuch:3") == ("nosuch", 3)
+
+    assert registry.lookup("cpu") == ("cpu", None)
+    assert registry.lookup("CPU:1") == ("cpu", 1)
+    assert registry.lookup("nosuch:1") == (None, None)
+    with pytest.raises(ArgumentError, match=r"e.g. 'cpu:1'; got '01', see here"):
+        registry.lookup("cpu:01", ", see here")
+
+    info, index, note = registry.locate_device("cpu:0")
+    assert (info.name, info.available, index, note) == ("cpu", True, 0, "")
+    with pytest.raises(BackendUnavailableError, match="did you mean 'cpu'"):
+        registry.locate_device("cpy")
+    with pytest.raises(ArgumentError, match="'auto' is not a backend"):
+        registry.locate_device("auto")
+
+
+def test_locate_device_notes_the_environment(monkeypatch):
+    from polygemm import registry
+    from polygemm.errors import BackendUnavailableError
+
+    monkeypatch.setenv("POLYGEMM_DEVICE", "cpu")
+    info, index, note = registry.locate_device(None)
+    assert (info.name, index) == ("cpu", None) and "$POLYGEMM_DEVICE='cpu'" in note
+    assert registry.locate_device("cpu")[2] == ""  # passed explicitly: no note
+    monkeypatch.setenv("POLYGEMM_DEVICE", "cpy")
+    with pytest.raises(BackendUnavailableError, match=r"did you mean 'cpu'.*\$POLYGEMM_DEVICE='cpy'"):
+        registry.locate_device(None)
