@@ -105,15 +105,40 @@ def test_float16_accumulates_in_float32(rng):
 
 
 def test_explain_reports_and_last_plan(rng):
-    a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
+    """device='auto' takes the first backend, in priority order, that is available and computes
+    the problem; the plan names it and each backend passed over, with the reason. On a machine
+    with a GPU and on one without."""
+    infos = pg.backends()
+    order = [i.name for i in infos]
+    # float64, which neither GPU backend computes: the CPU's BLAS on every machine
+    a, b = rand(rng, (3, 4), np.float64), rand(rng, (4, 2), np.float64)
     plan = pg.explain(a, b, device="auto")
     assert plan.backend == "cpu" and plan.variant == "blas"  # the fast default; reference on request
     passed = dict(plan.candidates)
-    assert "cuda" in passed and "musa" in passed  # unavailable here, with their reasons
+    assert "cuda" in passed and "musa" in passed  # unavailable, or no float64, each with its reason
+    for name in ("cuda", "musa"):
+        info = infos[order.index(name)]
+        why = passed[name]
+        assert why.startswith("dtype float64 not supported") if info.available else why == f"unavailable: {info.reason}"
     text = str(plan)
-    assert "backend : cpu" in text and "passed over cuda" in text
+    assert "backend : cpu" in text and "passed over cuda" in text and "passed over musa" in text
+    # float32: the GPU's backend where cuda is available, else the CPU's BLAS, past each unavailable one
+    a, b = rand(rng, (3, 4)), rand(rng, (4, 2))
+    plan = pg.explain(a, b, device="auto")
+    expected = "cuda" if infos[order.index("cuda")].available else "cpu"  # musa computes float16 only
+    assert plan.backend == expected
+    if expected == "cpu":
+        assert plan.variant == "blas"
+    passed = dict(plan.candidates)
+    assert list(passed) == order[:order.index(expected)]  # each backend of higher priority, none of lower
+    for info in infos[:order.index(expected)]:  # with cuda available, none; musa, when available, has no float32
+        why = passed[info.name]
+        assert why.startswith("dtype float32 not supported") if info.available else why == f"unavailable: {info.reason}"
+    text = str(plan)
+    assert f"backend : {expected}" in text
+    assert all(f"passed over {name}: {why}" in text for name, why in passed.items())
     pg.gemm(a, b, device="cpu", variant="reference")
-    assert pg.last_plan().variant == "reference"
+    assert pg.last_plan().backend == "cpu" and pg.last_plan().variant == "reference"
 
 
 def test_explain_says_when_out_is_c(rng):
