@@ -37,6 +37,8 @@ __all__ = [
     "bfloat16",
     "dtype_named",
     "finfo",
+    "check_ndim",
+    "check_c_shape",
     "HALF_DTYPES",
 ]
 
@@ -361,9 +363,27 @@ def host_convert(arr: np.ndarray, batch: tuple[int, ...] | None = None) -> np.nd
     return np.ascontiguousarray(arr)
 
 
-def _ndim_error(name: str, shape: tuple[int, ...]) -> ShapeError:
-    return ShapeError(f"{name} must be a matrix or a stack of matrices (at least 2-D); got {len(shape)}-D with shape {shape}. "
-                      f"Reshape it, e.g. {name}.reshape(rows, cols).")
+def check_ndim(name: str, shape: tuple[int, ...]) -> None:
+    """ShapeError unless the operand ``name`` of shape ``shape`` is a matrix or a stack of
+    matrices (at least 2-D); the message gives its shape and how to reshape it. ``gemm``'s
+    operands and ``polygemm.testing``'s alike are checked here."""
+    if len(shape) < 2:
+        raise ShapeError(f"{name} must be a matrix or a stack of matrices (at least 2-D); got {len(shape)}-D with shape "
+                         f"{shape}. Reshape it, e.g. {name}.reshape(rows, cols).")
+
+
+def check_c_shape(c_shape: tuple[int, ...], full: tuple[int, ...], a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
+    """ShapeError unless ``c`` has ``full``, the result's whole shape for ``a`` and ``b`` of
+    ``a_shape`` and ``b_shape``. The message names the four shapes and, for a ``c`` that only
+    broadcasts to the result (``a @ b + c`` would take it), how to pass it broadcast."""
+    if c_shape == full:
+        return
+    try:
+        fits = tuple(np.broadcast_shapes(c_shape, full)) == full
+    except ValueError:
+        fits = False
+    hint = f". It broadcasts to that shape: pass it broadcast, e.g. np.broadcast_to(c, {full})" if fits else ""
+    raise ShapeError(f"c must have the result's shape {full} for a {a_shape} and b {b_shape}; got {c_shape}{hint}")
 
 
 def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
@@ -420,8 +440,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
             raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
         if arr.dtype == object:
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix")
-    if arr.ndim < 2:
-        raise _ndim_error(name, arr.shape)
+    check_ndim(name, arr.shape)
     _check_dtype(name, arr.dtype, obj if given is None else given)
     copied = False
     desc = _host_layout(arr)
@@ -441,8 +460,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
 
 def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool, given: Any = None) -> Operand:
     shape = tuple(int(s) for s in iface.get("shape", ()))
-    if len(shape) < 2:
-        raise _ndim_error(name, shape)
+    check_ndim(name, shape)
     dtype = _interface_dtype(name, obj, iface)
     _check_dtype(name, dtype, obj if given is None else given)
     ptr, readonly = iface["data"]
@@ -686,15 +704,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     C = None
     if c is not None:
         C = _operand("c", c)
-        if C.shape != (m, n) or tuple(x for x, _ in C.batch_dims) != batch:
-            given_c = tuple(x for x, _ in C.batch_dims) + C.shape
-            try:  # a c that broadcasts to the result (a @ b + c would take it): say how to pass it
-                fits = tuple(np.broadcast_shapes(given_c, full)) == full
-            except ValueError:
-                fits = False
-            hint = f". It broadcasts to that shape: pass it broadcast, e.g. np.broadcast_to(c, {full})" if fits else ""
-            raise ShapeError(f"c must have the result's shape {full} for a {tuple(x for x, _ in A.batch_dims) + A.shape} and "
-                             f"b {tuple(x for x, _ in B.batch_dims) + B.shape}; got {given_c}{hint}")
+        check_c_shape(tuple(x for x, _ in C.batch_dims) + C.shape, full, tuple(x for x, _ in A.batch_dims) + A.shape,
+                      tuple(x for x, _ in B.batch_dims) + B.shape)
         if C.dtype != result:
             wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
                      if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")

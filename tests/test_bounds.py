@@ -45,3 +45,25 @@ def test_cancellation_does_not_fail(rng):
 def test_shape_mismatch_reported(rng):
     a = np.ones((2, 2), np.float32)
     assert "shape" in check_result(np.ones((3, 3)), a, a).message
+
+
+def test_shape_checks_shared_with_gemm(rng):
+    """polygemm.testing refuses a 1-D operand and a c of another shape in gemm's own words (one
+    check each, in polygemm.problem): how to reshape, and how to pass a c that broadcasts."""
+    import re
+
+    import polygemm as pg
+    from polygemm.testing import reference_for
+
+    a = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 3)).astype(np.float32)
+    c_row = rng.standard_normal((1, 3)).astype(np.float32)
+    for call in (lambda *x, **k: pg.gemm(*x, device="cpu", **k), error_bound, reference_for):
+        with pytest.raises(pg.ShapeError, match=r"^b must be a matrix .*1-D with shape \(4,\)\. Reshape it, e\.g\. b\.reshape"):
+            call(a, b[:, 0])
+        with pytest.raises(pg.ShapeError, match=re.escape("c must have the result's shape (2, 5, 3) for a (2, 5, 4) and b (4, 3); "
+                                                          "got (1, 3). It broadcasts to that shape: pass it broadcast, "
+                                                          "e.g. np.broadcast_to(c, (2, 5, 3))")):
+            call(a, b, c_row, beta=1.0)
+    # the difference that stays: c in another float dtype than the result's is gemm's error, not the bound's
+    assert reference_for(a, b, c_row.astype(np.float64).repeat(5, 0)[None].repeat(2, 0), 1.0, 1.0).tol.shape == (2, 5, 3)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, finfo, parse_dtype
+from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, parse_dtype
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
@@ -64,8 +64,8 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
             arrays.append(None)
             continue
         arr = np.asarray(x)
-        if arr.ndim < 2:
-            raise ShapeError(f"{name} must be a matrix or a stack of matrices (at least 2-D); got {arr.ndim}-D with shape {arr.shape}")
+        check_ndim(name, arr.shape)
+        # not problem's dtype check: any of these dtypes is taken for c too (gemm wants c in the result's dtype)
         if arr.dtype.name not in SUPPORTED_DTYPES:
             raise DTypeError(f"{name} has dtype {arr.dtype.name}; polygemm's bound is defined for {', '.join(SUPPORTED_DTYPES)} "
                              f"(bfloat16: ml_dtypes.bfloat16)")
@@ -83,8 +83,8 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     except ValueError:
         raise ShapeError(f"the batch dimensions of a {a64.shape} and b {b64.shape} do not broadcast") from None
     full = lead + (a64.shape[-2], b64.shape[-1])
-    if c64 is not None and c64.shape != full:
-        raise ShapeError(f"c must have the result's shape {full} for a {a64.shape} and b {b64.shape}; got {c64.shape}")
+    if c64 is not None:
+        check_c_shape(c64.shape, full, a64.shape, b64.shape)
     return a64, b64, c64, _scalar("alpha", alpha), _scalar("beta", beta)
 
 
