@@ -36,6 +36,7 @@ CUresult cuCtxSynchronize(void);
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleUnload(CUmodule hmod);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+CUresult cuModuleGetGlobal_v2(unsigned long long *dptr, size_t *bytes, CUmodule hmod, const char *name);
 CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
@@ -272,6 +273,13 @@ class Kernel:
             fmt += "x" * (off - at) + code
             at = off + size
         return struct.Struct(fmt)
+
+    def global_address(self, name: str) -> tuple[int, int]:
+        """The device address and size in bytes of the module-scope ``__device__`` variable
+        ``name`` (measurement builds leave records there, e.g. HG2_TRACE's ``hg2_trace``)."""
+        ptr, size = self.drv.ffi.new("unsigned long long *"), self.drv.ffi.new("size_t *")
+        self.drv.check(self.drv.lib.cuModuleGetGlobal_v2(ptr, size, self._module, name.encode()), f"cuModuleGetGlobal({name})")
+        return int(ptr[0]), int(size[0])
 
     def launch(self, buf: bytes, grid: Sequence[int], block: Sequence[int], shared: int = 0, stream: int = 0) -> None:
         """Queue one launch with the packed parameter buffer ``buf`` on ``stream`` (a CUstream handle)."""

@@ -757,6 +757,34 @@ struct Work {
 
 }  // namespace hgemm_v2
 
+// HG2_TRACE=1 (measurement aid, tools/trace_items.py): thread 128 (the first consumer's first
+// lane) writes %clock64 and %globaltimer at fixed points of each block's walk into the module's
+// hg2_trace (block b < 1024: 128 words, SM clocks [0, 64), global timer [64, 128)), and each
+// item's unit and k-tile range into hg2_trace_items (16 a block). Marks: 0 start; item j < 14:
+// 1+4j it begins, 2+4j its first stage arrived, 3+4j its last wgmma retired, 4+4j stream-K done
+// (its slot stored and flagged, or the later runs added); 57-59 a stream-K slot's stores issued,
+// fenced, met at the barrier; 60 a later run's flag seen; 62 the consumers' walk done; and in
+// the SM-clock half's word 63, the block's %smid.
+#ifndef HG2_TRACE
+#define HG2_TRACE 0
+#endif
+#if HG2_TRACE
+extern "C" __device__ unsigned long long hg2_trace[1024 * 128];
+extern "C" __device__ unsigned long long hg2_trace_items[1024 * 16];
+#define HG2_MARK(slot)                                                                             \
+    do {                                                                                           \
+        if (threadIdx.x == 128 && bid < 1024) {                                                    \
+            unsigned long long c_, g_;                                                             \
+            asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_));                                     \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g_));                                 \
+            hg2_trace[bid * 128 + (slot)] = c_;                                                    \
+            hg2_trace[bid * 128 + 64 + (slot)] = g_;                                               \
+        }                                                                                          \
+    } while (0)
+#else
+#define HG2_MARK(slot) do {} while (0)
+#endif
+
 extern "C" __global__ void
 #if HG2_CLUSTER * HG2_CLUSTER_N > 1
 __cluster_dims__(HG2_CLUSTER * HG2_CLUSTER_N, 1, 1)
@@ -833,6 +861,14 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
     }
     if (kCluster > 1) cluster_sync();  // peers' barriers initialised before any multicast
     else __syncthreads();
+    HG2_MARK(0);
+#if HG2_TRACE
+    if (threadIdx.x == 128 && bid < 1024) {  // the SM it runs on, in the clock half's last word
+        unsigned int sm_;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm_));
+        hg2_trace[bid * 128 + 63] = sm_;
+    }
+#endif
 
     if (wg == 0) {
         // ---------------------------------------------------------------- producer
@@ -939,6 +975,13 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         for (int j = my_first;; j += my_step) {
             int u, kb, ke;
             if (!work.item(j, u, kb, ke)) break;
+#if HG2_TRACE
+            if (j < 14) {
+                HG2_MARK(1 + 4 * j);
+                if (threadIdx.x == 128 && bid < 1024)
+                    hg2_trace_items[bid * 16 + j] = (static_cast<unsigned long long>(u) << 32) | (kb << 16) | ke;
+            }
+#endif
             int um, un;
 #if PG_BATCH
             const int z = u / per_matrix;
@@ -973,6 +1016,9 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             int prev = -1;
             for (int kt = kb; kt < ke; ++kt) {
                 mbar_wait(full_bar + 8 * s, ph);
+#if HG2_TRACE
+                if (kt == kb && j < 14) HG2_MARK(2 + 4 * j);
+#endif
                 __syncwarp();  // wgmma is .sync.aligned: the warp must be converged
                 const uint32_t so = static_cast<uint32_t>(s * kStageBytes) >> 4;
                 wgmma_fence();
@@ -998,6 +1044,9 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             if (kPingpong && lane == 0) mbar_arrive(turn_bar + 8 * (1 - cw));  // partner's turn
             wgmma_wait<0>();
             if (prev >= 0) release_stage(empty_bar + 8 * prev, tid);
+#if HG2_TRACE
+            if (j < 14) HG2_MARK(3 + 4 * j);
+#endif
 #if PG_STREAMK
             {
                 // slot layout: [consumer][accumulator][thread], so each warp moves 128-byte rows
@@ -1007,7 +1056,17 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                     float* slot = pg_sk_ws + bid * kSlot + cw * kAcc * 128 + tid;
 #pragma unroll
                     for (int i = 0; i < kAcc; ++i) slot[i * 128] = acc[0][i];
+#if HG2_TRACE  // the signal's parts timed apart (the fence and barrier repeat inside it)
+                    HG2_MARK(57);
+                    __threadfence();
+                    HG2_MARK(58);
+                    pg_bar_sync(4, 128 * kConsumers);
+                    HG2_MARK(59);
+#endif
                     pg_sk_signal(4, 128 * kConsumers, rank_c, pg_sk_flag + bid);
+#if HG2_TRACE
+                    if (j < 14) HG2_MARK(4 + 4 * j);
+#endif
                     continue;
                 }
                 if (ke < KT) {  // this block began the tile: add the runs of the blocks after it, in order
@@ -1015,6 +1074,9 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                     int c = bid + 1;
                     for (; c < nblocks && static_cast<long long>(c) * work.sk_run < tile_end; ++c) {
                         pg_sk_wait(4, 128 * kConsumers, rank_c, pg_sk_flag + c);
+#if HG2_TRACE
+                        HG2_MARK(60);
+#endif
                         const float* slot = pg_sk_ws + c * kSlot + cw * kAcc * 128 + tid;
 #pragma unroll
                         for (int i = 0; i < kAcc; ++i) acc[0][i] += slot[i * 128];
@@ -1024,6 +1086,9 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                         for (int f = bid + 1; f < c; ++f) pg_sk_flag[f] = 0u;
                 }
             }
+#endif
+#if HG2_TRACE
+            if (j < 14) HG2_MARK(4 + 4 * j);
 #endif
 
 #if HG2_EPILOGUE == 1 || HG2_EPILOGUE == 3
@@ -1080,6 +1145,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                                 pg_split_count + (m0 / kBM) * CEIL_DIV(N, kBN) + n0 / kBN, pg_batch_count);
 #endif
         }
+        HG2_MARK(62);
 #if HG2_EPILOGUE == 3
         // the copies read this CTA's shared memory: done before it leaves
         if (kTmaStore && tid % 32 == 0) bulk_wait_all();
