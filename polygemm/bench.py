@@ -155,9 +155,33 @@ def load_records(path: str) -> list[BenchRecord]:
         if lacks:
             raise ValueError(f"record {i} lacks {', '.join(map(repr, lacks))} (polygemm bench --json writes these fields "
                              "in every record; this file comes from another tool?)")
+        # a field of another type ("m": "8", "tflops": "fast", "variant": ["a"]) had been taken as it was and
+        # failed later, inside plot's sums and sorts, as a traceback: say which record and field instead
+        for f in fields(BenchRecord):
+            if f.name in row and not _field_fits(f.type, row[f.name]):
+                raise ValueError(f"record {i} has {f.name}={row[f.name]!r} ({type(row[f.name]).__name__}); polygemm bench "
+                                 f"--json writes {_FIELD_KINDS.get(str(f.type), str(f.type))} there")
         # a figure nobody measured (no vendor timing) is written as null: it reads back as nan
         out.append(BenchRecord(**{k: (float("nan") if v is None and k in floats else v) for k, v in row.items() if k in known}))
     return out
+
+
+#: how a record field's type is said in load_records' error
+_FIELD_KINDS = {"int": "a whole number", "float": "a number (or null: not measured)", "str": "a string",
+                "float | None": "a number or null"}
+
+
+def _field_fits(kind: Any, value: Any) -> bool:
+    """Whether ``value`` read from JSON is what a BenchRecord field of type ``kind`` (its annotation,
+    a string) holds: bools are no numbers, whole-number floats no counts; null only for figures."""
+    kind = str(kind)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in ("float", "float | None"):
+        return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+    if kind == "str":
+        return isinstance(value, str)
+    return True
 
 
 def _json_safe(value: Any) -> Any:

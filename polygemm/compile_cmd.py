@@ -123,7 +123,14 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         raise ArgumentError(f"nothing to build: {what} has no build for --arch {' '.join(f'sm_{a}' for a in archs)}"
                             + (f" ({'; '.join(needs)})" if needs else ""))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        # before any build: a file of that name (--out /dev/null, --out kernels.tar) had ended the run in a
+        # FileExistsError traceback, an unwritable place in a PermissionError one
+        if out.exists() and not out.is_dir():
+            raise ArgumentError(f"--out {out}: that is a file; name a folder (made if missing) for the cubins")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ArgumentError(f"--out {out}: cannot make that folder ({exc.strerror or exc}); name a folder you can write") from None
     # name the compiler (and fail early, with the reason, when there is none) before starting
     targets = sorted({j.target for j in todo})
     used = sorted({cc.select(t, compiler).describe() for t in targets})
@@ -141,6 +148,11 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
 
 def cmd_compile(args: argparse.Namespace) -> int:
     archs = list(dict.fromkeys(parse_arch(a) for a in (args.arch or DEFAULT_ARCHS)))
+    if args.out is not None and not args.out.strip():
+        # "--out $DIR" with DIR unset: it had built into the kernel cache instead, saying only where at the start
+        # (as an empty --json path is refused: cli.unwritable)
+        raise ArgumentError(f"--out {args.out!r}: an empty path; name a folder (e.g. --out kernels), or leave --out out "
+                            f"to build into the kernel cache")
     return run(archs, Path(args.out) if args.out else None, args.jobs, args.compiler, args.only, args.quiet)
 
 

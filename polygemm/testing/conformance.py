@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .. import errors
-from ..errors import UnsupportedProblemError
+from ..errors import ArgumentError, UnsupportedProblemError
 from ..backend import Backend
 from ..problem import HALF_DTYPES, dtype_named
 from ..registry import get_backend
@@ -124,7 +124,11 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
         c = make(m, n, order_c)
         out = x.poisoned(m, n, "F" if order_c == "F" else "C")
         got = x.gemm(a, b, c, alpha=0.5, beta=-1.25, out=out)
-        x.check(got, a, b, c, 0.5, -1.25)
+        # out itself is checked: polygemm.gemm returns the caller's out whatever the backend returns, so a backend
+        # that returned a correct new array and left out unwritten (here, with c beside it) had passed
+        if got is not out:
+            raise AssertionError("gemm(a, b, c, out=...) did not return out itself")
+        x.check(out, a, b, c, 0.5, -1.25)
 
     return case
 
@@ -150,15 +154,25 @@ def _scaling_cases() -> dict[str, Case]:
         x.check(c, a, b, c0, 2.0, 0.5)
 
     def beta_zero_ignores_c(x: _Ctx) -> None:
+        # alpha != 1 too: a beta == 0 path that dropped alpha had passed every case (none scaled without c)
         a, b = x.rand(17, 9), x.rand(9, 23)
         c = x.poisoned(17, 23)
-        x.check(x.gemm(a, b, c, alpha=1.0, beta=0.0), a, b)
+        x.check(x.gemm(a, b, c, alpha=-1.5, beta=0.0), a, b, None, -1.5)
+
+    def alpha_without_c(x: _Ctx) -> None:
+        a, b = x.rand(19, 11), x.rand(11, 14)
+        out = x.poisoned(19, 14)
+        x.check(x.gemm(a, b, alpha=2.5), a, b, None, 2.5)
+        if x.gemm(a, b, alpha=-0.75, out=out) is not out:
+            raise AssertionError("gemm(a, b, alpha=..., out=...) did not return out itself")
+        x.check(out, a, b, None, -0.75)
 
     def alpha_zero(x: _Ctx) -> None:
         a, b, c = x.rand(8, 8), x.rand(8, 8), x.rand(8, 8)
         x.check(x.gemm(a, b, c, alpha=0.0, beta=1.0), a, b, c, 0.0, 1.0)
 
-    return {"alpha_beta_c": alpha_beta, "out_is_c": in_place, "beta0_nan_c": beta_zero_ignores_c, "alpha0": alpha_zero}
+    return {"alpha_beta_c": alpha_beta, "out_is_c": in_place, "beta0_nan_c": beta_zero_ignores_c, "alpha_no_c": alpha_without_c,
+            "alpha0": alpha_zero}
 
 
 def _empty_cases() -> dict[str, Case]:
@@ -306,6 +320,57 @@ def _availability(be: Backend) -> tuple[bool, str]:
     return av.ok, av.reason
 
 
+def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
+    """A ``dtypes``/``variants``/``groups`` selection as a list of names (None: everything). One string
+    is names comma separated, as ``POLYGEMM_TEST_DTYPES`` and ``polygemm matrix`` take them: read as an
+    iterable, ``dtypes="float32"`` had been seven one-letter names, which selected no case."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    bad = [v for v in items if not isinstance(v, str)]
+    if bad:
+        raise ArgumentError(f"{arg} must be names (strings), e.g. {arg}=[{'float32' if arg == 'dtypes' else 'name'!r}]; "
+                            f"got {bad[0]!r} ({type(bad[0]).__name__})")
+    names = [v.strip() for v in items if v.strip()]
+    return names or None
+
+
+def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] | None, groups: list[str] | None) -> None:
+    """ArgumentError for a selection that names what no backend has (a typo): it had run no case and
+    returned no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) took for a pass.
+    A variant of another backend selects nothing here, as ``polygemm matrix`` passes one list to every backend."""
+    from ..problem import SUPPORTED_DTYPES
+
+    unknown = [d for d in dtypes or () if d not in SUPPORTED_DTYPES]
+    if unknown:
+        raise ArgumentError(f"dtypes names {', '.join(map(repr, unknown))}, which is no dtype of polygemm; "
+                            f"name {', '.join(SUPPORTED_DTYPES)}")
+    grid = case_groups(quick=True)
+    unknown = [g for g in groups or () if g not in grid]
+    if unknown:
+        raise ArgumentError(f"groups names {', '.join(map(repr, unknown))}, which is no case group; name {', '.join(grid)}")
+    if variants:
+        known = {v.name for v in be.variants()}
+        if not {v.partition(":")[0] for v in variants} <= known:
+            from .. import registry
+
+            for name in registry.known_names():
+                try:
+                    known |= {v.name for v in registry.get_backend(name).variants()}
+                except Exception:  # a backend that cannot load: its variants are unknown here
+                    continue
+        unknown = [v for v in variants if v.partition(":")[0] not in known]  # "rung:split_k=4" names its rung, as matrix reads it
+        if unknown:
+            from ..backend import variant_hint
+
+            own = [v.name for v in be.variants()]
+            if "auto" in unknown:  # matrix takes it as a name; the suite runs the variants auto chooses from, each by name
+                raise ArgumentError(f"variants names 'auto', which is no variant of its own: the suite runs each variant by "
+                                    f"name (auto chooses among them); name some of {', '.join(own) or 'none'}, or none for all")
+            raise ArgumentError(f"variants names {', '.join(map(repr, unknown))}{variant_hint(unknown[0], sorted(known))}, which "
+                                f"backend {be.name!r} does not have (nor any other); its variants: {', '.join(own) or 'none'}")
+
+
 def iter_cases(
     be: Backend,
     *,
@@ -315,6 +380,7 @@ def iter_cases(
     quick: bool = False,
 ) -> Iterator[tuple[str, str, str, str, Case]]:
     """(dtype, variant, group, case name, case) for every case of the grid."""
+    dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     grid = case_groups(quick)
     if groups:
         wanted = set(groups)
@@ -355,9 +421,13 @@ def run_conformance(
     """Run the suite on one backend; return one :class:`CaseResult` per case.
 
     An unavailable backend gives one ``skip`` row per (dtype, variant) with its reason.
+    ``dtypes``, ``variants`` and ``groups`` select (lists of names, or one string of names comma
+    separated); a name no backend has raises ArgumentError rather than selecting nothing.
     ``progress`` is called after every case (for progress displays).
     """
     be = get_backend(backend) if isinstance(backend, str) else backend
+    dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
+    _check_selection(be, dtypes, variants, groups)
     results: list[CaseResult] = []
     available, reason = _availability(be)
     if not available:
