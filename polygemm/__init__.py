@@ -12,6 +12,7 @@ from .api import clear_plan_cache, explain, gemm, last_plan, matmul, plan_cache_
 from .backend import Availability, Backend, Capabilities, Plan, Variant
 from .errors import (
     ArgumentError,
+    ArgumentTypeError,
     BackendUnavailableError,
     DeviceError,
     DTypeError,
@@ -44,6 +45,7 @@ __all__ = [
     "ShapeError",
     "DTypeError",
     "ArgumentError",
+    "ArgumentTypeError",
     "BackendUnavailableError",
     "UnsupportedProblemError",
     "DeviceError",

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from . import registry
 from .backend import Backend, Plan, fits_float32
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ArgumentTypeError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper, made_whole, result_like
 from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view)
@@ -161,8 +161,9 @@ def clear_plan_cache() -> None:
 def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
                out_dtype: Any) -> tuple[Backend, Plan, GemmProblem]:
     """Normalize and validate everything, select the backend and plan (the uncached path)."""
-    if not isinstance(variant, str) or not variant:
-        raise ArgumentError(f"variant must be a variant name or 'auto'; got {variant!r}")
+    if not isinstance(variant, str) or not variant:  # None, 3: a TypeError too; '' a ValueError only
+        raise (ArgumentError if isinstance(variant, str) else ArgumentTypeError)(
+            f"variant must be a variant name or 'auto'; got {variant!r}")
     problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False)
     backend, passed = registry.select(problem, device, variant)
     problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
@@ -364,7 +365,7 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     """
     for name, x in (("a", a), ("b", b)):
         if x is None:
-            raise ArgumentError(f"{name} must be a vector, a matrix or a stack of matrices (a NumPy array, array-like or "
+            raise ArgumentTypeError(f"{name} must be a vector, a matrix or a stack of matrices (a NumPy array, array-like or "
                                 f"device array); got None")
     a, nda = _dlpack_vector(a, "a")
     b, ndb = _dlpack_vector(b, "b")
@@ -382,7 +383,7 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
         # a NumPy scalar (np.float32(0)) has a shape and a reshape, but it is immutable: its reshape is a new
         # array, which would receive the result while out came back unchanged (numpy.matmul refuses it too)
         if isinstance(out2, (list, tuple, np.generic)) or not hasattr(out2, "shape"):
-            raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(out).__name__}"
+            raise ArgumentTypeError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(out).__name__}"
                                 + (f" (a NumPy scalar cannot be written; pass np.empty((), {_np_name(out.dtype)}))"
                                    if isinstance(out, np.generic) else ""))
         want, got = _vector_result_shape(a2, b2, va, vb), tuple(getattr(out2, "shape"))
@@ -485,7 +486,7 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
             raise ShapeError(f"{name} is a vector (1-D) {type(x).__name__} that polygemm cannot reshape (it offers only "
                              f"{how}); pass it as a matrix, e.g. {name}[None, :] or {name}[:, None] in its own library")
         if name == "out":  # NumPy's view of it may be a copy (a memoryview, an object's __array__): out would not get the result
-            raise ArgumentError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(x).__name__}")
+            raise ArgumentTypeError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(x).__name__}")
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         return np.expand_dims(x, where)

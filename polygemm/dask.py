@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError, DTypeError, ShapeError
+from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _scalar, check_result_dtype, parse_dtype
 
 __all__ = ["gemm", "DaskRechunkWarning"]
@@ -223,9 +223,9 @@ def gemm(
     alpha_f = _scalar("alpha", alpha)
     beta_f = _scalar("beta", beta)
     if not isinstance(variant, str):
-        raise ArgumentError(f"variant must be a string (a variant name or 'auto'); got {variant!r}")
+        raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {variant!r}")
     if device is not None and not isinstance(device, str):
-        raise ArgumentError(f"device must be a string (e.g. 'cpu', 'cuda') or None; got {device!r}")
+        raise ArgumentTypeError(f"device must be a string (e.g. 'cpu', 'cuda') or None; got {device!r}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
         from . import registry
 

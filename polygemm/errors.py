@@ -13,6 +13,7 @@ __all__ = [
     "ShapeError",
     "DTypeError",
     "ArgumentError",
+    "ArgumentTypeError",
     "BackendUnavailableError",
     "UnsupportedProblemError",
     "DeviceError",
@@ -44,6 +45,14 @@ class DTypeError(PolygemmError, TypeError):
 
 class ArgumentError(PolygemmError, ValueError):
     """A scalar or keyword argument has a value that cannot be used (alpha, beta, out, ...)."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of a kind that cannot be used at all: alpha or beta that is no real number (a
+    string, a complex, a Decimal, a bool), an ``out`` that is no array (a list, a memoryview, a
+    NumPy scalar), a variant that is no string, an operand that is None. NumPy and Python raise
+    TypeError for these (``numpy.matmul(a, b, out=[...])``, ``float(1j)``, ``a * "2"``), so
+    ``except TypeError`` catches it; it is still an ArgumentError (and a ValueError) as before."""
 
 
 class BackendUnavailableError(PolygemmError, RuntimeError):

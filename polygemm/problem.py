@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .errors import ArgumentError, DTypeError, ShapeError
+from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from .interop import common_kind, cupy_view, device_index, dlpack_interface, kind_of, torch_dlpack_only, torch_stream, torch_view
 
 try:  # NumPy's bfloat16 comes from ml_dtypes (a dependency; a missing one only costs bfloat16)
@@ -419,7 +419,7 @@ def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
 def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> Operand:
     """``obj`` (``given``: what the user passed, when ``obj`` is NumPy's view of it) as an operand."""
     if obj is None:
-        raise ArgumentError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
+        raise ArgumentTypeError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
     if isinstance(obj, np.ma.MaskedArray):
         if writable:  # out.filled(0) would be a copy: the result would not reach the user's array
             raise ArgumentError(f"{name} is a masked array; polygemm writes no mask. Pass its data, {name}.data (written in "
@@ -427,7 +427,8 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         raise ArgumentError(f"{name} is a masked array; polygemm ignores no mask. Fill it first, e.g. {name}.filled(0), or pass {name}.data")
     if writable:
         if not isinstance(obj, np.ndarray):
-            raise ArgumentError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}")
+            # a TypeError too, as numpy.matmul's "return arrays must be of ArrayType"
+            raise ArgumentTypeError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}")
         arr = obj
         if not arr.flags.writeable:
             raise ArgumentError(f"{name} is read-only; pass a writeable array (or omit {name} to get a new one)")
@@ -570,7 +571,9 @@ def _scalar(name: str, value: Any) -> float:
         value = value[()]
     if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
-        raise ArgumentError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
+        # a TypeError too (a string, a complex, a Decimal is no value of the wrong size but of the wrong kind: NumPy's
+        # arithmetic raises TypeError for each); nan, inf and a float64 overflow below stay ValueErrors
+        raise ArgumentTypeError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
                             f"ml_dtypes' real scalars too); got {value!r} ({type(value).__name__}){how}")
     try:
         v = float(value)

@@ -167,3 +167,146 @@ def test_the_conformance_suite_fails_a_plugin_with_a_real_bug(bug, group):
     fails = [r for r in rows if r.status == "fail"]
     assert fails and {r.group for r in fails} == {group}, [(r.group, r.case, r.detail) for r in fails]
     assert all(r.status == "pass" for r in run_conformance(_Buggy(), dtypes=["float32"]) if r.group != "device")
+
+
+# -- arguments of the wrong kind are TypeErrors, as NumPy raises them -------------------------------
+
+@pytest.mark.parametrize("kw", [
+    {"alpha": "2"}, {"alpha": 1 + 0j}, {"beta": np.complex64(1)}, {"alpha": True}, {"alpha": None},
+    {"out": [[0.0] * 4] * 2}, {"out": memoryview(np.empty((2, 4), np.float32))}, {"variant": None}, {"variant": 3},
+], ids=["str", "complex", "np-complex", "bool", "None", "list-out", "memoryview-out", "variant-None", "variant-int"])
+def test_an_argument_of_the_wrong_kind_is_a_type_error_naming_it(kw):
+    # defect: these were ArgumentErrors, ValueErrors only; numpy.matmul(a, b, out=[...]) and NumPy's arithmetic
+    # with a string or a complex raise TypeError, so a caller's "except TypeError" (written for NumPy) missed them
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    name = next(iter(kw))
+    with pytest.raises(TypeError, match=rf"^{name} must be") as info:
+        pg.gemm(a, b, device="cpu", **kw)
+    assert isinstance(info.value, pg.ArgumentTypeError) and isinstance(info.value, ArgumentError)
+    assert isinstance(info.value, ValueError)  # what it was before, still
+    if name == "out":
+        with pytest.raises(TypeError):
+            np.matmul(a, b, out=kw["out"])  # NumPy's own kind of error for it
+
+
+def test_values_that_are_wrong_stay_value_errors_only():
+    a = np.ones((2, 2), np.float32)
+    for kw in ({"alpha": float("nan")}, {"beta": float("inf")}, {"variant": ""}, {"alpha": 10 ** 400}):
+        with pytest.raises(ValueError) as info:
+            pg.gemm(a, a, a, device="cpu", **kw)
+        assert not isinstance(info.value, TypeError), kw
+    for x, y in ((None, a), (a, None)):
+        with pytest.raises(TypeError, match="must be a vector, a matrix"):
+            pg.matmul(x, y, device="cpu")
+    with pytest.raises(TypeError, match="out must be a NumPy array"):
+        pg.matmul(np.ones(2, np.float32), np.ones(2, np.float32), out=np.float32(0), device="cpu")
+
+
+# -- edges checked and found right ------------------------------------------------------------------
+
+def test_array_likes_compute_as_numpy_reads_them(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    ref = np.matmul(a, b)
+    for x in (memoryview(a), memoryview(np.asfortranarray(a)), [list(map(np.float32, r)) for r in a], list(a)):
+        got = pg.gemm(x, b, device="cpu")
+        assert type(got) is np.ndarray and got.dtype == np.float32 and got.shape == (3, 2)
+        assert_within(got, a, b)
+    # array.array and a tuple as vectors, as numpy.matmul takes them
+    v = array.array("f", b[:, 0])
+    got = pg.matmul(a, v, device="cpu")
+    assert got.shape == (3,) and got.dtype == np.float32 and np.allclose(got, ref[:, 0], rtol=1e-5)
+    got = pg.matmul(tuple(float(t) for t in a[0].astype(np.float64)), b.astype(np.float64), device="cpu")
+    assert got.shape == (2,) and got.dtype == np.float64
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_subclasses_come_back_as_numpy_matmul_gives_them(tmp_path):
+    class Mine(np.ndarray):
+        pass
+
+    e = np.eye(3, dtype=np.float32)
+    mm = np.memmap(tmp_path / "m.bin", dtype=np.float32, mode="w+", shape=(3, 3))
+    mm[:] = e
+    for x, y in ((np.matrix(e), e), (e, np.matrix(e)), (e.view(Mine), e), (mm, mm)):
+        want = np.matmul(x, y)
+        for got in (pg.gemm(x, y, device="cpu"), pg.matmul(x, y, device="cpu")):
+            assert type(got) is type(want) and np.array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_fortran_and_negative_stride_views_and_out_aliasing(rng):
+    a = rng.standard_normal((5, 6)).astype(np.float64)
+    b = rng.standard_normal((6, 4)).astype(np.float64)
+    for x, y in ((np.asfortranarray(a), b), (a[::-1], b[:, ::-1]), (a[::-1, ::-1], b[::-1]), (a[:, ::2], b[::2])):
+        x0, y0 = x.copy(), y.copy()
+        assert_within(pg.gemm(x, y, device="cpu"), x0, y0)
+        assert np.array_equal(x, x0) and np.array_equal(y, y0)
+    # out aliasing a or b (transposed too) is refused, naming it, and nothing is written
+    s = rng.standard_normal((4, 4)).astype(np.float32)
+    s0 = s.copy()
+    for kw in ({"out": s}, {"out": s.T}):
+        with pytest.raises(ArgumentError, match="out overlaps"):
+            pg.gemm(s, s0.copy(), device="cpu", **kw)
+        with pytest.raises(ArgumentError, match="out overlaps b"):
+            pg.gemm(s0.copy(), s, device="cpu", **kw)
+    assert np.array_equal(s, s0)
+    # interleaved rows of one buffer: a and out share no element, so it computes
+    buf = rng.standard_normal((8, 4)).astype(np.float32)
+    x, out = buf[0::2], buf[1::2]
+    x0 = x.copy()
+    assert pg.gemm(x, s0, out=out, device="cpu") is out
+    assert_within(out, x0, s0) and np.array_equal(x, x0)
+
+
+@pytest.mark.parametrize("alpha", [np.float16(0.5), np.int8(3), np.uint64(2), fractions.Fraction(1, 3), np.array(-2.0),
+                                   ml_dtypes.bfloat16(1.5), 7])
+def test_alpha_of_every_real_kind_scales_as_its_value(rng, alpha):
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 2)).astype(np.float32)
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    got = pg.gemm(a, b, c, alpha=alpha, beta=alpha, device="cpu")
+    assert_within(got, a, b, c, float(alpha), float(alpha))
+    assert pg.last_plan().problem.alpha == float(alpha)
+
+
+def test_float16_overflow_over_a_long_k_is_inf_as_in_numpy_and_fits_in_float32():
+    a, b = np.ones((2, 70000), np.float16), np.ones((70000, 2), np.float16)
+    with np.errstate(over="ignore"):
+        want = np.matmul(a, b)
+    for variant in ("auto", "reference", "numpy"):
+        got = pg.gemm(a, b, device="cpu", variant=variant)
+        assert got.dtype == np.float16 and np.array_equal(got, want) and np.isposinf(got).all()
+    got = pg.gemm(a, b, device="cpu", out_dtype=np.float32)
+    assert got.dtype == np.float32 and (got == 70000).all()
+    # partial sums past float16's range that cancel: exact, as float32 accumulation gives
+    x, y = np.full((1, 4), 60000, np.float16), np.array([[1], [1], [-1], [-1]], np.float16)
+    assert pg.gemm(x, y, device="cpu")[0, 0] == 0
+
+
+def test_threads_on_the_cpu_backend_get_their_own_results_and_plans():
+    errors: list = []
+
+    def work(seed):
+        r = np.random.default_rng(seed)
+        for i in range(60):
+            dt = (np.float16, np.float32, np.float64)[i % 3]
+            m, n, k = (int(v) for v in r.integers(1, 7, 3))
+            a, b, c = (r.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (m, n)))
+            alpha, beta = float(r.integers(1, 4)), float(r.integers(0, 2))
+            variant = ("auto", "reference", "numpy")[i % 3]
+            out = np.empty((m, n), dt) if i % 4 == 0 else None
+            got = pg.gemm(a, b, c, alpha=alpha, beta=beta, out=out, device="cpu", variant=variant)
+            res = reference_for(a, b, c, alpha, beta).compare(got)
+            plan = pg.last_plan()
+            if not res.ok or (out is not None and got is not out):
+                errors.append((seed, i, res.message))
+            if (plan.problem.m, plan.problem.n, plan.problem.k, plan.problem.alpha, plan.problem.beta) != (m, n, k, alpha, beta) \
+                    or plan.variant != ("blas" if variant == "auto" else variant):
+                errors.append((seed, i, str(plan)))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
