@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _scalar, check_result_dtype, parse_dtype
+from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, check_result_dtype, parse_dtype
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -242,6 +242,7 @@ def gemm(
     check_result_dtype(A.dtype, result, "out_dtype")
 
     use_c = False
+    given_c = c  # what the user passed: a list is told a cast a list has
     if isinstance(c, (list, tuple)):  # as polygemm.gemm takes it
         c = np.asarray(c)
     if c is not None:
@@ -255,7 +256,7 @@ def gemm(
             widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
                      and getattr(c, "dtype", None) == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "
-                             f"Cast it, e.g. c.astype(numpy.{result.name}){widen}")
+                             f"Cast it, e.g. {_cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")
         use_c = beta_f != 0.0
         if use_c:  # read only when beta != 0, as polygemm.gemm reads it
             _refuse_masked("c", c)

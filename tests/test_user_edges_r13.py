@@ -310,3 +310,19 @@ def test_threads_on_the_cpu_backend_get_their_own_results_and_plans():
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+def test_dask_c_given_as_a_list_of_another_dtype_is_told_a_cast_a_list_has():
+    # defect: polygemm.dask.gemm took c as a list (as polygemm.gemm does) but told a float64 one to use
+    # c.astype(numpy.float32), which a list lacks; polygemm.gemm says np.asarray(c, dtype=...)
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    A = da.from_array(np.ones((6, 5), np.float32), chunks=(3, 2))
+    B = da.from_array(np.ones((5, 4), np.float32), chunks=(2, 3))
+    with pytest.raises(pg.DTypeError, match=r"Cast it, e\.g\. numpy\.asarray\(c, dtype=numpy\.float32\)"):
+        pgd.gemm(A, B, [[1.0] * 4] * 6, beta=1.0, device="cpu")
+    with pytest.raises(pg.DTypeError, match=r"Cast it, e\.g\. c\.astype\(numpy\.float32\)"):
+        pgd.gemm(A, B, np.ones((6, 4)), beta=1.0, device="cpu")
+    c = [[np.float32(1)] * 4] * 6  # a list NumPy reads as float32 is taken
+    assert np.array_equal(pgd.gemm(A, B, c, beta=2.0, device="cpu").compute(), np.full((6, 4), 7, np.float32))
