@@ -158,6 +158,11 @@ def clear_plan_cache() -> None:
     _cache.clear()
 
 
+#: what ``device=`` takes: a backend name ("cpu", "cuda", "cuda:1", "auto"), or the device object
+#: of the operands' library (``torch.device``, ``cupy.cuda.Device``), named as it names itself
+DeviceLike = Union[str, Any]
+
+
 def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
                out_dtype: Any) -> tuple[Backend, Plan, GemmProblem]:
     """Normalize and validate everything, select the backend and plan (the uncached path)."""
@@ -251,11 +256,13 @@ def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
     return host_convert(x, how or None)
 
 
-def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
+def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLike | None, variant: Any, out: Any,
           out_dtype: Any = None) -> tuple[_Entry, Call, bool]:
     """The plan for this call (cached or made now) and the call's operands bound to it."""
     al = alpha if type(alpha) is float and math.isfinite(alpha) else _scalar("alpha", alpha)
     be = beta if type(beta) is float and math.isfinite(beta) else _scalar("beta", beta)
+    if device is not None and type(device) is not str:  # torch.device, cupy.cuda.Device: keyed by name
+        device = registry.device_name(device)
     found = _key(a, b, c, out, al, be, device, variant, out_dtype)
     if found is not None:
         key, views = found
@@ -277,7 +284,7 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, var
     return entry, Call.from_problem(problem), False
 
 
-def _bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
+def _bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLike | None, variant: Any, out: Any,
                 out_dtype: Any = None) -> tuple[_Entry, Call, bool, list[str]]:
     """:func:`_bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
     neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
@@ -312,7 +319,7 @@ def gemm(
     *,
     alpha: float = 1.0,
     beta: float = 0.0,
-    device: str | None = None,
+    device: DeviceLike | None = None,
     variant: str = "auto",
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
@@ -326,8 +333,9 @@ def gemm(
     result's shape) is read only when ``beta != 0``. ``out`` receives the result and is
     returned; it may be ``c`` itself (in place). ``out_dtype`` asks for a wider result
     (float32 for float16 inputs) when no ``out`` says it.
-    ``device`` is a backend name or ``"auto"`` (default: ``$POLYGEMM_DEVICE`` or auto);
-    an explicit device never falls back. ``variant`` picks a kernel of that backend.
+    ``device`` is a backend name or ``"auto"`` (default: ``$POLYGEMM_DEVICE`` or auto), or the
+    operands' own device object (``tensor.device``, ``cupy.cuda.Device(1)``); an explicit device
+    never falls back. ``variant`` picks a kernel of that backend.
 
     The result is of the operands' kind: NumPy in, NumPy out; CuPy in, CuPy out; torch in,
     torch out (same device); JAX or other DLPack arrays through their ``from_dlpack``; pycuda
@@ -356,7 +364,7 @@ def gemm(
 
 
 def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
-           device: str | None = None) -> Any:
+           device: DeviceLike | None = None) -> Any:
     """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
     ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
     1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
@@ -515,7 +523,7 @@ def explain(
     *,
     alpha: float = 1.0,
     beta: float = 0.0,
-    device: str | None = None,
+    device: DeviceLike | None = None,
     variant: str = "auto",
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,

@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant, variant_hint
-from .errors import ArgumentError, BackendUnavailableError, DTypeError, PolygemmError, UnsupportedProblemError
+from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnsupportedProblemError
 from .problem import GemmProblem
 
 __all__ = [
@@ -574,10 +574,25 @@ def resolve_device(device: str | None) -> str:
     """
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE", "").strip() or "auto"
-    if not isinstance(device, str):
-        raise ArgumentError(f"device must be a backend name (e.g. 'cpu', 'cuda', 'cuda:1') or 'auto'; got {device!r} "
-                            f"({type(device).__name__})")
-    return device.strip().lower()
+    return device_name(device).strip().lower()
+
+
+def device_name(device: object) -> str:
+    """``device`` as polygemm names it: a string as given; the device object of an array library
+    as its name says it (``torch.device("cuda", 1)`` -> ``"cuda:1"``, ``torch.device("cpu")`` ->
+    ``"cpu"``, ``cupy.cuda.Device(1)`` -> ``"cuda:1"``), so ``device=tensor.device`` works.
+    Anything else is an ArgumentTypeError that says what is accepted."""
+    if isinstance(device, str):
+        return device
+    library = type(device).__module__.partition(".")[0]
+    kind, index = getattr(device, "type", None), getattr(device, "index", None)
+    if library == "torch" and isinstance(kind, str) and (index is None or isinstance(index, int)):
+        return kind if index is None else f"{kind}:{index}"
+    ordinal = getattr(device, "id", None)
+    if library == "cupy" and isinstance(ordinal, int):
+        return f"cuda:{ordinal}"
+    raise ArgumentTypeError(f"device must be a backend name (e.g. 'cpu', 'cuda', 'cuda:1'), 'auto', a torch.device or "
+                            f"a cupy.cuda.Device; got {device!r} ({type(device).__name__})")
 
 
 def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
