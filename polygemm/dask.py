@@ -43,6 +43,12 @@ def _dtype_of(name: str, dtype: Any) -> np.dtype[Any]:
     return parse_dtype(name, dtype)
 
 
+def _native(dtype: Any) -> np.dtype[Any]:
+    """``dtype`` in this machine's byte order (what polygemm.gemm computes and returns for it)."""
+    dt = np.dtype(dtype)
+    return dt.newbyteorder("=") if dt.byteorder not in ("=", "|") else dt
+
+
 def _short(chunks: tuple[int, ...], limit: int = 6) -> str:
     if len(chunks) <= limit:
         return str(tuple(chunks))
@@ -50,8 +56,8 @@ def _short(chunks: tuple[int, ...], limit: int = 6) -> str:
 
 
 def _as_dask(name: str, x: Any, da: Any) -> Any:
-    if not isinstance(x, da.Array):
-        raise ArgumentError(
+    if not isinstance(x, da.Array):  # an argument of the wrong kind: a TypeError too, as polygemm.gemm's a=None is
+        raise ArgumentTypeError(
             f"{name} must be a dask array; got {type(x).__module__}.{type(x).__name__}. Wrap it, e.g. "
             f"dask.array.from_array({name}, chunks=...) (or call polygemm.gemm for in-memory arrays)"
         )
@@ -178,7 +184,8 @@ def gemm(
     the chunks' kind (CuPy chunks give CuPy blocks). ``c`` (optional, the result's shape and
     dtype; a dask array, or an array that is chunked like the result) is read only when
     ``beta != 0``. ``out_dtype`` asks for a float32 result from float16 inputs. ``device`` and
-    ``variant`` are passed to :func:`polygemm.gemm` in every task: ``device=None`` is each
+    ``variant`` are passed to :func:`polygemm.gemm` in every task (``device`` may be the operands'
+    device object, ``torch.device`` or ``cupy.cuda.Device``, passed by its name): ``device=None`` is each
     worker's default (``$POLYGEMM_DEVICE`` or auto, i.e. the GPU a ``LocalCUDACluster`` worker
     sees), ``"cpu"`` the float64-accumulating NumPy backend, ``"cuda"`` the CUDA kernels.
 
@@ -224,11 +231,12 @@ def gemm(
     beta_f = _scalar("beta", beta)
     if not isinstance(variant, str):
         raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {variant!r}")
-    if device is not None and not isinstance(device, str):
-        raise ArgumentTypeError(f"device must be a string (e.g. 'cpu', 'cuda') or None; got {device!r}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
         from . import registry
 
+        # device=tensor.device or cupy.cuda.Device(1) as polygemm.gemm takes them (they had been refused here), passed
+        # to the tasks by name; anything else is the ArgumentTypeError saying what is accepted
+        device = registry.device_name(device)
         registry.check_known(device)
     if variant != "auto":  # as polygemm.gemm reads it: "AUTO" is a (missing) variant name
         _check_variant(variant, device, A.dtype)
@@ -236,10 +244,13 @@ def gemm(
     kb, n = (int(s) for s in B.shape)
     if k != kb:
         raise ShapeError(f"inner dimensions differ: A is {A.shape} and B is {B.shape}; A.shape[1] (K={k}) must equal B.shape[0] ({kb})")
-    if A.dtype != B.dtype:
+    # a non-native byte order ('>f8') is the same dtype to polygemm.gemm, which copies such an operand once and writes
+    # its results in this machine's order: compared as "float64 and float64 differ" here, and the graph's dtype '>f8'
+    # had not been that of its blocks
+    if _native(A.dtype) != _native(B.dtype):
         raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. B.astype(A.dtype)")
-    result = A.dtype if out_dtype is None else _dtype_of("out_dtype", out_dtype)
-    check_result_dtype(A.dtype, result, "out_dtype")
+    result = _native(A.dtype) if out_dtype is None else _dtype_of("out_dtype", out_dtype)
+    check_result_dtype(_native(A.dtype), result, "out_dtype")
 
     use_c = False
     given_c = c  # what the user passed: a list is told a cast a list has
@@ -251,7 +262,10 @@ def gemm(
             raise ShapeError(f"c has unknown chunk sizes (shape {shape}); call c.compute_chunk_sizes() first")
         if shape != (m, n):
             raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}")
-        if not hasattr(c, "dtype") or _dtype_of("c's dtype", c.dtype) != result:
+        c_dtype = getattr(c, "dtype", None)
+        if isinstance(c_dtype, np.dtype):  # its byte order aside, as polygemm.gemm takes a '>f8' c
+            c_dtype = _native(c_dtype)
+        if c_dtype is None or _dtype_of("c's dtype", c_dtype) != result:
             # with the cast to make, as polygemm.gemm says it (the message had said only what was wrong)
             widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
                      and getattr(c, "dtype", None) == np.float32 else "")
