@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from . import registry
 from .backend import Backend, Plan, fits_float32
-from .errors import ArgumentError, ArgumentTypeError, ShapeError
+from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError
 from .interop import allocator, dlpack_interface, host_wrapper, made_whole, result_like
 from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view)
@@ -173,7 +173,7 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     backend, passed = registry.select(problem, device, variant)
     problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
     backend.check_problem(problem)
-    plan = backend.plan(problem, variant)
+    plan = _plugin_plan(backend, problem, variant) if _is_plugin(backend) else backend.plan(problem, variant)
     plan.candidates = passed + plan.candidates
     copies = [f"{op.name} broadcast over the batch {problem.batch} into a copy (one stride cannot walk its batch)" if op.broadcast
               else f"{op.name} copied once into C order (strided view or non-native byte order)"
@@ -181,6 +181,82 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     plan.copies = copies + plan.copies
     plan.problem = problem.without_data()  # a cached plan keeps provenance, never the data
     return backend, plan, problem
+
+
+def _is_plugin(backend: Backend) -> bool:
+    """A backend of another distribution (an entry point): its plan() and run() are held to the
+    contract by the core (:func:`_plugin_plan`, :func:`_plugin_execute`); the built-ins are not."""
+    return backend.name not in registry.BUILTIN_PRIORITY
+
+
+def _broken(backend: Backend, what: str) -> DeviceError:
+    return DeviceError(f"backend {backend.name!r} ({type(backend).__module__}.{type(backend).__qualname__}) {what}; "
+                       f"this is a fault of that plugin: report it to its authors, or pass another device")
+
+
+def _plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:
+    """A plugin's plan(), checked: its own errors (polygemm's) as they are; anything else it
+    raises (a KeyError of its tile table) or returns (None, a dict, another backend's plan) is
+    a DeviceError naming the plugin. These had reached the caller as an AttributeError
+    ("'NoneType' object has no attribute 'candidates'") or a bare KeyError naming no backend,
+    and a plan naming another backend had been reported by last_plan()/explain() as that one's."""
+    try:
+        plan = backend.plan(problem, variant)
+    except PolygemmError:
+        raise
+    except Exception as exc:
+        raise _broken(backend, f"failed in plan(): {type(exc).__name__}: {exc}") from exc
+    if not isinstance(plan, Plan):
+        raise _broken(backend, f"plan() returned {type(plan).__name__} {plan!r:.60}, not a polygemm.backend.Plan")
+    if plan.backend != backend.name:
+        raise _broken(backend, f"plan() returned a plan for backend {plan.backend!r}; Plan(backend=...) must be "
+                               f"self.name ({backend.name!r})")
+    return plan
+
+
+def _plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
+    """A plugin's execute (its run()), held to the contract the caller relies on: a host result
+    is a NumPy array of the result's shape and dtype, and ``out`` when one is given (written, not
+    a new array beside it); what it raises that is not polygemm's is a DeviceError naming it;
+    and a failed call leaves a host ``out`` (and so a ``c`` updated in place) as it was, whatever
+    the plugin wrote into it before failing. Each of these had reached the caller silently: a
+    (M+1, N) or float64 result, None, an ``out`` returned unwritten (its old values read as the
+    product), a half-written ``out`` after a raise."""
+    problem = plan.problem
+    out = call.out
+    host = problem.residency == "host"
+    saved = out.copy() if host and isinstance(out, np.ndarray) and out.size else None  # O(M*N) beside the O(M*N*K) product
+
+    def restore() -> None:
+        if saved is not None:
+            np.copyto(out, saved)
+
+    try:
+        result = backend.execute(plan, call)
+    except PolygemmError:
+        restore()
+        raise
+    except Exception as exc:
+        restore()
+        raise _broken(backend, f"failed in run() on {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant "
+                               f"{plan.variant!r}: {type(exc).__name__}: {exc}") from exc
+    want = problem.result_shape
+    shape = getattr(result, "shape", None)
+    why = None
+    if host and not isinstance(result, np.ndarray):
+        why = f"run() returned {type(result).__name__}, not a NumPy array"
+    elif shape is None or tuple(shape) != want:
+        why = f"run() returned a result of shape {None if shape is None else tuple(shape)}, not the result's {want}"
+    elif host and result.dtype != problem.out_dtype:
+        why = f"run() returned a {result.dtype.name} result, not {problem.out_dtype.name}"
+    elif host and out is not None and not (result is out or (
+            result.__array_interface__["data"][0] == out.__array_interface__["data"][0] and result.strides == out.strides)):
+        why = "run() returned a new array instead of writing out (it must write problem.out.array and return it)"
+    if why is not None:
+        restore()
+        raise _broken(backend, f"{why}, for {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant {plan.variant!r}"
+                               + ("; out was left as it was" if out is not None and host else ""))
+    return result
 
 
 def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], list[Any]] | None:
@@ -351,7 +427,8 @@ def gemm(
     problem = entry.plan.problem
     if out is None and problem.residency != "host":
         call.alloc = entry.alloc  # a new device result of the operands' library
-    result = entry.backend.execute(entry.plan, call)
+    backend = entry.backend
+    result = _plugin_execute(backend, entry.plan, call) if _is_plugin(backend) else backend.execute(entry.plan, call)
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
     elif entry.wrap is not None:

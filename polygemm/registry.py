@@ -288,6 +288,9 @@ class _Entry:
         bad = [v for v in items if not isinstance(v, Variant)]
         if bad:
             return (False, f"variants() must return Variant objects; got {type(bad[0]).__name__} {_short_repr(bad[0])}", prio)
+        malformed = _malformed_variants(items)
+        if malformed:
+            return (False, malformed, prio)
         try:
             av = be.probe()
         except BaseException as exc:
@@ -301,6 +304,31 @@ class _Entry:
         if isinstance(extra, str) and extra.strip() and extra.strip() != reason.strip():
             reason = f"{reason}\n{extra}"
         return (False, reason if reason.strip() else "probe said unavailable without a reason", prio)
+
+
+def _names_tuple(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(x, str) and x for x in value)
+
+
+def _malformed_variants(items: list[Variant]) -> str | None:
+    """What is wrong with a variant table whose entries are Variants but whose fields are not of
+    their kind, else None. Such a table had been taken as it was: ``dtypes="float32"`` read as the
+    dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports 2, 3, a, f, l, o, t"),
+    a name given twice made the second variant unreachable, a variant named by no string could
+    not be selected at all."""
+    seen: set[str] = set()
+    for v in items:
+        if not isinstance(v.name, str) or not v.name.strip():
+            return f"variants(): a Variant's name must be a non-empty string; got {_short_repr(v.name)}"
+        for field_name in ("dtypes", "out_dtypes"):
+            value = getattr(v, field_name)
+            if not _names_tuple(value):
+                return (f"variants(): variant {v.name!r} has {field_name}={_short_repr(value)}; it must be a tuple of "
+                        f"dtype names, e.g. ('float32',)")
+        if v.name in seen:
+            return f"variants(): variant {v.name!r} is listed twice; give each variant its own name"
+        seen.add(v.name)
+    return None
 
 
 def _make_info(name: str, ok: bool, text: str, priority: int, source: str, be: Backend | None) -> BackendInfo:

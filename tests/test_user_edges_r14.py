@@ -106,6 +106,205 @@ def test_dask_many_k_chunks_single_chunks_and_lazy_errors(rng):
         lazy.compute()
 
 
+# -- a third party's plugin -------------------------------------------------------------------------------------------
+
+PLUGIN_BASE = """
+import numpy as np
+from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts
+
+class Good(Backend):
+    priority = 300
+    def probe(self):
+        return Availability(True)
+    def variants(self):
+        return (Variant("v", ("float32",), "float32 matmul"),)
+    def plan(self, problem, variant="auto"):
+        v = self.get_variant("v" if variant == "auto" else variant)
+        self.check_problem(problem, v)
+        return Plan(self.name, v.name, "the only variant", problem, layouts=host_layouts(problem))
+    def run(self, plan):
+        p = plan.problem
+        r = p.alpha * (p.a.array.astype(np.float64) @ p.b.array)
+        if p.beta:
+            r = r + p.beta * p.c.array
+        r = r.astype(p.out_dtype)
+        if p.out is not None:
+            p.out.array[...] = r
+            return p.out.array
+        return r
+
+class PlanGarbage(Good):
+    def plan(self, problem, variant="auto"):
+        return {"variant": "v"}
+
+class PlanRaises(Good):
+    def plan(self, problem, variant="auto"):
+        raise KeyError("tile table")
+
+class PlanOtherName(Good):
+    def plan(self, problem, variant="auto"):
+        return Plan("cpu", "v", "hard-coded", problem)
+
+class PlanRefuses(Good):
+    def plan(self, problem, variant="auto"):
+        from polygemm.errors import UnsupportedProblemError
+        raise UnsupportedProblemError("mydev takes M a multiple of 4")
+
+class WrongShape(Good):
+    def run(self, plan):
+        p = plan.problem
+        return np.zeros((p.m + 1, p.n), np.float32)
+
+class WrongDtype(Good):
+    def run(self, plan):
+        p = plan.problem
+        return p.a.array.astype(np.float64) @ p.b.array
+
+class ReturnsNone(Good):
+    def run(self, plan):
+        return None
+
+class OutNotWritten(Good):
+    def run(self, plan):
+        p = plan.problem
+        return (p.a.array @ p.b.array).astype(np.float32)
+
+class HalfWritesThenRaises(Good):
+    def run(self, plan):
+        plan.problem.out.array[:1] = 99.0
+        raise RuntimeError("vendor exploded")
+
+class DtypesString(Good):
+    def variants(self):
+        return (Variant("v", "float32", "float32 matmul"),)
+
+class TwiceNamed(Good):
+    def variants(self):
+        return (Variant("v", ("float32",), "one"), Variant("v", ("float64",), "two"))
+"""
+
+CLASSES = ["Good", "PlanGarbage", "PlanRaises", "PlanOtherName", "PlanRefuses", "WrongShape", "WrongDtype", "ReturnsNone",
+           "OutNotWritten", "HalfWritesThenRaises", "DtypesString", "TwiceNamed"]
+
+
+@pytest.fixture
+def third_party(tmp_path, monkeypatch, fresh_registry):
+    import sys
+
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("pg_thirdparty", "pg_thirdparty_plugin", PLUGIN_BASE, {c.lower(): f"pg_thirdparty_plugin:{c}" for c in CLASSES}))
+    yield
+    sys.modules.pop("pg_thirdparty_plugin", None)
+
+
+def _operands(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    return a, b
+
+
+def test_a_good_third_party_plugin_computes_and_keeps_its_own_refusals(rng, third_party):
+    """Right: a plugin that keeps the contract computes, with and without out (out returned and
+    written), and a refusal of its own (a polygemm error) reaches the caller as it raised it."""
+    a, b = _operands(rng)
+    assert_within(pg.gemm(a, b, device="good"), a, b)
+    out = np.full((3, 2), np.nan, np.float32)
+    assert pg.gemm(a, b, device="good", out=out) is out
+    assert_within(out, a, b)
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    assert pg.gemm(a, b, c, beta=0.5, out=c, device="good") is c
+    with pytest.raises(UnsupportedProblemError, match="^mydev takes M a multiple of 4$"):
+        pg.gemm(a, b, device="planrefuses")
+    assert pg.last_plan().backend == "good"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("plangarbage", r"plan\(\) returned dict .*, not a polygemm.backend.Plan"),
+    ("planraises", r"failed in plan\(\): KeyError: 'tile table'"),
+    ("planothername", r"plan\(\) returned a plan for backend 'cpu'; Plan\(backend=...\) must be self.name \('planothername'\)"),
+])
+def test_a_plugin_plan_that_breaks_the_contract_is_an_error_naming_it(rng, third_party, name, says):
+    # defect: plan() returning a dict was "AttributeError: 'dict' object has no attribute 'candidates'", a KeyError
+    # in plan() reached the caller bare, naming no backend, and a plan saying backend 'cpu' ran and was reported by
+    # last_plan() and explain() as cpu's (polygemm/api.py _plugin_plan)
+    a, b = _operands(rng)
+    out = np.full((3, 2), 7.0, np.float32)
+    for call in (lambda: pg.gemm(a, b, device=name, out=out), lambda: pg.explain(a, b, device=name)):
+        with pytest.raises(DeviceError, match=f"^backend '{name}' \\(pg_thirdparty_plugin\\.") as info:
+            call()
+        assert isinstance(info.value, RuntimeError)
+        assert __import__("re").search(says, str(info.value)), str(info.value)
+    assert (out == 7.0).all()
+    if name == "planraises":
+        assert isinstance(info.value.__cause__, KeyError)  # chained: the plugin's own traceback stays
+
+
+@pytest.mark.parametrize("name, says", [
+    ("wrongshape", r"run\(\) returned a result of shape \(4, 2\), not the result's \(3, 2\)"),
+    ("wrongdtype", r"run\(\) returned a float64 result, not float32"),
+    ("returnsnone", r"run\(\) returned NoneType, not a NumPy array"),
+])
+def test_a_plugin_result_of_another_shape_dtype_or_kind_is_an_error_not_the_answer(rng, third_party, name, says):
+    # defect: gemm returned the plugin's (4, 2) array, its float64 array or None as the result of a (3, 2) float32
+    # product, and with out= returned out unwritten (polygemm/api.py _plugin_execute)
+    a, b = _operands(rng)
+    with pytest.raises(DeviceError, match=f"^backend '{name}' .*{says}"):
+        pg.gemm(a, b, device=name)
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=says + ".*out was left as it was"):
+        pg.gemm(a, b, device=name, out=out)
+    assert (out == 7.0).all()
+
+
+def test_a_plugin_that_returns_a_new_array_instead_of_writing_out_is_an_error(rng, third_party):
+    # defect: gemm(..., out=out) returned out with its old values as the product, no error (polygemm/api.py)
+    a, b = _operands(rng)
+    assert_within(pg.gemm(a, b, device="outnotwritten"), a, b)  # without out it is right
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=r"run\(\) returned a new array instead of writing out"):
+        pg.gemm(a, b, device="outnotwritten", out=out)
+    assert (out == 7.0).all()
+
+
+def test_a_plugin_that_fails_half_way_leaves_out_and_c_as_they_were(rng, third_party):
+    # defect: a plugin that wrote a row of out and then raised left that row in out (and in c, updated in place),
+    # and its RuntimeError named no backend (polygemm/api.py _plugin_execute)
+    a, b = _operands(rng)
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=r"^backend 'halfwritesthenraises' .*failed in run\(\) on 3x2x4 .*"
+                                          r"RuntimeError: vendor exploded") as info:
+        pg.gemm(a, b, device="halfwritesthenraises", out=out)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert (out == 7.0).all()
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    before = c.copy()
+    with pytest.raises(DeviceError):
+        pg.gemm(a, b, c, beta=1.0, out=c, device="halfwritesthenraises")
+    np.testing.assert_array_equal(c, before)
+
+
+@pytest.mark.parametrize("name, says", [
+    ("dtypesstring", r"variants\(\): variant 'v' has dtypes='float32'; it must be a tuple of dtype names"),
+    ("twicenamed", r"variants\(\): variant 'v' is listed twice"),
+])
+def test_a_variant_table_with_fields_of_another_kind_makes_the_plugin_unavailable(rng, third_party, name, says):
+    # defect: dtypes="float32" was read as the dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports
+    # 2, 3, a, f, l, o, t"), and a second variant of one name was silently unreachable (polygemm/registry.py)
+    info = {i.name: i for i in pg.backends()}[name]
+    assert not info.available and __import__("re").search(says, info.reason), info.reason
+    a, b = _operands(rng)
+    with pytest.raises(pg.BackendUnavailableError, match=says):
+        pg.gemm(a, b, device=name)
+    assert_within(pg.gemm(a, b, device="good"), a, b)  # the others are untouched
+
+
+def test_the_conformance_suite_fails_a_plugin_that_ignores_out(third_party):
+    """Right: the suite still reports such a plugin failing (now through the error), never passing."""
+    rows = run_conformance("outnotwritten", groups="shapes", quick=True)
+    assert rows and any(r.status == "fail" for r in rows)
+    assert all(r.status == "pass" for r in run_conformance("good", groups="shapes", quick=True))
+
+
 # -- quiet: warnings from these tests ---------------------------------------------------------------------------------
 
 def test_no_rechunk_warning_where_k_chunks_agree(rng):
