@@ -388,6 +388,11 @@ def unwritable(args: argparse.Namespace) -> str | None:
             return f"--{option} {path!r}: an empty path; name a file (e.g. --{option} results.{_EXAMPLE_EXT[option]})"
         if not isinstance(path, str):
             continue
+        if path.strip() == "-":
+            # the usual "standard output" of other tools: it had written a file named "-" in the current folder
+            # ("wrote -"), which a pipe reading stdout never saw, beside the human-readable lines on stdout
+            return (f"--{option} -: polygemm writes --{option} to a file, not to standard output; name a file (e.g. "
+                    f"--{option} results.{_EXAMPLE_EXT[option]}, then read it), or ./- for a file named '-'")
         same = taken.get(os.path.realpath(path))
         if same is not None:  # the later file would silently replace the earlier one
             return f"--{option} {path}: --{same} writes that file too; give each output its own file"

@@ -305,6 +305,77 @@ def test_the_conformance_suite_fails_a_plugin_that_ignores_out(third_party):
     assert all(r.status == "pass" for r in run_conformance("good", groups="shapes", quick=True))
 
 
+# -- the command line -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--no-progress", "--json", "-"],
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--no-progress", "--markdown", "-"],
+    ["matrix", "--backends", "cpu", "--quick", "--json", "-"],
+])
+def test_an_output_of_dash_is_a_usage_error_not_a_file_named_dash(tmp_path, monkeypatch, capsys, argv):
+    # defect: "--json -" (standard output to other tools) wrote a file named "-" in the current folder and said
+    # "wrote -", exit 0, while stdout had only the human-readable lines (polygemm/cli.py unwritable)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    option = argv[argv.index("-") - 1]
+    assert f"polygemm: error: {option} -: polygemm writes {option} to a file, not to standard output" in err
+    assert not os.path.exists(tmp_path / "-")
+    if argv[0] == "bench":  # a file named '-' when asked for so
+        assert main([*argv[:-1], "./-"]) == 0 and (tmp_path / "-").exists()
+
+
+def test_bench_json_of_the_cpu_is_strict_json_and_exit_zero(tmp_path, capsys):
+    """Right: bench --device cpu --json writes strict JSON whose records say what ran."""
+    path = tmp_path / "r.json"
+    assert main(["bench", "--device", "cpu", "--shapes", "16x8x4", "--repeats", "1", "--no-progress", "--json", str(path)]) == 0
+    data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    (rec,) = data["records"]
+    assert (rec["m"], rec["n"], rec["k"], rec["dtype"]) == (16, 8, 4, "float32") and rec["ms"] > 0 and rec["backend"] == "cpu"
+
+
+# -- the musa backend's host flavor -----------------------------------------------------------------------------------
+
+def test_musa_host_flavor_beside_numpy_matmul(rng):
+    """Right: the host flavor (POLYGEMM_MUSA_EMULATION=1) gives numpy.matmul's shapes and float16 for
+    transposed and strided views, vectors, K = 0 with c, in place; and refuses what it cannot do naming it."""
+    import subprocess
+    import sys
+
+    from test_musa import ROOT
+
+    lib = next((ROOT / "build").glob("musa-host/**/libpolygemm_musa.so"), None)
+    if lib is None:
+        pytest.skip("libpolygemm_musa's host flavor is not built here (tests/test_musa.py builds it)")
+    code = """
+import numpy as np, polygemm as pg
+from polygemm.testing import reference_for
+rng = np.random.default_rng(5)
+a = rng.standard_normal((5, 7)).astype(np.float16); b = rng.standard_normal((7, 3)).astype(np.float16)
+def ok(got, a, b, c=None, beta=0.0):
+    res = reference_for(a, b, c, 1.0, beta).compare(got); assert res.ok, res.message
+r = pg.gemm(b.T, a.T, device="musa"); assert r.shape == (3, 5) and r.dtype == np.float16; ok(r, b.T, a.T)
+r = pg.gemm(a[:, ::2], b[::2], device="musa"); ok(r, a[:, ::2], b[::2])
+v = pg.matmul(a, b[:, 0], device="musa"); assert v.shape == (5,) == np.matmul(a, b[:, 0]).shape
+c = np.ones((5, 3), np.float16); r = pg.gemm(a[:, :0], b[:0], c, beta=2.0, device="musa"); assert (r == 2.0).all()
+c = rng.standard_normal((5, 3)).astype(np.float16); c0 = c.copy()
+assert pg.gemm(a, b, c, beta=1.0, out=c, device="musa") is c; ok(c, a, b, c0, 1.0)
+out = np.full((5, 3), 7, np.float16)
+for kw, err in [(dict(out_dtype=np.float32), "writes float16 results only"), (dict(alpha=1e39), "does not fit the float32")]:
+    try:
+        pg.gemm(a, b, device="musa", out=None if "out_dtype" in kw else out, **kw)
+    except pg.PolygemmError as exc:
+        assert err in str(exc), exc
+    else:
+        raise AssertionError(kw)
+assert (out == 7).all()
+print("ok")
+"""
+    env = dict(os.environ, POLYGEMM_MUSA_EMULATION="1", POLYGEMM_MUSA_LIBRARY=str(lib))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
 # -- quiet: warnings from these tests ---------------------------------------------------------------------------------
 
 def test_no_rechunk_warning_where_k_chunks_agree(rng):
