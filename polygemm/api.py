@@ -449,9 +449,9 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     shape. Scalars (0-D operands) are refused, as NumPy refuses them.
     """
     for name, x in (("a", a), ("b", b)):
-        if x is None:
+        if x is None or isinstance(x, (str, bytes, bytearray)):  # a string is no scalar to scale by (NumPy: 0-D text)
             raise ArgumentTypeError(f"{name} must be a vector, a matrix or a stack of matrices (a NumPy array, array-like or "
-                                f"device array); got None")
+                                f"device array); got {'None' if x is None else f'{type(x).__name__} {x!r:.40}'}")
     a, nda = _dlpack_vector(a, "a")
     b, ndb = _dlpack_vector(b, "b")
     for name, nd, x in (("a", nda, a), ("b", ndb, b)):

@@ -420,6 +420,11 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
     """``obj`` (``given``: what the user passed, when ``obj`` is NumPy's view of it) as an operand."""
     if obj is None:
         raise ArgumentTypeError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
+    if isinstance(obj, (str, bytes, bytearray)):
+        # NumPy reads a string as a 0-D array of text: it had been "got 0-D with shape (). Reshape it, e.g.
+        # a.reshape(rows, cols)", a ValueError, where numpy.matmul raises a TypeError (no loop for dtype '<U1')
+        raise ArgumentTypeError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got "
+                                f"{type(obj).__name__} {obj!r:.40}")
     if isinstance(obj, np.ma.MaskedArray):
         if writable:  # out.filled(0) would be a copy: the result would not reach the user's array
             raise ArgumentError(f"{name} is a masked array; polygemm writes no mask. Pass its data, {name}.data (written in "

@@ -334,6 +334,28 @@ def test_bench_json_of_the_cpu_is_strict_json_and_exit_zero(tmp_path, capsys):
     assert (rec["m"], rec["n"], rec["k"], rec["dtype"]) == (16, 8, 4, "float32") and rec["ms"] > 0 and rec["backend"] == "cpu"
 
 
+# -- operands that are text -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["1 2; 3 4", b"\x00\x00", bytearray(b"ab")])
+def test_text_as_an_operand_is_a_type_error_naming_it_not_advice_to_reshape(text):
+    # defect: gemm("1 2; 3 4", b) was "a must be a matrix ...; got 0-D with shape (). Reshape it, e.g. a.reshape(rows,
+    # cols)", a ValueError, and matmul's "a is a scalar (0-D str) ... scale with a * b instead"; numpy.matmul raises a
+    # TypeError for text (polygemm/problem.py _host_operand, polygemm/api.py matmul)
+    m = np.ones((2, 2))
+    out = np.full((2, 2), 7.0)
+    for call, name in [(lambda: pg.gemm(text, m, out=out), "a"), (lambda: pg.gemm(m, text, out=out), "b"),
+                       (lambda: pg.gemm(m, m, text, beta=1.0, out=out), "c"), (lambda: pg.matmul(text, m), "a"),
+                       (lambda: pg.matmul(m, text, out=out), "b")]:
+        with pytest.raises(TypeError) as info:
+            call()
+        assert isinstance(info.value, ArgumentTypeError)
+        assert str(info.value).startswith(f"{name} must be a ") and type(text).__name__ in str(info.value)
+        assert "reshape" not in str(info.value) and "scalar" not in str(info.value)
+    assert (out == 7.0).all()
+    with pytest.raises(TypeError):  # as numpy.matmul does
+        np.matmul(np.asarray("1 2; 3 4"), m)
+
+
 # -- the musa backend's host flavor -----------------------------------------------------------------------------------
 
 def test_musa_host_flavor_beside_numpy_matmul(rng):
