@@ -528,9 +528,12 @@ def _array_lib(be: Backend, dtype: str, prefer: str = "auto") -> _ArrayLib:
                      lambda a, b: gemm(a, b, device=be.name, variant=vendor), f"polygemm.gemm(a, b, variant={vendor!r})")
 
 
-class _CallTimed:
+class CallTimed:
     """Calls rotating over input sets, timed by the wall clock: ``batch`` calls back to back
-    between two device synchronizations, divided by ``batch``."""
+    between two device synchronizations, divided by ``batch`` (call mode's method; the
+    benchmark scripts under docs/benchmarks and tools time the call with it too). The
+    constructor warms the calls up and sizes the batch to ``min_seconds``; :meth:`once` times
+    one batch, in seconds per call."""
 
     def __init__(self, fns: list[Callable[[], Any]], sync: Callable[[], None], min_seconds: float, max_calls: int = 5000) -> None:
         self.fns, self.sync = fns, sync
@@ -627,7 +630,7 @@ def run_call_bench(
             ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in sets_]
             theirs = [(lambda a=a, b=b, o=o: vendor_fn(a, b, o)) for a, b, o in sets_]
         try:
-            timed = _CallTimed(ours, sync, min_seconds)
+            timed = CallTimed(ours, sync, min_seconds)
         except UnsupportedProblemError as exc:
             if progress:
                 progress(f"{m}x{n}x{k} {variant} not timed: {exc}")
@@ -636,7 +639,7 @@ def run_call_bench(
             continue
         ran = last_plan()
         chosen = ran.variant if ran is not None else variant
-        vend = _CallTimed(theirs, sync, min_seconds)
+        vend = CallTimed(theirs, sync, min_seconds)
         times, vtimes = [], []
         for _ in range(repeats):
             vtimes.append(vend.once())
@@ -644,7 +647,7 @@ def run_call_bench(
         share = None
         if inputs == "numpy" and not host_only:
             dev = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
-            dev_t = statistics.median(_CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in dev],
+            dev_t = statistics.median(CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in dev],
                                                  sync, min_seconds).once() for _ in range(repeats))
             share = max(0.0, 1.0 - dev_t / statistics.median(times))
             del dev

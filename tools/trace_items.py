@@ -23,7 +23,6 @@ import dataclasses
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polygemm as pg  # noqa: E402
 from polygemm.backends.cuda import variants as cuda_variants  # noqa: E402
+from polygemm.bench import CallTimed  # noqa: E402
 from polygemm.cli import parse_shape  # noqa: E402
 
 SUFFIX = "_trace"
@@ -54,17 +54,6 @@ def register(names: list[str]) -> list[str]:
         out.append(traced.name)
     cuda_variants.variant_table.cache_clear()
     return out
-
-
-def per_call_us(fn, calls: int) -> float:  # type: ignore[no-untyped-def]
-    import cupy as cp
-
-    cp.cuda.Device().synchronize()
-    t = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    cp.cuda.Device().synchronize()
-    return (time.perf_counter() - t) / calls * 1e6
 
 
 def trace_once(be, a, b, out, variant: str) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
@@ -168,13 +157,14 @@ def main() -> int:
         b = rng.standard_normal((k, n), dtype=cp.float32).astype(dt)
         out = cp.empty((m, n), dt)
         ref = cp.matmul(a.astype(cp.float32), b.astype(cp.float32))
-        calls = max(10, int(20e-3 / (2 * m * n * k / 500e12)))
         kt_total = -(-k // 64)
         for v in traced:
             pg.gemm(a, b, out=out, device="cuda", variant=v)
             err = float(cp.abs(out.astype(cp.float32) - ref).max() / cp.abs(ref).max())
-            rounds = [(per_call_us(lambda: pg.gemm(a, b, out=out, device="cuda", variant=v), calls),
-                       per_call_us(lambda: cp.matmul(a, b, out=out), calls)) for _ in range(args.rounds)]
+            sync = cp.cuda.Device().synchronize
+            ours = CallTimed([lambda: pg.gemm(a, b, out=out, device="cuda", variant=v)], sync, 20e-3)
+            theirs = CallTimed([lambda: cp.matmul(a, b, out=out)], sync, 20e-3)
+            rounds = [(ours.once() * 1e6, theirs.once() * 1e6) for _ in range(args.rounds)]
             us, vendor_us = statistics.median(r[0] for r in rounds), statistics.median(r[1] for r in rounds)
             blocks = blocks_of(*trace_once(be, a, b, out, v))
             rec = {"m": m, "n": n, "k": k, "dtype": "float16", "variant": v, "us": round(us, 2),

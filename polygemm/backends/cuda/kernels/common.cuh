@@ -150,6 +150,16 @@ __device__ __forceinline__ int pg_bar_or(int bar, int threads, int v) {
     return r;
 }
 
+// How a split-K slice or a stream-K partial tile is published (pg_split_arrive, pg_sk_signal):
+// PG_SPLIT_FENCES=0 (default): the group meets at its barrier, then its first thread alone
+// releases the group's stores with the arrival (atom.add.acq_rel / st.release at gpu scope; the
+// barrier orders the other threads' stores before it, and the acquire half lets the last slice's
+// block read the others). =1: every thread fences its own stores first (__threadfence), kept for
+// comparison: under the main loops' traffic each fence waits 1-3 us for its stores
+// (docs/benchmarks/split_sync_ab.py, h100_trace_items_fp16.json).
+#ifndef PG_SPLIT_FENCES
+#define PG_SPLIT_FENCES 0
+#endif
 #ifndef PG_SPLIT
 #define PG_SPLIT 0
 #endif
@@ -268,10 +278,20 @@ __device__ __noinline__ void pg_split_reduce_region(int threads, int rank, int s
 // Returns (to every thread of the group) whether this was the tile's last slice.
 __device__ __forceinline__ int pg_split_arrive(int bar, int threads, int rank, unsigned int* count,
                                                int splits) {
+#if PG_SPLIT_FENCES
     __threadfence();             // this thread's partial sums are visible to every block ...
     pg_bar_sync(bar, threads);   // ... and every thread's, before the tile's arrival counts
     int last = 0;
     if (rank == 0) last = atomicAdd(count, 1u) == static_cast<unsigned int>(splits - 1);
+#else
+    pg_bar_sync(bar, threads);   // every thread's partial sums stored (CTA order) ...
+    int last = 0;
+    if (rank == 0) {             // ... released to the GPU with the arrival; the last arrival acquires the others'
+        unsigned int before;
+        asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n" : "=r"(before) : "l"(count) : "memory");
+        last = before == static_cast<unsigned int>(splits - 1);
+    }
+#endif
     return pg_bar_or(bar, threads, last);
 }
 
@@ -338,7 +358,9 @@ __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, u
                                                long long d_rs, long long d_cs, float alpha,
                                                float beta, int d_half) {
     if (!pg_split_arrive(bar, threads, rank, count, splits)) return;
+#if PG_SPLIT_FENCES
     __threadfence();  // the other slices' sums (published before their arrivals) are read next
+#endif
     pg_split_reduce_region(threads, rank, splits, W, w_rs, w_cs, w_split, row0, col0, rows, cols,
                            D, d_rs, d_cs, alpha, beta, d_half);
     if (rank == 0) *count = 0u;  // ready for the next launch on this stream
@@ -369,7 +391,9 @@ __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, u
 #define PG_STREAMK_PARAMS , float *pg_sk_ws, unsigned int *pg_sk_flag
 // Every thread of the group has stored its part of the block's slot: the flag goes up.
 __device__ __forceinline__ void pg_sk_signal(int bar, int threads, int rank, unsigned int* flag) {
+#if PG_SPLIT_FENCES
     __threadfence();
+#endif
     pg_bar_sync(bar, threads);
     if (rank == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
 }
