@@ -70,3 +70,25 @@ def test_other_devices_are_type_errors_that_say_what_is_accepted(bad):
     text = str(info.value)
     assert "device must be a backend name" in text and "torch.device" in text and "cupy.cuda.Device" in text
     assert (out == 7.0).all()  # nothing written
+
+
+@pytest.mark.cuda
+def test_real_torch_and_cupy_devices_on_a_gpu():
+    """On a machine with a GPU: ``device=tensor.device`` and ``device=cupy.cuda.Device(0)`` run
+    on that device and give that library's array, the same values as ``device="cuda:0"``."""
+    from conftest import cuda_or_skip
+
+    cuda_or_skip()
+    torch = pytest.importorskip("torch")
+    cp = pytest.importorskip("cupy")
+    ta = torch.randn(33, 17, device="cuda:0")
+    tb = torch.randn(17, 9, device="cuda:0")
+    got = pg.gemm(ta, tb, device=ta.device)
+    assert isinstance(got, torch.Tensor) and got.device == ta.device
+    assert pg.last_plan().backend == "cuda:0"  # the plan names the device it ran on
+    want = pg.gemm(ta, tb, device="cuda:0")
+    assert torch.equal(got, want)
+    ca, cb = cp.asarray(ta.cpu().numpy()), cp.asarray(tb.cpu().numpy())
+    got_cp = pg.gemm(ca, cb, device=cp.cuda.Device(0))
+    assert isinstance(got_cp, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(got_cp), want.cpu().numpy())

@@ -150,13 +150,13 @@ __device__ __forceinline__ int pg_bar_or(int bar, int threads, int v) {
     return r;
 }
 
-// How a split-K slice or a stream-K partial tile is published (pg_split_arrive, pg_sk_signal):
-// PG_SPLIT_FENCES=0 (default): the group meets at its barrier, then its first thread alone
-// releases the group's stores with the arrival (atom.add.acq_rel / st.release at gpu scope; the
-// barrier orders the other threads' stores before it, and the acquire half lets the last slice's
-// block read the others). =1: every thread fences its own stores first (__threadfence), kept for
-// comparison: under the main loops' traffic each fence waits 1-3 us for its stores
-// (docs/benchmarks/split_sync_ab.py, h100_trace_items_fp16.json).
+// How a split-K slice is published (pg_split_arrive): PG_SPLIT_FENCES=0 (default): the group
+// meets at its barrier, then its first thread alone releases the group's stores with the
+// arrival (atom.add.acq_rel at gpu scope: the barrier orders the other threads' stores before
+// it, and the acquire half lets the last slice's block read the others). =1: every thread
+// fences its own stores first (__threadfence), kept for comparison: under the main loops'
+// traffic each such fence waits 1-3 us for its stores (h100_trace_items_fp16.json), and the
+// single release is 2.5-3.3% faster at 512x512x16384 (docs/benchmarks/split_sync_ab.py).
 #ifndef PG_SPLIT_FENCES
 #define PG_SPLIT_FENCES 0
 #endif
@@ -390,10 +390,11 @@ __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, u
 #if PG_STREAMK
 #define PG_STREAMK_PARAMS , float *pg_sk_ws, unsigned int *pg_sk_flag
 // Every thread of the group has stored its part of the block's slot: the flag goes up.
+// (Every thread's fence stays here: one release by the first thread after the barrier, as the
+// split arrival now does, read 2-3% slower at 4096^3 in three runs out of three and faster or
+// level at 1000x3000x2000: docs/benchmarks/split_sync_ab.py.)
 __device__ __forceinline__ void pg_sk_signal(int bar, int threads, int rank, unsigned int* flag) {
-#if PG_SPLIT_FENCES
     __threadfence();
-#endif
     pg_bar_sync(bar, threads);
     if (rank == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1u) : "memory");
 }
