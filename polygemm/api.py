@@ -186,7 +186,8 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
 def _is_plugin(backend: Backend) -> bool:
     """A backend of another distribution (an entry point): its plan() and run() are held to the
     contract by the core (:func:`_plugin_plan`, :func:`_plugin_execute`); the built-ins are not."""
-    return backend.name not in registry.BUILTIN_PRIORITY
+    # by the base name: a built-in's device handle is named with its index ("cuda:0")
+    return registry.split_index(backend.name)[0] not in registry.BUILTIN_PRIORITY
 
 
 def _broken(backend: Backend, what: str) -> DeviceError:

@@ -92,3 +92,19 @@ def test_real_torch_and_cupy_devices_on_a_gpu():
     got_cp = pg.gemm(ca, cb, device=cp.cuda.Device(0))
     assert isinstance(got_cp, cp.ndarray)
     np.testing.assert_array_equal(cp.asnumpy(got_cp), want.cpu().numpy())
+
+
+def test_a_builtin_backends_device_handle_is_not_held_to_the_plugin_checks():
+    """``cuda:1`` is the cuda backend on its device 1, not a plugin: the core's checks of
+    third-party backends (a copy of ``out`` kept per call, their errors recast as the plugin's
+    fault) must not apply to it."""
+    from polygemm import api
+
+    class Handle:  # what a built-in's for_device returns: the backend under an indexed name
+        name = "cuda:1"
+
+    class Plugin:
+        name = "somevendor"
+
+    assert not api._is_plugin(Handle())  # type: ignore[arg-type]
+    assert api._is_plugin(Plugin())  # type: ignore[arg-type]
