@@ -95,6 +95,9 @@ class _Entry:
     alloc: Callable[[tuple[int, ...], Any], Any] | None = None
     #: device a, b, c, out: bytes below the pointer each addresses (a reversed batch: x[::-1]; else 0)
     lows: tuple[int, int, int, int] = (0, 0, 0, 0)
+    #: a third party's backend, whose run() the core checks (:func:`_plugin_execute`); decided
+    #: once with the plan, not on every call
+    plugin: bool = False
 
 
 class PlanCache:
@@ -324,7 +327,8 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
                   tuple(conversion(op) for op in ops[:3]),  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
                   wrap, alloc,
-                  tuple(0 if op is None else op.extent[0] for op in ops))  # type: ignore[arg-type]
+                  tuple(0 if op is None else op.extent[0] for op in ops),  # type: ignore[arg-type]
+                  _is_plugin(backend))
 
 
 def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
@@ -429,7 +433,7 @@ def gemm(
     if out is None and problem.residency != "host":
         call.alloc = entry.alloc  # a new device result of the operands' library
     backend = entry.backend
-    result = _plugin_execute(backend, entry.plan, call) if _is_plugin(backend) else backend.execute(entry.plan, call)
+    result = _plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
     elif entry.wrap is not None:
