@@ -113,7 +113,9 @@ def summary(blocks: list[dict], kt_total: int) -> dict:
                 continue
             per_kt.append((retired - arrived) / max(it["ke"] - it["kb"], 1))
             first.append(arrived - begin)
-            nxt = w.get(1 + 4 * (j + 1), w.get(DONE))
+            # the next item's start (marked for j < 14 only: 1 + 4 * 14 is mark 57, STORED), else the walk's end
+            nxt = w.get(1 + 4 * (j + 1)) if j + 1 < 14 else None
+            nxt = w.get(DONE) if nxt is None else nxt
             if it["kb"] > 0 and STORED in w:  # a later run of a shared tile: its slot stored and flagged
                 stores.append(w[STORED] - retired)
                 fence.append(w[FENCED] - w[STORED])
