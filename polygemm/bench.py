@@ -37,8 +37,8 @@ from .backend import Backend
 from .cli import non_negative_int, parse_shape, positive_int, split_names
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
-__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "add_parser", "to_markdown", "load_records", "default_shapes",
-           "sweep_shapes", "auto_repeats", "SWEEP_MN", "SWEEP_K"]
+__all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "CallTimed", "add_parser", "to_markdown", "load_records",
+           "default_shapes", "sweep_shapes", "auto_repeats", "SWEEP_MN", "SWEEP_K"]
 
 #: the ``sweep`` preset's axes (issue 13): M and N values, and K values
 SWEEP_MN: tuple[int, ...] = (1, 16, 64, 128, 512, 1000, 4096, 8192)
