@@ -343,7 +343,7 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLike | No
     al = alpha if type(alpha) is float and math.isfinite(alpha) else _scalar("alpha", alpha)
     be = beta if type(beta) is float and math.isfinite(beta) else _scalar("beta", beta)
     if device is not None and type(device) is not str:  # torch.device, cupy.cuda.Device: keyed by name
-        device = registry.device_name(device)
+        device = registry.device_arg_name(device)
     found = _key(a, b, c, out, al, be, device, variant, out_dtype)
     if found is not None:
         key, views = found

@@ -236,7 +236,7 @@ def gemm(
 
         # device=tensor.device or cupy.cuda.Device(1) as polygemm.gemm takes them (they had been refused here), passed
         # to the tasks by name; anything else is the ArgumentTypeError saying what is accepted
-        device = registry.device_name(device)
+        device = registry.device_arg_name(device)
         registry.check_known(device)
     if variant != "auto":  # as polygemm.gemm reads it: "AUTO" is a (missing) variant name
         _check_variant(variant, device, A.dtype)

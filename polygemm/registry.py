@@ -46,6 +46,7 @@ __all__ = [
     "select",
     "refresh",
     "resolve_device",
+    "device_arg_name",
     "generation",
     "one_line",
     "split_index",
@@ -602,10 +603,10 @@ def resolve_device(device: str | None) -> str:
     """
     if device is None:
         device = os.environ.get("POLYGEMM_DEVICE", "").strip() or "auto"
-    return device_name(device).strip().lower()
+    return device_arg_name(device).strip().lower()
 
 
-def device_name(device: object) -> str:
+def device_arg_name(device: object) -> str:
     """``device`` as polygemm names it: a string as given; the device object of an array library
     as its name says it (``torch.device("cuda", 1)`` -> ``"cuda:1"``, ``torch.device("cpu")`` ->
     ``"cpu"``, ``cupy.cuda.Device(1)`` -> ``"cuda:1"``), so ``device=tensor.device`` works.

@@ -33,7 +33,7 @@ def cupy_device(ordinal: int):
                                          (torch_device("cuda", 1), "cuda:1"), (cupy_device(0), "cuda:0"),
                                          (cupy_device(3), "cuda:3"), ("Cuda:1 ", "Cuda:1 ")])
 def test_device_objects_are_named_as_their_library_names_them(given, name):
-    assert registry.device_name(given) == name
+    assert registry.device_arg_name(given) == name
     assert registry.resolve_device(given) == name.strip().lower()
 
 

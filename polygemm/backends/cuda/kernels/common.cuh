@@ -391,8 +391,8 @@ __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, u
 #define PG_STREAMK_PARAMS , float *pg_sk_ws, unsigned int *pg_sk_flag
 // Every thread of the group has stored its part of the block's slot: the flag goes up.
 // (Every thread's fence stays here: one release by the first thread after the barrier, as the
-// split arrival now does, read 2-3% slower at 4096^3 in three runs out of three and faster or
-// level at 1000x3000x2000: docs/benchmarks/split_sync_ab.py.)
+// split arrival now does, read 1.4-3.3% slower at 4096^3 in three runs out of three (old time
+// over new 0.967-0.986) and faster or level at 1000x3000x2000: docs/benchmarks/split_sync_ab.py.)
 __device__ __forceinline__ void pg_sk_signal(int bar, int threads, int rank, unsigned int* flag) {
     __threadfence();
     pg_bar_sync(bar, threads);

@@ -979,7 +979,8 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             if (j < 14) {
                 HG2_MARK(1 + 4 * j);
                 if (threadIdx.x == 128 && bid < 1024)
-                    hg2_trace_items[bid * 16 + j] = (static_cast<unsigned long long>(u) << 32) | (kb << 16) | ke;
+                    hg2_trace_items[bid * 16 + j] = (static_cast<unsigned long long>(u) << 32) |
+                                                 (static_cast<unsigned long long>(kb & 0xFFFF) << 16) | (ke & 0xFFFF);
             }
 #endif
             int um, un;
