@@ -8,7 +8,6 @@ case. Exit status 1 when anything fails.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 import time
@@ -89,8 +88,7 @@ def check_names(names: Sequence[str]) -> None:
                 hints.append(f"{n!r} (the suite runs each backend by its name, without a device index: "
                              f"{registry.backend_name(base)!r})")
                 continue
-            close = difflib.get_close_matches(n, known, n=1, cutoff=0.6)
-            hints.append(f"{n!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            hints.append(f"{n!r}{registry.name_hint(n, known)}")
         raise BackendUnavailableError(f"unknown backend{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; known backends: {', '.join(known)}")
 
 

@@ -449,11 +449,26 @@ def backend_name(name: str) -> str | None:
     return _entry_name(name.strip(), _all())
 
 
+#: the GPU backends a device="gpu" may mean, with whose GPUs they run on
+_GPU_BACKENDS = {"cuda": "NVIDIA", "musa": "Moore Threads"}
+
+
+def name_hint(name: str, known: list[str]) -> str:
+    """What an unknown device or backend ``name`` probably meant, as " (...)", or "".
+
+    "gpu" is no typo of "cpu" (the nearest name by spelling), which it had been told it meant
+    ("did you mean 'cpu'?"): a user asking for a GPU is told the GPU backends instead."""
+    if name.strip().lower() in ("gpu", "gpus"):
+        gpus = [f"{g!r} ({_GPU_BACKENDS[g]})" for g in _GPU_BACKENDS if g in known]
+        if gpus:
+            return f" (a GPU is {' or '.join(gpus)}; `polygemm info` says which is available here)"
+    close = [c for c in difflib.get_close_matches(name, known, n=2, cutoff=0.6) if c.lower() != name.lower()]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
     known = sorted(entries)
-    close = [c for c in difflib.get_close_matches(name, known + ["auto"], n=2, cutoff=0.6) if c.lower() != name.lower()]
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return BackendUnavailableError(f"unknown device {name!r}{hint}; known devices: {', '.join(known)} (or 'auto')")
+    return BackendUnavailableError(f"unknown device {name!r}{name_hint(name, known + ['auto'])}; known devices: {', '.join(known)} (or 'auto')")
 
 
 #: a device index as torch.device writes one: ASCII digits, no sign, no spaces, no leading zeros

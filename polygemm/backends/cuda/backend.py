@@ -126,6 +126,20 @@ def _witness(ptr: int, stride: int) -> int:
     return math.gcd(ptr, stride) if stride else ptr
 
 
+def _no_driver() -> tuple[str, str] | None:
+    """(library, the loader's words) when the NVIDIA driver library that PyCUDA and the launch path
+    link against (``libcuda.so.1``; ``nvcuda.dll`` on Windows) does not load here, else None."""
+    import ctypes
+    import sys
+
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        ctypes.CDLL(name)
+    except OSError as exc:
+        return name, str(exc)
+    return None
+
+
 class CudaBackend(Backend):
     """NVIDIA GPUs through PyCUDA: two SGEMM ladders, the FP16 tensor-core kernels, cuBLAS."""
 
@@ -160,6 +174,15 @@ class CudaBackend(Backend):
         try:
             import pycuda.driver as drv  # noqa: F401
         except Exception as exc:
+            # Without an NVIDIA driver, installing PyCUDA cannot make this backend available (and its source
+            # build needs cuda.h and libcuda.so): on a laptop with no NVIDIA GPU the advice "pip install
+            # 'polygemm[cuda]'" sent users on a build that fails or a backend still unavailable; pycuda's own
+            # import also fails for want of libcuda, which read as "pycuda is not importable" though installed
+            # (the first line is what info and errors show, cut to 120 characters; info -v shows the loader's words)
+            missing = _no_driver()
+            if missing is not None:
+                return (f"no NVIDIA driver ({missing[0]} does not load): the cuda backend needs an NVIDIA GPU and its driver\n"
+                        f"{missing[1]}\nwith a GPU and its driver installed: pip install 'polygemm[cuda]'")
             return f"pycuda is not importable ({type(exc).__name__}: {exc}); install it with pip install 'polygemm[cuda]'"
         try:
             drv.init()
