@@ -2,7 +2,7 @@
 
 Every rung the backend may launch on a device of each ``--arch`` is built in every macro set it
 may request (``KernelSpec.builds()``), plus the copy/scale helper and the probes, through the
-backend's own compile path (:mod:`polygemm.backends.cuda.compiler`: NVRTC, else nvcc). The
+backend's own compile path (:mod:`polygemm.backends.cuda.compiler`: nvcc, else NVRTC). The
 cubins go into the kernel cache, or with ``--out DIR`` into DIR under the names the backend
 looks for when ``POLYGEMM_KERNEL_DIR=DIR`` (what a wheel or a container image would ship).
 
@@ -169,7 +169,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--arch", nargs="+", metavar="SM", help=f"device architectures, e.g. sm_80 sm_86 sm_90 (sm_90a = sm_90) (default: {' '.join(DEFAULT_ARCHS)})")
     s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
     s.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N", help="builds at once (default: one per CPU)")
-    s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else NVRTC when present, else nvcc)")
+    s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else nvcc when installed (faster code for two SGEMM rungs), else NVRTC)")  # the order of compiler.COMPILERS
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (copy_scale, ldmatrix_probe, mma_peak_probe)")
     s.add_argument("-q", "--quiet", action="store_true", help="print failures, spill notes and the summary only")
     s.set_defaults(fn=cmd_compile)

@@ -80,6 +80,25 @@ def test_info_on_this_machine_names_what_cuda_lacks(capsys):
         pg.gemm(np.ones((2, 2)), np.ones((2, 2)), device="cuda")
 
 
+# -- polygemm compile --help beside what it does -------------------------------------------------------------------------
+
+
+def test_compile_help_names_the_compiler_order_it_follows(capsys):
+    # defect: "--compiler ... (default: $POLYGEMM_COMPILER, else NVRTC when present, else nvcc)", while the compiler
+    # module takes nvcc first where it is installed (README: "where a toolkit is installed its nvcc builds them")
+    from polygemm.backends.cuda import compiler
+
+    with pytest.raises(SystemExit):
+        main(["compile", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    said = text[text.index("--compiler {nvrtc,nvcc} force one"):]
+    said = said[said.index("default:"):said.index("--only")]
+    order = sorted(compiler.COMPILERS, key=lambda c: said.lower().index(c))
+    assert tuple(order) == compiler.COMPILERS, said
+    for doc in (compiler.__doc__, sys.modules["polygemm.compile_cmd"].__doc__):
+        assert "NVRTC, else nvcc" not in doc and "NVRTC (else nvcc)" not in doc
+
+
 # -- device="gpu" ---------------------------------------------------------------------------------------------------------
 
 

@@ -1,12 +1,13 @@
-"""One compile path for every CUDA kernel: NVRTC (else nvcc) to a cubin for one exact target,
+"""One compile path for every CUDA kernel: nvcc (else NVRTC) to a cubin for one exact target,
 kept in one verified on-disk cache.
 
 The backend, ``CudaRuntime.precompile``, ``polygemm compile`` and ``tools/check_kernels.py`` all
 build through :func:`build`, so a kernel is compiled one way everywhere.
 
-Which compiler: ``$POLYGEMM_COMPILER`` (``nvrtc`` or ``nvcc``) forces one; otherwise NVRTC
+Which compiler: ``$POLYGEMM_COMPILER`` (``nvrtc`` or ``nvcc``) forces one; otherwise nvcc where
+it is installed (``COMPILERS``: its build of the cp.async SGEMM rungs is the faster one), else NVRTC
 (:mod:`.nvrtc`: the ``nvidia-cuda-nvrtc`` wheel or a toolkit's libnvrtc, no nvcc needed) when it
-is there and knows the target, else nvcc. With ``$POLYGEMM_KERNEL_DIR`` set, prebuilt cubins
+is there and knows the target. With ``$POLYGEMM_KERNEL_DIR`` set, prebuilt cubins
 there (written by ``polygemm compile --out DIR``) are loaded first and nothing is compiled for
 them.
 
