@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, check_result_dtype, parse_dtype
+from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, check_result_dtype, parse_dtype, promotion_hint
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -248,7 +248,8 @@ def gemm(
     # its results in this machine's order: compared as "float64 and float64 differ" here, and the graph's dtype '>f8'
     # had not been that of its blocks
     if _native(A.dtype) != _native(B.dtype):
-        raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. B.astype(A.dtype)")
+        how = promotion_hint(("A", A, _native(A.dtype)), ("B", B, _native(B.dtype)))  # the narrower up, as numpy.matmul computes
+        raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. {how}")
     result = _native(A.dtype) if out_dtype is None else _dtype_of("out_dtype", out_dtype)
     check_result_dtype(_native(A.dtype), result, "out_dtype")
 

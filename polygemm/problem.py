@@ -324,6 +324,22 @@ def _cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
     return f"np.asarray({name}, dtype={np_name})"  # a list, tuple, memoryview ...
 
 
+def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -> str:
+    """How to give two arrays of different dtypes (each ``(name, given, dtype)``) one: the narrower
+    cast up to the dtype numpy.matmul computes them in (float16 with float32: float32). The hint had
+    been ``b.astype(a.dtype)`` whatever the two were, which for a float16 ``a`` and a float32 ``b``
+    rounded ``b`` to float16 (inf beyond 65504), unlike the product NumPy gives. Where NumPy promotes
+    them to no dtype polygemm computes (bfloat16 with float16: none), the second is cast to the first's."""
+    try:
+        wide: np.dtype | None = np.result_type(x[2], y[2])
+    except TypeError:  # numpy.exceptions.DTypePromotionError (bfloat16 with float16)
+        wide = None
+    if wide is None or wide.name not in SUPPORTED_DTYPES:
+        return _cast_hint(y[0], y[1], x[2])
+    casts = " and ".join(_cast_hint(name, given, wide) for name, given, dt in (x, y) if dt != wide)
+    return f"{casts} ({wide.name}: what numpy.matmul computes {x[2].name} with {y[2].name} in)"
+
+
 def _check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
     """``dtype`` if polygemm knows it, else DTypeError saying how to convert ``name`` (``given``:
     what the user passed, when it is not an array: a list has no ``astype``). ``out`` is told
@@ -624,10 +640,18 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
     accumulation type); DTypeError naming what gave ``result`` (``out`` or ``out_dtype``) otherwise."""
     half = inputs.name in HALF_DTYPES
     if result != inputs and not (half and result == np.float32):
+        # what to do, as a numpy.matmul user needs telling: numpy casts its result into an out of any
+        # same-kind dtype (float32 inputs into a float64 out), polygemm writes out in the result's dtype
+        # only (out is never a copy); the refusal had named the dtype and left the way there to guess
+        if given_by == "out":
+            how = (f"pass an out of {inputs.name}{' or float32' if half else ''}, or omit out and cast the result "
+                   f"into yours (out[...] = result)")
+        else:
+            how = f"omit {given_by}, or cast a and b to {result.name} to compute in it"
         raise DTypeError(
             f"the result dtype must be {inputs.name}"
             + (f" (or float32: {inputs.name} products accumulate in float32 and may be stored so)" if half else "")
-            + f"; got {given_by} {result.name}"
+            + f"; got {given_by} {result.name}: {how}"
         )
 
 
@@ -685,10 +709,10 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     if A.dtype != B.dtype:
         if hasattr(b, "astype") and not hasattr(a, "astype"):  # a list beside an array: the array's dtype is the one meant
             how = _cast_hint("a", a, B.dtype)
-        elif hasattr(a, "astype") and hasattr(b, "astype"):
-            how = "b.astype(a.dtype)"
-        else:  # b a list, a tensor ...: said in its own terms (a list has no astype, a tensor's is to)
+        elif not (hasattr(b, "astype") or hasattr(b, "__dlpack__") or kind_of(b) == "torch"):  # b a list, a tuple ...
             how = _cast_hint("b", b, A.dtype)
+        else:  # two arrays (tensors cast with to): to the dtype numpy.matmul computes them in
+            how = promotion_hint(("a", a, A.dtype), ("b", b, B.dtype))
         raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. {how}.")
     try:
         batch = tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))

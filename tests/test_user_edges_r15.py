@@ -99,6 +99,85 @@ def test_compile_help_names_the_compiler_order_it_follows(capsys):
         assert "NVRTC, else nvcc" not in doc and "NVRTC (else nvcc)" not in doc
 
 
+# -- two dtypes: the hint follows numpy.matmul's promotion ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("da_, db_, cast", [
+    (np.float16, np.float32, "a.astype(np.float32)"),
+    (np.float32, np.float16, "b.astype(np.float32)"),
+    (np.float32, np.float64, "a.astype(np.float64)"),
+    (BF16, np.float32, "a.astype(np.float32)"),
+])
+def test_operands_of_two_dtypes_are_told_to_cast_the_narrower_up(da_, db_, cast):
+    # defect: "Cast one, e.g. b.astype(a.dtype)" whatever the dtypes: a float16 a beside a float32 b was told to round
+    # b to float16 (values past 65504 become inf), where numpy.matmul computes the two in float32
+    # the wider operand holds 70000, which the narrower dtype (float16, bfloat16's 8 bits) cannot hold as it is
+    wide = np.result_type(da_, db_)
+    a = np.full((2, 3), 70000.0 if da_ == wide else 1.0).astype(da_)
+    b = np.full((3, 2), 70000.0 if db_ == wide else 1.0).astype(db_)
+    with pytest.raises(DTypeError, match="must share one dtype") as info:
+        pg.gemm(a, b, device="cpu")
+    assert cast in str(info.value) and "astype(a.dtype)" not in str(info.value)
+    # followed as written, the product is numpy.matmul's, dtype and value
+    fixed = {"a": a, "b": b}
+    name = cast[0]
+    fixed[name] = eval(cast, {"np": np}, {"a": a, "b": b})
+    want = np.matmul(a, b)
+    got = pg.gemm(fixed["a"], fixed["b"], device="cpu")
+    assert got.dtype == want.dtype and np.array_equal(got, want) and (got == 210000.0).all()
+
+
+def test_bfloat16_beside_float16_is_told_a_cast_that_computes():
+    # NumPy promotes these two to no dtype: the hint names a cast to the first one's, which polygemm computes
+    a, b = np.ones((2, 3), np.float16), np.ones((3, 2), BF16)
+    with pytest.raises(DTypeError, match=r"Cast one, e\.g\. b\.astype\(np\.float16\)"):
+        pg.gemm(a, b, device="cpu")
+
+
+def test_a_list_beside_an_array_of_another_dtype_keeps_the_arrays_dtype():
+    a = np.ones((2, 3), np.float16)
+    with pytest.raises(DTypeError, match=r"np\.asarray\(b, dtype=np\.float32\)"):  # the list is int64 to NumPy
+        pg.gemm(a, [[1, 2], [3, 4], [5, 6]], device="cpu")
+    with pytest.raises(DTypeError, match=r"np\.asarray\(a, dtype=np\.float32\)"):
+        pg.gemm([[1.0, 2.0, 3.0]], np.ones((3, 2), np.float32), device="cpu")
+
+
+def test_dask_operands_of_two_dtypes_are_told_to_cast_the_narrower_up():
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    A, B = da.ones((4, 4), dtype=np.float16, chunks=2), da.ones((4, 4), dtype=np.float32, chunks=2)
+    with pytest.raises(DTypeError, match=r"A and B must share one dtype.*A\.astype\(np\.float32\)") as info:
+        pgd.gemm(A, B)
+    assert "B.astype(A.dtype)" not in str(info.value)
+
+
+# -- out and out_dtype of another dtype: the refusal says what to do -----------------------------------------------------
+
+
+def test_an_out_of_a_castable_dtype_is_told_what_to_pass_and_how_to_cast_into_it():
+    # numpy.matmul casts into a float64 out for float32 inputs; polygemm writes out in the result's dtype only.
+    # defect: the refusal said "the result dtype must be float32; got out float64" and no way forward
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.full((2, 2), -1.0)
+    with pytest.raises(DTypeError, match=r"the result dtype must be float32; got out float64: pass an out of float32, "
+                                         r"or omit out and cast the result into yours \(out\[\.\.\.\] = result\)"):
+        pg.gemm(a, a.T, out=out, device="cpu")
+    assert (out == -1.0).all()  # untouched
+    out[...] = pg.gemm(a, a.T, device="cpu")  # the way it names
+    assert np.array_equal(out, np.matmul(a, a.T, out=np.empty((2, 2))))
+    with pytest.raises(DTypeError, match=r"pass an out of float16 or float32"):
+        pg.matmul(a.astype(np.float16), np.ones(3, np.float16), out=np.empty(2), device="cpu")
+
+
+def test_an_out_dtype_the_inputs_do_not_give_is_told_to_cast_the_inputs():
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(DTypeError, match=r"got out_dtype float64: omit out_dtype, or cast a and b to float64"):
+        pg.gemm(a, a.T, out_dtype=np.float64, device="cpu")
+    got = pg.gemm(a.astype(np.float64), a.T.astype(np.float64), device="cpu")  # the way it names
+    assert got.dtype == np.float64 and (got == 3.0).all()
+
+
 # -- device="gpu" ---------------------------------------------------------------------------------------------------------
 
 
