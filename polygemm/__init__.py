@@ -7,6 +7,8 @@ Importing polygemm imports no vendor runtime: backends load on first use.
 
 from __future__ import annotations
 
+from typing import Any as _Any
+
 from . import errors
 from .api import clear_plan_cache, explain, gemm, last_plan, matmul, plan_cache_info
 from .backend import Availability, Backend, Capabilities, Plan, Variant
@@ -24,6 +26,24 @@ from . import backends  # callable: polygemm.backends() lists the backends
 from .registry import BackendInfo, get_backend
 
 __version__ = "0.1.0"
+
+# Submodules of the public API that "import polygemm" does not import (polygemm.dask's dask is imported
+# only when its gemm is called; polygemm.testing is the suite): reached as attributes on first use, as
+# numpy.testing is after "import numpy". "import polygemm; polygemm.testing.check_result(...)", as the
+# README's "API in brief" names it, had been an AttributeError.
+_LAZY_SUBMODULES = ("testing", "dask")
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
 
 __all__ = [
     "gemm",

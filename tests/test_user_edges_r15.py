@@ -178,6 +178,24 @@ def test_an_out_dtype_the_inputs_do_not_give_is_told_to_cast_the_inputs():
     assert got.dtype == np.float64 and (got == 3.0).all()
 
 
+# -- polygemm.testing and polygemm.dask after "import polygemm" ----------------------------------------------------------
+
+
+def test_testing_and_dask_are_attributes_after_import_polygemm():
+    # defect: README's "API in brief" names polygemm.testing (error_bound, check_result); after "import polygemm"
+    # it was an AttributeError, as polygemm.dask was, where numpy.testing is there after "import numpy".
+    # Reaching them imports neither pycuda nor dask.
+    code = ("import sys, numpy as np, polygemm\n"
+            "a = np.ones((3, 4), np.float32)\n"
+            "assert polygemm.testing.check_result(polygemm.gemm(a, a.T), a, a.T).ok\n"
+            "assert callable(polygemm.dask.gemm) and 'dask' not in sys.modules and 'pycuda' not in sys.modules\n"
+            "assert {'testing', 'dask'} <= set(dir(polygemm))\n"
+            "try:\n    polygemm.nosuch\nexcept AttributeError as e:\n    assert 'nosuch' in str(e)\n"
+            "else:\n    raise SystemExit('no AttributeError')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 # -- device="gpu" ---------------------------------------------------------------------------------------------------------
 
 
