@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .problem import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, check_result_dtype, parse_dtype, promotion_hint
+from .problem import (HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, check_result_dtype, native_dtype, parse_dtype,
+                      promotion_hint)
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -41,12 +42,6 @@ def _dask_array() -> Any:
 
 def _dtype_of(name: str, dtype: Any) -> np.dtype[Any]:
     return parse_dtype(name, dtype)
-
-
-def _native(dtype: Any) -> np.dtype[Any]:
-    """``dtype`` in this machine's byte order (what polygemm.gemm computes and returns for it)."""
-    dt = np.dtype(dtype)
-    return dt.newbyteorder("=") if dt.byteorder not in ("=", "|") else dt
 
 
 def _short(chunks: tuple[int, ...], limit: int = 6) -> str:
@@ -247,11 +242,11 @@ def gemm(
     # a non-native byte order ('>f8') is the same dtype to polygemm.gemm, which copies such an operand once and writes
     # its results in this machine's order: compared as "float64 and float64 differ" here, and the graph's dtype '>f8'
     # had not been that of its blocks
-    if _native(A.dtype) != _native(B.dtype):
-        how = promotion_hint(("A", A, _native(A.dtype)), ("B", B, _native(B.dtype)))  # the narrower up, as numpy.matmul computes
+    if native_dtype(A.dtype) != native_dtype(B.dtype):
+        how = promotion_hint(("A", A, native_dtype(A.dtype)), ("B", B, native_dtype(B.dtype)))  # the narrower up, as numpy.matmul computes
         raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. {how}")
-    result = _native(A.dtype) if out_dtype is None else _dtype_of("out_dtype", out_dtype)
-    check_result_dtype(_native(A.dtype), result, "out_dtype")
+    result = native_dtype(A.dtype) if out_dtype is None else _dtype_of("out_dtype", out_dtype)
+    check_result_dtype(native_dtype(A.dtype), result, "out_dtype")
 
     use_c = False
     given_c = c  # what the user passed: a list is told a cast a list has
@@ -265,7 +260,7 @@ def gemm(
             raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}")
         c_dtype = getattr(c, "dtype", None)
         if isinstance(c_dtype, np.dtype):  # its byte order aside, as polygemm.gemm takes a '>f8' c
-            c_dtype = _native(c_dtype)
+            c_dtype = native_dtype(c_dtype)
         if c_dtype is None or _dtype_of("c's dtype", c_dtype) != result:
             # with the cast to make, as polygemm.gemm says it (the message had said only what was wrong)
             widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"

@@ -28,6 +28,7 @@ __all__ = [
     "Operand",
     "GemmProblem",
     "normalize",
+    "native_dtype",
     "NotWhole",
     "SUPPORTED_DTYPES",
     "device_interface",
@@ -367,6 +368,13 @@ def _host_layout(arr: np.ndarray) -> tuple[Layout, int] | None:
     return _layout_from_strides(arr.shape[-2:], (arr.strides[-2] // arr.itemsize, arr.strides[-1] // arr.itemsize))
 
 
+def native_dtype(dtype: Any) -> np.dtype[Any]:
+    """``dtype`` in this machine's byte order: what polygemm computes and returns for operands of
+    ``dtype`` (a '>f8' operand is read through a native copy, and compared as float64)."""
+    dt = np.dtype(dtype)
+    return dt if dt.isnative else dt.newbyteorder("=")
+
+
 def host_convert(arr: np.ndarray, batch: tuple[int, ...] | None = None) -> np.ndarray:
     """The copy a host operand gets when kernels cannot read it as it is: native byte order,
     C order (for strided views that are neither row- nor column-major, and for non-native
@@ -375,7 +383,7 @@ def host_convert(arr: np.ndarray, batch: tuple[int, ...] | None = None) -> np.nd
     if batch is not None:
         arr = np.broadcast_to(arr, batch + arr.shape[-2:])
     if not arr.dtype.isnative:
-        return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+        return np.ascontiguousarray(arr, dtype=native_dtype(arr.dtype))
     return np.ascontiguousarray(arr)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, parse_dtype
+from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, native_dtype, parse_dtype
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
@@ -46,8 +46,7 @@ def _float_dtype(name: str, value: object) -> np.dtype:
         dt = np.dtype(value)
     except TypeError:  # torch.float32 and the like by name, else a DTypeError naming ``name``
         dt = parse_dtype(name, value)
-    if not dt.isnative:  # inputs in another byte order (a.dtype of '>f4'): the values are what is compared
-        dt = dt.newbyteorder("=")
+    dt = native_dtype(dt)  # inputs in another byte order (a.dtype of '>f4'): the values are what is compared
     if dt.name not in SUPPORTED_DTYPES:
         raise DTypeError(f"{name}={value!r} is {dt.name}; pass one of {', '.join(SUPPORTED_DTYPES)}")
     return dt
@@ -74,7 +73,7 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     assert a64 is not None and b64 is not None
     # compared in native byte order, as gemm compares them (it reads a byte-swapped operand through a copy): a '>f4'
     # beside a '<f4' had been refused as "a (float32) and b (float32) must have one dtype"
-    if a64.dtype.newbyteorder("=") != b64.dtype.newbyteorder("="):
+    if native_dtype(a64.dtype) != native_dtype(b64.dtype):
         raise DTypeError(f"a ({a64.dtype.name}) and b ({b64.dtype.name}) must have one dtype, as gemm takes them")
     if a64.shape[-1] != b64.shape[-2]:
         raise ShapeError(f"a {a64.shape} and b {b64.shape} do not multiply: a has {a64.shape[-1]} columns, b {b64.shape[-2]} rows")
@@ -105,7 +104,7 @@ def error_bound(
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
     out_dtype = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
-    acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(a.dtype.newbyteorder("="))
+    acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(native_dtype(a.dtype))
     u_acc, u_out = unit_roundoff(acc), unit_roundoff(out_dtype)
     k = a64.shape[-1]
     # all="ignore": products that underflow or overflow are the cases the bound is written for (tiny_out,
