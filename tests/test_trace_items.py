@@ -65,3 +65,18 @@ def test_blocks_and_summary(tool):
 def test_register_refuses_rows_without_the_trace_build(tool):
     with pytest.raises(SystemExit, match="not a row of hgemm/v2_wgmma_tma.cu"):
         tool.register(["cm_v12_cp_async"])
+
+
+def test_register_adds_the_trace_build_in_this_process_only(tool):
+    from polygemm.backends.cuda import variants
+
+    specs = variants.kernel_specs()
+    try:
+        assert tool.register(["hgemm_v2_wgmma_tma_streamk"]) == ["hgemm_v2_wgmma_tma_streamk_trace"]
+        traced = specs["hgemm_v2_wgmma_tma_streamk_trace"]
+        assert dict(traced.defines) == {**dict(specs["hgemm_v2_wgmma_tma_streamk"].defines), "HG2_TRACE": 1}
+        assert "hgemm_v2_wgmma_tma_streamk_trace" in {v.name for v in variants.variant_table()}
+    finally:  # the other tests see the shipped table
+        specs.pop("hgemm_v2_wgmma_tma_streamk_trace", None)
+        variants.variant_table.cache_clear()
+    assert "hgemm_v2_wgmma_tma_streamk_trace" not in {v.name for v in variants.variant_table()}

@@ -19,7 +19,6 @@ tile and of waiting for and adding the later runs. The JSON keeps every block's 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -43,17 +42,11 @@ DONE, STORED, FENCED, MET = 62, 57, 58, 59  # the kernel's HG2_TRACE marks
 def register(names: list[str]) -> list[str]:
     """Add ``<name>_trace`` (the same row with HG2_TRACE=1) to this process's variant table."""
     specs = cuda_variants.kernel_specs()
-    out = []
     for name in names:
         spec = specs.get(name)
         if spec is None or spec.source.name != "v2_wgmma_tma.cu":
             raise SystemExit(f"--variants {name}: not a row of hgemm/v2_wgmma_tma.cu (HG2_TRACE lives there)")
-        traced = dataclasses.replace(spec, name=name + SUFFIX, defines=spec.defines + (("HG2_TRACE", 1),),
-                                     description=f"{name} with HG2_TRACE=1 (tools/trace_items.py)")
-        specs[traced.name] = traced
-        out.append(traced.name)
-    cuda_variants.variant_table.cache_clear()
-    return out
+    return [cuda_variants.measurement_build(name, SUFFIX, {"HG2_TRACE": 1}, "tools/trace_items.py") for name in names]
 
 
 def trace_once(be, a, b, out, variant: str) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]

@@ -18,7 +18,6 @@ method), the order alternating between rounds; medians over the rounds, µs per 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -44,12 +43,8 @@ CASES = [("float16", (512, 512, 16384), "hgemm_v2_wgmma_tma_128x128", ":split_k=
 
 def register(rows: set[str]) -> None:
     """Add ``<row>_thread_fences`` (the row with PG_SPLIT_FENCES=1) to this process's table."""
-    specs = cuda_variants.kernel_specs()
     for row in rows:
-        spec = specs[row]
-        specs[row + SUFFIX] = dataclasses.replace(spec, name=row + SUFFIX, defines=spec.defines + (("PG_SPLIT_FENCES", 1),),
-                                                  description=f"{row} with PG_SPLIT_FENCES=1 (docs/benchmarks/split_sync_ab.py)")
-    cuda_variants.variant_table.cache_clear()
+        cuda_variants.measurement_build(row, SUFFIX, {"PG_SPLIT_FENCES": 1}, "docs/benchmarks/split_sync_ab.py")
 
 
 def main() -> int:

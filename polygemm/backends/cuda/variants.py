@@ -6,6 +6,7 @@ tests read the same table the backend launches from.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 from ...backend import Variant
 from ...problem import HALF_DTYPES
 
-__all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "VENDOR_VARIANT"]
+__all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "measurement_build", "VENDOR_VARIANT"]
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
 LADDERS = ("sgemm_cm", "sgemm_rm", "hgemm", "skinny")
@@ -220,6 +221,20 @@ def kernel_specs() -> dict[str, KernelSpec]:
             spec = _spec(ladder, row)
             specs[spec.name] = spec
     return specs
+
+
+def measurement_build(row: str, suffix: str, defines: dict[str, int], by: str) -> str:
+    """Register ``<row><suffix>``: rung ``row`` built with ``defines`` added (a measurement build,
+    e.g. HG2_TRACE=1), in this process's variant table only (nothing is written to variants.json);
+    ``by`` names the script that asks for it. Returns the new name, which gemm and bench accept."""
+    specs = kernel_specs()
+    spec = specs[row]
+    said = " ".join(f"{k}={v}" for k, v in defines.items())
+    built = dataclasses.replace(spec, name=row + suffix, defines=spec.defines + tuple(defines.items()),
+                                description=f"{row} with {said} ({by})")
+    specs[built.name] = built
+    variant_table.cache_clear()  # the table is built from kernel_specs(): built again with the new row
+    return built.name
 
 
 @functools.lru_cache(maxsize=None)
