@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import re
 import sys
@@ -68,12 +69,51 @@ def _fatal_free(fn: Any, *args: Any) -> tuple[Any, str | None]:
         return None, registry.one_line(f"{type(exc).__name__}: {exc}")
 
 
-def _version(mod: str) -> str:
+def _library(mod: str) -> tuple[str | None, str | None]:
+    """(version, None) of an importable library, or (None, "ExcType: message") of one that is not."""
     try:
         m = importlib.import_module(mod)
     except Exception as exc:
-        return f"not importable ({type(exc).__name__}: {exc})"
-    return str(getattr(m, "VERSION_TEXT", None) or getattr(m, "__version__", "unknown"))
+        return None, f"{type(exc).__name__}: {exc}"
+    return str(getattr(m, "VERSION_TEXT", None) or getattr(m, "__version__", "unknown")), None
+
+
+def _version(mod: str) -> str:
+    version, err = _library(mod)
+    return f"not importable ({err})" if version is None else version
+
+
+#: what ``--json`` with no path (or ``--json -``) stands for in ``info`` and ``variants``: standard output
+JSON_STDOUT = "-"
+
+
+def json_to_stdout(args: argparse.Namespace) -> bool:
+    """True when ``polygemm info/variants --json`` was given no file: the JSON goes to standard output."""
+    path = getattr(args, "json", None)
+    return isinstance(path, str) and path.strip() == JSON_STDOUT
+
+
+def _emit_json(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+    """``info``'s and ``variants``' output: ``text`` on stdout, or with ``--json`` the payload as
+    JSON in its place; with ``--json PATH`` the text and the file (whole or not at all), as bench
+    and matrix write theirs."""
+    if json_to_stdout(args):
+        print(json.dumps(payload, indent=1, allow_nan=False))
+        return
+    print(text)
+    if args.json:
+        from .bench import write_file
+
+        text_json = json.dumps(payload, indent=1, allow_nan=False) + "\n"
+        write_file(args.json, lambda fh: fh.write(text_json))
+        print(f"wrote {args.json}")
+
+
+def _add_json_option(s: argparse.ArgumentParser, what: str) -> None:
+    s.add_argument("--json", nargs="?", const=JSON_STDOUT, metavar="PATH",
+                   help=f"{what} as JSON: on standard output in place of the text (--json alone, or --json -), "
+                        "or written to PATH beside the text")
+    s.set_defaults(json_stdout_ok=True)
 
 
 def _fit(head: str, text: str, width: int = INFO_WIDTH) -> list[str]:
@@ -87,7 +127,10 @@ def _fit(head: str, text: str, width: int = INFO_WIDTH) -> list[str]:
 def cmd_info(args: argparse.Namespace) -> int:
     verbose = getattr(args, "verbose", False)
     out: list[str] = [f"polygemm {__version__} (Python {sys.version.split()[0]})"]
+    payload: dict[str, Any] = {"polygemm": __version__, "python": sys.version.split()[0], "libraries": {}, "backends": []}
     for mod in ("numpy", "cffi", "pycuda"):
+        version, err = _library(mod)
+        payload["libraries"][mod] = {"version": version, "error": err}
         out += _fit(f"  {mod:7s} ", registry.one_line(_version(mod)))
     out.append("backends (highest priority first):")
     infos = registry.backends()
@@ -95,10 +138,24 @@ def cmd_info(args: argparse.Namespace) -> int:
     more = False
     for info in infos:
         head = f"  {info.name:{w}s} priority {info.priority:3d}  "
+        record: dict[str, Any] = {"name": info.name, "priority": info.priority, "available": bool(info.available),
+                                  "device": None, "dtypes": None, "reason": registry.one_line(info.reason), "detail": info.detail or info.reason,
+                                  "source": info.source, "errors": []}
+        payload["backends"].append(record)
         if info.available and info.backend is not None:
             dev, err = _fatal_free(info.backend.device_name)
+            if err is None:
+                record["device"] = str(dev)
+            else:
+                record["errors"].append(f"device_name(): {err}")
             dev = dev if err is None else f"(device name unavailable: {err})"
             dtypes, err = _fatal_free(info.backend.dtypes)
+            if err is None:
+                dtypes, err = _fatal_free(lambda: [str(d) for d in dtypes])
+            if err is None:
+                record["dtypes"] = dtypes
+            else:
+                record["errors"].append(f"dtypes(): {err}")
             text = f"{registry.one_line(dev)} [{', '.join(dtypes) if err is None else err}]"
             out += _fit(head + "available    ", text)
         else:
@@ -116,7 +173,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         out += _fit(f"  {'':{w}s} from ", info.source)
     if more and not verbose:
         out.append("(polygemm info -v prints each reason in full)")
-    print("\n".join(out))
+    _emit_json(args, payload, "\n".join(out))
     return 0
 
 
@@ -197,6 +254,8 @@ def cmd_variants(args: argparse.Namespace) -> int:
             bad = next(v for v in vs if not isinstance(v, Variant))
             err = f"variants() must return Variant objects; got {type(bad).__name__}"
         tables.append((be.name, None if err else vs, err or ""))
+    payload = {"backends": [{"name": name, "variants": None if vs is None else [_variant_record(v) for v in vs],
+                             "error": err or None} for name, vs, err in tables]}
     all_vs = [v for _, vs, _ in tables for v in vs or ()]
     wn = min(40, max([7] + [len(v.name) for v in all_vs]))
     wd = max([6] + [len("/".join(_ABBREV.get(d, d) for d in v.dtypes)) for v in all_vs])
@@ -228,8 +287,15 @@ def cmd_variants(args: argparse.Namespace) -> int:
     out += _fit("", "auto: yes = variant='auto' may pick it when the problem fits (polygemm.explain(a, b) says "
                     "which one and why); no = only by name; vendor = the vendor library, the benchmarks' comparator. "
                     "-v adds descriptions and requirements.", TABLE_WIDTH)
-    print("\n".join(out))
+    _emit_json(args, payload, "\n".join(out))
     return 0
+
+
+def _variant_record(v: Variant) -> dict[str, Any]:
+    """One row of ``polygemm variants --json``: the Variant's static fields (not its backend-private ``extra``)."""
+    return {"name": str(v.name), "dtypes": [str(d) for d in v.dtypes], "out_dtypes": [str(d) for d in v.out_dtypes],
+            "auto": bool(v.auto), "vendor": bool(v.vendor), "layout": str(v.layout), "tile": str(v.tile),
+            "requirements": str(v.requirements), "description": str(v.description)}
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:
@@ -316,12 +382,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("info", help="version, every backend with availability and reason, library versions")
     s.add_argument("-v", "--verbose", action="store_true", help="print each unavailable backend's reason in full (e.g. every place a library was looked for)")
+    _add_json_option(s, "versions and every backend (with each reason in full)")
     s.set_defaults(fn=cmd_info)
 
     s = sub.add_parser("variants", help="list each backend's variants from its static table (no device needed)")
     s.add_argument("--device", "--backends", dest="device", nargs="+", metavar="NAME",
                    help="only these backends, comma or space separated (default: every discovered backend)")
     s.add_argument("-v", "--verbose", action="store_true", help="add each variant's description, requirements and full tile")
+    _add_json_option(s, "every variant with all its fields")
     s.set_defaults(fn=cmd_variants)
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
@@ -388,6 +456,8 @@ def unwritable(args: argparse.Namespace) -> str | None:
             return f"--{option} {path!r}: an empty path; name a file (e.g. --{option} results.{_EXAMPLE_EXT[option]})"
         if not isinstance(path, str):
             continue
+        if path.strip() == "-" and option == "json" and getattr(args, "json_stdout_ok", False):
+            continue  # info and variants: their JSON on standard output, in place of the text
         if path.strip() == "-":
             # the usual "standard output" of other tools: it had written a file named "-" in the current folder
             # ("wrote -"), which a pipe reading stdout never saw, beside the human-readable lines on stdout

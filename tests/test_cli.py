@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -185,3 +186,109 @@ def test_an_unreadable_plan_cache_size_warns_and_keeps_the_default():
 def test_gemm_command_takes_bfloat16(capsys):
     assert main(["gemm", "--device", "cpu", "--shape", "33x17x65", "--dtype", "bfloat16", "--check"]) == 0
     assert "check: PASS" in capsys.readouterr().out
+
+
+# -- info and variants --json ----------------------------------------------------------------
+
+
+def _json_out(capsys, argv: list[str]) -> dict:
+    """Run the command; its whole stdout must be one JSON document."""
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    return json.loads(captured.out)
+
+
+def test_info_json_is_machine_readable(capsys):
+    import numpy as np
+
+    import polygemm
+
+    data = _json_out(capsys, ["info", "--json"])
+    assert data["polygemm"] == polygemm.__version__ and data["python"] == sys.version.split()[0]
+    assert data["libraries"]["numpy"] == {"version": np.__version__, "error": None}
+    assert set(data["libraries"]) == {"numpy", "cffi", "pycuda"}
+    infos = registry.backends()
+    assert [b["name"] for b in data["backends"]] == [i.name for i in infos]  # highest priority first, as the text
+    by_name = {b["name"]: b for b in data["backends"]}
+    cpu = by_name["cpu"]
+    assert cpu["available"] is True and cpu["priority"] == 0 and cpu["reason"] == "" and cpu["errors"] == []
+    assert set(cpu["dtypes"]) == {"float16", "bfloat16", "float32", "float64"} and cpu["device"].startswith("CPU")
+    assert "polygemm.backends.cpu_ref" in cpu["source"]
+    for info in infos:
+        record = by_name[info.name]
+        assert record["available"] is info.available and record["priority"] == info.priority
+        if not info.available:  # the reason, and the whole text (info -v), with no device and no dtypes
+            assert record["reason"] == registry.one_line(info.reason) and record["detail"] == (info.detail or info.reason)
+            assert record["device"] is None and record["dtypes"] is None
+    assert _json_out(capsys, ["info", "--json", "-"]) == data  # "-" is standard output here, as --json alone
+    assert _json_out(capsys, ["info", "--json", "-v"]) == data  # -v changes the text only; the JSON has every reason in full
+
+
+def test_info_json_has_each_reason_in_full(monkeypatch, capsys):
+    real = registry.backends()
+    monkeypatch.setattr(registry, "backends", lambda: real + [_long_info("vendorlong")])
+    data = _json_out(capsys, ["info", "--json"])
+    record = data["backends"][-1]
+    assert record["name"] == "vendorlong" and record["available"] is False
+    assert len(record["reason"]) <= 120 and record["detail"].count("libvendor.so") == 10 and record["detail"].endswith("second line")
+
+
+def test_variants_json_is_machine_readable(capsys):
+    data = _json_out(capsys, ["variants", "--json"])
+    names = [b["name"] for b in data["backends"]]
+    assert names == registry.known_names() and {"cpu", "cuda", "musa"} <= set(names)
+    for backend in data["backends"]:  # the static tables, device or not
+        assert backend["error"] is None
+        table = registry.get_backend(backend["name"]).variants()
+        assert [v["name"] for v in backend["variants"]] == [v.name for v in table]
+        for row, v in zip(backend["variants"], table):
+            assert row == {"name": v.name, "dtypes": list(v.dtypes), "out_dtypes": list(v.out_dtypes), "auto": v.auto,
+                           "vendor": v.vendor, "layout": v.layout, "tile": v.tile, "requirements": v.requirements,
+                           "description": v.description}
+    rows = {v["name"]: v for b in data["backends"] for v in b["variants"]}
+    assert rows["blas"]["auto"] is True and rows["reference"]["auto"] is False and rows["numpy"]["vendor"] is True
+    assert rows["cublas"]["vendor"] is True and rows["hgemm_v1_mma_ldmatrix"]["auto"] is True
+    cpu_only = _json_out(capsys, ["variants", "--device", "cpu", "--json"])
+    assert [b["name"] for b in cpu_only["backends"]] == ["cpu"] and cpu_only["backends"][0] == data["backends"][names.index("cpu")]
+    assert _json_out(capsys, ["variants", "--json", "-", "--backends", "cpu", "-v"]) == cpu_only
+
+
+def test_variants_json_names_a_broken_backend(monkeypatch, capsys):
+    monkeypatch.setattr(registry, "known_names", lambda: ["cpu", "nosuchbackend"])
+    data = _json_out(capsys, ["variants", "--json"])
+    broken = data["backends"][1]
+    assert broken["name"] == "nosuchbackend" and broken["variants"] is None and "nosuchbackend" in broken["error"]
+    assert data["backends"][0]["name"] == "cpu" and data["backends"][0]["error"] is None
+
+
+@pytest.mark.parametrize("command", [["info"], ["variants", "--device", "cpu"]])
+def test_info_and_variants_json_to_a_file(tmp_path, capsys, command):
+    """--json PATH writes the file and prints the text, then 'wrote PATH', as bench and matrix do."""
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "out.json"
+    assert main([*command, "--json", str(path)]) == 0
+    assert capsys.readouterr().out == text + f"wrote {path}\n"
+    assert json.loads(path.read_text()) == _json_out(capsys, [*command, "--json"])
+
+
+@pytest.mark.parametrize("command", ["info", "variants"])
+@pytest.mark.parametrize("value, says", [("", "--json '': an empty path; name a file (e.g. --json results.json)"),
+                                         (" ", "--json ' ': an empty path"),
+                                         ("{tmp}/missing/x.json", "the folder {tmp}/missing does not exist"),
+                                         ("{tmp}", "that is a folder; name a file")])
+def test_info_and_variants_refuse_an_odd_json_path_as_bench_does(tmp_path, capsys, command, value, says):
+    value, says = value.format(tmp=tmp_path), says.format(tmp=tmp_path)
+    assert main([command, "--json", value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and says in captured.err and captured.err.startswith("polygemm: error: --json")
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", value]) == 2
+    assert says in capsys.readouterr().err  # the same words as bench's
+
+
+def test_json_dash_is_still_refused_where_json_names_a_file(tmp_path, monkeypatch, capsys):
+    """Only info and variants print JSON on stdout; matrix's --json - stays a usage error."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["matrix", "--backends", "cpu", "--quick", "--json", "-"]) == 2
+    assert "polygemm writes --json to a file, not to standard output" in capsys.readouterr().err
