@@ -56,6 +56,7 @@ __all__ = [
     "DEFAULT_PLUGIN_PRIORITY",
     "PROBE_TIMEOUT_ENV",
     "REASON_LIMIT",
+    "env_flag",
 ]
 
 ENTRY_POINT_GROUP = "polygemm.backends"
@@ -141,6 +142,27 @@ def probe_timeout() -> float:
 
     warnings.warn(f"{PROBE_TIMEOUT_ENV}={raw!r} {why}; keeping {DEFAULT_PROBE_TIMEOUT:g} s", RuntimeWarning, stacklevel=2)
     return DEFAULT_PROBE_TIMEOUT
+
+
+#: the spellings an on/off environment variable takes (any case, spaces around ignored)
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """An on/off environment variable: ``default`` when unset; 1, true, yes, on (any case) are
+    True, and 0, false, no, off or empty are False. Anything else raises ArgumentError naming the
+    variable, its value and the spellings taken (a typo must not quietly mean "off")."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ArgumentError(f"{name}={raw!r} is not an on/off value; set it to one of {', '.join(TRUE_WORDS)} (on) or "
+                        f"{', '.join(w for w in FALSE_WORDS if w)} or empty (off), in any case")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ Environment variables choose what runs (a plugin's CI needs one line):
 
 * ``POLYGEMM_TEST_BACKEND`` — backend name (default ``cpu``);
 * ``POLYGEMM_TEST_VARIANTS`` / ``POLYGEMM_TEST_DTYPES`` — comma-separated filters;
-* ``POLYGEMM_TEST_QUICK=1`` — the quick grid.
+* ``POLYGEMM_TEST_QUICK`` — the quick grid when ``1``, ``true``, ``yes`` or ``on`` (any case);
+  ``0``, ``false``, ``no``, ``off``, empty or unset: the full grid.
 
 An unavailable backend is one skipped test whose reason is the backend's. An unknown backend,
-or filters that match no case of it, is one failing test that says so (a typo cannot pass CI).
+filters that match no case of it, or a ``POLYGEMM_TEST_QUICK`` of another spelling, is one
+failing test that says so (a typo cannot pass CI).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import pytest
 
 from polygemm.errors import PolygemmError
-from polygemm.registry import get_backend
+from polygemm.registry import env_flag, get_backend
 from polygemm.testing.conformance import _availability, iter_cases, run_case
 
 
@@ -30,6 +32,10 @@ BACKEND = os.environ.get("POLYGEMM_TEST_BACKEND", "cpu").strip() or "cpu"
 
 
 def _params() -> list:
+    try:  # before the backend: a misspelt value fails even where the backend is unavailable (skipped)
+        quick = env_flag("POLYGEMM_TEST_QUICK")
+    except PolygemmError as exc:
+        return [pytest.param(exc, id="POLYGEMM_TEST_QUICK-not-on-or-off")]
     try:
         be = get_backend(BACKEND)
     except PolygemmError as exc:  # unknown or unloadable: a failure, so a typo cannot pass CI
@@ -47,7 +53,7 @@ def _params() -> list:
     if unknown:
         return [pytest.param(PolygemmError(f"{'; '.join(unknown)}, which backend {be.name!r} does not have {known}"),
                              id=f"{be.name}-unknown-filter")]
-    cases = list(iter_cases(be, dtypes=dtypes, variants=variants, quick=os.environ.get("POLYGEMM_TEST_QUICK") == "1"))
+    cases = list(iter_cases(be, dtypes=dtypes, variants=variants, quick=quick))
     if not cases:  # e.g. a dtype that none of the named variants computes
         why = (f"POLYGEMM_TEST_VARIANTS={','.join(variants or ['(all)'])} and POLYGEMM_TEST_DTYPES={','.join(dtypes or ['(all)'])} "
                f"match no case of backend {be.name!r} {known}")
