@@ -19,12 +19,12 @@ import numpy as np
 
 from .. import errors
 from ..errors import ArgumentError, UnsupportedProblemError
-from ..backend import Backend
+from ..backend import Backend, Variant
 from ..problem import HALF_DTYPES, dtype_named
 from ..registry import get_backend
 from .bounds import check_result
 
-__all__ = ["CaseResult", "run_conformance", "run_case", "iter_cases", "case_groups", "SHAPES", "QUICK_SHAPES", "FLOAT16_HINT"]
+__all__ = ["CaseResult", "run_conformance", "run_case", "iter_cases", "case_groups", "modified_variants", "SHAPES", "QUICK_SHAPES", "FLOAT16_HINT"]
 
 #: (M, N, K) of the "shapes" group: tiny, primes, tall-skinny, wide, K=1, tile-crossing.
 SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -299,15 +299,42 @@ def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
     return groups
 
 
+def modified_variants(be: Backend, variants: Iterable[str] | None) -> dict[str, Variant]:
+    """The names among ``variants`` that modify a rung of ``be``'s own table (cuda's
+    ``"rung:split_k=4"``: the rung split over K), each with the Variant ``be.get_variant`` gives
+    for it (its dtypes are the rung's). The suite runs these by that name, as ``gemm(variant=...)``
+    takes them. A name whose rung is another backend's selects nothing here; one whose rung is
+    ``be``'s but that ``be`` refuses (a rung with no split build, ``split_k=1``, a modifier ``be``
+    does not know) raises ArgumentError with the backend's reason."""
+    table = {v.name for v in be.variants()}
+    found: dict[str, Variant] = {}
+    for name in variants or ():
+        base, sep, _ = name.partition(":")
+        if name in table or not sep or base not in table or name in found:
+            continue
+        try:
+            found[name] = be.get_variant(name)
+        except Exception as exc:  # the backend's own words: UnsupportedProblemError, or whatever a plugin raises
+            raise ArgumentError(f"variants names {name!r}, which backend {be.name!r} does not run: {exc}") from None
+        if not isinstance(found[name], Variant):
+            raise ArgumentError(f"variants names {name!r}: backend {be.name!r}'s get_variant() must return a Variant; "
+                                f"got {type(found[name]).__name__}")
+    return found
+
+
 def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[str] | None) -> Iterator[tuple[str, str]]:
+    """(dtype, variant name) to run, in the backend's table order; a modified name
+    (``"rung:split_k=4"``) right after its rung's place."""
     want_d = set(dtypes) if dtypes else None
     want_v = set(variants) if variants else None
+    modified = modified_variants(be, variants)
     for v in be.variants():
-        if want_v is not None and v.name not in want_v:
-            continue
-        for d in v.dtypes:
-            if want_d is None or d in want_d:
-                yield d, v.name
+        runs = [(v.name, v)] if want_v is None or v.name in want_v else []
+        runs += [(name, mv) for name, mv in modified.items() if name.partition(":")[0] == v.name]
+        for name, chosen in runs:
+            for d in chosen.dtypes:
+                if want_d is None or d in want_d:
+                    yield d, name
 
 
 def _availability(be: Backend) -> tuple[bool, str]:
@@ -369,6 +396,7 @@ def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] 
                                     f"name (auto chooses among them); name some of {', '.join(own) or 'none'}, or none for all")
             raise ArgumentError(f"variants names {', '.join(map(repr, unknown))}{variant_hint(unknown[0], sorted(known))}, which "
                                 f"backend {be.name!r} does not have (nor any other); its variants: {', '.join(own) or 'none'}")
+        modified_variants(be, variants)  # "rung:split_k=4" of a rung of this backend: refused here, in the backend's words
 
 
 def iter_cases(

@@ -20,7 +20,7 @@ import pytest
 
 from polygemm.errors import PolygemmError
 from polygemm.registry import env_flag, get_backend
-from polygemm.testing.conformance import _availability, iter_cases, run_case
+from polygemm.testing.conformance import _availability, iter_cases, modified_variants, run_case
 
 
 def _split(name: str) -> list[str] | None:
@@ -48,11 +48,16 @@ def _params() -> list:
     names, kinds = {v.name for v in table}, {d for v in table for d in v.dtypes}
     known = f"(its variants: {', '.join(sorted(names)) or 'none'}; its dtypes: {', '.join(sorted(kinds)) or 'none'})"
     # a filter naming what the backend lacks (a typo) fails, rather than quietly testing less
-    unknown = [f"POLYGEMM_TEST_VARIANTS names {v!r}" for v in variants or () if v not in names] + \
+    # "rung:split_k=4" names its rung (cuda's split over K): run by that name, or refused in the backend's words
+    unknown = [f"POLYGEMM_TEST_VARIANTS names {v!r}" for v in variants or () if v.partition(":")[0] not in names] + \
               [f"POLYGEMM_TEST_DTYPES names {d!r}" for d in dtypes or () if d not in kinds]
     if unknown:
         return [pytest.param(PolygemmError(f"{'; '.join(unknown)}, which backend {be.name!r} does not have {known}"),
                              id=f"{be.name}-unknown-filter")]
+    try:
+        modified_variants(be, variants)
+    except PolygemmError as exc:
+        return [pytest.param(PolygemmError(f"POLYGEMM_TEST_VARIANTS: {exc}"), id=f"{be.name}-refused-variant")]
     cases = list(iter_cases(be, dtypes=dtypes, variants=variants, quick=quick))
     if not cases:  # e.g. a dtype that none of the named variants computes
         why = (f"POLYGEMM_TEST_VARIANTS={','.join(variants or ['(all)'])} and POLYGEMM_TEST_DTYPES={','.join(dtypes or ['(all)'])} "
