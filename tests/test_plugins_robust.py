@@ -20,27 +20,12 @@ import pytest
 
 import polygemm as pg
 from polygemm.cli import main
-from test_registry import PLUGIN, install_fake_distribution, install_fake_plugins
+from plugin_sources import BROKEN_BASE, install_fake_distribution, install_fake_plugins
+from plugin_sources import DOUBLE_PLUGIN as PLUGIN
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BASE = """
-import numpy as np
-from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts
-
-class Base(Backend):
-    priority = 450  # above musa and plugins: auto meets it before cpu
-    def probe(self):
-        return Availability(True)
-    def variants(self):
-        return (Variant("v", ("float32",), "float32 matmul"),)
-    def plan(self, problem, variant="auto"):
-        v = self.get_variant("v" if variant == "auto" else variant)
-        self.check_problem(problem, v)
-        return Plan(self.name, v.name, "the only variant", problem, layouts=host_layouts(problem))
-    def run(self, plan):
-        raise AssertionError("a broken plugin must never be run")
-"""
+BASE = BROKEN_BASE  # class Base: one float32 variant "v", priority 450, a run() that must never be reached
 
 BROKEN_PLUGINS = {
     "badprio": BASE + """

@@ -4,62 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import polygemm as pg
 from polygemm.testing import assert_close, run_conformance
+# install_fake_* and PLUGIN stay importable from here, as other test files import them
+from plugin_sources import DOUBLE_PLUGIN, install_fake_distribution, install_fake_plugins  # noqa: F401
 
 
-def install_fake_distribution(root: Path, dist: str, module: str, source: str, entry_points: dict[str, str]) -> None:
-    """Write a module and a minimal .dist-info with entry points under ``root``."""
-    (root / f"{module}.py").write_text(textwrap.dedent(source))
-    info = root / f"{dist}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-    lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[polygemm.backends]\n{lines}\n")
-
-
-def install_fake_plugins(root: Path, monkeypatch: pytest.MonkeyPatch, registry: object,
-                         *dists: tuple[str, str, str, dict[str, str]]) -> None:
-    """Install each (dist, module, source, entry points) under ``root``, put ``root`` on the
-    import path and let ``registry`` (the fresh_registry fixture) discover them."""
-    for dist in dists:
-        install_fake_distribution(root, *dist)
-    monkeypatch.syspath_prepend(str(root))
-    registry.refresh()  # type: ignore[attr-defined]
-
-
-PLUGIN = """
-import numpy as np
-from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts
-
-class DoubleBackend(Backend):
-    name = "double"
-    priority = 350
-    def probe(self):
-        return Availability(True)
-    def variants(self):
-        return (Variant("matmul64", ("float32",), "float64 matmul rounded to float32"),)
-    def plan(self, problem, variant="auto"):
-        v = self.get_variant("matmul64" if variant == "auto" else variant)
-        self.check_problem(problem, v)
-        return Plan(self.name, v.name, "the plugin's one variant", problem, layouts=host_layouts(problem))
-    def run(self, plan):
-        p = plan.problem
-        r = p.alpha * (p.a.array.astype(np.float64) @ p.b.array.astype(np.float64))
-        if p.beta:
-            r += p.beta * p.c.array
-        r = r.astype(np.float32)
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-"""
+PLUGIN = DOUBLE_PLUGIN  # class DoubleBackend, name "double", variant matmul64
 
 BROKEN = """
 raise ImportError("vendor runtime libfoo.so.3 not found")

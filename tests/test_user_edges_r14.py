@@ -19,7 +19,7 @@ from polygemm.cli import main
 from polygemm.errors import ArgumentTypeError, DeviceError, DTypeError, UnsupportedProblemError
 from polygemm.testing import reference_for, run_conformance
 from test_device_objects import torch_device
-from test_registry import install_fake_plugins
+from plugin_sources import THIRD_PARTY_BASE, install_fake_plugins
 
 try:
     import dask.array as da
@@ -108,31 +108,7 @@ def test_dask_many_k_chunks_single_chunks_and_lazy_errors(rng):
 
 # -- a third party's plugin -------------------------------------------------------------------------------------------
 
-PLUGIN_BASE = """
-import numpy as np
-from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts
-
-class Good(Backend):
-    priority = 300
-    def probe(self):
-        return Availability(True)
-    def variants(self):
-        return (Variant("v", ("float32",), "float32 matmul"),)
-    def plan(self, problem, variant="auto"):
-        v = self.get_variant("v" if variant == "auto" else variant)
-        self.check_problem(problem, v)
-        return Plan(self.name, v.name, "the only variant", problem, layouts=host_layouts(problem))
-    def run(self, plan):
-        p = plan.problem
-        r = p.alpha * (p.a.array.astype(np.float64) @ p.b.array)
-        if p.beta:
-            r = r + p.beta * p.c.array
-        r = r.astype(p.out_dtype)
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
+PLUGIN_BASE = THIRD_PARTY_BASE + """
 class PlanGarbage(Good):
     def plan(self, problem, variant="auto"):
         return {"variant": "v"}
