@@ -26,7 +26,7 @@ import numpy.typing as npt
 from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError
-from .interop import allocator, dlpack_interface, host_wrapper, made_whole, result_like
+from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views
 from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view)
 
@@ -98,6 +98,8 @@ class _Entry:
     #: a third party's backend, whose run() the core checks (:func:`_plugin_execute`); decided
     #: once with the plan, not on every call
     plugin: bool = False
+    #: the plan's operands are host data (``problem.residency == "host"``), read on every call
+    host: bool = False
 
 
 class PlanCache:
@@ -111,14 +113,20 @@ class PlanCache:
         self.misses = 0
 
     def get(self, key: tuple[Any, ...]) -> _Entry | None:
-        with self._lock:
-            entry = self._data.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return entry
+        # without the lock: a call's hit is the host path's commonest step, and each of
+        # OrderedDict's get and move_to_end is atomic on its own (put and clear hold the lock
+        # for their several steps); the counters are statistics
+        data = self._data
+        entry = data.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        try:
+            data.move_to_end(key)
+        except KeyError:  # evicted by another thread's put since the get: the entry is still good for this call
+            pass
+        self.hits += 1
+        return entry
 
     def put(self, key: tuple[Any, ...], entry: _Entry) -> None:
         if self.maxsize <= 0:
@@ -263,7 +271,7 @@ def _plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
     return result
 
 
-def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], list[Any]] | None:
+def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], Any] | None:
     """The cache key of a call and the operands' (pointer, stream) views; None when some
     operand takes the full normalization every time."""
     if type(variant) is not str or not (device is None or type(device) is str):
@@ -273,9 +281,14 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             hash(out_dtype)
         except TypeError:
             return None
-    va, vb, vc, vo = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
-    if va is None or vb is None or vc is None or vo is None:
-        return None
+    views: Any = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
+    if views is None:
+        views = torch_views(a, b, c, out)
+    if views is None:
+        views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
+        if None in views:
+            return None
+    va, vb, vc, vo = views
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
     # in place as the plan reads it (out's data is c's): for host arrays also another view of c's memory (c.view(),
@@ -290,9 +303,10 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             and out.__array_interface__["data"][0] == c.__array_interface__["data"][0]))
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
-    fit32 = fits_float32(alpha), fits_float32(beta)
-    key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], alpha == 1.0, beta == 0.0, in_place, out_dtype, fit32)
-    return key, [va, vb, vc, vo]
+    one, zero = alpha == 1.0, beta == 0.0
+    fit32 = one or fits_float32(alpha), zero or fits_float32(beta)
+    key = (device, variant, registry.generation(), va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, fit32)
+    return key, views
 
 
 def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list[Any]) -> bool:
@@ -300,16 +314,19 @@ def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list[A
     pointers; False sends the call through the full check, which says what is wrong."""
     if out is None:
         return True
-    if entry.plan.problem.residency == "host":
+    if entry.host:
         may_share = np.may_share_memory
         return not (may_share(out, a) or may_share(out, b) or (c is not None and c is not out and may_share(out, c)))
     spans, lows = entry.spans, entry.lows
+    if not spans[3]:  # an empty out overlaps nothing
+        return True
     o_ptr = views[3][1]
     o_lo, o_hi = o_ptr + lows[3], o_ptr + spans[3]
-    for i, x in enumerate((a, b, c)):
-        if x is None or (i == 2 and views[2][1] == o_ptr) or not spans[i] or not spans[3]:
+    for i in (0, 1, 2):
+        ptr = views[i][1]
+        if not spans[i] or (i == 2 and ptr == o_ptr):  # absent or empty; or c itself, in place
             continue
-        if views[i][1] + lows[i] < o_hi and o_lo < views[i][1] + spans[i]:
+        if ptr + lows[i] < o_hi and o_lo < ptr + spans[i]:
             return False
     return True
 
@@ -323,12 +340,16 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
 
     wrap = host_wrapper(problem.kind, like) if problem.residency == "host" and problem.out is None else None
     alloc = allocator(problem.kind, like) if problem.residency != "host" and problem.out is None else None
+    convert = tuple(conversion(op) for op in ops[:3])
     return _Entry(backend, plan,
-                  tuple(conversion(op) for op in ops[:3]),  # type: ignore[arg-type]
+                  _NO_CONVERSION if convert == _NO_CONVERSION else convert,  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
                   wrap, alloc,
                   tuple(0 if op is None else op.extent[0] for op in ops),  # type: ignore[arg-type]
-                  _is_plugin(backend))
+                  _is_plugin(backend), problem.residency == "host")
+
+
+_NO_CONVERSION = (None, None, None)  # _Entry.convert of a plan that copied nothing (compared by identity per call)
 
 
 def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
@@ -350,13 +371,15 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLike | No
         entry = _cache.get(key)
         if entry is not None and _overlap_free(entry, a, b, c, out, views):
             conv = entry.convert
-            sa, sb, sc, so = views[0][2], views[1][2], views[2][2], views[3][2]
+            if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
+                a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])
+            va, vb, vc, vo = views
+            sa, sb, sc, so = va[2], vb[2], vc[2], vo[2]
             if sb == sa and (sc is None or sc == sa) and (so is None or so == sa):
                 stream = sa  # the common case: every operand names one stream, or none names any
             else:
                 stream = common_stream([sa, sb, sc, so])
-            call = Call(_convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2]), out,
-                        views[0][1], views[1][1], views[2][1], views[3][1], al, be, stream, matched=True)  # the key fixes them
+            call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)  # matched: the key fixes them
             return entry, call, True
     backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
     entry = _entry_for(backend, plan, problem, result_like(a, b))
@@ -428,9 +451,12 @@ def gemm(
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
-    entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    problem = entry.plan.problem
-    if out is None and problem.residency != "host":
+    try:
+        entry, call, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
+        made: list[str] = []
+    except NotWhole:  # a device operand its own library must make contiguous first
+        entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    if out is None and not entry.host:
         call.alloc = entry.alloc  # a new device result of the operands' library
     backend = entry.backend
     result = _plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)

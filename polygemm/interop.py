@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "cupy_view", "device_index",
+__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "torch_views", "cupy_view", "cupy_views", "device_index",
            "torch_dlpack_only", "device_pointer", "raw_view", "made_whole"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -310,6 +310,18 @@ def torch_stream(obj: Any) -> int | None:
     return int(torch.cuda.current_stream(obj.device).cuda_stream)
 
 
+def _cupy_one(obj: Any, nd: Any, stream: int) -> tuple[tuple[Any, ...], int, int]:
+    data = obj.data  # a MemoryPointer: its ptr and device_id are plain fields (obj.device makes a Device)
+    ptr = data.ptr if obj.size else 0
+    return ("cuda", obj.shape, obj.strides, obj.dtype.str, False, ptr % 16, nd, data.device_id), ptr, stream
+
+
+def _cupy_stream(cupy: Any) -> int:
+    """CuPy's current stream as the array interface names it (its null stream: 1, the legacy default stream)."""
+    ptr = cupy.cuda.get_current_stream().ptr
+    return int(ptr) if ptr else 1
+
+
 def cupy_view(obj: Any) -> tuple[tuple[Any, ...], int, int] | None:
     """``operand_view`` of a CuPy array from its attributes: its ``__cuda_array_interface__``
     builds a dict (with the dtype's ``descr`` list) on every read, a few µs of a small call.
@@ -319,13 +331,40 @@ def cupy_view(obj: Any) -> tuple[tuple[Any, ...], int, int] | None:
     cupy = sys.modules.get("cupy")
     if cupy is None or type(obj) is not cupy.ndarray:
         return None
-    ptr = int(obj.data.ptr) if obj.size else 0
-    key = ("cuda", obj.shape, obj.strides, obj.dtype.str, False, ptr % 16, cupy.ndarray, obj.device.id)
-    stream = cupy.cuda.get_current_stream().ptr
-    return key, ptr, int(stream) if stream else 1
+    return _cupy_one(obj, cupy.ndarray, _cupy_stream(cupy))
+
+
+_NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
+
+
+def cupy_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
+    """``cupy_view`` of ``a``, ``b``, ``c`` and ``out`` at once when ``a`` and ``b`` are CuPy arrays
+    and ``c`` and ``out`` are CuPy arrays or None (the common call of a CuPy user), CuPy's current
+    stream read once for all; None otherwise (each operand is then viewed on its own)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None:
+        return None
+    nd = cupy.ndarray
+    if type(a) is not nd or type(b) is not nd or (c is not None and type(c) is not nd) or (out is not None and type(out) is not nd):
+        return None
+    stream = _cupy_stream(cupy)
+    return (_cupy_one(a, nd, stream), _cupy_one(b, nd, stream),
+            _NO_VIEW if c is None else _cupy_one(c, nd, stream), _NO_VIEW if out is None else _cupy_one(out, nd, stream))
 
 
 _TORCH_TYPESTR: dict[Any, str] = {}
+
+
+def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ...], int, int | None]:
+    typestr = _TORCH_TYPESTR.get(obj.dtype)
+    if typestr is None:
+        import torch
+
+        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, "bfloat16" if obj.dtype == torch.bfloat16 else obj.__cuda_array_interface__["typestr"])
+    size = obj.element_size()
+    ptr = obj.data_ptr()
+    key = ("cuda", tuple(obj.shape), tuple(s * size for s in obj.stride()), typestr, False, ptr % 16, type(obj), device)
+    return key, ptr, stream
 
 
 def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
@@ -335,13 +374,29 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     torch = sys.modules.get("torch")
     if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad:
         return None
-    typestr = _TORCH_TYPESTR.get(obj.dtype)
-    if typestr is None:
-        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, "bfloat16" if obj.dtype == torch.bfloat16 else obj.__cuda_array_interface__["typestr"])
-    size = obj.element_size()
-    ptr = obj.data_ptr()
-    key = ("cuda", tuple(obj.shape), tuple(s * size for s in obj.stride()), typestr, False, ptr % 16, type(obj), obj.device.index)
-    return key, ptr, torch_stream(obj)
+    return _torch_one(obj, obj.device.index, torch_stream(obj))
+
+
+def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
+    """``torch_view`` of ``a``, ``b``, ``c`` and ``out`` at once when all are CUDA tensors (c and
+    out may be None) on one GPU, none requiring grad: the device's current stream read once for
+    all; None otherwise (each operand is then viewed on its own)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    tensor = torch.Tensor
+    if type(a) is not tensor or type(b) is not tensor or (c is not None and type(c) is not tensor) \
+            or (out is not None and type(out) is not tensor):
+        return None
+    device = a.get_device()  # -1 on the CPU
+    for x in (a, b, c, out):
+        if x is not None and (x.requires_grad or x.get_device() != device):
+            return None
+    if device < 0:
+        return None
+    stream = torch_stream(a)
+    return (_torch_one(a, device, stream), _torch_one(b, device, stream),
+            _NO_VIEW if c is None else _torch_one(c, device, stream), _NO_VIEW if out is None else _torch_one(out, device, stream))
 
 
 def device_index(obj: Any) -> int | None:

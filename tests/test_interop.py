@@ -67,31 +67,121 @@ def test_cupy_view_reads_attributes_and_names_the_legacy_stream(monkeypatch):
     """The repeated call's view of a CuPy array (no ``__cuda_array_interface__`` dict built):
     its key carries shape, strides, dtype, the pointer's 16-byte class and device; CuPy's null
     stream is named as the legacy default stream (1), as the interface itself names it."""
-    import sys
-    import types
-
     from polygemm.interop import cupy_view
 
-    current = {"ptr": 0}
-    fake = types.ModuleType("cupy")
-
-    class ndarray:  # noqa: N801 - CuPy's name
-        def __init__(self, ptr, shape, strides, dtype):
-            self.data = types.SimpleNamespace(ptr=ptr)
-            self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
-            self.size = int(np.prod(shape))
-            self.device = types.SimpleNamespace(id=0)
-
-    fake.ndarray = ndarray
-    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=current["ptr"]))
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    a = ndarray(0x7F0000000008, (3, 4), (8, 2), "float16")
+    ndarray, current = _fake_cupy(monkeypatch)
+    a = ndarray(0x7F0000000008, (3, 4), (8, 2), "float16", device=1)
     key, ptr, stream = cupy_view(a)
     assert ptr == 0x7F0000000008 and stream == 1
-    assert key == ("cuda", (3, 4), (8, 2), "<f2", False, 8, ndarray, 0)
+    assert key == ("cuda", (3, 4), (8, 2), "<f2", False, 8, ndarray, 1)
     current["ptr"] = 0xABC0
     assert cupy_view(a)[2] == 0xABC0
     assert cupy_view(np.ones(3)) is None
+    empty = ndarray(0x7F0000000008, (0, 4), (8, 2), "float16")
+    assert cupy_view(empty)[1] == 0  # no data: no pointer to overlap or align
+
+
+def _fake_cupy(monkeypatch):
+    """A stand-in ``cupy`` module: ndarray with CuPy's attributes (``data`` a MemoryPointer with
+    ``ptr`` and ``device_id``), and the current stream's pointer in a dict the test sets."""
+    import sys
+    import types
+
+    current = {"ptr": 0, "reads": 0}
+    fake = types.ModuleType("cupy")
+
+    class ndarray:  # noqa: N801 - CuPy's name
+        def __init__(self, ptr, shape, strides, dtype, device=0):
+            self.data = types.SimpleNamespace(ptr=ptr, device_id=device)
+            self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
+            self.size = int(np.prod(shape))
+
+    def get_current_stream():
+        current["reads"] += 1
+        return types.SimpleNamespace(ptr=current["ptr"])
+
+    fake.ndarray = ndarray
+    fake.cuda = types.SimpleNamespace(get_current_stream=get_current_stream)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return ndarray, current
+
+
+def test_cupy_views_of_a_call_read_the_stream_once_and_match_each_operands_view(monkeypatch):
+    """A CuPy user's call is keyed from its four operands' views at once: each the same as
+    ``cupy_view`` gives for it alone (None's view for an absent c or out), CuPy's current stream
+    read once; anything else in the call (a NumPy array, another library) leaves it to the
+    per-operand views."""
+    from polygemm.interop import cupy_view, cupy_views
+    from polygemm.problem import operand_view
+
+    ndarray, current = _fake_cupy(monkeypatch)
+    current["ptr"] = 0x5000
+    a = ndarray(0x7F0000000000, (8, 4), (8, 2), "float16")
+    b = ndarray(0x7F0000001000, (4, 6), (12, 2), "float16")
+    out = ndarray(0x7F0000002010, (8, 6), (12, 2), "float16")
+    current["reads"] = 0
+    views = cupy_views(a, b, None, out)
+    assert current["reads"] == 1
+    assert views == (cupy_view(a), cupy_view(b), operand_view(None), cupy_view(out))
+    assert views[3][0][5] == 0 and views[3][2] == 0x5000  # 16-byte class of 0x...2010; the current stream
+    assert cupy_views(a, b, out, out)[2] == cupy_view(out)
+    assert cupy_views(a, np.ones((4, 6)), None, None) is None
+    assert cupy_views(a, b, None, np.ones((8, 6))) is None
+    assert cupy_views(np.ones((8, 4)), b, None, None) is None
+
+
+def test_torch_views_of_a_call_read_the_stream_once_and_match_each_operands_view(monkeypatch):
+    """The same for torch: CUDA tensors on one GPU give each its ``torch_view``, the device's
+    current stream read once; a CPU tensor, one on another GPU, one that requires grad, or
+    another library's array among them leaves it to the per-operand views."""
+    import sys
+    import types
+
+    from polygemm.interop import torch_view, torch_views
+    from polygemm.problem import operand_view
+
+    reads = {"n": 0}
+    fake = types.ModuleType("torch")
+
+    class Tensor:
+        def __init__(self, ptr, shape, stride, device=0, grad=False):
+            self.ptr, self.shape, self._stride, self._device, self.requires_grad = ptr, shape, stride, device, grad
+            self.dtype = "float16"
+            self.is_cuda = device >= 0
+            self.device = types.SimpleNamespace(index=device if device >= 0 else None)
+
+        def get_device(self):
+            return self._device
+
+        def element_size(self):
+            return 2
+
+        def data_ptr(self):
+            return self.ptr
+
+        def stride(self):
+            return self._stride
+
+        __cuda_array_interface__ = {"typestr": "<f2"}
+
+    def raw_stream(index):
+        reads["n"] += 1
+        return 0x9000 + index
+
+    fake.Tensor = Tensor
+    fake.bfloat16 = object()
+    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=raw_stream)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    a, b = Tensor(0x1000, (8, 4), (4, 1), device=1), Tensor(0x2008, (4, 6), (6, 1), device=1)
+    out = Tensor(0x3000, (8, 6), (6, 1), device=1)
+    views = torch_views(a, b, None, out)
+    assert reads["n"] == 1
+    assert views == (torch_view(a), torch_view(b), operand_view(None), torch_view(out))
+    assert views[1][0] == ("cuda", (4, 6), (12, 2), "<f2", False, 8, Tensor, 1) and views[1][2] == 0x9001
+    assert torch_views(a, b, Tensor(0x4000, (8, 6), (6, 1), device=0), None) is None  # c on another GPU
+    assert torch_views(a, Tensor(0x2000, (4, 6), (6, 1), device=1, grad=True), None, None) is None
+    assert torch_views(Tensor(0, (8, 4), (4, 1), device=-1), Tensor(0, (4, 6), (6, 1), device=-1), None, None) is None
+    assert torch_views(a, np.ones((4, 6)), None, None) is None
 
 
 def test_a_missing_array_api_compat_is_an_error_not_a_result_of_another_kind(monkeypatch):

@@ -341,8 +341,18 @@ class Kernel:
             go_cooperative.cooperative = True  # type: ignore[attr-defined]
             return go_cooperative
 
+        local = drv._local
+
         def go(buf: bytes, stream: int) -> None:
-            rc = cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream_of(stream), null, packed(buf).extra)
+            # packed() and the slot lookup written out: this is every call's launch
+            n = len(buf)
+            slot = getattr(local, "slot", None)
+            if slot is None or n > _PARAM_CAPACITY:
+                slot = packed(buf)
+            else:
+                memmove(slot.params, buf, n)
+                slot.size[0] = n
+            rc = cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream_of(stream), null, slot.extra)
             if rc != 0:
                 fail(rc)
 

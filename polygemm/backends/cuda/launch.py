@@ -94,6 +94,13 @@ class PreparedLaunch:
     _c_maps: dict[int, bytes] = field(default_factory=dict, repr=False)  # TMA-store rows: C's map per C pointer
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _go: Any = field(default=None, repr=False)  # the kernel's launcher with the plan's geometry
+    #: built, and one launch of the kernel on the caller's pointers (no split workspace, no
+    #: packing into scratch): :meth:`prepare` only packs the parameters
+    _plain: bool = field(default=False, repr=False)
+    _tma_store: bool = field(default=False, repr=False)  # spec.tma_store (a property that reads the defines), read once
+
+    def __post_init__(self) -> None:
+        self._tma_store = self.spec is not None and self.spec.tma_store
 
     @property
     def variant(self) -> str:
@@ -121,6 +128,7 @@ class PreparedLaunch:
             # stream-K's shared tiles) launch cooperatively: all resident at once, or an error
             coresident = self._split is not None and bool(self._split.resident)
             self._go = k.launcher(self.lp.grid, self.lp.block, self.lp.smem_bytes, cooperative=coresident)
+            self._plain = self._split is None and not self.lp.packs and self.lp.unpack is None
             self._kernel = k
         return k
 
@@ -147,12 +155,12 @@ class PreparedLaunch:
         """A's and B's tensor maps (kept per (A, B) pointers), and C's for a TMA-store row (kept
         per C pointer: a call with a new result encodes only C's). The kernel stores through C's
         map only for a 16-bit C with beta == 0; otherwise it gets 128 zero bytes."""
-        from .tma import HgemmV2Config, hgemm_v2_c_map, hgemm_v2_tensor_maps
-
-        assert self.spec is not None
-        lp = self.lp
         maps = self._maps.get((a, b))
         if maps is None:
+            from .tma import HgemmV2Config, hgemm_v2_tensor_maps  # (imported when first encoding)
+
+            assert self.spec is not None
+            lp = self.lp
             sa, sb, _ = lp.batch_strides
             batch = (lp.batch_count, sa, sb) if lp.batch_count else None
             bm, bn, _ = self.spec.tile  # the boxes follow the rung's threadblock tile
@@ -165,12 +173,15 @@ class PreparedLaunch:
                 if len(self._maps) >= _TMA_MAPS_KEPT:
                     self._maps.clear()
                 self._maps[(a, b)] = maps
-        if not self.spec.tma_store:
+        if not self._tma_store:
             return maps
+        lp = self.lp
         if beta != 0.0 or lp.c.itemsize != 2 or lp.batch_count:  # the lanes store C (the staged epilogue)
             return maps + (_NO_MAP,)
         cmap = self._c_maps.get(c)
         if cmap is None:  # the kernel's 16 x 64 store boxes of C
+            from .tma import hgemm_v2_c_map
+
             cmap = hgemm_v2_c_map(c, lp.m, lp.n, lp.c.ld, dtype=lp.dtype or "float16").tobytes()
             with self._lock:
                 if len(self._c_maps) >= _TMA_MAPS_KEPT:
@@ -189,6 +200,8 @@ class PreparedLaunch:
         launch that will not be launched goes to :meth:`discard`."""
         lp = self.lp
         ka, kb = (b, a) if lp.swap else (a, b)
+        if self._plain:  # the call after call case: built, nothing but the parameters to pack
+            return self._pack_main(ka, kb, c, alpha, beta)
         if self.spec is None or lp.packs or lp.unpack is not None:
             if self.spec is not None:
                 self.kernel()
@@ -288,10 +301,10 @@ class PreparedLaunch:
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
         """Queue what :meth:`prepare` returned on ``stream``."""
-        if type(prepared) is SplitLaunch:
-            self._launch_split(prepared, stream)
-        elif type(prepared) is bytes:
+        if type(prepared) is bytes:
             self._go(prepared, stream)
+        elif type(prepared) is SplitLaunch:
+            self._launch_split(prepared, stream)
         else:  # the operands as prepare() left them: cuBLAS, or a teaching rung's padded run
             ka, kb, c, alpha, beta = prepared
             if self.spec is None:
