@@ -52,7 +52,13 @@ _VARIANTS = (
 
 
 def emulation_enabled() -> bool:
-    return os.environ.get("POLYGEMM_MUSA_EMULATION", "").strip() == "1"
+    """``$POLYGEMM_MUSA_EMULATION`` on (1, true, yes, on: :func:`polygemm.registry.env_flag`). It had
+    taken only the exact value 1: "true" left the emulation off and the reason said "set
+    POLYGEMM_MUSA_EMULATION=1", as if it were unset. A value of no on/off spelling raises
+    ArgumentError naming it (the probe reports it as the reason)."""
+    from ...registry import env_flag
+
+    return env_flag("POLYGEMM_MUSA_EMULATION")
 
 
 class Session:
@@ -166,7 +172,13 @@ class MusaBackend(Backend):
                 detail = "\n".join(lines[1:])
             return unavailable(str(exc), detail)
         flavor = s.nl.flavor
-        if flavor != "musa" and not emulation_enabled():
+        try:
+            emulate = flavor == "musa" or emulation_enabled()
+        except ArgumentError as exc:  # a typo ("ture") is said, not taken for off; the spellings on info -v's lines
+            given = os.environ.get("POLYGEMM_MUSA_EMULATION", "")
+            return unavailable(f"POLYGEMM_MUSA_EMULATION={given[:12]!r} is not on or off; set it to 1 to use libpolygemm_musa's "
+                               f"{flavor!r} flavor (an emulation)", f"{exc}\nlibrary: {s.nl.path}")
+        if not emulate:
             return unavailable(f"libpolygemm_musa is the {flavor!r} flavor (an emulation): set POLYGEMM_MUSA_EMULATION=1 to use it",
                                f"library: {s.nl.path}\nuse it for tests with POLYGEMM_MUSA_EMULATION=1, "
                                f"or build the musa flavor on an S4000 machine")
