@@ -603,8 +603,12 @@ def run_call_bench(
         raise UnsupportedProblemError(f"--result must be out or new; got {result!r}")
     new = result == "new"
     if new and (inputs != "device" or host_only or lib.vendor_new is None):
-        raise UnsupportedProblemError("--result new times device arrays of a GPU backend (each call's result made on the device); "
-                                      "NumPy inputs always make a new result: use --inputs numpy")
+        # it had ended "NumPy inputs always make a new result: use --inputs numpy", said to --inputs numpy too, while
+        # NumPy calls are timed writing into out= (gemm(a, b, out=o) beside numpy.matmul(a, b, out=out))
+        why = (f"backend {be.name!r} takes NumPy arrays" if host_only else "--inputs numpy times NumPy arrays"
+               if inputs != "device" else f"{lib.name} arrays have no vendor call that makes a new result")
+        raise UnsupportedProblemError(f"--result new times device arrays of a GPU backend (each call's result made on the device); "
+                                      f"{why}, whose calls are timed writing into out= (--result out, the default): omit --result")
     lead = (batch,) if batch else ()
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
