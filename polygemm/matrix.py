@@ -21,6 +21,9 @@ from .testing.conformance import CaseResult, case_groups, run_conformance
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
 
+#: what --dtypes names (the dtypes polygemm knows; each backend computes a subset)
+_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
 
 def run_matrix(
     backends: Sequence[str] | None = None,
@@ -143,6 +146,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     # every variant, as if the option were not there
     args.variants = split_names("--variants", args.variants, "variant", "polygemm variants lists them",
                                 "leave --variants out to run every one")
+    # comma or space separated too, as --backends and --variants (and POLYGEMM_TEST_DTYPES) take them: argparse's choices
+    # had refused "--dtypes float32,float64" as one invalid choice
+    args.dtypes = split_names("--dtypes", args.dtypes, "dtype", ", ".join(_DTYPES), "leave --dtypes out to run every one")
+    unknown = [d for d in args.dtypes or () if d not in _DTYPES]
+    if unknown:
+        raise ArgumentError(f"--dtypes {unknown[0]!r} is not a dtype polygemm computes; name {', '.join(_DTYPES)}, comma or "
+                            f"space separated")
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
     if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing
         asked = " ".join(f"--{k} {' '.join(v)}" for k, v in (("backends", args.backends), ("variants", args.variants),
@@ -167,7 +177,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
                    help="backend names, comma or space separated (default: every discovered backend); an unknown name is an error")
     s.add_argument("--variants", nargs="+", help="only these variants, comma or space separated (default: every variant of each backend)")
-    s.add_argument("--dtypes", nargs="+", choices=["float16", "bfloat16", "float32", "float64"], help="only these dtypes (default: all)")
+    s.add_argument("--dtypes", nargs="+", metavar="DTYPE", help=f"only these dtypes ({', '.join(_DTYPES)}), comma or space separated (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")
     s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')
     s.add_argument("--no-progress", action="store_true", help="no progress line on stderr (it is shown only on a terminal)")
