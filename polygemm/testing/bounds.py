@@ -175,7 +175,10 @@ class Reference:
             False,
             count,
             worst,
-            f"{count} of {r.size} elements outside the bound; first at {idx}: got {r[idx]!r}, reference {ref64[idx]!r}, bound {tol[idx]:.3g}",
+            # the values as numbers: NumPy 2's repr of the float64 copies ("got np.float64(nan)") had named a float64
+            # for a float32 or float16 result
+            f"{count} of {r.size} elements outside the bound; first at {idx}: got {float(r[idx])!r}, reference "
+            f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}",
         )
 
 
