@@ -546,7 +546,8 @@ class NotWhole(ArgumentError):
     torch tensor made whole by its own library (broadcast to ``shape`` first, when set) and
     calls again; other device arrays get this error."""
 
-    def __init__(self, message: str, name: str, shape: tuple[int, ...] | None = None) -> None:
+    def __init__(self, message: str, name: str = "", shape: tuple[int, ...] | None = None) -> None:
+        # name's default: unpickling calls the class with the message alone (name and shape come back from __dict__)
         super().__init__(message)
         self.name, self.shape = name, shape
 
@@ -743,6 +744,13 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     check_result_dtype(A.dtype, result, "out" if O is not None else "out_dtype")
     C = None
     if c is not None:
+        # a 1-D c (a bias, as a @ b + bias broadcasts it) or a scalar: told how to pass it broadcast, before the
+        # operand check's "at least 2-D ... reshape it", which cannot work for it
+        c_shape = getattr(c, "shape", None)
+        if c_shape is None and isinstance(c, (int, float, list, tuple)):
+            c_shape = np.shape(c)
+        if c_shape is not None and len(c_shape) < 2:
+            check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape)
         C = _operand("c", c)
         check_c_shape(tuple(x for x, _ in C.batch_dims) + C.shape, full, tuple(x for x, _ in A.batch_dims) + A.shape,
                       tuple(x for x, _ in B.batch_dims) + B.shape)

@@ -4,11 +4,13 @@ benchmark's ``--result new`` refused beside NumPy inputs, ``polygemm matrix --dt
 commas as its other options take them, ``polygemm.testing``'s failure message, errors shipped
 between processes (pickled, as multiprocessing and dask.distributed ship them), ``alpha=0`` beside
 NaN operands and a 0-D ``out`` for vector @ vector beside numpy.matmul, ``explain`` with an ``out``,
-and the plan cache cleared while other threads call. The tests marked "defect" failed before the
+the plan cache cleared while other threads call, a bias vector as ``c``, and the error of a device
+array no kernel addresses, pickled. The tests marked "defect" failed before the
 fix they name; the others check edges that were right."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 import threading
 import types
@@ -252,3 +254,39 @@ def test_clearing_the_plan_cache_while_threads_call_loses_no_result():
     assert errors == []
     info = pg.plan_cache_info()
     assert 0 <= info["size"] <= min(2, info["maxsize"]) and info["hits"] >= 0 and info["misses"] >= 0
+
+
+# -- a bias vector as c; the error of an array no kernel addresses, pickled ------------------------------------------------
+
+
+@pytest.mark.parametrize("c", [np.arange(4, dtype=np.float32), np.float32(1.0), np.array(1.0, np.float32)])
+def test_a_bias_vector_or_scalar_c_is_told_to_broadcast_not_to_reshape(c):
+    # defect: a 1-D c (a bias, as torch.addmm(bias, x, w) takes it, and a @ b + bias broadcasts it) or a scalar c was
+    # "c must be a matrix or a stack of matrices (at least 2-D); got 1-D with shape (4,). Reshape it, e.g.
+    # c.reshape(rows, cols)": c.reshape(2, 4) of four elements raises. A 2-D c that broadcasts is told
+    # "pass it broadcast, e.g. np.broadcast_to(c, (2, 4))" (problem.check_c_shape); the 1-D one never got there,
+    # check_ndim in _host_operand refusing it first.
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(ShapeError) as info:
+        pg.gemm(a, b, c, beta=1.0, device="cpu")
+    assert "np.broadcast_to(c, (2, 4))" in str(info.value) and "c.reshape(rows, cols)" not in str(info.value)
+    got = pg.gemm(a, b, np.broadcast_to(c, (2, 4)), beta=1.0, device="cpu")  # the way it names
+    assert np.array_equal(got, a @ b + c)
+
+
+def test_the_error_for_a_device_array_no_kernel_addresses_survives_pickling():
+    # defect: an array with __cuda_array_interface__ whose matrices are neither row- nor column-major (or whose batch
+    # one stride cannot walk), other than CuPy's and torch's, raises problem.NotWhole (an ArgumentError). Its
+    # __init__(message, name, shape) needs `name`, which BaseException's pickling does not pass (args is (message,)):
+    # pickle.loads and copy.copy raise "TypeError: NotWhole.__init__() missing 1 required positional argument: 'name'",
+    # so a dask.distributed worker or a process pool reports a pickling failure instead of the error.
+    class Interface:
+        def __init__(self, shape, strides):
+            self.__cuda_array_interface__ = dict(shape=shape, typestr="<f4", strides=strides, data=(1 << 20, False),
+                                                 version=3)
+
+    with pytest.raises(ArgumentError) as info:
+        pg.gemm(Interface((4, 4), (32, 8)), Interface((4, 4), None), device="cpu")
+    for back in (pickle.loads(pickle.dumps(info.value)), copy.copy(info.value)):
+        assert type(back) is type(info.value) and str(back) == str(info.value)
+        assert isinstance(back, ArgumentError) and getattr(back, "name", None) == "a"
