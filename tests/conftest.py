@@ -41,6 +41,20 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch):
     registry.refresh()
 
 
+@pytest.fixture
+def without_gpu():
+    """The registry as a machine without a GPU sees it (cuda unavailable), for a test of what such
+    a machine's user gets that would otherwise run on a GPU machine's cuda backend; rediscovered
+    afterwards."""
+    from polygemm.backends.cuda import CudaBackend
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CudaBackend, "probe", lambda self: pg.Availability(False, "no GPU (hidden by the test)"))
+        registry.refresh()
+        yield registry
+    registry.refresh()
+
+
 def run_concurrently(work, threads: int = 8) -> list[str]:
     """Run ``work(i)`` in ``threads`` threads at once; return each failure as text."""
     import threading

@@ -121,7 +121,7 @@ class VendorOnly(Backend):
 """
 
 
-def test_entry_point_name_is_the_backend_name(tmp_path, monkeypatch, fresh_registry, rng):
+def test_entry_point_name_is_the_backend_name(tmp_path, monkeypatch, without_gpu, fresh_registry, rng):
     install_fake_distribution(tmp_path, "pg_renamed", "pg_renamed_plugin", RENAMED, {"renamed": "pg_renamed_plugin:DoubleBackend"})
     install_fake_distribution(tmp_path, "pg_vendoronly", "pg_vendoronly_plugin", VENDOR_ONLY, {"vendoronly": "pg_vendoronly_plugin:VendorOnly"})
     monkeypatch.syspath_prepend(str(tmp_path))

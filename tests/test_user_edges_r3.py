@@ -70,7 +70,7 @@ def test_last_plan_says_when_the_call_reused_a_cached_plan(rng):
     assert plan.cached is True and "reused from the plan cache" in str(plan)
 
 
-def test_changing_a_returned_plan_changes_nothing_polygemm_runs(rng):
+def test_changing_a_returned_plan_changes_nothing_polygemm_runs(rng, without_gpu):
     # last_plan() was the cached plan itself: setting its variant changed what later calls ran;
     # explain()'s copy shared its lists with the cache (a note appended showed in later plans)
     a, b = _operands(rng)

@@ -97,7 +97,7 @@ def test_a_variant_far_from_every_name_gets_no_guess(rng):
 
 
 @pytest.mark.parametrize("variant, hint", [("nope", ""), ("BLAS", " (did you mean 'blas'?)")])
-def test_an_unknown_variant_with_device_auto_lists_what_the_backends_have(rng, monkeypatch, variant, hint):
+def test_an_unknown_variant_with_device_auto_lists_what_the_backends_have(rng, monkeypatch, variant, hint, without_gpu):
     # defect 3: with device="auto" the message said only "cpu: has no variant 'nope'", never what cpu has
     monkeypatch.delenv("POLYGEMM_DEVICE", raising=False)
     a, b = _f32(rng, 3, 4), _f32(rng, 4, 5)
@@ -175,7 +175,7 @@ def _refusals(a, b, c, out):
 
 @pytest.mark.parametrize("case", [name for name, _, _ in _refusals(*(np.ones((2, 2)),) * 4)])
 @pytest.mark.parametrize("in_place", [False, True], ids=["out", "out-is-c"])
-def test_a_refused_call_leaves_out_and_c_untouched(rng, monkeypatch, case, in_place):
+def test_a_refused_call_leaves_out_and_c_untouched(rng, monkeypatch, case, in_place, without_gpu):  # device="cuda" is a refusal there
     monkeypatch.delenv("POLYGEMM_DEVICE", raising=False)
     a, b = _f32(rng, 4, 3), _f32(rng, 3, 6)
     c = _f32(rng, 4, 6)
