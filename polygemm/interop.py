@@ -361,9 +361,9 @@ def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ..
         import torch
 
         typestr = _TORCH_TYPESTR.setdefault(obj.dtype, "bfloat16" if obj.dtype == torch.bfloat16 else obj.__cuda_array_interface__["typestr"])
-    size = obj.element_size()
     ptr = obj.data_ptr()
-    key = ("cuda", tuple(obj.shape), tuple(s * size for s in obj.stride()), typestr, False, ptr % 16, type(obj), device)
+    # strides in elements (the typestr fixes the element's size): torch.Size is a tuple, stride() makes one
+    key = ("cuda", obj.shape, obj.stride(), typestr, False, ptr % 16, type(obj), device)
     return key, ptr, stream
 
 
@@ -388,13 +388,14 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     if type(a) is not tensor or type(b) is not tensor or (c is not None and type(c) is not tensor) \
             or (out is not None and type(out) is not tensor):
         return None
-    device = a.get_device()  # -1 on the CPU
+    device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     for x in (a, b, c, out):
-        if x is not None and (x.requires_grad or x.get_device() != device):
+        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device):
             return None
     if device < 0:
         return None
-    stream = torch_stream(a)
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    stream = int(raw(device)) if raw is not None else torch_stream(a)
     return (_torch_one(a, device, stream), _torch_one(b, device, stream),
             _NO_VIEW if c is None else _torch_one(c, device, stream), _NO_VIEW if out is None else _torch_one(out, device, stream))
 

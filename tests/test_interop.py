@@ -177,7 +177,7 @@ def test_torch_views_of_a_call_read_the_stream_once_and_match_each_operands_view
     views = torch_views(a, b, None, out)
     assert reads["n"] == 1
     assert views == (torch_view(a), torch_view(b), operand_view(None), torch_view(out))
-    assert views[1][0] == ("cuda", (4, 6), (12, 2), "<f2", False, 8, Tensor, 1) and views[1][2] == 0x9001
+    assert views[1][0] == ("cuda", (4, 6), (6, 1), "<f2", False, 8, Tensor, 1) and views[1][2] == 0x9001  # strides in elements
     assert torch_views(a, b, Tensor(0x4000, (8, 6), (6, 1), device=0), None) is None  # c on another GPU
     assert torch_views(a, Tensor(0x2000, (4, 6), (6, 1), device=1, grad=True), None, None) is None
     assert torch_views(Tensor(0, (8, 4), (4, 1), device=-1), Tensor(0, (4, 6), (6, 1), device=-1), None, None) is None

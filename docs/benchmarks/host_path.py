@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Where a cached call's host time goes, on the machine that runs it: CuPy operands, fp16.
+"""Where a cached call's host time goes, on the machine that runs it: CuPy (or torch) operands, fp16.
 
 For each shape: wall clock per call of ``polygemm.gemm(a, b, out=o)`` and
-``cupy.matmul(a, b, out=o)`` (and both making a new result) back to back, two input sets
+``cupy.matmul(a, b, out=o)`` (``torch.matmul`` with ``--lib torch``; and both making a new result) back to back, two input sets
 alternating, the ways timed in turn round by round, median of 9; then the
 stages of polygemm's call timed alone in loops of their own (binding the call to its cached
 plan, reading one operand's view, preparing the launch, queueing it), and a cProfile of the
 call's functions by their own time. At a launch-sized shape (64×64×64) the device is idle and
 the wall clock per call is the host path.
 
-    python3 docs/benchmarks/host_path.py [--shapes 64x64x64 1000x3000x2000] [--profile]
+    python3 docs/benchmarks/host_path.py [--lib cupy|torch] [--shapes 64x64x64 1000x3000x2000] [--profile]
 
 Two versions of the package compare run by run in turn (``PYTHONPATH`` picks one; the first line
 printed names it).
@@ -25,13 +25,14 @@ import statistics
 import time
 from typing import Any, Callable
 
-import cupy as cp
-
 import polygemm as pg
 from polygemm import api
 from polygemm.problem import operand_view
 
 print(f"polygemm from {pg.__file__}", flush=True)
+
+
+_sync: Callable[[], Any] = lambda: None  # the operands' library's device synchronize, set by main()
 
 
 def per_call(fn: Callable[[int], Any], calls: int = 2000, rounds: int = 7) -> float:
@@ -48,11 +49,11 @@ def interleaved(ways: dict[str, Callable[[int], Any]], calls: int = 2000, rounds
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(rounds):
         for name, fn in ways.items():
-            cp.cuda.Device().synchronize()
+            _sync()
             t0 = time.perf_counter()
             for i in range(calls):
                 fn(i)
-            cp.cuda.Device().synchronize()
+            _sync()
             times[name].append((time.perf_counter() - t0) / calls * 1e6)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
@@ -61,15 +62,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", nargs="+", default=["64x64x64", "1000x3000x2000", "1000x1000x4096", "512x512x16384"])
     ap.add_argument("--profile", action="store_true", help="also print the cProfile of 20000 calls at each shape")
+    ap.add_argument("--lib", choices=("cupy", "torch"), default="cupy", help="the operands' library and its matmul (default: cupy)")
     args = ap.parse_args()
+    global _sync
+    if args.lib == "cupy":
+        import cupy as xp
+
+        _sync = xp.cuda.Device().synchronize
+        matmul = xp.matmul
+
+        def make(shape: tuple[int, int]) -> Any:
+            return xp.random.standard_normal(shape).astype(xp.float16)
+    else:
+        import torch as xp
+
+        _sync = xp.cuda.synchronize
+        matmul = xp.matmul
+
+        def make(shape: tuple[int, int]) -> Any:
+            return xp.randn(shape, device="cuda").half()
     for shape in args.shapes:
         m, n, k = (int(x) for x in shape.split("x"))
-        sets = [(cp.random.standard_normal((m, k)).astype(cp.float16), cp.random.standard_normal((k, n)).astype(cp.float16),
-                 cp.empty((m, n), cp.float16)) for _ in range(2)]
+        sets = [(make((m, k)), make((k, n)), make((m, n))) for _ in range(2)]
         row = interleaved({
-            "cupy.matmul(out)": lambda i: cp.matmul(sets[i & 1][0], sets[i & 1][1], out=sets[i & 1][2]),
+            f"{args.lib}.matmul(out)": lambda i: matmul(sets[i & 1][0], sets[i & 1][1], out=sets[i & 1][2]),
             "gemm(out)": lambda i: pg.gemm(sets[i & 1][0], sets[i & 1][1], out=sets[i & 1][2]),
-            "cupy.matmul()": lambda i: cp.matmul(sets[i & 1][0], sets[i & 1][1]),
+            f"{args.lib}.matmul()": lambda i: matmul(sets[i & 1][0], sets[i & 1][1]),
             "gemm()": lambda i: pg.gemm(sets[i & 1][0], sets[i & 1][1]),
         })
         variant = pg.last_plan().variant
@@ -86,14 +104,14 @@ def main() -> None:
         prepared = launch.prepare(call.a_ptr, call.b_ptr, call.out_ptr, 1.0, 0.0, stream)
         if type(prepared) is bytes:
             row["launch (queue only)"] = per_call(lambda i: launch.launch(prepared, stream))
-        print(f"{shape} fp16, auto = {variant}: " + ", ".join(f"{name} {us:.2f}" for name, us in row.items()) + " (µs)", flush=True)
+        print(f"{args.lib} {shape} fp16, auto = {variant}: " + ", ".join(f"{name} {us:.2f}" for name, us in row.items()) + " (µs)", flush=True)
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()
             for i in range(20000):
                 pg.gemm(sets[i & 1][0], sets[i & 1][1], out=sets[i & 1][2])
             prof.disable()
-            cp.cuda.Device().synchronize()
+            _sync()
             text = io.StringIO()
             pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
             print(text.getvalue(), flush=True)
