@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import math
 import os
+import sysconfig
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -102,6 +103,12 @@ class _Entry:
     host: bool = False
 
 
+#: a free-threaded build (3.13t): there OrderedDict's methods are not atomic (move_to_end beside
+#: another thread's clear or popitem crashed CPython 3.13t, gh-125996) and the counters' += lose
+#: counts, so a lookup takes the lock as put and clear do
+_FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 class PlanCache:
     """A bounded, thread-safe map from a call's description to its plan (LRU eviction)."""
 
@@ -113,9 +120,15 @@ class PlanCache:
         self.misses = 0
 
     def get(self, key: tuple[Any, ...]) -> _Entry | None:
-        # without the lock: a call's hit is the host path's commonest step, and each of
-        # OrderedDict's get and move_to_end is atomic on its own (put and clear hold the lock
-        # for their several steps); the counters are statistics
+        if _FREE_THREADED:
+            with self._lock:
+                return self._get(key)
+        return self._get(key)
+
+    def _get(self, key: tuple[Any, ...]) -> _Entry | None:
+        # without the lock (with the GIL): a call's hit is the host path's commonest step, and
+        # each of OrderedDict's get and move_to_end is atomic on its own (put and clear hold the
+        # lock for their several steps); the counters are statistics
         data = self._data
         entry = data.get(key)
         if entry is None:
@@ -389,13 +402,17 @@ def _bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLike | No
 
 
 def _bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLike | None, variant: Any, out: Any,
-                out_dtype: Any = None) -> tuple[_Entry, Call, bool, list[str]]:
+                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[_Entry, Call, bool, list[str]]:
     """:func:`_bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
     neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
-    library, as host views are copied once; also what was copied so, for the plan."""
+    library, as host views are copied once; also what was copied so, for the plan. ``first``:
+    what :func:`_bind` of these operands raised already (not bound, nor counted, again)."""
     made: list[str] = []
     while True:
         try:
+            if first is not None:
+                failed, first = first, None
+                raise failed
             return (*_bind(a, b, c, alpha, beta, device, variant, out, out_dtype), made)
         except NotWhole as exc:
             given = {"a": a, "b": b, "c": c}[exc.name]
@@ -451,11 +468,14 @@ def gemm(
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
+    first: NotWhole | None = None
     try:
         entry, call, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
         made: list[str] = []
-    except NotWhole:  # a device operand its own library must make contiguous first
-        entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    except NotWhole as exc:  # a device operand its own library must make contiguous first
+        first = exc
+    if first is not None:  # (outside the except: what the retry raises is not chained to this NotWhole)
+        entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first)
     if out is None and not entry.host:
         call.alloc = entry.alloc  # a new device result of the operands' library
     backend = entry.backend
