@@ -55,6 +55,51 @@ def without_gpu():
     registry.refresh()
 
 
+def fake_torch(monkeypatch: pytest.MonkeyPatch) -> type:
+    """A stand-in ``torch`` module in sys.modules for CPU tests of the views of CUDA tensors:
+    ``Tensor(ptr, shape, stride, device="cuda", index=0, grad=False)`` with torch's attributes, and
+    the current raw stream of device i as 0x9000 + i. Returns the Tensor class."""
+    import sys
+    import types
+
+    fake = types.ModuleType("torch")
+
+    class Tensor:
+        def __init__(self, ptr, shape, stride, device="cuda", index=0, grad=False):
+            self.ptr, self.shape, self._stride, self.requires_grad = ptr, shape, stride, grad
+            self.dtype = "float16"
+            self.is_cuda = device == "cuda"
+            # torch's get_device() is the device's index whatever its type: -1 on the CPU, 0 for mps:0 or xpu:0
+            self._index = -1 if device == "cpu" else index
+            self.device = types.SimpleNamespace(type=device, index=None if device == "cpu" else index)
+
+        def get_device(self):
+            return self._index
+
+        def element_size(self):
+            return 2
+
+        def data_ptr(self):
+            return self.ptr
+
+        def stride(self):
+            return self._stride
+
+        @property
+        def __cuda_array_interface__(self):
+            if not self.is_cuda:  # torch: "Can't get __cuda_array_interface__ on non-CUDA tensor type"
+                raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
+            if self.requires_grad:
+                raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+            return {"typestr": "<f2", "shape": self.shape, "strides": None, "data": (self.ptr, False), "version": 2}
+
+    fake.Tensor = Tensor
+    fake.bfloat16 = object()
+    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x9000 + index)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    return Tensor
+
+
 def run_concurrently(work, threads: int = 8) -> list[str]:
     """Run ``work(i)`` in ``threads`` threads at once; return each failure as text."""
     import threading

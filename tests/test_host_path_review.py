@@ -19,6 +19,8 @@ import polygemm as pg
 from polygemm import api
 from polygemm.problem import operand_view
 
+from conftest import fake_torch
+
 
 # -- fakes of cupy and torch ------------------------------------------------------------------------
 def _fake_cupy(monkeypatch, stream_ptr=0x5000):
@@ -36,45 +38,6 @@ def _fake_cupy(monkeypatch, stream_ptr=0x5000):
     fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=current["ptr"]))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     return ndarray
-
-
-def _fake_torch(monkeypatch):
-    fake = types.ModuleType("torch")
-
-    class Tensor:
-        def __init__(self, ptr, shape, stride, device="cuda", index=0, grad=False):
-            self.ptr, self.shape, self._stride, self.requires_grad = ptr, shape, stride, grad
-            self.dtype = "float16"
-            self.is_cuda = device == "cuda"
-            # torch's get_device() is the device's index whatever its type: -1 on the CPU, 0 for mps:0 or xpu:0
-            self._index = -1 if device == "cpu" else index
-            self.device = types.SimpleNamespace(type=device, index=None if device == "cpu" else index)
-
-        def get_device(self):
-            return self._index
-
-        def element_size(self):
-            return 2
-
-        def data_ptr(self):
-            return self.ptr
-
-        def stride(self):
-            return self._stride
-
-        @property
-        def __cuda_array_interface__(self):
-            if not self.is_cuda:  # torch: "Can't get __cuda_array_interface__ on non-CUDA tensor type"
-                raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
-            if self.requires_grad:
-                raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
-            return {"typestr": "<f2", "shape": self.shape, "strides": None, "data": (self.ptr, False), "version": 2}
-
-    fake.Tensor = Tensor
-    fake.bfloat16 = object()
-    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x9000 + index)
-    monkeypatch.setitem(sys.modules, "torch", fake)
-    return Tensor
 
 
 def _old_key(a, b, c, out, alpha=1.0, beta=0.0, device="cuda", variant="auto"):
@@ -113,7 +76,7 @@ def test_cupy_calls_are_keyed_and_streamed_as_each_operands_view_gave(monkeypatc
 
 
 def test_torch_calls_are_keyed_and_streamed_as_each_operands_view_gave(monkeypatch):
-    T = _fake_torch(monkeypatch)
+    T = fake_torch(monkeypatch)
     a, b = T(0x1000, (8, 4), (4, 1), index=1), T(0x2008, (4, 6), (6, 1), index=1)
     c = T(0x3000, (8, 6), (6, 1), index=1)
     calls = [(a, b, None, None), (a, b, c, c), (a, b, None, c),
@@ -133,7 +96,7 @@ def test_torch_tensors_on_another_device_type_are_not_keyed_as_cuda(monkeypatch)
     all (the full normalization refuses them every time), as before."""
     from polygemm.interop import torch_views
 
-    T = _fake_torch(monkeypatch)
+    T = fake_torch(monkeypatch)
     ca, cb = T(0x1000, (8, 4), (4, 1)), T(0x2000, (4, 6), (6, 1))
     xa, xb = T(0x1000, (8, 4), (4, 1), device="xpu"), T(0x2000, (4, 6), (6, 1), device="xpu")
     assert torch_views(ca, cb, None, None) is not None

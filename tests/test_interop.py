@@ -8,7 +8,7 @@ import pytest
 
 import polygemm as pg
 from polygemm.testing import assert_close
-from conftest import DLPackOnly
+from conftest import DLPackOnly, fake_torch
 
 
 def rand(rng, shape, dtype=np.float32):
@@ -140,47 +140,23 @@ def test_torch_views_of_a_call_read_the_stream_once_and_match_each_operands_view
     from polygemm.interop import torch_view, torch_views
     from polygemm.problem import operand_view
 
+    Tensor = fake_torch(monkeypatch)
     reads = {"n": 0}
-    fake = types.ModuleType("torch")
-
-    class Tensor:
-        def __init__(self, ptr, shape, stride, device=0, grad=False):
-            self.ptr, self.shape, self._stride, self._device, self.requires_grad = ptr, shape, stride, device, grad
-            self.dtype = "float16"
-            self.is_cuda = device >= 0
-            self.device = types.SimpleNamespace(index=device if device >= 0 else None)
-
-        def get_device(self):
-            return self._device
-
-        def element_size(self):
-            return 2
-
-        def data_ptr(self):
-            return self.ptr
-
-        def stride(self):
-            return self._stride
-
-        __cuda_array_interface__ = {"typestr": "<f2"}
 
     def raw_stream(index):
         reads["n"] += 1
         return 0x9000 + index
 
-    fake.Tensor = Tensor
-    fake.bfloat16 = object()
-    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=raw_stream)
-    monkeypatch.setitem(sys.modules, "torch", fake)
-    a, b = Tensor(0x1000, (8, 4), (4, 1), device=1), Tensor(0x2008, (4, 6), (6, 1), device=1)
-    out = Tensor(0x3000, (8, 6), (6, 1), device=1)
+    sys.modules["torch"]._C = types.SimpleNamespace(_cuda_getCurrentRawStream=raw_stream)
+    a, b = Tensor(0x1000, (8, 4), (4, 1), index=1), Tensor(0x2008, (4, 6), (6, 1), index=1)
+    out = Tensor(0x3000, (8, 6), (6, 1), index=1)
     views = torch_views(a, b, None, out)
     assert reads["n"] == 1
     assert views == (torch_view(a), torch_view(b), operand_view(None), torch_view(out))
     assert views[1][0] == ("cuda", (4, 6), (6, 1), "<f2", False, 8, Tensor, 1) and views[1][2] == 0x9001  # strides in elements
-    assert torch_views(a, b, Tensor(0x4000, (8, 6), (6, 1), device=0), None) is None  # c on another GPU
-    assert torch_views(a, Tensor(0x2000, (4, 6), (6, 1), device=1, grad=True), None, None) is None
-    assert torch_views(Tensor(0, (8, 4), (4, 1), device=-1), Tensor(0, (4, 6), (6, 1), device=-1), None, None) is None
+    assert torch_views(a, b, Tensor(0x4000, (8, 6), (6, 1), index=0), None) is None  # c on another GPU
+    assert torch_views(a, Tensor(0x2000, (4, 6), (6, 1), index=1, grad=True), None, None) is None
+    assert torch_views(Tensor(0, (8, 4), (4, 1), device="cpu"), Tensor(0, (4, 6), (6, 1), device="cpu"), None, None) is None
     assert torch_views(a, np.ones((4, 6)), None, None) is None
 
 

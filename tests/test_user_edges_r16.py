@@ -25,6 +25,8 @@ from polygemm.errors import (ArgumentError, ArgumentTypeError, BackendUnavailabl
                              ShapeError)
 from polygemm.testing import check_result, reference_for
 
+from conftest import run_concurrently
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -230,30 +232,21 @@ def test_explain_with_out_writes_nothing_and_refuses_what_gemm_refuses():
 def test_clearing_the_plan_cache_while_threads_call_loses_no_result():
     """Right: clear_plan_cache() from one thread while seven others call gemm with the same shapes: every result is
     that thread's own product, every last_plan() that thread's call, and the cache ends within its bound."""
-    errors: list[BaseException] = []
     start = threading.Barrier(8)
 
     def work(i: int) -> None:
-        try:
-            start.wait()
-            a = np.full((3, 4), float(i), np.float32)
-            b = np.ones((4, 2 + i % 2), np.float32)
-            for j in range(60):
-                if i == 0 and j % 3 == 0:
-                    pg.clear_plan_cache()
-                got = pg.gemm(a, b, device="cpu")
-                assert got.shape == (3, 2 + i % 2) and (got == 4.0 * i).all()
-                plan = pg.last_plan()
-                assert plan is not None and (plan.problem.m, plan.problem.n) == (3, 2 + i % 2)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        start.wait()
+        a = np.full((3, 4), float(i), np.float32)
+        b = np.ones((4, 2 + i % 2), np.float32)
+        for j in range(60):
+            if i == 0 and j % 3 == 0:
+                pg.clear_plan_cache()
+            got = pg.gemm(a, b, device="cpu")
+            assert got.shape == (3, 2 + i % 2) and (got == 4.0 * i).all()
+            plan = pg.last_plan()
+            assert plan is not None and (plan.problem.m, plan.problem.n) == (3, 2 + i % 2)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert run_concurrently(work, threads=8) == []
     info = pg.plan_cache_info()
     assert 0 <= info["size"] <= min(2, info["maxsize"]) and info["hits"] >= 0 and info["misses"] >= 0
 
