@@ -30,9 +30,12 @@ def test_matrix_shows_broken_plugin_and_fails_on_failure(tmp_path, monkeypatch, 
     install_fake_distribution(tmp_path, "pg_broken", "pg_broken_plugin", BROKEN, {"broken": "pg_broken_plugin:Nothing"})
     monkeypatch.syspath_prepend(str(tmp_path))
     fresh_registry.refresh()
-    assert main(["matrix", "--quick", "--no-progress", "--backends", "cpu", "broken"]) == 0
+    # named in --backends, a plugin whose import fails is a failure (as under pytest); cpu's cases still run and pass
+    assert main(["matrix", "--quick", "--no-progress", "--backends", "cpu", "broken"]) == 1
     out = capsys.readouterr().out
-    assert "broken" in out and "libfoo.so.3" in out
+    assert "broken" in out and "libfoo.so.3" in out and "1 failed" in out and " 0 passed" not in out
+    assert main(["matrix", "--quick", "--no-progress", "--dtypes", "float32"]) == 0  # every backend: a skip
+    assert "skip broken" in capsys.readouterr().out
 
     from polygemm.backends.cpu_ref import backend as cpu
 
