@@ -643,10 +643,16 @@ def run_call_bench(
             continue
         ran = last_plan()
         chosen = ran.variant if ran is not None else variant
-        vend = CallTimed(theirs, sync, min_seconds)
+        vend: CallTimed | None = None
+        try:
+            vend = CallTimed(theirs, sync, min_seconds)
+        except PolygemmError as exc:  # e.g. muBLAS absent from an emulation build: timed alone, as kernel mode does
+            if progress:
+                progress(f"{m}x{n}x{k} vendor {vendor_call} not timed: {exc}")
         times, vtimes = [], []
         for _ in range(repeats):
-            vtimes.append(vend.once())
+            if vend is not None:
+                vtimes.append(vend.once())
             times.append(timed.once())
         share = None
         if inputs == "numpy" and not host_only:
@@ -655,7 +661,7 @@ def run_call_bench(
                                                  sync, min_seconds).once() for _ in range(repeats))
             share = max(0.0, 1.0 - dev_t / statistics.median(times))
             del dev
-        t, vt = statistics.median(times), statistics.median(vtimes)
+        t, vt = statistics.median(times), statistics.median(vtimes) if vtimes else float("nan")
         rec = BenchRecord(
             be.name, chosen, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
             t * 1e3, lib.name, flops / vt / 1e12, vt / t, be.device_name(), date, repeats, timed.calls,
@@ -666,8 +672,9 @@ def run_call_bench(
             sink.append(rec)
         if progress:
             extra = f", copies {share:.0%} of the call" if share is not None else ""
+            beside = f"{rec.ratio:.2f}x {vendor_call}: {rec.vendor_us_per_call:.1f} us" if vtimes else f"{vendor_call} not timed"
             progress(f"{f'{batch}x' if batch else ''}{m}x{n}x{k} gemm({variant}) -> {chosen:28s} {rec.us_per_call:10.1f} us/call  {_rate(rec.tflops)}  "
-                     f"({rec.ratio:.2f}x {vendor_call}: {rec.vendor_us_per_call:.1f} us{extra})")
+                     f"({beside}{extra})")
         if step:
             step()
         del sets_, ours, theirs
@@ -709,8 +716,10 @@ def call_markdown(records: list[BenchRecord]) -> str:
             lines.append(f"| shape | {chose} | µs/call | vendor µs/call | FLOP/s | vendor FLOP/s | ratio |" + (" copy share |" if share else ""))
             lines.append("|---|---|---|---|---|---|---|" + ("---|" if share else ""))
             for r in rs:
-                cells = [f"{f'{r.batch} × ' if r.batch else ''}{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}", f"{r.vendor_us_per_call:.1f}",
-                         _rate(r.tflops).strip(), _rate(r.vendor_tflops).strip(), f"**{r.ratio:.2f}×**"]
+                timed = r.vendor_us_per_call == r.vendor_us_per_call  # a vendor not timed (NaN) is "–", as in kernel mode's tables
+                cells = [f"{f'{r.batch} × ' if r.batch else ''}{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}",
+                         f"{r.vendor_us_per_call:.1f}" if timed else "–", _rate(r.tflops).strip(),
+                         _rate(r.vendor_tflops).strip() if timed else "–", f"**{r.ratio:.2f}×**" if timed else "–"]
                 if share:
                     cells.append(f"{r.copy_share:.0%}" if r.copy_share is not None else "–")
                 lines.append("| " + " | ".join(cells) + " |")
