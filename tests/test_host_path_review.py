@@ -396,15 +396,19 @@ def _fake_driver():
     launched: list[tuple] = []
     rc = {"next": 0}
 
-    def cu_launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    def cu_launch_ex(cfg, fn, params, extra):
         ffi = drv.ffi
         assert params == ffi.NULL and int(ffi.cast("uintptr_t", extra[0])) == 1 and int(ffi.cast("uintptr_t", extra[2])) == 2
         n = ffi.cast("size_t *", extra[3])[0]
-        launched.append((threading.get_ident(), ffi.buffer(ffi.cast("char *", extra[1]), n)[:], int(ffi.cast("uintptr_t", stream)),
-                         (gx, gy, gz, bx, by, bz, shared), int(ffi.cast("uintptr_t", extra[1]))))
+        geo = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ, cfg.sharedMemBytes)
+        attr = ffi.cast("CUlaunchAttribute *", cfg.attrs)
+        coop = cfg.numAttrs == 1 and attr.id == drv_mod.CU_LAUNCH_ATTRIBUTE_COOPERATIVE and attr.value.cooperative == 1
+        assert cfg.numAttrs == 0 or coop
+        launched.append((threading.get_ident(), ffi.buffer(ffi.cast("char *", extra[1]), n)[:], int(ffi.cast("uintptr_t", cfg.hStream)),
+                         geo, int(ffi.cast("uintptr_t", extra[1])), coop))
         return rc["next"]
 
-    drv.lib = types.SimpleNamespace(cuLaunchKernel=cu_launch)
+    drv.lib = types.SimpleNamespace(cuLaunchKernelEx=cu_launch_ex)
     drv.error_text = lambda code: f"CUresult {code}"
     return drv, launched, rc
 
@@ -418,7 +422,7 @@ def test_launcher_writes_each_threads_slot_and_checks_the_capacity():
     go = k.launcher((4, 2), (128,), 1024)
     go(b"\x01" * 24, 7)
     go(b"\x02" * 8, 0)  # shorter: only its own bytes, the slot reused
-    assert [(buf, stream, geo) for _, buf, stream, geo, _ in launched] == [
+    assert [(buf, stream, geo) for _, buf, stream, geo, _, _ in launched] == [
         (b"\x01" * 24, 7, (4, 2, 1, 128, 1, 1, 1024)), (b"\x02" * 8, 0, (4, 2, 1, 128, 1, 1, 1024))]
     assert launched[0][4] == launched[1][4] == int(drv.ffi.cast("uintptr_t", drv.launch_slot().params))
     with pytest.raises(DeviceError, match="exceed"):
@@ -443,11 +447,12 @@ def test_launcher_writes_each_threads_slot_and_checks_the_capacity():
     t = threading.Thread(target=other)
     t.start()
     t.join()
-    (ident, buf, stream, _, params), = results
+    (ident, buf, stream, _, params, _), = results
     assert ident != threading.get_ident() and buf == b"\x05" * 16 and stream == 3
     assert params != launched[0][4]  # not this thread's slot
     go(b"\x06" * 8, 0)
     assert launched[-1][1] == b"\x06" * 8 and launched[-1][4] == launched[0][4]
+    assert not any(coop for *_, coop in launched)
     errors: list = []
 
     def first_too_big():  # a thread's first launch (no slot yet) checks the capacity too
@@ -460,6 +465,21 @@ def test_launcher_writes_each_threads_slot_and_checks_the_capacity():
     t.start()
     t.join()
     assert len(errors) == 1 and "exceed" in str(errors[0])
+
+
+def test_launcher_configs_name_each_stream_and_a_cooperative_launch_says_so():
+    """The launcher keeps one launch config per stream (read-only once made, so threads share
+    it): each launch goes with its own stream's config, also after more streams than it keeps
+    configs for, and a cooperative launcher's configs carry the cooperative attribute."""
+    from polygemm.backends.cuda import driver as drv_mod
+
+    drv, launched, _ = _fake_driver()
+    k = drv_mod.Kernel(drv, "entry", None, drv.ffi.NULL, [(0, 8)])
+    go = k.launcher((132,), (384,), 4096, cooperative=True)
+    for stream in [0, 5, 0, 9, 5] + list(range(100, 100 + 2 * drv_mod._CONFIGS_KEPT)) + [5]:
+        go(b"\x07" * 8, stream)
+        assert launched[-1][2] == stream and launched[-1][5] and launched[-1][3] == (132, 1, 1, 384, 1, 1, 4096)
+    assert go.cooperative
 
 
 def test_what_the_retry_raises_is_not_chained_to_the_first_notwhole(monkeypatch):
