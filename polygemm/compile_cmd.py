@@ -133,7 +133,7 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
             raise ArgumentError(f"--out {out}: cannot make that folder ({exc.strerror or exc}); name a folder you can write") from None
     # name the compiler (and fail early, with the reason, when there is none) before starting
     targets = sorted({j.target for j in todo})
-    used = sorted({cc.select(t, compiler).describe() for t in targets})
+    used = sorted({cc.select(t, compiler, when="polygemm compile builds them ahead of time with it").describe() for t in targets})
     print(f"polygemm compile: {len(todo)} builds for {', '.join(targets)} with {'; '.join(used)} into {out or cc.cache_dir()}", file=stream, flush=True)
     t0 = time.perf_counter()
     ok = True

@@ -58,7 +58,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         return compiler_mod.Built(b"\x7fELF" + body, FAKE.describe(), "ptxas info    : Used 32 registers\n0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads")
 
     compiler_mod = compiler
-    monkeypatch.setattr(compiler, "select", lambda target=None, compiler=None: FAKE)
+    monkeypatch.setattr(compiler, "select", lambda target=None, compiler=None, when=None: FAKE)
     monkeypatch.setattr(compiler, "build", build)
     return calls
 
@@ -211,7 +211,7 @@ _CHILD = textwrap.dedent(
             time.sleep(1.0)  # long enough for the other process to arrive meanwhile
             return compiler_mod.Built(b"\\x7fELF" + b"x" * 100000, "fake", "")
         compiler_mod = compiler
-        compiler.select = lambda target=None, compiler=None: compiler_mod._Compiler("nvrtc", "0", "fake", "fake")
+        compiler.select = lambda target=None, compiler=None, when=None: compiler_mod._Compiler("nvrtc", "0", "fake", "fake")
         compiler.build = build
     while time.time() < float(sys.argv[3]):  # start together
         time.sleep(0.005)
@@ -334,7 +334,7 @@ def test_compile_command_fails_on_spills_in_auto_kernels(tmp_path: Path, cache: 
         return compiler_mod.Built(b"\x7fELF", "fake", "Used 255 registers\n8 bytes spill stores, 8 bytes spill loads")
 
     compiler_mod = compiler
-    monkeypatch.setattr(compiler, "select", lambda target=None, compiler=None: FAKE)
+    monkeypatch.setattr(compiler, "select", lambda target=None, compiler=None, when=None: FAKE)
     monkeypatch.setattr(compiler, "build", spilling)
     teaching = next(n for n, s in kernel_specs().items() if not s.predicated)
     auto = next(n for n, s in kernel_specs().items() if s.predicated)

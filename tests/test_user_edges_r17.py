@@ -364,3 +364,14 @@ def test_matmul_refuses_what_numpy_matmul_refuses_with_a_value_error(sa, sb):
         pg.matmul(a, b, device="cpu")
     assert isinstance(info.value, ValueError)
     assert "inner dimensions differ" in str(info.value) or "do not broadcast" in str(info.value)
+
+
+def test_compile_with_compiler_nvrtc_and_no_nvrtc_names_the_option_not_the_variable(monkeypatch, capsys):
+    # defect: "polygemm compile --compiler nvrtc" where NVRTC is absent says "POLYGEMM_COMPILER=nvrtc: NVRTC (libnvrtc)
+    # not found ...; the kernels compile at run time: pip install ..." -- the user set no POLYGEMM_COMPILER, and
+    # compile builds ahead of time (compiler.select's lead names the variable whenever a compiler is forced)
+    monkeypatch.delenv("POLYGEMM_COMPILER", raising=False)
+    monkeypatch.setenv("POLYGEMM_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
+    assert main(["compile", "--compiler", "nvrtc", "--only", "cm_v01_naive", "--arch", "sm_90", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "POLYGEMM_COMPILER=" not in err and "compile at run time" not in err and "nvrtc" in err

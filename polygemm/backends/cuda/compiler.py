@@ -145,11 +145,12 @@ def _forced() -> str | None:
     return v
 
 
-def select(target: str | None = None, compiler: str | None = None) -> _Compiler:
+def select(target: str | None = None, compiler: str | None = None, when: str = "the kernels compile at run time") -> _Compiler:
     """The compiler that builds for ``target``: ``compiler`` or ``$POLYGEMM_COMPILER`` when given,
     else nvcc when it is installed, else NVRTC when it is there and knows ``target``.
 
-    Raises BackendUnavailableError naming why each one is unusable and what to install.
+    Raises BackendUnavailableError naming why each one is unusable (led by the argument or the
+    variable that forced one, whichever did), ``when`` the kernels compile, and what to install.
     """
     forced = compiler or _forced()
     if compiler is not None and compiler not in COMPILERS:
@@ -161,8 +162,8 @@ def select(target: str | None = None, compiler: str | None = None) -> _Compiler:
             return c
         reasons.append(why if c is None else f"{c.describe()} cannot build for {target}")
     how = "pip install 'polygemm[nvrtc]' (NVRTC from PyPI) or install the CUDA toolkit (nvcc)"
-    lead = f"POLYGEMM_COMPILER={forced}: " if forced else "no CUDA compiler: "
-    raise BackendUnavailableError(f"{lead}{'; '.join(reasons)}; the kernels compile at run time: {how}")
+    lead = (f"compiler {compiler!r}: " if compiler else f"POLYGEMM_COMPILER={forced}: " if forced else "no CUDA compiler: ")
+    raise BackendUnavailableError(f"{lead}{'; '.join(reasons)}; {when}: {how}")
 
 
 def available(target: str | None = None) -> str | None:
