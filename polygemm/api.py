@@ -119,11 +119,9 @@ class PlanCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[Any, ...]) -> _Entry | None:
-        if _FREE_THREADED:
-            with self._lock:
-                return self._get(key)
-        return self._get(key)
+    def _get_locked(self, key: tuple[Any, ...]) -> _Entry | None:
+        with self._lock:
+            return self._get(key)
 
     def _get(self, key: tuple[Any, ...]) -> _Entry | None:
         # without the lock (with the GIL): a call's hit is the host path's commonest step, and
@@ -140,6 +138,9 @@ class PlanCache:
             pass
         self.hits += 1
         return entry
+
+    #: the plan for a call's key, or None (counted as a hit or a miss); chosen once, not per call
+    get = _get_locked if _FREE_THREADED else _get
 
     def put(self, key: tuple[Any, ...], entry: _Entry) -> None:
         if self.maxsize <= 0:

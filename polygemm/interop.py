@@ -320,7 +320,8 @@ def torch_stream(obj: Any) -> int | None:
 def _cupy_one(obj: Any, nd: Any, stream: int) -> tuple[tuple[Any, ...], int, int]:
     data = obj.data  # a MemoryPointer: its ptr and device_id are plain fields (obj.device makes a Device)
     ptr = data.ptr if obj.size else 0
-    return ("cuda", obj.shape, obj.strides, obj.dtype.str, False, ptr % 16, nd, data.device_id), ptr, stream
+    # the dtype itself (hashed in 40 ns) where dtype.str makes a new string to hash on every read (0.37 us)
+    return ("cuda", obj.shape, obj.strides, obj.dtype, False, ptr % 16, nd, data.device_id), ptr, stream
 
 
 def _cupy_stream(cupy: Any) -> int:

@@ -127,16 +127,18 @@ def test_a_free_threaded_build_looks_plans_up_under_the_lock(monkeypatch):
     lock = cache._lock = _CountingLock()  # type: ignore[assignment]
     cache.put(("k",), "entry")  # type: ignore[arg-type]
     entered = lock.entered
-    monkeypatch.setattr(api, "_FREE_THREADED", False)
+    # the lookup is chosen once, when the class is made: lock-free with the GIL, locked without it
+    assert api.PlanCache.get is (api.PlanCache._get_locked if api._FREE_THREADED else api.PlanCache._get)
+    monkeypatch.setattr(api.PlanCache, "get", api.PlanCache._get)  # the GIL's lookup
     assert cache.get(("k",)) == "entry" and cache.get(("x",)) is None and lock.entered == entered
-    monkeypatch.setattr(api, "_FREE_THREADED", True)
+    monkeypatch.setattr(api.PlanCache, "get", api.PlanCache._get_locked)  # a free-threaded build's
     assert cache.get(("k",)) == "entry" and cache.get(("x",)) is None and lock.entered == entered + 2
     assert cache.info() == {"hits": 2, "misses": 2, "size": 1, "maxsize": 4}
 
 
 @pytest.mark.parametrize("free_threaded", [False, True])
 def test_lookups_beside_puts_evictions_and_clears_never_fail_or_lose_counts(monkeypatch, free_threaded):
-    monkeypatch.setattr(api, "_FREE_THREADED", free_threaded)
+    monkeypatch.setattr(api.PlanCache, "get", api.PlanCache._get_locked if free_threaded else api.PlanCache._get)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     cache = api.PlanCache(3)

@@ -73,7 +73,7 @@ def test_cupy_view_reads_attributes_and_names_the_legacy_stream(monkeypatch):
     a = ndarray(0x7F0000000008, (3, 4), (8, 2), "float16", device=1)
     key, ptr, stream = cupy_view(a)
     assert ptr == 0x7F0000000008 and stream == 1
-    assert key == ("cuda", (3, 4), (8, 2), "<f2", False, 8, ndarray, 1)
+    assert key == ("cuda", (3, 4), (8, 2), np.dtype("float16"), False, 8, ndarray, 1)
     current["ptr"] = 0xABC0
     assert cupy_view(a)[2] == 0xABC0
     assert cupy_view(np.ones(3)) is None
