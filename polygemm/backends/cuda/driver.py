@@ -231,7 +231,7 @@ _CONFIGS_KEPT = 64  # launch configs a launcher keeps, one per stream handle it 
 
 
 class _LaunchSlot:
-    """One thread's parameter buffer and ``extra`` array for cuLaunchKernel (reused per launch)."""
+    """One thread's parameter buffer and ``extra`` array for cuLaunchKernelEx (reused per launch)."""
 
     def __init__(self, ffi: Any) -> None:
         self.params = ffi.new(f"char[{_PARAM_CAPACITY}]")
