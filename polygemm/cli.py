@@ -397,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", default="float32", choices=["float16", "bfloat16", "float32", "float64"], help="dtype of a, b and the result")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
-    s.add_argument("--repeat", type=positive_int, default=3, help="timed repetitions after the first call (>= 1)")
+    s.add_argument("--repeat", "--repeats", dest="repeat", type=positive_int, default=3,
+                   help="timed repetitions after the first call (>= 1); --repeats, as bench spells it, is the same")
     s.add_argument("--seed", type=non_negative_int, default=None, help="seed of the random inputs, >= 0 (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     s.set_defaults(fn=cmd_gemm)

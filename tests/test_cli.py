@@ -60,7 +60,16 @@ def test_gemm_repeat_must_be_positive(capsys):
         with pytest.raises(SystemExit) as exc:
             main(["gemm", "--shape", "2x2x2", "--device", "cpu", "--repeat", bad])
         assert exc.value.code == 2
-        assert "argument --repeat: must be an integer >= 1" in capsys.readouterr().err
+        assert "argument --repeat/--repeats: must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_gemm_takes_repeats_as_bench_spells_it(capsys):
+    # polygemm bench takes --repeats (and --repeat, a prefix of it); gemm took --repeat only, and
+    # "polygemm gemm ... --repeats 2" was a usage error
+    assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--repeats", "2", "--seed", "1"]) == 0
+    assert "best of 2 " in capsys.readouterr().out
+    assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--repeat", "4", "--seed", "1"]) == 0
+    assert "best of 4 " in capsys.readouterr().out
 
 
 def _closed_pipe_run(*args: str) -> subprocess.CompletedProcess:
