@@ -63,13 +63,16 @@ def test_error_bound_is_the_documented_formula(rng, dtype):
     tol = error_bound(a, b, c, 2.0, 3.0)
     a64, b64, c64 = (np.abs(x.astype(np.float64)) for x in (a, b, c))
     u_acc = unit_roundoff(np.float32 if dtype.itemsize == 2 else dtype)
-    want = 2.0 * 6 * u_acc * 2.0 * (a64 @ b64) + 2.0 * u_acc * 3.0 * c64 + float(pg.problem.finfo(dtype).tiny)
+    ref64 = 2.0 * (a.astype(np.float64) @ b.astype(np.float64)) + 3.0 * c.astype(np.float64)
+    # the whole formula, u_out * |C_ref| too (round 18: error_bound without ref= had left that term out)
+    want = (2.0 * 6 * u_acc * 2.0 * (a64 @ b64) + 2.0 * u_acc * 3.0 * c64 + unit_roundoff(dtype) * np.abs(ref64)
+            + float(pg.problem.finfo(dtype).tiny))
     assert tol.shape == (4, 2) and tol.dtype == np.float64
     np.testing.assert_allclose(tol, want, rtol=1e-12)
     ref = reference_for(a, b, c, 2.0, 3.0)
     assert isinstance(ref, Reference) and ref.out_dtype == dtype and ref.ref64.dtype == np.float64
-    np.testing.assert_allclose(ref.ref64, 2.0 * (a.astype(np.float64) @ b.astype(np.float64)) + 3.0 * c.astype(np.float64))
-    assert np.all(ref.tol >= tol)  # plus u_out * |C_ref|
+    np.testing.assert_allclose(ref.ref64, ref64)
+    np.testing.assert_allclose(ref.tol, tol, rtol=1e-12)  # one bound, with or without the reference at hand
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)], ids=["float16", "bfloat16"])
