@@ -244,7 +244,7 @@ def gemm(
     # had not been that of its blocks
     if native_dtype(A.dtype) != native_dtype(B.dtype):
         how = promotion_hint(("A", A, native_dtype(A.dtype)), ("B", B, native_dtype(B.dtype)))  # the narrower up, as numpy.matmul computes
-        raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast one, e.g. {how}")
+        raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast to one dtype, e.g. {how}")
     result = native_dtype(A.dtype) if out_dtype is None else _dtype_of("out_dtype", out_dtype)
     check_result_dtype(native_dtype(A.dtype), result, "out_dtype")
 

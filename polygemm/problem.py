@@ -330,11 +330,18 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
     cast up to the dtype numpy.matmul computes them in (float16 with float32: float32). The hint had
     been ``b.astype(a.dtype)`` whatever the two were, which for a float16 ``a`` and a float32 ``b``
     rounded ``b`` to float16 (inf beyond 65504), unlike the product NumPy gives. Where NumPy promotes
-    them to no dtype polygemm computes (bfloat16 with float16: none), the second is cast to the first's."""
+    them to no dtype (bfloat16 with float16), both go to float32, as torch and JAX promote them, which
+    holds either exactly; the cast of the second to the first's (bfloat16 past 65504 to float16's inf, or
+    float16 to bfloat16's 8 bits), once the only hint, follows as the other way."""
     try:
         wide: np.dtype | None = np.result_type(x[2], y[2])
     except TypeError:  # numpy.exceptions.DTypePromotionError (bfloat16 with float16)
         wide = None
+    if wide is None and x[2].name in HALF_DTYPES and y[2].name in HALF_DTYPES:
+        f32 = np.dtype(np.float32)
+        return (f"{_cast_hint(x[0], x[1], f32)} and {_cast_hint(y[0], y[1], f32)} (float32: what torch and JAX compute "
+                f"{x[2].name} with {y[2].name} in, holding both exactly; NumPy promotes them to no dtype), or "
+                f"{_cast_hint(y[0], y[1], x[2])} to compute in {x[2].name}")
     if wide is None or wide.name not in SUPPORTED_DTYPES:
         return _cast_hint(y[0], y[1], x[2])
     casts = " and ".join(_cast_hint(name, given, wide) for name, given, dt in (x, y) if dt != wide)
@@ -655,8 +662,11 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         if given_by == "out":
             how = (f"pass an out of {inputs.name}{' or float32' if half else ''}, or omit out and cast the result "
                    f"into yours (out[...] = result)")
-        else:
+        elif result.name in SUPPORTED_DTYPES:
             how = f"omit {given_by}, or cast a and b to {result.name} to compute in it"
+        else:  # no dtype polygemm computes: casting a and b to it (int64, complex64) had been the advice
+            how = (f"omit {given_by} ({result.name} is no dtype polygemm computes: {', '.join(SUPPORTED_DTYPES)}), and "
+                   f"cast the result if you need it so (result.astype({result.name!r}))")
         raise DTypeError(
             f"the result dtype must be {inputs.name}"
             + (f" (or float32: {inputs.name} products accumulate in float32 and may be stored so)" if half else "")
@@ -722,7 +732,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             how = _cast_hint("b", b, A.dtype)
         else:  # two arrays (tensors cast with to): to the dtype numpy.matmul computes them in
             how = promotion_hint(("a", a, A.dtype), ("b", b, B.dtype))
-        raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast one, e.g. {how}.")
+        raise DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast to one dtype, e.g. {how}.")
     try:
         batch = tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))
     except ValueError:
