@@ -608,10 +608,11 @@ def get_backend(name: str) -> Backend:
 
     ``"cuda:0"`` names the ``cuda`` backend. Raises BackendUnavailableError for an
     unknown name (suggesting the nearest known one) or one whose import failed, and
-    ArgumentError for a name that is not a string or is ``"auto"`` (not a backend).
+    ArgumentError for ``"auto"`` (not a backend) and ArgumentTypeError (an ArgumentError and a
+    TypeError, as ``device=3`` raises) for a name that is not a string.
     """
     if not isinstance(name, str):
-        raise ArgumentError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {name!r} ({type(name).__name__})")
+        raise ArgumentTypeError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {name!r} ({type(name).__name__})")
     entries = _all()
     found, index = _lookup(name if name in entries else name.strip(), entries)  # as device= takes it ("CPU", " cuda ")
     if found is None and name.strip().lower() == "auto":
