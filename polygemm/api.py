@@ -549,7 +549,10 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
         return out
     shape = tuple(res.shape)
     lead, rows, cols = shape[:-2], shape[-2], shape[-1]
-    return res.reshape(lead + (() if va else (rows,)) + (() if vb else (cols,)))  # the vectors' unit dimensions dropped
+    want = lead + (() if va else (rows,)) + (() if vb else (cols,))  # the vectors' unit dimensions dropped
+    if not hasattr(res, "reshape") and hasattr(res, "__array_namespace__"):  # an array-API library's: xp.reshape
+        return res.__array_namespace__().reshape(res, want)
+    return res.reshape(want)
 
 
 def _dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
@@ -617,6 +620,15 @@ def _unit_axis(x: Any, name: str, where: int) -> Any:
         if where == -1 and not len(x):  # [[v] for v in []] is [], a 1-D list again: an empty column is NumPy's (0, 1)
             return np.expand_dims(np.asarray(x), -1)
         return [list(x)] if where == -2 else [[v] for v in x]
+    if not hasattr(x, "reshape") and hasattr(x, "__array_namespace__") and hasattr(x, "shape"):
+        # an array-API library's array: the standard's reshape is its namespace's function, not a method
+        at = len(tuple(x.shape)) + 1 + where
+        if name != "out":
+            return x.__array_namespace__().expand_dims(x, axis=at)
+        if hasattr(x, "__dlpack__"):  # out is written in place: expand_dims need not give a view; NumPy's view of CPU memory is one
+            kind, data, _ = dlpack_interface(name, x)
+            if kind == "host":
+                return np.expand_dims(data, where)
     if not hasattr(x, "reshape"):
         if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):  # device data offered only by an interface
             how = "DLPack" if hasattr(x, "__dlpack__") else "__cuda_array_interface__"

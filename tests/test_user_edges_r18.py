@@ -472,3 +472,22 @@ def test_a_refusal_names_the_argument_and_what_is_accepted(call, cls, said):
     assert said in str(info.value)
     assert isinstance(info.value, ValueError if cls in (ArgumentError, ShapeError, UnsupportedProblemError) else TypeError)
     assert not isinstance(info.value, (BackendUnavailableError, DeviceError))
+
+
+def test_matmul_takes_a_vector_of_an_array_api_library_without_a_reshape_method():
+    # defect: polygemm.matmul(v, M) with v a 1-D array of an array-API library (shape, ndim, DLPack and
+    # __array_namespace__; the standard's reshape is xp.reshape, no method) raised "a is a vector (1-D) ApiArray that
+    # polygemm cannot reshape (it offers only DLPack)": untrue (it offers ndim, shape and its namespace), and the same
+    # vector without `ndim` (conftest.DLPackOnly) is read through DLPack and works. _dlpack_vector returns any object
+    # with an int ndim as it is, and _unit_axis then finds no .reshape.
+    import array_api_compat
+
+    v = np.arange(3, dtype=np.float32)
+    m = np.ones((3, 4), np.float32)
+    res = pg.matmul(ApiArray(v), ApiArray(m), device="cpu")
+    assert res.shape == (4,) and np.array_equal(np.from_dlpack(res), v @ m)
+    assert array_api_compat.array_namespace(res) is API  # the operands' kind, as gemm gives it
+    res = pg.matmul(ApiArray(m.T.copy()), ApiArray(v), device="cpu")
+    assert res.shape == (4,) and np.array_equal(np.from_dlpack(res), m.T @ v)
+    out = ApiArray(np.zeros(4, np.float32))
+    assert pg.matmul(ApiArray(v), ApiArray(m), out=out, device="cpu") is out and np.array_equal(out._x, v @ m)
