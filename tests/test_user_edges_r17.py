@@ -24,7 +24,7 @@ import polygemm as pg
 from polygemm.cli import main
 from polygemm.errors import ShapeError
 from polygemm.testing import check_result, run_conformance
-from plugin_sources import install_fake_distribution, install_fake_plugins
+from plugin_sources import install_fake_distribution, install_fake_plugins, one_variant_backend
 from test_musa import _reset as _musa_reset, musa_library  # noqa: F401  (musa_library: the host flavor, built once)
 
 try:
@@ -96,37 +96,10 @@ class MyDevBackend(polygemm.Backend):
 
 #: section 3's invitation: "If you override [execute] for speed, start it with if not call.matched: check_call(...)";
 #: this one does, then forgets alpha and beta, while its run() is right
-FAST_PLUGIN = '''
-import numpy as np
-from polygemm.backend import Availability, Backend, Plan, Variant, check_call, host_layouts
-
-
-class FastBackend(Backend):
-    priority = 300
-
-    def probe(self):
-        return Availability(True)
-
-    def variants(self):
-        return (Variant("mm", ("float32",), "float32 matmul"),)
-
-    def plan(self, problem, variant="auto"):
-        v = self.get_variant("mm" if variant == "auto" else variant)
-        self.check_problem(problem, v)
-        return Plan(self.name, v.name, "its one variant", problem, layouts=host_layouts(problem))
-
-    def run(self, plan):
-        p = plan.problem
-        r = p.alpha * (p.a.array.astype(np.float64) @ p.b.array.astype(np.float64))
-        if p.beta:
-            r = r + p.beta * p.c.array
-        r = r.astype(p.out_dtype)
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
+FAST_PLUGIN = one_variant_backend("FastBackend", priority=300, variant="mm", reason="its one variant") + """\
     def execute(self, plan, call):  # "for speed": the product only, alpha and beta forgotten
+        from polygemm.backend import check_call
+
         if not call.matched:
             check_call(plan, call)
         with np.errstate(all="ignore"):
@@ -135,7 +108,7 @@ class FastBackend(Backend):
             call.out[...] = r
             return call.out
         return r
-'''
+"""
 
 BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
 

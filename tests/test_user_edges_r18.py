@@ -229,18 +229,9 @@ def test_a_plugin_installed_mid_session_is_used_after_refresh_and_named_by_polyg
 # -- an array-API array: DLPack and __array_namespace__, no NumPy --------------------------------------------------------
 
 
-class ApiArray:
+class ApiArray(DLPackOnly):
     """An array of a small array-API library: shape, ndim, dtype, DLPack and its namespace; no reshape method (the
     standard has xp.reshape, no method) and no __array__."""
-
-    def __init__(self, x):
-        self._x = x
-
-    def __dlpack__(self, **kwargs):
-        return self._x.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._x.__dlpack_device__()
 
     shape = property(lambda self: self._x.shape)
     ndim = property(lambda self: self._x.ndim)
