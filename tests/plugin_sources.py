@@ -86,7 +86,9 @@ THIRD_PARTY_BASE = one_variant_backend("Good", priority=300)
 def install_fake_distribution(root: Path, dist: str, module: str, source: str, entry_points: dict[str, str]) -> None:
     """Write a module and a minimal .dist-info with entry points under ``root``."""
     (root / f"{module}.py").write_text(textwrap.dedent(source))
-    info = root / f"{dist}-0.1.dist-info"
+    # the folder's name as pip writes it (a hyphen in the name becomes "_": importlib.metadata reads
+    # the text before the first hyphen as the distribution's name)
+    info = root / f"{dist.replace('-', '_')}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
     lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())

@@ -256,3 +256,19 @@ def test_locate_device_notes_the_environment(monkeypatch):
     monkeypatch.setenv("POLYGEMM_DEVICE", "cpy")
     with pytest.raises(BackendUnavailableError, match=r"did you mean 'cpu'.*\$POLYGEMM_DEVICE='cpy'"):
         registry.locate_device(None)
+
+
+def test_two_fake_distributions_with_hyphenated_names_are_both_discovered(tmp_path, monkeypatch, fresh_registry):
+    # the test helper named a hyphenated distribution's .dist-info folder with the hyphen, which
+    # importlib.metadata reads as the distribution "polygemm": two such fakes hid each other
+    from plugin_sources import THIRD_PARTY_BASE
+
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("polygemm-first", "pg_first_plugin", THIRD_PARTY_BASE, {"first": "pg_first_plugin:Good"}),
+                         ("polygemm-second", "pg_second_plugin", THIRD_PARTY_BASE, {"second": "pg_second_plugin:Good"}))
+    try:
+        found = {info.name: info for info in pg.backends()}
+        assert found["first"].available and found["second"].available
+    finally:
+        for mod in ("pg_first_plugin", "pg_second_plugin"):
+            sys.modules.pop(mod, None)
