@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
             mod = importlib.import_module(f".{module}", __package__)
         except ModuleNotFoundError:
             continue
-        mod.add_parser(sub)  # type: ignore[attr-defined]
+        mod.add_parser(sub)
     return p
 
 

@@ -78,7 +78,8 @@ class _Ctx:
         return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
 
     def poisoned(self, rows: int, cols: int, order: str = "C") -> np.ndarray:
-        return np.full((rows, cols), np.nan, dtype=self.dtype, order=order)  # type: ignore[call-overload]
+        x: np.ndarray = np.full((rows, cols), np.nan, dtype=self.dtype, order=order)  # type: ignore[call-overload]
+        return x
 
     def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None) -> Any:
         """The call users make: ``polygemm.gemm(..., device=<the backend's name>, variant=...)`` when
