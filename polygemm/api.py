@@ -409,24 +409,24 @@ def _bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLik
     library, as host views are copied once; also what was copied so, for the plan. ``first``:
     what :func:`_bind` of these operands raised already (not bound, nor counted, again)."""
     made: list[str] = []
+    failed = first
     while True:
-        try:
-            if first is not None:
-                failed, first = first, None
-                raise failed
-            return (*_bind(a, b, c, alpha, beta, device, variant, out, out_dtype), made)
-        except NotWhole as exc:
-            given = {"a": a, "b": b, "c": c}[exc.name]
-            whole = made_whole(given, exc.shape) if exc.name not in made else None
+        if failed is not None:  # handled outside the except: what follows is not chained to this NotWhole
+            given = {"a": a, "b": b, "c": c}[failed.name]
+            whole = made_whole(given, failed.shape) if failed.name not in made else None
             if whole is None:
-                raise
-            made.append(exc.name)
-            if exc.name == "a":
+                raise failed
+            made.append(failed.name)
+            if failed.name == "a":
                 a = whole
-            elif exc.name == "b":
+            elif failed.name == "b":
                 b = whole
             else:
                 c = whole
+        try:
+            return (*_bind(a, b, c, alpha, beta, device, variant, out, out_dtype), made)
+        except NotWhole as exc:
+            failed = exc
 
 
 def _copies_note(made: list[str]) -> list[str]:

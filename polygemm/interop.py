@@ -311,10 +311,15 @@ def torch_stream(obj: Any) -> int | None:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
         return None
+    return _torch_current_stream(torch, obj.device.index)
+
+
+def _torch_current_stream(torch: Any, index: int) -> int:
+    """The current stream of CUDA device ``index`` as torch holds it (its raw handle)."""
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.cuda.current_stream wraps, minus its Python
     if raw is not None:
-        return int(raw(obj.device.index))
-    return int(torch.cuda.current_stream(obj.device).cuda_stream)
+        return int(raw(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
 
 
 def _cupy_one(obj: Any, nd: Any, stream: int) -> tuple[tuple[Any, ...], int, int]:
@@ -402,8 +407,7 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
             return None
     if device < 0:
         return None
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    stream = int(raw(device)) if raw is not None else torch_stream(a)
+    stream = _torch_current_stream(torch, device)
     return (_torch_one(a, device, stream), _torch_one(b, device, stream),
             _NO_VIEW if c is None else _torch_one(c, device, stream), _NO_VIEW if out is None else _torch_one(out, device, stream))
 
