@@ -354,7 +354,8 @@ def test_auto_chooses_batches_from_measurements_of_batches():
 @pytest.mark.parametrize("name,cfg", [
     ("hgemm_v2_wgmma_tma", {}), ("hgemm_v2_wgmma_tma_128x192", {"bn": 192}), ("hgemm_v2_wgmma_tma_128x128", {"bn": 128, "stages": 6}),
     ("hgemm_v3_wgmma_pingpong", {"bn": 128, "stages": 6, "pingpong": True}),
-    ("hgemm_v3_wgmma_pingpong_persistent_tma_store", {"bn": 128, "stages": 6, "pingpong": True, "tma_store": True})])
+    ("hgemm_v3_wgmma_pingpong_persistent_tma_store", {"bn": 128, "stages": 6, "pingpong": True, "tma_store": True}),
+    ("hgemm_v2_wgmma_tma_64x32_col", {"bn": 32, "consumers": 1, "stages": 18, "staged_epilogue": False})])
 def test_tma_layout_counts_the_shared_memory_the_rows_declare(name, cfg):
     """tma.hgemm_v2_layout (direct launches) and variants.json (the backend) agree on each
     wgmma row's dynamic shared memory: ring, alignment slack, barriers and the staged epilogue."""
@@ -419,3 +420,56 @@ def test_tma_store_row_keeps_c_maps_per_c_pointer_and_a_b_maps_per_pair(monkeypa
     assert encoded == ["ab16,32", "c4096", "c8192"]
     assert pl._tensor_maps(16, 32, 12288, 0.5)[2] == bytes(128)  # beta != 0: the lanes store C
     assert encoded == ["ab16,32", "c4096", "c8192"]
+
+
+COL32 = SPECS["hgemm_v2_wgmma_tma_64x32_col"]
+
+
+def _half(name, r, c, layout="row"):
+    return Mat(name, r, c, layout, c if layout == "row" else r, 0, 2)
+
+
+def test_the_32_wide_row_swaps_a_thin_m_onto_wgmma_n():
+    """17x4096x4096 row-major: the col row computes Cᵀ = Bᵀ·Aᵀ, so the long side (N = 4096) runs
+    on the instruction's M in 64-row tiles and M = 17 on its n32; Bᵀ is N-contiguous (an
+    M-major A to the kernel) and Aᵀ K-contiguous (the K-major B its 32-wide tile needs)."""
+    lp = plan_launch(COL32, _half("a", 17, 4096), _half("b", 4096, 4096), _half("c", 17, 4096))
+    assert lp.swap and (lp.m, lp.n, lp.k) == (4096, 17, 4096)
+    assert lp.trans_a and lp.trans_b
+    assert lp.grid[:2] == (1, 64)  # (n, m) grid: one 32-wide column of 64 tiles
+    assert dict(lp.defines)["HG2_COL_C"] == 1 and lp.c.layout == "col"
+
+
+def test_the_32_wide_row_refuses_an_n_contiguous_b_and_builds_none():
+    """A column-major result leaves B as the kernel's B: N-contiguous B would need a 32-wide
+    N-major box (the 64-byte swizzle), which the row has no build for, so the planner passes it
+    over (TmaUnsuitable: auto tries the next candidate, a named variant falls back) and
+    ``builds()`` never compiles PG_TRANS_B=0."""
+    from polygemm.backends.cuda.planning import TmaUnsuitable
+
+    with pytest.raises(TmaUnsuitable, match="K-major only"):
+        plan_launch(COL32, _half("a", 64, 256), _half("b", 256, 512), _half("c", 64, 512, "col"))
+    lp = plan_launch(COL32, _half("a", 64, 256), _half("b", 256, 512, "col"), _half("c", 64, 512, "col"))
+    assert not lp.swap and lp.trans_b
+    assert COL32.k_major_b and all(b["PG_TRANS_B"] == 1 for b in COL32.builds())
+    assert not any(s.k_major_b for s in TMA if s.tile[1] >= 64)
+
+
+def test_the_32_wide_rows_split_workspace_is_column_major():
+    """K-slices of the col row land in a column-major fp32 workspace (the kernel's HG2_COL_C
+    stores; the in-kernel reduction reads it with strides (1, ld))."""
+    lp = plan_launch(COL32, _half("a", 17, 4096), _half("b", 4096, 4096), _half("c", 17, 4096), splits=2)
+    assert lp.splits == 2 and lp.c.layout == "col" and lp.c.ld % 4 == 0 and lp.c.ld >= 4096
+
+
+def test_auto_offers_the_32_wide_row_only_once_measured():
+    """A 32-wide tile's pace is set by its ring of loads, not by the tensor-core rate a wider
+    row's model was fitted to: without measurements of its own, ``rank`` leaves it out."""
+    from polygemm.backends.cuda import cost
+
+    recs = [{"variant": "hgemm_v2_wgmma_tma_64x64", "m": 17, "n": 4096, "k": 4096, "tflops": 30.0}]
+    names = {c.variant for c in cost.rank([SPECS["hgemm_v2_wgmma_tma_64x64"], COL32], recs, 17, 4096, 4096)}
+    assert names == {"hgemm_v2_wgmma_tma_64x64"}
+    recs.append({"variant": COL32.name, "m": 17, "n": 4096, "k": 4096, "tflops": 33.0})
+    best = cost.rank([SPECS["hgemm_v2_wgmma_tma_64x64"], COL32], recs, 17, 4096, 4096)[0]
+    assert best.variant == COL32.name

@@ -446,8 +446,9 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
             continue
         if spec.cluster > 1 and (min(kernel_mn(spec, m, n, result_layout)) < CLUSTER_MIN_SIDE or count > 1):
             continue  # (a cluster row runs batches, but none was measured: the one-CTA rows take them)
-        if spec.cluster > 1 and not table.rows.get(spec.name):
-            continue  # a cluster row's pace is its own (bound by L2, its grid by the GPCs): offered once measured
+        if (spec.cluster > 1 or spec.k_major_b) and not table.rows.get(spec.name):
+            continue  # a cluster row's pace is its own (bound by L2, its grid by the GPCs), and so is a 32-wide
+            # tile's (bound by its ring of loads, not the tensor cores a wider tile's model was fitted to): offered once measured
         # a row without measurements (a tile variant) is anchored like the row it borrows from
         donor = spec if table.rows.get(spec.name) else \
             next((o for o in specs if o.name == model.source), spec)

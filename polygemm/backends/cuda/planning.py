@@ -180,17 +180,21 @@ def _check_index_range(mats: list[Mat], what: str) -> None:
             )
 
 
-def orient(kernel_layout: str, a: Mat, b: Mat, c: Mat) -> tuple[bool, Mat, Mat, Mat, bool, bool]:
+def orient(kernel_layout: str, a: Mat, b: Mat, c: Mat, operand_layout: str | None = None) -> tuple[bool, Mat, Mat, Mat, bool, bool]:
     """Operand swap and transposes for a kernel computing in ``kernel_layout``.
 
-    Returns (swap, A', B', C', trans_a, trans_b) with C' in ``kernel_layout``.
+    Returns (swap, A', B', C', trans_a, trans_b) with C' in ``kernel_layout``; the transposes
+    are relative to ``operand_layout`` (default: ``kernel_layout``), the layout the kernel's
+    PG_TRANS_A/B = 0 builds read (a TMA row stores a column-major C but reads row-major
+    operands untransposed: ``KernelSpec.operand_layout``).
     """
     swap = c.layout != kernel_layout
     if swap:
         a2, b2, c2 = b.t, a.t, c.t
     else:
         a2, b2, c2 = a, b, c
-    return swap, a2, b2, c2, a2.layout != kernel_layout, b2.layout != kernel_layout
+    native = operand_layout or kernel_layout
+    return swap, a2, b2, c2, a2.layout != native, b2.layout != native
 
 
 class TmaUnsuitable(UnsupportedProblemError):
@@ -347,7 +351,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     else:
         _check_index_range([a, b, c], "problem too large")
     layout = spec.layout if spec is not None else kernel_layout
-    swap, a2, b2, c2, ta, tb = orient(layout, a, b, c)
+    swap, a2, b2, c2, ta, tb = orient(layout, a, b, c, spec.operand_layout if spec is not None else None)
     km, kn = c2.rows, c2.cols
     lp = LaunchPlan(spec.name if spec else "cublas", swap, km, kn, k, a2, b2, c2, ta, tb)
     lp.dtype = dtype or ("float16" if a.itemsize == 2 else "float32")
@@ -377,6 +381,9 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         why = tma_refusal(a2, b2, c2)
         if why is None and batch[0] > 1 and any((st * a2.itemsize) % 16 for st in batch[1:]):
             why = "a batch stride is not a multiple of 16 bytes (TMA's rule for every stride)"
+        if why is None and spec.k_major_b and not tb:
+            why = (f"{spec.name}'s {spec.tile[1]}-wide B tile is read K-major only (an N-major box is 64 wide); "
+                   f"here its B ({b2.name}) is N-contiguous")
         if why is None and batch[0] > 1 and min(batch[1:3]) < 0:  # C's is a plain signed offset
             why = "A's or B's batch runs backwards in memory (a negative batch stride: tensor map strides are positive)"
         if why is not None:

@@ -264,7 +264,7 @@ def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_
     # kEpiBytes: 16 rows x 128 B per consumer warp (two with a TMA store, after a 1024-byte barrier slot)
     buffers = 2 if cfg.tma_store else 1 if cfg.staged_epilogue else 0
     epilogue = buffers * 4 * cfg.consumers * 16 * 128
-    barriers = 1024 if cfg.tma_store else 256
+    barriers = 1024 if cfg.tma_store else 256 if 2 * cfg.stages * 8 + 16 <= 256 else 512  # kBarBytes
     smem = cfg.stages * stage + 1024 + barriers + epilogue  # ring + 1024-byte alignment slack + barriers + epilogue
     return HgemmV2Layout(box_a=box_a, box_b=box_b, smem_bytes=smem, threads=cfg.threads)
 

@@ -119,6 +119,8 @@ class KernelSpec:
             return [fixed]
         names = self.macro_names()
         base = [{**fixed, **dict(zip(names, values))} for values in itertools.product((0, 1), repeat=len(names))]
+        if self.k_major_b:  # the planner never asks for an N-major B of this row (planning.plan_launch)
+            base = [m for m in base if m["PG_TRANS_B"]]
         out = list(base)
         if self.row_split:
             out += [{**m, "PG_ROW_SPLIT": 1} for m in base if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
@@ -128,6 +130,20 @@ class KernelSpec:
         if "bfloat16" in self.dtypes:
             out += [{**m, "PG_BF16": 1} for m in out]
         return out
+
+    @property
+    def operand_layout(self) -> str:
+        """The layout of A and B the rung's untransposed build reads (``PG_TRANS_A/B = 0``):
+        ``layout`` for the register-tiled rungs, row-major for the TMA rows, whose tensor maps
+        and wgmma descriptors are written for row-major operands whatever layout C is stored in
+        (``HG2_COL_C``)."""
+        return "row" if self.abi == "tma" else self.layout
+
+    @property
+    def k_major_b(self) -> bool:
+        """A TMA row whose B tile is narrower than 64 (one 128-byte swizzle row of 16-bit N): it
+        reads B K-major only (``PG_TRANS_B=1``), since an N-major box is 64 wide."""
+        return self.abi == "tma" and self.tile[1] < 64
 
     @property
     def itemsize(self) -> int:

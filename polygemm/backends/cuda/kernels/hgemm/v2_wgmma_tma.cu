@@ -32,6 +32,11 @@
 //   * HG2_PINGPONG=1 (BN 128): each consumer warpgroup owns whole 128 x 128 tiles (two m64
 //     wgmma per k16 step) and the two alternate (a `turn` mbarrier pair orders their main
 //     loops), so one warpgroup's epilogue runs under the other's main loop.
+//   * HG2_COL_C=1: C (and a split's fp32 partial sums) column-major in the kernel's terms,
+//     C[i + j*ldc], stored from the fragments (HG2_EPILOGUE=0). With it a row of layout "col"
+//     takes a row-major M x N result with a thin M as C^T = B^T A^T: the long side N on wgmma's
+//     M, the thin side on a 32-wide B tile (HG2_BN=32, m64n32k16, B K-major only), so a 12 KB
+//     stage leaves room for an 18-stage ring of the long operand's loads.
 //
 // Entry (tensor maps first). NOTE for launchers: ptxas puts a __grid_constant__ CUtensorMap at
 // a 128-byte aligned constant-bank address, i.e. parameter offset 0x70 (112) on sm_90, not 0
@@ -123,6 +128,9 @@
 #ifndef HG2_WATCHDOG  // 1: a wait longer than ~2 s traps (test builds: no silent hangs)
 #define HG2_WATCHDOG 0
 #endif
+#ifndef HG2_COL_C  // 1: C (and a split's partial sums) column-major in the kernel's terms, C[i + j*ldc]
+#define HG2_COL_C 0  // (a "col" row: the planner swaps operands for a row-major result)
+#endif
 #ifndef HG2_EPILOGUE  // 0: C stored straight from the fragments; 1: staged in shared memory;
 #define HG2_EPILOGUE 1  // 2: no C store (measurement aid: the main loop alone; C is not written);
 #endif                  // 3: staged, then stored by TMA (a third tensor map, tmap_c)
@@ -166,13 +174,18 @@ constexpr int kEpiWarpBytes = 16 * kEpiRowBytes;   // a warp's 16 accumulator ro
 // 128-byte swizzle's period), so the barriers get a 1024-byte slot of their own before them.
 constexpr int kEpiBuffers = HG2_EPILOGUE == 3 ? 2 : 1;
 constexpr int kEpiBytes = kStaged ? kEpiBuffers * 4 * kConsumers * kEpiWarpBytes : 0;
-constexpr int kBarBytes = HG2_EPILOGUE == 3 ? 1024 : 256;
+// (a ring deeper than 15 stages needs more than 256 bytes of barriers: 512)
+constexpr int kBarBytes = HG2_EPILOGUE == 3 ? 1024 : 2 * kStages * 8 + 16 <= 256 ? 256 : 512;
 constexpr int kSmemBytes = kStages * kStageBytes + 1024 + kBarBytes + kEpiBytes;
 constexpr int kTransA = PG_TRANS_A ? 1 : 0;  // wgmma trans-a: 1 = M-major
 constexpr int kTransB = PG_TRANS_B ? 0 : 1;  // wgmma trans-b: 1 = N-major (B row-major)
 
 static_assert(kConsumers == 1 || kConsumers == 2, "1 or 2 consumer warpgroups");
-static_assert(kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 64, 128, 192 or 256 (wgmma n)");
+static_assert(kBN == 32 || kBN == 64 || kBN == 128 || kBN == 192 || kBN == 256, "BN is 32, 64, 128, 192 or 256 (wgmma n)");
+// A 32-wide B tile is K-major only: an N-major box is 64 wide (the 128-byte swizzle row), and
+// the staged epilogues move 64-column chunks of a 16-bit C.
+static_assert(kBN >= 64 || (PG_TRANS_B && !kStaged && kClusterM == 1), "BN 32: B column-major, HG2_EPILOGUE=0, no B multicast");
+static_assert(!HG2_COL_C || (HG2_EPILOGUE == 0 || HG2_EPILOGUE == 2), "HG2_COL_C stores from the fragments (HG2_EPILOGUE=0)");
 static_assert(!kPingpong || (kConsumers == 2 && kCluster == 1 && kBN == 128),
               "ping-pong: 2 consumers, BN 128 (2 x 64 accumulators), no cluster");
 static_assert(!PG_SPLIT || (PG_BATCH && PG_OUT_F32), "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
@@ -182,7 +195,7 @@ static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN
 static_assert(kClusterN == 1 || (PG_TRANS_A ? kBM / 64 : kBM) % kClusterN == 0, "the A tile splits between the CTAs sharing it");
 static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 limit");
 static_assert(!kTmaStore || kBN % 64 == 0, "TMA store: C leaves in 64-column chunks");
-static_assert(2 * kStages * 8 + 16 <= 256, "barrier area");
+static_assert(2 * kStages * 8 + 16 <= kBarBytes, "barrier area");
 
 // ------------------------------------------------------------------------------------------
 // PTX wrappers
@@ -312,6 +325,19 @@ __device__ __forceinline__ uint32_t desc_lo(uint32_t addr, uint32_t lbo) {
 // scale-d = 1 (accumulate), imm-scale-a/b = 1, trans-a / trans-b compile-time.
 // (Operand lists written out by a small generator: N/2 accumulator registers.)
 template <int kTA, int kTB>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint32_t da, uint32_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %18, 0;\n"
+        "mov.b64 da, {%16, %21};\nmov.b64 db, {%17, %21};\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32" PG_MMA_AB PG_MMA_AB " {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, da, db, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(da), "r"(db), "r"(1), "n"(kTA), "n"(kTB), "r"(kDescHi));
+}
+
+template <int kTA, int kTB>
 __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint32_t da, uint32_t db) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %34, 0;\n"
@@ -419,6 +445,8 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[kAcc], uint32_t da, uint32
     wgmma_m64n192k16<kTA, kTB>(d, da, db);
 #elif HG2_BN == 128
     wgmma_m64n128k16<kTA, kTB>(d, da, db);
+#elif HG2_BN == 32
+    wgmma_m64n32k16<kTA, kTB>(d, da, db);
 #else
     wgmma_m64n64k16<kTA, kTB>(d, da, db);
 #endif
@@ -430,10 +458,26 @@ using OutT = float;
 using OutT = pg_half;
 #endif
 
+// One output (row, col) of a column-major C (HG2_COL_C): alpha * v + beta * C.
+__device__ __forceinline__ void store_one(OutT* p, float v, float beta) {
+#if PG_OUT_F32
+    *p = beta != 0.f ? fmaf(beta, *p, v) : v;
+#else
+    *p = pg_float2half_rn(beta != 0.f ? fmaf(beta, pg_half2float(*p), v) : v);
+#endif
+}
+
 // Two adjacent outputs (row, col), (row, col + 1); col is even. Stores are predicated on N;
-// with ldc % 8 == 0 and a 16-byte aligned C the pair is 4 (8) byte aligned.
+// with ldc % 8 == 0 and a 16-byte aligned C the pair is 4 (8) byte aligned. HG2_COL_C: the two
+// lie ldc apart (a column-major C), each stored alone.
 __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int row, int col, int N,
                                            float v0, float v1, float alpha, float beta) {
+#if HG2_COL_C
+    OutT* q = C + static_cast<size_t>(col) * ldc + row;
+    if (col < N) store_one(q, alpha * v0, beta);
+    if (col + 1 < N) store_one(q + ldc, alpha * v1, beta);
+    return;
+#endif
     OutT* p = C + static_cast<size_t>(row) * ldc + col;
     v0 *= alpha;
     v1 *= alpha;
@@ -1158,7 +1202,7 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
         // as its tile's slices are all in (common.cuh, PG_SPLIT).
         pg_split_reduce_all(3, 128 * kConsumers, static_cast<int>(threadIdx.x) - 128, bid, nblocks,
                             pg_split_count, M, N, kBM, kBN, pg_batch_count,
-                            reinterpret_cast<const float*>(Cp), ldc, 1, pg_batch_c, pg_split_d,
+                            reinterpret_cast<const float*>(Cp), HG2_COL_C ? 1 : ldc, HG2_COL_C ? ldc : 1, pg_batch_c, pg_split_d,
                             pg_split_d_rs, pg_split_d_cs, pg_split_alpha, pg_split_beta,
                             pg_split_d_half);
 #endif
