@@ -185,7 +185,8 @@ case "$what" in
     # file's record anchors a rung): the H200's sweep of auto's choices and its side-by-side runs
     # of the candidates where auto measured short; the H100's side-by-side runs of the small and
     # mid shapes (where an older run's slow cuBLAS made rungs look faster than they run) and of
-    # the 64x64 row
+    # the 64x64 row. Last: the 64x32 col row's runs (H100, 2026-11-26), which measured other rows
+    # beside it; placed last, they add the new row without displacing the others' anchors
     python3 tools/update_tuning.py docs/benchmarks/h100_tune_settled_8192_fp16.json \
       docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \
@@ -207,7 +208,8 @@ case "$what" in
       docs/benchmarks/h200_tune_cluster_fp16.json docs/benchmarks/h100_tune_cluster_fp16.json \
       docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json \
       docs/benchmarks/h100_tune_cluster256_fp16.json docs/benchmarks/h100_tune_cluster_split_fp16.json \
-      docs/benchmarks/h100_tune_cluster_choices_fp16.json
+      docs/benchmarks/h100_tune_cluster_choices_fp16.json \
+      docs/benchmarks/h100_tune_64x32_col_fp16.json docs/benchmarks/h100_tune_64x32_col_sweep_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_v12_split_fp32.json docs/benchmarks/h200_tune_v12_split_big_fp32.json \
       docs/benchmarks/h200_tune_batched_v12_fp32.json docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \
