@@ -185,9 +185,10 @@ case "$what" in
     # file's record anchors a rung): the H200's sweep of auto's choices and its side-by-side runs
     # of the candidates where auto measured short; the H100's side-by-side runs of the small and
     # mid shapes (where an older run's slow cuBLAS made rungs look faster than they run) and of
-    # the 64x64 row. Last: the 64x32 col row's runs (H100, 2026-11-26), which measured other rows
-    # beside it; placed last, they add the new row without displacing the others' anchors
-    python3 tools/update_tuning.py docs/benchmarks/h100_tune_settled_8192_fp16.json \
+    # the 64x64 row. First of all, the 64x32 col row beside the rows it displaced or nearly
+    # displaced, at the shapes where it did (H100, one run); last, its first runs, which measured
+    # other rows beside it: placed last, they add the new row without displacing others' anchors
+    python3 tools/update_tuning.py docs/benchmarks/h100_tune_64x32_col_choices_fp16.json docs/benchmarks/h100_tune_settled_8192_fp16.json \
       docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \
       docs/benchmarks/h200_tune_session29e_fp16.json docs/benchmarks/h200_tune_session29d_fp16.json \
