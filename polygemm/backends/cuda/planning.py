@@ -440,7 +440,9 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     rows = -(-lp.m // lp.row_split) if lp.row_split else lp.m  # the M axis tiles one row set
     dims = {"m": -(-rows // bm), "n": -(-lp.n // bn)}
     gx, gy = (dims.get(axis, 1) for axis in spec.grid)
-    if gx > 2**31 - 1 or gy > 65535:
+    # a TMA rung walks its tiles from one block index on any grid (a grid past y's limit runs
+    # as the persistent grid below): a column-major row's long side is its M, tiled along y
+    if gx > 2**31 - 1 or (gy > 65535 and not lp.tma):
         raise UnsupportedProblemError(
             f"{spec.name} would need a {gx}x{gy} grid for this problem; CUDA allows at most 65535 blocks along y. "
             f"Split the product or pick another variant"
@@ -457,9 +459,10 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         if lp.batch_count:
             units = min(units, max(sms // (cm * cn), 1))
         lp.grid = (units * cm * cn, 1, 1)
-    elif lp.tma and (lp.batch_count or spec.persistent):
+    elif lp.tma and (lp.batch_count or spec.persistent or gy > 65535):
         # the TMA rung walks the tiles of every matrix itself: a persistent grid of one
         # threadblock per SM, each producer prefetching its next tile while its consumers store
+        # (also a product whose tile rows are more than a grid's y holds)
         lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)
         if spec.streamk:  # every SM takes a share of the last waves' k-tiles, however few the tiles
             lp.grid = (max(sms, 1), 1, 1)

@@ -164,9 +164,13 @@ class KernelSpec:
         if self.predicated:
             vec = "16-byte vector paths need aligned pointers and leading dimensions (else a scalar build)" if self.align > 1 else "no alignment needs"
             sm = f"; {self.arch} only" if self.arch else (f"; sm_{self.min_sm} or newer" if self.min_sm else "")
+            layouts = "any layout (transposes compiled in)"
             if self.abi == "tma":
                 vec = "TMA needs 16-byte aligned pointers and leading dimensions (others run hgemm_v1)"
-            return f"any M, N, K >= 1 (predicated edges); any layout (transposes compiled in); {vec}{sm}"
+            if self.k_major_b:  # the kernel's B is Aᵀ after the operand swap (a result in the other layout)
+                mine, other = ("row-major", "column-major") if self.layout == "row" else ("column-major", "row-major")
+                layouts = f"its B tile read K-major only (a {mine} result needs a column-major B, a {other} one a row-major A)"
+            return f"any M, N, K >= 1 (predicated edges); {layouts}; {vec}{sm}"
         m, n, k = self.multiple
         return (
             f"M, N, K multiples of {m}, {n}, {k}, {self.layout}-major operands, {self.align * self.itemsize}-byte alignment; "
