@@ -26,6 +26,8 @@ __all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: below half float32's smallest subnormal a nonzero value rounds to 0 as float32
 _FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal) / 2
+#: float32's smallest normal number: below it a float32 keeps fewer significant bits (a subnormal)
+_FLOAT32_NORMAL = float(np.finfo(np.float32).tiny)
 
 
 def variant_hint(name: str, known: Sequence[str]) -> str:
@@ -40,9 +42,14 @@ def variant_hint(name: str, known: Sequence[str]) -> str:
 
 def fits_float32(value: float) -> bool:
     """Whether ``value`` (alpha, beta) survives as a float32 kernel scalar: neither past
-    float32's range nor a nonzero that rounds to 0. Plain float arithmetic: the plan cache asks
-    on every call."""
-    return value == 0.0 or _FLOAT32_TINY < abs(value) <= FLOAT32_MAX
+    float32's range nor below its normal numbers, where a float32 holds fewer bits (alpha=1e-45
+    became 1.4e-45, every result 40% off, and 1e-40 0.99999e-40), unless it is exactly such a
+    subnormal (2.0**-140). Plain float arithmetic in the common case: the plan cache asks on
+    every call."""
+    mag = abs(value)
+    if _FLOAT32_NORMAL <= mag <= FLOAT32_MAX or value == 0.0:
+        return True
+    return _FLOAT32_TINY < mag < _FLOAT32_NORMAL and float(np.float32(value)) == value
 
 
 @dataclass(frozen=True)
@@ -318,8 +325,9 @@ class Backend(abc.ABC):
         if self.float32_scalars:
             for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
                 if not fits_float32(value):
+                    why = "" if abs(value) > FLOAT32_MAX else " (below float32's normal range, where it keeps fewer digits)"
                     raise UnsupportedProblemError(
-                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels; "
+                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels{why}; "
                         f"scale a or c by it first, or use device='cpu' (device='auto' does so)"
                     )
 
