@@ -330,7 +330,13 @@ def _overlap_free(entry: _Entry, a: Any, b: Any, c: Any, out: Any, views: list[A
         return True
     if entry.host:
         may_share = np.may_share_memory
-        return not (may_share(out, a) or may_share(out, b) or (c is not None and c is not out and may_share(out, c)))
+        if may_share(out, a) or may_share(out, b):
+            return False
+        if c is None or c is out or not may_share(out, c):
+            return True
+        # another view of c's very memory (out=c[...], or c[:4] for both in a blocked loop): in place, as the key
+        # says. Only c itself had been, so such a call was planned anew every time while the cache counted a hit.
+        return bool(out.__array_interface__["data"][0] == c.__array_interface__["data"][0] and out.strides == c.strides)
     spans, lows = entry.spans, entry.lows
     if not spans[3]:  # an empty out overlaps nothing
         return True
