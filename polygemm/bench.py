@@ -350,6 +350,27 @@ class _Timed:
             r.close()
 
 
+def _too_large(m: int, n: int, k: int, lead: tuple[int, ...], itemsize: int, sets: int) -> str:
+    """What a shape whose host operands could not be allocated says (as ``polygemm gemm`` says it)."""
+    count = int(np.prod(lead)) if lead else 1
+    need = sets * count * (m * k + k * n + m * n) * itemsize
+    return (f"{'x'.join(map(str, lead + (m, n, k)))}: operands and a result of that size need about {need / 2**30:.1f} GiB "
+            f"of host memory, more than this machine can give")
+
+
+def _skip_too_large(why: str, too_large: list[str] | None, progress: Callable[[str], None] | None,
+                    step: Callable[[], None] | None) -> None:
+    """A shape whose host arrays do not fit: left out, said, and kept in ``too_large`` (the command's
+    error at the end); without that list (a library caller) a MemoryError naming the shape."""
+    if too_large is None:
+        raise MemoryError(why)
+    too_large.append(why)
+    if progress:
+        progress(f"{why.split(':', 1)[0]} not timed: {why.split(': ', 1)[1]}")
+    if step:
+        step()
+
+
 def run_bench(
     device: str,
     dtype: str,
@@ -363,6 +384,7 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
     step: Callable[[], None] | None = None,
     sink: list[BenchRecord] | None = None,
+    too_large: list[str] | None = None,
 ) -> list[BenchRecord]:
     """Benchmark ``variants`` (or ``"all"``) of backend ``device`` on ``shapes``.
 
@@ -374,7 +396,9 @@ def run_bench(
 
     ``progress`` gets one line per result (or per problem not timed); ``step`` is called once
     per (shape, variant) done, timed or not (a progress bar's tick). ``sink``, when given, gets
-    each record as soon as it is timed (what an interrupted run keeps).
+    each record as soon as it is timed (what an interrupted run keeps). A shape whose host
+    operands do not fit in memory is left out and said in ``too_large`` when given (else a
+    MemoryError naming it).
     """
     be = registry.get_backend(device)
     av = be.probe()
@@ -391,8 +415,15 @@ def run_bench(
     normals = _Normals(rng, np_dtype)
     for (m, n, k) in shapes:
         flops = 2.0 * m * n * k
-        host = [(normals((m, k)), normals((k, n))) for _ in range(sets)]
-        dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
+        try:
+            host = [(normals((m, k)), normals((k, n))) for _ in range(sets)]
+            dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
+        except MemoryError:  # had ended the run in a traceback, the shapes timed before it lost
+            _skip_too_large(_too_large(m, n, k, (), np_dtype.itemsize, sets), too_large, progress, None)
+            for _ in names if step is not None else ():  # one tick per (shape, variant), timed or not
+                if step is not None:
+                    step()
+            continue
         vend: _Timed | None = None
         if vendor is not None:
             try:
@@ -574,6 +605,7 @@ def run_call_bench(
     array_lib: str = "auto",
     result: str = "out",
     sink: list[BenchRecord] | None = None,
+    too_large: list[str] | None = None,
 ) -> list[BenchRecord]:
     """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
     vendor called as its users call it, interleaved repeat by repeat (see the module docstring).
@@ -586,7 +618,8 @@ def run_call_bench(
     3-D tensors, i.e. ``cublasGemmStridedBatchedEx``); ``array_lib`` picks cupy or torch.
     ``result="new"`` (device inputs): no ``out``, each call makes its result, as
     ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` (the allocation in both).
-    ``sink``, when given, gets each record as soon as it is timed.
+    ``sink``, when given, gets each record as soon as it is timed. A shape whose host arrays do
+    not fit in memory is left out and said in ``too_large`` when given (else a MemoryError naming it).
     """
     from .api import gemm, last_plan
 
@@ -618,13 +651,17 @@ def run_call_bench(
     records: list[BenchRecord] = []
     for (m, n, k) in shapes:
         flops = 2.0 * m * n * k * max(batch, 1)
-        host = [(normals(lead + (m, k)), normals(lead + (k, n)), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
-        if inputs == "numpy" or host_only:
-            sets_ = host
-            vendor_fn, vendor_call = (lib.host_vendor, lib.host_vendor_call) if not host_only else (lib.vendor, lib.vendor_call)
-        else:
-            sets_ = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
-            vendor_fn, vendor_call = lib.vendor, lib.vendor_call
+        try:
+            host = [(normals(lead + (m, k)), normals(lead + (k, n)), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
+            if inputs == "numpy" or host_only:
+                sets_ = host
+                vendor_fn, vendor_call = (lib.host_vendor, lib.host_vendor_call) if not host_only else (lib.vendor, lib.vendor_call)
+            else:
+                sets_ = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
+                vendor_fn, vendor_call = lib.vendor, lib.vendor_call
+        except MemoryError:  # had ended the run in a traceback, the shapes timed before it lost
+            _skip_too_large(_too_large(m, n, k, lead, np_dtype.itemsize, sets), too_large, progress, step)
+            continue
         if new:
             assert lib.vendor_new is not None
             vendor_new, vendor_call = lib.vendor_new, lib.vendor_new_call
@@ -985,6 +1022,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _check_variant_names(be, device, args.dtype, names, modified=args.mode == "kernel")
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
+    too_large: list[str] = []  # shapes whose host arrays did not fit: left out, the others timed, exit 2
     try:
         if args.mode == "call":
             with _Progress(len(names) * len(shapes), f"bench {device}", bar) as prog:
@@ -992,14 +1030,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     for reps, part in chunks:
                         run_call_bench(device, args.dtype, part, variant=name, inputs=args.inputs, repeats=reps,
                                        progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib,
-                                       result=args.result, sink=records)
+                                       result=args.result, sink=records, too_large=too_large)
         else:
             variants: Sequence[str] | str = "all" if given in ([], ["all"]) else given
             count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))
             with _Progress(count * len(shapes), f"bench {device}", bar) as prog:
                 for reps, part in chunks:
                     run_bench(device, args.dtype, variants, part, repeats=reps, settle=args.settle,
-                              progress=prog.line, step=prog.step, sink=records)
+                              progress=prog.line, step=prog.step, sink=records, too_large=too_large)
+    except MemoryError as exc:  # past the operands (a call's work arrays): the records timed so far kept
+        sys.stdout.flush()
+        written = _write_outputs(args, records, command) if records else []
+        kept = f"; the {len(records)} record(s) timed before it written to {', '.join(written)}" if written else ""
+        print(f"polygemm: error: out of host memory while timing ({exc or 'MemoryError'}); pick smaller shapes "
+              f"(or --max-dim N){kept}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         sys.stdout.flush()
         written = _write_outputs(args, records, command, interrupted=True) if records else []
@@ -1011,6 +1056,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     written = _write_outputs(args, records, command)
     if written:  # say where the results went (plot -o says so too); the run had ended on its last timing line
         print(f"wrote {', '.join(written)}")
+    if too_large:  # the shapes asked for and not timed: a usage error, as polygemm gemm's for such a --shape
+        shown = sorted(set(too_large), key=too_large.index)
+        print(f"polygemm: error: {len(shown)} shape{'s' if len(shown) > 1 else ''} not timed, too large for this machine: "
+              f"{shown[0]}{f' (and {len(shown) - 1} more)' if len(shown) > 1 else ''}; pick smaller --shapes (or --max-dim N"
+              f"{', a smaller --batch' if args.batch else ''})", file=sys.stderr)
+        return 2
     return 0
 
 

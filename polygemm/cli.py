@@ -470,6 +470,11 @@ def unwritable(args: argparse.Namespace) -> str | None:
         taken[os.path.realpath(path)] = option
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
+            there = folder  # the nearest part of the path that exists: a file where a folder is meant, or none
+            while not os.path.lexists(there) and os.path.dirname(there) != there:
+                there = os.path.dirname(there)
+            if os.path.lexists(there) and not os.path.isdir(there):  # it had said "the folder results.json does not exist"
+                return f"--{option} {path}: {there} is a file, not a folder; name a file in a folder"
             return f"--{option} {path}: the folder {folder} does not exist"
         if os.path.isdir(path):
             return f"--{option} {path}: that is a folder; name a file"
