@@ -1,6 +1,7 @@
 """tools/update_tuning.py: a table is one GPU's; records another GPU measured (the device tool
 may lend an H100 for an H200) keep their ratio to the vendor beside them and are counted at the
-table GPU's vendor pace at that shape, or left out where that GPU never timed the vendor."""
+table GPU's vendor pace at that shape; where that GPU never timed the vendor, at the two vendors'
+ratio at the nearest shape both timed (left out where they timed none alike)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,26 @@ def test_other_gpu_records_keep_their_vendor_ratio_at_the_table_gpus_pace(update
     ]
     out = update_tuning.paced(records)
     assert out[:3] == records[:3]  # the table GPU's own records are untouched
-    assert len(out) == 4  # the H100 record without an H200 vendor figure at its shape is left out
+    assert len(out) == 5
     moved = out[3]
     assert moved["tflops"] == pytest.approx(1.5 * 13.0)
     assert moved["vendor_tflops"] == pytest.approx(13.0)
     assert moved["measured_on"] == "NVIDIA H100 80GB HBM3" and moved["measured_tflops"] == 6.0
     assert moved["device"] == H100  # where it ran is kept
+    assert "paced_at" not in moved
+    # no H200 vendor figure at 17x4096x4096: the vendors' ratio at the nearest shape both timed
+    # (16x4096x4096: 13.0 on the H200 against 4.0 on the H100) carries the H100's vendor pace
+    # beside it there (5.0) over; the record keeps its ratio to that vendor (1.0)
+    near = out[4]
+    assert near["vendor_tflops"] == pytest.approx(5.0 * 13.0 / 4.0) and near["tflops"] == pytest.approx(5.0 * 13.0 / 4.0)
+    assert near["paced_at"] == "16x4096x4096"
+
+
+def test_a_record_is_left_out_where_the_two_gpus_timed_the_vendor_at_no_shape_alike(update_tuning):
+    records = [rec("a", 16, 4096, 4096, 10.0, 12.0, H200), rec("b", 8, 8, 8, 1.0, 1.0, H200),
+               rec("v2", 17, 4096, 4096, 5.0, 5.0, H100)]
+    out = update_tuning.paced(records)
+    assert out == records[:2]
 
 
 def test_the_table_gpu_is_the_one_most_records_ran_on(update_tuning):

@@ -185,10 +185,13 @@ case "$what" in
     # file's record anchors a rung): the H200's sweep of auto's choices and its side-by-side runs
     # of the candidates where auto measured short; the H100's side-by-side runs of the small and
     # mid shapes (where an older run's slow cuBLAS made rungs look faster than they run) and of
-    # the 64x64 row. First of all, the 64x32 col row beside the rows it displaced or nearly
+    # the 64x64 row. First of all: side-by-side runs at shapes off the sweep where auto measured
+    # short (H100: 2000x2000x8192 and 6144x1536x1024 on stream-K, 256x256x65536, thin N); then
+    # the 64x32 col row beside the rows it displaced or nearly
     # displaced, at the shapes where it did (H100, one run); last, its first runs, which measured
     # other rows beside it: placed last, they add the new row without displacing others' anchors
-    python3 tools/update_tuning.py docs/benchmarks/h100_tune_64x32_col_choices_fp16.json docs/benchmarks/h100_tune_settled_8192_fp16.json \
+    python3 tools/update_tuning.py docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
+      docs/benchmarks/h100_tune_thin_n_fp16.json docs/benchmarks/h100_tune_64x32_col_choices_fp16.json docs/benchmarks/h100_tune_settled_8192_fp16.json \
       docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \
       docs/benchmarks/h200_tune_session29e_fp16.json docs/benchmarks/h200_tune_session29d_fp16.json \

@@ -11,13 +11,16 @@ A record from another GPU (a run the device tool gave an H100 for) keeps its rat
 vendor timed in the same run (the median of the vendor figures beside every rung at that shape
 in that file) and is counted at the table GPU's vendor pace at that shape (the median of the
 table GPU's vendor figures there): ``tflops`` = ratio x that median. The record says so
-(``measured_on``, ``measured_tflops``). A record from another GPU at a shape the table GPU never
-timed the vendor on is left out, and the count of those is printed.
+(``measured_on``, ``measured_tflops``). At a shape the table GPU never timed the vendor on, the
+vendor's pace there is taken as the other GPU's (the median beside every rung in that run) times
+the two GPUs' vendor ratio at the nearest shape (log distance) both timed; the record names that
+shape (``paced_at``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from collections import Counter
@@ -51,7 +54,21 @@ def paced(records: list[dict]) -> list[dict]:
     for r in records:
         if gpu_of(r) != home and float(r.get("vendor_tflops") or 0) > 0:
             beside.setdefault((r.get("_run"), r["m"], r["n"], r["k"], r.get("batch") or 1), []).append(float(r["vendor_tflops"]))
-    out, left_out = [], 0
+    # at a shape the table's GPU never timed the vendor on, the vendor's pace there is the other
+    # GPU's times the two GPUs' vendor ratio at the nearest shape both timed (log distance): a
+    # bandwidth-bound shape takes a bandwidth-bound neighbour's ratio, not one average
+    other_pace: dict[tuple, list[float]] = {}
+    for (run, *shape), figures in beside.items():
+        other_pace.setdefault(tuple(shape), []).extend(figures)
+    both = {shape: statistics.median(vendor[shape]) / statistics.median(f) for shape, f in other_pace.items() if shape in vendor}
+
+    def ratio_near(shape: tuple) -> tuple[float, tuple] | None:
+        if not both:
+            return None
+        near = min(both, key=lambda o: sum(abs(math.log(max(a, 1)) - math.log(max(b, 1))) for a, b in zip(shape, o)))
+        return both[near], near
+
+    out, left_out, near_count = [], 0, 0
     for r in records:
         run = r.get("_run")
         r = {k: v for k, v in r.items() if k != "_run"}
@@ -59,17 +76,28 @@ def paced(records: list[dict]) -> list[dict]:
             out.append(r)
             continue
         shape = (r["m"], r["n"], r["k"], r.get("batch") or 1)
-        ref = vendor.get(shape)
-        if not ref or not float(r.get("vendor_tflops") or 0) > 0:
+        if not float(r.get("vendor_tflops") or 0) > 0:
             left_out += 1
             continue
-        pace = statistics.median(ref)
         run_pace = statistics.median(beside[(run, *shape)])
+        ref = vendor.get(shape)
+        extra = {}
+        if ref:
+            pace = statistics.median(ref)
+        else:
+            got = ratio_near(shape)
+            if got is None:
+                left_out += 1
+                continue
+            pace = run_pace * got[0]
+            extra = {"paced_at": "x".join(str(v) for v in got[1][:3])}
+            near_count += 1
         out.append({**r, "tflops": float(r["tflops"]) / run_pace * pace, "vendor_tflops": pace,
-                    "measured_on": gpu_of(r), "measured_tflops": float(r["tflops"])})
+                    "measured_on": gpu_of(r), "measured_tflops": float(r["tflops"]), **extra})
     moved = sum(1 for r in out if "measured_on" in r)
     if moved or left_out:
-        print(f"{home} table: {moved} records of other GPUs counted at its vendor's pace, {left_out} left out (no {home} vendor figure at their shape)")
+        print(f"{home} table: {moved} records of other GPUs counted at its vendor's pace ({near_count} of them at a shape it "
+              f"never timed, by the two vendors' ratio at the nearest shape both timed), {left_out} left out")
     return out
 
 

@@ -444,6 +444,8 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
             continue
         if spec.max_m and (kernel_mn(spec, m, n, result_layout)[0] > spec.max_m or count > 1):  # skinny: the rung's own M
             continue
+        if spec.max_n and kernel_mn(spec, m, n, result_layout)[1] > spec.max_n:  # a thin tile: the rung's own N
+            continue
         if spec.cluster > 1 and (min(kernel_mn(spec, m, n, result_layout)) < CLUSTER_MIN_SIDE or count > 1):
             continue  # (a cluster row runs batches, but none was measured: the one-CTA rows take them)
         if (spec.cluster > 1 or spec.k_major_b) and not table.rows.get(spec.name):

@@ -57,6 +57,9 @@ class KernelSpec:
     #: the largest kernel M (after the operand swap) the rung is meant for (0: any); a rung
     #: for skinny products is offered to ``auto`` only below it
     max_m: int = 0
+    #: the largest kernel N (after the operand swap) ``auto`` offers the rung for (0: any): a
+    #: thin-tile row whose tile is meant for the thin side of a product, not its long side
+    max_n: int = 0
     #: a TMA rung run on a persistent grid (one threadblock per SM walking the tiles; the
     #: producer loads a threadblock's next tile while its consumers store the last one)
     persistent: bool = False
@@ -223,6 +226,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         batch=bool(row.get("batch", False)),
         defines=tuple(sorted((str(k), int(v)) for k, v in (row.get("defines") or {}).items())),
         max_m=int(row.get("max_m", 0) or 0),
+        max_n=int(row.get("max_n", 0) or 0),
         persistent=bool(row.get("persistent", False)),
         streamk=bool(row.get("streamk", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
