@@ -190,7 +190,7 @@ case "$what" in
     # the 64x32 col row beside the rows it displaced or nearly
     # displaced, at the shapes where it did (H100, one run); last, its first runs, which measured
     # other rows beside it: placed last, they add the new row without displacing others' anchors
-    python3 tools/update_tuning.py docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
+    python3 tools/update_tuning.py docs/benchmarks/h100_tune_offsweep2_fp16.json docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
       docs/benchmarks/h100_tune_thin_n_fp16.json docs/benchmarks/h100_tune_64x32_col_choices_fp16.json docs/benchmarks/h100_tune_settled_8192_fp16.json \
       docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \

@@ -90,7 +90,7 @@ def _result_layout(p: GemmProblem) -> str:
 
 def _pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | None, ...], layout: str,
                   count: int) -> list[Candidate]:
-    """``ranked`` with what A's or B's rows starting off 128-byte boundaries cost each TMA
+    """``ranked`` with what A's or B's rows starting off 32-byte sector boundaries cost each TMA
     candidate, and beside it (one product) the same rung on pitch-aligned copies of those
     operands at the copies' cost; fastest estimate first."""
     a_off, b_off = pitch_off(a), pitch_off(b)

@@ -73,14 +73,14 @@ GRID_REDUCE_BYTES_PER_US = 4.0e6
 DISTANCE_PENALTY = 0.03
 #: registers per thread assumed for occupancy (the register-tiled rungs sit near 128)
 ASSUMED_REGISTERS = 128
-#: what a TMA rung loses per byte it reads from rows that start off a 128-byte boundary (a
-#: 128-byte box row then spans a sector more than it moves), counted over the operand's reads
+#: what a TMA rung loses per byte it reads from rows that start off a 32-byte sector boundary
+#: (a 128-byte box row then spans a sector more than it moves), counted over the operand's reads
 #: from L2 (once per threadblock tile across it). Measured on the H200 (pitch_bench.py): B of
 #: 4096x1000x16384 fp16 with 2000-byte rows cost 51 µs over 1.05 GB of reads (255 against 204
 #: µs with its rows padded to 2048 bytes), and 10.7 µs over 0.26 GB at K = 4096
 MISALIGNED_BYTES_PER_US = 2.0e7
-#: the row pitch TMA reads at full speed, bytes
-TMA_PITCH = 128
+#: the row pitch TMA reads at full speed, bytes: whole 32-byte sectors (planning.FULL_SPEED_PITCH)
+TMA_PITCH = 32
 #: the share of that loss a cluster row keeps: its CTAs load a shared tile in parts, multicast
 #: to each other. Measured on the H100 (pitch_bench.py, compact rows beside rows padded to 128
 #: bytes, h100_pitch_fp16.json): 4096x1000x4096 fp16 lost 20.1 µs on the one-CTA 128x256 row

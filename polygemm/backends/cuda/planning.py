@@ -26,7 +26,7 @@ from typing import Callable
 from ...errors import UnsupportedProblemError
 from .variants import KernelSpec
 
-__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "pitch_copy", "pitch_off", "INT32_MAX", "flip", "strides", "round_up"]
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "pitch_copy", "pitch_off", "FULL_SPEED_PITCH", "INT32_MAX", "flip", "strides", "round_up"]
 
 INT32_MAX = 2**31 - 1
 
@@ -264,18 +264,28 @@ def aligned_copy(m: Mat) -> Mat | None:
     return Mat(m.name + " (aligned copy)", m.rows, m.cols, m.layout, round_up(max(inner, 1), per), 0, m.itemsize)
 
 
+#: the row pitch TMA reads at full speed: a whole number of 32-byte L2 sectors, so that every
+#: 128-byte box row covers four sectors, not five. Measured on the H100 through the call, each
+#: rung read as it is beside the same rung on pitch-aligned copies (h100_call_pitch_copies2_fp16.md):
+#: rows of 4000 and 8000 bytes ran at 0.98-1.03x of cuBLAS as they were (their copies cost up to
+#: 26%), 800-byte rows lost nothing a copy won back, and 2000-byte rows (16 bytes off a sector)
+#: lost a third (4096x1000x16384: 0.67x as they were, 0.99x on a cluster row)
+FULL_SPEED_PITCH = 32
+
+
 def pitch_copy(m: Mat, pitch: int = 128) -> Mat | None:
     """The scratch matrix a TMA rung reads ``m`` from at full speed (same layout, each row or
-    column starting on a ``pitch``-byte boundary), or None when ``m`` is such already. A
-    copy of it is also 16-byte aligned, so it serves where :func:`aligned_copy` would."""
+    column starting on a ``pitch``-byte boundary), or None when ``m``'s rows already start on
+    :data:`FULL_SPEED_PITCH` boundaries. A copy of it is also 16-byte aligned, so it serves
+    where :func:`aligned_copy` would."""
     per = max(pitch // m.itemsize, 1)
-    if m.aligned(16 // m.itemsize) and not pitch_off(m, pitch):
+    if m.aligned(16 // m.itemsize) and not pitch_off(m):
         return None
     inner = m.cols if m.layout == "row" else m.rows
     return Mat(m.name + " (aligned copy)", m.rows, m.cols, m.layout, round_up(max(inner, 1), per), 0, m.itemsize)
 
 
-def pitch_off(m: Mat, pitch: int = 128) -> bool:
+def pitch_off(m: Mat, pitch: int = FULL_SPEED_PITCH) -> bool:
     """Whether ``m``'s rows (columns, column-major) start off ``pitch``-byte boundaries: its
     leading dimension is not a multiple of them (a single row or column has no such rows)."""
     lines = m.rows if m.layout == "row" else m.cols
