@@ -13,8 +13,10 @@ in that file) and is counted at the table GPU's vendor pace at that shape (the m
 table GPU's vendor figures there): ``tflops`` = ratio x that median. The record says so
 (``measured_on``, ``measured_tflops``). At a shape the table GPU never timed the vendor on, the
 vendor's pace there is taken as the other GPU's (the median beside every rung in that run) times
-the two GPUs' vendor ratio at the nearest shape (log distance) both timed; the record names that
-shape (``paced_at``).
+the two GPUs' vendor ratio at the nearest shape (log distance, batch counts included) both timed
+(that GPU's, never another's); shapes equally near all count (their ratios' median, whatever the
+order of the files). The record names those shapes (``paced_at``: "4x8192x8192", a batch as
+"256 x 64x64x64", a tie as "A and B").
 """
 
 from __future__ import annotations
@@ -53,20 +55,37 @@ def paced(records: list[dict]) -> list[dict]:
     beside: dict[tuple, list[float]] = {}
     for r in records:
         if gpu_of(r) != home and float(r.get("vendor_tflops") or 0) > 0:
-            beside.setdefault((r.get("_run"), r["m"], r["n"], r["k"], r.get("batch") or 1), []).append(float(r["vendor_tflops"]))
+            beside.setdefault((r.get("_run"), gpu_of(r), r["m"], r["n"], r["k"], r.get("batch") or 1), []).append(float(r["vendor_tflops"]))
     # at a shape the table's GPU never timed the vendor on, the vendor's pace there is the other
     # GPU's times the two GPUs' vendor ratio at the nearest shape both timed (log distance): a
-    # bandwidth-bound shape takes a bandwidth-bound neighbour's ratio, not one average
+    # bandwidth-bound shape takes a bandwidth-bound neighbour's ratio, not one average. Each
+    # other GPU's ratios are its own (its runs' figures pooled, never another GPU's)
     other_pace: dict[tuple, list[float]] = {}
-    for (run, *shape), figures in beside.items():
-        other_pace.setdefault(tuple(shape), []).extend(figures)
-    both = {shape: statistics.median(vendor[shape]) / statistics.median(f) for shape, f in other_pace.items() if shape in vendor}
+    for (_, gpu, *shape), figures in beside.items():
+        other_pace.setdefault((gpu, tuple(shape)), []).extend(figures)
+    both: dict[str, dict[tuple, float]] = {}
+    for (gpu, shape), f in other_pace.items():
+        if shape in vendor:
+            both.setdefault(gpu, {})[shape] = statistics.median(vendor[shape]) / statistics.median(f)
 
-    def ratio_near(shape: tuple) -> tuple[float, tuple] | None:
-        if not both:
+    def distance(a: tuple, b: tuple) -> float:
+        return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
+
+    def ratio_near(gpu: str, shape: tuple) -> tuple[float, list[tuple]] | None:
+        """The GPUs' vendor ratio at the nearest shape both timed and the shapes it came from:
+        shapes equally near (to rounding: log(8) - log(4) and log(16) - log(8) differ in their
+        last bit) all count, their ratios' median, whatever order the runs came in."""
+        ratios = both.get(gpu)
+        if not ratios:
             return None
-        near = min(both, key=lambda o: sum(abs(math.log(max(a, 1)) - math.log(max(b, 1))) for a, b in zip(shape, o)))
-        return both[near], near
+        dist = {o: distance(shape, o) for o in ratios}
+        least = min(dist.values())
+        near = sorted(o for o, d in dist.items() if d <= least + 1e-9 * max(least, 1.0))
+        return statistics.median(ratios[o] for o in near), near
+
+    def named(shape: tuple) -> str:  # as explain names a measured shape: "256 x 64x64x64" for a batch
+        mnk = "x".join(str(v) for v in shape[:3])
+        return f"{shape[3]} x {mnk}" if shape[3] > 1 else mnk
 
     out, left_out, near_count = [], 0, 0
     for r in records:
@@ -79,18 +98,18 @@ def paced(records: list[dict]) -> list[dict]:
         if not float(r.get("vendor_tflops") or 0) > 0:
             left_out += 1
             continue
-        run_pace = statistics.median(beside[(run, *shape)])
+        run_pace = statistics.median(beside[(run, gpu_of(r), *shape)])
         ref = vendor.get(shape)
         extra = {}
         if ref:
             pace = statistics.median(ref)
         else:
-            got = ratio_near(shape)
+            got = ratio_near(gpu_of(r), shape)
             if got is None:
                 left_out += 1
                 continue
             pace = run_pace * got[0]
-            extra = {"paced_at": "x".join(str(v) for v in got[1][:3])}
+            extra = {"paced_at": " and ".join(named(o) for o in got[1])}
             near_count += 1
         out.append({**r, "tflops": float(r["tflops"]) / run_pace * pace, "vendor_tflops": pace,
                     "measured_on": gpu_of(r), "measured_tflops": float(r["tflops"]), **extra})
