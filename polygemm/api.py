@@ -237,7 +237,13 @@ def _plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:
     if plan.backend != backend.name:
         raise _broken(backend, f"plan() returned a plan for backend {plan.backend!r}; Plan(backend=...) must be "
                                f"self.name ({backend.name!r})")
-    return plan
+    # the core's own copy, with its own lists, to complete and cache: a plugin may keep the Plan it returns and return
+    # it again (a table of plans by shape). The core had completed that very object (its problem, candidates, copies):
+    # the plan cached for gemm(a, b) then described the later gemm(a, b, out=o) and ran with an out it did not have.
+    mine = copy.copy(plan)
+    mine.layouts, mine.launch, mine.copies = dict(plan.layouts), dict(plan.launch), list(plan.copies)
+    mine.candidates, mine.notes = list(plan.candidates), list(plan.notes)
+    return mine
 
 
 def _plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
@@ -252,6 +258,8 @@ def _plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
     out = call.out
     host = problem.residency == "host"
     saved = out.copy() if host and isinstance(out, np.ndarray) and out.size else None  # O(M*N) beside the O(M*N*K) product
+    if host:  # the inputs as read-only views: a plugin that wrote into c (or a, b) had changed the caller's arrays
+        call = _read_only_inputs(call)
 
     def restore() -> None:
         if saved is not None:
@@ -264,8 +272,10 @@ def _plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
         raise
     except Exception as exc:
         restore()
+        wrote = (" (it wrote into an input: a, b and c are read-only to a plugin's run(); compute into a new array, or into "
+                 "problem.out.array when out is given)") if isinstance(exc, ValueError) and "read-only" in str(exc) else ""
         raise _broken(backend, f"failed in run() on {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant "
-                               f"{plan.variant!r}: {type(exc).__name__}: {exc}") from exc
+                               f"{plan.variant!r}: {type(exc).__name__}: {exc}{wrote}") from exc
     want = problem.result_shape
     shape = getattr(result, "shape", None)
     why = None
@@ -283,6 +293,22 @@ def _plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
         raise _broken(backend, f"{why}, for {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant {plan.variant!r}"
                                + ("; out was left as it was" if out is not None and host else ""))
     return result
+
+
+def _read_only(x: Any) -> Any:
+    if type(x) is not np.ndarray or not x.flags.writeable:
+        return x
+    view = x.view()
+    view.flags.writeable = False
+    return view
+
+
+def _read_only_inputs(call: Call) -> Call:
+    """``call`` with its host a, b and c as read-only views of the same memory (no copy); ``out``
+    as it is, and ``c`` too when it is ``out`` (in place: written as ``out``)."""
+    c = call.c if call.c is call.out else _read_only(call.c)
+    return Call(_read_only(call.a), _read_only(call.b), c, call.out, call.a_ptr, call.b_ptr, call.c_ptr,
+                call.out_ptr, call.alpha, call.beta, call.stream, call.alloc, call.matched)
 
 
 def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], Any] | None:

@@ -229,6 +229,7 @@ class _Entry:
                     inst = obj() if isinstance(obj, type) else obj
                     if not isinstance(inst, Backend):
                         raise TypeError(f"{self.target} is not a polygemm Backend (got {type(inst).__name__})")
+                    self._claim(inst)
                     # The entry-point name is what users type: it is the backend's name.
                     try:
                         inst.name = self.name  # type: ignore[misc]
@@ -246,6 +247,19 @@ class _Entry:
                 finally:
                     self._importing = False
             return self._backend
+
+    def _claim(self, inst: Backend) -> None:
+        """Take ``inst`` for this entry point. One Backend instance (an entry point's target that is an
+        object, not a class) named by two entry points had been renamed by each as it loaded: device='one'
+        ran and was reported as 'two'. The instance stays the first entry point's; the other is told."""
+        with _lock:
+            prior = _claims.get(id(inst))
+            if prior is not None and prior[0] is inst and prior[1] != self.name:
+                raise _NameNotSettable(
+                    f"same Backend instance as entry point {prior[1]!r} (an instance has one name): point both entry points "
+                    f"at the class\n{self.target} is the object entry point {prior[1]!r} loaded first; polygemm names a backend "
+                    f"after its entry point, so one instance cannot be both. A class gives each entry point an instance of its own")
+            _claims[id(inst)] = (inst, self.name)
 
     def info(self) -> BackendInfo:
         be = self.backend()
@@ -362,6 +376,8 @@ def _make_info(name: str, ok: bool, text: str, priority: int, source: str, be: B
 
 _lock = threading.RLock()
 _entries: dict[str, _Entry] | None = None
+#: id of each Backend instance loaded since the last refresh() -> (the instance, the entry point that has it)
+_claims: dict[int, tuple[Backend, str]] = {}
 _generation = 0  # bumped by refresh(): plans made before it name backends that may be gone
 
 
@@ -452,6 +468,7 @@ def refresh() -> None:
     global _entries, _generation
     with _lock:
         _entries = None
+        _claims.clear()
         _generation += 1
 
 
@@ -689,8 +706,13 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
     """Why ``device="auto"`` passes ``be`` over for ``problem`` (None: it takes it)."""
     try:
         why = be.supports(problem)
+        if why is not None and not isinstance(why, str):
+            # True read as the reason "True" (a plugin meaning "yes, supported" was passed over saying True), False
+            # as "False": neither is an answer of the contract, which is None or the reason
+            return (f"supports() returned {type(why).__name__} {_short_repr(why)}; it must return None when the backend "
+                    f"can compute the problem, else the reason (a string)")
         if why is not None:
-            return one_line(why)
+            return one_line(why) or "supports() gave an empty reason"
         names = [v.name for v in be.variants()]
         if variant != "auto" and variant not in names:
             return f"has no variant {variant!r}{variant_hint(variant, names)}"

@@ -31,7 +31,7 @@ COMPUTES = """\
         p = plan.problem
         r = p.alpha * (p.a.array.astype(np.float64) @ p.b.array.astype(np.float64))
         if p.beta:
-            r = r + p.beta * p.c.array
+            r = r + p.beta * p.c.array.astype(np.float64)  # beta * a float32 array is float32 (NumPy 2)
         r = r.astype(p.out_dtype)
         if p.out is not None:
             p.out.array[...] = r

@@ -61,7 +61,7 @@ class Splitting(Backend):
                 res = res + a[:, lo:hi] @ b[lo:hi, :]
             res = p.alpha * res
             if p.c is not None and p.beta != 0.0:
-                res = res + p.beta * p.c.array
+                res = res + p.beta * p.c.array.astype(np.float64)  # beta * a float32 array is float32 (NumPy 2)
         return store_result(res.astype(p.dtype), None if p.out is None else p.out.array)
 
 

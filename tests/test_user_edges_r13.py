@@ -134,7 +134,7 @@ class _Buggy(Backend):
         with np.errstate(all="ignore"):  # the suite's NaN and Inf cases
             res = p.alpha * (p.a.array.astype(np.float64) @ p.b.array)
             if p.c is not None and p.beta != 0.0:
-                res = res + p.beta * p.c.array
+                res = res + p.beta * p.c.array.astype(np.float64)  # beta * a float32 array is float32 (NumPy 2)
         return res.astype(p.dtype)
 
     def run(self, plan):

@@ -81,10 +81,10 @@ class MyDevBackend(polygemm.Backend):
         try:
             with np.errstate(all="ignore"):
                 res = np.zeros((p.m, p.n), work)
-                if not p.empty:
-                    res = np.matmul(p.a.array.astype(work), p.b.array.astype(work)) * work.type(p.alpha)
+                if not p.empty:  # scaled in float64: alpha and beta may lie beyond float32's range (1e39, 1e-45)
+                    res = np.matmul(p.a.array.astype(work), p.b.array.astype(work)).astype(np.float64) * p.alpha
                 if p.beta != 0.0:
-                    res = res + work.type(p.beta) * p.c.array.astype(work)
+                    res = res + p.beta * p.c.array.astype(np.float64)
             res = res.astype(p.out_dtype)
         except MemoryError as exc:
             raise DeviceError(f"mydev: {exc}") from exc

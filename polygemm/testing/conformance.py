@@ -185,8 +185,32 @@ def _scaling_cases() -> dict[str, Case]:
         a, b, c = x.rand(8, 8), x.rand(8, 8), x.rand(8, 8)
         x.check(x.gemm(a, b, c, alpha=0.0, beta=1.0), a, b, c, 0.0, 1.0)
 
+    def wide_scalars(x: _Ctx) -> None:
+        # alpha and beta are any finite float64, also beyond the range of the dtype (or of float32, the work type of
+        # many kernels), with operands that keep the result finite: a backend scaling in float32 gave Inf for
+        # alpha=1e39 (the example plugin did) and lost 40% to a float32 subnormal alpha. A backend whose kernels take
+        # float32 scalars (Backend.float32_scalars) refuses those float32 cannot hold instead.
+        from ..backend import fits_float32
+
+        half = x.dtype.name == "float16"
+        # (alpha, scale of a and b, beta, scale of c): past the top of the range, then below its normal numbers; the
+        # products of a and b stay normal numbers (a product that underflows loses bits no error bound allows for)
+        for alpha, ab, beta, cs in ((1e5, 1e-3, 1e5, 1e-4), (1e-6, 30.0, 1e-6, 1e3)) if half else \
+                ((1e39, 1e-15, 1e39, 1e-37), (3e-41, 1e18, 3e-41, 1e37)):
+            a, b = (x.rand(9, 7) * ab).astype(x.dtype), (x.rand(7, 6) * ab).astype(x.dtype)
+            c = (x.rand(9, 6) * cs).astype(x.dtype)
+            if getattr(x.backend, "float32_scalars", False) and not (fits_float32(alpha) and fits_float32(beta)):
+                try:
+                    x.gemm(a, b, c, alpha=alpha, beta=beta)
+                except UnsupportedProblemError:
+                    continue
+                raise AssertionError(f"alpha={alpha:g}, beta={beta:g} do not fit the float32 scalars this backend "
+                                     f"declares (float32_scalars = True), yet it computed instead of refusing them")
+            x.check(x.gemm(a, b, c, alpha=alpha, beta=beta), a, b, c, alpha, beta)
+            x.check(x.gemm(a, b, alpha=alpha), a, b, None, alpha)
+
     return {"alpha_beta_c": alpha_beta, "out_is_c": in_place, "beta0_nan_c": beta_zero_ignores_c, "alpha_no_c": alpha_without_c,
-            "alpha0": alpha_zero}
+            "alpha0": alpha_zero, "wide_scalars": wide_scalars}
 
 
 def _empty_cases() -> dict[str, Case]:

@@ -30,6 +30,16 @@ _VARIANTS: tuple[Variant, ...] = (
 )
 
 
+def _fits(work: np.dtype, value: float) -> bool:
+    """Whether ``value`` keeps its magnitude and precision in ``work``: finite there, and zero, a
+    normal number or exactly representable (a subnormal keeps fewer bits)."""
+    with np.errstate(over="ignore", under="ignore"):
+        w = work.type(value)
+    if not np.isfinite(w):
+        return False
+    return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
+
+
 class NumpyBlasBackend(Backend):
     """GEMM through ``numpy.matmul`` on host (NumPy) arrays.
 
@@ -91,8 +101,13 @@ class NumpyBlasBackend(Backend):
                     res = np.zeros((p.m, p.n), dtype=work)
                 else:
                     res = np.matmul(p.a.array.astype(work, copy=False), p.b.array.astype(work, copy=False))
-                    if p.alpha != 1.0:
-                        res *= work.type(p.alpha)
+                if not (_fits(work, p.alpha) and _fits(work, p.beta)):
+                    # alpha and beta are any finite float64: 1e39 overflows float32 (an Inf result where the
+                    # product is finite) and 1e-45 keeps one bit there, so such scalars scale in float64
+                    work = np.dtype(np.float64)
+                    res = res.astype(work)
+                if p.alpha != 1.0:
+                    res *= work.type(p.alpha)
                 if p.beta != 0.0 and p.c is not None:  # beta == 0: c is never read
                     res += work.type(p.beta) * p.c.array.astype(work, copy=False)
                 res = res.astype(p.out_dtype, copy=False)
