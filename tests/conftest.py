@@ -143,3 +143,18 @@ def usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "Traceback" not in err, err
     return err.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def update_tuning():
+    """tools/update_tuning.py as a module (a script, not part of the package)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "update_tuning.py"
+    spec = importlib.util.spec_from_file_location("update_tuning", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["update_tuning"] = mod
+    spec.loader.exec_module(mod)
+    return mod

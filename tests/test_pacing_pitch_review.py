@@ -3,9 +3,7 @@ KernelSpec.max_n) and 00b2b2e (rows on 32-byte sectors read at full speed), on t
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,15 +17,6 @@ from polygemm.backends.cuda.variants import kernel_specs
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = kernel_specs()
 COL32 = "hgemm_v2_wgmma_tma_64x32_col"
-
-
-@pytest.fixture(scope="module")
-def update_tuning():
-    spec = importlib.util.spec_from_file_location("update_tuning_review", ROOT / "tools" / "update_tuning.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["update_tuning_review"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _dev(gpu: str) -> str:

@@ -5,22 +5,7 @@ ratio at the nearest shape both timed (left out where they timed none alike)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def update_tuning():
-    spec = importlib.util.spec_from_file_location("update_tuning", ROOT / "tools" / "update_tuning.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["update_tuning"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 H200 = "NVIDIA H200 (cuda:0, sm_90; kernels built by nvcc 13.0 (/usr/local/cuda/bin/nvcc))"
