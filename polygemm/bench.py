@@ -420,8 +420,8 @@ def run_bench(
             dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
         except MemoryError:  # had ended the run in a traceback, the shapes timed before it lost
             _skip_too_large(_too_large(m, n, k, (), np_dtype.itemsize, sets), too_large, progress, None)
-            for _ in names if step is not None else ():  # one tick per (shape, variant), timed or not
-                if step is not None:
+            if step is not None:  # one tick per (shape, variant), timed or not
+                for _ in names:
                     step()
             continue
         vend: _Timed | None = None
