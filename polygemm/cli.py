@@ -53,7 +53,8 @@ def non_negative_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = -1
+        # "--seed 1.5" had been told "must be 0 or more", which 1.5 is: what is wrong with it is that it is no integer
+        raise argparse.ArgumentTypeError(f"must be an integer, 0 or more; got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
     return value

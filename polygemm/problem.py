@@ -473,10 +473,18 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
     else:
         try:
             arr = np.asarray(obj)
+        except ValueError as exc:
+            # a ragged list ([[1., 2.], [3.]]) is a matter of shape, a ValueError to NumPy (numpy.matmul raises one): it had
+            # been a DTypeError, a TypeError, which `except ValueError` written for numpy.matmul let through
+            raise ShapeError(f"{name} could not be converted to an array: {str(exc).rstrip('.')}. Pass a matrix or a stack of matrices "
+                             f"whose rows all have the same length") from exc
         except Exception as exc:
             raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
-        if arr.dtype == object:
-            raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix")
+        if arr.dtype == object and not isinstance(obj, np.ndarray):
+            raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix "
+                             f"of {_DTYPE_HELP}")
+        # an ndarray of dtype object goes on to _check_dtype, which names its dtype, the supported ones and the cast; it had
+        # been told "a is a ndarray that NumPy reads as an object array; pass a numeric matrix", naming no dtype to cast to
     check_ndim(name, arr.shape)
     _check_dtype(name, arr.dtype, obj if given is None else given)
     copied = False
@@ -758,7 +766,10 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         # operand check's "at least 2-D ... reshape it", which cannot work for it
         c_shape = getattr(c, "shape", None)
         if c_shape is None and isinstance(c, (int, float, list, tuple)):
-            c_shape = np.shape(c)
+            try:
+                c_shape = np.shape(c)
+            except ValueError:  # a ragged list: _operand names c in its ShapeError (NumPy's bare ValueError had escaped)
+                c_shape = None
         if c_shape is not None and len(c_shape) < 2:
             check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape)
         C = _operand("c", c)
