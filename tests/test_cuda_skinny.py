@@ -215,3 +215,38 @@ def test_skinny_gemv_1x8192x8192(cuda):
                 got = pg.gemm(cp.asarray(x), dw, device="cuda", variant=variant)
                 res = ref.compare(cp.asnumpy(got))
             assert res.ok, f"{variant} {'F' if dw.flags.f_contiguous else 'C'}-ordered W: {res.message}"
+
+
+@pytest.mark.parametrize("variant", [v for v in SKINNY if v.startswith("skinny_v2_fp16")])
+def test_skinny_fp16_window_staging(cuda, variant):
+    """An N-contiguous B whose rows are off 16-byte boundaries (an odd N, a vocabulary such as
+    50257, or an odd offset) is staged by skinny_v2_fp16's window copies: the aligned 16-byte
+    chunks around each row, read back shifted by the row's offset. Every leading dimension
+    residue mod 8, offsets 0..7 into NaN-filled buffers (a byte read outside the operand's own
+    elements shows up as NaN), strips that end past N, K of 1, 63, 65 and 1000, the small side
+    1 .. 32; both outputs; then the same bits on a second run."""
+    cp = pytest.importorskip("cupy")
+    spec = SKINNY[variant]
+    col = spec.layout == "col"
+    rng = np.random.default_rng(secrets.randbits(32))
+    cases = [(1, 67, 1, 1, 0), (2, 45, 63, 2, 1), (9, 101, 65, 3, 2), (16, 33, 1000, 4, 3), (17, 129, 200, 5, 5),
+             (32, 250, 130, 6, 6), (1, 5003, 1111, 7, 7), (3, 50257, 64, 0, 1)]
+    for i, (small, long_side, k, pad, off) in enumerate(cases):
+        m, n = (long_side, small) if col else (small, long_side)
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        out_dtype = (np.float16, np.float32)[i % 2]
+        # the long operand N-contiguous for the rung: B row-major for "row", A column-major for "col"
+        va = _strided_on_device(cp, a, "F" if col else "C", off if col else 0, pad if col else 1)
+        vb = _strided_on_device(cp, b, "C", 0 if col else off, 1 if col else pad)
+        long_ld = (va.strides[1] if col else vb.strides[0]) // 2
+        assert long_ld % 8 or off % 8, "the long operand must be off 16-byte rows for this test"
+        out = cp.full((m, n), cp.nan, dtype=out_dtype)
+        plan = pg.explain(va, vb, out=out, device="cuda", variant=variant)
+        assert plan.variant == variant and str(plan.launch["float4"]).startswith("no"), str(plan)
+        got = pg.gemm(va, vb, out=out, device="cuda", variant=variant)
+        first = cp.asnumpy(got)
+        res = reference_for(a, b, out_dtype=out_dtype).compare(first)
+        assert res.ok, f"{variant} {m}x{n}x{k} ld pad {pad} offset {off}: {res.message}"
+        again = cp.asnumpy(pg.gemm(va, vb, out=cp.empty_like(out), device="cuda", variant=variant))
+        assert again.tobytes() == first.tobytes(), f"{variant} {m}x{n}x{k}: another run gave other bits"

@@ -14,8 +14,12 @@
 //     2t + c0 a half-warp reads (8 bytes each at columns 4g) fall in four bank octets.
 //   A: v1's [16 rows][64 + 8 halves].
 // Copies are 16-byte cp.async where the operand is 16-byte aligned (zero-filled past N, M and K
-// through the copies' source size); an unaligned operand is staged by v1's element loads and
-// plain shared stores when its step is issued.
+// through the copies' source size). An N-contiguous B whose rows are not 16-byte aligned (an odd
+// N such as a 50257-word vocabulary) is staged as windows: each row of a step takes the five
+// aligned 16-byte chunks around its 64 bytes (cp.async, an 80-byte row in the stage), and the
+// fragment reads shift by the row's offset in its window; three stages then fit. Any other
+// unaligned operand is staged by v1's element loads and plain shared stores when its step is
+// issued.
 //
 // Layouts, PG_TRANS_A/B, PG_VEC, PG_OUT_F32, PG_COL_MAJOR: as v1.
 // Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/16)) (grid ["n", "m"]), 204800 bytes
@@ -39,20 +43,33 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kTbM = 16;    // threadblock tile: rows of C
 constexpr int kTbN = 32;    // ... columns of C
 constexpr int kStepK = 64;  // K depth of one warp step
-constexpr int kStages = 4;  // ring stages per warp
 constexpr int kAStride = kStepK + 8;          // halves per staged A row (v1's)
-constexpr int kBBytes = kStepK * kTbN * 2;    // one step of B: 4096 bytes
 constexpr int kABytes = kTbM * kAStride * 2;  // one step of A: 2304 bytes
-constexpr int kStageBytes = kBBytes + kABytes;
-constexpr int kWarpBytes = kStages * kStageBytes;
-constexpr int kSmemBytes = kWarps * kWarpBytes;
-constexpr int kRedStride = kTbN + 1;  // floats per row of a warp's partial tile
-static_assert(kSmemBytes == 204800, "variants.json states this rung's dynamic shared memory");
-static_assert(kTbM * kRedStride * 4 <= kWarpBytes, "a warp's partial tile fits in its ring");
+constexpr int kWinRow = 80;                   // bytes of a staged window row of B: 5 chunks
+constexpr int kSmemBytes = 204800;            // variants.json: this rung's dynamic shared memory
+constexpr int kRedStride = kTbN + 1;          // floats per row of a warp's partial tile
+
+// A warp's ring: B's stages as 64 k-rows of 64 bytes (4 stages), or, for window staging (kWin),
+// of 80 (3 stages, to stay within the same shared memory).
+template <bool kWin>
+struct Ring {
+    static constexpr int kStages = kWin ? 3 : 4;
+    static constexpr int kBBytes = kWin ? kStepK * kWinRow : kStepK * kTbN * 2;  // 5120 or 4096 bytes
+    static constexpr int kStageBytes = kBBytes + kABytes;
+    static constexpr int kWarpBytes = kStages * kStageBytes;
+    static_assert(kWarps * kWarpBytes <= kSmemBytes, "the rings fit in the rung's shared memory");
+    static_assert(kTbM * kRedStride * 4 <= kWarpBytes, "a warp's partial tile fits in its ring");
+    static_assert(kStageBytes % 16 == 0, "stages start on 16-byte boundaries");
+};
+static_assert(kWarps * Ring<false>::kWarpBytes == kSmemBytes, "the aligned ring takes all of it");
 static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+constexpr int kBBytes = Ring<false>::kBBytes;
 
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
+// Window staging exists only in the unaligned build and only for an N-contiguous B (a
+// K-contiguous one is staged by element loads as before).
+constexpr bool kHasWin = !PG_VEC && kBNContig;
 
 #if PG_OUT_F32
 using OutT = float;
@@ -142,6 +159,42 @@ __device__ __forceinline__ void stage_b(uint32_t sb, const uint16_t* __restrict_
     }
 }
 
+// Window staging of B's part of a stage (N-contiguous B, rows not 16-byte aligned): row k of
+// K step [k0, k0 + 64) of the strip n0 goes to sb + 80 k as the five aligned chunks from the
+// one holding its first element; bytes past the strip's last column (or past N) and rows past
+// K are zero-filled by the copies' source size. The bytes before the first element (up to 14)
+// are the same row's or the previous row's, inside the operand, or, for row 0 of a pointer
+// off a 16-byte boundary, the same allocation's (allocations start on 256 bytes); they are
+// never read back.
+__device__ __forceinline__ void stage_b_win(uint32_t sb, const uint16_t* __restrict__ B, int ldb, int N, int K,
+                                            int n0, int k0, int lane) {
+    const int cols = min(N - n0, kTbN);
+#pragma unroll
+    for (int q = 0; q < kStepK * 5 / 32; ++q) {  // 10 chunks a lane
+        const int c = lane + 32 * q;
+        const int k = c / 5, i = c - 5 * k;
+        const bool kin = k0 + k < K;
+        const uintptr_t first = reinterpret_cast<uintptr_t>(B + (long long)(kin ? k0 + k : 0) * ldb + n0);
+        const uintptr_t at = (first & ~uintptr_t(15)) + 16 * i;
+        const long long left = static_cast<long long>(first + 2 * cols) - static_cast<long long>(at);
+        const int valid = kin ? static_cast<int>(min(max(left, 0LL), 16LL)) : 0;
+        pg_cp_async<16>(sb + k * kWinRow + 16 * i, reinterpret_cast<const void*>(at & ~uintptr_t(15)), valid);
+    }
+}
+
+// Columns 4g .. 4g+3 of a window row (row base `row`, shared; its first element `off` bytes in),
+// as two words: three aligned word reads and a funnel shift by half a word when `off` is not a
+// multiple of 4.
+__device__ __forceinline__ uint2 win_read(uint32_t row, uint32_t off) {
+    const uint32_t at = row + (off & ~3u);
+    uint32_t w0, w1, w2;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(w0) : "r"(at) : "memory");
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(w1) : "r"(at + 4) : "memory");
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(w2) : "r"(at + 8) : "memory");
+    const uint32_t sh = (off & 2u) * 8u;
+    return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
+}
+
 // Start filling A's part of a stage: rows 0 .. 8*NT-1 (rows >= `rows` zero) and K step
 // [k0, k0 + 64) into sa[row][k] (row stride kAStride halves).
 template <int NT>
@@ -181,8 +234,12 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
 }
 
 // The mma.sync of one step (v1's fragments, B read from stage sb, A from sa).
-template <int NT>
-__device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, const uint32_t* sa32, int lane) {
+// win_off[r] (window staging): the offset in its window of row 2t + (r & 1) + 8 (r >> 1) of
+// every 16-row slice (the same for every step and slice: 16 rows of B are 32 ldb bytes, a
+// multiple of 16, and a strip starts 64 n0/32 bytes in).
+template <int NT, bool kWin>
+__device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, const uint32_t* sa32, int lane,
+                                         const uint32_t (&win_off)[4]) {
     const int g = lane >> 2, t = lane & 3;
     if constexpr (!kBNContig) {
         // bw[x][h][c] = halves 16t + 8c .. +7 of column 16x + g + 8h
@@ -223,8 +280,12 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, co
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
                 const int k = 16 * ss + 2 * t + (r & 1) + 8 * (r >> 1);
-                const uint32_t at = sb + nrow_chunk(k, g >> 1) + (g & 1) * 8;
-                asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(br[ss][r].x), "=r"(br[ss][r].y) : "r"(at) : "memory");
+                if constexpr (kWin) {
+                    br[ss][r] = win_read(sb + k * kWinRow, win_off[r] + 8 * g);
+                } else {
+                    const uint32_t at = sb + nrow_chunk(k, g >> 1) + (g & 1) * 8;
+                    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(br[ss][r].x), "=r"(br[ss][r].y) : "r"(at) : "memory");
+                }
             }
 #pragma unroll
         for (int ss = 0; ss < 4; ++ss) {
@@ -246,12 +307,21 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, co
 
 // One warp's share of the threadblock tile with NT n8 tiles (rows <= 8 * NT), then its partial
 // tile into shared memory red[i * kRedStride + j] (aliasing its ring).
-template <int NT>
+template <int NT, bool kWin>
 __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int lda, const uint16_t* __restrict__ B,
                                            int ldb, int N, int K, int rows, int n0, unsigned char* smem, int warp,
                                            int lane, bool a_vec, bool b_vec) {
+    using R = Ring<kWin>;
+    constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes;
     const int g = lane >> 2, t = lane & 3;
-    unsigned char* ring = smem + warp * kWarpBytes;
+    unsigned char* ring = smem + warp * R::kWarpBytes;
+    uint32_t win_off[4] = {0u, 0u, 0u, 0u};
+    if constexpr (kWin) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            win_off[r] = static_cast<uint32_t>(
+                reinterpret_cast<uintptr_t>(B + (long long)(2 * t + (r & 1) + 8 * (r >> 1)) * ldb + n0) & 15);
+    }
     const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
     float acc[2][NT][4];
 #pragma unroll
@@ -270,8 +340,11 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
         if (u < mine) {
             const int st = (u % kStages) * kStageBytes;
             const int k0 = (warp + u * kWarps) * kStepK;
-            stage_b(ring_s + st, B, ldb, N, K, n0, k0, lane, b_vec);
-            stage_a<NT>(reinterpret_cast<uint16_t*>(ring + st + kBBytes), A, lda, rows, k0, K, lane, a_vec);
+            if constexpr (kWin)
+                stage_b_win(ring_s + st, B, ldb, N, K, n0, k0, lane);
+            else
+                stage_b(ring_s + st, B, ldb, N, K, n0, k0, lane, b_vec);
+            stage_a<NT>(reinterpret_cast<uint16_t*>(ring + st + R::kBBytes), A, lda, rows, k0, K, lane, a_vec);
         }
         pg_cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
     };
@@ -282,7 +355,7 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
         pg_cp_async_wait<kStages - 1>();  // step u's group has landed
         __syncwarp();
         const int st = (u % kStages) * kStageBytes;
-        mma_step<NT>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + kBBytes), lane);
+        mma_step<NT, kWin>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + R::kBBytes), lane, win_off);
         __syncwarp();  // every lane is done reading stage u % kStages before it is refilled
     }
     pg_cp_async_wait<0>();
@@ -323,11 +396,21 @@ skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
     const bool a_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(a) & 15) == 0 && lda % 8 == 0);
     const bool b_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(b) & 15) == 0 && ldb % 8 == 0);
-    if (rows > 8)
-        warp_tiles<2>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
-    else
-        warp_tiles<1>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+    const bool win = kHasWin && !b_vec;
+    if (win) {
+        if constexpr (kHasWin) {
+            if (rows > 8)
+                warp_tiles<2, true>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+            else
+                warp_tiles<1, true>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+        }
+    } else if (rows > 8) {
+        warp_tiles<2, false>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+    } else {
+        warp_tiles<1, false>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+    }
     __syncthreads();
+    const int warp_bytes = win ? Ring<true>::kWarpBytes : Ring<false>::kWarpBytes;  // where each partial tile is
 
     // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
     // threads along C's contiguous dimension.
@@ -340,7 +423,7 @@ skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
         float sum = 0.f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w)
-            sum += reinterpret_cast<const float*>(smem + w * kWarpBytes)[i * kRedStride + j];
+            sum += reinterpret_cast<const float*>(smem + w * warp_bytes)[i * kRedStride + j];
         OutT* p = PG_COL_MAJOR ? C + (m0 + i) + (n0 + j) * ldc : C + (m0 + i) * ldc + (n0 + j);
         float v = alpha * sum;
         if (beta != 0.f) v = fmaf(beta, load_out(p), v);
