@@ -106,6 +106,9 @@ def test_grid_covers_the_problem(spec):
         assert lp.grid == (132, 1, 1)
     elif spec.persistent:  # one threadblock per SM walks the tiles
         assert lp.grid == (min(tiles, 132), 1, 1)
+    elif spec.walks_strips:  # at most a threadblock per SM along x, each walking x tiles
+        strips, rows = -(-lp.n // bn), -(-lp.m // bm)
+        assert lp.grid == (min(strips, max(132 // rows, 1)), rows, 1)
     elif spec.cluster > 1:  # whole clusters along x, each a unit of cm x cn adjacent tiles
         cm, cn = spec.cluster_mn
         assert lp.cluster == (cm, cn)  # carried to the launch: the tensor maps' boxes are each CTA's share

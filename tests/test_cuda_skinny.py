@@ -250,3 +250,34 @@ def test_skinny_fp16_window_staging(cuda, variant):
         assert res.ok, f"{variant} {m}x{n}x{k} ld pad {pad} offset {off}: {res.message}"
         again = cp.asnumpy(pg.gemm(va, vb, out=cp.empty_like(out), device="cuda", variant=variant))
         assert again.tobytes() == first.tobytes(), f"{variant} {m}x{n}x{k}: another run gave other bits"
+
+
+@pytest.mark.parametrize("variant", [v for v in SKINNY if SKINNY[v].walks_strips])
+def test_skinny_walked_strips(cuda, variant):
+    """A rung whose threadblocks walk the 32-column strips: more strips than the grid has
+    threadblocks (the last block with one strip fewer, the last strip partial), one or two
+    threadblock rows, K shorter than the warps (warps with no K step of their own), exactly
+    one step each, and many; aligned and window-staged B, both outputs, alpha/beta, outputs
+    poisoned with NaN; the same bits on a second run."""
+    cp = pytest.importorskip("cupy")
+    col = SKINNY[variant].layout == "col"
+    rng = np.random.default_rng(secrets.randbits(32))
+    plan_sms = 132
+    for i, (small, long_side, k) in enumerate([(1, 2 * 32 * plan_sms + 45, 1), (9, 3 * 32 * plan_sms + 7, 100),
+                                               (17, 32 * plan_sms + 33, 512), (4, 9000, 1000), (16, 8192, 8)]):
+        m, n = (long_side, small) if col else (small, long_side)
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        out_dtype = (np.float16, np.float32)[i % 2]
+        c = rng.standard_normal((m, n)).astype(out_dtype)
+        alpha, beta = (1.0, 0.0) if i % 2 else (-0.5, 2.0)
+        for da, db in ((cp.asarray(a), cp.asarray(b)), (cp.asfortranarray(cp.asarray(a)), cp.asfortranarray(cp.asarray(b)))):
+            dc = cp.asarray(c) if beta else None
+            out = cp.full((m, n), cp.nan, dtype=out_dtype)
+            plan = pg.explain(da, db, dc, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
+            assert plan.variant == variant, str(plan)
+            got = cp.asnumpy(pg.gemm(da, db, dc, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant))
+            res = reference_for(a, b, c if beta else None, alpha, beta, out_dtype=out_dtype).compare(got)
+            assert res.ok, f"{variant} {m}x{n}x{k} {'F' if da.flags.f_contiguous else 'C'}: {res.message}"
+            again = pg.gemm(da, db, dc, alpha=alpha, beta=beta, out=cp.empty_like(out), device="cuda", variant=variant)
+            assert cp.asnumpy(again).tobytes() == got.tobytes(), f"{variant} {m}x{n}x{k}: another run gave other bits"

@@ -11,6 +11,9 @@ the order alternating between rounds; medians over the rounds, µs per call.
 
     python docs/benchmarks/defines_ab.py --row hgemm_v2_wgmma_tma_persistent --define HG2_EPILOGUE=3 --smem 231424 \\
         --shapes 8192x1000x512 8192x8192x512 --json docs/benchmarks/h100_ab_persistent_tma_store_fp16.json
+
+``--field`` sets the build's variant-table fields instead of (or beside) macros, e.g. how the
+planner launches it: ``--row skinny_v2_fp16_row --field walks_strips=false``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ SUFFIX = "_ab"
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--row", required=True, help="a row of the cuda backend's variant table")
-    ap.add_argument("--define", nargs="+", required=True, metavar="NAME=VALUE", help="macros added to the row's build")
+    ap.add_argument("--define", nargs="+", default=[], metavar="NAME=VALUE", help="macros added to the row's build")
+    ap.add_argument("--field", nargs="+", default=[], metavar="NAME=VALUE",
+                    help="the build's variant-table fields set otherwise (KernelSpec's; true/false or an integer), "
+                         "e.g. walks_strips=false: how the planner launches it")
     ap.add_argument("--shapes", nargs="+", required=True, metavar="MxNxK")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--smem", type=int, default=0, metavar="BYTES",
@@ -52,12 +58,23 @@ def main() -> int:
         if not sep or not value.lstrip("-").isdigit():
             ap.error(f"--define {d!r}: expected NAME=INTEGER")
         defines[name] = int(value)
+    fields: dict[str, bool | int] = {}
+    for f in args.field:
+        name, sep, value = f.partition("=")
+        known = {x.name for x in dataclasses.fields(cuda_variants.KernelSpec)}
+        if not sep or name not in known or not (value in ("true", "false") or value.lstrip("-").isdigit()):
+            ap.error(f"--field {f!r}: expected NAME=true|false|INTEGER, NAME a KernelSpec field")
+        fields[name] = value == "true" if value in ("true", "false") else int(value)
+    if not defines and not fields:
+        ap.error("give --define or --field: the build must differ from the row as shipped")
     if args.row not in cuda_variants.kernel_specs():
         ap.error(f"--row {args.row!r}: not a row of the cuda backend (polygemm variants lists them)")
     built = cuda_variants.measurement_build(args.row, SUFFIX, defines, "docs/benchmarks/defines_ab.py")
     if args.smem:  # the launch gives the kernel the row's declared shared memory: the build's own here
+        fields["smem_bytes"] = args.smem
+    if fields:
         specs = cuda_variants.kernel_specs()
-        specs[built] = dataclasses.replace(specs[built], smem_bytes=args.smem)
+        specs[built] = dataclasses.replace(specs[built], **fields)
         cuda_variants.variant_table.cache_clear()
     records = []
     for shape in args.shapes:
@@ -79,11 +96,11 @@ def main() -> int:
             for v in ([args.row, built, "cupy"] if r % 2 == 0 else ["cupy", built, args.row]):
                 times[v].append(timers[v].once() * 1e6)
         med = {v: statistics.median(t) for v, t in times.items()}
-        rec = {"m": m, "n": n, "k": k, "dtype": args.dtype, "row": args.row, "defines": defines,
+        rec = {"m": m, "n": n, "k": k, "dtype": args.dtype, "row": args.row, "defines": defines, "fields": args.field,
                "shipped_us": med[args.row], "built_us": med[built], "cupy_us": med["cupy"],
                "shipped_rel_error": errors[args.row], "built_rel_error": errors[built], "rounds": times}
         records.append(rec)
-        print(f"{m}x{n}x{k} {args.dtype}: {args.row} {med[args.row]:.1f} µs, with {' '.join(args.define)} {med[built]:.1f} µs "
+        print(f"{m}x{n}x{k} {args.dtype}: {args.row} {med[args.row]:.1f} µs, with {' '.join(args.define + args.field)} {med[built]:.1f} µs "
               f"({med[args.row] / med[built]:.3f}x), cupy.matmul {med['cupy']:.1f} µs; rel. errors {errors[args.row]:.1e} / {errors[built]:.1e}")
     import cupy
 

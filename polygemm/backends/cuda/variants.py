@@ -63,6 +63,10 @@ class KernelSpec:
     #: a TMA rung run on a persistent grid (one threadblock per SM walking the tiles; the
     #: producer loads a threadblock's next tile while its consumers store the last one)
     persistent: bool = False
+    #: a predicated rung whose threadblocks walk the grid's x tiles themselves (blockIdx.x,
+    #: + gridDim.x, ...): launched on at most one threadblock per SM, the pipeline running on
+    #: from one tile into the next
+    walks_strips: bool = False
     #: a persistent TMA row whose last one or two waves share their k-tiles out evenly over the
     #: grid (PG_STREAMK=1: stream-K; partial tiles through a workspace, fixed up in block order)
     streamk: bool = False
@@ -228,6 +232,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         max_m=int(row.get("max_m", 0) or 0),
         max_n=int(row.get("max_n", 0) or 0),
         persistent=bool(row.get("persistent", False)),
+        walks_strips=bool(row.get("walks_strips", False)),
         streamk=bool(row.get("streamk", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
     )

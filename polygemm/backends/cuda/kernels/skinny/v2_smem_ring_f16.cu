@@ -4,7 +4,7 @@
 // runs the mma.sync of a fourth; v1 loaded a step into registers, waited, then computed. The
 // fragments each lane reads are v1's (the same lane maps, now read from the stage), so the
 // math, the 16 x 32 threadblock tile and the warp-order sums (deterministic, no workspace, no
-// atomics) are v1's; 8 warps (256 threads) split K, the ring taking 200 KB of shared memory
+// atomics) are v1's; 8 warps (256 threads) split K, the rings taking 200 KB of shared memory
 // (sm_90's 227 KB a block).
 //   B K-contiguous: a stage is [32 columns][64 k] halves (128 bytes a column) with the 16-byte
 //     chunks of odd columns swapped in pairs (chunk q at q ^ 1): the two columns a quarter-warp
@@ -22,8 +22,11 @@
 // issued.
 //
 // Layouts, PG_TRANS_A/B, PG_VEC, PG_OUT_F32, PG_COL_MAJOR: as v1.
-// Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/16)) (grid ["n", "m"]), 204800 bytes
-// of dynamic shared memory.
+// The threadblocks walk the 32-column strips (blockIdx.x, + gridDim.x, ...), each warp's ring
+// running on from one strip's K steps into the next's, so a product of short K keeps its copies
+// in flight between strips; the warps' partial tiles have their own 16.5 KB after the rings.
+// Launch: blockDim (256, 1, 1), gridDim (at most ceil(N/32), ceil(M/16)) (grid ["n", "m"]; the
+// planner caps x at the SMs: variants.json "walks_strips"), 221696 bytes of dynamic shared memory.
 
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -46,8 +49,10 @@ constexpr int kStepK = 64;  // K depth of one warp step
 constexpr int kAStride = kStepK + 8;          // halves per staged A row (v1's)
 constexpr int kABytes = kTbM * kAStride * 2;  // one step of A: 2304 bytes
 constexpr int kWinRow = 80;                   // bytes of a staged window row of B: 5 chunks
-constexpr int kSmemBytes = 204800;            // variants.json: this rung's dynamic shared memory
+constexpr int kSmemBytes = 221696;            // variants.json: this rung's dynamic shared memory
 constexpr int kRedStride = kTbN + 1;          // floats per row of a warp's partial tile
+constexpr int kRedFloats = kTbM * kRedStride;  // a warp's partial tile
+constexpr int kRedOffset = 204800;             // the partial tiles' place: after the largest ring
 
 // A warp's ring: B's stages as 64 k-rows of 64 bytes (4 stages), or, for window staging (kWin),
 // of 80 (3 stages, to stay within the same shared memory).
@@ -57,11 +62,10 @@ struct Ring {
     static constexpr int kBBytes = kWin ? kStepK * kWinRow : kStepK * kTbN * 2;  // 5120 or 4096 bytes
     static constexpr int kStageBytes = kBBytes + kABytes;
     static constexpr int kWarpBytes = kStages * kStageBytes;
-    static_assert(kWarps * kWarpBytes <= kSmemBytes, "the rings fit in the rung's shared memory");
-    static_assert(kTbM * kRedStride * 4 <= kWarpBytes, "a warp's partial tile fits in its ring");
+    static_assert(kWarps * kWarpBytes <= kRedOffset, "the rings end where the partial tiles start");
     static_assert(kStageBytes % 16 == 0, "stages start on 16-byte boundaries");
 };
-static_assert(kWarps * Ring<false>::kWarpBytes == kSmemBytes, "the aligned ring takes all of it");
+static_assert(kRedOffset + kWarps * kRedFloats * 4 == kSmemBytes, "the partial tiles end the shared memory");
 static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
 constexpr int kBBytes = Ring<false>::kBBytes;
 
@@ -305,40 +309,65 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, co
     }
 }
 
-// One warp's share of the threadblock tile with NT n8 tiles (rows <= 8 * NT), then its partial
-// tile into shared memory red[i * kRedStride + j] (aliasing its ring).
+// Sum the warps' partial tiles of the strip n0 (red: kWarps tiles of kTbM x kRedStride floats)
+// in warp order (the same bits every run) and store them: consecutive threads along C's
+// contiguous dimension.
+__device__ __forceinline__ void store_strip(const float* red, int rows, int m0, int n0, int N, float alpha,
+                                            float beta, OutT* __restrict__ C, int ldc) {
+#pragma unroll
+    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
+        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+        if (i >= rows || n0 + j >= N) continue;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) sum += red[w * kRedFloats + i * kRedStride + j];
+        OutT* p = PG_COL_MAJOR ? C + (m0 + i) + (long long)(n0 + j) * ldc : C + (long long)(m0 + i) * ldc + (n0 + j);
+        float v = alpha * sum;
+        if (beta != 0.f) v = fmaf(beta, load_out(p), v);
+        store_out(p, v);
+    }
+}
+
+// The threadblock's strips (blockIdx.x, + gridDim.x, ...) with NT n8 tiles (rows <= 8 * NT):
+// each warp computes its share of K for one strip after another through one ring, so the
+// copies of the next strip's first steps are in flight while the block sums and stores the
+// last one (a block per strip would drain its ring and start cold every 32 columns).
 template <int NT, bool kWin>
-__device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int lda, const uint16_t* __restrict__ B,
-                                           int ldb, int N, int K, int rows, int n0, unsigned char* smem, int warp,
-                                           int lane, bool a_vec, bool b_vec) {
+__device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int lda, const uint16_t* __restrict__ B,
+                                            int ldb, int N, int K, int rows, int m0, unsigned char* smem, int warp,
+                                            int lane, bool a_vec, bool b_vec, float alpha, float beta,
+                                            OutT* __restrict__ C, int ldc) {
     using R = Ring<kWin>;
     constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes;
     const int g = lane >> 2, t = lane & 3;
     unsigned char* ring = smem + warp * R::kWarpBytes;
+    const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+    float* red = reinterpret_cast<float*>(smem + kRedOffset);
+    // A window row's offset is the same in every strip (a strip starts 64 bytes after the last)
     uint32_t win_off[4] = {0u, 0u, 0u, 0u};
     if constexpr (kWin) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
             win_off[r] = static_cast<uint32_t>(
-                reinterpret_cast<uintptr_t>(B + (long long)(2 * t + (r & 1) + 8 * (r >> 1)) * ldb + n0) & 15);
+                reinterpret_cast<uintptr_t>(B + (long long)(2 * t + (r & 1) + 8 * (r >> 1)) * ldb) & 15);
     }
-    const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
-    float acc[2][NT][4];
-#pragma unroll
-    for (int x = 0; x < 2; ++x)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[x][nt][e] = 0.f;
 
-    // Step u of this warp is K step warp + u * kWarps, in stage u % kStages. The copies of the
-    // first kStages - 1 steps start before any mma; each round starts the step kStages - 1
-    // ahead (into the stage the last round finished with), waits for its own and computes it.
+    // This warp's steps: K steps warp, warp + kWarps, ... (`mine` of them) of each of the block's
+    // strips in turn; step v (strip v / mine, its step v % mine) goes to stage v % kStages. The
+    // copies of the first kStages - 1 steps start before any mma; each round starts the step
+    // kStages - 1 ahead (into the stage the last round finished with), waits for its own and
+    // computes it.
+    const int strips = (N + kTbN - 1) / kTbN;
+    const int walked = (int)blockIdx.x < strips ? (strips - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
     const int steps = (K + kStepK - 1) / kStepK;
     const int mine = steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
-    auto issue = [&](int u) {
-        if (u < mine) {
-            const int st = (u % kStages) * kStageBytes;
+    const int total = mine * walked;
+    auto issue = [&](int v) {
+        if (v < total) {
+            const int j = v / mine, u = v - j * mine;
+            const int st = (v % kStages) * kStageBytes;
+            const int n0 = ((int)blockIdx.x + j * (int)gridDim.x) * kTbN;
             const int k0 = (warp + u * kWarps) * kStepK;
             if constexpr (kWin)
                 stage_b_win(ring_s + st, B, ldb, N, K, n0, k0, lane);
@@ -349,34 +378,47 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
         pg_cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
     };
 #pragma unroll
-    for (int u = 0; u < kStages - 1; ++u) issue(u);
-    for (int u = 0; u < mine; ++u) {
-        issue(u + kStages - 1);
-        pg_cp_async_wait<kStages - 1>();  // step u's group has landed
-        __syncwarp();
-        const int st = (u % kStages) * kStageBytes;
-        mma_step<NT, kWin>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + R::kBBytes), lane, win_off);
-        __syncwarp();  // every lane is done reading stage u % kStages before it is refilled
+    for (int v = 0; v < kStages - 1; ++v) issue(v);
+    for (int j = 0; j < walked; ++j) {
+        float acc[2][NT][4];
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[x][nt][e] = 0.f;
+        for (int u = 0; u < mine; ++u) {
+            const int v = j * mine + u;
+            issue(v + kStages - 1);
+            pg_cp_async_wait<kStages - 1>();  // step v's group has landed
+            __syncwarp();
+            const int st = (v % kStages) * kStageBytes;
+            mma_step<NT, kWin>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + R::kBBytes), lane,
+                               win_off);
+            __syncwarp();  // every lane is done reading stage v % kStages before it is refilled
+        }
+
+        // Partial tile: accumulator (x, nt) holds rows i = 8nt + 2t + {0, 1} (c0/c1 and c2/c3)
+        // of columns ja (c0, c1) and jb (c2, c3); a warp with no K step of its own adds zeros.
+        float* mine_red = red + warp * kRedFloats;
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+            const int ja = kBNContig ? 4 * g + 2 * x : 16 * x + g;
+            const int jb = kBNContig ? ja + 1 : ja + 8;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const int i = 8 * nt + 2 * t;
+                mine_red[i * kRedStride + ja] = acc[x][nt][0];
+                mine_red[(i + 1) * kRedStride + ja] = acc[x][nt][1];
+                mine_red[i * kRedStride + jb] = acc[x][nt][2];
+                mine_red[(i + 1) * kRedStride + jb] = acc[x][nt][3];
+            }
+        }
+        __syncthreads();
+        store_strip(red, rows, m0, ((int)blockIdx.x + j * (int)gridDim.x) * kTbN, N, alpha, beta, C, ldc);
+        __syncthreads();  // the partial tiles are read before the next strip's overwrite them
     }
     pg_cp_async_wait<0>();
-    __syncwarp();
-
-    // Partial tile: accumulator (x, nt) holds rows i = 8nt + 2t + {0, 1} (c0/c1 and c2/c3)
-    // of columns ja (c0, c1) and jb (c2, c3).
-    float* red = reinterpret_cast<float*>(ring);
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-        const int ja = kBNContig ? 4 * g + 2 * x : 16 * x + g;
-        const int jb = kBNContig ? ja + 1 : ja + 8;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const int i = 8 * nt + 2 * t;
-            red[i * kRedStride + ja] = acc[x][nt][0];
-            red[(i + 1) * kRedStride + ja] = acc[x][nt][1];
-            red[i * kRedStride + jb] = acc[x][nt][2];
-            red[(i + 1) * kRedStride + jb] = acc[x][nt][3];
-        }
-    }
 }
 
 }  // namespace sk2_f16
@@ -388,45 +430,25 @@ skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     using namespace sk2_f16;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
+    const int m0 = blockIdx.y * kTbM;
     const int rows = min(kTbM, M - m0);
     const uint16_t* a = reinterpret_cast<const uint16_t*>(A) + (kAKContig ? (long long)m0 * lda : m0);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
+    OutT* C = reinterpret_cast<OutT*>(Cv);
     // PG_VEC=0 (some operand unaligned): each of A and B still takes 16-byte copies when it is
     // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
     const bool a_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(a) & 15) == 0 && lda % 8 == 0);
     const bool b_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(b) & 15) == 0 && ldb % 8 == 0);
-    const bool win = kHasWin && !b_vec;
-    if (win) {
+    if (kHasWin && !b_vec) {
         if constexpr (kHasWin) {
             if (rows > 8)
-                warp_tiles<2, true>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+                walk_strips<2, true>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
             else
-                warp_tiles<1, true>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+                walk_strips<1, true>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
         }
     } else if (rows > 8) {
-        warp_tiles<2, false>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
+        walk_strips<2, false>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
     } else {
-        warp_tiles<1, false>(a, lda, b, ldb, N, K, rows, n0, smem, warp, lane, a_vec, b_vec);
-    }
-    __syncthreads();
-    const int warp_bytes = win ? Ring<true>::kWarpBytes : Ring<false>::kWarpBytes;  // where each partial tile is
-
-    // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
-    // threads along C's contiguous dimension.
-    OutT* C = reinterpret_cast<OutT*>(Cv);
-#pragma unroll
-    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
-        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
-        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
-        if (i >= rows || n0 + j >= N) continue;
-        float sum = 0.f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w)
-            sum += reinterpret_cast<const float*>(smem + w * warp_bytes)[i * kRedStride + j];
-        OutT* p = PG_COL_MAJOR ? C + (m0 + i) + (n0 + j) * ldc : C + (m0 + i) * ldc + (n0 + j);
-        float v = alpha * sum;
-        if (beta != 0.f) v = fmaf(beta, load_out(p), v);
-        store_out(p, v);
+        walk_strips<1, false>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
     }
 }
