@@ -22,7 +22,6 @@ order of the files). The record names those shapes (``paced_at``: "4x8192x8192",
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 from collections import Counter
@@ -32,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from polygemm.backends.cuda.catalog import tuning_file  # noqa: E402
+from polygemm.backends.cuda.cost import shape_distance  # noqa: E402
 from polygemm.backends.cuda.variants import kernel_specs  # noqa: E402
 
 
@@ -68,9 +68,6 @@ def paced(records: list[dict]) -> list[dict]:
         if shape in vendor:
             both.setdefault(gpu, {})[shape] = statistics.median(vendor[shape]) / statistics.median(f)
 
-    def distance(a: tuple, b: tuple) -> float:
-        return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
-
     def ratio_near(gpu: str, shape: tuple) -> tuple[float, list[tuple]] | None:
         """The GPUs' vendor ratio at the nearest shape both timed and the shapes it came from:
         shapes equally near (to rounding: log(8) - log(4) and log(16) - log(8) differ in their
@@ -78,7 +75,7 @@ def paced(records: list[dict]) -> list[dict]:
         ratios = both.get(gpu)
         if not ratios:
             return None
-        dist = {o: distance(shape, o) for o in ratios}
+        dist = {o: shape_distance(shape, o) for o in ratios}
         least = min(dist.values())
         near = sorted(o for o, d in dist.items() if d <= least + 1e-9 * max(least, 1.0))
         return statistics.median(ratios[o] for o in near), near

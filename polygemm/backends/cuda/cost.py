@@ -32,7 +32,7 @@ import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "copy_us", "pitch_penalty_us",
+__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "pitch_penalty_us",
            "HBM_BYTES_PER_US", "LAUNCH_US", "TMA_PITCH"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
@@ -391,10 +391,11 @@ def _vendor_medians(records: Sequence[dict]) -> dict[tuple[int, int, int, int], 
     return {key: float(np.median(vs)) for key, vs in by.items()}
 
 
-def _distance(m: int, n: int, k: int, count: int, r: dict) -> float:
-    """How far a measurement's shape is from the product's (log scale; batch counts too)."""
-    d = sum(abs(math.log(max(x, 1)) - math.log(max(int(r[key]), 1))) for x, key in ((m, "m"), (n, "n"), (k, "k")))
-    return d + abs(math.log(max(count, 1)) - math.log(max(int(r.get("batch") or 1), 1)))
+def shape_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    """How far apart two shapes are, ``(m, n, k, count)`` each (log scale; batch counts too):
+    the sum of ``|log(max(x, 1)) - log(max(y, 1))|`` over their sizes, in that order
+    (tools/update_tuning.py paces other GPUs' records by it too)."""
+    return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
 
 
 def split_of(variant: str) -> tuple[str, int]:
@@ -417,7 +418,7 @@ def _anchor(table: _Table, spec: KernelSpec, m: int, n: int, k: int, count: int,
     lm, ln, lk, lc = (math.log(max(x, 1)) for x in (m, n, k, count))
     ls = math.log(max(splits, 1))
 
-    def key(r: _Row) -> float:  # shape distance (as _distance), plus a penalty for running differently (split or not, slices)
+    def key(r: _Row) -> float:  # shape distance (as shape_distance), plus a penalty for running differently (split or not, slices)
         rm, rn, rk, rc = r.logs
         d = abs(lm - rm) + abs(ln - rn) + abs(lk - rk) + abs(lc - rc)
         return d + abs(ls - r.log_splits) + (0.5 if (r.splits > 0) != (splits > 0) else 0.0)
@@ -484,7 +485,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 modelled = estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
                 scale = measured_us / modelled
                 # an estimate far from any measurement of its kind is trusted less
-                scale *= 1.0 + DISTANCE_PENALTY * (_distance(m, n, k, count, anchor) + (0.5 if (asplit > 0) != (s > 0) else 0.0))
+                scale *= 1.0 + DISTANCE_PENALTY * (shape_distance((m, n, k, count), (am, an, ak, ac)) + (0.5 if (asplit > 0) != (s > 0) else 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             device_us = c.estimate_us * scale
             host = SPLIT_HOST_US if s else 0.0  # what the measurements (device time) leave out
