@@ -66,6 +66,13 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
         return round_once(acc, out_dtype)
 
 
+# Not polygemm.backend.fits_float32, on purpose: that one tests the value itself against float32's
+# range (a GPU kernel's scalar must be in range before conversion), this one the value after
+# NumPy's rounding to ``work`` (float32 or float64 here). They differ only where the rounding
+# lands inside the range: |value| in (FLOAT32_MAX, 2**128 - 2**103), rounding down to FLOAT32_MAX,
+# and in [2**-126 - 2**-150, 2**-126), rounding up to the smallest normal. There this accepts
+# float32 (off by under half a float32 ulp) and fits_float32 would send the scaling to float64,
+# changing some results (78 of a 64x64 float32 product's 4096 at alpha = 2**-126 - 2**-151).
 def _fits(work: Any, value: float) -> bool:
     """Whether ``value`` survives conversion to ``work``: no overflow, and no nonzero below the
     work type's normal numbers unless exactly representable there (a float32 subnormal keeps
