@@ -17,7 +17,8 @@
 // through the copies' source size). An N-contiguous B whose rows are not 16-byte aligned (an odd
 // N such as a 50257-word vocabulary) is staged as windows: each row of a step takes the five
 // aligned 16-byte chunks around its 64 bytes (cp.async, an 80-byte row in the stage), and the
-// fragment reads shift by the row's offset in its window; three stages then fit. Any other
+// fragment reads shift by the row's offset in its window; three stages then fit (four for a tile
+// of up to 8 rows, A then staged unpadded). Any other
 // unaligned operand is staged by v1's element loads and plain shared stores when its step is
 // issued.
 //
@@ -54,12 +55,18 @@ constexpr int kRedStride = kTbN + 1;          // floats per row of a warp's part
 constexpr int kRedFloats = kTbM * kRedStride;  // a warp's partial tile
 constexpr int kRedOffset = 204800;             // the partial tiles' place: after the largest ring
 
+#ifndef SK2_WIN1_STAGES
+#define SK2_WIN1_STAGES 4
+#endif
 // A warp's ring: B's stages as 64 k-rows of 64 bytes (4 stages), or, for window staging (kWin),
-// of 80 (3 stages, to stay within the same shared memory).
-template <bool kWin>
+// of 80: 3 stages within the same shared memory, or, where the tile has 8 rows (NT = 1), 4 with
+// A's rows staged unpadded (kCompactA: a_at).
+template <bool kWin, int NT>
 struct Ring {
-    static constexpr int kStages = kWin ? 3 : 4;
+    static constexpr bool kCompactA = kWin && NT == 1;
+    static constexpr int kStages = kWin ? (kCompactA ? SK2_WIN1_STAGES : 3) : 4;
     static constexpr int kBBytes = kWin ? kStepK * kWinRow : kStepK * kTbN * 2;  // 5120 or 4096 bytes
+    static constexpr int kABytes = kCompactA ? 8 * kStepK * 2 : sk2_f16::kABytes;  // 1024 or 2304 bytes
     static constexpr int kStageBytes = kBBytes + kABytes;
     static constexpr int kWarpBytes = kStages * kStageBytes;
     static_assert(kWarps * kWarpBytes <= kRedOffset, "the rings end where the partial tiles start");
@@ -67,7 +74,7 @@ struct Ring {
 };
 static_assert(kRedOffset + kWarps * kRedFloats * 4 == kSmemBytes, "the partial tiles end the shared memory");
 static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
-constexpr int kBBytes = Ring<false>::kBBytes;
+constexpr int kBBytes = Ring<false, 1>::kBBytes;
 
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
@@ -199,9 +206,20 @@ __device__ __forceinline__ uint2 win_read(uint32_t row, uint32_t off) {
     return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
 }
 
+// Where element (row, k) of a staged A step is, in halves from the stage's A part: v1's padded
+// rows, or (kCompact) 64-half rows with 16-byte chunk c of row r at c ^ r (8 rows: the rows a
+// fragment read spans fall in other banks).
+template <bool kCompact>
+__device__ __forceinline__ int a_at(int row, int k) {
+    if constexpr (kCompact)
+        return row * kStepK + ((((k >> 3) ^ (row & 7)) << 3) | (k & 7));
+    else
+        return row * kAStride + k;
+}
+
 // Start filling A's part of a stage: rows 0 .. 8*NT-1 (rows >= `rows` zero) and K step
-// [k0, k0 + 64) into sa[row][k] (row stride kAStride halves).
-template <int NT>
+// [k0, k0 + 64) into sa at a_at<kCompact>(row, k).
+template <int NT, bool kCompact>
 __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict__ A, int lda, int rows, int k0,
                                         int K, int lane, bool a_vec) {
     constexpr int kRows = 8 * NT;
@@ -214,9 +232,9 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
             const int n = row < rows ? min(max(K - (k0 + kc), 0), 8) : 0;
             const uint16_t* p = A + (n > 0 ? row * lda + k0 + kc : 0);
             if (a_vec) {
-                pg_cp_async<16>(sa + row * kAStride + kc, p, 2 * n);
+                pg_cp_async<16>(sa + a_at<kCompact>(row, kc), p, 2 * n);
             } else {
-                *reinterpret_cast<uint4*>(sa + row * kAStride + kc) = load8(p, n, false);
+                *reinterpret_cast<uint4*>(sa + a_at<kCompact>(row, kc)) = load8(p, n, false);
             }
         }
     } else {  // columns of kRows halves: chunks of 8 rows of one k, transposed by plain stores
@@ -232,7 +250,7 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
             uint32_t h[8];
             load8_col(h, p, n, a_vec);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) sa[(ih + e) * kAStride + kk] = static_cast<uint16_t>(h[e]);
+            for (int e = 0; e < 8; ++e) sa[a_at<kCompact>(ih + e, kk)] = static_cast<uint16_t>(h[e]);
         }
     }
 }
@@ -295,8 +313,15 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, co
         for (int ss = 0; ss < 4; ++ss) {
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const uint32_t* row = sa32 + (g + 8 * nt) * (kAStride / 2) + 8 * ss + t;
-                const uint32_t b0 = row[0], b1 = row[4];  // halves 16ss + 2t (+1), 16ss + 2t + 8 (+1)
+                // halves 16ss + 2t (+1) and 16ss + 2t + 8 (+1) of staged row g + 8nt
+                uint32_t b0, b1;
+                if constexpr (Ring<kWin, NT>::kCompactA) {
+                    b0 = sa32[a_at<true>(g + 8 * nt, 16 * ss + 2 * t) >> 1];
+                    b1 = sa32[a_at<true>(g + 8 * nt, 16 * ss + 2 * t + 8) >> 1];
+                } else {
+                    const uint32_t* row = sa32 + (g + 8 * nt) * (kAStride / 2) + 8 * ss + t;
+                    b0 = row[0], b1 = row[4];
+                }
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
                     const uint32_t u = q ? br[ss][0].y : br[ss][0].x, v = q ? br[ss][1].y : br[ss][1].x;
@@ -338,7 +363,7 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
                                             int ldb, int N, int K, int rows, int m0, unsigned char* smem, int warp,
                                             int lane, bool a_vec, bool b_vec, float alpha, float beta,
                                             OutT* __restrict__ C, int ldc) {
-    using R = Ring<kWin>;
+    using R = Ring<kWin, NT>;
     constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes;
     const int g = lane >> 2, t = lane & 3;
     unsigned char* ring = smem + warp * R::kWarpBytes;
@@ -373,7 +398,8 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
                 stage_b_win(ring_s + st, B, ldb, N, K, n0, k0, lane);
             else
                 stage_b(ring_s + st, B, ldb, N, K, n0, k0, lane, b_vec);
-            stage_a<NT>(reinterpret_cast<uint16_t*>(ring + st + R::kBBytes), A, lda, rows, k0, K, lane, a_vec);
+            stage_a<NT, R::kCompactA>(reinterpret_cast<uint16_t*>(ring + st + R::kBBytes), A, lda, rows, k0, K, lane,
+                                      a_vec);
         }
         pg_cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
     };
