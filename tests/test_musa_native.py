@@ -355,11 +355,16 @@ def test_gemm_prepared_scalars_that_float32_cannot_hold_are_refused(musa, rng):
     """Items 5 and 9 on the prepared path: no NaN from float32(1e39), no bare OverflowError."""
     from polygemm.backends.musa import PreparedB
 
-    with PreparedB(rand16(rng, (3, 3))) as pb:
+    pb_b = rand16(rng, (3, 3))
+    with PreparedB(pb_b) as pb:
         a = rand16(rng, (2, 3))
-        for bad in (1e39, -1e39, 1e-50, 10**400):
+        # 1e-45 and 1e-40: subnormals float32 rounds (1.4e-45 is 40% off) -- gemm refuses them
+        # too (fits_float32); the prepared path had let them through
+        for bad in (1e39, -1e39, 1e-50, 10**400, 1e-45, -1e-40):
             with pytest.raises(pg.ArgumentError, match="alpha"):
                 musa.gemm_prepared(a, pb, alpha=bad)
+        exact = 2.0**-140  # a subnormal float32 holds exactly: taken, and scaled by it
+        assert reference_for(a, pb_b, None, exact, 0.0).compare(musa.gemm_prepared(a, pb, alpha=exact)).ok
         with pytest.raises(pg.ArgumentError, match="beta"):
             musa.gemm_prepared(a, pb, rand16(rng, (2, 3)), beta=1e39)
         for bad in (float("nan"), True, "2"):

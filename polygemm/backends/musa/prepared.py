@@ -18,13 +18,13 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ...backend import fits_float32
 from ...errors import ArgumentError, ShapeError, UnsupportedProblemError
 from .arrays import MusaArray, host_f16
 
 __all__ = ["PreparedB", "gemm_prepared"]
 
 _INT_MAX = 2**31 - 1
-_F32_MAX = float(np.finfo(np.float32).max)
 
 
 class PreparedB:
@@ -137,10 +137,11 @@ def _scalar(name: str, value: Any) -> float:
         raise ArgumentError(f"{name} is too large for a float ({name}={value!r:.40}...); use |{name}| <= 3.4e38") from None
     if not math.isfinite(v):
         raise ArgumentError(f"{name} must be finite; got {value!r}")
-    if abs(v) > _F32_MAX or (v != 0.0 and np.float32(v) == 0.0):
-        # float32(alpha) would be inf (inf * 0 = NaN) or 0: a wrong answer, not an error
+    if not fits_float32(v):
+        # float32(alpha) would be inf (inf * 0 = NaN), 0, or a subnormal that rounds (1e-45 became
+        # 1.4e-45): a wrong answer, not an error; the gemm path refuses the same (fits_float32)
         raise ArgumentError(
-            f"{name}={value!r} does not fit the musa kernel's float32 scalars (1.2e-38 <= |{name}| <= 3.4e38, or 0); "
+            f"{name}={value!r} does not fit the musa kernel's float32 scalars (1.2e-38 <= |{name}| <= 3.4e38, 0, or a subnormal float32 holds exactly); "
             f"scale a or c instead, or use polygemm.gemm(..., device='cpu')"
         )
     return v
