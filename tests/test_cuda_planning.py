@@ -106,9 +106,9 @@ def test_grid_covers_the_problem(spec):
         assert lp.grid == (132, 1, 1)
     elif spec.persistent:  # one threadblock per SM walks the tiles
         assert lp.grid == (min(tiles, 132), 1, 1)
-    elif spec.walks_strips:  # at most a threadblock per SM along x, each walking x tiles
+    elif spec.walks_strips:  # at most a threadblock per SM, each walking x tiles
         strips, rows = -(-lp.n // bn), -(-lp.m // bm)
-        assert lp.grid == (min(strips, max(132 // rows, 1)), rows, 1)
+        assert gy == rows and gx == (min(strips, 132 // rows) if 132 // rows >= 2 else strips)
     elif spec.cluster > 1:  # whole clusters along x, each a unit of cm x cn adjacent tiles
         cm, cn = spec.cluster_mn
         assert lp.cluster == (cm, cn)  # carried to the launch: the tensor maps' boxes are each CTA's share
@@ -476,3 +476,16 @@ def test_auto_offers_the_32_wide_row_only_once_measured():
     recs.append({"variant": COL32.name, "m": 17, "n": 4096, "k": 4096, "tflops": 33.0})
     best = cost.rank([SPECS["hgemm_v2_wgmma_tma_64x64"], COL32], recs, 17, 4096, 4096)[0]
     assert best.variant == COL32.name
+
+
+@pytest.mark.parametrize("m,grid", [(1, (128, 1, 1)), (32, (66, 2, 1)), (1000, (2, 63, 1)), (1100, (128, 69, 1)),
+                                    (2200, (128, 138, 1))])
+def test_strip_walking_grid_keeps_the_sms_busy(m, grid):
+    """A row whose threadblocks walk their strips runs at most a block per SM, at least two a
+    row of tiles; past 66 rows of 16 (a forced variant's large M) a cap of one a row would idle
+    SMs (M = 1100: 69 blocks) or walk every strip in one block (M = 2200: 138 blocks in two
+    waves), so those keep a block a strip (N = 4096: 128 strips)."""
+    spec = SPECS["skinny_v2_fp16_row"]
+    assert spec.walks_strips
+    lp = plan_launch(spec, row("a", m, 512), row("b", 512, 4096), row("c", m, 4096), sms=132)
+    assert lp.grid == grid

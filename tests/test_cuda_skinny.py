@@ -255,16 +255,19 @@ def test_skinny_fp16_window_staging(cuda, variant):
 @pytest.mark.parametrize("variant", [v for v in SKINNY if SKINNY[v].walks_strips])
 def test_skinny_walked_strips(cuda, variant):
     """A rung whose threadblocks walk the 32-column strips: more strips than the grid has
-    threadblocks (the last block with one strip fewer, the last strip partial), one or two
-    threadblock rows, K shorter than the warps (warps with no K step of their own), exactly
-    one step each, and many; aligned and window-staged B, both outputs, alpha/beta, outputs
-    poisoned with NaN; the same bits on a second run."""
+    threadblocks (some blocks with one strip more than others, the last strip partial), one or
+    two threadblock rows, K shorter than the warps (warps with no K step of their own), exactly
+    one step each, and more steps a warp than its ring has stages (the language-model heads'
+    regime, 33 and 65 of them); aligned and window-staged B (the C-ordered operands have an
+    odd long side), both outputs, alpha/beta, outputs poisoned with NaN; the same bits on a
+    second run."""
     cp = pytest.importorskip("cupy")
     col = SKINNY[variant].layout == "col"
     rng = np.random.default_rng(secrets.randbits(32))
-    plan_sms = 132
-    for i, (small, long_side, k) in enumerate([(1, 2 * 32 * plan_sms + 45, 1), (9, 3 * 32 * plan_sms + 7, 100),
-                                               (17, 32 * plan_sms + 33, 512), (4, 9000, 1000), (16, 8192, 8)]):
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    for i, (small, long_side, k) in enumerate([(1, 2 * 32 * sms + 45, 1), (9, 3 * 32 * sms + 7, 100),
+                                               (17, 32 * sms + 33, 512), (4, 9000, 1000), (16, 8192, 8),
+                                               (1, 32 * sms + 33, 4100), (9, 2 * 32 * sms + 1, 2100)]):
         m, n = (long_side, small) if col else (small, long_side)
         a = rng.standard_normal((m, k)).astype(np.float16)
         b = rng.standard_normal((k, n)).astype(np.float16)

@@ -50,7 +50,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args()
-    import cupy as cp
 
     defines = {}
     for d in args.define:
@@ -61,9 +60,9 @@ def main() -> int:
     fields: dict[str, bool | int] = {}
     for f in args.field:
         name, sep, value = f.partition("=")
-        known = {x.name for x in dataclasses.fields(cuda_variants.KernelSpec)}
+        known = {x.name for x in dataclasses.fields(cuda_variants.KernelSpec) if str(x.type) in ("bool", "int")}
         if not sep or name not in known or not (value in ("true", "false") or value.lstrip("-").isdigit()):
-            ap.error(f"--field {f!r}: expected NAME=true|false|INTEGER, NAME a KernelSpec field")
+            ap.error(f"--field {f!r}: expected NAME=true|false|INTEGER, NAME a bool or int field of KernelSpec")
         fields[name] = value == "true" if value in ("true", "false") else int(value)
     if not defines and not fields:
         ap.error("give --define or --field: the build must differ from the row as shipped")
@@ -71,11 +70,15 @@ def main() -> int:
         ap.error(f"--row {args.row!r}: not a row of the cuda backend (polygemm variants lists them)")
     built = cuda_variants.measurement_build(args.row, SUFFIX, defines, "docs/benchmarks/defines_ab.py")
     if args.smem:  # the launch gives the kernel the row's declared shared memory: the build's own here
+        if "smem_bytes" in fields:
+            ap.error("give the build's shared memory once: --smem or --field smem_bytes=")
         fields["smem_bytes"] = args.smem
     if fields:
         specs = cuda_variants.kernel_specs()
         specs[built] = dataclasses.replace(specs[built], **fields)
         cuda_variants.variant_table.cache_clear()
+    import cupy as cp  # after the arguments are checked: a wrong one is told so without a GPU
+
     records = []
     for shape in args.shapes:
         m, n, k = parse_shape(shape)
@@ -96,7 +99,7 @@ def main() -> int:
             for v in ([args.row, built, "cupy"] if r % 2 == 0 else ["cupy", built, args.row]):
                 times[v].append(timers[v].once() * 1e6)
         med = {v: statistics.median(t) for v, t in times.items()}
-        rec = {"m": m, "n": n, "k": k, "dtype": args.dtype, "row": args.row, "defines": defines, "fields": args.field,
+        rec = {"m": m, "n": n, "k": k, "dtype": args.dtype, "row": args.row, "defines": defines, "fields": fields,
                "shipped_us": med[args.row], "built_us": med[built], "cupy_us": med["cupy"],
                "shipped_rel_error": errors[args.row], "built_rel_error": errors[built], "rounds": times}
         records.append(rec)

@@ -476,9 +476,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)
         if spec.streamk:  # every SM takes a share of the last waves' k-tiles, however few the tiles
             lp.grid = (max(sms, 1), 1, 1)
-    elif spec.walks_strips:
+    elif spec.walks_strips and sms // max(gy, 1) >= 2:
         # one threadblock per SM (each holds an SM's shared memory) walks the x tiles, its copies
-        # running on from one tile into the next, rather than a block per tile starting cold
-        lp.grid = (min(gx, max(sms // max(gy, 1), 1)), gy, lp.grid[2])
+        # running on from one tile into the next, rather than a block per tile starting cold. Past
+        # half the SMs in tile rows (a forced variant's large M) a cap of one a row would idle SMs
+        # or walk every tile in one block: the kernel takes any grid, so those keep a block a tile
+        lp.grid = (min(gx, sms // gy), gy, lp.grid[2])
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

@@ -5,7 +5,8 @@
 // fragments each lane reads are v1's (the same lane maps, now read from the stage), so the
 // math, the 16 x 32 threadblock tile and the warp-order sums (deterministic, no workspace, no
 // atomics) are v1's; 8 warps (256 threads) split K, the rings taking 200 KB of shared memory
-// (sm_90's 227 KB a block).
+// (sm_90's 227 KB a block). (Window staging, below, has 2 steps of 5 KB in flight in a 16-row
+// tile, 3 in an 8-row one.)
 //   B K-contiguous: a stage is [32 columns][64 k] halves (128 bytes a column) with the 16-byte
 //     chunks of odd columns swapped in pairs (chunk q at q ^ 1): the two columns a quarter-warp
 //     reads (columns g and g + 1 of a slice, chunks 2t + c) fall in other banks.
@@ -27,7 +28,8 @@
 // running on from one strip's K steps into the next's, so a product of short K keeps its copies
 // in flight between strips; the warps' partial tiles have their own 16.5 KB after the rings.
 // Launch: blockDim (256, 1, 1), gridDim (at most ceil(N/32), ceil(M/16)) (grid ["n", "m"]; the
-// planner caps x at the SMs: variants.json "walks_strips"), 221696 bytes of dynamic shared memory.
+// planner caps x at SMs // ceil(M/16) while that is 2 or more: variants.json "walks_strips"),
+// 221696 bytes (216.5 KB) of dynamic shared memory.
 
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -174,9 +176,10 @@ __device__ __forceinline__ void stage_b(uint32_t sb, const uint16_t* __restrict_
 // K step [k0, k0 + 64) of the strip n0 goes to sb + 80 k as the five aligned chunks from the
 // one holding its first element; bytes past the strip's last column (or past N) and rows past
 // K are zero-filled by the copies' source size. The bytes before the first element (up to 14)
-// are the same row's or the previous row's, inside the operand, or, for row 0 of a pointer
-// off a 16-byte boundary, the same allocation's (allocations start on 256 bytes); they are
-// never read back.
+// lie in the same aligned 16-byte chunk as it (the previous strip's columns, the previous
+// row's tail or padding, or, for row 0 of strip 0, bytes before B in the same chunk), so no
+// copy can fault whatever the allocator; they are never read back. B is element-aligned (2
+// bytes), as every rung assumes: the offsets are even.
 __device__ __forceinline__ void stage_b_win(uint32_t sb, const uint16_t* __restrict__ B, int ldb, int N, int K,
                                             int n0, int k0, int lane) {
     const int cols = min(N - n0, kTbN);
