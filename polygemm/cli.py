@@ -446,6 +446,25 @@ def image_format(path: str) -> str:
     return ext
 
 
+def cannot_create_in(folder: str) -> str | None:
+    """None when a file can be made in ``folder``, else the system's reason. Tried by making (and
+    removing) an empty file: ``os.access`` answers yes to root for /proc, /sys or a folder on a
+    mount that refuses new files, and a command then ran to its end (a whole benchmark, the whole
+    kernel catalog) and lost its results to a traceback when it wrote them."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".polygemm-probe.", dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return None
+
+
 def unwritable(args: argparse.Namespace) -> str | None:
     """Why an output file the command will write at its end cannot be written (None: all can
     be), checked before the command runs: a benchmark's results are not lost at the end to a
@@ -481,6 +500,9 @@ def unwritable(args: argparse.Namespace) -> str | None:
             return f"--{option} {path}: that is a folder; name a file"
         if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
             return f"--{option} {path}: not writable"
+        why = cannot_create_in(folder)  # what os.access lets through (root, /proc): written at the end, it had been a traceback
+        if why is not None:
+            return f"--{option} {path}: no file can be made in {folder} ({why}); name a file in a folder you can write"
         if option in IMAGE_OPTIONS:
             try:
                 import matplotlib  # noqa: F401

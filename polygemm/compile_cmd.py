@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .cli import positive_int
+from .cli import cannot_create_in, positive_int
 from .errors import ArgumentError
 
 __all__ = ["Job", "jobs", "run", "parse_arch", "add_parser"]
@@ -131,6 +131,11 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ArgumentError(f"--out {out}: cannot make that folder ({exc.strerror or exc}); name a folder you can write") from None
+        # an existing folder where no file can be made (/proc, a read-only mount; os.access says yes to root) had
+        # built the whole catalog and then ended in a traceback at the first cubin written
+        why = cannot_create_in(str(out))
+        if why is not None:
+            raise ArgumentError(f"--out {out}: no file can be made in that folder ({why}); name a folder you can write")
     # name the compiler (and fail early, with the reason, when there is none) before starting
     targets = sorted({j.target for j in todo})
     used = sorted({cc.select(t, compiler, when="polygemm compile builds them ahead of time with it").describe() for t in targets})
