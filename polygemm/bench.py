@@ -161,6 +161,12 @@ def load_records(path: str) -> list[BenchRecord]:
             if f.name in row and not _field_fits(f.type, row[f.name]):
                 raise ValueError(f"record {i} has {f.name}={row[f.name]!r} ({type(row[f.name]).__name__}); polygemm bench "
                                  f"--json writes {_FIELD_KINDS.get(str(f.type), str(f.type))} there")
+            # a count out of range (m=-5, or a dimension past any float: 10**400) had been drawn as an "empty product"
+            # or ended plot in an OverflowError traceback: bench writes sizes and counts of 0 or more, below 2**63
+            if str(f.type) == "int" and f.name in row and not 0 <= row[f.name] < 2**63:
+                said = repr(row[f.name]) if len(repr(row[f.name])) <= 24 else f"{str(row[f.name])[:12]}... ({len(str(row[f.name]))} digits)"
+                raise ValueError(f"record {i} has {f.name}={said}; polygemm bench --json writes a whole number "
+                                 "from 0 to 2**63 - 1 there")
         # a figure nobody measured (no vendor timing) is written as null: it reads back as nan
         out.append(BenchRecord(**{k: (float("nan") if v is None and k in floats else v) for k, v in row.items() if k in known}))
     return out
@@ -980,6 +986,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ArgumentError(f"--settle must be >= 0 seconds and finite; got {args.settle}")
     if args.repeats != "auto" and args.repeats < 1:
         raise ArgumentError(f"--repeats must be at least 1 or auto; got {args.repeats}")
+    # an option of the other mode had been ignored without a word: "--mode kernel --batch 64" timed single products and
+    # "--settle 1" in call mode interleaved as ever, records that look like what was asked for and are not
+    if args.mode == "kernel":
+        given = [f"--{opt} {value}" for opt, value, default in
+                 (("batch", args.batch, 0), ("inputs", args.inputs, "device"), ("result", args.result, "out"),
+                  ("array-lib", args.array_lib, "auto")) if value != default]
+        if given:
+            raise ArgumentError(f"{', '.join(given)}: {'call-mode options' if len(given) > 1 else 'a call-mode option'}, which kernel mode "
+                                "(each variant's raw launch) does not use; pass --mode call, or omit "
+                                f"{'them' if len(given) > 1 else 'it'}")
+    elif args.settle > 0:
+        raise ArgumentError(f"--settle {args.settle:g}: a kernel-mode option, which call mode (polygemm.gemm per call) does "
+                            "not use; pass --mode kernel, or omit it")
     if args.plot:  # before any timing: a missing dependency must not cost the run
         try:
             import matplotlib  # noqa: F401
