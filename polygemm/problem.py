@@ -587,6 +587,14 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
             where, data, iface = dlpack_interface(name, obj)
             # a torch tensor is writeable like its array-interface kin; other DLPack device data may not be
             torch_device = iface is not None and kind_of(obj) == "torch"
+            if writable and iface is None and not data.flags.writeable and _legacy_dlpack(obj):
+                # a writeable array of a producer that speaks only DLPack before 1.0 had been told it "must be ... a
+                # writeable CPU DLPack array": what makes it read-only here is the old protocol, which has no read-only
+                # flag, so NumPy reads every such export read-only (and an immutable array may hide behind one)
+                raise ArgumentError(f"{name} ({type(obj).__name__}) offers only DLPack's pre-1.0 export (its __dlpack__ takes no "
+                                    f"max_version), which cannot say that its memory may be written, so polygemm reads it "
+                                    f"read-only; pass a NumPy array (or a writeable CPU DLPack array of DLPack 1.0) as {name}, "
+                                    f"or omit {name} to get a new result")
             if writable and ((iface is not None and not torch_device) or (iface is None and not data.flags.writeable)):
                 raise ArgumentError(f"{name} must be an array polygemm can write (NumPy, a writeable CPU DLPack array, or a "
                                     f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
@@ -597,6 +605,18 @@ def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
             return _device_operand(name, obj if torch_device else data, where, iface, writable=writable and torch_device, given=obj)
         return _host_operand(name, obj, writable=writable)
     return _device_operand(name, obj, dev[0], dev[1], writable=writable)
+
+
+def _legacy_dlpack(obj: Any) -> bool:
+    """Whether ``obj.__dlpack__`` is of DLPack before 1.0: it takes no ``max_version`` (its CPU exports
+    carry no read-only flag, and NumPy reads them read-only)."""
+    try:
+        obj.__dlpack__(max_version=(1, 0))
+    except TypeError:
+        return True
+    except Exception:  # refused for another reason: not a question of the protocol's version
+        return False
+    return False
 
 
 def _ml_real(value: Any) -> bool:
