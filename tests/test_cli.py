@@ -137,8 +137,8 @@ def test_variants_table(capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    assert len(lines) < 70  # one line per variant: no wrapped descriptions in the short table
     rows = {line.split()[0]: line.split()[1] for line in lines if line.startswith("  ") and len(line.split()) > 2}
+    assert len(lines) - len(rows) < 10  # one line per variant: no wrapped descriptions in the short table
     assert rows["blas"] == "yes" and rows["reference"] == "no" and rows["numpy"] == "vendor"
     assert rows["cublas"] == "vendor" and rows["cm_v02_smem_tiling"] == "no" and rows["hgemm_v1_mma_ldmatrix"] == "yes"
     assert "auto: yes = variant='auto' may pick it" in out

@@ -12,12 +12,13 @@
 #   tools/gpu_results.sh hopper-cluster -> docs/benchmarks/h200_cluster.json (2-CTA clusters beside the one-CTA builds)
 #   tools/gpu_results.sh tune-cluster -> docs/benchmarks/h200_tune_cluster_fp16.* (the cluster rows, for auto's table)
 #   tools/gpu_results.sh tune-cluster-split -> docs/benchmarks/h200_tune_cluster{256,_split}_fp16.* (the cluster rows in K-slices), _cluster_choices_fp16.* (choices side by side)
+#   tools/gpu_results.sh tune-cluster-persistent -> docs/benchmarks/h200_tune_cluster_persistent_fp16.* (the persistent cluster rows, for auto's table)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree (files named for the GPU: h200_... on an H200, h100_... on an H100);
 # copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 # every target but retune measures the GPU and overwrites committed results: without a usable cuda
 # backend (or, for the ncu targets, without ncu) it would replace them with all-skip tables or empty
 # files and exit 0, so refuse before anything is written
@@ -125,6 +126,13 @@ case "$what" in
       --variants hgemm_v2_wgmma_tma_128x128_cluster2x2 \
       --json docs/benchmarks/${gpu}_tune_cluster2x2_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster2x2_fp16.md
     ;;
+  tune-cluster-persistent)  # the persistent cluster rows on the sweep, the targets and mid-size to square products
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 \
+      --variants hgemm_v2_wgmma_tma_cluster2_persistent hgemm_v2_wgmma_tma_128x128_cluster2_persistent \
+      --shapes sweep 4096x4096x4096 8192x8192x8192 2000x2000x8192 6144x1536x1024 1536x6144x1024 3000x3000x3000 \
+        8192x2000x1024 4096x4096x1024 4096x4096x2048 2048x8192x4096 --repeats 3 --no-progress \
+      --json docs/benchmarks/${gpu}_tune_cluster_persistent_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_persistent_fp16.md
+    ;;
   tune-cluster-split)  # the cluster rows in K-slices on the long-K mid-size shapes, and the 128x256 cluster row whole on the
                       # sweep's shapes auto offers cluster rows for (both result sides >= 512)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 3 --no-progress \
@@ -213,7 +221,8 @@ case "$what" in
       docs/benchmarks/h200_tune_cluster2x2_fp16.json docs/benchmarks/h100_tune_cluster2x2_fp16.json \
       docs/benchmarks/h100_tune_cluster256_fp16.json docs/benchmarks/h100_tune_cluster_split_fp16.json \
       docs/benchmarks/h100_tune_cluster_choices_fp16.json \
-      docs/benchmarks/h100_tune_64x32_col_fp16.json docs/benchmarks/h100_tune_64x32_col_sweep_fp16.json
+      docs/benchmarks/h100_tune_64x32_col_fp16.json docs/benchmarks/h100_tune_64x32_col_sweep_fp16.json \
+      docs/benchmarks/h100_tune_cluster_persistent_fp16.json
     python3 tools/update_tuning.py docs/benchmarks/h200_tune_v12_split_fp32.json docs/benchmarks/h200_tune_v12_split_big_fp32.json \
       docs/benchmarks/h200_tune_batched_v12_fp32.json docs/benchmarks/h200_tune_fp32.json docs/benchmarks/h200_tune_wide_fp32.json docs/benchmarks/h200_tune_skinny_fp32.json \
       docs/benchmarks/h200_tune_split_fp32.json docs/benchmarks/h200_sweep_kernel_fp32.json \

@@ -116,7 +116,7 @@ class PreparedLaunch:
             tma_args = _TMA_STORE_ARGS if self.spec.tma_store else _TMA_ARGS
             args = tma_args + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
-            if self.lp.batch_count and self.lp.cluster != (1, 1):
+            if (self.lp.batch_count or self.spec.persistent) and self.lp.cluster != (1, 1):
                 self._fit_clusters(k)
             streamk = self.spec.streamk and not self.lp.splits
             self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ())).pack
@@ -133,10 +133,11 @@ class PreparedLaunch:
         return k
 
     def _fit_clusters(self, k: Kernel) -> None:
-        """A cluster row's batch (or K-slices) runs on as many clusters as the device holds at
-        once, each walking units: the in-launch split reduction waits on other threadblocks'
-        slices, so every one of them must be resident (the planner's first guess, one cluster
-        per ``cluster`` SMs, can be more than the GPCs hold)."""
+        """A cluster row's batch (or K-slices), or a persistent cluster row's units, runs on as many
+        clusters as the device holds at once, each walking units: the in-launch split reduction
+        waits on other threadblocks' slices, so every one of them must be resident, and a
+        persistent grid is meant to be (the planner's first guess, one cluster per ``cluster``
+        SMs, can be more than the GPCs hold)."""
         lp = self.lp
         size = lp.cluster[0] * lp.cluster[1]
         pushed = self.rt.enter()  # the occupancy query needs the device's context current

@@ -466,7 +466,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         assert spec.grid == ("n", "m"), f"{spec.name}: a cluster row runs on an (n, m) grid"
         cm, cn = lp.cluster = spec.cluster_mn
         units = -(-gy // cm) * -(-gx // cn) * max(lp.batch_count, 1)
-        if lp.batch_count:
+        if lp.batch_count or spec.persistent:  # a persistent cluster row walks its units too
             units = min(units, max(sms // (cm * cn), 1))
         lp.grid = (units * cm * cn, 1, 1)
     elif lp.tma and (lp.batch_count or spec.persistent or gy > 65535):
