@@ -132,6 +132,13 @@ case "$what" in
       --shapes sweep 4096x4096x4096 8192x8192x8192 2000x2000x8192 6144x1536x1024 1536x6144x1024 3000x3000x3000 \
         8192x2000x1024 4096x4096x1024 4096x4096x2048 2048x8192x4096 --repeats 3 --no-progress \
       --json docs/benchmarks/${gpu}_tune_cluster_persistent_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_persistent_fp16.md
+    # side by side with the rows they displaced, where auto moved (two rungs a shape leave the run's vendor median to chance)
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants hgemm_v2_wgmma_tma_cluster2_persistent \
+      hgemm_v2_wgmma_tma_128x128_cluster2_persistent hgemm_v2_wgmma_tma_128x192_cluster2 hgemm_v2_wgmma_tma_64x128_cluster2 \
+      hgemm_v2_wgmma_tma_cluster2 hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent hgemm_v3_wgmma_pingpong_persistent_tma_store \
+      --shapes 1000x3000x2000 1000x1000x4096 4096x1000x4096 4096x1000x16384 4096x4096x4096 8192x1000x512 8192x2000x1024 8192x8192x8192 \
+        6144x1536x1024 --repeats 5 --no-progress \
+      --json docs/benchmarks/${gpu}_tune_cluster_persistent_choices_fp16.json --markdown docs/benchmarks/${gpu}_tune_cluster_persistent_choices_fp16.md
     ;;
   tune-cluster-split)  # the cluster rows in K-slices on the long-K mid-size shapes, and the 128x256 cluster row whole on the
                       # sweep's shapes auto offers cluster rows for (both result sides >= 512)
@@ -197,8 +204,10 @@ case "$what" in
     # short (H100: 2000x2000x8192 and 6144x1536x1024 on stream-K, 256x256x65536, thin N); then
     # the 64x32 col row beside the rows it displaced or nearly
     # displaced, at the shapes where it did (H100, one run); last, its first runs, which measured
-    # other rows beside it: placed last, they add the new row without displacing others' anchors
-    python3 tools/update_tuning.py docs/benchmarks/h100_tune_offsweep2_fp16.json docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
+    # other rows beside it: placed last, they add the new row without displacing others' anchors.
+    # Newest and first of all: the persistent cluster rows beside the rows they displaced (H100, one
+    # run), their sweep run last (two rungs a shape: its vendor median is left to chance)
+    python3 tools/update_tuning.py docs/benchmarks/h100_tune_cluster_persistent_choices_fp16.json docs/benchmarks/h100_tune_offsweep2_fp16.json docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
       docs/benchmarks/h100_tune_thin_n_fp16.json docs/benchmarks/h100_tune_64x32_col_choices_fp16.json docs/benchmarks/h100_tune_settled_8192_fp16.json \
       docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \
