@@ -237,9 +237,10 @@ def test_unaligned_operands_on_aligned_copies(cuda, shape):
 
 
 def test_rows_off_128_byte_boundaries_on_pitch_aligned_copies(cuda):
-    """8192 x 1000 x 8192 fp16 on device arrays: auto copies B (2000-byte rows) into scratch
-    whose rows start on 128-byte boundaries and runs a one-CTA TMA rung there (at 4096 x 1000
-    x 16384 it now runs a cluster row on B as it is: a cluster loses little to the pitch); the
+    """8192 x 1000 x 8192 fp16 on device arrays, B's rows 2000 bytes (off 32-byte sectors): auto
+    either copies B into scratch whose rows start on 128-byte boundaries for a one-CTA TMA rung,
+    or runs a cluster row on B as it is (a cluster loses little to the pitch; since the
+    persistent cluster rows, that is the choice here) and says what the pitch costs; the
     result, with alpha/beta into C, matches the reference on sampled rows, and B is untouched."""
     cp = pytest.importorskip("cupy")
     if cuda.runtime.cc != (9, 0):
@@ -251,7 +252,11 @@ def test_rows_off_128_byte_boundaries_on_pitch_aligned_copies(cuda):
     c = rng.standard_normal((m, n), dtype=np.float32).astype(np.float16)
     da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
     plan = pg.explain(da, db, dc, alpha=0.5, beta=-1.0, out=dc, device="cuda")
-    assert "wgmma" in plan.variant and (plan.padding or "").startswith("b "), str(plan)
+    assert "wgmma" in plan.variant, str(plan)
+    if kernel_specs()[plan.variant.partition(":")[0]].cluster > 1:
+        assert not plan.padding and "start off 32-byte boundaries" in str(plan), str(plan)
+    else:
+        assert (plan.padding or "").startswith("b "), str(plan)
     pg.gemm(da, db, dc, alpha=0.5, beta=-1.0, out=dc, device="cuda")
     rows = rng.choice(m, 64, replace=False)
     ref = reference_for(a[rows], b, c[rows], 0.5, -1.0)
