@@ -312,7 +312,7 @@ case "$what" in
   hopper)  # issue 14: the wgmma rungs (each grid) at 4096^3 and 8192^3 and the no-regression shapes, fp16 and bf16,
            # interleaved and settled (kernel) beside cuBLAS, and through polygemm.gemm beside cupy.matmul / torch.matmul
     shapes="4096x4096x4096 8192x8192x8192 1000x3000x2000 8192x8192x512"
-    rungs="auto hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent hgemm_v3_wgmma_pingpong_persistent_tma_store"
+    rungs="auto hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_persistent hgemm_v2_wgmma_tma_cluster2_persistent hgemm_v2_wgmma_tma_streamk hgemm_v2_wgmma_tma_128x128_streamk hgemm_v3_wgmma_pingpong hgemm_v3_wgmma_pingpong_persistent hgemm_v3_wgmma_pingpong_persistent_tma_store"
     for dt in float16 bfloat16; do
       tag=$([ $dt = float16 ] && echo fp16 || echo bf16)
       python3 -m polygemm bench --mode kernel --device cuda --dtype $dt --variants $rungs --shapes $shapes --repeats 5 --no-progress \
