@@ -28,7 +28,7 @@ from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError
 from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views
-from .problem import (Call, GemmProblem, NotWhole, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
+from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view)
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
@@ -577,13 +577,12 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
         taken = ([f"a, a vector of {ka}, taken as a row 1×{ka}"] if va else []) \
             + ([f"b, a vector of {kb}, taken as a column {kb}×1"] if vb else [])
         raise ShapeError(f"{exc} ({'; '.join(taken)})") from None
-    except ArgumentError as exc:
+    except OutBatchUnwalkable:
         # an out whose batch one stride cannot walk (vector @ stack into a Fortran-ordered (2, 5, 2) out): gemm said it of
         # the matrix view made of it, "out has shape (2, 5, 1, 2) ... e.g. np.empty((2, 5, 1, 2), np.float32)", an array
         # matmul then refuses for its shape; said of the out given, and of an array of its shape
-        if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.shape != out.shape \
-                and str(exc).startswith(f"out has shape {tuple(out2.shape)} "):
-            raise ArgumentError(f"out has shape {out.shape} and strides {out.strides}: its batch (all but the last axis, "
+        if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.shape != out.shape:
+            raise OutBatchUnwalkable(f"out has shape {out.shape} and strides {out.strides}: its batch (all but the last axis, "
                                 f"the result's vectors) is not one that a single stride walks (e.g. batch axes swapped or "
                                 f"Fortran-ordered, an outer batch axis reversed or stepped); polygemm writes out in place, "
                                 f"never into a copy. Pass a C-ordered array, e.g. np.empty({out.shape}, "

@@ -555,6 +555,12 @@ def _interface_dtype(name: str, obj: Any, iface: dict) -> np.dtype:
     return dtype
 
 
+class OutBatchUnwalkable(ArgumentError):
+    """``out``'s batch is not one that a single stride walks (polygemm writes ``out`` in place,
+    never into a copy). Its own class so that ``matmul``, which hands ``gemm`` a view of the
+    ``out`` it was given, can say it of that ``out`` rather than of the view."""
+
+
 class NotWhole(ArgumentError):
     """A device input (``a``, ``b`` or ``c``) that no kernel addresses as it is: matrices neither
     row- nor column-major, or a batch one stride cannot walk. ``gemm`` has a CuPy array or a
@@ -818,7 +824,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
                 arr = op.array
                 shape, strides = (tuple(arr.shape), tuple(arr.strides)) if isinstance(arr, np.ndarray) else \
                     (tuple(x for x, _ in op.batch_dims) + op.shape, tuple(s for _, s in op.batch_dims))
-                raise ArgumentError(f"out has shape {shape} and strides {strides}: its batch (all but the last two axes) is "
+                raise OutBatchUnwalkable(f"out has shape {shape} and strides {strides}: its batch (all but the last two axes) is "
                                     f"not one that a single stride walks (e.g. batch axes swapped, an outer batch axis reversed or stepped, one matrix for several); "
                                     f"polygemm writes out in place, never into a copy. Pass a C-ordered array, e.g. "
                                     f"np.empty({full}, {_np_name(op.dtype)}), or omit out to get a new result")
