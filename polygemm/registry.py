@@ -172,6 +172,10 @@ class BackendInfo:
     ``reason`` is one line (at most 120 characters, "" when available); ``detail`` is the
     backend's whole text (e.g. every place a library was looked for), shown by
     ``polygemm info -v``.
+
+    ``backend`` is the live instance of this process (None where the import failed). A pickled
+    info arrives with ``backend=None`` (``get_backend(name)`` gives the receiving process its
+    own): an instance holds this process's locks, driver handles and kernels.
     """
 
     name: str
@@ -185,6 +189,17 @@ class BackendInfo:
     def __str__(self) -> str:
         state = "available" if self.available else f"unavailable: {self.reason}"
         return f"{self.name} (priority {self.priority}): {state}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # what a worker reports (dask's client.run(polygemm.backends), a process pool) had failed to pickle with "cannot
+        # pickle '_thread.lock' object", the cuda backend's lock, available or not: sent without the instance
+        return BackendInfo, (self.name, self.available, self.reason, self.priority, self.source, None, self.detail)
+
+    def __copy__(self) -> BackendInfo:  # frozen: a copy in this process is this info (and its live backend)
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BackendInfo:
+        return self
 
 
 #: (available, full reason, priority) of one backend's checks

@@ -18,5 +18,13 @@ class _CallablePackage(types.ModuleType):
 
         return backends()
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # pickled as the module it is, by name (as pickle takes functions): a module object pickles not at all, so
+        # ProcessPoolExecutor.submit(polygemm.backends) or dask's client.run(polygemm.backends), the way to ask each
+        # worker which backends it sees, failed with "cannot pickle '_CallablePackage' object"
+        import importlib
+
+        return importlib.import_module, (self.__name__,)
+
 
 sys.modules[__name__].__class__ = _CallablePackage
