@@ -394,13 +394,27 @@ def host_convert(arr: np.ndarray, batch: tuple[int, ...] | None = None) -> np.nd
     return np.ascontiguousarray(arr)
 
 
-def check_ndim(name: str, shape: tuple[int, ...]) -> None:
+def check_ndim(name: str, shape: tuple[int, ...], matmul_hint: bool = False, given: Any = None) -> None:
     """ShapeError unless the operand ``name`` of shape ``shape`` is a matrix or a stack of
-    matrices (at least 2-D); the message gives its shape and how to reshape it. ``gemm``'s
-    operands and ``polygemm.testing``'s alike are checked here."""
-    if len(shape) < 2:
-        raise ShapeError(f"{name} must be a matrix or a stack of matrices (at least 2-D); got {len(shape)}-D with shape "
-                         f"{shape}. Reshape it, e.g. {name}.reshape(rows, cols).")
+    matrices (at least 2-D); the message gives its shape and what to pass: a vector ``a`` as a
+    row, a vector ``b`` as a column (and, with ``matmul_hint``, ``polygemm.matmul``, which takes
+    vectors), a scalar ``a`` or ``b`` as ``alpha``. ``given``: what the user passed (a list is
+    indexed through ``np.asarray``). ``gemm``'s operands and ``polygemm.testing``'s alike are
+    checked here."""
+    if len(shape) >= 2:
+        return
+    head = f"{name} must be a matrix or a stack of matrices (at least 2-D); got {len(shape)}-D with shape {shape}"
+    # "Reshape it, e.g. a.reshape(rows, cols)" had been said of all of them: a scalar has no rows and columns to
+    # reshape into, and a numpy.matmul user's vector is a row (a) or a column (b), which matmul would have taken
+    also = "; polygemm.matmul takes vectors, as numpy.matmul does" if matmul_hint else ""
+    if len(shape) == 1 and name in ("a", "b"):
+        k, arr = shape[0], name if given is None or hasattr(given, "shape") else f"np.asarray({name})"
+        how = f"a row, {arr}[None, :] (1×{k})" if name == "a" else f"a column, {arr}[:, None] ({k}×1)"
+        raise ShapeError(f"{head}, a vector. Pass it as {how}{also}.")
+    if not shape and name in ("a", "b"):
+        raise ShapeError(f"{head}, a scalar. Scale the product by it with alpha= (the result is alpha * a @ b), or multiply "
+                         f"elementwise with *.")
+    raise ShapeError(f"{head}. Reshape it, e.g. {name}.reshape(rows, cols).")
 
 
 def check_c_shape(c_shape: tuple[int, ...], full: tuple[int, ...], a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
@@ -456,6 +470,14 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         # a.reshape(rows, cols)", a ValueError, where numpy.matmul raises a TypeError (no loop for dtype '<U1')
         raise ArgumentTypeError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got "
                                 f"{type(obj).__name__} {obj!r:.40}")
+    if not writable and kind_of(obj) == "dask":
+        # NumPy reads a dask array through its __array__, which computes the whole graph into one array in this
+        # process: gemm(A, B) (and matmul, explain) on dask arrays had run every task, held A and B whole in memory
+        # and returned a NumPy array where numpy.matmul returns a lazy dask array, "same kind out" broken unsaid
+        args = "A, B, c, beta=..." if name == "c" else "A, B"
+        raise ArgumentTypeError(f"{name} is a {type(obj).__module__.partition('.')[0]}.{type(obj).__name__}; polygemm multiplies "
+                                f"arrays in memory and would compute it whole here. Call polygemm.dask.gemm({args}) for a "
+                                f"lazy dask array computed block by block, or pass {name}.compute() for an in-memory result")
     if isinstance(obj, np.ma.MaskedArray):
         if writable:  # out.filled(0) would be a copy: the result would not reach the user's array
             raise ArgumentError(f"{name} is a masked array; polygemm writes no mask. Pass its data, {name}.data (written in "
@@ -485,7 +507,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
                              f"of {_DTYPE_HELP}")
         # an ndarray of dtype object goes on to _check_dtype, which names its dtype, the supported ones and the cast; it had
         # been told "a is a ndarray that NumPy reads as an object array; pass a numeric matrix", naming no dtype to cast to
-    check_ndim(name, arr.shape)
+    check_ndim(name, arr.shape, matmul_hint=True, given=obj if given is None else given)
     _check_dtype(name, arr.dtype, obj if given is None else given)
     copied = False
     desc = _host_layout(arr)
@@ -505,7 +527,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
 
 def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool, given: Any = None) -> Operand:
     shape = tuple(int(s) for s in iface.get("shape", ()))
-    check_ndim(name, shape)
+    check_ndim(name, shape, matmul_hint=True)
     dtype = _interface_dtype(name, obj, iface)
     _check_dtype(name, dtype, obj if given is None else given)
     ptr, readonly = iface["data"]
@@ -633,6 +655,11 @@ def _ml_real(value: Any) -> bool:
             and "complex" not in type(value).__name__)
 
 
+def _real_element(x: Any) -> bool:
+    """Whether ``x``, an element read from an array, is a real number ``alpha`` and ``beta`` take."""
+    return _ml_real(x) or (isinstance(x, (np.floating, np.integer)) and not isinstance(x, np.timedelta64))
+
+
 def _scalar(name: str, value: Any) -> float:
     """``alpha`` or ``beta`` as a finite float64: an int, a float, a ``Fraction``, a NumPy integer or
     floating scalar, a real ml_dtypes scalar (bfloat16, float8_*, int4 ...: each is exactly a
@@ -642,10 +669,13 @@ def _scalar(name: str, value: Any) -> float:
         value = value[()]
     if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
+        if isinstance(value, np.ndarray) and value.size == 1 and _real_element(value.reshape(-1)[0]):
+            # a one-element array (x.sum(keepdims=True), a norm over an axis) had been refused with no way on
+            how = f"; a one-element array of {value.ndim} dimension{'s' if value.ndim > 1 else ''} is no scalar: pass {name}.item()"
         # a TypeError too (a string, a complex, a Decimal is no value of the wrong size but of the wrong kind: NumPy's
         # arithmetic raises TypeError for each); nan, inf and a float64 overflow below stay ValueErrors
         raise ArgumentTypeError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
-                            f"ml_dtypes' real scalars too); got {value!r} ({type(value).__name__}){how}")
+                            f"ml_dtypes' real scalars too, or a 0-D array of one); got {value!r} ({type(value).__name__}){how}")
     try:
         v = float(value)
     except OverflowError:
