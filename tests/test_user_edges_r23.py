@@ -24,7 +24,7 @@ import polygemm as pg
 from polygemm.errors import ArgumentError, DTypeError, ShapeError
 from polygemm.testing import reference_for
 
-import dask.array as da  # noqa: E402  (installed in the test venv)
+da = pytest.importorskip("dask.array", reason="dask[array] not installed (pip install 'polygemm[dask]'); the [test] extra has it")
 import polygemm.dask as pgd  # noqa: E402
 from polygemm.dask import DaskRechunkWarning  # noqa: E402
 

@@ -22,7 +22,7 @@ import pytest
 import polygemm as pg
 from polygemm.errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, ShapeError
 
-import dask.array as da  # noqa: E402  (in the [test] extra)
+da = pytest.importorskip("dask.array", reason="dask[array] not installed (pip install 'polygemm[dask]'); the [test] extra has it")
 import polygemm.dask as pgd  # noqa: E402
 
 
