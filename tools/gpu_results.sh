@@ -14,12 +14,13 @@
 #   tools/gpu_results.sh tune-cluster-split -> docs/benchmarks/h200_tune_cluster{256,_split}_fp16.* (the cluster rows in K-slices), _cluster_choices_fp16.* (choices side by side)
 #   tools/gpu_results.sh tune-cluster-persistent -> docs/benchmarks/h200_tune_cluster_persistent_fp16.* (the persistent cluster rows, for auto's table)
 #   tools/gpu_results.sh tune-thin-choices -> docs/benchmarks/h200_tune_thin_choices_fp16.* (the thin shapes measured short, every row side by side)
+#   tools/gpu_results.sh tune-lm-head -> docs/benchmarks/h200_tune_lm_head_all_fp16.* (language-model heads: every row auto may choose, side by side)
 #   tools/gpu_results.sh hopper-ncu -> docs/benchmarks/ncu_persistent_*.csv, ncu_epilogue_share.csv, ncu_cluster.csv (the wgmma rungs under ncu)
 #   tools/gpu_results.sh sweep    -> docs/benchmarks/h200_sweep_{kernel,call}_fp16.json, _fp32.json, h200_sweep_fp16.{png,txt}, _fp32.{png,txt}
 # Each writes into the working tree (files named for the GPU: h200_... on an H200, h100_... on an H100);
 # copy the files out afterwards.
 set -uo pipefail
-what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, tune-thin-choices, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
+what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, tune-thin-choices, tune-lm-head, retune, hopper, hopper-cluster, hopper-ncu, bench, matrix, ncu, ceiling or sweep}
 # every target but retune measures the GPU and overwrites committed results: without a usable cuda
 # backend (or, for the ncu targets, without ncu) it would replace them with all-skip tables or empty
 # files and exit 0, so refuse before anything is written
@@ -150,6 +151,18 @@ case "$what" in
       --shapes 17x4096x4096 4096x16x4096 4096x128x4096 --repeats 5 --no-progress \
       --json docs/benchmarks/${gpu}_tune_thin_choices_fp16.json --markdown docs/benchmarks/${gpu}_tune_thin_choices_fp16.md
     ;;
+  tune-lm-head)  # language-model heads (M = 1-16 against a vocabulary, K = 768 or 4096; N aligned, so every row can run):
+                 # every row auto may choose, and the K-slices the model weighs there, side by side, so that no row
+                 # is anchored far away and extrapolated past the rows measured at the very shape
+    rows=$(python3 -c "from polygemm.backends.cuda.catalog import auto_specs; print(' '.join(s.name for s in auto_specs('float16', 90)))")
+    python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants $rows hgemm_v2_wgmma_tma:split_k=2 \
+      hgemm_v2_wgmma_tma_128x192:split_k=2 hgemm_v2_wgmma_tma_128x128:split_k=2 hgemm_v2_wgmma_tma_128x64:split_k=2 \
+      hgemm_v2_wgmma_tma_64x64:split_k=2 hgemm_v2_wgmma_tma_64x128:split_k=2 hgemm_v2_wgmma_tma_64x256:split_k=2 \
+      hgemm_v2_wgmma_tma_64x32_col:split_k=2 hgemm_v3_wgmma_pingpong:split_k=2 \
+      --shapes 1x50256x768 4x50256x768 8x50256x768 1x50256x4096 16x50256x4096 1x32000x4096 16x32000x4096 1x128256x4096 \
+      --repeats 5 --no-progress \
+      --json docs/benchmarks/${gpu}_tune_lm_head_all_fp16.json --markdown docs/benchmarks/${gpu}_tune_lm_head_all_fp16.md
+    ;;
   tune-cluster-split)  # the cluster rows in K-slices on the long-K mid-size shapes, and the 128x256 cluster row whole on the
                       # sweep's shapes auto offers cluster rows for (both result sides >= 512)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 3 --no-progress \
@@ -217,8 +230,9 @@ case "$what" in
     # other rows beside it: placed last, they add the new row without displacing others' anchors.
     # Newest and first of all: the persistent cluster rows beside the rows they displaced (H100, one
     # run), their sweep run last (two rungs a shape: its vendor median is left to chance). First of
-    # those: the thin shapes the H100's sweep measured short, every row that runs them side by side
-    python3 tools/update_tuning.py docs/benchmarks/h100_tune_thin_choices_fp16.json docs/benchmarks/h100_tune_cluster_persistent_choices_fp16.json docs/benchmarks/h100_tune_offsweep2_fp16.json docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
+    # those: the language-model heads (every row auto may choose, side by side), then the thin
+    # shapes the H100's sweep measured short, every row that runs them side by side
+    python3 tools/update_tuning.py docs/benchmarks/h100_tune_lm_head_all_fp16.json docs/benchmarks/h100_tune_thin_choices_fp16.json docs/benchmarks/h100_tune_cluster_persistent_choices_fp16.json docs/benchmarks/h100_tune_offsweep2_fp16.json docs/benchmarks/h100_tune_offsweep_fp16.json docs/benchmarks/h100_tune_deep_fp16.json \
       docs/benchmarks/h100_tune_thin_n_fp16.json docs/benchmarks/h100_tune_64x32_col_choices_fp16.json docs/benchmarks/h100_tune_settled_8192_fp16.json \
       docs/benchmarks/h200_tune_tma_store_k512_fp16.json docs/benchmarks/h200_tune_tma_store_fp16.json \
       docs/benchmarks/h200_tune_session29g_fp16.json docs/benchmarks/h200_tune_session29f_fp16.json \

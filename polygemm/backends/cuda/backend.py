@@ -24,7 +24,7 @@ from ...backend import Availability, Backend, Plan, Variant, check_call, host_la
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
 from ...problem import Call, GemmProblem, Operand
-from .catalog import auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
+from .catalog import anchored_aligned, auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
 from .cost import TMA_PITCH, Candidate, copy_us, pitch_penalty_us
 from . import compiler
 from .device import CudaRuntime, runtime_for
@@ -367,6 +367,14 @@ class CudaBackend(Backend):
                     continue
                 except UnsupportedProblemError as exc:
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
+                    continue
+                pace = kernel_specs()[cand.variant].unaligned_pace
+                if not lp.vec and pace < 1.0 and not cand.unaligned and anchored_aligned(cand, p.dtype.name):
+                    # measured at aligned rows, run on unaligned ones: weighed again at that build's pace
+                    slower = replace(cand, estimate_us=cand.estimate_us / pace, unaligned=True)
+                    pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > slower.estimate_us), len(pending)), slower)
+                    plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs at aligned rows, but these operands take "
+                                            f"its unaligned build (PG_VEC=0), which keeps about {pace:.0%} of that pace"))
                     continue
                 if cand is not ranked[0]:
                     plan.reason = explain_choice(cand, ranked, p.dtype.name) + " (faster estimates could not take these operands)"

@@ -20,8 +20,8 @@ from .cost import Candidate
 from .planning import LaunchPlan
 from .variants import VENDOR_VARIANT, KernelSpec, kernel_specs
 
-__all__ = ["TUNING_DIR", "tuning_file", "tuning_records", "auto_specs", "auto_candidates", "explain_choice", "choose_auto_variant",
-           "tma_fallback", "check_smem"]
+__all__ = ["TUNING_DIR", "tuning_file", "tuning_records", "auto_specs", "auto_candidates", "explain_choice", "anchored_aligned",
+           "choose_auto_variant", "tma_fallback", "check_smem"]
 
 TUNING_DIR = Path(__file__).with_name("tuning")
 #: dtypes without measurements of their own -> the dtype whose measurements choose for them:
@@ -86,6 +86,19 @@ def explain_choice(best: Candidate, ranked: Sequence[Candidate], dtype: str, rec
     if dtype in TUNED_AS:
         text += f"; {dtype} is not tuned yet: {TUNED_AS[dtype]}'s measurements choose (the same rungs, built for {dtype})"
     return text + f"; {len(ranked)} candidates weighed"
+
+
+def anchored_aligned(cand: Candidate, dtype: str, records: Sequence[dict] | None = None) -> bool:
+    """Whether ``cand``'s estimate rests on a measurement of its rung at a shape whose rows are
+    16-byte aligned (the benchmark's compact operands: K and N elements a row), so that the
+    rung's aligned build set its pace there (False: no measurement of its own, or one taken on
+    unaligned rows, which already carries the unaligned build's pace)."""
+    rows = records if records is not None else _tuned_rows(dtype)
+    anchor = cost.anchor_for(kernel_specs()[cand.variant], rows, *cand.shape, cand.count, cand.splits)
+    if anchor is None or cost.split_of(str(anchor["variant"]))[0] != cand.variant:
+        return False
+    size = np.dtype(TUNED_AS.get(dtype, dtype)).itemsize
+    return int(anchor["k"]) * size % 16 == 0 and int(anchor["n"]) * size % 16 == 0
 
 
 def choose_auto_variant(m: int, n: int, k: int, dtype: str = "float32", records: Sequence[dict] | None = None, sm: int = 0,

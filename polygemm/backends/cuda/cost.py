@@ -116,6 +116,7 @@ class Candidate:
     shape: tuple[int, int, int] = (0, 0, 0)  # the product estimated (m, n, k)
     count: int = 1  # matrices of a batch
     padded: bool = False  # unaligned operands copied into aligned scratch first (a TMA rung)
+    unaligned: bool = False  # the estimate scaled by the rung's unaligned_pace (its PG_VEC=0 build)
 
     @property
     def label(self) -> str:

@@ -67,6 +67,11 @@ class KernelSpec:
     #: + gridDim.x, ...): launched on at most one threadblock per SM, the pipeline running on
     #: from one tile into the next
     walks_strips: bool = False
+    #: the share of its aligned pace the rung's unaligned build (PG_VEC=0) keeps where that is
+    #: far below what its measurements at aligned shapes say (1.0: no such gap known): auto
+    #: divides an estimate anchored on an aligned measurement by it when the operands force that
+    #: build (skinny_v1 stages B by 2-byte loads there)
+    unaligned_pace: float = 1.0
     #: a persistent TMA row whose last one or two waves share their k-tiles out evenly over the
     #: grid (PG_STREAMK=1: stream-K; partial tiles through a workspace, fixed up in block order)
     streamk: bool = False
@@ -233,6 +238,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         max_n=int(row.get("max_n", 0) or 0),
         persistent=bool(row.get("persistent", False)),
         walks_strips=bool(row.get("walks_strips", False)),
+        unaligned_pace=float(row.get("unaligned_pace", 1.0)),
         streamk=bool(row.get("streamk", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
     )
