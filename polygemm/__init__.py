@@ -20,6 +20,7 @@ from .errors import (
     DTypeError,
     PolygemmError,
     ShapeError,
+    UnknownDeviceError,
     UnsupportedProblemError,
 )
 from . import backends  # callable: polygemm.backends() lists the backends
@@ -67,6 +68,7 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "BackendUnavailableError",
+    "UnknownDeviceError",
     "UnsupportedProblemError",
     "DeviceError",
     "__version__",

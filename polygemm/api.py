@@ -530,8 +530,11 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
     1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
     result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
-    shape. Scalars (0-D operands) are refused, as NumPy refuses them.
+    shape (or is a tuple of that one array, numpy.matmul's ufunc form). Scalars (0-D operands)
+    are refused, as NumPy refuses them.
     """
+    if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
+        out = out[0]
     for name, x in (("a", a), ("b", b)):
         if x is None or isinstance(x, (str, bytes, bytearray)):  # a string is no scalar to scale by (NumPy: 0-D text)
             raise ArgumentTypeError(f"{name} must be a vector, a matrix or a stack of matrices (a NumPy array, array-like or "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import difflib
 import json
 import math
 import os
@@ -978,7 +979,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             return parse_shapes(items)
         except argparse.ArgumentTypeError as exc:
-            raise ArgumentError(f"--shapes: {exc}; presets: {', '.join(PRESETS)}") from None
+            words = [p.strip() for item in items for p in item.split(",") if p.strip() and "x" not in p.lower()]
+            near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(PRESETS), n=1, cutoff=0.6) if m != w]
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ArgumentError(f"--shapes: {exc}{hint}; presets: {', '.join(PRESETS)}") from None
 
     shapes = shapes_of(args.shapes) if args.shapes else []
     # the parser's types check these (a usage error, exit 2); a Namespace made by hand is checked here

@@ -15,6 +15,7 @@ __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
     "BackendUnavailableError",
+    "UnknownDeviceError",
     "UnsupportedProblemError",
     "DeviceError",
 ]
@@ -61,6 +62,13 @@ class BackendUnavailableError(PolygemmError, RuntimeError):
     The message names each backend's one-line reason once; ``details`` has every
     backend's whole text (what ``polygemm info -v`` prints).
     """
+
+
+class UnknownDeviceError(BackendUnavailableError, ValueError):
+    """``device=`` (or ``$POLYGEMM_DEVICE``, ``get_backend``) names no backend polygemm knows: a
+    typo, or a plugin that is not installed. The message names the known devices and the nearest
+    one. Also a ``ValueError``, as NumPy and CuPy raise for an argument value they do not take;
+    still a BackendUnavailableError as before."""
 
 
 class UnsupportedProblemError(PolygemmError, ValueError):

@@ -486,7 +486,9 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
     if writable:
         if not isinstance(obj, np.ndarray):
             # a TypeError too, as numpy.matmul's "return arrays must be of ArrayType"
-            raise ArgumentTypeError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}")
+            hint = (f" (numpy.matmul's tuple form: pass the array itself, {name}={name}[0], or use polygemm.matmul, which takes it)"
+                    if isinstance(obj, tuple) and len(obj) == 1 and hasattr(obj[0], "shape") else "")
+            raise ArgumentTypeError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}{hint}")
         arr = obj
         if not arr.flags.writeable:
             raise ArgumentError(f"{name} is read-only; pass a writeable array (or omit {name} to get a new one)")

@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant, variant_hint
-from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnsupportedProblemError
+from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
 from .problem import GemmProblem
 
 __all__ = [
@@ -520,9 +520,9 @@ def name_hint(name: str, known: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _unknown(name: str, entries: dict[str, _Entry]) -> BackendUnavailableError:
+def _unknown(name: str, entries: dict[str, _Entry]) -> UnknownDeviceError:
     known = sorted(entries)
-    return BackendUnavailableError(f"unknown device {name!r}{name_hint(name, known + ['auto'])}; known devices: {', '.join(known)} (or 'auto')")
+    return UnknownDeviceError(f"unknown device {name!r}{name_hint(name, known + ['auto'])}; known devices: {', '.join(known)} (or 'auto')")
 
 
 #: a device index as torch.device writes one: ASCII digits, no sign, no spaces, no leading zeros
@@ -713,7 +713,7 @@ def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
     found, index = _lookup(name, entries, env)
     if found is None:
         exc = _unknown(name, entries)
-        raise BackendUnavailableError(f"{exc}{env}") if env else exc
+        raise UnknownDeviceError(f"{exc}{env}") if env else exc
     return entries[found].info(), index, env
 
 

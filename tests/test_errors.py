@@ -104,3 +104,34 @@ def test_device_and_out_dtype_mistakes_name_what_to_pass():
     swapped = ">f8" if np.little_endian else "<f8"
     with pytest.raises(pg.DTypeError, match="non-native byte order; .* pass 'float64'"):
         pg.gemm(a, a, out_dtype=swapped)
+
+
+@pytest.mark.parametrize("call", ["gemm", "matmul", "explain", "get_backend", "env"])
+def test_an_unknown_device_name_is_a_value_error_too(call, monkeypatch):
+    # numpy/cupy raise ValueError for an argument value they do not take; a device name polygemm does
+    # not know (a typo) was only a RuntimeError (BackendUnavailableError), which `except ValueError` missed
+    a, b = f32(2, 3), f32(3, 4)
+    out = np.full((2, 4), 7.0, np.float32)
+    if call == "env":
+        monkeypatch.setenv("POLYGEMM_DEVICE", "cdua")
+    run = {"gemm": lambda: pg.gemm(a, b, out=out, device="cdua"),
+           "matmul": lambda: pg.matmul(a, b, out=out, device="cdua"),
+           "explain": lambda: pg.explain(a, b, device="cdua"),
+           "get_backend": lambda: pg.get_backend("cdua"),
+           "env": lambda: pg.gemm(a, b, out=out)}[call]
+    with pytest.raises(ValueError, match="unknown device 'cdua' \\(did you mean 'cuda'\\?\\)") as got:
+        run()
+    assert isinstance(got.value, errors.BackendUnavailableError) and isinstance(got.value, errors.UnknownDeviceError)
+    assert pg.UnknownDeviceError is errors.UnknownDeviceError
+    assert (out == 7.0).all()  # nothing written
+
+
+def test_an_unavailable_known_device_is_not_an_unknown_one():
+    # a known backend that cannot run here stays a RuntimeError only: nothing about the name is wrong
+    info = {i.name: i for i in pg.backends()}
+    off = next((n for n, i in info.items() if not i.available), None)
+    if off is None:
+        pytest.skip("every backend is available on this machine")
+    with pytest.raises(errors.BackendUnavailableError) as got:
+        pg.gemm(f32(2, 3), f32(3, 4), device=off)
+    assert not isinstance(got.value, ValueError)

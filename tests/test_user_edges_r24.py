@@ -302,3 +302,28 @@ def test_integer_lists_are_told_the_cast_as_numpy_would_read_them():
     with pytest.raises(pg.DTypeError, match=re.escape("a has dtype int64;")) as info:
         pg.matmul([[1, 2], [3, 4]], [[1, 0], [0, 1]], device="cpu")
     assert "np.asarray(a, dtype=np.float32) (NumPy reads this list as int64)" in str(info.value)
+
+
+# --- what the round noticed and left, fixed after it ----------------------------------------------------
+
+def test_matmul_takes_numpys_one_tuple_out_and_gemm_says_how():
+    # numpy.matmul is a ufunc: out=(o,) is its tuple form and returns o; polygemm.matmul refused it
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    o = np.zeros((2, 4), np.float32)
+    assert np.matmul(a, b, out=(o,)) is o
+    o[...] = 0
+    assert pg.matmul(a, b, out=(o,)) is o and (o == 3).all()
+    v = np.zeros(2, np.float32)  # matrix @ vector into a 1-D out given as a tuple
+    assert pg.matmul(a, np.ones(3, np.float32), out=(v,)) is v and (v == 3).all()
+    o[...] = 7
+    with pytest.raises(TypeError, match=r"got tuple \(numpy.matmul's tuple form: pass the array itself, out=out\[0\]"):
+        pg.gemm(a, b, out=(o,))
+    assert (o == 7).all()
+
+
+def test_bench_names_the_preset_a_typo_meant(capsys):
+    from polygemm.cli import main
+    assert main(["bench", "--device", "cpu", "--shapes", "squar"]) == 2
+    assert "got 'squar' (did you mean 'square'?); presets: square" in capsys.readouterr().err
+    assert main(["bench", "--device", "cpu", "--shapes", "12x12"]) == 2
+    assert "did you mean" not in capsys.readouterr().err  # no preset is near a malformed shape
