@@ -377,7 +377,13 @@ class CudaBackend(Backend):
                                             f"its unaligned build (PG_VEC=0), which keeps about {pace:.0%} of that pace"))
                     continue
                 if cand is not ranked[0]:
-                    plan.reason = explain_choice(cand, ranked, p.dtype.name) + " (faster estimates could not take these operands)"
+                    # a rung weighed again at its unaligned build's pace follows its own aligned estimate, not a refusal
+                    refused = any(name != cand.label for name, _ in plan.candidates)
+                    plan.reason = explain_choice(cand, ranked, p.dtype.name) + (
+                        " (faster estimates could not take these operands)" if refused else "")
+                    if cand.unaligned:
+                        plan.reason += (f" (weighed at its unaligned build's pace, about {kernel_specs()[cand.variant].unaligned_pace:.0%} "
+                                        "of its aligned one)")
                 plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
                 if cand.padded:
                     plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
