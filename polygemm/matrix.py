@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from . import registry
 from .cli import split_names
-from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
+from .errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
 from .testing.conformance import CaseResult, case_groups, run_conformance
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
@@ -78,7 +78,7 @@ def run_matrix(
 
 
 def check_names(names: Sequence[str]) -> None:
-    """Raise BackendUnavailableError naming each unknown backend and the known ones.
+    """Raise UnknownDeviceError (a BackendUnavailableError and a ValueError) naming each unknown backend and the known ones.
 
     A typo must fail (a CI job running ``polygemm matrix --backends nosuch`` must not pass);
     a known backend that cannot run here (its probe said no) is reported as skipped instead,
@@ -96,7 +96,7 @@ def check_names(names: Sequence[str]) -> None:
                              f"{registry.backend_name(base)!r})")
                 continue
             hints.append(f"{n!r}{registry.name_hint(n, known)}")
-        raise BackendUnavailableError(f"unknown backend{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; known backends: {', '.join(known)}")
+        raise UnknownDeviceError(f"unknown backend{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; known backends: {', '.join(known)}")
 
 
 def render_table(results: list[CaseResult], quick: bool = False) -> str:

@@ -135,3 +135,11 @@ def test_an_unavailable_known_device_is_not_an_unknown_one():
     with pytest.raises(errors.BackendUnavailableError) as got:
         pg.gemm(f32(2, 3), f32(3, 4), device=off)
     assert not isinstance(got.value, ValueError)
+
+
+def test_the_matrix_names_an_unknown_backend_with_the_same_class():
+    # the conformance matrix's --backends check raised a plain BackendUnavailableError for a typo, where
+    # device= raises UnknownDeviceError (found in review of session 36)
+    from polygemm.matrix import check_names
+    with pytest.raises(errors.UnknownDeviceError, match="unknown backend 'cdua' \\(did you mean 'cuda'\\?\\)"):
+        check_names(["cpu", "cdua"])
