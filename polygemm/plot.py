@@ -140,8 +140,10 @@ def _colors(groups: list[tuple[str, str, list[Any]]], plt: Any) -> dict[str, Any
     return colors
 
 
-def plot_records(records: Sequence[Any], path: str) -> None:
-    """Write a PNG of ``records`` (BenchRecord objects, kernel or call mode) to ``path``."""
+def plot_records(records: Sequence[Any], path: str, option: str = "--plot") -> None:
+    """Write a PNG of ``records`` (BenchRecord objects, kernel or call mode) to ``path``.
+
+    ``option`` is the command-line option that asked for the chart, named when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -151,7 +153,7 @@ def plot_records(records: Sequence[Any], path: str) -> None:
     except ImportError as exc:
         from .errors import ArgumentError
 
-        raise ArgumentError(f"--plot needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from exc
+        raise ArgumentError(f"{option} needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from exc
     records, _ = _empty_products(records)  # no place on a log size axis (cmd_plot says which it left out)
     if not records:
         raise ValueError("no benchmark records to plot")
@@ -455,7 +457,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
             if args.heatmap:
                 plot_heatmap(records, args.output)
             else:
-                plot_records(records, args.output)
+                plot_records(records, args.output, option="-o/--output")
         except ValueError as exc:  # nothing to draw (e.g. no vendor timing for a heatmap)
             if isinstance(exc, ArgumentError):
                 raise
