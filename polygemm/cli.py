@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import os
@@ -518,7 +519,14 @@ def unwritable(args: argparse.Namespace) -> str | None:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser (its usage, its options), with the option it most likely meant
+        command = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
+        known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+        near = [m for w in extra if w.startswith("--")
+                for m in difflib.get_close_matches(w.split("=", 1)[0], known, n=1, cutoff=0.6)]
+        hint = f" (did you mean {', '.join(dict.fromkeys(near))}?)" if near else ""
+        command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     args.argv = argv
     why = unwritable(args)
     if why is not None:

@@ -132,3 +132,24 @@ def test_every_option_the_docs_name_is_in_that_commands_help(capsys, command, op
         main([command, "--help"])
     assert exc.value.code == 0
     assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", capsys.readouterr().out), (command, option)
+
+
+@pytest.mark.parametrize("argv,meant", [(["gemm", "--shape", "64x64x64", "--chek"], "--check"),
+                                        (["info", "--jsn"], "--json"),
+                                        (["matrix", "--backends", "cpu", "--quik=1"], "--quick")])
+def test_option_typo_is_told_by_the_command_with_the_option_meant(capsys, argv, meant):
+    """defect: a mistyped option of a command (``polygemm gemm ... --chek``) got the top-level usage (``polygemm [-h]
+    [--version] {info,...}``) and 'unrecognized arguments' alone; the command's own usage and the option meant now."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.startswith(f"usage: polygemm {argv[0]}") and f"polygemm {argv[0]}: error: unrecognized arguments" in err
+    assert f"did you mean {meant}?" in err, err
+
+
+def test_stray_word_after_a_command_is_told_by_that_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["info", "extra"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "polygemm info: error: unrecognized arguments: extra" in err and "did you mean" not in err
