@@ -519,6 +519,14 @@ def unwritable(args: argparse.Namespace) -> str | None:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    commands = list(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    # the top level takes no option with a value, so its first word that is no option is the command
+    first = next((w for w in argv if not w.startswith("-")), None)
+    if first is not None and first not in commands:
+        near = difflib.get_close_matches(first.lower(), commands, n=1, cutoff=0.6)
+        if near:
+            parser.error(f"argument command: invalid choice: {first!r} (did you mean {near[0]!r}?); "
+                         f"choose from {', '.join(map(repr, commands))}")
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser (its usage, its options), with the option it most likely meant
         command = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]

@@ -153,3 +153,17 @@ def test_stray_word_after_a_command_is_told_by_that_command(capsys):
         main(["info", "extra"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "polygemm info: error: unrecognized arguments: extra" in err and "did you mean" not in err
+
+
+def test_a_mistyped_command_names_the_one_meant(capsys):
+    # a newcomer's `polygemm ifno` was told the list of commands without the one it most likely meant
+    from polygemm.cli import main
+    with pytest.raises(SystemExit) as info:
+        main(["ifno"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'ifno' (did you mean 'info'?); choose from 'info'," in err
+    with pytest.raises(SystemExit):
+        main(["xyzzy"])  # nothing near: argparse's own message, no guess
+    err = capsys.readouterr().err
+    assert "invalid choice: 'xyzzy'" in err and "did you mean" not in err
