@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import difflib
 import json
 import math
 import os
@@ -35,7 +34,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
-from .cli import non_negative_int, parse_shape, positive_int, split_names
+from .cli import did_you_mean, non_negative_int, parse_shape, positive_int, split_names
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "CallTimed", "add_parser", "to_markdown", "load_records",
@@ -980,9 +979,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return parse_shapes(items)
         except argparse.ArgumentTypeError as exc:
             words = [p.strip() for item in items for p in item.split(",") if p.strip() and "x" not in p.lower()]
-            near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(PRESETS), n=1, cutoff=0.6) if m != w]
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ArgumentError(f"--shapes: {exc}{hint}; presets: {', '.join(PRESETS)}") from None
+            raise ArgumentError(f"--shapes: {exc}{did_you_mean(words, PRESETS)}; presets: {', '.join(PRESETS)}") from None
 
     shapes = shapes_of(args.shapes) if args.shapes else []
     # the parser's types check these (a usage error, exit 2); a Namespace made by hand is checked here

@@ -38,6 +38,14 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+def did_you_mean(words: Sequence[str], choices: Sequence[str]) -> str:
+    """`` (did you mean X?)`` naming the choices near any of ``words`` (a typo of a command, an
+    option or a preset; case aside, an exact choice is no typo), else ""."""
+    near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(choices), n=1, cutoff=0.6) if m != w]
+    shown = [m if m.startswith("-") else repr(m) for m in dict.fromkeys(near)]  # options bare, as argparse writes them
+    return f" (did you mean {', '.join(shown)}?)" if shown else ""
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (argparse type); raises argparse.ArgumentTypeError otherwise."""
     try:
@@ -519,21 +527,18 @@ def unwritable(args: argparse.Namespace) -> str | None:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = list(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     # the top level takes no option with a value, so its first word that is no option is the command
     first = next((w for w in argv if not w.startswith("-")), None)
     if first is not None and first not in commands:
-        near = difflib.get_close_matches(first.lower(), commands, n=1, cutoff=0.6)
-        if near:
-            parser.error(f"argument command: invalid choice: {first!r} (did you mean {near[0]!r}?); "
-                         f"choose from {', '.join(map(repr, commands))}")
+        hint = did_you_mean([first], list(commands))
+        if hint:
+            parser.error(f"argument command: invalid choice: {first!r}{hint}; choose from {', '.join(map(repr, commands))}")
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser (its usage, its options), with the option it most likely meant
-        command = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
+        command = commands[args.command]
         known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
-        near = [m for w in extra if w.startswith("--")
-                for m in difflib.get_close_matches(w.split("=", 1)[0], known, n=1, cutoff=0.6)]
-        hint = f" (did you mean {', '.join(dict.fromkeys(near))}?)" if near else ""
+        hint = did_you_mean([w.split("=", 1)[0] for w in extra if w.startswith("--")], known)
         command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     args.argv = argv
     why = unwritable(args)

@@ -382,8 +382,7 @@ class CudaBackend(Backend):
                     plan.reason = explain_choice(cand, ranked, p.dtype.name) + (
                         " (faster estimates could not take these operands)" if refused else "")
                     if cand.unaligned:
-                        plan.reason += (f" (weighed at its unaligned build's pace, about {kernel_specs()[cand.variant].unaligned_pace:.0%} "
-                                        "of its aligned one)")
+                        plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
                 plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
                 if cand.padded:
                     plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
