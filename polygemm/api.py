@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import logging
 import math
 import os
@@ -19,7 +20,7 @@ import sysconfig
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Union
+from typing import Any, Callable, NoReturn, Protocol, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError
 from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views
 from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
-                      host_convert, normalize, operand_view)
+                      host_convert, normalize, operand_view, short_repr)
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
 
@@ -193,7 +194,7 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     """Normalize and validate everything, select the backend and plan (the uncached path)."""
     if not isinstance(variant, str) or not variant:  # None, 3: a TypeError too; '' a ValueError only
         raise (ArgumentError if isinstance(variant, str) else ArgumentTypeError)(
-            f"variant must be a variant name or 'auto'; got {variant!r}")
+            f"variant must be a variant name or 'auto'; got {short_repr(variant)}")
     problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False)
     backend, passed = registry.select(problem, device, variant)
     problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
@@ -470,13 +471,14 @@ def gemm(
     a: ArrayInput,
     b: ArrayInput,
     c: ArrayInput | None = None,
-    *,
+    *extra: NoReturn,
     alpha: float = 1.0,
     beta: float = 0.0,
     device: DeviceLike | None = None,
     variant: str = "auto",
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
+    **unexpected: NoReturn,
 ) -> Any:
     """Return ``alpha * (a @ b) + beta * c``, computed by the chosen backend.
 
@@ -501,6 +503,8 @@ def gemm(
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
     """
+    if extra or unexpected:
+        raise _misused("gemm", extra, unexpected)
     first: NotWhole | None = None
     try:
         entry, call, hit = _bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
@@ -524,8 +528,68 @@ def gemm(
     return result
 
 
-def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
-           device: DeviceLike | None = None) -> Any:
+# -- another library's spellings ---------------------------------------------------------------------------------------
+# gemm, matmul and explain take ``*extra`` and ``**unexpected`` (typed NoReturn: a type checker still refuses anything
+# passed there) only to say what a user of another library's GEMM meant. Python's own "gemm() got an unexpected keyword
+# argument 'dtype'" (numpy.matmul's dtype), "... 'trans_a'" (scipy's BLAS), "... 'input'" (torch), or "matmul() takes 2
+# positional arguments but 3 were given" (numpy.matmul(a, b, out)) named the word and no way on.
+
+_ACCEPTED = {
+    "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype"),
+    "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype"),
+    "matmul": ("out", "out_dtype", "device"),
+}
+_AS_OUT_DTYPE = " (the result's dtype is out_dtype=, e.g. out_dtype=np.float32 for float16 operands; a and b are never cast)"
+_TRANSPOSED = " (pass the transposed view instead, {x}.T: polygemm reads a column-major view as it is, with no copy)"
+_POSITIONAL = " (pass the operands by position: {func}(a, b{c}))"
+_FOREIGN: dict[str, str] = {
+    "dtype": _AS_OUT_DTYPE, "preferred_element_type": _AS_OUT_DTYPE, "result_type": _AS_OUT_DTYPE, "acc_dtype": _AS_OUT_DTYPE,
+    **{k: _TRANSPOSED.format(x="a") for k in ("transa", "trans_a", "transpose_a", "adjoint_a", "adj_a", "adj_x", "ta")},
+    **{k: _TRANSPOSED.format(x="b") for k in ("transb", "trans_b", "transpose_b", "adjoint_b", "adj_b", "adj_y", "tb")},
+    **{k: _POSITIONAL for k in ("input", "other", "x1", "x2", "mat1", "mat2", "A", "B", "x", "y", "self", "tensor")},
+    "overwrite_c": " (to update c in place, pass it as out too: gemm(a, b, c, beta=1.0, out=c))",
+    "bias": " (a bias is c with beta=1.0: gemm(a, b, np.broadcast_to(bias, (M, N)), beta=1.0))",
+    "stream": " (device work runs on the stream the operands name: CuPy's or torch's current stream, as their matmul does)",
+    "precision": " (the precision is the operands' dtype: float16 and bfloat16 accumulate in float32; variant= names a kernel)",
+    **{k: " (a numpy.matmul ufunc keyword polygemm has no counterpart for: nothing is cast, and the result is a new array "
+          "or out itself)" for k in ("casting", "order", "subok", "signature", "where", "axes", "axis", "extobj")},
+}
+
+
+def _misused(func: str, extra: tuple[Any, ...], unexpected: dict[str, Any]) -> ArgumentTypeError:
+    """The refusal of arguments ``func`` does not take, saying what a user of another library meant by them. An
+    ArgumentTypeError: a TypeError, as Python's own refusal is."""
+    accepted = _ACCEPTED[func]
+    takes = ", ".join(f"{k}=" for k in accepted if k != "c")
+    if extra:
+        given = 2 + (func != "matmul") + len(extra)
+        if func == "matmul":
+            how = ("out is a keyword: matmul(a, b, out=out) (numpy.matmul also takes it third by position; c, alpha and "
+                   "beta are polygemm.gemm's)") if len(extra) == 1 else "a and b are its only positional arguments"
+        else:
+            how = (f"alpha and beta are keywords: {func}(a, b, c, alpha=..., beta=...) (BLAS's order); out is a keyword too: "
+                   f"out=...")
+        return ArgumentTypeError(f"{func}() takes {'2' if func == 'matmul' else 'from 2 to 3'} positional arguments but "
+                                 f"{given} were given: {how}")
+    name = next(iter(unexpected))
+    hint = _FOREIGN.get(name)
+    if hint is None and func == "matmul" and name.lower() in _ACCEPTED["gemm"] and name.lower() not in accepted:  # gemm's c, alpha ...
+        hint = f" (matmul is numpy.matmul's a @ b; polygemm.gemm(a, b, c, alpha=, beta=, variant=) takes {name.lower()})"
+    if hint is None and name.lower() in accepted:  # C=, Out=, Alpha=
+        hint = f" (did you mean {name.lower()!r}?)"
+    if hint is None:
+        close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    elif hint is _POSITIONAL:  # the template: which operands this function takes by position
+        hint = _POSITIONAL.format(func=func, c="" if func == "matmul" else ", c")
+        if name == "input" and func != "matmul":
+            hint = f" (pass the operands by position: {func}(a, b, c); torch.matmul's input is a, torch.addmm's input is c)"
+    return ArgumentTypeError(f"{func}() got an unexpected keyword argument {short_repr(name)}{hint}; it takes "
+                             f"{'a and b' if func == 'matmul' else 'a, b and c'} by position and the keywords {takes}")
+
+
+def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
+           device: DeviceLike | None = None, **unexpected: NoReturn) -> Any:
     """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
     ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
     1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
@@ -533,6 +597,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *, out: ArrayInput | None = None, out_d
     shape (or is a tuple of that one array, numpy.matmul's ufunc form). Scalars (0-D operands)
     are refused, as NumPy refuses them.
     """
+    if extra or unexpected:
+        raise _misused("matmul", extra, unexpected)
     if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
         out = out[0]
     for name, x in (("a", a), ("b", b)):
@@ -707,13 +773,14 @@ def explain(
     a: ArrayInput,
     b: ArrayInput,
     c: ArrayInput | None = None,
-    *,
+    *extra: NoReturn,
     alpha: float = 1.0,
     beta: float = 0.0,
     device: DeviceLike | None = None,
     variant: str = "auto",
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
+    **unexpected: NoReturn,
 ) -> Plan:
     """Return the :class:`Plan` ``gemm`` would run for these arguments, without running it.
 
@@ -721,6 +788,8 @@ def explain(
     any copies or padding, (for ``device="auto"``) the backends passed over and why, and
     whether it came from the plan cache (``plan.cached``). It is cached for the next call.
     """
+    if extra or unexpected:
+        raise _misused("explain", extra, unexpected)
     entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
     return _detached(entry.plan, hit, made, call.alpha, call.beta)
 

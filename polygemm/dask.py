@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .problem import (HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, check_result_dtype, native_dtype, parse_dtype,
+from .problem import (HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, short_repr, check_result_dtype, native_dtype, parse_dtype,
                       promotion_hint)
 
 __all__ = ["gemm", "DaskRechunkWarning"]
@@ -225,7 +225,7 @@ def gemm(
     alpha_f = _scalar("alpha", alpha)
     beta_f = _scalar("beta", beta)
     if not isinstance(variant, str):
-        raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {variant!r}")
+        raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {short_repr(variant)}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
         from . import registry
 

@@ -657,6 +657,73 @@ def _ml_real(value: Any) -> bool:
             and "complex" not in type(value).__name__)
 
 
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message that quotes what the user passed.
+
+    PolygemmError's messages are kept short (one line a reason): alpha=[1.0] * 10000 had been quoted whole (a 50,000-
+    character message), and a list given as beta, variant, out_dtype or device likewise. A ``__repr__``
+    that raises (a hostile or half-built object) gives the type's name instead of replacing the error being raised."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _shape_attr(value: Any) -> tuple[int, ...] | None:
+    """The shape another library's array declares (dask, CuPy, torch, JAX, an array-API array), or None."""
+    if isinstance(value, (np.ndarray, np.generic)) or type(value).__module__ in ("builtins", "fractions", "decimal"):
+        return None
+    try:
+        shape = getattr(value, "shape", None)
+        return None if shape is None else tuple(int(n) for n in shape)
+    except Exception:
+        return None
+
+
+def _foreign_0d(value: Any) -> bool:
+    """Whether ``value`` is a 0-D array of another library than NumPy: a dask reduction, ``cupy.linalg.norm(x)``,
+    ``torch.tensor(2.0)``, ``jnp.float32(2)`` (a 0-D JAX array), an array-API array."""
+    return _shape_attr(value) == ()
+
+
+def _foreign_size1(value: Any) -> bool:
+    shape = _shape_attr(value)
+    return shape is not None and math.prod(shape) == 1
+
+
+def _host_0d(name: str, value: Any) -> Any:
+    """A 0-D array of another library as ``alpha``/``beta`` take it: its element, when the array is CPU data read
+    through DLPack (torch CPU, JAX on the CPU, array-API arrays), as a 0-D NumPy array is read; else ``value`` as it
+    is, for the refusal to say how to pass it (a device or lazy array is never read behind the caller's back)."""
+    if not (hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__")):
+        return value
+    try:
+        if value.__dlpack_device__()[0] not in (1, 3):  # kDLCPU, kDLCUDAHost: device data is not exported at all
+            return value
+        kind, data, _ = dlpack_interface(name, value)
+    except Exception:  # refused or unreadable: the refusal says to pass float(...)
+        return value
+    if kind == "host" and isinstance(data, np.ndarray) and data.ndim == 0 and _real_element(data[()]):
+        return data[()]
+    return value
+
+
+def _foreign_scalar_hint(name: str, value: Any) -> str:
+    """How to pass a 0-D (or one-element) array of another library as ``alpha``/``beta``. README's "0-D arrays" had
+    been refused for them with the very words "or a 0-D array of one" and no way on."""
+    t = type(value)
+    what = "0-D" if _foreign_0d(value) else "one-element"
+    if t.__module__.partition(".")[0] == "dask":  # lazy: polygemm computes no dask array (its operands neither)
+        get = f"{name}.compute()" if what == "0-D" else f"{name}.compute().item()"
+        return f"; {name} is a {what} dask array (lazy), which polygemm does not compute: pass {get}"
+    kind = f"{t.__module__.partition('.')[0]}.{t.__name__}"
+    if what == "one-element":
+        return f"; a one-element {kind} is no scalar: pass {name}.item()"
+    return (f"; {name} is a 0-D {kind} whose value polygemm does not read (not CPU memory it can read through DLPack): "
+            f"pass float({name}), which its own library reads (waiting for the device)")
+
+
 def _real_element(x: Any) -> bool:
     """Whether ``x``, an element read from an array, is a real number ``alpha`` and ``beta`` take."""
     return _ml_real(x) or (isinstance(x, (np.floating, np.integer)) and not isinstance(x, np.timedelta64))
@@ -669,15 +736,19 @@ def _scalar(name: str, value: Any) -> float:
     ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
         value = value[()]
+    elif not isinstance(value, (numbers.Real, np.generic, np.ndarray)) and (_foreign_0d(value) or hasattr(value, "__dlpack__")):
+        value = _host_0d(name, value)  # another library's 0-D array: its element when it is CPU data
     if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
         if isinstance(value, np.ndarray) and value.size == 1 and _real_element(value.reshape(-1)[0]):
             # a one-element array (x.sum(keepdims=True), a norm over an axis) had been refused with no way on
             how = f"; a one-element array of {value.ndim} dimension{'s' if value.ndim > 1 else ''} is no scalar: pass {name}.item()"
+        elif _foreign_0d(value) or _foreign_size1(value):
+            how = _foreign_scalar_hint(name, value)
         # a TypeError too (a string, a complex, a Decimal is no value of the wrong size but of the wrong kind: NumPy's
         # arithmetic raises TypeError for each); nan, inf and a float64 overflow below stay ValueErrors
         raise ArgumentTypeError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
-                            f"ml_dtypes' real scalars too, or a 0-D array of one); got {value!r} ({type(value).__name__}){how}")
+                            f"ml_dtypes' real scalars too, or a 0-D array of one); got {short_repr(value)} ({type(value).__name__}){how}")
     try:
         v = float(value)
     except OverflowError:
@@ -709,7 +780,7 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
     except TypeError:  # another library's dtype object, e.g. torch.float32, or "bfloat16" without ml_dtypes
         tail = str(value).rsplit(".", 1)[-1]
         if tail not in SUPPORTED_DTYPES:
-            raise DTypeError(f"{name}={value!r} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
+            raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
         return dtype_named(tail)
     if not dt.isnative:
         raise DTypeError(f"{name}={value!r} is {dt.name} in non-native byte order; results are written in this machine's "
@@ -839,7 +910,11 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}. Cast it, e.g. "
                              f"{_cast_hint('c', c, result)}{wider}")
     elif beta_f != 0.0:
-        raise ArgumentError(f"beta={beta!r} needs c: pass c (shape {full}) or set beta=0")
+        # out= with beta is cuBLAS's C (cupy.cublas.gemm(..., out=c, beta=1) adds into out): polygemm reads only c, and
+        # the refusal had said "pass c" to a user who had passed the array as out; say that c may be out itself
+        into = (f"; to add into out's values as cuBLAS's C does, pass out as c too: gemm(a, b, out, beta={short_repr(beta)}, out=out)"
+                if O is not None else "")
+        raise ArgumentError(f"beta={short_repr(beta)} needs c: pass c (shape {full}) or set beta=0{into}")
     count = math.prod(batch)
     ops: list[Operand | None] = []
     for op in (A, B, C, O):

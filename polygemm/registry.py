@@ -644,7 +644,7 @@ def get_backend(name: str) -> Backend:
     TypeError, as ``device=3`` raises) for a name that is not a string.
     """
     if not isinstance(name, str):
-        raise ArgumentTypeError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {name!r} ({type(name).__name__})")
+        raise ArgumentTypeError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {_short_repr(name, 80)} ({type(name).__name__})")
     entries = _all()
     found, index = _lookup(name if name in entries else name.strip(), entries)  # as device= takes it ("CPU", " cuda ")
     if found is None and name.strip().lower() == "auto":
@@ -691,7 +691,7 @@ def device_arg_name(device: object) -> str:
     if library == "cupy" and isinstance(ordinal, int):
         return f"cuda:{ordinal}"
     raise ArgumentTypeError(f"device must be a backend name (e.g. 'cpu', 'cuda', 'cuda:1'), 'auto', a torch.device or "
-                            f"a cupy.cuda.Device; got {device!r} ({type(device).__name__})")
+                            f"a cupy.cuda.Device; got {_short_repr(device, 80)} ({type(device).__name__})")
 
 
 def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
