@@ -117,6 +117,10 @@ SINGLE = [
     # the persistent builds without their C store: the epilogue's share of the shipped rows
     cfg("v2_e2_g8_persistent_noepi", V2, True, HG2_EPILOGUE=2, HG2_GROUP_M=8),
     cfg("v3s6_e2_g4_persistent_noepi", V3, True, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
+    # the consumers' k-tile loop unrolled over the ring (HG2_RING_UNROLL=1, the default) or not
+    cfg("v2_e1_g8_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_RING_UNROLL=0),
+    cfg("v2_e1_g8_c2_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_RING_UNROLL=0),
+    cfg("v3s6_e1_g4_persistent_loop", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6, HG2_RING_UNROLL=0),
 ]
 BATCHED = [
     cfg("v3s4_e0_g8", V3, HG2_STAGES=4, **ORIGINAL),
@@ -195,6 +199,8 @@ class Bench:
         pl = PreparedLaunch(self.rt, spec, lp)
         pl._kernel = kern
         pl._pack = kern.struct_for(_TMA_ARGS + (_TMA_BATCH_ARGS if lp.batch_count else ())).pack
+        pl._go = kern.launcher(lp.grid, lp.block, lp.smem_bytes)
+        pl._plain = not lp.packs and lp.unpack is None
         prepared = pl.prepare(a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, beta)
         return lambda: pl.launch(prepared, 0)
 

@@ -15,6 +15,9 @@
 //   * a kStages ring of shared stages guarded by two mbarriers per stage: `full` (producer
 //     arrive.expect_tx + TMA complete_tx) and `empty` (one arrive per consumer warp once the
 //     wgmma reading the stage has retired, wgmma.wait_group);
+//   * the consumers' k-tile loop unrolled over the ring (HG2_RING_UNROLL=1, the default): each
+//     stage's descriptors and barrier addresses are uniform-register constants of its copy, with
+//     the warpgroup index made visibly warp-uniform (a shuffle), so no wgmma waits on R2UR moves;
 //   * a persistent tile loop (any grid works: with the plain grid each CTA takes one tile,
 //     with a grid of #SMs each CTA walks tiles, its producer prefetching the next tile while
 //     the consumers run the epilogue), tiles visited in groups of kGroupM tile rows (L2 reuse);
@@ -809,6 +812,9 @@ struct Work {
 // (its slot stored and flagged, or the later runs added); 57-59 a stream-K slot's stores issued,
 // fenced, met at the barrier; 60 a later run's flag seen; 62 the consumers' walk done; and in
 // the SM-clock half's word 63, the block's %smid.
+#ifndef HG2_RING_UNROLL  // 0: the consumers' k-tile loop not unrolled over the ring (kept for comparison)
+#define HG2_RING_UNROLL 1
+#endif
 #ifndef HG2_TRACE
 #define HG2_TRACE 0
 #endif
@@ -846,7 +852,9 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
     const uint32_t turn_bar = empty_bar + kStages * 8;       // 2 x 8 bytes (ping-pong)
     const uint32_t epi_buf = full_bar + kBarBytes;           // kEpiBytes (staged epilogue)
 
-    const int wg = threadIdx.x / 128;
+    // The warpgroup index through a shuffle: ptxas then knows it is warp-uniform and keeps the
+    // consumers' descriptors and barrier addresses in uniform registers.
+    const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
     const int tid = threadIdx.x % 128;
     const uint32_t rank = (kCluster > 1) ? cluster_rank() : 0u;
     const int rank_m = static_cast<int>(rank) % kClusterM, rank_n = static_cast<int>(rank) / kClusterM;
@@ -1058,14 +1066,17 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
             for (int h = 0; h < kMW; ++h)
 #pragma unroll
                 for (int i = 0; i < kAcc; ++i) acc[h][i] = 0.f;
-            int prev = -1;
-            for (int kt = kb; kt < ke; ++kt) {
-                mbar_wait(full_bar + 8 * s, ph);
+            int prev = -1;  // ring stage of the k-tile whose wgmma may still run
+            // One k-tile from ring stage `st` (phase ph): its wgmma issued, the previous
+            // k-tile's retired and that stage handed back (to every CTA's producer).
+            auto k_tile = [&](const int st, const bool first) {
+                mbar_wait(full_bar + 8 * st, ph);
 #if HG2_TRACE
-                if (kt == kb && j < 14) HG2_MARK(2 + 4 * j);
+                if (first && j < 14) HG2_MARK(2 + 4 * j);
 #endif
+                (void)first;
                 __syncwarp();  // wgmma is .sync.aligned: the warp must be converged
-                const uint32_t so = static_cast<uint32_t>(s * kStageBytes) >> 4;
+                const uint32_t so = static_cast<uint32_t>(st * kStageBytes) >> 4;
                 wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < kBK / 16; ++ks)
@@ -1076,16 +1087,30 @@ HG2_ENTRY(const __grid_constant__ CUtensorMap tmap_a,
                             db0 + so + ((ks * kBStep) >> 4));
                 wgmma_commit();
                 if (prev >= 0) {
-                    // k-tile kt-1's wgmma retired: hand its stage back (to both CTAs' producers).
                     wgmma_wait<1>();
                     release_stage(empty_bar + 8 * prev, tid);
                 }
-                prev = s;
+                prev = st;
+            };
+#if HG2_RING_UNROLL
+            // Passes over the whole ring, unrolled over its stages: each copy's stage is a
+            // constant, so its descriptors and barrier addresses are uniform-register adds
+            // (no per-wgmma R2UR moves). Pass positions before kb (a tile need not start on
+            // stage 0) or from ke on are skipped.
+            for (int kt0 = kb - s; kt0 < ke; kt0 += kStages, ph ^= 1) {
+#pragma unroll
+                for (int st = 0; st < kStages; ++st)
+                    if (kt0 + st >= kb && kt0 + st < ke) k_tile(st, kt0 + st == kb);
+            }
+#else
+            for (int kt = kb; kt < ke; ++kt) {
+                k_tile(s, kt == kb);
                 if (++s == kStages) {
                     s = 0;
                     ph ^= 1;
                 }
             }
+#endif
             if (kPingpong && lane == 0) mbar_arrive(turn_bar + 8 * (1 - cw));  // partner's turn
             wgmma_wait<0>();
             if (prev >= 0) release_stage(empty_bar + 8 * prev, tid);
