@@ -7,6 +7,7 @@ source through the compat header) and adds the large shapes.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import shutil
@@ -42,10 +43,15 @@ def musa_library() -> Path:
         return Path(given)
     build = ROOT / "build" / f"musa-{FLAVOR}"
     cmake = _cmake()
-    cfg = subprocess.run([cmake, "-S", str(ROOT), "-B", str(build), f"-DPOLYGEMM_MUSA_FLAVOR={FLAVOR}", "-DCMAKE_BUILD_TYPE=Release"], capture_output=True, text=True)
-    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
-    bld = subprocess.run([cmake, "--build", str(build), "-j", "2"], capture_output=True, text=True)
-    assert bld.returncode == 0, bld.stdout + bld.stderr
+    build.parent.mkdir(exist_ok=True)
+    # one build at a time: pytest -n N runs this fixture in every worker, and two CMake runs in
+    # one build directory break each other's compiler checks
+    with open(build.parent / f"musa-{FLAVOR}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cfg = subprocess.run([cmake, "-S", str(ROOT), "-B", str(build), f"-DPOLYGEMM_MUSA_FLAVOR={FLAVOR}", "-DCMAKE_BUILD_TYPE=Release"], capture_output=True, text=True)
+        assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+        bld = subprocess.run([cmake, "--build", str(build), "-j", "2"], capture_output=True, text=True)
+        assert bld.returncode == 0, bld.stdout + bld.stderr
     lib = next(build.rglob("libpolygemm_musa.so"))
     return lib
 

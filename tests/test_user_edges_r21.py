@@ -42,7 +42,7 @@ def f32(rng, *shape):
 PLUGIN = THIRD_PARTY_BASE + '''
 class KeepsPlans(Good):
     """Plans once per (M, N, K, dtype, variant) and returns the Plan it kept for every later problem of that shape."""
-    priority = 450
+    priority = 550  # above cuda (500): the same choice on a machine with a GPU
     def __init__(self):
         self.kept = {}
     def plan(self, problem, variant="auto"):
@@ -53,12 +53,12 @@ class KeepsPlans(Good):
 
 class SaysTrue(Good):
     """supports() answering "is it supported?" with a bool, as the method's name reads."""
-    priority = 460
+    priority = 560
     def supports(self, problem):
         return problem.dtype == np.float32
 
 class SaysFalse(Good):
-    priority = 470
+    priority = 570
     def supports(self, problem):
         return False
 
