@@ -64,9 +64,11 @@ def test_ldmatrix_fragment_mapping(cuda, num, trans, layout):
     rt = cuda.runtime
     with rt.active():
         fn = rt.function(PROBE, "ldmatrix_probe")
-        d_out = gpuarray.zeros(32 * 4, np.uint32)
-        fn(gpuarray.to_gpu(smem), gpuarray.to_gpu(offsets), d_out, np.int32(int(trans)), np.int32(num), block=(32, 1, 1), grid=(1, 1))
-        out = d_out.get()
+        bufs = [gpuarray.to_gpu(smem), gpuarray.to_gpu(offsets), gpuarray.zeros(32 * 4, np.uint32)]
+        fn(*bufs, np.int32(int(trans)), np.int32(num), block=(32, 1, 1), grid=(1, 1))
+        out = bufs[2].get()
+        for buf in bufs:  # freed while the context is current (PyCUDA cannot free them outside it)
+            buf.gpudata.free()
     got = out.reshape(32, 4)[:, :num]
     want = expected_ldmatrix(smem, offsets, num, trans)[:, :num]
     bad = np.argwhere(got != want)
