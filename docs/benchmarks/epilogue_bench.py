@@ -121,6 +121,8 @@ SINGLE = [
     cfg("v2_e1_g8_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_RING_UNROLL=0),
     cfg("v2_e1_g8_c2_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_RING_UNROLL=0),
     cfg("v3s6_e1_g4_persistent_loop", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6, HG2_RING_UNROLL=0),
+    # a grid of 128 CTAs (4096³: 512 tiles, four each, where 132 CTAs leave 16 of them a tile short)
+    cfg("v2_e1_g8_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8),
 ]
 BATCHED = [
     cfg("v3s4_e0_g8", V3, HG2_STAGES=4, **ORIGINAL),
