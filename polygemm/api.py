@@ -163,6 +163,10 @@ class PlanCache:
 
 
 _cache = PlanCache(PLAN_CACHE_SIZE)
+if hasattr(os, "register_at_fork"):
+    # a child of os.fork made while another thread held the lock (putting a plan) had it held forever: its first new
+    # plan hung. The child's cache takes a lock of its own (its plans, copied with it, stay good).
+    os.register_at_fork(after_in_child=lambda: setattr(_cache, "_lock", threading.Lock()))
 
 # The call's default device ($POLYGEMM_DEVICE) is read on every call (a change takes effect at
 # once), from the environment mapping's raw store: ``os.environ.get`` encodes the key and

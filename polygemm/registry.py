@@ -234,6 +234,19 @@ class _Entry:
     def _fallback_priority(self) -> int:
         return BUILTIN_PRIORITY.get(self.name, DEFAULT_PLUGIN_PRIORITY)
 
+    def _after_fork(self) -> None:
+        """In a child made by ``os.fork`` (multiprocessing's fork start method, a pre-forking server): the
+        threads that held this entry's lock, imported its backend or ran its checks were not copied. A
+        lock one of them held stayed held forever (the child hung at its first call), and checks still
+        running at the fork never finished: the child waited out the whole probe timeout (30 s) and
+        then called the backend unavailable ("probe did not return"), so device='auto' silently took
+        another backend. The child starts its own lock, import and checks; finished ones it keeps."""
+        self._lock = threading.RLock()
+        if self._backend is None and self._error is None:
+            self._importing = False
+        if self._status is None:
+            self._done = None
+
     def backend(self) -> Backend | None:
         """Import and instantiate once; on failure remember the original exception text."""
         with self._lock:
@@ -394,6 +407,18 @@ _entries: dict[str, _Entry] | None = None
 #: id of each Backend instance loaded since the last refresh() -> (the instance, the entry point that has it)
 _claims: dict[int, tuple[Backend, str]] = {}
 _generation = 0  # bumped by refresh(): plans made before it name backends that may be gone
+
+
+def _after_fork_in_child() -> None:
+    """Each registry lock anew, and each entry's in-flight work given back to the child (:meth:`_Entry._after_fork`)."""
+    global _lock
+    _lock = threading.RLock()
+    for entry in list((_entries or {}).values()):
+        entry._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def generation() -> int:
