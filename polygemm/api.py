@@ -466,6 +466,29 @@ def _bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: DeviceLik
             failed = exc
 
 
+def _not_cached(a: Any, b: Any, c: Any, out: Any) -> str:
+    """Why the plan made for a call with these operands is not kept for the next one ("" when it is). Such calls had
+    been reported "planned for this call (cached for the next)" (last_plan(), explain(), polygemm gemm) while each one
+    planned again and plan_cache_info() counted none of them."""
+    if _cache.maxsize <= 0:
+        return "$POLYGEMM_PLAN_CACHE_SIZE=0 turns the plan cache off"
+    for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
+        if operand_view(x) is not None:
+            continue
+        t = type(x)
+        what = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__.partition('.')[0]}.{t.__qualname__}"
+        if isinstance(x, np.ndarray):  # memmap, np.matrix, a user's subclass
+            then = "written in place all the same" if name == "out" else "the result is then a plain ndarray"
+            hint = f"; np.asarray({name}) is the same memory as a plain ndarray, whose calls are cached ({then})"
+        elif isinstance(x, (list, tuple)):
+            hint = f"; convert it once, np.asarray({name}), to reuse the plan"
+        else:
+            hint = ""
+        return (f"{name} is a {what}, which the cache does not key (only NumPy ndarrays and device arrays): each call "
+                f"with it plans again{hint}")
+    return ""
+
+
 def _copies_note(made: list[str]) -> list[str]:
     return [f"{name} (a device array whose matrices or batch no kernel addresses as given) was made contiguous "
             f"by its own library first" for name in made]
@@ -525,8 +548,9 @@ def gemm(
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
     elif entry.wrap is not None:
         result = entry.wrap(result)
-    # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta
-    _local.last = (entry.plan, hit, made, call.alpha, call.beta)
+    # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta, and why
+    # its plan is not cached (looked into only when it was made now)
+    _local.last = (entry.plan, hit, made, call.alpha, call.beta, "" if hit else _not_cached(a, b, c, out))
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
@@ -790,16 +814,17 @@ def explain(
 
     The plan names the backend, variant and device, why they were chosen, the layouts,
     any copies or padding, (for ``device="auto"``) the backends passed over and why, and
-    whether it came from the plan cache (``plan.cached``). It is cached for the next call.
+    whether it came from the plan cache (``plan.cached``). It is cached for the next call, unless
+    ``plan.uncached`` says why not (an operand the cache does not key, such as a list or a memmap).
     """
     if extra or unexpected:
         raise _misused("explain", extra, unexpected)
     entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    return _detached(entry.plan, hit, made, call.alpha, call.beta)
+    return _detached(entry.plan, hit, made, call.alpha, call.beta, "" if hit else _not_cached(a, b, c, out))
 
 
 def _detached(plan: Plan, cached: bool, made: list[str] | None = None, alpha: float | None = None,
-              beta: float | None = None) -> Plan:
+              beta: float | None = None, uncached: str = "") -> Plan:
     """A copy of a cached plan for the caller, with its own lists and dicts (layouts, copies,
     launch, candidates, notes): changing it changes neither the cache nor later calls. ``made``:
     the device inputs this call had made contiguous first (:func:`_bind_whole`); ``alpha``,
@@ -810,7 +835,7 @@ def _detached(plan: Plan, cached: bool, made: list[str] | None = None, alpha: fl
         mine.problem = dataclasses.replace(plan.problem, alpha=alpha, beta=beta)
     mine.layouts, mine.launch = dict(plan.layouts), dict(plan.launch)
     mine.copies, mine.candidates, mine.notes = _copies_note(made or []) + list(plan.copies), list(plan.candidates), list(plan.notes)
-    mine.cached = cached
+    mine.cached, mine.uncached = cached, uncached
     return mine
 
 
@@ -818,7 +843,8 @@ def last_plan() -> Plan | None:
     """The plan of the last ``gemm`` call completed in this thread (None before any).
 
     It describes the call (shapes, layouts, backend, variant) and holds none of its data;
-    ``plan.cached`` says whether that call reused a cached plan. It is the caller's own copy:
+    ``plan.cached`` says whether that call reused a cached plan (``plan.uncached``, why a plan made
+    for it is not kept for the next one, if it is not). It is the caller's own copy:
     changing it changes nothing polygemm runs.
     """
     last = getattr(_local, "last", None)

@@ -117,6 +117,9 @@ class Plan:
     private: Any = field(default_factory=dict, repr=False)
     #: True when this plan came from the core's plan cache (set on what ``explain`` returns)
     cached: bool = False
+    #: why a plan made for a call is not kept for the next one ("" when it is): an operand the cache does not key
+    #: (a list, an ndarray subclass, another library's CPU array), or the cache turned off
+    uncached: str = ""
 
     def bind(self, call: Call) -> "Plan":
         """A copy of this plan whose problem carries ``call``'s operands, alpha and beta."""
@@ -141,7 +144,11 @@ class Plan:
                                                       else "overwritten with the result; beta = 0, so never read)"))
         lines.append("  copies  : " + ("; ".join(self.copies) if self.copies else "none"))
         lines.append(f"  padding : {self.padding or 'none'}")
-        lines.append("  cache   : " + ("this plan was reused from the plan cache" if self.cached else "planned for this call (cached for the next)"))
+        # "cached for the next" had been said of every new plan, also of calls the cache never keys (a memmap, a list, a
+        # cache turned off): a user timing why each call planned again was told it would not
+        lines.append("  cache   : " + ("this plan was reused from the plan cache" if self.cached
+                                       else f"planned for this call, not cached: {self.uncached}" if self.uncached
+                                       else "planned for this call (cached for the next)"))
         if self.launch:
             lines.append("  launch  : " + ", ".join(f"{k}={v}" for k, v in self.launch.items()))
         for name, why in self.candidates:
