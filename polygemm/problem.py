@@ -662,10 +662,11 @@ def short_repr(value: Any, limit: int = 80) -> str:
 
     PolygemmError's messages are kept short (one line a reason): alpha=[1.0] * 10000 had been quoted whole (a 50,000-
     character message), and a list given as beta, variant, out_dtype or device likewise. A ``__repr__``
-    that raises (a hostile or half-built object) gives the type's name instead of replacing the error being raised."""
+    that raises (a hostile or half-built object) gives the type's name instead of replacing the error being raised.
+    The registry quotes a plugin's objects with it too (its default 40 characters there)."""
     try:
         text = repr(value)
-    except Exception:
+    except BaseException:  # a hostile __repr__ (a plugin's even calling sys.exit() must not break polygemm)
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -704,7 +705,9 @@ def _host_0d(name: str, value: Any) -> Any:
         kind, data, _ = dlpack_interface(name, value)
     except Exception:  # refused or unreadable: the refusal says to pass float(...)
         return value
-    if kind == "host" and isinstance(data, np.ndarray) and data.ndim == 0 and _real_element(data[()]):
+    if kind == "host" and isinstance(data, np.ndarray) and data.ndim == 0:
+        # its element, real or not: a bool or complex one is then refused as NumPy's own 0-D array is (quoting the
+        # element), not told float(alpha), which would turn True into 1.0
         return data[()]
     return value
 

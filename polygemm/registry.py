@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant, variant_hint
 from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
-from .problem import GemmProblem
+from .problem import GemmProblem, short_repr
 
 __all__ = [
     "BackendInfo",
@@ -106,14 +106,6 @@ def one_line(text: Any, limit: int = REASON_LIMIT) -> str:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _short_repr(value: Any, limit: int = 40) -> str:
-    try:
-        text = repr(value)
-    except BaseException:  # a hostile __repr__
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: the longest probe timeout taken: a day (threading's own limit is near 292 years, but
@@ -343,7 +335,7 @@ class _Entry:
         except BaseException as exc:
             return (False, f"reading priority failed: {_describe(exc)}", fallback)
         if isinstance(prio, bool) or not isinstance(prio, numbers.Integral):
-            return (False, f"priority must be an integer; got {type(prio).__name__} {_short_repr(prio)}", fallback)
+            return (False, f"priority must be an integer; got {type(prio).__name__} {short_repr(prio, 40)}", fallback)
         prio = int(prio)
         try:
             table = be.variants()
@@ -352,7 +344,7 @@ class _Entry:
             return (False, f"variants() failed: {_describe(exc)}", prio)
         bad = [v for v in items if not isinstance(v, Variant)]
         if bad:
-            return (False, f"variants() must return Variant objects; got {type(bad[0]).__name__} {_short_repr(bad[0])}", prio)
+            return (False, f"variants() must return Variant objects; got {type(bad[0]).__name__} {short_repr(bad[0], 40)}", prio)
         malformed = _malformed_variants(items)
         if malformed:
             return (False, malformed, prio)
@@ -361,10 +353,10 @@ class _Entry:
         except BaseException as exc:
             return (False, f"probe failed: {_describe(exc)}", prio)
         if not isinstance(av, Availability):
-            return (False, f"probe() must return an Availability; it returned {type(av).__name__} {_short_repr(av)}", prio)
+            return (False, f"probe() must return an Availability; it returned {type(av).__name__} {short_repr(av, 40)}", prio)
         if av.ok:
             return (True, "", prio)
-        reason = av.reason if isinstance(av.reason, str) else _short_repr(av.reason, 200)
+        reason = av.reason if isinstance(av.reason, str) else short_repr(av.reason, 200)
         extra = getattr(av, "detail", "")  # a longer text, should Availability grow one
         if isinstance(extra, str) and extra.strip() and extra.strip() != reason.strip():
             reason = f"{reason}\n{extra}"
@@ -384,11 +376,11 @@ def _malformed_variants(items: list[Variant]) -> str | None:
     seen: set[str] = set()
     for v in items:
         if not isinstance(v.name, str) or not v.name.strip():
-            return f"variants(): a Variant's name must be a non-empty string; got {_short_repr(v.name)}"
+            return f"variants(): a Variant's name must be a non-empty string; got {short_repr(v.name, 40)}"
         for field_name in ("dtypes", "out_dtypes"):
             value = getattr(v, field_name)
             if not _names_tuple(value):
-                return (f"variants(): variant {v.name!r} has {field_name}={_short_repr(value)}; it must be a tuple of "
+                return (f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be a tuple of "
                         f"dtype names, e.g. ('float32',)")
         if v.name in seen:
             return f"variants(): variant {v.name!r} is listed twice; give each variant its own name"
@@ -669,7 +661,7 @@ def get_backend(name: str) -> Backend:
     TypeError, as ``device=3`` raises) for a name that is not a string.
     """
     if not isinstance(name, str):
-        raise ArgumentTypeError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {_short_repr(name, 80)} ({type(name).__name__})")
+        raise ArgumentTypeError(f"get_backend takes a backend name (e.g. 'cpu', 'cuda', 'cuda:1'); got {short_repr(name)} ({type(name).__name__})")
     entries = _all()
     found, index = _lookup(name if name in entries else name.strip(), entries)  # as device= takes it ("CPU", " cuda ")
     if found is None and name.strip().lower() == "auto":
@@ -716,7 +708,7 @@ def device_arg_name(device: object) -> str:
     if library == "cupy" and isinstance(ordinal, int):
         return f"cuda:{ordinal}"
     raise ArgumentTypeError(f"device must be a backend name (e.g. 'cpu', 'cuda', 'cuda:1'), 'auto', a torch.device or "
-                            f"a cupy.cuda.Device; got {_short_repr(device, 80)} ({type(device).__name__})")
+                            f"a cupy.cuda.Device; got {short_repr(device)} ({type(device).__name__})")
 
 
 def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
@@ -749,7 +741,7 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
         if why is not None and not isinstance(why, str):
             # True read as the reason "True" (a plugin meaning "yes, supported" was passed over saying True), False
             # as "False": neither is an answer of the contract, which is None or the reason
-            return (f"supports() returned {type(why).__name__} {_short_repr(why)}; it must return None when the backend "
+            return (f"supports() returned {type(why).__name__} {short_repr(why, 40)}; it must return None when the backend "
                     f"can compute the problem, else the reason (a string)")
         if why is not None:
             return one_line(why) or "supports() gave an empty reason"
