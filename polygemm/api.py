@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import logging
 import math
 import os
@@ -27,7 +26,7 @@ import numpy.typing as npt
 
 from . import registry
 from .backend import Backend, Plan, fits_float32
-from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError
+from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError, did_you_mean
 from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views
 from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view, short_repr)
@@ -603,11 +602,8 @@ def _misused(func: str, extra: tuple[Any, ...], unexpected: dict[str, Any]) -> A
     hint = _FOREIGN.get(name)
     if hint is None and func == "matmul" and name.lower() in _ACCEPTED["gemm"] and name.lower() not in accepted:  # gemm's c, alpha ...
         hint = f" (matmul is numpy.matmul's a @ b; polygemm.gemm(a, b, c, alpha=, beta=, variant=) takes {name.lower()})"
-    if hint is None and name.lower() in accepted:  # C=, Out=, Alpha=
-        hint = f" (did you mean {name.lower()!r}?)"
-    if hint is None:
-        close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if hint is None:  # C=, Out=, Alpha=, aplha=
+        hint = did_you_mean([name], accepted)
     elif hint is _POSITIONAL:  # the template: which operands this function takes by position
         hint = _POSITIONAL.format(func=func, c="" if func == "matmul" else ", c")
         if name == "input" and func != "matmul":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import json
 import os
@@ -16,7 +15,7 @@ import numpy as np
 
 from . import __version__, registry
 from .backend import Backend, Variant
-from .errors import ArgumentError, PolygemmError
+from .errors import ArgumentError, PolygemmError, did_you_mean  # did_you_mean: bench imports it from here too
 
 __all__ = ["main", "parse_shape", "positive_int", "split_names", "INFO_WIDTH", "TABLE_WIDTH"]
 
@@ -36,14 +35,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if min(m, n, k) < 0:
         raise argparse.ArgumentTypeError(f"shape dimensions must be >= 0; got {text!r}")
     return m, n, k
-
-
-def did_you_mean(words: Sequence[str], choices: Sequence[str]) -> str:
-    """`` (did you mean X?)`` naming the choices near any of ``words`` (a typo of a command, an
-    option or a preset; case aside, an exact choice is no typo), else ""."""
-    near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(choices), n=1, cutoff=0.6) if m != w]
-    shown = [m if m.startswith("-") else repr(m) for m in dict.fromkeys(near)]  # options bare, as argparse writes them
-    return f" (did you mean {', '.join(shown)}?)" if shown else ""
 
 
 def positive_int(text: str) -> int:

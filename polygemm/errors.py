@@ -8,6 +8,9 @@ exception a NumPy user would expect (``ValueError`` for bad values and shapes,
 
 from __future__ import annotations
 
+import difflib
+from typing import Sequence
+
 __all__ = [
     "PolygemmError",
     "ShapeError",
@@ -19,6 +22,15 @@ __all__ = [
     "UnsupportedProblemError",
     "DeviceError",
 ]
+
+
+def did_you_mean(words: Sequence[str], choices: Sequence[str]) -> str:
+    """`` (did you mean X?)`` naming the choices near any of ``words`` (a typo of a command, an
+    option, a preset or a keyword; case aside, an exact choice is no typo), else "". Every typo
+    hint in a message is written by this one function."""
+    near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(choices), n=1, cutoff=0.6) if m != w]
+    shown = [m if m.startswith("-") else repr(m) for m in dict.fromkeys(near)]  # options bare, as argparse writes them
+    return f" (did you mean {', '.join(shown)}?)" if shown else ""
 
 
 class PolygemmError(Exception):
