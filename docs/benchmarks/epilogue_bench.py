@@ -123,6 +123,13 @@ SINGLE = [
     cfg("v3s6_e1_g4_persistent_loop", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6, HG2_RING_UNROLL=0),
     # a grid of 128 CTAs (4096³: 512 tiles, four each, where 132 CTAs leave 16 of them a tile short)
     cfg("v2_e1_g8_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8),
+    # the tile order of the 128x256 persistent rows: group heights, and groups of unit columns walked row by row
+    cfg("v2_e1_g4_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_CLUSTER=2),
+    cfg("v2_e1_g16_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=16, HG2_CLUSTER=2),
+    cfg("v2_e1_gn4_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=4, HG2_CLUSTER=2),
+    cfg("v2_e1_gn8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=8, HG2_CLUSTER=2),
+    cfg("v2_e1_g16_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=16),
+    cfg("v2_e1_gn8_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=8),
 ]
 BATCHED = [
     cfg("v3s4_e0_g8", V3, HG2_STAGES=4, **ORIGINAL),

@@ -116,6 +116,9 @@
 #ifndef HG2_GROUP_M  // tile rows per group of the tile order (1, 2, 4, 8 measured: 8 kept)
 #define HG2_GROUP_M 8
 #endif
+#ifndef HG2_GROUP_N  // > 0: groups of this many unit columns walked row by row instead of kGroupM rows
+#define HG2_GROUP_N 0
+#endif
 #ifndef HG2_PINGPONG  // 1: each consumer warpgroup owns whole 128 x BN tiles, alternating
 #define HG2_PINGPONG 0
 #endif
@@ -155,6 +158,7 @@ constexpr int kMW = kPingpong ? 2 : 1;   // m64 blocks per consumer warpgroup
 constexpr int kBN = HG2_BN;
 constexpr int kStages = HG2_STAGES;
 constexpr int kGroupM = HG2_GROUP_M;
+constexpr int kGroupN = HG2_GROUP_N;
 constexpr int kClusterM = HG2_CLUSTER;    // CTAs sharing one B tile (rank % kClusterM: their M position)
 constexpr int kClusterN = HG2_CLUSTER_N;  // CTAs sharing one A tile (rank / kClusterM: their N position)
 constexpr int kCluster = kClusterM * kClusterN;
@@ -748,6 +752,16 @@ __device__ __forceinline__ void epilogue_tma(const float (&d)[kAcc], uint32_t bu
 // grouped order: kGroupM unit rows are walked column by column (L2 reuse of A rows and B
 // columns among the CTAs running at the same time).
 __device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int& um, int& un) {
+    if (kGroupN > 0) {  // the transposed walk: kGroupN unit columns, row by row
+        const int per_group = kGroupN * units_m;
+        const int group = t / per_group;
+        const int first = group * kGroupN;
+        const int cols = min(units_n - first, kGroupN);
+        const int r = t - group * per_group;
+        un = first + r % cols;
+        um = r / cols;
+        return;
+    }
     const int per_group = kGroupM * units_n;
     const int group = t / per_group;
     const int first = group * kGroupM;
