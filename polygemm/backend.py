@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import difflib
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, ContextManager, Sequence
 
 import numpy as np
 
-from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError
+from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError, did_you_mean
 from .problem import Call, GemmProblem, _host_layout, _operand
 
 __all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "fits_float32", "FLOAT32_MAX",
@@ -35,9 +34,8 @@ def variant_hint(name: str, known: Sequence[str]) -> str:
     but is close to one: the same up to case and surrounding spaces (device names ignore them,
     variant names do not: ``variant="AUTO"``, ``"BLAS"``), else a near spelling; "" otherwise."""
     choices = list(known) + ["auto"]
-    folded = [k for k in choices if k.lower() == name.strip().lower()]
-    close = folded or difflib.get_close_matches(name, choices, n=1, cutoff=0.85)
-    return f" (did you mean {close[0]!r}?)" if close and close[0] != name else ""
+    folded = [k for k in choices if k.lower() == name.strip().lower() and k != name]
+    return f" (did you mean {folded[0]!r}?)" if folded else did_you_mean([name], choices, cutoff=0.85)
 
 
 def fits_float32(value: float) -> bool:

@@ -24,11 +24,12 @@ __all__ = [
 ]
 
 
-def did_you_mean(words: Sequence[str], choices: Sequence[str]) -> str:
+def did_you_mean(words: Sequence[str], choices: Sequence[str], *, cutoff: float = 0.6) -> str:
     """`` (did you mean X?)`` naming the choices near any of ``words`` (a typo of a command, an
-    option, a preset or a keyword; case aside, an exact choice is no typo), else "". Every typo
-    hint in a message is written by this one function."""
-    near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(choices), n=1, cutoff=0.6) if m != w]
+    option, a preset, a keyword, a device or a variant; case aside, an exact choice is no typo),
+    else "". ``cutoff``: how near, as difflib measures it. Every typo hint in a message is
+    written by this one function."""
+    near = [m for w in words for m in difflib.get_close_matches(w.lower(), list(choices), n=1, cutoff=cutoff) if m != w]
     shown = [m if m.startswith("-") else repr(m) for m in dict.fromkeys(near)]  # options bare, as argparse writes them
     return f" (did you mean {', '.join(shown)}?)" if shown else ""
 

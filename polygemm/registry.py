@@ -24,7 +24,6 @@ whole text is ``BackendInfo.detail`` (``polygemm info -v``, ``BackendUnavailable
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import numbers
 import os
@@ -36,7 +35,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from .backend import Availability, Backend, Variant, variant_hint
-from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
+from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnknownDeviceError, UnsupportedProblemError, did_you_mean
 from .problem import GemmProblem, short_repr
 
 __all__ = [
@@ -533,8 +532,7 @@ def name_hint(name: str, known: list[str]) -> str:
         gpus = [f"{g!r} ({_GPU_BACKENDS[g]})" for g in _GPU_BACKENDS if g in known]
         if gpus:
             return f" (a GPU is {' or '.join(gpus)}; `polygemm info` says which is available here)"
-    close = [c for c in difflib.get_close_matches(name, known, n=2, cutoff=0.6) if c.lower() != name.lower()]
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean([name.strip()], known)
 
 
 def _unknown(name: str, entries: dict[str, _Entry]) -> UnknownDeviceError:
