@@ -565,6 +565,7 @@ _ACCEPTED = {
     "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype"),
     "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype"),
     "matmul": ("out", "out_dtype", "device"),
+    "polygemm.dask.gemm": ("c", "alpha", "beta", "device", "variant", "out_dtype"),
 }
 _AS_OUT_DTYPE = " (the result's dtype is out_dtype=, e.g. out_dtype=np.float32 for float16 operands; a and b are never cast)"
 _TRANSPOSED = " (pass the transposed view instead, {x}.T: polygemm reads a column-major view as it is, with no copy)"
@@ -594,14 +595,17 @@ def _misused(func: str, extra: tuple[Any, ...], unexpected: dict[str, Any]) -> A
             how = ("out is a keyword: matmul(a, b, out=out) (numpy.matmul also takes it third by position; c, alpha and "
                    "beta are polygemm.gemm's)") if len(extra) == 1 else "a and b are its only positional arguments"
         else:
-            how = (f"alpha and beta are keywords: {func}(a, b, c, alpha=..., beta=...) (BLAS's order); out is a keyword too: "
-                   f"out=...")
+            how = (f"alpha and beta are keywords: {func}(a, b, c, alpha=..., beta=...) (BLAS's order)"
+                   + ("" if func == "polygemm.dask.gemm" else "; out is a keyword too: out=..."))
         return ArgumentTypeError(f"{func}() takes {'2' if func == 'matmul' else 'from 2 to 3'} positional arguments but "
                                  f"{given} were given: {how}")
     name = next(iter(unexpected))
     hint = _FOREIGN.get(name)
     if hint is None and func == "matmul" and name.lower() in _ACCEPTED["gemm"] and name.lower() not in accepted:  # gemm's c, alpha ...
         hint = f" (matmul is numpy.matmul's a @ b; polygemm.gemm(a, b, c, alpha=, beta=, variant=) takes {name.lower()})"
+    if func == "polygemm.dask.gemm" and name.lower() == "out":  # dask's results are lazy: nothing is written until stored
+        hint = (" (the result is a lazy dask array: store it with result.store(target) or dask.array.store, or "
+                "compute() it)")
     if hint is None:  # C=, Out=, Alpha=, aplha=
         hint = did_you_mean([name], accepted)
     elif hint is _POSITIONAL:  # the template: which operands this function takes by position

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -165,12 +165,13 @@ def gemm(
     A: Any,
     B: Any,
     c: Any = None,
-    *,
+    *extra: NoReturn,
     alpha: float = 1.0,
     beta: float = 0.0,
     device: str | None = None,
     variant: str = "auto",
     out_dtype: Any = None,
+    **unexpected: NoReturn,
 ) -> Any:
     """Return the lazy dask array ``alpha * (A @ B) + beta * c``, each block by polygemm.gemm.
 
@@ -219,6 +220,10 @@ def gemm(
     ``compute()``, as polygemm.gemm raises them.
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
+    if extra or unexpected:  # another library's spelling (out=, dtype=, trans_a=): say polygemm's, as gemm does
+        from .api import _misused
+
+        raise _misused("polygemm.dask.gemm", extra, unexpected)
     da = _dask_array()
     A = _as_dask("A", A, da)
     B = _as_dask("B", B, da)

@@ -309,3 +309,24 @@ def test_dask_unknown_device_is_refused_when_the_graph_is_built():
         pgd.gemm(A, B, device="cdua")
     pgd.gemm(A, B, device="cuda:1")  # built lazily; not computed here
     np.testing.assert_allclose(pgd.gemm(A, B, device="CPU").compute(), np.full((8, 6), 4.0))
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"out": None}, "lazy dask array"),
+    ({"dtype": np.float32}, "out_dtype="),
+    ({"aplha": 2.0}, "did you mean 'alpha'"),
+    ({"trans_b": True}, "b.T"),
+])
+def test_another_librarys_keyword_is_refused_naming_polygemms_way(kw, says):
+    """polygemm.dask.gemm answers out=, dtype=, a typo or a BLAS transpose flag as polygemm.gemm does (it had been
+    Python's bare "unexpected keyword argument"), before dask is asked for anything."""
+    a = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError, match=r"polygemm\.dask\.gemm\(\) got an unexpected keyword argument") as ei:
+        pgd.gemm(a, a.T, **kw)
+    assert says in str(ei.value) and "alpha=, beta=, device=, variant=, out_dtype=" in str(ei.value)
+
+
+def test_alpha_by_position_is_refused_naming_the_keyword():
+    a = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError, match=r"takes from 2 to 3 positional arguments but 4 were given: alpha and beta are keywords"):
+        pgd.gemm(a, a.T, None, 2.0)
