@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError, did_you_mean
-from .problem import Call, GemmProblem, _host_layout, _operand
+from .problem import Call, GemmProblem, _host_layout, _operand, short_repr
 
 __all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "fits_float32", "FLOAT32_MAX",
            "variant_hint"]
@@ -297,7 +297,7 @@ class Backend(abc.ABC):
             return self
         from .errors import BackendUnavailableError
 
-        raise BackendUnavailableError(f"device '{self.name}:{index}': backend {self.name!r} has one device; use {self.name!r}")
+        raise BackendUnavailableError(f"device {short_repr(f'{self.name}:{index}')}: backend {self.name!r} has one device; use {self.name!r}")
 
     def get_variant(self, name: str) -> Variant:
         for v in self.variants():
@@ -305,7 +305,7 @@ class Backend(abc.ABC):
                 return v
         names = [v.name for v in self.variants()]
         # 'auto' is listed as device errors list it (it was left out, and variant="AUTO" got no hint of it)
-        raise UnsupportedProblemError(f"variant={name!r} is not a variant of backend {self.name!r}{variant_hint(name, names)}; "
+        raise UnsupportedProblemError(f"variant={short_repr(name)} is not a variant of backend {self.name!r}{variant_hint(name, names)}; "
                                       f"known: {', '.join(names)} (or 'auto')")
 
     def check_problem(self, problem: GemmProblem, variant: Variant | None = None) -> None:

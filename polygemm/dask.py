@@ -104,7 +104,7 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
         except Exception:  # a plugin's own failure: the tasks report it
             return
         if dtype.name not in chosen.dtypes:
-            raise DTypeError(f"variant {variant!r} of backend {be.name!r} computes {', '.join(chosen.dtypes)}, not {dtype.name}")
+            raise DTypeError(f"variant {short_repr(variant)} of backend {be.name!r} computes {', '.join(chosen.dtypes)}, not {dtype.name}")
         return
     for known in registry.known_names():
         try:
@@ -116,7 +116,7 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
             return
         except Exception:
             continue
-    raise UnsupportedProblemError(f"no backend has variant {variant!r} (device={device!r} leaves the choice to each worker); "
+    raise UnsupportedProblemError(f"no backend has variant {short_repr(variant)} (device={short_repr(device)} leaves the choice to each worker); "
                                   "polygemm variants lists every backend's variants")
 
 

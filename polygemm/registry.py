@@ -537,7 +537,7 @@ def name_hint(name: str, known: list[str]) -> str:
 
 def _unknown(name: str, entries: dict[str, _Entry]) -> UnknownDeviceError:
     known = sorted(entries)
-    return UnknownDeviceError(f"unknown device {name!r}{name_hint(name, known + ['auto'])}; known devices: {', '.join(known)} (or 'auto')")
+    return UnknownDeviceError(f"unknown device {short_repr(name)}{name_hint(name, known + ['auto'])}; known devices: {', '.join(known)} (or 'auto')")
 
 
 #: a device index as torch.device writes one: ASCII digits, no sign, no spaces, no leading zeros
@@ -574,7 +574,7 @@ def _bad_index(name: str, base: str, index: str, note: str = "") -> ArgumentErro
     except ValueError:  # a digit int() does not read ("²")
         value = None
     like = f"{base}:{value}" if value is not None and value >= 0 else f"{base}:0"
-    return ArgumentError(f"device={name!r}: a device index is a whole number >= 0 written in ASCII digits without a sign, "
+    return ArgumentError(f"device={short_repr(name)}: a device index is a whole number >= 0 written in ASCII digits without a sign, "
                          f"spaces or leading zeros (as torch.device writes it), e.g. {like!r}; got {index!r}{note}")
 
 
@@ -647,7 +647,7 @@ def _for_device(be: Backend, index: int) -> Backend:
         raise
     except BaseException as exc:  # noqa: BLE001 - a broken plugin is unavailable, never fatal
         text = f"for_device({index}) failed: {_describe(exc)}"
-        raise BackendUnavailableError(f"device '{be.name}:{index}' is unavailable: {one_line(text)}", details=text) from None
+        raise BackendUnavailableError(f"device {short_repr(f'{be.name}:{index}')} is unavailable: {one_line(text)}", details=text) from None
 
 
 def get_backend(name: str) -> Backend:
@@ -745,7 +745,7 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
             return one_line(why) or "supports() gave an empty reason"
         names = [v.name for v in be.variants()]
         if variant != "auto" and variant not in names:
-            return f"has no variant {variant!r}{variant_hint(variant, names)}"
+            return f"has no variant {short_repr(variant)}{variant_hint(variant, names)}"
         if variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in be.variants()):
             return f"no auto-selectable variant for {problem.dtype.name}"
     except KeyboardInterrupt:
@@ -783,7 +783,7 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
             everyone = backends()
             others = "; ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in everyone if i.name != name)
             raise BackendUnavailableError(
-                f"device {name!r} is unavailable: {info.reason}. Backends here: {others}. Pick an available one or device='auto'.{env}",
+                f"device {short_repr(name)} is unavailable: {info.reason}. Backends here: {others}. Pick an available one or device='auto'.{env}",
                 details=_details([info] + [i for i in everyone if i.name != name]),
             )
         if index is None:
@@ -816,7 +816,7 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
         known = "; ".join(f"{info.name}: {', '.join(v.name for v in info.backend.variants())}" for info in infos
                           if info.available and info.backend is not None and any(n == info.name and w.startswith("has no variant")
                                                                                  for n, w in passed))
-        raise UnsupportedProblemError(f"no available backend has variant {variant!r} for this problem ({summary})"
+        raise UnsupportedProblemError(f"no available backend has variant {short_repr(variant)} for this problem ({summary})"
                                       + (f"; their variants: {known}" if known else ""), details=_details(infos))
     raise BackendUnavailableError(f"no available backend can compute this {problem.dtype.name} problem on {problem.residency}: {summary}",
                                   details=_details(infos))

@@ -23,11 +23,11 @@ import numpy as np
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
-from ...problem import Call, GemmProblem, Operand
+from ...problem import Call, GemmProblem, Operand, short_repr
 from .catalog import anchored_aligned, auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
 from .cost import TMA_PITCH, Candidate, copy_us, pitch_penalty_us
 from . import compiler
-from .device import CudaRuntime, runtime_for
+from .device import CudaRuntime, fork_hint, runtime_for
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, pitch_copy, pitch_off, plan_launch,
                        split_refusal, tma_refusal)
@@ -187,7 +187,7 @@ class CudaBackend(Backend):
         try:
             drv.init()
         except Exception as exc:
-            return f"CUDA driver initialization failed: {exc}"
+            return f"CUDA driver initialization failed: {exc}{fork_hint()}"
         try:
             count = drv.Device.count()
         except Exception as exc:
@@ -206,7 +206,7 @@ class CudaBackend(Backend):
         try:
             rt = runtime_for(ordinal)
         except Exception as exc:
-            return f"could not open CUDA device {ordinal}: {exc}"
+            return f"could not open CUDA device {ordinal}: {exc}{fork_hint()}"
         if rt.cc < (6, 0):
             return f"{rt.name} has compute capability {rt.cc[0]}.{rt.cc[1]}; polygemm's kernels need 6.0 or newer"
         reason = compiler.available(rt.arch)
@@ -245,7 +245,7 @@ class CudaBackend(Backend):
                 be.name = f"cuda:{index}"  # type: ignore[misc]
         av = be.probe()
         if not av.ok:
-            raise BackendUnavailableError(f"device 'cuda:{index}' is unavailable: {av.reason}")
+            raise BackendUnavailableError(f"device {short_repr(f'cuda:{index}')} is unavailable: {av.reason}")
         return be
 
     def _plan_runtime(self, p: GemmProblem) -> Any:
@@ -491,13 +491,17 @@ class CudaBackend(Backend):
                 with rt.active():
                     return self._run_host(rt, p, decided, call)
             return self._run_device(rt, p, decided, call)
-        except (DeviceError, UnsupportedProblemError):
+        except UnsupportedProblemError:
+            raise
+        except DeviceError as exc:
+            if fork_hint():
+                raise DeviceError(f"{exc}{fork_hint()}") from exc
             raise
         except MemoryError as exc:
-            raise DeviceError(f"CUDA out of memory for {p.shape_str()}: {exc}") from exc
+            raise DeviceError(f"CUDA out of memory for {p.shape_str()}: {exc}{fork_hint()}") from exc
         except Exception as exc:
             if type(exc).__module__.startswith("pycuda"):
-                raise DeviceError(f"CUDA error running {plan.variant} on {p.shape_str()}: {exc}") from exc
+                raise DeviceError(f"CUDA error running {plan.variant} on {p.shape_str()}: {exc}{fork_hint()}") from exc
             raise
 
     def _run_host(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:

@@ -22,7 +22,7 @@ from .driver import Driver, Kernel, driver
 from .planning import Mat, strides
 from .variants import KERNEL_DIR, kernel_specs
 
-__all__ = ["CudaRuntime", "DeviceBuffer", "UTIL_SOURCE", "runtime_for"]
+__all__ = ["CudaRuntime", "DeviceBuffer", "UTIL_SOURCE", "fork_hint", "runtime_for"]
 
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
@@ -266,6 +266,29 @@ class DeviceBuffer:
 
 _runtimes: dict[int, CudaRuntime] = {}
 _runtimes_lock = threading.Lock()
+
+#: True in a child forked after this process opened a CUDA device. CUDA does not survive a fork: every driver call in
+#: the child fails ("initialization error"), and that was all its user was told (torch says what to do instead).
+forked_after_cuda = False
+FORK_HINT = ("; this process was forked after its parent used CUDA, and CUDA does not survive a fork: start the worker "
+             "processes with multiprocessing.get_context('spawn') (or 'forkserver'), or use CUDA in the parent only "
+             "after forking them")
+
+
+def fork_hint() -> str:
+    """:data:`FORK_HINT` in a child forked after CUDA was used, else "" (appended to CUDA errors)."""
+    return FORK_HINT if forked_after_cuda else ""
+
+
+def _after_fork_in_child() -> None:
+    global forked_after_cuda
+    if _runtimes:
+        forked_after_cuda = True
+    globals()["_runtimes_lock"] = threading.Lock()  # another thread may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def runtime_for(ordinal: int) -> CudaRuntime:
