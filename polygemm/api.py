@@ -692,6 +692,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     want = lead + (() if va else (rows,)) + (() if vb else (cols,))  # the vectors' unit dimensions dropped
     if not hasattr(res, "reshape") and hasattr(res, "__array_namespace__"):  # an array-API library's: xp.reshape
         return res.__array_namespace__().reshape(res, want)
+    if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view had no .resize, and kept
+        return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
 
 

@@ -62,3 +62,12 @@ def test_cuda_errors_in_a_child_forked_after_cuda_say_to_spawn(monkeypatch):
     hint = _in_forked_child(device.fork_hint)
     assert "spawn" in hint and "fork" in hint
     assert device.fork_hint() == ""  # the parent itself is unaffected
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4,)), ((4,), (4, 3)), ((4,), (4,)), ((2, 3, 4), (4,))])
+def test_a_vector_result_owns_its_memory_as_numpys_does(shapes):
+    rng = np.random.default_rng(28)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    got, want = polygemm.matmul(a, b, device="cpu"), np.matmul(a, b)
+    assert got.shape == np.shape(want) and got.flags.owndata and got.base is None
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
