@@ -750,25 +750,23 @@ __device__ __forceinline__ void epilogue_tma(const float (&d)[kAcc], uint32_t bu
 
 // Tile `t` of the cluster-level grid (kCluster vertically adjacent BM x BN tiles per unit) in
 // grouped order: kGroupM unit rows are walked column by column (L2 reuse of A rows and B
-// columns among the CTAs running at the same time).
-__device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int& um, int& un) {
-    if (kGroupN > 0) {  // the transposed walk: kGroupN unit columns, row by row
-        const int per_group = kGroupN * units_m;
-        const int group = t / per_group;
-        const int first = group * kGroupN;
-        const int cols = min(units_n - first, kGroupN);
-        const int r = t - group * per_group;
-        un = first + r % cols;
-        um = r / cols;
-        return;
-    }
-    const int per_group = kGroupM * units_n;
+// columns among the CTAs running at the same time); with kGroupN > 0, kGroupN unit columns row
+// by row instead. `g` counts along the grouped axis (`along` units), `o` along the other.
+__device__ __forceinline__ void grouped_walk(int t, int along, int across, int group_size, int& g, int& o) {
+    const int per_group = group_size * across;
     const int group = t / per_group;
-    const int first = group * kGroupM;
-    const int rows = min(units_m - first, kGroupM);
+    const int first = group * group_size;
+    const int size = min(along - first, group_size);
     const int r = t - group * per_group;
-    um = first + r % rows;
-    un = r / rows;
+    g = first + r % size;
+    o = r / size;
+}
+
+__device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int& um, int& un) {
+    if (kGroupN > 0)
+        grouped_walk(t, units_n, units_m, kGroupN, un, um);
+    else
+        grouped_walk(t, units_m, units_n, kGroupM, um, un);
 }
 
 // A consumer warpgroup hands a stage back to the producers: one arrival on the stage's empty
