@@ -27,7 +27,7 @@ import numpy.typing as npt
 from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError, did_you_mean
-from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views
+from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views, torch_written
 from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
                       host_convert, normalize, operand_view, short_repr)
 
@@ -545,6 +545,7 @@ def gemm(
     result = _plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
+        torch_written(out)  # a torch out: autograd learns of the in-place write, as from torch's own out=
     elif entry.wrap is not None:
         result = entry.wrap(result)
     # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta, and why

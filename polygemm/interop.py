@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "torch_views", "cupy_view", "cupy_views", "device_index",
+__all__ = ["kind_of", "torch_negated", "torch_resolved", "torch_written", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "torch_views", "cupy_view", "cupy_views", "device_index",
            "torch_dlpack_only", "device_pointer", "raw_view", "made_whole"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -380,12 +380,49 @@ def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ..
     return key, ptr, stream
 
 
+def torch_negated(obj: Any) -> bool:
+    """Whether ``obj`` is a torch tensor with its negative bit set (see :func:`torch_resolved`)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and bool(obj.is_neg())
+
+
+def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
+    """``obj``; for a torch tensor with its negative bit set (a lazy negation, such as ``z.conj().imag``) the
+    tensor it stands for, materialized by torch (``resolve_neg``). DLPack and the array interfaces export the memory
+    without the bit: such an operand's values had been read with their signs flipped, silently. An ``out`` (writable)
+    with the bit, or an inference tensor written outside ``torch.inference_mode`` (torch refuses that update), is refused."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return obj
+    if writable and obj.is_inference() and not torch.is_inference_mode_enabled():
+        raise ArgumentError(f"{name} is an inference tensor (made under torch.inference_mode), which torch lets nobody update "
+                            f"outside inference mode; call polygemm inside torch.inference_mode(), or omit {name} to get a new result")
+    if not obj.is_neg():
+        return obj
+    if writable:
+        raise ArgumentError(f"{name} is a torch tensor with its negative bit set (a lazy negation, such as z.conj().imag): its "
+                            f"memory holds the values' negatives, and polygemm writes memory as it is; pass a tensor without "
+                            f"it ({name}.resolve_neg() is a new one), or omit {name} to get a new result")
+    return obj.resolve_neg()
+
+
+def torch_written(out: Any) -> None:
+    """Tell torch's autograd that ``out`` (a torch tensor polygemm wrote) changed in place, as its own ``out=`` does:
+    a graph that saved it for backward then raises "modified by an inplace operation" instead of computing
+    gradients from the new values, silently. Nothing for other arrays."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        bump = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+        if bump is not None:
+            bump(out)
+
+
 def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     """``operand_view`` of a CUDA torch tensor from its attributes (its ``__cuda_array_interface__``
     is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
     tensor the full normalization must see (one that requires grad is refused there)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad:
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or obj.is_neg():
         return None
     return _torch_one(obj, obj.device.index, torch_stream(obj))
 
@@ -403,8 +440,10 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
         return None
     device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     for x in (a, b, c, out):
-        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device):
-            return None
+        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device or x.is_neg()):
+            return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
+    if out is not None and out.is_inference() and not torch.is_inference_mode_enabled():
+        return None  # refused there: torch allows no update of it here
     if device < 0:
         return None
     stream = _torch_current_stream(torch, device)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .interop import common_kind, cupy_view, device_index, dlpack_interface, kind_of, torch_dlpack_only, torch_stream, torch_view
+from .interop import common_kind, cupy_view, device_index, dlpack_interface, kind_of, torch_dlpack_only, torch_negated, torch_resolved, torch_stream, torch_view
 
 try:  # NumPy's bfloat16 comes from ml_dtypes (a dependency; a missing one only costs bfloat16)
     import ml_dtypes as _ml_dtypes
@@ -609,6 +609,7 @@ def UnsupportedStrides(name: str, residency: str, strides: Any) -> ArgumentError
 
 
 def _operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
+    obj = torch_resolved(name, obj, writable=writable)  # a torch lazy negation: materialized (an out with one refused)
     # torch's __cuda_array_interface__ refuses bfloat16: those tensors come through DLPack
     via_dlpack = torch_dlpack_only(obj)
     dev = None if via_dlpack else device_interface(obj, name)
@@ -700,6 +701,7 @@ def _host_0d(name: str, value: Any) -> Any:
     if not (hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__")):
         return value
     try:
+        value = torch_resolved(name, value)  # DLPack drops torch's negative bit (z.conj().imag): its value, not its negative
         if value.__dlpack_device__()[0] not in (1, 3):  # kDLCPU, kDLCUDAHost: device data is not exported at all
             return value
         kind, data, _ = dlpack_interface(name, value)
@@ -1041,6 +1043,8 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         tv = torch_view(obj)
     if tv is not None:
         return tv
+    if torch_negated(obj):  # a lazy negation (a subclass's too: torch_view passed it over) is resolved every call
+        return None
     try:
         iface = obj.__cuda_array_interface__
         where = "cuda"

@@ -71,3 +71,74 @@ def test_a_vector_result_owns_its_memory_as_numpys_does(shapes):
     got, want = polygemm.matmul(a, b, device="cpu"), np.matmul(a, b)
     assert got.shape == np.shape(want) and got.flags.owndata and got.base is None
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# -- torch: lazy negations and autograd's version counter ---------------------------------------------------------------
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _negated(torch, shape):
+    """A real tensor with torch's negative bit set, as ``z.conj().imag`` makes one: its memory holds the negatives."""
+    t = torch.randn(*shape, dtype=torch.complex64).conj().imag
+    assert t.is_neg()
+    return t
+
+
+def test_a_torch_lazy_negation_is_read_as_its_values_in_a_b_c_and_alpha():
+    """DLPack and the array interfaces export a tensor's memory without its negative bit: polygemm had read
+    z.conj().imag with every sign flipped, silently. torch.matmul reads it right; so does polygemm now."""
+    torch = _torch()
+    a, b, c = _negated(torch, (5, 7)), torch.randn(7, 3), _negated(torch, (5, 3))
+    ref = a.resolve_neg() @ b
+    torch.testing.assert_close(polygemm.gemm(a, b), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(polygemm.gemm(b.T, a.T), ref.T, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(polygemm.gemm(a, b, c, beta=1.0), ref + c.resolve_neg(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(polygemm.matmul(a, b), ref, rtol=1e-5, atol=1e-5)
+    alpha = torch.tensor(2 + 3j).conj().imag  # -3.0, stored as 3.0
+    torch.testing.assert_close(polygemm.gemm(a, b, alpha=alpha), -3.0 * ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_torch_out_with_the_negative_bit_is_refused_and_left_untouched():
+    torch = _torch()
+    out = torch.zeros(5, 3, dtype=torch.complex64).conj().imag
+    before = out.clone()
+    with pytest.raises(ValueError, match=r"out is a torch tensor with its negative bit set.*resolve_neg"):
+        polygemm.gemm(torch.randn(5, 7), torch.randn(7, 3), out=out)
+    assert torch.equal(out, before)
+
+
+@pytest.mark.parametrize("how", ["gemm_out", "gemm_in_place_c", "matmul_out", "matmul_vector_out"])
+def test_writing_a_torch_out_bumps_its_version_so_autograd_sees_it(how):
+    """A tensor saved for backward and then overwritten through out= must make backward() raise, as after
+    torch.matmul(a, b, out=o); polygemm's write had left o._version alone and backward() used the new values."""
+    torch = _torch()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    o = torch.ones(3) if how == "matmul_vector_out" else torch.ones(3, 5)
+    w = torch.randn(*o.shape, requires_grad=True)
+    loss = (w * o).sum()  # o saved for backward
+    v0 = o._version
+    if how == "gemm_out":
+        polygemm.gemm(a, b, out=o)
+    elif how == "gemm_in_place_c":
+        polygemm.gemm(a, b, o, beta=1.0, out=o)
+    elif how == "matmul_out":
+        polygemm.matmul(a, b, out=o)
+    else:
+        polygemm.matmul(a, torch.randn(4), out=o)
+    assert o._version > v0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_an_inference_tensor_out_is_written_only_in_inference_mode():
+    torch = _torch()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with torch.inference_mode():
+        out = torch.zeros(3, 5)
+    with pytest.raises(ValueError, match=r"out is an inference tensor.*torch\.inference_mode"):
+        polygemm.gemm(a, b, out=out)
+    assert not out.any()
+    with torch.inference_mode():
+        assert polygemm.gemm(a, b, out=out) is out
+    torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
