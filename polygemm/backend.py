@@ -157,9 +157,11 @@ class Plan:
 
 
 def store_result(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """The tail of every host computation: the result itself, or copied into ``out`` and ``out``."""
+    """The tail of every host computation: the result itself, C-ordered as numpy.matmul's is, or copied into ``out``
+    and ``out``. A kernel that stored a column-major result (operands swapped for column-major inputs) had handed its
+    Fortran-ordered buffer back: ``memoryview(r).cast``, torch's ``.view(-1)`` on the tensor made of it, failed."""
     if out is None:
-        return result
+        return np.ascontiguousarray(result)
     np.copyto(out, result)
     return out
 

@@ -357,3 +357,14 @@ def test_a_cached_plan_is_not_reused_for_scalars_its_kernels_cannot_take(musa, r
         with pytest.raises(UnsupportedProblemError, match="float32"):
             pg.gemm(a, b, alpha=alpha, device="musa")
     assert reference_for(a, b, None, 3.0, 0.0).compare(pg.gemm(a, b, alpha=3.0, device="musa")).ok
+
+
+@pytest.mark.parametrize("orders", ["CC", "FF", "CF", "FC"])
+def test_a_new_host_result_is_c_ordered_whatever_the_operands_order(musa, rng, orders):
+    """numpy.matmul returns C-ordered results from Fortran-ordered operands; the musa backend had handed back its
+    column-major device buffer (strides (2, 12)): memoryview(r).cast and torch's .view(-1) of it failed."""
+    a, b = rand16(rng, (6, 4), orders[0]), rand16(rng, (4, 5), orders[1])
+    got = pg.gemm(a, b, device="musa")
+    assert got.flags.c_contiguous and got.flags.owndata
+    assert reference_for(a, b, None, 1.0, 0.0).compare(got).ok
+    memoryview(got).cast("B")

@@ -142,3 +142,14 @@ def test_an_inference_tensor_out_is_written_only_in_inference_mode():
     with torch.inference_mode():
         assert polygemm.gemm(a, b, out=out) is out
     torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_store_result_hands_back_a_c_ordered_result_or_writes_out():
+    """Every host backend's tail (cpu, musa, cuda's host path, plugins): a column-major result becomes C-ordered."""
+    from polygemm.backend import store_result
+
+    f = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    got = store_result(f, None)
+    assert got.flags.c_contiguous and np.array_equal(got, f)
+    out = np.empty((3, 4), np.float32)
+    assert store_result(f, out) is out and np.array_equal(out, f)
