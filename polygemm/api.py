@@ -28,7 +28,7 @@ from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError, did_you_mean
 from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views, torch_written
-from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface,
+from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface, planning_only,
                       host_convert, normalize, operand_view, short_repr)
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike"]
@@ -822,7 +822,8 @@ def explain(
     """
     if extra or unexpected:
         raise _misused("explain", extra, unexpected)
-    entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    with planning_only():  # the host copies a call would make are described, not made
+        entry, call, hit, made = _bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
     return _detached(entry.plan, hit, made, call.alpha, call.beta, "" if hit else _not_cached(a, b, c, out))
 
 

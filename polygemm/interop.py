@@ -380,10 +380,21 @@ def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ..
     return key, ptr, stream
 
 
+def _is_neg(t: Any) -> bool:
+    """``t.is_neg()`` of a tensor (False where torch predates the negative bit, or a stand-in lacks it)."""
+    f = getattr(t, "is_neg", None)
+    return f is not None and bool(f())
+
+
+def _is_inference(t: Any) -> bool:
+    f = getattr(t, "is_inference", None)
+    return f is not None and bool(f())
+
+
 def torch_negated(obj: Any) -> bool:
     """Whether ``obj`` is a torch tensor with its negative bit set (see :func:`torch_resolved`)."""
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor) and bool(obj.is_neg())
+    return torch is not None and isinstance(obj, torch.Tensor) and _is_neg(obj)
 
 
 def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
@@ -394,10 +405,10 @@ def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):
         return obj
-    if writable and obj.is_inference() and not torch.is_inference_mode_enabled():
+    if writable and _is_inference(obj) and not torch.is_inference_mode_enabled():
         raise ArgumentError(f"{name} is an inference tensor (made under torch.inference_mode), which torch lets nobody update "
                             f"outside inference mode; call polygemm inside torch.inference_mode(), or omit {name} to get a new result")
-    if not obj.is_neg():
+    if not _is_neg(obj):
         return obj
     if writable:
         raise ArgumentError(f"{name} is a torch tensor with its negative bit set (a lazy negation, such as z.conj().imag): its "
@@ -422,7 +433,7 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
     tensor the full normalization must see (one that requires grad is refused there)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or obj.is_neg():
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj):
         return None
     return _torch_one(obj, obj.device.index, torch_stream(obj))
 
@@ -440,9 +451,9 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
         return None
     device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     for x in (a, b, c, out):
-        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device or x.is_neg()):
+        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x)):
             return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
-    if out is not None and out.is_inference() and not torch.is_inference_mode_enabled():
+    if out is not None and _is_inference(out) and not torch.is_inference_mode_enabled():
         return None  # refused there: torch allows no update of it here
     if device < 0:
         return None

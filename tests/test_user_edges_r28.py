@@ -153,3 +153,30 @@ def test_store_result_hands_back_a_c_ordered_result_or_writes_out():
     assert got.flags.c_contiguous and np.array_equal(got, f)
     out = np.empty((3, 4), np.float32)
     assert store_result(f, out) is out and np.array_equal(out, f)
+
+
+# -- explain describes copies without making them -----------------------------------------------------------------------
+def test_explain_describes_a_host_copy_without_making_it(monkeypatch):
+    """explain "runs nothing": a strided view's C-order copy had been made by every explain (64 MB for a[:, ::2] of a
+    4000 x 8000 float32, cached plan or not). It is described in plan.copies; no copy is made; gemm still makes it."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((40, 80)).astype(np.float32)[:, ::2]
+    b = rng.standard_normal((40, 9)).astype(np.float32)
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("explain made a copy")
+
+    with monkeypatch.context() as m:
+        m.setattr(np, "ascontiguousarray", no_copy)
+        first = polygemm.explain(a, b, device="cpu")
+        again = polygemm.explain(a, b, device="cpu")  # from the plan cache
+    assert any("a copied once into C order" in s for s in first.copies) and again.cached
+    got = polygemm.gemm(a, b, device="cpu")  # the cached plan's copy is made by the call that runs
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_explain_of_a_broadcast_too_large_to_copy_returns_its_plan():
+    """A 100000 x 100000 broadcast of one row (37 GB as a copy) had made explain raise MemoryError."""
+    a = np.broadcast_to(np.ones(100000, np.float32), (100000, 100000))
+    plan = polygemm.explain(a, np.ones((100000, 2), np.float32), device="cpu")
+    assert plan.backend == "cpu" and any(s.startswith("a copied") for s in plan.copies)
