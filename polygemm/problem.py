@@ -536,6 +536,12 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
             raise ShapeError(f"{name} could not be converted to an array: {str(exc).rstrip('.')}. Pass a matrix or a stack of matrices "
                              f"whose rows all have the same length") from exc
         except Exception as exc:
+            t = type(obj)
+            if t.__module__.partition(".")[0] == "jax" and "Tracer" in t.__name__:
+                # inside jax.jit, vmap or grad: an abstract value, no array; its dtype is fine (a DTypeError had said so)
+                raise ArgumentTypeError(f"{name} is a JAX tracer ({t.__name__}): polygemm runs on concrete arrays, not inside "
+                                        f"jax.jit, vmap or grad; call it outside the transformation (or through "
+                                        f"jax.pure_callback)") from exc
             raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
         if arr.dtype == object and not isinstance(obj, np.ndarray):
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix "
@@ -735,6 +741,10 @@ def _host_0d(name: str, value: Any) -> Any:
         return value
     try:
         value = torch_resolved(name, value)  # DLPack drops torch's negative bit (z.conj().imag): its value, not its negative
+        if getattr(value, "requires_grad", False) and callable(getattr(value, "detach", None)):
+            # its value, as float(alpha) reads it (polygemm takes no gradient through alpha); torch's DLPack export refuses
+            # a tensor that requires grad, and the refusal had blamed memory "polygemm does not read ... the device"
+            value = value.detach()
         if value.__dlpack_device__()[0] not in (1, 3):  # kDLCPU, kDLCUDAHost: device data is not exported at all
             return value
         kind, data, _ = dlpack_interface(name, value)
@@ -820,6 +830,10 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
         if tail not in SUPPORTED_DTYPES:
             raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
         return dtype_named(tail)
+    if dt.kind in "OSUMm" or (dt.kind == "V" and dt.type.__module__.partition(".")[0] != "ml_dtypes"):  # ml_dtypes' are V too
+        # a list, a structured or a text dtype had been taken as "void" and the result told to cast to it
+        raise DTypeError(f"{name}={short_repr(value)} is no numeric dtype (NumPy reads it as {dt.name}); pass float32 (or "
+                         f"float16, bfloat16, float64)")
     if not dt.isnative:
         raise DTypeError(f"{name}={value!r} is {dt.name} in non-native byte order; results are written in this machine's "
                          f"byte order: pass {dt.name!r}")

@@ -180,3 +180,63 @@ def test_explain_of_a_broadcast_too_large_to_copy_returns_its_plan():
     a = np.broadcast_to(np.ones(100000, np.float32), (100000, 100000))
     plan = polygemm.explain(a, np.ones((100000, 2), np.float32), device="cpu")
     assert plan.backend == "cpu" and any(s.startswith("a copied") for s in plan.copies)
+
+
+# -- polygemm.testing on what gemm takes --------------------------------------------------------------------------------
+def test_the_checks_take_torch_bfloat16_as_gemm_does():
+    torch = _torch()
+    from polygemm.testing import check_result, error_bound
+
+    a, b = torch.randn(3, 4).bfloat16(), torch.randn(4, 5).bfloat16()
+    r = polygemm.gemm(a, b)
+    assert r.dtype == torch.bfloat16
+    res = check_result(r, a, b)
+    assert res.ok, res.message
+    assert error_bound(a, b).shape == (3, 5)
+    assert not check_result(r + 1, a, b).ok  # a wrong result still fails
+
+
+def test_a_bound_over_an_overflowing_abs_product_takes_the_exact_answer():
+    from polygemm.testing import check_result
+
+    a, b = np.array([[1e308, 1.0, -1e308]]), np.ones((3, 1))
+    assert check_result(np.array([[1.0]]), a, b).ok  # |A| @ |B| overflows: the bound with it
+    assert not check_result(np.array([[np.nan]]), a, b).ok
+
+
+def test_the_checks_refuse_what_gemm_refuses():
+    from polygemm.errors import ArgumentError
+    from polygemm.testing import check_result, error_bound
+
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(ArgumentError, match=r"beta=2\.0 needs c"):
+        check_result(polygemm.gemm(a, a.T), a, a.T, None, 1.0, 2.0)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ArgumentError, match="constant must be a finite real number >= 0"):
+            error_bound(a, a.T, constant=bad)
+
+
+def test_a_0d_torch_alpha_that_requires_grad_is_read_as_float_reads_it():
+    torch = _torch()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    got = polygemm.gemm(a, b, alpha=torch.tensor(2.0, requires_grad=True))
+    torch.testing.assert_close(got, 2.0 * (a @ b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("od", [[], np.dtype([("x", "f4")]), "U3", object])
+def test_a_non_numeric_out_dtype_is_refused_as_such(od):
+    from polygemm.errors import DTypeError
+
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(DTypeError, match=r"out_dtype=.* is no numeric dtype.*pass float32") as ei:
+        polygemm.gemm(a, a, out_dtype=od)
+    assert "astype" not in str(ei.value)
+
+
+def test_a_jax_tracer_is_refused_as_no_concrete_array():
+    jax = pytest.importorskip("jax")
+    from polygemm.errors import ArgumentTypeError
+
+    x = jax.numpy.ones((3, 3), jax.numpy.float32)
+    with pytest.raises(ArgumentTypeError, match="JAX tracer"):
+        jax.jit(lambda p, q: polygemm.gemm(p, q))(x, x)

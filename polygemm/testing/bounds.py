@@ -18,7 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+import math
+import sys
+
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, native_dtype, parse_dtype
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
@@ -52,6 +55,36 @@ def _float_dtype(name: str, value: object) -> np.dtype:
     return dt
 
 
+def host_array(name: str, x: object) -> np.ndarray:
+    """``x`` as a NumPy array of its values, whatever array a gemm took or returned: NumPy's, torch's (CPU or CUDA,
+    bfloat16 too, gradient and lazy negation aside), CuPy's, or another DLPack array's. ``np.asarray`` had refused
+    a torch bfloat16 tensor ("unsupported ScalarType BFloat16"), though gemm takes and returns them."""
+    if isinstance(x, np.ndarray):
+        return x
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach()
+        if getattr(t, "is_neg", None) is not None and t.is_neg():
+            t = t.resolve_neg()
+        t = t.cpu()
+        if t.dtype != torch.bfloat16:
+            return t.numpy()
+        x = t  # bfloat16: through DLPack below, as gemm reads it (ml_dtypes.bfloat16)
+    get = getattr(x, "get", None)
+    if callable(get) and type(x).__module__.partition(".")[0] == "cupy":
+        return np.asarray(get())
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        from ..interop import dlpack_interface
+
+        try:
+            kind, data, _ = dlpack_interface(name, x)
+        except Exception:  # noqa: BLE001 - NumPy's own reading below says what is wrong
+            kind = ""
+        if kind == "host":
+            return np.asarray(data)
+    return np.asarray(x)
+
+
 def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float, float]:
     """The arguments of :func:`error_bound` / :func:`reference_for` checked as ``gemm`` checks them,
     each refusal naming the argument (a plugin author's slip, e.g. ``b.T`` for ``b``, a 1-D ``a``,
@@ -62,7 +95,7 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
         if x is None and name == "c":
             arrays.append(None)
             continue
-        arr = np.asarray(x)
+        arr = host_array(name, x)
         check_ndim(name, arr.shape)
         # not problem's dtype check: any of these dtypes is taken for c too (gemm wants c in the result's dtype)
         if arr.dtype.name not in SUPPORTED_DTYPES:
@@ -84,7 +117,10 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     full = lead + (a64.shape[-2], b64.shape[-1])
     if c64 is not None:
         check_c_shape(c64.shape, full, a64.shape, b64.shape)
-    return a64, b64, c64, _scalar("alpha", alpha), _scalar("beta", beta)
+    alpha_f, beta_f = _scalar("alpha", alpha), _scalar("beta", beta)
+    if beta_f != 0.0 and c64 is None:  # as gemm refuses it: a check of a product gemm does not compute proves nothing
+        raise ArgumentError(f"beta={beta_f!r} needs c: pass c (shape {full}) or beta=0, as polygemm.gemm takes them")
+    return a64, b64, c64, alpha_f, beta_f
 
 
 def error_bound(
@@ -106,6 +142,10 @@ def error_bound(
     the bound. That term had been left out without ``ref``: a float16 or bfloat16 result rounded
     correctly was 26 (float16) to 1800 (bfloat16) times ``error_bound(a, b)`` off the reference."""
     a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
+    if not (isinstance(constant, (int, float, np.integer, np.floating)) and not isinstance(constant, bool)
+            and math.isfinite(constant) and constant >= 0):
+        raise ArgumentError(f"constant must be a finite real number >= 0 (the bound's safety factor, {BOUND_CONSTANT} by default); "
+                            f"got {constant!r}")
     if ref is None:
         from ..backends.cpu_ref import reference
 
@@ -119,7 +159,9 @@ def error_bound(
     # all="ignore": products that underflow or overflow are the cases the bound is written for (tiny_out,
     # infinities), never an error, whatever np.seterr says (under seterr(all="raise") they raised)
     with np.errstate(all="ignore"):
-        tol = constant * max(k, 1) * u_acc * abs(alpha) * np.nan_to_num(a64 @ b64, nan=0.0, posinf=0.0)
+        # where |A| @ |B| overflows float64, so does the bound: any finite result is within it (it had been taken as
+        # 0, and the exact answer of a product that cancels, [1e308, 1, -1e308] @ ones, was failed)
+        tol = constant * max(k, 1) * u_acc * abs(alpha) * np.nan_to_num(a64 @ b64, nan=0.0, posinf=np.inf)
         if beta != 0.0 and c is not None:
             tol += constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
         if ref is not None:
@@ -153,7 +195,7 @@ class Reference:
         """Check ``result`` elementwise against the reference under the bound. A result of another
         shape, or an array of another dtype than the reference's ``out_dtype``, fails saying so."""
         given = getattr(result, "dtype", None)
-        result = np.asarray(result)
+        result = host_array("result", result)
         if result.shape != self.ref64.shape:
             return CheckResult(False, -1, float("inf"), f"result has shape {result.shape}, expected {self.ref64.shape}")
         # an array of another dtype fails by its dtype: a float16 result for float32 inputs had failed with
