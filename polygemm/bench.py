@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shlex
+import stat
 import statistics
 import sys
 import tempfile
@@ -211,14 +212,31 @@ _UMASK = _read_umask()
 def write_file(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
     """Write ``path`` whole or not at all: ``write(fh)`` fills a temporary file beside it, which
     then replaces ``path`` (a failure or Ctrl-C while writing leaves the previous file as it
-    was and no temporary behind)."""
+    was and no temporary behind). A target that exists and is no regular file (``/dev/null``, ``/dev/stdout``'s pipe,
+    a FIFO) is written into: replacing it had turned ``/dev/null`` into a regular file for the whole machine, and
+    ``/dev/stdout`` into a traceback at the end of the run. An OSError is an ArgumentError naming ``path``."""
+    try:
+        st = os.stat(path)  # through links, as open() goes
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        try:
+            with open(path, "wb" if binary else "w") as fh:
+                write(fh)
+        except OSError as exc:
+            raise ArgumentError(f"could not write {path}: {exc.strerror or exc}") from None
+        return
+    shown = path
     path = os.path.realpath(path)  # through a symlink to the file it names (the link stays a link)
     folder = os.path.dirname(path)
     try:
         mode = os.stat(path).st_mode & 0o777
     except OSError:
         mode = 0o666 & ~_UMASK
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
+    except OSError as exc:  # a folder gone since the check before the run (or a link to none): said, not a traceback
+        raise ArgumentError(f"could not write {shown}: {exc.strerror or exc} ({folder})") from None
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
             write(fh)

@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import stat
 import sys
 import textwrap
 from typing import Any, Sequence
@@ -488,7 +489,17 @@ def unwritable(args: argparse.Namespace) -> str | None:
         if same is not None:  # the later file would silently replace the earlier one
             return f"--{option} {path}: --{same} writes that file too; give each output its own file"
         taken[os.path.realpath(path)] = option
-        folder = os.path.dirname(os.path.abspath(path))
+        try:
+            special = not os.path.isdir(path) and not stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            special = False
+        if special:  # /dev/null, /dev/stdout, a FIFO: written into, not replaced (bench.write_file)
+            if not os.access(path, os.W_OK):
+                return f"--{option} {path}: not writable"
+            continue
+        # the folder the file will be made in: a link's target's (a dangling link into a missing folder had been a
+        # traceback at the end of the run)
+        folder = os.path.dirname(os.path.realpath(path))
         if not os.path.isdir(folder):
             there = folder  # the nearest part of the path that exists: a file where a folder is meant, or none
             while not os.path.lexists(there) and os.path.dirname(there) != there:

@@ -240,3 +240,40 @@ def test_a_jax_tracer_is_refused_as_no_concrete_array():
     x = jax.numpy.ones((3, 3), jax.numpy.float32)
     with pytest.raises(ArgumentTypeError, match="JAX tracer"):
         jax.jit(lambda p, q: polygemm.gemm(p, q))(x, x)
+
+
+# -- output files that are no regular files ---------------------------------------------------------------------------
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="FIFOs are POSIX")
+def test_json_into_a_fifo_is_written_into_not_replaced(tmp_path):
+    """--json /dev/null (as root) had replaced the device with a regular file for the whole machine, and a FIFO
+    likewise (its reader waited forever): a target that is no regular file is written into."""
+    import os
+    import stat
+    import threading
+
+    from polygemm.cli import main
+
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["info", "--json", str(fifo)]) in (0, None)
+    reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert b'"backends"' in got[0]
+
+
+def test_json_through_a_dangling_link_is_refused_before_the_run(tmp_path, capsys):
+    import os
+
+    from polygemm.cli import main
+
+    link = tmp_path / "d.json"
+    os.symlink(tmp_path / "nodir" / "x.json", link)
+    try:
+        rc = main(["info", "--json", str(link)])
+    except SystemExit as exc:  # argparse's error(): exit 2
+        rc = exc.code
+    assert rc == 2
+    assert "nodir does not exist" in capsys.readouterr().err
