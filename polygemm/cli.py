@@ -255,6 +255,8 @@ def cmd_variants(args: argparse.Namespace) -> int:
         if err is None and vs is not None and any(not isinstance(v, Variant) for v in vs):
             bad = next(v for v in vs if not isinstance(v, Variant))
             err = f"variants() must return Variant objects; got {type(bad).__name__}"
+        if err is None and vs is not None:  # a plugin's table of the wrong kinds (tile=None had crashed this listing)
+            err = registry._malformed_variants(vs)
         tables.append((be.name, None if err else vs, err or ""))
     payload = {"backends": [{"name": name, "variants": None if vs is None else [_variant_record(v) for v in vs],
                              "error": err or None} for name, vs, err in tables]}

@@ -203,8 +203,9 @@ def _probing() -> frozenset[str]:
     return getattr(_tls, "chain", frozenset())
 
 
-class _NameNotSettable(Exception):
-    """A plugin's backend whose ``name`` the registry cannot set (its reason said "import failed")."""
+class _PluginDefect(Exception):
+    """A plugin entry's defect said as it is, not as "import failed": a backend whose ``name`` the registry cannot
+    set, an entry point value that names no module."""
 
 
 class _Entry:
@@ -244,6 +245,11 @@ class _Entry:
             if self._backend is None and self._error is None and not self._importing and self._loader is not None:
                 self._importing = True  # a plugin whose import asks for the backends sees None
                 try:
+                    if not _TARGET.fullmatch(self.target.strip()):
+                        # importlib's own failure on it reads "'NoneType' object has no attribute 'group'"
+                        raise _PluginDefect(f"entry point value {short_repr(self.target, 60)} is not 'module' or "
+                                               f"'module:attribute' (dotted names, no spaces); fix it in the plugin's "
+                                               f"entry_points")
                     obj = self._loader()
                     inst = obj() if isinstance(obj, type) else obj
                     if not isinstance(inst, Backend):
@@ -253,13 +259,13 @@ class _Entry:
                     try:
                         inst.name = self.name  # type: ignore[misc]
                     except Exception as exc:  # a read-only name (a property): not the import that failed
-                        raise _NameNotSettable(
+                        raise _PluginDefect(
                             f"name is read-only, polygemm sets it to the entry point's {self.name!r}: make it a plain "
                             f"class attribute ({_describe(exc)})") from None
                     self._backend = inst
                 except KeyboardInterrupt:
                     raise
-                except _NameNotSettable as exc:
+                except _PluginDefect as exc:
                     self._error = str(exc)
                 except BaseException as exc:  # a broken plugin (even sys.exit()) must not break polygemm
                     self._error = f"import failed: {_describe(exc)}"
@@ -274,7 +280,7 @@ class _Entry:
         with _lock:
             prior = _claims.get(id(inst))
             if prior is not None and prior[0] is inst and prior[1] != self.name:
-                raise _NameNotSettable(
+                raise _PluginDefect(
                     f"same Backend instance as entry point {prior[1]!r} (an instance has one name): point both entry points "
                     f"at the class\n{self.target} is the object entry point {prior[1]!r} loaded first; polygemm names a backend "
                     f"after its entry point, so one instance cannot be both. A class gives each entry point an instance of its own")
@@ -372,6 +378,8 @@ def _malformed_variants(items: list[Variant]) -> str | None:
     dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports 2, 3, a, f, l, o, t"),
     a name given twice made the second variant unreachable, a variant named by no string could
     not be selected at all."""
+    if not items:  # available, yet nothing could run on it ("it supports " and then nothing, in every refusal)
+        return "variants() returned no Variant; a backend lists at least one kernel it runs"
     seen: set[str] = set()
     for v in items:
         if not isinstance(v.name, str) or not v.name.strip():
@@ -381,6 +389,17 @@ def _malformed_variants(items: list[Variant]) -> str | None:
             if not _names_tuple(value):
                 return (f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be a tuple of "
                         f"dtype names, e.g. ('float32',)")
+        if not v.dtypes:
+            return f"variants(): variant {v.name!r} has dtypes=(); name the dtypes it computes, e.g. ('float32',)"
+        # the text fields are printed by `polygemm variants` (tile=None had crashed it for every backend)
+        for field_name in ("description", "layout", "tile", "requirements"):
+            value = getattr(v, field_name)
+            if not isinstance(value, str):
+                return f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be a string"
+        for field_name in ("auto", "vendor"):
+            value = getattr(v, field_name)
+            if isinstance(value, str) or value not in (True, False):
+                return f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be True or False"
         if v.name in seen:
             return f"variants(): variant {v.name!r} is listed twice; give each variant its own name"
         seen.add(v.name)
@@ -415,6 +434,11 @@ if hasattr(os, "register_at_fork"):  # POSIX
 def generation() -> int:
     """A number that changes whenever the discovered backends are forgotten (``refresh``)."""
     return _generation
+
+
+#: an entry point's value as importlib.metadata reads one: a dotted module, optionally ":" and a dotted attribute
+#: (and an extras list in brackets)
+_TARGET = re.compile(r"[\w.]+\s*(:\s*[\w.]+)?\s*(\[[^\]]*\])?")
 
 
 def _load_target(target: str) -> Any:

@@ -277,3 +277,58 @@ def test_json_through_a_dangling_link_is_refused_before_the_run(tmp_path, capsys
         rc = exc.code
     assert rc == 2
     assert "nodir does not exist" in capsys.readouterr().err
+
+
+# -- plugins: variant tables of the wrong kinds, entry point values that name no module ------------------------------
+_VARIANT_BASE = '''
+from polygemm.backend import Availability, Backend, Variant
+
+class B(Backend):
+    priority = 300
+    def probe(self):
+        return Availability(True)
+    def plan(self, problem, variant="auto"):
+        raise AssertionError("never planned")
+    def run(self, plan):
+        raise AssertionError("never run")
+'''
+
+
+@pytest.mark.parametrize("name, table, says", [
+    ("tilenone", '(Variant(name="v", dtypes=("float32",), description="d", tile=None),)', "tile=None; it must be a string"),
+    ("tileint", '(Variant(name="v", dtypes=("float32",), description="d", tile=128),)', "tile=128; it must be a string"),
+    ("descnone", '(Variant(name="v", dtypes=("float32",), description=None),)', "description=None; it must be a string"),
+    ("autostr", '(Variant(name="v", dtypes=("float32",), description="d", auto="no"),)', "auto='no'; it must be True or False"),
+    ("nodtypes", '(Variant(name="v", dtypes=(), description="d"),)', "dtypes=(); name the dtypes"),
+    ("emptytable", '()', "variants() returned no Variant"),
+])
+def test_a_variant_table_of_the_wrong_kinds_is_a_reason_not_a_crash(tmp_path, monkeypatch, fresh_registry, capsys,
+                                                                    name, table, says):
+    """`polygemm variants` had crashed for every backend on a plugin's tile=None (AttributeError in the table),
+    and an empty table had left the plugin "available" with "it supports " and nothing after it."""
+    import json
+
+    from plugin_sources import install_fake_plugins
+    from polygemm.cli import main
+
+    source = _VARIANT_BASE + f"    def variants(self):\n        return {table}\n"
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, (f"pg-{name}", f"pg_{name}_mod", source, {name: f"pg_{name}_mod:B"}))
+    info = {i.name: i for i in polygemm.backends()}[name]
+    assert not info.available and says in info.reason
+    assert main(["variants"]) in (0, None)
+    text = capsys.readouterr().out
+    assert f"{name}: " in text and says in text and "cpu:" in text  # the others still listed
+    assert main(["variants", "--json", "-"]) in (0, None)
+    rows = {b["name"]: b for b in json.loads(capsys.readouterr().out)["backends"]}
+    assert says in rows[name]["error"] and rows["cpu"]["variants"]
+
+
+def test_an_entry_point_value_that_names_no_module_says_so(tmp_path, monkeypatch, fresh_registry):
+    from plugin_sources import install_fake_plugins
+
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-badvalue", "pg_badvalue_mod", "x = 1\n",
+                                                               {"badvalue": "pg_badvalue_mod B"}))
+    info = {i.name: i for i in polygemm.backends()}["badvalue"]
+    assert not info.available
+    assert "entry point value 'pg_badvalue_mod B' is not 'module' or 'module:attribute'" in info.reason
+    assert "NoneType" not in info.reason
