@@ -256,7 +256,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
             bad = next(v for v in vs if not isinstance(v, Variant))
             err = f"variants() must return Variant objects; got {type(bad).__name__}"
         if err is None and vs is not None:  # a plugin's table of the wrong kinds (tile=None had crashed this listing)
-            err = registry._malformed_variants(vs)
+            err = registry._malformed_variants(vs) if vs else None
         tables.append((be.name, None if err else vs, err or ""))
     payload = {"backends": [{"name": name, "variants": None if vs is None else [_variant_record(v) for v in vs],
                              "error": err or None} for name, vs, err in tables]}

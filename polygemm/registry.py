@@ -359,6 +359,8 @@ class _Entry:
             return (False, f"probe failed: {_describe(exc)}", prio)
         if not isinstance(av, Availability):
             return (False, f"probe() must return an Availability; it returned {type(av).__name__} {short_repr(av, 40)}", prio)
+        if av.ok and not items:  # available, yet nothing could run on it ("it supports " and then nothing, in every refusal)
+            return (False, _EMPTY_TABLE, prio)
         if av.ok:
             return (True, "", prio)
         reason = av.reason if isinstance(av.reason, str) else short_repr(av.reason, 200)
@@ -372,14 +374,15 @@ def _names_tuple(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and all(isinstance(x, str) and x for x in value)
 
 
+_EMPTY_TABLE = "variants() returned no Variant; a backend lists at least one kernel it runs"
+
+
 def _malformed_variants(items: list[Variant]) -> str | None:
     """What is wrong with a variant table whose entries are Variants but whose fields are not of
     their kind, else None. Such a table had been taken as it was: ``dtypes="float32"`` read as the
     dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports 2, 3, a, f, l, o, t"),
     a name given twice made the second variant unreachable, a variant named by no string could
     not be selected at all."""
-    if not items:  # available, yet nothing could run on it ("it supports " and then nothing, in every refusal)
-        return "variants() returned no Variant; a backend lists at least one kernel it runs"
     seen: set[str] = set()
     for v in items:
         if not isinstance(v.name, str) or not v.name.strip():
