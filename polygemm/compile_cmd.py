@@ -55,6 +55,15 @@ def parse_arch(text: str) -> int:
     return int(m.group(1) + m.group(2))
 
 
+def _helper_min_sm(source: Path) -> int:
+    """The oldest compute capability a helper kernel builds for, from its ``// requires: sm_NN`` line (0: any). A probe
+    of mma.sync m16n8k16 had failed every ``polygemm compile --arch sm_75`` (a T4's), though no variant needed it."""
+    with open(source, encoding="utf-8") as fh:
+        head = fh.read(2048)
+    m = re.search(r"^// requires: sm_(\d+)", head, re.MULTILINE)
+    return int(m.group(1)) if m else 0
+
+
 def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
     """Every build for devices of compute capabilities ``archs`` (each once), limited to the
     variants or helper file stems in ``only`` when given."""
@@ -77,7 +86,7 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
                 job = Job(spec.source, target, tuple(sorted(macros.items())), spec.predicated, spec.name)
                 out.setdefault((job.source, job.target, job.macros), job)
         for extra in extras:
-            if only and extra.stem not in only:
+            if (only and extra.stem not in only) or sm < _helper_min_sm(extra):
                 continue
             job = Job(extra, f"sm_{sm}", (), True, extra.stem)
             out.setdefault((job.source, job.target, job.macros), job)

@@ -334,3 +334,15 @@ def test_an_entry_point_value_that_names_no_module_says_so(tmp_path, monkeypatch
     assert not info.available
     assert "entry point value 'pg_badvalue_mod B' is not 'module' or 'module:attribute'" in info.reason
     assert "NoneType" not in info.reason
+
+
+def test_the_catalog_for_an_older_gpu_leaves_out_the_helpers_it_cannot_build():
+    """`polygemm compile --arch sm_75` (a T4) had failed on mma_peak_probe, which needs sm_80, though every variant
+    built: the helpers say the oldest architecture they build for."""
+    from polygemm.compile_cmd import jobs
+
+    stems = {sm: {j.source.stem for j in jobs([sm])} for sm in (70, 75, 80, 90)}
+    assert "ldmatrix_probe" not in stems[70] and "mma_peak_probe" not in stems[70]
+    assert "ldmatrix_probe" in stems[75] and "mma_peak_probe" not in stems[75]
+    assert {"ldmatrix_probe", "mma_peak_probe"} <= stems[80] and {"ldmatrix_probe", "mma_peak_probe"} <= stems[90]
+    assert "copy_scale" in stems[70]  # the utility kernels build everywhere

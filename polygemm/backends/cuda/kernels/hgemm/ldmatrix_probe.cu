@@ -14,6 +14,7 @@
 // PTX-documented mapping (no .trans): register j of lane t = elements (t/4, 2*(t%4)) and
 // (t/4, 2*(t%4)+1) of matrix j, whose row q starts at the address given by lane 8*j + q;
 // with .trans the same positions of the transposed matrix: (2*(t%4), t/4) and (2*(t%4)+1, t/4).
+// requires: sm_75 (ldmatrix; `polygemm compile` builds it for sm_75 and newer only)
 
 #include <stdint.h>
 

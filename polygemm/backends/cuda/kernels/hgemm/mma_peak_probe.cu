@@ -10,6 +10,7 @@
 // With every fp16 input equal to x, each mma adds 16 * x * x to each accumulator, so every
 // output is kChains * 4 * iters * 16 * x * x (the GPU test checks that). One mma is
 // 2 * 16 * 8 * 16 = 4096 FLOP.
+// requires: sm_80 (mma.sync m16n8k16 in fp16; `polygemm compile` builds it for sm_80 and newer only)
 
 #include <stdint.h>
 
