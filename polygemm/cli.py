@@ -552,7 +552,9 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         return int(args.fn(args) or 0)
     except PolygemmError as exc:
-        print(f"polygemm: error: {exc}", file=sys.stderr)
+        # a device that came from $POLYGEMM_DEVICE: the way to choose another is --device here, not device=
+        text = str(exc).replace(f"{registry.ENV_DEVICE_WAY}, to choose another", "pass --device, to choose another")
+        print(f"polygemm: error: {text}", file=sys.stderr)
         return 2
 
 

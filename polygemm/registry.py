@@ -650,7 +650,11 @@ def _from_env(device: str | None) -> str:
     raw = os.environ.get("POLYGEMM_DEVICE", "").strip()
     if not raw or raw.lower() == "auto":
         return ""
-    return f" (the device comes from $POLYGEMM_DEVICE={raw!r}: unset it, or pass device=, to choose another)"
+    return f" (the device comes from $POLYGEMM_DEVICE={raw!r}: unset it, or {ENV_DEVICE_WAY}, to choose another)"
+
+
+#: how the note of :func:`_from_env` tells a caller to name a device: the API's keyword (the CLI says --device)
+ENV_DEVICE_WAY = "pass device="
 
 
 def check_known(device: str) -> None:

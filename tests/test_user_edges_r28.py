@@ -346,3 +346,26 @@ def test_the_catalog_for_an_older_gpu_leaves_out_the_helpers_it_cannot_build():
     assert "ldmatrix_probe" in stems[75] and "mma_peak_probe" not in stems[75]
     assert {"ldmatrix_probe", "mma_peak_probe"} <= stems[80] and {"ldmatrix_probe", "mma_peak_probe"} <= stems[90]
     assert "copy_scale" in stems[70]  # the utility kernels build everywhere
+
+
+def test_a_device_from_the_environment_is_told_to_a_cli_user_as_device_option(monkeypatch, capsys):
+    from polygemm.cli import main
+
+    monkeypatch.setenv("POLYGEMM_DEVICE", "gpu")
+    assert main(["gemm", "--shape", "4x4x4"]) == 2
+    err = capsys.readouterr().err
+    assert "$POLYGEMM_DEVICE='gpu'" in err and "pass --device" in err and "device=," not in err
+
+
+def test_the_kernel_cache_expands_a_tilde_and_names_the_file_in_the_way(tmp_path, monkeypatch):
+    from polygemm.backends.cuda.compiler import cache_dir
+    from polygemm.errors import BackendUnavailableError
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("POLYGEMM_CACHE_DIR", "~/kc")  # as a .env file or a Dockerfile's ENV writes it
+    assert cache_dir() == tmp_path / "kc" / "cubin" and not (tmp_path / "~").exists()
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("POLYGEMM_CACHE_DIR", str(tmp_path / "afile" / "sub"))
+    with pytest.raises(BackendUnavailableError, match=rf"{tmp_path / 'afile'} is a file"):
+        cache_dir()

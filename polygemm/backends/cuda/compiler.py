@@ -268,14 +268,20 @@ def cache_dir() -> Path:
     """``$POLYGEMM_CACHE_DIR`` or ``$XDG_CACHE_HOME/polygemm`` (``~/.cache/polygemm``), ``cubin/`` below,
     created owner-only (0700). Raises BackendUnavailableError when it is not a directory or
     another user owns it."""
-    base = os.environ.get("POLYGEMM_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "polygemm")
+    # "~/cache" as a .env file or a Dockerfile's ENV writes it (no shell expands it there): the home folder's, not a
+    # folder named "~" in the current one
+    base = os.path.expanduser(os.environ.get("POLYGEMM_CACHE_DIR") or "") or \
+        os.path.join(os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "~/.cache"), "polygemm")
     path = Path(base) / "cubin"
     fix = "point POLYGEMM_CACHE_DIR at a directory of your own"
     try:
         Path(base).mkdir(parents=True, exist_ok=True, mode=0o700)
         path.mkdir(exist_ok=True, mode=0o700)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise BackendUnavailableError(f"kernel cache {path} cannot be a directory: {exc.filename or base} is a file; {fix}") from exc
+        there = path  # the file in the way: the nearest part of the path that exists (not the missing folder below it)
+        while not there.exists() and there.parent != there:
+            there = there.parent
+        raise BackendUnavailableError(f"kernel cache {path} cannot be a directory: {there} is a file; {fix}") from exc
     except OSError as exc:
         raise BackendUnavailableError(f"kernel cache {path} cannot be created ({exc}); {fix}") from exc
     _own_dir(path, "kernel cache", fix)
@@ -288,7 +294,7 @@ def kernel_dir() -> Path | None:
     d = os.environ.get("POLYGEMM_KERNEL_DIR")
     if not d:
         return None
-    path = Path(d)
+    path = Path(os.path.expanduser(d))
     if not path.is_dir():
         raise BackendUnavailableError(f"POLYGEMM_KERNEL_DIR={d} is not a directory: point it at the --out folder of polygemm compile, or unset it")
     return path
