@@ -75,6 +75,10 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
         known = set(specs) | {p.stem for p in extras}
         unknown = [n for n in only if n not in known]
         if unknown:
+            archs_given = [n for n in unknown if re.fullmatch(r"(sm_|compute_)?\d{2,3}a?", n)]
+            if archs_given:  # `--only cm_v01_naive sm_90`, --arch forgotten: it had listed the whole catalog
+                raise ArgumentError(f"--only {' '.join(archs_given)}: {'that is an architecture' if len(archs_given) == 1 else 'those are architectures'}; "
+                                    f"pass it with --arch (--arch {' '.join(archs_given)})")
             raise ArgumentError(f"--only {' '.join(unknown)}: no such variant or helper; choose from {', '.join(list(specs) + [p.stem for p in extras])}")
     out: dict[tuple, Job] = {}
     for sm in archs:

@@ -369,3 +369,15 @@ def test_the_kernel_cache_expands_a_tilde_and_names_the_file_in_the_way(tmp_path
     monkeypatch.setenv("POLYGEMM_CACHE_DIR", str(tmp_path / "afile" / "sub"))
     with pytest.raises(BackendUnavailableError, match=rf"{tmp_path / 'afile'} is a file"):
         cache_dir()
+
+
+def test_compile_names_an_architecture_given_to_only_as_one(capsys):
+    from polygemm.cli import main
+
+    try:
+        rc = main(["compile", "--only", "cm_v01_naive", "sm_90"])
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and "--only sm_90: that is an architecture; pass it with --arch (--arch sm_90)" in err
+    assert "choose from" not in err
