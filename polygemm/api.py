@@ -27,7 +27,7 @@ import numpy.typing as npt
 from . import registry
 from .backend import Backend, Plan, fits_float32
 from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError, ShapeError, did_you_mean
-from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_views, torch_written
+from .interop import allocator, cupy_views, dlpack_interface, host_wrapper, made_whole, result_like, torch_unwritable, torch_views, torch_written
 from .problem import (Call, GemmProblem, NotWhole, OutBatchUnwalkable, _check_dtype, _host_layout, _np_name, _scalar, common_stream, device_interface, planning_only,
                       host_convert, normalize, operand_view, short_repr)
 
@@ -329,6 +329,8 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     if views is None:
         views = torch_views(a, b, c, out)
     if views is None:
+        if torch_unwritable(out):  # an inference tensor outside inference mode: refused by the full normalization
+            return None
         views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
         if None in views:
             return None

@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import ArgumentError, DTypeError
 
-__all__ = ["kind_of", "torch_negated", "torch_resolved", "torch_written", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "torch_views", "cupy_view", "cupy_views", "device_index",
+__all__ = ["kind_of", "torch_negated", "torch_resolved", "torch_unwritable", "torch_written", "common_kind", "dlpack_interface", "allocator", "host_wrapper", "result_like", "torch_stream", "torch_view", "torch_views", "cupy_view", "cupy_views", "device_index",
            "torch_dlpack_only", "device_pointer", "raw_view", "made_whole"]
 
 _KDL_CPU, _KDL_CUDA, _KDL_CUDA_HOST, _KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -397,6 +397,12 @@ def torch_negated(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor) and _is_neg(obj)
 
 
+def torch_unwritable(out: Any) -> bool:
+    """Whether ``out`` is a torch inference tensor and inference mode is off: torch allows no update of it then."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(out, torch.Tensor) and _is_inference(out) and not torch.is_inference_mode_enabled()
+
+
 def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
     """``obj``; for a torch tensor with its negative bit set (a lazy negation, such as ``z.conj().imag``) the
     tensor it stands for, materialized by torch (``resolve_neg``). DLPack and the array interfaces export the memory
@@ -405,7 +411,7 @@ def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):
         return obj
-    if writable and _is_inference(obj) and not torch.is_inference_mode_enabled():
+    if writable and torch_unwritable(obj):
         raise ArgumentError(f"{name} is an inference tensor (made under torch.inference_mode), which torch lets nobody update "
                             f"outside inference mode; call polygemm inside torch.inference_mode(), or omit {name} to get a new result")
     if not _is_neg(obj):
@@ -453,7 +459,7 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     for x in (a, b, c, out):
         if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x)):
             return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
-    if out is not None and _is_inference(out) and not torch.is_inference_mode_enabled():
+    if out is not None and torch_unwritable(out):
         return None  # refused there: torch allows no update of it here
     if device < 0:
         return None
