@@ -863,6 +863,20 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         )
 
 
+def _self_overlapping(op: Operand) -> bool:
+    """Whether two elements of ``op`` (all its matrices) may share memory: its dimensions of more than one element,
+    sorted by stride, must each step past everything the smaller ones reach (the usual sufficient test; an out that
+    fails it is refused, one that passes it has each element to itself)."""
+    dims = [(op.rows, op.ld if op.layout == "row" else 1), (op.cols, 1 if op.layout == "row" else op.ld)]
+    dims += [(int(n), int(st)) for n, st in op.batch_dims if st != 0]  # one matrix for several: refused as such below
+    reach = 0
+    for n, st in sorted(((n, abs(st)) for n, st in dims if n > 1), key=lambda d: d[1]):
+        if st <= reach:
+            return True
+        reach += st * (n - 1)
+    return False
+
+
 def _made_real(op: Operand, batch: tuple[int, ...]) -> Operand:
     """A host operand broadcast to ``batch`` in a copy (one stride walks it)."""
     arr = host_convert(op.array, batch)
@@ -939,6 +953,13 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             raise ShapeError(f"out must have the result's shape {full}; got {tuple(x for x, _ in O.batch_dims) + O.shape}")
         if wanted is not None and O.dtype != wanted:
             raise DTypeError(f"out is {O.dtype.name} but out_dtype={wanted.name}; pass one of them, or both the same")
+        if _self_overlapping(O):
+            # an as_strided out whose matrices (or rows) share elements: each write raced the others and the result
+            # was whatever came last (608 of 960 elements wrong on the GPU); torch refuses such an out as well
+            raise ArgumentError(f"out's elements overlap in memory (shape {full}, element strides "
+                                f"{tuple(st for _, st in O.batch_dims) + ((O.ld, 1) if O.layout == 'row' else (1, O.ld))}): "
+                                f"each element of the result needs its own place; pass a C-ordered array, e.g. "
+                                f"np.empty({full}, {_np_name(O.dtype)}), or omit out to get a new result")
     result = O.dtype if O is not None else (wanted if wanted is not None else A.dtype)
     check_result_dtype(A.dtype, result, "out" if O is not None else "out_dtype")
     C = None

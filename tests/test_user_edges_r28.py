@@ -403,3 +403,23 @@ def test_compile_names_an_architecture_given_to_only_as_one(capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "--only sm_90: that is an architecture; pass it with --arch (--arch sm_90)" in err
     assert "choose from" not in err
+
+
+def test_an_out_whose_matrices_overlap_is_refused_and_left_untouched():
+    """An as_strided out whose batch matrices share rows had been written, each matrix racing the others (608 of 960
+    elements wrong on the GPU, inconsistent on the CPU); two matrices interleaved without sharing are fine."""
+    from numpy.lib.stride_tricks import as_strided
+
+    from polygemm.errors import ArgumentError
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((3, 20, 12)).astype(np.float32), rng.standard_normal((12, 16)).astype(np.float32)
+    buf = np.full(20 * 16 + 2 * 16, 7.0, np.float32)
+    out = as_strided(buf, (3, 20, 16), (16 * 4, 16 * 4, 4))
+    with pytest.raises(ArgumentError, match="out's elements overlap in memory"):
+        polygemm.gemm(a, b, out=out, device="cpu")
+    assert (buf == 7.0).all()
+    side_by_side = np.zeros((20, 32), np.float32)
+    two = as_strided(side_by_side, (2, 20, 16), (16 * 4, 32 * 4, 4))  # matrix 1 in columns 16..31: no element shared
+    assert polygemm.gemm(a[:2], b, out=two, device="cpu") is two
+    np.testing.assert_allclose(side_by_side[:, 16:], a[1] @ b, rtol=1e-5, atol=1e-5)
