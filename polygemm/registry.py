@@ -763,6 +763,19 @@ def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
     return entries[found].info(), index, env
 
 
+def _takes_variant(be: Backend, variant: str) -> bool:
+    """Whether ``be.get_variant`` takes a name its table does not list: a spelling the backend parses itself (cuda's
+    ``"rung:split_k=8"``). device='auto' had said "cuda: has no variant 'hgemm_v3_wgmma_pingpong:split_k=8'" to a
+    call that device='cuda' ran."""
+    try:
+        be.get_variant(variant)
+    except BaseException as exc:  # noqa: BLE001 - refused, or a broken plugin: it does not take it
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return False
+    return True
+
+
 def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
     """Why ``device="auto"`` passes ``be`` over for ``problem`` (None: it takes it)."""
     try:
@@ -775,7 +788,7 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
         if why is not None:
             return one_line(why) or "supports() gave an empty reason"
         names = [v.name for v in be.variants()]
-        if variant != "auto" and variant not in names:
+        if variant != "auto" and variant not in names and not _takes_variant(be, variant):
             return f"has no variant {short_repr(variant)}{variant_hint(variant, names)}"
         if variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in be.variants()):
             return f"no auto-selectable variant for {problem.dtype.name}"

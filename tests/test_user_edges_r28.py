@@ -423,3 +423,22 @@ def test_an_out_whose_matrices_overlap_is_refused_and_left_untouched():
     two = as_strided(side_by_side, (2, 20, 16), (16 * 4, 32 * 4, 4))  # matrix 1 in columns 16..31: no element shared
     assert polygemm.gemm(a[:2], b, out=two, device="cpu") is two
     np.testing.assert_allclose(side_by_side[:, 16:], a[1] @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_takes_a_variant_spelling_the_backend_parses_itself(monkeypatch):
+    """device='auto' checked variant names against the static tables only: cuda's "rung:split_k=8", which
+    device='cuda' runs, was refused as "cuda: has no variant ..." (a GPU user's probe). A backend whose get_variant
+    takes the name is now asked."""
+    be = polygemm.get_backend("cpu")
+    plain = type(be).get_variant
+
+    def get_variant(self_or_name, name=None):  # "blas:fast" spelled as the cuda backend spells its splits
+        name = self_or_name if name is None else name
+        return plain(be, name.partition(":")[0] if name.startswith("blas:") else name)
+
+    monkeypatch.setattr(be, "get_variant", get_variant)
+    a = np.ones((3, 4), np.float32)
+    got = polygemm.gemm(a, a.T, variant="blas:fast")
+    np.testing.assert_array_equal(got, a @ a.T)
+    with pytest.raises(PolygemmError, match="has no variant 'nope:fast'"):
+        polygemm.gemm(a, a.T, variant="nope:fast")
