@@ -442,3 +442,26 @@ def test_auto_takes_a_variant_spelling_the_backend_parses_itself(monkeypatch):
     np.testing.assert_array_equal(got, a @ a.T)
     with pytest.raises(PolygemmError, match="has no variant 'nope:fast'"):
         polygemm.gemm(a, a.T, variant="nope:fast")
+
+
+def test_a_failed_split_launch_reports_the_launchs_error_not_the_release():
+    """A split-K launch refused in a CUDA graph capture had been reported as "cuMemFreeAsync failed: ... invalidated"
+    (the scratch's release, in a finally, replaced the launch's own error). The workspace is still given back."""
+    from polygemm.backends.cuda.launch import PreparedLaunch, SplitLaunch
+    from polygemm.errors import DeviceError
+
+    released = []
+
+    def go(buf, stream):
+        raise DeviceError("launching k cooperatively failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+
+    class Runtime:
+        def release(self, ptr, stream):
+            released.append(ptr)
+            raise DeviceError("cuMemFreeAsync failed: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+
+    launch = PreparedLaunch.__new__(PreparedLaunch)
+    launch._go, launch.rt = go, Runtime()
+    with pytest.raises(DeviceError, match="launching k cooperatively failed"):
+        launch._launch_split(SplitLaunch(b"", 1234, 7, True), 7)
+    assert released == [1234]

@@ -329,7 +329,12 @@ class Kernel:
             return cfg
 
         def fail(rc: int) -> None:
-            raise DeviceError(f"launching {entry} {where} failed: {drv.error_text(rc)}")
+            hint = ""
+            if cooperative and 900 <= rc <= 908:  # CUDA_ERROR_STREAM_CAPTURE_*: the stream is being captured
+                hint = ("; this kernel's threadblocks wait on one another (a split-K or stream-K launch, made "
+                        "cooperative), and such a launch was refused in a CUDA graph capture: capture a call of "
+                        "another variant (one without split_k or streamk), or make this call outside the capture")
+            raise DeviceError(f"launching {entry} {where} failed: {drv.error_text(rc)}{hint}")
 
         def packed(buf: bytes) -> _LaunchSlot:  # this thread's slot, holding the parameters
             n = len(buf)

@@ -45,6 +45,15 @@ class SplitGeometry:
     resident: int  # 1: the whole grid is resident at once, every threadblock reduces
 
 
+def _quiet_release(rt: Any, ptr: int, stream: int) -> None:
+    """Give back scratch after a failed launch, raising nothing: the launch's error is the one to report (a stream
+    capture the launch invalidated made the release fail too, and its error had replaced the launch's)."""
+    try:
+        rt.release(ptr, stream)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 @dataclass
 class SplitLaunch:
     """A prepared split-K launch: the rung's packed parameters (partial sums into the
@@ -317,9 +326,12 @@ class PreparedLaunch:
         assert self._go is not None and stream == prepared.stream
         try:
             self._go(prepared.main, stream)
-        finally:
+        except BaseException:
             if prepared.owned:
-                self.rt.release(prepared.workspace, stream)  # stream-ordered: after the launch
+                _quiet_release(self.rt, prepared.workspace, stream)
+            raise
+        if prepared.owned:
+            self.rt.release(prepared.workspace, stream)  # stream-ordered: after the launch
 
     def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
         lp = self.lp
@@ -485,9 +497,12 @@ class PaddedLaunch(ComposedLaunch):
             if self.pads[2] is not None:
                 width, lines, pitch = _pitched(self.users[2])
                 rt.repitch(users[2], pitch, ptrs[2], self.pads[2].ld, width, lines, self.pads[2].itemsize, stream)
-        finally:
+        except BaseException:
             for ptr in taken:
-                self.inner.rt.release(ptr, stream)
+                _quiet_release(rt, ptr, stream)
+            raise
+        for ptr in taken:
+            rt.release(ptr, stream)
 
     def discard(self, prepared: Any) -> None:
         inner, _, _, _, taken, stream = prepared
