@@ -43,6 +43,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
 CUresult cuStreamSynchronize(CUstream hStream);
+CUresult cuStreamIsCapturing(CUstream hStream, int *captureStatus);
 CUresult cuDeviceGetCount(int *count);
 CUresult cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr);
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
@@ -126,6 +127,14 @@ class Driver:
         n = self.ffi.string(name[0]).decode() if name[0] != self.ffi.NULL else f"CUresult {code}"
         t = self.ffi.string(text[0]).decode() if text[0] != self.ffi.NULL else "unknown error"
         return f"{n}: {t}"
+
+    def capturing(self, stream: int) -> bool:
+        """Whether ``stream`` is being captured into a CUDA graph (False where the driver cannot say)."""
+        status = self.ffi.new("int *")
+        try:
+            return self.lib.cuStreamIsCapturing(self.stream(stream), status) == 0 and status[0] != 0
+        except Exception:  # noqa: BLE001 - a question asked only to word an error
+            return False
 
     def check(self, code: int, what: str) -> None:
         if code != 0:
@@ -328,12 +337,14 @@ class Kernel:
             configs[stream] = cfg
             return cfg
 
-        def fail(rc: int) -> None:
+        def fail(rc: int, stream: int = 0) -> None:
             hint = ""
-            if cooperative and 900 <= rc <= 908:  # CUDA_ERROR_STREAM_CAPTURE_*: the stream is being captured
+            if cooperative and (900 <= rc <= 908 or drv.capturing(stream)):  # CUDA_ERROR_STREAM_CAPTURE_*, or
+                # CUDA_ERROR_INVALID_VALUE, which a cooperative launch into a capturing stream gets (H100, driver 13)
                 hint = ("; this kernel's threadblocks wait on one another (a split-K or stream-K launch, made "
-                        "cooperative), and such a launch was refused in a CUDA graph capture: capture a call of "
-                        "another variant (one without split_k or streamk), or make this call outside the capture")
+                        "cooperative), and the driver refuses such a launch while the stream is captured into a "
+                        "CUDA graph: capture a call of another variant (one without split_k or streamk), or make "
+                        "this call outside the capture")
             raise DeviceError(f"launching {entry} {where} failed: {drv.error_text(rc)}{hint}")
 
         def packed(buf: bytes) -> _LaunchSlot:  # this thread's slot, holding the parameters
@@ -359,7 +370,7 @@ class Kernel:
             cfg = configs.get(stream)
             rc = cu_launch_ex(cfg if cfg is not None else config(stream), fn, null, slot.extra)
             if rc != 0:
-                fail(rc)
+                fail(rc, stream)
 
         go.keep = attr  # type: ignore[attr-defined]  # cffi memory the configs point to lives with the launcher
         go.cooperative = cooperative  # type: ignore[attr-defined]
