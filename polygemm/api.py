@@ -325,12 +325,12 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             hash(out_dtype)
         except TypeError:
             return None
+    if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the full
+        return None                                  # normalization, whatever plan the cache holds for its shapes
     views: Any = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
     if views is None:
         views = torch_views(a, b, c, out)
     if views is None:
-        if torch_unwritable(out):  # an inference tensor outside inference mode: refused by the full normalization
-            return None
         views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
         if None in views:
             return None

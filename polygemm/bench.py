@@ -23,7 +23,6 @@ import json
 import math
 import os
 import shlex
-import stat
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
-from .cli import did_you_mean, non_negative_int, parse_shape, positive_int, split_names
+from .cli import did_you_mean, non_negative_int, parse_shape, positive_int, special_file, split_names
 from .errors import ArgumentError, BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
 __all__ = ["PRESETS", "BenchRecord", "run_bench", "run_call_bench", "CallTimed", "add_parser", "to_markdown", "load_records",
@@ -215,11 +214,7 @@ def write_file(path: str, write: Callable[[Any], None], binary: bool = False) ->
     was and no temporary behind). A target that exists and is no regular file (``/dev/null``, ``/dev/stdout``'s pipe,
     a FIFO) is written into: replacing it had turned ``/dev/null`` into a regular file for the whole machine, and
     ``/dev/stdout`` into a traceback at the end of the run. An OSError is an ArgumentError naming ``path``."""
-    try:
-        st = os.stat(path)  # through links, as open() goes
-    except OSError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+    if special_file(path):
         try:
             with open(path, "wb" if binary else "w") as fh:
                 write(fh)

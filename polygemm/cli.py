@@ -252,11 +252,8 @@ def cmd_variants(args: argparse.Namespace) -> int:
             continue
         seen.add(be.name)
         vs, err = _fatal_free(lambda: list(be.variants()))
-        if err is None and vs is not None and any(not isinstance(v, Variant) for v in vs):
-            bad = next(v for v in vs if not isinstance(v, Variant))
-            err = f"variants() must return Variant objects; got {type(bad).__name__}"
         if err is None and vs is not None:  # a plugin's table of the wrong kinds (tile=None had crashed this listing)
-            err = registry._malformed_variants(vs) if vs else None
+            err = registry.variant_table_error(vs)
         tables.append((be.name, None if err else vs, err or ""))
     payload = {"backends": [{"name": name, "variants": None if vs is None else [_variant_record(v) for v in vs],
                              "error": err or None} for name, vs, err in tables]}
@@ -468,6 +465,16 @@ def cannot_create_in(folder: str) -> str | None:
     return None
 
 
+def special_file(path: str) -> bool:
+    """Whether ``path`` names an existing target that is no regular file nor folder (``/dev/null``, ``/dev/stdout``'s
+    pipe, a FIFO): output is written into it, never put in its place."""
+    try:
+        mode = os.stat(path).st_mode  # through links, as open() goes
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def unwritable(args: argparse.Namespace) -> str | None:
     """Why an output file the command will write at its end cannot be written (None: all can
     be), checked before the command runs: a benchmark's results are not lost at the end to a
@@ -491,11 +498,7 @@ def unwritable(args: argparse.Namespace) -> str | None:
         if same is not None:  # the later file would silently replace the earlier one
             return f"--{option} {path}: --{same} writes that file too; give each output its own file"
         taken[os.path.realpath(path)] = option
-        try:
-            special = not os.path.isdir(path) and not stat.S_ISREG(os.stat(path).st_mode)
-        except OSError:
-            special = False
-        if special:  # /dev/null, /dev/stdout, a FIFO: written into, not replaced (bench.write_file)
+        if special_file(path):  # written into, not replaced (bench.write_file)
             if not os.access(path, os.W_OK):
                 return f"--{option} {path}: not writable"
             continue

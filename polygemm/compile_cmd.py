@@ -80,6 +80,7 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
                 raise ArgumentError(f"--only {' '.join(archs_given)}: {'that is an architecture' if len(archs_given) == 1 else 'those are architectures'}; "
                                     f"pass it with --arch (--arch {' '.join(archs_given)})")
             raise ArgumentError(f"--only {' '.join(unknown)}: no such variant or helper; choose from {', '.join(list(specs) + [p.stem for p in extras])}")
+    oldest = {extra: _helper_min_sm(extra) for extra in extras}
     out: dict[tuple, Job] = {}
     for sm in archs:
         for spec in specs.values():
@@ -90,7 +91,7 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
                 job = Job(spec.source, target, tuple(sorted(macros.items())), spec.predicated, spec.name)
                 out.setdefault((job.source, job.target, job.macros), job)
         for extra in extras:
-            if (only and extra.stem not in only) or sm < _helper_min_sm(extra):
+            if (only and extra.stem not in only) or sm < oldest[extra]:
                 continue
             job = Job(extra, f"sm_{sm}", (), True, extra.stem)
             out.setdefault((job.source, job.target, job.macros), job)

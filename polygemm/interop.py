@@ -459,8 +459,6 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     for x in (a, b, c, out):
         if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x)):
             return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
-    if out is not None and torch_unwritable(out):
-        return None  # refused there: torch allows no update of it here
     if device < 0:
         return None
     stream = _torch_current_stream(torch, device)

@@ -347,10 +347,7 @@ class _Entry:
             items = [table] if isinstance(table, (str, bytes)) else list(table)
         except BaseException as exc:
             return (False, f"variants() failed: {_describe(exc)}", prio)
-        bad = [v for v in items if not isinstance(v, Variant)]
-        if bad:
-            return (False, f"variants() must return Variant objects; got {type(bad[0]).__name__} {short_repr(bad[0], 40)}", prio)
-        malformed = _malformed_variants(items)
+        malformed = variant_table_error(items)
         if malformed:
             return (False, malformed, prio)
         try:
@@ -377,12 +374,16 @@ def _names_tuple(value: Any) -> bool:
 _EMPTY_TABLE = "variants() returned no Variant; a backend lists at least one kernel it runs"
 
 
-def _malformed_variants(items: list[Variant]) -> str | None:
-    """What is wrong with a variant table whose entries are Variants but whose fields are not of
-    their kind, else None. Such a table had been taken as it was: ``dtypes="float32"`` read as the
-    dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports 2, 3, a, f, l, o, t"),
-    a name given twice made the second variant unreachable, a variant named by no string could
-    not be selected at all."""
+def variant_table_error(items: list[Any]) -> str | None:
+    """What is wrong with a backend's variant table (entries that are no Variants, or fields not of
+    their kind), else None; an empty table is no error here (see _EMPTY_TABLE). The registry's probe
+    and ``polygemm variants`` ask it. Such a table had been taken as it was: ``dtypes="float32"``
+    read as the dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports 2, 3, a, f,
+    l, o, t"), a name given twice made the second variant unreachable, a variant named by no string
+    could not be selected at all, and tile=None crashed ``polygemm variants``."""
+    bad = [v for v in items if not isinstance(v, Variant)]
+    if bad:
+        return f"variants() must return Variant objects; got {type(bad[0]).__name__} {short_repr(bad[0], 40)}"
     seen: set[str] = set()
     for v in items:
         if not isinstance(v.name, str) or not v.name.strip():
@@ -763,19 +764,6 @@ def locate_device(device: str | None) -> tuple[BackendInfo, int | None, str]:
     return entries[found].info(), index, env
 
 
-def _takes_variant(be: Backend, variant: str) -> bool:
-    """Whether ``be.get_variant`` takes a name its table does not list: a spelling the backend parses itself (cuda's
-    ``"rung:split_k=8"``). device='auto' had said "cuda: has no variant 'hgemm_v3_wgmma_pingpong:split_k=8'" to a
-    call that device='cuda' ran."""
-    try:
-        be.get_variant(variant)
-    except BaseException as exc:  # noqa: BLE001 - refused, or a broken plugin: it does not take it
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return False
-    return True
-
-
 def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
     """Why ``device="auto"`` passes ``be`` over for ``problem`` (None: it takes it)."""
     try:
@@ -788,14 +776,17 @@ def _rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
         if why is not None:
             return one_line(why) or "supports() gave an empty reason"
         names = [v.name for v in be.variants()]
-        if variant != "auto" and variant not in names and not _takes_variant(be, variant):
-            return f"has no variant {short_repr(variant)}{variant_hint(variant, names)}"
+        if variant != "auto" and variant not in names:
+            try:  # a spelling the backend parses itself (cuda's "rung:split_k=8"), which device='cuda' runs
+                be.get_variant(variant)
+            except PolygemmError:
+                return f"has no variant {short_repr(variant)}{variant_hint(variant, names)}"
         if variant == "auto" and not any(v.auto and problem.dtype.name in v.dtypes for v in be.variants()):
             return f"no auto-selectable variant for {problem.dtype.name}"
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a broken plugin is passed over, never fatal
-        return one_line(f"supports()/variants() failed: {_describe(exc)}")
+        return one_line(f"supports()/variants()/get_variant() failed: {_describe(exc)}")
     return None
 
 

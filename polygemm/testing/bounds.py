@@ -22,6 +22,7 @@ import math
 import sys
 
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..interop import dlpack_interface, torch_resolved
 from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, native_dtype, parse_dtype
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
@@ -63,10 +64,7 @@ def host_array(name: str, x: object) -> np.ndarray:
         return x
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach()
-        if getattr(t, "is_neg", None) is not None and t.is_neg():
-            t = t.resolve_neg()
-        t = t.cpu()
+        t = torch_resolved(name, x.detach()).cpu()  # a lazy negation read as its values, as gemm reads it
         if t.dtype != torch.bfloat16:
             return t.numpy()
         x = t  # bfloat16: through DLPack below, as gemm reads it (ml_dtypes.bfloat16)
@@ -74,8 +72,6 @@ def host_array(name: str, x: object) -> np.ndarray:
     if callable(get) and type(x).__module__.partition(".")[0] == "cupy":
         return np.asarray(get())
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
-        from ..interop import dlpack_interface
-
         try:
             kind, data, _ = dlpack_interface(name, x)
         except Exception:  # noqa: BLE001 - NumPy's own reading below says what is wrong

@@ -281,10 +281,10 @@ def fork_hint() -> str:
 
 
 def _after_fork_in_child() -> None:
-    global forked_after_cuda
+    global forked_after_cuda, _runtimes_lock
     if _runtimes:
         forked_after_cuda = True
-    globals()["_runtimes_lock"] = threading.Lock()  # another thread may have held it at the fork
+    _runtimes_lock = threading.Lock()  # another thread may have held it at the fork
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
