@@ -315,8 +315,7 @@ def test_bfloat16_beside_float16_is_told_the_cast_that_loses_nothing(first, seco
         with pytest.raises(DTypeError) as info:
             call()
         msg = str(info.value)
-        assert "Cast to one dtype, e.g. a.astype(np.float32) and b.astype(np.float32) (float32: what torch and JAX" in msg
-        assert f"to compute in {np.dtype(first).name}" in msg
+        assert "a.astype(np.float32)" in msg and "b.astype(np.float32)" in msg
     got = pg.gemm(a.astype(np.float32), b.astype(np.float32), device="cpu")  # the way it names first
     held = float(np.array(70000.0).astype(BF16))  # 70144: bfloat16's nearest, kept exactly by float32
     assert got.dtype == np.float32 and (got == 3 * held).all()

