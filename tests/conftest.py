@@ -136,7 +136,7 @@ class DLPackOnly:
 def usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     """Run the command line; it must end in a usage error (exit 2) of one line, no traceback.
     Returns that line."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(argv)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import polygemm as pg
-from polygemm import bench
-from polygemm.cli import main
+from polygemm.apps import bench
+from polygemm.apps.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "benchmarks"
@@ -61,11 +61,11 @@ def test_bench_plot_without_matplotlib_fails_fast_before_timing(tmp_path):
     (fake / "matplotlib").mkdir(parents=True)
     (fake / "matplotlib" / "__init__.py").write_text("raise ImportError('No module named matplotlib (simulated)')\n")
     png = tmp_path / "x.png"
-    r, wall = _polygemm(["bench", "--device", "cpu", "--plot", str(png)], timeout=60, PYTHONPATH=str(fake))
+    r, _ = _polygemm(["bench", "--device", "cpu", "--plot", str(png)], timeout=60, PYTHONPATH=str(fake))
     assert r.returncode == 2, r.stdout + r.stderr
-    assert wall < 2.0, f"--plot without matplotlib took {wall:.2f} s to fail"
     assert "pip install 'polygemm[plot]'" in r.stderr and "matplotlib" in r.stderr
-    assert "GFLOP/s" not in r.stdout and "us/call" not in r.stdout  # nothing was timed
+    # before timing: no intro line, no result line (what the output says, not a wall-clock bound on a shared machine)
+    assert "polygemm bench:" not in r.stdout and "GFLOP/s" not in r.stdout and "us/call" not in r.stdout
     assert not png.exists()
 
 
@@ -193,7 +193,7 @@ def test_no_bar_without_tqdm_or_rich(monkeypatch, capsys):
         return real_import(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_bars)
-    with bench._Progress(3, "bench cpu", bar=True) as prog:
+    with bench.Progress(3, "bench cpu", bar=True) as prog:
         assert not prog.active
         prog.line("a result")
         prog.step()
@@ -210,7 +210,8 @@ def test_gemm_on_the_cpu_says_nothing_of_copies_or_compilation(capsys):
 
 
 def test_gemm_on_a_device_backend_names_the_copies(monkeypatch, capsys):
-    from polygemm import cli, registry
+    from polygemm import registry
+    from polygemm.apps import cli
 
     real = registry.get_backend("cpu")
     gpu_like = types.SimpleNamespace(name="cpu", residencies=("host", "gpu"), timer=real.timer)
@@ -242,7 +243,7 @@ def test_committed_benchmark_json_loads_and_plots(tmp_path, name):
     if not path.exists():
         pytest.skip(f"{path.name} is not in this checkout")
     pytest.importorskip("matplotlib")
-    from polygemm.plot import plot_records
+    from polygemm.apps.plot import plot_records
 
     recs = bench.load_records(str(path))
     assert recs and all(r.tflops_min <= r.tflops <= r.tflops_max for r in recs)
@@ -258,7 +259,7 @@ def test_plot_axes_from_zero_labelled_numeric_with_error_bars(tmp_path, monkeypa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from polygemm import plot
+    from polygemm.apps import plot
 
     seen = {}
     real_savefig = matplotlib.figure.Figure.savefig
@@ -322,7 +323,7 @@ def test_call_mode_variants_all_times_each_variant_through_the_call(tmp_path):
 def test_array_lib_that_cannot_be_used_is_an_error_not_ignored(capsys):
     """--array-lib torch on the cpu backend had been ignored (the call was timed on NumPy arrays
     all the same, exit 0); it is a usage error naming why, as --array-lib cupy without CuPy is."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     assert main(["bench", "--device", "cpu", "--mode", "call", "--array-lib", "torch", "--shapes", "8x8x8",
                  "--repeats", "1", "--no-progress"]) == 2
@@ -332,7 +333,7 @@ def test_array_lib_that_cannot_be_used_is_an_error_not_ignored(capsys):
 def test_matrix_takes_comma_separated_variants_as_bench_does(capsys):
     """matrix --variants blas,reference had been 'not a variant' (bench --variants and
     POLYGEMM_TEST_VARIANTS take comma lists); it runs both."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--variants", "blas,reference",
                  "--no-progress"]) == 0

@@ -199,7 +199,7 @@ def test_conformance_suite_runs_bfloat16_on_cpu():
 
 
 def test_matrix_cli_has_bfloat16_rows(capsys):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     rc = main(["matrix", "--backends", "cpu", "--dtypes", "bfloat16", "--quick", "--no-progress"])
     out = capsys.readouterr().out
@@ -210,7 +210,7 @@ def test_matrix_cli_has_bfloat16_rows(capsys):
 
 @pytest.mark.parametrize("mode", ["kernel", "call"])
 def test_bench_records_name_bfloat16(tmp_path, mode):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     path = tmp_path / "bf16.json"
     rc = main(["bench", "--device", "cpu", "--dtype", "bfloat16", "--mode", mode, "--shapes", "32x48x40", "--repeats", "2",
@@ -282,7 +282,7 @@ def test_cuda_plans_the_bf16_build_and_every_such_build_is_compiled():
 
 
 def test_compile_jobs_include_the_bf16_builds():
-    from polygemm.compile_cmd import jobs
+    from polygemm.apps.compile import jobs
 
     names = {(j.name, dict(j.macros).get("PG_BF16", 0)) for j in jobs([80, 90])}
     for rung in ("hgemm_v1_mma_ldmatrix", "hgemm_v2_wgmma_tma", "hgemm_v3_wgmma_pingpong"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import polygemm.registry as registry
-from polygemm.cli import build_parser, main
+from polygemm.apps.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,7 +171,7 @@ def test_every_option_has_help_and_defaults_are_shown():
 def test_cli_refuses_what_it_cannot_do_with_a_message(capsys):
     """A negative --batch is a usage error; a shape whose operands cannot be allocated says so
     (exit 2, no traceback)."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--batch", "-1"])

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from polygemm import cli
+from polygemm.apps import cli
 from polygemm.backends.cuda import compiler, nvrtc
 from polygemm.backends.cuda.variants import KERNEL_DIR, kernel_specs
-from polygemm.compile_cmd import jobs, parse_arch
+from polygemm.apps.compile import jobs, parse_arch
 from polygemm.errors import ArgumentError, BackendUnavailableError, DeviceError
 
 ROOT = Path(__file__).resolve().parents[1]

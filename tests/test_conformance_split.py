@@ -11,7 +11,7 @@ import pytest
 
 from polygemm import registry
 from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts, store_result
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import ArgumentError, UnsupportedProblemError
 from polygemm.testing import run_conformance
 from polygemm.testing.conformance import iter_cases, modified_variants

@@ -227,7 +227,7 @@ def test_fp16_every_row_shift(cuda, orders, shape):
 
 
 def test_mma_peak_probe_counts_every_mma(cuda):
-    from polygemm.backends.cuda.ceiling import PROBE_CHAINS, run_probe
+    from polygemm.apps.ceiling import PROBE_CHAINS, run_probe
 
     rt = cuda.runtime
     with rt.active():

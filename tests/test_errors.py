@@ -140,6 +140,6 @@ def test_an_unavailable_known_device_is_not_an_unknown_one():
 def test_the_matrix_names_an_unknown_backend_with_the_same_class():
     # the conformance matrix's --backends check raised a plain BackendUnavailableError for a typo, where
     # device= raises UnknownDeviceError (found in review of session 36)
-    from polygemm.matrix import check_names
+    from polygemm.apps.matrix import check_names
     with pytest.raises(errors.UnknownDeviceError, match="unknown backend 'cdua' \\(did you mean 'cuda'\\?\\)"):
         check_names(["cpu", "cdua"])

@@ -71,7 +71,7 @@ def test_bench_output_through_a_symlink_keeps_the_link(tmp_path):
     process umask's mode."""
     import os
 
-    from polygemm.bench import write_file
+    from polygemm.apps.outputs import write_file
 
     target = tmp_path / "results" / "r.json"
     target.parent.mkdir()

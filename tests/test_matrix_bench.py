@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from test_registry import BROKEN, install_fake_distribution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_pytest_pyargs_integration():
 
 def test_bench_skips_a_variant_that_hands_the_problem_on(monkeypatch):
     """A variant whose launch would run another rung is reported, not timed under its name."""
-    from polygemm import bench
+    from polygemm.apps import bench
 
     class Launch:
         variant = "other"
@@ -95,16 +95,16 @@ def test_bench_skips_a_variant_that_hands_the_problem_on(monkeypatch):
 
 
 def test_bench_settled_mode_times_each_kernel_after_running_it_alone(monkeypatch):
-    from polygemm import bench
+    from polygemm.apps import bench
 
     calls = []
-    real_once = bench._Timed.once
+    real_once = bench.KernelTimed.once
 
     def once(self):
         calls.append(self.runners[0].call)
         return real_once(self)
 
-    monkeypatch.setattr(bench._Timed, "once", once)
+    monkeypatch.setattr(bench.KernelTimed, "once", once)
     recs = bench.run_bench("cpu", "float32", ["reference"], [(16, 16, 16)], repeats=3, settle=0.05)
     assert len(recs) == 1 and recs[0].method == "settled 0.05 s" and recs[0].ratio > 0
     # settling runs batches before the timed repeats, and the repeats of one kernel are back to
@@ -197,7 +197,7 @@ def test_musa_missing_library_lists_every_place_tried_in_info_v(monkeypatch, fre
 def test_matrix_refuses_a_variant_no_backend_has_and_output_paths_are_checked_first(tmp_path, capsys):
     """A misspelt --variants name is an error naming the known ones (it ran nothing and exited
     0); an --json path whose folder does not exist is refused before anything runs."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     assert main(["matrix", "--backends", "cpu", "--variants", "blsa"]) == 2
     assert "'blsa' is not a variant of cpu; known: auto, blas" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from plugin_sources import BROKEN_BASE, install_fake_distribution, install_fake_plugins
 from plugin_sources import DOUBLE_PLUGIN as PLUGIN
 

@@ -9,8 +9,8 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from polygemm import bench
-from polygemm.cli import main
+from polygemm.apps import bench
+from polygemm.apps.cli import main
 
 SWEEP = bench.PRESETS["sweep"]
 
@@ -102,8 +102,8 @@ def test_bench_sweep_on_cpu_with_max_dim_and_auto(tmp_path, capsys):
 # -- pooled random operands ------------------------------------------------------------------
 
 def test_normals_cyclic_from_a_random_start_never_zero():
-    pool_len = bench._Normals.LENGTH
-    normals = bench._Normals(np.random.default_rng(7), np.float16)
+    pool_len = bench.Normals.LENGTH
+    normals = bench.Normals(np.random.default_rng(7), np.float16)
     x = normals((8192, 1024))
     assert x.dtype == np.float16 and x.shape == (8192, 1024)
     assert np.count_nonzero(x) > 0.99 * x.size and np.isfinite(x).all()
@@ -120,7 +120,7 @@ def test_normals_cyclic_from_a_random_start_never_zero():
 # -- summary and heatmap ---------------------------------------------------------------------
 
 def test_summary_geomean_and_worst_shape():
-    from polygemm.plot import summarize
+    from polygemm.apps.plot import summarize
 
     recs = [
         _record(16, 4096, 4096, 0.5, variant="hgemm_v1_mma_ldmatrix"),
@@ -157,7 +157,7 @@ def _fake_sweep(path, dtype="float16"):
 
 def test_heatmap_renders_png_from_records(tmp_path):
     pytest.importorskip("matplotlib")
-    from polygemm.plot import plot_heatmap
+    from polygemm.apps.plot import plot_heatmap
 
     recs = _fake_sweep(tmp_path / "fake.json")
     png = tmp_path / "heat.png"
@@ -177,7 +177,7 @@ def test_heatmap_panels_centre_at_one(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from polygemm import plot
+    from polygemm.apps import plot
 
     seen = {}
     real = matplotlib.figure.Figure.savefig

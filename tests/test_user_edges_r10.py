@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import ArgumentError, BackendUnavailableError, DTypeError
 from polygemm.testing import assert_close
 from conftest import usage_error
@@ -301,7 +301,7 @@ def test_gemm_shapes_it_cannot_read_name_the_option_and_the_form(capsys, shape):
 ])
 def test_an_empty_output_path_is_refused_before_the_run(capsys, argv, option):
     # defect: "--json $OUT" with OUT unset ran the whole benchmark and wrote nothing, saying nothing
-    # (polygemm/cli.py)
+    # (polygemm/apps/cli.py)
     line = _error_line(capsys, argv)
     assert f"{option} " in line and "an empty path; name a file" in line
     assert capsys.readouterr().out == ""  # refused before anything ran
@@ -316,7 +316,7 @@ def test_plot_output_empty_is_refused(tmp_path, capsys):
 
 def test_bench_says_which_files_it_wrote(tmp_path, capsys):
     # defect: bench --json/--markdown/--plot wrote its files and said nothing of them (plot -o says
-    # "wrote ..."); a typo in a path went unnoticed until the file was looked for (polygemm/bench.py)
+    # "wrote ..."); a typo in a path went unnoticed until the file was looked for (polygemm/apps/bench.py)
     js, md = tmp_path / "b.json", tmp_path / "b.md"
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--json", str(js), "--markdown", str(md),
                  "--no-progress"]) == 0
@@ -332,7 +332,7 @@ def test_bench_says_which_files_it_wrote(tmp_path, capsys):
 def test_matrix_json_says_where_it_went_and_backends_take_commas(tmp_path, capsys):
     # defects: matrix --json wrote silently (and in place, not whole or not at all as bench writes);
     # "--backends cpu,CPU" was one unknown name; "cpu CPU" ran the suite twice, its counts doubled
-    # (polygemm/matrix.py)
+    # (polygemm/apps/matrix.py)
     path = tmp_path / "m.json"
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float64", "--variants", "reference", "--no-progress"]) == 0
     once = capsys.readouterr().out
@@ -347,7 +347,7 @@ def test_matrix_json_says_where_it_went_and_backends_take_commas(tmp_path, capsy
 
 
 def test_variants_take_comma_separated_backends(capsys):
-    # defect: "variants --device cpu,musa" was "unknown device 'cpu,musa'" (polygemm/cli.py)
+    # defect: "variants --device cpu,musa" was "unknown device 'cpu,musa'" (polygemm/apps/cli.py)
     assert main(["variants", "--device", "cpu,musa"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cpu:") and "\nmusa:" in out
@@ -357,7 +357,7 @@ def test_variants_take_comma_separated_backends(capsys):
 
 def test_matrix_with_a_device_index_is_told_to_name_the_backend(capsys):
     # defect: "--backends cuda:1" was an "unknown backend 'cuda:1' (did you mean 'cuda'?)": no typo, and the
-    # suite takes no index (polygemm/matrix.py)
+    # suite takes no index (polygemm/apps/matrix.py)
     line = _error_line(capsys, ["matrix", "--backends", "cpu:1", "--quick"])
     assert "'cpu:1'" in line and "without a device index: 'cpu'" in line and "did you mean" not in line
 

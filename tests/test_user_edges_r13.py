@@ -18,7 +18,7 @@ import pytest
 
 import polygemm as pg
 from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts, store_result
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import ArgumentError
 from polygemm.testing import reference_for, run_conformance
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import ArgumentTypeError, DeviceError, DTypeError, UnsupportedProblemError
 from polygemm.testing import reference_for, run_conformance
 from test_device_objects import torch_device
@@ -290,7 +290,7 @@ def test_the_conformance_suite_fails_a_plugin_that_ignores_out(third_party):
 ])
 def test_an_output_of_dash_is_a_usage_error_not_a_file_named_dash(tmp_path, monkeypatch, capsys, argv):
     # defect: "--json -" (standard output to other tools) wrote a file named "-" in the current folder and said
-    # "wrote -", exit 0, while stdout had only the human-readable lines (polygemm/cli.py unwritable)
+    # "wrote -", exit 0, while stdout had only the human-readable lines (polygemm/apps/cli.py unwritable)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err

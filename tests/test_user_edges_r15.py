@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import BackendUnavailableError, DTypeError
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -95,7 +95,7 @@ def test_compile_help_names_the_compiler_order_it_follows(capsys):
     said = said[said.index("default:"):said.index("--only")]
     order = sorted(compiler.COMPILERS, key=lambda c: said.lower().index(c))
     assert tuple(order) == compiler.COMPILERS, said
-    for doc in (compiler.__doc__, sys.modules["polygemm.compile_cmd"].__doc__):
+    for doc in (compiler.__doc__, sys.modules["polygemm.apps.compile"].__doc__):
         assert "NVRTC, else nvcc" not in doc and "NVRTC (else nvcc)" not in doc
 
 

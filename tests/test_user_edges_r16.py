@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import (ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError,
                              ShapeError)
 from polygemm.testing import check_result, reference_for

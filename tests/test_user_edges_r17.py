@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import ShapeError
 from polygemm.testing import check_result, run_conformance
 from plugin_sources import install_fake_distribution, install_fake_plugins, one_variant_backend

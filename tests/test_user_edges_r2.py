@@ -53,8 +53,8 @@ def test_cli_usage_errors_say_what_is_wrong(capsys, argv, says):
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_bench_settle_must_be_finite(capsys, monkeypatch, value):
     """--settle inf had settled the first kernel for ever (nan: silently not at all)."""
-    from polygemm import bench
-    from polygemm.cli import main
+    from polygemm.apps import bench
+    from polygemm.apps.cli import main
 
     def ran(*args, **kwargs):
         raise AssertionError(f"timed with settle={kwargs.get('settle')}")
@@ -67,7 +67,7 @@ def test_bench_settle_must_be_finite(capsys, monkeypatch, value):
 
 
 def test_bench_max_dim_that_leaves_no_shape_is_an_error(capsys):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--max-dim", "4"]) == 2
     assert "--max-dim 4 leaves out every shape" in capsys.readouterr().err
@@ -77,7 +77,7 @@ def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypat
     """Operands that fit but a result that does not (100000x100000x1: 800 kB in, 40 GB out) end
     in the command's one-line error, exit 2 (it had been a MemoryError traceback)."""
     from polygemm.backends.cpu_ref import backend as cpu
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     def no_memory(self, plan, call):
         raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000)")
@@ -130,7 +130,7 @@ def test_a_negative_plan_cache_size_warns_and_keeps_the_default():
 def test_plot_names_what_a_json_file_lacks(tmp_path, capsys):
     """``polygemm plot`` on JSON that is not a bench file says what it expected (it had printed
     only "'records'", a KeyError's text), one line, exit 2."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     bad = tmp_path / "other.json"
     bad.write_text('{"command": "x"}')

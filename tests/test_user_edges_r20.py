@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm import bench
+from polygemm.apps import bench
 from polygemm.backend import fits_float32
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.errors import ArgumentError, UnsupportedProblemError
 from polygemm.testing import reference_for
 from test_musa import musa, musa_library  # noqa: F401  (fixtures: the host flavor of libpolygemm_musa)
@@ -271,7 +271,7 @@ def test_explain_from_the_cache_says_what_a_fresh_plan_says_and_results_stay_rig
 
 @pytest.mark.parametrize("mode", ["call", "kernel"])
 def test_bench_leaves_out_a_shape_too_large_for_memory_and_keeps_the_others(tmp_path, capsys, mode):
-    """defect (polygemm/bench.py): a shape whose operands cannot be allocated ended ``polygemm bench`` in a NumPy
+    """defect (polygemm/apps/bench.py): a shape whose operands cannot be allocated ended ``polygemm bench`` in a NumPy
     _ArrayMemoryError traceback (exit 1), and the shapes timed before it were lost (no --json written), where
     ``polygemm gemm --shape`` says the size in one line. Now the shape is left out with that line, the others are
     timed and written, and the run ends in an error naming it (exit 2)."""
@@ -314,7 +314,7 @@ def test_bench_too_large_from_a_shell_has_no_traceback(tmp_path):
     (["plot", "{f}", "-o", "{f}/x.png"], "--output"),
 ])
 def test_an_output_path_under_a_file_says_that_it_is_a_file(tmp_path, capsys, argv, option):
-    """defect (polygemm/cli.py, unwritable): ``--json results.json/x.json`` (a file where a folder was meant) said
+    """defect (polygemm/apps/cli.py, unwritable): ``--json results.json/x.json`` (a file where a folder was meant) said
     "the folder .../results.json does not exist", though it does; now it says that path is a file."""
     f = tmp_path / "results.json"
     f.write_text(json.dumps({"records": []}))

@@ -46,7 +46,7 @@ def assert_matmul_within(got, a, b):
 
 
 def usage_error(capsys, argv):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -402,7 +402,7 @@ def test_cli_integer_options_negative_or_written_otherwise(capsys, argv, says):
 
 def test_cli_seed_of_any_size_runs(capsys):
     """Right: a seed beyond 64 bits (NumPy's generators take any non-negative int) runs and checks."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--seed", str(2**80 + 1), "--repeat", "1", "--check"]) == 0
     assert "check: PASS" in capsys.readouterr().out

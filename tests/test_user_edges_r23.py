@@ -39,7 +39,7 @@ def within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
 
 def cli(capsys, argv):
     """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     try:
         rc = main(argv)
@@ -287,7 +287,7 @@ def test_output_in_a_folder_where_no_file_can_be_made_is_refused_before_running(
     # defect: os.access(folder, W_OK) is true for root in /proc or /sys (and on mounts that refuse new files): the
     # command ran whole (a benchmark, the conformance matrix), printed its results, then ended in a FileNotFoundError /
     # PermissionError traceback with exit 1 and no file. The folder is now tried by making a file in it, before anything
-    from polygemm import bench, matrix
+    from polygemm.apps import bench, matrix
 
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed into an unwritable --json"))
     monkeypatch.setattr(matrix, "run_conformance", lambda *a, **k: pytest.fail("ran into an unwritable --json"), raising=False)
@@ -310,7 +310,7 @@ def test_plot_output_in_a_folder_where_no_file_can_be_made(capsys, tmp_path, no_
 def test_compile_out_a_folder_where_no_file_can_be_made_is_refused_before_building(capsys, monkeypatch, no_file_folder):
     # defect: `polygemm compile --out /proc` took the folder (it exists), built every kernel of the catalog and ended in
     # a FileNotFoundError traceback at the first cubin written (exit 1). It is now tried before any build
-    from polygemm import compile_cmd
+    from polygemm.apps import compile as compile_cmd
 
     monkeypatch.setattr(compile_cmd, "_one", lambda *a, **k: pytest.fail("built into an unwritable --out"))
     rc, out, err = cli(capsys, ["compile", "--out", no_file_folder, "--only", "copy_scale"])
@@ -339,7 +339,7 @@ def test_a_writable_output_still_written_and_no_probe_left_behind(capsys, tmp_pa
 def test_bench_option_of_the_other_mode_is_refused_before_timing(capsys, monkeypatch, extra, named):
     # defect: an option of the other mode was ignored without a word: `--mode kernel --batch 64` timed single products
     # (records that read as a batch of 64), `--settle 1` in call mode interleaved as ever, exit 0
-    from polygemm import bench
+    from polygemm.apps import bench
 
     monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("timed with an option of the other mode"))
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed with an option of the other mode"))

@@ -322,7 +322,7 @@ def test_matmul_takes_numpys_one_tuple_out_and_gemm_says_how():
 
 
 def test_bench_names_the_preset_a_typo_meant(capsys):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
     assert main(["bench", "--device", "cpu", "--shapes", "squar"]) == 2
     assert "got 'squar' (did you mean 'square'?); presets: square" in capsys.readouterr().err
     assert main(["bench", "--device", "cpu", "--shapes", "12x12"]) == 2

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.cli import main
+from polygemm.apps.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -165,7 +165,7 @@ def test_stray_word_after_a_command_is_told_by_that_command(capsys):
 
 def test_a_mistyped_command_names_the_one_meant(capsys):
     # a newcomer's `polygemm ifno` was told the list of commands without the one it most likely meant
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
     with pytest.raises(SystemExit) as info:
         main(["ifno"])
     assert info.value.code == 2

@@ -273,7 +273,7 @@ def test_json_into_a_fifo_is_written_into_not_replaced(tmp_path):
     import stat
     import threading
 
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     fifo = tmp_path / "f.json"
     os.mkfifo(fifo)
@@ -289,7 +289,7 @@ def test_json_into_a_fifo_is_written_into_not_replaced(tmp_path):
 def test_json_through_a_dangling_link_is_refused_before_the_run(tmp_path, capsys):
     import os
 
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     link = tmp_path / "d.json"
     os.symlink(tmp_path / "nodir" / "x.json", link)
@@ -331,7 +331,7 @@ def test_a_variant_table_of_the_wrong_kinds_is_a_reason_not_a_crash(tmp_path, mo
     import json
 
     from plugin_sources import install_fake_plugins
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     source = _VARIANT_BASE + f"    def variants(self):\n        return {table}\n"
     install_fake_plugins(tmp_path, monkeypatch, fresh_registry, (f"pg-{name}", f"pg_{name}_mod", source, {name: f"pg_{name}_mod:B"}))
@@ -361,7 +361,7 @@ def test_an_entry_point_value_that_names_no_module_says_so(tmp_path, monkeypatch
 def test_the_catalog_for_an_older_gpu_leaves_out_the_helpers_it_cannot_build():
     """`polygemm compile --arch sm_75` (a T4) had failed on mma_peak_probe, which needs sm_80, though every variant
     built: the helpers say the oldest architecture they build for."""
-    from polygemm.compile_cmd import jobs
+    from polygemm.apps.compile import jobs
 
     stems = {sm: {j.source.stem for j in jobs([sm])} for sm in (70, 75, 80, 90)}
     assert "ldmatrix_probe" not in stems[70] and "mma_peak_probe" not in stems[70]
@@ -371,7 +371,7 @@ def test_the_catalog_for_an_older_gpu_leaves_out_the_helpers_it_cannot_build():
 
 
 def test_a_device_from_the_environment_is_told_to_a_cli_user_as_device_option(monkeypatch, capsys):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     monkeypatch.setenv("POLYGEMM_DEVICE", "gpu")
     assert main(["gemm", "--shape", "4x4x4"]) == 2
@@ -394,7 +394,7 @@ def test_the_kernel_cache_expands_a_tilde_and_names_the_file_in_the_way(tmp_path
 
 
 def test_compile_names_an_architecture_given_to_only_as_one(capsys):
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     try:
         rc = main(["compile", "--only", "cm_v01_naive", "sm_90"])

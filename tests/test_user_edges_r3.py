@@ -132,7 +132,7 @@ def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeyp
 
 def test_matrix_takes_backend_names_as_device_takes_them(capsys):
     # polygemm matrix --backends CPU said "unknown backend 'CPU'; known backends: cpu, ..."
-    from polygemm.cli import main
+    from polygemm.apps.cli import main
 
     assert main(["matrix", "--backends", "CPU", "--quick", "--dtypes", "float32", "--variants", "blas"]) == 0
     assert "\ncpu " in capsys.readouterr().out

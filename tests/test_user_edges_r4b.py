@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm import bench
-from polygemm.cli import main
+from polygemm.apps import bench
+from polygemm.apps.cli import main
 from test_registry import PLUGIN, install_fake_distribution
 
 ROOT = Path(__file__).resolve().parents[1]

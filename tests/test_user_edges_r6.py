@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm import bench
-from polygemm.cli import main
+from polygemm.apps import bench
+from polygemm.apps.cli import main
 
 
 # -- matmul: vectors beside lists ------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 import polygemm as pg
 from conftest import usage_error
-from polygemm.cli import main
+from polygemm.apps.cli import main
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -27,7 +27,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
 def test_bench_settle_out_of_range_is_a_usage_error(capsys, monkeypatch, value):
     # defect 1: --settle -1 had ended in SystemExit("polygemm bench: ...") with status 1 (usage errors exit 2)
-    from polygemm import bench
+    from polygemm.apps import bench
 
     monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("timed with a bad --settle"))
     last = usage_error(capsys, ["bench", "--device", "cpu", "--mode", "kernel", "--shapes", "8x8x8", "--settle", value])

@@ -13,7 +13,7 @@ import pytest
 
 import polygemm as pg
 from conftest import run_concurrently
-from polygemm.cli import main
+from polygemm.apps.cli import main
 from polygemm.testing import assert_close, check_result
 
 ml_dtypes = pytest.importorskip("ml_dtypes")

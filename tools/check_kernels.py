@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polygemm.compile_cmd import parse_arch, run  # noqa: E402
+from polygemm.apps.compile import parse_arch, run  # noqa: E402
 from polygemm.errors import PolygemmError  # noqa: E402
 
 

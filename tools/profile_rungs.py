@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polygemm as pg  # noqa: E402
-from polygemm.cli import parse_shape  # noqa: E402
+from polygemm.apps.arguments import parse_shape  # noqa: E402
 
 
 def main() -> int:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polygemm as pg  # noqa: E402
 from polygemm.backends.cuda import variants as cuda_variants  # noqa: E402
-from polygemm.bench import CallTimed  # noqa: E402
-from polygemm.cli import parse_shape  # noqa: E402
+from polygemm.apps.bench import CallTimed  # noqa: E402
+from polygemm.apps.arguments import parse_shape  # noqa: E402
 
 SUFFIX = "_trace"
 MARKS = 128  # words per block: SM clocks [0, 64), global timer [64, 128)

@@ -6,7 +6,7 @@ The row is built twice in this process: as shipped, and as ``<row>_ab`` with ``-
 macros added (registered in this process only, nothing is written to variants.json). Every
 shape runs both builds and ``cupy.matmul`` on the same CuPy operands: each build once first
 (its result checked against a float64 product), then rounds in which each is called back to back
-for about 25 ms between two synchronizations (``polygemm.bench.CallTimed``, call mode's method),
+for about 25 ms between two synchronizations (``polygemm.apps.bench.CallTimed``, call mode's method),
 the order alternating between rounds; medians over the rounds, µs per call.
 
     python docs/benchmarks/defines_ab.py --row hgemm_v2_wgmma_tma_persistent --define HG2_EPILOGUE=3 --smem 231424 \\
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polygemm as pg  # noqa: E402
 from polygemm.backends.cuda import variants as cuda_variants  # noqa: E402
-from polygemm.bench import CallTimed  # noqa: E402
-from polygemm.cli import parse_shape  # noqa: E402
+from polygemm.apps.bench import CallTimed  # noqa: E402
+from polygemm.apps.arguments import parse_shape  # noqa: E402
 
 SUFFIX = "_ab"
 

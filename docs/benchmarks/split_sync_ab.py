@@ -9,7 +9,7 @@ Each row below is built twice in this process: as shipped, and as ``<row>_thread
 ``PG_SPLIT_FENCES=1`` (registered in this process only). Every case runs both builds and
 ``cupy.matmul`` on the same CuPy operands: each build twice first (its two results must match bit
 for bit, and the two builds' results are compared), then rounds in which each is called back to
-back for about 25 ms between two synchronizations (``polygemm.bench.CallTimed``, call mode's
+back for about 25 ms between two synchronizations (``polygemm.apps.bench.CallTimed``, call mode's
 method), the order alternating between rounds; medians over the rounds, µs per call.
 
     python docs/benchmarks/split_sync_ab.py --json docs/benchmarks/h100_split_sync_ab_fp16_fp32.json
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import polygemm as pg  # noqa: E402
 from polygemm.backends.cuda import variants as cuda_variants  # noqa: E402
-from polygemm.bench import CallTimed  # noqa: E402
+from polygemm.apps.bench import CallTimed  # noqa: E402
 
 SUFFIX = "_thread_fences"
 #: (dtype, shape, row, K-slices): the split plans of issue 13's shapes and the sweep's

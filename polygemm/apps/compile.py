@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .cli import cannot_create_in, positive_int
-from .errors import ArgumentError
+from ..errors import ArgumentError
+from .arguments import positive_int
+from .outputs import cannot_create_in
 
 __all__ = ["Job", "jobs", "run", "parse_arch", "add_parser"]
 
@@ -67,7 +68,7 @@ def _helper_min_sm(source: Path) -> int:
 def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
     """Every build for devices of compute capabilities ``archs`` (each once), limited to the
     variants or helper file stems in ``only`` when given."""
-    from .backends.cuda.variants import KERNEL_DIR, kernel_specs
+    from ..backends.cuda.variants import KERNEL_DIR, kernel_specs
 
     specs = kernel_specs()
     extras = sorted((KERNEL_DIR / "util").glob("*.cu")) + sorted((KERNEL_DIR / "hgemm").glob("*probe*.cu"))
@@ -99,9 +100,9 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
 
 
 def _one(job: Job, out: Path | None, compiler: str | None) -> tuple[bool, str]:
-    from .backends.cuda import compiler as cc
-    from .backends.cuda.variants import KERNEL_DIR
-    from .errors import DeviceError
+    from ..backends.cuda import compiler as cc
+    from ..backends.cuda.variants import KERNEL_DIR
+    from ..errors import DeviceError
 
     label = job.label(KERNEL_DIR)
     macros = dict(job.macros)
@@ -124,12 +125,12 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         only: Sequence[str] | None = None, quiet: bool = False, stream: Any = None) -> int:
     """Build every job for ``archs``; print one line a build (failures and notes only when
     ``quiet``) and a summary; 0 when all passed, 1 otherwise."""
-    from .backends.cuda import compiler as cc
+    from ..backends.cuda import compiler as cc
 
     stream = stream or sys.stdout
     todo = jobs(archs, only)
     if not todo:  # "0 builds ... all passed" had passed a run that built nothing
-        from .backends.cuda.variants import kernel_specs
+        from ..backends.cuda.variants import kernel_specs
 
         specs = kernel_specs()
         needs = [f"{n} needs sm_{specs[n].min_sm} or newer" for n in (only or ()) if n in specs and getattr(specs[n], "min_sm", None)]

@@ -14,10 +14,11 @@ import time
 from collections import defaultdict
 from typing import Any, Sequence
 
-from . import registry
-from .cli import split_names
-from .errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
-from .testing.conformance import CaseResult, case_groups, run_conformance
+from .. import registry
+from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
+from ..testing.conformance import CaseResult, case_groups, run_conformance
+from .arguments import split_names
+from .outputs import write_file
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
 
@@ -34,7 +35,7 @@ def run_matrix(
     progress: bool = False,
 ) -> list[CaseResult]:
     """Run the suite on each backend (all discovered ones by default)."""
-    # comma or space separated, as --variants: "--backends cpu,cuda" had been one unknown name ("did you mean 'cuda'?")
+    # comma or space separated, as --variants: "--backends cpu,cuda" names two backends, not one unknown one
     names = split_names("--backends", backends or None, "backend", ", ".join(registry.known_names()),
                         "leave --backends out to run every one") or [i.name for i in registry.backends()]
     names = [registry.backend_name(n) or n for n in names]  # "CPU" is cpu, as device= takes it
@@ -57,7 +58,7 @@ def run_matrix(
             be = registry.get_backend(name)
         except PolygemmError as exc:
             # named in --backends: a failure, as under pytest (POLYGEMM_TEST_BACKEND), so that a plugin whose import
-            # fails cannot pass its CI's "polygemm matrix --backends mydev"; it had been a skip and exit status 0.
+            # fails cannot pass its CI's "polygemm matrix --backends mydev" with a skip and exit status 0.
             # Among every discovered backend it stays a skip: one broken plugin does not fail the others' matrix.
             results.append(CaseResult(name, "*", "*", "*", "*", "fail" if backends else "skip", str(exc)))
             continue
@@ -148,12 +149,12 @@ def render_table(results: list[CaseResult], quick: bool = False) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    # comma or space separated, as bench's --variants and POLYGEMM_TEST_VARIANTS take them; "--variants ," had run
-    # every variant, as if the option were not there
+    # comma or space separated, as bench's --variants and POLYGEMM_TEST_VARIANTS take them; "--variants ," names none
+    # and is refused, rather than run every variant as if the option were not there
     args.variants = split_names("--variants", args.variants, "variant", "polygemm variants lists them",
                                 "leave --variants out to run every one")
-    # comma or space separated too, as --backends and --variants (and POLYGEMM_TEST_DTYPES) take them: argparse's choices
-    # had refused "--dtypes float32,float64" as one invalid choice
+    # comma or space separated too, as --backends and --variants (and POLYGEMM_TEST_DTYPES) take them, so checked here
+    # rather than by argparse's choices, which would take "float32,float64" for one invalid choice
     args.dtypes = split_names("--dtypes", args.dtypes, "dtype", ", ".join(_DTYPES), "leave --dtypes out to run every one")
     unknown = [d for d in args.dtypes or () if d not in _DTYPES]
     if unknown:
@@ -171,8 +172,6 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         payload: dict[str, Any] = {
             "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail")} for r in results],
         }
-        from .bench import write_file
-
         write_file(args.json, lambda fh: json.dump(payload, fh, indent=1))  # whole or not at all, as bench writes
         print(f"wrote {args.json}")  # as bench and plot say where their files went
     return 1 if any(r.status == "fail" for r in results) else 0

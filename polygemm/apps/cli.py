@@ -1,64 +1,30 @@
-"""The ``polygemm`` command line: info, gemm, variants, bench, plot, matrix."""
+"""The ``polygemm`` command line: its parser and entry point, and the commands ``info``,
+``variants`` and ``gemm``; each other command (bench, plot, matrix, explain, compile,
+ceiling) is a module of :mod:`polygemm.apps` with its own ``add_parser``."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
-import re
-import stat
 import sys
 import textwrap
 from typing import Any, Sequence
 
 import numpy as np
 
-from . import __version__, registry
-from .backend import Backend, Variant
-from .errors import ArgumentError, PolygemmError, did_you_mean  # did_you_mean: bench imports it from here too
+from .. import __version__, registry
+from ..backend import Backend, Variant
+from ..errors import ArgumentError, PolygemmError, did_you_mean
+from .arguments import Parser, non_negative_int, parse_shape, positive_int, split_names
+from .outputs import add_json_option, emit_json, unwritable
 
-__all__ = ["main", "parse_shape", "positive_int", "split_names", "INFO_WIDTH", "TABLE_WIDTH"]
+__all__ = ["main", "build_parser", "INFO_WIDTH", "TABLE_WIDTH", "COMMAND_MODULES"]
 
 #: ``polygemm info`` (without -v) prints no line wider than this
 INFO_WIDTH = 120
 #: ``polygemm variants`` fits its table in this many columns
 TABLE_WIDTH = 100
-
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """``"MxNxK"`` -> (M, N, K); raises argparse.ArgumentTypeError with the accepted form."""
-    parts = text.lower().replace("×", "x").split("x")
-    try:
-        m, n, k = (int(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shape must be MxNxK with three non-negative integers, e.g. 1024x1024x1024; got {text!r}") from None
-    if min(m, n, k) < 0:
-        raise argparse.ArgumentTypeError(f"shape dimensions must be >= 0; got {text!r}")
-    return m, n, k
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type); raises argparse.ArgumentTypeError otherwise."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An integer >= 0 (argparse type); raises argparse.ArgumentTypeError otherwise."""
-    try:
-        value = int(text)
-    except ValueError:
-        # "--seed 1.5" had been told "must be 0 or more", which 1.5 is: what is wrong with it is that it is no integer
-        raise argparse.ArgumentTypeError(f"must be an integer, 0 or more; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
-    return value
 
 
 def _fatal_free(fn: Any, *args: Any) -> tuple[Any, str | None]:
@@ -83,39 +49,6 @@ def _library(mod: str) -> tuple[str | None, str | None]:
 def _version(mod: str) -> str:
     version, err = _library(mod)
     return f"not importable ({err})" if version is None else version
-
-
-#: what ``--json`` with no path (or ``--json -``) stands for in ``info`` and ``variants``: standard output
-JSON_STDOUT = "-"
-
-
-def json_to_stdout(args: argparse.Namespace) -> bool:
-    """True when ``polygemm info/variants --json`` was given no file: the JSON goes to standard output."""
-    path = getattr(args, "json", None)
-    return isinstance(path, str) and path.strip() == JSON_STDOUT
-
-
-def _emit_json(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
-    """``info``'s and ``variants``' output: ``text`` on stdout, or with ``--json`` the payload as
-    JSON in its place; with ``--json PATH`` the text and the file (whole or not at all), as bench
-    and matrix write theirs."""
-    if json_to_stdout(args):
-        print(json.dumps(payload, indent=1, allow_nan=False))
-        return
-    print(text)
-    if args.json:
-        from .bench import write_file
-
-        text_json = json.dumps(payload, indent=1, allow_nan=False) + "\n"
-        write_file(args.json, lambda fh: fh.write(text_json))
-        print(f"wrote {args.json}")
-
-
-def _add_json_option(s: argparse.ArgumentParser, what: str) -> None:
-    s.add_argument("--json", nargs="?", const=JSON_STDOUT, metavar="PATH",
-                   help=f"{what} as JSON: on standard output in place of the text (--json alone, or --json -), "
-                        "or written to PATH beside the text")
-    s.set_defaults(json_stdout_ok=True)
 
 
 def _fit(head: str, text: str, width: int = INFO_WIDTH) -> list[str]:
@@ -175,7 +108,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         out += _fit(f"  {'':{w}s} from ", info.source)
     if more and not verbose:
         out.append("(polygemm info -v prints each reason in full)")
-    _emit_json(args, payload, "\n".join(out))
+    emit_json(args, payload, "\n".join(out))
     return 0
 
 
@@ -219,21 +152,6 @@ def _variants_backend(name: str) -> Backend:
         return be
 
 
-def split_names(option: str, given: Sequence[str] | None, what: str, listed: str, instead: str) -> list[str] | None:
-    """The names an option took, comma or space separated, spaces around each dropped
-    (``--device cpu,cuda`` as ``--device cpu cuda``: "cpu,cuda" had been one unknown name); None
-    when the option was not given. One that names nothing (``--variants ,``) is a usage error
-    saying what to name (``what``s, ``listed`` where they are) or ``instead`` what to do, rather
-    than running every name or none."""
-    if given is None:
-        return None
-    names = [n.strip() for item in given for n in item.split(",") if n.strip()]
-    if not names:
-        raise ArgumentError(f"{option} {' '.join(map(repr, given))} names no {what}; name {what}s, comma or space "
-                            f"separated ({listed}), or {instead}")
-    return names
-
-
 def cmd_variants(args: argparse.Namespace) -> int:
     args.device = split_names("--device", args.device, "backend", ", ".join(registry.known_names()),
                               "leave --device out to list every one")
@@ -252,7 +170,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
             continue
         seen.add(be.name)
         vs, err = _fatal_free(lambda: list(be.variants()))
-        if err is None and vs is not None:  # a plugin's table of the wrong kinds (tile=None had crashed this listing)
+        if err is None and vs is not None:  # a plugin's table of the wrong kinds (tile=None) is a row of its own, not a crash
             err = registry.variant_table_error(vs)
         tables.append((be.name, None if err else vs, err or ""))
     payload = {"backends": [{"name": name, "variants": None if vs is None else [_variant_record(v) for v in vs],
@@ -288,7 +206,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
     out += _fit("", "auto: yes = variant='auto' may pick it when the problem fits (polygemm.explain(a, b) says "
                     "which one and why); no = only by name; vendor = the vendor library, the benchmarks' comparator. "
                     "-v adds descriptions and requirements.", TABLE_WIDTH)
-    _emit_json(args, payload, "\n".join(out))
+    emit_json(args, payload, "\n".join(out))
     return 0
 
 
@@ -300,7 +218,7 @@ def _variant_record(v: Variant) -> dict[str, Any]:
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:
-    from .problem import dtype_named
+    from ..problem import dtype_named
 
     m, n, k = args.shape
     dtype = dtype_named(args.dtype)  # bfloat16: ml_dtypes' type
@@ -323,7 +241,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
 
 def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> int:
     """``polygemm gemm`` on the operands drawn: the plan, the timed calls, the check."""
-    from .api import gemm, explain
+    from .. import explain, gemm
 
     plan = explain(a, b, device=args.device, variant=args.variant)
     print(plan)
@@ -348,7 +266,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
     copies = "" if host_only else " including host<->device copies"
     print(f"time: {first * 1e3:.3f} ms ({first_note}), best of {args.repeat} {best * 1e3:.3f} ms = {speed}{copies}")
     if args.check:
-        from .testing import check_result
+        from ..testing import check_result
 
         res = check_result(np.asarray(result), a, b)
         print(f"check: {'PASS' if res.ok else 'FAIL'}: {res.message}")
@@ -356,41 +274,26 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
     return 0
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows "(default: ...)" where a default says something (not None/False, not already in the help)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if action.default is None or action.default is False or action.default == argparse.SUPPRESS or "default" in text.lower() or not text:
-            return action.help
-        return super()._get_help_string(action)
-
-
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
-        # a token like a negative number or a negative shape ("--shape -1x2x3") is the option's
-        # value, so the value's own check says what is wrong (argparse took it for an option
-        # and said "expected one argument"); no option of polygemm starts with "-<digit>"
-        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+([x×X]-?\d*)*$")
+#: the modules of polygemm.apps that each add a command (``add_parser(sub)``), in ``--help``'s order;
+#: imported when the parser is built, so that the library never imports them
+COMMAND_MODULES = ("explain", "bench", "plot", "matrix", "ceiling", "compile")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="polygemm", description="Cross-vendor GEMM: information, single runs, benchmarks and the test matrix.")
+    p = Parser(prog="polygemm", description="Cross-vendor GEMM: information, single runs, benchmarks and the test matrix.")
     p.add_argument("--version", action="version", version=f"polygemm {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     s = sub.add_parser("info", help="version, every backend with availability and reason, library versions")
     s.add_argument("-v", "--verbose", action="store_true", help="print each unavailable backend's reason in full (e.g. every place a library was looked for)")
-    _add_json_option(s, "versions and every backend (with each reason in full)")
+    add_json_option(s, "versions and every backend (with each reason in full)")
     s.set_defaults(fn=cmd_info)
 
     s = sub.add_parser("variants", help="list each backend's variants from its static table (no device needed)")
     s.add_argument("--device", "--backends", dest="device", nargs="+", metavar="NAME",
                    help="only these backends, comma or space separated (default: every discovered backend)")
     s.add_argument("-v", "--verbose", action="store_true", help="add each variant's description, requirements and full tile")
-    _add_json_option(s, "every variant with all its fields")
+    add_json_option(s, "every variant with all its fields")
     s.set_defaults(fn=cmd_variants)
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
@@ -404,12 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     s.set_defaults(fn=cmd_gemm)
 
-    for name, module in (("bench", "bench"), ("plot", "plot"), ("matrix", "matrix"), ("ceiling", "backends.cuda.ceiling"), ("compile", "compile_cmd")):
-        try:
-            mod = importlib.import_module(f".{module}", __package__)
-        except ModuleNotFoundError:
-            continue
-        mod.add_parser(sub)
+    for module in COMMAND_MODULES:
+        importlib.import_module(f".{module}", __package__).add_parser(sub)
     return p
 
 
@@ -420,115 +319,6 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass
-
-
-#: the options that name a file a command writes when it is done
-OUTPUT_OPTIONS = ("json", "markdown", "plot", "output")
-#: an example file name's extension for each of them (the empty-path error suggests one)
-_EXAMPLE_EXT = {"json": "json", "markdown": "md", "plot": "png", "output": "png"}
-#: the options among them that name an image (matplotlib picks its format by the extension)
-IMAGE_OPTIONS = ("plot", "output")
-
-
-def image_format(path: str) -> str:
-    """The format matplotlib writes ``path`` in: its extension (``.png``, ``.svg``, ``.pdf``, ...),
-    PNG where it has none. Raises ArgumentError naming the formats matplotlib writes when it
-    cannot write that one (matplotlib must be importable; the callers check that first)."""
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    if not ext:
-        return "png"
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    kinds = FigureCanvasBase.get_supported_filetypes()
-    if ext not in kinds:
-        raise ArgumentError(f"{path}: matplotlib cannot write '.{ext}' files; name a file ending in "
-                            f"{', '.join('.' + k for k in sorted(kinds))} (.png is the usual one)")
-    return ext
-
-
-def cannot_create_in(folder: str) -> str | None:
-    """None when a file can be made in ``folder``, else the system's reason. Tried by making (and
-    removing) an empty file: ``os.access`` answers yes to root for /proc, /sys or a folder on a
-    mount that refuses new files, and a command then ran to its end (a whole benchmark, the whole
-    kernel catalog) and lost its results to a traceback when it wrote them."""
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".polygemm-probe.", dir=folder)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    os.close(fd)
-    try:
-        os.unlink(probe)
-    except OSError:
-        pass
-    return None
-
-
-def special_file(path: str) -> bool:
-    """Whether ``path`` names an existing target that is no regular file nor folder (``/dev/null``, ``/dev/stdout``'s
-    pipe, a FIFO): output is written into it, never put in its place."""
-    try:
-        mode = os.stat(path).st_mode  # through links, as open() goes
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
-def unwritable(args: argparse.Namespace) -> str | None:
-    """Why an output file the command will write at its end cannot be written (None: all can
-    be), checked before the command runs: a benchmark's results are not lost at the end to a
-    missing folder or a typo."""
-    taken: dict[str, str] = {}
-    for option in OUTPUT_OPTIONS:
-        path = getattr(args, option, None)
-        if isinstance(path, str) and not path.strip():
-            # "--json $OUT" with OUT unset: the run had finished and written nothing, saying nothing
-            return f"--{option} {path!r}: an empty path; name a file (e.g. --{option} results.{_EXAMPLE_EXT[option]})"
-        if not isinstance(path, str):
-            continue
-        if path.strip() == "-" and option == "json" and getattr(args, "json_stdout_ok", False):
-            continue  # info and variants: their JSON on standard output, in place of the text
-        if path.strip() == "-":
-            # the usual "standard output" of other tools: it had written a file named "-" in the current folder
-            # ("wrote -"), which a pipe reading stdout never saw, beside the human-readable lines on stdout
-            return (f"--{option} -: polygemm writes --{option} to a file, not to standard output; name a file (e.g. "
-                    f"--{option} results.{_EXAMPLE_EXT[option]}, then read it), or ./- for a file named '-'")
-        same = taken.get(os.path.realpath(path))
-        if same is not None:  # the later file would silently replace the earlier one
-            return f"--{option} {path}: --{same} writes that file too; give each output its own file"
-        taken[os.path.realpath(path)] = option
-        if special_file(path):  # written into, not replaced (bench.write_file)
-            if not os.access(path, os.W_OK):
-                return f"--{option} {path}: not writable"
-            continue
-        # the folder the file will be made in: a link's target's (a dangling link into a missing folder had been a
-        # traceback at the end of the run)
-        folder = os.path.dirname(os.path.realpath(path))
-        if not os.path.isdir(folder):
-            there = folder  # the nearest part of the path that exists: a file where a folder is meant, or none
-            while not os.path.lexists(there) and os.path.dirname(there) != there:
-                there = os.path.dirname(there)
-            if os.path.lexists(there) and not os.path.isdir(there):  # it had said "the folder results.json does not exist"
-                return f"--{option} {path}: {there} is a file, not a folder; name a file in a folder"
-            return f"--{option} {path}: the folder {folder} does not exist"
-        if os.path.isdir(path):
-            return f"--{option} {path}: that is a folder; name a file"
-        if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-            return f"--{option} {path}: not writable"
-        why = cannot_create_in(folder)  # what os.access lets through (root, /proc): written at the end, it had been a traceback
-        if why is not None:
-            return f"--{option} {path}: no file can be made in {folder} ({why}); name a file in a folder you can write"
-        if option in IMAGE_OPTIONS:
-            try:
-                import matplotlib  # noqa: F401
-            except ImportError:
-                continue  # the command says what it needs
-            try:
-                image_format(path)
-            except ArgumentError as exc:
-                return f"--{option} {exc}"
-    return None
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -28,15 +28,16 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..errors import ArgumentError
+from .bench_records import load_records
+from .outputs import image_format, write_file
+
 __all__ = ["plot_records", "plot_heatmap", "summarize", "SweepSummary", "add_parser"]
 
 
 def _save(fig: Any, path: str, **kw: Any) -> None:
     """``fig.savefig`` to exactly ``path``, in the format its extension names (PNG where it has
     none: matplotlib would have written ``path + ".png"``), whole or not at all."""
-    from .bench import write_file
-    from .cli import image_format
-
     fmt = image_format(path)
     write_file(path, lambda fh: fig.savefig(fh, format=fmt, **kw), binary=True)
 
@@ -151,8 +152,6 @@ def plot_records(records: Sequence[Any], path: str, option: str = "--plot") -> N
         import matplotlib.pyplot as plt
         from matplotlib.ticker import FixedLocator, NullLocator
     except ImportError as exc:
-        from .errors import ArgumentError
-
         raise ArgumentError(f"{option} needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from exc
     records, _ = _empty_products(records)  # no place on a log size axis (cmd_plot says which it left out)
     if not records:
@@ -356,8 +355,6 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
         from matplotlib.colors import Normalize
         from matplotlib.patches import Rectangle
     except ImportError as exc:
-        from .errors import ArgumentError
-
         raise ArgumentError(f"--heatmap needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from exc
     summaries = [s for s in summarize(records) if s.ratios]
     if not summaries:
@@ -432,9 +429,6 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .bench import load_records
-    from .errors import ArgumentError
-
     records: list[Any] = []
     for name in args.files:
         try:

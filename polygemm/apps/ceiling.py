@@ -19,8 +19,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...cli import positive_int
-from .variants import KERNEL_DIR, VENDOR_VARIANT
+from .. import registry
+from ..backends.cuda.variants import KERNEL_DIR, VENDOR_VARIANT
+from ..errors import BackendUnavailableError
+from .arguments import positive_int
+from .outputs import write_file
 
 __all__ = ["PROBE_SOURCE", "PROBE_CHAINS", "PROBE_BLOCK", "measure_ceiling", "to_markdown", "add_parser"]
 
@@ -48,13 +51,9 @@ def run_probe(rt: Any, blocks: int, iters: int, x: float = 1.0) -> tuple[Any, An
 def measure_ceiling(repeats: int = 5, shapes: Sequence[tuple[int, int, int]] = ((4096, 4096, 4096), (8192, 8192, 8192)),
                     blocks_per_sm: int = 4, iters: int = 8192) -> dict[str, Any]:
     """Median TFLOP/s of the mma.sync probe and of cuBLAS HGEMM at ``shapes``, interleaved."""
-    from ... import registry
-
     be = registry.get_backend("cuda")
     av = be.probe()
     if not av.ok:
-        from ...errors import BackendUnavailableError
-
         raise BackendUnavailableError(f"device 'cuda' is unavailable: {av.reason}")
     rt = be.runtime  # type: ignore[attr-defined]
     timer = be.timer()
@@ -131,11 +130,9 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     text = to_markdown(result, command)
     print(text)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"command": command, **result}, fh, indent=1)
+        write_file(args.json, lambda fh: json.dump({"command": command, **result}, fh, indent=1))
     if args.markdown:
-        with open(args.markdown, "w") as fh:
-            fh.write(text + "\n")
+        write_file(args.markdown, lambda fh: fh.write(text + "\n"))
     return 0
 
 

@@ -1,0 +1,83 @@
+"""Argument types and parsing helpers shared by the ``polygemm`` commands: shapes, counts,
+comma-or-space separated names, and the parser class every command's parser is made of."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any, Sequence
+
+from ..errors import ArgumentError
+
+__all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "Parser"]
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``"MxNxK"`` -> (M, N, K); raises argparse.ArgumentTypeError with the accepted form."""
+    parts = text.lower().replace("×", "x").split("x")
+    try:
+        m, n, k = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be MxNxK with three non-negative integers, e.g. 1024x1024x1024; got {text!r}") from None
+    if min(m, n, k) < 0:
+        raise argparse.ArgumentTypeError(f"shape dimensions must be >= 0; got {text!r}")
+    return m, n, k
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type); raises argparse.ArgumentTypeError otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (argparse type); raises argparse.ArgumentTypeError otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        # "1.5" is 0 or more: what is wrong with it is that it is no integer
+        raise argparse.ArgumentTypeError(f"must be an integer, 0 or more; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
+    return value
+
+
+def split_names(option: str, given: Sequence[str] | None, what: str, listed: str, instead: str) -> list[str] | None:
+    """The names an option took, comma or space separated, spaces around each dropped
+    (``--device cpu,cuda`` as ``--device cpu cuda``); None when the option was not given. One
+    that names nothing (``--variants ,``) is a usage error saying what to name (``what``s,
+    ``listed`` where they are) or ``instead`` what to do, rather than running every name or none."""
+    if given is None:
+        return None
+    names = [n.strip() for item in given for n in item.split(",") if n.strip()]
+    if not names:
+        raise ArgumentError(f"{option} {' '.join(map(repr, given))} names no {what}; name {what}s, comma or space "
+                            f"separated ({listed}), or {instead}")
+    return names
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: ...)" where a default says something (not None/False, not already in the help)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS or "default" in text.lower() or not text:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``polygemm`` and of each of its commands."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+        # a token like a negative number or a negative shape ("--shape -1x2x3") is the option's
+        # value, so the value's own check says what is wrong rather than argparse's "expected one
+        # argument"; no option of polygemm starts with "-<digit>"
+        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+([x×X]-?\d*)*$")

@@ -1,0 +1,324 @@
+"""``polygemm bench --mode call``: the public ``polygemm.gemm`` per call, beside the vendor
+libraries called as their users call them.
+
+On a cuda device the anchor is the fastest vendor path a user has: ``torch.matmul`` and
+``cupy.matmul`` are each timed where installed (on their own arrays, holding the same random
+data, ``out=`` given as polygemm's is), interleaved repeat by repeat with polygemm's call, and
+the ratio is taken to the faster of them; both times are recorded. A host backend is timed
+beside ``numpy.matmul``; another device backend beside its vendor variant through the call.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import gemm, last_plan, registry
+from ..backend import Backend
+from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
+from .bench_inputs import Normals, check_variant_names, skip_too_large, too_large_text
+from .bench_records import BenchRecord
+from .bench_report import rate_text, spread_text
+from .bench_timing import CallTimed, ratio_range
+
+__all__ = ["ArrayLib", "Vendor", "call_setup", "CallTimings", "time_interleaved", "run_call_bench"]
+
+
+@dataclass
+class ArrayLib:
+    """Whose arrays: how host data becomes one of them, and how an output is made."""
+
+    name: str
+    to_device: Callable[[np.ndarray], Any]
+    empty: Callable[[tuple[int, ...], Any], Any]
+
+
+@dataclass
+class Vendor:
+    """One vendor path, called as its users call it: on ``lib``'s arrays with ``out=``
+    (``matmul(a, b, out)``), making a new result (``matmul_new(a, b)``), or NumPy in and out
+    (``host_matmul(a, b, out)``); each with the text the records and tables show."""
+
+    name: str
+    lib: ArrayLib
+    matmul: Callable[[Any, Any, Any], Any]
+    call: str
+    host_matmul: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
+    host_call: str
+    matmul_new: Callable[[Any, Any], Any] | None = None
+    new_call: str = ""
+
+
+def _numpy_vendor() -> tuple[ArrayLib, Vendor]:
+    def np_matmul(a: Any, b: Any, out: Any) -> Any:
+        if a.dtype.name in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
+            return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype))
+        return np.matmul(a, b, out=out)
+
+    lib = ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt))
+    return lib, Vendor("numpy", lib, np_matmul, "numpy.matmul(a, b, out=out)", np_matmul, "numpy.matmul(a, b, out=out)")
+
+
+def _cupy_vendor() -> tuple[ArrayLib, Vendor]:
+    import cupy as cp
+
+    lib = ArrayLib("cupy", cp.asarray, lambda shape, dt: cp.empty(shape, dt))
+    return lib, Vendor("cupy", lib, lambda a, b, out: cp.matmul(a, b, out=out), "cupy.matmul(a, b, out=out)",
+                       lambda a, b, out: cp.matmul(cp.asarray(a), cp.asarray(b)).get(out=out),
+                       "cupy.matmul(cupy.asarray(a), cupy.asarray(b)).get(out=out)", cp.matmul, "cupy.matmul(a, b)")
+
+
+def _torch_vendor(dtype: str) -> tuple[ArrayLib, Vendor]:
+    import torch
+
+    tdt = getattr(torch, dtype)
+    bf16 = dtype == "bfloat16"  # NumPy (ml_dtypes) and torch share bfloat16's bits, not a DLPack dtype
+
+    def to_torch(x: np.ndarray) -> Any:
+        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if bf16 else torch.from_numpy(x)
+
+    def to_numpy(t: Any, like: np.ndarray) -> np.ndarray:
+        return t.cpu().view(torch.int16).numpy().view(like.dtype) if bf16 else t.cpu().numpy()
+
+    lib = ArrayLib("torch", lambda x: to_torch(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"))
+    return lib, Vendor("torch", lib, lambda a, b, out: torch.matmul(a, b, out=out), "torch.matmul(a, b, out=out)",
+                       lambda a, b, out: np.copyto(out, to_numpy(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()), out)),
+                       "torch.matmul(a.cuda(), b.cuda()).cpu()", torch.matmul, "torch.matmul(a, b)")
+
+
+def _variant_vendor(be: Backend, dtype: str) -> tuple[ArrayLib, Vendor]:
+    """A device backend without CuPy or torch: its own arrays, its vendor variant through the call."""
+    name = next((v.name for v in be.variants() if v.vendor and dtype in v.dtypes), None)
+    if name is None:
+        raise UnsupportedProblemError(f"backend {be.name!r} has no vendor variant for {dtype} to compare the call with")
+    through = lambda a, b, out: gemm(a, b, device=be.name, variant=name, out=out)  # noqa: E731
+    lib = ArrayLib(be.name, be.to_device, lambda shape, dt: be.to_device(np.empty(shape, dt)))
+    call = f"polygemm.gemm(a, b, out=out, variant={name!r})"
+    return lib, Vendor(name, lib, through, call, through, call, lambda a, b: gemm(a, b, device=be.name, variant=name),
+                       f"polygemm.gemm(a, b, variant={name!r})")
+
+
+def call_setup(be: Backend, dtype: str, prefer: str = "auto") -> tuple[ArrayLib, list[Vendor]]:
+    """(the arrays polygemm's call is timed on, the vendor paths timed beside it).
+
+    A host backend: NumPy arrays beside ``numpy.matmul``. cuda: CuPy's arrays, else torch's
+    (or the library ``prefer`` names), beside every one of ``torch.matmul`` and ``cupy.matmul``
+    that is installed (CuPy has no bfloat16). Otherwise, or with neither installed: the
+    backend's own device arrays beside its vendor variant."""
+    if "host" in be.residencies and len(be.residencies) == 1:
+        if prefer not in ("auto", "numpy"):
+            raise UnsupportedProblemError(f"--array-lib {prefer}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
+                                          "timed on NumPy arrays; omit --array-lib")
+        lib, vendor = _numpy_vendor()
+        return lib, [vendor]
+    if dtype == "bfloat16" and prefer == "cupy":
+        raise UnsupportedProblemError("--array-lib cupy: CuPy has no bfloat16; use torch")
+    found: dict[str, tuple[ArrayLib, Vendor]] = {}
+    if be.name == "cuda":
+        makers: dict[str, Callable[[], tuple[ArrayLib, Vendor]]] = {"torch": lambda: _torch_vendor(dtype)}
+        if dtype != "bfloat16":
+            makers["cupy"] = _cupy_vendor
+        for name, make in makers.items():
+            try:
+                found[name] = make()
+            except ImportError:
+                pass
+    if prefer in ("cupy", "torch") and prefer not in found:  # not a silent run on other arrays
+        raise UnsupportedProblemError(f"--array-lib {prefer}: {prefer} is not importable")
+    if not found:
+        lib, vendor = _variant_vendor(be, dtype)
+        return lib, [vendor]
+    arrays = prefer if prefer in found else ("cupy" if "cupy" in found else "torch")
+    return found[arrays][0], [vendor for _, vendor in found.values()]
+
+
+@dataclass
+class CallTimings:
+    """Seconds per call, repeat by repeat: polygemm's, and each vendor's timed beside it."""
+
+    ours: list[float] = field(default_factory=list)
+    vendors: dict[str, list[float]] = field(default_factory=dict)
+
+    def fastest(self) -> str | None:
+        """The vendor of the lowest median time (None: no vendor timed)."""
+        timed = {name: statistics.median(ts) for name, ts in self.vendors.items() if ts}
+        return min(timed, key=lambda name: timed[name]) if timed else None
+
+
+def time_interleaved(ours: CallTimed, vendors: dict[str, CallTimed], repeats: int) -> CallTimings:
+    """``repeats`` rounds, each timing one batch of every vendor, then one of polygemm's: a
+    machine whose clocks or load drift over the run then slows all of them alike."""
+    out = CallTimings(vendors={name: [] for name in vendors})
+    for _ in range(repeats):
+        for name, timed in vendors.items():
+            out.vendors[name].append(timed.once())
+        out.ours.append(ours.once())
+    return out
+
+
+def run_call_bench(
+    device: str,
+    dtype: str,
+    shapes: Sequence[tuple[int, int, int]],
+    *,
+    variant: str = "auto",
+    inputs: str = "device",
+    repeats: int = 5,
+    min_seconds: float = 0.05,
+    sets: int = 2,
+    progress: Callable[[str], None] | None = None,
+    step: Callable[[], None] | None = None,
+    batch: int = 0,
+    array_lib: str = "auto",
+    result: str = "out",
+    sink: list[BenchRecord] | None = None,
+    too_large: list[str] | None = None,
+) -> list[BenchRecord]:
+    """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
+    vendor paths of :func:`call_setup`, interleaved repeat by repeat (:func:`time_interleaved`);
+    the median after warm-up, on random normal data.
+
+    ``inputs="device"``: device arrays of the user's library; ``"numpy"``: NumPy in and out
+    (host copies included; ``copy_share`` is the part of the call not spent in the device-array
+    call). ``progress`` gets one line per shape; ``step`` is called once per shape done, timed or
+    not. ``batch`` > 0 times a strided batch of that many products per call (the vendors'
+    batched GEMM, e.g. ``torch.matmul`` on 3-D tensors); ``array_lib`` picks cupy or torch for
+    polygemm's arrays. ``result="new"`` (device inputs): no ``out``, each call makes its result,
+    as ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` (the allocation in both).
+    ``sink``, when given, gets each record as soon as it is timed. A shape whose host arrays do
+    not fit in memory is left out and said in ``too_large`` when given (else a MemoryError naming it).
+    """
+    be = registry.get_backend(device)
+    av = be.probe()
+    if not av.ok:
+        raise BackendUnavailableError(f"device {device!r} is unavailable: {av.reason}")
+    if inputs not in ("device", "numpy"):
+        raise UnsupportedProblemError(f"--inputs must be device or numpy; got {inputs!r}")
+    check_variant_names(be, device, dtype, [variant], modified=False)
+    lib, vendors = call_setup(be, dtype, array_lib)
+    host_only = lib.name == "numpy"
+    if result not in ("out", "new"):
+        raise UnsupportedProblemError(f"--result must be out or new; got {result!r}")
+    new = result == "new"
+    if new and (inputs != "device" or host_only or any(v.matmul_new is None for v in vendors)):
+        # NumPy calls are timed writing into out= (gemm(a, b, out=o) beside numpy.matmul(a, b, out=out))
+        why = (f"backend {be.name!r} takes NumPy arrays" if host_only else "--inputs numpy times NumPy arrays"
+               if inputs != "device" else f"{lib.name} arrays have no vendor call that makes a new result")
+        raise UnsupportedProblemError(f"--result new times device arrays of a GPU backend (each call's result made on the device); "
+                                      f"{why}, whose calls are timed writing into out= (--result out, the default): omit --result")
+    on_host = inputs == "numpy" or host_only
+    lead = (batch,) if batch else ()
+    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    np_dtype = np.dtype(dtype)
+    normals = Normals(np.random.default_rng(), np_dtype)
+    sync = be.synchronize
+    records: list[BenchRecord] = []
+    for (m, n, k) in shapes:
+        flops = 2.0 * m * n * k * max(batch, 1)
+        try:
+            host = [(normals(lead + (m, k)), normals(lead + (k, n)), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
+            by_lib: dict[str, list[tuple[Any, Any, Any]]] = {}
+            if on_host:
+                by_lib[lib.name] = host
+            for x in [lib] + ([] if on_host else [v.lib for v in vendors]):
+                if x.name not in by_lib:  # each library's own arrays, holding the same data
+                    by_lib[x.name] = [(x.to_device(a), x.to_device(b), x.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
+        except MemoryError:  # this shape left out; the others are timed and kept
+            skip_too_large(too_large_text(m, n, k, lead, np_dtype.itemsize, sets), too_large, progress, step)
+            continue
+        mine = by_lib[lib.name]
+        if new:
+            ours = [(lambda a=a, b=b: gemm(a, b, device=device, variant=variant)) for a, b, _ in mine]
+        else:
+            ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in mine]
+        try:
+            timed = CallTimed(ours, sync, min_seconds)
+        except UnsupportedProblemError as exc:
+            if progress:
+                progress(f"{m}x{n}x{k} {variant} not timed: {exc}")
+            if step:
+                step()
+            continue
+        ran = last_plan()
+        chosen = ran.variant if ran is not None else variant
+        vend: dict[str, CallTimed] = {}
+        calls: dict[str, str] = {}
+        for v in vendors:
+            fns, calls[v.name] = _vendor_calls(v, host if on_host else by_lib[v.lib.name], new, on_host and not host_only)
+            try:
+                vend[v.name] = CallTimed(fns, sync, min_seconds)
+            except MemoryError:
+                raise
+            except Exception as exc:  # e.g. muBLAS absent from an emulation build, a library refusing the problem
+                if progress:
+                    progress(f"{m}x{n}x{k} vendor {calls[v.name]} not timed: {type(exc).__name__}: {exc}")
+        timings = time_interleaved(timed, vend, repeats)
+        share = None
+        if inputs == "numpy" and not host_only:
+            dev = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
+            dev_t = statistics.median(CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in dev],
+                                                 sync, min_seconds).once() for _ in range(repeats))
+            share = max(0.0, 1.0 - dev_t / statistics.median(timings.ours))
+            del dev
+        rec = _record(be, chosen, dtype, (m, n, k), flops, timings, vendors[0].name, calls, date, timed.calls)
+        rec.inputs, rec.copy_share, rec.requested, rec.batch, rec.result = "numpy" if host_only else inputs, share, variant, batch, result
+        records.append(rec)
+        if sink is not None:
+            sink.append(rec)
+        if progress:
+            progress(_line(rec, variant, timings))
+        if step:
+            step()
+        del by_lib, mine, ours, vend
+    return records
+
+
+def _vendor_calls(v: Vendor, sets: list[tuple[Any, Any, Any]], new: bool, host_copies: bool) -> tuple[list[Callable[[], Any]], str]:
+    """The calls of vendor ``v`` over the input sets, and how they are written."""
+    if new:
+        assert v.matmul_new is not None
+        matmul_new = v.matmul_new
+        return [(lambda a=a, b=b: matmul_new(a, b)) for a, b, _ in sets], v.new_call
+    fn, text = (v.host_matmul, v.host_call) if host_copies else (v.matmul, v.call)
+    return [(lambda a=a, b=b, o=o: fn(a, b, o)) for a, b, o in sets], text
+
+
+def _record(be: Backend, chosen: str, dtype: str, shape: tuple[int, int, int], flops: float, timings: CallTimings,
+            first_vendor: str, calls: dict[str, str], date: str, calls_per_repeat: int) -> BenchRecord:
+    """The record of one shape: polygemm's median, each vendor's, the ratio to the fastest vendor and its range."""
+    times = timings.ours
+    t = statistics.median(times)
+    anchor = timings.fastest()
+    vtimes = timings.vendors[anchor] if anchor is not None else []
+    vt = statistics.median(vtimes) if vtimes else float("nan")
+    m, n, k = shape
+
+    def us(name: str) -> float | None:
+        ts = timings.vendors.get(name)
+        return statistics.median(ts) * 1e6 if ts else None
+
+    rec = BenchRecord(
+        be.name, chosen, dtype, m, n, k, flops / t / 1e12, flops / max(times) / 1e12, flops / min(times) / 1e12,
+        t * 1e3, anchor or first_vendor, flops / vt / 1e12, vt / t, be.device_name(), date, len(times), calls_per_repeat,
+        "interleaved", "call", t * 1e6, vt * 1e6, vendor_call=calls.get(anchor or first_vendor, ""),
+        torch_us_per_call=us("torch"), cupy_us_per_call=us("cupy"), vendor=anchor,
+    )
+    rec.ratio_min, rec.ratio_max, rec.ratio_spread = ratio_range(vtimes, times)
+    return rec
+
+
+def _line(rec: BenchRecord, variant: str, timings: CallTimings) -> str:
+    """The progress line of one shape: polygemm's time, the ratio to the fastest vendor with its range, every vendor's time."""
+    extra = f", copies {rec.copy_share:.0%} of the call" if rec.copy_share is not None else ""
+    if rec.vendor is not None:
+        others = [f"{name} {statistics.median(ts) * 1e6:.1f} us" for name, ts in timings.vendors.items() if ts and name != rec.vendor]
+        beside = (f"{rec.ratio:.2f}x {rec.vendor_call}: {rec.vendor_us_per_call:.1f} us, {spread_text(rec)} over the repeats"
+                  + (f"; {', '.join(others)}" if others else ""))
+    else:
+        beside = f"{rec.vendor_call} not timed"
+    return (f"{f'{rec.batch}x' if rec.batch else ''}{rec.m}x{rec.n}x{rec.k} gemm({variant}) -> {rec.variant:28s} "
+            f"{rec.us_per_call:10.1f} us/call  {rate_text(rec.tflops)}  ({beside}{extra})")

@@ -1,0 +1,84 @@
+"""What ``polygemm bench`` times on: random normal operands (never zeros), the variant names
+checked before anything is timed, and the shapes whose host arrays do not fit in memory."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..backend import Backend
+from ..errors import PolygemmError, UnsupportedProblemError
+
+__all__ = ["Normals", "too_large_text", "skip_too_large", "check_variant_names"]
+
+
+class Normals:
+    """Random normal operands without drawing every element anew: one pool of normals per run,
+    laid out cyclically from a random start for each operand. The pool's length is a prime, so
+    the rows of an operand start at different places in it (no two rows repeat each other)
+    and two operands differ; values are never all zeros. Drawing 8192×16384 normals takes
+    seconds of host time, a pooled copy a fraction of that, which is what lets the sweep's
+    large shapes fit its budget."""
+
+    LENGTH = 4_194_301  # a prime below 2**22: 16 MiB of float32
+
+    def __init__(self, rng: np.random.Generator, dtype: Any) -> None:
+        self.rng = rng
+        self.pool = rng.standard_normal(self.LENGTH, dtype=np.float32).astype(dtype)
+
+    def __call__(self, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape, dtype=np.int64))
+        start = int(self.rng.integers(self.LENGTH))
+        out = np.empty(size, self.pool.dtype)
+        head = min(size, self.LENGTH - start)
+        out[:head] = self.pool[start:start + head]
+        out[head:min(size, self.LENGTH)] = self.pool[:min(size, self.LENGTH) - head]
+        done = min(size, self.LENGTH)
+        while done < size:  # doubling copies of what is already laid out: one pass over ``out``
+            step = min(done, size - done)
+            out[done:done + step] = out[:step]
+            done += step
+        return out.reshape(shape)
+
+
+
+def too_large_text(m: int, n: int, k: int, lead: tuple[int, ...], itemsize: int, sets: int) -> str:
+    """What a shape whose host operands could not be allocated says (as ``polygemm gemm`` says it)."""
+    count = int(np.prod(lead)) if lead else 1
+    need = sets * count * (m * k + k * n + m * n) * itemsize
+    return (f"{'x'.join(map(str, lead + (m, n, k)))}: operands and a result of that size need about {need / 2**30:.1f} GiB "
+            f"of host memory, more than this machine can give")
+
+
+def skip_too_large(why: str, too_large: list[str] | None, progress: Callable[[str], None] | None,
+                    step: Callable[[], None] | None) -> None:
+    """A shape whose host arrays do not fit: left out, said, and kept in ``too_large`` (the command's
+    error at the end); without that list (a library caller) a MemoryError naming the shape."""
+    if too_large is None:
+        raise MemoryError(why)
+    too_large.append(why)
+    if progress:
+        progress(f"{why.split(':', 1)[0]} not timed: {why.split(': ', 1)[1]}")
+    if step:
+        step()
+
+
+
+def check_variant_names(be: Backend, device: str, dtype: str, names: Sequence[str], modified: bool) -> None:
+    """UnsupportedProblemError for the first of ``names`` that is not a ``dtype`` variant of
+    ``be`` (nor ``auto``); ``modified``: names the backend modifies (cuda's
+    ``rung:split_k=8``, taken by kernel mode) count as their variant."""
+    known = {v.name for v in be.variants() if dtype in v.dtypes}
+    for name in names:
+        if name == "auto" or name in known:
+            continue
+        ok = False
+        if modified:
+            try:
+                ok = be.get_variant(name).name in known
+            except PolygemmError:
+                pass
+        if not ok:
+            raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
+

@@ -1,0 +1,79 @@
+"""``polygemm explain``: the plan ``polygemm.gemm`` would run for a problem, without running it
+(what :func:`polygemm.explain` returns: backend, variant, why, layouts, copies, padding, the
+backends passed over), for operands described by their shape, dtype and layout."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from .. import explain
+from ..backend import Plan
+from ..problem import dtype_named
+from .arguments import non_negative_int, parse_shape
+from .outputs import add_json_option, emit_json
+
+__all__ = ["operands", "plan_record", "cmd_explain", "add_parser"]
+
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def operands(shape: tuple[int, int, int], dtype: str, transpose_a: bool = False, transpose_b: bool = False,
+             batch: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy operands a (M×K) and b (K×N) of ``dtype``, each a transposed view of a K×M (N×K)
+    array where asked (column-major, as ``x.T`` passes it), with a leading batch axis of
+    ``batch`` > 0. Their values are never read: planning reads shapes, dtypes and strides."""
+    m, n, k = shape
+    dt = dtype_named(dtype)
+    lead = (batch,) if batch else ()
+    a = np.zeros(lead + (k, m), dt).swapaxes(-1, -2) if transpose_a else np.zeros(lead + (m, k), dt)
+    b = np.zeros(lead + (n, k), dt).swapaxes(-1, -2) if transpose_b else np.zeros(lead + (k, n), dt)
+    return a, b
+
+
+def _plain(value: Any) -> Any:
+    """A launch parameter as JSON holds it: numbers, strings, booleans and lists of them as they are, anything else as text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def plan_record(plan: Plan) -> dict[str, Any]:
+    """``polygemm explain --json``: the plan's public fields, the problem's sizes and dtypes."""
+    p = plan.problem
+    return {
+        "m": p.m, "n": p.n, "k": p.k, "batch": list(p.batch), "dtype": p.dtype.name, "out_dtype": p.out_dtype.name,
+        "alpha": p.alpha, "beta": p.beta, "backend": plan.backend, "device": plan.device, "variant": plan.variant,
+        "reason": plan.reason, "layouts": dict(plan.layouts), "copies": list(plan.copies), "padding": plan.padding,
+        "launch": {str(k): _plain(v) for k, v in plan.launch.items()},
+        "passed_over": [{"backend": name, "why": why} for name, why in plan.candidates],
+        "notes": list(plan.notes), "cached": plan.cached, "uncached": plan.uncached,
+    }
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    a, b = operands(args.shape, args.dtype, args.transpose_a, args.transpose_b, args.batch)
+    plan = explain(a, b, device=args.device, variant=args.variant)
+    emit_json(args, plan_record(plan), str(plan))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser("explain", help="the plan polygemm.gemm would run for a problem (backend, variant, why), without running it")
+    s.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, e.g. 1024x1024x1024")
+    s.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of a, b and the result")
+    s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
+    s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
+    s.add_argument("--transpose-a", action="store_true",
+                   help="a is the transposed view of a KxM array (column-major, passed as x.T), not a C-ordered MxK array")
+    s.add_argument("--transpose-b", action="store_true",
+                   help="b is the transposed view of an NxK array (column-major, passed as x.T), not a C-ordered KxN array")
+    s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
+                   help="a strided batch of N products (a leading axis of N on a and b; 0: one product)")
+    add_json_option(s, "the plan")
+    s.epilog = "The operands are NumPy arrays on the host: a GPU backend's plan includes their copies to the device."
+    s.set_defaults(fn=cmd_explain)
