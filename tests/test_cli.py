@@ -301,3 +301,49 @@ def test_json_dash_is_still_refused_where_json_names_a_file(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     assert main(["matrix", "--backends", "cpu", "--quick", "--json", "-"]) == 2
     assert "polygemm writes --json to a file, not to standard output" in capsys.readouterr().err
+
+
+# -- polygemm explain ----------------------------------------------------------------------------
+
+def test_explain_prints_the_plan_of_polygemm_explain(capsys):
+    assert main(["explain", "--shape", "64x32x16", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "64x32x16" in out and "backend : cpu" in out and "variant : blas" in out and "why" in out
+    assert "b=row-major" in out
+
+
+def test_explain_takes_transposed_operands_and_a_variant(capsys):
+    assert main(["explain", "--shape", "64x32x16", "--device", "cpu", "--variant", "reference", "--transpose-a", "--transpose-b"]) == 0
+    out = capsys.readouterr().out
+    assert "variant : reference" in out and "a=col-major" in out and "b=col-major" in out and "copies  : none" in out
+
+
+def test_explain_json_on_stdout_and_to_a_file(capsys, tmp_path):
+    assert main(["explain", "--shape", "8x4x2", "--dtype", "float16", "--device", "cpu", "--batch", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["m"], data["n"], data["k"], data["batch"]) == (8, 4, 2, [3])
+    assert data["dtype"] == "float16" and data["backend"] == "cpu" and data["variant"] and data["reason"]
+    assert set(data["layouts"]) == {"a", "b"} and isinstance(data["passed_over"], list)
+    path = tmp_path / "plan.json"
+    assert main(["explain", "--shape", "8x4x2", "--device", "cpu", "--json", str(path)]) == 0
+    assert "variant" in capsys.readouterr().out and json.loads(path.read_text())["backend"] == "cpu"
+
+
+def test_explain_refuses_an_unknown_variant_naming_it(capsys):
+    assert main(["explain", "--shape", "8x8x8", "--device", "cpu", "--variant", "no_such_rung"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_rung" in err and "error" in err
+
+
+def test_explain_needs_a_shape(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["explain", "--shape", "8x8"])
+    assert exc.value.code == 2 and "MxNxK" in capsys.readouterr().err
+
+
+def test_applications_are_not_imported_by_the_library():
+    """polygemm.apps sits above the library: importing polygemm (and its backends) imports no application."""
+    code = ("import sys, polygemm, polygemm.backends.cpu_ref, polygemm.testing; "
+            "print([m for m in sys.modules if m.startswith('polygemm.apps')])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

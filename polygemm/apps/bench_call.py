@@ -231,6 +231,7 @@ def run_call_bench(
             skip_too_large(too_large_text(m, n, k, lead, np_dtype.itemsize, sets), too_large, progress, step)
             continue
         mine = by_lib[lib.name]
+        ours: list[Callable[[], Any]]
         if new:
             ours = [(lambda a=a, b=b: gemm(a, b, device=device, variant=variant)) for a, b, _ in mine]
         else:
