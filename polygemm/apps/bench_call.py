@@ -256,7 +256,8 @@ def run_call_bench(
                 raise
             except Exception as exc:  # e.g. muBLAS absent from an emulation build, a library refusing the problem
                 if progress:
-                    progress(f"{m}x{n}x{k} vendor {calls[v.name]} not timed: {type(exc).__name__}: {exc}")
+                    said = exc if isinstance(exc, PolygemmError) else f"{type(exc).__name__}: {exc}"
+                    progress(f"{m}x{n}x{k} vendor {calls[v.name]} not timed: {said}")
         timings = time_interleaved(timed, vend, repeats)
         share = None
         if inputs == "numpy" and not host_only:
