@@ -202,3 +202,30 @@ def test_kernel_mode_records_the_spread_of_its_ratios(tmp_path):
     rec, = json.loads(js.read_text())["records"]
     assert rec["ratio_min"] <= rec["ratio"] * 1.0001 and rec["ratio_max"] >= rec["ratio_min"] and rec["ratio_spread"] >= 0
 
+
+
+def test_plot_draws_each_vendor_library_timed_beside_the_call(monkeypatch, tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from polygemm.apps import plot
+
+    seen = {}
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *a, **k):
+        seen["ax"] = fig.axes[0]
+        return real_savefig(fig, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    monkeypatch.setattr(plt, "close", lambda *a: None)
+    base = dict(backend="cuda", variant="x", dtype="float32", tflops=40.0, tflops_min=39.0, tflops_max=41.0, ms=0.05,
+                vendor_variant="cupy", vendor_tflops=45.0, ratio=0.9, device="GPU", date="d", repeats=3, calls_per_repeat=10,
+                mode="call", us_per_call=50.0, vendor_us_per_call=45.0, vendor_call="cupy.matmul(a, b, out=out)",
+                requested="auto", torch_us_per_call=48.0, cupy_us_per_call=45.0, vendor="cupy")
+    recs = [bench.BenchRecord(**base, m=s, n=s, k=s) for s in (1024, 2048)]
+    plot.plot_records(recs, str(tmp_path / "v.png"))
+    lines = {ln.get_label(): ln for ln in seen["ax"].get_lines()}
+    assert "torch.matmul (vendor)" in lines and "cupy.matmul (vendor)" in lines
+    assert lines["torch.matmul (vendor)"].get_linestyle() != lines["cupy.matmul (vendor)"].get_linestyle()

@@ -5,7 +5,8 @@ x is the problem's size as a number, the cube root of M·N·K (N for an N³ prob
 log-2 axis; y is TFLOP/s (GFLOP/s where every figure is below 1 TFLOP/s) from 0. Lines join
 the square problems; other shapes are open markers at their cube root, named along the
 bottom. Error bars span the fastest and slowest repeat (``tflops_min``/``tflops_max``). The
-vendor is a thick black line with square markers.
+vendor is a thick black line with square markers (a second vendor library timed beside the call,
+torch's and cupy's, dashed grey with diamonds).
 
 Kernel-mode records give one line per variant (a ladder's rungs in one colour map, light to
 dark); call-mode records give one line per requested variant, "polygemm.gemm (auto)", beside
@@ -75,6 +76,12 @@ def _groups(records: Sequence[Any]) -> tuple[list[tuple[str, str, list[Any]]], l
         how = f", {r.inputs} in/out" if len(inputs) > 1 and r.inputs == "numpy" else (", device arrays" if len(inputs) > 1 else "")
         label = f"polygemm.gemm ({getattr(r, 'requested', '') or 'auto'}{how}){tag(r)}"
         ours.setdefault(label, ("", []))[1].append(r)
+        libs = [(lib, us) for lib in ("torch", "cupy") if (us := getattr(r, f"{lib}_us_per_call", None)) is not None]
+        if libs:  # each vendor library timed beside the call: a line of its own, whichever was the faster
+            for lib, us in libs:
+                flops = 2.0 * r.m * r.n * r.k * max(getattr(r, "batch", 0), 1)
+                vendors.setdefault(f"{lib}.matmul{how}{tag(r)} (vendor)", []).append((r, flops / us / 1e6 if us > 0 else float("nan")))
+            continue
         vlabel = f"{_short_call(r.vendor_call) if r.vendor_call else r.vendor_variant}{how}{tag(r)} (vendor)"
         vendors.setdefault(vlabel, []).append((r, r.vendor_tflops))
     vend_kernel: dict[str, dict[tuple[int, int, int, str], list[tuple[Any, float]]]] = {}
@@ -196,9 +203,9 @@ def plot_records(records: Sequence[Any], path: str, option: str = "--plot") -> N
         pts = [(r, r.tflops, r.tflops_min, r.tflops_max) for r in rs]
         draw(pts, label, color=colors[label], marker="o", markersize=4.5, linewidth=1.4,
              linestyle=ladder_styles.get(ladder, "-"), zorder=3)
-    for vlabel, pts in vendors:
-        draw([(r, v, v, v) for r, v in pts], vlabel, color="black", marker="s", markersize=6.5, linewidth=3.0,
-             err=False, zorder=4)
+    for i, (vlabel, pts) in enumerate(vendors):  # black, then grey and dashed, so that two vendors (torch, cupy) tell apart
+        draw([(r, v, v, v) for r, v in pts], vlabel, color=("black", "dimgray", "gray")[min(i, 2)], marker="sDv"[min(i, 2)],
+             markersize=6.5, linewidth=3.0, linestyle=("-", "--", ":")[min(i, 2)], err=False, zorder=4)
 
     ax.set_xscale("log", base=2)
     sizes = sorted({_size(r) for _, _, rs in groups for r in rs} | {_size(r) for _, pts in vendors for r, _ in pts})
