@@ -229,3 +229,10 @@ def test_plot_draws_each_vendor_library_timed_beside_the_call(monkeypatch, tmp_p
     lines = {ln.get_label(): ln for ln in seen["ax"].get_lines()}
     assert "torch.matmul (vendor)" in lines and "cupy.matmul (vendor)" in lines
     assert lines["torch.matmul (vendor)"].get_linestyle() != lines["cupy.matmul (vendor)"].get_linestyle()
+
+
+def test_array_lib_names_what_another_device_backend_takes(monkeypatch):
+    _fake_libs(monkeypatch, [])
+    other = types.SimpleNamespace(name="musa", residencies=("device",), variants=lambda: [], to_device=lambda x: x)
+    with pytest.raises(UnsupportedProblemError, match="musa.*own device arrays.*omit --array-lib"):
+        bench.call_setup(other, "float32", "torch")

@@ -128,6 +128,9 @@ def call_setup(be: Backend, dtype: str, prefer: str = "auto") -> tuple[ArrayLib,
             except ImportError:
                 pass
     if prefer in ("cupy", "torch") and prefer not in found:  # not a silent run on other arrays
+        if be.name != "cuda":
+            raise UnsupportedProblemError(f"--array-lib {prefer}: backend {be.name!r} is timed on its own device arrays; "
+                                          "omit --array-lib")
         raise UnsupportedProblemError(f"--array-lib {prefer}: {prefer} is not importable")
     if not found:
         lib, vendor = _variant_vendor(be, dtype)
