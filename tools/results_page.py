@@ -38,9 +38,7 @@ Today's figures of polygemm against the vendor library, one section per benchmar
 figure comes from `polygemm bench` (or `polygemm matrix`, `tools/bench_dask.py`) with the vendor timed
 **in the same process, beside each polygemm call or kernel, repeat by repeat**; the ratio is
 polygemm's speed over the vendor's (above 1: polygemm is faster; bold: under 0.9). Each section
-names the card, the date, the vendor figure and the commands that produced it.
-
-What the vendor figure is matters:
+names the card, the date, the vendor figure and the commands that produced it. The vendor figures:
 
 - **Call figures** (`--mode call`) time `polygemm.gemm` as a user calls it. Most of them compare with
   `cupy.matmul` alone (torch tensors: `torch.matmul`). Neither is always the fastest vendor path: a
