@@ -122,7 +122,7 @@ case "$what" in
       --shapes sweep 4096x4096x4096 8192x8192x8192 2000x2000x8192 6144x1536x1024 1536x6144x1024 3000x3000x3000 \
         8192x2000x1024 4096x4096x1024 4096x4096x2048 2048x8192x4096 --repeats 3 --no-progress \
       --json $out/${gpu}_tune_cluster_persistent_fp16.json --markdown $out/${gpu}_tune_cluster_persistent_fp16.md
-    # side by side with the rows they displaced, where auto moved (two rungs a shape leave the run's vendor median to chance)
+    # side by side with the rows they compete with (two rungs a shape would leave the run's vendor median to chance)
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants hgemm_v2_wgmma_tma_cluster2_persistent \
       hgemm_v2_wgmma_tma_128x128_cluster2_persistent hgemm_v2_wgmma_tma_128x192_cluster2 hgemm_v2_wgmma_tma_64x128_cluster2 \
       hgemm_v2_wgmma_tma_cluster2 hgemm_v2_wgmma_tma_persistent hgemm_v3_wgmma_pingpong_persistent hgemm_v3_wgmma_pingpong_persistent_tma_store \
@@ -130,7 +130,7 @@ case "$what" in
         6144x1536x1024 --repeats 5 --no-progress \
       --json $out/${gpu}_tune_cluster_persistent_choices_fp16.json --markdown $out/${gpu}_tune_cluster_persistent_choices_fp16.md
     ;;
-  tune-thin-choices)  # the thin shapes the H100's sweep measured short (auto's rung under 0.9x of cuBLAS), every row that
+  tune-thin-choices)  # the thin shapes where auto's rung measures under 0.9x of cuBLAS, every row that
                       # could run them side by side, so each anchors on the same run's vendor
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --variants hgemm_v2_wgmma_tma_64x32_col \
       hgemm_v2_wgmma_tma_64x32_col:split_k=2 hgemm_v2_wgmma_tma_64x64 hgemm_v2_wgmma_tma_64x64:split_k=2 hgemm_v2_wgmma_tma_64x128 \
@@ -167,7 +167,7 @@ case "$what" in
         hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=2 hgemm_v2_wgmma_tma_128x128_cluster2x2:split_k=4 \
         hgemm_v2_wgmma_tma_128x192_cluster2:split_k=2 hgemm_v2_wgmma_tma_128x64_cluster2:split_k=2 \
       --json $out/${gpu}_tune_cluster_split_fp16.json --markdown $out/${gpu}_tune_cluster_split_fp16.md
-    # where the table's choice moved to a cluster row, the two choices side by side with more repeats
+    # where the table chooses a cluster row, it and the runner-up side by side with more repeats
     python3 -m polygemm bench --mode kernel --device cuda --dtype float16 --repeats 7 --no-progress \
       --shapes 512x512x16384 1000x1000x16384 4096x1000x4096 4096x1000x16384 512x512x512 1000x1000x4096 \
       --variants hgemm_v2_wgmma_tma hgemm_v2_wgmma_tma_cluster2 hgemm_v2_wgmma_tma:split_k=4 hgemm_v2_wgmma_tma_cluster2:split_k=4 \
