@@ -205,7 +205,8 @@ def readme_table(files: list[tuple[str, dict]]) -> str:
     recs = [r for r in data["records"] if r["run"] < 2]  # fp16 and fp32 on CuPy arrays (the file's first two runs)
     lines = [README_BEGIN, "",
              f"`polygemm.gemm` per call against `cupy.matmul` on the same CuPy arrays, {data['gpu']}, {dates({'records': recs})} "
-             "(fp32 with TF32 off; a ratio above 1: polygemm is faster). All figures, their commands and vendors: "
+             "(a ratio above 1: polygemm is faster; bold: under 0.9). The vendor here is `cupy.matmul` alone: the comparison "
+             "with the fastest vendor path at each shape is pending. All figures, their commands and vendors: "
              "[docs/results.md](docs/results.md).", "",
              "| shape | fp16: polygemm / CuPy (µs) | ratio | fp32: polygemm / CuPy (µs) | ratio |", "|---|---|---|---|---|"]
     by = {(shape(r), r["dtype"]): r for r in recs}
