@@ -19,7 +19,7 @@ from polygemm.apps import bench
 from polygemm.apps.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs" / "benchmarks"
+DOCS = ROOT / "docs" / "results"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -237,7 +237,7 @@ def test_load_records_reads_what_bench_writes(tmp_path):
     assert back[0].mode == "kernel" and back[0].m == 8
 
 
-@pytest.mark.parametrize("name", ["h200_fp16", "h200_fp32", "h200_call_fp16", "h200_call_fp32"])
+@pytest.mark.parametrize("name", ["h200-ladders", "h200-call", "h100-targets", "h100-sweep"])
 def test_committed_benchmark_json_loads_and_plots(tmp_path, name):
     path = DOCS / f"{name}.json"
     if not path.exists():

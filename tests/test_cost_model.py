@@ -432,18 +432,18 @@ def test_the_indexed_table_anchors_where_a_scan_of_every_record_would():
 
 
 def test_the_committed_auto_choices_are_what_the_tables_choose():
-    """docs/benchmarks/auto_choices.md (the results page's "what auto chose and why") is what
-    docs/benchmarks/auto_choices.py prints from the committed tables: a change to the tables
+    """docs/auto-choices.md (what auto chooses and why) is what tools/auto_choices.py prints
+    from the committed tables: a change to the tables
     or the model that moves a choice must regenerate it."""
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    script = root / "docs" / "benchmarks" / "auto_choices.py"
+    script = root / "tools" / "auto_choices.py"
     printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=root).stdout
-    committed = (root / "docs" / "benchmarks" / "auto_choices.md").read_text()
-    assert printed == committed, "regenerate: python docs/benchmarks/auto_choices.py > docs/benchmarks/auto_choices.md"
+    committed = (root / "docs" / "auto-choices.md").read_text()
+    assert printed == committed, "regenerate: python tools/auto_choices.py > docs/auto-choices.md"
 
 
 def test_the_tma_store_row_pays_cs_map_only_where_the_host_sets_the_pace():

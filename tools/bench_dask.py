@@ -5,7 +5,7 @@ One run does every GPU count (a fresh cluster per count, one worker per GPU) and
 implementations on the same persisted inputs, so the figures compare like with like:
 
     python3 tools/bench_dask.py --gpus 1,2 --size 32768 --chunk 8192 \\
-        --json docs/benchmarks/h200x2_dask.json --markdown docs/benchmarks/h200x2_dask.md
+        --json r.json --markdown r.md
 
 On the two-H200 machine (no network: PyCUDA from .gpu/wheels, dask & co. from .whl, both carried):
 
@@ -393,7 +393,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--protocol", default=None, help="distributed protocol (default tcp; ucx needs ucx-py)")
     p.add_argument("--samples", type=int, default=48, help="rows and columns of the sampled correctness check")
     p.add_argument("--no-check", dest="check", action="store_false")
-    p.add_argument("--json", default=None, help="write the records here (name it *dask*.json, e.g. docs/benchmarks/h200x2_dask.json)")
+    p.add_argument("--json", default=None, help="write the records here (e.g. h200x2_dask.json)")
     p.add_argument("--markdown", default=None, help="write the table here (default: the --json path with .md)")
     p.add_argument("--dry-run", action="store_true", help="NumPy chunks, cpu backend, threaded scheduler, small size: no GPU needed")
     p.add_argument("--cpu-cluster", action="store_true", help="with --dry-run: a LocalCluster(processes=False) per GPU count instead of threads "

@@ -3,7 +3,7 @@
 
     python3 tools/trace_items.py --shapes 1000x3000x2000 4096x4096x4096 \
         --variants hgemm_v2_wgmma_tma_persistent hgemm_v2_wgmma_tma_streamk \
-        --json docs/benchmarks/h100_trace_items_fp16.json
+        --json traces.json
 
 Each named row of ``hgemm/v2_wgmma_tma.cu`` is built once more with HG2_TRACE=1 (as
 ``<row>_trace``, registered in this process only): the first consumer lane of every block
