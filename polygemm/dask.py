@@ -20,8 +20,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .problem import (HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, short_repr, check_result_dtype, native_dtype, parse_dtype,
-                      promotion_hint)
+from .core.arguments import misused_arguments
+from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, native_dtype, parse_dtype
+from .core.hints import cast_hint, promotion_hint
+from .core.scalars import parse_scalar
+from .core.text import short_repr
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -167,7 +170,7 @@ def gemm(
     c: Any = None,
     *extra: NoReturn,
     alpha: float = 1.0,
-    beta: float = 0.0,
+    beta: float | None = None,
     device: str | None = None,
     variant: str = "auto",
     out_dtype: Any = None,
@@ -179,7 +182,8 @@ def gemm(
     with NumPy or CuPy chunks; the result has A's row chunks and B's column chunks, blocks of
     the chunks' kind (CuPy chunks give CuPy blocks). ``c`` (optional, the result's shape and
     dtype; a dask array, or an array that is chunked like the result) is read only when
-    ``beta != 0``. ``out_dtype`` asks for a float32 result from float16 inputs. ``device`` and
+    ``beta != 0``; ``beta`` defaults to 1.0 when ``c`` is given (``A @ B + c``, as polygemm.gemm) and
+    to 0.0 otherwise. ``out_dtype`` asks for a float32 result from float16 inputs. ``device`` and
     ``variant`` are passed to :func:`polygemm.gemm` in every task (``device`` may be the operands'
     device object, ``torch.device`` or ``cupy.cuda.Device``, passed by its name): ``device=None`` is each
     worker's default (``$POLYGEMM_DEVICE`` or auto, i.e. the GPU a ``LocalCUDACluster`` worker
@@ -221,14 +225,14 @@ def gemm(
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
     if extra or unexpected:  # another library's spelling (out=, dtype=, trans_a=): say polygemm's, as gemm does
-        from .api import _misused
-
-        raise _misused("polygemm.dask.gemm", extra, unexpected)
+        raise misused_arguments("polygemm.dask.gemm", extra, unexpected)
     da = _dask_array()
     A = _as_dask("A", A, da)
     B = _as_dask("B", B, da)
-    alpha_f = _scalar("alpha", alpha)
-    beta_f = _scalar("beta", beta)
+    if beta is None:
+        beta = 0.0 if c is None else 1.0
+    alpha_f = parse_scalar("alpha", alpha)
+    beta_f = parse_scalar("beta", beta)
     if not isinstance(variant, str):
         raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {short_repr(variant)}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
@@ -271,7 +275,7 @@ def gemm(
             widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
                      and getattr(c, "dtype", None) == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "
-                             f"Cast it, e.g. {_cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")
+                             f"Cast it, e.g. {cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")
         use_c = beta_f != 0.0
         if use_c:  # read only when beta != 0, as polygemm.gemm reads it
             _refuse_masked("c", c)

@@ -22,8 +22,11 @@ import math
 import sys
 
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..interop import dlpack_interface, torch_resolved
-from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, native_dtype, parse_dtype
+from ..core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, finfo, native_dtype, parse_dtype
+from ..core.layout import check_c_shape, check_ndim
+from ..core.scalars import parse_scalar
+from ..interop.dlpack import dlpack_interface
+from ..interop.torch import torch_resolved
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
@@ -113,7 +116,7 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     full = lead + (a64.shape[-2], b64.shape[-1])
     if c64 is not None:
         check_c_shape(c64.shape, full, a64.shape, b64.shape)
-    alpha_f, beta_f = _scalar("alpha", alpha), _scalar("beta", beta)
+    alpha_f, beta_f = parse_scalar("alpha", alpha), parse_scalar("beta", beta)
     if beta_f != 0.0 and c64 is None:  # as gemm refuses it: a check of a product gemm does not compute proves nothing
         raise ArgumentError(f"beta={beta_f!r} needs c: pass c (shape {full}) or beta=0, as polygemm.gemm takes them")
     return a64, b64, c64, alpha_f, beta_f

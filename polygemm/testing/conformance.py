@@ -375,7 +375,7 @@ def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[
                     yield d, name
 
 
-def _availability(be: Backend) -> tuple[bool, str]:
+def availability(be: Backend) -> tuple[bool, str]:
     from ..registry import backends as _infos
 
     info = next((i for i in _infos() if i.name == be.name), None)
@@ -495,7 +495,7 @@ def run_conformance(
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     _check_selection(be, dtypes, variants, groups)
     results: list[CaseResult] = []
-    available, reason = _availability(be)
+    available, reason = availability(be)
     if not available:
         for dtype, variant in _iter_targets(be, dtypes, variants):
             results.append(CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}"))

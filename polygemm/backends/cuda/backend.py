@@ -23,7 +23,8 @@ import numpy as np
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
-from ...problem import Call, GemmProblem, Operand, short_repr
+from ...core.views import operand_view
+from ...problem import Call, GemmProblem, Operand, normalize, short_repr
 from .catalog import anchored_aligned, auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
 from .cost import TMA_PITCH, Candidate, copy_us, pitch_penalty_us
 from . import compiler
@@ -76,16 +77,6 @@ def _split_suffix(name: str) -> tuple[str, int]:
 
 def _compact_ld(layout: str, rows: int, cols: int) -> int:
     return max(cols if layout == "row" else rows, 1)
-
-
-def _result_layout(p: GemmProblem) -> str:
-    """``out``'s layout, else row-major: a new result is C-ordered, as its library makes it. A
-    new M×1 result is both; it is planned column-major (as NumPy classifies a given one), so a
-    rung for a small M serves a small N through the operand swap (one product: a new batch
-    is C-ordered over its matrices)."""
-    if p.out is not None:
-        return p.out.layout
-    return "col" if p.n == 1 and p.m > 1 and not p.batch else "row"
 
 
 def _pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | None, ...], layout: str,
@@ -289,7 +280,7 @@ class CudaBackend(Backend):
     def _plan_mats(self, p: GemmProblem) -> tuple[Mat, Mat, Mat]:
         """The operands as the device will hold them (host ones as fresh compact buffers);
         pointers stand for the alignment every matrix of a batch has."""
-        layout = _result_layout(p)
+        layout = p.result_layout
         osize = p.out_dtype.itemsize
         sa, sb, _, sd = _batch_bytes(p)
         if p.residency == "host":
@@ -310,7 +301,7 @@ class CudaBackend(Backend):
         if variant == "auto":
             self.check_problem(p)
             ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=self._sms(rt),
-                                     result_layout=_result_layout(p), out_itemsize=p.out_dtype.itemsize)
+                                     result_layout=p.result_layout, out_itemsize=p.out_dtype.itemsize)
             if not ranked:
                 chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm, batched=p.count > 1)
             else:
@@ -330,7 +321,7 @@ class CudaBackend(Backend):
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
         if p.empty:
             plan.reason += "; empty product (M, N, K or the batch is 0): no GEMM kernel launched"
-            plan.private = CudaPlan(None, _result_layout(p), _batch_bytes(p), rt)
+            plan.private = CudaPlan(None, p.result_layout, _batch_bytes(p), rt)
             return plan
         a, b, c = self._plan_mats(p)
         sa, sb, _, sd = _batch_bytes(p)
@@ -343,7 +334,7 @@ class CudaBackend(Backend):
             pitched = tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b))
             if pitched:  # TMA can read these rows, but not at full speed: weigh that, and copies that avoid it
                 best = ranked[0]
-                ranked = _pitch_ranked(ranked, a, b, copies, _result_layout(p), p.count)
+                ranked = _pitch_ranked(ranked, a, b, copies, p.result_layout, p.count)
                 if ranked[0] is not best:
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
             pending = list(ranked)
@@ -443,7 +434,7 @@ class CudaBackend(Backend):
             if any(x is not None for x in pads):
                 prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
         one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
-        plan.private = CudaPlan(prepared, _result_layout(p), _batch_bytes(p), rt, one)
+        plan.private = CudaPlan(prepared, p.result_layout, _batch_bytes(p), rt, one)
         return plan
 
     def _fit(self, spec: Any, a: Mat, b: Mat, c: Mat, *, batch: tuple[int, int, int, int], rt: Any, splits: int = 0,
@@ -677,10 +668,9 @@ class CudaBackend(Backend):
     def launcher(self, variant: str, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0) -> "KernelLauncher":
         """A reusable launch of ``variant`` on device arrays, for benchmarks: calling it queues
         one product on the default stream without synchronizing (the raw kernel, no API)."""
-        from ...api import explain
-        from ...problem import operand_view
-
-        plan = explain(a, b, c, alpha=alpha, beta=beta, device=self.name, variant=variant, out=c)
+        problem = normalize(a, b, c, alpha=alpha, beta=beta, out=c).broadcasts_for(self)
+        self.check_problem(problem)
+        plan = self.plan(problem, variant)
         decided: CudaPlan = plan.private
         if plan.problem.residency != "cuda" or decided.launch is None:
             raise UnsupportedProblemError("launcher() takes CUDA device arrays of a non-empty product")

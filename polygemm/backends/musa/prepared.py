@@ -18,9 +18,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ...backend import fits_float32
+from ...core.scalars import fits_float32
 from ...errors import ArgumentError, ShapeError, UnsupportedProblemError
 from .arrays import MusaArray, host_f16
+from .sessions import session
 
 __all__ = ["PreparedB", "gemm_prepared"]
 
@@ -37,7 +38,6 @@ class PreparedB:
     """
 
     def __init__(self, b: Any) -> None:
-        from .backend import session
 
         self._obj: Any = None
         self._cond = threading.Condition()
