@@ -115,7 +115,8 @@ def gemm(
     result = plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
-        torch_written(out)  # a torch out: autograd learns of the in-place write, as from torch's own out=
+        if type(out) is not np.ndarray:
+            torch_written(out)  # a torch out: autograd learns of the in-place write, as from torch's own out=
     elif entry.wrap is not None:
         result = entry.wrap(result)
     # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta, and why
@@ -168,7 +169,7 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     want = lead + (() if va else (rows,)) + (() if vb else (cols,))  # the vectors' unit dimensions dropped
     if not hasattr(res, "reshape") and hasattr(res, "__array_namespace__"):  # an array-API library's: xp.reshape
         return res.__array_namespace__().reshape(res, want)
-    if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view had no .resize, and kept
+    if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view has no .resize, and keeps
         return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
 

@@ -127,8 +127,8 @@ class Plan:
                                                       else "overwritten with the result; beta = 0, so never read)"))
         lines.append("  copies  : " + ("; ".join(self.copies) if self.copies else "none"))
         lines.append(f"  padding : {self.padding or 'none'}")
-        # "cached for the next" had been said of every new plan, also of calls the cache never keys (a memmap, a list, a
-        # cache turned off): a user timing why each call planned again was told it would not
+        # "cached for the next" only where it is: a call the cache never keys (a memmap, a list, a cache turned off)
+        # plans again each time, and a user timing it is told why
         lines.append("  cache   : " + ("this plan was reused from the plan cache" if self.cached
                                        else f"planned for this call, not cached: {self.uncached}" if self.uncached
                                        else "planned for this call (cached for the next)"))
@@ -143,8 +143,8 @@ class Plan:
 
 def store_result(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """The tail of every host computation: the result itself, C-ordered as numpy.matmul's is, or copied into ``out``
-    and ``out``. A kernel that stored a column-major result (operands swapped for column-major inputs) had handed its
-    Fortran-ordered buffer back: ``memoryview(r).cast``, torch's ``.view(-1)`` on the tensor made of it, failed."""
+    and ``out``. A kernel that stores a column-major result (operands swapped for column-major inputs) hands back a
+    C-ordered copy: ``memoryview(r).cast`` and torch's ``.view(-1)`` on the tensor made of it need one."""
     if out is None:
         return np.ascontiguousarray(result)
     np.copyto(out, result)
@@ -282,7 +282,7 @@ class Backend(abc.ABC):
             if v.name == name:
                 return v
         names = [v.name for v in self.variants()]
-        # 'auto' is listed as device errors list it (it was left out, and variant="AUTO" got no hint of it)
+        # 'auto' is listed as device errors list it (variant="AUTO" gets the hint of it)
         raise UnsupportedProblemError(f"variant={short_repr(name)} is not a variant of backend {self.name!r}{variant_hint(name, names)}; "
                                       f"known: {', '.join(names)} (or 'auto')")
 

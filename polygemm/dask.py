@@ -73,8 +73,8 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
 
 def _refuse_masked(name: str, x: Any) -> None:
     """A masked operand (NumPy's, or a dask array of masked chunks) is refused when the graph is
-    built, by the name the user gave it: it had failed only in compute(), naming polygemm.gemm's
-    lower-case ``a``/``b`` (the tasks' names) instead of ``A``/``B``."""
+    built, by the name the user gave it (``A``/``B``), not in compute() under polygemm.gemm's
+    lower-case ``a``/``b`` (the tasks' names)."""
     meta = getattr(x, "_meta", x)
     if isinstance(meta, np.ma.MaskedArray):
         lazy = meta is not x
@@ -238,7 +238,7 @@ def gemm(
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
         from . import registry
 
-        # device=tensor.device or cupy.cuda.Device(1) as polygemm.gemm takes them (they had been refused here), passed
+        # device=tensor.device or cupy.cuda.Device(1) as polygemm.gemm takes them, passed
         # to the tasks by name; anything else is the ArgumentTypeError saying what is accepted
         device = registry.device_arg_name(device)
         registry.check_known(device)
@@ -249,8 +249,8 @@ def gemm(
     if k != kb:
         raise ShapeError(f"inner dimensions differ: A is {A.shape} and B is {B.shape}; A.shape[1] (K={k}) must equal B.shape[0] ({kb})")
     # a non-native byte order ('>f8') is the same dtype to polygemm.gemm, which copies such an operand once and writes
-    # its results in this machine's order: compared as "float64 and float64 differ" here, and the graph's dtype '>f8'
-    # had not been that of its blocks
+    # its results in this machine's order: compared in native order here (not "float64 and float64 differ"), and the
+    # graph's dtype is that of its blocks
     if native_dtype(A.dtype) != native_dtype(B.dtype):
         how = promotion_hint(("A", A, native_dtype(A.dtype)), ("B", B, native_dtype(B.dtype)))  # the narrower up, as numpy.matmul computes
         raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast to one dtype, e.g. {how}")
@@ -271,7 +271,7 @@ def gemm(
         if isinstance(c_dtype, np.dtype):  # its byte order aside, as polygemm.gemm takes a '>f8' c
             c_dtype = native_dtype(c_dtype)
         if c_dtype is None or _dtype_of("c's dtype", c_dtype) != result:
-            # with the cast to make, as polygemm.gemm says it (the message had said only what was wrong)
+            # with the cast to make, as polygemm.gemm says it
             widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
                      and getattr(c, "dtype", None) == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "

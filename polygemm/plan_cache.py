@@ -151,8 +151,8 @@ _cache = PlanCache(PLAN_CACHE_SIZE)
 
 
 if hasattr(os, "register_at_fork"):
-    # a child of os.fork made while another thread held the lock (putting a plan) had it held forever: its first new
-    # plan hung. The child's cache takes a lock of its own (its plans, copied with it, stay good).
+    # a child of os.fork made while another thread held the lock (putting a plan) would have it held forever: the
+    # child's cache takes a lock of its own (its plans, copied with it, stay good)
     os.register_at_fork(after_in_child=lambda: setattr(_cache, "_lock", threading.Lock()))
 
 
@@ -209,11 +209,13 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             hash(out_dtype)
         except TypeError:
             return None
-    if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the full
-        return None                                  # normalization, whatever plan the cache holds for its shapes
-    views: Any = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
-    if views is None:
-        views = torch_views(a, b, c, out)
+    views: Any = None
+    if type(a) is not np.ndarray:  # a NumPy user's call asks no device library
+        if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
+            return None                                # full normalization, whatever plan the cache holds for its shapes
+        views = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
+        if views is None:
+            views = torch_views(a, b, c, out)
     if views is None:
         views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
         if None in views:
@@ -222,14 +224,13 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
     # in place as the plan reads it (out's data is c's): for host arrays also another view of c's memory (c.view(),
-    # c[...]), as for device data the pointers say. By object identity alone, the plan made for out=c.view() (in
-    # place) was reused for a later out distinct from c, and last_plan()/explain() called that call in place.
+    # c[...]), as for device data the pointers say; object identity alone would take a plan made for out=c.view()
+    # for a later out distinct from c.
     in_place = out is not None and c is not None and (
         out is c or (vo[1] != 0 and vo[1] == vc[1])
         or (type(out) is np.ndarray and type(c) is np.ndarray and np.may_share_memory(out, c)
             # may_share_memory compares bounds only: c = buf[::2] and out = buf[1::2] (or two column blocks of one
-            # matrix) interleave without sharing an element; their plan (not in place) had been reused for a later
-            # out=c and described it as a separate out. In place is normalize's test: the same data pointer.
+            # matrix) interleave without sharing an element. In place is normalize's test: the same data pointer.
             and out.__array_interface__["data"][0] == c.__array_interface__["data"][0]))
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
@@ -250,8 +251,7 @@ def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: li
             return False
         if c is None or c is out or not may_share(out, c):
             return True
-        # another view of c's very memory (out=c[...], or c[:4] for both in a blocked loop): in place, as the key
-        # says. Only c itself had been, so such a call was planned anew every time while the cache counted a hit.
+        # another view of c's very memory (out=c[...], or c[:4] for both in a blocked loop): in place, as the key says
         return bool(out.__array_interface__["data"][0] == c.__array_interface__["data"][0] and out.strides == c.strides)
     spans, lows = entry.spans, entry.lows
     if not spans[3]:  # an empty out overlaps nothing
@@ -305,7 +305,7 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
     if found is not None:
         key, views = found
         entry = _cache.get(key)
-        if entry is not None and _overlap_free(entry, a, b, c, out, views):
+        if entry is not None and (out is None or _overlap_free(entry, a, b, c, out, views)):
             conv = entry.convert
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
                 a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])
@@ -352,9 +352,8 @@ def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, varia
 
 
 def not_cached(a: Any, b: Any, c: Any, out: Any) -> str:
-    """Why the plan made for a call with these operands is not kept for the next one ("" when it is). Such calls had
-    been reported "planned for this call (cached for the next)" (last_plan(), explain(), polygemm gemm) while each one
-    planned again and plan_cache_info() counted none of them."""
+    """Why the plan made for a call with these operands is not kept for the next one ("" when it is): last_plan(),
+    explain() and polygemm gemm say it, since each such call plans again and plan_cache_info() counts none of them."""
     if _cache.maxsize <= 0:
         return "$POLYGEMM_PLAN_CACHE_SIZE=0 turns the plan cache off"
     for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
@@ -384,8 +383,8 @@ def detached(plan: Plan, cached: bool, made: list[str] | None = None, alpha: flo
     """A copy of a cached plan for the caller, with its own lists and dicts (layouts, copies,
     launch, candidates, notes): changing it changes neither the cache nor later calls. ``made``:
     the device inputs this call had made contiguous first (:func:`bind_whole`); ``alpha``,
-    ``beta``: the call's own (a plan reused from the cache had described the alpha and beta of
-    the call that made it: gemm(alpha=3) after gemm(alpha=2) was reported as alpha=2)."""
+    ``beta``: the call's own (a plan reused from the cache was made with the alpha and beta of an
+    earlier call)."""
     mine = copy.copy(plan)
     if alpha is not None and beta is not None and (alpha, beta) != (plan.problem.alpha, plan.problem.beta):
         mine.problem = dataclasses.replace(plan.problem, alpha=alpha, beta=beta)

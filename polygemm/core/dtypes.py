@@ -79,7 +79,7 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
             raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
         return dtype_named(tail)
     if dt.kind in "OSUMm" or (dt.kind == "V" and dt.type.__module__.partition(".")[0] != "ml_dtypes"):  # ml_dtypes' are V too
-        # a list, a structured or a text dtype had been taken as "void" and the result told to cast to it
+        # a list, a structured or a text dtype: NumPy reads it as "void", no dtype to cast a result to
         raise DTypeError(f"{name}={short_repr(value)} is no numeric dtype (NumPy reads it as {dt.name}); pass float32 (or "
                          f"float16, bfloat16, float64)")
     if not dt.isnative:
@@ -95,13 +95,13 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
     if result != inputs and not (half and result == np.float32):
         # what to do, as a numpy.matmul user needs telling: numpy casts its result into an out of any
         # same-kind dtype (float32 inputs into a float64 out), polygemm writes out in the result's dtype
-        # only (out is never a copy); the refusal had named the dtype and left the way there to guess
+        # only (out is never a copy): the refusal says the way there, not only the dtype
         if given_by == "out":
             how = (f"pass an out of {inputs.name}{' or float32' if half else ''}, or omit out and cast the result "
                    f"into yours (out[...] = result)")
         elif result.name in SUPPORTED_DTYPES:
             how = f"omit {given_by}, or cast a and b to {result.name} to compute in it"
-        else:  # no dtype polygemm computes: casting a and b to it (int64, complex64) had been the advice
+        else:  # no dtype polygemm computes (int64, complex64): casting a and b to it is no way
             how = (f"omit {given_by} ({result.name} is no dtype polygemm computes: {', '.join(SUPPORTED_DTYPES)}), and "
                    f"cast the result if you need it so (result.astype({result.name!r}))")
         raise DTypeError(

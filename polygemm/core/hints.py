@@ -28,12 +28,12 @@ def cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
 
 def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -> str:
     """How to give two arrays of different dtypes (each ``(name, given, dtype)``) one: the narrower
-    cast up to the dtype numpy.matmul computes them in (float16 with float32: float32). The hint had
-    been ``b.astype(a.dtype)`` whatever the two were, which for a float16 ``a`` and a float32 ``b``
-    rounded ``b`` to float16 (inf beyond 65504), unlike the product NumPy gives. Where NumPy promotes
+    cast up to the dtype numpy.matmul computes them in (float16 with float32: float32), never
+    ``b.astype(a.dtype)`` whatever the two are, which for a float16 ``a`` and a float32 ``b`` would
+    round ``b`` to float16 (inf beyond 65504), unlike the product NumPy gives. Where NumPy promotes
     them to no dtype (bfloat16 with float16), both go to float32, as torch and JAX promote them, which
     holds either exactly; the cast of the second to the first's (bfloat16 past 65504 to float16's inf, or
-    float16 to bfloat16's 8 bits), once the only hint, follows as the other way."""
+    float16 to bfloat16's 8 bits) follows as the other way."""
     try:
         wide: np.dtype | None = np.result_type(x[2], y[2])
     except TypeError:  # numpy.exceptions.DTypePromotionError (bfloat16 with float16)

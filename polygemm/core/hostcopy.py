@@ -19,8 +19,8 @@ _planning = threading.local()
 @contextlib.contextmanager
 def planning_only() -> Iterator[None]:
     """Within it (``explain``), the copies a host operand needs are described, not made: :func:`host_convert` gives
-    an array of the copy's shape, dtype and order whose memory is never touched. explain of a strided 64 MB view had
-    copied it on every call, and of a broadcast one too large for memory had raised MemoryError."""
+    an array of the copy's shape, dtype and order whose memory is never touched, so that explain of a large strided
+    view copies nothing, and of a broadcast one too large for memory raises no MemoryError."""
     before = getattr(_planning, "on", False)
     _planning.on = True
     try:

@@ -58,8 +58,8 @@ def check_ndim(name: str, shape: tuple[int, ...], matmul_hint: bool = False, giv
     if len(shape) >= 2:
         return
     head = f"{name} must be a matrix or a stack of matrices (at least 2-D); got {len(shape)}-D with shape {shape}"
-    # "Reshape it, e.g. a.reshape(rows, cols)" had been said of all of them: a scalar has no rows and columns to
-    # reshape into, and a numpy.matmul user's vector is a row (a) or a column (b), which matmul would have taken
+    # not "reshape it" for all of them: a scalar has no rows and columns to reshape into, and a numpy.matmul user's
+    # vector is a row (a) or a column (b), which matmul takes
     also = "; polygemm.matmul takes vectors, as numpy.matmul does" if matmul_hint else ""
     if len(shape) == 1 and name in ("a", "b"):
         k, arr = shape[0], name if given is None or hasattr(given, "shape") else f"np.asarray({name})"

@@ -75,8 +75,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         if wanted is not None and O.dtype != wanted:
             raise DTypeError(f"out is {O.dtype.name} but out_dtype={wanted.name}; pass one of them, or both the same")
         if self_overlapping(O):
-            # an as_strided out whose matrices (or rows) share elements: each write raced the others and the result
-            # was whatever came last (608 of 960 elements wrong on the GPU); torch refuses such an out as well
+            # an as_strided out whose matrices (or rows) share elements: each write would race the others and the
+            # result be whatever came last; torch refuses such an out as well
             raise ArgumentError(f"out's elements overlap in memory (shape {full}, element strides "
                                 f"{tuple(st for _, st in O.batch_dims) + ((O.ld, 1) if O.layout == 'row' else (1, O.ld))}): "
                                 f"each element of the result needs its own place; pass a C-ordered array, e.g. "
@@ -91,7 +91,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         if c_shape is None and isinstance(c, (int, float, list, tuple)):
             try:
                 c_shape = np.shape(c)
-            except ValueError:  # a ragged list: _operand names c in its ShapeError (NumPy's bare ValueError had escaped)
+            except ValueError:  # a ragged list: read_operand names c in its ShapeError, not NumPy's bare ValueError
                 c_shape = None
         if c_shape is not None and len(c_shape) < 2:
             check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape)
@@ -104,8 +104,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}. Cast it, e.g. "
                              f"{cast_hint('c', c, result)}{wider}")
     elif beta_f != 0.0:
-        # out= with beta is cuBLAS's C (cupy.cublas.gemm(..., out=c, beta=1) adds into out): polygemm reads only c, and
-        # the refusal had said "pass c" to a user who had passed the array as out; say that c may be out itself
+        # out= with beta is cuBLAS's C (cupy.cublas.gemm(..., out=c, beta=1) adds into out): polygemm reads only c, so
+        # a user who passed the array as out is told that c may be out itself
         into = (f"; to add into out's values as cuBLAS's C does, pass out as c too: gemm(a, b, out, beta={short_repr(beta)}, out=out)"
                 if O is not None else "")
         raise ArgumentError(f"beta={short_repr(beta)} needs c: pass c (shape {full}) or set beta=0{into}")
@@ -120,8 +120,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             stride = stride or 0
         elif stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
             if op.name == "out":
-                # it had said "pass a contiguous array (e.g. ascontiguousarray)": a copy of out, which would receive
-                # the result while out did not; say what out is and what to pass instead (as for its matrices' strides)
+                # not "make it contiguous": a copy of out would receive the result while out did not; say what out
+                # is and what to pass instead (as for its matrices' strides)
                 arr = op.array
                 shape, strides = (tuple(arr.shape), tuple(arr.strides)) if isinstance(arr, np.ndarray) else \
                     (tuple(x for x, _ in op.batch_dims) + op.shape, tuple(s for _, s in op.batch_dims))

@@ -84,14 +84,13 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
     if obj is None:
         raise ArgumentTypeError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got None")
     if isinstance(obj, (str, bytes, bytearray)):
-        # NumPy reads a string as a 0-D array of text: it had been "got 0-D with shape (). Reshape it, e.g.
-        # a.reshape(rows, cols)", a ValueError, where numpy.matmul raises a TypeError (no loop for dtype '<U1')
+        # NumPy reads a string as a 0-D array of text; a TypeError, as numpy.matmul raises (no loop for dtype '<U1')
         raise ArgumentTypeError(f"{name} must be a matrix (a 2-D NumPy array, array-like or device array); got "
                                 f"{type(obj).__name__} {obj!r:.40}")
     if not writable and kind_of(obj) == "dask":
         # NumPy reads a dask array through its __array__, which computes the whole graph into one array in this
-        # process: gemm(A, B) (and matmul, explain) on dask arrays had run every task, held A and B whole in memory
-        # and returned a NumPy array where numpy.matmul returns a lazy dask array, "same kind out" broken unsaid
+        # process (every task, A and B whole in memory) and would give a NumPy array where numpy.matmul gives a lazy
+        # dask array: polygemm.dask.gemm is the way
         args = "A, B, c, beta=..." if name == "c" else "A, B"
         raise ArgumentTypeError(f"{name} is a {type(obj).__module__.partition('.')[0]}.{type(obj).__name__}; polygemm multiplies "
                                 f"arrays in memory and would compute it whole here. Call polygemm.dask.gemm({args}) for a "
@@ -116,14 +115,14 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         try:
             arr = np.asarray(obj)
         except ValueError as exc:
-            # a ragged list ([[1., 2.], [3.]]) is a matter of shape, a ValueError to NumPy (numpy.matmul raises one): it had
-            # been a DTypeError, a TypeError, which `except ValueError` written for numpy.matmul let through
+            # a ragged list ([[1., 2.], [3.]]) is a matter of shape, a ValueError to NumPy (numpy.matmul raises one), so
+            # that `except ValueError` written for numpy.matmul catches it
             raise ShapeError(f"{name} could not be converted to an array: {str(exc).rstrip('.')}. Pass a matrix or a stack of matrices "
                              f"whose rows all have the same length") from exc
         except Exception as exc:
             t = type(obj)
             if t.__module__.partition(".")[0] == "jax" and "Tracer" in t.__name__:
-                # inside jax.jit, vmap or grad: an abstract value, no array; its dtype is fine (a DTypeError had said so)
+                # inside jax.jit, vmap or grad: an abstract value, no array; its dtype is fine (no DTypeError)
                 raise ArgumentTypeError(f"{name} is a JAX tracer ({t.__name__}): polygemm runs on concrete arrays, not inside "
                                         f"jax.jit, vmap or grad; call it outside the transformation (or through "
                                         f"jax.pure_callback)") from exc
@@ -131,8 +130,7 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         if arr.dtype == object and not isinstance(obj, np.ndarray):
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix "
                              f"of {DTYPE_HELP}")
-        # an ndarray of dtype object goes on to check_dtype, which names its dtype, the supported ones and the cast; it had
-        # been told "a is a ndarray that NumPy reads as an object array; pass a numeric matrix", naming no dtype to cast to
+        # an ndarray of dtype object goes on to check_dtype, which names its dtype, the supported ones and the cast
     check_ndim(name, arr.shape, matmul_hint=True, given=obj if given is None else given)
     check_dtype(name, arr.dtype, obj if given is None else given)
     copied = False
@@ -214,9 +212,9 @@ def read_operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
             # a torch tensor is writeable like its array-interface kin; other DLPack device data may not be
             torch_device = iface is not None and kind_of(obj) == "torch"
             if writable and iface is None and not data.flags.writeable and _legacy_dlpack(obj):
-                # a writeable array of a producer that speaks only DLPack before 1.0 had been told it "must be ... a
-                # writeable CPU DLPack array": what makes it read-only here is the old protocol, which has no read-only
-                # flag, so NumPy reads every such export read-only (and an immutable array may hide behind one)
+                # a writeable array of a producer that speaks only DLPack before 1.0: what makes it read-only here is the
+                # old protocol, which has no read-only flag, so NumPy reads every such export read-only (and an immutable
+                # array may hide behind one); said so, not "pass a writeable array"
                 raise ArgumentError(f"{name} ({type(obj).__name__}) offers only DLPack's pre-1.0 export (its __dlpack__ takes no "
                                     f"max_version), which cannot say that its memory may be written, so polygemm reads it "
                                     f"read-only; pass a NumPy array (or a writeable CPU DLPack array of DLPack 1.0) as {name}, "

@@ -63,7 +63,7 @@ def _host_0d(name: str, value: Any) -> Any:
         value = torch_resolved(name, value)  # DLPack drops torch's negative bit (z.conj().imag): its value, not its negative
         if getattr(value, "requires_grad", False) and callable(getattr(value, "detach", None)):
             # its value, as float(alpha) reads it (polygemm takes no gradient through alpha); torch's DLPack export refuses
-            # a tensor that requires grad, and the refusal had blamed memory "polygemm does not read ... the device"
+            # a tensor that requires grad
             value = value.detach()
         if value.__dlpack_device__()[0] not in (1, 3):  # kDLCPU, kDLCUDAHost: device data is not exported at all
             return value
@@ -78,8 +78,8 @@ def _host_0d(name: str, value: Any) -> Any:
 
 
 def _foreign_scalar_hint(name: str, value: Any) -> str:
-    """How to pass a 0-D (or one-element) array of another library as ``alpha``/``beta``. README's "0-D arrays" had
-    been refused for them with the very words "or a 0-D array of one" and no way on."""
+    """How to pass a 0-D (or one-element) array of another library as ``alpha``/``beta``, which polygemm does not
+    read itself (device or lazy data)."""
     t = type(value)
     what = "0-D" if _foreign_0d(value) else "one-element"
     if t.__module__.partition(".")[0] == "dask":  # lazy: polygemm computes no dask array (its operands neither)
@@ -109,7 +109,7 @@ def parse_scalar(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
         if isinstance(value, np.ndarray) and value.size == 1 and _real_element(value.reshape(-1)[0]):
-            # a one-element array (x.sum(keepdims=True), a norm over an axis) had been refused with no way on
+            # a one-element array (x.sum(keepdims=True), a norm over an axis): told the way to its scalar
             how = f"; a one-element array of {value.ndim} dimension{'s' if value.ndim > 1 else ''} is no scalar: pass {name}.item()"
         elif _foreign_0d(value) or _foreign_size1(value):
             how = _foreign_scalar_hint(name, value)

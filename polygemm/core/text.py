@@ -9,8 +9,8 @@ __all__ = ["short_repr"]
 def short_repr(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters, for an error message that quotes what the user passed.
 
-    PolygemmError's messages are kept short (one line a reason): alpha=[1.0] * 10000 had been quoted whole (a 50,000-
-    character message), and a list given as beta, variant, out_dtype or device likewise. A ``__repr__``
+    PolygemmError's messages are kept short (one line a reason), whatever was passed (alpha=[1.0] * 10000 would
+    quote 50,000 characters; a list given as beta, variant, out_dtype or device likewise). A ``__repr__``
     that raises (a hostile or half-built object) gives the type's name instead of replacing the error being raised.
     The registry quotes a plugin's objects with it too (its default 40 characters there)."""
     try:

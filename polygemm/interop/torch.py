@@ -80,7 +80,7 @@ def torch_unwritable(out: Any) -> bool:
 def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
     """``obj``; for a torch tensor with its negative bit set (a lazy negation, such as ``z.conj().imag``) the
     tensor it stands for, materialized by torch (``resolve_neg``). DLPack and the array interfaces export the memory
-    without the bit: such an operand's values had been read with their signs flipped, silently. An ``out`` (writable)
+    without the bit: such an operand's values would be read with their signs flipped, silently. An ``out`` (writable)
     with the bit, or an inference tensor written outside ``torch.inference_mode`` (torch refuses that update), is refused."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):

@@ -32,7 +32,7 @@ from .checks import DEFAULT_PLUGIN_PRIORITY, BackendInfo, variant_table_error
 from .discover import (AUTO_PROBE_WAIT, BUILTIN_PRIORITY, ENTRY_POINT_GROUP, MAX_PROBE_TIMEOUT, PROBE_TIMEOUT_ENV, backend_name, backends,
                        generation, known_names, probe_timeout, refresh)
 from .names import ENV_DEVICE_WAY, device_arg_name, name_hint, resolve_device, split_index
-from .select import check_known, get_backend, locate_device, lookup, select
+from .dispatch import check_known, get_backend, locate_device, lookup, select
 from .text import REASON_LIMIT, one_line
 
 __all__ = [

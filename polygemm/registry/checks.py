@@ -43,8 +43,8 @@ class BackendInfo:
         return f"{self.name} (priority {self.priority}): {state}"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # what a worker reports (dask's client.run(polygemm.backends), a process pool) had failed to pickle with "cannot
-        # pickle '_thread.lock' object", the cuda backend's lock, available or not: sent without the instance
+        # what a worker reports (dask's client.run(polygemm.backends), a process pool) is sent without the instance,
+        # which holds this process's locks (the cuda backend's lock does not pickle)
         return BackendInfo, (self.name, self.available, self.reason, self.priority, self.source, None, self.detail)
 
     def __copy__(self) -> BackendInfo:  # frozen: a copy in this process is this info (and its live backend)
@@ -64,10 +64,9 @@ _EMPTY_TABLE = "variants() returned no Variant; a backend lists at least one ker
 def variant_table_error(items: list[Any]) -> str | None:
     """What is wrong with a backend's variant table (entries that are no Variants, or fields not of
     their kind), else None; an empty table is no error here (see _EMPTY_TABLE). The registry's probe
-    and ``polygemm variants`` ask it. Such a table had been taken as it was: ``dtypes="float32"``
-    read as the dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports 2, 3, a, f,
-    l, o, t"), a name given twice made the second variant unreachable, a variant named by no string
-    could not be selected at all, and tile=None crashed ``polygemm variants``."""
+    and ``polygemm variants`` ask it. Taken as it was, such a table would misread: ``dtypes="float32"``
+    as the dtypes 'f', 'l', 'o', ..., a name given twice would make the second variant unreachable, a
+    variant named by no string could not be selected at all, and tile=None would crash ``polygemm variants``."""
     bad = [v for v in items if not isinstance(v, Variant)]
     if bad:
         return f"variants() must return Variant objects; got {type(bad[0]).__name__} {short_repr(bad[0], 40)}"
@@ -82,7 +81,7 @@ def variant_table_error(items: list[Any]) -> str | None:
                         f"dtype names, e.g. ('float32',)")
         if not v.dtypes:
             return f"variants(): variant {v.name!r} has dtypes=(); name the dtypes it computes, e.g. ('float32',)"
-        # the text fields are printed by `polygemm variants` (tile=None had crashed it for every backend)
+        # the text fields are printed by `polygemm variants`, for every backend
         for field_name in ("description", "layout", "tile", "requirements"):
             value = getattr(v, field_name)
             if not isinstance(value, str):

@@ -84,7 +84,7 @@ def _probing() -> frozenset[str]:
 
 
 class _PluginDefect(Exception):
-    """A plugin entry's defect said as it is, not as "import failed": a backend whose ``name`` the registry cannot
+    """A plugin entry's fault said as it is, not as "import failed": a backend whose ``name`` the registry cannot
     set, an entry point value that names no module."""
 
 
@@ -110,11 +110,10 @@ class Entry:
 
     def _after_fork(self) -> None:
         """In a child made by ``os.fork`` (multiprocessing's fork start method, a pre-forking server): the
-        threads that held this entry's lock, imported its backend or ran its checks were not copied. A
-        lock one of them held stayed held forever (the child hung at its first call), and checks still
-        running at the fork never finished: the child waited out the whole probe timeout (30 s) and
-        then called the backend unavailable ("probe did not return"), so device='auto' silently took
-        another backend. The child starts its own lock, import and checks; finished ones it keeps."""
+        threads that held this entry's lock, imported its backend or ran its checks are not copied. A
+        lock one of them held would stay held forever, and checks still running at the fork would never
+        finish (the child would wait out the probe timeout and call the backend unavailable). The child
+        starts its own lock, import and checks; finished ones it keeps."""
         self._lock = threading.RLock()
         if self._backend is None and self._error is None:
             self._importing = False
@@ -157,8 +156,8 @@ class Entry:
 
     def _claim(self, inst: Backend) -> None:
         """Take ``inst`` for this entry point. One Backend instance (an entry point's target that is an
-        object, not a class) named by two entry points had been renamed by each as it loaded: device='one'
-        ran and was reported as 'two'. The instance stays the first entry point's; the other is told."""
+        object, not a class) named by two entry points would be renamed by each as it loaded (device='one'
+        reported as 'two'): the instance stays the first entry point's; the other is told."""
         with _lock:
             prior = _claims.get(id(inst))
             if prior is not None and prior[0] is inst and prior[1] != self.name:

@@ -33,9 +33,9 @@ def _broken(backend: Backend, what: str) -> DeviceError:
 def plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:
     """A plugin's plan(), checked: its own errors (polygemm's) as they are; anything else it
     raises (a KeyError of its tile table) or returns (None, a dict, another backend's plan) is
-    a DeviceError naming the plugin. These had reached the caller as an AttributeError
-    ("'NoneType' object has no attribute 'candidates'") or a bare KeyError naming no backend,
-    and a plan naming another backend had been reported by last_plan()/explain() as that one's."""
+    a DeviceError naming the plugin, not an AttributeError ("'NoneType' object has no attribute
+    'candidates'") or a bare KeyError naming no backend; a plan naming another backend would be
+    reported by last_plan()/explain() as that one's."""
     try:
         plan = backend.plan(problem, variant)
     except PolygemmError:
@@ -48,8 +48,8 @@ def plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:
         raise _broken(backend, f"plan() returned a plan for backend {plan.backend!r}; Plan(backend=...) must be "
                                f"self.name ({backend.name!r})")
     # the core's own copy, with its own lists, to complete and cache: a plugin may keep the Plan it returns and return
-    # it again (a table of plans by shape). The core had completed that very object (its problem, candidates, copies):
-    # the plan cached for gemm(a, b) then described the later gemm(a, b, out=o) and ran with an out it did not have.
+    # it again (a table of plans by shape); completed in place, the plan cached for gemm(a, b) would describe a later
+    # gemm(a, b, out=o) and run with an out it did not have
     mine = copy.copy(plan)
     mine.layouts, mine.launch, mine.copies = dict(plan.layouts), dict(plan.launch), list(plan.copies)
     mine.candidates, mine.notes = list(plan.candidates), list(plan.notes)
@@ -61,14 +61,14 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
     is a NumPy array of the result's shape and dtype, and ``out`` when one is given (written, not
     a new array beside it); what it raises that is not polygemm's is a DeviceError naming it;
     and a failed call leaves a host ``out`` (and so a ``c`` updated in place) as it was, whatever
-    the plugin wrote into it before failing. Each of these had reached the caller silently: a
+    the plugin wrote into it before failing. Unchecked, each would reach the caller silently: a
     (M+1, N) or float64 result, None, an ``out`` returned unwritten (its old values read as the
     product), a half-written ``out`` after a raise."""
     problem = plan.problem
     out = call.out
     host = problem.residency == "host"
     saved = out.copy() if host and isinstance(out, np.ndarray) and out.size else None  # O(M*N) beside the O(M*N*K) product
-    if host:  # the inputs as read-only views: a plugin that wrote into c (or a, b) had changed the caller's arrays
+    if host:  # the inputs as read-only views: a plugin that wrote into c (or a, b) would change the caller's arrays
         call = _read_only_inputs(call)
 
     def restore() -> None:

@@ -20,8 +20,8 @@ _GPU_BACKENDS = {"cuda": "NVIDIA", "musa": "Moore Threads"}
 def name_hint(name: str, known: list[str]) -> str:
     """What an unknown device or backend ``name`` probably meant, as " (...)", or "".
 
-    "gpu" is no typo of "cpu" (the nearest name by spelling), which it had been told it meant
-    ("did you mean 'cpu'?"): a user asking for a GPU is told the GPU backends instead."""
+    "gpu" is no typo of "cpu" (the nearest name by spelling): a user asking for a GPU is told the
+    GPU backends instead of "did you mean 'cpu'?"."""
     if name.strip().lower() in ("gpu", "gpus"):
         gpus = [f"{g!r} ({_GPU_BACKENDS[g]})" for g in _GPU_BACKENDS if g in known]
         if gpus:

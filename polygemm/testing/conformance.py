@@ -387,8 +387,8 @@ def availability(be: Backend) -> tuple[bool, str]:
 
 def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
     """A ``dtypes``/``variants``/``groups`` selection as a list of names (None: everything). One string
-    is names comma separated, as ``POLYGEMM_TEST_DTYPES`` and ``polygemm matrix`` take them: read as an
-    iterable, ``dtypes="float32"`` had been seven one-letter names, which selected no case."""
+    is names comma separated, as ``POLYGEMM_TEST_DTYPES`` and ``polygemm matrix`` take them (read as an
+    iterable, ``dtypes="float32"`` would be seven one-letter names, which select no case)."""
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -401,8 +401,8 @@ def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
 
 
 def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] | None, groups: list[str] | None) -> None:
-    """ArgumentError for a selection that names what no backend has (a typo): it had run no case and
-    returned no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) took for a pass.
+    """ArgumentError for a selection that names what no backend has (a typo): it would run no case and
+    return no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) would take for a pass.
     A variant of another backend selects nothing here, as ``polygemm matrix`` passes one list to every backend."""
     from ..problem import SUPPORTED_DTYPES
 

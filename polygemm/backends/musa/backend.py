@@ -26,6 +26,7 @@ from ...problem import Call, GemmProblem, Operand
 from .arrays import MusaArray
 from .library import LibraryNotFound
 from .prepared import PreparedB, gemm_prepared as _gemm_prepared
+from . import sessions
 from .sessions import Session, session
 
 __all__ = ["MusaBackend", "PreparedB", "session", "Session"]
@@ -91,7 +92,7 @@ class MusaBackend(Backend):
             return av
 
         try:
-            s = session()
+            s = sessions.session()
         except BackendUnavailableError as exc:
             cause = exc.__cause__
             detail = getattr(exc, "details", "") or (cause.details() if isinstance(cause, LibraryNotFound) else "")
@@ -124,13 +125,13 @@ class MusaBackend(Backend):
 
     def flavor(self) -> str:
         try:
-            return session().nl.flavor
+            return sessions.session().nl.flavor
         except BackendUnavailableError:
             return "not loaded"
 
     def device_name(self) -> str:
         try:
-            s = session()
+            s = sessions.session()
             return f"{s.device_name()} [libpolygemm_musa {s.nl.flavor} flavor, {s.nl.build_info.get('arch', '?')}]"
         except Exception:
             return ""
@@ -187,7 +188,7 @@ class MusaBackend(Backend):
     def execute(self, plan: Plan, call: Call) -> Any:
         if not call.matched:  # a call the core did not bind: its operands must be the plan's
             check_call(plan, call)
-        s = session()
+        s = sessions.session()
         p = plan.problem
         swap, layout, lds = plan.private
         order = "C" if layout == "row" else "F"
@@ -277,11 +278,11 @@ class MusaBackend(Backend):
         return np.asarray(array)
 
     def synchronize(self) -> None:
-        s = session()
+        s = sessions.session()
         s.nl.check(s.lib.pgm_synchronize(s.handle()), "pgm_synchronize")
 
     def timer(self) -> Callable[[Callable[[], Any]], float]:
-        s = session()
+        s = sessions.session()
 
         def _time(fn: Callable[[], Any]) -> float:
             s.nl.check(s.lib.pgm_timer_begin(s.handle()), "pgm_timer_begin")

@@ -138,7 +138,7 @@ def _scalar(name: str, value: Any) -> float:
     if not math.isfinite(v):
         raise ArgumentError(f"{name} must be finite; got {value!r}")
     if not fits_float32(v):
-        # float32(alpha) would be inf (inf * 0 = NaN), 0, or a subnormal that rounds (1e-45 became
+        # float32(alpha) would be inf (inf * 0 = NaN), 0, or a subnormal that rounds (1e-45 to
         # 1.4e-45): a wrong answer, not an error; the gemm path refuses the same (fits_float32)
         raise ArgumentError(
             f"{name}={value!r} does not fit the musa kernel's float32 scalars (1.2e-38 <= |{name}| <= 3.4e38, 0, or a subnormal float32 holds exactly); "

@@ -38,8 +38,8 @@ def check_known(device: str) -> None:
 
 def for_device(be: Backend, index: int) -> Backend:
     """``be.for_device(index)``. A plugin's for_device that raises anything but a polygemm error
-    (its contract: BackendUnavailableError) is that device being unavailable, with the reason:
-    its RuntimeError had reached ``device="plug:1"`` callers, and the CLI, as a traceback."""
+    (its contract: BackendUnavailableError) is that device being unavailable, with the reason,
+    rather than a traceback for ``device="plug:1"`` callers and the CLI."""
     try:
         return be.for_device(index)
     except (KeyboardInterrupt, PolygemmError):
@@ -185,7 +185,7 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
         raise DTypeError(f"no available backend computes {problem.dtype.name} on {problem.residency} data; it takes "
                          f"{', '.join(takes)}: convert the operands (e.g. a.astype('float32')) ({summary})", details=details_of(infos))
     if variant != "auto":
-        # what the available backends have, as device=<name> lists it (device='auto' had said only what they lack)
+        # what the available backends have, as device=<name> lists it, not only what they lack
         known = "; ".join(f"{info.name}: {', '.join(v.name for v in info.backend.variants())}" for info in infos
                           if info.available and info.backend is not None and any(n == info.name and w.startswith("has no variant")
                                                                                  for n, w in passed))
