@@ -298,6 +298,22 @@ class Backend(abc.ABC):
         :meth:`supports` says its message, :meth:`check_problem` raises it."""
         dtype = problem.dtype.name
         dtypes = self.dtypes()
+        # the order device="auto" reports first: scalars, batches and residency before dtypes
+        if self.float32_scalars and not problem.scalars_fit_float32:
+            for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
+                if not fits_float32(value):
+                    why = "" if abs(value) > FLOAT32_MAX else " (below float32's normal range, where it keeps fewer digits)"
+                    return UnsupportedProblemError(
+                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels{why}; "
+                        f"scale a or c by it first, or use device='cpu' (device='auto' does so)")
+        if problem.batch and not self.batched:
+            return UnsupportedProblemError(
+                f"backend {self.name!r} computes one matrix product per call; these operands hold a batch of "
+                f"{problem.count} ({'x'.join(map(str, problem.batch))}): pass 2-D operands per call, or use a backend with "
+                f"batches (cpu, cuda)")
+        if problem.residency not in self.residencies:
+            return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
+                                           f"{', '.join(self.residencies)} data")
         if dtype not in dtypes:
             return DTypeError(f"backend {self.name!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}")
         if variant is not None and dtype not in variant.dtypes:
@@ -308,21 +324,6 @@ class Backend(abc.ABC):
                 where = f"variant {variant.name!r}" if variant is not None else f"backend {self.name!r}"
                 return DTypeError(f"{where} writes {dtype} results only, not {problem.out_dtype.name}; pass out (or "
                                   f"out_dtype) as {dtype}, or use a device that widens (device='auto' picks one)")
-        if problem.residency not in self.residencies:
-            return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
-                                           f"{', '.join(self.residencies)} data")
-        if problem.batch and not self.batched:
-            return UnsupportedProblemError(
-                f"backend {self.name!r} computes one matrix product per call; these operands hold a batch of "
-                f"{problem.count} ({'x'.join(map(str, problem.batch))}): pass 2-D operands per call, or use a backend with "
-                f"batches (cpu, cuda)")
-        if self.float32_scalars and not problem.scalars_fit_float32:
-            for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
-                if not fits_float32(value):
-                    why = "" if abs(value) > FLOAT32_MAX else " (below float32's normal range, where it keeps fewer digits)"
-                    return UnsupportedProblemError(
-                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels{why}; "
-                        f"scale a or c by it first, or use device='cpu' (device='auto' does so)")
         return None
 
     # -- planning and running ---------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
 import sysconfig
 import threading
@@ -37,7 +36,7 @@ from .interop.cupy import cupy_views
 from .interop.numpy import result_like
 from .interop.results import allocator, host_wrapper, made_whole
 from .interop.torch import torch_unwritable, torch_views
-from .registry.discover import generation
+from .registry.discover import on_change
 from .registry.guard import is_plugin, plugin_plan
 
 __all__ = ["PlanCache", "CacheEntry", "PLAN_CACHE_SIZE", "bind", "bind_whole", "not_cached", "detached", "plan_cache_info",
@@ -96,7 +95,9 @@ _FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 class PlanCache:
-    """A bounded, thread-safe map from a call's description to its plan (LRU eviction)."""
+    """A bounded, thread-safe map from a call's description to its plan (least recently used out
+    first; a hit records its recency once the cache is half full, before which nothing is near
+    eviction)."""
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
@@ -118,10 +119,11 @@ class PlanCache:
         if entry is None:
             self.misses += 1
             return None
-        try:
-            data.move_to_end(key)
-        except KeyError:  # evicted by another thread's put since the get: the entry is still good for this call
-            pass
+        if len(data) * 2 >= self.maxsize:  # recency is recorded once eviction is near (half full): a hit costs less
+            try:
+                data.move_to_end(key)
+            except KeyError:  # evicted by another thread's put since the get: the entry is still good for this call
+                pass
         self.hits += 1
         return entry
 
@@ -142,12 +144,20 @@ class PlanCache:
             self._data.clear()
             self.hits = self.misses = 0
 
+    def forget(self) -> None:
+        """Drop every plan, keeping the counts."""
+        with self._lock:
+            self._data.clear()
+
     def info(self) -> dict[str, int]:
         with self._lock:
             return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize}
 
 
 _cache = PlanCache(PLAN_CACHE_SIZE)
+#: plans name backends: when the registry's change (refresh(), a late probe), the plans made before go
+on_change(lambda: _cache.forget())
+_NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
 
 
 if hasattr(os, "register_at_fork"):
@@ -217,7 +227,13 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
         if views is None:
             views = torch_views(a, b, c, out)
     if views is None:
-        views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
+        # a NumPy array's view inline (operand_view's first case): the commonest call spends no call on it
+        views = ((("host", a.shape, a.strides, a.dtype, a.flags.writeable), 0, None) if type(a) is np.ndarray else operand_view(a),
+                 (("host", b.shape, b.strides, b.dtype, b.flags.writeable), 0, None) if type(b) is np.ndarray else operand_view(b),
+                 _NO_VIEW if c is None else (("host", c.shape, c.strides, c.dtype, c.flags.writeable), 0, None)
+                 if type(c) is np.ndarray else operand_view(c),
+                 _NO_VIEW if out is None else (("host", out.shape, out.strides, out.dtype, out.flags.writeable), 0, None)
+                 if type(out) is np.ndarray else operand_view(out))
         if None in views:
             return None
     va, vb, vc, vo = views
@@ -236,8 +252,20 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
     fit32 = one or fits_float32(alpha), zero or fits_float32(beta)
-    key = (device, variant, generation(), va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, fit32)
+    key = (device, variant, va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, fit32)
     return key, views
+
+
+def _owner(x: np.ndarray) -> np.ndarray | None:
+    """The array that owns ``x``'s memory (NumPy keeps a view's ``base`` at its owner), or None when
+    that memory is not an array's own (a buffer, a memory map: then only may_share_memory can tell)."""
+    while True:
+        base = x.base
+        if base is None:
+            return x
+        if type(base) is not np.ndarray:
+            return None
+        x = base
 
 
 def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: list[Any]) -> bool:
@@ -246,6 +274,17 @@ def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: li
     if out is None:
         return True
     if entry.host:
+        if out.base is None:  # out owns its memory: only arrays whose memory is out's own can overlap it
+            oa = a if a.base is None else _owner(a)
+            ob = b if b.base is None else _owner(b)
+            if oa is not None and ob is not None:
+                if oa is out or ob is out:
+                    return False
+                if c is None or c is out:
+                    return True
+                oc = _owner(c)
+                if oc is not None and oc is not out:
+                    return True
         may_share = np.may_share_memory
         if may_share(out, a) or may_share(out, b):
             return False
@@ -297,8 +336,9 @@ def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
 def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
           out_dtype: Any = None) -> tuple[CacheEntry, Call, bool]:
     """The plan for this call (cached or made now) and the call's operands bound to it."""
-    al = alpha if type(alpha) is float and math.isfinite(alpha) else parse_scalar("alpha", alpha)
-    be = beta if type(beta) is float and math.isfinite(beta) else parse_scalar("beta", beta)
+    # a finite float as it is (x - x is 0.0 for finite x only: NaN for inf and NaN), anything else parsed and checked
+    al = alpha if type(alpha) is float and alpha - alpha == 0.0 else parse_scalar("alpha", alpha)
+    be = beta if type(beta) is float and beta - beta == 0.0 else parse_scalar("beta", beta)
     if device is not None and type(device) is not str:  # torch.device, cupy.cuda.Device: keyed by name
         device = registry.device_arg_name(device)
     found = _key(a, b, c, out, al, be, device, variant, out_dtype)

@@ -18,7 +18,7 @@ from .names import entry_name, index_like
 from .text import describe
 
 __all__ = ["ENTRY_POINT_GROUP", "PROBE_TIMEOUT_ENV", "AUTO_PROBE_WAIT", "MAX_PROBE_TIMEOUT", "BUILTIN_PRIORITY", "probe_timeout", "generation", "all_entries", "refresh",
-           "backends", "known_names", "backend_name", "Entry"]
+           "backends", "known_names", "backend_name", "Entry", "on_change"]
 
 ENTRY_POINT_GROUP = "polygemm.backends"
 
@@ -263,10 +263,26 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+#: called with no arguments whenever the generation changes (the plan cache forgets its plans)
+_on_change: list[Callable[[], None]] = []
+
+
+def on_change(callback: Callable[[], None]) -> None:
+    """Call ``callback`` whenever the discovered backends change: ``refresh()``, or a backend that
+    ``device="auto"`` passed over while its probe ran answering later."""
+    _on_change.append(callback)
+
+
+def _changed() -> None:
+    for callback in list(_on_change):
+        callback()
+
+
 def _next_generation() -> None:
     global _generation
     with _lock:
         _generation += 1
+    _changed()
 
 
 def generation() -> int:
@@ -363,6 +379,7 @@ def refresh() -> None:
         _entries = None
         _claims.clear()
         _generation += 1
+    _changed()
 
 
 def backends(wait: float | None = None) -> list[BackendInfo]:

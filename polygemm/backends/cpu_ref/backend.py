@@ -85,11 +85,17 @@ def _fits(work: Any, value: float) -> bool:
     return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
 
 
+@np.errstate(all="ignore")  # as a decorator: one call sets and resets NumPy's error state, per thread
+def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """numpy.matmul with inf and NaN as IEEE says, silently (as every other path)."""
+    return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class _CpuPlan:
     """What the cpu backend decided at plan time (``Plan.private``)."""
 
-    #: numpy.matmul writes out itself: nothing scaled, added or cast
+    #: numpy.matmul gives the result (into out, when given): nothing scaled, added or cast
     direct: bool
     #: the float64 reference, rounded once
     reference: bool
@@ -129,9 +135,9 @@ class CpuReferenceBackend(Backend):
         plan = Plan(self.name, chosen.name, reason, problem, device=self.device_name(), layouts=host_layouts(problem))
         p = problem
         half = p.dtype.name in HALF_DTYPES
-        # numpy.matmul can write straight into out (no temporary) when nothing is scaled, added or cast
-        direct = chosen.name in ("numpy", "blas") and p.out is not None and p.alpha == 1.0 and p.beta == 0.0 \
-            and not half and p.out_dtype == p.dtype
+        # numpy.matmul gives the result itself, written straight into out (no temporary), when nothing is scaled,
+        # added or cast (the cache key fixes alpha == 1 and beta == 0 for the plan's calls)
+        direct = chosen.name in ("numpy", "blas") and p.alpha == 1.0 and p.beta == 0.0 and not half and p.out_dtype == p.dtype
         plan.private = _CpuPlan(direct, chosen.name == "reference", half, np.float32 if half else p.dtype.type, p.out_dtype)
         return plan
 
@@ -143,9 +149,8 @@ class CpuReferenceBackend(Backend):
             check_call(plan, call)
         decided: _CpuPlan = plan.private
         a, b, c, out = call.a, call.b, call.c, call.out
-        if decided.direct:  # decided at plan time (the cache key fixes alpha == 1, beta == 0, out)
-            with np.errstate(all="ignore"):  # inf and NaN as IEEE says, silently (as every other path)
-                return np.matmul(a, b, out=out)
+        if decided.direct:  # decided at plan time
+            return _matmul_quietly(a, b, out)
         if decided.reference:
             return store_result(reference(a, b, c, call.alpha, call.beta, decided.out_dtype), out)
         alpha, beta = call.alpha, call.beta
