@@ -54,6 +54,8 @@ DeviceLike = Union[str, Any]
 
 
 log = logging.getLogger("polygemm")
+#: no operand made contiguous first (the common call: shared, never changed)
+_NONE_MADE: list[str] = []
 
 
 _local = threading.local()
@@ -104,7 +106,7 @@ def gemm(
     first: NotWhole | None = None
     try:
         entry, call, hit = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
-        made: list[str] = []
+        made: list[str] = _NONE_MADE
     except NotWhole as exc:  # a device operand its own library must make contiguous first
         first = exc
     if first is not None:  # (outside the except: what the retry raises is not chained to this NotWhole)

@@ -155,7 +155,7 @@ class PlanCache:
 
 
 _cache = PlanCache(PLAN_CACHE_SIZE)
-#: plans name backends: when the registry's change (refresh(), a late probe), the plans made before go
+#: plans name backends: when the registry changes (refresh(), a late probe), the plans made before go
 on_change(lambda: _cache.forget())
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
 
@@ -219,23 +219,23 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             hash(out_dtype)
         except TypeError:
             return None
-    views: Any = None
-    if type(a) is not np.ndarray:  # a NumPy user's call asks no device library
+    nd = np.ndarray
+    if type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (out is None or type(out) is nd):
+        # a NumPy user's call, the commonest: its views inline (operand_view's first case), no device library asked
+        views: Any = ((("host", a.shape, a.strides, a.dtype, a.flags.writeable), 0, None),
+                      (("host", b.shape, b.strides, b.dtype, b.flags.writeable), 0, None),
+                      _NO_VIEW if c is None else (("host", c.shape, c.strides, c.dtype, c.flags.writeable), 0, None),
+                      _NO_VIEW if out is None else (("host", out.shape, out.strides, out.dtype, out.flags.writeable), 0, None))
+    else:
         if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
             return None                                # full normalization, whatever plan the cache holds for its shapes
         views = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
         if views is None:
             views = torch_views(a, b, c, out)
-    if views is None:
-        # a NumPy array's view inline (operand_view's first case): the commonest call spends no call on it
-        views = ((("host", a.shape, a.strides, a.dtype, a.flags.writeable), 0, None) if type(a) is np.ndarray else operand_view(a),
-                 (("host", b.shape, b.strides, b.dtype, b.flags.writeable), 0, None) if type(b) is np.ndarray else operand_view(b),
-                 _NO_VIEW if c is None else (("host", c.shape, c.strides, c.dtype, c.flags.writeable), 0, None)
-                 if type(c) is np.ndarray else operand_view(c),
-                 _NO_VIEW if out is None else (("host", out.shape, out.strides, out.dtype, out.flags.writeable), 0, None)
-                 if type(out) is np.ndarray else operand_view(out))
-        if None in views:
-            return None
+        if views is None:
+            views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
+            if None in views:
+                return None
     va, vb, vc, vo = views
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
@@ -251,8 +251,8 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
-    fit32 = one or fits_float32(alpha), zero or fits_float32(beta)
-    key = (device, variant, va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, fit32)
+    key = (device, variant, va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, one or fits_float32(alpha),
+           zero or fits_float32(beta))
     return key, views
 
 
@@ -345,7 +345,10 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
     if found is not None:
         key, views = found
         entry = _cache.get(key)
-        if entry is not None and (out is None or _overlap_free(entry, a, b, c, out, views)):
+        # out clear of a and b at a glance: three host arrays that own their memory, out none of them (else the full check)
+        if entry is not None and (out is None or (entry.host and out.base is None and a.base is None and b.base is None
+                                                   and out is not a and out is not b and (c is None or c is out))
+                                  or _overlap_free(entry, a, b, c, out, views)):
             conv = entry.convert
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
                 a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])

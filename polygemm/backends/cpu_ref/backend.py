@@ -148,9 +148,9 @@ class CpuReferenceBackend(Backend):
         if not call.matched:
             check_call(plan, call)
         decided: _CpuPlan = plan.private
-        a, b, c, out = call.a, call.b, call.c, call.out
         if decided.direct:  # decided at plan time
-            return _matmul_quietly(a, b, out)
+            return _matmul_quietly(call.a, call.b, call.out)
+        a, b, c, out = call.a, call.b, call.c, call.out
         if decided.reference:
             return store_result(reference(a, b, c, call.alpha, call.beta, decided.out_dtype), out)
         alpha, beta = call.alpha, call.beta
