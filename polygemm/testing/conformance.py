@@ -139,7 +139,7 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
         out = x.poisoned(m, n, "F" if order_c == "F" else "C")
         got = x.gemm(a, b, c, alpha=0.5, beta=-1.25, out=out)
         # out itself is checked: polygemm.gemm returns the caller's out whatever the backend returns, so a backend
-        # that returned a correct new array and left out unwritten (here, with c beside it) had passed
+        # that returned a correct new array and left out unwritten (here, with c beside it) would pass otherwise
         if got is not out:
             raise AssertionError("gemm(a, b, c, out=...) did not return out itself")
         x.check(out, a, b, c, 0.5, -1.25)
@@ -168,7 +168,7 @@ def _scaling_cases() -> dict[str, Case]:
         x.check(c, a, b, c0, 2.0, 0.5)
 
     def beta_zero_ignores_c(x: _Ctx) -> None:
-        # alpha != 1 too: a beta == 0 path that dropped alpha had passed every case (none scaled without c)
+        # alpha != 1 too: a beta == 0 path that dropped alpha would pass every other case (none scales without c)
         a, b = x.rand(17, 9), x.rand(9, 23)
         c = x.poisoned(17, 23)
         x.check(x.gemm(a, b, c, alpha=-1.5, beta=0.0), a, b, None, -1.5)
