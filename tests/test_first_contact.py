@@ -83,6 +83,9 @@ t0 = time.monotonic()
 r = pg.gemm(a, a.T)
 print("ELAPSED", time.monotonic() - t0)
 plan = pg.last_plan()
+t1 = time.monotonic()
+pg.gemm(np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))  # a new shape plans again: no second wait
+print("AGAIN", time.monotonic() - t1)
 print("BACKEND", plan.backend)
 print("PASSED", dict(plan.candidates).get("slowprobe", "-"))
 infos = {i.name: i for i in pg.backends()}  # waits for the probe, as `polygemm info` does
@@ -100,6 +103,7 @@ def test_auto_does_not_wait_for_a_slow_probe(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert float(out["ELAPSED"]) < 6, r.stdout  # a few seconds at most, not the probe's 8 (nor the 30 s timeout)
+    assert float(out["AGAIN"]) < 1.5, r.stdout  # waited for once, not at every new plan
     assert out["BACKEND"] != "slowprobe"
     assert "probe still running" in out["PASSED"], r.stdout
     assert out["INFO"] == "True", r.stdout  # the probe went on and answered

@@ -12,9 +12,10 @@ text as its reason; it never breaks ``import polygemm``, ``device="auto"`` or
   ``Variant`` objects, ``probe()`` returns an ``Availability``) run in a daemon thread that
   gets ``$POLYGEMM_PROBE_TIMEOUT`` seconds (default 30); a probe that does not return in
   time leaves its backend unavailable ("probe did not return within N s");
-* ``device="auto"`` waits for a probe still running at most ``AUTO_PROBE_WAIT`` seconds (2): it
-  passes that backend over, naming it in the plan's reasons ("probe still running"), and takes
-  the next one; the probe goes on, and a later call takes the backend once it has answered;
+* ``device="auto"`` waits for a probe still running at most ``AUTO_PROBE_WAIT`` seconds (2), once:
+  it passes that backend over, naming it in the plan's reasons ("probe still running"), and takes
+  the next one; the probe goes on, later calls do not wait for it again, and the first call after
+  it has answered plans anew (cached plans are forgotten);
 * a probe may itself call ``polygemm.backends()``: no lock is held while plugin code runs,
   and the probing backend is then listed as "probe still running";
 * a plugin entry point named like a built-in (``cpu``, ``cuda``, ``musa``) or like another

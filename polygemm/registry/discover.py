@@ -208,6 +208,8 @@ class Entry:
             return (False, "probe still running (its probe asked polygemm for the backends)", self._fallback_priority())
         now = time.monotonic()
         if until is not None and until < deadline:
+            if self._passed_over:  # waited for once already: later calls go on at once while it runs
+                until = now
             if not done.wait(max(0.0, until - now)):
                 # device="auto" waits a few seconds, not the whole timeout: passed over for now, not called unavailable
                 self._passed_over = True
