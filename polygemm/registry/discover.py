@@ -119,6 +119,7 @@ class Entry:
             self._importing = False
         if self._status is None:
             self._done = None
+            self._passed_over = False
 
     def backend(self) -> Backend | None:
         """Import and instantiate once; on failure remember the original exception text."""
