@@ -17,17 +17,14 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError, did_you_mean
-from .problem import Call, GemmProblem, _host_layout, _operand, short_repr
+from .core.layout import host_layout
+from .core.problem import Call, GemmProblem
+from .core.read import read_operand
+from .core.scalars import FLOAT32_MAX, fits_float32
+from .core.text import short_repr
 
 __all__ = ["Availability", "Variant", "Capabilities", "Plan", "Backend", "store_result", "check_call", "fits_float32", "FLOAT32_MAX",
            "variant_hint"]
-
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-#: below half float32's smallest subnormal a nonzero value rounds to 0 as float32
-_FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal) / 2
-#: float32's smallest normal number: below it a float32 keeps fewer significant bits (a subnormal)
-_FLOAT32_NORMAL = float(np.finfo(np.float32).tiny)
-
 
 def variant_hint(name: str, known: Sequence[str]) -> str:
     """`` (did you mean 'blas'?)`` for a variant name that is not one of ``known`` (nor ``"auto"``)
@@ -36,18 +33,6 @@ def variant_hint(name: str, known: Sequence[str]) -> str:
     choices = list(known) + ["auto"]
     folded = [k for k in choices if k.lower() == name.strip().lower() and k != name]
     return f" (did you mean {folded[0]!r}?)" if folded else did_you_mean([name], choices, cutoff=0.85)
-
-
-def fits_float32(value: float) -> bool:
-    """Whether ``value`` (alpha, beta) survives as a float32 kernel scalar: neither past
-    float32's range nor below its normal numbers, where a float32 holds fewer bits (alpha=1e-45
-    became 1.4e-45, every result 40% off, and 1e-40 0.99999e-40), unless it is exactly such a
-    subnormal (2.0**-140). Plain float arithmetic in the common case: the plan cache asks on
-    every call."""
-    mag = abs(value)
-    if _FLOAT32_NORMAL <= mag <= FLOAT32_MAX or value == 0.0:
-        return True
-    return _FLOAT32_TINY < mag < _FLOAT32_NORMAL and float(np.float32(value)) == value
 
 
 @dataclass(frozen=True)
@@ -142,8 +127,8 @@ class Plan:
                                                       else "overwritten with the result; beta = 0, so never read)"))
         lines.append("  copies  : " + ("; ".join(self.copies) if self.copies else "none"))
         lines.append(f"  padding : {self.padding or 'none'}")
-        # "cached for the next" had been said of every new plan, also of calls the cache never keys (a memmap, a list, a
-        # cache turned off): a user timing why each call planned again was told it would not
+        # "cached for the next" only where it is: a call the cache never keys (a memmap, a list, a cache turned off)
+        # plans again each time, and a user timing it is told why
         lines.append("  cache   : " + ("this plan was reused from the plan cache" if self.cached
                                        else f"planned for this call, not cached: {self.uncached}" if self.uncached
                                        else "planned for this call (cached for the next)"))
@@ -158,8 +143,8 @@ class Plan:
 
 def store_result(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """The tail of every host computation: the result itself, C-ordered as numpy.matmul's is, or copied into ``out``
-    and ``out``. A kernel that stored a column-major result (operands swapped for column-major inputs) had handed its
-    Fortran-ordered buffer back: ``memoryview(r).cast``, torch's ``.view(-1)`` on the tensor made of it, failed."""
+    and ``out``. A kernel that stores a column-major result (operands swapped for column-major inputs) hands back a
+    C-ordered copy: ``memoryview(r).cast`` and torch's ``.view(-1)`` on the tensor made of it need one."""
     if out is None:
         return np.ascontiguousarray(result)
     np.copyto(out, result)
@@ -188,7 +173,7 @@ def check_call(plan: Plan, call: Call) -> None:
         elif isinstance(x, np.ndarray):
             if x.dtype != op.dtype:
                 why = f"is {x.dtype.name}{'' if x.dtype.isnative else ' (non-native byte order)'}"
-            elif _host_layout(x) != (op.layout, op.ld):
+            elif host_layout(x) != (op.layout, op.ld):
                 why = f"has strides {x.strides}"
             elif tuple((int(n), int(st) // x.itemsize) for n, st in zip(x.shape[:-2], x.strides[:-2])) != op.batch_dims:
                 why = f"has batch strides {x.strides[:-2]}"
@@ -209,7 +194,7 @@ def _device_mismatch(name: str, op: Any, x: Any, ptr: int) -> str:
     memory order, leading dimension, batch strides, where it lives, the pointer's 16-byte
     alignment (plans pick aligned builds by it), and the pointer the call passes for it."""
     try:
-        got = _operand(name, x, writable=name == "out")
+        got = read_operand(name, x, writable=name == "out")
     except PolygemmError as exc:
         return f"cannot be read as the plan's operand ({exc})"
     if got.dtype != op.dtype:
@@ -278,19 +263,10 @@ class Backend(abc.ABC):
         return tuple(sorted({d for v in self.variants() for d in v.dtypes}))
 
     def supports(self, problem: GemmProblem) -> str | None:
-        """None if this backend can compute ``problem``, else the reason it cannot."""
-        if self.float32_scalars and not (fits_float32(problem.alpha) and fits_float32(problem.beta)):
-            return "alpha or beta does not fit its kernels' float32 scalars"
-        if problem.batch and not self.batched:
-            return "computes one matrix product per call (no batches)"
-        if problem.residency not in self.residencies:
-            return f"operands live on {problem.residency}, this backend takes {', '.join(self.residencies)} data"
-        if problem.dtype.name not in self.dtypes():
-            return f"dtype {problem.dtype.name} not supported (supports {', '.join(self.dtypes())})"
-        if problem.out_dtype != problem.dtype and not any(
-                problem.dtype.name in v.dtypes and problem.out_dtype.name in v.out_dtypes for v in self.variants()):
-            return f"writes {problem.dtype.name} results only, not {problem.out_dtype.name}"
-        return None
+        """None if this backend can compute ``problem``, else the reason it cannot: the message of
+        the error :meth:`check_problem` raises (one rule set, :meth:`refusal`)."""
+        refused = self.refusal(problem)
+        return None if refused is None else str(refused)
 
     def for_device(self, index: int) -> "Backend":
         """This backend on its device ``index`` (what ``device="name:index"`` selects). The
@@ -306,37 +282,49 @@ class Backend(abc.ABC):
             if v.name == name:
                 return v
         names = [v.name for v in self.variants()]
-        # 'auto' is listed as device errors list it (it was left out, and variant="AUTO" got no hint of it)
+        # 'auto' is listed as device errors list it (variant="AUTO" gets the hint of it)
         raise UnsupportedProblemError(f"variant={short_repr(name)} is not a variant of backend {self.name!r}{variant_hint(name, names)}; "
                                       f"known: {', '.join(names)} (or 'auto')")
 
     def check_problem(self, problem: GemmProblem, variant: Variant | None = None) -> None:
         """Raise the right error when this backend (or ``variant``) cannot take ``problem``."""
-        if problem.dtype.name not in self.dtypes():
-            raise DTypeError(f"backend {self.name!r} does not support dtype {problem.dtype.name}; it supports {', '.join(self.dtypes())}")
-        if variant is not None and problem.dtype.name not in variant.dtypes:
-            raise DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {problem.dtype.name}")
-        if problem.out_dtype != problem.dtype:
-            candidates = [variant] if variant is not None else [v for v in self.variants() if problem.dtype.name in v.dtypes]
-            if not any(problem.out_dtype.name in v.out_dtypes for v in candidates):
-                where = f"variant {variant.name!r}" if variant is not None else f"backend {self.name!r}"
-                raise DTypeError(f"{where} writes {problem.dtype.name} results only, not {problem.out_dtype.name}; pass out (or "
-                                 f"out_dtype) as {problem.dtype.name}, or use a device that widens (device='auto' picks one)")
-        if problem.residency not in self.residencies:
-            raise UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes {', '.join(self.residencies)} data")
-        if problem.batch and not self.batched:
-            raise UnsupportedProblemError(
-                f"backend {self.name!r} computes one matrix product per call; these operands hold a batch of "
-                f"{problem.count} ({'x'.join(map(str, problem.batch))}): pass 2-D operands per call, or use a backend with batches (cpu, cuda)"
-            )
-        if self.float32_scalars:
+        refused = self.refusal(problem, variant)
+        if refused is not None:
+            raise refused
+
+    def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
+        """The error this backend (or ``variant``) refuses ``problem`` with, or None: its dtypes
+        (``variants()``), ``out_dtypes``, ``residencies``, ``batched`` and ``float32_scalars``.
+        :meth:`supports` says its message, :meth:`check_problem` raises it."""
+        dtype = problem.dtype.name
+        dtypes = self.dtypes()
+        # the order device="auto" reports first: scalars, batches and residency before dtypes
+        if self.float32_scalars and not problem.scalars_fit_float32:
             for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
                 if not fits_float32(value):
                     why = "" if abs(value) > FLOAT32_MAX else " (below float32's normal range, where it keeps fewer digits)"
-                    raise UnsupportedProblemError(
+                    return UnsupportedProblemError(
                         f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels{why}; "
-                        f"scale a or c by it first, or use device='cpu' (device='auto' does so)"
-                    )
+                        f"scale a or c by it first, or use device='cpu' (device='auto' does so)")
+        if problem.batch and not self.batched:
+            return UnsupportedProblemError(
+                f"backend {self.name!r} computes one matrix product per call; these operands hold a batch of "
+                f"{problem.count} ({'x'.join(map(str, problem.batch))}): pass 2-D operands per call, or use a backend with "
+                f"batches (cpu, cuda)")
+        if problem.residency not in self.residencies:
+            return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
+                                           f"{', '.join(self.residencies)} data")
+        if dtype not in dtypes:
+            return DTypeError(f"backend {self.name!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}")
+        if variant is not None and dtype not in variant.dtypes:
+            return DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {dtype}")
+        if problem.out_dtype != problem.dtype:
+            candidates = [variant] if variant is not None else [v for v in self.variants() if dtype in v.dtypes]
+            if not any(problem.out_dtype.name in v.out_dtypes for v in candidates):
+                where = f"variant {variant.name!r}" if variant is not None else f"backend {self.name!r}"
+                return DTypeError(f"{where} writes {dtype} results only, not {problem.out_dtype.name}; pass out (or "
+                                  f"out_dtype) as {dtype}, or use a device that widens (device='auto' picks one)")
+        return None
 
     # -- planning and running ---------------------------------------------------------
     @abc.abstractmethod

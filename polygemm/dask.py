@@ -20,8 +20,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from .problem import (HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, _cast_hint, _scalar, short_repr, check_result_dtype, native_dtype, parse_dtype,
-                      promotion_hint)
+from .core.arguments import misused_arguments
+from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, native_dtype, parse_dtype
+from .core.hints import cast_hint, promotion_hint
+from .core.scalars import parse_scalar
+from .core.text import short_repr
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -70,8 +73,8 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
 
 def _refuse_masked(name: str, x: Any) -> None:
     """A masked operand (NumPy's, or a dask array of masked chunks) is refused when the graph is
-    built, by the name the user gave it: it had failed only in compute(), naming polygemm.gemm's
-    lower-case ``a``/``b`` (the tasks' names) instead of ``A``/``B``."""
+    built, by the name the user gave it (``A``/``B``), not in compute() under polygemm.gemm's
+    lower-case ``a``/``b`` (the tasks' names)."""
     meta = getattr(x, "_meta", x)
     if isinstance(meta, np.ma.MaskedArray):
         lazy = meta is not x
@@ -167,7 +170,7 @@ def gemm(
     c: Any = None,
     *extra: NoReturn,
     alpha: float = 1.0,
-    beta: float = 0.0,
+    beta: float | None = None,
     device: str | None = None,
     variant: str = "auto",
     out_dtype: Any = None,
@@ -179,7 +182,8 @@ def gemm(
     with NumPy or CuPy chunks; the result has A's row chunks and B's column chunks, blocks of
     the chunks' kind (CuPy chunks give CuPy blocks). ``c`` (optional, the result's shape and
     dtype; a dask array, or an array that is chunked like the result) is read only when
-    ``beta != 0``. ``out_dtype`` asks for a float32 result from float16 inputs. ``device`` and
+    ``beta != 0``; ``beta`` defaults to 1.0 when ``c`` is given (``A @ B + c``, as polygemm.gemm) and
+    to 0.0 otherwise. ``out_dtype`` asks for a float32 result from float16 inputs. ``device`` and
     ``variant`` are passed to :func:`polygemm.gemm` in every task (``device`` may be the operands'
     device object, ``torch.device`` or ``cupy.cuda.Device``, passed by its name): ``device=None`` is each
     worker's default (``$POLYGEMM_DEVICE`` or auto, i.e. the GPU a ``LocalCUDACluster`` worker
@@ -221,20 +225,20 @@ def gemm(
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
     if extra or unexpected:  # another library's spelling (out=, dtype=, trans_a=): say polygemm's, as gemm does
-        from .api import _misused
-
-        raise _misused("polygemm.dask.gemm", extra, unexpected)
+        raise misused_arguments("polygemm.dask.gemm", extra, unexpected)
     da = _dask_array()
     A = _as_dask("A", A, da)
     B = _as_dask("B", B, da)
-    alpha_f = _scalar("alpha", alpha)
-    beta_f = _scalar("beta", beta)
+    if beta is None:
+        beta = 0.0 if c is None else 1.0
+    alpha_f = parse_scalar("alpha", alpha)
+    beta_f = parse_scalar("beta", beta)
     if not isinstance(variant, str):
         raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {short_repr(variant)}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
         from . import registry
 
-        # device=tensor.device or cupy.cuda.Device(1) as polygemm.gemm takes them (they had been refused here), passed
+        # device=tensor.device or cupy.cuda.Device(1) as polygemm.gemm takes them, passed
         # to the tasks by name; anything else is the ArgumentTypeError saying what is accepted
         device = registry.device_arg_name(device)
         registry.check_known(device)
@@ -245,8 +249,8 @@ def gemm(
     if k != kb:
         raise ShapeError(f"inner dimensions differ: A is {A.shape} and B is {B.shape}; A.shape[1] (K={k}) must equal B.shape[0] ({kb})")
     # a non-native byte order ('>f8') is the same dtype to polygemm.gemm, which copies such an operand once and writes
-    # its results in this machine's order: compared as "float64 and float64 differ" here, and the graph's dtype '>f8'
-    # had not been that of its blocks
+    # its results in this machine's order: compared in native order here (not "float64 and float64 differ"), and the
+    # graph's dtype is that of its blocks
     if native_dtype(A.dtype) != native_dtype(B.dtype):
         how = promotion_hint(("A", A, native_dtype(A.dtype)), ("B", B, native_dtype(B.dtype)))  # the narrower up, as numpy.matmul computes
         raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast to one dtype, e.g. {how}")
@@ -267,11 +271,11 @@ def gemm(
         if isinstance(c_dtype, np.dtype):  # its byte order aside, as polygemm.gemm takes a '>f8' c
             c_dtype = native_dtype(c_dtype)
         if c_dtype is None or _dtype_of("c's dtype", c_dtype) != result:
-            # with the cast to make, as polygemm.gemm says it (the message had said only what was wrong)
+            # with the cast to make, as polygemm.gemm says it
             widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
                      and getattr(c, "dtype", None) == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "
-                             f"Cast it, e.g. {_cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")
+                             f"Cast it, e.g. {cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")
         use_c = beta_f != 0.0
         if use_c:  # read only when beta != 0, as polygemm.gemm reads it
             _refuse_masked("c", c)

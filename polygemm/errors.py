@@ -66,7 +66,7 @@ class ArgumentTypeError(ArgumentError, TypeError):
     string, a complex, a Decimal, a bool), an ``out`` that is no array (a list, a memoryview, a
     NumPy scalar), a variant that is no string, an operand that is None. NumPy and Python raise
     TypeError for these (``numpy.matmul(a, b, out=[...])``, ``float(1j)``, ``a * "2"``), so
-    ``except TypeError`` catches it; it is still an ArgumentError (and a ValueError) as before."""
+    ``except TypeError`` catches it; it is an ArgumentError (and a ValueError) too."""
 
 
 class BackendUnavailableError(PolygemmError, RuntimeError):
@@ -81,7 +81,7 @@ class UnknownDeviceError(BackendUnavailableError, ValueError):
     """``device=`` (or ``$POLYGEMM_DEVICE``, ``get_backend``) names no backend polygemm knows: a
     typo, or a plugin that is not installed. The message names the known devices and the nearest
     one. Also a ``ValueError``, as NumPy and CuPy raise for an argument value they do not take;
-    still a BackendUnavailableError as before."""
+    and a BackendUnavailableError."""
 
 
 class UnsupportedProblemError(PolygemmError, ValueError):

@@ -148,8 +148,8 @@ def test_matmul_vector_edges(rng):
             return Reinterpreting(shape, tuple(int(np.prod(shape[i + 1:])) * 4 for i in range(len(shape))))
 
     with pytest.raises(pg.ArgumentError, match="cannot take the vector's unit dimension as a view"):
-        api._unit_axis(Reinterpreting((3, 7), (4, 12)), "out", -2)
-    kept = api._unit_axis(Reinterpreting((3, 7), (28, 4)), "out", -2)  # C order: the reshape is a view
+        pg.core.vectors.unit_axis(Reinterpreting((3, 7), (4, 12)), "out", -2)
+    kept = pg.core.vectors.unit_axis(Reinterpreting((3, 7), (28, 4)), "out", -2)  # C order: the reshape is a view
     assert kept.shape == (3, 1, 7)
 
 

@@ -187,7 +187,7 @@ def test_an_unreadable_plan_cache_size_warns_and_keeps_the_default():
     code = "import warnings; warnings.simplefilter('error', RuntimeWarning)\ntry:\n import polygemm\nexcept RuntimeWarning as w: print('warned', w)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": "lots"})
     assert "warned POLYGEMM_PLAN_CACHE_SIZE='lots' is not a whole number; keeping 256 plans" in r.stdout, r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-c", "import polygemm.api as a; print(a.PLAN_CACHE_SIZE)"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", "import polygemm.plan_cache as a; print(a.PLAN_CACHE_SIZE)"], capture_output=True, text=True,
                        env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": ""})
     assert r.stdout.strip() == "256", r.stderr
 

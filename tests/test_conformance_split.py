@@ -143,7 +143,7 @@ def test_pytest_suite_takes_a_split_variant_filter(monkeypatch):
 
     be = Splitting()
     monkeypatch.setattr(suite, "get_backend", lambda name: be)
-    monkeypatch.setattr(suite, "_availability", lambda b: (True, ""))
+    monkeypatch.setattr(suite, "availability", lambda b: (True, ""))
     monkeypatch.delenv("POLYGEMM_TEST_DTYPES", raising=False)
     monkeypatch.setenv("POLYGEMM_TEST_QUICK", "1")
     monkeypatch.setenv("POLYGEMM_TEST_VARIANTS", "tiled:split_k=2")

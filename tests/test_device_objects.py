@@ -106,5 +106,5 @@ def test_a_builtin_backends_device_handle_is_not_held_to_the_plugin_checks():
     class Plugin:
         name = "somevendor"
 
-    assert not api._is_plugin(Handle())  # type: ignore[arg-type]
-    assert api._is_plugin(Plugin())  # type: ignore[arg-type]
+    assert not api.plan_cache.is_plugin(Handle())  # type: ignore[arg-type]
+    assert api.plan_cache.is_plugin(Plugin())  # type: ignore[arg-type]

@@ -54,8 +54,9 @@ def test_bad_inputs(args, kwargs, exc, fragment):
     with pytest.raises(exc) as info:
         pg.gemm(*args, **kwargs)
     assert fragment in str(info.value)
-    with pytest.raises(exc):  # explain validates exactly like gemm
-        pg.explain(*args, **kwargs)
+    if not any(getattr(x, "ndim", 2) == 1 for x in args):  # explain takes matmul's vectors, which gemm refuses
+        with pytest.raises(exc):  # explain validates as gemm does
+            pg.explain(*args, **kwargs)
 
 
 def test_out_must_not_overlap_inputs():

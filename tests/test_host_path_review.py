@@ -42,16 +42,16 @@ def _fake_cupy(monkeypatch, stream_ptr=0x5000):
 
 def _old_key(a, b, c, out, alpha=1.0, beta=0.0, device="cuda", variant="auto"):
     """_key as it was: each operand viewed on its own."""
-    return api._key(a, b, c, out, alpha, beta, device, variant)
+    return api.plan_cache._key(a, b, c, out, alpha, beta, device, variant)
 
 
 def _views_off(monkeypatch):
-    monkeypatch.setattr(api, "cupy_views", lambda *ops: None)
-    monkeypatch.setattr(api, "torch_views", lambda *ops: None)
+    monkeypatch.setattr(api.plan_cache, "cupy_views", lambda *ops: None)
+    monkeypatch.setattr(api.plan_cache, "torch_views", lambda *ops: None)
 
 
 def _keys_both_ways(monkeypatch, calls):
-    got = [api._key(*ops, 1.0, 0.0, "cuda", "auto") for ops in calls]
+    got = [api.plan_cache._key(*ops, 1.0, 0.0, "cuda", "auto") for ops in calls]
     with monkeypatch.context() as m:
         _views_off(m)
         want = [_old_key(*ops) for ops in calls]
@@ -123,25 +123,25 @@ def test_a_free_threaded_build_looks_plans_up_under_the_lock(monkeypatch):
     """Without the GIL OrderedDict's move_to_end is not atomic beside another thread's clear or
     popitem (CPython 3.13t crashed so, gh-125996) and the counters' += lose counts: there the
     lookup takes the lock, as it did before the lock-free hit; with the GIL it does not."""
-    cache = api.PlanCache(4)
+    cache = api.plan_cache.PlanCache(4)
     lock = cache._lock = _CountingLock()  # type: ignore[assignment]
     cache.put(("k",), "entry")  # type: ignore[arg-type]
     entered = lock.entered
     # the lookup is chosen once, when the class is made: lock-free with the GIL, locked without it
-    assert api.PlanCache.get is (api.PlanCache._get_locked if api._FREE_THREADED else api.PlanCache._get)
-    monkeypatch.setattr(api.PlanCache, "get", api.PlanCache._get)  # the GIL's lookup
+    assert api.plan_cache.PlanCache.get is (api.plan_cache.PlanCache._get_locked if api.plan_cache._FREE_THREADED else api.plan_cache.PlanCache._get)
+    monkeypatch.setattr(api.plan_cache.PlanCache, "get", api.plan_cache.PlanCache._get)  # the GIL's lookup
     assert cache.get(("k",)) == "entry" and cache.get(("x",)) is None and lock.entered == entered
-    monkeypatch.setattr(api.PlanCache, "get", api.PlanCache._get_locked)  # a free-threaded build's
+    monkeypatch.setattr(api.plan_cache.PlanCache, "get", api.plan_cache.PlanCache._get_locked)  # a free-threaded build's
     assert cache.get(("k",)) == "entry" and cache.get(("x",)) is None and lock.entered == entered + 2
     assert cache.info() == {"hits": 2, "misses": 2, "size": 1, "maxsize": 4}
 
 
 @pytest.mark.parametrize("free_threaded", [False, True])
 def test_lookups_beside_puts_evictions_and_clears_never_fail_or_lose_counts(monkeypatch, free_threaded):
-    monkeypatch.setattr(api.PlanCache, "get", api.PlanCache._get_locked if free_threaded else api.PlanCache._get)
+    monkeypatch.setattr(api.plan_cache.PlanCache, "get", api.plan_cache.PlanCache._get_locked if free_threaded else api.plan_cache.PlanCache._get)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
-    cache = api.PlanCache(3)
+    cache = api.plan_cache.PlanCache(3)
     keys = [(i,) for i in range(6)]
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -207,7 +207,7 @@ def test_overlap_free_answers_as_before_for_device_operands():
         objs = [object(), object(), object() if has_c else None, object() if has_out else None]
         views = tuple(((), p if o is not None else 0, None) for p, o in zip(ptrs, objs))
         entry = types.SimpleNamespace(spans=spans, lows=lows, host=False)
-        assert api._overlap_free(entry, *objs, views) == _old_overlap_free(entry, *objs, views), (spans, lows, ptrs, objs)
+        assert api.plan_cache._overlap_free(entry, *objs, views) == _old_overlap_free(entry, *objs, views), (spans, lows, ptrs, objs)
 
 
 # -- the NotWhole retry -------------------------------------------------------------------------------
@@ -244,12 +244,12 @@ def test_the_retry_binds_the_operands_made_whole_once_each(monkeypatch):
             raise NotWhole("a is not whole", "a")
         return "entry", "call", False
 
-    monkeypatch.setattr(api, "_bind", fake_bind)
-    monkeypatch.setattr(api, "made_whole", lambda given, shape: whole)
+    monkeypatch.setattr(api.plan_cache, "bind", fake_bind)
+    monkeypatch.setattr(api.plan_cache, "made_whole", lambda given, shape: whole)
     given = object()
     with pytest.raises(NotWhole) as info:
         fake_bind(given, 1, None)
-    assert api._bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, ["a"])
+    assert api.plan_cache.bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, ["a"])
     assert bound == [(given, 1, None), (whole, 1, None)]
 
 
@@ -494,8 +494,8 @@ def test_what_the_retry_raises_is_not_chained_to_the_first_notwhole(monkeypatch)
     def fake_bind(a, b, c, *rest):
         raise NotWhole("a is not whole", "a") if a is given else NotWhole("b is not whole", "b")
 
-    monkeypatch.setattr(api, "_bind", fake_bind)
-    monkeypatch.setattr(api, "made_whole", lambda x, shape: whole if x is given else None)
+    monkeypatch.setattr(api.plan_cache, "bind", fake_bind)
+    monkeypatch.setattr(api.plan_cache, "made_whole", lambda x, shape: whole if x is given else None)
     with pytest.raises(NotWhole, match="^b is not whole") as info:
         pg.gemm(given, object())
     assert info.value.__context__ is None

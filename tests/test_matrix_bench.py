@@ -160,7 +160,7 @@ def test_musa_flavor_gate_reason_is_one_short_line_without_the_path(monkeypatch,
 
     path = "/opt/venv/lib/python3.11/site-packages/build/host/some/deep/folder/libpolygemm_musa.so"
     fake = types.SimpleNamespace(nl=types.SimpleNamespace(flavor="host", path=path))
-    monkeypatch.setattr(mb, "session", lambda: fake)
+    monkeypatch.setattr(mb.sessions, "session", lambda: fake)
     monkeypatch.delenv("POLYGEMM_MUSA_EMULATION", raising=False)
     av = mb.MusaBackend().probe()
     assert not av.ok and "\n" not in av.reason and len(av.reason) <= 120
@@ -179,7 +179,7 @@ def test_musa_missing_library_lists_every_place_tried_in_info_v(monkeypatch, fre
 
     missing = tmp_path / "nowhere" / "libpolygemm_musa.so"
     monkeypatch.setenv("POLYGEMM_MUSA_LIBRARY", str(missing))
-    monkeypatch.setattr(mb, "_session", None)
+    monkeypatch.setattr(mb.sessions, "_session", None)
     av = mb.MusaBackend().probe()
     assert not av.ok and "\n" not in av.reason and len(av.reason) <= 120
     detail = getattr(av, "detail", "")
@@ -191,7 +191,7 @@ def test_musa_missing_library_lists_every_place_tried_in_info_v(monkeypatch, fre
     assert main(["info", "-v"]) == 0
     out = capsys.readouterr().out
     assert "tried" in out and str(missing.name) in out
-    monkeypatch.setattr(mb, "_session", None)
+    monkeypatch.setattr(mb.sessions, "_session", None)
 
 
 def test_matrix_refuses_a_variant_no_backend_has_and_output_paths_are_checked_first(tmp_path, capsys):

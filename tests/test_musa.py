@@ -59,7 +59,7 @@ def musa_library() -> Path:
 def _reset() -> None:
     import polygemm.backends.musa.backend as mb
 
-    mb._session = None
+    mb.sessions._session = None
     registry.refresh()
 
 
@@ -236,7 +236,7 @@ def test_bad_inputs(musa, rng):
 
 
 def test_native_errors_carry_the_library_message(musa):
-    from polygemm.backends.musa.backend import session
+    from polygemm.backends.musa.sessions import session
 
     s = session()
     with pytest.raises(pg.DeviceError, match="pgm_free failed: PGM_ERR_(INVALID_ARGUMENT|DEVICE): .*pgm_free"):
@@ -251,7 +251,7 @@ def test_mublas_variant_reports_not_supported_off_musa(musa, rng):
     a = rand16(rng, (4, 4))
     with pytest.raises(pg.UnsupportedProblemError, match="needs the musa flavor"):
         pg.explain(a, a, device="musa", variant="mublas")
-    from polygemm.backends.musa.backend import session
+    from polygemm.backends.musa.sessions import session
 
     s = session()  # the library itself refuses too, with its own message
     with pytest.raises(pg.DeviceError, match="NOT_SUPPORTED"):

@@ -139,7 +139,7 @@ def test_any_change_that_could_change_the_plan_misses(rng, change):
     else:
         res = pg.gemm(a, b, **kw)
         cc = kw.get("c")
-        assert_close(res, a.astype(res.dtype), b.astype(res.dtype), None if cc is None else cc, kw.get("alpha", 1.0), 0.0)
+        assert_close(res, a.astype(res.dtype), b.astype(res.dtype), None if cc is None else cc, kw.get("alpha", 1.0), 0.0 if cc is None else 1.0)
     info = api.plan_cache_info()
     assert info["misses"] == base["misses"] + 1, f"{change} should not reuse the plan"
 
@@ -153,7 +153,7 @@ class FakeCudaArray:
 
 
 def test_device_keys_follow_the_alignment_class_not_the_pointer():
-    key = lambda *ops: api._key(*ops, 1.0, 0.0, "cuda", "auto")[0]  # noqa: E731
+    key = lambda *ops: api.plan_cache._key(*ops, 1.0, 0.0, "cuda", "auto")[0]  # noqa: E731
     b = FakeCudaArray(0x20000, (64, 32))
     base = key(FakeCudaArray(0x10000, (16, 64)), b, None, None)
     assert key(FakeCudaArray(0x30000, (16, 64)), b, None, None) == base  # another aligned pointer: same plan
@@ -167,14 +167,14 @@ def test_device_overlap_is_checked_on_every_call():
     a = FakeCudaArray(0x10000, (16, 64))
     b = FakeCudaArray(0x20000, (64, 32))
     out = FakeCudaArray(0x40000, (16, 32))
-    found = api._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
-    entry = api._Entry(pg.get_backend("cpu"), pg.explain(np.ones((16, 64), np.float32), np.ones((64, 32), np.float32), device="cpu"),
+    found = api.plan_cache._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
+    entry = api.plan_cache.CacheEntry(pg.get_backend("cpu"), pg.explain(np.ones((16, 64), np.float32), np.ones((64, 32), np.float32), device="cpu"),
                        (False, False, False), (16 * 64 * 4, 64 * 32 * 4, 0, 16 * 32 * 4))
     entry.plan.problem = types.SimpleNamespace(residency="cuda")
-    assert api._overlap_free(entry, a, b, None, out, found[1])
+    assert api.plan_cache._overlap_free(entry, a, b, None, out, found[1])
     clash = FakeCudaArray(0x10000 + 64, (16, 32))  # inside a
-    found = api._key(a, b, None, clash, 1.0, 0.0, "cuda", "auto")
-    assert not api._overlap_free(entry, a, b, None, clash, found[1])
+    found = api.plan_cache._key(a, b, None, clash, 1.0, 0.0, "cuda", "auto")
+    assert not api.plan_cache._overlap_free(entry, a, b, None, clash, found[1])
 
 
 def test_host_out_overlapping_an_input_is_refused_even_after_a_hit(rng):
@@ -196,7 +196,7 @@ def test_in_place_update_through_the_cache(rng):
 
 
 def test_cache_is_bounded(rng, monkeypatch):
-    monkeypatch.setattr(api, "_cache", api.PlanCache(4))
+    monkeypatch.setattr(api.plan_cache, "_cache", api.plan_cache.PlanCache(4))
     for n in range(1, 10):
         pg.gemm(rand(rng, (3, n)), rand(rng, (n, 2)), device="cpu")
     info = api.plan_cache_info()

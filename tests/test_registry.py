@@ -74,7 +74,7 @@ def test_plugin_discovered_and_auto_prefers_it(plugins, rng):
     # float64 is not the plugin's: auto passes it over, with the reason
     plan64 = pg.explain(a.astype(np.float64), b.astype(np.float64))
     assert plan64.backend == "cpu"
-    assert ("double", "dtype float64 not supported (supports float32)") in plan64.candidates
+    assert ("double", "backend 'double' does not support dtype float64; it supports float32") in plan64.candidates
 
 
 def test_plugin_passes_conformance(plugins):
@@ -137,8 +137,8 @@ def test_entry_point_name_is_the_backend_name(tmp_path, monkeypatch, without_gpu
 
 
 def test_failed_builtin_keeps_its_priority(monkeypatch, fresh_registry):
-    monkeypatch.setitem(fresh_registry._BUILTINS, "cuda", "polygemm_no_such_module:Backend")
-    monkeypatch.setattr(fresh_registry.metadata, "entry_points", lambda group: ())
+    monkeypatch.setitem(fresh_registry.discover._BUILTINS, "cuda", "polygemm_no_such_module:Backend")
+    monkeypatch.setattr(fresh_registry.discover.metadata, "entry_points", lambda group: ())
     fresh_registry.refresh()
     info = {i.name: i for i in pg.backends()}["cuda"]
     assert not info.available and info.priority == 500 and "polygemm_no_such_module" in info.reason
@@ -216,7 +216,7 @@ def test_probe_timeout_setting(monkeypatch):
     assert registry.probe_timeout() == 2.5
     for bad in ("", "zero", "-1", "nan"):
         monkeypatch.setenv(registry.PROBE_TIMEOUT_ENV, bad)
-        assert registry.probe_timeout() == registry.DEFAULT_PROBE_TIMEOUT
+        assert registry.probe_timeout() == registry.discover.DEFAULT_PROBE_TIMEOUT
 
 
 def test_public_name_helpers_other_modules_use():

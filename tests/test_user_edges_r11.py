@@ -95,7 +95,7 @@ def test_check_result_inf_and_nan_in_inputs():
         res = check_result(bad, a, b)
         assert not res.ok and res.violations == 1, res.message
     c = np.array([[np.nan], [np.nan], [np.nan]], np.float32)  # c unread with beta = 0 (BLAS)
-    assert check_result(pg.gemm(a, b, c), a, b, c).ok
+    assert check_result(pg.gemm(a, b, c, beta=0.0), a, b, c).ok
 
 
 @pytest.mark.parametrize("args, kw, err, match", [
@@ -332,7 +332,7 @@ def test_plans_hold_no_data_and_are_the_callers_own(rng):
 
 def test_plan_cache_info_counts_as_documented(rng):
     pg.clear_plan_cache()
-    assert pg.plan_cache_info() == {"hits": 0, "misses": 0, "size": 0, "maxsize": pg.api.PLAN_CACHE_SIZE}
+    assert pg.plan_cache_info() == {"hits": 0, "misses": 0, "size": 0, "maxsize": pg.api.plan_cache.PLAN_CACHE_SIZE}
     a, b = _rand(rng, np.float32, 4, 3), _rand(rng, np.float32, 3, 5)
     pg.gemm(a, b)
     assert pg.plan_cache_info()["misses"] == 1 and pg.plan_cache_info()["size"] == 1 and not pg.last_plan().cached
@@ -340,11 +340,11 @@ def test_plan_cache_info_counts_as_documented(rng):
         pg.gemm(a.copy(), b.copy())  # new arrays, same description
         assert pg.last_plan().cached
     pg.explain(a, b)
-    assert pg.plan_cache_info() == {"hits": 4, "misses": 1, "size": 1, "maxsize": pg.api.PLAN_CACHE_SIZE}
+    assert pg.plan_cache_info() == {"hits": 4, "misses": 1, "size": 1, "maxsize": pg.api.plan_cache.PLAN_CACHE_SIZE}
     pg.gemm(b.T.copy(), a.T.copy())
     assert pg.plan_cache_info()["misses"] == 2 and pg.plan_cache_info()["size"] == 2
     pg.clear_plan_cache()
-    assert pg.plan_cache_info() == {"hits": 0, "misses": 0, "size": 0, "maxsize": pg.api.PLAN_CACHE_SIZE}
+    assert pg.plan_cache_info() == {"hits": 0, "misses": 0, "size": 0, "maxsize": pg.api.plan_cache.PLAN_CACHE_SIZE}
     pg.gemm(a, b)
     assert not pg.last_plan().cached
 

@@ -49,7 +49,7 @@ def _fake_musa_session(monkeypatch, flavor: str = "host"):
             return 0
 
     nl = types.SimpleNamespace(flavor=flavor, path="/tmp/libpolygemm_musa.so", check=lambda status, what: None)
-    monkeypatch.setattr(mb, "session", lambda: types.SimpleNamespace(nl=nl, ffi=Ffi(), lib=Lib()))
+    monkeypatch.setattr(mb.sessions, "session", lambda: types.SimpleNamespace(nl=nl, ffi=Ffi(), lib=Lib()))
     return mb.MusaBackend()
 
 

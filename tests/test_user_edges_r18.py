@@ -55,7 +55,7 @@ def test_a_long_run_of_shapes_evicts_the_least_recently_used_plan_and_counts_eve
     hits + misses is the number of calls, and clear_plan_cache() then the same call plans again, then hits."""
     pg.clear_plan_cache()
     bound = pg.plan_cache_info()["maxsize"]
-    assert bound == api.PLAN_CACHE_SIZE and bound > 2
+    assert bound == api.plan_cache.PLAN_CACHE_SIZE and bound > 2
     b = _ones(2, 3)
     calls = 0
     for m in range(1, bound + 1):  # fills the cache exactly
@@ -191,7 +191,7 @@ def test_explain_with_c_and_out_plans_the_call_gemm_then_reuses():
     assert pg.gemm(a, b, c, beta=3.0, out=c, device="cpu") is c and (c == 18.0).all()
     lp = pg.last_plan()
     assert lp.cached and lp.problem.in_place and lp.problem.beta == 3.0
-    assert pg.plan_cache_info() == {"hits": 2, "misses": 2, "size": 2, "maxsize": api.PLAN_CACHE_SIZE}
+    assert pg.plan_cache_info() == {"hits": 2, "misses": 2, "size": 2, "maxsize": api.plan_cache.PLAN_CACHE_SIZE}
 
 
 # -- a plugin installed while the process runs; $POLYGEMM_DEVICE between calls ----------------------------------------------

@@ -102,9 +102,9 @@ def test_a_child_forked_while_another_thread_held_a_lock_does_not_hang(lock):
     # defect: the child's first call waited forever on the lock the parent's other thread held at the fork (killed
     # here by its alarm: "child exit -14")
     held = {
-        "registry": "import polygemm.registry as registry; target = lambda: registry._lock",
-        "entry": "import polygemm.registry as registry; target = lambda: registry._all()['cpu']._lock",
-        "plan cache": "from polygemm import api; target = lambda: api._cache._lock",
+        "registry": "import polygemm.registry as registry; target = lambda: registry.discover._lock",
+        "entry": "import polygemm.registry as registry; target = lambda: registry.discover.all_entries()['cpu']._lock",
+        "plan cache": "from polygemm import api; target = lambda: api.plan_cache._cache._lock",
     }[lock]
     r = _script(_FORK + held + """
 taken, release = threading.Event(), threading.Event()
@@ -215,7 +215,7 @@ def test_an_out_the_cache_does_not_key_is_named_and_following_the_hint_caches_th
 
 def test_a_plan_made_with_the_cache_turned_off_says_so(rng, monkeypatch):
     a = rng.standard_normal((3, 4)).astype(np.float32)
-    monkeypatch.setattr(api._cache, "maxsize", 0)  # what $POLYGEMM_PLAN_CACHE_SIZE=0 sets at import
+    monkeypatch.setattr(api.plan_cache._cache, "maxsize", 0)  # what $POLYGEMM_PLAN_CACHE_SIZE=0 sets at import
     pg.clear_plan_cache()
     for _ in range(2):
         pg.gemm(a, a.T, device="cpu")

@@ -150,10 +150,10 @@ def test_out_overlapping_a_reversed_device_batch_is_refused():
         pg.gemm(a, b, out=clash, device="cuda")
     clear = _FakeDeviceArray(base + 8192, (3, 4, 4))
     problem = normalize(a, b, out=clear)
-    entry = api._entry_for(pg.get_backend("cpu"), pg.Plan("cuda", "x", "test", problem.without_data()), problem, a)
+    entry = api.plan_cache._entry_for(pg.get_backend("cpu"), pg.Plan("cuda", "x", "test", problem.without_data()), problem, a)
     for out, free in ((clear, True), (clash, False)):
-        key, views = api._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
-        assert api._overlap_free(entry, a, b, None, out, views) is free
+        key, views = api.plan_cache._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
+        assert api.plan_cache._overlap_free(entry, a, b, None, out, views) is free
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -262,7 +262,7 @@ def test_auto_refuses_a_dtype_its_devices_backend_lacks_as_a_dtype_error(monkeyp
             raise AssertionError("not run")
 
     info = registry.BackendInfo("fakedev", True, "", 50, "test", FakeDevice())
-    monkeypatch.setattr(registry, "backends", lambda: [info])
+    monkeypatch.setattr(registry.discover, "backends", lambda wait=None: [info])
     problem = normalize(_OnDevice((4, 3), "<f8"), _OnDevice((3, 5), "<f8"))
     with pytest.raises(pg.DTypeError, match=r"no available backend computes float64 on fakedev data; it takes float32"):
         registry.select(problem, "auto")

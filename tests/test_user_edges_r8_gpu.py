@@ -846,7 +846,7 @@ def test_cuda_array_interface_only_refusals_name_the_operand(lib, cuda, rng):
 def test_matmul_takes_cuda_array_interface_only_matrices_as_gemm_does(lib, cuda, rng):
     # expectation: gemm takes objects that offer only __cuda_array_interface__ (README: "NumPy,
     # __cuda_array_interface__ arrays ..."), so matmul, "numpy.matmul semantics" over the same
-    # operands, should too. The source (api._ndim) asks NumPy for the number of dimensions of an
+    # operands, should too. The source (pg.core.vectors.ndim_of) asks NumPy for the number of dimensions of an
     # object without ndim, gets 0 and refuses it: "a is a scalar (0-D CudaArrayOnly)". The same defect
     # for DLPack-only objects was fixed in round 4 (test_matmul_takes_dlpack_only_arrays_as_gemm_does).
     import pycuda.gpuarray as gpuarray

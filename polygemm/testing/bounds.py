@@ -22,8 +22,11 @@ import math
 import sys
 
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..interop import dlpack_interface, torch_resolved
-from ..problem import HALF_DTYPES, SUPPORTED_DTYPES, _scalar, check_c_shape, check_ndim, finfo, native_dtype, parse_dtype
+from ..core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, finfo, native_dtype, parse_dtype
+from ..core.layout import check_c_shape, check_ndim
+from ..core.scalars import parse_scalar
+from ..interop.dlpack import dlpack_interface
+from ..interop.torch import torch_resolved
 
 __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result", "reference_for", "Reference", "CheckResult", "assert_close"]
 
@@ -101,7 +104,7 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     a64, b64, c64 = arrays
     assert a64 is not None and b64 is not None
     # compared in native byte order, as gemm compares them (it reads a byte-swapped operand through a copy): a '>f4'
-    # beside a '<f4' had been refused as "a (float32) and b (float32) must have one dtype"
+    # beside a '<f4' is one dtype
     if native_dtype(a64.dtype) != native_dtype(b64.dtype):
         raise DTypeError(f"a ({a64.dtype.name}) and b ({b64.dtype.name}) must have one dtype, as gemm takes them")
     if a64.shape[-1] != b64.shape[-2]:
@@ -113,7 +116,7 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     full = lead + (a64.shape[-2], b64.shape[-1])
     if c64 is not None:
         check_c_shape(c64.shape, full, a64.shape, b64.shape)
-    alpha_f, beta_f = _scalar("alpha", alpha), _scalar("beta", beta)
+    alpha_f, beta_f = parse_scalar("alpha", alpha), parse_scalar("beta", beta)
     if beta_f != 0.0 and c64 is None:  # as gemm refuses it: a check of a product gemm does not compute proves nothing
         raise ArgumentError(f"beta={beta_f!r} needs c: pass c (shape {full}) or beta=0, as polygemm.gemm takes them")
     return a64, b64, c64, alpha_f, beta_f
@@ -135,8 +138,8 @@ def error_bound(
 
     ``ref``: the float64 reference, when the caller has it; without it the reference is computed
     here, since its ``u_out * |C_ref|`` term (the rounding of the result to its dtype) is part of
-    the bound. That term had been left out without ``ref``: a float16 or bfloat16 result rounded
-    correctly was 26 (float16) to 1800 (bfloat16) times ``error_bound(a, b)`` off the reference."""
+    the bound: without it, a float16 or bfloat16 result rounded correctly would be many times
+    ``error_bound(a, b)`` off the reference."""
     a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
     if not (isinstance(constant, (int, float, np.integer, np.floating)) and not isinstance(constant, bool)
             and math.isfinite(constant) and constant >= 0):
@@ -155,8 +158,8 @@ def error_bound(
     # all="ignore": products that underflow or overflow are the cases the bound is written for (tiny_out,
     # infinities), never an error, whatever np.seterr says (under seterr(all="raise") they raised)
     with np.errstate(all="ignore"):
-        # where |A| @ |B| overflows float64, so does the bound: any finite result is within it (it had been taken as
-        # 0, and the exact answer of a product that cancels, [1e308, 1, -1e308] @ ones, was failed)
+        # where |A| @ |B| overflows float64, so does the bound: any finite result is within it (taken as 0, the exact
+        # answer of a product that cancels, [1e308, 1, -1e308] @ ones, would fail)
         tol = constant * max(k, 1) * u_acc * abs(alpha) * np.nan_to_num(a64 @ b64, nan=0.0, posinf=np.inf)
         if beta != 0.0 and c is not None:
             tol += constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
@@ -194,11 +197,11 @@ class Reference:
         result = host_array("result", result)
         if result.shape != self.ref64.shape:
             return CheckResult(False, -1, float("inf"), f"result has shape {result.shape}, expected {self.ref64.shape}")
-        # an array of another dtype fails by its dtype: a float16 result for float32 inputs had failed with
-        # "605 times the bound" (what went wrong unsaid), a float64 one had passed (gemm's contract broken)
+        # an array of another dtype fails by its dtype, saying so: a float16 result for float32 inputs is no matter of
+        # the bound, and a float64 one would pass it (gemm's contract broken)
         if given is not None and result.dtype.name != self.out_dtype.name:  # by name: byte order is no matter
-            # the hint only where it applies, a float32 result of 16-bit inputs: it had also been said of a float16
-            # result checked with out_dtype=np.float32 given (narrower, and out_dtype passed already)
+            # the hint only where it applies, a float32 result of 16-bit inputs (not a float16 result checked with
+            # out_dtype=np.float32 given: narrower, and out_dtype passed already)
             wider = result.dtype.name == "float32" and self.out_dtype.name in HALF_DTYPES
             return CheckResult(False, -1, float("inf"), f"result has dtype {result.dtype.name}, expected {self.out_dtype.name}"
                                                         + (" (pass out_dtype=np.float32 for a result stored wider)" if wider else ""))
@@ -225,7 +228,7 @@ class Reference:
             False,
             count,
             worst,
-            # the values as numbers: NumPy 2's repr of the float64 copies ("got np.float64(nan)") had named a float64
+            # the values as numbers: NumPy 2's repr of the float64 copies ("got np.float64(nan)") would name a float64
             # for a float32 or float16 result
             f"{count} of {r.size} elements outside the bound; first at {idx}: got {float(r[idx])!r}, reference "
             f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}",

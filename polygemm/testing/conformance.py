@@ -139,7 +139,7 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
         out = x.poisoned(m, n, "F" if order_c == "F" else "C")
         got = x.gemm(a, b, c, alpha=0.5, beta=-1.25, out=out)
         # out itself is checked: polygemm.gemm returns the caller's out whatever the backend returns, so a backend
-        # that returned a correct new array and left out unwritten (here, with c beside it) had passed
+        # that returned a correct new array and left out unwritten (here, with c beside it) would pass otherwise
         if got is not out:
             raise AssertionError("gemm(a, b, c, out=...) did not return out itself")
         x.check(out, a, b, c, 0.5, -1.25)
@@ -168,7 +168,7 @@ def _scaling_cases() -> dict[str, Case]:
         x.check(c, a, b, c0, 2.0, 0.5)
 
     def beta_zero_ignores_c(x: _Ctx) -> None:
-        # alpha != 1 too: a beta == 0 path that dropped alpha had passed every case (none scaled without c)
+        # alpha != 1 too: a beta == 0 path that dropped alpha would pass every other case (none scales without c)
         a, b = x.rand(17, 9), x.rand(9, 23)
         c = x.poisoned(17, 23)
         x.check(x.gemm(a, b, c, alpha=-1.5, beta=0.0), a, b, None, -1.5)
@@ -375,7 +375,7 @@ def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[
                     yield d, name
 
 
-def _availability(be: Backend) -> tuple[bool, str]:
+def availability(be: Backend) -> tuple[bool, str]:
     from ..registry import backends as _infos
 
     info = next((i for i in _infos() if i.name == be.name), None)
@@ -387,8 +387,8 @@ def _availability(be: Backend) -> tuple[bool, str]:
 
 def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
     """A ``dtypes``/``variants``/``groups`` selection as a list of names (None: everything). One string
-    is names comma separated, as ``POLYGEMM_TEST_DTYPES`` and ``polygemm matrix`` take them: read as an
-    iterable, ``dtypes="float32"`` had been seven one-letter names, which selected no case."""
+    is names comma separated, as ``POLYGEMM_TEST_DTYPES`` and ``polygemm matrix`` take them (read as an
+    iterable, ``dtypes="float32"`` would be seven one-letter names, which select no case)."""
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -401,8 +401,8 @@ def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
 
 
 def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] | None, groups: list[str] | None) -> None:
-    """ArgumentError for a selection that names what no backend has (a typo): it had run no case and
-    returned no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) took for a pass.
+    """ArgumentError for a selection that names what no backend has (a typo): it would run no case and
+    return no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) would take for a pass.
     A variant of another backend selects nothing here, as ``polygemm matrix`` passes one list to every backend."""
     from ..problem import SUPPORTED_DTYPES
 
@@ -495,7 +495,7 @@ def run_conformance(
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     _check_selection(be, dtypes, variants, groups)
     results: list[CaseResult] = []
-    available, reason = _availability(be)
+    available, reason = availability(be)
     if not available:
         for dtype, variant in _iter_targets(be, dtypes, variants):
             results.append(CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}"))

@@ -20,7 +20,7 @@ import pytest
 
 from polygemm.errors import PolygemmError
 from polygemm.registry import env_flag, get_backend
-from polygemm.testing.conformance import _availability, iter_cases, modified_variants, run_case
+from polygemm.testing.conformance import availability, iter_cases, modified_variants, run_case
 
 
 def _split(name: str) -> list[str] | None:
@@ -40,7 +40,7 @@ def _params() -> list:
         be = get_backend(BACKEND)
     except PolygemmError as exc:  # unknown or unloadable: a failure, so a typo cannot pass CI
         return [pytest.param(exc, id=f"{BACKEND}-not-loadable")]
-    ok, reason = _availability(be)
+    ok, reason = availability(be)
     if not ok:
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"backend {BACKEND!r} unavailable: {reason}"), id=f"{BACKEND}-unavailable")]
     dtypes, variants = _split("POLYGEMM_TEST_DTYPES"), _split("POLYGEMM_TEST_VARIANTS")

@@ -9,6 +9,7 @@ of benchmarks (never auto). bfloat16 arrays are ``ml_dtypes.bfloat16`` NumPy arr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -66,7 +67,7 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
         return round_once(acc, out_dtype)
 
 
-# Not polygemm.backend.fits_float32, on purpose: that one tests the value itself against float32's
+# Not polygemm.core.scalars.fits_float32, on purpose: that one tests the value itself against float32's
 # range (a GPU kernel's scalar must be in range before conversion), this one the value after
 # NumPy's rounding to ``work`` (float32 or float64 here). They differ only where the rounding
 # lands inside the range: |value| in (FLOAT32_MAX, 2**128 - 2**103), rounding down to FLOAT32_MAX,
@@ -76,12 +77,33 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
 def _fits(work: Any, value: float) -> bool:
     """Whether ``value`` survives conversion to ``work``: no overflow, and no nonzero below the
     work type's normal numbers unless exactly representable there (a float32 subnormal keeps
-    fewer bits: alpha=1e-45 had scaled by 1.4e-45, every result 40% off polygemm's bound)."""
+    fewer bits: alpha=1e-45 would scale by 1.4e-45, every result 40% off polygemm's bound)."""
     with np.errstate(over="ignore", under="ignore"):
         w = work(value)
     if not np.isfinite(w):
         return False
     return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
+
+
+@np.errstate(all="ignore")  # as a decorator: one call sets and resets NumPy's error state, per thread
+def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """numpy.matmul with inf and NaN as IEEE says, silently (as every other path)."""
+    return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class _CpuPlan:
+    """What the cpu backend decided at plan time (``Plan.private``)."""
+
+    #: numpy.matmul gives the result (into out, when given): nothing scaled, added or cast
+    direct: bool
+    #: the float64 reference, rounded once
+    reference: bool
+    #: float16 or bfloat16 inputs, computed in float32
+    half: bool
+    #: the dtype numpy.matmul computes in (its scalar type)
+    work: Any
+    out_dtype: np.dtype
 
 
 class CpuReferenceBackend(Backend):
@@ -112,9 +134,11 @@ class CpuReferenceBackend(Backend):
             reason += "; empty product (M, N or K is 0): no multiplication"
         plan = Plan(self.name, chosen.name, reason, problem, device=self.device_name(), layouts=host_layouts(problem))
         p = problem
-        # numpy.matmul can write straight into out (no temporary) when nothing is scaled or added
-        plan.private = chosen.name in ("numpy", "blas") and p.out is not None and p.alpha == 1.0 and p.beta == 0.0 \
-            and p.dtype.name not in HALF_DTYPES and p.out_dtype == p.dtype
+        half = p.dtype.name in HALF_DTYPES
+        # numpy.matmul gives the result itself, written straight into out (no temporary), when nothing is scaled,
+        # added or cast (the cache key fixes alpha == 1 and beta == 0 for the plan's calls)
+        direct = chosen.name in ("numpy", "blas") and p.alpha == 1.0 and p.beta == 0.0 and not half and p.out_dtype == p.dtype
+        plan.private = _CpuPlan(direct, chosen.name == "reference", half, np.float32 if half else p.dtype.type, p.out_dtype)
         return plan
 
     def run(self, plan: Plan) -> Any:
@@ -123,25 +147,30 @@ class CpuReferenceBackend(Backend):
     def execute(self, plan: Plan, call: Call) -> Any:
         if not call.matched:
             check_call(plan, call)
-        p = plan.problem
-        a, b, c = call.a, call.b, call.c
+        decided: _CpuPlan = plan.private
+        if decided.direct:  # decided at plan time
+            return _matmul_quietly(call.a, call.b, call.out)
+        a, b, c, out = call.a, call.b, call.c, call.out
+        if decided.reference:
+            return store_result(reference(a, b, c, call.alpha, call.beta, decided.out_dtype), out)
         alpha, beta = call.alpha, call.beta
-        if plan.private is True:  # decided at plan time (the cache key fixes alpha == 1, beta == 0, out)
-            with np.errstate(all="ignore"):  # inf and NaN as IEEE says, silently (as every other path)
-                return np.matmul(a, b, out=call.out)
-        if plan.variant in ("numpy", "blas"):
-            # float16 and bfloat16 go through float32, the accumulation type polygemm promises for them
-            work = np.float32 if p.dtype.name in HALF_DTYPES else p.dtype.type
-            with np.errstate(all="ignore"):
-                res = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
-                if not all(_fits(work, v) for v in (alpha, beta)):
+        work = decided.work
+        with np.errstate(all="ignore"):
+            if decided.half:  # float16 and bfloat16 go through float32, the accumulation type polygemm promises for them
+                a, b = a.astype(work), b.astype(work)
+            res = np.matmul(a, b)
+            add = beta != 0.0 and c is not None
+            if alpha != 1.0 or add:
+                if not (_fits(work, alpha) and _fits(work, beta)):
                     work = np.float64  # scalars beyond the work type's range scale in float64
                     res = res.astype(work)
                 if alpha != 1.0:
                     res *= work(alpha)
-                if beta != 0.0 and c is not None:
+                if add:
                     res += work(beta) * c.astype(work, copy=False)
-                res = res.astype(p.out_dtype, copy=False)
-        else:
-            res = reference(a, b, c, alpha, beta, p.out_dtype)
-        return store_result(res, call.out)
+            if res.dtype != decided.out_dtype:
+                res = res.astype(decided.out_dtype)
+        if out is None:
+            return res  # numpy.matmul's result: C-ordered, of its own
+        np.copyto(out, res)
+        return out

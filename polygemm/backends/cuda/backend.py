@@ -12,10 +12,9 @@ result is ``out`` or a new pycuda ``GPUArray``.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,107 +22,19 @@ import numpy as np
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
-from ...problem import Call, GemmProblem, Operand, short_repr
+from ...core.views import operand_view
+from ...problem import Call, GemmProblem, normalize, short_repr
 from .catalog import anchored_aligned, auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
-from .cost import TMA_PITCH, Candidate, copy_us, pitch_penalty_us
+from .cost import TMA_PITCH, Candidate, copy_us
 from . import compiler
 from .device import CudaRuntime, fork_hint, runtime_for
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, pitch_copy, pitch_off, plan_launch,
                        split_refusal, tma_refusal)
 from .variants import kernel_specs, variant_table
+from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
 
 __all__ = ["CudaBackend", "CudaPlan"]
-
-
-@dataclass(frozen=True)
-class CudaPlan:
-    """The cuda backend's decisions for one plan (``Plan.private``)."""
-
-    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | None  # None: an empty product, no kernel
-    result_layout: str  # "row" or "col": the layout of a result the backend allocates
-    #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
-    #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
-    batch_bytes: tuple[int, int, int, int] = (0, 0, 0, 0)
-    rt: Any = None  # the device's runtime the plan was made for (None: the backend's default)
-    #: the whole call is one launch of ``launch`` when no c values move first (a non-empty
-    #: product, K > 0, one matrix or a batched build): the per-call path checks only that
-    one_launch: bool = False
-
-
-def _mat(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
-    return Mat(op.name, op.rows, op.cols, op.layout, op.ld if ld is None else ld, op.ptr if ptr is None else ptr, op.itemsize)
-
-
-def _at(mat: Mat | None, offset: int) -> Mat | None:
-    """``mat`` moved ``offset`` bytes (the next matrix of a batch)."""
-    return mat if mat is None or offset == 0 else mat.at(mat.ptr + offset)
-
-
-def _split_suffix(name: str) -> tuple[str, int]:
-    """``"rung:split_k=4"`` -> ("rung", 4); a plain name -> (name, 0)."""
-    base, sep, rest = name.partition(":split_k=")
-    if not sep:
-        return name, 0
-    try:
-        splits = int(rest)
-    except ValueError:
-        splits = 0
-    if splits < 2:
-        raise UnsupportedProblemError(f"variant={name!r}: split_k must be an integer of at least 2, e.g. {base}:split_k=4")
-    return base, splits
-
-
-def _compact_ld(layout: str, rows: int, cols: int) -> int:
-    return max(cols if layout == "row" else rows, 1)
-
-
-def _result_layout(p: GemmProblem) -> str:
-    """``out``'s layout, else row-major: a new result is C-ordered, as its library makes it. A
-    new M×1 result is both; it is planned column-major (as NumPy classifies a given one), so a
-    rung for a small M serves a small N through the operand swap (one product: a new batch
-    is C-ordered over its matrices)."""
-    if p.out is not None:
-        return p.out.layout
-    return "col" if p.n == 1 and p.m > 1 and not p.batch else "row"
-
-
-def _pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | None, ...], layout: str,
-                  count: int) -> list[Candidate]:
-    """``ranked`` with what A's or B's rows starting off 32-byte sector boundaries cost each TMA
-    candidate, and beside it (one product) the same rung on pitch-aligned copies of those
-    operands at the copies' cost; fastest estimate first."""
-    a_off, b_off = pitch_off(a), pitch_off(b)
-    moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b), copies[:2]) if pad is not None]
-    out = []
-    for cand in ranked:
-        extra = pitch_penalty_us(kernel_specs()[cand.variant], *cand.shape, a_off, b_off, count=cand.count, result_layout=layout)
-        if not extra:
-            out.append(cand)
-            continue
-        out.append(replace(cand, estimate_us=cand.estimate_us + extra))
-        if count <= 1:
-            out.append(replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True))
-    out.sort(key=lambda c: c.estimate_us)
-    return out
-
-
-def _batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:
-    """Per-matrix byte strides of a, b, c and the destination over the flattened batch."""
-    if not p.batch:
-        return (0, 0, 0, 0)
-    dest = p.m * p.n * p.out_dtype.itemsize
-    if p.residency == "host":  # compact uploads; a broadcast operand is uploaded once
-        one = lambda op: 0 if op is None or op.batch_stride == 0 else op.rows * op.cols * op.itemsize  # noqa: E731
-        return (one(p.a), one(p.b), one(p.c), dest)
-    by = lambda op: 0 if op is None else op.batch_stride * op.itemsize  # noqa: E731
-    return (by(p.a), by(p.b), by(p.c), by(p.out) if p.out is not None else dest)
-
-
-def _witness(ptr: int, stride: int) -> int:
-    """A pointer whose alignment is that of every matrix of the batch (plans read alignment
-    off pointers: the base's and the stride's common divisor is what every matrix has)."""
-    return math.gcd(ptr, stride) if stride else ptr
 
 
 def _no_driver() -> tuple[str, str] | None:
@@ -273,7 +184,7 @@ class CudaBackend(Backend):
     def get_variant(self, name: str) -> Variant:
         """A variant by name; ``"<rung>:split_k=<n>"`` names a rung with a batched build run as
         ``n`` K-slices side by side and a deterministic reduction (what ``auto`` may choose)."""
-        base, splits = _split_suffix(name)
+        base, splits = split_suffix(name)
         v = super().get_variant(base)
         if splits:
             spec = kernel_specs().get(base)
@@ -286,22 +197,6 @@ class CudaBackend(Backend):
         """The device's streaming multiprocessors (132 when no device is open: planning tests)."""
         return int(getattr(rt if rt is not None else self._rt, "sms", 0) or 132)
 
-    def _plan_mats(self, p: GemmProblem) -> tuple[Mat, Mat, Mat]:
-        """The operands as the device will hold them (host ones as fresh compact buffers);
-        pointers stand for the alignment every matrix of a batch has."""
-        layout = _result_layout(p)
-        osize = p.out_dtype.itemsize
-        sa, sb, _, sd = _batch_bytes(p)
-        if p.residency == "host":
-            a = _mat(p.a, _witness(0, sa), _compact_ld(p.a.layout, p.a.rows, p.a.cols))
-            b = _mat(p.b, _witness(0, sb), _compact_ld(p.b.layout, p.b.rows, p.b.cols))
-            c = Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), _witness(0, sd), osize)
-        else:
-            a, b = _mat(p.a, _witness(p.a.ptr, sa)), _mat(p.b, _witness(p.b.ptr, sb))
-            c = _mat(p.out, _witness(p.out.ptr, sd)) if p.out is not None else \
-                Mat("c", p.m, p.n, layout, _compact_ld(layout, p.m, p.n), _witness(0, sd), osize)
-        return a, b, c
-
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
         p = problem
         rt = self._plan_runtime(p)
@@ -310,14 +205,14 @@ class CudaBackend(Backend):
         if variant == "auto":
             self.check_problem(p)
             ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=self._sms(rt),
-                                     result_layout=_result_layout(p), out_itemsize=p.out_dtype.itemsize)
+                                     result_layout=p.result_layout, out_itemsize=p.out_dtype.itemsize)
             if not ranked:
                 chosen, reason = choose_auto_variant(p.m, p.n, p.k, p.dtype.name, sm=sm, batched=p.count > 1)
             else:
                 chosen, reason = ranked[0].variant, explain_choice(ranked[0], ranked, p.dtype.name)
         else:
             chosen, reason = self.get_variant(variant).name, f"variant={variant!r} requested"
-        chosen_splits = _split_suffix(variant)[1] if variant != "auto" else 0
+        chosen_splits = split_suffix(variant)[1] if variant != "auto" else 0
         v = self.get_variant(chosen)
         self.check_problem(p, v)
         spec = kernel_specs().get(chosen)
@@ -330,10 +225,10 @@ class CudaBackend(Backend):
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
         if p.empty:
             plan.reason += "; empty product (M, N, K or the batch is 0): no GEMM kernel launched"
-            plan.private = CudaPlan(None, _result_layout(p), _batch_bytes(p), rt)
+            plan.private = CudaPlan(None, p.result_layout, batch_bytes(p), rt)
             return plan
-        a, b, c = self._plan_mats(p)
-        sa, sb, _, sd = _batch_bytes(p)
+        a, b, c = plan_mats(p)
+        sa, sb, _, sd = batch_bytes(p)
         batch = (p.count, sa // p.a.itemsize, sb // p.b.itemsize, sd // p.out_dtype.itemsize) if p.batch else (0, 0, 0, 0)
         none: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
         pads = none
@@ -343,7 +238,7 @@ class CudaBackend(Backend):
             pitched = tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b))
             if pitched:  # TMA can read these rows, but not at full speed: weigh that, and copies that avoid it
                 best = ranked[0]
-                ranked = _pitch_ranked(ranked, a, b, copies, _result_layout(p), p.count)
+                ranked = pitch_ranked(ranked, a, b, copies, p.result_layout, p.count)
                 if ranked[0] is not best:
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
             pending = list(ranked)
@@ -443,7 +338,7 @@ class CudaBackend(Backend):
             if any(x is not None for x in pads):
                 prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
         one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
-        plan.private = CudaPlan(prepared, _result_layout(p), _batch_bytes(p), rt, one)
+        plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one)
         return plan
 
     def _fit(self, spec: Any, a: Mat, b: Mat, c: Mat, *, batch: tuple[int, int, int, int], rt: Any, splits: int = 0,
@@ -592,13 +487,13 @@ class CudaBackend(Backend):
         c_src = dmat = None
         if p.k == 0 or (call.c is not None and call.beta != 0.0 and call.c_ptr != dest):  # c's values move first
             dmat = Mat("out", p.m, p.n, p.out.layout if p.out is not None else decided.result_layout,
-                       p.out.ld if p.out is not None else _compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
+                       p.out.ld if p.out is not None else compact_ld(decided.result_layout, p.m, p.n), dest, p.out_dtype.itemsize)
             if call.c is not None and call.beta != 0.0:
                 assert p.c is not None
                 c_src = Mat("c", p.m, p.n, p.c.layout, p.c.ld, call.c_ptr, p.c.itemsize)
         if p.k == 0:
             for i in range(p.count):
-                rt.copy_scale(p.m, p.n, call.beta, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+                rt.copy_scale(p.m, p.n, call.beta, at_offset(c_src, i * sc), at_offset(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
             return result
         assert launch is not None
         if c_src is None:  # the common case: one prepared launch, nothing moved first
@@ -611,7 +506,7 @@ class CudaBackend(Backend):
             prepared = launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
             try:
                 for i in range(p.count if copy_c else 0):
-                    rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+                    rt.copy_scale(p.m, p.n, 1.0, at_offset(c_src, i * sc), at_offset(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
             except BaseException:
                 launch.discard(prepared)
                 raise
@@ -620,7 +515,7 @@ class CudaBackend(Backend):
         for i in range(p.count):
             prepared = launch.prepare(call.a_ptr + i * sa, call.b_ptr + i * sb, dest + i * sd, call.alpha, call.beta, stream)
             if copy_c:
-                rt.copy_scale(p.m, p.n, 1.0, _at(c_src, i * sc), _at(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
+                rt.copy_scale(p.m, p.n, 1.0, at_offset(c_src, i * sc), at_offset(dmat, i * sd), stream, p.out_dtype.name)  # type: ignore[arg-type]
             launch.launch(prepared, stream)
         return result
 
@@ -677,10 +572,9 @@ class CudaBackend(Backend):
     def launcher(self, variant: str, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0) -> "KernelLauncher":
         """A reusable launch of ``variant`` on device arrays, for benchmarks: calling it queues
         one product on the default stream without synchronizing (the raw kernel, no API)."""
-        from ...api import explain
-        from ...problem import operand_view
-
-        plan = explain(a, b, c, alpha=alpha, beta=beta, device=self.name, variant=variant, out=c)
+        problem = normalize(a, b, c, alpha=alpha, beta=beta, out=c).broadcasts_for(self)
+        self.check_problem(problem)
+        plan = self.plan(problem, variant)
         decided: CudaPlan = plan.private
         if plan.problem.residency != "cuda" or decided.launch is None:
             raise UnsupportedProblemError("launcher() takes CUDA device arrays of a non-empty product")
@@ -693,19 +587,3 @@ class CudaBackend(Backend):
     @property
     def runtime(self) -> CudaRuntime:
         return self._runtime()
-
-
-class KernelLauncher:
-    """One prepared launch bound to fixed device operands (see :meth:`CudaBackend.launcher`)."""
-
-    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
-        self.launch, self.args = launch, (a, b, c, alpha, beta, 0)
-        self.variant = variant or launch.variant  # what runs, as the plan names it (a TMA rung may hand a problem on; split-K)
-        if launch.spec is not None:
-            launch.kernel()
-
-    def __call__(self) -> None:
-        self.launch.queue(*self.args)
-
-    def close(self) -> None:
-        """Nothing to free (kept for callers that release launchers)."""

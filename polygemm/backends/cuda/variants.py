@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...backend import Variant
-from ...problem import HALF_DTYPES
+from ...core.dtypes import HALF_DTYPES
 
 __all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "measurement_build", "VENDOR_VARIANT"]
 

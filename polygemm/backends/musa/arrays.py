@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArgumentError, DTypeError, ShapeError
+from .sessions import session
 
 __all__ = ["MusaArray", "host_f16"]
 
@@ -53,7 +54,6 @@ class MusaArray:
     # -- construction ------------------------------------------------------------------
     @classmethod
     def empty(cls, shape: tuple[int, int], order: str = "C") -> "MusaArray":
-        from .backend import session
 
         return cls(session(), shape, order)
 

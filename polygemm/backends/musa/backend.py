@@ -15,17 +15,19 @@ one consistent order.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...core.env import env_flag
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...problem import Call, GemmProblem, Operand
 from .arrays import MusaArray
-from .library import LibraryNotFound, NativeLibrary, load_library
+from .library import LibraryNotFound
 from .prepared import PreparedB, gemm_prepared as _gemm_prepared
+from . import sessions
+from .sessions import Session, session
 
 __all__ = ["MusaBackend", "PreparedB", "session", "Session"]
 
@@ -52,83 +54,10 @@ _VARIANTS = (
 
 
 def emulation_enabled() -> bool:
-    """``$POLYGEMM_MUSA_EMULATION`` on (1, true, yes, on: :func:`polygemm.registry.env_flag`). It had
-    taken only the exact value 1: "true" left the emulation off and the reason said "set
-    POLYGEMM_MUSA_EMULATION=1", as if it were unset. A value of no on/off spelling raises
-    ArgumentError naming it (the probe reports it as the reason)."""
-    from ...registry import env_flag
-
+    """``$POLYGEMM_MUSA_EMULATION`` on (1, true, yes, on, any case: :func:`polygemm.core.env.env_flag`).
+    A value of no on/off spelling raises ArgumentError naming it (the probe reports it as the
+    reason): a typo must not quietly mean "off"."""
     return env_flag("POLYGEMM_MUSA_EMULATION")
-
-
-class Session:
-    """The loaded library plus one handle per thread (handles serialize their calls)."""
-
-    def __init__(self, nl: NativeLibrary, device: int = 0) -> None:
-        self.nl = nl
-        self.ffi, self.lib = nl.ffi, nl.lib
-        self.device = device
-        self._local = threading.local()
-
-    def handle(self) -> Any:
-        h = getattr(self._local, "handle", None)
-        if h is None:
-            out = self.ffi.new("pgm_handle **")
-            self.nl.check(self.lib.pgm_handle_create(self.device, self.ffi.NULL, out), "pgm_handle_create")
-            h = self.ffi.gc(out[0], self.lib.pgm_handle_destroy)
-            self._local.handle = h
-        return h
-
-    def malloc(self, nbytes: int) -> int:
-        out = self.ffi.new("void **")
-        self.nl.check(self.lib.pgm_malloc(self.handle(), max(int(nbytes), 2), out), f"pgm_malloc({nbytes} bytes)")
-        return int(self.ffi.cast("uintptr_t", out[0]))
-
-    def free(self, ptr: int) -> None:
-        self.nl.check(self.lib.pgm_free(self.handle(), self.ffi.cast("void *", ptr)), "pgm_free")
-
-    def _buffer(self, host: np.ndarray, writable: bool = False) -> Any:
-        # cffi wants C-contiguous memory; a Fortran-ordered array's transpose is exactly that
-        flat = host if host.flags.c_contiguous else host.T
-        if not flat.flags.c_contiguous:
-            raise ArgumentError("host buffer must be C- or Fortran-contiguous")
-        return self.ffi.from_buffer(flat, require_writable=writable)
-
-    def h2d(self, ptr: int, host: np.ndarray) -> None:
-        self.nl.check(self.lib.pgm_memcpy_h2d(self.handle(), self.ffi.cast("void *", ptr), self._buffer(host), host.nbytes), "pgm_memcpy_h2d")
-
-    def d2h(self, host: np.ndarray, ptr: int) -> None:
-        self.nl.check(self.lib.pgm_memcpy_d2h(self.handle(), self._buffer(host, True), self.ffi.cast("void *", ptr), host.nbytes), "pgm_memcpy_d2h")
-
-    def d2d(self, dst: int, src: int, nbytes: int) -> None:
-        self.nl.check(self.lib.pgm_memcpy_d2d(self.handle(), self.ffi.cast("void *", dst), self.ffi.cast("void *", src), nbytes), "pgm_memcpy_d2d")
-
-    def device_name(self) -> str:
-        buf = self.ffi.new("char[256]")
-        self.nl.check(self.lib.pgm_device_name(self.device, buf, 256), "pgm_device_name")
-        return self.ffi.string(buf).decode(errors="replace")
-
-    def gemm(self, variant: str, m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
-        fn = self.lib.pgm_mublas_gemm_f16 if variant == "mublas" else self.lib.pgm_gemm_f16
-        cast = self.ffi.cast
-        self.nl.check(fn(self.handle(), m, n, k, alpha, cast("void *", a), lda, cast("void *", b), ldb, beta, cast("void *", c), ldc),
-                      "pgm_mublas_gemm_f16" if variant == "mublas" else "pgm_gemm_f16")
-
-
-_session_lock = threading.Lock()
-_session: Session | None = None
-
-
-def session() -> Session:
-    """The process-wide session (library loaded once); BackendUnavailableError if none."""
-    global _session
-    with _session_lock:
-        if _session is None:
-            try:
-                _session = Session(load_library())
-            except LibraryNotFound as exc:
-                raise BackendUnavailableError(str(exc)) from exc
-        return _session
 
 
 def _read_as(op: Operand, layout: str) -> int | None:
@@ -163,7 +92,7 @@ class MusaBackend(Backend):
             return av
 
         try:
-            s = session()
+            s = sessions.session()
         except BackendUnavailableError as exc:
             cause = exc.__cause__
             detail = getattr(exc, "details", "") or (cause.details() if isinstance(cause, LibraryNotFound) else "")
@@ -196,13 +125,13 @@ class MusaBackend(Backend):
 
     def flavor(self) -> str:
         try:
-            return session().nl.flavor
+            return sessions.session().nl.flavor
         except BackendUnavailableError:
             return "not loaded"
 
     def device_name(self) -> str:
         try:
-            s = session()
+            s = sessions.session()
             return f"{s.device_name()} [libpolygemm_musa {s.nl.flavor} flavor, {s.nl.build_info.get('arch', '?')}]"
         except Exception:
             return ""
@@ -259,7 +188,7 @@ class MusaBackend(Backend):
     def execute(self, plan: Plan, call: Call) -> Any:
         if not call.matched:  # a call the core did not bind: its operands must be the plan's
             check_call(plan, call)
-        s = session()
+        s = sessions.session()
         p = plan.problem
         swap, layout, lds = plan.private
         order = "C" if layout == "row" else "F"
@@ -349,11 +278,11 @@ class MusaBackend(Backend):
         return np.asarray(array)
 
     def synchronize(self) -> None:
-        s = session()
+        s = sessions.session()
         s.nl.check(s.lib.pgm_synchronize(s.handle()), "pgm_synchronize")
 
     def timer(self) -> Callable[[Callable[[], Any]], float]:
-        s = session()
+        s = sessions.session()
 
         def _time(fn: Callable[[], Any]) -> float:
             s.nl.check(s.lib.pgm_timer_begin(s.handle()), "pgm_timer_begin")

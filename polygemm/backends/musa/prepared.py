@@ -18,9 +18,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ...backend import fits_float32
+from ...core.scalars import fits_float32
 from ...errors import ArgumentError, ShapeError, UnsupportedProblemError
 from .arrays import MusaArray, host_f16
+from .sessions import session
 
 __all__ = ["PreparedB", "gemm_prepared"]
 
@@ -37,7 +38,6 @@ class PreparedB:
     """
 
     def __init__(self, b: Any) -> None:
-        from .backend import session
 
         self._obj: Any = None
         self._cond = threading.Condition()
@@ -138,7 +138,7 @@ def _scalar(name: str, value: Any) -> float:
     if not math.isfinite(v):
         raise ArgumentError(f"{name} must be finite; got {value!r}")
     if not fits_float32(v):
-        # float32(alpha) would be inf (inf * 0 = NaN), 0, or a subnormal that rounds (1e-45 became
+        # float32(alpha) would be inf (inf * 0 = NaN), 0, or a subnormal that rounds (1e-45 to
         # 1.4e-45): a wrong answer, not an error; the gemm path refuses the same (fits_float32)
         raise ArgumentError(
             f"{name}={value!r} does not fit the musa kernel's float32 scalars (1.2e-38 <= |{name}| <= 3.4e38, 0, or a subnormal float32 holds exactly); "

@@ -1,0 +1,133 @@
+"""The cuda backend's plan-time pieces: what it decided for one plan (:class:`CudaPlan`), the
+operands as device matrices (:class:`~.planning.Mat`), the batch's byte strides, and the TMA
+candidates re-ranked for rows off sector boundaries; and a planned launch bound to fixed device
+operands (:class:`KernelLauncher`, for benchmarks)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ...core.operand import Operand
+from ...core.problem import GemmProblem
+from ...errors import UnsupportedProblemError
+from .cost import Candidate, copy_us, pitch_penalty_us
+from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
+from .planning import Mat, pitch_off
+from .variants import kernel_specs
+
+__all__ = ["CudaPlan", "KernelLauncher", "mat_of", "at_offset", "split_suffix", "compact_ld", "pitch_ranked", "batch_bytes", "witness", "plan_mats"]
+
+
+@dataclass(frozen=True)
+class CudaPlan:
+    """The cuda backend's decisions for one plan (``Plan.private``)."""
+
+    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | None  # None: an empty product, no kernel
+    result_layout: str  # "row" or "col": the layout of a result the backend allocates
+    #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
+    #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
+    batch_bytes: tuple[int, int, int, int] = (0, 0, 0, 0)
+    rt: Any = None  # the device's runtime the plan was made for (None: the backend's default)
+    #: the whole call is one launch of ``launch`` when no c values move first (a non-empty
+    #: product, K > 0, one matrix or a batched build): the per-call path checks only that
+    one_launch: bool = False
+
+
+def mat_of(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
+    return Mat(op.name, op.rows, op.cols, op.layout, op.ld if ld is None else ld, op.ptr if ptr is None else ptr, op.itemsize)
+
+
+def at_offset(mat: Mat | None, offset: int) -> Mat | None:
+    """``mat`` moved ``offset`` bytes (the next matrix of a batch)."""
+    return mat if mat is None or offset == 0 else mat.at(mat.ptr + offset)
+
+
+def split_suffix(name: str) -> tuple[str, int]:
+    """``"rung:split_k=4"`` -> ("rung", 4); a plain name -> (name, 0)."""
+    base, sep, rest = name.partition(":split_k=")
+    if not sep:
+        return name, 0
+    try:
+        splits = int(rest)
+    except ValueError:
+        splits = 0
+    if splits < 2:
+        raise UnsupportedProblemError(f"variant={name!r}: split_k must be an integer of at least 2, e.g. {base}:split_k=4")
+    return base, splits
+
+
+def compact_ld(layout: str, rows: int, cols: int) -> int:
+    return max(cols if layout == "row" else rows, 1)
+
+
+def pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | None, ...], layout: str,
+                  count: int) -> list[Candidate]:
+    """``ranked`` with what A's or B's rows starting off 32-byte sector boundaries cost each TMA
+    candidate, and beside it (one product) the same rung on pitch-aligned copies of those
+    operands at the copies' cost; fastest estimate first."""
+    a_off, b_off = pitch_off(a), pitch_off(b)
+    moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b), copies[:2]) if pad is not None]
+    out = []
+    for cand in ranked:
+        extra = pitch_penalty_us(kernel_specs()[cand.variant], *cand.shape, a_off, b_off, count=cand.count, result_layout=layout)
+        if not extra:
+            out.append(cand)
+            continue
+        out.append(replace(cand, estimate_us=cand.estimate_us + extra))
+        if count <= 1:
+            out.append(replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True))
+    out.sort(key=lambda c: c.estimate_us)
+    return out
+
+
+def batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:
+    """Per-matrix byte strides of a, b, c and the destination over the flattened batch."""
+    if not p.batch:
+        return (0, 0, 0, 0)
+    dest = p.m * p.n * p.out_dtype.itemsize
+    if p.residency == "host":  # compact uploads; a broadcast operand is uploaded once
+        one = lambda op: 0 if op is None or op.batch_stride == 0 else op.rows * op.cols * op.itemsize  # noqa: E731
+        return (one(p.a), one(p.b), one(p.c), dest)
+    by = lambda op: 0 if op is None else op.batch_stride * op.itemsize  # noqa: E731
+    return (by(p.a), by(p.b), by(p.c), by(p.out) if p.out is not None else dest)
+
+
+def witness(ptr: int, stride: int) -> int:
+    """A pointer whose alignment is that of every matrix of the batch (plans read alignment
+    off pointers: the base's and the stride's common divisor is what every matrix has)."""
+    return math.gcd(ptr, stride) if stride else ptr
+
+
+def plan_mats(p: GemmProblem) -> tuple[Mat, Mat, Mat]:
+    """The operands as the device will hold them (host ones as fresh compact buffers);
+    pointers stand for the alignment every matrix of a batch has."""
+    layout = p.result_layout
+    osize = p.out_dtype.itemsize
+    sa, sb, _, sd = batch_bytes(p)
+    if p.residency == "host":
+        a = mat_of(p.a, witness(0, sa), compact_ld(p.a.layout, p.a.rows, p.a.cols))
+        b = mat_of(p.b, witness(0, sb), compact_ld(p.b.layout, p.b.rows, p.b.cols))
+        c = Mat("c", p.m, p.n, layout, compact_ld(layout, p.m, p.n), witness(0, sd), osize)
+    else:
+        a, b = mat_of(p.a, witness(p.a.ptr, sa)), mat_of(p.b, witness(p.b.ptr, sb))
+        c = mat_of(p.out, witness(p.out.ptr, sd)) if p.out is not None else \
+            Mat("c", p.m, p.n, layout, compact_ld(layout, p.m, p.n), witness(0, sd), osize)
+    return a, b, c
+
+
+class KernelLauncher:
+    """One prepared launch bound to fixed device operands (see :meth:`CudaBackend.launcher`)."""
+
+    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
+        self.launch, self.args = launch, (a, b, c, alpha, beta, 0)
+        self.variant = variant or launch.variant  # what runs, as the plan names it (a TMA rung may hand a problem on; split-K)
+        if launch.spec is not None:
+            launch.kernel()
+
+    def __call__(self) -> None:
+        self.launch.queue(*self.args)
+
+    def close(self) -> None:
+        """Nothing to free (kept for callers that release launchers)."""

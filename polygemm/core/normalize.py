@@ -1,0 +1,198 @@
+"""Normalization: user inputs become one validated :class:`GemmProblem`.
+
+Every validation of ``gemm``'s arguments happens here, once, before any backend sees the
+call. An operand's memory layout is read off its strides: row-major, column-major, or a
+transposed view of either are described without a copy; any other strided view is copied
+once into C order (host arrays) and the copy is recorded so that ``explain`` can say so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, DTypeError, ShapeError
+from ..interop.kinds import common_kind, kind_of
+from .dtypes import HALF_DTYPES, check_result_dtype, np_name, parse_dtype
+from .hints import cast_hint, promotion_hint
+from .layout import check_c_shape
+from .operand import Operand, batch_stride, made_real, overlaps, self_overlapping
+from .problem import GemmProblem
+from .read import NotWhole, OutBatchUnwalkable, read_operand
+from .scalars import parse_scalar
+from .text import short_repr
+
+__all__ = ["normalize"]
+
+def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None,
+              broadcast_copies: bool = True) -> GemmProblem:
+    """Validate ``gemm``'s arguments and describe them as a :class:`GemmProblem`.
+
+    ``broadcast_copies=False`` marks host operands whose batch one stride cannot walk
+    (``broadcast``) without copying them yet: :meth:`GemmProblem.broadcasts_for` does, once the
+    backend is known (the cpu backend needs no copy).
+
+    ``a`` and ``b`` are matrices or stacks of matrices whose leading (batch) dimensions
+    broadcast as in ``numpy.matmul``; ``c`` and ``out`` have the result's full shape.
+    Raises ShapeError, DTypeError or ArgumentError (all ValueError/TypeError subclasses)
+    with a message naming the argument, what was given and what would be accepted.
+    """
+    alpha_f = parse_scalar("alpha", alpha)
+    beta_f = parse_scalar("beta", beta)
+    A = read_operand("a", a)
+    B = read_operand("b", b)
+    if A.cols != B.rows:
+        raise ShapeError(
+            f"inner dimensions differ: a's matrices are {A.shape} and b's {B.shape}; "
+            f"a.shape[-1] (K={A.cols}) must equal b.shape[-2] ({B.rows})"
+        )
+    if A.dtype != B.dtype:
+        raise _dtype_mismatch(a, b, A, B)
+    batch = _broadcast_batch(A, B)
+    m, k, n = A.rows, A.cols, B.cols
+    full = batch + (m, n)
+    wanted = None if out_dtype is None else parse_dtype("out_dtype", out_dtype)
+    O = None if out is None else _read_out(out, full, wanted)
+    result = O.dtype if O is not None else (wanted if wanted is not None else A.dtype)
+    check_result_dtype(A.dtype, result, "out" if O is not None else "out_dtype")
+    C = _read_c(c, beta, beta_f, full, A, B, O, result, wanted)
+    A, B, C, O = _batched((A, B, C, O), batch, full, broadcast_copies)  # type: ignore[assignment]
+    assert A is not None and B is not None
+    _check_overlaps(A, B, C, O)
+    residencies = {op.residency for op in (A, B, C, O) if op is not None}
+    if len(residencies) > 1:
+        where = ", ".join(f"{op.name} on {op.residency}" for op in (A, B, C, O) if op is not None)
+        raise ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")
+    residency = residencies.pop()
+    kind = common_kind([("a", a), ("b", b), ("c", c), ("out", out)])
+    notes = tuple(f"{op.name} was copied once into C order (strides neither row- nor column-major, or non-native byte order)" for op in (A, B, C) if op is not None and op.copied)
+    return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes, batch, result if O is None else None, kind)
+
+
+def _dtype_mismatch(a: Any, b: Any, A: Operand, B: Operand) -> DTypeError:
+    """The refusal of a and b of two dtypes, with the cast to make in the terms of what was passed."""
+    if hasattr(b, "astype") and not hasattr(a, "astype"):  # a list beside an array: the array's dtype is the one meant
+        how = cast_hint("a", a, B.dtype)
+    elif not (hasattr(b, "astype") or hasattr(b, "__dlpack__") or kind_of(b) == "torch"):  # b a list, a tuple ...
+        how = cast_hint("b", b, A.dtype)
+    else:  # two arrays (tensors cast with to): to the dtype numpy.matmul computes them in
+        how = promotion_hint(("a", a, A.dtype), ("b", b, B.dtype))
+    return DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast to one dtype, e.g. {how}.")
+
+
+def _broadcast_batch(A: Operand, B: Operand) -> tuple[int, ...]:
+    """a's and b's batch dimensions broadcast (numpy.matmul rules)."""
+    try:
+        return tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))
+    except ValueError:
+        # both shapes in full, as numpy.matmul names them (the batch dimensions alone left the user to find the arrays)
+        raise ShapeError(f"the batch dimensions of a {tuple(n for n, _ in A.batch_dims)} and b {tuple(n for n, _ in B.batch_dims)} "
+                         f"do not broadcast (numpy.matmul rules): a is {tuple(n for n, _ in A.batch_dims) + A.shape}, b is "
+                         f"{tuple(n for n, _ in B.batch_dims) + B.shape}; their leading dimensions must be equal or 1") from None
+
+
+def _read_out(out: Any, full: tuple[int, ...], wanted: Any) -> Operand:
+    """``out`` read as a writable operand of the result's shape ``full`` (and of ``wanted``, out_dtype, when given)."""
+    m, n = full[-2:]
+    batch = full[:-2]
+    O = read_operand("out", out, writable=True)
+    if O.shape != (m, n) or tuple(x for x, _ in O.batch_dims) != batch:
+        raise ShapeError(f"out must have the result's shape {full}; got {tuple(x for x, _ in O.batch_dims) + O.shape}")
+    if wanted is not None and O.dtype != wanted:
+        raise DTypeError(f"out is {O.dtype.name} but out_dtype={wanted.name}; pass one of them, or both the same")
+    if self_overlapping(O):
+        # an as_strided out whose matrices (or rows) share elements: each write would race the others and the
+        # result be whatever came last; torch refuses such an out as well
+        raise ArgumentError(f"out's elements overlap in memory (shape {full}, element strides "
+                            f"{tuple(st for _, st in O.batch_dims) + ((O.ld, 1) if O.layout == 'row' else (1, O.ld))}): "
+                            f"each element of the result needs its own place; pass a C-ordered array, e.g. "
+                            f"np.empty({full}, {np_name(O.dtype)}), or omit out to get a new result")
+    return O
+
+
+def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand, B: Operand, O: Operand | None, result: np.dtype,
+            wanted: Any) -> Operand | None:
+    """``c`` read as an operand of the result's shape and dtype; None without it (then beta must be 0)."""
+    if c is not None:
+        # a 1-D c (a bias, as a @ b + bias broadcasts it) or a scalar: told how to pass it broadcast, before the
+        # operand check's "at least 2-D ... reshape it", which cannot work for it
+        c_shape = getattr(c, "shape", None)
+        if c_shape is None and isinstance(c, (int, float, list, tuple)):
+            try:
+                c_shape = np.shape(c)
+            except ValueError:  # a ragged list: read_operand names c in its ShapeError, not NumPy's bare ValueError
+                c_shape = None
+        if c_shape is not None and len(c_shape) < 2:
+            check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape)
+        C = read_operand("c", c)
+        check_c_shape(tuple(x for x, _ in C.batch_dims) + C.shape, full, tuple(x for x, _ in A.batch_dims) + A.shape,
+                      tuple(x for x, _ in B.batch_dims) + B.shape)
+        if C.dtype != result:
+            wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
+                     if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")
+            raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}. Cast it, e.g. "
+                             f"{cast_hint('c', c, result)}{wider}")
+        return C
+    if beta_f != 0.0:
+        # out= with beta is cuBLAS's C (cupy.cublas.gemm(..., out=c, beta=1) adds into out): polygemm reads only c, so
+        # a user who passed the array as out is told that c may be out itself
+        into = (f"; to add into out's values as cuBLAS's C does, pass out as c too: gemm(a, b, out, beta={short_repr(beta)}, out=out)"
+                if O is not None else "")
+        raise ArgumentError(f"beta={short_repr(beta)} needs c: pass c (shape {full}) or set beta=0{into}")
+    return None
+
+
+def _batched(ops: tuple[Operand | None, ...], batch: tuple[int, ...], full: tuple[int, ...], broadcast_copies: bool) -> list[Operand | None]:
+    """Each operand with the one stride that walks its batch; a host batch one stride cannot walk made real (or marked
+    pending, ``broadcast_copies=False``); a device one refused (NotWhole), an out's too (OutBatchUnwalkable)."""
+    count = math.prod(batch)
+    ops_out: list[Operand | None] = []
+    for op in ops:
+        if op is None:
+            ops_out.append(None)
+            continue
+        stride = batch_stride(op, batch)
+        if op.rows * op.cols == 0 or count == 0:  # nothing of it is addressed (NumPy gives such arrays any strides)
+            stride = stride or 0
+        elif stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
+            if op.name == "out":
+                # not "make it contiguous": a copy of out would receive the result while out did not; say what out
+                # is and what to pass instead (as for its matrices' strides)
+                arr = op.array
+                shape, strides = (tuple(arr.shape), tuple(arr.strides)) if isinstance(arr, np.ndarray) else \
+                    (tuple(x for x, _ in op.batch_dims) + op.shape, tuple(s for _, s in op.batch_dims))
+                raise OutBatchUnwalkable(f"out has shape {shape} and strides {strides}: its batch (all but the last two axes) is "
+                                    f"not one that a single stride walks (e.g. batch axes swapped, an outer batch axis reversed or stepped, one matrix for several); "
+                                    f"polygemm writes out in place, never into a copy. Pass a C-ordered array, e.g. "
+                                    f"np.empty({full}, {np_name(op.dtype)}), or omit out to get a new result")
+            if op.residency != "host":  # a device array is not copied here: gemm has its own library make it whole
+                given = tuple(x for x, _ in op.batch_dims)
+                full_shape = batch + op.shape
+                raise NotWhole(
+                    f"{op.name}'s batch {given} (strides {tuple(s for _, s in op.batch_dims)} elements) "
+                    f"{'broadcasts to' if given != batch else 'is'} {batch}, which one stride cannot walk on the device"
+                    f"{' (c is read once per matrix of the result)' if op.name == 'c' else ''}; polygemm copies CuPy "
+                    f"arrays and torch tensors so, not other device arrays: pass {op.name} broadcast to {full_shape} "
+                    f"and made contiguous in its own library",
+                    op.name, full_shape)
+            if broadcast_copies:
+                ops_out.append(made_real(op, batch))  # the broadcast made real: one stride walks it
+            else:  # marked; the copy (or none) is the backend's to decide
+                ops_out.append(replace(op, pending=True, batch_stride=op.rows * op.cols, batch_count=count))
+            continue
+        ops_out.append(replace(op, batch_stride=stride, batch_count=count) if batch else op)
+    return ops_out
+
+
+def _check_overlaps(A: Operand, B: Operand, C: Operand | None, O: Operand | None) -> None:
+    """ArgumentError when out overlaps a or b, or c other than as c itself (in place)."""
+    if O is None:
+        return
+    for other in (A, B):
+        if overlaps(O, other):
+            raise ArgumentError(f"out overlaps {other.name}; pass a separate array for out (it may be c itself, not a or b)")
+    if C is not None and overlaps(O, C) and not (O.ptr == C.ptr and O.layout == C.layout and O.ld == C.ld and O.batch_stride == C.batch_stride):
+        raise ArgumentError("out partly overlaps c; pass c itself as out (in-place update) or a separate array")

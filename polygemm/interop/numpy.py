@@ -1,0 +1,34 @@
+"""NumPy: the result type ``numpy.matmul`` would follow for ndarray subclasses, and raw bytes of
+bfloat16 arrays for buffer consumers."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["result_like", "subclass_wrapper", "raw_view"]
+
+def result_like(a: Any, b: Any) -> Any:
+    """The operand whose type the result takes: for NumPy subclasses (``np.matrix``) the one
+    ``numpy.matmul`` would follow, the subclass of higher ``__array_priority__`` (``a`` on a
+    tie); ``a`` otherwise."""
+    subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray]
+    if not subs:
+        return a
+    return max(subs, key=lambda x: float(getattr(x, "__array_priority__", 0.0)))  # max keeps the first of equals
+
+
+def raw_view(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as bytes a buffer consumer can take: bfloat16 (whose ``ml_dtypes`` type has no
+    buffer format, so memoryview and pycuda's copies refuse it) as uint16, others as they are."""
+    return arr.view(np.uint16) if arr.dtype.name == "bfloat16" else arr
+
+
+def subclass_wrapper(like: Any) -> Callable[[np.ndarray], Any] | None:
+    """For an ndarray subclass (``np.matrix``): a NumPy result as that subclass, through its
+    ``__array_wrap__``, as ``numpy.matmul`` returns it (np.matrix makes a 1-D result a row);
+    None for a plain ndarray or anything else."""
+    if isinstance(like, np.ndarray) and type(like) is not np.ndarray:
+        return like.__array_wrap__  # type: ignore[no-any-return]
+    return None

@@ -1,0 +1,175 @@
+"""PyTorch: tensors read from their attributes, their current stream (torch publishes none in
+its array interface; its current stream is the one a torch user expects work on), lazy
+negations and inference tensors, results allocated by torch, host results as tensors."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ArgumentError
+
+__all__ = ["torch_stream", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+           "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
+
+_NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
+
+def torch_dlpack_only(obj: Any) -> bool:
+    """Whether ``obj`` is a CUDA torch tensor that torch's ``__cuda_array_interface__`` refuses
+    (bfloat16): it is read through DLPack instead."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and obj.dtype == torch.bfloat16 and obj.is_cuda
+
+
+def torch_stream(obj: Any) -> int | None:
+    """The current stream of a CUDA torch tensor's device (torch's arrays name none)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor) or not obj.is_cuda:
+        return None
+    return _torch_current_stream(torch, obj.device.index)
+
+
+def _torch_current_stream(torch: Any, index: int) -> int:
+    """The current stream of CUDA device ``index`` as torch holds it (its raw handle)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.cuda.current_stream wraps, minus its Python
+    if raw is not None:
+        return int(raw(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
+
+
+_TORCH_TYPESTR: dict[Any, str] = {}
+
+
+def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ...], int, int | None]:
+    typestr = _TORCH_TYPESTR.get(obj.dtype)
+    if typestr is None:
+        import torch
+
+        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, "bfloat16" if obj.dtype == torch.bfloat16 else obj.__cuda_array_interface__["typestr"])
+    ptr = obj.data_ptr()
+    # strides in elements (the typestr fixes the element's size): torch.Size is a tuple, stride() makes one
+    key = ("cuda", obj.shape, obj.stride(), typestr, False, ptr % 16, type(obj), device)
+    return key, ptr, stream
+
+
+def _is_neg(t: Any) -> bool:
+    """``t.is_neg()`` of a tensor (False where torch predates the negative bit, or a stand-in lacks it)."""
+    f = getattr(t, "is_neg", None)
+    return f is not None and bool(f())
+
+
+def _is_inference(t: Any) -> bool:
+    f = getattr(t, "is_inference", None)
+    return f is not None and bool(f())
+
+
+def torch_negated(obj: Any) -> bool:
+    """Whether ``obj`` is a torch tensor with its negative bit set (see :func:`torch_resolved`)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and _is_neg(obj)
+
+
+def torch_unwritable(out: Any) -> bool:
+    """Whether ``out`` is a torch inference tensor and inference mode is off: torch allows no update of it then."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(out, torch.Tensor) and _is_inference(out) and not torch.is_inference_mode_enabled()
+
+
+def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
+    """``obj``; for a torch tensor with its negative bit set (a lazy negation, such as ``z.conj().imag``) the
+    tensor it stands for, materialized by torch (``resolve_neg``). DLPack and the array interfaces export the memory
+    without the bit: such an operand's values would be read with their signs flipped, silently. An ``out`` (writable)
+    with the bit, or an inference tensor written outside ``torch.inference_mode`` (torch refuses that update), is refused."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return obj
+    if writable and torch_unwritable(obj):
+        raise ArgumentError(f"{name} is an inference tensor (made under torch.inference_mode), which torch lets nobody update "
+                            f"outside inference mode; call polygemm inside torch.inference_mode(), or omit {name} to get a new result")
+    if not _is_neg(obj):
+        return obj
+    if writable:
+        raise ArgumentError(f"{name} is a torch tensor with its negative bit set (a lazy negation, such as z.conj().imag): its "
+                            f"memory holds the values' negatives, and polygemm writes memory as it is; pass a tensor without "
+                            f"it ({name}.resolve_neg() is a new one), or omit {name} to get a new result")
+    return obj.resolve_neg()
+
+
+def torch_written(out: Any) -> None:
+    """Tell torch's autograd that ``out`` (a torch tensor polygemm wrote) changed in place, as its own ``out=`` does:
+    a graph that saved it for backward then raises "modified by an inplace operation" instead of computing
+    gradients from the new values, silently. Nothing for other arrays."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(out, torch.Tensor):
+        bump = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+        if bump is not None:
+            bump(out)
+
+
+def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
+    """``operand_view`` of a CUDA torch tensor from its attributes (its ``__cuda_array_interface__``
+    is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
+    tensor the full normalization must see (one that requires grad is refused there)."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj):
+        return None
+    return _torch_one(obj, obj.device.index, torch_stream(obj))
+
+
+def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
+    """``torch_view`` of ``a``, ``b``, ``c`` and ``out`` at once when all are CUDA tensors (c and
+    out may be None) on one GPU, none requiring grad: the device's current stream read once for
+    all; None otherwise (each operand is then viewed on its own)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    tensor = torch.Tensor
+    if type(a) is not tensor or type(b) is not tensor or (c is not None and type(c) is not tensor) \
+            or (out is not None and type(out) is not tensor):
+        return None
+    device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
+    for x in (a, b, c, out):
+        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x)):
+            return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
+    if device < 0:
+        return None
+    stream = _torch_current_stream(torch, device)
+    return (_torch_one(a, device, stream), _torch_one(b, device, stream),
+            _NO_VIEW if c is None else _torch_one(c, device, stream), _NO_VIEW if out is None else _torch_one(out, device, stream))
+
+
+def torch_allocator(dev: Any) -> Callable[[tuple[int, ...], np.dtype], Any]:
+    """``alloc(shape, dtype)``: a C-ordered tensor on torch device ``dev``."""
+    import torch
+
+    dtypes: dict[np.dtype, Any] = {}
+
+    def torch_alloc(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        tdt = dtypes.get(dtype)
+        if tdt is None:
+            tdt = dtypes.setdefault(dtype, getattr(torch, dtype.name))  # torch has bfloat16 too
+        if shape:  # the sizes as arguments: torch parses them faster than one tuple
+            return torch.empty(*shape, dtype=tdt, device=dev)
+        return torch.empty((), dtype=tdt, device=dev)
+
+    return torch_alloc
+
+
+def torch_wrapper(xp: Any) -> Callable[[np.ndarray], Any]:
+    """A NumPy result as a CPU tensor of the same memory (``from_dlpack``; bfloat16, which NumPy
+    exports through no DLPack, as the same bits viewed as int16)."""
+    import torch
+
+    def to_torch(res: np.ndarray) -> Any:
+        if res.dtype.name == "bfloat16":
+            return torch.from_numpy(res.view(np.int16)).view(torch.bfloat16)
+        return xp.from_dlpack(res)
+
+    return to_torch
+
+
+def torch_whole(x: Any, shape: tuple[int, ...] | None) -> Any:
+    """``x`` expanded to ``shape`` (when set) and made contiguous by torch, on its current stream."""
+    return (x if shape is None else x.expand(*shape)).contiguous()

@@ -1,0 +1,137 @@
+"""What the registry checks of a loaded backend before it calls it available: its priority, its
+variant table and its probe's answer, each held to the contract (:class:`BackendInfo` says the result)."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from ..backend import Availability, Backend, Variant
+from ..core.text import short_repr
+from .text import describe, one_line
+
+__all__ = ["BackendInfo", "make_info", "variant_table_error", "check_backend", "Status", "DEFAULT_PLUGIN_PRIORITY"]
+
+DEFAULT_PLUGIN_PRIORITY = 300
+#: (available, full reason, priority) of one backend's checks
+Status = tuple[bool, str, int]
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One discovered backend: ``available`` and ``reason`` come from its import and probe.
+
+    ``reason`` is one line (at most 120 characters, "" when available); ``detail`` is the
+    backend's whole text (e.g. every place a library was looked for), shown by
+    ``polygemm info -v``.
+
+    ``backend`` is the live instance of this process (None where the import failed). A pickled
+    info arrives with ``backend=None`` (``get_backend(name)`` gives the receiving process its
+    own): an instance holds this process's locks, driver handles and kernels.
+    """
+
+    name: str
+    available: bool
+    reason: str
+    priority: int
+    source: str
+    backend: Backend | None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        state = "available" if self.available else f"unavailable: {self.reason}"
+        return f"{self.name} (priority {self.priority}): {state}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # what a worker reports (dask's client.run(polygemm.backends), a process pool) is sent without the instance,
+        # which holds this process's locks (the cuda backend's lock does not pickle)
+        return BackendInfo, (self.name, self.available, self.reason, self.priority, self.source, None, self.detail)
+
+    def __copy__(self) -> BackendInfo:  # frozen: a copy in this process is this info (and its live backend)
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BackendInfo:
+        return self
+
+
+def _names_tuple(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(x, str) and x for x in value)
+
+
+_EMPTY_TABLE = "variants() returned no Variant; a backend lists at least one kernel it runs"
+
+
+def variant_table_error(items: list[Any]) -> str | None:
+    """What is wrong with a backend's variant table (entries that are no Variants, or fields not of
+    their kind), else None; an empty table is no error here (see _EMPTY_TABLE). The registry's probe
+    and ``polygemm variants`` ask it. Taken as it was, such a table would misread: ``dtypes="float32"``
+    as the dtypes 'f', 'l', 'o', ..., a name given twice would make the second variant unreachable, a
+    variant named by no string could not be selected at all, and tile=None would crash ``polygemm variants``."""
+    bad = [v for v in items if not isinstance(v, Variant)]
+    if bad:
+        return f"variants() must return Variant objects; got {type(bad[0]).__name__} {short_repr(bad[0], 40)}"
+    seen: set[str] = set()
+    for v in items:
+        if not isinstance(v.name, str) or not v.name.strip():
+            return f"variants(): a Variant's name must be a non-empty string; got {short_repr(v.name, 40)}"
+        for field_name in ("dtypes", "out_dtypes"):
+            value = getattr(v, field_name)
+            if not _names_tuple(value):
+                return (f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be a tuple of "
+                        f"dtype names, e.g. ('float32',)")
+        if not v.dtypes:
+            return f"variants(): variant {v.name!r} has dtypes=(); name the dtypes it computes, e.g. ('float32',)"
+        # the text fields are printed by `polygemm variants`, for every backend
+        for field_name in ("description", "layout", "tile", "requirements"):
+            value = getattr(v, field_name)
+            if not isinstance(value, str):
+                return f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be a string"
+        for field_name in ("auto", "vendor"):
+            value = getattr(v, field_name)
+            if isinstance(value, str) or value not in (True, False):
+                return f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be True or False"
+        if v.name in seen:
+            return f"variants(): variant {v.name!r} is listed twice; give each variant its own name"
+        seen.add(v.name)
+    return None
+
+
+def make_info(name: str, ok: bool, text: str, priority: int, source: str, be: Backend | None) -> BackendInfo:
+    if ok:
+        return BackendInfo(name, True, "", priority, source, be)
+    return BackendInfo(name, False, one_line(text) or "unavailable", priority, source, be, text.strip())
+
+
+def check_backend(be: Backend, fallback: int) -> Status:
+    """The checks of a loaded backend: its priority, its variant table, its probe (``fallback``: the
+    priority reported when the priority itself is refused)."""
+    try:
+        prio = getattr(be, "priority", DEFAULT_PLUGIN_PRIORITY)
+    except BaseException as exc:
+        return (False, f"reading priority failed: {describe(exc)}", fallback)
+    if isinstance(prio, bool) or not isinstance(prio, numbers.Integral):
+        return (False, f"priority must be an integer; got {type(prio).__name__} {short_repr(prio, 40)}", fallback)
+    prio = int(prio)
+    try:
+        table = be.variants()
+        items = [table] if isinstance(table, (str, bytes)) else list(table)
+    except BaseException as exc:
+        return (False, f"variants() failed: {describe(exc)}", prio)
+    malformed = variant_table_error(items)
+    if malformed:
+        return (False, malformed, prio)
+    try:
+        av = be.probe()
+    except BaseException as exc:
+        return (False, f"probe failed: {describe(exc)}", prio)
+    if not isinstance(av, Availability):
+        return (False, f"probe() must return an Availability; it returned {type(av).__name__} {short_repr(av, 40)}", prio)
+    if av.ok and not items:  # available, yet nothing could run on it ("it supports " and then nothing, in every refusal)
+        return (False, _EMPTY_TABLE, prio)
+    if av.ok:
+        return (True, "", prio)
+    reason = av.reason if isinstance(av.reason, str) else short_repr(av.reason, 200)
+    extra = getattr(av, "detail", "")  # a longer text, should Availability grow one
+    if isinstance(extra, str) and extra.strip() and extra.strip() != reason.strip():
+        reason = f"{reason}\n{extra}"
+    return (False, reason if reason.strip() else "probe said unavailable without a reason", prio)

@@ -1,0 +1,121 @@
+"""The plugin guard: a third party's backend (an entry point of another distribution) is held to
+the contract by the core. Its plan() and run() results are checked, what it raises that is not
+polygemm's becomes a DeviceError naming it, its inputs are read-only to it, and a failed call
+leaves a host ``out`` as it was. Built-in backends are not wrapped."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend, Plan
+from ..core.problem import Call, GemmProblem
+from ..errors import DeviceError, PolygemmError
+from .discover import BUILTIN_PRIORITY
+from .names import split_index
+
+__all__ = ["is_plugin", "plugin_plan", "plugin_execute"]
+
+def is_plugin(backend: Backend) -> bool:
+    """A backend of another distribution (an entry point): its plan() and run() are held to the
+    contract by the core (:func:`plugin_plan`, :func:`plugin_execute`); the built-ins are not."""
+    # by the base name: a built-in's device handle is named with its index ("cuda:0")
+    return split_index(backend.name)[0] not in BUILTIN_PRIORITY
+
+
+def _broken(backend: Backend, what: str) -> DeviceError:
+    return DeviceError(f"backend {backend.name!r} ({type(backend).__module__}.{type(backend).__qualname__}) {what}; "
+                       f"this is a fault of that plugin: report it to its authors, or pass another device")
+
+
+def plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:
+    """A plugin's plan(), checked: its own errors (polygemm's) as they are; anything else it
+    raises (a KeyError of its tile table) or returns (None, a dict, another backend's plan) is
+    a DeviceError naming the plugin, not an AttributeError ("'NoneType' object has no attribute
+    'candidates'") or a bare KeyError naming no backend; a plan naming another backend would be
+    reported by last_plan()/explain() as that one's."""
+    try:
+        plan = backend.plan(problem, variant)
+    except PolygemmError:
+        raise
+    except Exception as exc:
+        raise _broken(backend, f"failed in plan(): {type(exc).__name__}: {exc}") from exc
+    if not isinstance(plan, Plan):
+        raise _broken(backend, f"plan() returned {type(plan).__name__} {plan!r:.60}, not a polygemm.backend.Plan")
+    if plan.backend != backend.name:
+        raise _broken(backend, f"plan() returned a plan for backend {plan.backend!r}; Plan(backend=...) must be "
+                               f"self.name ({backend.name!r})")
+    # the core's own copy, with its own lists, to complete and cache: a plugin may keep the Plan it returns and return
+    # it again (a table of plans by shape); completed in place, the plan cached for gemm(a, b) would describe a later
+    # gemm(a, b, out=o) and run with an out it did not have
+    mine = copy.copy(plan)
+    mine.layouts, mine.launch, mine.copies = dict(plan.layouts), dict(plan.launch), list(plan.copies)
+    mine.candidates, mine.notes = list(plan.candidates), list(plan.notes)
+    return mine
+
+
+def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
+    """A plugin's execute (its run()), held to the contract the caller relies on: a host result
+    is a NumPy array of the result's shape and dtype, and ``out`` when one is given (written, not
+    a new array beside it); what it raises that is not polygemm's is a DeviceError naming it;
+    and a failed call leaves a host ``out`` (and so a ``c`` updated in place) as it was, whatever
+    the plugin wrote into it before failing. Unchecked, each would reach the caller silently: a
+    (M+1, N) or float64 result, None, an ``out`` returned unwritten (its old values read as the
+    product), a half-written ``out`` after a raise."""
+    problem = plan.problem
+    out = call.out
+    host = problem.residency == "host"
+    saved = out.copy() if host and isinstance(out, np.ndarray) and out.size else None  # O(M*N) beside the O(M*N*K) product
+    if host:  # the inputs as read-only views: a plugin that wrote into c (or a, b) would change the caller's arrays
+        call = _read_only_inputs(call)
+
+    def restore() -> None:
+        if saved is not None:
+            np.copyto(out, saved)
+
+    try:
+        result = backend.execute(plan, call)
+    except PolygemmError:
+        restore()
+        raise
+    except Exception as exc:
+        restore()
+        wrote = (" (it wrote into an input: a, b and c are read-only to a plugin's run(); compute into a new array, or into "
+                 "problem.out.array when out is given)") if isinstance(exc, ValueError) and "read-only" in str(exc) else ""
+        raise _broken(backend, f"failed in run() on {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant "
+                               f"{plan.variant!r}: {type(exc).__name__}: {exc}{wrote}") from exc
+    want = problem.result_shape
+    shape = getattr(result, "shape", None)
+    why = None
+    if host and not isinstance(result, np.ndarray):
+        why = f"run() returned {type(result).__name__}, not a NumPy array"
+    elif shape is None or tuple(shape) != want:
+        why = f"run() returned a result of shape {None if shape is None else tuple(shape)}, not the result's {want}"
+    elif host and result.dtype != problem.out_dtype:
+        why = f"run() returned a {result.dtype.name} result, not {problem.out_dtype.name}"
+    elif host and out is not None and not (result is out or (
+            result.__array_interface__["data"][0] == out.__array_interface__["data"][0] and result.strides == out.strides)):
+        why = "run() returned a new array instead of writing out (it must write problem.out.array and return it)"
+    if why is not None:
+        restore()
+        raise _broken(backend, f"{why}, for {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant {plan.variant!r}"
+                               + ("; out was left as it was" if out is not None and host else ""))
+    return result
+
+
+def _read_only(x: Any) -> Any:
+    if type(x) is not np.ndarray or not x.flags.writeable:
+        return x
+    view = x.view()
+    view.flags.writeable = False
+    return view
+
+
+def _read_only_inputs(call: Call) -> Call:
+    """``call`` with its host a, b and c as read-only views of the same memory (no copy); ``out``
+    as it is, and ``c`` too when it is ``out`` (in place: written as ``out``)."""
+    c = call.c if call.c is call.out else _read_only(call.c)
+    return Call(_read_only(call.a), _read_only(call.b), c, call.out, call.a_ptr, call.b_ptr, call.c_ptr,
+                call.out_ptr, call.alpha, call.beta, call.stream, call.alloc, call.matched)
