@@ -12,13 +12,13 @@
 // 128 x 128 stage is 32 KB, and a deeper ring keeps both consumers' loads ahead. Tile order in
 // groups of 4 tile rows (v2: 8): v3 serves the smaller, odd and batched shapes, where 4 measured
 // faster (docs/benchmarks/h200_epilogue.md).
-#define HG2_BN 128
+#define PG_BN 128
 #define HG2_PINGPONG 1
-#ifndef HG2_STAGES
-#define HG2_STAGES 6
+#ifndef PG_STAGES
+#define PG_STAGES 6
 #endif
 #ifndef HG2_GROUP_M
 #define HG2_GROUP_M 4
 #endif
 #define HG2_ENTRY hgemm_v3_wgmma_pingpong
-#include "hgemm/v2_wgmma_tma.cu"
+#include "hgemm/wgmma_kernel.cuh"
