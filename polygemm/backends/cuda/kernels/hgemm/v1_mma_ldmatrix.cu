@@ -54,47 +54,36 @@
 // Any M, N, K >= 1. beta == 0 never
 // reads C.
 //
-// Revision (PG_VEC=1 main loop). ncu at 4096^3 (H200, 1.76 GHz) before: tensor pipe (HMMA)
-// active 64% of peak, issue active 38%, 119 M warp instructions, stalls per issue: wait 2.06,
-// math-pipe throttle 0.66, barrier 0.52; SASS showed ~200 address/predicate instructions
-// per K-tile (64-bit address + zero-fill size per cp.async) issued in one burst between the
-// HMMAs of step 0. Change: tiles fully inside the matrix (the block's M x N tile inside and
-// the K-tile inside) take an unpredicated cp.async path whose per-thread source pointer and
-// swizzled shared offset are computed once (one 64-bit add per copy), its 12 copies spread
-// over k16 steps 0..kSteps-2 and committed before the step kSteps-1 wait; edge tiles keep
-// the predicated issue at step 0. After: HMMA active 74%, issue active 27%, 73 M
-// instructions; stalls wait 2.82, math-pipe throttle 1.89 (the tensor pipe is now the
-// limiter at ~70% of its mma.sync peak; shared-memory wavefronts (ldmatrix + fills) take
-// ~0.9 of the smem bandwidth the HMMA rate needs at the mma.sync ceiling). Own harness,
-// TFLOP/s (cuBLAS in the same process): 4096^3 391 -> 428..445 (cuBLAS 755),
-// 8192^3 376 -> 415..422 (650..667), 2048^3 280 -> 314..317 (545),
-// 1000x3000x2000 241 -> 224 (554; one partial wave, slightly less prefetch lead),
-// 4095x4097x4093 (PG_VEC=0, unchanged path) 134 (150). Tried and not kept: 128x256 tiles,
-// BK=32 with 4 or 6 stages (better at 2048^3 / 1000x3000x2000, worse at 4096^3 / 8192^3),
-// spreading the PG_VEC=0 register staging over k16 steps (84 TFLOP/s: long-scoreboard stalls).
+// Why the PG_VEC=1 main loop splits interior and edge tiles: a predicated cp.async carries a
+// 64-bit address and a zero-fill size per copy, about 200 address/predicate instructions per
+// K-tile issued in one burst between the HMMAs of step 0 (ncu at 4096^3 on an H200: tensor
+// pipe 64% active, issue 38%). Tiles fully inside the matrix (the block's M x N tile and the
+// K-tile) therefore take an unpredicated path whose per-thread source pointer and swizzled
+// shared offset are computed once (one 64-bit add per copy), its 12 copies spread over k16
+// steps 0..kSteps-2 and committed before the step kSteps-1 wait; edge tiles keep the
+// predicated issue at step 0. With it the tensor pipe is the limiter (HMMA 74% active, ~70%
+// of the mma.sync peak; ldmatrix + fills take ~0.9 of the shared bandwidth that rate needs):
+// 4096^3 428..445 TFLOP/s (cuBLAS 755), 8192^3 415..422, 2048^3 314..317, 1000x3000x2000 224.
+// Not kept (measured slower at the large shapes): 128x256 tiles, BK=32 with 4 or 6 stages.
 //
-// Revision (PG_VEC=0). Before: 4-byte loads + shuffles staged in registers, 134 TFLOP/s at
-// 4095x4097x4093 (0.89x cuBLAS). Now (RawTile): aligned 16-byte windows by cp.async, realigned
-// in shared memory. 2 raw + 2 swizzled stages: 183; 4 padded stages realigned in place (copy
-// lead 2 K-tiles, interior copies spread over the k16 steps): 210; a realign call's loads
-// first: 214 (1.43x cuBLAS; `polygemm bench`, docs/benchmarks/h200_fp16.md). Own harness at
-// that shape: without the copies 287, without the realign 276, without both 431 (the
-// ldmatrix + mma.sync loop of this tile shape alone); ncu: tensor pipe 38% active, shared
-// loads conflict-free, the cp.async of windows that straddle 128-byte lines costing ~2.5x
-// the ideal shared-store wavefronts. Tried and not kept: realign items beside the mma rows
-// of warp_step (191), one warp per row phase with the shift compiled per phase (193: two
-// 16-byte loads per chunk; ALU was not the limit), sm_90 bulk copies (cp.async.bulk) of each
-// row's window on an mbarrier (159: 320 small bulk copies per K-tile).
+// Why PG_VEC=0 copies aligned 16-byte windows and realigns them in shared memory (RawTile):
+// 4-byte loads + shuffles staged in registers reach 134 TFLOP/s at 4095x4097x4093 (0.89x
+// cuBLAS); windows by cp.async into 4 padded stages realigned in place (copy lead 2 K-tiles,
+// interior copies spread over the k16 steps, a realign call's loads first) reach 214 (1.43x
+// cuBLAS; docs/benchmarks/h200_fp16.md). The limit is then the cp.async of windows that
+// straddle 128-byte lines (~2.5x the ideal shared-store wavefronts). Not kept (slower): realign
+// items beside the mma rows of warp_step (191), one warp per row phase (193), sm_90 bulk
+// copies of each row's window on an mbarrier (159: 320 small copies per K-tile), register
+// staging spread over the k16 steps (84: long-scoreboard stalls).
 //
-// Revision (PG_ROW_SPLIT, the unaligned build for row-major A and B). Splitting A's rows into
-// sets of one 16-byte phase makes A an aligned operand (K extended by the phase), so only B
-// is realigned: 214 -> 261 TFLOP/s at 4095x4097x4093 (own harness). B's realign walking each
-// lane's 4 chunks downwards (5 shared loads instead of 8): 269. Edge threadblock tiles moved
-// inside the matrix (storing only their own rows and columns), so no tile takes the
-// predicated copies: 300; `polygemm bench` 295.9 = 2.03x cuBLAS (docs/benchmarks/README.md).
-// Diagnostics (own harness): B's realign off 317, B's copies off 281, both off 328. Tried
-// and not kept: skipping the copies of rows past the edge with a predicate (283), loading
-// the realign's next chunk one k16 step ahead (258, a register spilled).
+// Why PG_ROW_SPLIT: splitting A's rows into sets of one 16-byte phase makes A an aligned
+// operand (K extended by the phase), so only B is realigned (214 -> 261 TFLOP/s at
+// 4095x4097x4093); B's realign walks each lane's 4 chunks downwards (5 shared loads instead
+// of 8: 269); edge threadblock tiles move inside the matrix (storing only their own rows and
+// columns), so no tile takes the predicated copies: 300, `polygemm bench` 295.9 = 2.03x
+// cuBLAS (docs/benchmarks/README.md). Not kept: skipping the copies of rows past the edge
+// with a predicate (283), loading the realign's next chunk one k16 step ahead (258: a spill).
+//
 // The parts: hgemm/mma_config.cuh (macros, tile sizes), mma_ptx.cuh (PTX wrappers),
 // mma_smem.cuh (shared tiles and their movers), mma_fragments.cuh (ldmatrix + mma of one k16
 // step), mma_epilogue.cuh (C stores); this file holds the kernel: tile order, the two main

@@ -3,7 +3,7 @@
 // tensor cores (a `turn` mbarrier pair orders their main loops), so one warpgroup's epilogue
 // runs under the other's main loop instead of stalling the tensor cores. Why: v2's cooperative
 // consumers store their tile while the tensor cores idle, which costs most where tiles are
-// few or K is short -- strided batches of 512^3 ran at 0.62x cuBLAS's batched GEMM with v2.
+// few or K is short (strided batches of 512^3: v2 at 0.62x cuBLAS's batched GEMM).
 // Everything else (TMA ring, producer warpgroup, persistent tile loop, PG_BATCH) is v2's
 // source with this configuration (one implementation, two rungs), as v13 is v12's.
 //

@@ -18,8 +18,8 @@ namespace hgemm_v2 {
 // A consumer warpgroup hands a stage back to the producers: one arrival on the stage's empty
 // barrier of each CTA of the cluster, from thread `rank` of the warpgroup. Why one and not one
 // per warp: a wgmma is one warpgroup-wide operation, so the wait that retires it in one warp
-// retires it for the warpgroup; four remote arrivals per warpgroup and stage were four times
-// the cluster traffic the release needs.
+// retires it for the warpgroup, and one arrival per warp would be four times the cluster
+// traffic the release needs.
 __device__ __forceinline__ void release_stage(uint32_t bar, int tid) {
     if (kCluster > 1) {
         if (tid < kCluster) mbar_arrive_cluster(bar, static_cast<uint32_t>(tid));

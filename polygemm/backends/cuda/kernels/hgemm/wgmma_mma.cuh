@@ -9,8 +9,8 @@ namespace hgemm_v2 {
 // Shared-memory matrix descriptor, 128-byte swizzle (PTX "matrix descriptor"), kept as its two
 // 32-bit words. Every descriptor here has SBO = 1024 and the 128-byte swizzle mode, so the
 // high word is one constant (kDescHi) and only the low word (start address >> 4 in bits 0-13,
-// LBO >> 4 in bits 16-29) moves from one wgmma to the next. Why: built as a 64-bit value, each
-// k16 step cost a 64-bit add and four R2UR moves per wgmma in the main loop (about 80
+// LBO >> 4 in bits 16-29) moves from one wgmma to the next. Why: a 64-bit descriptor costs each
+// k16 step a 64-bit add and four R2UR moves per wgmma in the main loop (about 80
 // instructions per k-tile per warp); with the start address below 256 KB the low word's add
 // never carries into LBO, and the asm joins the words itself (mov.b64 {lo, hi}).
 constexpr uint32_t kDescHi = (1024u >> 4) | (1u << 30);  // SBO 1024 B (bits 32-45), swizzle 128 B (62-63)
