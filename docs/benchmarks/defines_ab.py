@@ -46,7 +46,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--smem", type=int, default=0, metavar="BYTES",
                     help="the build's dynamic shared memory, where the macros change it (e.g. HG2_EPILOGUE=3 or "
-                         "HG2_STAGES; polygemm.backends.cuda.tma.hgemm_v2_layout computes it for the wgmma rows)")
+                         "PG_STAGES; polygemm.backends.cuda.tma.hgemm_v2_layout computes it for the wgmma rows)")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--json", type=Path, required=True)
     args = ap.parse_args()

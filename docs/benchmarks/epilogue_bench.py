@@ -4,7 +4,7 @@
 Builds ``hgemm_v2_wgmma_tma`` / ``hgemm_v3_wgmma_pingpong`` with extra macros (HG2_EPILOGUE:
 0 = C stored straight from the accumulator fragments, 1 = staged through shared memory and
 stored with coalesced 16-byte vectors, 2 = no C store at all, a measurement aid: the main
-loop alone; HG2_GROUP_M; HG2_BN; HG2_STAGES; a persistent grid of one CTA per SM) and launches
+loop alone; HG2_GROUP_M; PG_BN; PG_STAGES; a persistent grid of one CTA per SM) and launches
 each with the plan the backend makes for the rung (tensor maps, parameters), only the kernel,
 its shared memory and its grid replaced. The vendor is cuBLAS through the backend
 (``variant="cublas"``) for single products and ``torch.bmm`` (cublasGemmStridedBatchedEx)
@@ -61,11 +61,11 @@ class Config:
 
     @property
     def bn(self) -> int:
-        return self.m.get("HG2_BN", 128 if self.variant == V3 else 256)
+        return self.m.get("PG_BN", 128 if self.variant == V3 else 256)
 
     def smem(self) -> int:
         """Dynamic shared memory of the build (the kernel's kSmemBytes)."""
-        stages = self.m.get("HG2_STAGES", 6 if self.variant == V3 else 4)
+        stages = self.m.get("PG_STAGES", 6 if self.variant == V3 else 4)
         staged = 16 * 1024 if self.m.get("HG2_EPILOGUE", 1) == 1 else 0
         return stages * (128 + self.bn) * 64 * 2 + 1024 + 256 + staged
 
@@ -83,60 +83,60 @@ SINGLE = [
     cfg("v2_e1_g1", V2, HG2_EPILOGUE=1, HG2_GROUP_M=1),
     cfg("v2_e2_g4_noepi", V2, HG2_EPILOGUE=2, HG2_GROUP_M=4),
     cfg("v2_e1_g4_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=4),
-    cfg("v2bn192s5_e0_g8", V2, HG2_BN=192, HG2_STAGES=5, **ORIGINAL),
-    cfg("v2bn192s4_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_BN=192, HG2_STAGES=4),
-    cfg("v2bn192s5_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_BN=192, HG2_STAGES=5),
-    cfg("v3s4_e0_g8", V3, HG2_STAGES=4, **ORIGINAL),
-    cfg("v3s4_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=4),
-    cfg("v3s6_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6),
-    cfg("v3s6_e1_g8", V3, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_STAGES=6),
-    cfg("v3s5_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=5),
-    cfg("v3s6_e2_g4_noepi", V3, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
+    cfg("v2bn192s5_e0_g8", V2, PG_BN=192, PG_STAGES=5, **ORIGINAL),
+    cfg("v2bn192s4_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_BN=192, PG_STAGES=4),
+    cfg("v2bn192s5_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_BN=192, PG_STAGES=5),
+    cfg("v3s4_e0_g8", V3, PG_STAGES=4, **ORIGINAL),
+    cfg("v3s4_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=4),
+    cfg("v3s6_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=6),
+    cfg("v3s6_e1_g8", V3, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_STAGES=6),
+    cfg("v3s5_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=5),
+    cfg("v3s6_e2_g4_noepi", V3, HG2_EPILOGUE=2, HG2_GROUP_M=4, PG_STAGES=6),
     # 2-CTA clusters multicasting B (each CTA loads half of the B tile for both), plain and persistent grids,
     # beside the shipped persistent builds
     cfg("v2_e1_g8_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8),
-    cfg("v2_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
-    cfg("v2_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
-    cfg("v3s6_e1_g4_persistent", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6),
+    cfg("v2_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_CLUSTER_M=2),
+    cfg("v2_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_CLUSTER_M=2),
+    cfg("v3s6_e1_g4_persistent", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=6),
     # clusters after the remote stage release lost its .release.cluster fence (MEMBAR.ALL.GPU per k-tile)
-    cfg("v2_e1_g8_c2_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2),
-    cfg("v2bn192s5_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5),
-    cfg("v2bn192s5_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5, HG2_CLUSTER=2),
-    cfg("v2bn128s6_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6),
-    cfg("v2bn128s6_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2),
-    cfg("v2bn128s6_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2),
-    cfg("v2bn64s8_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8),
-    cfg("v2bn64s8_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8, HG2_CLUSTER=2),
+    cfg("v2_e1_g8_c2_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_CLUSTER_M=2),
+    cfg("v2bn192s5_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=192, PG_STAGES=5),
+    cfg("v2bn192s5_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=192, PG_STAGES=5, PG_CLUSTER_M=2),
+    cfg("v2bn128s6_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=128, PG_STAGES=6),
+    cfg("v2bn128s6_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=128, PG_STAGES=6, PG_CLUSTER_M=2),
+    cfg("v2bn128s6_e1_g8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=128, PG_STAGES=6, PG_CLUSTER_M=2),
+    cfg("v2bn64s8_e1_g8", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=64, PG_STAGES=8),
+    cfg("v2bn64s8_e1_g8_c2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=64, PG_STAGES=8, PG_CLUSTER_M=2),
     # 2 x 2 clusters: A shared along N as well as B along M
-    cfg("v2_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
-    cfg("v2_e1_g8_c2x2_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
-    cfg("v2bn192s5_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
-    cfg("v2bn192s5_e1_g8_c1x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=192, HG2_STAGES=5, HG2_CLUSTER_N=2),
-    cfg("v2bn128s6_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=128, HG2_STAGES=6, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
-    cfg("v2bn64s8_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_BN=64, HG2_STAGES=8, HG2_CLUSTER=2, HG2_CLUSTER_N=2),
+    cfg("v2_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_CLUSTER_M=2, PG_CLUSTER_N=2),
+    cfg("v2_e1_g8_c2x2_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_CLUSTER_M=2, PG_CLUSTER_N=2),
+    cfg("v2bn192s5_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=192, PG_STAGES=5, PG_CLUSTER_M=2, PG_CLUSTER_N=2),
+    cfg("v2bn192s5_e1_g8_c1x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=192, PG_STAGES=5, PG_CLUSTER_N=2),
+    cfg("v2bn128s6_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=128, PG_STAGES=6, PG_CLUSTER_M=2, PG_CLUSTER_N=2),
+    cfg("v2bn64s8_e1_g8_c2x2", V2, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_BN=64, PG_STAGES=8, PG_CLUSTER_M=2, PG_CLUSTER_N=2),
     # the persistent builds without their C store: the epilogue's share of the shipped rows
     cfg("v2_e2_g8_persistent_noepi", V2, True, HG2_EPILOGUE=2, HG2_GROUP_M=8),
-    cfg("v3s6_e2_g4_persistent_noepi", V3, True, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
+    cfg("v3s6_e2_g4_persistent_noepi", V3, True, HG2_EPILOGUE=2, HG2_GROUP_M=4, PG_STAGES=6),
     # the consumers' k-tile loop unrolled over the ring (HG2_RING_UNROLL=1, the default) or not
     cfg("v2_e1_g8_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_RING_UNROLL=0),
-    cfg("v2_e1_g8_c2_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_CLUSTER=2, HG2_RING_UNROLL=0),
-    cfg("v3s6_e1_g4_persistent_loop", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6, HG2_RING_UNROLL=0),
+    cfg("v2_e1_g8_c2_persistent_loop", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_CLUSTER_M=2, HG2_RING_UNROLL=0),
+    cfg("v3s6_e1_g4_persistent_loop", V3, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=6, HG2_RING_UNROLL=0),
     # a grid of 128 CTAs (4096³: 512 tiles, four each, where 132 CTAs leave 16 of them a tile short)
     cfg("v2_e1_g8_persistent128", V2, True, 128, HG2_EPILOGUE=1, HG2_GROUP_M=8),
     # the tile order of the 128x256 persistent rows: group heights, and groups of unit columns walked row by row
-    cfg("v2_e1_g4_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_CLUSTER=2),
-    cfg("v2_e1_g16_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=16, HG2_CLUSTER=2),
-    cfg("v2_e1_gn4_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=4, HG2_CLUSTER=2),
-    cfg("v2_e1_gn8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=8, HG2_CLUSTER=2),
+    cfg("v2_e1_g4_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_CLUSTER_M=2),
+    cfg("v2_e1_g16_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=16, PG_CLUSTER_M=2),
+    cfg("v2_e1_gn4_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=4, PG_CLUSTER_M=2),
+    cfg("v2_e1_gn8_c2_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=8, PG_CLUSTER_M=2),
     cfg("v2_e1_g16_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_M=16),
     cfg("v2_e1_gn8_persistent", V2, True, HG2_EPILOGUE=1, HG2_GROUP_N=8),
 ]
 BATCHED = [
-    cfg("v3s4_e0_g8", V3, HG2_STAGES=4, **ORIGINAL),
-    cfg("v3s6_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6),
-    cfg("v3s6_e1_g8", V3, HG2_EPILOGUE=1, HG2_GROUP_M=8, HG2_STAGES=6),
-    cfg("v3s5_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=5),
-    cfg("v3s6_e2_g4_noepi", V3, HG2_EPILOGUE=2, HG2_GROUP_M=4, HG2_STAGES=6),
+    cfg("v3s4_e0_g8", V3, PG_STAGES=4, **ORIGINAL),
+    cfg("v3s6_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=6),
+    cfg("v3s6_e1_g8", V3, HG2_EPILOGUE=1, HG2_GROUP_M=8, PG_STAGES=6),
+    cfg("v3s5_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=5),
+    cfg("v3s6_e2_g4_noepi", V3, HG2_EPILOGUE=2, HG2_GROUP_M=4, PG_STAGES=6),
     cfg("v2_e0_g8", V2, **ORIGINAL),
     cfg("v2_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4),
 ]
@@ -157,7 +157,7 @@ class Bench:
         base: PreparedLaunch = kl.launch
         assert base.spec is not None and base.lp.tma, f"{c.variant} did not plan a TMA launch: {base.variant}"
         # tensor-map boxes follow BN and the cluster (a CTA's share of a multicast tile)
-        clusters = {k: v for k, v in c.m.items() if k.startswith("HG2_CLUSTER")}
+        clusters = {k: v for k, v in c.m.items() if k.startswith("PG_CLUSTER_")}
         spec = dataclasses.replace(base.spec, tile=(128, c.bn, 64), defines=tuple(sorted({**dict(base.spec.defines), **clusters}.items())))
         lp = dataclasses.replace(base.lp)
         if getattr(lp, "splits", 0):
@@ -312,8 +312,8 @@ def checks(bench: Bench, log: Callable[[str], None]) -> list[dict]:
     out = []
     m, n, k = 1000, 3000, 2000
     configs = [cfg("v2_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4), cfg("v2_e1_g1", V2, HG2_EPILOGUE=1, HG2_GROUP_M=1),
-               cfg("v2bn192s5_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_BN=192, HG2_STAGES=5),
-               cfg("v3s6_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, HG2_STAGES=6)]
+               cfg("v2bn192s5_e1_g4", V2, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_BN=192, PG_STAGES=5),
+               cfg("v3s6_e1_g4", V3, HG2_EPILOGUE=1, HG2_GROUP_M=4, PG_STAGES=6)]
     for (mm, nn, kk) in ((m, n, k), (136, 200, 264), (8, 24, 8)):
         for ta in (False, True):
             for tb in (False, True):
