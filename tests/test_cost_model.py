@@ -349,7 +349,7 @@ def test_a_cluster_row_counts_whole_clusters_and_splits_the_shared_boxes():
     assert cost.tiles(spec, 1100, 1000, "row") == 10 * 8  # 9 tile rows round up to 10
     one = SPECS["hgemm_v2_wgmma_tma_128x128"]
     assert cost.tiles(one, 1100, 1000, "row") == 9 * 8
-    cfg = HgemmV2Config(bn=128, stages=6, cluster=2, cluster_n=2)
+    cfg = HgemmV2Config(bn=128, stages=6, cluster_m=2, cluster_n=2)
     assert hgemm_v2_layout(False, True, cfg).box_a == (64, 64)  # 128 rows of A, two CTAs loading 64 each
     assert hgemm_v2_layout(False, True, cfg).box_b == (64, 64)  # 128 columns of K-major B, two CTAs
     assert hgemm_v2_layout(True, False, cfg).box_a == (64, 64)  # M-major A: 64 x 64 boxes, shared out by box

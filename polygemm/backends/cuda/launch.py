@@ -175,7 +175,7 @@ class PreparedLaunch:
             batch = (lp.batch_count, sa, sb) if lp.batch_count else None
             bm, bn, _ = self.spec.tile  # the boxes follow the rung's threadblock tile
             cm, cn = lp.cluster  # the plan's cluster: the boxes are each CTA's share of a multicast tile
-            cfg = HgemmV2Config(bn=bn, consumers=bm // 64, cluster=cm, cluster_n=cn)
+            cfg = HgemmV2Config(bn=bn, consumers=bm // 64, cluster_m=cm, cluster_n=cn)
             ta, tb = hgemm_v2_tensor_maps(a, b, lp.m, lp.n, lp.k, lp.a.ld, lp.b.ld, lp.trans_a, lp.trans_b, cfg, batch=batch,
                                           dtype=lp.dtype or "float16")
             maps = (ta.tobytes(), tb.tobytes())

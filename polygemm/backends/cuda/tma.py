@@ -20,7 +20,8 @@ parameter offset 0x70 (112), not 0 (read back with :func:`first_param_offset`). 
 
 :func:`hgemm_v2_layout` is the one place that says which boxes and how much dynamic shared
 memory ``hgemm_v2_wgmma_tma`` needs for a given tile configuration; the kernel's defaults
-(``HG2_BN``, ``HG2_CONSUMERS``, ``HG2_STAGES``, ``HG2_CLUSTER``) match
+(``PG_BN``, ``HG2_CONSUMERS``, ``PG_STAGES``, ``PG_CLUSTER_M``, ``PG_CLUSTER_N``; the tile
+vocabulary of kernels/README.md) match
 :data:`HGEMM_V2_DEFAULT`.
 """
 
@@ -204,13 +205,14 @@ def encode_tiled_2d(
 
 @dataclass(frozen=True)
 class HgemmV2Config:
-    """Tile configuration of ``hgemm_v2_wgmma_tma`` (the kernel's ``HG2_*`` macros)."""
+    """Tile configuration of ``hgemm_v2_wgmma_tma`` (the kernel's macros; tile sizes named as in
+    kernels/README.md: BM x BN x BK threadblock tile, STAGES, CLUSTER_M x CLUSTER_N)."""
 
-    bn: int = 256  # HG2_BN: threadblock tile N (the wgmma n)
+    bn: int = 256  # PG_BN: threadblock tile N (the wgmma n)
     consumers: int = 2  # HG2_CONSUMERS: consumer warpgroups; BM = 64 * consumers
-    stages: int = 4  # HG2_STAGES: shared-memory ring depth
-    cluster: int = 1  # HG2_CLUSTER: CTAs of a cluster along M, sharing (multicasting) one B tile
-    cluster_n: int = 1  # HG2_CLUSTER_N: CTAs of a cluster along N, sharing one A tile
+    stages: int = 4  # PG_STAGES: shared-memory ring depth
+    cluster_m: int = 1  # PG_CLUSTER_M: CTAs of a cluster along M, sharing (multicasting) one B tile
+    cluster_n: int = 1  # PG_CLUSTER_N: CTAs of a cluster along N, sharing one A tile
     pingpong: bool = False  # HG2_PINGPONG: each consumer owns whole 128 x BN tiles (BN 128)
     staged_epilogue: bool = True  # HG2_EPILOGUE=1 (the default build): a 2 KB buffer per consumer warp
     tma_store: bool = False  # HG2_EPILOGUE=3: two buffers per consumer warp, stored by TMA (a C tensor map)
@@ -226,11 +228,11 @@ class HgemmV2Config:
 
     def macros(self) -> dict[str, int]:
         return {
-            "HG2_BN": self.bn,
+            "PG_BN": self.bn,
             "HG2_CONSUMERS": self.consumers,
-            "HG2_STAGES": self.stages,
-            "HG2_CLUSTER": self.cluster,
-            "HG2_CLUSTER_N": self.cluster_n,
+            "PG_STAGES": self.stages,
+            "PG_CLUSTER_M": self.cluster_m,
+            "PG_CLUSTER_N": self.cluster_n,
             "HG2_PINGPONG": int(self.pingpong),
             "HG2_EPILOGUE": 3 if self.tma_store else 1 if self.staged_epilogue else 0,
         }
@@ -259,7 +261,7 @@ def hgemm_v2_layout(trans_a: bool, trans_b: bool, cfg: HgemmV2Config = HGEMM_V2_
     128-byte swizzle span.
     """
     box_a = (64, cfg.bk) if trans_a else (cfg.bm // cfg.cluster_n, cfg.bk)
-    box_b = (cfg.bk, cfg.bn // cfg.cluster) if trans_b else (cfg.bk, 64)
+    box_b = (cfg.bk, cfg.bn // cfg.cluster_m) if trans_b else (cfg.bk, 64)
     stage = (cfg.bm + cfg.bn) * cfg.bk * 2
     # kEpiBytes: 16 rows x 128 B per consumer warp (two with a TMA store, after a 1024-byte barrier slot)
     buffers = 2 if cfg.tma_store else 1 if cfg.staged_epilogue else 0

@@ -52,7 +52,7 @@ class KernelSpec:
     row_split: bool = False  # has the PG_ROW_SPLIT=1 unaligned build (row sets of one phase)
     batch: bool = False  # has the PG_BATCH=1 build (a strided batch on blockIdx.z)
     #: macros every build of this row is compiled with (one source, several rungs: a tile
-    #: shape or a C layout chosen at compile time), e.g. {"HG2_BN": 192}
+    #: shape or a C layout chosen at compile time), e.g. {"PG_BN": 192}
     defines: tuple[tuple[str, int], ...] = ()
     #: the largest kernel M (after the operand swap) the rung is meant for (0: any); a rung
     #: for skinny products is offered to ``auto`` only below it
@@ -85,11 +85,11 @@ class KernelSpec:
 
     @property
     def cluster_mn(self) -> tuple[int, int]:
-        """A TMA row's thread-block cluster as (CTAs along M, CTAs along N): ``HG2_CLUSTER``
-        vertically adjacent threadblock tiles share their B tile, ``HG2_CLUSTER_N``
+        """A TMA row's thread-block cluster as (CTAs along M, CTAs along N): ``PG_CLUSTER_M``
+        vertically adjacent threadblock tiles share their B tile, ``PG_CLUSTER_N``
         horizontally adjacent ones their A tile, each CTA loading a share of it for all."""
         d = dict(self.defines)
-        return d.get("HG2_CLUSTER", 1), d.get("HG2_CLUSTER_N", 1)
+        return d.get("PG_CLUSTER_M", 1), d.get("PG_CLUSTER_N", 1)
 
     @property
     def tma_store(self) -> bool:

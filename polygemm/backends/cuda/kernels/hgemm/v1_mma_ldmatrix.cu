@@ -54,643 +54,45 @@
 // Any M, N, K >= 1. beta == 0 never
 // reads C.
 //
-// Revision (PG_VEC=1 main loop). ncu at 4096^3 (H200, 1.76 GHz) before: tensor pipe (HMMA)
-// active 64% of peak, issue active 38%, 119 M warp instructions, stalls per issue: wait 2.06,
-// math-pipe throttle 0.66, barrier 0.52; SASS showed ~200 address/predicate instructions
-// per K-tile (64-bit address + zero-fill size per cp.async) issued in one burst between the
-// HMMAs of step 0. Change: tiles fully inside the matrix (the block's M x N tile inside and
-// the K-tile inside) take an unpredicated cp.async path whose per-thread source pointer and
-// swizzled shared offset are computed once (one 64-bit add per copy), its 12 copies spread
-// over k16 steps 0..kSteps-2 and committed before the step kSteps-1 wait; edge tiles keep
-// the predicated issue at step 0. After: HMMA active 74%, issue active 27%, 73 M
-// instructions; stalls wait 2.82, math-pipe throttle 1.89 (the tensor pipe is now the
-// limiter at ~70% of its mma.sync peak; shared-memory wavefronts (ldmatrix + fills) take
-// ~0.9 of the smem bandwidth the HMMA rate needs at the mma.sync ceiling). Own harness,
-// TFLOP/s (cuBLAS in the same process): 4096^3 391 -> 428..445 (cuBLAS 755),
-// 8192^3 376 -> 415..422 (650..667), 2048^3 280 -> 314..317 (545),
-// 1000x3000x2000 241 -> 224 (554; one partial wave, slightly less prefetch lead),
-// 4095x4097x4093 (PG_VEC=0, unchanged path) 134 (150). Tried and not kept: 128x256 tiles,
-// BK=32 with 4 or 6 stages (better at 2048^3 / 1000x3000x2000, worse at 4096^3 / 8192^3),
-// spreading the PG_VEC=0 register staging over k16 steps (84 TFLOP/s: long-scoreboard stalls).
+// Why the PG_VEC=1 main loop splits interior and edge tiles: a predicated cp.async carries a
+// 64-bit address and a zero-fill size per copy, about 200 address/predicate instructions per
+// K-tile issued in one burst between the HMMAs of step 0 (ncu at 4096^3 on an H200: tensor
+// pipe 64% active, issue 38%). Tiles fully inside the matrix (the block's M x N tile and the
+// K-tile) therefore take an unpredicated path whose per-thread source pointer and swizzled
+// shared offset are computed once (one 64-bit add per copy), its 12 copies spread over k16
+// steps 0..kSteps-2 and committed before the step kSteps-1 wait; edge tiles keep the
+// predicated issue at step 0. With it the tensor pipe is the limiter (HMMA 74% active, ~70%
+// of the mma.sync peak; ldmatrix + fills take ~0.9 of the shared bandwidth that rate needs):
+// 4096^3 428..445 TFLOP/s (cuBLAS 755), 8192^3 415..422, 2048^3 314..317, 1000x3000x2000 224.
+// Not kept (measured slower at the large shapes): 128x256 tiles, BK=32 with 4 or 6 stages.
 //
-// Revision (PG_VEC=0). Before: 4-byte loads + shuffles staged in registers, 134 TFLOP/s at
-// 4095x4097x4093 (0.89x cuBLAS). Now (RawTile): aligned 16-byte windows by cp.async, realigned
-// in shared memory. 2 raw + 2 swizzled stages: 183; 4 padded stages realigned in place (copy
-// lead 2 K-tiles, interior copies spread over the k16 steps): 210; a realign call's loads
-// first: 214 (1.43x cuBLAS; `polygemm bench`, docs/benchmarks/h200_fp16.md). Own harness at
-// that shape: without the copies 287, without the realign 276, without both 431 (the
-// ldmatrix + mma.sync loop of this tile shape alone); ncu: tensor pipe 38% active, shared
-// loads conflict-free, the cp.async of windows that straddle 128-byte lines costing ~2.5x
-// the ideal shared-store wavefronts. Tried and not kept: realign items beside the mma rows
-// of warp_step (191), one warp per row phase with the shift compiled per phase (193: two
-// 16-byte loads per chunk; ALU was not the limit), sm_90 bulk copies (cp.async.bulk) of each
-// row's window on an mbarrier (159: 320 small bulk copies per K-tile).
+// Why PG_VEC=0 copies aligned 16-byte windows and realigns them in shared memory (RawTile):
+// 4-byte loads + shuffles staged in registers reach 134 TFLOP/s at 4095x4097x4093 (0.89x
+// cuBLAS); windows by cp.async into 4 padded stages realigned in place (copy lead 2 K-tiles,
+// interior copies spread over the k16 steps, a realign call's loads first) reach 214 (1.43x
+// cuBLAS; docs/benchmarks/h200_fp16.md). The limit is then the cp.async of windows that
+// straddle 128-byte lines (~2.5x the ideal shared-store wavefronts). Not kept (slower): realign
+// items beside the mma rows of warp_step (191), one warp per row phase (193), sm_90 bulk
+// copies of each row's window on an mbarrier (159: 320 small copies per K-tile), register
+// staging spread over the k16 steps (84: long-scoreboard stalls).
 //
-// Revision (PG_ROW_SPLIT, the unaligned build for row-major A and B). Splitting A's rows into
-// sets of one 16-byte phase makes A an aligned operand (K extended by the phase), so only B
-// is realigned: 214 -> 261 TFLOP/s at 4095x4097x4093 (own harness). B's realign walking each
-// lane's 4 chunks downwards (5 shared loads instead of 8): 269. Edge threadblock tiles moved
-// inside the matrix (storing only their own rows and columns), so no tile takes the
-// predicated copies: 300; `polygemm bench` 295.9 = 2.03x cuBLAS (docs/benchmarks/README.md).
-// Diagnostics (own harness): B's realign off 317, B's copies off 281, both off 328. Tried
-// and not kept: skipping the copies of rows past the edge with a predicate (283), loading
-// the realign's next chunk one k16 step ahead (258, a register spilled).
-
-#include <stdint.h>
-#include <type_traits>
-#define PG_HALF_TYPES 1  // pg_half: pg_half, or __nv_bfloat16 with PG_BF16=1 (common.cuh)
-#include "common.cuh"  // CEIL_DIV, PG_TRANS_A / PG_TRANS_B / PG_VEC defaults, pg_half
-
-#ifndef PG_OUT_F32
-#define PG_OUT_F32 0
-#endif
-// PG_ROW_SPLIT=1 (a PG_VEC=0 build for A and B stored in the kernel's row-major terms): the
-// rows of A and C are split into gridDim.z = p interleaved sets (blockIdx.z = r takes rows
-// r, r + p, r + 2p, ...) with p * lda % 8 == 0, so every row of a set starts at the same
-// phase e (halves past a 16-byte boundary). The set is then an aligned operand: its K range
-// is extended by e leading columns (A read from the aligned row start, those columns zeroed
-// in shared memory; B's matching e leading rows zero-filled), and A moves like the PG_VEC=1
-// tiles (swizzled, whole 16-byte cp.async, no realign). Only B takes the realigning path.
-// Launch condition: gridDim.z * lda % 8 == 0 (the kernel traps otherwise).
-#ifndef PG_ROW_SPLIT
-#define PG_ROW_SPLIT 0
-#endif
-#if PG_ROW_SPLIT && (PG_VEC || PG_TRANS_A || PG_TRANS_B)
-#error "PG_ROW_SPLIT=1 is a PG_VEC=0 build for row-major A and B (PG_TRANS_A=0, PG_TRANS_B=0)"
-#endif
-
-// Tuning knobs (the shipped configuration is the default; variants.json describes it).
-#ifndef HG_BM
-#define HG_BM 256
-#endif
-#ifndef HG_BN
-#define HG_BN 128
-#endif
-#ifndef HG_BK
-#define HG_BK 64
-#endif
-#ifndef HG_WARPS_M
-#define HG_WARPS_M 4
-#endif
-#ifndef HG_WARPS_N
-#define HG_WARPS_N 2
-#endif
-#ifndef HG_STAGES
-#define HG_STAGES 3
-#endif
-#ifndef HG_GROUP_M
-#define HG_GROUP_M 8
-#endif
-#ifndef HG_MIN_BLOCKS
-#define HG_MIN_BLOCKS 1
-#endif
-
-namespace hgemm_v1 {
-
-constexpr int kTbM = HG_BM;  // threadblock tile
-constexpr int kTbN = HG_BN;
-constexpr int kTbK = HG_BK;
-constexpr int kWarpsM = HG_WARPS_M;
-constexpr int kWarpsN = HG_WARPS_N;
-constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-constexpr int kWarpM = kTbM / kWarpsM;  // warp tile
-constexpr int kWarpN = kTbN / kWarpsN;
-constexpr int kInstM = 16, kInstN = 8, kInstK = 16;  // instruction shape m16n8k16
-constexpr int kMmaM = kWarpM / kInstM;                // mma tiles per warp tile along M
-constexpr int kMmaN = kWarpN / kInstN;                // ... along N
-constexpr int kSteps = kTbK / kInstK;                 // k16 steps per threadblock K-tile
-constexpr int kStages = HG_STAGES;
-constexpr int kGroupM = HG_GROUP_M;
-
-static_assert(kWarpM % kInstM == 0 && kWarpN % 16 == 0, "warp tile: M % 16, N % 16 (x4 B loads)");
-static_assert(kSteps >= 2 && kSteps <= 8, "BK must be 32 .. 128");
-static_assert(kStages >= 2, "at least two stages");
-
-// Shared tile shapes: rows x cols, cols contiguous (the global contiguous dimension).
-constexpr int kARows = PG_TRANS_A ? kTbK : kTbM;
-constexpr int kACols = PG_TRANS_A ? kTbM : kTbK;
-constexpr int kBRows = PG_TRANS_B ? kTbN : kTbK;
-constexpr int kBCols = PG_TRANS_B ? kTbK : kTbN;
-constexpr int kAStage = kTbM * kTbK;  // halves per stage
-constexpr int kBStage = kTbK * kTbN;
-constexpr int kSmemBytes = kStages * (kAStage + kBStage) * 2;
-static_assert(kSmemBytes <= 227 * 1024, "dynamic shared memory above the sm_90 per-block limit");
-
-// ------------------------------------------------------------------------------------------
-// PTX wrappers
-// ------------------------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte cp.async, L2 only (.cg); bytes in [0, 16]: the rest of the 16 shared bytes is zeroed.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-                 "l"(__cvta_generic_to_global(src)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void lds128(uint32_t* r, uint32_t addr) {
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void sts128(uint32_t addr, const uint32_t* r) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                 "r"(r[2]), "r"(r[3])
-                 : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// d += a * b on one m16n8k16 tile (fp16 or bf16 in, fp32 accumulate).
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
-                                          const uint32_t (&b)[2]) {
-    asm volatile(  // volatile: keeps the ldmatrix / mma interleaving as written
-        "mma.sync.aligned.m16n8k16.row.col.f32" PG_MMA_AB PG_MMA_AB ".f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// ------------------------------------------------------------------------------------------
-// Swizzled shared tile of kRows x kCols halves: element offset of 16-byte chunk `chunk` of
-// row `row` (see the header for why this is conflict-free).
-// ------------------------------------------------------------------------------------------
-template <int kCols>
-__device__ __forceinline__ int swizzle(int row, int chunk) {
-    constexpr int kCpr = kCols / 8;  // chunks per row
-    static_assert(kCpr == 4 || kCpr % 8 == 0, "tile rows must be 64 B or a multiple of 128 B");
-    const int phys = (kCpr >= 8) ? (chunk ^ (row & 7)) : (chunk ^ ((row >> 1) & 3));
-    return row * kCols + phys * 8;
-}
-
-// The layout the fragments are loaded from: the swizzled tile (PG_VEC=1) or, for PG_VEC=0,
-// a padded one (row pitch kCols + 8 halves, one 16-byte chunk more than a row: RawTile).
-// Padded rows are conflict-free for ldmatrix too: the pitch is 1 chunk mod 8, so the 8 rows
-// of an 8x8 tile fall into 8 distinct 16-byte bank groups.
-// Under PG_ROW_SPLIT, A's tile is aligned and swizzled while B's is padded.
-constexpr bool kASwizzled = PG_VEC || PG_ROW_SPLIT;
-constexpr bool kBSwizzled = PG_VEC;
-template <int kCols, bool kSwizzled>
-__device__ __forceinline__ int tile_offset(int row, int chunk) {
-    if constexpr (kSwizzled)
-        return swizzle<kCols>(row, chunk);
-    else
-        return row * (kCols + 8) + chunk * 8;
-}
-constexpr int kAPitch = kASwizzled ? kACols : kACols + 8;  // halves from one tile row to the next
-constexpr int kBPitch = kBSwizzled ? kBCols : kBCols + 8;
-
-// Global -> shared mover for one operand tile (kRows x kCols, cols contiguous in global
-// memory with leading dimension ld). rows_left / cols_left: how many rows / cols of the tile
-// lie inside the matrix (may exceed the tile; elements outside read as 0).
-template <int kRows, int kCols>
-struct TileMover {
-    static constexpr int kCpr = kCols / 8;
-    static constexpr int kChunks = kRows * kCpr;
-    static constexpr int kVecIters = kChunks / kThreads;      // 16-byte chunks per thread
-    static_assert(kChunks % kThreads == 0, "tile must split into whole chunks per thread");
-
-    // Thread t owns chunks t, t + kThreads, ...: chunk column fixed, rows kRowStep apart.
-    // kRowStep % 8 == 0 keeps row & 7 and hence the swizzled chunk the same for all of them.
-    static constexpr int kRowStep = kThreads / kCpr;
-    static_assert(kThreads % kCpr == 0 && (kVecIters == 1 || kRowStep % 8 == 0),
-                  "thread -> chunk mapping must keep the swizzle phase");
-
-    // PG_VEC=1: cp.async.cg 16 B per chunk.
-    __device__ static __forceinline__ void issue_async(pg_half* s, const pg_half* g, int ld,
-                                                       int rows_left, int cols_left, int tid) {
-        const int row = tid / kCpr;
-        const int ch = tid % kCpr;
-        int n = cols_left - ch * 8;
-        n = n > 8 ? 8 : n;
-        const uint32_t dst = smem_addr(s + swizzle<kCols>(row, ch));
-        const pg_half* src = g + row * ld + ch * 8;
-#pragma unroll
-        for (int i = 0; i < kVecIters; ++i) {
-            const bool ok = row + i * kRowStep < rows_left && n > 0;
-            // Chunks outside the matrix copy 0 bytes (zero fill) from g, an element inside it.
-            cp_async16(dst + i * kRowStep * kCols * 2, ok ? src + i * kRowStep * ld : g,
-                       ok ? 2 * n : 0);
-        }
-    }
-
-    // PG_VEC=1 interior fast path: the whole tile lies inside the matrix, so every chunk is a
-    // full unpredicated 16-byte copy. The per-thread source (first chunk) and shared offset are
-    // computed once per kernel; chunk i is at src + i * kRowStep * ld and dst + i * kDstStep
-    // (an immediate), so a copy costs one 64-bit add and the cp.async itself.
-    // part(): chunks [kLo, kHi) only, so the copies of one K-tile can be spread over k16 steps.
-    static constexpr int kDstStep = kRowStep * kCols * 2;  // bytes
-    __device__ static __forceinline__ const pg_half* thread_src(const pg_half* g, int ld, int tid) {
-        return g + (tid / kCpr) * ld + (tid % kCpr) * 8;
-    }
-    __device__ static __forceinline__ uint32_t thread_dst(int tid) {
-        return 2 * swizzle<kCols>(tid / kCpr, tid % kCpr);
-    }
-    template <int kLo, int kHi>
-    __device__ static __forceinline__ void issue_full(uint32_t dst, const pg_half* src,
-                                                      int row_step) {
-#pragma unroll
-        for (int i = kLo; i < kHi; ++i)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + i * kDstStep),
-                         "l"(__cvta_generic_to_global(src + i * row_step))
-                         : "memory");
-    }
-};
-
-// PG_VEC=0 (any alignment): realigning mover. A tile row of kCols halves starts e = (address
-// / 2) % 8 halves past a 16-byte boundary. Its aligned window of kCpr + 1 chunks (from the
-// row start rounded down to 16 bytes) moves with full-width cp.async into a padded tile row
-// (pitch kCols + 8 halves); later, while an earlier stage is multiplied, a realign pass
-// shifts every row left by e halves in place (16-byte shared loads of chunks c and c+1, a
-// word select and a funnel shift, a 16-byte store to chunk c), leaving the row's elements
-// at its start, where the fragments are loaded from. The shift is the same for every row a
-// thread touches, in every K-tile: rows kRowStep apart, and K-tile steps, move the address
-// by multiples of 16 bytes. Bytes past the matrix edge are zero-filled by cp.async's
-// src-size; bytes before a row's first element (in the same aligned 16-byte segment, hence
-// inside the allocation) are read and shifted out.
-// Output chunk o of a realigned row from its input chunks lo (same index) and hi (next): the
-// 8 words lo:hi shifted down by e halves (q = e / 2 whole words, then a half word).
-__device__ __forceinline__ void shift_chunk(const uint32_t (&lo)[4], const uint32_t (&hi)[4], int e,
-                                            uint32_t (&o)[4]) {
-    const int q = e >> 1;
-    const uint32_t sh = (e & 1) * 16;
-    const uint32_t r[8] = {lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
-    uint32_t x[6], y[5];
-#pragma unroll
-    for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? r[i + 2] : r[i];
-#pragma unroll
-    for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
-}
-
-// kDown: the realign walks each lane's kRun contiguous chunks downwards, one per k16 step
-// (realign_down), instead of the lanes of a row striding through it together (realign).
-template <int kRows, int kCols, bool kDown = false>
-struct RawTile {
-    static constexpr int kCpr = kCols / 8;                   // output chunks per row
-    static constexpr int kPitch = kCols + 8;                 // kCpr + 1 chunks
-    static constexpr int kHalves = kRows * kPitch;
-    static constexpr int kRowStep = kThreads / kCpr;         // copy mapping (as TileMover)
-    static constexpr int kIters = kRows * kCpr / kThreads;   // main chunks per thread
-    static constexpr int kRunsPerRow = kThreads / kRows;     // realign: lanes per row ...
-    static constexpr int kRun = kCpr / kRunsPerRow;          // ... each realigning kRun chunks
-    static constexpr int kRowsPerWarp = kRows / (kThreads / 32);
-    static_assert(kThreads % kRows == 0 && kCpr % kRunsPerRow == 0, "realign mapping");
-    static_assert(kRowsPerWarp >= 8 && kRowsPerWarp * kRunsPerRow == 32, "a warp realigns whole rows");
-    static_assert(kRowStep % 8 == 0 || kIters == 1, "copy rows must share the 16-byte phase");
-    // Bank groups: the pitch is 1 chunk mod 8, so 8 consecutive chunks of a row (main
-    // copies), or one chunk of 8 consecutive rows (extra copies; realign: lanes l..l+7 take
-    // rows l..l+7 of the same run), hit 8 distinct 16-byte bank groups.
-    static_assert((kPitch / 8) % 8 == 1, "pitch must be 1 chunk mod 8");
-
-    __device__ static __forceinline__ int shift(const pg_half* p) {
-        return static_cast<int>((reinterpret_cast<uintptr_t>(p) >> 1) & 7);
-    }
-
-    // Per-thread constants of one operand, from the tile origin g of K-tile 0 (offsets in
-    // elements from g; every function below takes the same g). Kept small (registers are
-    // scarce); what the edge path needs besides is recomputed from tid.
-    struct Thread {
-        int src;        // main copies: window chunk tid % kCpr of row tid / kCpr
-        int xsrc;       // extra chunk kCpr of row tid (tid < kRows)
-        uint32_t run;   // realign: byte offset of this thread's first chunk in a stage
-        int e_run;      // realign: the run row's phase (halves past a 16-byte boundary)
-    };
-    __device__ static __forceinline__ uint32_t main_dst(int tid) {
-        return 2 * ((tid / kCpr) * kPitch + (tid % kCpr) * 8);
-    }
-    __device__ static __forceinline__ uint32_t extra_dst(int tid) {
-        return 2 * ((tid < kRows ? tid : 0) * kPitch + kCpr * 8);
-    }
-    __device__ static __forceinline__ Thread init(const pg_half* g, int ld, int tid) {
-        Thread t;
-        const int row = tid / kCpr, ch = tid % kCpr;
-        t.src = row * ld - shift(g + row * ld) + ch * 8;
-        const int xr = tid < kRows ? tid : 0;
-        t.xsrc = xr * ld - shift(g + xr * ld) + kCpr * 8;
-        const int lane = tid & 31, warp = tid >> 5;
-        const int run_row = warp * kRowsPerWarp + lane % kRowsPerWarp;
-        const int j0 = lane / kRowsPerWarp;  // this lane's first chunk (see realign)
-        t.e_run = shift(g + run_row * ld);
-        t.run = 2 * (run_row * kPitch + (kDown ? j0 * kRun : j0) * 8);
-        return t;
-    }
-
-    // Bytes of a chunk inside the matrix: chunk c of a row covers row elements
-    // [8c - e, 8c + 8 - e); those at or past cols_left read as zero.
-    __device__ static __forceinline__ int chunk_bytes(int cols_left, int e, int c) {
-        const int n = 2 * (cols_left + e - 8 * c);
-        return n < 0 ? 0 : (n > 16 ? 16 : n);
-    }
-
-    // Edge tiles: every chunk predicated (rows_left / cols_left as in TileMover). `off` is
-    // the K-tile origin's element offset from K-tile 0's, `stage` a shared byte address.
-    // Under PG_ROW_SPLIT, rows below row_lo read as zero too (B's leading rows).
-    __device__ static __forceinline__ void issue(const Thread& t, const pg_half* g, uint32_t stage,
-                                                 int off, int ld, int rows_left, int cols_left,
-                                                 int tid, int row_lo = 0) {
-        const int row = tid / kCpr, ch = tid % kCpr;
-        const int nb = chunk_bytes(cols_left, shift(g + row * ld), ch);
-        const uint32_t dst = stage + main_dst(tid);
-#pragma unroll
-        for (int i = 0; i < kIters; ++i) {
-            const int ri = row + i * kRowStep;
-            const int b = (ri < rows_left && !(PG_ROW_SPLIT && ri < row_lo)) ? nb : 0;
-            // 0 bytes: nothing is read; the address stays 16-byte aligned.
-            cp_async16(dst + i * kRowStep * kPitch * 2, g + (b ? t.src + off + i * kRowStep * ld : t.src), b);
-        }
-        issue_extra(t, g, stage, off, ld, rows_left, cols_left, tid, row_lo);
-    }
-    __device__ static __forceinline__ void issue_extra(const Thread& t, const pg_half* g,
-                                                       uint32_t stage, int off, int ld,
-                                                       int rows_left, int cols_left, int tid,
-                                                       int row_lo = 0) {
-        if (kRows == kThreads || tid < kRows) {
-            const int b = (tid < rows_left && !(PG_ROW_SPLIT && tid < row_lo))
-                              ? chunk_bytes(cols_left, shift(g + tid * ld), kCpr) : 0;
-            cp_async16(stage + extra_dst(tid), g + (b ? t.xsrc + off : t.xsrc), b);
-        }
-    }
-    // Interior tiles (rows_left >= kRows, cols_left >= kCols): main chunks [kLo, kHi) are
-    // whole (chunk ch ends at row element 8 ch + 8 - e_main <= kCols).
-    template <int kLo, int kHi>
-    __device__ static __forceinline__ void issue_full(uint32_t dst, const pg_half* src,
-                                                      int row_step) {
-#pragma unroll
-        for (int i = kLo; i < kHi; ++i)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                             dst + i * kRowStep * kPitch * 2),
-                         "l"(__cvta_generic_to_global(src + i * row_step))
-                         : "memory");
-    }
-
-    // Realign, in place, steps [kLo, kHi) of this thread's share of its row in stage `stage`.
-    // Output chunk c needs input chunks c and c+1. One thread per row (kRunsPerRow == 1):
-    // the thread walks the row upwards, reading chunk c+1 before it overwrites it. Several
-    // lanes per row (the same warp): lane j0 of a row does chunks j0, j0 + kRunsPerRow, ...;
-    // in step j the row's lanes read chunks [j R, j R + R] and, after a __syncwarp, write
-    // [j R, j R + R), so nothing is overwritten before it is read.
-    template <int kLo, int kHi>
-    __device__ static __forceinline__ void realign(const Thread& t, uint32_t stage) {
-        // All loads of the call first (they overlap), then the stores: step j reads
-        // [j R, j R + R] and writes [j R, j R + R), so no step writes what a step of the same
-        // call reads before it.
-        constexpr int kN = kHi > kLo ? kHi - kLo : 1;
-        if constexpr (kHi > kLo) {
-            const int q = t.e_run >> 1;               // whole words
-            const uint32_t sh = (t.e_run & 1) * 16;   // and a half word
-            const uint32_t base = stage + t.run;
-            uint32_t w[kN + 1][4];                    // one lane per row: chunks kLo .. kHi
-            uint32_t v[kRunsPerRow == 1 ? 1 : kN][4]; // several: chunk j R + R of each step
-#pragma unroll
-            for (int j = 0; j < kN; ++j) {
-                lds128(w[j], base + (kLo + j) * kRunsPerRow * 16);
-                if (kRunsPerRow > 1) lds128(v[j], base + (kLo + j) * kRunsPerRow * 16 + 16);
-            }
-            if (kRunsPerRow == 1) lds128(w[kN], base + kHi * 16);
-            if (kRunsPerRow > 1) __syncwarp();
-#pragma unroll
-            for (int j = 0; j < kN; ++j) {
-                const uint32_t* hi = kRunsPerRow == 1 ? w[j + 1] : v[kRunsPerRow == 1 ? 0 : j];
-                const uint32_t r[8] = {w[j][0], w[j][1], w[j][2], w[j][3], hi[0], hi[1], hi[2], hi[3]};
-                uint32_t x[6], y[5], o[4];  // as shift_chunk (kept inline: the measured build)
-#pragma unroll
-                for (int i = 0; i < 6; ++i) x[i] = (q & 2) ? r[i + 2] : r[i];
-#pragma unroll
-                for (int i = 0; i < 5; ++i) y[i] = (q & 1) ? x[i + 1] : x[i];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) o[i] = __funnelshift_r(y[i], y[i + 1], sh);
-                sts128(base + (kLo + j) * kRunsPerRow * 16, o);
-            }
-        }
-    }
-
-    // kDown realign, step P of kRun (one chunk per call, P = 0 .. kRun-1 in order): this
-    // lane's chunk kRun-1-P, from that input chunk and the one above it, carried in `hi`
-    // from the previous step (step 0 loads it: the first chunk of the next lane's run, or
-    // the window's extra chunk). 5 shared loads per 4 chunks (the strided walk needs 8).
-    // Only the last step overwrites a chunk another lane reads (its step-0 `hi`), so only
-    // it waits for the warp.
-    template <int P>
-    __device__ static __forceinline__ void realign_down(const Thread& t, uint32_t stage,
-                                                        uint32_t (&hi)[4]) {
-        static_assert(kDown && P >= 0 && P < kRun, "realign_down: steps 0 .. kRun-1");
-        constexpr int c = kRun - 1 - P;
-        const uint32_t base = stage + t.run;
-        uint32_t lo[4], o[4];
-        if (P == 0) lds128(hi, base + kRun * 16);
-        lds128(lo, base + c * 16);
-        shift_chunk(lo, hi, t.e_run, o);
-        if (P == kRun - 1) __syncwarp();
-        sts128(base + c * 16, o);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) hi[i] = lo[i];
-    }
-};
-
-using AMover = TileMover<kARows, kACols>;
-using BMover = TileMover<kBRows, kBCols>;
-#if !PG_VEC
-using ARaw = RawTile<kARows, kACols>;
-using BRaw = RawTile<kBRows, kBCols, PG_ROW_SPLIT>;
-// PG_VEC=0 shared memory: kRawStages stages (copied into, realigned, multiplied); A's is a
-// swizzled unpadded tile under PG_ROW_SPLIT.
-constexpr int kRawStages = 4;
-constexpr int kRawAHalves = PG_ROW_SPLIT ? kAStage : ARaw::kHalves;
-constexpr int kRawSmemBytes = kRawStages * (kRawAHalves + BRaw::kHalves) * 2;
-static_assert(kRawSmemBytes <= 227 * 1024, "PG_VEC=0 shared memory above the sm_90 limit");
-#endif
-
-// Per-lane ldmatrix byte offsets inside one pipeline stage, split so that every fragment
-// address is (stage base + one of these registers + a compile-time immediate). Moving 16 rows
-// down a tile never changes the swizzle phase (row & 7, and (row >> 1) & 3), so those moves
-// are immediates; what the XOR mixes is precomputed once per thread.
-// ldmatrix.x4 lane roles: lane = 8 * tile + r8, the lane addresses row r8 of 8x8 tile `tile`.
-//   A K-contiguous [BM][BK]: tiles (m+0,k+0) (m+8,k+0) (m+0,k+8) (m+8,k+8) -> a0 a1 a2 a3.
-//   A M-contiguous [BK][BM]: same tiles, stored k-rows x m-cols, loaded with .trans.
-//   B K-contiguous [BN][BK]: tiles (n+0,k+0) (n+0,k+8) (n+8,k+0) (n+8,k+8) -> b0 b1 of n8
-//     fragment 2*nj, b0 b1 of fragment 2*nj+1.
-//   B N-contiguous [BK][BN]: same tiles, stored k-rows x n-cols, loaded with .trans.
-struct FragOffsets {
-#if PG_TRANS_A
-    uint32_t a[kMmaM];       // per m16 fragment; + ks * 16 rows
-#else
-    uint32_t a[kSteps];      // per k16 step; + mi * 16 rows
-#endif
-#if PG_TRANS_B
-    uint32_t b[kSteps];      // per k16 step; + nj * 16 rows
-#else
-    uint32_t b[kMmaN / 2];   // per pair of n8 fragments; + ks * 16 rows
-#endif
-
-    __device__ __forceinline__ void init(int wm0, int wn0, int lane) {
-        const int r8 = lane & 7;
-        const int tile = lane >> 3;
-#if PG_TRANS_A
-#pragma unroll
-        for (int mi = 0; mi < kMmaM; ++mi)
-            a[mi] = 2 * tile_offset<kACols, kASwizzled>(r8 + (tile >> 1) * 8, (wm0 + mi * kInstM) / 8 + (tile & 1));
-#else
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks)
-            a[ks] = 2 * tile_offset<kACols, kASwizzled>(wm0 + (lane & 15), ks * 2 + (lane >> 4));
-#endif
-#if PG_TRANS_B
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks)
-            b[ks] = 2 * tile_offset<kBCols, kBSwizzled>(wn0 + r8 + (tile >> 1) * 8, ks * 2 + (tile & 1));
-#else
-#pragma unroll
-        for (int nj = 0; nj < kMmaN / 2; ++nj)
-            b[nj] = 2 * tile_offset<kBCols, kBSwizzled>(r8 + (tile & 1) * 8, (wn0 + nj * 16) / 8 + (tile >> 1));
-#endif
-    }
-    __device__ __forceinline__ uint32_t a_addr(uint32_t stage, int mi, int ks) const {
-#if PG_TRANS_A
-        return stage + a[mi] + ks * kInstK * kAPitch * 2;
-#else
-        return stage + a[ks] + mi * kInstM * kAPitch * 2;
-#endif
-    }
-    __device__ __forceinline__ uint32_t b_addr(uint32_t stage, int nj, int ks) const {
-#if PG_TRANS_B
-        return stage + b[ks] + nj * 16 * kBPitch * 2;
-#else
-        return stage + b[nj] + ks * kInstK * kBPitch * 2;
-#endif
-    }
-};
-
-__device__ __forceinline__ void load_a_frag(uint32_t (&a)[4], uint32_t addr) {
-#if PG_TRANS_A
-    ldsm_x4_trans(a, addr);
-#else
-    ldsm_x4(a, addr);
-#endif
-}
-__device__ __forceinline__ void load_b_frags(uint32_t (&b0)[2], uint32_t (&b1)[2], uint32_t addr) {
-    uint32_t r[4];
-#if PG_TRANS_B
-    ldsm_x4(r, addr);
-#else
-    ldsm_x4_trans(r, addr);
-#endif
-    b0[0] = r[0]; b0[1] = r[1];
-    b1[0] = r[2]; b1[1] = r[3];
-}
-
-// All fragments of k16 step ks of the warp tile from one stage.
-__device__ __forceinline__ void load_fragments(uint32_t (&af)[kMmaM][4], uint32_t (&bf)[kMmaN][2],
-                                               const FragOffsets& fo, uint32_t sa, uint32_t sb,
-                                               int ks) {
-#pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi) load_a_frag(af[mi], fo.a_addr(sa, mi, ks));
-#pragma unroll
-    for (int nj = 0; nj < kMmaN / 2; ++nj)
-        load_b_frags(bf[2 * nj], bf[2 * nj + 1], fo.b_addr(sb, nj, ks));
-}
-
-// One k16 step of the warp tile: the kMmaM x kMmaN mma on (af, bf), with the ldmatrix of the
-// next step's fragments (stage sa/sb, step nks) spread between the mma rows so the shared-
-// memory pipe and the tensor cores stay busy together.
-__device__ __forceinline__ void warp_step(float (&acc)[kMmaM][kMmaN][4],
-                                          const uint32_t (&af)[kMmaM][4],
-                                          const uint32_t (&bf)[kMmaN][2],
-                                          uint32_t (&an)[kMmaM][4], uint32_t (&bn)[kMmaN][2],
-                                          const FragOffsets& fo, uint32_t sa, uint32_t sb,
-                                          int nks) {
-#pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi) {
-        load_a_frag(an[mi], fo.a_addr(sa, mi, nks));
-        if (mi < kMmaN / 2) load_b_frags(bn[2 * mi], bn[2 * mi + 1], fo.b_addr(sb, mi, nks));
-#pragma unroll
-        for (int ni = 0; ni < kMmaN; ++ni) mma_16816(acc[mi][ni], af[mi], bf[ni]);
-    }
-#pragma unroll
-    for (int nj = kMmaM; nj < kMmaN / 2; ++nj)
-        load_b_frags(bn[2 * nj], bn[2 * nj + 1], fo.b_addr(sb, nj, nks));
-}
-
-#if PG_OUT_F32
-typedef float OutT;
-#else
-typedef pg_half OutT;
-#endif
-
-__device__ __forceinline__ float load_out(const OutT* p) {
-#if PG_OUT_F32
-    return *p;
-#else
-    return pg_half2float(*p);
-#endif
-}
-__device__ __forceinline__ void store_out(OutT* p, float v) {
-#if PG_OUT_F32
-    *p = v;
-#else
-    *p = pg_float2half_rn(v);
-#endif
-}
-
-// Two horizontally adjacent results (row, col), (row, col+1) of one accumulator fragment.
-// Columns below n_lo are left alone (PG_ROW_SPLIT's moved edge tiles).
-__device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int row, int col, int N,
-                                           float v0, float v1, float alpha, float beta,
-                                           int n_lo = 0) {
-    OutT* p = C + row * ldc + col;
-    v0 *= alpha;
-    v1 *= alpha;
-#if PG_VEC
-    if (col + 1 < N) {  // col even, ldc % 8 == 0, C 16-byte aligned: the pair is aligned
-#if PG_OUT_F32
-        float2* q = reinterpret_cast<float2*>(p);
-        if (beta != 0.f) {
-            const float2 old = *q;
-            v0 = fmaf(beta, old.x, v0);
-            v1 = fmaf(beta, old.y, v1);
-        }
-        *q = make_float2(v0, v1);
-#else
-        pg_half2* q = reinterpret_cast<pg_half2*>(p);
-        if (beta != 0.f) {
-            const float2 old = pg_half22float2(*q);
-            v0 = fmaf(beta, old.x, v0);
-            v1 = fmaf(beta, old.y, v1);
-        }
-        *q = pg_floats2half2_rn(v0, v1);
-#endif
-        return;
-    }
-#endif
-#if PG_ROW_SPLIT
-    if (col < N && col >= n_lo) store_out(p, beta != 0.f ? fmaf(beta, load_out(p), v0) : v0);
-    if (col + 1 < N && col + 1 >= n_lo) store_out(p + 1, beta != 0.f ? fmaf(beta, load_out(p + 1), v1) : v1);
-#else
-    if (col < N) store_out(p, beta != 0.f ? fmaf(beta, load_out(p), v0) : v0);
-    if (col + 1 < N) store_out(p + 1, beta != 0.f ? fmaf(beta, load_out(p + 1), v1) : v1);
-#endif
-}
-
-}  // namespace hgemm_v1
+// Why PG_ROW_SPLIT: splitting A's rows into sets of one 16-byte phase makes A an aligned
+// operand (K extended by the phase), so only B is realigned (214 -> 261 TFLOP/s at
+// 4095x4097x4093); B's realign walks each lane's 4 chunks downwards (5 shared loads instead
+// of 8: 269); edge threadblock tiles move inside the matrix (storing only their own rows and
+// columns), so no tile takes the predicated copies: 300, `polygemm bench` 295.9 = 2.03x
+// cuBLAS (docs/benchmarks/README.md). Not kept: skipping the copies of rows past the edge
+// with a predicate (283), loading the realign's next chunk one k16 step ahead (258: a spill).
+//
+// The parts: hgemm/mma_config.cuh (macros, tile sizes), mma_ptx.cuh (PTX wrappers),
+// mma_smem.cuh (shared tiles and their movers), mma_fragments.cuh (ldmatrix + mma of one k16
+// step), mma_epilogue.cuh (C stores); this file holds the kernel: tile order, the two main
+// loops (aligned cp.async pipeline, PG_VEC=1; realigning pipeline, PG_VEC=0) and the epilogue.
+#include "hgemm/mma_config.cuh"
+#include "hgemm/mma_ptx.cuh"
+#include "hgemm/mma_smem.cuh"
+#include "hgemm/mma_fragments.cuh"
+#include "hgemm/mma_epilogue.cuh"
 
 extern "C" __global__ void __launch_bounds__(hgemm_v1::kThreads, HG_MIN_BLOCKS)
 hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restrict__ A, int lda,
@@ -698,9 +100,6 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
                       int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace hgemm_v1;
-#if PG_BATCH && PG_ROW_SPLIT
-#error "PG_BATCH and PG_ROW_SPLIT both use blockIdx.z: the planner never combines them"
-#endif
 #if PG_BATCH
     {
         OutT* Cb = reinterpret_cast<OutT*>(Cv);
@@ -744,8 +143,8 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
         const int first_m = (pid / per_group) * kGroupM;
         const int gsz = min(tiles_m - first_m, kGroupM);
         const int in_group = pid % per_group;
-        tm0 = (first_m + in_group % gsz) * kTbM;
-        tn0 = (in_group / gsz) * kTbN;
+        tm0 = (first_m + in_group % gsz) * kBM;
+        tn0 = (in_group / gsz) * kBN;
     };
     int tm0, tn0;
     tile_origin(tm0, tn0);
@@ -754,8 +153,8 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     // then takes the unpredicated copies of the interior, and the epilogue stores only the
     // rows and columns from the unmoved origin on (tile_origin again), which no other block
     // stores.
-    const int m0 = min(tm0, max(M - kTbM, 0));
-    const int n0 = min(tn0, max(N - kTbN, 0));
+    const int m0 = min(tm0, max(M - kBM, 0));
+    const int n0 = min(tn0, max(N - kBN, 0));
 #else
     const int tiles_n = gridDim.x, tiles_m = gridDim.y;
     const int pid = blockIdx.y * tiles_n + blockIdx.x;
@@ -763,54 +162,37 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     const int first_m = (pid / per_group) * kGroupM;
     const int gsz = min(tiles_m - first_m, kGroupM);
     const int in_group = pid % per_group;
-    const int m0 = (first_m + in_group % gsz) * kTbM;
-    const int n0 = (in_group / gsz) * kTbN;
+    const int m0 = (first_m + in_group % gsz) * kBM;
+    const int n0 = (in_group / gsz) * kBN;
 #endif
 
     const int tid = threadIdx.x;
     const int lane = tid & 31;
     const int warp = tid >> 5;
-    const int wm0 = (warp / kWarpsN) * kWarpM;  // warp tile origin inside the threadblock tile
-    const int wn0 = (warp % kWarpsN) * kWarpN;
+    const int wm0 = (warp / kWarpsN) * kWM;  // warp tile origin inside the threadblock tile
+    const int wn0 = (warp % kWarpsN) * kWN;
 
-    // Per-K-tile operand tile origins: tile kt starts at g + kt * step.
-#if PG_TRANS_A
-    const pg_half* const gA = A + m0;          // rows k, cols m
-    const int a_step = kTbK * lda;
-    const int a_cols_left = M - m0;
-#else
-    const pg_half* const gA = A + m0 * lda;    // rows m, cols k
-    const int a_step = kTbK;
-    const int a_rows_left = M - m0;
-#endif
-#if PG_TRANS_B
-    const pg_half* const gB = B + n0 * ldb;    // rows n, cols k
-    const int b_step = kTbK;
-    const int b_rows_left = N - n0;
-#else
-    const pg_half* const gB = B + n0;          // rows k, cols n
-    const int b_step = kTbK * ldb;
-    const int b_cols_left = N - n0;
-#endif
+    // Per-K-tile operand tile origins: tile kt starts at g + kt * step. A's tile is rows k x
+    // cols m (PG_TRANS_A) or rows m x cols k; B's rows n x cols k (PG_TRANS_B) or rows k x cols n.
+    const pg_half* const gA = PG_TRANS_A ? A + m0 : A + m0 * lda;
+    const int a_step = PG_TRANS_A ? kBK * lda : kBK;
+    const int a_m_left = M - m0;
+    const pg_half* const gB = PG_TRANS_B ? B + n0 * ldb : B + n0;
+    const int b_step = PG_TRANS_B ? kBK : kBK * ldb;
+    const int b_n_left = N - n0;
     // Rows / cols of K-tile kt inside the matrix.
     auto a_extent = [&](int kt, int& rows_left, int& cols_left) {
-        const int k_left = K - kt * kTbK;
-#if PG_TRANS_A
-        rows_left = k_left; cols_left = a_cols_left;
-#else
-        rows_left = a_rows_left; cols_left = k_left;
-#endif
+        const int k_left = K - kt * kBK;
+        rows_left = PG_TRANS_A ? k_left : a_m_left;
+        cols_left = PG_TRANS_A ? a_m_left : k_left;
     };
     auto b_extent = [&](int kt, int& rows_left, int& cols_left) {
-        const int k_left = K - kt * kTbK;
-#if PG_TRANS_B
-        rows_left = b_rows_left; cols_left = k_left;
-#else
-        rows_left = k_left; cols_left = b_cols_left;
-#endif
+        const int k_left = K - kt * kBK;
+        rows_left = PG_TRANS_B ? b_n_left : k_left;
+        cols_left = PG_TRANS_B ? k_left : b_n_left;
     };
 
-    const int KT = CEIL_DIV(K, kTbK);
+    const int KT = CEIL_DIV(K, kBK);
 
     float acc[kMmaM][kMmaN][4];
 #pragma unroll
@@ -855,7 +237,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     // predicated issue_tile at step 0.
     constexpr int kAChunks = AMover::kVecIters, kBChunks = BMover::kVecIters;
     constexpr int kParts = kSteps - 1;
-    const bool mn_inside = (m0 + kTbM <= M) && (n0 + kTbN <= N);
+    const bool mn_inside = (m0 + kBM <= M) && (n0 + kBN <= N);
     const pg_half* a_src = AMover::thread_src(gA, lda, tid);
     const pg_half* b_src = BMover::thread_src(gB, ldb, tid);
     const int a_row_step = AMover::kRowStep * lda;
@@ -867,7 +249,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     b_src += (kStages - 1) * b_step;
 
     for (int kt = 0; kt < KT; ++kt) {
-        const bool fast = mn_inside && (kt + kStages) * kTbK <= K;
+        const bool fast = mn_inside && (kt + kStages) * kBK <= K;
 #pragma unroll
         for (int ks = 0; ks < kSteps; ++ks) {
             if (ks < kParts) {
@@ -1153,16 +535,16 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     // all into D (common.cuh).
     static_assert(PG_BATCH && PG_OUT_F32, "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
     const float* const W = reinterpret_cast<const float*>(C) - blockIdx.z * pg_batch_c;
-    unsigned int* const count = pg_split_count + (m0 / kTbM) * CEIL_DIV(N, kTbN) + n0 / kTbN;
+    unsigned int* const count = pg_split_count + (m0 / kBM) * CEIL_DIV(N, kBN) + n0 / kBN;
     if (pg_split_resident) {  // every block resident: all of them reduce, band by band
         pg_split_arrive(0, kThreads, tid, count, gridDim.z);
         pg_split_reduce_all(0, kThreads, tid, pid + blockIdx.z * tiles_m * tiles_n,
-                            tiles_m * tiles_n * gridDim.z, pg_split_count, M, N, kTbM, kTbN,
+                            tiles_m * tiles_n * gridDim.z, pg_split_count, M, N, kBM, kBN,
                             gridDim.z, W, ldc, 1, pg_batch_c, pg_split_d, pg_split_d_rs,
                             pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
     } else {
         pg_split_fixup(0, kThreads, tid, count, gridDim.z, W, ldc, 1, pg_batch_c, m0, n0,
-                       min(kTbM, M - m0), min(kTbN, N - n0), pg_split_d, pg_split_d_rs,
+                       min(kBM, M - m0), min(kBN, N - n0), pg_split_d, pg_split_d_rs,
                        pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
     }
 #endif

@@ -10,32 +10,32 @@
 #include "common.cuh"
 
 namespace cm_v02 {
-constexpr int kBlockM = 32;  // threadblock tile M
-constexpr int kBlockN = 32;  // threadblock tile N
-constexpr int kBlockK = 32;  // threadblock tile K
+constexpr int kBM = 32;  // threadblock tile M
+constexpr int kBN = 32;  // threadblock tile N
+constexpr int kBK = 32;  // threadblock tile K
 }
 
-extern "C" __global__ void __launch_bounds__(cm_v02::kBlockM * cm_v02::kBlockN)
+extern "C" __global__ void __launch_bounds__(cm_v02::kBM * cm_v02::kBN)
 sgemm_cm_v02_smem_tiling(int M, int N, int K, float alpha,
                          const float* __restrict__ A, int lda,
                          const float* __restrict__ B, int ldb,
                          float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v02;
-    __shared__ float sA[kBlockM][kBlockK];  // sA[i][k]: row-major, bank-conflicted reads
-    __shared__ float sB[kBlockN][kBlockK];  // sB[j][k]
+    __shared__ float sA[kBM][kBK];  // sA[i][k]: row-major, bank-conflicted reads
+    __shared__ float sB[kBN][kBK];  // sB[j][k]
     const int tx = threadIdx.x, ty = threadIdx.y;
-    A += blockIdx.x * kBlockM;                 // row block of A
-    B += CM_IDX(0, blockIdx.y * kBlockN, ldb); // column block of B
-    C += CM_IDX(blockIdx.x * kBlockM, blockIdx.y * kBlockN, ldc);
+    A += blockIdx.x * kBM;                 // row block of A
+    B += CM_IDX(0, blockIdx.y * kBN, ldb); // column block of B
+    C += CM_IDX(blockIdx.x * kBM, blockIdx.y * kBN, ldc);
 
     float acc = 0.f;
-    for (int k0 = 0; k0 < K; k0 += kBlockK) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
         sA[tx][ty] = A[CM_IDX(tx, ty, lda)];  // (i = tx, k = ty)
         sB[ty][tx] = B[CM_IDX(tx, ty, ldb)];  // (k = tx, j = ty)
-        A += kBlockK * lda;
-        B += kBlockK;
+        A += kBK * lda;
+        B += kBK;
         __syncthreads();
-        for (int k = 0; k < kBlockK; ++k) acc += sA[tx][k] * sB[ty][k];
+        for (int k = 0; k < kBK; ++k) acc += sA[tx][k] * sB[ty][k];
         __syncthreads();
     }
     float* c = &C[CM_IDX(tx, ty, ldc)];

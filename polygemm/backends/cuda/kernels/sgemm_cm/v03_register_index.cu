@@ -7,10 +7,10 @@
 #include "common.cuh"
 
 namespace cm_v03 {
-constexpr int kBlockM = 32;  // threadblock tile M
-constexpr int kBlockN = 32;  // threadblock tile N
-constexpr int kBlockK = 32;  // threadblock tile K
-constexpr int kThreads = kBlockM * kBlockN;
+constexpr int kBM = 32;  // threadblock tile M
+constexpr int kBN = 32;  // threadblock tile N
+constexpr int kBK = 32;  // threadblock tile K
+constexpr int kThreads = kBM * kBN;
 }
 
 extern "C" __global__ void __launch_bounds__(cm_v03::kThreads)
@@ -19,22 +19,22 @@ sgemm_cm_v03_register_index(int M, int N, int K, float alpha,
                             const float* __restrict__ B, int ldb,
                             float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v03;
-    __shared__ float sA[kBlockM][kBlockK];  // sA[i][k]
-    __shared__ float sB[kBlockN][kBlockK];  // sB[j][k]
-    const int row = threadIdx.x % kBlockM;  // i inside the tile (and k when loading B)
-    const int col = threadIdx.x / kBlockM;  // j inside the tile (and k when loading A)
-    A += blockIdx.x * kBlockM;
-    B += CM_IDX(0, blockIdx.y * kBlockN, ldb);
-    C += CM_IDX(blockIdx.x * kBlockM, blockIdx.y * kBlockN, ldc);
+    __shared__ float sA[kBM][kBK];  // sA[i][k]
+    __shared__ float sB[kBN][kBK];  // sB[j][k]
+    const int row = threadIdx.x % kBM;  // i inside the tile (and k when loading B)
+    const int col = threadIdx.x / kBM;  // j inside the tile (and k when loading A)
+    A += blockIdx.x * kBM;
+    B += CM_IDX(0, blockIdx.y * kBN, ldb);
+    C += CM_IDX(blockIdx.x * kBM, blockIdx.y * kBN, ldc);
 
     float acc = 0.f;
-    for (int k0 = 0; k0 < K; k0 += kBlockK) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
         sA[row][col] = A[CM_IDX(row, col, lda)];
         sB[col][row] = B[CM_IDX(row, col, ldb)];
-        A += kBlockK * lda;
-        B += kBlockK;
+        A += kBK * lda;
+        B += kBK;
         __syncthreads();
-        for (int k = 0; k < kBlockK; ++k) acc += sA[row][k] * sB[col][k];
+        for (int k = 0; k < kBK; ++k) acc += sA[row][k] * sB[col][k];
         __syncthreads();
     }
     float* c = &C[CM_IDX(row, col, ldc)];

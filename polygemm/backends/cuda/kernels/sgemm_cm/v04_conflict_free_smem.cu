@@ -9,10 +9,10 @@
 #include "common.cuh"
 
 namespace cm_v04 {
-constexpr int kBlockM = 32;  // threadblock tile M
-constexpr int kBlockN = 32;  // threadblock tile N
-constexpr int kBlockK = 32;  // threadblock tile K
-constexpr int kThreads = kBlockM * kBlockN;
+constexpr int kBM = 32;  // threadblock tile M
+constexpr int kBN = 32;  // threadblock tile N
+constexpr int kBK = 32;  // threadblock tile K
+constexpr int kThreads = kBM * kBN;
 }
 
 extern "C" __global__ void __launch_bounds__(cm_v04::kThreads)
@@ -21,22 +21,22 @@ sgemm_cm_v04_conflict_free_smem(int M, int N, int K, float alpha,
                                 const float* __restrict__ B, int ldb,
                                 float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v04;
-    __shared__ float sA[kBlockK][kBlockM];  // sA[k][i]
-    __shared__ float sB[kBlockN][kBlockK];  // sB[j][k]
-    const int row = threadIdx.x % kBlockM;
-    const int col = threadIdx.x / kBlockM;
-    A += blockIdx.x * kBlockM;
-    B += CM_IDX(0, blockIdx.y * kBlockN, ldb);
-    C += CM_IDX(blockIdx.x * kBlockM, blockIdx.y * kBlockN, ldc);
+    __shared__ float sA[kBK][kBM];  // sA[k][i]
+    __shared__ float sB[kBN][kBK];  // sB[j][k]
+    const int row = threadIdx.x % kBM;
+    const int col = threadIdx.x / kBM;
+    A += blockIdx.x * kBM;
+    B += CM_IDX(0, blockIdx.y * kBN, ldb);
+    C += CM_IDX(blockIdx.x * kBM, blockIdx.y * kBN, ldc);
 
     float acc = 0.f;
-    for (int k0 = 0; k0 < K; k0 += kBlockK) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
         sA[col][row] = A[CM_IDX(row, col, lda)];  // (i = row, k = col)
         sB[col][row] = B[CM_IDX(row, col, ldb)];  // (k = row, j = col)
-        A += kBlockK * lda;
-        B += kBlockK;
+        A += kBK * lda;
+        B += kBK;
         __syncthreads();
-        for (int k = 0; k < kBlockK; ++k) acc += sA[k][row] * sB[col][k];
+        for (int k = 0; k < kBK; ++k) acc += sA[k][row] * sB[col][k];
         __syncthreads();
     }
     float* c = &C[CM_IDX(row, col, ldc)];

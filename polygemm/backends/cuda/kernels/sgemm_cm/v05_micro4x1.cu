@@ -7,11 +7,11 @@
 #include "common.cuh"
 
 namespace cm_v05 {
-constexpr int kBlockM = 32;   // threadblock tile M
-constexpr int kBlockN = 32;   // threadblock tile N
-constexpr int kBlockK = 32;   // threadblock tile K
+constexpr int kBM = 32;   // threadblock tile M
+constexpr int kBN = 32;   // threadblock tile N
+constexpr int kBK = 32;   // threadblock tile K
 constexpr int kThreadM = 4;   // thread tile M (thread tile N = 1)
-constexpr int kThreads = kBlockM * kBlockN / kThreadM;
+constexpr int kThreads = kBM * kBN / kThreadM;
 }
 
 extern "C" __global__ void __launch_bounds__(cm_v05::kThreads)
@@ -20,26 +20,26 @@ sgemm_cm_v05_micro4x1(int M, int N, int K, float alpha,
                       const float* __restrict__ B, int ldb,
                       float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v05;
-    __shared__ float sA[kBlockK][kBlockM];  // sA[k][i]
-    __shared__ float sB[kBlockN][kBlockK];  // sB[j][k]
-    const int row = (threadIdx.x % (kBlockM / kThreadM)) * kThreadM;  // first of 4 rows
-    const int col = threadIdx.x / (kBlockM / kThreadM);
-    A += blockIdx.x * kBlockM;
-    B += CM_IDX(0, blockIdx.y * kBlockN, ldb);
-    C += CM_IDX(blockIdx.x * kBlockM, blockIdx.y * kBlockN, ldc);
+    __shared__ float sA[kBK][kBM];  // sA[k][i]
+    __shared__ float sB[kBN][kBK];  // sB[j][k]
+    const int row = (threadIdx.x % (kBM / kThreadM)) * kThreadM;  // first of 4 rows
+    const int col = threadIdx.x / (kBM / kThreadM);
+    A += blockIdx.x * kBM;
+    B += CM_IDX(0, blockIdx.y * kBN, ldb);
+    C += CM_IDX(blockIdx.x * kBM, blockIdx.y * kBN, ldc);
 
     float acc[kThreadM] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < K; k0 += kBlockK) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
 #pragma unroll
         for (int r = 0; r < kThreadM; ++r) {
             sA[col][row + r] = A[CM_IDX(row + r, col, lda)];  // (i, k = col)
             sB[col][row + r] = B[CM_IDX(row + r, col, ldb)];  // (k, j = col)
         }
-        A += kBlockK * lda;
-        B += kBlockK;
+        A += kBK * lda;
+        B += kBK;
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < kBlockK; ++k) {
+        for (int k = 0; k < kBK; ++k) {
             const float b = sB[col][k];
 #pragma unroll
             for (int r = 0; r < kThreadM; ++r) acc[r] += sA[k][row + r] * b;

@@ -8,11 +8,11 @@
 #include "common.cuh"
 
 namespace cm_v06 {
-constexpr int kBlockM = 32;   // threadblock tile M
-constexpr int kBlockN = 32;   // threadblock tile N
-constexpr int kBlockK = 32;   // threadblock tile K
+constexpr int kBM = 32;   // threadblock tile M
+constexpr int kBN = 32;   // threadblock tile N
+constexpr int kBK = 32;   // threadblock tile K
 constexpr int kThreadM = 4;   // thread tile M (thread tile N = 1)
-constexpr int kThreads = kBlockM * kBlockN / kThreadM;
+constexpr int kThreads = kBM * kBN / kThreadM;
 }
 
 extern "C" __global__ void __launch_bounds__(cm_v06::kThreads)
@@ -21,23 +21,23 @@ sgemm_cm_v06_float4(int M, int N, int K, float alpha,
                     const float* __restrict__ B, int ldb,
                     float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v06;
-    __shared__ __align__(16) float sA[kBlockK][kBlockM];  // sA[k][i]
-    __shared__ __align__(16) float sB[kBlockN][kBlockK];  // sB[j][k]
-    const int row = (threadIdx.x % (kBlockM / kThreadM)) * kThreadM;
-    const int col = threadIdx.x / (kBlockM / kThreadM);
-    A += blockIdx.x * kBlockM;
-    B += CM_IDX(0, blockIdx.y * kBlockN, ldb);
-    C += CM_IDX(blockIdx.x * kBlockM, blockIdx.y * kBlockN, ldc);
+    __shared__ __align__(16) float sA[kBK][kBM];  // sA[k][i]
+    __shared__ __align__(16) float sB[kBN][kBK];  // sB[j][k]
+    const int row = (threadIdx.x % (kBM / kThreadM)) * kThreadM;
+    const int col = threadIdx.x / (kBM / kThreadM);
+    A += blockIdx.x * kBM;
+    B += CM_IDX(0, blockIdx.y * kBN, ldb);
+    C += CM_IDX(blockIdx.x * kBM, blockIdx.y * kBN, ldc);
 
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int k0 = 0; k0 < K; k0 += kBlockK) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
         cm_st4(&sA[col][row], cm_ld4(&A[CM_IDX(row, col, lda)]));  // 4 rows i, k = col
         cm_st4(&sB[col][row], cm_ld4(&B[CM_IDX(row, col, ldb)]));  // 4 k, column j = col
-        A += kBlockK * lda;
-        B += kBlockK;
+        A += kBK * lda;
+        B += kBK;
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < kBlockK; ++k) {
+        for (int k = 0; k < kBK; ++k) {
             const float b = sB[col][k];
             const float4 a = *reinterpret_cast<const float4*>(&sA[k][row]);
             acc.x += a.x * b; acc.y += a.y * b; acc.z += a.z * b; acc.w += a.w * b;

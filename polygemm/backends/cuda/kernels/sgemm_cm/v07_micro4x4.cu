@@ -10,13 +10,13 @@
 #include "common.cuh"
 
 namespace cm_v07 {
-constexpr int kBlockM = 64;   // threadblock tile M
-constexpr int kBlockN = 64;   // threadblock tile N
-constexpr int kBlockK = 16;   // threadblock tile K
+constexpr int kBM = 64;   // threadblock tile M
+constexpr int kBN = 64;   // threadblock tile N
+constexpr int kBK = 16;   // threadblock tile K
 constexpr int kThreadM = 4;   // thread tile M
 constexpr int kThreadN = 4;   // thread tile N
-constexpr int kThreads = (kBlockM / kThreadM) * (kBlockN / kThreadN);
-static_assert(kBlockM * kBlockK == 4 * kThreads && kBlockN * kBlockK == 4 * kThreads,
+constexpr int kThreads = (kBM / kThreadM) * (kBN / kThreadN);
+static_assert(kBM * kBK == 4 * kThreads && kBN * kBK == 4 * kThreads,
               "one float4 of A and one of B per thread and k-tile");
 }
 
@@ -26,32 +26,32 @@ sgemm_cm_v07_micro4x4(int M, int N, int K, float alpha,
                       const float* __restrict__ B, int ldb,
                       float beta, float* __restrict__ C, int ldc) {
     using namespace cm_v07;
-    __shared__ __align__(16) float sA[kBlockK][kBlockM];  // sA[k][i]
-    __shared__ __align__(16) float sB[kBlockK][kBlockN];  // sB[k][j]
+    __shared__ __align__(16) float sA[kBK][kBM];  // sA[k][i]
+    __shared__ __align__(16) float sB[kBK][kBN];  // sB[k][j]
     const int tid = threadIdx.x;
     // Global -> shared copy: A as float4 along i, B as float4 along k.
-    const int aRow = (tid % (kBlockM / 4)) * 4, aK = tid / (kBlockM / 4);
-    const int bK = (tid % (kBlockK / 4)) * 4, bCol = tid / (kBlockK / 4);
+    const int aRow = (tid % (kBM / 4)) * 4, aK = tid / (kBM / 4);
+    const int bK = (tid % (kBK / 4)) * 4, bCol = tid / (kBK / 4);
     // Thread tile origin inside the threadblock tile.
-    const int cRow = (tid % (kBlockM / kThreadM)) * kThreadM;
-    const int cCol = (tid / (kBlockM / kThreadM)) * kThreadN;
-    A += blockIdx.x * kBlockM;
-    B += CM_IDX(0, blockIdx.y * kBlockN, ldb);
-    C += CM_IDX(blockIdx.x * kBlockM, blockIdx.y * kBlockN, ldc);
+    const int cRow = (tid % (kBM / kThreadM)) * kThreadM;
+    const int cCol = (tid / (kBM / kThreadM)) * kThreadN;
+    A += blockIdx.x * kBM;
+    B += CM_IDX(0, blockIdx.y * kBN, ldb);
+    C += CM_IDX(blockIdx.x * kBM, blockIdx.y * kBN, ldc);
 
     float acc[kThreadN][kThreadM] = {};  // acc[j][i]
-    for (int k0 = 0; k0 < K; k0 += kBlockK) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
         cm_st4(&sA[aK][aRow], cm_ld4(&A[CM_IDX(aRow, aK, lda)]));
         const float4 b = cm_ld4(&B[CM_IDX(bK, bCol, ldb)]);
         sB[bK + 0][bCol] = b.x;
         sB[bK + 1][bCol] = b.y;
         sB[bK + 2][bCol] = b.z;
         sB[bK + 3][bCol] = b.w;
-        A += kBlockK * lda;
-        B += kBlockK;
+        A += kBK * lda;
+        B += kBK;
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < kBlockK; ++k) {
+        for (int k = 0; k < kBK; ++k) {
             const float4 a4 = *reinterpret_cast<const float4*>(&sA[k][cRow]);
             const float4 b4 = *reinterpret_cast<const float4*>(&sB[k][cCol]);
             const float a[4] = {a4.x, a4.y, a4.z, a4.w};

@@ -14,28 +14,28 @@
 namespace cm_v09 {
 
 // ---- tile configuration ------------------------------------------------------------
-constexpr int kBlockM = 128;     // threadblock tile M
-constexpr int kBlockN = 128;     // threadblock tile N
-constexpr int kBlockK = 8;       // threadblock tile K (one k-tile)
-constexpr int kWarpM = 64;       // warp tile M
-constexpr int kWarpN = 32;       // warp tile N
+constexpr int kBM = 128;     // threadblock tile M
+constexpr int kBN = 128;     // threadblock tile N
+constexpr int kBK = 8;       // threadblock tile K (one k-tile)
+constexpr int kWM = 64;       // warp tile M
+constexpr int kWN = 32;       // warp tile N
 constexpr int kThreadM = 8;      // thread tile M
 constexpr int kThreadN = 8;      // thread tile N
 constexpr int kMinBlocksPerSM = 2;
 
 // ---- derived -------------------------------------------------------------------------
-constexpr int kWarpsM = kBlockM / kWarpM;
-constexpr int kWarpsN = kBlockN / kWarpN;
+constexpr int kWarpsM = kBM / kWM;
+constexpr int kWarpsN = kBN / kWN;
 constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-constexpr int kLanesM = kWarpM / kThreadM;  // lanes along M inside a warp tile
-constexpr int kLanesN = kWarpN / kThreadN;
+constexpr int kLanesM = kWM / kThreadM;  // lanes along M inside a warp tile
+constexpr int kLanesN = kWN / kThreadN;
 constexpr int kVecM = kThreadM / 4;         // float4 pieces of a thread tile along M
 constexpr int kVecN = kThreadN / 4;
 static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread tiles");
 static_assert(kThreadM % 4 == 0 && kThreadN % 4 == 0, "thread tile is made of 4x4 blocks");
 
-using LoaderA = CmTileLoader<kBlockM, kBlockK, kThreads, PG_TRANS_A != 0, PG_VEC != 0>;
-using LoaderB = CmTileLoader<kBlockN, kBlockK, kThreads, PG_TRANS_B == 0, PG_VEC != 0>;
+using LoaderA = CmTileLoader<kBM, kBK, kThreads, PG_TRANS_A != 0, PG_VEC != 0>;
+using LoaderB = CmTileLoader<kBN, kBK, kThreads, PG_TRANS_B == 0, PG_VEC != 0>;
 
 // Fragments of one k: kThreadM values of A and kThreadN of B, as float4 pieces.
 __device__ __forceinline__ void load_fragments(const float* sA, const float* sB, int k,
@@ -73,15 +73,15 @@ sgemm_cm_v09_warp_tiling(int M, int N, int K, float alpha,
     float* sB = smem + LoaderA::kSmemFloats;
 
     const int tid = threadIdx.x;
-    const int m0 = blockIdx.x * kBlockM;  // threadblock tile origin in C
-    const int n0 = blockIdx.y * kBlockN;
+    const int m0 = blockIdx.x * kBM;  // threadblock tile origin in C
+    const int n0 = blockIdx.y * kBN;
 
     // Warp tile and thread tile coordinates inside the threadblock tile.
     const int warp = tid / 32, lane = tid % 32;
     const int warpM = warp % kWarpsM, warpN = warp / kWarpsM;
     const int laneM = lane % kLanesM, laneN = lane / kLanesM;
-    const int aOff = warpM * kWarpM + laneM * 4;  // first M of this thread's fragment
-    const int bOff = warpN * kWarpN + laneN * 4;  // first N of this thread's fragment
+    const int aOff = warpM * kWM + laneM * 4;  // first M of this thread's fragment
+    const int bOff = warpN * kWN + laneN * 4;  // first N of this thread's fragment
 
     LoaderA loadA(A, lda, m0, M, tid);
     LoaderB loadB(B, ldb, n0, N, tid);
@@ -92,20 +92,20 @@ sgemm_cm_v09_warp_tiling(int M, int N, int K, float alpha,
 #pragma unroll
         for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.f;
 
-    const int kTiles = CEIL_DIV(K, kBlockK);
+    const int kTiles = CEIL_DIV(K, kBK);
 
     float4 fragA[kVecM], fragB[kVecN];  // fragments of one k
     for (int kt = 0; kt < kTiles; ++kt) {
         // Stage k-tile kt: global -> registers -> shared memory (guarded, zero-filled).
-        loadA.load(K - kt * kBlockK);
-        loadB.load(K - kt * kBlockK);
+        loadA.load(K - kt * kBK);
+        loadB.load(K - kt * kBK);
         loadA.store(sA);
         loadB.store(sB);
         loadA.advance();
         loadB.advance();
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < kBlockK; ++k) {
+        for (int k = 0; k < kBK; ++k) {
             load_fragments(sA, sB, k, aOff, bOff, fragA, fragB);
             fma_thread_tile(acc, fragA, fragB);
         }

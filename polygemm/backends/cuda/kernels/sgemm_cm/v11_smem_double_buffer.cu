@@ -15,28 +15,28 @@
 namespace cm_v11 {
 
 // ---- tile configuration ------------------------------------------------------------
-constexpr int kBlockM = 128;     // threadblock tile M
-constexpr int kBlockN = 128;     // threadblock tile N
-constexpr int kBlockK = 8;       // threadblock tile K (one k-tile)
-constexpr int kWarpM = 64;       // warp tile M
-constexpr int kWarpN = 32;       // warp tile N
+constexpr int kBM = 128;     // threadblock tile M
+constexpr int kBN = 128;     // threadblock tile N
+constexpr int kBK = 8;       // threadblock tile K (one k-tile)
+constexpr int kWM = 64;       // warp tile M
+constexpr int kWN = 32;       // warp tile N
 constexpr int kThreadM = 8;      // thread tile M
 constexpr int kThreadN = 8;      // thread tile N
 constexpr int kMinBlocksPerSM = 2;
 
 // ---- derived -------------------------------------------------------------------------
-constexpr int kWarpsM = kBlockM / kWarpM;
-constexpr int kWarpsN = kBlockN / kWarpN;
+constexpr int kWarpsM = kBM / kWM;
+constexpr int kWarpsN = kBN / kWN;
 constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-constexpr int kLanesM = kWarpM / kThreadM;  // lanes along M inside a warp tile
-constexpr int kLanesN = kWarpN / kThreadN;
+constexpr int kLanesM = kWM / kThreadM;  // lanes along M inside a warp tile
+constexpr int kLanesN = kWN / kThreadN;
 constexpr int kVecM = kThreadM / 4;         // float4 pieces of a thread tile along M
 constexpr int kVecN = kThreadN / 4;
 static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread tiles");
 static_assert(kThreadM % 4 == 0 && kThreadN % 4 == 0, "thread tile is made of 4x4 blocks");
 
-using LoaderA = CmTileLoader<kBlockM, kBlockK, kThreads, PG_TRANS_A != 0, PG_VEC != 0>;
-using LoaderB = CmTileLoader<kBlockN, kBlockK, kThreads, PG_TRANS_B == 0, PG_VEC != 0>;
+using LoaderA = CmTileLoader<kBM, kBK, kThreads, PG_TRANS_A != 0, PG_VEC != 0>;
+using LoaderB = CmTileLoader<kBN, kBK, kThreads, PG_TRANS_B == 0, PG_VEC != 0>;
 
 // Fragments of one k: kThreadM values of A and kThreadN of B, as float4 pieces.
 __device__ __forceinline__ void load_fragments(const float* sA, const float* sB, int k,
@@ -74,15 +74,15 @@ sgemm_cm_v11_smem_double_buffer(int M, int N, int K, float alpha,
     __shared__ __align__(16) float smem[2 * kStageFloats];
 
     const int tid = threadIdx.x;
-    const int m0 = blockIdx.x * kBlockM;  // threadblock tile origin in C
-    const int n0 = blockIdx.y * kBlockN;
+    const int m0 = blockIdx.x * kBM;  // threadblock tile origin in C
+    const int n0 = blockIdx.y * kBN;
 
     // Warp tile and thread tile coordinates inside the threadblock tile.
     const int warp = tid / 32, lane = tid % 32;
     const int warpM = warp % kWarpsM, warpN = warp / kWarpsM;
     const int laneM = lane % kLanesM, laneN = lane / kLanesM;
-    const int aOff = warpM * kWarpM + laneM * 4;  // first M of this thread's fragment
-    const int bOff = warpN * kWarpN + laneN * 4;  // first N of this thread's fragment
+    const int aOff = warpM * kWM + laneM * 4;  // first M of this thread's fragment
+    const int bOff = warpN * kWN + laneN * 4;  // first N of this thread's fragment
 
     LoaderA loadA(A, lda, m0, M, tid);
     LoaderB loadB(B, ldb, n0, N, tid);
@@ -93,7 +93,7 @@ sgemm_cm_v11_smem_double_buffer(int M, int N, int K, float alpha,
 #pragma unroll
         for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.f;
 
-    const int kTiles = CEIL_DIV(K, kBlockK);
+    const int kTiles = CEIL_DIV(K, kBK);
 
     // Prologue: k-tile 0 into stage 0.
     loadA.load(K);
@@ -110,16 +110,16 @@ sgemm_cm_v11_smem_double_buffer(int M, int N, int K, float alpha,
         if (hasNext) {  // global -> register prefetch of k-tile kt+1 (v10)
             loadA.advance();
             loadB.advance();
-            const int kLeft = K - (kt + 1) * kBlockK;
+            const int kLeft = K - (kt + 1) * kBK;
             loadA.load(kLeft);
             loadB.load(kLeft);
         }
         const float* curA = smem + stage;
         const float* curB = curA + LoaderA::kSmemFloats;
 #pragma unroll
-        for (int k = 0; k < kBlockK; ++k) {
+        for (int k = 0; k < kBK; ++k) {
             load_fragments(curA, curB, k, aOff, bOff, fragA, fragB);
-            if (k + 1 == kBlockK && hasNext) {
+            if (k + 1 == kBK && hasNext) {
                 // Publish the prefetched k-tile into the other stage. That stage was last
                 // read during the previous k-tile, before the previous barrier, so one
                 // barrier per k-tile suffices.

@@ -25,14 +25,14 @@
 
 // The tile configuration can be set by a rung that reuses this source with another
 // threadblock tile (v13, v14): each CM_CPASYNC_* macro defaults to v12's value.
-#ifndef CM_CPASYNC_BLOCK_M
-#define CM_CPASYNC_BLOCK_M 128
+#ifndef PG_BM
+#define PG_BM 128
 #endif
-#ifndef CM_CPASYNC_BLOCK_N
-#define CM_CPASYNC_BLOCK_N 128
+#ifndef PG_BN
+#define PG_BN 128
 #endif
-#ifndef CM_CPASYNC_BLOCK_K
-#define CM_CPASYNC_BLOCK_K 32
+#ifndef PG_BK
+#define PG_BK 32
 #endif
 #ifndef CM_CPASYNC_MIN_BLOCKS
 // Two threadblocks per SM where two fit: 2 x 101376 bytes of shared memory fit sm_90's 228 KB
@@ -54,11 +54,11 @@
 namespace cm_v12 {
 
 // ---- tile configuration ------------------------------------------------------------
-constexpr int kBlockM = CM_CPASYNC_BLOCK_M;  // threadblock tile M
-constexpr int kBlockN = CM_CPASYNC_BLOCK_N;  // threadblock tile N
-constexpr int kBlockK = CM_CPASYNC_BLOCK_K;  // threadblock tile K (one k-tile)
-constexpr int kWarpM = 64;       // warp tile M
-constexpr int kWarpN = 32;       // warp tile N
+constexpr int kBM = PG_BM;  // threadblock tile M
+constexpr int kBN = PG_BN;  // threadblock tile N
+constexpr int kBK = PG_BK;  // threadblock tile K (one k-tile)
+constexpr int kWM = 64;       // warp tile M
+constexpr int kWN = 32;       // warp tile N
 constexpr int kThreadM = 8;      // thread tile M
 constexpr int kThreadN = 8;      // thread tile N
 constexpr int kStages = 3;       // shared-memory stages (cp.async ring)
@@ -66,17 +66,17 @@ constexpr int kMinBlocksPerSM = CM_CPASYNC_MIN_BLOCKS;
 constexpr int kGroupM = 8;       // block rasterization: groups of kGroupM tile rows (<=1: off)
 
 // ---- derived -------------------------------------------------------------------------
-constexpr int kWarpsM = kBlockM / kWarpM;
-constexpr int kWarpsN = kBlockN / kWarpN;
+constexpr int kWarpsM = kBM / kWM;
+constexpr int kWarpsN = kBN / kWN;
 constexpr int kThreads = 32 * kWarpsM * kWarpsN;
-constexpr int kLanesM = kWarpM / kThreadM;
-constexpr int kLanesN = kWarpN / kThreadN;
+constexpr int kLanesM = kWM / kThreadM;
+constexpr int kLanesN = kWN / kThreadN;
 constexpr int kVecM = kThreadM / 4;
 constexpr int kVecN = kThreadN / 4;
-constexpr int kStrideA = kBlockM + 4;  // K-major shared rows, +4 floats: conflict-free
-constexpr int kStrideB = kBlockN + 4;
-constexpr int kTileFloatsA = kBlockK * kStrideA;
-constexpr int kTileFloatsB = kBlockK * kStrideB;
+constexpr int kStrideA = kBM + 4;  // K-major shared rows, +4 floats: conflict-free
+constexpr int kStrideB = kBN + 4;
+constexpr int kTileFloatsA = kBK * kStrideA;
+constexpr int kTileFloatsB = kBK * kStrideB;
 constexpr int kStageFloats = kTileFloatsA + kTileFloatsB;
 constexpr int kSmemBytes = kStages * kStageFloats * 4;
 static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread tiles");
@@ -99,7 +99,7 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Global -> shared copier of one operand tile (kTileMN x kBlockK, stored K-major in shared
+// Global -> shared copier of one operand tile (kTileMN x kBK, stored K-major in shared
 // memory as s[k * (kTileMN + 4) + mn]). kKContig: the operand is K-contiguous in global
 // memory (B as is, A transposed); otherwise MN-contiguous.
 template <int kTileMN, bool kKContig, bool kVec>
@@ -108,19 +108,19 @@ struct AsyncTileCopier {
     // MN-contiguous: chunks of 4 mn at one k.
     static constexpr int kChunksPerLine = kTileMN / 4;
     static constexpr int kLinesPerPass = kThreads / kChunksPerLine;
-    static constexpr int kChunks = kTileMN * kBlockK / (4 * kThreads);
+    static constexpr int kChunks = kTileMN * kBK / (4 * kThreads);
     // MN-contiguous, PG_VEC=0: single elements, kThreads consecutive (mn, k) per pass.
     static constexpr int kKPerPassE = kThreads / kTileMN;
-    static constexpr int kElems = kTileMN * kBlockK / kThreads;
-    static_assert(kKContig || kVec || (kThreads % kTileMN == 0 && kBlockK % kKPerPassE == 0),
+    static constexpr int kElems = kTileMN * kBK / kThreads;
+    static_assert(kKContig || kVec || (kThreads % kTileMN == 0 && kBK % kKPerPassE == 0),
                   "MN-contiguous scalar split");
     // K-contiguous: single elements, lanes 8 (k) x 4 (mn), a block covers 8 k x 32 mn.
     static constexpr int kMnPerPass = kThreads / 8;
     static constexpr int kMnPasses = kTileMN / kMnPerPass;
-    static constexpr int kKPasses = kBlockK / 8;
-    static_assert(kKContig || !kVec || (kChunks >= 1 && kChunks * 4 * kThreads == kTileMN * kBlockK &&
+    static constexpr int kKPasses = kBK / 8;
+    static_assert(kKContig || !kVec || (kChunks >= 1 && kChunks * 4 * kThreads == kTileMN * kBK &&
                                kThreads % kChunksPerLine == 0), "MN-contiguous split");
-    static_assert(!kKContig || (kBlockK % 8 == 0 && kTileMN % kMnPerPass == 0), "K-contiguous split");
+    static_assert(!kKContig || (kBK % 8 == 0 && kTileMN % kMnPerPass == 0), "K-contiguous split");
 
     const float* ptr;  // first element of this thread, current k-tile
     int ld;
@@ -186,11 +186,11 @@ struct AsyncTileCopier {
         }
     }
 
-    __device__ __forceinline__ void advance() { ptr += kKContig ? kBlockK : kBlockK * ld; }
+    __device__ __forceinline__ void advance() { ptr += kKContig ? kBK : kBK * ld; }
 };
 
-using CopierA = AsyncTileCopier<kBlockM, PG_TRANS_A != 0, PG_VEC != 0>;
-using CopierB = AsyncTileCopier<kBlockN, PG_TRANS_B == 0, PG_VEC != 0>;
+using CopierA = AsyncTileCopier<kBM, PG_TRANS_A != 0, PG_VEC != 0>;
+using CopierB = AsyncTileCopier<kBN, PG_TRANS_B == 0, PG_VEC != 0>;
 
 // Fragments of one k: kThreadM values of A and kThreadN of B, as float4 pieces.
 // Fragment reads. nvcc sees that these float pointers point into shared memory and
@@ -269,14 +269,14 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
         bm = first + in % rows;
         bn = in / rows;
     }
-    const int m0 = bm * kBlockM;
-    const int n0 = bn * kBlockN;
+    const int m0 = bm * kBM;
+    const int n0 = bn * kBN;
 
     const int warp = tid / 32, lane = tid % 32;
     const int warpM = warp % kWarpsM, warpN = warp / kWarpsM;
     const int laneM = lane % kLanesM, laneN = lane / kLanesM;
-    const int aOff = warpM * kWarpM + laneM * 4;
-    const int bOff = warpN * kWarpN + laneN * 4;
+    const int aOff = warpM * kWM + laneM * 4;
+    const int bOff = warpN * kWN + laneN * 4;
 
     CopierA copyA(A, lda, m0, M, tid);
     CopierB copyB(B, ldb, n0, N, tid);
@@ -288,7 +288,7 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
 #pragma unroll
         for (int j = 0; j < kThreadN; ++j) acc[i][j] = 0.f;
 
-    const int kTiles = CEIL_DIV(K, kBlockK);
+    const int kTiles = CEIL_DIV(K, kBK);
 
     // Prologue: k-tiles 0 .. kStages-2 in flight, one commit group each (empty groups
     // past the end keep the group count uniform).
@@ -296,8 +296,8 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < kTiles) {
             const unsigned st = sBase + 4u * (s * kStageFloats);
-            copyA.copy(st, K - s * kBlockK);
-            copyB.copy(st + 4u * kTileFloatsA, K - s * kBlockK);
+            copyA.copy(st, K - s * kBK);
+            copyB.copy(st + 4u * kTileFloatsA, K - s * kBK);
             copyA.advance();
             copyB.advance();
         }
@@ -316,21 +316,21 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
         const SmemRef sA = SMEM_OFF(s0, readStage * kStageFloats);
         const SmemRef sB = SMEM_OFF(sA, kTileFloatsA);
 #pragma unroll
-        for (int k = 0; k < kBlockK; ++k) {
+        for (int k = 0; k < kBK; ++k) {
             if (k == 0) {
                 // Refill the stage read during k-tile kt-1 (all reads of it happened
                 // before the barrier that ended k-tile kt-1).
                 const int next = kt + kStages - 1;
                 if (next < kTiles) {
                     const unsigned st = sBase + 4u * (writeStage * kStageFloats);
-                    copyA.copy(st, K - next * kBlockK);
-                    copyB.copy(st + 4u * kTileFloatsA, K - next * kBlockK);
+                    copyA.copy(st, K - next * kBK);
+                    copyB.copy(st + 4u * kTileFloatsA, K - next * kBK);
                     copyA.advance();
                     copyB.advance();
                 }
                 cp_async_commit();
             }
-            if (k + 1 < kBlockK) {
+            if (k + 1 < kBK) {
                 load_fragments(sA, sB, k + 1, aOff, bOff, fragA[(k + 1) & 1], fragB[(k + 1) & 1]);
             } else {
                 // k-tile kt+1 has landed for this thread; the barrier makes it visible
@@ -390,13 +390,13 @@ CM_CPASYNC_ENTRY(int M, int N, int K, float alpha,
         pg_split_arrive(0, kThreads, tid, count, gridDim.z);
         pg_split_reduce_all(0, kThreads, tid,
                             blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
-                            gridDim.x * gridDim.y * gridDim.z, pg_split_count, M, N, kBlockM,
-                            kBlockN, gridDim.z, W, 1, ldc, pg_batch_c, pg_split_d,
+                            gridDim.x * gridDim.y * gridDim.z, pg_split_count, M, N, kBM,
+                            kBN, gridDim.z, W, 1, ldc, pg_batch_c, pg_split_d,
                             pg_split_d_rs, pg_split_d_cs, pg_split_alpha, pg_split_beta,
                             pg_split_d_half);
     } else {
         pg_split_fixup(0, kThreads, tid, count, gridDim.z, W, 1, ldc, pg_batch_c, m0, n0,
-                       min(kBlockM, M - m0), min(kBlockN, N - n0), pg_split_d, pg_split_d_rs,
+                       min(kBM, M - m0), min(kBN, N - n0), pg_split_d, pg_split_d_rs,
                        pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
     }
 #endif

@@ -15,8 +15,8 @@
 // Shared memory is dynamic: 3 stages x 16 x (132 + 68) floats = 38400 bytes.
 //
 // The kernel is v12's source with this tile configuration (one implementation, three tiles).
-#define CM_CPASYNC_BLOCK_N 64
-#define CM_CPASYNC_BLOCK_K 16
+#define PG_BN 64
+#define PG_BK 16
 #define CM_CPASYNC_MIN_BLOCKS 4
 #define CM_CPASYNC_SMEM_BYTES 38400
 #define CM_CPASYNC_ENTRY sgemm_cm_v13_cp_async_narrow_tile

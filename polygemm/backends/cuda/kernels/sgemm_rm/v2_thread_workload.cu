@@ -3,7 +3,7 @@
 // tile), so a quarter as many threads cover the same threadblock tile and every shared
 // memory value loaded into a register feeds more than one FMA.
 // Realizes 002 sgemm_v2_increase_workload_of_threads.
-// Padded: M, N, K are multiples of kStep (32); operands in row-major ladder layout.
+// Padded: M, N, K are multiples of the tile (32); operands in row-major ladder layout.
 //
 // Launch: blockDim (16, 16); gridDim.x tiles N, gridDim.y tiles M.
 // Threadblock tile 32 x 32 x 32, thread tile 2 x 2 whose elements are strided by
@@ -13,7 +13,9 @@ namespace {
 
 constexpr int kThreadsPerSide = 16;                  // blockDim.x == blockDim.y
 constexpr int kStride = 2;                           // thread tile is kStride x kStride
-constexpr int kStep = kThreadsPerSide * kStride;     // threadblock tile: kStep x kStep x kStep
+constexpr int kBM = kThreadsPerSide * kStride;       // threadblock tile BM x BN x BK, square
+constexpr int kBN = kBM;
+constexpr int kBK = kBM;
 constexpr int kThreads = kThreadsPerSide * kThreadsPerSide;
 
 }  // namespace
@@ -24,20 +26,20 @@ sgemm_rm_v2_thread_workload(int M, int N, int K, float alpha,
                             const float* __restrict__ B, int ldb,
                             float beta, float* __restrict__ C, int ldc)
 {
-    __shared__ float As[kStep][kStep];  // As[m][k]
-    __shared__ float Bs[kStep][kStep];  // Bs[k][n]
+    __shared__ float As[kBM][kBK];  // As[m][k]
+    __shared__ float Bs[kBK][kBN];  // Bs[k][n]
 
     const int tx = threadIdx.x;
     const int ty = threadIdx.y;
-    const int m0 = blockIdx.y * kStep;
-    const int n0 = blockIdx.x * kStep;
+    const int m0 = blockIdx.y * kBM;
+    const int n0 = blockIdx.x * kBN;
 
     const float* A_tile = A + m0 * lda;  // rows m0.. of A
     const float* B_tile = B + n0;        // columns n0.. of B
 
     float acc[kStride][kStride] = {};
 
-    for (int k0 = 0; k0 < K; k0 += kStep) {
+    for (int k0 = 0; k0 < K; k0 += kBK) {
         // Each thread loads the kStride x kStride elements (ty + ii*16, tx + jj*16) of both tiles.
 #pragma unroll
         for (int ii = 0; ii < kStride; ++ii) {
@@ -51,7 +53,7 @@ sgemm_rm_v2_thread_workload(int M, int N, int K, float alpha,
         }
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < kStep; ++k) {
+        for (int k = 0; k < kBK; ++k) {
 #pragma unroll
             for (int ii = 0; ii < kStride; ++ii) {
 #pragma unroll

@@ -62,15 +62,15 @@ namespace sk1_f16 {
 
 constexpr int kWarps = SK_WARPS;  // warps splitting K (16 shipped; SK_WARPS for tuning only)
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTbM = 16;    // threadblock tile: rows of C
-constexpr int kTbN = 32;    // ... columns of C
+constexpr int kBM = 16;    // threadblock tile: rows of C
+constexpr int kBN = 32;    // ... columns of C
 constexpr int kStepK = 64;  // K depth of one warp step
 constexpr int kAStride = kStepK + 8;     // halves per staged A row (144 bytes: 16 B-phase shift per row)
-constexpr int kRedStride = kTbN + 1;     // floats per row of a warp's partial tile
-constexpr int kAWords = kTbM * kAStride / 2;  // 32-bit words of one warp's staged A
-constexpr int kRedWords = kTbM * kRedStride;  // ... of one warp's partial tile
+constexpr int kRedStride = kBN + 1;     // floats per row of a warp's partial tile
+constexpr int kAWords = kBM * kAStride / 2;  // 32-bit words of one warp's staged A
+constexpr int kRedWords = kBM * kRedStride;  // ... of one warp's partial tile
 constexpr int kSmemWords = kWarps * (kAWords > kRedWords ? kAWords : kRedWords);
-static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+static_assert((kBM * kBN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
 
 // Element (i, k) of A, (k, j) of B and (i, j) of C in the kernel's own terms.
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
@@ -191,7 +191,7 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
             for (int e = 0; e < 4; ++e) acc[x][nt][e] = 0.f;
 
     const int steps = (K + kStepK - 1) / kStepK;
-    const bool full_n = n0 + kTbN <= N;
+    const bool full_n = n0 + kBN <= N;
     for (int s = warp; s < steps; s += kWarps) {
         const int k0 = s * kStepK;
         const bool fast = b_vec && full_n && k0 + kStepK <= K;
@@ -302,8 +302,8 @@ skinny_v1_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     using namespace sk1_f16;
     __shared__ __align__(16) uint32_t smem[kSmemWords];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
-    const int rows = min(kTbM, M - m0);
+    const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
+    const int rows = min(kBM, M - m0);
     const uint16_t* a = reinterpret_cast<const uint16_t*>(A) + (kAKContig ? m0 * lda : m0);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
     // PG_VEC=0 (some operand unaligned): each of A and B still takes vector loads when it is
@@ -321,9 +321,9 @@ skinny_v1_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     const float* red = reinterpret_cast<const float*>(smem);
     OutT* C = reinterpret_cast<OutT*>(Cv);
 #pragma unroll
-    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
-        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
-        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+    for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kBM : e / kBN;
+        const int j = PG_COL_MAJOR ? e / kBM : e % kBN;
         if (i >= rows || n0 + j >= N) continue;
         float sum = 0.f;
 #pragma unroll

@@ -48,15 +48,15 @@ namespace sk1_f32 {
 
 constexpr int kWarps = SK_WARPS;  // warps splitting K (16 shipped; SK_WARPS for tuning only)
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTbM = 16;    // threadblock tile: rows of C
-constexpr int kTbN = 32;    // ... columns of C
+constexpr int kBM = 16;    // threadblock tile: rows of C
+constexpr int kBN = 32;    // ... columns of C
 constexpr int kStepK = 32;  // K depth of one warp step
 constexpr int kAStride = kStepK + 4;  // floats per staged A row (144 bytes: 16 B-phase shift per row)
-constexpr int kRedStride = kTbN + 1;  // floats per row of a warp's partial tile
-constexpr int kAWords = kTbM * kAStride;
-constexpr int kRedWords = kTbM * kRedStride;
+constexpr int kRedStride = kBN + 1;  // floats per row of a warp's partial tile
+constexpr int kAWords = kBM * kAStride;
+constexpr int kRedWords = kBM * kRedStride;
 constexpr int kSmemWords = kWarps * (kAWords > kRedWords ? kAWords : kRedWords);
-static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+static_assert((kBM * kBN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
 
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
@@ -129,7 +129,7 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
         for (int e = 0; e < 4; ++e) acc[i][e] = 0.f;
 
     const int steps = (K + kStepK - 1) / kStepK;
-    const bool full_n = n0 + kTbN <= N;
+    const bool full_n = n0 + kBN <= N;
     // N-contiguous B: lane (jl, kt); K-contiguous B: lane (kq, jl).
     const int jl = kBNContig ? lane & 7 : lane >> 2;
     const int kt = lane >> 3, kq = lane & 3;
@@ -246,8 +246,8 @@ skinny_v1_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     using namespace sk1_f32;
     __shared__ __align__(16) float smem[kSmemWords];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
-    const int rows = min(kTbM, M - m0);
+    const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
+    const int rows = min(kBM, M - m0);
     const float* a = A + (kAKContig ? m0 * lda : m0);
     // PG_VEC=0 (some operand unaligned): each of A and B still takes float4 loads when it is
     // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
@@ -268,9 +268,9 @@ skinny_v1_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
     // threads along C's contiguous dimension.
 #pragma unroll
-    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
-        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
-        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+    for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kBM : e / kBN;
+        const int j = PG_COL_MAJOR ? e / kBM : e % kBN;
         if (i >= rows || n0 + j >= N) continue;
         float sum = 0.f;
 #pragma unroll

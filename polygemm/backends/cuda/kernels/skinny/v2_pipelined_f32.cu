@@ -32,16 +32,16 @@ namespace sk2_f32 {
 
 constexpr int kWarps = 8;  // warps splitting K (4 per row half past 16 rows)
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTbM = 32;    // threadblock tile: rows of C
+constexpr int kBM = 32;    // threadblock tile: rows of C
 constexpr int kHalfM = 16;  // ... rows of one warp's thread tiles
-constexpr int kTbN = 32;    // ... columns of C
+constexpr int kBN = 32;    // ... columns of C
 constexpr int kStepK = 32;  // K depth of one warp step
 constexpr int kAStride = kStepK + 4;  // floats per staged A row (16-byte rows, 4-bank shift per row)
-constexpr int kRedStride = kTbN + 1;  // floats per row of a warp's partial tile
+constexpr int kRedStride = kBN + 1;  // floats per row of a warp's partial tile
 constexpr int kAWords = kHalfM * kAStride;   // one staging buffer
 constexpr int kRedWords = kHalfM * kRedStride;
 constexpr int kWarpWords = 2 * kAWords > kRedWords ? 2 * kAWords : kRedWords;  // two buffers; red aliases them
-static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+static_assert((kBM * kBN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
 
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
@@ -98,7 +98,7 @@ __device__ __forceinline__ void stage_a(float* sa, const float* __restrict__ A, 
 // row k0 + 8kt + r; K-contiguous, b[4h + r] = K slice k0 + 16h + 4kq .. +3 of column n0 + jl + 8r.
 __device__ __forceinline__ void load_b(float4 (&b)[8], const float* __restrict__ B, int ldb, int N, int K, int n0,
                                        int k0, int lane, bool b_vec) {
-    const bool fast = b_vec && n0 + kTbN <= N && k0 + kStepK <= K;
+    const bool fast = b_vec && n0 + kBN <= N && k0 + kStepK <= K;
     if constexpr (kBNContig) {
         const int jl = lane & 7, kt = lane >> 3;
         const int jc = n0 + 4 * jl;
@@ -267,8 +267,8 @@ skinny_v2_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     using namespace sk2_f32;
     __shared__ __align__(16) float smem[kWarps * kWarpWords];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
-    const int rows = min(kTbM, M - m0);
+    const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
+    const int rows = min(kBM, M - m0);
     const float* a = A + (kAKContig ? (long long)m0 * lda : m0);
     // PG_VEC=0 (some operand unaligned): each of A and B still takes 16-byte accesses when it
     // is aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
@@ -295,9 +295,9 @@ skinny_v2_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
     // threads along C's contiguous dimension. Row i's partial tiles are those of its half.
 #pragma unroll
-    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
-        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
-        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+    for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kBM : e / kBN;
+        const int j = PG_COL_MAJOR ? e / kBM : e % kBN;
         if (i >= rows || n0 + j >= N) continue;
         const int h = halves && i >= kHalfM;
         const float* red = smem + (h ? kWarps / 2 : 0) * kWarpWords + (i - h * kHalfM) * kRedStride + j;

@@ -46,15 +46,15 @@ namespace sk2_f16 {
 
 constexpr int kWarps = 8;  // warps splitting K
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTbM = 16;    // threadblock tile: rows of C
-constexpr int kTbN = 32;    // ... columns of C
+constexpr int kBM = 16;    // threadblock tile: rows of C
+constexpr int kBN = 32;    // ... columns of C
 constexpr int kStepK = 64;  // K depth of one warp step
 constexpr int kAStride = kStepK + 8;          // halves per staged A row (v1's)
-constexpr int kABytes = kTbM * kAStride * 2;  // one step of A: 2304 bytes
+constexpr int kABytes = kBM * kAStride * 2;  // one step of A: 2304 bytes
 constexpr int kWinRow = 80;                   // bytes of a staged window row of B: 5 chunks
 constexpr int kSmemBytes = 221696;            // variants.json: this rung's dynamic shared memory
-constexpr int kRedStride = kTbN + 1;          // floats per row of a warp's partial tile
-constexpr int kRedFloats = kTbM * kRedStride;  // a warp's partial tile
+constexpr int kRedStride = kBN + 1;          // floats per row of a warp's partial tile
+constexpr int kRedFloats = kBM * kRedStride;  // a warp's partial tile
 constexpr int kRedOffset = 204800;             // the partial tiles' place: after the largest ring
 
 #ifndef SK2_WIN1_STAGES
@@ -67,7 +67,7 @@ template <bool kWin, int NT>
 struct Ring {
     static constexpr bool kCompactA = kWin && NT == 1;
     static constexpr int kStages = kWin ? (kCompactA ? SK2_WIN1_STAGES : 3) : 4;
-    static constexpr int kBBytes = kWin ? kStepK * kWinRow : kStepK * kTbN * 2;  // 5120 or 4096 bytes
+    static constexpr int kBBytes = kWin ? kStepK * kWinRow : kStepK * kBN * 2;  // 5120 or 4096 bytes
     static constexpr int kABytes = kCompactA ? 8 * kStepK * 2 : sk2_f16::kABytes;  // 1024 or 2304 bytes
     static constexpr int kStageBytes = kBBytes + kABytes;
     static constexpr int kWarpBytes = kStages * kStageBytes;
@@ -75,7 +75,7 @@ struct Ring {
     static_assert(kStageBytes % 16 == 0, "stages start on 16-byte boundaries");
 };
 static_assert(kRedOffset + kWarps * kRedFloats * 4 == kSmemBytes, "the partial tiles end the shared memory");
-static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+static_assert((kBM * kBN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
 constexpr int kBBytes = Ring<false, 1>::kBBytes;
 
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
@@ -182,7 +182,7 @@ __device__ __forceinline__ void stage_b(uint32_t sb, const uint16_t* __restrict_
 // bytes), as every rung assumes: the offsets are even.
 __device__ __forceinline__ void stage_b_win(uint32_t sb, const uint16_t* __restrict__ B, int ldb, int N, int K,
                                             int n0, int k0, int lane) {
-    const int cols = min(N - n0, kTbN);
+    const int cols = min(N - n0, kBN);
 #pragma unroll
     for (int q = 0; q < kStepK * 5 / 32; ++q) {  // 10 chunks a lane
         const int c = lane + 32 * q;
@@ -337,15 +337,15 @@ __device__ __forceinline__ void mma_step(float (&acc)[2][NT][4], uint32_t sb, co
     }
 }
 
-// Sum the warps' partial tiles of the strip n0 (red: kWarps tiles of kTbM x kRedStride floats)
+// Sum the warps' partial tiles of the strip n0 (red: kWarps tiles of kBM x kRedStride floats)
 // in warp order (the same bits every run) and store them: consecutive threads along C's
 // contiguous dimension.
 __device__ __forceinline__ void store_strip(const float* red, int rows, int m0, int n0, int N, float alpha,
                                             float beta, OutT* __restrict__ C, int ldc) {
 #pragma unroll
-    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
-        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
-        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+    for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kBM : e / kBN;
+        const int j = PG_COL_MAJOR ? e / kBM : e % kBN;
         if (i >= rows || n0 + j >= N) continue;
         float sum = 0.f;
 #pragma unroll
@@ -386,7 +386,7 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
     // copies of the first kStages - 1 steps start before any mma; each round starts the step
     // kStages - 1 ahead (into the stage the last round finished with), waits for its own and
     // computes it.
-    const int strips = (N + kTbN - 1) / kTbN;
+    const int strips = (N + kBN - 1) / kBN;
     const int walked = (int)blockIdx.x < strips ? (strips - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x : 0;
     const int steps = (K + kStepK - 1) / kStepK;
     const int mine = steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
@@ -395,7 +395,7 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
         if (v < total) {
             const int j = v / mine, u = v - j * mine;
             const int st = (v % kStages) * kStageBytes;
-            const int n0 = ((int)blockIdx.x + j * (int)gridDim.x) * kTbN;
+            const int n0 = ((int)blockIdx.x + j * (int)gridDim.x) * kBN;
             const int k0 = (warp + u * kWarps) * kStepK;
             if constexpr (kWin)
                 stage_b_win(ring_s + st, B, ldb, N, K, n0, k0, lane);
@@ -444,7 +444,7 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
             }
         }
         __syncthreads();
-        store_strip(red, rows, m0, ((int)blockIdx.x + j * (int)gridDim.x) * kTbN, N, alpha, beta, C, ldc);
+        store_strip(red, rows, m0, ((int)blockIdx.x + j * (int)gridDim.x) * kBN, N, alpha, beta, C, ldc);
         __syncthreads();  // the partial tiles are read before the next strip's overwrite them
     }
     pg_cp_async_wait<0>();
@@ -459,8 +459,8 @@ skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     using namespace sk2_f16;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int m0 = blockIdx.y * kTbM;
-    const int rows = min(kTbM, M - m0);
+    const int m0 = blockIdx.y * kBM;
+    const int rows = min(kBM, M - m0);
     const uint16_t* a = reinterpret_cast<const uint16_t*>(A) + (kAKContig ? (long long)m0 * lda : m0);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
     OutT* C = reinterpret_cast<OutT*>(Cv);

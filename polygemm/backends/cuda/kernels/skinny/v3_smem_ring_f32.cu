@@ -35,12 +35,12 @@ namespace sk3_f32 {
 
 constexpr int kWarps = 8;  // warps splitting K
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTbM = 32;    // threadblock tile: rows of C
-constexpr int kTbN = 32;    // ... columns of C
+constexpr int kBM = 32;    // threadblock tile: rows of C
+constexpr int kBN = 32;    // ... columns of C
 constexpr int kStepK = 32;  // K depth of one warp step
-constexpr int kBWords = kStepK * kTbN;     // one step of B
+constexpr int kBWords = kStepK * kBN;     // one step of B
 constexpr int kAStride = kStepK + 4;       // floats per staged A row
-constexpr int kRedStride = kTbN + 1;       // floats per row of a warp's partial tile
+constexpr int kRedStride = kBN + 1;       // floats per row of a warp's partial tile
 // A warp's ring: kStages stages of [B step][A step of kARows rows]; the configuration is the
 // thread tile's (R <= 16: four stages of 16 A rows; R > 16: three stages of 32 A rows).
 template <int R> struct Ring {
@@ -52,8 +52,8 @@ template <int R> struct Ring {
 constexpr int kWarpWords = Ring<32>::kWords > Ring<16>::kWords ? Ring<32>::kWords : Ring<16>::kWords;
 constexpr int kSmemBytes = kWarps * kWarpWords * 4;
 static_assert(kSmemBytes == 208896, "variants.json states this rung's dynamic shared memory");
-static_assert(kTbM * kRedStride <= Ring<1>::kWords, "a warp's partial tile fits in its ring");
-static_assert((kTbM * kTbN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
+static_assert(kBM * kRedStride <= Ring<1>::kWords, "a warp's partial tile fits in its ring");
+static_assert((kBM * kBN) % kThreads == 0, "the final sum gives each thread whole elements of the tile");
 
 constexpr bool kAKContig = PG_COL_MAJOR == PG_TRANS_A;  // A[i*lda + k]
 constexpr bool kBNContig = PG_COL_MAJOR == PG_TRANS_B;  // B[k*ldb + j]
@@ -73,7 +73,7 @@ __device__ __forceinline__ void stage_b(float* sb, const float* __restrict__ B, 
             if constexpr (kBNContig) {  // chunk c: row c / 8, columns 4 (c % 8) .. +3
                 const int row = c >> 3, col = (c & 7) * 4;
                 const int n = k0 + row < K ? min(max(N - (n0 + col), 0), 4) : 0;
-                pg_cp_async<16>(sb + row * kTbN + col, n > 0 ? B + (k0 + row) * ldb + n0 + col : B, 4 * n);
+                pg_cp_async<16>(sb + row * kBN + col, n > 0 ? B + (k0 + row) * ldb + n0 + col : B, 4 * n);
             } else {  // chunk c: column c / 8, K slice 4 (c % 8) .. +3
                 const int col = c >> 3, kc = (c & 7) * 4;
                 const int n = n0 + col < N ? min(max(K - (k0 + kc), 0), 4) : 0;
@@ -87,7 +87,7 @@ __device__ __forceinline__ void stage_b(float* sb, const float* __restrict__ B, 
             if constexpr (kBNContig) {
                 const int row = e >> 5, col = e & 31;
                 const bool in = k0 + row < K && n0 + col < N;
-                pg_cp_async<4>(sb + row * kTbN + col, in ? B + (k0 + row) * ldb + n0 + col : B, in ? 4 : 0);
+                pg_cp_async<4>(sb + row * kBN + col, in ? B + (k0 + row) * ldb + n0 + col : B, in ? 4 : 0);
             } else {
                 const int col = e >> 5, k = e & 31;
                 const bool in = n0 + col < N && k0 + k < K;
@@ -139,7 +139,7 @@ __device__ __forceinline__ void ffma_step(float (&acc)[R][4], const float* sb, c
         const int jl = lane & 7, kt = lane >> 3;
         float4 b[8];
 #pragma unroll
-        for (int r = 0; r < 8; ++r) b[r] = *reinterpret_cast<const float4*>(sb + (8 * kt + r) * kTbN + 4 * jl);
+        for (int r = 0; r < 8; ++r) b[r] = *reinterpret_cast<const float4*>(sb + (8 * kt + r) * kBN + 4 * jl);
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const float4 a0 = *reinterpret_cast<const float4*>(sa + i * kAStride + 8 * kt);
@@ -261,8 +261,8 @@ skinny_v3_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     using namespace sk3_f32;
     extern __shared__ __align__(16) float smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n0 = blockIdx.x * kTbN, m0 = blockIdx.y * kTbM;
-    const int rows = min(kTbM, M - m0);
+    const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
+    const int rows = min(kBM, M - m0);
     const float* a = A + (kAKContig ? (long long)m0 * lda : m0);
     // PG_VEC=0 (some operand unaligned): each of A and B still takes 16-byte copies when it is
     // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
@@ -287,9 +287,9 @@ skinny_v3_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
     // Sum the partial tiles in warp order (the same bits every run) and store: consecutive
     // threads along C's contiguous dimension.
 #pragma unroll
-    for (int e = threadIdx.x; e < kTbM * kTbN; e += kThreads) {
-        const int i = PG_COL_MAJOR ? e % kTbM : e / kTbN;
-        const int j = PG_COL_MAJOR ? e / kTbM : e % kTbN;
+    for (int e = threadIdx.x; e < kBM * kBN; e += kThreads) {
+        const int i = PG_COL_MAJOR ? e % kBM : e / kBN;
+        const int j = PG_COL_MAJOR ? e / kBM : e % kBN;
         if (i >= rows || n0 + j >= N) continue;
         float sum = 0.f;
 #pragma unroll
