@@ -8,18 +8,23 @@ The same builds as ``polygemm compile`` (the backend's own compile path, forced 
 PG_ROW_SPLIT builds), and fail the check if ptxas reports a register spill. Spills in
 teaching rungs are reported but allowed. Exit status 1 on any failure.
 
+``--duplicates NAME ...`` compiles every build of those variants (or helpers) to PTX with
+nvcc and lists the builds whose PTX is the same as another's (comment lines aside): work a
+check could share.
+
 ``--profile`` builds nothing for the check: it times one build of each source and target
 phase by phase (nvcc's preprocessor, nvcc to PTX, ptxas, the whole nvcc build, the whole
 NVRTC build where NVRTC is installed) in CPU seconds, and scales each by the number of
 builds of that source and target in the catalog: where a check of the catalog spends its time.
 
-    python tools/check_kernels.py [--arch 80 90] [-j N] [--compiler nvcc|nvrtc] [--profile]
+    python tools/check_kernels.py [--arch 80 90] [-j N] [--compiler nvcc|nvrtc] [--profile | --duplicates NAME ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import os
 import resource
 import subprocess
@@ -96,9 +101,9 @@ def profile(archs: list[int]) -> int:
     for j in todo:
         sample.setdefault((j.source, j.target), j)
     shown = [p for p in PHASES if nvrtc or p != "NVRTC"]
-    print(f"one build of each of {len(sample)} sources and targets, CPU seconds; x builds: that many in the catalog ({len(todo)} builds)")
+    print(f"one build of each of {len(sample)} sources and targets, in CPU seconds; builds: how many the catalog has of that source and target ({len(todo)} in all)")
     print(f"{'source':42} {'target':7} {'builds':>6} " + " ".join(f"{p:>10}" for p in shown))
-    total: collections.Counter[str] = collections.Counter()
+    total: dict[str, float] = collections.defaultdict(float)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for (source, target), job in sample.items():
@@ -113,17 +118,51 @@ def profile(archs: list[int]) -> int:
     return 0
 
 
+def _ptx_digest(job: Job) -> str:
+    from polygemm.backends.cuda import compiler as cc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = cc.nvcc_command(cc.find_nvcc() or "nvcc", job.source, job.target, dict(job.macros), Path(tmp) / "k.ptx")
+        cmd = [cmd[0], "-ptx", f"-arch=compute_{job.target[3:]}"] + [a for a in cmd[1:] if a != "-cubin" and not a.startswith("-gencode")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise PolygemmError(f"nvcc -ptx {job.source.name} failed: {r.stderr.strip()[-2000:]}")
+        text = (Path(tmp) / "k.ptx").read_text()
+    return hashlib.sha256("\n".join(line for line in text.splitlines() if not line.startswith("//")).encode()).hexdigest()
+
+
+def duplicates(archs: list[int], names: list[str], threads: int) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from polygemm.backends.cuda.variants import KERNEL_DIR
+
+    todo = jobs(archs, names)
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        digests = list(pool.map(_ptx_digest, todo))
+    groups: dict[str, list[Job]] = collections.defaultdict(list)
+    for job, digest in zip(todo, digests):
+        groups[digest].append(job)
+    same = [g for g in groups.values() if len(g) > 1]
+    print(f"{len(todo)} builds, {len(groups)} different PTX texts")
+    for g in same:
+        print("same PTX: " + "; ".join(j.label(KERNEL_DIR) for j in g))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", nargs="+", default=["80", "90"])
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc")
     ap.add_argument("--profile", action="store_true", help="time one build of each source and target phase by phase (builds nothing for the check)")
+    ap.add_argument("--duplicates", nargs="+", metavar="NAME", help="list the builds of these variants whose nvcc PTX is another's (builds nothing for the check)")
     args = ap.parse_args()
     try:
         archs = list(dict.fromkeys(parse_arch(a) for a in args.arch))
         if args.profile:
             return profile(archs)
+        if args.duplicates:
+            return duplicates(archs, args.duplicates, args.j)
         with tempfile.TemporaryDirectory() as tmp:
             return run(archs, Path(tmp), args.j, args.compiler)
     except PolygemmError as exc:
