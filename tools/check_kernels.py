@@ -8,22 +8,145 @@ The same builds as ``polygemm compile`` (the backend's own compile path, forced 
 PG_ROW_SPLIT builds), and fail the check if ptxas reports a register spill. Spills in
 teaching rungs are reported but allowed. Exit status 1 on any failure.
 
-    python tools/check_kernels.py [--arch 80 90] [-j N] [--compiler nvcc|nvrtc]
+``--duplicates NAME ...`` compiles every build of those variants (or helpers) to PTX with
+nvcc and lists the builds whose PTX is the same as another's (comment lines aside): work a
+check could share.
+
+``--profile`` builds nothing for the check: it times one build of each source and target
+phase by phase (nvcc's preprocessor, nvcc to PTX, ptxas, the whole nvcc build, the whole
+NVRTC build where NVRTC is installed) in CPU seconds, and scales each by the number of
+builds of that source and target in the catalog: where a check of the catalog spends its time.
+
+    python tools/check_kernels.py [--arch 80 90] [-j N] [--compiler nvcc|nvrtc] [--profile | --duplicates NAME ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import hashlib
 import os
+import resource
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from polygemm.apps.compile import parse_arch, run  # noqa: E402
+from polygemm.apps.compile import Job, jobs, parse_arch, run  # noqa: E402
 from polygemm.errors import PolygemmError  # noqa: E402
+
+PHASES = ("preprocess", "to PTX", "ptxas", "nvcc", "NVRTC")
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(cmd: list[str]) -> float:
+    """CPU seconds of ``cmd`` and everything it ran (it must succeed)."""
+    before = _children_cpu()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise PolygemmError(f"{' '.join(cmd[:3])} ... failed: {r.stderr.strip()[-2000:]}")
+    return _children_cpu() - before
+
+
+def _phases(job: Job, tmp: Path, nvrtc: bool) -> dict[str, float]:
+    """CPU seconds of each phase of one build of ``job``."""
+    from polygemm.backends.cuda import compiler as cc
+
+    nvcc = cc.find_nvcc() or "nvcc"
+    macros = dict(job.macros)
+    full = cc.nvcc_command(nvcc, job.source, job.target, macros, tmp / "k.cubin", verbose=True)
+    # the same command line, stopped after the preprocessor or after cicc (PTX)
+    front = [a for a in full if not a.startswith("-gencode") and a not in ("-cubin", "-Xptxas", "-v")]
+    front = front[:1] + [f"-arch=compute_{job.target[3:]}"] + front[1:-2]
+    out = {
+        "nvcc": _timed(full),
+        "preprocess": _timed([*front, "-E", "-o", str(tmp / "k.ii")]),
+        "to PTX": _timed([*front, "-ptx", "-o", str(tmp / "k.ptx")]),
+        "ptxas": _timed([os.path.join(os.path.dirname(nvcc), "ptxas"), f"-arch={job.target}", "-v", str(tmp / "k.ptx"), "-o", str(tmp / "p.cubin")]),
+    }
+    if nvrtc:
+        before = _own_cpu()
+        cc.build(job.source, job.target, macros, compiler="nvrtc", verbose=True)
+        out["NVRTC"] = _own_cpu() - before
+    return out
+
+
+def profile(archs: list[int]) -> int:
+    from polygemm.backends.cuda import compiler as cc
+    from polygemm.backends.cuda.variants import KERNEL_DIR
+    from polygemm.errors import BackendUnavailableError
+
+    try:
+        cc.select("sm_80", "nvrtc")
+        nvrtc = True
+    except BackendUnavailableError as exc:
+        print(f"check_kernels --profile: NVRTC NOT profiled: {exc}", file=sys.stderr)
+        nvrtc = False
+    todo = jobs(archs)
+    count = collections.Counter((j.source, j.target) for j in todo)
+    sample: dict[tuple[Path, str], Job] = {}
+    for j in todo:
+        sample.setdefault((j.source, j.target), j)
+    shown = [p for p in PHASES if nvrtc or p != "NVRTC"]
+    print(f"one build of each of {len(sample)} sources and targets, in CPU seconds; builds: how many the catalog has of that source and target ({len(todo)} in all)")
+    print(f"{'source':42} {'target':7} {'builds':>6} " + " ".join(f"{p:>10}" for p in shown))
+    total: dict[str, float] = collections.defaultdict(float)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for (source, target), job in sample.items():
+            got = _phases(job, Path(tmp), nvrtc)
+            n = count[(source, target)]
+            for k, v in got.items():
+                total[k] += v * n
+            print(f"{str(source.relative_to(KERNEL_DIR)):42} {target:7} {n:>6} " + " ".join(f"{got[p]:>10.2f}" for p in shown), flush=True)
+    print(f"{'catalog (scaled)':42} {'':7} {len(todo):>6} " + " ".join(f"{total[p]:>10.0f}" for p in shown))
+    print(f"profiled in {time.perf_counter() - t0:.0f} s. 'to PTX' includes the preprocessor; 'nvcc' is the check's own command "
+          f"(preprocessor, cicc, ptxas); wall time on N free cores is about the CPU seconds / N")
+    return 0
+
+
+def _ptx_digest(job: Job) -> str:
+    from polygemm.backends.cuda import compiler as cc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = cc.nvcc_command(cc.find_nvcc() or "nvcc", job.source, job.target, dict(job.macros), Path(tmp) / "k.ptx")
+        cmd = [cmd[0], "-ptx", f"-arch=compute_{job.target[3:]}"] + [a for a in cmd[1:] if a != "-cubin" and not a.startswith("-gencode")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise PolygemmError(f"nvcc -ptx {job.source.name} failed: {r.stderr.strip()[-2000:]}")
+        text = (Path(tmp) / "k.ptx").read_text()
+    return hashlib.sha256("\n".join(line for line in text.splitlines() if not line.startswith("//")).encode()).hexdigest()
+
+
+def duplicates(archs: list[int], names: list[str], threads: int) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from polygemm.backends.cuda.variants import KERNEL_DIR
+
+    todo = jobs(archs, names)
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        digests = list(pool.map(_ptx_digest, todo))
+    groups: dict[str, list[Job]] = collections.defaultdict(list)
+    for job, digest in zip(todo, digests):
+        groups[digest].append(job)
+    same = [g for g in groups.values() if len(g) > 1]
+    print(f"{len(todo)} builds, {len(groups)} different PTX texts")
+    for g in same:
+        print("same PTX: " + "; ".join(j.label(KERNEL_DIR) for j in g))
+    return 0
 
 
 def main() -> int:
@@ -31,9 +154,15 @@ def main() -> int:
     ap.add_argument("--arch", nargs="+", default=["80", "90"])
     ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc")
+    ap.add_argument("--profile", action="store_true", help="time one build of each source and target phase by phase (builds nothing for the check)")
+    ap.add_argument("--duplicates", nargs="+", metavar="NAME", help="list the builds of these variants whose nvcc PTX is another's (builds nothing for the check)")
     args = ap.parse_args()
     try:
         archs = list(dict.fromkeys(parse_arch(a) for a in args.arch))
+        if args.profile:
+            return profile(archs)
+        if args.duplicates:
+            return duplicates(archs, args.duplicates, args.j)
         with tempfile.TemporaryDirectory() as tmp:
             return run(archs, Path(tmp), args.j, args.compiler)
     except PolygemmError as exc:
