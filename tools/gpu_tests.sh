@@ -2,7 +2,7 @@
 # The GPU test run (on a machine with an NVIDIA GPU, PyCUDA and nvcc):
 #   tools/gpu_tests.sh [RESULTS_DIR] [extra pytest args...]
 # 1. polygemm info; 2. compile every kernel once, in parallel (PyCUDA's disk cache);
-# 3. the cuda-marked tests; 4. the musa tests on the cuda flavor of libpolygemm_musa.
+# 3. the cuda-marked tests (tests/backends/cuda: the kernels, and a CuPy / torch user's device arrays); 4. the musa tests on the cuda flavor of libpolygemm_musa.
 # Logs and JUnit XML land in RESULTS_DIR (default ./gpu-results).
 set -uo pipefail
 out=${1:-gpu-results}; shift || true
@@ -30,8 +30,8 @@ t = time.time()
 n = be.runtime.precompile(threads=16)
 print(f"precompiled {n} kernel builds in {time.time() - t:.1f} s")
 PY
-python3 -m pytest tests/test_cuda*.py -m cuda -q -rfEs ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
+python3 -m pytest tests/backends/cuda -m cuda -q -rfE ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))
-POLYGEMM_MUSA_TEST_FLAVOR=cuda python3 -m pytest tests/test_musa.py -q -rfEs ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/musa_cuda.xml" 2>&1 | tee "$out/musa_cuda_tests.txt"
+POLYGEMM_MUSA_TEST_FLAVOR=cuda python3 -m pytest tests/backends/musa/test_backend.py -q -rfE ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/musa_cuda.xml" 2>&1 | tee "$out/musa_cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))
 exit $rc
