@@ -1,5 +1,7 @@
-"""Shared fixtures: fresh random data (seed printed on failure), registry isolation, and the
-cuda backend or a skip that says why."""
+"""Fixtures every test may ask for: fresh random data (its seed printed), registry isolation, the view of a
+machine without a GPU, the MUSA library built once, tools/update_tuning.py as a module. The autouse fixtures
+of the test files they came from hold for every test: each starts with an empty plan cache and no
+$POLYGEMM_DEVICE. And the end of a run's summary: one line per skip reason, with its count."""
 
 from __future__ import annotations
 
@@ -10,19 +12,9 @@ import pytest
 
 import polygemm as pg
 import polygemm.registry as registry
+from polygemm import api
 
-
-def cuda_or_skip(min_cc: tuple[int, int] = (0, 0), what: str = "") -> "pg.Backend":
-    """The cuda backend; the test is skipped, naming the reason, when it is unavailable or its
-    device is older than ``min_cc`` (``what`` says which kernels need that)."""
-    info = {i.name: i for i in pg.backends()}["cuda"]
-    if not info.available:
-        pytest.skip(f"cuda backend unavailable: {info.reason}")
-    be = info.backend
-    cc = be.runtime.cc
-    if cc < min_cc:
-        pytest.skip(f"{what} needs sm_{min_cc[0]}{min_cc[1]}; device is sm_{cc[0]}{cc[1]}")
-    return be
+from tests.helpers import musa, musa_library  # noqa: F401  (fixtures every test may ask for)
 
 
 @pytest.fixture
@@ -55,96 +47,6 @@ def without_gpu():
     registry.refresh()
 
 
-def fake_torch(monkeypatch: pytest.MonkeyPatch) -> type:
-    """A stand-in ``torch`` module in sys.modules for CPU tests of the views of CUDA tensors:
-    ``Tensor(ptr, shape, stride, device="cuda", index=0, grad=False)`` with torch's attributes, and
-    the current raw stream of device i as 0x9000 + i. Returns the Tensor class."""
-    import sys
-    import types
-
-    fake = types.ModuleType("torch")
-
-    class Tensor:
-        def __init__(self, ptr, shape, stride, device="cuda", index=0, grad=False):
-            self.ptr, self.shape, self._stride, self.requires_grad = ptr, shape, stride, grad
-            self.dtype = "float16"
-            self.is_cuda = device == "cuda"
-            # torch's get_device() is the device's index whatever its type: -1 on the CPU, 0 for mps:0 or xpu:0
-            self._index = -1 if device == "cpu" else index
-            self.device = types.SimpleNamespace(type=device, index=None if device == "cpu" else index)
-
-        def get_device(self):
-            return self._index
-
-        def element_size(self):
-            return 2
-
-        def data_ptr(self):
-            return self.ptr
-
-        def stride(self):
-            return self._stride
-
-        @property
-        def __cuda_array_interface__(self):
-            if not self.is_cuda:  # torch: "Can't get __cuda_array_interface__ on non-CUDA tensor type"
-                raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
-            if self.requires_grad:
-                raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
-            return {"typestr": "<f2", "shape": self.shape, "strides": None, "data": (self.ptr, False), "version": 2}
-
-    fake.Tensor = Tensor
-    fake.bfloat16 = object()
-    fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x9000 + index)
-    monkeypatch.setitem(sys.modules, "torch", fake)
-    return Tensor
-
-
-def run_concurrently(work, threads: int = 8) -> list[str]:
-    """Run ``work(i)`` in ``threads`` threads at once; return each failure as text."""
-    import threading
-
-    errors: list[str] = []
-
-    def wrap(i: int) -> None:
-        try:
-            work(i)
-        except Exception as exc:  # report, do not hang the other threads
-            errors.append(f"thread {i}: {type(exc).__name__}: {exc}")
-
-    pool = [threading.Thread(target=wrap, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return errors
-
-
-class DLPackOnly:
-    """An array that offers nothing but the DLPack protocol (as a foreign library's might)."""
-
-    def __init__(self, x):
-        self._x = x
-
-    def __dlpack__(self, **kwargs):
-        return self._x.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._x.__dlpack_device__()
-
-
-def usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    """Run the command line; it must end in a usage error (exit 2) of one line, no traceback.
-    Returns that line."""
-    from polygemm.apps.cli import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "Traceback" not in err, err
-    return err.strip().splitlines()[-1]
-
-
 @pytest.fixture(scope="session")
 def update_tuning():
     """tools/update_tuning.py as a module (a script, not part of the package)."""
@@ -158,3 +60,32 @@ def update_tuning():
     sys.modules["update_tuning"] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    api.clear_plan_cache()
+    yield
+    api.clear_plan_cache()
+
+
+@pytest.fixture(autouse=True)
+def _no_device_env(monkeypatch):
+    monkeypatch.delenv("POLYGEMM_DEVICE", raising=False)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per distinct skip reason with its count (addopts has -rfE, not -ra): a machine
+    without a GPU skips every cuda test for one reason, which is one line here, not a thousand."""
+    reasons: dict[str, int] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    n_reasons = f"{len(reasons)} reason" + ("s" if len(reasons) > 1 else "")
+    terminalreporter.write_sep("=", f"{sum(reasons.values())} skipped, {n_reasons}")
+    for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.write_line(f"{n:6d}  {reason}")

@@ -1,6 +1,6 @@
 """Plugins written to a temporary folder for the registry to discover: the Python source of a
 small backend, and the .dist-info that registers it, shared by the tests that need one
-(test_registry, test_plugins_robust, test_user_edges_r14 and those that import from them).
+(tests/registry/ and tests/plugins/).
 
 ``one_variant_backend`` is the one template: a host backend with one float32 variant whose
 ``plan`` resolves ``"auto"`` to it and checks the problem, and whose ``run`` either computes the
@@ -76,10 +76,10 @@ def one_variant_backend(cls: str, *, priority: int, name: str | None = None, var
 #: a plugin computing float32 products through float64: class DoubleBackend, name "double"
 DOUBLE_PLUGIN = one_variant_backend("DoubleBackend", name="double", priority=350, variant="matmul64",
                                     description="float64 matmul rounded to float32", reason="the plugin's one variant")
-#: class Base, for plugins that break a rule before they could run (test_plugins_robust, test_user_edges_r10)
+#: class Base, for plugins that break a rule before they could run (tests/plugins/test_broken_plugins.py)
 BROKEN_BASE = one_variant_backend("Base", priority=450, run=NEVER_RUN,
                                   priority_comment="above musa and plugins: auto meets it before cpu")
-#: class Good, a third party's plugin that keeps the contract (test_user_edges_r14 subclasses it)
+#: class Good, a third party's plugin that keeps the contract (tests/plugins/ subclasses it)
 THIRD_PARTY_BASE = one_variant_backend("Good", priority=300)
 
 

@@ -1,0 +1,45 @@
+"""``polygemm.matmul`` held to numpy.matmul's shape rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.errors import ArgumentError
+from polygemm.testing import assert_close
+
+
+def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+
+
+def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_matmul_of_none_says_none_not_scalar(rng):
+    # matmul(None, b) said "a is a scalar (0-D NoneType)"; gemm says what it takes, and got None
+    a, b = _operands(rng)
+    with pytest.raises(ArgumentError, match="a must be a vector, a matrix .*got None"):
+        pg.matmul(None, b)
+    with pytest.raises(ArgumentError, match="b must be a vector, a matrix .*got None"):
+        pg.matmul(a[0], None)
+
+
+def test_matmul_empty_list_column_of_the_wrong_length_is_a_shape_error():
+    # the mismatch had been an IndexError raised while the ShapeError's message was written
+    with pytest.raises(pg.ShapeError, match=r"b, a vector of 0, taken as a column 0×1"):
+        pg.matmul([1.0], [])
+    with pytest.raises(pg.ShapeError, match=r"a\.shape\[-1\] \(K=2\) must equal b\.shape\[-2\] \(0\)"):
+        pg.matmul(np.ones((3, 2)), [])
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_matmul_returns_the_subclass_numpy_returns(rng):
+    m = np.matrix(_f32(rng, 3, 4))
+    v, u = _f32(rng, 4), _f32(rng, 3)
+    for a, b, A, B in ((m, v, np.asarray(m), v[:, None]), (u, m, u[None, :], np.asarray(m)), (m, m.T, np.asarray(m), np.asarray(m).T)):
+        want, got = np.matmul(a, b), pg.matmul(a, b)
+        assert type(got) is type(want) is np.matrix and got.shape == want.shape
+        assert_close(np.asarray(got).reshape(A.shape[0], B.shape[1]), A, B)

@@ -1,0 +1,72 @@
+"""``alpha`` and ``beta`` of every scalar kind, at the ends of float32's range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.errors import ArgumentTypeError
+
+from tests.helpers import DLPackOnly
+
+
+@pytest.fixture
+def ops(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    return a, b
+
+
+def _poisoned(shape=(3, 5)):
+    return np.full(shape, 7.0, np.float32)
+
+
+class _ArrayAPI(DLPackOnly):
+    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
+
+    @property
+    def shape(self):
+        return self._x.shape
+
+    @property
+    def ndim(self):
+        return self._x.ndim
+
+
+@pytest.mark.parametrize("word", ["c", "C", "alpha", "beta", "variant"])
+def test_gemm_keywords_given_to_matmul_name_gemm(ops, word):
+    # matmul(a, b, c=c) or alpha= had no word of polygemm.gemm, which takes them
+    a, b = ops
+    with pytest.raises(ArgumentTypeError, match=rf"unexpected keyword argument '{word}' \(matmul is numpy\.matmul's a @ b; "
+                                                rf"polygemm\.gemm\(a, b, c, alpha=, beta=, variant=\) takes {word.lower()}\)"):
+        pg.matmul(a, b, **{word: 1.0})
+
+
+def test_blas_order_alpha_beta_by_position_is_told_the_keywords(ops):
+    # gemm(a, b, c, 2.0, 1.0), BLAS's order, said "gemm() takes from 2 to 3 positional arguments but 5 were given"
+    a, b = ops
+    c = _poisoned()
+    for func in (pg.gemm, pg.explain):
+        with pytest.raises(ArgumentTypeError, match=r"takes from 2 to 3 positional arguments but 5 were given: alpha and beta "
+                                                    r"are keywords: \w+\(a, b, c, alpha=\.\.\., beta=\.\.\.\)"):
+            func(a, b, c, 2.0, 1.0)
+    assert (c == 7.0).all()
+
+
+def test_a_one_element_array_of_another_library_is_told_item(ops):
+    # another library's one-element array is told alpha.item(), as a one-element NumPy array is
+    a, b = ops
+    with pytest.raises(ArgumentTypeError, match=r"a one-element \w+\._ArrayAPI is no scalar: pass beta\.item\(\)$"):
+        pg.gemm(a, b, _poisoned(), beta=_ArrayAPI(np.array([2.0])))
+
+
+def test_a_value_whose_repr_raises_is_still_told_what_is_wrong(ops):
+    # an alpha whose __repr__ raises replaced polygemm's refusal with that error
+    class Hostile:
+        def __repr__(self):
+            raise RuntimeError("repr exploded")
+
+    a, b = ops
+    with pytest.raises(ArgumentTypeError, match=r"\balpha\b.*real number.*<Hostile>"):
+        pg.gemm(a, b, alpha=Hostile())

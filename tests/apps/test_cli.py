@@ -1,0 +1,882 @@
+"""The command line: info, gemm, variants, usage errors of one line."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import polygemm
+import polygemm as pg
+import polygemm.registry as registry
+from polygemm.apps import bench
+from polygemm.apps.cli import build_parser, main
+from polygemm.errors import BackendUnavailableError
+from polygemm.testing import assert_close
+
+from tests.helpers import BASE, REPO_ROOT, usage_error
+from tests.plugin_sources import install_fake_plugins
+
+
+ROOT = REPO_ROOT
+
+
+def _closed_pipe_run(*args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m polygemm ARGS`` with a stdout whose reader has already gone away."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        return subprocess.run([sys.executable, "-m", "polygemm", *args], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    finally:
+        os.close(write_end)
+
+
+def _long_info(name: str, available: bool = False) -> registry.BackendInfo:
+    text = f"{name} could not load: " + "tried /opt/vendor/very/long/path/libvendor.so: no such file; " * 10 + "\nsecond line"
+    return registry.BackendInfo(name, available, text, 300, "entry point " + "x" * 150 + ":B (dist)", None, text)
+
+
+def _json_out(capsys, argv: list[str]) -> dict:
+    """Run the command; its whole stdout must be one JSON document."""
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    return json.loads(captured.out)
+
+
+BROKEN = {
+    "fordev": (BASE + """
+class B(Base):
+    def for_device(self, index):
+        raise RuntimeError("device table unreadable")
+""", "B"),
+    "roname": (BASE + """
+class B(Base):
+    @property
+    def name(self):
+        return "something else"
+""", "B"),
+    "noattr": (BASE, "Missing"),
+    "initargs": (BASE + """
+class B(Base):
+    def __init__(self, path):
+        super().__init__()
+""", "B"),
+    "initraises": (BASE + """
+class B(Base):
+    def __init__(self):
+        raise RuntimeError("no licence file")
+""", "B"),
+    "notbackend": ("def B():\n    return 42\n", "B"),
+    "syntaxerr": ("def (:\n", "B"),
+    "silentprobe": (BASE + """
+class B(Base):
+    def probe(self):
+        return Availability(False, "")
+""", "B"),
+}
+
+
+@pytest.fixture
+def broken(tmp_path, monkeypatch, fresh_registry):
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         *((f"pg_{n}", f"pg_{n}_plugin", src, {n: f"pg_{n}_plugin:{attr}"}) for n, (src, attr) in BROKEN.items()),
+                         ("pg_nomod", "pg_nomod_plugin", "x = 1\n", {"nomod": "pg_nomod_no_such_module:B"}))
+    yield tmp_path
+    for n in [*BROKEN, "nomod"]:
+        sys.modules.pop(f"pg_{n}_plugin", None)
+
+
+COMMANDS = ["info", "variants", "gemm", "bench", "plot", "matrix", "ceiling", "compile"]
+
+
+def _error_line(capsys, argv: list[str], status: int = 2) -> str:
+    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
+    return lines[0]
+
+
+def usage_error_2(capsys, argv):
+    from polygemm.apps.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def cli(capsys, argv):
+    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
+    from polygemm.apps.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _cannot_create(folder):
+    try:
+        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    except OSError:
+        return True
+    os.close(fd)
+    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
+    return False
+
+
+@pytest.fixture
+def no_file_folder(monkeypatch):
+    """/proc: a folder on every Linux where no file can be made, which os.access calls writable for root (and, here,
+    for any user: its answer for root is given whoever runs the tests)."""
+    assert os.path.isdir("/proc") and _cannot_create("/proc")
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: True if str(path).startswith("/proc")
+                        else access(path, mode, *a, **k))
+    return "/proc"
+
+
+def _auto_backend() -> str:
+    """What device="auto" runs float32 on here: a machine without a GPU runs the CPU, a GPU machine cuda."""
+    return "cuda" if {i.name: i for i in pg.backends()}["cuda"].available else "cpu"
+
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _documented_options():
+    """(command, option) for every ``polygemm <command> ... --option`` written in README.md and docs/*.md."""
+    commands = {"info", "variants", "gemm", "bench", "plot", "matrix", "ceiling", "compile"}
+    found = set()
+    for doc in DOCS:
+        for span in re.findall(r"`([^`\n]*polygemm [a-z]+[^`\n]*)`|^(.*polygemm [a-z]+.*)$", doc.read_text(), re.M):
+            text = span[0] or span[1]
+            for m in re.finditer(r"\bpolygemm ([a-z]+)((?: +[^|;`#(]*)?)", text):
+                if m.group(1) in commands:
+                    for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", m.group(2)):
+                        found.add((m.group(1), opt))
+    return sorted(found)
+
+
+DOCUMENTED = _documented_options()
+
+
+_VARIANT_BASE = '''
+from polygemm.backend import Availability, Backend, Variant
+
+class B(Backend):
+    priority = 300
+    def probe(self):
+        return Availability(True)
+    def plan(self, problem, variant="auto"):
+        raise AssertionError("never planned")
+    def run(self, plan):
+        raise AssertionError("never run")
+'''
+
+
+def _refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """The command line's one-line refusal (status 2, no traceback, nothing on stdout)."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
+    return captured.err.strip()
+
+
+def test_info(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "polygemm" in out and "cpu" in out and "numpy" in out and "cuda" in out
+
+
+def test_gemm_check(capsys):
+    assert main(["gemm", "--shape", "65x33x17", "--device", "cpu", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "check: PASS" in out and "variant : blas" in out
+
+
+def test_variants(capsys):
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    assert "reference" in out and "cuda:" in out and "musa:" in out
+
+
+def test_gemm_unavailable_device_exits_nonzero(capsys):
+    assert main(["gemm", "--shape", "2x2x2", "--device", "nosuch"]) == 2
+    assert "unknown device 'nosuch'" in capsys.readouterr().err
+
+
+def test_module_entry_point():
+    r = subprocess.run([sys.executable, "-m", "polygemm", "variants", "--device", "cpu"], capture_output=True, text=True)
+    assert r.returncode == 0 and "reference" in r.stdout
+
+
+def test_matrix_unknown_backend_fails(capsys):
+    assert main(["matrix", "--backends", "nosuch", "--quick", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown backend 'nosuch'" in err and "known backends: cpu, cuda, musa" in err
+    assert main(["matrix", "--backends", "cpux", "--quick", "--no-progress"]) == 2
+    assert "did you mean 'cpu'" in capsys.readouterr().err
+
+
+def test_gemm_repeat_must_be_positive(capsys):
+    for bad in ("-1", "0", "two"):
+        with pytest.raises(SystemExit) as exc:
+            main(["gemm", "--shape", "2x2x2", "--device", "cpu", "--repeat", bad])
+        assert exc.value.code == 2
+        assert "argument --repeat/--repeats: must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_gemm_takes_repeats_as_bench_spells_it(capsys):
+    # polygemm bench takes --repeats (and --repeat, a prefix of it); gemm took --repeat only, and
+    # "polygemm gemm ... --repeats 2" was a usage error
+    assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--repeats", "2", "--seed", "1"]) == 0
+    assert "best of 2 " in capsys.readouterr().out
+    assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--repeat", "4", "--seed", "1"]) == 0
+    assert "best of 4 " in capsys.readouterr().out
+
+
+def test_closed_stdout_is_not_a_traceback():
+    """``polygemm info | head -1``: the reader leaves early; no BrokenPipeError on stderr."""
+    for args in (("info",), ("variants",), ("--help",)):
+        r = _closed_pipe_run(*args)
+        assert "BrokenPipeError" not in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.returncode in (0, 141), (args, r.returncode)
+
+
+def test_info_head_in_a_shell():
+    r = subprocess.run(f"{sys.executable} -m polygemm info | head -1", shell=True, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}, cwd=str(ROOT))
+    assert r.stdout.startswith("polygemm ") and "Error" not in r.stderr, r.stderr
+
+
+def test_info_lines_fit_120_columns(monkeypatch, capsys):
+    """info cuts and wraps whatever the registry hands it; -v prints the full text."""
+    real = registry.backends()
+    monkeypatch.setattr(registry, "backends", lambda: real + [_long_info("verylongpluginname_" * 3)])
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120, out
+    assert "verylongpluginname_" in out and "polygemm info -v" in out
+    assert main(["info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "second line" in out and out.count("libvendor.so") >= 10
+
+
+def test_info_verbose_prints_a_short_reason_once(monkeypatch, capsys):
+    """-v prints the detail lines past the reason, not the reason again."""
+    real = registry.backends()
+    text = "vendorlib is the emulation flavor: set VENDOR_EMULATION=1\nlibrary: /opt/vendor/libvendor.so"
+    info = registry.BackendInfo("vendorx", False, text, 300, "entry point x:B (dist)", None, text)
+    monkeypatch.setattr(registry, "backends", lambda: real + [info])
+    assert main(["info", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("set VENDOR_EMULATION=1") == 1 and "| library: /opt/vendor/libvendor.so" in out
+
+
+def test_info_as_installed_fits_120_columns(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120, out
+
+
+def test_variants_table(capsys):
+    assert main(["variants"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    rows = {line.split()[0]: line.split()[1] for line in lines if line.startswith("  ") and len(line.split()) > 2}
+    assert len(lines) - len(rows) < 10  # one line per variant: no wrapped descriptions in the short table
+    assert rows["blas"] == "yes" and rows["reference"] == "no" and rows["numpy"] == "vendor"
+    assert rows["cublas"] == "vendor" and rows["cm_v02_smem_tiling"] == "no" and rows["hgemm_v1_mma_ldmatrix"] == "yes"
+    assert "auto: yes = variant='auto' may pick it" in out
+    assert main(["variants", "-v", "--backends", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "needs:" in out and "cp.async" in out and "cpu:" not in out
+
+
+def test_variants_and_matrix_accept_both_spellings(capsys):
+    assert main(["variants", "--device", "cpu"]) == 0
+    a = capsys.readouterr().out
+    assert main(["variants", "--backends", "cpu"]) == 0
+    assert capsys.readouterr().out == a and "cuda:" not in a
+    assert main(["matrix", "--device", "cpu", "--quick", "--dtypes", "float64", "--no-progress"]) == 0
+    assert " 0 failed" in capsys.readouterr().out
+    assert main(["variants", "--device", "nosuch"]) == 2
+    assert "unknown device 'nosuch'" in capsys.readouterr().err
+
+
+def test_every_option_has_help_and_defaults_are_shown():
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    for name in ("info", "variants", "gemm", "matrix"):
+        for action in subs[name]._actions:
+            assert action.help, f"polygemm {name} {action.option_strings or action.dest} has no help"
+    text = " ".join(subs["gemm"].format_help().split())  # as read, whatever the terminal's width wrapped
+    assert "(default: float32)" in text and "(default: 3)" in text and "(default: auto)" in text
+
+
+def test_cli_refuses_what_it_cannot_do_with_a_message(capsys):
+    """A negative --batch is a usage error; a shape whose operands cannot be allocated says so
+    (exit 2, no traceback)."""
+    from polygemm.apps.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--batch", "-1"])
+    assert exc.value.code == 2 and "--batch: must be 0" in capsys.readouterr().err
+    assert main(["gemm", "--device", "cpu", "--shape", "99999999x99999999x9999999"]) == 2
+    assert "GiB of host memory" in capsys.readouterr().err
+
+
+def test_an_unreadable_plan_cache_size_warns_and_keeps_the_default():
+    import subprocess
+    import sys
+
+    code = "import warnings; warnings.simplefilter('error', RuntimeWarning)\ntry:\n import polygemm\nexcept RuntimeWarning as w: print('warned', w)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": "lots"})
+    assert "warned POLYGEMM_PLAN_CACHE_SIZE='lots' is not a whole number; keeping 256 plans" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", "import polygemm.plan_cache as a; print(a.PLAN_CACHE_SIZE)"], capture_output=True, text=True,
+                       env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": ""})
+    assert r.stdout.strip() == "256", r.stderr
+
+
+def test_gemm_command_takes_bfloat16(capsys):
+    assert main(["gemm", "--device", "cpu", "--shape", "33x17x65", "--dtype", "bfloat16", "--check"]) == 0
+    assert "check: PASS" in capsys.readouterr().out
+
+
+def test_info_json_is_machine_readable(capsys):
+    import numpy as np
+
+    import polygemm
+
+    data = _json_out(capsys, ["info", "--json"])
+    assert data["polygemm"] == polygemm.__version__ and data["python"] == sys.version.split()[0]
+    assert data["libraries"]["numpy"] == {"version": np.__version__, "error": None}
+    assert set(data["libraries"]) == {"numpy", "cffi", "pycuda"}
+    infos = registry.backends()
+    assert [b["name"] for b in data["backends"]] == [i.name for i in infos]  # highest priority first, as the text
+    by_name = {b["name"]: b for b in data["backends"]}
+    cpu = by_name["cpu"]
+    assert cpu["available"] is True and cpu["priority"] == 0 and cpu["reason"] == "" and cpu["errors"] == []
+    assert set(cpu["dtypes"]) == {"float16", "bfloat16", "float32", "float64"} and cpu["device"].startswith("CPU")
+    assert "polygemm.backends.cpu_ref" in cpu["source"]
+    for info in infos:
+        record = by_name[info.name]
+        assert record["available"] is info.available and record["priority"] == info.priority
+        if not info.available:  # the reason, and the whole text (info -v), with no device and no dtypes
+            assert record["reason"] == registry.one_line(info.reason) and record["detail"] == (info.detail or info.reason)
+            assert record["device"] is None and record["dtypes"] is None
+    assert _json_out(capsys, ["info", "--json", "-"]) == data  # "-" is standard output here, as --json alone
+    assert _json_out(capsys, ["info", "--json", "-v"]) == data  # -v changes the text only; the JSON has every reason in full
+
+
+def test_info_json_has_each_reason_in_full(monkeypatch, capsys):
+    real = registry.backends()
+    monkeypatch.setattr(registry, "backends", lambda: real + [_long_info("vendorlong")])
+    data = _json_out(capsys, ["info", "--json"])
+    record = data["backends"][-1]
+    assert record["name"] == "vendorlong" and record["available"] is False
+    assert len(record["reason"]) <= 120 and record["detail"].count("libvendor.so") == 10 and record["detail"].endswith("second line")
+
+
+def test_variants_json_is_machine_readable(capsys):
+    data = _json_out(capsys, ["variants", "--json"])
+    names = [b["name"] for b in data["backends"]]
+    assert names == registry.known_names() and {"cpu", "cuda", "musa"} <= set(names)
+    for backend in data["backends"]:  # the static tables, device or not
+        assert backend["error"] is None
+        table = registry.get_backend(backend["name"]).variants()
+        assert [v["name"] for v in backend["variants"]] == [v.name for v in table]
+        for row, v in zip(backend["variants"], table):
+            assert row == {"name": v.name, "dtypes": list(v.dtypes), "out_dtypes": list(v.out_dtypes), "auto": v.auto,
+                           "vendor": v.vendor, "layout": v.layout, "tile": v.tile, "requirements": v.requirements,
+                           "description": v.description}
+    rows = {v["name"]: v for b in data["backends"] for v in b["variants"]}
+    assert rows["blas"]["auto"] is True and rows["reference"]["auto"] is False and rows["numpy"]["vendor"] is True
+    assert rows["cublas"]["vendor"] is True and rows["hgemm_v1_mma_ldmatrix"]["auto"] is True
+    cpu_only = _json_out(capsys, ["variants", "--device", "cpu", "--json"])
+    assert [b["name"] for b in cpu_only["backends"]] == ["cpu"] and cpu_only["backends"][0] == data["backends"][names.index("cpu")]
+    assert _json_out(capsys, ["variants", "--json", "-", "--backends", "cpu", "-v"]) == cpu_only
+
+
+def test_variants_json_names_a_broken_backend(monkeypatch, capsys):
+    monkeypatch.setattr(registry, "known_names", lambda: ["cpu", "nosuchbackend"])
+    data = _json_out(capsys, ["variants", "--json"])
+    broken = data["backends"][1]
+    assert broken["name"] == "nosuchbackend" and broken["variants"] is None and "nosuchbackend" in broken["error"]
+    assert data["backends"][0]["name"] == "cpu" and data["backends"][0]["error"] is None
+
+
+@pytest.mark.parametrize("command", [["info"], ["variants", "--device", "cpu"]])
+def test_info_and_variants_json_to_a_file(tmp_path, capsys, command):
+    """--json PATH writes the file and prints the text, then 'wrote PATH', as bench and matrix do."""
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "out.json"
+    assert main([*command, "--json", str(path)]) == 0
+    assert capsys.readouterr().out == text + f"wrote {path}\n"
+    assert json.loads(path.read_text()) == _json_out(capsys, [*command, "--json"])
+
+
+@pytest.mark.parametrize("command", ["info", "variants"])
+@pytest.mark.parametrize("value, says", [("", "--json '': an empty path; name a file (e.g. --json results.json)"),
+                                         (" ", "--json ' ': an empty path"),
+                                         ("{tmp}/missing/x.json", "the folder {tmp}/missing does not exist"),
+                                         ("{tmp}", "that is a folder; name a file")])
+def test_info_and_variants_refuse_an_odd_json_path_as_bench_does(tmp_path, capsys, command, value, says):
+    value, says = value.format(tmp=tmp_path), says.format(tmp=tmp_path)
+    assert main([command, "--json", value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and says in captured.err and captured.err.startswith("polygemm: error: --json")
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", value]) == 2
+    assert says in capsys.readouterr().err  # the same words as bench's
+
+
+def test_json_dash_is_still_refused_where_json_names_a_file(tmp_path, monkeypatch, capsys):
+    """Only info and variants print JSON on stdout; matrix's --json - stays a usage error."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["matrix", "--backends", "cpu", "--quick", "--json", "-"]) == 2
+    assert "polygemm writes --json to a file, not to standard output" in capsys.readouterr().err
+
+
+def test_explain_prints_the_plan_of_polygemm_explain(capsys):
+    assert main(["explain", "--shape", "64x32x16", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "64x32x16" in out and "backend : cpu" in out and "variant : blas" in out and "why" in out
+    assert "b=row-major" in out
+
+
+def test_explain_takes_transposed_operands_and_a_variant(capsys):
+    assert main(["explain", "--shape", "64x32x16", "--device", "cpu", "--variant", "reference", "--transpose-a", "--transpose-b"]) == 0
+    out = capsys.readouterr().out
+    assert "variant : reference" in out and "a=col-major" in out and "b=col-major" in out and "copies  : none" in out
+
+
+def test_explain_json_on_stdout_and_to_a_file(capsys, tmp_path):
+    assert main(["explain", "--shape", "8x4x2", "--dtype", "float16", "--device", "cpu", "--batch", "3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["m"], data["n"], data["k"], data["batch"]) == (8, 4, 2, [3])
+    assert data["dtype"] == "float16" and data["backend"] == "cpu" and data["variant"] and data["reason"]
+    assert set(data["layouts"]) == {"a", "b"} and isinstance(data["passed_over"], list)
+    path = tmp_path / "plan.json"
+    assert main(["explain", "--shape", "8x4x2", "--device", "cpu", "--json", str(path)]) == 0
+    assert "variant" in capsys.readouterr().out and json.loads(path.read_text())["backend"] == "cpu"
+
+
+def test_explain_refuses_an_unknown_variant_naming_it(capsys):
+    assert main(["explain", "--shape", "8x8x8", "--device", "cpu", "--variant", "no_such_rung"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_rung" in err and "error" in err
+
+
+def test_explain_needs_a_shape(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["explain", "--shape", "8x8"])
+    assert exc.value.code == 2 and "MxNxK" in capsys.readouterr().err
+
+
+def test_applications_are_not_imported_by_the_library():
+    """polygemm.apps sits above the library: importing polygemm (and its backends) imports no application."""
+    code = ("import sys, polygemm, polygemm.backends.cpu_ref, polygemm.testing; "
+            "print([m for m in sys.modules if m.startswith('polygemm.apps')])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_plugins_broken_otherwise_are_listed_with_their_reason_and_nothing_else_breaks(broken, capsys, rng):
+    infos = {i.name: i for i in pg.backends()}
+    expect = {
+        "noattr": "import failed: AttributeError", "nomod": "ModuleNotFoundError", "initargs": "missing 1 required positional",
+        "initraises": "no licence file", "notbackend": "is not a polygemm Backend", "syntaxerr": "SyntaxError",
+        "silentprobe": "probe said unavailable without a reason",
+    }
+    for name, says in expect.items():
+        assert not infos[name].available and says in infos[name].reason, (name, infos[name].reason)
+        with pytest.raises(BackendUnavailableError, match=f"'{name}'"):
+            pg.gemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), device=name)
+    assert infos["cpu"].available
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
+    assert_close(pg.gemm(a, b, device="cpu"), a, b)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    for name in expect:
+        assert name in out
+    assert "no licence file" in out and "probe said unavailable without a reason" in out
+
+
+def test_no_command_is_a_usage_error_listing_the_commands(capsys):
+    line = usage_error(capsys, [])
+    assert "required: command" in line
+    r = subprocess.run([sys.executable, "-m", "polygemm"], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""
+    assert all(c in r.stderr for c in COMMANDS), r.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(capsys, command):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and out.startswith(f"usage: polygemm {command}") and "options:" in out
+
+
+@pytest.mark.parametrize("shape", ["3x4x5", "3X4X5", "3×4×5", " 3 x 4 x 5 "])
+def test_gemm_takes_a_shape_written_otherwise(capsys, shape):
+    assert main(["gemm", "--shape", shape, "--device", "cpu", "--repeat", "1", "--seed", "1", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("polygemm plan: 3x4x5 (MxNxK) float32") and "check: PASS" in out
+
+
+@pytest.mark.parametrize("shape", ["3x4", "3,4,5", "3x4x5x6", "1e3x2x2", "3x4.0x5", "x4x5"])
+def test_gemm_shapes_it_cannot_read_name_the_option_and_the_form(capsys, shape):
+    line = usage_error(capsys, ["gemm", "--shape", shape])
+    assert "argument --shape" in line and "MxNxK" in line and repr(shape) in line
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--json", ""], "--json"),
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--markdown", " "], "--markdown"),
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--plot", ""], "--plot"),
+    (["matrix", "--backends", "cpu", "--quick", "--json", ""], "--json"),
+])
+def test_an_empty_output_path_is_refused_before_the_run(capsys, argv, option):
+    # "--json $OUT" with OUT unset ran the whole benchmark and wrote nothing, saying nothing
+    # (polygemm/apps/cli.py)
+    line = _error_line(capsys, argv)
+    assert f"{option} " in line and "an empty path; name a file" in line
+    assert capsys.readouterr().out == ""  # refused before anything ran
+
+
+def test_info_and_variants_say_what_they_list(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"polygemm {pg.__version__}") and "backends (highest priority first):" in out
+    assert any(ln.split()[:1] == ["cpu"] and "available" in ln for ln in out.splitlines())
+    assert main(["variants", "-v", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cpu:") and "reference" in out and "dtypes: float16, bfloat16, float32, float64" in out
+
+
+def test_info_on_this_machine_names_what_cuda_lacks(capsys):
+    # on a machine with a working cuda backend there is nothing to check here
+    info = {i.name: i for i in pg.backends()}["cuda"]
+    if info.available:
+        pytest.skip("the cuda backend is available here")
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.lstrip().startswith("cuda "))
+    assert "unavailable" in line
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        assert "no NVIDIA driver" in line
+    with pytest.raises(BackendUnavailableError, match="device 'cuda' is unavailable: " + info.reason.split("(")[0]):
+        pg.gemm(np.ones((2, 2)), np.ones((2, 2)), device="cuda")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["gemm", "--shape", "-1x2x3"], "--shape: shape dimensions must be >= 0; got '-1x2x3'"),  # had read "expected one argument"
+    (["gemm", "--shape", "2x2x2", "--seed", "-1"], "--seed: must be 0 or more; got '-1'"),  # had been numpy's traceback
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--max-dim", "0"], "--max-dim: must be an integer >= 1"),
+    # had run one build at a time (--only names nothing: a regression fails at once, builds nothing)
+    (["compile", "-j", "-1", "--only", "no_such_kernel"], "-j/--jobs: must be an integer >= 1; got '-1'"),
+])
+def test_cli_usage_errors_say_what_is_wrong(capsys, argv, says):
+    assert says in usage_error(capsys, argv)
+
+
+def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypatch):
+    """Operands that fit but a result that does not (100000x100000x1: 800 kB in, 40 GB out) end
+    in the command's one-line error, exit 2 (it had been a MemoryError traceback)."""
+    from polygemm.backends.cpu_ref import backend as cpu
+    from polygemm.apps.cli import main
+
+    def no_memory(self, plan, call):
+        raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000)")
+
+    monkeypatch.setattr(cpu.CpuReferenceBackend, "execute", no_memory)  # as a machine without 40 GB answers
+    assert main(["gemm", "--device", "cpu", "--shape", "100000x100000x1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith("polygemm: error: --shape 100000x100000x1:") and "GiB of host memory" in err
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["info", "--json", "{f}/x.json"], "--json"),
+    (["variants", "--device", "cpu", "--json", "{f}/x.json"], "--json"),
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--markdown", "{f}/sub/x.md"], "--markdown"),
+    (["matrix", "--backends", "cpu", "--quick", "--json", "{f}/x.json"], "--json"),
+    (["plot", "{f}", "-o", "{f}/x.png"], "--output"),
+])
+def test_an_output_path_under_a_file_says_that_it_is_a_file(tmp_path, capsys, argv, option):
+    """``--json results.json/x.json`` (a file where a folder was meant) said
+    "the folder .../results.json does not exist", though it does; now it says that path is a file."""
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps({"records": []}))
+    assert main([x.replace("{f}", str(f)) for x in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"polygemm: error: {option} {f}/") and err.endswith(f"{f} is a file, not a folder; name a file in a folder")
+    assert "does not exist" not in err
+    assert json.loads(f.read_text()) == {"records": []}  # untouched
+    missing = tmp_path / "nowhere" / "x.json"
+    assert main(["info", "--json", str(missing)]) == 2  # a folder that is missing still says so
+    assert capsys.readouterr().err.strip().endswith(f"the folder {missing.parent} does not exist")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["gemm", "--shape", "2x2x2", "--seed", "1.5"], "--seed: must be an integer, 0 or more; got '1.5'"),
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--batch", "1.5"], "--batch: must be an integer, 0 or more; got '1.5'"),
+    (["gemm", "--shape", "2x2x2", "--seed", "x"], "--seed: must be an integer, 0 or more; got 'x'"),
+])
+def test_cli_integer_options_given_a_fraction_say_so(capsys, argv, says):
+    # "--seed 1.5" (and bench's "--batch 1.5") were told "must be 0 or more; got '1.5'", which 1.5 is; what is
+    # wrong is that it is no integer
+    assert says in usage_error_2(capsys, argv)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["gemm", "--shape", "2x2x2", "--seed", "-1"], "--seed: must be 0 or more; got '-1'"),
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--batch", "-2"], "--batch: must be 0 or more; got '-2'"),
+    (["gemm", "--shape", "2x2x2", "--repeat", "2.0"], "--repeat/--repeats: must be an integer >= 1; got '2.0'"),
+    (["gemm", "--shape", "1e3x4x4"], "--shape: shape must be MxNxK with three non-negative integers"),
+])
+def test_cli_integer_options_negative_or_written_otherwise(capsys, argv, says):
+    """Right: negative values are told the bound; a float-looking repeat or shape is told an integer is needed."""
+    assert says in usage_error_2(capsys, argv)
+
+
+def test_cli_seed_of_any_size_runs(capsys):
+    """Right: a seed beyond 64 bits (NumPy's generators take any non-negative int) runs and checks."""
+    from polygemm.apps.cli import main
+
+    assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--seed", str(2**80 + 1), "--repeat", "1", "--check"]) == 0
+    assert "check: PASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["info", "--json", "{d}/x.json"],
+    ["variants", "--device", "cpu", "--json", "{d}/x.json"],
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", "{d}/x.json"],
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--markdown", "{d}/x.md"],
+    ["bench", "--device", "cpu", "--shapes", "8x8x8", "--plot", "{d}/x.png"],
+    ["matrix", "--backends", "cpu", "--quick", "--json", "{d}/x.json"],
+])
+def test_output_in_a_folder_where_no_file_can_be_made_is_refused_before_running(capsys, monkeypatch, no_file_folder, argv):
+    # os.access(folder, W_OK) is true for root in /proc or /sys (and on mounts that refuse new files): the
+    # command ran whole (a benchmark, the conformance matrix), printed its results, then ended in a FileNotFoundError /
+    # PermissionError traceback with exit 1 and no file. The folder is now tried by making a file in it, before anything
+    from polygemm.apps import bench, matrix
+
+    monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed into an unwritable --json"))
+    monkeypatch.setattr(matrix, "run_conformance", lambda *a, **k: pytest.fail("ran into an unwritable --json"), raising=False)
+    rc, out, err = cli(capsys, [x.format(d=no_file_folder) for x in argv])
+    assert rc == 2 and out == "" and "Traceback" not in err, (rc, out, err)
+    assert f"no file can be made in {no_file_folder}" in err and "name a file in a folder you can write" in err
+
+
+def test_a_writable_output_still_written_and_no_probe_left_behind(capsys, tmp_path):
+    path = tmp_path / "info.json"
+    rc, out, err = cli(capsys, ["info", "--json", str(path)])
+    assert rc == 0 and json.loads(path.read_text())["backends"] and f"wrote {path}" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["info.json"]
+
+
+def test_readme_main_job_runs_and_checks(capsys):
+    assert main(["gemm", "--shape", "1024x1024x1024", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert f"backend : {_auto_backend()}" in out and re.search(r"check: PASS: all 1048576 elements within the bound", out), out
+
+
+@pytest.mark.parametrize("command,option", DOCUMENTED)
+def test_every_option_the_docs_name_is_in_that_commands_help(capsys, command, option):
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", capsys.readouterr().out), (command, option)
+
+
+@pytest.mark.parametrize("argv,meant", [(["gemm", "--shape", "64x64x64", "--chek"], "--check"),
+                                        (["info", "--jsn"], "--json"),
+                                        (["matrix", "--backends", "cpu", "--quik=1"], "--quick")])
+def test_option_typo_is_told_by_the_command_with_the_option_meant(capsys, argv, meant):
+    """A mistyped option of a command (``polygemm gemm ... --chek``) got the top-level usage (``polygemm [-h]
+    [--version] {info,...}``) and 'unrecognized arguments' alone; the command's own usage and the option meant now."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.startswith(f"usage: polygemm {argv[0]}") and f"polygemm {argv[0]}: error: unrecognized arguments" in err
+    assert f"did you mean {meant}?" in err, err
+
+
+def test_stray_word_after_a_command_is_told_by_that_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["info", "extra"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "polygemm info: error: unrecognized arguments: extra" in err and "did you mean" not in err
+
+
+def test_a_mistyped_command_names_the_one_meant(capsys):
+    # a newcomer's `polygemm ifno` was told the list of commands without the one it most likely meant
+    from polygemm.apps.cli import main
+    with pytest.raises(SystemExit) as info:
+        main(["ifno"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'ifno' (did you mean 'info'?); choose from 'info'," in err
+    with pytest.raises(SystemExit):
+        main(["xyzzy"])  # nothing near: argparse's own message, no guess
+    err = capsys.readouterr().err
+    assert "invalid choice: 'xyzzy'" in err and "did you mean" not in err
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="FIFOs are POSIX")
+def test_json_into_a_fifo_is_written_into_not_replaced(tmp_path):
+    """--json /dev/null (as root) had replaced the device with a regular file for the whole machine, and a FIFO
+    likewise (its reader waited forever): a target that is no regular file is written into."""
+    import os
+    import stat
+    import threading
+
+    from polygemm.apps.cli import main
+
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["info", "--json", str(fifo)]) in (0, None)
+    reader.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert b'"backends"' in got[0]
+
+
+def test_json_through_a_dangling_link_is_refused_before_the_run(tmp_path, capsys):
+    import os
+
+    from polygemm.apps.cli import main
+
+    link = tmp_path / "d.json"
+    os.symlink(tmp_path / "nodir" / "x.json", link)
+    try:
+        rc = main(["info", "--json", str(link)])
+    except SystemExit as exc:  # argparse's error(): exit 2
+        rc = exc.code
+    assert rc == 2
+    assert "nodir does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, table, says", [
+    ("tilenone", '(Variant(name="v", dtypes=("float32",), description="d", tile=None),)', "tile=None; it must be a string"),
+    ("tileint", '(Variant(name="v", dtypes=("float32",), description="d", tile=128),)', "tile=128; it must be a string"),
+    ("descnone", '(Variant(name="v", dtypes=("float32",), description=None),)', "description=None; it must be a string"),
+    ("autostr", '(Variant(name="v", dtypes=("float32",), description="d", auto="no"),)', "auto='no'; it must be True or False"),
+    ("nodtypes", '(Variant(name="v", dtypes=(), description="d"),)', "dtypes=(); name the dtypes"),
+    ("emptytable", '()', "variants() returned no Variant"),
+])
+def test_a_variant_table_of_the_wrong_kinds_is_a_reason_not_a_crash(tmp_path, monkeypatch, fresh_registry, capsys,
+                                                                    name, table, says):
+    """`polygemm variants` had crashed for every backend on a plugin's tile=None (AttributeError in the table),
+    and an empty table had left the plugin "available" with "it supports " and nothing after it."""
+    import json
+
+    from tests.plugin_sources import install_fake_plugins
+    from polygemm.apps.cli import main
+
+    source = _VARIANT_BASE + f"    def variants(self):\n        return {table}\n"
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, (f"pg-{name}", f"pg_{name}_mod", source, {name: f"pg_{name}_mod:B"}))
+    info = {i.name: i for i in polygemm.backends()}[name]
+    assert not info.available and says in info.reason
+    if name == "emptytable":  # an empty table is listed as one ("no variants"); info and calls give the reason
+        return
+    assert main(["variants"]) in (0, None)
+    text = capsys.readouterr().out
+    assert f"{name}: " in text and says in text and "cpu:" in text  # the others still listed
+    assert main(["variants", "--json", "-"]) in (0, None)
+    rows = {b["name"]: b for b in json.loads(capsys.readouterr().out)["backends"]}
+    assert says in rows[name]["error"] and rows["cpu"]["variants"]
+
+
+def test_a_device_from_the_environment_is_told_to_a_cli_user_as_device_option(monkeypatch, capsys):
+    from polygemm.apps.cli import main
+
+    monkeypatch.setenv("POLYGEMM_DEVICE", "gpu")
+    assert main(["gemm", "--shape", "4x4x4"]) == 2
+    err = capsys.readouterr().err
+    assert "$POLYGEMM_DEVICE='gpu'" in err and "pass --device" in err and "device=," not in err
+
+
+def test_variants_of_a_device_index_the_backend_lacks_is_an_error(capsys):
+    # it printed "cpu:1: device 'cpu:1': backend 'cpu' has one device; use 'cpu'" as a table row, exit 0
+    assert main(["variants", "--device", "cpu:1"]) == 2
+    captured = capsys.readouterr()
+    assert "cpu:1" in captured.err and "has one device" in captured.err and "use 'cpu'" in captured.err
+    assert "cpu:1:" not in captured.out
+
+
+def test_variants_of_a_device_index_lists_the_backends_table_without_a_device(capsys):
+    # "variants --device cuda:0" printed "device 'cuda:0' is unavailable" where "--device cuda" lists the
+    # static table (the command needs no device)
+    if {i.name: i for i in pg.backends()}["cuda"].available:
+        pytest.skip("cuda is available here: cuda:0 is checked against the device")
+    assert main(["variants", "--device", "cuda:0"]) == 0
+    out = capsys.readouterr().out
+    assert "cublas" in out and "is unavailable" not in out
+
+
+def test_variants_auto_is_not_a_suggestion_of_itself(capsys):
+    # it said: unknown device 'auto' (did you mean 'auto'?)
+    assert main(["variants", "--device", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'auto'" not in err and "'auto' is not a backend" in err
+    with pytest.raises(pg.ArgumentError, match="'auto' is not a backend"):
+        pg.get_backend("auto")
+
+
+def test_variants_lists_a_backend_named_twice_once(capsys):
+    assert main(["variants", "--device", "cpu", "CPU"]) == 0
+    assert capsys.readouterr().out.count("cpu:") == 1
+
+
+def test_gemm_shape_past_numpys_largest_dimension_is_one_line(capsys):
+    # --shape 99999999999999999999x1x1 had been numpy's "ValueError: Maximum allowed dimension exceeded" traceback, exit 1
+    assert main(["gemm", "--device", "cpu", "--shape", "99999999999999999999x1x1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("polygemm: error: --shape 99999999999999999999x1x1:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["variants", "--device", "cuda:01"],  # cuda's table had been printed for it (exit 0) where cuda is unavailable
+    ["variants", "--device", "cpu:01"],
+    ["bench", "--device", "cpu:01", "--shapes", "8x8x8", "--repeats", "1"],
+    ["gemm", "--shape", "4x4x4", "--device", "cpu:01"],
+])
+def test_the_cli_refuses_a_device_index_with_a_leading_zero(capsys, argv):
+    # the command line echoed 'cpu:1' (or printed cuda's table for cuda:01)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "a device index is a whole number >= 0" in err and "got '01'" in err and "Traceback" not in err
+
+
+def test_the_cli_tells_a_misspelt_variant_the_name_meant(capsys, monkeypatch):
+    monkeypatch.delenv("POLYGEMM_DEVICE", raising=False)
+    last = _refused(capsys, ["gemm", "--shape", "8x8x8", "--device", "cpu", "--variant", "BLAS"])
+    assert last == ("polygemm: error: variant='BLAS' is not a variant of backend 'cpu' (did you mean 'blas'?); "
+                    "known: blas, reference, numpy (or 'auto')")
+    last = _refused(capsys, ["gemm", "--shape", "8x8x8", "--variant", "refrence"])
+    assert last.startswith("polygemm: error: no available backend has variant 'refrence'")
+    assert "cpu: has no variant 'refrence' (did you mean 'reference'?)" in last

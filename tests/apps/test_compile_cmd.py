@@ -1,0 +1,76 @@
+"""``polygemm compile``: output paths and refusals."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from polygemm.apps.cli import main
+
+
+def test_compile_out_naming_a_file_or_nothing_is_a_usage_error_before_any_build(tmp_path, capsys, monkeypatch):
+    # --out naming a file ended in a FileExistsError traceback, and an empty --out ("--out $DIR", DIR
+    # unset) built the whole catalog into the kernel cache instead, saying so only in its first line
+    from polygemm.backends.cuda import compiler as cc
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a build started")
+
+    monkeypatch.setattr(cc, "build", no_build)
+    monkeypatch.setattr(cc, "select", no_build)
+    afile = tmp_path / "kernels.tar"
+    afile.write_text("x")
+    for out, says in ((str(afile), "that is a file; name a folder"), ("", "an empty path"), ("  ", "an empty path"),
+                      (str(afile / "sub"), "cannot make that folder")):
+        assert main(["compile", "--arch", "sm_80", "--only", "copy_scale", "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err and err.count("\n") == 1, err
+    assert afile.read_text() == "x"
+
+
+def test_compile_help_names_the_compiler_order_it_follows(capsys):
+    # "--compiler ... (default: $POLYGEMM_COMPILER, else NVRTC when present, else nvcc)", while the compiler
+    # module takes nvcc first where it is installed (README: "where a toolkit is installed its nvcc builds them")
+    from polygemm.backends.cuda import compiler
+
+    with pytest.raises(SystemExit):
+        main(["compile", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    said = text[text.index("--compiler {nvrtc,nvcc} force one"):]
+    said = said[said.index("default:"):said.index("--only")]
+    order = sorted(compiler.COMPILERS, key=lambda c: said.lower().index(c))
+    assert tuple(order) == compiler.COMPILERS, said
+    for doc in (compiler.__doc__, sys.modules["polygemm.apps.compile"].__doc__):
+        assert "NVRTC, else nvcc" not in doc and "NVRTC (else nvcc)" not in doc
+
+
+def test_compile_with_compiler_nvrtc_and_no_nvrtc_names_the_option_not_the_variable(monkeypatch, capsys):
+    # "polygemm compile --compiler nvrtc" where NVRTC is absent says "POLYGEMM_COMPILER=nvrtc: NVRTC (libnvrtc)
+    # not found ...; the kernels compile at run time: pip install ..." -- the user set no POLYGEMM_COMPILER, and
+    # compile builds ahead of time (compiler.select's lead names the variable whenever a compiler is forced)
+    monkeypatch.delenv("POLYGEMM_COMPILER", raising=False)
+    monkeypatch.setenv("POLYGEMM_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
+    assert main(["compile", "--compiler", "nvrtc", "--only", "cm_v01_naive", "--arch", "sm_90", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "POLYGEMM_COMPILER=" not in err and "compile at run time" not in err and "nvrtc" in err
+
+
+def test_compile_names_an_architecture_given_to_only_as_one(capsys):
+    from polygemm.apps.cli import main
+
+    try:
+        rc = main(["compile", "--only", "cm_v01_naive", "sm_90"])
+    except SystemExit as exc:
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and "--only sm_90: that is an architecture; pass it with --arch (--arch sm_90)" in err
+    assert "choose from" not in err
+
+
+def test_compile_that_selects_no_build_is_an_error(capsys):
+    # --arch sm_70 --only cm_v12_cp_async said "0 builds for  with  into ..." and "all passed", exit 0
+    pytest.importorskip("polygemm.backends.cuda.variants")
+    assert main(["compile", "--arch", "sm_70", "--only", "cm_v12_cp_async"]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to build" in err and "cm_v12_cp_async" in err and "sm_70" in err

@@ -1,0 +1,962 @@
+"""polygemm.dask.gemm: chunkings, alpha/beta with c, dtypes, laziness, a distributed LocalCluster."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import polygemm
+import polygemm as pg
+import polygemm.dask as pgd
+from polygemm.dask import DaskRechunkWarning
+from polygemm.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    BackendUnavailableError,
+    DTypeError,
+    PolygemmError,
+    ShapeError,
+    UnsupportedProblemError,
+)
+from polygemm.testing import assert_close, check_result, reference_for
+
+from tests.helpers import DLPackOnly, REPO_ROOT, torch_device
+
+
+da = pytest.importorskip("dask.array", reason="dask[array] not installed (pip install 'polygemm[dask]')")
+
+
+# (m, k, n, A's chunks, B's chunks): every case's K chunks agree (mismatches have their own test)
+CASES = {
+    "uneven": (37, 50, 29, ((10, 20, 7), (17, 17, 16)), ((17, 17, 16), (5, 24))),
+    "single-chunk": (33, 21, 18, ((33,), (21,)), ((21,), (18,))),
+    "k-split-3": (24, 90, 16, ((12, 12), (30, 30, 30)), ((30, 30, 30), (8, 8))),
+    "k-split-3-uneven": (20, 61, 13, ((7, 7, 6), (1, 40, 20)), ((1, 40, 20), (13,))),
+}
+
+
+def _operands(rng, m, k, n, dtype=np.float64):
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(dtype)
+    return a, b, c
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed", reason="distributed not installed (pip install 'polygemm[dask]')")
+    cluster = distributed.LocalCluster(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None)
+    cl = distributed.Client(cluster, set_as_default=False)  # .compute() elsewhere stays on the threaded scheduler
+    try:
+        yield cl
+    finally:
+        cl.close()
+        cluster.close()
+
+
+ROOT = REPO_ROOT
+
+
+def _run_bench(tmp_path, *extra):
+    out_json, out_md = tmp_path / "cpu_dask.json", tmp_path / "cpu_dask.md"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_dask.py"), "--dry-run", "--json", str(out_json), *extra],
+        capture_output=True, text=True, timeout=300, env=env, cwd=str(ROOT),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = json.loads(out_json.read_text())["records"]
+    assert {r["impl"] for r in records} == {"polygemm.dask", "dask.array.matmul"}
+    for r in records:
+        for field in ("impl", "gpus", "m", "n", "k", "dtype", "seconds", "tflops"):
+            assert field in r, (field, r)
+        assert r["seconds"] > 0 and r["tflops"] > 0 and r["dtype"] == "float16"
+        if r["impl"] == "polygemm.dask":
+            assert r["check"] == "ok", r
+    assert "| polygemm.dask |" in out_md.read_text()  # the table lands beside the JSON
+    return records
+
+
+pytestmark_dask = pytest.mark.skipif(da is None, reason="dask[array] not installed (pip install 'polygemm[dask]')")
+
+
+needs_dask = pytest.mark.skipif(da is None, reason="dask[array] not installed (pip install 'polygemm[dask]')")
+
+
+def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
+    """``got`` element-wise within the bound of the float64 reference (shape and dtype too)."""
+    res = reference_for(a, b, c, alpha, beta, out_dtype=out_dtype).compare(got)
+    assert res.ok, res.message
+
+
+try:
+    import dask
+    import dask.array as da
+except ImportError:  # pragma: no cover - the dask extra is part of the test install
+    da = None
+
+
+needs_dask_2 = pytest.mark.skipif(da is None, reason="dask not installed")
+
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
+    kw = {} if out_dtype is None else {"out_dtype": out_dtype}
+    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta, **kw).compare(np.asarray(got))
+    assert res.ok, res.message
+
+
+def _counted(x, calls):
+    """``x`` (a dask array) with each block's computation counted in ``calls``."""
+    def tick(block):
+        calls.append(1)
+        return block
+    return x.map_blocks(tick, dtype=x.dtype)
+
+
+def _without(monkeypatch, *modules):
+    """Make ``import <module>`` fail as it does where the package is not installed."""
+    for name in list(sys.modules):
+        if any(name == m or name.startswith(m + ".") for m in modules):
+            monkeypatch.delitem(sys.modules, name)
+    for m in modules:
+        monkeypatch.setitem(sys.modules, m, None)
+
+
+@pytest.fixture
+def ops(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    return a, b
+
+
+def _poisoned(shape=(3, 5)):
+    return np.full(shape, 7.0, np.float32)
+
+
+class _ArrayAPI(DLPackOnly):
+    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
+
+    @property
+    def shape(self):
+        return self._x.shape
+
+    @property
+    def ndim(self):
+        return self._x.ndim
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_threaded_scheduler(rng, case):
+    m, k, n, ca, cb = CASES[case]
+    a, b, c = _operands(rng, m, k, n)
+    A, B = da.from_array(a, chunks=ca), da.from_array(b, chunks=cb)
+    R = pgd.gemm(A, B, device="cpu")
+    assert R.shape == (m, n) and R.chunks == (ca[0], cb[1]) and R.dtype == np.float64
+    r = R.compute(scheduler="threads")
+    assert isinstance(r, np.ndarray)
+    assert_close(r, a, b)
+    r = pgd.gemm(A, B, c, alpha=-0.75, beta=1.5, device="cpu").compute(scheduler="threads")
+    assert_close(r, a, b, c, -0.75, 1.5)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_local_cluster_two_workers(rng, client, case):
+    m, k, n, ca, cb = CASES[case]
+    a, b, c = _operands(rng, m, k, n)
+    A, B = da.from_array(a, chunks=ca), da.from_array(b, chunks=cb)
+    Cd = da.from_array(c, chunks=(ca[0], cb[1]))
+    R = pgd.gemm(A, B, Cd, alpha=2.0, beta=-0.5, device="cpu")
+    r = client.compute(R).result()
+    assert_close(r, a, b, c, 2.0, -0.5)
+    assert_close(client.compute(pgd.gemm(A, B, device="cpu")).result(), a, b)
+
+
+def test_local_cluster_runs_on_both_workers(rng, client):
+    a, b, _ = _operands(rng, 64, 48, 64)
+    A, B = da.from_array(a, chunks=(16, 16)), da.from_array(b, chunks=(16, 16))
+    R = pgd.gemm(A, B, device="cpu")
+    with __import__("distributed").get_task_stream(client) as ts:
+        r = client.compute(R).result()
+    assert_close(r, a, b)
+    workers = {t["worker"] for t in ts.data if t["key"][0].startswith("polygemm-gemm-") if isinstance(t["key"], tuple)}
+    assert len(workers) == 2, workers
+
+
+def test_mismatched_k_chunks_rechunk_with_warning(rng, client):
+    a, b, c = _operands(rng, 30, 48, 20)
+    A = da.from_array(a, chunks=(10, (16, 16, 16)))
+    B = da.from_array(b, chunks=((20, 28), 10))  # fewer K chunks: A follows B
+    with pytest.warns(pgd.DaskRechunkWarning, match="chunks over K differ"):
+        R = pgd.gemm(A, B, c, beta=1.0, device="cpu")
+    assert issubclass(pgd.DaskRechunkWarning, UserWarning)
+    assert_close(R.compute(scheduler="threads"), a, b, c, 1.0, 1.0)
+    assert_close(client.compute(R).result(), a, b, c, 1.0, 1.0)
+    A2 = da.from_array(a, chunks=(10, (24, 24)))
+    B2 = da.from_array(b, chunks=((10, 10, 28), 10))  # A has fewer: B follows A
+    with pytest.warns(pgd.DaskRechunkWarning, match="rechunking B's rows"):
+        R2 = pgd.gemm(A2, B2, device="cpu")
+    assert_close(R2.compute(), a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # aligned chunks: no warning
+        pgd.gemm(A2, B2.rechunk({0: (24, 24)}), device="cpu")
+
+
+def test_c_rechunked_and_numpy_c(rng):
+    a, b, c = _operands(rng, 30, 20, 24)
+    A, B = da.from_array(a, chunks=(10, 20)), da.from_array(b, chunks=(20, 8))
+    with pytest.warns(pgd.DaskRechunkWarning, match="c's chunks"):
+        R = pgd.gemm(A, B, da.from_array(c, chunks=(15, 12)), alpha=0.5, beta=2.0, device="cpu")
+    assert_close(R.compute(), a, b, c, 0.5, 2.0)
+    R = pgd.gemm(A, B, c, alpha=0.5, beta=2.0, device="cpu")  # a NumPy c is chunked like the result
+    assert_close(R.compute(), a, b, c, 0.5, 2.0)
+
+
+def test_c_not_read_when_beta_zero(rng):
+    a, b, c = _operands(rng, 12, 9, 10)
+    A, B = da.from_array(a, chunks=(6, 3)), da.from_array(b, chunks=(3, 5))
+    Cnan = da.from_array(np.full_like(c, np.nan), chunks=(4, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # c's chunks do not matter: it is not part of the graph
+        R = pgd.gemm(A, B, Cnan, beta=0.0, device="cpu")
+    assert Cnan.name not in R.dask.layers
+    assert_close(R.compute(), a, b)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "cluster"])
+def test_float16_in_float32_out(rng, request, scheduler):
+    a, b, c = _operands(rng, 40, 96, 24, np.float16)
+    c32 = c.astype(np.float32)
+    A, B = da.from_array(a, chunks=(16, 32)), da.from_array(b, chunks=(32, 12))
+    R = pgd.gemm(A, B, c32, alpha=1.0, beta=-1.0, device="cpu", out_dtype=np.float32)
+    assert R.dtype == np.float32
+    r = R.compute(scheduler="threads") if scheduler == "threads" else request.getfixturevalue("client").compute(R).result()
+    assert r.dtype == np.float32
+    assert_close(r, a, b, c32, 1.0, -1.0, out_dtype=np.float32)
+
+
+def test_float16_out_over_k_blocks_is_one_rounding(rng):
+    # several K blocks, float16 result: accumulated in float32 inside the task, rounded once
+    a, b, c = _operands(rng, 32, 300, 16, np.float16)
+    A, B = da.from_array(a, chunks=(16, 100)), da.from_array(b, chunks=(100, 16))
+    r = pgd.gemm(A, B, device="cpu").compute()
+    assert r.dtype == np.float16
+    assert_close(r, a, b)
+    r = pgd.gemm(A, B, c, alpha=0.5, beta=0.25, device="cpu").compute()
+    assert_close(r, a, b, c, 0.5, 0.25)
+
+
+def test_bfloat16_out_over_k_blocks_is_one_rounding(rng):
+    """bfloat16 blocks (ml_dtypes) over several K blocks: accumulated in float32 inside the task
+    and rounded to bfloat16 once, as float16 is (bf16's 8-bit significand would lose a rounding
+    per K block otherwise)."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    a, b, c = _operands(rng, 32, 600, 16, bf16)
+    A, B = da.from_array(a, chunks=(16, 100)), da.from_array(b, chunks=(100, 16))
+    r = pgd.gemm(A, B, device="cpu").compute()
+    assert r.dtype == np.dtype(bf16)
+    assert_close(r, a, b)
+    r = pgd.gemm(A, B, c, alpha=0.5, beta=0.25, device="cpu").compute()
+    assert_close(r, a, b, c, 0.5, 0.25)
+
+
+def test_graph_has_one_task_per_output_block_and_no_sums(rng):
+    a, b, c = _operands(rng, 30, 45, 20)
+    A = da.from_array(a, chunks=(10, 15))  # 3 x 3 blocks
+    B = da.from_array(b, chunks=(15, 10))  # 3 x 2 blocks
+    Cd = da.from_array(c, chunks=(10, 10))  # 3 x 2 blocks
+    R = pgd.gemm(A, B, Cd, beta=1.0, device="cpu")
+    graph = dict(R.__dask_graph__())
+    out_keys = [key for key in graph if isinstance(key, tuple) and key[0] == R.name]
+    assert len(out_keys) == R.numblocks[0] * R.numblocks[1] == 6
+    assert set(R.dask.layers) == {R.name, A.name, B.name, Cd.name}
+    assert len(graph) == 6 + A.npartitions + B.npartitions + Cd.npartitions
+    # each output task depends on its row panel of A, its column panel of B and its c block
+    deps = R.dask.dependencies if hasattr(R.dask, "dependencies") else {}
+    assert set(deps.get(R.name, ())) == {A.name, B.name, Cd.name}
+    # dask.array.matmul makes partial products and sums them: more tasks than polygemm's graph
+    assert len(dict(da.matmul(A, B).__dask_graph__())) > len(dict(pgd.gemm(A, B, device="cpu").__dask_graph__()))
+    # the threaded scheduler runs exactly one polygemm-gemm task per output block
+    assert_close(R.compute(), a, b, c, 1.0, 1.0)
+
+
+def test_validation_errors(rng):
+    a, b, c = _operands(rng, 8, 6, 4)
+    A, B = da.from_array(a, chunks=(4, 3)), da.from_array(b, chunks=3)
+    with pytest.raises(ArgumentError, match="A must be a dask array"):
+        pgd.gemm(a, B)
+    with pytest.raises(ArgumentError, match="B must be a dask array"):
+        pgd.gemm(A, b)
+    with pytest.raises(ShapeError, match="inner dimensions"):
+        pgd.gemm(A, da.from_array(np.ones((5, 4))))
+    with pytest.raises(ShapeError, match="A must be a 2-D"):
+        pgd.gemm(da.ones((2, 8, 6)), B)
+    with pytest.raises(DTypeError, match="share one dtype"):
+        pgd.gemm(A, B.astype(np.float32))
+    with pytest.raises(DTypeError, match="A has dtype int64"):
+        pgd.gemm(da.ones((8, 6), dtype=np.int64), B)
+    with pytest.raises(DTypeError, match="result dtype must be float64"):
+        pgd.gemm(A, B, out_dtype=np.float32)
+    with pytest.raises(DTypeError, match="out_dtype"):
+        pgd.gemm(A, B, out_dtype="torch.int8")
+    with pytest.raises(ShapeError, match="c must have the result's shape"):
+        pgd.gemm(A, B, da.from_array(np.ones((8, 5))), beta=1.0)
+    with pytest.raises(DTypeError, match="c must have the dtype"):
+        pgd.gemm(A, B, c.astype(np.float32), beta=1.0)
+    with pytest.raises(ArgumentError, match="beta=2.0 needs c"):
+        pgd.gemm(A, B, beta=2.0)
+    with pytest.raises(ArgumentError, match="alpha must be a real number"):
+        pgd.gemm(A, B, alpha="2")
+    with pytest.raises(ArgumentError, match="beta must be finite"):
+        pgd.gemm(A, B, c, beta=float("nan"))
+    with pytest.raises(ShapeError, match="unknown chunk sizes"):
+        pgd.gemm(A[A[:, 0] > 0], B)
+    with pytest.raises(ShapeError, match="c must have the result's shape"):
+        pgd.gemm(A, B, np.ones(4), beta=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # errors come before any rechunk warning
+        with pytest.raises(DTypeError, match="c must have the dtype"):
+            pgd.gemm(A, B.rechunk({0: 2}), c.astype(np.float32), beta=1.0)
+
+
+def test_backend_errors_surface_from_compute(rng):
+    """A known device that cannot run (no GPU here; no eighth GPU anywhere) fails in the
+    tasks, as polygemm.gemm raises it (an unknown name fails at graph build)."""
+    a, b, _ = _operands(rng, 8, 6, 4)
+    R = pgd.gemm(da.from_array(a, chunks=(4, 3)), da.from_array(b, chunks=3), device="cuda:7")
+    with pytest.raises(polygemm.PolygemmError):
+        R.compute()
+
+
+def test_missing_dask_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.array", None)  # import dask.array -> ImportError
+    with pytest.raises(ImportError, match=r"pip install 'polygemm\[dask\]'"):
+        pgd.gemm(None, None)
+
+
+def test_bench_dask_dry_run_threads(tmp_path):
+    records = _run_bench(tmp_path)
+    assert {r["scheduler"] for r in records} == {"threads"}
+    pg = [r for r in records if r["impl"] == "polygemm.dask"]
+    mm = [r for r in records if r["impl"] == "dask.array.matmul"]
+    assert pg[0]["graph_tasks"] == 9  # 384 in chunks of 160: 3 x 3 output blocks, one task each
+    assert mm[0]["graph_tasks"] > pg[0]["graph_tasks"]
+
+
+@pytest.mark.parametrize("cluster", ["cpu-cluster", "nanny-per-gpu"])
+def test_bench_dask_dry_run_cluster(tmp_path, cluster):
+    # the distributed path of the GPU run (clusters of 1 and 2 workers, task stream, replicate) on CPU workers:
+    # a LocalCluster(processes=False), or the fallback of one Nanny process per "GPU" with its CUDA_VISIBLE_DEVICES
+    pytest.importorskip("distributed")
+    how = ["--cpu-cluster"] if cluster == "cpu-cluster" else ["--cluster", "distributed"]
+    records = _run_bench(tmp_path, *how, "--size", "192", "--chunk", "96", "--repeat", "1", "--warmup", "0")
+    assert sorted({(r["gpus"], r["inputs"]) for r in records}) == [(1, "persist"), (2, "persist"), (2, "replicate")]
+    for r in records:
+        assert r["scheduler"] == "distributed" and r["tasks"] >= 1 and r["speedup_vs_1gpu"] is not None
+        assert r["cluster"].startswith("distributed.LocalCluster" if cluster == "cpu-cluster" else "distributed.SpecCluster")
+        assert 0.0 <= r["transfer_share"] <= 1.0 and 0.0 <= r["other_share"] <= 1.0
+
+
+def test_dask_scalars_and_c_as_polygemm_gemm_takes_them():
+    """alpha past float64 is the ArgumentError polygemm.gemm gives (not an OverflowError), and
+    c may be a list, as gemm takes it."""
+    import polygemm.dask as pgd
+
+    A, B = da.ones((37, 20), chunks=10), da.ones((20, 19), chunks=10)  # float64, as a list of floats reads
+    with pytest.raises(ArgumentError, match="alpha is too large"):
+        pgd.gemm(A, B, alpha=10**400)
+    got = pgd.gemm(A, B, [[1.0] * 19] * 37, beta=1.0).compute()
+    np.testing.assert_allclose(got, np.full((37, 19), 21.0))
+
+
+def test_dask_unknown_device_is_refused_when_the_graph_is_built():
+    """A misspelt device fails at graph build, naming the nearest backend; a known one that
+    cannot run here (cuda without a GPU) is the workers' to say, so it builds."""
+    import polygemm as pg
+
+    A, B = da.ones((8, 4), chunks=4), da.ones((4, 6), chunks=3)
+    with pytest.raises(pg.BackendUnavailableError, match="unknown device 'cdua' \\(did you mean 'cuda'\\?\\)"):
+        pgd.gemm(A, B, device="cdua")
+    pgd.gemm(A, B, device="cuda:1")  # built lazily; not computed here
+    np.testing.assert_allclose(pgd.gemm(A, B, device="CPU").compute(), np.full((8, 6), 4.0))
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"out": None}, "lazy dask array"),
+    ({"dtype": np.float32}, "out_dtype="),
+    ({"aplha": 2.0}, "did you mean 'alpha'"),
+    ({"trans_b": True}, "b.T"),
+])
+def test_another_librarys_keyword_is_refused_naming_polygemms_way(kw, says):
+    """polygemm.dask.gemm answers out=, dtype=, a typo or a BLAS transpose flag as polygemm.gemm does (it had been
+    Python's bare "unexpected keyword argument"), before dask is asked for anything."""
+    a = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError, match=r"polygemm\.dask\.gemm\(\) got an unexpected keyword argument") as ei:
+        pgd.gemm(a, a.T, **kw)
+    assert says in str(ei.value) and "alpha=, beta=, device=, variant=, out_dtype=" in str(ei.value)
+
+
+def test_alpha_by_position_is_refused_naming_the_keyword():
+    a = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError, match=r"takes from 2 to 3 positional arguments but 4 were given: alpha and beta are keywords"):
+        pgd.gemm(a, a.T, None, 2.0)
+
+
+def test_dask_gemm_with_c_adds_c_by_default(rng):
+    da = pytest.importorskip("dask.array")
+    a, b, c = rng.standard_normal((6, 4)), rng.standard_normal((4, 5)), rng.standard_normal((6, 5))
+    A, B, C = da.from_array(a, chunks=(3, 2)), da.from_array(b, chunks=(2, 3)), da.from_array(c, chunks=(3, 3))
+    import polygemm.dask as pgd
+
+    np.testing.assert_allclose(pgd.gemm(A, B, C, device="cpu").compute(), a @ b + c, rtol=1e-12)
+    np.testing.assert_allclose(pgd.gemm(A, B, C, beta=0.0, device="cpu").compute(), a @ b, rtol=1e-12)
+
+
+@pytestmark_dask
+def test_dask_gemm_computes_nothing_before_compute(rng):
+    """Building the graph reads no block of A, B or c, also where it rechunks (K chunks that differ,
+    a c chunked otherwise) and checks a named variant; compute() then gives the right product."""
+    a, b, c = rng.standard_normal((12, 10)), rng.standard_normal((10, 8)), rng.standard_normal((12, 8))
+    seen: list[tuple[int, ...]] = []
+
+    def watched(x: np.ndarray, chunks) -> "da.Array":
+        def note(block):
+            seen.append(block.shape)
+            return block
+        return da.from_array(x, chunks=chunks).map_blocks(note, dtype=x.dtype, meta=np.empty((0, 0), x.dtype))
+
+    A, B, C = watched(a, (4, (3, 7))), watched(b, ((5, 5), 4)), watched(c, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pgd.DaskRechunkWarning)
+        R = pgd.gemm(A, B, C, alpha=0.5, beta=-2.0, device="cpu", variant="reference")
+    assert seen == [] and R.shape == (12, 8) and R.dtype == np.float64
+    assert_close(R.compute(), a, b, c, 0.5, -2.0)
+    assert seen  # the blocks were read by compute(), not before
+
+
+@pytestmark_dask
+@pytest.mark.parametrize("case", ["zero-width K chunks", "zero-height M chunks", "K is 0", "M is 0", "N is 0"])
+def test_dask_zero_size_chunks_and_dimensions(rng, case):
+    m, k, n, ca, cb = {
+        "zero-width K chunks": (6, 9, 4, ((6,), (0, 4, 0, 5)), ((0, 4, 0, 5), (2, 2))),
+        "zero-height M chunks": (6, 9, 4, ((3, 0, 3), (9,)), ((9,), (0, 4))),
+        "K is 0": (5, 0, 3, ((2, 3), (0,)), ((0,), (3,))),
+        "M is 0": (0, 4, 3, ((0,), (2, 2)), ((2, 2), (3,))),
+        "N is 0": (5, 4, 0, ((5,), (4,)), ((4,), (0,))),
+    }[case]
+    a, b, c = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
+    A, B = da.from_array(a, chunks=ca), da.from_array(b, chunks=cb)
+    r = pgd.gemm(A, B, device="cpu").compute()
+    assert r.shape == (m, n) and r.dtype == np.float64
+    assert_close(r, a, b)
+    r = pgd.gemm(A, B, c, alpha=3.0, beta=0.5, device="cpu").compute()
+    assert_close(r, a, b, c, 3.0, 0.5)
+    if case == "K is 0":  # no product: beta * c exactly
+        np.testing.assert_array_equal(r, 0.5 * c)
+
+
+@pytestmark_dask
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dask_one_array_on_both_sides(rng, dtype):
+    """A @ A.T and A.T @ A: one dask array (one graph layer) read as both operands."""
+    a = rng.standard_normal((14, 9)).astype(dtype)
+    A = da.from_array(a, chunks=(5, 4))
+    assert_close(pgd.gemm(A, A.T, device="cpu").compute(), a, a.T)
+    assert_close(pgd.gemm(A.T, A, device="cpu").compute(), a.T, a)
+
+
+@pytestmark_dask
+def test_dask_k_chunks_of_equal_count_but_other_sizes_and_a_numpy_c_left_untouched(rng):
+    a = rng.standard_normal((9, 11)).astype(np.float32)
+    b = rng.standard_normal((11, 7)).astype(np.float32)
+    c = rng.standard_normal((9, 7)).astype(np.float32)
+    before = c.copy()
+    A = da.from_array(a, chunks=(3, (4, 7)))
+    B = da.from_array(b, chunks=((7, 4), 3))  # as many K chunks as A: B follows A
+    with pytest.warns(pgd.DaskRechunkWarning, match="rechunking B's rows to A's column chunks"):
+        R = pgd.gemm(A, B, c, alpha=-1.5, beta=0.25, device="cpu")
+    r = R.compute()
+    assert r.dtype == np.float32 and R.chunks == ((3, 3, 3), (3, 3, 1))
+    assert_close(r, a, b, c, -1.5, 0.25)
+    np.testing.assert_array_equal(c, before)  # c's blocks are read, never written
+
+
+@pytestmark_dask
+def test_dask_bfloat16_in_float32_out_over_k_blocks(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = ml_dtypes.bfloat16
+    a = rng.standard_normal((10, 70)).astype(bf16)
+    b = rng.standard_normal((70, 6)).astype(bf16)
+    c = rng.standard_normal((10, 6)).astype(np.float32)
+    A, B = da.from_array(a, chunks=(5, 20)), da.from_array(b, chunks=(20, 3))
+    R = pgd.gemm(A, B, c, alpha=2.0, beta=1.0, device="cpu", out_dtype="float32")
+    r = R.compute()
+    assert R.dtype == np.float32 and r.dtype == np.float32
+    assert_close(r, a, b, c, 2.0, 1.0, out_dtype=np.float32)
+
+
+@pytestmark_dask
+def test_dask_masked_operands_are_refused_when_the_graph_is_built_by_their_names(rng):
+    # a dask array of masked chunks built a graph that failed in compute(), naming "a" (the
+    # task's polygemm.gemm argument), not A; a masked NumPy c the same (polygemm/dask.py)
+    a, b = rng.standard_normal((6, 5)), rng.standard_normal((5, 4))
+    mask = np.zeros((6, 5), bool)
+    Am = da.ma.masked_array(da.from_array(a, chunks=3), mask=da.from_array(mask, chunks=3))
+    B = da.from_array(b, chunks=((3, 2), 2))
+    with pytest.raises(ArgumentError, match=r"^A is a masked array.*dask\.array\.ma\.filled\(A, 0\)"):
+        pgd.gemm(Am, B)
+    with pytest.raises(ArgumentError, match=r"^B is a masked array"):
+        pgd.gemm(da.from_array(a, chunks=3), da.ma.masked_array(B))
+    with pytest.raises(ArgumentError, match=r"^c is a masked array.*c\.filled\(0\)"):
+        pgd.gemm(da.from_array(a, chunks=3), B, np.ma.ones((6, 4)), beta=1.0)
+    # the advice, followed literally, works; a masked c that is not read (beta = 0) is no error
+    assert_close(pgd.gemm(da.ma.filled(Am, 0), B, device="cpu").compute(), a, b)
+    assert_close(pgd.gemm(da.ma.getdata(Am), B, np.ma.ones((6, 4)), beta=0.0, device="cpu").compute(), a, b)
+
+
+@pytestmark_dask
+def test_dask_c_of_another_dtype_is_told_the_cast(rng):
+    # "c must have the dtype of the result (float16); got float32" and no more: polygemm.gemm
+    # says the cast to make and, for float16 inputs, out_dtype (polygemm/dask.py)
+    a, b = rng.standard_normal((4, 6)).astype(np.float16), rng.standard_normal((6, 3)).astype(np.float16)
+    c32 = rng.standard_normal((4, 3)).astype(np.float32)
+    A, B = da.from_array(a, chunks=2), da.from_array(b, chunks=2)
+    with pytest.raises(DTypeError, match=r"Cast it, e\.g\. c\.astype\(numpy\.float16\) \(or out_dtype=numpy\.float32"):
+        pgd.gemm(A, B, c32, beta=1.0)
+    r = pgd.gemm(A, B, c32.astype(np.float16), beta=1.0, device="cpu").compute()  # the cast, as told
+    assert_close(r, a, b, c32.astype(np.float16), 1.0, 1.0)
+    r = pgd.gemm(A, B, c32, beta=1.0, device="cpu", out_dtype=np.float32).compute()  # or the wider result
+    assert_close(r, a, b, c32, 1.0, 1.0, out_dtype=np.float32)
+    with pytest.raises(DTypeError, match=r"Cast it, e\.g\. c\.astype\(numpy\.float64\)$"):
+        pgd.gemm(A.astype(np.float64), B.astype(np.float64), c32, beta=1.0)
+
+
+def test_dask_c_given_as_a_list_of_another_dtype_is_told_a_cast_a_list_has():
+    # polygemm.dask.gemm took c as a list (as polygemm.gemm does) but told a float64 one to use
+    # c.astype(numpy.float32), which a list lacks; polygemm.gemm says np.asarray(c, dtype=...)
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    A = da.from_array(np.ones((6, 5), np.float32), chunks=(3, 2))
+    B = da.from_array(np.ones((5, 4), np.float32), chunks=(2, 3))
+    with pytest.raises(pg.DTypeError, match=r"Cast it, e\.g\. numpy\.asarray\(c, dtype=numpy\.float32\)"):
+        pgd.gemm(A, B, [[1.0] * 4] * 6, beta=1.0, device="cpu")
+    with pytest.raises(pg.DTypeError, match=r"Cast it, e\.g\. c\.astype\(numpy\.float32\)"):
+        pgd.gemm(A, B, np.ones((6, 4)), beta=1.0, device="cpu")
+    c = [[np.float32(1)] * 4] * 6  # a list NumPy reads as float32 is taken
+    assert np.array_equal(pgd.gemm(A, B, c, beta=2.0, device="cpu").compute(), np.full((6, 4), 7, np.float32))
+
+
+@needs_dask
+@pytest.mark.parametrize("given", [None, [[1.0, 2.0]], np.ones((2, 2)), "A"])
+def test_dask_operand_that_is_no_dask_array_is_a_type_error(given):
+    # "A must be a dask array; got numpy.ndarray" was a ValueError only (ArgumentError), where
+    # polygemm.gemm's a=None is a TypeError too (ArgumentTypeError): "except TypeError" missed it (polygemm/dask.py)
+    B = da.ones((2, 3), chunks=1)
+    with pytest.raises(TypeError) as info:
+        pgd.gemm(given, B)
+    assert isinstance(info.value, ArgumentTypeError) and isinstance(info.value, ValueError)  # still an ArgumentError
+    assert str(info.value).startswith("A must be a dask array") and "dask.array.from_array(A" in str(info.value)
+    with pytest.raises(ArgumentTypeError, match="^B must be a dask array"):
+        pgd.gemm(da.ones((3, 2), chunks=1), given)
+
+
+@needs_dask
+def test_dask_takes_the_device_objects_polygemm_gemm_takes(rng):
+    # device=torch.device("cpu") (tensor.device) computed with polygemm.gemm but was refused by
+    # polygemm.dask.gemm ("device must be a string"); now it is passed to the tasks by its name (polygemm/dask.py)
+    a, b = rng.standard_normal((9, 6)), rng.standard_normal((6, 5))
+    A, B = da.from_array(a, chunks=(4, 3)), da.from_array(b, chunks=(3, 2))
+    R = pgd.gemm(A, B, device=torch_device("cpu"))
+    assert R.name == pgd.gemm(A, B, device="cpu").name  # the same graph as the name gives
+    assert_within(R.compute(), a, b)
+    pgd.gemm(A, B, device=torch_device("cuda", 1))  # known backend: built lazily, whether it runs is the workers' to say
+    with pytest.raises(TypeError, match=r"device must be a backend name .*torch\.device"):
+        pgd.gemm(A, B, device=3)
+    with pytest.raises(pg.BackendUnavailableError, match="unknown device 'jax'"):
+        pgd.gemm(A, B, device=torch_device("jax"))
+
+
+@needs_dask
+def test_dask_operands_of_the_other_byte_order_are_the_same_dtype(rng):
+    # A '>f8' beside B '<f8' was "A and B must share one dtype; got A float64 and B float64", a '>f8'
+    # c beside native operands "c's dtype=... non-native byte order", and two '>f8' operands made a graph whose
+    # dtype '>f8' was not that of its blocks; polygemm.gemm takes each and writes native float64 (polygemm/dask.py)
+    a, b, c = rng.standard_normal((7, 5)), rng.standard_normal((5, 4)), rng.standard_normal((7, 4))
+    other = ">" if np.little_endian else "<"
+    sa, sb, sc = (x.astype(x.dtype.newbyteorder(other)) for x in (a, b, c))
+    for A, B in [(sa, b), (a, sb), (sa, sb)]:
+        R = pgd.gemm(da.from_array(A, chunks=3), da.from_array(B, chunks=3), sc, alpha=2.0, beta=-1.0, device="cpu")
+        assert R.dtype == np.dtype(np.float64) and R.dtype.isnative
+        r = R.compute()
+        assert r.dtype == R.dtype == pg.gemm(A, B, sc, alpha=2.0, beta=-1.0).dtype
+        assert_within(r, a, b, c, 2.0, -1.0)
+    with pytest.raises(DTypeError, match="share one dtype; got A float64 and B float32"):  # a real difference still is one
+        pgd.gemm(da.from_array(sa, chunks=3), da.from_array(b.astype(np.float32), chunks=3))
+
+
+@needs_dask
+def test_dask_many_k_chunks_single_chunks_and_lazy_errors(rng):
+    """Right: K in 40 chunks of 1..2 columns (40 calls folded in one task) stays within one call's bound;
+    one chunk everywhere is one task; errors about arguments come at graph build, those of the device at
+    compute()."""
+    a, b = rng.standard_normal((6, 60)).astype(np.float32), rng.standard_normal((60, 5)).astype(np.float32)
+    k_chunks = (1, 2) * 20
+    R = pgd.gemm(da.from_array(a, chunks=((3, 3), k_chunks)), da.from_array(b, chunks=(k_chunks, (5,))), device="cpu")
+    assert R.chunks == ((3, 3), (5,)) and R.dtype == np.float32
+    assert_within(R.compute(), a, b)
+    one = pgd.gemm(da.from_array(a, chunks=-1), da.from_array(b, chunks=-1), device="cpu")
+    assert one.numblocks == (1, 1) and len([k for k in dict(one.__dask_graph__()) if k[0] == one.name]) == 1
+    assert_within(one.compute(), a, b)
+    with pytest.raises(UnsupportedProblemError, match="variant='nope' is not a variant of backend 'cpu'"):
+        pgd.gemm(da.from_array(a, chunks=3), da.from_array(b, chunks=3), device="cpu", variant="nope")
+    lazy = pgd.gemm(da.from_array(a, chunks=3), da.from_array(b, chunks=3), device="musa")  # built: musa is known
+    with pytest.raises(pg.PolygemmError):  # float32 on musa (or musa unavailable): said by compute()
+        lazy.compute()
+
+
+def test_no_rechunk_warning_where_k_chunks_agree(rng):
+    """Right: aligned K chunks, c chunked like the result: no DaskRechunkWarning at all."""
+    if da is None:
+        pytest.skip("dask[array] not installed")
+    a, b, c = rng.standard_normal((6, 8)), rng.standard_normal((8, 4)), rng.standard_normal((6, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R = pgd.gemm(da.from_array(a, chunks=(3, 4)), da.from_array(b, chunks=(4, 2)), da.from_array(c, chunks=(3, 2)),
+                     beta=1.0, device="cpu")
+    assert_within(R.compute(), a, b, c, 1.0, 1.0)
+
+
+def test_dask_operands_of_two_dtypes_are_told_to_cast_the_narrower_up():
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    A, B = da.ones((4, 4), dtype=np.float16, chunks=2), da.ones((4, 4), dtype=np.float32, chunks=2)
+    with pytest.raises(DTypeError, match=r"A and B must share one dtype.*A\.astype\(np\.float32\)") as info:
+        pgd.gemm(A, B)
+    assert "B.astype(A.dtype)" not in str(info.value)
+
+
+def test_testing_and_dask_are_attributes_after_import_polygemm():
+    # README's "API in brief" names polygemm.testing (error_bound, check_result); after "import polygemm"
+    # it was an AttributeError, as polygemm.dask was, where numpy.testing is there after "import numpy".
+    # Reaching them imports neither pycuda nor dask.
+    # (The gemm call runs on cpu: on a machine with a GPU, auto would import pycuda for the cuda backend.)
+    code = ("import sys, numpy as np, polygemm\n"
+            "assert callable(polygemm.testing.check_result) and callable(polygemm.dask.gemm)\n"
+            "assert 'dask' not in sys.modules and 'pycuda' not in sys.modules\n"
+            "a = np.ones((3, 4), np.float32)\n"
+            "assert polygemm.testing.check_result(polygemm.gemm(a, a.T, device='cpu'), a, a.T).ok\n"
+            "assert {'testing', 'dask'} <= set(dir(polygemm))\n"
+            "try:\n    polygemm.nosuch\nexcept AttributeError as e:\n    assert 'nosuch' in str(e)\n"
+            "else:\n    raise SystemExit('no AttributeError')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_errors_of_a_refused_call_survive_pickling_with_their_classes_and_details():
+    """Right: multiprocessing, concurrent.futures' process pools and dask.distributed pickle an exception raised in a
+    worker; polygemm's arrive as the same classes (still ValueError / TypeError / RuntimeError), with their messages
+    and, for BackendUnavailableError, the whole text in ``details``."""
+    a = np.ones((2, 3), np.float32)
+    calls = [
+        (lambda: pg.gemm(a, a, device="cpu"), ShapeError, ValueError),
+        (lambda: pg.gemm(a, a.T.astype(np.float64), device="cpu"), DTypeError, TypeError),
+        (lambda: pg.gemm(a, a.T, alpha="2", device="cpu"), ArgumentTypeError, TypeError),
+        (lambda: pg.gemm(a, a.T, beta=1.0, device="cpu"), ArgumentError, ValueError),
+        # an unknown name arrives as BackendUnavailableError's subclass UnknownDeviceError (also a ValueError)
+        (lambda: pg.gemm(a, a.T, device="nosuch"), pg.UnknownDeviceError, RuntimeError),
+        (lambda: pg.gemm(a, a.T, device="nosuch"), pg.UnknownDeviceError, ValueError),
+    ]
+    for call, cls, builtin in calls:
+        with pytest.raises(cls) as info:
+            call()
+        back = pickle.loads(pickle.dumps(info.value))
+        assert type(back) is cls and isinstance(back, (PolygemmError, builtin)) and isinstance(back, builtin)
+        assert str(back) == str(info.value) and back.details == info.value.details
+    down = [i.name for i in pg.backends() if not i.available]  # cuda on a machine without a GPU, musa beside an NVIDIA one
+    assert down, "every backend is available here: no unavailable one to ask for"
+    with pytest.raises(BackendUnavailableError) as info:
+        pg.gemm(a, a.T, device=down[0])  # the reason, and every backend's whole text in details
+    if info.value.details:
+        assert pickle.loads(pickle.dumps(info.value)).details == info.value.details
+
+
+def test_the_error_for_a_device_array_no_kernel_addresses_survives_pickling():
+    # an array with __cuda_array_interface__ whose matrices are neither row- nor column-major (or whose batch
+    # one stride cannot walk), other than CuPy's and torch's, raises problem.NotWhole (an ArgumentError). Its
+    # __init__(message, name, shape) needs `name`, which BaseException's pickling does not pass (args is (message,)):
+    # pickle.loads and copy.copy raise "TypeError: NotWhole.__init__() missing 1 required positional argument: 'name'",
+    # so a dask.distributed worker or a process pool reports a pickling failure instead of the error.
+    class Interface:
+        def __init__(self, shape, strides):
+            self.__cuda_array_interface__ = dict(shape=shape, typestr="<f4", strides=strides, data=(1 << 20, False),
+                                                 version=3)
+
+    with pytest.raises(ArgumentError) as info:
+        pg.gemm(Interface((4, 4), (32, 8)), Interface((4, 4), None), device="cpu")
+    for back in (pickle.loads(pickle.dumps(info.value)), copy.copy(info.value)):
+        assert type(back) is type(info.value) and str(back) == str(info.value)
+        assert isinstance(back, ArgumentError) and getattr(back, "name", None) == "a"
+
+
+@needs_dask_2
+@pytest.mark.parametrize("m, n, k", [(4, 5, 0), (0, 5, 3), (4, 0, 3)])
+def test_dask_empty_products_match_polygemm_gemm(m, n, k):
+    """Right: K = 0 gives beta * c (zeros without c), M or N = 0 an empty result, as polygemm.gemm does."""
+    A = da.ones((m, k), chunks=2, dtype=np.float32)
+    B = da.ones((k, n), chunks=2, dtype=np.float32)
+    c = np.full((m, n), 3.0, np.float32)
+    with dask.config.set(scheduler="sync"):
+        got = pgd.gemm(A, B, c, beta=2.0).compute()
+        plain = pgd.gemm(A, B).compute()
+    assert got.shape == plain.shape == (m, n) and got.dtype == np.float32
+    assert np.array_equal(got, pg.gemm(np.ones((m, k), np.float32), np.ones((k, n), np.float32), c, beta=2.0, device="cpu"))
+    assert (got == 6.0).all() and (plain == 0.0).all()
+
+
+@needs_dask_2
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+def test_dask_half_products_over_many_k_chunks_are_within_one_calls_bound(dtype):
+    """Right: seven K chunks of a 16-bit product accumulate in float32 and round once (the bound of one call), and
+    out_dtype=float32 gives the float32 result; mismatched K chunks are rechunked with the warning."""
+    rng = np.random.default_rng(17)
+    a = rng.standard_normal((9, 14)).astype(dtype)
+    b = rng.standard_normal((14, 6)).astype(dtype)
+    A, B = da.from_array(a, chunks=(4, 2)), da.from_array(b, chunks=((7, 7), 3))
+    with warnings.catch_warnings(record=True) as caught, dask.config.set(scheduler="sync"):
+        warnings.simplefilter("always")
+        got = pgd.gemm(A, B).compute()
+        wide = pgd.gemm(A, B, out_dtype=np.float32).compute()
+    assert any(issubclass(w.category, pgd.DaskRechunkWarning) for w in caught)
+    assert got.dtype == np.dtype(dtype) and wide.dtype == np.float32
+    assert check_result(got, a, b).ok and check_result(wide, a, b, out_dtype=np.float32).ok
+
+
+@pytest.mark.parametrize("chunks_a, chunks_b", [
+    (((3, 4), (2, 7)), ((2, 7), (1, 4))),              # ragged everywhere, K chunks alike
+    (((3, 0, 4), (2, 0, 7)), ((2, 0, 7), (0, 5))),     # a 0-size chunk in M, K and N
+    (((7,), (9,)), ((9,), (5,))),                        # one block
+    (((1,) * 7, (1,) * 9), ((1,) * 9, (1,) * 5)),        # 1x1 blocks: nine gemm calls a block
+])
+def test_dask_ragged_and_empty_chunks_match_the_reference(rng, chunks_a, chunks_b):
+    a = rng.standard_normal((7, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 5)).astype(np.float32)
+    A, B = da.from_array(a, chunks=chunks_a), da.from_array(b, chunks=chunks_b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DaskRechunkWarning)  # chunks alike over K: no rechunk
+        C = pgd.gemm(A, B, device="cpu")
+    assert C.chunks == (chunks_a[0], chunks_b[1]) and C.dtype == np.float32
+    within(C.compute(), a, b)
+
+
+def test_dask_mismatched_k_chunks_rechunk_the_operand_with_more_and_warn_at_the_callers_line(rng):
+    a = rng.standard_normal((7, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 5)).astype(np.float32)
+    A, B = da.from_array(a, chunks=((3, 4), (2, 3, 4))), da.from_array(b, chunks=((5, 4), (5,)))
+    with pytest.warns(DaskRechunkWarning) as rec:
+        C = pgd.gemm(A, B, device="cpu")
+    msg = str(rec[0].message)
+    assert "(2, 3, 4)" in msg and "(5, 4)" in msg and "rechunking A's columns to B's row chunks" in msg
+    assert rec[0].filename == __file__  # the user's line, not polygemm's
+    assert C.chunks == ((3, 4), (5,))
+    within(C.compute(), a, b)
+    # the same number of K chunks, of other sizes: B follows A
+    A, B = da.from_array(a, chunks=(7, (4, 5))), da.from_array(b, chunks=((5, 4), 5))
+    with pytest.warns(DaskRechunkWarning, match="rechunking B's rows to A's column chunks"):
+        C = pgd.gemm(A, B, device="cpu")
+    within(C.compute(), a, b)
+
+
+def test_dask_k_zero_gives_beta_c_and_zeros(rng):
+    A = da.zeros((3, 0), chunks=(2, 1), dtype=np.float32)
+    B = da.zeros((0, 4), chunks=(1, 2), dtype=np.float32)
+    assert np.array_equal(pgd.gemm(A, B, device="cpu").compute(), np.zeros((3, 4), np.float32))
+    c = rng.standard_normal((3, 4)).astype(np.float32)
+    got = pgd.gemm(A, B, c, beta=2.0, device="cpu").compute()
+    assert got.dtype == np.float32 and np.array_equal(got, 2 * c)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("out_dtype", [None, np.float32])
+def test_dask_half_precision_over_several_k_chunks_with_a_zero_one(rng, dtype, out_dtype):
+    a = rng.standard_normal((6, 8)).astype(dtype)
+    b = rng.standard_normal((8, 5)).astype(dtype)
+    A, B = da.from_array(a, chunks=((3, 3), (3, 0, 5))), da.from_array(b, chunks=((3, 0, 5), (2, 3)))
+    C = pgd.gemm(A, B, device="cpu", out_dtype=out_dtype)
+    got = C.compute()
+    want = np.dtype(out_dtype or dtype)
+    assert C.dtype == want and got.dtype == want
+    within(got, a, b, out_dtype=out_dtype)
+
+
+def test_dask_refusals_name_the_argument_and_the_way_out(rng):
+    ab = da.from_array(rng.standard_normal((6, 8)).astype(BF16), chunks=3)
+    bb = da.from_array(rng.standard_normal((8, 5)).astype(BF16), chunks=4)
+    with pytest.raises(DTypeError, match=r"got out_dtype float64: omit out_dtype"):
+        pgd.gemm(ab, bb, out_dtype=np.float64)
+    with pytest.raises(DTypeError, match=r"A bfloat16 and B float16.*astype"):
+        pgd.gemm(ab, bb.astype(np.float16))
+    with pytest.raises(DTypeError, match=r"c must have the dtype of the result \(bfloat16\); got float32"):
+        pgd.gemm(ab, bb, np.zeros((6, 5), np.float32), beta=1.0)
+    with pytest.raises(ShapeError, match=r"A\.shape\[1\] \(K=8\) must equal B\.shape\[0\] \(5\)"):
+        pgd.gemm(ab, bb.T)
+    with pytest.raises(ArgumentError, match=r"beta=1\.0 needs c: pass c \(shape \(6, 5\)\)"):
+        pgd.gemm(ab, bb, beta=1.0)
+    f8 = da.from_array(np.zeros((4, 4), ml_dtypes.float8_e4m3fn), chunks=2)
+    with pytest.raises(DTypeError, match="A has dtype float8_e4m3fn"):
+        pgd.gemm(f8, f8)
+
+
+@pytest.mark.parametrize("call", ["gemm", "matmul", "explain"])
+def test_dask_operands_are_refused_without_computing_them(rng, call):
+    # polygemm.gemm(A, B) on dask arrays ran every task of both graphs (NumPy reads a dask array through
+    # __array__), held them whole in memory and returned a NumPy array, where numpy.matmul returns a lazy dask array
+    calls: list[int] = []
+    A = _counted(da.from_array(rng.standard_normal((6, 8)).astype(np.float32), chunks=(3, 4)), calls)
+    B = _counted(da.from_array(rng.standard_normal((8, 5)).astype(np.float32), chunks=4), calls)
+    assert type(np.matmul(A, B)).__module__.startswith("dask")  # what numpy.matmul gives: lazy, no task run
+    calls.clear()
+    fn = getattr(pg, call)
+    with pytest.raises(ArgumentTypeError) as info:
+        fn(A, B, device="cpu")
+    assert isinstance(info.value, TypeError)
+    msg = str(info.value)
+    assert msg.startswith("a is a dask.Array; polygemm multiplies arrays in memory"), msg
+    assert "polygemm.dask.gemm(A, B)" in msg and "a.compute()" in msg
+    assert calls == []  # nothing was computed
+    # the way the message names works on the same arrays
+    want = A.compute() @ B.compute()
+    np.testing.assert_allclose(pgd.gemm(A, B, device="cpu").compute(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_dask_b_beside_numpy_a_and_dask_c_name_the_dask_operand(rng):
+    # a NumPy a with a dask b had been told to convert one "with numpy's asarray / from_dlpack"
+    # (np.asarray computes the dask array whole); a dask c beside NumPy a and b likewise
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 5)).astype(np.float32)
+    calls: list[int] = []
+    B = _counted(da.from_array(b, chunks=3), calls)
+    C = _counted(da.zeros((4, 5), chunks=2, dtype=np.float32), calls)
+    calls.clear()  # (map_blocks may call the function on an empty block to learn its meta)
+    out = np.full((4, 5), 7.0, np.float32)
+    with pytest.raises(ArgumentTypeError, match=r"^b is a dask\.Array; .*polygemm\.dask\.gemm\(A, B\).*b\.compute\(\)"):
+        pg.gemm(a, B, device="cpu", out=out)
+    with pytest.raises(ArgumentTypeError, match=r"^c is a dask\.Array; .*polygemm\.dask\.gemm\(A, B, c, beta=\.\.\.\).*c\.compute\(\)"):
+        pg.gemm(a, b, C, beta=1.0, device="cpu", out=out)
+    assert calls == [] and (out == 7.0).all()
+    # the in-memory arrays the message points to give the product
+    np.testing.assert_allclose(pg.gemm(a, B.compute(), C.compute(), beta=1.0, device="cpu"), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_dask_out_is_still_told_it_must_be_writable_in_place(rng):
+    """A dask ``out`` cannot receive the result (no memory to write into): the refusal it had, not the operands'."""
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    with pytest.raises(ArgumentTypeError, match=r"\bout\b.*NumPy array.*got Array"):
+        pg.gemm(a, a.T, device="cpu", out=da.zeros((4, 4), chunks=2, dtype=np.float32))
+
+
+def test_backends_pickles_as_itself():
+    # polygemm.backends (a callable module) could not be pickled ("cannot pickle '_CallablePackage' object"),
+    # so ProcessPoolExecutor.submit(polygemm.backends) and dask's client.run(polygemm.backends) failed
+    assert pickle.loads(pickle.dumps(pg.backends)) is pg.backends
+    assert copy.copy(pg.backends) is pg.backends and copy.deepcopy(pg.backends) is pg.backends
+    assert callable(pickle.loads(pickle.dumps(pg.backends)))
+
+
+def test_backends_through_dask_client_run():
+    distributed = pytest.importorskip("distributed")  # in the [test] extra
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        (reply,) = client.run(pg.backends).values()
+    assert [(i.name, i.available) for i in reply] == [(i.name, i.available) for i in pg.backends()]
+
+
+def test_polygemm_dask_without_dask_says_what_to_install(monkeypatch):
+    _without(monkeypatch, "dask", "distributed")
+    monkeypatch.delitem(sys.modules, "polygemm.dask", raising=False)
+    import polygemm.dask as pgd  # importing the module needs no dask; using it does
+
+    with pytest.raises(ImportError, match=re.escape("pip install 'polygemm[dask]'")):
+        pgd.gemm(np.ones((2, 2)), np.ones((2, 2)))
+
+
+def test_a_dask_0d_array_is_told_compute_and_nothing_is_computed(ops):
+    # alpha=da.linalg.norm(x) (a 0-D dask array) is told the way on, alpha.compute(), and nothing is computed
+    # (as for dask operands)
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    a, b = ops
+    calls: list[int] = []
+
+    def value():
+        calls.append(1)
+        return np.float64(2.0)
+
+    lazy = da.from_delayed(dask.delayed(value)(), shape=(), dtype=np.float64)
+    out = _poisoned()
+    with pytest.raises(ArgumentTypeError, match=r"alpha is a 0-D dask array \(lazy\), which polygemm does not compute: "
+                                                r"pass alpha\.compute\(\)$"):
+        pg.gemm(a, b, alpha=lazy, out=out)
+    with pytest.raises(ArgumentTypeError, match=r"beta is a one-element dask array \(lazy\), which polygemm does not compute: "
+                                                r"pass beta\.compute\(\)\.item\(\)$"):
+        pg.gemm(a, b, out, beta=lazy.reshape(1), out=out)
+    assert calls == [] and (out == 7.0).all()
+    np.testing.assert_array_equal(pg.gemm(a, b, alpha=lazy.compute()), pg.gemm(a, b, alpha=2.0))  # the advice, followed
+
+
+def test_polygemm_dask_refuses_a_dask_0d_alpha_the_same_way(ops):
+    # polygemm.dask.gemm reads alpha as gemm does: a lazy 0-D alpha had the same no-way-on refusal, a
+    # CPU 0-D array was refused; now told .compute(), and taken
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    a, b = ops
+    A, B = da.from_array(a, chunks=2), da.from_array(b, chunks=2)
+    with pytest.raises(ArgumentTypeError, match=r"pass alpha\.compute\(\)$"):
+        pgd.gemm(A, B, alpha=da.from_array(np.array(2.0)), device="cpu")
+    got = pgd.gemm(A, B, alpha=_ArrayAPI(np.array(2.0)), device="cpu").compute()
+    np.testing.assert_allclose(got, 2.0 * (a @ b), rtol=1e-5, atol=1e-5)
+
+
+def test_dask_c_of_unknown_chunk_sizes_says_so():
+    # it had said "c must have the result's shape (4, 4) ...; got (nan, 4)"
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask
+
+    A = da.ones((4, 4), chunks=2)
+    c = da.ones((4, 4), chunks=2)
+    with pytest.raises(pg.ShapeError, match=r"c has unknown chunk sizes.*compute_chunk_sizes"):
+        polygemm.dask.gemm(A, A, c[c[:, 0] > 0], beta=1.0)
+
+
+def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
+    # variant="nosuch" built a graph that failed only in the workers' tasks, at compute()
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    A, B = da.ones((8, 4), chunks=(4, 2)), da.ones((4, 6), chunks=(2, 3))
+    with pytest.raises(pg.UnsupportedProblemError, match=r"variant='nosuch' is not a variant of backend 'cpu'"):
+        pgd.gemm(A, B, device="cpu", variant="nosuch")
+    with pytest.raises(pg.UnsupportedProblemError, match="no backend has variant 'nosuch'"):
+        pgd.gemm(A, B, variant="nosuch")
+    with pytest.raises(pg.UnsupportedProblemError, match="variant='AUTO' is not a variant"):  # polygemm.gemm refuses it too
+        pgd.gemm(A, B, device="cpu", variant="AUTO")
+    np.testing.assert_allclose(pgd.gemm(A, B, device="cpu", variant="reference").compute(), np.full((8, 6), 4.0))
+    with pytest.raises(pg.DTypeError, match="variant 'cublas' of backend 'cuda' computes .*not float64"):
+        pgd.gemm(A, B, device="cuda", variant="cublas")
+    pgd.gemm(A.astype(np.float32), B.astype(np.float32), device="cuda", variant="cublas")  # builds, whether or not it runs here

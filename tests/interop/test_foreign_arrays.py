@@ -1,0 +1,363 @@
+"""Arrays of other libraries on the CPU: DLPack, the array API, the same kind out, mixed kinds refused."""
+
+from __future__ import annotations
+
+import array
+
+import numpy as np
+import pytest
+
+import polygemm
+import polygemm as pg
+from polygemm.errors import ArgumentTypeError, DTypeError
+from polygemm.testing import assert_close, reference_for
+
+from tests.helpers import DLPackOnly, fake_torch
+
+
+def rand(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _fake_cupy(monkeypatch):
+    """A stand-in ``cupy`` module: ndarray with CuPy's attributes (``data`` a MemoryPointer with
+    ``ptr`` and ``device_id``), and the current stream's pointer in a dict the test sets."""
+    import sys
+    import types
+
+    current = {"ptr": 0, "reads": 0}
+    fake = types.ModuleType("cupy")
+
+    class ndarray:  # noqa: N801 - CuPy's name
+        def __init__(self, ptr, shape, strides, dtype, device=0):
+            self.data = types.SimpleNamespace(ptr=ptr, device_id=device)
+            self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
+            self.size = int(np.prod(shape))
+
+    def get_current_stream():
+        current["reads"] += 1
+        return types.SimpleNamespace(ptr=current["ptr"])
+
+    fake.ndarray = ndarray
+    fake.cuda = types.SimpleNamespace(get_current_stream=get_current_stream)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return ndarray, current
+
+
+def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0):
+    """``got`` (2-D) element-wise within the bound of the float64 reference, shape and dtype too."""
+    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta).compare(np.asarray(got))
+    assert res.ok, res.message
+
+
+class OnlyArray:
+    def __init__(self, x):
+        self.x = x
+
+    def __array__(self, dtype=None, copy=None):
+        return self.x
+
+
+class OnlyInterface:
+    def __init__(self, x):
+        self.x = x
+        self.__array_interface__ = x.__array_interface__
+
+
+class OnlyDLPack:
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.x.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+def within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
+    kw = {} if out_dtype is None else {"out_dtype": out_dtype}
+    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta, **kw).compare(np.asarray(got))
+    assert res.ok, res.message
+
+
+class _Producer:
+    def __init__(self, x, log):
+        self.x, self.log = x, log
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+class Dlpack1(_Producer):
+    """DLPack 1.0: keyword-only stream, max_version, dl_device, copy; CPU data refuses a stream, as the spec says."""
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.log.append({"stream": stream, "max_version": max_version})
+        if stream is not None:
+            raise BufferError("a CPU array takes no stream")
+        if max_version is None:
+            return self.x.__dlpack__()
+        return self.x.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+class StreamOnly(_Producer):
+    """Before DLPack 1.0 (older torch and JAX): ``__dlpack__(stream=None)``."""
+
+    def __dlpack__(self, stream=None):
+        self.log.append({"stream": stream})
+        if stream is not None:
+            raise BufferError("a CPU array takes no stream")
+        return self.x.__dlpack__()
+
+
+class NoArgs(_Producer):
+    def __dlpack__(self):
+        self.log.append({})
+        return self.x.__dlpack__()
+
+
+@pytest.fixture
+def ops(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    return a, b
+
+
+class _ArrayAPI(DLPackOnly):
+    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
+
+    @property
+    def shape(self):
+        return self._x.shape
+
+    @property
+    def ndim(self):
+        return self._x.ndim
+
+
+def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+
+
+def test_dlpack_only_objects_are_read_without_a_copy(rng):
+    a, b = rand(rng, (7, 5)), rand(rng, (5, 3))
+    got = pg.gemm(DLPackOnly(a), DLPackOnly(b), device="cpu")
+    assert isinstance(got, np.ndarray)
+    assert_close(got, a, b)
+    assert pg.explain(DLPackOnly(a), DLPackOnly(b), device="cpu").copies == []
+
+
+def test_none_and_unsupported_objects_are_named(rng):
+    with pytest.raises(pg.ArgumentError, match="a must be a matrix .* got None"):
+        pg.gemm(None, rand(rng, (2, 2)))
+    with pytest.raises(pg.DTypeError, match="b is a dict"):
+        pg.gemm(rand(rng, (2, 2)), {"x": 1})
+    ro = np.zeros((2, 2), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(pg.ArgumentError, match="out must be an array polygemm can write"):
+        pg.gemm(rand(rng, (2, 2)), rand(rng, (2, 2)), out=DLPackOnly(ro))
+
+
+def test_a_writeable_dlpack_out_receives_the_result(rng):
+    a, b = rand(rng, (4, 3)), rand(rng, (3, 5))
+    target = np.full((4, 5), np.nan, np.float32)
+    out = DLPackOnly(target)
+    assert pg.gemm(a, b, out=out, device="cpu") is out
+    assert_close(target, a, b)
+
+
+def test_torch_cpu_tensors_give_torch_tensors():
+    torch = pytest.importorskip("torch")
+    a, b, c = torch.randn(9, 6), torch.randn(6, 4), torch.randn(9, 4)
+    got = pg.gemm(a, b, c, alpha=0.5, beta=2.0, device="cpu")
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.shape == (9, 4)
+    assert_close(got.numpy(), a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)
+    batched = pg.matmul(torch.randn(3, 9, 6), b)
+    assert isinstance(batched, torch.Tensor) and batched.shape == (3, 9, 4)
+    half = pg.gemm(a.half(), b.half(), out_dtype=torch.float32)
+    assert isinstance(half, torch.Tensor) and half.dtype == torch.float32
+    out = torch.empty(9, 4)
+    assert pg.gemm(a, b, out=out) is out
+    assert_close(out.numpy(), a.numpy(), b.numpy())
+
+
+def test_mixed_libraries_are_refused_naming_both(rng):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(pg.ArgumentError, match=r"a is a torch.Tensor and b a ndarray"):
+        pg.gemm(torch.randn(3, 3), rand(rng, (3, 3)))
+
+
+def test_cupy_view_reads_attributes_and_names_the_legacy_stream(monkeypatch):
+    """The repeated call's view of a CuPy array (no ``__cuda_array_interface__`` dict built):
+    its key carries shape, strides, dtype, the pointer's 16-byte class and device; CuPy's null
+    stream is named as the legacy default stream (1), as the interface itself names it."""
+    from polygemm.interop import cupy_view
+
+    ndarray, current = _fake_cupy(monkeypatch)
+    a = ndarray(0x7F0000000008, (3, 4), (8, 2), "float16", device=1)
+    key, ptr, stream = cupy_view(a)
+    assert ptr == 0x7F0000000008 and stream == 1
+    assert key == ("cuda", (3, 4), (8, 2), np.dtype("float16"), False, 8, ndarray, 1)
+    current["ptr"] = 0xABC0
+    assert cupy_view(a)[2] == 0xABC0
+    assert cupy_view(np.ones(3)) is None
+    empty = ndarray(0x7F0000000008, (0, 4), (8, 2), "float16")
+    assert cupy_view(empty)[1] == 0  # no data: no pointer to overlap or align
+
+
+def test_cupy_views_of_a_call_read_the_stream_once_and_match_each_operands_view(monkeypatch):
+    """A CuPy user's call is keyed from its four operands' views at once: each the same as
+    ``cupy_view`` gives for it alone (None's view for an absent c or out), CuPy's current stream
+    read once; anything else in the call (a NumPy array, another library) leaves it to the
+    per-operand views."""
+    from polygemm.interop import cupy_view, cupy_views
+    from polygemm.problem import operand_view
+
+    ndarray, current = _fake_cupy(monkeypatch)
+    current["ptr"] = 0x5000
+    a = ndarray(0x7F0000000000, (8, 4), (8, 2), "float16")
+    b = ndarray(0x7F0000001000, (4, 6), (12, 2), "float16")
+    out = ndarray(0x7F0000002010, (8, 6), (12, 2), "float16")
+    current["reads"] = 0
+    views = cupy_views(a, b, None, out)
+    assert current["reads"] == 1
+    assert views == (cupy_view(a), cupy_view(b), operand_view(None), cupy_view(out))
+    assert views[3][0][5] == 0 and views[3][2] == 0x5000  # 16-byte class of 0x...2010; the current stream
+    assert cupy_views(a, b, out, out)[2] == cupy_view(out)
+    assert cupy_views(a, np.ones((4, 6)), None, None) is None
+    assert cupy_views(a, b, None, np.ones((8, 6))) is None
+    assert cupy_views(np.ones((8, 4)), b, None, None) is None
+
+
+def test_torch_views_of_a_call_read_the_stream_once_and_match_each_operands_view(monkeypatch):
+    """The same for torch: CUDA tensors on one GPU give each its ``torch_view``, the device's
+    current stream read once; a CPU tensor, one on another GPU, one that requires grad, or
+    another library's array among them leaves it to the per-operand views."""
+    import sys
+    import types
+
+    from polygemm.interop import torch_view, torch_views
+    from polygemm.problem import operand_view
+
+    Tensor = fake_torch(monkeypatch)
+    reads = {"n": 0}
+
+    def raw_stream(index):
+        reads["n"] += 1
+        return 0x9000 + index
+
+    sys.modules["torch"]._C = types.SimpleNamespace(_cuda_getCurrentRawStream=raw_stream)
+    a, b = Tensor(0x1000, (8, 4), (4, 1), index=1), Tensor(0x2008, (4, 6), (6, 1), index=1)
+    out = Tensor(0x3000, (8, 6), (6, 1), index=1)
+    views = torch_views(a, b, None, out)
+    assert reads["n"] == 1
+    assert views == (torch_view(a), torch_view(b), operand_view(None), torch_view(out))
+    assert views[1][0] == ("cuda", (4, 6), (6, 1), "<f2", False, 8, Tensor, 1) and views[1][2] == 0x9001  # strides in elements
+    assert torch_views(a, b, Tensor(0x4000, (8, 6), (6, 1), index=0), None) is None  # c on another GPU
+    assert torch_views(a, Tensor(0x2000, (4, 6), (6, 1), index=1, grad=True), None, None) is None
+    assert torch_views(Tensor(0, (8, 4), (4, 1), device="cpu"), Tensor(0, (4, 6), (6, 1), device="cpu"), None, None) is None
+    assert torch_views(a, np.ones((4, 6)), None, None) is None
+
+
+def test_a_missing_array_api_compat_is_an_error_not_a_result_of_another_kind(monkeypatch):
+    """Without array-api-compat a CuPy or torch operand's result could only come back as a
+    pycuda array; the call says what is missing instead."""
+    import sys
+
+    from polygemm import interop
+
+    class FakeDeviceArray:  # stands for a cupy.ndarray (its module decides the kind)
+        pass
+
+    FakeDeviceArray.__module__ = "cupy._core.core"
+    monkeypatch.setitem(sys.modules, "array_api_compat", None)  # import array_api_compat -> ImportError
+    with pytest.raises(ImportError, match=r"cupy results .*array-api-compat.*pip install array-api-compat"):
+        interop.allocator("cupy", FakeDeviceArray())
+    with pytest.raises(ImportError, match="array-api-compat"):
+        interop.host_wrapper("torch", FakeDeviceArray())
+
+
+def test_array_likes_numpy_takes(rng):
+    """Right: objects offering only ``__array__``, only ``__array_interface__``, memoryviews, ``array.array``, nested
+    tuples, lists of NumPy float32 scalars and a read-only array through DLPack (NumPy 2 exports the flag) are read as
+    numpy.matmul reads them: the same result dtype and shape, values within the bound, vectors too."""
+    a, b, v = rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), rng.standard_normal(4)
+    ro = a.copy()
+    ro.flags.writeable = False
+    for x in (OnlyArray(a), OnlyInterface(a), memoryview(a), tuple(map(tuple, a)), OnlyDLPack(ro)):
+        got = pg.matmul(x, b, device="cpu")
+        assert got.dtype == np.float64 and got.shape == (3, 2)
+        assert_within(got, a, b)
+    for x in (OnlyArray(v), memoryview(v), array.array("d", v), tuple(v), OnlyDLPack(v)):
+        got = pg.matmul(x, b, device="cpu")
+        assert got.shape == (2,) and got.dtype == np.float64
+        assert_within(got[None], v[None], b)
+    scalars = [np.float32(x) for x in v]
+    b32 = b.astype(np.float32)
+    got = pg.matmul(scalars, b32, device="cpu")
+    assert got.dtype == np.matmul(scalars, b32).dtype == np.float32
+    assert_within(got[None], np.asarray(scalars)[None], b32)
+
+
+@pytest.mark.parametrize("kind", [Dlpack1, StreamOnly, NoArgs])
+def test_dlpack_producers_of_each_generation_are_read_and_never_given_a_stream(rng, kind):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    log: list[dict] = []
+    got = pg.gemm(kind(a, log), kind(b, log), device="cpu")
+    within(got, a, b)
+    got = pg.matmul(kind(a, log), kind(b[:, 0], log), device="cpu")
+    assert got.shape == (3,)
+    within(got[:, None], a, b[:, :1])
+    assert log and all(call.get("stream") is None for call in log), log
+
+
+@pytest.mark.parametrize("value", [np.array(2 + 1j), np.array(True), np.array("2")], ids=["complex", "bool", "text"])
+def test_a_cpu_0d_array_of_no_real_number_is_still_refused(ops, value):
+    """Edge that was right (and stays so read through DLPack): a 0-D complex or bool array is no real factor."""
+    a, b = ops
+    with pytest.raises(ArgumentTypeError, match=r"^alpha must be a real number") as info:
+        pg.gemm(a, b, alpha=_ArrayAPI(value))
+    if value.dtype.kind in "bc":
+        # read through DLPack, a bool or complex element is refused as NumPy's own 0-D array is, quoting the
+        # element (advice to pass float(alpha) would turn True into 1.0)
+        msg = str(info.value)
+        assert "float(alpha)" not in msg and "DLPack" not in msg, msg
+        with pytest.raises(ArgumentTypeError) as numpys:
+            pg.gemm(a, b, alpha=value)
+        assert msg == str(numpys.value)
+
+
+def test_a_jax_tracer_is_refused_as_no_concrete_array():
+    jax = pytest.importorskip("jax")
+    from polygemm.errors import ArgumentTypeError
+
+    x = jax.numpy.ones((3, 3), jax.numpy.float32)
+    with pytest.raises(ArgumentTypeError, match="JAX tracer"):
+        jax.jit(lambda p, q: polygemm.gemm(p, q))(x, x)
+
+
+def test_matmul_takes_dlpack_only_arrays_as_gemm_does(rng):
+    # matmul read a DLPack-only matrix as a scalar: "a is a scalar (0-D DLPackOnly) ...",
+    # while gemm took the same object
+    a, b = _operands(rng)
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a), DLPackOnly(b)), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a), DLPackOnly(b[:, 0])), a @ b[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a[0]), b), a[0] @ b, rtol=1e-5, atol=1e-5)
+    got = pg.matmul(DLPackOnly(a[0]), DLPackOnly(a[0]))
+    assert np.shape(got) == () and np.isclose(got, a[0] @ a[0], rtol=1e-5)
+    stack = np.stack([b, 2 * b])
+    np.testing.assert_allclose(pg.matmul(DLPackOnly(a[0]), DLPackOnly(stack)), np.matmul(a[0], stack), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.complex64, np.bool_])
+def test_a_dlpack_array_of_another_dtype_is_told_a_conversion_it_has(rng, dtype):
+    # the DTypeError said "Convert it, e.g. a.astype(np.float32)": a DLPack-only array (and a
+    # torch tensor, read the same way on the CPU) has no astype
+    a, b = _operands(rng)
+    with pytest.raises(DTypeError, match=r"np\.from_dlpack\(a\)\.astype\(np\.float32\)") as info:
+        pg.gemm(DLPackOnly(a.astype(dtype)), b)
+    assert "a.astype" not in str(info.value)
+    with pytest.raises(DTypeError, match=r"np\.from_dlpack\(b\)"):
+        pg.matmul(a, DLPackOnly(b[:, 0].astype(dtype)))

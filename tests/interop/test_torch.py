@@ -1,0 +1,251 @@
+"""torch tensors on the CPU (and a stand-in torch for CUDA tensors' views)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import polygemm
+import polygemm as pg
+from polygemm.errors import DTypeError, ShapeError
+from polygemm.testing import assert_close
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _negated(torch, shape, where="cpu"):
+    """A real tensor with torch's negative bit set, as ``z.conj().imag`` makes one: its memory holds the negatives."""
+    t = torch.randn(*shape, dtype=torch.complex64, device=where).conj().imag
+    assert t.is_neg()
+    return t
+
+
+def _where(torch, where):
+    if where == "cuda" and not (torch.cuda.is_available() and polygemm.get_backend("cuda").probe().ok):
+        pytest.skip("needs torch with CUDA and polygemm's cuda backend")
+
+
+class _UnreadableInterface:
+    """A device array whose interface refuses to be read (as torch's does for a tensor that requires grad)."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. Use var.detach()")
+
+
+class _OnDevice:
+    """An array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
+
+    def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
+        self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
+                                            "device": "fakedev", "version": 1}
+
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _as_matrices(x: np.ndarray, a_vec: bool, b_vec: bool) -> np.ndarray:
+    """A matmul result with its vectors' unit dimensions back (the bound takes matrices)."""
+    if b_vec:
+        x = x[..., None]
+    if a_vec:
+        x = x[..., None, :]
+    return x
+
+
+def _cases(rng):
+    f = np.asfortranarray
+    yield "broadcast (2,1,M,K)@(3,K,N)", _f32(rng, 2, 1, 3, 4), _f32(rng, 3, 4, 5)
+    yield "vector @ 4-D stack", _f32(rng, 4), _f32(rng, 2, 1, 4, 5)
+    yield "4-D stack @ vector", _f32(rng, 2, 3, 5, 4), _f32(rng, 4)
+    yield "reversed rows and columns", _f32(rng, 5, 6)[::-1, ::-1], _f32(rng, 6, 3)[::-1]
+    yield "reversed batch", _f32(rng, 3, 2, 4)[::-1], _f32(rng, 4, 5)
+    yield "every other column", _f32(rng, 3, 8)[:, ::2], _f32(rng, 4, 2)
+    yield "Fortran order", f(_f32(rng, 3, 4)), f(_f32(rng, 4, 5))
+    yield "transposed stack", _f32(rng, 2, 4, 3).transpose(0, 2, 1), _f32(rng, 2, 4, 5)
+    yield "reversed vectors", _f32(rng, 6)[::-2], _f32(rng, 6, 3)[::2]
+    yield "big-endian", _f32(rng, 3, 4).astype(">f4"), _f32(rng, 4, 2).astype(">f4")
+    yield "M = 0", _f32(rng, 0, 4), _f32(rng, 4, 5)
+    yield "N = 0 in a batch", _f32(rng, 2, 3, 4), _f32(rng, 4, 0)
+    yield "batch of 0", _f32(rng, 0, 3, 4), _f32(rng, 4, 5)
+    yield "K = 0", _f32(rng, 3, 0), _f32(rng, 0, 5)
+    yield "float64 lists", _f32(rng, 2, 3).astype(np.float64).tolist(), _f32(rng, 3).astype(np.float64).tolist()
+    yield "float16", _f32(rng, 3, 7).astype(np.float16), _f32(rng, 7, 2).astype(np.float16)
+    yield "bfloat16", _f32(rng, 3, 7).astype(ml_dtypes.bfloat16), _f32(rng, 7).astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("c", [np.arange(4, dtype=np.float32), np.float32(1.0), np.array(1.0, np.float32)])
+def test_a_bias_vector_or_scalar_c_is_told_to_broadcast_not_to_reshape(c):
+    # a 1-D c (a bias, as torch.addmm(bias, x, w) takes it, and a @ b + bias broadcasts it) or a scalar c was
+    # "c must be a matrix or a stack of matrices (at least 2-D); got 1-D with shape (4,). Reshape it, e.g.
+    # c.reshape(rows, cols)": c.reshape(2, 4) of four elements raises. A 2-D c that broadcasts is told
+    # "pass it broadcast, e.g. np.broadcast_to(c, (2, 4))" (problem.check_c_shape); the 1-D one never got there,
+    # check_ndim in _host_operand refusing it first.
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    with pytest.raises(ShapeError) as info:
+        pg.gemm(a, b, c, beta=1.0, device="cpu")
+    assert "np.broadcast_to(c, (2, 4))" in str(info.value) and "c.reshape(rows, cols)" not in str(info.value)
+    got = pg.gemm(a, b, np.broadcast_to(c, (2, 4)), beta=1.0, device="cpu")  # the way it names
+    assert np.array_equal(got, a @ b + c)
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_a_torch_lazy_negation_is_read_as_its_values_in_a_b_c_and_alpha(where):
+    """DLPack and the array interfaces export a tensor's memory without its negative bit: polygemm had read
+    z.conj().imag with every sign flipped, silently. torch.matmul reads it right; so does polygemm now."""
+    torch = _torch()
+    _where(torch, where)
+    a, b, c = _negated(torch, (5, 7), where), torch.randn(7, 3, device=where), _negated(torch, (5, 3), where)
+    ref = a.resolve_neg() @ b
+    tol = dict(rtol=1e-5, atol=1e-5) if where == "cpu" else dict(rtol=2e-3, atol=2e-3)  # tf32-free kernels, fp32 sums
+    for _ in range(2):  # the second call from the plan cache
+        torch.testing.assert_close(polygemm.gemm(a, b), ref, **tol)
+    torch.testing.assert_close(polygemm.gemm(b.T, a.T), ref.T, **tol)
+    torch.testing.assert_close(polygemm.gemm(a, b, c, beta=1.0), ref + c.resolve_neg(), **tol)
+    torch.testing.assert_close(polygemm.matmul(a, b), ref, **tol)
+    if where == "cuda":
+        return
+    alpha = torch.tensor(2 + 3j).conj().imag  # -3.0, stored as 3.0
+    torch.testing.assert_close(polygemm.gemm(a, b, alpha=alpha), -3.0 * ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_torch_out_with_the_negative_bit_is_refused_and_left_untouched():
+    torch = _torch()
+    out = torch.zeros(5, 3, dtype=torch.complex64).conj().imag
+    before = out.clone()
+    with pytest.raises(ValueError, match=r"out is a torch tensor with its negative bit set.*resolve_neg"):
+        polygemm.gemm(torch.randn(5, 7), torch.randn(7, 3), out=out)
+    assert torch.equal(out, before)
+
+
+@pytest.mark.parametrize("how", ["gemm_out", "gemm_in_place_c", "matmul_out", "matmul_vector_out"])
+def test_writing_a_torch_out_bumps_its_version_so_autograd_sees_it(how):
+    """A tensor saved for backward and then overwritten through out= must make backward() raise, as after
+    torch.matmul(a, b, out=o); polygemm's write had left o._version alone and backward() used the new values."""
+    torch = _torch()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    o = torch.ones(3) if how == "matmul_vector_out" else torch.ones(3, 5)
+    w = torch.randn(*o.shape, requires_grad=True)
+    loss = (w * o).sum()  # o saved for backward
+    v0 = o._version
+    if how == "gemm_out":
+        polygemm.gemm(a, b, out=o)
+    elif how == "gemm_in_place_c":
+        polygemm.gemm(a, b, o, beta=1.0, out=o)
+    elif how == "matmul_out":
+        polygemm.matmul(a, b, out=o)
+    else:
+        polygemm.matmul(a, torch.randn(4), out=o)
+    assert o._version > v0
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+@pytest.mark.parametrize("where", ["cpu", "cuda"])
+def test_an_inference_tensor_out_is_written_only_in_inference_mode(where):
+    torch = _torch()
+    _where(torch, where)
+    a, b = torch.randn(3, 4, device=where), torch.randn(4, 5, device=where)
+    with torch.inference_mode():
+        out = torch.zeros(3, 5, device=where)
+    with pytest.raises(ValueError, match=r"out is an inference tensor.*torch\.inference_mode"):
+        polygemm.gemm(a, b, out=out)
+    assert not out.any()
+    ordinary = torch.zeros(3, 5, device=where)
+    polygemm.gemm(a, b, out=ordinary)  # a plan for the same shapes in the cache: it must not let the next call through
+    with pytest.raises(ValueError, match=r"out is an inference tensor"):
+        polygemm.gemm(a, b, out=out)
+    assert not out.any()
+    with torch.inference_mode():
+        assert polygemm.gemm(a, b, out=out) is out
+    torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_checks_take_torch_bfloat16_as_gemm_does():
+    torch = _torch()
+    from polygemm.testing import check_result, error_bound
+
+    a, b = torch.randn(3, 4).bfloat16(), torch.randn(4, 5).bfloat16()
+    r = polygemm.gemm(a, b)
+    assert r.dtype == torch.bfloat16
+    res = check_result(r, a, b)
+    assert res.ok, res.message
+    assert error_bound(a, b).shape == (3, 5)
+    assert not check_result(r + 1, a, b).ok  # a wrong result still fails
+
+
+def test_a_0d_torch_alpha_that_requires_grad_is_read_as_float_reads_it():
+    torch = _torch()
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    got = polygemm.gemm(a, b, alpha=torch.tensor(2.0, requires_grad=True))
+    torch.testing.assert_close(got, 2.0 * (a @ b), rtol=1e-5, atol=1e-5)
+
+
+def test_a_torch_tensor_of_another_dtype_is_told_to_use_to():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(DTypeError, match=r"a\.to\(torch\.float32\)"):
+        pg.gemm(torch.ones(2, 2, dtype=torch.int32), torch.ones(2, 2))
+
+
+@pytest.mark.parametrize("device, like", [("cpu:01", "cpu:1"), ("cpu:00", "cpu:0"), ("CPU:01", "cpu:1"),
+                                          ("cpu: 1", "cpu:1"), ("cpu:+1", "cpu:1"), ("cpu:-1", "cpu:0"),
+                                          ("cuda:01", "cuda:1")])
+def test_a_device_index_with_a_leading_zero_is_refused_saying_how_to_write_it(device, like):
+    # "cpu:01" had been read as device 1 and echoed as 'cpu:1' (and "cpu:00" run as cpu:0);
+    # torch.device("cuda:01") is refused too
+    a = np.ones((2, 2))
+    for call in (pg.gemm, pg.explain):
+        with pytest.raises(pg.ArgumentError, match=re.escape(f"e.g. {like!r}; got {device.partition(':')[2]!r}")) as info:
+            call(a, a, device=device)
+        assert "whole number >= 0 written in ASCII digits without a sign, spaces or leading zeros" in str(info.value)
+
+
+def test_an_unreadable_device_interface_is_named_by_its_argument():
+    # the message names the operand whose interface could not be read, and the way out (detach)
+    for name, args in (("a", (_UnreadableInterface(), np.ones((2, 2), np.float32))),
+                       ("b", (np.ones((2, 2), np.float32), _UnreadableInterface()))):
+        with pytest.raises(pg.ArgumentError, match=rf"^{name}\b.*__cuda_array_interface__.*detach"):
+            pg.gemm(*args)
+
+
+def test_a_device_batch_one_stride_cannot_walk_is_named_with_the_shape_to_make():
+    # an array polygemm does not copy (no CuPy, no torch) is told the shape it broadcasts to, not to
+    # pass a contiguous array (gemm has CuPy and torch make theirs whole themselves)
+    from polygemm.problem import NotWhole, normalize
+
+    a, b = _OnDevice((2, 3, 4, 3), "<f4"), _OnDevice((3, 3, 5), "<f4")
+    with pytest.raises(NotWhole, match=r"^b's batch \(3,\) .* broadcasts to \(2, 3\), which one stride cannot walk on the "
+                                       r"device; .* pass b broadcast to \(2, 3, 3, 5\) and made contiguous") as exc:
+        normalize(a, b)
+    assert exc.value.name == "b" and exc.value.shape == (2, 3, 3, 5)
+
+
+@pytest.mark.parametrize("index", range(17))
+def test_matmul_agrees_with_numpy_matmul_in_shape_dtype_and_value(rng, index):
+    name, a, b = list(_cases(rng))[index]
+    readonly = [np.array(x) if not isinstance(x, np.ndarray) else x for x in (a, b)]
+    for x in readonly:
+        x.flags.writeable = False  # read-only inputs are read as they are
+    want = np.matmul(a, b)
+    got = pg.matmul(a, b)
+    # bfloat16 stays bfloat16 (as torch.matmul keeps it; ml_dtypes' numpy.matmul loop widens it to float32)
+    dtype = np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else want.dtype
+    assert got.shape == want.shape and got.dtype == dtype, name
+    a2, b2 = (np.asarray(x) for x in (a, b))
+    va, vb = a2.ndim == 1, b2.ndim == 1
+    A = a2[None, :] if va else a2
+    B = b2[:, None] if vb else b2
+    # the bound takes matrices: each product of the broadcast batch against the float64 reference
+    bshape = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    As, Bs = np.broadcast_to(A, bshape + A.shape[-2:]), np.broadcast_to(B, bshape + B.shape[-2:])
+    G = _as_matrices(got, va, vb)
+    for i in np.ndindex(*bshape):
+        assert_close(G[i], As[i], Bs[i])

@@ -1,0 +1,490 @@
+"""The cached call's host path: operand keys and streams, the lock, the launcher's fast path (on the CPU)."""
+
+from __future__ import annotations
+
+import random
+import struct
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm import api
+
+from tests.helpers import fake_torch
+
+
+def _fake_cupy(monkeypatch, stream_ptr=0x5000):
+    fake = types.ModuleType("cupy")
+
+    class ndarray:  # noqa: N801 - CuPy's name
+        def __init__(self, ptr, shape, strides, dtype="float16", device=0):
+            self.data = types.SimpleNamespace(ptr=ptr, device_id=device)
+            self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
+            self.size = int(np.prod(shape))
+            self.device = types.SimpleNamespace(id=device)  # what the old cupy_view read
+
+    fake.ndarray = ndarray
+    current = {"ptr": stream_ptr}
+    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=current["ptr"]))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return ndarray
+
+
+def _old_key(a, b, c, out, alpha=1.0, beta=0.0, device="cuda", variant="auto"):
+    """_key as it was: each operand viewed on its own."""
+    return api.plan_cache._key(a, b, c, out, alpha, beta, device, variant)
+
+
+def _views_off(monkeypatch):
+    monkeypatch.setattr(api.plan_cache, "cupy_views", lambda *ops: None)
+    monkeypatch.setattr(api.plan_cache, "torch_views", lambda *ops: None)
+
+
+def _keys_both_ways(monkeypatch, calls):
+    got = [api.plan_cache._key(*ops, 1.0, 0.0, "cuda", "auto") for ops in calls]
+    with monkeypatch.context() as m:
+        _views_off(m)
+        want = [_old_key(*ops) for ops in calls]
+    return got, want
+
+
+class _CountingLock:
+    def __init__(self):
+        self.inner, self.entered = threading.Lock(), 0
+
+    def __enter__(self):
+        self.inner.acquire()
+        self.entered += 1
+
+    def __exit__(self, *exc):
+        self.inner.release()
+
+
+def _old_overlap_free(entry, a, b, c, out, views):
+    """_overlap_free's device branch before e624a79."""
+    if out is None:
+        return True
+    spans, lows = entry.spans, entry.lows
+    o_ptr = views[3][1]
+    o_lo, o_hi = o_ptr + lows[3], o_ptr + spans[3]
+    for i, x in enumerate((a, b, c)):
+        if x is None or (i == 2 and views[2][1] == o_ptr) or not spans[i] or not spans[3]:
+            continue
+        if views[i][1] + lows[i] < o_hi and o_lo < views[i][1] + spans[i]:
+            return False
+    return True
+
+
+class _FakeCudaArray:
+    def __init__(self, ptr, shape, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (ptr, False), "strides": strides, "version": 3}
+
+
+class _FakeKernel:
+    def struct_for(self, codes):
+        return struct.Struct("<" + "".join(codes))
+
+    def launcher(self, grid, block, smem, cooperative=False):
+        def go(buf, stream):
+            pass
+        go.cooperative = cooperative
+        return go
+
+    def resident_blocks(self, threads, smem):
+        return 64
+
+    def resident_clusters(self, size, threads, smem):
+        return 16
+
+
+class _FakeRuntime:
+    sms = 132
+
+    def __init__(self):
+        self.built = 0
+        self.scratches = 0
+        self.cu = types.SimpleNamespace(memset_d32_async=lambda *args: None)
+
+    def function(self, source, entry, macros):
+        self.built += 1
+        return _FakeKernel()
+
+    def enter(self):
+        return False
+
+    def leave(self):
+        pass
+
+    def scratch(self, nbytes, stream):
+        self.scratches += 1
+        return 0x500000 + 0x1000 * self.scratches
+
+    def release(self, ptr, stream):
+        pass
+
+    def give_back(self, workspaces):
+        pass
+
+
+def _mat(name, rows, cols, itemsize):
+    from polygemm.backends.cuda.planning import Mat
+
+    return Mat(name, rows, cols, "row", cols, ptr=0, itemsize=itemsize)
+
+
+def _launches():
+    from polygemm.backends.cuda.planning import plan_launch
+    from polygemm.backends.cuda.variants import kernel_specs
+
+    specs = kernel_specs()
+
+    def plan(name, m, n, k, **kw):
+        it = 2 if name and name.startswith("hgemm") else 4
+        return specs[name] if name else None, plan_launch(specs[name] if name else None, _mat("a", m, k, it), _mat("b", k, n, it),
+                                                          _mat("c", m, n, it), **kw)
+
+    plain = {"swapped": plan("cm_v12_cp_async", 128, 128, 128), "row-major": plan("rm_v3_float4", 128, 128, 128),
+             "batched": plan("cm_v12_cp_async", 128, 128, 128, batch=(3, 128 * 128, 128 * 128, 128 * 128)),
+             "tma": plan("hgemm_v2_wgmma_tma", 128, 128, 128),
+             "tma batched": plan("hgemm_v2_wgmma_tma", 128, 128, 128, batch=(3, 128 * 128, 128 * 128, 128 * 128)),
+             "tma store": plan("hgemm_v3_wgmma_pingpong_persistent_tma_store", 128, 128, 128)}
+    other = {"split-K": plan("cm_v12_cp_async", 128, 128, 1024, splits=2), "tma split-K": plan("hgemm_v2_wgmma_tma", 128, 128, 1024, splits=2),
+             "stream-K": plan("hgemm_v2_wgmma_tma_streamk", 128, 128, 128), "packed": plan("rm_v3_float4", 100, 70, 36),
+             "cuBLAS": plan(None, 128, 128, 128)}
+    return plain, other
+
+
+@pytest.fixture
+def fake_maps(monkeypatch):
+    from polygemm.backends.cuda import tma
+
+    def ab(a, b, *args, **kw):
+        return (np.frombuffer(struct.pack("<QQ", a, b) * 8, "V128")[0], np.frombuffer(struct.pack("<QQ", b, a) * 8, "V128")[0])
+
+    def c_map(c, *args, **kw):
+        return np.frombuffer(struct.pack("<QQ", c, c) * 8, "V128")[0]
+
+    monkeypatch.setattr(tma, "hgemm_v2_tensor_maps", ab)
+    monkeypatch.setattr(tma, "hgemm_v2_c_map", c_map)
+
+
+def _fake_driver():
+    import cffi
+
+    from polygemm.backends.cuda import driver as drv_mod
+
+    drv = drv_mod.Driver.__new__(drv_mod.Driver)
+    drv.ffi = cffi.FFI()
+    drv.ffi.cdef(drv_mod._CDEF)
+    drv._local = threading.local()
+    drv._streams = {}
+    launched: list[tuple] = []
+    rc = {"next": 0}
+
+    def cu_launch_ex(cfg, fn, params, extra):
+        ffi = drv.ffi
+        assert params == ffi.NULL and int(ffi.cast("uintptr_t", extra[0])) == 1 and int(ffi.cast("uintptr_t", extra[2])) == 2
+        n = ffi.cast("size_t *", extra[3])[0]
+        geo = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ, cfg.sharedMemBytes)
+        attr = ffi.cast("CUlaunchAttribute *", cfg.attrs)
+        coop = cfg.numAttrs == 1 and attr.id == drv_mod.CU_LAUNCH_ATTRIBUTE_COOPERATIVE and attr.value.cooperative == 1
+        assert cfg.numAttrs == 0 or coop
+        launched.append((threading.get_ident(), ffi.buffer(ffi.cast("char *", extra[1]), n)[:], int(ffi.cast("uintptr_t", cfg.hStream)),
+                         geo, int(ffi.cast("uintptr_t", extra[1])), coop))
+        return rc["next"]
+
+    drv.lib = types.SimpleNamespace(cuLaunchKernelEx=cu_launch_ex)
+    drv.error_text = lambda code: f"CUresult {code}"
+    return drv, launched, rc
+
+
+def test_cupy_calls_are_keyed_and_streamed_as_each_operands_view_gave(monkeypatch):
+    """Every mix the one-read path takes (c and out absent, in place, on another GPU, empty
+    arrays, misaligned pointers) gives the key, pointers and streams the per-operand views gave."""
+    nd = _fake_cupy(monkeypatch)
+    a = nd(0x7F0000000000, (8, 4), (8, 2))
+    b = nd(0x7F0000001000, (4, 6), (12, 2))
+    c = nd(0x7F0000002000, (8, 6), (12, 2))
+    other = nd(0x7F0000003008, (8, 6), (12, 2), device=1)  # another GPU, 8-byte class
+    empty_a, empty_b = nd(0x7F0000004000, (0, 4), (8, 2)), nd(0x7F0000005000, (4, 0), (0, 2))
+    host = np.ones((8, 6), np.float16)
+    calls = [(a, b, None, None), (a, b, c, None), (a, b, None, c), (a, b, c, c), (a, b, c, other), (a, b, other, other),
+             (empty_a, b, None, None), (a, empty_b, None, None), (a, b, c, host), (a, b, host, None)]
+    got, want = _keys_both_ways(monkeypatch, calls)
+    assert got == want
+    assert got[0][1][0][2] == 0x5000 and got[6][1][0][1] == 0  # the current stream; no pointer for an empty array
+
+
+def test_torch_calls_are_keyed_and_streamed_as_each_operands_view_gave(monkeypatch):
+    T = fake_torch(monkeypatch)
+    a, b = T(0x1000, (8, 4), (4, 1), index=1), T(0x2008, (4, 6), (6, 1), index=1)
+    c = T(0x3000, (8, 6), (6, 1), index=1)
+    calls = [(a, b, None, None), (a, b, c, c), (a, b, None, c),
+             (a, b, T(0x4000, (8, 6), (6, 1), index=0), None),  # c on another GPU
+             (a, T(0x2000, (4, 6), (6, 1), index=1, grad=True), None, None),  # requires grad
+             (T(0x1000, (8, 4), (4, 1), device="cpu"), T(0x2000, (4, 6), (6, 1), device="cpu"), None, None)]
+    got, want = _keys_both_ways(monkeypatch, calls)
+    assert got == want
+    assert got[0][1][0][2] == 0x9001 and got[4] is None and got[5] is None
+
+
+def test_torch_tensors_on_another_device_type_are_not_keyed_as_cuda(monkeypatch):
+    """get_device() is a tensor's index on any device (mps:0, xpu:0 and a privateuse1 device
+    give 0, as cuda:0 does): torch_views keyed such tensors as CUDA ones, so a call on xpu:0
+    tensors hit the plan of an earlier cuda:0 call of the same description and launched a CUDA
+    kernel on their pointers. They are left to the per-operand views, which key them not at
+    all (the full normalization refuses them every time), as before."""
+    from polygemm.interop import torch_views
+
+    T = fake_torch(monkeypatch)
+    ca, cb = T(0x1000, (8, 4), (4, 1)), T(0x2000, (4, 6), (6, 1))
+    xa, xb = T(0x1000, (8, 4), (4, 1), device="xpu"), T(0x2000, (4, 6), (6, 1), device="xpu")
+    assert torch_views(ca, cb, None, None) is not None
+    assert torch_views(xa, xb, None, None) is None
+    assert torch_views(ca, xb, None, None) is None and torch_views(ca, cb, None, xa) is None
+    got, want = _keys_both_ways(monkeypatch, [(xa, xb, None, None), (ca, xb, None, None), (ca, cb, T(0x3000, (8, 6), (6, 1), device="mps"), None)])
+    assert got == want == [None, None, None]
+
+
+def test_a_free_threaded_build_looks_plans_up_under_the_lock(monkeypatch):
+    """Without the GIL OrderedDict's move_to_end is not atomic beside another thread's clear or
+    popitem (CPython 3.13t crashed so, gh-125996) and the counters' += lose counts: there the
+    lookup takes the lock, as it did before the lock-free hit; with the GIL it does not."""
+    cache = api.plan_cache.PlanCache(4)
+    lock = cache._lock = _CountingLock()  # type: ignore[assignment]
+    cache.put(("k",), "entry")  # type: ignore[arg-type]
+    entered = lock.entered
+    # the lookup is chosen once, when the class is made: lock-free with the GIL, locked without it
+    assert api.plan_cache.PlanCache.get is (api.plan_cache.PlanCache._get_locked if api.plan_cache._FREE_THREADED else api.plan_cache.PlanCache._get)
+    monkeypatch.setattr(api.plan_cache.PlanCache, "get", api.plan_cache.PlanCache._get)  # the GIL's lookup
+    assert cache.get(("k",)) == "entry" and cache.get(("x",)) is None and lock.entered == entered
+    monkeypatch.setattr(api.plan_cache.PlanCache, "get", api.plan_cache.PlanCache._get_locked)  # a free-threaded build's
+    assert cache.get(("k",)) == "entry" and cache.get(("x",)) is None and lock.entered == entered + 2
+    assert cache.info() == {"hits": 2, "misses": 2, "size": 1, "maxsize": 4}
+
+
+@pytest.mark.parametrize("free_threaded", [False, True])
+def test_lookups_beside_puts_evictions_and_clears_never_fail_or_lose_counts(monkeypatch, free_threaded):
+    monkeypatch.setattr(api.plan_cache.PlanCache, "get", api.plan_cache.PlanCache._get_locked if free_threaded else api.plan_cache.PlanCache._get)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    cache = api.plan_cache.PlanCache(3)
+    keys = [(i,) for i in range(6)]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader():
+        try:
+            for n in range(20000):
+                entry = cache.get(keys[n % 6])
+                assert entry is None or entry == keys[n % 6]
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def writer():
+        n = 0
+        while not stop.is_set():
+            cache.put(keys[n % 6], keys[n % 6])  # type: ignore[arg-type]  # evicts: maxsize 3
+            if n % 50 == 0:
+                with cache._lock:  # clear() without resetting the counters read below
+                    cache._data.clear()
+            n += 1
+
+    try:
+        readers = [threading.Thread(target=reader) for _ in range(4)]
+        w = threading.Thread(target=writer)
+        w.start()
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join()
+        stop.set()
+        w.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    assert cache.hits + cache.misses == 4 * 20000
+
+
+def test_overlap_free_answers_as_before_for_device_operands():
+    rnd = random.Random(7)
+    for _ in range(20000):
+        has_c, has_out = rnd.random() < 0.6, rnd.random() < 0.8
+        spans = tuple(rnd.choice([0, 16, 64, 256]) if present else 0 for present in (True, True, has_c, has_out))
+        lows = tuple(-rnd.choice([0, 0, 16, 48]) if s else 0 for s in spans)  # negative strides reach below the pointer
+        ptrs = [rnd.randrange(0, 1024, 16) for _ in range(4)]
+        if has_c and has_out and rnd.random() < 0.3:
+            ptrs[2] = ptrs[3]  # in place
+        objs = [object(), object(), object() if has_c else None, object() if has_out else None]
+        views = tuple(((), p if o is not None else 0, None) for p, o in zip(ptrs, objs))
+        entry = types.SimpleNamespace(spans=spans, lows=lows, host=False)
+        assert api.plan_cache._overlap_free(entry, *objs, views) == _old_overlap_free(entry, *objs, views), (spans, lows, ptrs, objs)
+
+
+def test_a_device_operand_no_kernel_addresses_is_planned_and_reported_once():
+    """gemm's first _bind raises NotWhole; _bind_whole took it from the top again, normalizing
+    the operands a second time (a second plan-cache miss counted for one call) and raising a
+    second NotWhole while the first was handled: its traceback showed the same error twice
+    ('During handling of the above exception, another exception occurred')."""
+    a = _FakeCudaArray(0x10000, (16, 64), strides=(512, 8))  # neither row- nor column-major
+    b = _FakeCudaArray(0x20000, (64, 32))
+    pg.clear_plan_cache()
+    with pytest.raises(pg.ArgumentError, match="neither row- nor column-major") as info:
+        pg.gemm(a, b, device="cuda")
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    assert pg.plan_cache_info()["misses"] == 1
+
+
+def test_the_retry_binds_the_operands_made_whole_once_each(monkeypatch):
+    """A NotWhole given to _bind_whole is handled as if its own _bind had raised it: the named
+    operand is made whole and bound, nothing else bound again."""
+    from polygemm.problem import NotWhole
+
+    bound: list[tuple] = []
+    whole = object()
+
+    def fake_bind(a, b, c, *rest):
+        bound.append((a, b, c))
+        if a is not whole:
+            raise NotWhole("a is not whole", "a")
+        return "entry", "call", False
+
+    monkeypatch.setattr(api.plan_cache, "bind", fake_bind)
+    monkeypatch.setattr(api.plan_cache, "made_whole", lambda given, shape: whole)
+    given = object()
+    with pytest.raises(NotWhole) as info:
+        fake_bind(given, 1, None)
+    assert api.plan_cache.bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, ["a"])
+    assert bound == [(given, 1, None), (whole, 1, None)]
+
+
+def test_prepare_fast_path_packs_what_the_full_path_packs(fake_maps):
+    """A built plain launch (one kernel launch on the caller's pointers) packs the same bytes
+    as the full prepare, swap, batch, tensor maps and all, for every call's pointers."""
+    from polygemm.backends.cuda.launch import PreparedLaunch
+
+    plain, _ = _launches()
+    calls = [(0x100000, 0x200000, 0x300000, 1.0, 0.0), (0x110000, 0x210000, 0x310000, 0.5, 2.0), (0x120000, 0x220000, 0x300000, 1.0, 0.0)]
+    for what, (spec, lp) in plain.items():
+        rt = _FakeRuntime()
+        pl = PreparedLaunch(rt, spec, lp)  # type: ignore[arg-type]
+        first = pl.prepare(*calls[0])
+        assert type(first) is bytes and pl._plain, what
+        for call in calls:
+            fast = pl.prepare(*call)
+            pl._plain = False
+            full = pl.prepare(*call)
+            pl._plain = True
+            assert fast == full, (what, call)
+            if lp.swap:  # B's pointer where the kernel reads A's
+                assert struct.pack("<Q", call[1]) in fast[:32], what
+        assert rt.built == 1, what
+
+
+def test_prepare_fast_path_is_never_taken_by_launches_that_need_more_than_parameters(fake_maps):
+    """Split-K and stream-K (a workspace per call), packing into scratch, and cuBLAS (no
+    kernel of polygemm's) keep the full prepare on every call."""
+    from polygemm.backends.cuda.launch import PreparedLaunch, SplitLaunch
+
+    _, other = _launches()
+    for what, (spec, lp) in other.items():
+        pl = PreparedLaunch(_FakeRuntime(), spec, lp)  # type: ignore[arg-type]
+        for _ in range(2):
+            got = pl.prepare(0x100000, 0x200000, 0x300000, 1.0, 0.0)
+            assert not pl._plain, what
+            if what in ("packed", "cuBLAS"):
+                assert type(got) is tuple, what
+            else:
+                assert type(got) is SplitLaunch, what
+                pl.discard(got)
+        assert (pl._kernel is None) == (what == "cuBLAS"), what
+
+
+def test_launcher_writes_each_threads_slot_and_checks_the_capacity():
+    from polygemm.backends.cuda import driver as drv_mod
+    from polygemm.errors import DeviceError
+
+    drv, launched, rc = _fake_driver()
+    k = drv_mod.Kernel(drv, "entry", None, drv.ffi.NULL, [(0, 8)])
+    go = k.launcher((4, 2), (128,), 1024)
+    go(b"\x01" * 24, 7)
+    go(b"\x02" * 8, 0)  # shorter: only its own bytes, the slot reused
+    assert [(buf, stream, geo) for _, buf, stream, geo, _, _ in launched] == [
+        (b"\x01" * 24, 7, (4, 2, 1, 128, 1, 1, 1024)), (b"\x02" * 8, 0, (4, 2, 1, 128, 1, 1, 1024))]
+    assert launched[0][4] == launched[1][4] == int(drv.ffi.cast("uintptr_t", drv.launch_slot().params))
+    with pytest.raises(DeviceError, match="exceed"):
+        go(b"\x00" * (drv_mod._PARAM_CAPACITY + 1), 0)
+    go(b"\x03" * drv_mod._PARAM_CAPACITY, 0)  # the capacity itself fits
+    assert launched[-1][1] == b"\x03" * drv_mod._PARAM_CAPACITY
+    rc["next"] = 700
+    with pytest.raises(DeviceError, match="failed: CUresult 700"):
+        go(b"\x04" * 8, 0)
+    rc["next"] = 0
+
+    # another thread: its own slot (created on its first launch), its own bytes
+    results: list = []
+
+    def other():
+        try:
+            go(b"\x05" * 16, 3)
+            results.append(launched[-1])
+        except BaseException as exc:  # noqa: BLE001
+            results.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    (ident, buf, stream, _, params, _), = results
+    assert ident != threading.get_ident() and buf == b"\x05" * 16 and stream == 3
+    assert params != launched[0][4]  # not this thread's slot
+    go(b"\x06" * 8, 0)
+    assert launched[-1][1] == b"\x06" * 8 and launched[-1][4] == launched[0][4]
+    assert not any(coop for *_, coop in launched)
+    errors: list = []
+
+    def first_too_big():  # a thread's first launch (no slot yet) checks the capacity too
+        try:
+            go(b"\x00" * (drv_mod._PARAM_CAPACITY + 1), 0)
+        except DeviceError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=first_too_big)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "exceed" in str(errors[0])
+
+
+def test_launcher_configs_name_each_stream_and_a_cooperative_launch_says_so():
+    """The launcher keeps one launch config per stream (read-only once made, so threads share
+    it): each launch goes with its own stream's config, also after more streams than it keeps
+    configs for, and a cooperative launcher's configs carry the cooperative attribute."""
+    from polygemm.backends.cuda import driver as drv_mod
+
+    drv, launched, _ = _fake_driver()
+    k = drv_mod.Kernel(drv, "entry", None, drv.ffi.NULL, [(0, 8)])
+    go = k.launcher((132,), (384,), 4096, cooperative=True)
+    for stream in [0, 5, 0, 9, 5] + list(range(100, 100 + 2 * drv_mod._CONFIGS_KEPT)) + [5]:
+        go(b"\x07" * 8, stream)
+        assert launched[-1][2] == stream and launched[-1][5] and launched[-1][3] == (132, 1, 1, 384, 1, 1, 4096)
+    assert go.cooperative
+
+
+def test_what_the_retry_raises_is_not_chained_to_the_first_notwhole(monkeypatch):
+    """a made whole, then b refused (not CuPy's nor torch's): the error is b's alone, as
+    before, not 'during handling of' a's NotWhole (which gemm had caught around the retry)."""
+    from polygemm.problem import NotWhole
+
+    given, whole = object(), object()
+
+    def fake_bind(a, b, c, *rest):
+        raise NotWhole("a is not whole", "a") if a is given else NotWhole("b is not whole", "b")
+
+    monkeypatch.setattr(api.plan_cache, "bind", fake_bind)
+    monkeypatch.setattr(api.plan_cache, "made_whole", lambda x, shape: whole if x is given else None)
+    with pytest.raises(NotWhole, match="^b is not whole") as info:
+        pg.gemm(given, object())
+    assert info.value.__context__ is None

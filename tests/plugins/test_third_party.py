@@ -1,0 +1,961 @@
+"""Third-party backends as docs/plugins.md writes them: registration, priorities, results, refusals."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polygemm
+import polygemm as pg
+from polygemm import errors, registry
+from polygemm.apps.cli import main
+from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts, store_result
+from polygemm.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    BackendUnavailableError,
+    DTypeError,
+    DeviceError,
+    PolygemmError,
+    ShapeError,
+    UnsupportedProblemError,
+)
+from polygemm.testing import assert_close, reference_for, run_conformance
+
+from tests.helpers import BASE, PLUGIN as PLUGIN_2, PLUGIN as PLUGIN_3, REPO_ROOT, run_concurrently
+from tests.plugin_sources import THIRD_PARTY_BASE, install_fake_distribution, install_fake_plugins, one_variant_backend
+
+
+def _error_line(capsys, argv: list[str], status: int = 2) -> str:
+    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
+    return lines[0]
+
+
+BROKEN = {
+    "fordev": (BASE + """
+class B(Base):
+    def for_device(self, index):
+        raise RuntimeError("device table unreadable")
+""", "B"),
+    "roname": (BASE + """
+class B(Base):
+    @property
+    def name(self):
+        return "something else"
+""", "B"),
+    "noattr": (BASE, "Missing"),
+    "initargs": (BASE + """
+class B(Base):
+    def __init__(self, path):
+        super().__init__()
+""", "B"),
+    "initraises": (BASE + """
+class B(Base):
+    def __init__(self):
+        raise RuntimeError("no licence file")
+""", "B"),
+    "notbackend": ("def B():\n    return 42\n", "B"),
+    "syntaxerr": ("def (:\n", "B"),
+    "silentprobe": (BASE + """
+class B(Base):
+    def probe(self):
+        return Availability(False, "")
+""", "B"),
+}
+
+
+@pytest.fixture
+def broken(tmp_path, monkeypatch, fresh_registry):
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         *((f"pg_{n}", f"pg_{n}_plugin", src, {n: f"pg_{n}_plugin:{attr}"}) for n, (src, attr) in BROKEN.items()),
+                         ("pg_nomod", "pg_nomod_plugin", "x = 1\n", {"nomod": "pg_nomod_no_such_module:B"}))
+    yield tmp_path
+    for n in [*BROKEN, "nomod"]:
+        sys.modules.pop(f"pg_{n}_plugin", None)
+
+
+ROOT = REPO_ROOT
+
+
+EXAMPLE = ROOT / "examples" / "polygemm-numpy-blas"
+
+
+def _suite(tmp_path: Path, extra_path: list[str] | tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
+    path = os.pathsep.join([*extra_path, str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+    full = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **env}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
+                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=300)
+
+
+class _Buggy(Backend):
+    """A host plugin with one real bug (each subclass its own), run on the suite directly."""
+
+    name = "buggy"
+    priority = 300
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (Variant("v", ("float32", "float64"), "a plugin with a bug"),)
+
+    def plan(self, problem, variant="auto"):
+        return Plan(self.name, "v", "test", problem, layouts=host_layouts(problem))
+
+    def product(self, p):
+        with np.errstate(all="ignore"):  # the suite's NaN and Inf cases
+            res = p.alpha * (p.a.array.astype(np.float64) @ p.b.array)
+            if p.c is not None and p.beta != 0.0:
+                res = res + p.beta * p.c.array.astype(np.float64)  # beta * a float32 array is float32 (NumPy 2)
+        return res.astype(p.dtype)
+
+    def run(self, plan):
+        p = plan.problem
+        return store_result(self.product(p), None if p.out is None else p.out.array)
+
+
+class _AlphaDroppedWhenBetaIsZero(_Buggy):
+    def product(self, p):  # a "beta == 0" fast path that forgot alpha
+        if p.beta == 0.0:
+            with np.errstate(all="ignore"):
+                return (p.a.array @ p.b.array).astype(p.dtype)
+        return super().product(p)
+
+
+class _OutLeftUnwrittenBesideC(_Buggy):
+    def run(self, plan):  # with c and a separate out: a new array comes back, out is never written
+        p = plan.problem
+        if p.c is not None and p.out is not None and p.out.array is not p.c.array:
+            return self.product(p)
+        return super().run(plan)
+
+
+def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
+    """``got`` element-wise within the bound of the float64 reference (shape and dtype too)."""
+    res = reference_for(a, b, c, alpha, beta, out_dtype=out_dtype).compare(got)
+    assert res.ok, res.message
+
+
+PLUGIN_BASE = THIRD_PARTY_BASE + """
+class PlanGarbage(Good):
+    def plan(self, problem, variant="auto"):
+        return {"variant": "v"}
+
+class PlanRaises(Good):
+    def plan(self, problem, variant="auto"):
+        raise KeyError("tile table")
+
+class PlanOtherName(Good):
+    def plan(self, problem, variant="auto"):
+        return Plan("cpu", "v", "hard-coded", problem)
+
+class PlanRefuses(Good):
+    def plan(self, problem, variant="auto"):
+        from polygemm.errors import UnsupportedProblemError
+        raise UnsupportedProblemError("mydev takes M a multiple of 4")
+
+class WrongShape(Good):
+    def run(self, plan):
+        p = plan.problem
+        return np.zeros((p.m + 1, p.n), np.float32)
+
+class WrongDtype(Good):
+    def run(self, plan):
+        p = plan.problem
+        return p.a.array.astype(np.float64) @ p.b.array
+
+class ReturnsNone(Good):
+    def run(self, plan):
+        return None
+
+class OutNotWritten(Good):
+    def run(self, plan):
+        p = plan.problem
+        return (p.a.array @ p.b.array).astype(np.float32)
+
+class HalfWritesThenRaises(Good):
+    def run(self, plan):
+        plan.problem.out.array[:1] = 99.0
+        raise RuntimeError("vendor exploded")
+
+class DtypesString(Good):
+    def variants(self):
+        return (Variant("v", "float32", "float32 matmul"),)
+
+class TwiceNamed(Good):
+    def variants(self):
+        return (Variant("v", ("float32",), "one"), Variant("v", ("float64",), "two"))
+"""
+
+
+CLASSES = ["Good", "PlanGarbage", "PlanRaises", "PlanOtherName", "PlanRefuses", "WrongShape", "WrongDtype", "ReturnsNone",
+           "OutNotWritten", "HalfWritesThenRaises", "DtypesString", "TwiceNamed"]
+
+
+@pytest.fixture
+def third_party(tmp_path, monkeypatch, fresh_registry):
+    import sys
+
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("pg_thirdparty", "pg_thirdparty_plugin", PLUGIN_BASE, {c.lower(): f"pg_thirdparty_plugin:{c}" for c in CLASSES}))
+    yield
+    sys.modules.pop("pg_thirdparty_plugin", None)
+
+
+def _operands(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    return a, b
+
+
+#: sections 3 and 4 as written: a Backend subclass (polygemm.Backend), a Variant with every keyword the doc lists, a
+#: vendor comparator (auto=False, vendor=True), float16 computed in float32 and rounded once, plan() mapping "auto"
+#: to the auto variant and checking the problem, run() writing out and returning it
+DOC_PLUGIN = '''
+import numpy as np
+import polygemm
+from polygemm.backend import Availability, Plan, Variant, host_layouts
+from polygemm.errors import DeviceError
+
+
+class MyDevBackend(polygemm.Backend):
+    name = "mydev"
+    priority = 300
+    residencies = ("host",)
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (
+            Variant(name="matmul", dtypes=("float16", "float32", "float64"), description="numpy.matmul, float16 in float32",
+                    layout="any", tile="BLAS heuristics", requirements="none", auto=True, vendor=False,
+                    out_dtypes=("float32",), extra={}),
+            Variant(name="vendorlib", dtypes=("float32",), description="the vendor library's GEMM", auto=False, vendor=True),
+        )
+
+    def device_name(self):
+        return "MyDev 9000 (emulated)"
+
+    def plan(self, problem, variant="auto"):
+        chosen = self.get_variant("matmul" if variant == "auto" else variant)
+        self.check_problem(problem, chosen)
+        return Plan(self.name, chosen.name, "the doc's plugin", problem, device=self.device_name(),
+                    layouts=host_layouts(problem))
+
+    def run(self, plan):
+        p = plan.problem
+        work = np.dtype(np.float32 if p.dtype == np.float16 else p.dtype)
+        try:
+            with np.errstate(all="ignore"):
+                res = np.zeros((p.m, p.n), work)
+                if not p.empty:  # scaled in float64: alpha and beta may lie beyond float32's range (1e39, 1e-45)
+                    res = np.matmul(p.a.array.astype(work), p.b.array.astype(work)).astype(np.float64) * p.alpha
+                if p.beta != 0.0:
+                    res = res + p.beta * p.c.array.astype(np.float64)
+            res = res.astype(p.out_dtype)
+        except MemoryError as exc:
+            raise DeviceError(f"mydev: {exc}") from exc
+        if p.out is not None:
+            np.copyto(p.out.array, res)
+            return p.out.array
+        return res
+'''
+
+
+#: section 3's invitation: "If you override [execute] for speed, start it with if not call.matched: check_call(...)";
+#: this one does, then forgets alpha and beta, while its run() is right
+FAST_PLUGIN = one_variant_backend("FastBackend", priority=300, variant="mm", reason="its one variant") + """\
+    def execute(self, plan, call):  # "for speed": the product only, alpha and beta forgotten
+        from polygemm.backend import check_call
+
+        if not call.matched:
+            check_call(plan, call)
+        with np.errstate(all="ignore"):
+            r = (np.asarray(call.a) @ np.asarray(call.b)).astype(np.float32)
+        if call.out is not None:
+            call.out[...] = r
+            return call.out
+        return r
+"""
+
+
+BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
+
+
+def _pyargs(tmp_path: Path, site: Path, backend: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), PYTHONDONTWRITEBYTECODE="1",
+               POLYGEMM_TEST_BACKEND=backend, POLYGEMM_TEST_QUICK="1")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+
+def _ones(*shape, dtype=np.float32):
+    return np.ones(shape, dtype)
+
+
+def assert_within_2(got, a, b, c=None, alpha=1.0, beta=0.0):
+    """``got`` element-wise within the bound of the float64 reference (shape and dtype too)."""
+    res = reference_for(a, b, c, alpha, beta).compare(got)
+    assert res.ok, res.message
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# Plugins written as a third party would, each bending one rule (Good keeps them all: tests/plugin_sources.py).
+PLUGIN = THIRD_PARTY_BASE + '''
+class KeepsPlans(Good):
+    """Plans once per (M, N, K, dtype, variant) and returns the Plan it kept for every later problem of that shape."""
+    priority = 550  # above cuda (500): the same choice on a machine with a GPU
+    def __init__(self):
+        self.kept = {}
+    def plan(self, problem, variant="auto"):
+        key = (problem.m, problem.n, problem.k, problem.dtype.name, variant)
+        if key not in self.kept:
+            self.kept[key] = super().plan(problem, variant)
+        return self.kept[key]
+
+class SaysTrue(Good):
+    """supports() answering "is it supported?" with a bool, as the method's name reads."""
+    priority = 560
+    def supports(self, problem):
+        return problem.dtype == np.float32
+
+class SaysFalse(Good):
+    priority = 570
+    def supports(self, problem):
+        return False
+
+class IntoC(Good):
+    """Accumulates into c itself when there is no out (saves an allocation; c is the caller's)."""
+    def run(self, plan):
+        p = plan.problem
+        r = p.alpha * (p.a.array @ p.b.array)
+        if p.beta:
+            acc = p.c.array
+            acc *= p.beta
+            acc += r
+            r = acc
+        if p.out is not None:
+            p.out.array[...] = r
+            return p.out.array
+        return r
+
+class ScalesA(Good):
+    """Scales a in place by alpha first (the caller's a)."""
+    def run(self, plan):
+        p = plan.problem
+        a = p.a.array
+        a *= np.float32(p.alpha)
+        r = a @ p.b.array
+        if p.out is not None:
+            p.out.array[...] = r
+            return p.out.array
+        return r
+
+class Peeks(Good):
+    """Records what run() receives: the operands' memory and whether they can be written."""
+    seen = []
+    def run(self, plan):
+        p = plan.problem
+        type(self).seen.append({op.name: (op.array, op.array.flags.writeable) for op in p.operands()})
+        return super().run(plan)
+
+class Float32Scalars(Good):
+    """Scales in float32, as a kernel with float32 scalars does: alpha=1e39 becomes Inf."""
+    def run(self, plan):
+        p = plan.problem
+        r = (p.a.array @ p.b.array) * np.float32(p.alpha)
+        if p.beta:
+            r = r + np.float32(p.beta) * p.c.array
+        r = r.astype(np.float32)
+        if p.out is not None:
+            p.out.array[...] = r
+            return p.out.array
+        return r
+
+class Float32ScalarsDeclared(Float32Scalars):
+    """The same kernels, declaring their float32 scalars: the core refuses what float32 cannot hold."""
+    float32_scalars = True
+
+class DeclaresButComputes(Float32Scalars):
+    """Declares float32 scalars but has a supports()/check_problem of its own that lets every scalar through."""
+    float32_scalars = True
+    def check_problem(self, problem, variant=None):
+        pass
+    def supports(self, problem):
+        return None
+
+SHARED = Good()
+'''
+
+
+CLASSES_2 = ["Good", "KeepsPlans", "SaysTrue", "SaysFalse", "IntoC", "ScalesA", "Peeks", "Float32Scalars",
+           "Float32ScalarsDeclared", "DeclaresButComputes"]
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch, fresh_registry):
+    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in CLASSES_2}
+    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", PLUGIN, eps))
+    yield
+    sys.modules.pop("pg_r21_plugin", None)
+
+
+@pytest.fixture
+def plugins_2(tmp_path, monkeypatch, fresh_registry):
+    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in CLASSES_2}
+    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", PLUGIN, eps))
+    yield
+    sys.modules.pop("pg_r21_plugin", None)
+
+
+def _example(monkeypatch):
+    for name in [m for m in sys.modules if m.startswith("polygemm_numpy_blas")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    from polygemm_numpy_blas import NumpyBlasBackend
+
+    return NumpyBlasBackend()
+
+
+def _operands_2(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+
+
+class _OnDevice:
+    """An array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
+
+    def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
+        self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
+                                            "device": "fakedev", "version": 1}
+
+
+def test_a_plugins_for_device_that_raises_is_that_device_unavailable(broken, capsys, rng):
+    # device="fordev:1" raised the plugin's RuntimeError (from polygemm.gemm, get_backend, and as a
+    # traceback from polygemm gemm/variants/bench --device fordev:1); now the device is unavailable, with the
+    # reason (polygemm/registry.py)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    says = r"device 'fordev:1' is unavailable: for_device\(1\) failed: RuntimeError: device table unreadable"
+    with pytest.raises(BackendUnavailableError, match=says):
+        pg.gemm(a, b, device="fordev:1")
+    with pytest.raises(BackendUnavailableError, match=says):
+        pg.get_backend("fordev:1")
+    for argv in (["variants", "--device", "fordev:1"], ["gemm", "--shape", "2x2x2", "--device", "fordev:1"]):
+        assert "device table unreadable" in _error_line(capsys, argv)
+    assert_close(pg.gemm(a, b, device="cpu"), a, b)  # the rest is untouched
+
+
+def test_a_plugin_with_a_read_only_name_is_told_what_to_change(broken):
+    # its reason was "import failed: AttributeError: property 'name' of 'B' object has no setter":
+    # the import had worked, polygemm's own assignment had failed (polygemm/registry.py)
+    info = {i.name: i for i in pg.backends()}["roname"]
+    assert not info.available
+    assert info.reason.startswith("name is read-only") and "plain class attribute" in info.reason
+    assert "import failed" not in info.reason and "AttributeError" in info.detail
+
+
+def test_pyargs_suite_runs_the_example_plugin(tmp_path):
+    # the example registered as pip would register it (a .dist-info with its entry point), its source on the path
+    site = tmp_path / "site"
+    info = site / "polygemm_numpy_blas-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: polygemm-numpy-blas\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[polygemm.backends]\nnumpy_blas = polygemm_numpy_blas:NumpyBlasBackend\n")
+    r = _suite(tmp_path, [str(site), str(EXAMPLE)], POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
+    assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
+    assert int(r.stdout.split(" passed")[0].split()[-1]) >= 20, r.stdout[-2000:]  # its cases ran, not one placeholder
+    # without the plugin on the path the same name is not loadable: a failure, not a pass
+    gone = _suite(tmp_path, POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
+    assert gone.returncode == 1 and "numpy_blas-not-loadable" in gone.stdout, gone.stdout[-2000:]
+
+
+@pytest.mark.parametrize("bug, group", [(_AlphaDroppedWhenBetaIsZero, "scaling"), (_OutLeftUnwrittenBesideC, "layouts")])
+def test_the_conformance_suite_fails_a_plugin_with_a_real_bug(bug, group):
+    # both plugins passed every case of the full suite: no case scaled without c (or with beta = 0),
+    # and the layouts cases checked what the backend returned, not out, which is what polygemm.gemm gives
+    # the caller. (polygemm.gemm(..., out=out) returned that unwritten out.)
+    rows = run_conformance(bug(), dtypes=["float32"])
+    fails = [r for r in rows if r.status == "fail"]
+    assert fails and {r.group for r in fails} == {group}, [(r.group, r.case, r.detail) for r in fails]
+    assert all(r.status == "pass" for r in run_conformance(_Buggy(), dtypes=["float32"]) if r.group != "device")
+
+
+def test_a_good_third_party_plugin_computes_and_keeps_its_own_refusals(rng, third_party):
+    """Right: a plugin that keeps the contract computes, with and without out (out returned and
+    written), and a refusal of its own (a polygemm error) reaches the caller as it raised it."""
+    a, b = _operands(rng)
+    assert_within(pg.gemm(a, b, device="good"), a, b)
+    out = np.full((3, 2), np.nan, np.float32)
+    assert pg.gemm(a, b, device="good", out=out) is out
+    assert_within(out, a, b)
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    assert pg.gemm(a, b, c, beta=0.5, out=c, device="good") is c
+    with pytest.raises(UnsupportedProblemError, match="^mydev takes M a multiple of 4$"):
+        pg.gemm(a, b, device="planrefuses")
+    assert pg.last_plan().backend == "good"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("plangarbage", r"plan\(\) returned dict .*, not a polygemm.backend.Plan"),
+    ("planraises", r"failed in plan\(\): KeyError: 'tile table'"),
+    ("planothername", r"plan\(\) returned a plan for backend 'cpu'; Plan\(backend=...\) must be self.name \('planothername'\)"),
+])
+def test_a_plugin_plan_that_breaks_the_contract_is_an_error_naming_it(rng, third_party, name, says):
+    # plan() returning a dict was "AttributeError: 'dict' object has no attribute 'candidates'", a KeyError
+    # in plan() reached the caller bare, naming no backend, and a plan saying backend 'cpu' ran and was reported by
+    # last_plan() and explain() as cpu's (polygemm/api.py _plugin_plan)
+    a, b = _operands(rng)
+    out = np.full((3, 2), 7.0, np.float32)
+    for call in (lambda: pg.gemm(a, b, device=name, out=out), lambda: pg.explain(a, b, device=name)):
+        with pytest.raises(DeviceError, match=f"^backend '{name}' \\(pg_thirdparty_plugin\\.") as info:
+            call()
+        assert isinstance(info.value, RuntimeError)
+        assert __import__("re").search(says, str(info.value)), str(info.value)
+    assert (out == 7.0).all()
+    if name == "planraises":
+        assert isinstance(info.value.__cause__, KeyError)  # chained: the plugin's own traceback stays
+
+
+@pytest.mark.parametrize("name, says", [
+    ("wrongshape", r"run\(\) returned a result of shape \(4, 2\), not the result's \(3, 2\)"),
+    ("wrongdtype", r"run\(\) returned a float64 result, not float32"),
+    ("returnsnone", r"run\(\) returned NoneType, not a NumPy array"),
+])
+def test_a_plugin_result_of_another_shape_dtype_or_kind_is_an_error_not_the_answer(rng, third_party, name, says):
+    # gemm returned the plugin's (4, 2) array, its float64 array or None as the result of a (3, 2) float32
+    # product, and with out= returned out unwritten (polygemm/api.py _plugin_execute)
+    a, b = _operands(rng)
+    with pytest.raises(DeviceError, match=f"^backend '{name}' .*{says}"):
+        pg.gemm(a, b, device=name)
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=says + ".*out was left as it was"):
+        pg.gemm(a, b, device=name, out=out)
+    assert (out == 7.0).all()
+
+
+def test_a_plugin_that_returns_a_new_array_instead_of_writing_out_is_an_error(rng, third_party):
+    # gemm(..., out=out) returned out with its old values as the product, no error (polygemm/api.py)
+    a, b = _operands(rng)
+    assert_within(pg.gemm(a, b, device="outnotwritten"), a, b)  # without out it is right
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=r"run\(\) returned a new array instead of writing out"):
+        pg.gemm(a, b, device="outnotwritten", out=out)
+    assert (out == 7.0).all()
+
+
+def test_a_plugin_that_fails_half_way_leaves_out_and_c_as_they_were(rng, third_party):
+    # a plugin that wrote a row of out and then raised left that row in out (and in c, updated in place),
+    # and its RuntimeError named no backend (polygemm/api.py _plugin_execute)
+    a, b = _operands(rng)
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=r"^backend 'halfwritesthenraises' .*failed in run\(\) on 3x2x4 .*"
+                                          r"RuntimeError: vendor exploded") as info:
+        pg.gemm(a, b, device="halfwritesthenraises", out=out)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert (out == 7.0).all()
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    before = c.copy()
+    with pytest.raises(DeviceError):
+        pg.gemm(a, b, c, beta=1.0, out=c, device="halfwritesthenraises")
+    np.testing.assert_array_equal(c, before)
+
+
+@pytest.mark.parametrize("name, says", [
+    ("dtypesstring", r"variants\(\): variant 'v' has dtypes='float32'; it must be a tuple of dtype names"),
+    ("twicenamed", r"variants\(\): variant 'v' is listed twice"),
+])
+def test_a_variant_table_with_fields_of_another_kind_makes_the_plugin_unavailable(rng, third_party, name, says):
+    # dtypes="float32" was read as the dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports
+    # 2, 3, a, f, l, o, t"), and a second variant of one name was silently unreachable (polygemm/registry.py)
+    info = {i.name: i for i in pg.backends()}[name]
+    assert not info.available and __import__("re").search(says, info.reason), info.reason
+    a, b = _operands(rng)
+    with pytest.raises(pg.BackendUnavailableError, match=says):
+        pg.gemm(a, b, device=name)
+    assert_within(pg.gemm(a, b, device="good"), a, b)  # the others are untouched
+
+
+def test_the_conformance_suite_fails_a_plugin_that_ignores_out(third_party):
+    """Right: the suite still reports such a plugin failing (now through the error), never passing."""
+    rows = run_conformance("outnotwritten", groups="shapes", quick=True)
+    assert rows and any(r.status == "fail" for r in rows)
+    assert all(r.status == "pass" for r in run_conformance("good", groups="shapes", quick=True))
+
+
+def test_the_doc_plugin_under_pytest_pyargs_passes_and_the_broken_ones_do_not(tmp_path):
+    """Section 7's CI line on the plugin passes with its cases counted;
+    on the plugin whose execute is wrong it fails; on the one whose import fails it is one failing test."""
+    site = tmp_path / "site"
+    site.mkdir()
+    install_fake_distribution(site, "polygemm_mydev", "polygemm_mydev", DOC_PLUGIN, {"mydev": "polygemm_mydev:MyDevBackend"})
+    install_fake_distribution(site, "polygemm_fast", "polygemm_fast", FAST_PLUGIN, {"fast": "polygemm_fast:FastBackend"})
+    install_fake_distribution(site, "polygemm_broke", "polygemm_broke", BROKEN_IMPORT, {"broke": "polygemm_broke:Broke"})
+    good = _pyargs(tmp_path, site, "mydev")
+    assert good.returncode == 0 and "failed" not in good.stdout, good.stdout[-2000:]
+    assert int(good.stdout.split(" passed")[0].split()[-1]) >= 80, good.stdout[-2000:]  # 4 (dtype, variant) x the quick grid
+    fast = _pyargs(tmp_path, site, "fast")
+    assert fast.returncode == 1 and "scaling" in fast.stdout, fast.stdout[-2000:]
+    broke = _pyargs(tmp_path, site, "broke")
+    assert broke.returncode == 1 and "1 failed" in broke.stdout and "libfoo.so.3" in broke.stdout, broke.stdout[-2000:]
+
+
+def test_a_plugin_installed_mid_session_is_used_after_refresh_and_named_by_polygemm_device(tmp_path, monkeypatch,
+                                                                                            fresh_registry, without_gpu):
+    """Right: a plugin pip-installed into a running notebook is not seen (nor a cached plan dropped) until
+    registry.refresh(); then auto takes it (priority 300 over cpu's 0) with a new plan, and $POLYGEMM_DEVICE names
+    it in any case, with an index, or names cpu again, each at the very next call."""
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), _ones(3, 4)
+    want = a @ b
+    pg.gemm(a, b)
+    assert pg.last_plan().backend == "cpu"
+    install_fake_distribution(tmp_path, "polygemm-late", "late_plugin", THIRD_PARTY_BASE, {"late": "late_plugin:Good"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert np.array_equal(pg.gemm(a, b), want) and (pg.last_plan().backend, pg.last_plan().cached) == ("cpu", True)
+    registry.refresh()
+    assert np.array_equal(pg.gemm(a, b), want) and (pg.last_plan().backend, pg.last_plan().cached) == ("late", False)
+    assert ("cpu" not in [n for n, _ in pg.last_plan().candidates])  # taken before cpu, not after it
+    for value in ("LATE", " late ", "late:0"):
+        monkeypatch.setenv("POLYGEMM_DEVICE", value)
+        assert np.array_equal(pg.gemm(a, b), want) and pg.last_plan().backend == "late"
+    monkeypatch.setenv("POLYGEMM_DEVICE", "late:1")
+    with pytest.raises(BackendUnavailableError, match=r"has one device.*\$POLYGEMM_DEVICE='late:1'"):
+        pg.gemm(a, b)
+    monkeypatch.setenv("POLYGEMM_DEVICE", "cpu:0")
+    assert np.array_equal(pg.gemm(a, b), want) and pg.last_plan().backend == "cpu"
+    monkeypatch.setenv("POLYGEMM_DEVICE", "nosuch")
+    assert np.array_equal(pg.gemm(a, b, device="late"), want)  # an explicit device is not the variable's
+    with pytest.raises(BackendUnavailableError, match=r"unknown device 'nosuch'; known devices: cpu, cuda, late, musa"):
+        pg.gemm(a, b)
+
+
+def test_every_error_the_docs_list_is_exported_with_the_builtin_base_they_name():
+    """Right: the README's "errors in polygemm.errors" are importable from polygemm (the same classes) and are
+    PolygemmErrors; each has the built-in base docs/plugins.md's table gives; ArgumentTypeError is also a TypeError."""
+    readme = " ".join((ROOT / "docs" / "api.md").read_text().split())  # the API page (README links it)
+    listed = re.search(r"errors in `polygemm\.errors`: (.*?), all `PolygemmError`s", readme).group(1)
+    names = re.findall(r"`(\w+)`", listed)
+    # UnknownDeviceError: an unknown device name, a BackendUnavailableError that is also a ValueError
+    assert set(names) == {"ShapeError", "DTypeError", "ArgumentError", "BackendUnavailableError", "UnknownDeviceError",
+                          "UnsupportedProblemError", "DeviceError"}
+    table = dict(re.findall(r"^\| `(\w+Error)` \| `(\w+Error)` \|", (ROOT / "docs" / "plugins.md").read_text(), re.M))
+    assert set(table) == set(names)
+    for name in names + ["PolygemmError", "ArgumentTypeError"]:
+        cls = getattr(pg, name)
+        assert cls is getattr(errors, name) and issubclass(cls, PolygemmError) and name in pg.__all__
+    for name, base in table.items():
+        assert issubclass(getattr(pg, name), getattr(__builtins__, base) if hasattr(__builtins__, base)
+                          else __builtins__[base])
+    assert issubclass(ArgumentTypeError, (ArgumentError)) and issubclass(ArgumentTypeError, TypeError)
+
+
+def test_a_plugin_that_returns_a_plan_it_kept_runs_each_call_as_its_own(plugins, rng):
+    # the core completed the Plan object plan() returned (its problem, candidates, copies) and cached that very
+    # object. A plugin returning its kept plan again for gemm(a, b, out=o) had the core rewrite the plan cached for
+    # gemm(a, b): the next gemm(a, b) ran with an out it did not have, "DeviceError: backend 'keepsplans' ... failed in
+    # run(): TypeError: 'NoneType' object does not support item assignment", blaming the plugin (polygemm/api.py
+    # _plugin_plan: the core now completes a copy)
+    a, b = f32(rng, 3, 4), f32(rng, 4, 2)
+    assert_within_2(pg.gemm(a, b, device="keepsplans"), a, b)
+    out = np.full((3, 2), np.nan, np.float32)
+    assert pg.gemm(a, b, device="keepsplans", out=out) is out
+    assert_within_2(out, a, b)
+    got = pg.gemm(a, b, device="keepsplans")  # the plan cached by the first call
+    assert pg.last_plan().cached and pg.last_plan().problem.out is None
+    assert_within_2(got, a, b)
+    c = f32(rng, 3, 2)
+    assert_within_2(pg.gemm(a, b, c, alpha=2.0, beta=-1.0, device="keepsplans"), a, b, c, 2.0, -1.0)
+    assert_within_2(pg.gemm(a, b, device="keepsplans"), a, b)
+
+
+def test_supports_answering_with_a_bool_is_passed_over_saying_what_the_contract_is(plugins_2, rng):
+    # device="auto" passed over a plugin whose supports() returned True ("yes, supported") with the reason
+    # "True", and one returning False with the reason "False" (polygemm/registry.py _rule_out)
+    a, b = f32(rng, 5, 3), f32(rng, 3, 4)
+    plan = pg.explain(a, b)
+    why = dict(plan.candidates)
+    for name, value in (("saystrue", "True"), ("saysfalse", "False")):
+        assert why[name] == (f"supports() returned bool {value}; it must return None when the backend can compute the "
+                             f"problem, else the reason (a string)"), why[name]
+    assert plan.backend == "keepsplans"  # the next one by priority that answers as the contract says
+    assert_within_2(pg.gemm(a, b), a, b)
+    assert_within_2(pg.gemm(a, b, device="saystrue"), a, b)  # named, it runs: supports() is auto's question only
+
+
+def test_a_plugin_that_accumulates_into_c_is_an_error_and_c_is_left_as_it_was(plugins_2, rng):
+    # gemm(a, b, c, beta=2) on a plugin that accumulated into c (no out given) returned the right numbers and
+    # changed the caller's c to them, silently. Host a, b and c now reach a plugin's run() as read-only views (no copy);
+    # the write fails before it changes anything (polygemm/api.py _plugin_execute)
+    a, b, c = f32(rng, 3, 4), f32(rng, 4, 2), f32(rng, 3, 2)
+    before = c.copy()
+    with pytest.raises(DeviceError, match=r"^backend 'intoc' .*failed in run\(\) .*ValueError: .*read-only \(it wrote into "
+                                          r"an input: a, b and c are read-only to a plugin's run\(\)") as info:
+        pg.gemm(a, b, c, beta=2.0, device="intoc")
+    assert isinstance(info.value.__cause__, ValueError)
+    np.testing.assert_array_equal(c, before)
+    assert c.flags.writeable  # the caller's own array keeps its flags
+    # in place (out is c) it is the plugin's to write, through out
+    assert pg.gemm(a, b, c, beta=2.0, out=c, device="intoc") is c
+    assert_within_2(c, a, b, before, 1.0, 2.0)
+    assert_within_2(pg.gemm(a, b, device="intoc"), a, b)  # without c it never wrote into anything of the caller's
+
+
+def test_a_plugin_that_scales_a_in_place_leaves_a_as_it_was(plugins_2, rng):
+    # as above, for a: the caller's a came back scaled by alpha
+    a, b = f32(rng, 3, 4), f32(rng, 4, 2)
+    before = a.copy()
+    with pytest.raises(DeviceError, match=r"^backend 'scalesa' .*read-only"):
+        pg.gemm(a, b, alpha=3.0, device="scalesa")
+    np.testing.assert_array_equal(a, before)
+
+
+def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins_2, rng):
+    """Right (and what the read-only views must not change): run() gets a, b and c as views of the caller's memory,
+    a Fortran-ordered or transposed operand as it is, and out writable and itself."""
+    a, b, c = f32(rng, 4, 3).T, np.asfortranarray(f32(rng, 4, 5)), f32(rng, 3, 5)
+    out = np.full((3, 5), np.nan, np.float32)
+    assert pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=out, device="peeks") is out
+    assert_within_2(out, a, b, c, 0.5, 2.0)
+    seen = sys.modules["pg_r21_plugin"].Peeks.seen[-1]
+    for name, given in (("a", a), ("b", b), ("c", c)):
+        arr, writeable = seen[name]
+        assert not writeable and np.shares_memory(arr, given) and arr.strides == given.strides, name
+    assert seen["out"][0] is out and seen["out"][1]
+    ro = f32(rng, 4, 5)
+    ro.flags.writeable = False  # an input that is read-only already reaches it as it is
+    assert_within_2(pg.gemm(a, ro, device="peeks"), a, ro)
+    assert sys.modules["pg_r21_plugin"].Peeks.seen[-1]["b"][0] is ro
+
+
+def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugins_2, rng):
+    # entry points one = mod:SHARED and two = mod:SHARED (an instance, not a class) each set the instance's
+    # name as they loaded: device="one" then ran and was reported by last_plan() as 'two' (polygemm/registry.py)
+    a, b = f32(rng, 3, 4), f32(rng, 4, 2)
+    assert_within_2(pg.gemm(a, b, device="one"), a, b)
+    assert pg.last_plan().backend == "one"
+    info = {i.name: i for i in pg.backends()}
+    assert info["one"].available and not info["two"].available
+    assert info["two"].reason == ("same Backend instance as entry point 'one' (an instance has one name): point both entry "
+                                  "points at the class"), info["two"].reason
+    assert "pg_r21_plugin:SHARED" in info["two"].detail
+    with pytest.raises(pg.BackendUnavailableError, match="device 'two' is unavailable: same Backend instance as entry point 'one'"):
+        pg.gemm(a, b, device="two")
+    assert_within_2(pg.gemm(a, b, device="one"), a, b)
+    assert pg.last_plan().backend == "one" and pg.get_backend("one").name == "one"
+
+
+def test_one_class_under_two_entry_points_gives_two_backends_of_their_own(tmp_path, monkeypatch, fresh_registry, rng):
+    """Right: the class as the target of two entry points (aliases) gives each its own instance and name."""
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("pg-r21b", "pg_r21b_plugin", THIRD_PARTY_BASE, {"alias1": "pg_r21b_plugin:Good", "alias2": "pg_r21b_plugin:Good"}))
+    try:
+        a, b = f32(rng, 3, 4), f32(rng, 4, 2)
+        for name in ("alias1", "alias2", "alias1"):
+            assert_within_2(pg.gemm(a, b, device=name), a, b)
+            assert pg.last_plan().backend == name
+        assert pg.get_backend("alias1") is not pg.get_backend("alias2")
+    finally:
+        sys.modules.pop("pg_r21b_plugin", None)
+
+
+@pytest.mark.parametrize("alpha, ab, beta, cs", [
+    (1e39, 1e-15, 0.0, 0.0), (1e39, 1e-15, 1e39, 1e-37), (1.0, 1.0, 1e39, 1e-37),  # past float32's largest
+    (3e-41, 1e18, 0.0, 0.0), (1e-45, 1e18, 3e-41, 1e37),  # float32 subnormals, inexact there
+])
+def test_the_example_plugin_scales_by_scalars_float32_cannot_hold(monkeypatch, rng, alpha, ab, beta, cs):
+    # the example plugin (the template docs/plugins.md says to copy) scaled float32 products by
+    # np.float32(alpha): alpha=1e39 gave Inf where the result is 1e9, alpha=1e-45 scaled by 1.4e-45 (40% off). It now
+    # scales in float64 where the work type cannot hold a scalar, as the cpu backend does
+    from polygemm.problem import Call, normalize
+
+    be = _example(monkeypatch)
+    a, b = (f32(rng, 6, 5) * ab).astype(np.float32), (f32(rng, 5, 4) * ab).astype(np.float32)
+    c = (f32(rng, 6, 4) * cs).astype(np.float32) if beta else None
+    problem = normalize(a, b, c, alpha=alpha, beta=beta)
+    got = be.execute(be.plan(problem), Call.from_problem(problem))
+    assert np.isfinite(got).all()
+    assert_within_2(got, a, b, c, alpha, beta)
+    assert_within_2(pg.gemm(a, b, c, alpha=alpha, beta=beta, device="cpu"), a, b, c, alpha, beta)  # as the cpu backend
+
+
+def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins_2):
+    # the suite's scaling cases used alpha and beta of a few units only: a plugin scaling in float32 (the
+    # example plugin among them) passed every case, and its users got Inf for alpha=1e39. The case wide_scalars
+    # (polygemm/testing/conformance.py) passes alpha and beta past float32's range and below its normal numbers
+    rows = run_conformance("float32scalars", groups="scaling")
+    bad = [r for r in rows if r.status == "fail"]
+    assert [r.case for r in bad] == ["wide_scalars"], rows
+    assert "outside the bound" in bad[0].detail and re.search(r"got (-?inf|nan)", bad[0].detail), bad[0].detail
+    # declaring float32 scalars, the core refuses what float32 cannot hold, and the suite expects that refusal
+    assert all(r.status == "pass" for r in run_conformance("float32scalarsdeclared", groups="scaling"))
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    with pytest.raises(UnsupportedProblemError, match="alpha=1e\\+39 does not fit the float32 scalars"):
+        pg.gemm(a, b, alpha=1e39, device="float32scalarsdeclared")
+    # one that declares them and computes anyway is told it did
+    rows = run_conformance("declaresbutcomputes", groups="scaling")
+    bad = [r for r in rows if r.status == "fail"]
+    assert [r.case for r in bad] == ["wide_scalars"] and "yet it computed instead of refusing them" in bad[0].detail
+    assert all(r.status == "pass" for r in run_conformance("good", groups="scaling"))
+
+
+def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plugins_2, rng):
+    """Right, once the core completes its own copy of a kept plan: eight threads, each with its own operands and with
+    or without out, on one plugin that returns the same Plan object for every problem of a shape."""
+    go = threading.Barrier(8)
+
+    def work(i):
+        local = np.random.default_rng(i)
+        a, b, c = f32(local, 5, 3), f32(local, 3, 4), f32(local, 5, 4)
+        go.wait()
+        for rep in range(25):
+            if rep % 3 == 0:
+                got = pg.gemm(a, b, device="keepsplans")
+                assert_within_2(got, a, b)
+            elif rep % 3 == 1:
+                out = np.full((5, 4), np.nan, np.float32)
+                assert pg.gemm(a, b, device="keepsplans", out=out) is out
+                assert_within_2(out, a, b)
+            else:
+                assert_within_2(pg.gemm(a, b, c, alpha=float(i), beta=-1.0, device="keepsplans"), a, b, c, float(i), -1.0)
+            plan = pg.last_plan()
+            assert plan.backend == "keepsplans" and (plan.problem.out is not None) == (rep % 3 == 1)
+
+    assert run_concurrently(work, 8) == []
+
+
+def test_threads_on_a_plugin_that_writes_into_c_never_change_any_threads_c(plugins_2, rng):
+    """Right: with read-only inputs, each thread's failing call leaves its c (and its neighbours') as they were."""
+    base = f32(rng, 16, 4)
+    before = base.copy()
+    a, b = f32(rng, 16, 3), f32(rng, 3, 4)
+
+    def work(i):
+        r = slice(2 * i, 2 * i + 2)
+        for _ in range(10):
+            with pytest.raises(DeviceError, match="read-only"):
+                pg.gemm(a[r], b, base[r], beta=1.5, device="intoc")
+
+    assert run_concurrently(work, 8) == []
+    np.testing.assert_array_equal(base, before)
+
+
+def test_an_entry_point_value_that_names_no_module_says_so(tmp_path, monkeypatch, fresh_registry):
+    from tests.plugin_sources import install_fake_plugins
+
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-badvalue", "pg_badvalue_mod", "x = 1\n",
+                                                               {"badvalue": "pg_badvalue_mod B"}))
+    info = {i.name: i for i in polygemm.backends()}["badvalue"]
+    assert not info.available
+    assert "entry point value 'pg_badvalue_mod B' is not 'module' or 'module:attribute'" in info.reason
+    assert "NoneType" not in info.reason
+
+
+def test_a_plugin_whose_entry_point_has_capitals_is_selected_by_its_name(tmp_path, monkeypatch, fresh_registry, rng):
+    # device="MyDev" had said: unknown device 'mydev' (did you mean 'MyDev'?), naming itself
+    install_fake_distribution(tmp_path, "pg_capitals", "pg_capitals_plugin", PLUGIN_2, {"MyDev": "pg_capitals_plugin:DoubleBackend"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    a, b = _operands_2(rng)
+    try:
+        for name in ("MyDev", "mydev", "MYDEV", "MyDev:0"):
+            np.testing.assert_allclose(pg.gemm(a, b, device=name), a @ b, rtol=1e-5, atol=1e-5)
+            assert pg.last_plan().backend == "MyDev"
+            assert pg.get_backend(name).name == "MyDev"
+        monkeypatch.setenv("POLYGEMM_DEVICE", "MyDev")
+        pg.gemm(a, b)
+        assert pg.last_plan().backend == "MyDev"
+        fresh_registry.check_known("mydev")  # what polygemm.dask.gemm checks when it builds its graph
+    finally:
+        sys.modules.pop("pg_capitals_plugin", None)
+
+
+def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeypatch, fresh_registry, rng):
+    # a plugin named "CPU" had been registered beside the built-in cpu: get_backend("CPU") gave the
+    # plugin while device="CPU" ran the built-in; two plugins "MyDev" and "mydev" were both kept
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("pg_shout", "pg_shout_plugin", PLUGIN_2, {"CPU": "pg_shout_plugin:DoubleBackend"}),
+                         ("pg_first", "pg_first_plugin", PLUGIN_2, {"MyDev": "pg_first_plugin:DoubleBackend"}),
+                         ("pg_second", "pg_second_plugin", PLUGIN_2, {"mydev": "pg_second_plugin:DoubleBackend"}))
+    try:
+        infos = {i.name: i for i in pg.backends()}
+        assert "CPU" not in infos and "clashes with the built-in 'cpu'" in infos["CPU@pg-shout"].reason
+        assert pg.get_backend("CPU") is infos["cpu"].backend
+        kept = [n for n in infos if n.lower() == "mydev"]
+        assert len(kept) == 1
+        parked = [i for n, i in infos.items() if n.lower().startswith("mydev@")]
+        assert len(parked) == 1 and "already taken" in parked[0].reason and not parked[0].available
+        a, b = _operands_2(rng)
+        pg.gemm(a, b, device="MYDEV")
+        assert pg.last_plan().backend == kept[0]
+    finally:
+        for mod in ("pg_shout_plugin", "pg_first_plugin", "pg_second_plugin"):
+            sys.modules.pop(mod, None)
+
+
+def test_a_plugin_named_auto_or_like_a_device_index_is_not_loaded(tmp_path, monkeypatch, fresh_registry):
+    # an entry point named "auto" was listed available but device="auto" never meant it; "dev:2" read as device 2 of "dev"
+    install_fake_distribution(tmp_path, "pg_names", "pg_names_plugin", PLUGIN_3,
+                              {"Auto": "pg_names_plugin:DoubleBackend", "dev:2": "pg_names_plugin:DoubleBackend"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    try:
+        infos = {i.name: i for i in pg.backends()}
+        assert "Auto" not in infos and "dev:2" not in infos
+        assert "'auto' chooses a backend" in infos["Auto@pg-names"].reason and not infos["Auto@pg-names"].available
+        assert "device index" in infos["dev:2@pg-names"].reason
+    finally:
+        sys.modules.pop("pg_names_plugin", None)
+
+
+def test_auto_refuses_a_dtype_its_devices_backend_lacks_as_a_dtype_error(monkeypatch):
+    # float64 CUDA arrays with device='auto': the device is there, only the dtype is refused, so it is a
+    # DTypeError naming the dtypes it takes (as device='cuda' gives), not a BackendUnavailableError
+    import dataclasses
+
+    import polygemm.registry as registry
+    from polygemm.backend import Availability, Backend
+    from polygemm.problem import normalize
+
+    class FakeDevice(Backend):
+        name = "fakedev"
+        residencies = ("fakedev",)
+
+        def probe(self) -> Availability:
+            return Availability(True)
+
+        def variants(self):  # type: ignore[no-untyped-def]
+            return [pg.Variant("k", ("float32",), "a kernel")]
+
+        def plan(self, problem, variant="auto"):  # type: ignore[no-untyped-def]
+            raise AssertionError("not planned")
+
+        def run(self, plan):  # type: ignore[no-untyped-def]
+            raise AssertionError("not run")
+
+    info = registry.BackendInfo("fakedev", True, "", 50, "test", FakeDevice())
+    monkeypatch.setattr(registry.discover, "backends", lambda wait=None: [info])
+    problem = normalize(_OnDevice((4, 3), "<f8"), _OnDevice((3, 5), "<f8"))
+    with pytest.raises(pg.DTypeError, match=r"no available backend computes float64 on fakedev data; it takes float32"):
+        registry.select(problem, "auto")
+    # data on a device no available backend takes: that is still an unavailable backend
+    with pytest.raises(pg.BackendUnavailableError):
+        registry.select(dataclasses.replace(problem, residency="elsewhere"), "auto")

@@ -1,0 +1,329 @@
+"""The conformance suite: the cpu reference passes it; variants named with a modifier run by that name."""
+
+from __future__ import annotations
+
+import collections
+import sys
+
+import numpy as np
+import pytest
+
+from polygemm import registry
+from polygemm.apps.cli import main
+from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts, store_result
+from polygemm.errors import ArgumentError, UnsupportedProblemError
+from polygemm.testing import run_conformance
+from polygemm.testing.conformance import iter_cases, modified_variants
+
+from tests.helpers import REPO_ROOT
+from tests.plugin_sources import install_fake_plugins, one_variant_backend
+
+
+class Splitting(Backend):
+    """A host plugin whose one rung also runs as ``tiled:split_k=N``: K in N slices, summed in order."""
+
+    name = "splitting"
+    priority = 300
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.planned: list[str] = []
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (Variant("tiled", ("float32", "float64"), "a rung with a split-K build"),
+                Variant("plain", ("float32",), "a rung without one"))
+
+    def get_variant(self, name):
+        base, _, rest = name.partition(":split_k=")
+        if rest:
+            if base != "tiled":
+                raise UnsupportedProblemError(f"variant={name!r}: {base} cannot split K (no batched build)")
+            if not rest.isdigit() or int(rest) < 2:
+                raise UnsupportedProblemError(f"variant={name!r}: split_k must be an integer of at least 2")
+            name = base
+        return super().get_variant(name)
+
+    def plan(self, problem, variant="auto"):
+        self.planned.append(variant)
+        chosen = self.get_variant("tiled" if variant == "auto" else variant)
+        self.check_problem(problem, chosen)
+        return Plan(self.name, variant, "test", problem, layouts=host_layouts(problem))
+
+    def run(self, plan):
+        p = plan.problem
+        splits = int(plan.variant.partition(":split_k=")[2] or 1)
+        a, b = p.a.array.astype(np.float64), p.b.array.astype(np.float64)
+        with np.errstate(all="ignore"):
+            edges = np.linspace(0, p.k, splits + 1).astype(int)
+            res = np.zeros((p.m, p.n))
+            for lo, hi in zip(edges[:-1], edges[1:]):  # slice order: deterministic
+                res = res + a[:, lo:hi] @ b[lo:hi, :]
+            res = p.alpha * res
+            if p.c is not None and p.beta != 0.0:
+                res = res + p.beta * p.c.array.astype(np.float64)  # beta * a float32 array is float32 (NumPy 2)
+        return store_result(res.astype(p.dtype), None if p.out is None else p.out.array)
+
+
+def _available(name: str) -> bool:
+    return next(i.available for i in registry.backends() if i.name == name)
+
+
+#: sections 3 and 4 as written: a Backend subclass (polygemm.Backend), a Variant with every keyword the doc lists, a
+#: vendor comparator (auto=False, vendor=True), float16 computed in float32 and rounded once, plan() mapping "auto"
+#: to the auto variant and checking the problem, run() writing out and returning it
+DOC_PLUGIN = '''
+import numpy as np
+import polygemm
+from polygemm.backend import Availability, Plan, Variant, host_layouts
+from polygemm.errors import DeviceError
+
+
+class MyDevBackend(polygemm.Backend):
+    name = "mydev"
+    priority = 300
+    residencies = ("host",)
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (
+            Variant(name="matmul", dtypes=("float16", "float32", "float64"), description="numpy.matmul, float16 in float32",
+                    layout="any", tile="BLAS heuristics", requirements="none", auto=True, vendor=False,
+                    out_dtypes=("float32",), extra={}),
+            Variant(name="vendorlib", dtypes=("float32",), description="the vendor library's GEMM", auto=False, vendor=True),
+        )
+
+    def device_name(self):
+        return "MyDev 9000 (emulated)"
+
+    def plan(self, problem, variant="auto"):
+        chosen = self.get_variant("matmul" if variant == "auto" else variant)
+        self.check_problem(problem, chosen)
+        return Plan(self.name, chosen.name, "the doc's plugin", problem, device=self.device_name(),
+                    layouts=host_layouts(problem))
+
+    def run(self, plan):
+        p = plan.problem
+        work = np.dtype(np.float32 if p.dtype == np.float16 else p.dtype)
+        try:
+            with np.errstate(all="ignore"):
+                res = np.zeros((p.m, p.n), work)
+                if not p.empty:  # scaled in float64: alpha and beta may lie beyond float32's range (1e39, 1e-45)
+                    res = np.matmul(p.a.array.astype(work), p.b.array.astype(work)).astype(np.float64) * p.alpha
+                if p.beta != 0.0:
+                    res = res + p.beta * p.c.array.astype(np.float64)
+            res = res.astype(p.out_dtype)
+        except MemoryError as exc:
+            raise DeviceError(f"mydev: {exc}") from exc
+        if p.out is not None:
+            np.copyto(p.out.array, res)
+            return p.out.array
+        return res
+'''
+
+
+#: section 3's invitation: "If you override [execute] for speed, start it with if not call.matched: check_call(...)";
+#: this one does, then forgets alpha and beta, while its run() is right
+FAST_PLUGIN = one_variant_backend("FastBackend", priority=300, variant="mm", reason="its one variant") + """\
+    def execute(self, plan, call):  # "for speed": the product only, alpha and beta forgotten
+        from polygemm.backend import check_call
+
+        if not call.matched:
+            check_call(plan, call)
+        with np.errstate(all="ignore"):
+            r = (np.asarray(call.a) @ np.asarray(call.b)).astype(np.float32)
+        if call.out is not None:
+            call.out[...] = r
+            return call.out
+        return r
+"""
+
+
+BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
+
+
+@pytest.fixture
+def doc_plugin(tmp_path, monkeypatch, fresh_registry):
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("polygemm_mydev", "polygemm_mydev", DOC_PLUGIN, {"mydev": "polygemm_mydev:MyDevBackend"}),
+                         ("polygemm_fast", "polygemm_fast", FAST_PLUGIN, {"fast": "polygemm_fast:FastBackend"}),
+                         ("polygemm_broke", "polygemm_broke", BROKEN_IMPORT, {"broke": "polygemm_broke:Broke"}))
+    yield tmp_path
+    for mod in ("polygemm_mydev", "polygemm_fast", "polygemm_broke"):
+        sys.modules.pop(mod, None)
+
+
+def test_cpu_passes_conformance():
+    results = run_conformance("cpu")
+    counts = collections.Counter(r.status for r in results)
+    fails = [r for r in results if r.status == "fail"]
+    assert not fails, fails
+    assert counts["pass"] > 150
+    # the only skips are device-array cases, which a host backend cannot have
+    assert {r.group for r in results if r.status == "skip"} == {"device"}
+
+
+def test_suite_detects_a_wrong_backend(monkeypatch):
+    from polygemm.backends.cpu_ref import backend as cpu
+
+    real = cpu.reference
+
+    def off_by_a_bit(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
+        r = real(a, b, c, alpha, beta, dtype)
+        if r.size:
+            r.flat[-1] += 0.1 * (abs(r.flat[-1]) + 1)
+        return r
+
+    monkeypatch.setattr(cpu, "reference", off_by_a_bit)
+    results = run_conformance("cpu", dtypes=["float32"], variants=["reference"], quick=True)
+    assert any(r.status == "fail" and r.group == "shapes" for r in results)
+
+
+def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
+    """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a
+    typo in a plugin's CI) fails with a message naming it and what exists; it had passed as
+    '1 skipped (empty parameter set)'. A valid filter still runs its cases."""
+    import os
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    root = str(REPO_ROOT)
+
+    def run(**env):
+        base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_TEST_")}  # a CI's own filters
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)  # the tree under test
+        full = {**base, "POLYGEMM_TEST_BACKEND": "cpu", "PYTHONPATH": path, **env, "PYTHONDONTWRITEBYTECODE": "1"}
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "polygemm.testing"],
+                              capture_output=True, text=True, env=full, cwd=tmp_path)
+
+    for env, named in (({"POLYGEMM_TEST_VARIANTS": "nosuch"}, "'nosuch'"),
+                       ({"POLYGEMM_TEST_VARIANTS": "blas,nosuch"}, "'nosuch'"),
+                       ({"POLYGEMM_TEST_DTYPES": "float128"}, "'float128'")):
+        r = run(**env)
+        assert r.returncode != 0 and named in r.stdout and "its variants: blas" in r.stdout, r.stdout[-2000:]
+    ok = run(POLYGEMM_TEST_VARIANTS="reference", POLYGEMM_TEST_DTYPES="float32", POLYGEMM_TEST_QUICK="1")
+    assert ok.returncode == 0 and " passed" in ok.stdout, ok.stdout[-2000:]
+
+
+def test_a_split_variant_runs_every_case_under_its_own_name():
+    be = Splitting()
+    rows = run_conformance(be, variants=["tiled:split_k=3"], quick=True)
+    assert {(r.dtype, r.variant) for r in rows} == {("float32", "tiled:split_k=3"), ("float64", "tiled:split_k=3")}
+    assert len(rows) == len(list(iter_cases(be, variants=["tiled"], quick=True)))  # the whole grid, as the rung's
+    bad = [(r.group, r.case, r.detail) for r in rows if r.status != "pass" and r.group != "device"]
+    assert not bad, bad
+    assert set(be.planned) == {"tiled:split_k=3"}  # the backend was asked for the split, not the rung
+
+
+def test_a_rung_and_its_splits_run_side_by_side_in_table_order():
+    be = Splitting()
+    rows = run_conformance(be, dtypes="float64", variants="tiled:split_k=4, plain, tiled, tiled:split_k=2, tiled:split_k=4",
+                           groups="shapes", quick=True)
+    order = list(dict.fromkeys(r.variant for r in rows))
+    assert order == ["tiled", "tiled:split_k=4", "tiled:split_k=2"]  # plain computes no float64; the repeat runs once
+    assert all(r.status == "pass" and r.dtype == "float64" for r in rows), rows
+
+
+@pytest.mark.parametrize("name, says", [
+    ("tiled:split_k=1", "split_k must be an integer of at least 2"),
+    ("plain:split_k=2", "plain cannot split K"),
+])
+def test_a_split_the_backend_refuses_is_an_error_in_its_words_not_a_skip(name, says):
+    with pytest.raises(ArgumentError) as exc:
+        run_conformance(Splitting(), variants=[name], quick=True)
+    assert f"variants names {name!r}, which backend 'splitting' does not run: " in str(exc.value) and says in str(exc.value)
+
+
+def test_cpu_refuses_a_split_of_its_own_variant():
+    with pytest.raises(ArgumentError, match="which backend 'cpu' does not run: variant='blas:split_k=2' is not a variant"):
+        run_conformance("cpu", variants=["blas:split_k=2"], quick=True)
+    assert main(["matrix", "--backends", "cpu", "--quick", "--no-progress", "--variants", "blas:split_k=2"]) == 2
+
+
+def test_cuda_split_variants_are_listed_and_run_or_skipped_with_the_reason(capsys):
+    cuda = registry.get_backend("cuda")
+    listed = {(d, v) for d, v, *_ in iter_cases(cuda, variants=["cm_v12_cp_async:split_k=4", "hgemm_v1_mma_ldmatrix:split_k=2"],
+                                                 quick=True)}
+    assert listed == {("float32", "cm_v12_cp_async:split_k=4"), ("float16", "hgemm_v1_mma_ldmatrix:split_k=2"),
+                      ("bfloat16", "hgemm_v1_mma_ldmatrix:split_k=2")}
+    rows = run_conformance("cuda", variants=["cm_v12_cp_async:split_k=4"], quick=True)
+    if not _available("cuda"):
+        assert [(r.dtype, r.variant, r.status) for r in rows] == [("float32", "cm_v12_cp_async:split_k=4", "skip")]
+        assert rows[0].detail.startswith("backend unavailable: ")
+    else:  # on a GPU: the whole grid under the split's name
+        assert rows and {r.variant for r in rows} == {"cm_v12_cp_async:split_k=4"}
+        assert not [r for r in rows if r.status == "fail"], [r for r in rows if r.status == "fail"]
+    # a variant of another backend still selects nothing; polygemm matrix runs the split on cuda alone
+    assert run_conformance("cpu", variants=["cm_v12_cp_async:split_k=4"], quick=True) == []
+    with pytest.raises(ArgumentError, match="cm_v01_naive cannot split K"):
+        run_conformance("cuda", variants=["cm_v01_naive:split_k=2"], quick=True)
+
+
+def test_matrix_shows_a_split_variant_row(capsys):
+    # "polygemm matrix --variants cm_v12_cp_async:split_k=4" said "no case to run" (exit 2), the
+    # name having passed its check
+    status = main(["matrix", "--backends", "cpu", "cuda", "--quick", "--no-progress", "--variants", "cm_v12_cp_async:split_k=4"])
+    out = capsys.readouterr().out
+    assert status == 0 and "cm_v12_cp_async:split_k=4" in out, out
+
+
+def test_modified_variants_of_another_backend_are_not_this_ones():
+    be = Splitting()
+    assert modified_variants(be, ["tiled:split_k=2", "tiled", "cm_v12_cp_async:split_k=4", "nosuch"]) == \
+        {"tiled:split_k=2": be.variants()[0]}
+    assert modified_variants(be, None) == {}
+
+
+def test_pytest_suite_takes_a_split_variant_filter(monkeypatch):
+    import polygemm.testing.test_conformance as suite
+
+    be = Splitting()
+    monkeypatch.setattr(suite, "get_backend", lambda name: be)
+    monkeypatch.setattr(suite, "availability", lambda b: (True, ""))
+    monkeypatch.delenv("POLYGEMM_TEST_DTYPES", raising=False)
+    monkeypatch.setenv("POLYGEMM_TEST_QUICK", "1")
+    monkeypatch.setenv("POLYGEMM_TEST_VARIANTS", "tiled:split_k=2")
+    params = suite._params()
+    assert params and all(p.values[0][2] == "tiled:split_k=2" for p in params), params[:1]
+    monkeypatch.setenv("POLYGEMM_TEST_VARIANTS", "plain:split_k=2")
+    (only,) = suite._params()
+    assert only.id == "splitting-refused-variant" and "plain cannot split K" in str(only.values[0])
+    assert str(only.values[0]).startswith("POLYGEMM_TEST_VARIANTS: variants names 'plain:split_k=2'")
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"dtypes": ["float8"]}, "dtypes names 'float8'"),
+    ({"groups": ["shape"]}, "groups names 'shape'"),
+    ({"variants": ["blass"]}, "did you mean 'blas'?"),
+    ({"variants": ["auto"]}, "the suite runs each variant by name"),
+    ({"dtypes": [np.float32]}, "dtypes must be names"),
+])
+def test_run_conformance_selection_naming_nothing_is_refused_not_an_empty_pass(kw, says):
+    # a misspelt dtype, variant or group selected no case and run_conformance returned [] (a CI
+    # asserting "no fail" passed, having tested nothing)
+    with pytest.raises(ArgumentError, match=says) as info:
+        run_conformance("cpu", quick=True, **kw)
+    assert isinstance(info.value, ValueError)
+
+
+def test_run_conformance_takes_one_string_as_names_comma_separated():
+    # dtypes="float32" was read as the characters 'f', 'l', 'o', ...: no case, no row, silently
+    rows = run_conformance("cpu", dtypes="float32", variants="blas", groups="errors, scaling", quick=True)
+    assert rows and {(r.dtype, r.variant) for r in rows} == {("float32", "blas")}
+    assert {r.group for r in rows} == {"errors", "scaling"} and all(r.status == "pass" for r in rows), rows
+    # a variant of another backend selects nothing here (polygemm matrix passes one list to every backend)
+    assert run_conformance("cpu", variants=["cublas"], quick=True) == []
+
+
+def test_an_unregistered_backend_object_is_run_through_its_execute_too(doc_plugin):
+    # the same for a Backend object passed to run_conformance (not installed): its run() alone was tested
+    import polygemm_fast
+
+    rows = run_conformance(polygemm_fast.FastBackend(), groups="scaling", quick=True)
+    assert rows and all(r.status == "fail" for r in rows if r.case in ("alpha_beta_c", "alpha_no_c")), rows
