@@ -933,3 +933,15 @@ def _with_command(parser, name: str, fn):
     """``parser`` with command ``name`` running ``fn``."""
     parser._subparsers._group_actions[0].choices[name].set_defaults(fn=fn)
     return parser
+
+
+def test_explain_json_holds_launch_parameters_as_json_types():
+    from polygemm.apps.explain import _plain
+
+    class Dim3:
+        def __str__(self):
+            return "(16, 8, 1)"
+
+    assert _plain(None) is None and _plain(True) is True and _plain(3) == 3 and _plain("row") == "row"
+    assert _plain((64, [128, 2.5], Dim3())) == [64, [128, 2.5], "(16, 8, 1)"]
+    assert json.loads(json.dumps(_plain([Dim3(), (1, 2)]))) == ["(16, 8, 1)", [1, 2]]  # what json writes as it is
