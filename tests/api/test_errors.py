@@ -143,3 +143,25 @@ def test_the_matrix_names_an_unknown_backend_with_the_same_class():
     from polygemm.apps.matrix import check_names
     with pytest.raises(errors.UnknownDeviceError, match="unknown backend 'cdua' \\(did you mean 'cuda'\\?\\)"):
         check_names(["cpu", "cdua"])
+
+
+def test_an_operand_numpy_cannot_read_is_a_dtype_error_with_numpys_reason():
+    class Unreadable:
+        def __array__(self, *args, **kwargs):
+            raise RuntimeError("values are on a remote host")
+
+    with pytest.raises(errors.DTypeError) as info:
+        pg.gemm(Unreadable(), np.ones((2, 2), np.float32), device="cpu")
+    says = str(info.value)
+    assert says.startswith("a ") and "could not be converted to an array" in says and "remote host" in says
+
+
+def test_lazy_submodules_are_attributes_and_listed():
+    import polygemm
+
+    assert "testing" in dir(polygemm) and "dask" in dir(polygemm) and "gemm" in dir(polygemm)
+    from polygemm.testing import check_result
+
+    assert polygemm.testing.check_result is check_result
+    with pytest.raises(AttributeError, match="no attribute 'gemmm'"):
+        polygemm.gemmm  # noqa: B018

@@ -747,3 +747,22 @@ def test_variants_that_name_nothing_are_a_usage_error(capsys, argv, tmp_path):
     captured = capsys.readouterr()
     assert "--variants" in captured.err and "names no variant" in captured.err
     assert not js.exists() and "cpu" not in captured.out
+
+
+def test_markdown_of_no_records_says_so():
+    md = bench.to_markdown([], "polygemm bench --device cpu")
+    assert "`polygemm bench --device cpu`" in md and "(no records)" in md
+
+
+def test_ladder_tables_step_rung_by_rung_at_the_largest_cubes():
+    recs = [_record(backend="cuda", variant=v, m=s, n=s, k=s, tflops=t, vendor_tflops=500.0, ratio=t / 500.0,
+                    vendor_variant="cublas")
+            for v, s, t in (("sgemm_v1", 4096, 100.0), ("sgemm_v2", 4096, 250.0), ("sgemm_v2", 8192, 300.0),
+                            ("lone_v1", 4096, 50.0))]
+    md = bench.to_markdown(recs, "polygemm bench")
+    assert "#### Ladder `sgemm`: step by step" in md
+    assert "Ladder `lone`" not in md  # one rung is no ladder
+    rows = {line.split("|")[1].strip(): line for line in md.split("#### Ladder `sgemm`")[1].splitlines() if line.startswith("| sgemm")}
+    assert "– | – | –" in rows["sgemm_v1"]  # no 8192³ record of the first rung
+    assert "2.50×" in rows["sgemm_v2"]  # 250 over the previous rung's 100 at 4096³
+    assert "4096³" in md and "8192³" in md

@@ -880,3 +880,68 @@ def test_the_cli_tells_a_misspelt_variant_the_name_meant(capsys, monkeypatch):
     last = _refused(capsys, ["gemm", "--shape", "8x8x8", "--variant", "refrence"])
     assert last.startswith("polygemm: error: no available backend has variant 'refrence'")
     assert "cpu: has no variant 'refrence' (did you mean 'reference'?)" in last
+
+
+def test_info_reports_a_backend_whose_device_name_or_dtypes_raise_and_goes_on(monkeypatch, capsys):
+    # a backend's own methods may fail (a plugin's, a driver's): info lists the failure against the backend
+    cpu = registry.get_backend("cpu")
+
+    def boom(*args):
+        raise RuntimeError("device table unreadable")
+
+    monkeypatch.setattr(type(cpu), "device_name", boom)
+    monkeypatch.setattr(type(cpu), "dtypes", boom)
+    data = _json_out(capsys, ["info", "--json"])
+    record = {b["name"]: b for b in data["backends"]}["cpu"]
+    assert record["available"] is True and record["device"] is None and record["dtypes"] is None
+    assert any(e.startswith("device_name(): RuntimeError") and "device table unreadable" in e for e in record["errors"])
+    assert any(e.startswith("dtypes(): RuntimeError") for e in record["errors"])
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.lstrip().startswith("cpu"))
+    assert "device name unavailable" in line and "device table unreadable" in line
+
+
+def test_ctrl_c_during_a_command_is_status_130_and_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    import polygemm.apps.cli as cli
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_command(parser, "gemm", interrupted))
+    assert main(["gemm", "--shape", "8x8x8", "--device", "cpu"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "polygemm: interrupted" and "Traceback" not in captured.err
+
+
+def test_closed_stdout_in_process_is_status_141(monkeypatch, capsys):
+    def closed(args):
+        raise BrokenPipeError
+
+    import polygemm.apps.cli as cli
+
+    parser = cli.build_parser()
+    silenced: list[bool] = []
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_command(parser, "info", closed))
+    monkeypatch.setattr(cli, "_silence_stdout", lambda: silenced.append(True))
+    assert main(["info"]) == 141
+    assert silenced == [True] and capsys.readouterr().err == ""
+
+
+def _with_command(parser, name: str, fn):
+    """``parser`` with command ``name`` running ``fn``."""
+    parser._subparsers._group_actions[0].choices[name].set_defaults(fn=fn)
+    return parser
+
+
+def test_explain_json_holds_launch_parameters_as_json_types():
+    from polygemm.apps.explain import _plain
+
+    class Dim3:
+        def __str__(self):
+            return "(16, 8, 1)"
+
+    assert _plain(None) is None and _plain(True) is True and _plain(3) == 3 and _plain("row") == "row"
+    assert _plain((64, [128, 2.5], Dim3())) == [64, [128, 2.5], "(16, 8, 1)"]
+    assert json.loads(json.dumps(_plain([Dim3(), (1, 2)]))) == ["(16, 8, 1)", [1, 2]]  # what json writes as it is

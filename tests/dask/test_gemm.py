@@ -960,3 +960,24 @@ def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
     with pytest.raises(pg.DTypeError, match="variant 'cublas' of backend 'cuda' computes .*not float64"):
         pgd.gemm(A, B, device="cuda", variant="cublas")
     pgd.gemm(A.astype(np.float32), B.astype(np.float32), device="cuda", variant="cublas")  # builds, whether or not it runs here
+
+
+@pytest.mark.parametrize("variant", [3, None, ["blas"]])
+def test_variant_that_is_no_string_is_a_type_error_naming_it(variant):
+    a = da.from_array(np.ones((4, 4), np.float32), chunks=2)
+    with pytest.raises(ArgumentTypeError) as info:
+        pgd.gemm(a, a, device="cpu", variant=variant)
+    says = str(info.value)
+    assert "variant must be a string" in says and "'auto'" in says and repr(variant) in says
+
+
+def test_a_block_given_alone_rather_than_in_a_list_is_one_product():
+    # dask hands the blocks of a contraction over one K chunk as a list, or (as its graphs may) the block itself
+    from polygemm.dask import _block_gemm
+
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal((3, 3)).astype(np.float32) for _ in range(3))
+    got = _block_gemm(a, b, c, alpha=2.0, beta=0.5, device="cpu", variant="auto", result_dtype="float32")
+    assert_close(got, a, b, c, alpha=2.0, beta=0.5)
+    assert np.array_equal(_block_gemm(a, b, alpha=1.0, beta=0.0, device="cpu", variant="auto", result_dtype="float32"),
+                          _block_gemm([a], [b], alpha=1.0, beta=0.0, device="cpu", variant="auto", result_dtype="float32"))

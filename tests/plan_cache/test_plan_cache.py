@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import types
+import warnings
 import weakref
 
 import ml_dtypes
@@ -720,3 +721,22 @@ def test_last_plan_says_when_the_call_reused_a_cached_plan(rng):
     pg.gemm(a, b)
     plan = pg.last_plan()
     assert plan.cached is True and "reused from the plan cache" in str(plan)
+
+
+@pytest.mark.parametrize("raw, size", [(None, 256), ("", 256), ("  ", 256), ("0", 0), ("12", 12), (" 64 ", 64)])
+def test_plan_cache_size_setting_read_as_a_count(raw, size):
+    from polygemm.plan_cache import _cache_size
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a size it takes is no warning
+        assert _cache_size(raw) == size
+
+
+@pytest.mark.parametrize("raw, says", [("-3", "negative"), ("lots", "not a whole number"), ("1.5", "not a whole number")])
+def test_plan_cache_size_setting_it_cannot_take_warns_and_keeps_the_default(raw, says):
+    from polygemm.plan_cache import _cache_size
+
+    with pytest.warns(RuntimeWarning) as caught:
+        assert _cache_size(raw, default=100) == 100
+    text = str(caught[0].message)
+    assert "POLYGEMM_PLAN_CACHE_SIZE" in text and repr(raw) in text and says in text and "keeping 100" in text

@@ -959,3 +959,38 @@ def test_auto_refuses_a_dtype_its_devices_backend_lacks_as_a_dtype_error(monkeyp
     # data on a device no available backend takes: that is still an unavailable backend
     with pytest.raises(pg.BackendUnavailableError):
         registry.select(dataclasses.replace(problem, residency="elsewhere"), "auto")
+
+
+class _Minimal(Backend):
+    """A plugin that writes only what Backend requires: the defaults fill in the rest."""
+
+    name = "minimal"
+    priority = 120
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (Variant("v16", ("float16",), "half"), Variant("v32", ("float32", "float64"), "single and double"))
+
+    def plan(self, problem, variant="auto"):
+        raise AssertionError("not planned here")
+
+    def run(self, plan):
+        raise AssertionError("not run here")
+
+
+def test_a_minimal_plugins_default_capabilities_come_from_its_variant_table():
+    caps = _Minimal().capabilities()
+    assert caps.backend == "minimal" and caps.residencies == ("host",)
+    assert caps.dtypes == ("float16", "float32", "float64")  # each once, sorted
+    assert [v.name for v in caps.variants] == ["v16", "v32"]
+    assert isinstance(caps.device_name, str)
+
+
+def test_a_backend_reads_as_its_name_and_priority():
+    assert repr(_Minimal()) == "<polygemm backend 'minimal' priority=120>"
+
+
+def test_availability_is_true_only_when_ok():
+    assert Availability(True) and not Availability(False, "no device")

@@ -70,3 +70,34 @@ def test_shape_checks_shared_with_gemm(rng):
             call(a, b, c_row, beta=1.0)
     # the difference that stays: c in another float dtype than the result's is gemm's error, not the bound's
     assert reference_for(a, b, c_row.astype(np.float64).repeat(5, 0)[None].repeat(2, 0), 1.0, 1.0).tol.shape == (2, 5, 3)
+
+
+def test_a_result_readable_only_through_dlpack_is_checked_by_its_values(rng):
+    from tests.helpers import DLPackOnly
+
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    good = a @ b
+    assert check_result(DLPackOnly(good), a, b).ok
+    bad = good.copy()
+    bad[0, 0] += 1.0
+    assert not check_result(DLPackOnly(bad), a, b).ok
+
+
+def test_an_array_whose_dlpack_fails_is_read_through_numpy():
+    from polygemm.testing.bounds import host_array
+
+    class DLPackBroken:
+        """Claims DLPack, fails it, but NumPy reads it (an object that wraps another library's array)."""
+
+        def __dlpack__(self, **kwargs):
+            raise RuntimeError("export not supported")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __array__(self, dtype=None, copy=None):
+            return np.full((2, 2), 3.0, np.float32)
+
+    got = host_array("result", DLPackBroken())
+    assert isinstance(got, np.ndarray) and got.shape == (2, 2) and (got == 3.0).all()
