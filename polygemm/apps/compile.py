@@ -57,8 +57,8 @@ def parse_arch(text: str) -> int:
 
 
 def _helper_min_sm(source: Path) -> int:
-    """The oldest compute capability a helper kernel builds for, from its ``// requires: sm_NN`` line (0: any). A probe
-    of mma.sync m16n8k16 had failed every ``polygemm compile --arch sm_75`` (a T4's), though no variant needed it."""
+    """The oldest compute capability a helper kernel builds for, from its ``// requires: sm_NN`` line (0: any), so that
+    a catalog for an older target (``--arch sm_75``, a T4's) leaves out probes of instructions it lacks (mma.sync m16n8k16)."""
     with open(source, encoding="utf-8") as fh:
         head = fh.read(2048)
     m = re.search(r"^// requires: sm_(\d+)", head, re.MULTILINE)

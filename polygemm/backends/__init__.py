@@ -19,9 +19,9 @@ class _CallablePackage(types.ModuleType):
         return backends()
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
-        # pickled as the module it is, by name (as pickle takes functions): a module object pickles not at all, so
-        # ProcessPoolExecutor.submit(polygemm.backends) or dask's client.run(polygemm.backends), the way to ask each
-        # worker which backends it sees, failed with "cannot pickle '_CallablePackage' object"
+        # pickled as the module it is, by name (as pickle takes functions), since a module object does not pickle:
+        # ProcessPoolExecutor.submit(polygemm.backends) or dask's client.run(polygemm.backends) is how one asks each
+        # worker which backends it sees
         import importlib
 
         return importlib.import_module, (self.__name__,)
