@@ -5,7 +5,9 @@ $POLYGEMM_DEVICE. And the end of a run's summary: one line per skip reason, with
 
 from __future__ import annotations
 
+import os
 import secrets
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +16,9 @@ import polygemm as pg
 import polygemm.registry as registry
 from polygemm import api
 
-from tests.helpers import musa, musa_library  # noqa: F401  (fixtures every test may ask for)
+from tests.helpers import cannot_create_in, musa, musa_library  # noqa: F401  (musa fixtures: every test may ask for them)
+from tests.plugin_sources import (BROKEN_IMPORT, BROKEN_PLUGINS, DOC_PLUGIN, FAST_PLUGIN, RULE_BENDING_CLASSES,
+                                  RULE_BENDING_PLUGIN, install_fake_plugins)
 
 
 @pytest.fixture
@@ -89,3 +93,44 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_sep("=", f"{sum(reasons.values())} skipped, {n_reasons}")
     for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
         terminalreporter.write_line(f"{n:6d}  {reason}")
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch, fresh_registry):
+    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in RULE_BENDING_CLASSES}
+    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", RULE_BENDING_PLUGIN, eps))
+    yield
+    sys.modules.pop("pg_r21_plugin", None)
+
+
+@pytest.fixture
+def broken(tmp_path, monkeypatch, fresh_registry):
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         *((f"pg_{n}", f"pg_{n}_plugin", src, {n: f"pg_{n}_plugin:{attr}"}) for n, (src, attr) in BROKEN_PLUGINS.items()),
+                         ("pg_nomod", "pg_nomod_plugin", "x = 1\n", {"nomod": "pg_nomod_no_such_module:B"}))
+    yield tmp_path
+    for n in [*BROKEN_PLUGINS, "nomod"]:
+        sys.modules.pop(f"pg_{n}_plugin", None)
+
+
+@pytest.fixture
+def doc_plugin(tmp_path, monkeypatch, fresh_registry):
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("polygemm_mydev", "polygemm_mydev", DOC_PLUGIN, {"mydev": "polygemm_mydev:MyDevBackend"}),
+                         ("polygemm_fast", "polygemm_fast", FAST_PLUGIN, {"fast": "polygemm_fast:FastBackend"}),
+                         ("polygemm_broke", "polygemm_broke", BROKEN_IMPORT, {"broke": "polygemm_broke:Broke"}))
+    yield tmp_path
+    for mod in ("polygemm_mydev", "polygemm_fast", "polygemm_broke"):
+        sys.modules.pop(mod, None)
+
+
+@pytest.fixture
+def no_file_folder(monkeypatch):
+    """/proc: a folder on every Linux where no file can be made, which os.access calls writable for root (and, here,
+    for any user: its answer for root is given whoever runs the tests)."""
+    assert os.path.isdir("/proc") and cannot_create_in("/proc")
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: True if str(path).startswith("/proc")
+                        else access(path, mode, *a, **k))
+    return "/proc"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -203,3 +206,217 @@ PLUGIN = DOUBLE_PLUGIN  # class DoubleBackend, name "double", variant matmul64
 BROKEN = """
 raise ImportError("vendor runtime libfoo.so.3 not found")
 """
+
+
+FORK_PRELUDE = """
+import os, signal, sys, threading, time
+import numpy as np
+import polygemm as pg
+
+def in_child(work, limit=20):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(limit)
+        code = 1
+        try:
+            work()
+            code = 0
+        except BaseException as exc:
+            print(f"child: {type(exc).__name__}: {exc}", flush=True)
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    print("child exit", code, flush=True)
+    return code
+"""
+
+
+def cli(capsys, argv):
+    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
+    from polygemm.apps.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+class CPUArrayAPI(DLPackOnly):
+    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
+
+    @property
+    def shape(self):
+        return self._x.shape
+
+    @property
+    def ndim(self):
+        return self._x.ndim
+
+
+def cli_error_line(capsys, argv: list[str], status: int = 2) -> str:
+    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
+    from polygemm.apps.cli import main
+
+    assert main(argv) == status
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
+    return lines[0]
+
+
+def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0):
+    """``got`` (2-D) element-wise within the bound of the float64 reference, shape and dtype too."""
+    from polygemm.testing import reference_for
+
+    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta).compare(np.asarray(got))
+    assert res.ok, res.message
+
+
+def assert_matmul_within(got, a, b):
+    """``got``, matmul's result for ``a`` and ``b`` of any shape numpy.matmul takes, within the bound of the float64
+    reference matrix by matrix (vectors taken as a row / a column, as numpy.matmul takes them)."""
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    count = int(np.prod(batch, dtype=np.int64))
+    a3 = np.broadcast_to(a2, batch + a2.shape[-2:]).reshape((count,) + a2.shape[-2:])
+    b3 = np.broadcast_to(b2, batch + b2.shape[-2:]).reshape((count,) + b2.shape[-2:])
+    g3 = np.asarray(got).reshape((count, a2.shape[-2], b2.shape[-1]))
+    for x, y, g in zip(a3, b3, g3):
+        assert_within(g, x, y)
+
+
+def cannot_create_in(folder):
+    try:
+        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    except OSError:
+        return True
+    os.close(fd)
+    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
+    return False
+
+
+def cuda_probe_without_pycuda(monkeypatch, driver_loads: bool) -> pg.Availability:
+    """A fresh cuda backend's probe with pycuda unimportable and libcuda loading or not."""
+    from polygemm.backends.cuda import CudaBackend
+
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+    real = ctypes.CDLL
+
+    def cdll(name, *args, **kwargs):
+        if name in ("libcuda.so.1", "nvcuda.dll"):
+            if driver_loads:
+                return object()
+            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    return CudaBackend().probe()
+
+
+def run_conformance_suite(tmp_path: Path, extra_path: list[str] | tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
+    path = os.pathsep.join([*extra_path, str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+    full = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **env}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
+                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=300)
+
+
+DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+
+
+def documented_cli_options():
+    """(command, option) for every ``polygemm <command> ... --option`` written in README.md and docs/*.md."""
+    commands = {"info", "variants", "gemm", "bench", "plot", "matrix", "ceiling", "compile"}
+    found = set()
+    for doc in DOCS:
+        for span in re.findall(r"`([^`\n]*polygemm [a-z]+[^`\n]*)`|^(.*polygemm [a-z]+.*)$", doc.read_text(), re.M):
+            text = span[0] or span[1]
+            for m in re.finditer(r"\bpolygemm ([a-z]+)((?: +[^|;`#(]*)?)", text):
+                if m.group(1) in commands:
+                    for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", m.group(2)):
+                        found.add((m.group(1), opt))
+    return sorted(found)
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join(p for p in [extra.pop("PYTHONPATH", ""), str(ROOT), os.environ.get("PYTHONPATH", "")] if p)
+    env = {**os.environ, "PYTHONPATH": path, **extra}
+    if "POLYGEMM_DEVICE" not in extra:
+        env.pop("POLYGEMM_DEVICE", None)
+    return env
+
+
+class OnlyArray:
+    def __init__(self, x):
+        self.x = x
+
+    def __array__(self, dtype=None, copy=None):
+        return self.x
+
+
+class DLPackProducer:
+    def __init__(self, x, log):
+        self.x, self.log = x, log
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+class Dlpack1(DLPackProducer):
+    """DLPack 1.0: keyword-only stream, max_version, dl_device, copy; CPU data refuses a stream, as the spec says."""
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.log.append({"stream": stream, "max_version": max_version})
+        if stream is not None:
+            raise BufferError("a CPU array takes no stream")
+        if max_version is None:
+            return self.x.__dlpack__()
+        return self.x.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+class StreamOnly(DLPackProducer):
+    """Before DLPack 1.0 (older torch and JAX): ``__dlpack__(stream=None)``."""
+
+    def __dlpack__(self, stream=None):
+        self.log.append({"stream": stream})
+        if stream is not None:
+            raise BufferError("a CPU array takes no stream")
+        return self.x.__dlpack__()
+
+
+def bench_record(**kw):
+    rec = dict(backend="cpu", variant="blas", dtype="float32", m=64, n=64, k=64, tflops=0.01, tflops_min=0.009,
+               tflops_max=0.011, ms=0.05, vendor_variant="numpy", vendor_tflops=0.012, ratio=0.8, device="CPU",
+               date="2026-01-01", repeats=5, calls_per_repeat=1)
+    rec.update(kw)
+    return rec
+
+
+def kernel_bench_record(**over) -> dict:
+    base = dict(backend="cpu", variant="blas", dtype="float32", m=64, n=64, k=64, tflops=0.1, tflops_min=0.09, tflops_max=0.11,
+                ms=0.005, vendor_variant="numpy", vendor_tflops=0.1, ratio=1.0, device="CPU", date="2026-01-01", repeats=5,
+                calls_per_repeat=10, mode="kernel")
+    base.update(over)
+    return base
+
+
+def without_modules(monkeypatch, *modules):
+    """Make ``import <module>`` fail as it does where the package is not installed."""
+    for name in list(sys.modules):
+        if any(name == m or name.startswith(m + ".") for m in modules):
+            monkeypatch.delitem(sys.modules, name)
+    for m in modules:
+        monkeypatch.setitem(sys.modules, m, None)
+
+
+class OnPluginDevice:
+    """An array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
+
+    def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
+        self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
+                                            "device": "fakedev", "version": 1}

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import array
-import ctypes
 import fractions
 import itertools
 import re
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -18,7 +16,7 @@ from polygemm import registry
 from polygemm.errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, ShapeError
 from polygemm.testing import assert_close, reference_for
 
-from tests.helpers import _named, torch_device
+from tests.helpers import _named, cuda_probe_without_pycuda, torch_device
 
 
 def cupy_device(ordinal: int):
@@ -42,25 +40,6 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 WIDE = [np.float32, "float32", np.dtype("float32"), "f4", "<f4" if np.little_endian else ">f4", "single", np.single]
-
-
-def _cuda_probe(monkeypatch, driver_loads: bool) -> pg.Availability:
-    """A fresh cuda backend's probe with pycuda unimportable and libcuda loading or not."""
-    from polygemm.backends.cuda import CudaBackend
-
-    monkeypatch.setitem(sys.modules, "pycuda", None)
-    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
-    real = ctypes.CDLL
-
-    def cdll(name, *args, **kwargs):
-        if name in ("libcuda.so.1", "nvcuda.dll"):
-            if driver_loads:
-                return object()
-            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    return CudaBackend().probe()
 
 
 FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
@@ -299,7 +278,7 @@ def test_without_an_nvidia_driver_cuda_says_so_not_to_install_pycuda(monkeypatch
     # on a laptop without an NVIDIA GPU, polygemm info and device="cuda" said "pycuda is not importable
     # ...; install it with pip install 'polygemm[cuda]'": a source build that needs cuda.h and libcuda.so, after
     # which the backend would still be unavailable. (PyCUDA installed without a driver fails its import the same way.)
-    av = _cuda_probe(monkeypatch, driver_loads=False)
+    av = cuda_probe_without_pycuda(monkeypatch, driver_loads=False)
     assert not av.ok
     first, *rest = av.reason.splitlines()
     assert first.startswith("no NVIDIA driver (libcuda.so.1 does not load") or first.startswith("no NVIDIA driver (nvcuda.dll")

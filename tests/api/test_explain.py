@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
@@ -16,8 +15,6 @@ from polygemm.backends.cuda.variants import kernel_specs
 from polygemm.errors import ArgumentError, PolygemmError
 from polygemm.problem import Call, normalize
 from polygemm.testing import check_result
-
-from tests.plugin_sources import THIRD_PARTY_BASE, install_fake_plugins
 
 
 COL32 = "hgemm_v2_wgmma_tma_64x32_col"
@@ -48,107 +45,6 @@ def rng():
 
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
-
-
-# Plugins written as a third party would, each bending one rule (Good keeps them all: tests/plugin_sources.py).
-PLUGIN = THIRD_PARTY_BASE + '''
-class KeepsPlans(Good):
-    """Plans once per (M, N, K, dtype, variant) and returns the Plan it kept for every later problem of that shape."""
-    priority = 550  # above cuda (500): the same choice on a machine with a GPU
-    def __init__(self):
-        self.kept = {}
-    def plan(self, problem, variant="auto"):
-        key = (problem.m, problem.n, problem.k, problem.dtype.name, variant)
-        if key not in self.kept:
-            self.kept[key] = super().plan(problem, variant)
-        return self.kept[key]
-
-class SaysTrue(Good):
-    """supports() answering "is it supported?" with a bool, as the method's name reads."""
-    priority = 560
-    def supports(self, problem):
-        return problem.dtype == np.float32
-
-class SaysFalse(Good):
-    priority = 570
-    def supports(self, problem):
-        return False
-
-class IntoC(Good):
-    """Accumulates into c itself when there is no out (saves an allocation; c is the caller's)."""
-    def run(self, plan):
-        p = plan.problem
-        r = p.alpha * (p.a.array @ p.b.array)
-        if p.beta:
-            acc = p.c.array
-            acc *= p.beta
-            acc += r
-            r = acc
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
-class ScalesA(Good):
-    """Scales a in place by alpha first (the caller's a)."""
-    def run(self, plan):
-        p = plan.problem
-        a = p.a.array
-        a *= np.float32(p.alpha)
-        r = a @ p.b.array
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
-class Peeks(Good):
-    """Records what run() receives: the operands' memory and whether they can be written."""
-    seen = []
-    def run(self, plan):
-        p = plan.problem
-        type(self).seen.append({op.name: (op.array, op.array.flags.writeable) for op in p.operands()})
-        return super().run(plan)
-
-class Float32Scalars(Good):
-    """Scales in float32, as a kernel with float32 scalars does: alpha=1e39 becomes Inf."""
-    def run(self, plan):
-        p = plan.problem
-        r = (p.a.array @ p.b.array) * np.float32(p.alpha)
-        if p.beta:
-            r = r + np.float32(p.beta) * p.c.array
-        r = r.astype(np.float32)
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
-class Float32ScalarsDeclared(Float32Scalars):
-    """The same kernels, declaring their float32 scalars: the core refuses what float32 cannot hold."""
-    float32_scalars = True
-
-class DeclaresButComputes(Float32Scalars):
-    """Declares float32 scalars but has a supports()/check_problem of its own that lets every scalar through."""
-    float32_scalars = True
-    def check_problem(self, problem, variant=None):
-        pass
-    def supports(self, problem):
-        return None
-
-SHARED = Good()
-'''
-
-
-CLASSES = ["Good", "KeepsPlans", "SaysTrue", "SaysFalse", "IntoC", "ScalesA", "Peeks", "Float32Scalars",
-           "Float32ScalarsDeclared", "DeclaresButComputes"]
-
-
-@pytest.fixture
-def plugins(tmp_path, monkeypatch, fresh_registry):
-    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in CLASSES}
-    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", PLUGIN, eps))
-    yield
-    sys.modules.pop("pg_r21_plugin", None)
 
 
 def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

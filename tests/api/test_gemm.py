@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -27,7 +23,7 @@ from polygemm.errors import (
 )
 from polygemm.testing import assert_close, check_result
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import cuda_probe_without_pycuda, documented_cli_options, REPO_ROOT, run_conformance_suite, subprocess_env
 
 
 DTYPES = [np.float16, np.float32, np.float64]
@@ -40,33 +36,6 @@ def rand(rng, shape, dtype=np.float32, order="C"):
 ROOT = REPO_ROOT
 
 
-def _suite(tmp_path: Path, extra_path: list[str] | tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
-    path = os.pathsep.join([*extra_path, str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
-    full = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **env}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
-                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=300)
-
-
-def _cuda_probe(monkeypatch, driver_loads: bool) -> pg.Availability:
-    """A fresh cuda backend's probe with pycuda unimportable and libcuda loading or not."""
-    from polygemm.backends.cuda import CudaBackend
-
-    monkeypatch.setitem(sys.modules, "pycuda", None)
-    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
-    real = ctypes.CDLL
-
-    def cdll(name, *args, **kwargs):
-        if name in ("libcuda.so.1", "nvcuda.dll"):
-            if driver_loads:
-                return object()
-            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    return CudaBackend().probe()
-
-
 def _ones(*shape, dtype=np.float32):
     return np.ones(shape, dtype)
 
@@ -74,33 +43,11 @@ def _ones(*shape, dtype=np.float32):
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _documented_options():
-    """(command, option) for every ``polygemm <command> ... --option`` written in README.md and docs/*.md."""
-    commands = {"info", "variants", "gemm", "bench", "plot", "matrix", "ceiling", "compile"}
-    found = set()
-    for doc in DOCS:
-        for span in re.findall(r"`([^`\n]*polygemm [a-z]+[^`\n]*)`|^(.*polygemm [a-z]+.*)$", doc.read_text(), re.M):
-            text = span[0] or span[1]
-            for m in re.finditer(r"\bpolygemm ([a-z]+)((?: +[^|;`#(]*)?)", text):
-                if m.group(1) in commands:
-                    for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", m.group(2)):
-                        found.add((m.group(1), opt))
-    return sorted(found)
-
-
-DOCUMENTED = _documented_options()
-
-
-def _env(**extra: str) -> dict[str, str]:
-    path = os.pathsep.join(p for p in [extra.pop("PYTHONPATH", ""), str(ROOT), os.environ.get("PYTHONPATH", "")] if p)
-    env = {**os.environ, "PYTHONPATH": path, **extra}
-    if "POLYGEMM_DEVICE" not in extra:
-        env.pop("POLYGEMM_DEVICE", None)
-    return env
+DOCUMENTED = documented_cli_options()
 
 
 def _polygemm(args: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polygemm", *args], capture_output=True, text=True, env=_env(**env),
+    return subprocess.run([sys.executable, "-m", "polygemm", *args], capture_output=True, text=True, env=subprocess_env(**env),
                           cwd=str(ROOT), timeout=timeout)
 
 
@@ -296,22 +243,22 @@ def test_gemm_with_c_adds_c_by_default(rng):
 
 
 def test_pyargs_suite_runs_the_cpu_backend(tmp_path):
-    r = _suite(tmp_path, POLYGEMM_TEST_BACKEND="cpu", POLYGEMM_TEST_QUICK="1")
+    r = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND="cpu", POLYGEMM_TEST_QUICK="1")
     assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
-    default = _suite(tmp_path, POLYGEMM_TEST_QUICK="1", POLYGEMM_TEST_DTYPES="float32")  # unset: cpu
+    default = run_conformance_suite(tmp_path, POLYGEMM_TEST_QUICK="1", POLYGEMM_TEST_DTYPES="float32")  # unset: cpu
     assert default.returncode == 0 and " passed" in default.stdout, default.stdout[-2000:]
 
 
 @pytest.mark.parametrize("name", ["nosuch", "numpy-blas", "auto"])
 def test_pyargs_suite_fails_for_a_backend_that_does_not_exist(tmp_path, name):
-    r = _suite(tmp_path, POLYGEMM_TEST_BACKEND=name)
+    r = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND=name)
     assert r.returncode == 1, r.stdout[-2000:]
     assert f"{name}-not-loadable" in r.stdout and f"POLYGEMM_TEST_BACKEND={name!r}" in r.stdout, r.stdout[-2000:]
     assert "1 failed" in r.stdout and "passed" not in r.stdout and "skipped" not in r.stdout
 
 
 def test_with_a_driver_but_no_pycuda_cuda_still_says_to_install_it(monkeypatch):
-    av = _cuda_probe(monkeypatch, driver_loads=True)
+    av = cuda_probe_without_pycuda(monkeypatch, driver_loads=True)
     assert not av.ok
     assert av.reason.startswith("pycuda is not importable") and "pip install 'polygemm[cuda]'" in av.reason
 

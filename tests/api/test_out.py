@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,13 +16,22 @@ import pytest
 import polygemm
 import polygemm as pg
 import polygemm.api as api
-from polygemm.apps import bench
 from polygemm.apps.cli import main
 from polygemm.errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, ShapeError
 from polygemm.problem import normalize
 from polygemm.testing import assert_close, check_result, reference_for
 
-from tests.helpers import DLPackOnly
+from tests.helpers import (
+    assert_matmul_within,
+    bench_record,
+    cli,
+    CPUArrayAPI,
+    Dlpack1,
+    DLPackOnly,
+    DLPackProducer,
+    OnlyArray,
+    StreamOnly,
+)
 
 
 def rand(rng, shape, dtype=np.float32):
@@ -114,112 +122,19 @@ def assert_within_2(got, a, b, c=None, alpha=1.0, beta=0.0):
     assert res.ok, res.message
 
 
-class OnlyArray:
-    def __init__(self, x):
-        self.x = x
-
-    def __array__(self, dtype=None, copy=None):
-        return self.x
-
-
-def assert_matmul_within(got, a, b):
-    """``got``, matmul's result for ``a`` and ``b`` of any shape numpy.matmul takes, within the bound of the float64
-    reference matrix by matrix (vectors taken as a row / a column, as numpy.matmul takes them)."""
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    count = int(np.prod(batch, dtype=np.int64))
-    a3 = np.broadcast_to(a2, batch + a2.shape[-2:]).reshape((count,) + a2.shape[-2:])
-    b3 = np.broadcast_to(b2, batch + b2.shape[-2:]).reshape((count,) + b2.shape[-2:])
-    g3 = np.asarray(got).reshape((count, a2.shape[-2], b2.shape[-1]))
-    for x, y, g in zip(a3, b3, g3):
-        assert_within_2(g, x, y)
-
-
 def within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
     kw = {} if out_dtype is None else {"out_dtype": out_dtype}
     res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta, **kw).compare(np.asarray(got))
     assert res.ok, res.message
 
 
-class _Producer:
-    def __init__(self, x, log):
-        self.x, self.log = x, log
-
-    def __dlpack_device__(self):
-        return self.x.__dlpack_device__()
-
-
-class Dlpack1(_Producer):
-    """DLPack 1.0: keyword-only stream, max_version, dl_device, copy; CPU data refuses a stream, as the spec says."""
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        self.log.append({"stream": stream, "max_version": max_version})
-        if stream is not None:
-            raise BufferError("a CPU array takes no stream")
-        if max_version is None:
-            return self.x.__dlpack__()
-        return self.x.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
-
-
-class StreamOnly(_Producer):
-    """Before DLPack 1.0 (older torch and JAX): ``__dlpack__(stream=None)``."""
-
-    def __dlpack__(self, stream=None):
-        self.log.append({"stream": stream})
-        if stream is not None:
-            raise BufferError("a CPU array takes no stream")
-        return self.x.__dlpack__()
-
-
-class NoArgs(_Producer):
+class NoArgs(DLPackProducer):
     def __dlpack__(self):
         self.log.append({})
         return self.x.__dlpack__()
 
 
 DTYPES = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
-
-
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _cannot_create(folder):
-    try:
-        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-    except OSError:
-        return True
-    os.close(fd)
-    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
-    return False
-
-
-@pytest.fixture
-def no_file_folder(monkeypatch):
-    """/proc: a folder on every Linux where no file can be made, which os.access calls writable for root (and, here,
-    for any user: its answer for root is given whoever runs the tests)."""
-    assert os.path.isdir("/proc") and _cannot_create("/proc")
-    access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: True if str(path).startswith("/proc")
-                        else access(path, mode, *a, **k))
-    return "/proc"
-
-
-def _record(**kw):
-    rec = dict(backend="cpu", variant="blas", dtype="float32", m=64, n=64, k=64, tflops=0.01, tflops_min=0.009,
-               tflops_max=0.011, ms=0.05, vendor_variant="numpy", vendor_tflops=0.012, ratio=0.8, device="CPU",
-               date="2026-01-01", repeats=5, calls_per_repeat=1)
-    rec.update(kw)
-    return rec
 
 
 @pytest.fixture
@@ -253,19 +168,7 @@ _KEYWORDS = [
 ]
 
 
-class _ArrayAPI(DLPackOnly):
-    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
-
-    @property
-    def shape(self):
-        return self._x.shape
-
-    @property
-    def ndim(self):
-        return self._x.ndim
-
-
-class _DeviceScalar(_ArrayAPI):
+class _DeviceScalar(CPUArrayAPI):
     """A 0-D array in device memory (a CuPy reduction, a CUDA tensor): exporting it would touch the device."""
 
     exported = 0
@@ -1165,7 +1068,7 @@ def test_plot_refuses_counts_out_of_range(capsys, tmp_path, field, value, said):
     # a negative dimension was drawn as "an empty product (-5x64x64)" and left out, and two negative ones
     # (a positive product) plotted; a dimension of 10**400 ended plot in an OverflowError traceback (exit 1)
     src = tmp_path / "r.json"
-    src.write_text(json.dumps({"records": [_record(**{field: value})]}))
+    src.write_text(json.dumps({"records": [bench_record(**{field: value})]}))
     rc, out, err = cli(capsys, ["plot", str(src)])
     assert rc == 2 and "Traceback" not in err, (rc, out, err)
     assert f"record 1 has {said}; polygemm bench --json writes a whole number from 0 to 2**63 - 1 there" in err

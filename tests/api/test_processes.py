@@ -16,6 +16,8 @@ import pytest
 
 import polygemm as pg
 
+from tests.helpers import FORK_PRELUDE
+
 
 def _report(infos):
     return [(i.name, i.available, i.reason, i.priority, i.source, i.detail) for i in infos]
@@ -33,31 +35,6 @@ def _script(body: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     """``body`` run by a fresh interpreter (a fork of the test process would inherit pytest's threads and state)."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"})
-
-
-# The child of every fork below runs its work under an alarm: a child that hangs (a lock held by a thread the fork
-# did not copy) is killed by SIGALRM, which the parent reports, rather than hanging the test run.
-_FORK = """
-import os, signal, sys, threading, time
-import numpy as np
-import polygemm as pg
-
-def in_child(work, limit=20):
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(limit)
-        code = 1
-        try:
-            work()
-            code = 0
-        except BaseException as exc:
-            print(f"child: {type(exc).__name__}: {exc}", flush=True)
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    print("child exit", code, flush=True)
-    return code
-"""
 
 
 def _in_forked_child(fn):
@@ -134,7 +111,7 @@ def test_plans_pickle_and_copy_as_they_print(rng):
 def test_a_child_forked_while_a_probe_ran_probes_again_instead_of_waiting_out_the_timeout():
     # the child waited until the parent's probe deadline (8 s here) and then raised BackendUnavailableError
     # "device 'cpu' is unavailable: probe did not return within 8 s"
-    r = _script(_FORK.replace("import polygemm as pg", "os.environ['POLYGEMM_PROBE_TIMEOUT'] = '8'\nimport polygemm as pg") + """
+    r = _script(FORK_PRELUDE.replace("import polygemm as pg", "os.environ['POLYGEMM_PROBE_TIMEOUT'] = '8'\nimport polygemm as pg") + """
 from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
 started, real = threading.Event(), CpuReferenceBackend.probe
 def slow(self):
@@ -169,7 +146,7 @@ def test_a_child_forked_while_another_thread_held_a_lock_does_not_hang(lock):
         "entry": "import polygemm.registry as registry; target = lambda: registry.discover.all_entries()['cpu']._lock",
         "plan cache": "from polygemm import api; target = lambda: api.plan_cache._cache._lock",
     }[lock]
-    r = _script(_FORK + held + """
+    r = _script(FORK_PRELUDE + held + """
 taken, release = threading.Event(), threading.Event()
 def hold():
     with target():

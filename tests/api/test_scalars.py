@@ -8,7 +8,7 @@ import pytest
 import polygemm as pg
 from polygemm.errors import ArgumentTypeError
 
-from tests.helpers import DLPackOnly
+from tests.helpers import CPUArrayAPI
 
 
 @pytest.fixture
@@ -20,18 +20,6 @@ def ops(rng):
 
 def _poisoned(shape=(3, 5)):
     return np.full(shape, 7.0, np.float32)
-
-
-class _ArrayAPI(DLPackOnly):
-    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
-
-    @property
-    def shape(self):
-        return self._x.shape
-
-    @property
-    def ndim(self):
-        return self._x.ndim
 
 
 @pytest.mark.parametrize("word", ["c", "C", "alpha", "beta", "variant"])
@@ -57,8 +45,8 @@ def test_blas_order_alpha_beta_by_position_is_told_the_keywords(ops):
 def test_a_one_element_array_of_another_library_is_told_item(ops):
     # another library's one-element array is told alpha.item(), as a one-element NumPy array is
     a, b = ops
-    with pytest.raises(ArgumentTypeError, match=r"a one-element \w+\._ArrayAPI is no scalar: pass beta\.item\(\)$"):
-        pg.gemm(a, b, _poisoned(), beta=_ArrayAPI(np.array([2.0])))
+    with pytest.raises(ArgumentTypeError, match=r"a one-element \w+\.CPUArrayAPI is no scalar: pass beta\.item\(\)$"):
+        pg.gemm(a, b, _poisoned(), beta=CPUArrayAPI(np.array([2.0])))
 
 
 def test_a_value_whose_repr_raises_is_still_told_what_is_wrong(ops):

@@ -18,7 +18,7 @@ from polygemm.apps.bench_timing import CallTimed
 from polygemm.apps.cli import main
 from polygemm.errors import UnsupportedProblemError
 
-from tests.helpers import REPO_ROOT, usage_error
+from tests.helpers import cli, kernel_bench_record, REPO_ROOT, usage_error
 
 
 class FakeClock:
@@ -166,26 +166,6 @@ DOCS = ROOT / "docs" / "results"
 
 #: an impossible allocation on any machine: b is 10**14 float32 (400 TB, past a 47-bit address space), a one element
 TOO_LARGE = "1x100000000000000x1"
-
-
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _record_2(**over) -> dict:
-    base = dict(backend="cpu", variant="blas", dtype="float32", m=64, n=64, k=64, tflops=0.1, tflops_min=0.09, tflops_max=0.11,
-                ms=0.005, vendor_variant="numpy", vendor_tflops=0.1, ratio=1.0, device="CPU", date="2026-01-01", repeats=5,
-                calls_per_repeat=10, mode="kernel")
-    base.update(over)
-    return base
 
 
 def test_interleaved_timing_takes_the_faster_vendor_and_the_range_of_the_ratios():
@@ -674,7 +654,7 @@ def test_bench_output_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     # --json was written in place: a failure while writing left a half-written file where the last run's had been
     out = tmp_path / "r.json"
     out.write_text('{"command": "the last run", "records": []}')
-    monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: [bench.BenchRecord(**_record_2(mode="call"))])
+    monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: [bench.BenchRecord(**kernel_bench_record(mode="call"))])
 
     def broken(obj, fh, **kw):
         fh.write('{"command": "polygemm bench", "rec')
@@ -699,12 +679,12 @@ def test_markdown_of_records_without_a_vendor_and_of_a_named_variant():
     # kernel mode without a vendor variant printed "nan" cells, "(nan×)" and a vendor row of "nan";
     # call mode headed a named variant's column "variant auto chose"
     nan = float("nan")
-    text = bench.to_markdown([bench.BenchRecord(**_record_2(vendor_variant="", vendor_tflops=nan, ratio=nan))], "polygemm bench")
+    text = bench.to_markdown([bench.BenchRecord(**kernel_bench_record(vendor_variant="", vendor_tflops=nan, ratio=nan))], "polygemm bench")
     assert "nan" not in text and "no vendor variant to compare" in text and "| blas | 100.0 |" in text
-    call = bench.BenchRecord(**_record_2(mode="call", variant="numpy", requested="numpy", inputs="numpy", vendor_call="numpy.matmul"))
+    call = bench.BenchRecord(**kernel_bench_record(mode="call", variant="numpy", requested="numpy", inputs="numpy", vendor_call="numpy.matmul"))
     text = bench.to_markdown([call], "polygemm bench")
     assert "variant that ran" in text and "auto chose" not in text
-    auto = bench.BenchRecord(**_record_2(mode="call", requested="auto", inputs="numpy", vendor_call="numpy.matmul"))
+    auto = bench.BenchRecord(**kernel_bench_record(mode="call", requested="auto", inputs="numpy", vendor_call="numpy.matmul"))
     assert "variant auto chose" in bench.to_markdown([auto], "polygemm bench")
 
 

@@ -15,13 +15,11 @@ import pytest
 import polygemm
 import polygemm as pg
 import polygemm.registry as registry
-from polygemm.apps import bench
 from polygemm.apps.cli import build_parser, main
 from polygemm.errors import BackendUnavailableError
 from polygemm.testing import assert_close
 
-from tests.helpers import BASE, REPO_ROOT, usage_error
-from tests.plugin_sources import install_fake_plugins
+from tests.helpers import cli, cli_error_line, documented_cli_options, REPO_ROOT, usage_error
 
 
 ROOT = REPO_ROOT
@@ -51,60 +49,7 @@ def _json_out(capsys, argv: list[str]) -> dict:
     return json.loads(captured.out)
 
 
-BROKEN = {
-    "fordev": (BASE + """
-class B(Base):
-    def for_device(self, index):
-        raise RuntimeError("device table unreadable")
-""", "B"),
-    "roname": (BASE + """
-class B(Base):
-    @property
-    def name(self):
-        return "something else"
-""", "B"),
-    "noattr": (BASE, "Missing"),
-    "initargs": (BASE + """
-class B(Base):
-    def __init__(self, path):
-        super().__init__()
-""", "B"),
-    "initraises": (BASE + """
-class B(Base):
-    def __init__(self):
-        raise RuntimeError("no licence file")
-""", "B"),
-    "notbackend": ("def B():\n    return 42\n", "B"),
-    "syntaxerr": ("def (:\n", "B"),
-    "silentprobe": (BASE + """
-class B(Base):
-    def probe(self):
-        return Availability(False, "")
-""", "B"),
-}
-
-
-@pytest.fixture
-def broken(tmp_path, monkeypatch, fresh_registry):
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         *((f"pg_{n}", f"pg_{n}_plugin", src, {n: f"pg_{n}_plugin:{attr}"}) for n, (src, attr) in BROKEN.items()),
-                         ("pg_nomod", "pg_nomod_plugin", "x = 1\n", {"nomod": "pg_nomod_no_such_module:B"}))
-    yield tmp_path
-    for n in [*BROKEN, "nomod"]:
-        sys.modules.pop(f"pg_{n}_plugin", None)
-
-
 COMMANDS = ["info", "variants", "gemm", "bench", "plot", "matrix", "ceiling", "compile"]
-
-
-def _error_line(capsys, argv: list[str], status: int = 2) -> str:
-    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
-    assert main(argv) == status
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
-    return lines[0]
 
 
 def usage_error_2(capsys, argv):
@@ -116,39 +61,6 @@ def usage_error_2(capsys, argv):
     return capsys.readouterr().err
 
 
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _cannot_create(folder):
-    try:
-        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-    except OSError:
-        return True
-    os.close(fd)
-    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
-    return False
-
-
-@pytest.fixture
-def no_file_folder(monkeypatch):
-    """/proc: a folder on every Linux where no file can be made, which os.access calls writable for root (and, here,
-    for any user: its answer for root is given whoever runs the tests)."""
-    assert os.path.isdir("/proc") and _cannot_create("/proc")
-    access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: True if str(path).startswith("/proc")
-                        else access(path, mode, *a, **k))
-    return "/proc"
-
-
 def _auto_backend() -> str:
     """What device="auto" runs float32 on here: a machine without a GPU runs the CPU, a GPU machine cuda."""
     return "cuda" if {i.name: i for i in pg.backends()}["cuda"].available else "cpu"
@@ -157,21 +69,7 @@ def _auto_backend() -> str:
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _documented_options():
-    """(command, option) for every ``polygemm <command> ... --option`` written in README.md and docs/*.md."""
-    commands = {"info", "variants", "gemm", "bench", "plot", "matrix", "ceiling", "compile"}
-    found = set()
-    for doc in DOCS:
-        for span in re.findall(r"`([^`\n]*polygemm [a-z]+[^`\n]*)`|^(.*polygemm [a-z]+.*)$", doc.read_text(), re.M):
-            text = span[0] or span[1]
-            for m in re.finditer(r"\bpolygemm ([a-z]+)((?: +[^|;`#(]*)?)", text):
-                if m.group(1) in commands:
-                    for opt in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", m.group(2)):
-                        found.add((m.group(1), opt))
-    return sorted(found)
-
-
-DOCUMENTED = _documented_options()
+DOCUMENTED = documented_cli_options()
 
 
 _VARIANT_BASE = '''
@@ -556,7 +454,7 @@ def test_gemm_shapes_it_cannot_read_name_the_option_and_the_form(capsys, shape):
 def test_an_empty_output_path_is_refused_before_the_run(capsys, argv, option):
     # "--json $OUT" with OUT unset ran the whole benchmark and wrote nothing, saying nothing
     # (polygemm/apps/cli.py)
-    line = _error_line(capsys, argv)
+    line = cli_error_line(capsys, argv)
     assert f"{option} " in line and "an empty path; name a file" in line
     assert capsys.readouterr().out == ""  # refused before anything ran
 

@@ -15,107 +15,11 @@ from polygemm.apps.cli import main
 from polygemm.errors import BackendUnavailableError
 from polygemm.testing import check_result, run_conformance
 
-from tests.helpers import BROKEN, REPO_ROOT
-from tests.plugin_sources import install_fake_distribution, install_fake_plugins, one_variant_backend
+from tests.helpers import BROKEN, cli_error_line, REPO_ROOT
+from tests.plugin_sources import install_fake_distribution
 
 
 ROOT = REPO_ROOT
-
-
-def _error_line(capsys, argv: list[str], status: int = 2) -> str:
-    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
-    assert main(argv) == status
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
-    return lines[0]
-
-
-#: sections 3 and 4 as written: a Backend subclass (polygemm.Backend), a Variant with every keyword the doc lists, a
-#: vendor comparator (auto=False, vendor=True), float16 computed in float32 and rounded once, plan() mapping "auto"
-#: to the auto variant and checking the problem, run() writing out and returning it
-DOC_PLUGIN = '''
-import numpy as np
-import polygemm
-from polygemm.backend import Availability, Plan, Variant, host_layouts
-from polygemm.errors import DeviceError
-
-
-class MyDevBackend(polygemm.Backend):
-    name = "mydev"
-    priority = 300
-    residencies = ("host",)
-
-    def probe(self):
-        return Availability(True)
-
-    def variants(self):
-        return (
-            Variant(name="matmul", dtypes=("float16", "float32", "float64"), description="numpy.matmul, float16 in float32",
-                    layout="any", tile="BLAS heuristics", requirements="none", auto=True, vendor=False,
-                    out_dtypes=("float32",), extra={}),
-            Variant(name="vendorlib", dtypes=("float32",), description="the vendor library's GEMM", auto=False, vendor=True),
-        )
-
-    def device_name(self):
-        return "MyDev 9000 (emulated)"
-
-    def plan(self, problem, variant="auto"):
-        chosen = self.get_variant("matmul" if variant == "auto" else variant)
-        self.check_problem(problem, chosen)
-        return Plan(self.name, chosen.name, "the doc's plugin", problem, device=self.device_name(),
-                    layouts=host_layouts(problem))
-
-    def run(self, plan):
-        p = plan.problem
-        work = np.dtype(np.float32 if p.dtype == np.float16 else p.dtype)
-        try:
-            with np.errstate(all="ignore"):
-                res = np.zeros((p.m, p.n), work)
-                if not p.empty:  # scaled in float64: alpha and beta may lie beyond float32's range (1e39, 1e-45)
-                    res = np.matmul(p.a.array.astype(work), p.b.array.astype(work)).astype(np.float64) * p.alpha
-                if p.beta != 0.0:
-                    res = res + p.beta * p.c.array.astype(np.float64)
-            res = res.astype(p.out_dtype)
-        except MemoryError as exc:
-            raise DeviceError(f"mydev: {exc}") from exc
-        if p.out is not None:
-            np.copyto(p.out.array, res)
-            return p.out.array
-        return res
-'''
-
-
-#: section 3's invitation: "If you override [execute] for speed, start it with if not call.matched: check_call(...)";
-#: this one does, then forgets alpha and beta, while its run() is right
-FAST_PLUGIN = one_variant_backend("FastBackend", priority=300, variant="mm", reason="its one variant") + """\
-    def execute(self, plan, call):  # "for speed": the product only, alpha and beta forgotten
-        from polygemm.backend import check_call
-
-        if not call.matched:
-            check_call(plan, call)
-        with np.errstate(all="ignore"):
-            r = (np.asarray(call.a) @ np.asarray(call.b)).astype(np.float32)
-        if call.out is not None:
-            call.out[...] = r
-            return call.out
-        return r
-"""
-
-
-BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
-
-
-@pytest.fixture
-def doc_plugin(tmp_path, monkeypatch, fresh_registry):
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         ("polygemm_mydev", "polygemm_mydev", DOC_PLUGIN, {"mydev": "polygemm_mydev:MyDevBackend"}),
-                         ("polygemm_fast", "polygemm_fast", FAST_PLUGIN, {"fast": "polygemm_fast:FastBackend"}),
-                         ("polygemm_broke", "polygemm_broke", BROKEN_IMPORT, {"broke": "polygemm_broke:Broke"}))
-    yield tmp_path
-    for mod in ("polygemm_mydev", "polygemm_fast", "polygemm_broke"):
-        sys.modules.pop(mod, None)
 
 
 def test_matrix_cpu_json(tmp_path, capsys):
@@ -329,14 +233,14 @@ def test_variants_take_comma_separated_backends(capsys):
     assert main(["variants", "--device", "cpu,musa"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cpu:") and "\nmusa:" in out
-    assert "names no backend" in _error_line(capsys, ["variants", "--device", ","])
-    assert "names no backend" in _error_line(capsys, ["matrix", "--backends", " , ", "--quick"])
+    assert "names no backend" in cli_error_line(capsys, ["variants", "--device", ","])
+    assert "names no backend" in cli_error_line(capsys, ["matrix", "--backends", " , ", "--quick"])
 
 
 def test_matrix_with_a_device_index_is_told_to_name_the_backend(capsys):
     # "--backends cuda:1" was an "unknown backend 'cuda:1' (did you mean 'cuda'?)": no typo, and the
     # suite takes no index (polygemm/apps/matrix.py)
-    line = _error_line(capsys, ["matrix", "--backends", "cpu:1", "--quick"])
+    line = cli_error_line(capsys, ["matrix", "--backends", "cpu:1", "--quick"])
     assert "'cpu:1'" in line and "without a device index: 'cpu'" in line and "did you mean" not in line
 
 

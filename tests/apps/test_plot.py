@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,18 +13,8 @@ import polygemm as pg
 from polygemm.apps import bench
 from polygemm.apps.cli import main
 
-from tests.helpers import PLUGIN
+from tests.helpers import bench_record, cli, cli_error_line, kernel_bench_record, PLUGIN, without_modules
 from tests.plugin_sources import install_fake_distribution
-
-
-def _error_line(capsys, argv: list[str], status: int = 2) -> str:
-    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
-    assert main(argv) == status
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
-    return lines[0]
 
 
 PLOT_INPUTS = {
@@ -45,56 +34,6 @@ def _bench_json(tmp_path):
     return json.loads(path.read_text())
 
 
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _cannot_create(folder):
-    try:
-        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-    except OSError:
-        return True
-    os.close(fd)
-    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
-    return False
-
-
-@pytest.fixture
-def no_file_folder(monkeypatch):
-    """/proc: a folder on every Linux where no file can be made, which os.access calls writable for root (and, here,
-    for any user: its answer for root is given whoever runs the tests)."""
-    assert os.path.isdir("/proc") and _cannot_create("/proc")
-    access = os.access
-    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: True if str(path).startswith("/proc")
-                        else access(path, mode, *a, **k))
-    return "/proc"
-
-
-def _record(**kw):
-    rec = dict(backend="cpu", variant="blas", dtype="float32", m=64, n=64, k=64, tflops=0.01, tflops_min=0.009,
-               tflops_max=0.011, ms=0.05, vendor_variant="numpy", vendor_tflops=0.012, ratio=0.8, device="CPU",
-               date="2026-01-01", repeats=5, calls_per_repeat=1)
-    rec.update(kw)
-    return rec
-
-
-def _without(monkeypatch, *modules):
-    """Make ``import <module>`` fail as it does where the package is not installed."""
-    for name in list(sys.modules):
-        if any(name == m or name.startswith(m + ".") for m in modules):
-            monkeypatch.delitem(sys.modules, name)
-    for m in modules:
-        monkeypatch.setitem(sys.modules, m, None)
-
-
 def _rc(argv):
     """The exit status ``polygemm <argv>`` gives (main returns it, argparse raises it)."""
     try:
@@ -109,14 +48,6 @@ def _records(tmp_path, capsys):
                  "--no-progress"]) == 0
     capsys.readouterr()
     return path
-
-
-def _record_2(**over) -> dict:
-    base = dict(backend="cpu", variant="blas", dtype="float32", m=64, n=64, k=64, tflops=0.1, tflops_min=0.09, tflops_max=0.11,
-                ms=0.005, vendor_variant="numpy", vendor_tflops=0.1, ratio=1.0, device="CPU", date="2026-01-01", repeats=5,
-                calls_per_repeat=10, mode="kernel")
-    base.update(over)
-    return base
 
 
 def _bench_file(path: Path, *records: dict) -> Path:
@@ -134,7 +65,7 @@ def test_plot_output_empty_is_refused(tmp_path, capsys):
     records = tmp_path / "r.json"
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--json", str(records), "--no-progress"]) == 0
     capsys.readouterr()
-    assert "--output '': an empty path" in _error_line(capsys, ["plot", str(records), "-o", ""])
+    assert "--output '': an empty path" in cli_error_line(capsys, ["plot", str(records), "-o", ""])
 
 
 def test_bench_says_which_files_it_wrote(tmp_path, capsys):
@@ -161,7 +92,7 @@ def test_plot_of_a_file_it_cannot_read_is_one_line_naming_the_file(tmp_path, cap
         path.write_bytes(b"\xff\xfe\x00\x01")
     elif kind == "a folder":
         path.mkdir()
-    line = _error_line(capsys, ["plot", str(path), "-o", str(tmp_path / "p.png")])
+    line = cli_error_line(capsys, ["plot", str(path), "-o", str(tmp_path / "p.png")])
     assert str(path) in line
     assert not (tmp_path / "p.png").exists()
 
@@ -240,8 +171,8 @@ def test_plot_output_in_a_folder_where_no_file_can_be_made(capsys, tmp_path, no_
     assert rc == 2 and "Traceback" not in err and "no file can be made" in err, (rc, out, err)
 
 
-@pytest.mark.parametrize("rec", [_record(), _record(tflops=None, tflops_min=None, tflops_max=None),
-                                 _record(vendor_tflops=None, ratio=None), _record(repeats=0, calls_per_repeat=0)],
+@pytest.mark.parametrize("rec", [bench_record(), bench_record(tflops=None, tflops_min=None, tflops_max=None),
+                                 bench_record(vendor_tflops=None, ratio=None), bench_record(repeats=0, calls_per_repeat=0)],
                          ids=["whole", "no-own-figure", "no-vendor", "zero-counts"])
 def test_plot_of_hand_made_records_with_nulls_and_defaults(capsys, tmp_path, rec):
     src = tmp_path / "r.json"
@@ -252,7 +183,7 @@ def test_plot_of_hand_made_records_with_nulls_and_defaults(capsys, tmp_path, rec
 
 
 def test_plot_records_lacking_a_field_name_it(capsys, tmp_path):
-    rec = _record()
+    rec = bench_record()
     del rec["vendor_tflops"], rec["date"]
     src = tmp_path / "r.json"
     src.write_text(json.dumps({"records": [rec]}))
@@ -263,7 +194,7 @@ def test_plot_records_lacking_a_field_name_it(capsys, tmp_path):
 def test_plot_output_without_matplotlib_names_the_option_given(tmp_path, capsys, monkeypatch):
     """``polygemm plot r.json -o r.png`` said '--plot needs matplotlib', an option of bench, not of plot."""
     records = _records(tmp_path, capsys)
-    _without(monkeypatch, "matplotlib")
+    without_modules(monkeypatch, "matplotlib")
     rc = _rc(["plot", str(records), "-o", str(tmp_path / "r.png")])
     err = capsys.readouterr().err
     assert rc == 2
@@ -273,7 +204,7 @@ def test_plot_output_without_matplotlib_names_the_option_given(tmp_path, capsys,
 
 
 def test_bench_plot_without_matplotlib_is_refused_before_any_timing(tmp_path, capsys, monkeypatch):
-    _without(monkeypatch, "matplotlib")
+    without_modules(monkeypatch, "matplotlib")
     rc = _rc(["bench", "--device", "cpu", "--shapes", "32x32x32", "--json", str(tmp_path / "r.json"),
               "--plot", str(tmp_path / "r.png"), "--no-progress"])
     err = capsys.readouterr().err
@@ -292,7 +223,7 @@ def test_bench_refuses_an_empty_product_before_timing(capsys):
 def test_plot_leaves_out_records_of_empty_products(tmp_path, capsys):
     # a file with such a record (an older bench wrote them) had crashed plot with "math domain error"
     pytest.importorskip("matplotlib")
-    f = _bench_file(tmp_path / "r.json", _record_2(m=0), _record_2(), _record_2(m=128, n=128, k=128))
+    f = _bench_file(tmp_path / "r.json", kernel_bench_record(m=0), kernel_bench_record(), kernel_bench_record(m=128, n=128, k=128))
     out = tmp_path / "r.png"
     assert main(["plot", str(f), "-o", str(out)]) == 0
     assert out.stat().st_size > 0
@@ -304,7 +235,7 @@ def test_a_plot_path_matplotlib_cannot_write_is_refused_up_front(tmp_path, capsy
     # -o r.txt had been matplotlib's "Format 'txt' is not supported" traceback, in bench after all the timing
     pytest.importorskip("matplotlib")
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed before refusing the path"))
-    f = _bench_file(tmp_path / "r.json", _record_2())
+    f = _bench_file(tmp_path / "r.json", kernel_bench_record())
     argv = ["plot", str(f), "-o", str(tmp_path / "r.txt")] if command == "plot" else \
         ["bench", "--device", "cpu", "--shapes", "8x8x8", "--plot", str(tmp_path / "r.txt")]
     assert main(argv) == 2
@@ -315,7 +246,7 @@ def test_a_plot_path_matplotlib_cannot_write_is_refused_up_front(tmp_path, capsy
 def test_plot_output_without_an_extension_is_written_where_it_says(tmp_path, capsys):
     # "-o chart" printed "wrote chart" while matplotlib wrote chart.png
     pytest.importorskip("matplotlib")
-    f = _bench_file(tmp_path / "r.json", _record_2(), _record_2(m=128, n=128, k=128))
+    f = _bench_file(tmp_path / "r.json", kernel_bench_record(), kernel_bench_record(m=128, n=128, k=128))
     assert main(["plot", str(f), "-o", str(tmp_path / "chart")]) == 0
     assert (tmp_path / "chart").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "chart.png").exists()
@@ -324,7 +255,7 @@ def test_plot_output_without_an_extension_is_written_where_it_says(tmp_path, cap
 def test_plot_heatmap_without_vendor_timings_is_an_error_not_a_traceback(tmp_path, capsys):
     # it had been "ValueError: no benchmark record with a vendor timing to draw" as a traceback, exit 1
     pytest.importorskip("matplotlib")
-    f = _bench_file(tmp_path / "r.json", _record_2(vendor_tflops=None, ratio=None, vendor_variant=""))
+    f = _bench_file(tmp_path / "r.json", kernel_bench_record(vendor_tflops=None, ratio=None, vendor_variant=""))
     assert main(["plot", str(f), "--heatmap", "-o", str(tmp_path / "h.png")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("polygemm: error:") and "no benchmark record with a vendor timing" in err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 from polygemm.apps import bench
 from polygemm.apps.cli import main
 
-from tests.helpers import REPO_ROOT, usage_error
+from tests.helpers import cli, REPO_ROOT, subprocess_env, usage_error
 
 
 SWEEP = bench.PRESETS["sweep"]
@@ -47,26 +46,6 @@ ROOT = REPO_ROOT
 
 #: an impossible allocation on any machine: b is 10**14 float32 (400 TB, past a 47-bit address space), a one element
 TOO_LARGE = "1x100000000000000x1"
-
-
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _env(**extra: str) -> dict[str, str]:
-    path = os.pathsep.join(p for p in [extra.pop("PYTHONPATH", ""), str(ROOT), os.environ.get("PYTHONPATH", "")] if p)
-    env = {**os.environ, "PYTHONPATH": path, **extra}
-    if "POLYGEMM_DEVICE" not in extra:
-        env.pop("POLYGEMM_DEVICE", None)
-    return env
 
 
 def _sigint_default() -> None:
@@ -330,7 +309,7 @@ def test_bench_interrupted_keeps_what_it_timed_and_says_so(tmp_path):
     out, md = tmp_path / "r.json", tmp_path / "r.md"
     proc = subprocess.Popen([sys.executable, "-m", "polygemm", "bench", "--device", "cpu", "--mode", "kernel", "--shapes",
                              "32x32x32", "48x48x48", "2048x2048x2048", "--repeats", "50", "--no-progress", "--json", str(out),
-                             "--markdown", str(md)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                             "--markdown", str(md)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
                             cwd=str(ROOT), preexec_fn=_sigint_default)
     deadline = time.monotonic() + 90
     seen = ""

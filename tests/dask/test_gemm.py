@@ -30,7 +30,7 @@ from polygemm.errors import (
 )
 from polygemm.testing import assert_close, check_result, reference_for
 
-from tests.helpers import DLPackOnly, REPO_ROOT, torch_device
+from tests.helpers import CPUArrayAPI, REPO_ROOT, torch_device, without_modules
 
 
 da = pytest.importorskip("dask.array", reason="dask[array] not installed (pip install 'polygemm[dask]')")
@@ -126,15 +126,6 @@ def _counted(x, calls):
     return x.map_blocks(tick, dtype=x.dtype)
 
 
-def _without(monkeypatch, *modules):
-    """Make ``import <module>`` fail as it does where the package is not installed."""
-    for name in list(sys.modules):
-        if any(name == m or name.startswith(m + ".") for m in modules):
-            monkeypatch.delitem(sys.modules, name)
-    for m in modules:
-        monkeypatch.setitem(sys.modules, m, None)
-
-
 @pytest.fixture
 def ops(rng):
     a = rng.standard_normal((3, 4)).astype(np.float32)
@@ -144,18 +135,6 @@ def ops(rng):
 
 def _poisoned(shape=(3, 5)):
     return np.full(shape, 7.0, np.float32)
-
-
-class _ArrayAPI(DLPackOnly):
-    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
-
-    @property
-    def shape(self):
-        return self._x.shape
-
-    @property
-    def ndim(self):
-        return self._x.ndim
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -887,7 +866,7 @@ def test_backends_through_dask_client_run():
 
 
 def test_polygemm_dask_without_dask_says_what_to_install(monkeypatch):
-    _without(monkeypatch, "dask", "distributed")
+    without_modules(monkeypatch, "dask", "distributed")
     monkeypatch.delitem(sys.modules, "polygemm.dask", raising=False)
     import polygemm.dask as pgd  # importing the module needs no dask; using it does
 
@@ -929,7 +908,7 @@ def test_polygemm_dask_refuses_a_dask_0d_alpha_the_same_way(ops):
     A, B = da.from_array(a, chunks=2), da.from_array(b, chunks=2)
     with pytest.raises(ArgumentTypeError, match=r"pass alpha\.compute\(\)$"):
         pgd.gemm(A, B, alpha=da.from_array(np.array(2.0)), device="cpu")
-    got = pgd.gemm(A, B, alpha=_ArrayAPI(np.array(2.0)), device="cpu").compute()
+    got = pgd.gemm(A, B, alpha=CPUArrayAPI(np.array(2.0)), device="cpu").compute()
     np.testing.assert_allclose(got, 2.0 * (a @ b), rtol=1e-5, atol=1e-5)
 
 

@@ -21,7 +21,7 @@ from polygemm.apps.cli import main
 from polygemm.errors import ArgumentTypeError, ShapeError
 from polygemm.testing import reference_for
 
-from tests.helpers import DLPackOnly, REPO_ROOT
+from tests.helpers import assert_matmul_within, CPUArrayAPI, DLPackOnly, REPO_ROOT
 
 
 ROOT = REPO_ROOT
@@ -61,20 +61,6 @@ def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0):
     assert res.ok, res.message
 
 
-def assert_matmul_within(got, a, b):
-    """``got``, matmul's result for ``a`` and ``b`` of any shape numpy.matmul takes, within the bound of the float64
-    reference matrix by matrix (vectors taken as a row / a column, as numpy.matmul takes them)."""
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    count = int(np.prod(batch, dtype=np.int64))
-    a3 = np.broadcast_to(a2, batch + a2.shape[-2:]).reshape((count,) + a2.shape[-2:])
-    b3 = np.broadcast_to(b2, batch + b2.shape[-2:]).reshape((count,) + b2.shape[-2:])
-    g3 = np.asarray(got).reshape((count, a2.shape[-2], b2.shape[-1]))
-    for x, y, g in zip(a3, b3, g3):
-        assert_within(g, x, y)
-
-
 SHAPES = [(4,), (0,), (1,), (3, 4), (4, 5), (1, 4), (4, 1), (2, 3, 4), (1, 3, 4), (0, 3, 4), (2, 4, 5), (1, 4, 5),
           (0, 4, 5), (2, 1, 3, 4), (3, 1, 4, 5), (4, 0), (0, 5), (3, 0), (2, 0, 4), (2, 4, 0), (1, 0, 4)]
 
@@ -88,18 +74,6 @@ def ops(rng):
 
 def _poisoned(shape=(3, 5)):
     return np.full(shape, 7.0, np.float32)
-
-
-class _ArrayAPI(DLPackOnly):
-    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
-
-    @property
-    def shape(self):
-        return self._x.shape
-
-    @property
-    def ndim(self):
-        return self._x.ndim
 
 
 def test_readme_first_snippet_runs_as_written() -> None:
@@ -282,7 +256,7 @@ def test_readme_info_json_jq_line_finds_cpu(capsys):
     assert "cpu" in [b["name"] for b in data["backends"] if b["available"]]
 
 
-@pytest.mark.parametrize("make", [_ArrayAPI, DLPackOnly], ids=["array-api", "dlpack-only"])
+@pytest.mark.parametrize("make", [CPUArrayAPI, DLPackOnly], ids=["array-api", "dlpack-only"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64])
 def test_a_cpu_0d_array_of_another_library_is_its_value(ops, make, dtype):
     # README says alpha and beta may be 0-D arrays; jnp.float32(2) (a 0-D JAX array), torch.tensor(2.0) or an

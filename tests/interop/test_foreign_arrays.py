@@ -12,7 +12,7 @@ import polygemm as pg
 from polygemm.errors import ArgumentTypeError, DTypeError
 from polygemm.testing import assert_close, reference_for
 
-from tests.helpers import DLPackOnly, fake_torch
+from tests.helpers import CPUArrayAPI, Dlpack1, DLPackOnly, DLPackProducer, fake_torch, OnlyArray, StreamOnly
 
 
 def rand(rng, shape, dtype=np.float32):
@@ -50,14 +50,6 @@ def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0):
     assert res.ok, res.message
 
 
-class OnlyArray:
-    def __init__(self, x):
-        self.x = x
-
-    def __array__(self, dtype=None, copy=None):
-        return self.x
-
-
 class OnlyInterface:
     def __init__(self, x):
         self.x = x
@@ -81,37 +73,7 @@ def within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
     assert res.ok, res.message
 
 
-class _Producer:
-    def __init__(self, x, log):
-        self.x, self.log = x, log
-
-    def __dlpack_device__(self):
-        return self.x.__dlpack_device__()
-
-
-class Dlpack1(_Producer):
-    """DLPack 1.0: keyword-only stream, max_version, dl_device, copy; CPU data refuses a stream, as the spec says."""
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        self.log.append({"stream": stream, "max_version": max_version})
-        if stream is not None:
-            raise BufferError("a CPU array takes no stream")
-        if max_version is None:
-            return self.x.__dlpack__()
-        return self.x.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
-
-
-class StreamOnly(_Producer):
-    """Before DLPack 1.0 (older torch and JAX): ``__dlpack__(stream=None)``."""
-
-    def __dlpack__(self, stream=None):
-        self.log.append({"stream": stream})
-        if stream is not None:
-            raise BufferError("a CPU array takes no stream")
-        return self.x.__dlpack__()
-
-
-class NoArgs(_Producer):
+class NoArgs(DLPackProducer):
     def __dlpack__(self):
         self.log.append({})
         return self.x.__dlpack__()
@@ -122,18 +84,6 @@ def ops(rng):
     a = rng.standard_normal((3, 4)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
     return a, b
-
-
-class _ArrayAPI(DLPackOnly):
-    """A CPU array of another library (JAX on the CPU, torch CPU, an array-API array): a shape, and DLPack."""
-
-    @property
-    def shape(self):
-        return self._x.shape
-
-    @property
-    def ndim(self):
-        return self._x.ndim
 
 
 def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -318,7 +268,7 @@ def test_a_cpu_0d_array_of_no_real_number_is_still_refused(ops, value):
     """Edge that was right (and stays so read through DLPack): a 0-D complex or bool array is no real factor."""
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=r"^alpha must be a real number") as info:
-        pg.gemm(a, b, alpha=_ArrayAPI(value))
+        pg.gemm(a, b, alpha=CPUArrayAPI(value))
     if value.dtype.kind in "bc":
         # read through DLPack, a bool or complex element is refused as NumPy's own 0-D array is, quoting the
         # element (advice to pass float(alpha) would turn True into 1.0)

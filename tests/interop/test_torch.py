@@ -11,6 +11,7 @@ import polygemm
 import polygemm as pg
 from polygemm.errors import DTypeError, ShapeError
 from polygemm.testing import assert_close
+from tests.helpers import OnPluginDevice
 
 
 def _torch():
@@ -35,14 +36,6 @@ class _UnreadableInterface:
     @property
     def __cuda_array_interface__(self) -> dict:
         raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. Use var.detach()")
-
-
-class _OnDevice:
-    """An array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
-
-    def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
-        self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
-                                            "device": "fakedev", "version": 1}
 
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -221,7 +214,7 @@ def test_a_device_batch_one_stride_cannot_walk_is_named_with_the_shape_to_make()
     # pass a contiguous array (gemm has CuPy and torch make theirs whole themselves)
     from polygemm.problem import NotWhole, normalize
 
-    a, b = _OnDevice((2, 3, 4, 3), "<f4"), _OnDevice((3, 3, 5), "<f4")
+    a, b = OnPluginDevice((2, 3, 4, 3), "<f4"), OnPluginDevice((3, 3, 5), "<f4")
     with pytest.raises(NotWhole, match=r"^b's batch \(3,\) .* broadcasts to \(2, 3\), which one stride cannot walk on the "
                                        r"device; .* pass b broadcast to \(2, 3, 3, 5\) and made contiguous") as exc:
         normalize(a, b)

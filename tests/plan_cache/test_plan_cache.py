@@ -26,7 +26,7 @@ from polygemm.backend import fits_float32
 from polygemm.errors import ShapeError
 from polygemm.testing import assert_close, check_result, reference_for
 
-from tests.helpers import DLPackOnly, REPO_ROOT, run_concurrently
+from tests.helpers import DLPackOnly, FORK_PRELUDE, REPO_ROOT, run_concurrently
 
 
 def rand(rng, shape, dtype=np.float32):
@@ -140,31 +140,6 @@ def _script(body: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     """``body`` run by a fresh interpreter (a fork of the test process would inherit pytest's threads and state)."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"})
-
-
-# The child of every fork below runs its work under an alarm: a child that hangs (a lock held by a thread the fork
-# did not copy) is killed by SIGALRM, which the parent reports, rather than hanging the test run.
-_FORK = """
-import os, signal, sys, threading, time
-import numpy as np
-import polygemm as pg
-
-def in_child(work, limit=20):
-    pid = os.fork()
-    if pid == 0:
-        signal.alarm(limit)
-        code = 1
-        try:
-            work()
-            code = 0
-        except BaseException as exc:
-            print(f"child: {type(exc).__name__}: {exc}", flush=True)
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    print("child exit", code, flush=True)
-    return code
-"""
 
 
 def _memmap(tmp_path, a):
@@ -609,7 +584,7 @@ def test_explain_from_the_cache_says_what_a_fresh_plan_says_and_results_stay_rig
 @needs_fork
 def test_a_child_keeps_the_probes_and_plans_its_parent_finished():
     # right: what the parent had finished (a backend's checks, a cached plan) is the child's too, not done again
-    r = _script(_FORK + """
+    r = _script(FORK_PRELUDE + """
 from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
 a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
 pg.gemm(a, b, device="cpu")

@@ -15,89 +15,38 @@ import pytest
 import polygemm
 import polygemm as pg
 from polygemm import errors, registry
-from polygemm.apps.cli import main
 from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts, store_result
 from polygemm.errors import (
     ArgumentError,
     ArgumentTypeError,
     BackendUnavailableError,
-    DTypeError,
     DeviceError,
     PolygemmError,
-    ShapeError,
     UnsupportedProblemError,
 )
 from polygemm.testing import assert_close, reference_for, run_conformance
 
-from tests.helpers import BASE, PLUGIN as PLUGIN_2, PLUGIN as PLUGIN_3, REPO_ROOT, run_concurrently
-from tests.plugin_sources import THIRD_PARTY_BASE, install_fake_distribution, install_fake_plugins, one_variant_backend
-
-
-def _error_line(capsys, argv: list[str], status: int = 2) -> str:
-    """Run the command line; it must return ``status`` with one error line on stderr, no traceback."""
-    assert main(argv) == status
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("polygemm: error: "), err
-    return lines[0]
-
-
-BROKEN = {
-    "fordev": (BASE + """
-class B(Base):
-    def for_device(self, index):
-        raise RuntimeError("device table unreadable")
-""", "B"),
-    "roname": (BASE + """
-class B(Base):
-    @property
-    def name(self):
-        return "something else"
-""", "B"),
-    "noattr": (BASE, "Missing"),
-    "initargs": (BASE + """
-class B(Base):
-    def __init__(self, path):
-        super().__init__()
-""", "B"),
-    "initraises": (BASE + """
-class B(Base):
-    def __init__(self):
-        raise RuntimeError("no licence file")
-""", "B"),
-    "notbackend": ("def B():\n    return 42\n", "B"),
-    "syntaxerr": ("def (:\n", "B"),
-    "silentprobe": (BASE + """
-class B(Base):
-    def probe(self):
-        return Availability(False, "")
-""", "B"),
-}
-
-
-@pytest.fixture
-def broken(tmp_path, monkeypatch, fresh_registry):
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         *((f"pg_{n}", f"pg_{n}_plugin", src, {n: f"pg_{n}_plugin:{attr}"}) for n, (src, attr) in BROKEN.items()),
-                         ("pg_nomod", "pg_nomod_plugin", "x = 1\n", {"nomod": "pg_nomod_no_such_module:B"}))
-    yield tmp_path
-    for n in [*BROKEN, "nomod"]:
-        sys.modules.pop(f"pg_{n}_plugin", None)
+from tests.helpers import (
+    cli_error_line,
+    OnPluginDevice,
+    REPO_ROOT,
+    run_concurrently,
+    run_conformance_suite,
+)
+from tests.plugin_sources import (
+    DOC_PLUGIN,
+    DOUBLE_PLUGIN,
+    FAST_PLUGIN,
+    install_fake_distribution,
+    install_fake_plugins,
+    THIRD_PARTY_BASE,
+)
 
 
 ROOT = REPO_ROOT
 
 
 EXAMPLE = ROOT / "examples" / "polygemm-numpy-blas"
-
-
-def _suite(tmp_path: Path, extra_path: list[str] | tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
-    path = os.pathsep.join([*extra_path, str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
-    full = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **env}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
-                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=300)
 
 
 class _Buggy(Backend):
@@ -221,78 +170,6 @@ def _operands(rng):
     return a, b
 
 
-#: sections 3 and 4 as written: a Backend subclass (polygemm.Backend), a Variant with every keyword the doc lists, a
-#: vendor comparator (auto=False, vendor=True), float16 computed in float32 and rounded once, plan() mapping "auto"
-#: to the auto variant and checking the problem, run() writing out and returning it
-DOC_PLUGIN = '''
-import numpy as np
-import polygemm
-from polygemm.backend import Availability, Plan, Variant, host_layouts
-from polygemm.errors import DeviceError
-
-
-class MyDevBackend(polygemm.Backend):
-    name = "mydev"
-    priority = 300
-    residencies = ("host",)
-
-    def probe(self):
-        return Availability(True)
-
-    def variants(self):
-        return (
-            Variant(name="matmul", dtypes=("float16", "float32", "float64"), description="numpy.matmul, float16 in float32",
-                    layout="any", tile="BLAS heuristics", requirements="none", auto=True, vendor=False,
-                    out_dtypes=("float32",), extra={}),
-            Variant(name="vendorlib", dtypes=("float32",), description="the vendor library's GEMM", auto=False, vendor=True),
-        )
-
-    def device_name(self):
-        return "MyDev 9000 (emulated)"
-
-    def plan(self, problem, variant="auto"):
-        chosen = self.get_variant("matmul" if variant == "auto" else variant)
-        self.check_problem(problem, chosen)
-        return Plan(self.name, chosen.name, "the doc's plugin", problem, device=self.device_name(),
-                    layouts=host_layouts(problem))
-
-    def run(self, plan):
-        p = plan.problem
-        work = np.dtype(np.float32 if p.dtype == np.float16 else p.dtype)
-        try:
-            with np.errstate(all="ignore"):
-                res = np.zeros((p.m, p.n), work)
-                if not p.empty:  # scaled in float64: alpha and beta may lie beyond float32's range (1e39, 1e-45)
-                    res = np.matmul(p.a.array.astype(work), p.b.array.astype(work)).astype(np.float64) * p.alpha
-                if p.beta != 0.0:
-                    res = res + p.beta * p.c.array.astype(np.float64)
-            res = res.astype(p.out_dtype)
-        except MemoryError as exc:
-            raise DeviceError(f"mydev: {exc}") from exc
-        if p.out is not None:
-            np.copyto(p.out.array, res)
-            return p.out.array
-        return res
-'''
-
-
-#: section 3's invitation: "If you override [execute] for speed, start it with if not call.matched: check_call(...)";
-#: this one does, then forgets alpha and beta, while its run() is right
-FAST_PLUGIN = one_variant_backend("FastBackend", priority=300, variant="mm", reason="its one variant") + """\
-    def execute(self, plan, call):  # "for speed": the product only, alpha and beta forgotten
-        from polygemm.backend import check_call
-
-        if not call.matched:
-            check_call(plan, call)
-        with np.errstate(all="ignore"):
-            r = (np.asarray(call.a) @ np.asarray(call.b)).astype(np.float32)
-        if call.out is not None:
-            call.out[...] = r
-            return call.out
-        return r
-"""
-
-
 BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
 
 
@@ -318,116 +195,6 @@ def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-# Plugins written as a third party would, each bending one rule (Good keeps them all: tests/plugin_sources.py).
-PLUGIN = THIRD_PARTY_BASE + '''
-class KeepsPlans(Good):
-    """Plans once per (M, N, K, dtype, variant) and returns the Plan it kept for every later problem of that shape."""
-    priority = 550  # above cuda (500): the same choice on a machine with a GPU
-    def __init__(self):
-        self.kept = {}
-    def plan(self, problem, variant="auto"):
-        key = (problem.m, problem.n, problem.k, problem.dtype.name, variant)
-        if key not in self.kept:
-            self.kept[key] = super().plan(problem, variant)
-        return self.kept[key]
-
-class SaysTrue(Good):
-    """supports() answering "is it supported?" with a bool, as the method's name reads."""
-    priority = 560
-    def supports(self, problem):
-        return problem.dtype == np.float32
-
-class SaysFalse(Good):
-    priority = 570
-    def supports(self, problem):
-        return False
-
-class IntoC(Good):
-    """Accumulates into c itself when there is no out (saves an allocation; c is the caller's)."""
-    def run(self, plan):
-        p = plan.problem
-        r = p.alpha * (p.a.array @ p.b.array)
-        if p.beta:
-            acc = p.c.array
-            acc *= p.beta
-            acc += r
-            r = acc
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
-class ScalesA(Good):
-    """Scales a in place by alpha first (the caller's a)."""
-    def run(self, plan):
-        p = plan.problem
-        a = p.a.array
-        a *= np.float32(p.alpha)
-        r = a @ p.b.array
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
-class Peeks(Good):
-    """Records what run() receives: the operands' memory and whether they can be written."""
-    seen = []
-    def run(self, plan):
-        p = plan.problem
-        type(self).seen.append({op.name: (op.array, op.array.flags.writeable) for op in p.operands()})
-        return super().run(plan)
-
-class Float32Scalars(Good):
-    """Scales in float32, as a kernel with float32 scalars does: alpha=1e39 becomes Inf."""
-    def run(self, plan):
-        p = plan.problem
-        r = (p.a.array @ p.b.array) * np.float32(p.alpha)
-        if p.beta:
-            r = r + np.float32(p.beta) * p.c.array
-        r = r.astype(np.float32)
-        if p.out is not None:
-            p.out.array[...] = r
-            return p.out.array
-        return r
-
-class Float32ScalarsDeclared(Float32Scalars):
-    """The same kernels, declaring their float32 scalars: the core refuses what float32 cannot hold."""
-    float32_scalars = True
-
-class DeclaresButComputes(Float32Scalars):
-    """Declares float32 scalars but has a supports()/check_problem of its own that lets every scalar through."""
-    float32_scalars = True
-    def check_problem(self, problem, variant=None):
-        pass
-    def supports(self, problem):
-        return None
-
-SHARED = Good()
-'''
-
-
-CLASSES_2 = ["Good", "KeepsPlans", "SaysTrue", "SaysFalse", "IntoC", "ScalesA", "Peeks", "Float32Scalars",
-           "Float32ScalarsDeclared", "DeclaresButComputes"]
-
-
-@pytest.fixture
-def plugins(tmp_path, monkeypatch, fresh_registry):
-    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in CLASSES_2}
-    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", PLUGIN, eps))
-    yield
-    sys.modules.pop("pg_r21_plugin", None)
-
-
-@pytest.fixture
-def plugins_2(tmp_path, monkeypatch, fresh_registry):
-    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in CLASSES_2}
-    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", PLUGIN, eps))
-    yield
-    sys.modules.pop("pg_r21_plugin", None)
-
-
 def _example(monkeypatch):
     for name in [m for m in sys.modules if m.startswith("polygemm_numpy_blas")]:
         monkeypatch.delitem(sys.modules, name)
@@ -439,14 +206,6 @@ def _example(monkeypatch):
 
 def _operands_2(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
-
-
-class _OnDevice:
-    """An array on a plugin's device ("fakedev"), by ``__polygemm_array_interface__``."""
-
-    def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
-        self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
-                                            "device": "fakedev", "version": 1}
 
 
 def test_a_plugins_for_device_that_raises_is_that_device_unavailable(broken, capsys, rng):
@@ -461,7 +220,7 @@ def test_a_plugins_for_device_that_raises_is_that_device_unavailable(broken, cap
     with pytest.raises(BackendUnavailableError, match=says):
         pg.get_backend("fordev:1")
     for argv in (["variants", "--device", "fordev:1"], ["gemm", "--shape", "2x2x2", "--device", "fordev:1"]):
-        assert "device table unreadable" in _error_line(capsys, argv)
+        assert "device table unreadable" in cli_error_line(capsys, argv)
     assert_close(pg.gemm(a, b, device="cpu"), a, b)  # the rest is untouched
 
 
@@ -481,11 +240,11 @@ def test_pyargs_suite_runs_the_example_plugin(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: polygemm-numpy-blas\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text("[polygemm.backends]\nnumpy_blas = polygemm_numpy_blas:NumpyBlasBackend\n")
-    r = _suite(tmp_path, [str(site), str(EXAMPLE)], POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
+    r = run_conformance_suite(tmp_path, [str(site), str(EXAMPLE)], POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
     assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
     assert int(r.stdout.split(" passed")[0].split()[-1]) >= 20, r.stdout[-2000:]  # its cases ran, not one placeholder
     # without the plugin on the path the same name is not loadable: a failure, not a pass
-    gone = _suite(tmp_path, POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
+    gone = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
     assert gone.returncode == 1 and "numpy_blas-not-loadable" in gone.stdout, gone.stdout[-2000:]
 
 
@@ -687,7 +446,7 @@ def test_a_plugin_that_returns_a_plan_it_kept_runs_each_call_as_its_own(plugins,
     assert_within_2(pg.gemm(a, b, device="keepsplans"), a, b)
 
 
-def test_supports_answering_with_a_bool_is_passed_over_saying_what_the_contract_is(plugins_2, rng):
+def test_supports_answering_with_a_bool_is_passed_over_saying_what_the_contract_is(plugins, rng):
     # device="auto" passed over a plugin whose supports() returned True ("yes, supported") with the reason
     # "True", and one returning False with the reason "False" (polygemm/registry.py _rule_out)
     a, b = f32(rng, 5, 3), f32(rng, 3, 4)
@@ -701,7 +460,7 @@ def test_supports_answering_with_a_bool_is_passed_over_saying_what_the_contract_
     assert_within_2(pg.gemm(a, b, device="saystrue"), a, b)  # named, it runs: supports() is auto's question only
 
 
-def test_a_plugin_that_accumulates_into_c_is_an_error_and_c_is_left_as_it_was(plugins_2, rng):
+def test_a_plugin_that_accumulates_into_c_is_an_error_and_c_is_left_as_it_was(plugins, rng):
     # gemm(a, b, c, beta=2) on a plugin that accumulated into c (no out given) returned the right numbers and
     # changed the caller's c to them, silently. Host a, b and c now reach a plugin's run() as read-only views (no copy);
     # the write fails before it changes anything (polygemm/api.py _plugin_execute)
@@ -719,7 +478,7 @@ def test_a_plugin_that_accumulates_into_c_is_an_error_and_c_is_left_as_it_was(pl
     assert_within_2(pg.gemm(a, b, device="intoc"), a, b)  # without c it never wrote into anything of the caller's
 
 
-def test_a_plugin_that_scales_a_in_place_leaves_a_as_it_was(plugins_2, rng):
+def test_a_plugin_that_scales_a_in_place_leaves_a_as_it_was(plugins, rng):
     # as above, for a: the caller's a came back scaled by alpha
     a, b = f32(rng, 3, 4), f32(rng, 4, 2)
     before = a.copy()
@@ -728,7 +487,7 @@ def test_a_plugin_that_scales_a_in_place_leaves_a_as_it_was(plugins_2, rng):
     np.testing.assert_array_equal(a, before)
 
 
-def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins_2, rng):
+def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins, rng):
     """Right (and what the read-only views must not change): run() gets a, b and c as views of the caller's memory,
     a Fortran-ordered or transposed operand as it is, and out writable and itself."""
     a, b, c = f32(rng, 4, 3).T, np.asfortranarray(f32(rng, 4, 5)), f32(rng, 3, 5)
@@ -746,7 +505,7 @@ def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins
     assert sys.modules["pg_r21_plugin"].Peeks.seen[-1]["b"][0] is ro
 
 
-def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugins_2, rng):
+def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugins, rng):
     # entry points one = mod:SHARED and two = mod:SHARED (an instance, not a class) each set the instance's
     # name as they loaded: device="one" then ran and was reported by last_plan() as 'two' (polygemm/registry.py)
     a, b = f32(rng, 3, 4), f32(rng, 4, 2)
@@ -797,7 +556,7 @@ def test_the_example_plugin_scales_by_scalars_float32_cannot_hold(monkeypatch, r
     assert_within_2(pg.gemm(a, b, c, alpha=alpha, beta=beta, device="cpu"), a, b, c, alpha, beta)  # as the cpu backend
 
 
-def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins_2):
+def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins):
     # the suite's scaling cases used alpha and beta of a few units only: a plugin scaling in float32 (the
     # example plugin among them) passed every case, and its users got Inf for alpha=1e39. The case wide_scalars
     # (polygemm/testing/conformance.py) passes alpha and beta past float32's range and below its normal numbers
@@ -817,7 +576,7 @@ def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins_2):
     assert all(r.status == "pass" for r in run_conformance("good", groups="scaling"))
 
 
-def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plugins_2, rng):
+def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plugins, rng):
     """Right, once the core completes its own copy of a kept plan: eight threads, each with its own operands and with
     or without out, on one plugin that returns the same Plan object for every problem of a shape."""
     go = threading.Barrier(8)
@@ -842,7 +601,7 @@ def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plu
     assert run_concurrently(work, 8) == []
 
 
-def test_threads_on_a_plugin_that_writes_into_c_never_change_any_threads_c(plugins_2, rng):
+def test_threads_on_a_plugin_that_writes_into_c_never_change_any_threads_c(plugins, rng):
     """Right: with read-only inputs, each thread's failing call leaves its c (and its neighbours') as they were."""
     base = f32(rng, 16, 4)
     before = base.copy()
@@ -871,7 +630,7 @@ def test_an_entry_point_value_that_names_no_module_says_so(tmp_path, monkeypatch
 
 def test_a_plugin_whose_entry_point_has_capitals_is_selected_by_its_name(tmp_path, monkeypatch, fresh_registry, rng):
     # device="MyDev" had said: unknown device 'mydev' (did you mean 'MyDev'?), naming itself
-    install_fake_distribution(tmp_path, "pg_capitals", "pg_capitals_plugin", PLUGIN_2, {"MyDev": "pg_capitals_plugin:DoubleBackend"})
+    install_fake_distribution(tmp_path, "pg_capitals", "pg_capitals_plugin", DOUBLE_PLUGIN, {"MyDev": "pg_capitals_plugin:DoubleBackend"})
     monkeypatch.syspath_prepend(str(tmp_path))
     fresh_registry.refresh()
     a, b = _operands_2(rng)
@@ -892,9 +651,9 @@ def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeyp
     # a plugin named "CPU" had been registered beside the built-in cpu: get_backend("CPU") gave the
     # plugin while device="CPU" ran the built-in; two plugins "MyDev" and "mydev" were both kept
     install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         ("pg_shout", "pg_shout_plugin", PLUGIN_2, {"CPU": "pg_shout_plugin:DoubleBackend"}),
-                         ("pg_first", "pg_first_plugin", PLUGIN_2, {"MyDev": "pg_first_plugin:DoubleBackend"}),
-                         ("pg_second", "pg_second_plugin", PLUGIN_2, {"mydev": "pg_second_plugin:DoubleBackend"}))
+                         ("pg_shout", "pg_shout_plugin", DOUBLE_PLUGIN, {"CPU": "pg_shout_plugin:DoubleBackend"}),
+                         ("pg_first", "pg_first_plugin", DOUBLE_PLUGIN, {"MyDev": "pg_first_plugin:DoubleBackend"}),
+                         ("pg_second", "pg_second_plugin", DOUBLE_PLUGIN, {"mydev": "pg_second_plugin:DoubleBackend"}))
     try:
         infos = {i.name: i for i in pg.backends()}
         assert "CPU" not in infos and "clashes with the built-in 'cpu'" in infos["CPU@pg-shout"].reason
@@ -913,7 +672,7 @@ def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeyp
 
 def test_a_plugin_named_auto_or_like_a_device_index_is_not_loaded(tmp_path, monkeypatch, fresh_registry):
     # an entry point named "auto" was listed available but device="auto" never meant it; "dev:2" read as device 2 of "dev"
-    install_fake_distribution(tmp_path, "pg_names", "pg_names_plugin", PLUGIN_3,
+    install_fake_distribution(tmp_path, "pg_names", "pg_names_plugin", DOUBLE_PLUGIN,
                               {"Auto": "pg_names_plugin:DoubleBackend", "dev:2": "pg_names_plugin:DoubleBackend"})
     monkeypatch.syspath_prepend(str(tmp_path))
     fresh_registry.refresh()
@@ -953,7 +712,7 @@ def test_auto_refuses_a_dtype_its_devices_backend_lacks_as_a_dtype_error(monkeyp
 
     info = registry.BackendInfo("fakedev", True, "", 50, "test", FakeDevice())
     monkeypatch.setattr(registry.discover, "backends", lambda wait=None: [info])
-    problem = normalize(_OnDevice((4, 3), "<f8"), _OnDevice((3, 5), "<f8"))
+    problem = normalize(OnPluginDevice((4, 3), "<f8"), OnPluginDevice((3, 5), "<f8"))
     with pytest.raises(pg.DTypeError, match=r"no available backend computes float64 on fakedev data; it takes float32"):
         registry.select(problem, "auto")
     # data on a device no available backend takes: that is still an unavailable backend

@@ -12,6 +12,7 @@ import polygemm
 import polygemm as pg
 from polygemm.errors import ArgumentError, ArgumentTypeError, DTypeError, PolygemmError, ShapeError
 from polygemm.testing import Reference, assert_close, check_result, error_bound, reference_for, unit_roundoff
+from tests.helpers import assert_matmul_within, cli
 
 
 def rand(rng, shape, dtype=np.float32):
@@ -110,32 +111,6 @@ class Tagged(np.ndarray):
 
     def __array_finalize__(self, obj):
         self.tag = getattr(obj, "tag", None)
-
-
-def assert_matmul_within(got, a, b):
-    """``got``, matmul's result for ``a`` and ``b`` of any shape numpy.matmul takes, within the bound of the float64
-    reference matrix by matrix (vectors taken as a row / a column, as numpy.matmul takes them)."""
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-    count = int(np.prod(batch, dtype=np.int64))
-    a3 = np.broadcast_to(a2, batch + a2.shape[-2:]).reshape((count,) + a2.shape[-2:])
-    b3 = np.broadcast_to(b2, batch + b2.shape[-2:]).reshape((count,) + b2.shape[-2:])
-    g3 = np.asarray(got).reshape((count, a2.shape[-2], b2.shape[-1]))
-    for x, y, g in zip(a3, b3, g3):
-        assert_within_2(g, x, y)
-
-
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _auto_backend() -> str:

@@ -19,7 +19,7 @@ from polygemm.apps.cli import main
 from polygemm.errors import UnsupportedProblemError
 from polygemm.testing import assert_close, reference_for, run_conformance
 
-from tests.helpers import FLAVOR, ROOT, _reset, _reset as _musa_reset, rand16, run_concurrently
+from tests.helpers import _reset, _reset as _musa_reset, cli, FLAVOR, rand16, ROOT, run_concurrently
 
 
 @pytest.fixture
@@ -91,18 +91,6 @@ def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
     """``got`` element-wise within polygemm.testing's bound of the float64 reference."""
     res = reference_for(a, b, c, alpha, beta, out_dtype=out_dtype).compare(got)
     assert res.ok, res.message
-
-
-def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
-    from polygemm.apps.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.musa
