@@ -134,3 +134,10 @@ def no_file_folder(monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: True if str(path).startswith("/proc")
                         else access(path, mode, *a, **k))
     return "/proc"
+
+
+@pytest.fixture
+def ops(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    return a, b

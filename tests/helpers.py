@@ -267,14 +267,6 @@ def cli_error_line(capsys, argv: list[str], status: int = 2) -> str:
     return lines[0]
 
 
-def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0):
-    """``got`` (2-D) element-wise within the bound of the float64 reference, shape and dtype too."""
-    from polygemm.testing import reference_for
-
-    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta).compare(np.asarray(got))
-    assert res.ok, res.message
-
-
 def assert_matmul_within(got, a, b):
     """``got``, matmul's result for ``a`` and ``b`` of any shape numpy.matmul takes, within the bound of the float64
     reference matrix by matrix (vectors taken as a row / a column, as numpy.matmul takes them)."""
@@ -286,7 +278,7 @@ def assert_matmul_within(got, a, b):
     b3 = np.broadcast_to(b2, batch + b2.shape[-2:]).reshape((count,) + b2.shape[-2:])
     g3 = np.asarray(got).reshape((count, a2.shape[-2], b2.shape[-1]))
     for x, y, g in zip(a3, b3, g3):
-        assert_within(g, x, y)
+        assert_array_within(g, x, y)
 
 
 def cannot_create_in(folder):
@@ -420,3 +412,17 @@ class OnPluginDevice:
     def __init__(self, shape: tuple[int, ...], typestr: str) -> None:
         self.__polygemm_array_interface__ = {"shape": shape, "typestr": typestr, "strides": None, "data": (4096, False),
                                             "device": "fakedev", "version": 1}
+
+
+def poisoned(shape=(3, 5)):
+    return np.full(shape, 7.0, np.float32)
+
+
+def assert_array_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
+    """``got``, and the operands, of any array type NumPy reads: element-wise within the bound of the float64
+    reference, shape and dtype too."""
+    from polygemm.testing import reference_for
+
+    kw = {} if out_dtype is None else {"out_dtype": out_dtype}
+    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta, **kw).compare(np.asarray(got))
+    assert res.ok, res.message

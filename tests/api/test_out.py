@@ -22,6 +22,7 @@ from polygemm.problem import normalize
 from polygemm.testing import assert_close, check_result, reference_for
 
 from tests.helpers import (
+    assert_array_within,
     assert_matmul_within,
     bench_record,
     cli,
@@ -30,6 +31,7 @@ from tests.helpers import (
     DLPackOnly,
     DLPackProducer,
     OnlyArray,
+    poisoned,
     StreamOnly,
 )
 
@@ -43,7 +45,7 @@ def _rand(rng: np.random.Generator, dtype: np.dtype, *shape: int) -> np.ndarray:
 
 
 def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
-    """``got`` element-wise within the bound of the float64 reference (shape and dtype too)."""
+    """``got`` element-wise assert_array_within the bound of the float64 reference (shape and dtype too)."""
     res = reference_for(a, b, c, alpha, beta, out_dtype=out_dtype).compare(got)
     assert res.ok, res.message
 
@@ -116,18 +118,6 @@ def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def assert_within_2(got, a, b, c=None, alpha=1.0, beta=0.0):
-    """``got`` (2-D) element-wise within the bound of the float64 reference, shape and dtype too."""
-    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta).compare(np.asarray(got))
-    assert res.ok, res.message
-
-
-def within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
-    kw = {} if out_dtype is None else {"out_dtype": out_dtype}
-    res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta, **kw).compare(np.asarray(got))
-    assert res.ok, res.message
-
-
 class NoArgs(DLPackProducer):
     def __dlpack__(self):
         self.log.append({})
@@ -135,17 +125,6 @@ class NoArgs(DLPackProducer):
 
 
 DTYPES = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
-
-
-@pytest.fixture
-def ops(rng):
-    a = rng.standard_normal((3, 4)).astype(np.float32)
-    b = rng.standard_normal((4, 5)).astype(np.float32)
-    return a, b
-
-
-def _poisoned(shape=(3, 5)):
-    return np.full(shape, 7.0, np.float32)
 
 
 _KEYWORDS = [
@@ -410,7 +389,7 @@ def test_out_dtype_with_out_and_with_c_in_a_batch(rng):
 
 def test_a_random_mix_of_batched_calls_matches_the_reference(rng):
     """Random batch shapes (broadcast or not), dtypes, out_dtype, c and out views (stepped,
-    reversed, transposed), in place or not, and variants: every result within the bound, out
+    reversed, transposed), in place or not, and variants: every result assert_array_within the bound, out
     returned, c untouched unless it is out."""
     def view(x):
         k = int(rng.integers(0, 4))
@@ -879,10 +858,10 @@ def test_memmap_in_and_out(rng, tmp_path):
     for x in (mm, ro):
         got = pg.matmul(x, b, device="cpu")
         assert type(got) is type(np.matmul(x, b)) is np.ndarray
-        assert_within_2(got, a, b)
+        assert_array_within(got, a, b)
     out = np.memmap(tmp_path / "o.bin", np.float32, "w+", shape=(3, 5))
     assert pg.gemm(a, b, out=out, device="cpu") is out
-    assert_within_2(out, a, b)
+    assert_array_within(out, a, b)
     with pytest.raises(pg.ArgumentError, match="out is read-only"):
         pg.gemm(a, b[:, :4], out=ro, device="cpu")
     np.testing.assert_array_equal(np.asarray(ro), a)
@@ -914,7 +893,7 @@ def test_object_array_is_told_its_dtype_and_the_cast(rng):
         assert msg.startswith(f"{name} has dtype object; polygemm supports float16, float32 or float64")
         assert f"{name}.astype(np.float32)" in msg
     got = pg.gemm(obj.astype(np.float32), b.astype(np.float32), device="cpu")  # the advice, followed literally
-    assert_within_2(got, a.astype(np.float32), b.astype(np.float32))
+    assert_array_within(got, a.astype(np.float32), b.astype(np.float32))
     c = np.zeros((3, 2))
     with pytest.raises(pg.DTypeError, match="^c has dtype object"):
         pg.gemm(a, b, c.astype(object), beta=1.0, device="cpu")
@@ -936,7 +915,7 @@ def test_structured_field_and_unaligned_memory(rng):
     a, b, c = f32(rng, 3, 4), f32(rng, 4, 5), f32(rng, 3, 5)
     rec = np.zeros((3, 4), dtype=[("x", np.float32), ("y", np.float64)])
     rec["x"] = a
-    assert_within_2(pg.gemm(rec["x"], b, device="cpu"), a, b)
+    assert_array_within(pg.gemm(rec["x"], b, device="cpu"), a, b)
     orec = np.zeros((3, 5), dtype=[("x", np.float32), ("y", np.float64)])
     orec["y"] = 9.0
     with pytest.raises(pg.ArgumentError, match=r"out has strides \(60, 12\).*the last axis steps by 3 elements"):
@@ -951,13 +930,13 @@ def test_structured_field_and_unaligned_memory(rng):
 
     ua = unaligned((3, 4))
     ua[:] = a
-    assert_within_2(pg.gemm(ua, b, device="cpu"), a, b)
+    assert_array_within(pg.gemm(ua, b, device="cpu"), a, b)
     uo = unaligned((3, 5))
     assert pg.gemm(a, b, out=uo, device="cpu") is uo
-    assert_within_2(uo, a, b)
+    assert_array_within(uo, a, b)
     uo[:] = c
     assert pg.gemm(a, b, uo, beta=1.0, out=uo, device="cpu") is uo
-    assert_within_2(uo, a, b, c, 1.0, 1.0)
+    assert_array_within(uo, a, b, c, 1.0, 1.0)
 
 
 def test_vector_results_out_whose_batch_no_stride_walks(rng):
@@ -995,7 +974,7 @@ def test_dlpack_1_0_out_is_written_in_place(rng):
     b = rng.standard_normal((4, 5)).astype(np.float32)
     target = np.full((3, 5), np.nan, np.float32)
     pg.gemm(a, b, out=Dlpack1(target, []), device="cpu")
-    within(target, a, b)
+    assert_array_within(target, a, b)
 
 
 @pytest.mark.parametrize("kind", [StreamOnly, NoArgs])
@@ -1036,11 +1015,11 @@ def test_out_dtype_for_every_pair_with_c_and_out(rng, dtype, out_dtype):
     if ok:
         got = pg.gemm(a, b, c, alpha=0.5, beta=-1.5, out=out, out_dtype=out_dtype, device="cpu")
         assert got is out and got.dtype == out_dtype
-        within(got, a, b, c0, 0.5, -1.5, out_dtype=out_dtype)
+        assert_array_within(got, a, b, c0, 0.5, -1.5, out_dtype=out_dtype)
         assert np.array_equal(c, c0)
         new = pg.gemm(a, b, out_dtype=out_dtype, device="cpu")
         assert new.dtype == out_dtype
-        within(new, a, b, out_dtype=out_dtype)
+        assert_array_within(new, a, b, out_dtype=out_dtype)
     else:
         with pytest.raises(DTypeError, match=f"the result dtype must be {dtype.name}.*got out(_dtype)? {out_dtype.name}: "):
             pg.gemm(a, b, c, alpha=0.5, beta=-1.5, out=out, out_dtype=out_dtype, device="cpu")
@@ -1128,7 +1107,7 @@ def test_matmul_takes_numpys_one_tuple_out_and_gemm_says_how():
 def test_another_librarys_keyword_is_told_polygemms_way(ops, func, word, hint):
     # each was Python's TypeError "<func>() got an unexpected keyword argument '<word>'" and nothing more
     a, b = ops
-    out = _poisoned()
+    out = poisoned()
     with pytest.raises(TypeError) as info:
         func(a, b, out=out, **{word: 1})
     err = info.value
@@ -1156,7 +1135,7 @@ def test_numpy_matmuls_positional_out_is_told_the_keyword(ops):
     # numpy.matmul(a, b, out) is legal; polygemm.matmul(a, b, out) said "matmul() takes 2 positional arguments
     # but 3 were given" and not that out is a keyword
     a, b = ops
-    out = _poisoned()
+    out = poisoned()
     with pytest.raises(ArgumentTypeError, match=r"^matmul\(\) takes 2 positional arguments but 3 were given: out is a keyword: "
                                                 r"matmul\(a, b, out=out\)"):
         pg.matmul(a, b, out)
@@ -1187,7 +1166,7 @@ def test_beta_with_out_and_no_c_says_out_may_be_c(ops):
     # cupy.cublas.gemm(..., out=C, beta=1) adds into out; polygemm.gemm(a, b, out=o, beta=1.0) said only
     # "beta=1.0 needs c: pass c (shape (3, 5)) or set beta=0" to a user who had passed that very array
     a, b = ops
-    out = _poisoned()
+    out = poisoned()
     with pytest.raises(ArgumentError, match=r"^beta=1\.0 needs c: pass c \(shape \(3, 5\)\) or set beta=0; to add into out's "
                                             r"values as cuBLAS's C does, pass out as c too: gemm\(a, b, out, beta=1\.0, out=out\)$"):
         pg.gemm(a, b, beta=1.0, out=out)
@@ -1202,7 +1181,7 @@ def test_a_device_0d_array_is_told_float_and_never_exported(ops):
     # a 0-D device array (cupy.linalg.norm(x), a CUDA tensor) got the same no-way-on refusal; it now names
     # float(alpha), and polygemm exports nothing of it (reading it would wait on the device behind the caller's back)
     a, b = ops
-    out = _poisoned()
+    out = poisoned()
     _DeviceScalar.exported = 0
     with pytest.raises(ArgumentTypeError, match=r"alpha is a 0-D \w+\._DeviceScalar whose value polygemm does not read .*"
                                                 r"pass float\(alpha\)"):
@@ -1220,7 +1199,7 @@ def test_a_device_0d_array_is_told_float_and_never_exported(ops):
 def test_an_error_quotes_a_large_value_cut_short(ops, kw, start, err):
     # each message held the value's whole repr (tens of thousands of characters)
     a, b = ops
-    out = _poisoned()
+    out = poisoned()
     for func in (pg.gemm, pg.explain):
         with pytest.raises(err) as info:
             func(a, b, out=out, **kw)

@@ -8,18 +8,7 @@ import pytest
 import polygemm as pg
 from polygemm.errors import ArgumentTypeError
 
-from tests.helpers import CPUArrayAPI
-
-
-@pytest.fixture
-def ops(rng):
-    a = rng.standard_normal((3, 4)).astype(np.float32)
-    b = rng.standard_normal((4, 5)).astype(np.float32)
-    return a, b
-
-
-def _poisoned(shape=(3, 5)):
-    return np.full(shape, 7.0, np.float32)
+from tests.helpers import CPUArrayAPI, poisoned
 
 
 @pytest.mark.parametrize("word", ["c", "C", "alpha", "beta", "variant"])
@@ -34,7 +23,7 @@ def test_gemm_keywords_given_to_matmul_name_gemm(ops, word):
 def test_blas_order_alpha_beta_by_position_is_told_the_keywords(ops):
     # gemm(a, b, c, 2.0, 1.0), BLAS's order, said "gemm() takes from 2 to 3 positional arguments but 5 were given"
     a, b = ops
-    c = _poisoned()
+    c = poisoned()
     for func in (pg.gemm, pg.explain):
         with pytest.raises(ArgumentTypeError, match=r"takes from 2 to 3 positional arguments but 5 were given: alpha and beta "
                                                     r"are keywords: \w+\(a, b, c, alpha=\.\.\., beta=\.\.\.\)"):
@@ -46,7 +35,7 @@ def test_a_one_element_array_of_another_library_is_told_item(ops):
     # another library's one-element array is told alpha.item(), as a one-element NumPy array is
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=r"a one-element \w+\.CPUArrayAPI is no scalar: pass beta\.item\(\)$"):
-        pg.gemm(a, b, _poisoned(), beta=CPUArrayAPI(np.array([2.0])))
+        pg.gemm(a, b, poisoned(), beta=CPUArrayAPI(np.array([2.0])))
 
 
 def test_a_value_whose_repr_raises_is_still_told_what_is_wrong(ops):

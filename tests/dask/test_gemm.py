@@ -30,7 +30,7 @@ from polygemm.errors import (
 )
 from polygemm.testing import assert_close, check_result, reference_for
 
-from tests.helpers import CPUArrayAPI, REPO_ROOT, torch_device, without_modules
+from tests.helpers import CPUArrayAPI, poisoned, REPO_ROOT, torch_device, without_modules
 
 
 da = pytest.importorskip("dask.array", reason="dask[array] not installed (pip install 'polygemm[dask]')")
@@ -124,17 +124,6 @@ def _counted(x, calls):
         calls.append(1)
         return block
     return x.map_blocks(tick, dtype=x.dtype)
-
-
-@pytest.fixture
-def ops(rng):
-    a = rng.standard_normal((3, 4)).astype(np.float32)
-    b = rng.standard_normal((4, 5)).astype(np.float32)
-    return a, b
-
-
-def _poisoned(shape=(3, 5)):
-    return np.full(shape, 7.0, np.float32)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -887,7 +876,7 @@ def test_a_dask_0d_array_is_told_compute_and_nothing_is_computed(ops):
         return np.float64(2.0)
 
     lazy = da.from_delayed(dask.delayed(value)(), shape=(), dtype=np.float64)
-    out = _poisoned()
+    out = poisoned()
     with pytest.raises(ArgumentTypeError, match=r"alpha is a 0-D dask array \(lazy\), which polygemm does not compute: "
                                                 r"pass alpha\.compute\(\)$"):
         pg.gemm(a, b, alpha=lazy, out=out)

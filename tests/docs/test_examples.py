@@ -21,7 +21,7 @@ from polygemm.apps.cli import main
 from polygemm.errors import ArgumentTypeError, ShapeError
 from polygemm.testing import reference_for
 
-from tests.helpers import assert_matmul_within, CPUArrayAPI, DLPackOnly, REPO_ROOT
+from tests.helpers import assert_matmul_within, CPUArrayAPI, DLPackOnly, poisoned, REPO_ROOT
 
 
 ROOT = REPO_ROOT
@@ -63,17 +63,6 @@ def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0):
 
 SHAPES = [(4,), (0,), (1,), (3, 4), (4, 5), (1, 4), (4, 1), (2, 3, 4), (1, 3, 4), (0, 3, 4), (2, 4, 5), (1, 4, 5),
           (0, 4, 5), (2, 1, 3, 4), (3, 1, 4, 5), (4, 0), (0, 5), (3, 0), (2, 0, 4), (2, 4, 0), (1, 0, 4)]
-
-
-@pytest.fixture
-def ops(rng):
-    a = rng.standard_normal((3, 4)).astype(np.float32)
-    b = rng.standard_normal((4, 5)).astype(np.float32)
-    return a, b
-
-
-def _poisoned(shape=(3, 5)):
-    return np.full(shape, 7.0, np.float32)
 
 
 def test_readme_first_snippet_runs_as_written() -> None:
@@ -262,7 +251,7 @@ def test_a_cpu_0d_array_of_another_library_is_its_value(ops, make, dtype):
     # README says alpha and beta may be 0-D arrays; jnp.float32(2) (a 0-D JAX array), torch.tensor(2.0) or an
     # array-API array on the CPU was refused "must be a real number (... or a 0-D array of one); got <...>"
     a, b = ops
-    c = _poisoned()
+    c = poisoned()
     alpha, beta = make(np.array(2, dtype)), make(np.array(3, dtype))
     got = pg.gemm(a, b, c, alpha=alpha, beta=beta)
     want = pg.gemm(a, b, c, alpha=2.0, beta=3.0)

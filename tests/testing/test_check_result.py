@@ -12,7 +12,7 @@ import polygemm
 import polygemm as pg
 from polygemm.errors import ArgumentError, ArgumentTypeError, DTypeError, PolygemmError, ShapeError
 from polygemm.testing import Reference, assert_close, check_result, error_bound, reference_for, unit_roundoff
-from tests.helpers import assert_matmul_within, cli
+from tests.helpers import assert_matmul_within, cli, poisoned
 
 
 def rand(rng, shape, dtype=np.float32):
@@ -116,17 +116,6 @@ class Tagged(np.ndarray):
 def _auto_backend() -> str:
     """What device="auto" runs float32 on here: a machine without a GPU runs the CPU, a GPU machine cuda."""
     return "cuda" if {i.name: i for i in pg.backends()}["cuda"].available else "cpu"
-
-
-@pytest.fixture
-def ops(rng):
-    a = rng.standard_normal((3, 4)).astype(np.float32)
-    b = rng.standard_normal((4, 5)).astype(np.float32)
-    return a, b
-
-
-def _poisoned(shape=(3, 5)):
-    return np.full(shape, 7.0, np.float32)
 
 
 def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -613,7 +602,7 @@ def test_readme_opening_snippet_runs_as_it_says():
 def test_a_capital_c_is_told_c_and_following_it_works(ops):
     # gemm(a, b, C=c, beta=1) (BLAS's capital names) said only "unexpected keyword argument 'C'"
     a, b = ops
-    c = _poisoned()
+    c = poisoned()
     with pytest.raises(ArgumentTypeError, match=r"'C' \(did you mean 'c'\?\)"):
         pg.gemm(a, b, C=c, beta=1.0)
     assert (c == 7.0).all()
