@@ -1,8 +1,4 @@
-"""Broadcast batches, half-precision batches into float32, and ``matmul``'s vectors, on device arrays.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""Broadcast batches, half-precision batches into float32, and ``matmul``'s vectors, on device arrays."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Capture in a torch CUDA graph or a CuPy stream capture after a warm-up call, and a final sanity call.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""Capture in a torch CUDA graph or a CuPy stream capture after a warm-up call, and a final sanity call."""
 
 from __future__ import annotations
 

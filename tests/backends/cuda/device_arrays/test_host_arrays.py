@@ -1,8 +1,4 @@
-"""NumPy operands (Fortran order, pinned memory, half types, threads) with ``device='cuda'``.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""NumPy operands (Fortran order, pinned memory, half types, threads) with ``device='cuda'``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Result kinds and dtypes (out_dtype included), and empty dimensions, of device arrays on the cuda backend.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""Result kinds and dtypes (out_dtype included), and empty dimensions, of device arrays on the cuda backend."""
 
 from __future__ import annotations
 

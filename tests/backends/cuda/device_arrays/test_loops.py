@@ -1,8 +1,4 @@
-"""A thousand calls without growing memory, split-K on a side stream, and the plan cache's eviction.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""A thousand calls without growing memory, split-K on a side stream, and the plan cache's eviction."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""float16 overflow to inf, and NaN/inf propagation, on device arrays.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""float16 overflow to inf, and NaN/inf propagation, on device arrays."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``out=`` of device arrays: views written in place and returned, refusals that leave out untouched.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""``out=`` of device arrays: views written in place and returned, refusals that leave out untouched."""
 
 from __future__ import annotations
 

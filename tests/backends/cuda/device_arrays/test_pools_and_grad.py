@@ -1,8 +1,4 @@
-"""CuPy's memory pools and torch tensors that require grad or are Parameters.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""CuPy's memory pools and torch tensors that require grad or are Parameters."""
 
 from __future__ import annotations
 

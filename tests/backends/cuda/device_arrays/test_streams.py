@@ -1,8 +1,4 @@
-"""The library's current stream: each call runs on it, never blocking the host or another stream.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""The library's current stream: each call runs on it, never blocking the host or another stream."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Device views as operands: transposed, sliced, broadcast (stride 0), permuted batches, overlapping inputs, negative strides.
-
-A CuPy or torch user's calls on one GPU; each result is checked against the float64 reference, each
-refusal for its error type and the names it must carry. Marked ``cuda``: without a GPU every test here
-skips for the one reason the cuda backend gives."""
+"""Device views as operands: transposed, sliced, broadcast (stride 0), permuted batches, overlapping inputs, negative strides."""
 
 from __future__ import annotations
 
