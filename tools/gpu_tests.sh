@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU test run (on a machine with an NVIDIA GPU, PyCUDA and nvcc):
 #   tools/gpu_tests.sh [RESULTS_DIR] [extra pytest args...]
-# 1. polygemm info; 2. compile every kernel once, in parallel (PyCUDA's disk cache);
+# 1. polygemm info; 2. compile every kernel once, in parallel (PyCUDA's disk cache), and check
+#    every build of the catalog for sm_80 and sm_90 through nvcc and ptxas (CI, on two cores,
+#    checks a cover of it: tools/check_kernels.py);
 # 3. the cuda-marked tests (tests/backends/cuda: the kernels, and a CuPy / torch user's device arrays); 4. the musa tests on the cuda flavor of libpolygemm_musa.
 # Logs and JUnit XML land in RESULTS_DIR (default ./gpu-results).
 set -uo pipefail
@@ -30,6 +32,12 @@ t = time.time()
 n = be.runtime.precompile(threads=16)
 print(f"precompiled {n} kernel builds in {time.time() - t:.1f} s")
 PY
+if command -v nvcc >/dev/null 2>&1; then
+  python3 tools/check_kernels.py --builds all -q -j "$(nproc)" 2>&1 | tee "$out/check_kernels.txt"
+  rc=$(( rc | ${PIPESTATUS[0]} ))
+else
+  echo "note: nvcc is not on PATH: the full catalog check (tools/check_kernels.py --builds all) did not run" >&2
+fi
 python3 -m pytest tests/backends/cuda -m cuda -q -rfE ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/cuda.xml" "$@" 2>&1 | tee "$out/cuda_tests.txt"
 rc=$(( rc | ${PIPESTATUS[0]} ))
 POLYGEMM_MUSA_TEST_FLAVOR=cuda python3 -m pytest tests/backends/musa/test_backend.py -q -rfE ${timeout_arg[@]+"${timeout_arg[@]}"} --junitxml="$out/musa_cuda.xml" 2>&1 | tee "$out/musa_cuda_tests.txt"

@@ -27,7 +27,7 @@ from ..errors import ArgumentError
 from .arguments import positive_int
 from .outputs import cannot_create_in
 
-__all__ = ["Job", "jobs", "run", "parse_arch", "add_parser"]
+__all__ = ["Job", "jobs", "covering", "run", "parse_arch", "add_parser"]
 
 SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 REGS = re.compile(r"Used (\d+) registers")
@@ -77,7 +77,7 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
         unknown = [n for n in only if n not in known]
         if unknown:
             archs_given = [n for n in unknown if re.fullmatch(r"(sm_|compute_)?\d{2,3}a?", n)]
-            if archs_given:  # `--only cm_v01_naive sm_90`, --arch forgotten: it had listed the whole catalog
+            if archs_given:  # `--only cm_v01_naive sm_90`: an architecture where --arch was meant
                 raise ArgumentError(f"--only {' '.join(archs_given)}: {'that is an architecture' if len(archs_given) == 1 else 'those are architectures'}; "
                                     f"pass it with --arch (--arch {' '.join(archs_given)})")
             raise ArgumentError(f"--only {' '.join(unknown)}: no such variant or helper; choose from {', '.join(list(specs) + [p.stem for p in extras])}")
@@ -97,6 +97,27 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
             job = Job(extra, f"sm_{sm}", (), True, extra.stem)
             out.setdefault((job.source, job.target, job.macros), job)
     return list(out.values())
+
+
+def covering(todo: Sequence[Job]) -> list[Job]:
+    """Per source and target, the fewest builds of ``todo`` (found greedily, in order) that build
+    every variant (threadblock tile and the rest of its configuration) and every value of every
+    macro at least once, and every source and target: what a check that cannot afford every
+    build compiles in full, so that each configuration and each switch reaches ptxas somewhere."""
+    groups: dict[tuple[Path, str], list[Job]] = {}
+    for job in todo:
+        groups.setdefault((job.source, job.target), []).append(job)
+    chosen: list[Job] = []
+    for group in groups.values():
+        def features(job: Job) -> set[tuple[str, object]]:
+            return {("variant", job.name), *job.macros}
+
+        need = set().union(*(features(j) for j in group))
+        while need:
+            best = max(group, key=lambda j: len(features(j) & need))  # the first of the best: stable
+            chosen.append(best)
+            need -= features(best)
+    return chosen
 
 
 def _one(job: Job, out: Path | None, compiler: str | None) -> tuple[bool, str]:
@@ -122,14 +143,14 @@ def _one(job: Job, out: Path | None, compiler: str | None) -> tuple[bool, str]:
 
 
 def run(archs: Sequence[int], out: Path | None = None, threads: int | None = None, compiler: str | None = None,
-        only: Sequence[str] | None = None, quiet: bool = False, stream: Any = None) -> int:
-    """Build every job for ``archs``; print one line a build (failures and notes only when
-    ``quiet``) and a summary; 0 when all passed, 1 otherwise."""
+        only: Sequence[str] | None = None, quiet: bool = False, stream: Any = None, todo: Sequence[Job] | None = None) -> int:
+    """Build every job for ``archs`` (or the jobs ``todo``, a part of them); print one line a
+    build (failures and notes only when ``quiet``) and a summary; 0 when all passed, 1 otherwise."""
     from ..backends.cuda import compiler as cc
 
     stream = stream or sys.stdout
-    todo = jobs(archs, only)
-    if not todo:  # "0 builds ... all passed" had passed a run that built nothing
+    todo = list(jobs(archs, only) if todo is None else todo)
+    if not todo:  # a run that builds nothing must not read as "all passed"
         from ..backends.cuda.variants import kernel_specs
 
         specs = kernel_specs()
@@ -138,16 +159,16 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         raise ArgumentError(f"nothing to build: {what} has no build for --arch {' '.join(f'sm_{a}' for a in archs)}"
                             + (f" ({'; '.join(needs)})" if needs else ""))
     if out is not None:
-        # before any build: a file of that name (--out /dev/null, --out kernels.tar) had ended the run in a
-        # FileExistsError traceback, an unwritable place in a PermissionError one
+        # refused before any build, with the way out: a file of that name (--out /dev/null, --out
+        # kernels.tar) or a place that cannot be written would otherwise fail at the first cubin
         if out.exists() and not out.is_dir():
             raise ArgumentError(f"--out {out}: that is a file; name a folder (made if missing) for the cubins")
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ArgumentError(f"--out {out}: cannot make that folder ({exc.strerror or exc}); name a folder you can write") from None
-        # an existing folder where no file can be made (/proc, a read-only mount; os.access says yes to root) had
-        # built the whole catalog and then ended in a traceback at the first cubin written
+        # an existing folder where no file can be made (/proc, a read-only mount; os.access says yes to
+        # root): tried by making a file, as the cubins will be
         why = cannot_create_in(str(out))
         if why is not None:
             raise ArgumentError(f"--out {out}: no file can be made in that folder ({why}); name a folder you can write")
@@ -169,8 +190,8 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
 def cmd_compile(args: argparse.Namespace) -> int:
     archs = list(dict.fromkeys(parse_arch(a) for a in (args.arch or DEFAULT_ARCHS)))
     if args.out is not None and not args.out.strip():
-        # "--out $DIR" with DIR unset: it had built into the kernel cache instead, saying only where at the start
-        # (as an empty --json path is refused: cli.unwritable)
+        # "--out $DIR" with DIR unset means a folder was meant, not the kernel cache (as an empty --json
+        # path is refused: cli.unwritable)
         raise ArgumentError(f"--out {args.out!r}: an empty path; name a folder (e.g. --out kernels), or leave --out out "
                             f"to build into the kernel cache")
     return run(archs, Path(args.out) if args.out else None, args.jobs, args.compiler, args.only, args.quiet)

@@ -44,7 +44,7 @@ from .variants import KERNEL_DIR
 
 __all__ = [
     "Built", "build", "compile_cubin", "cache_path", "pack", "unpack", "write_entry", "meta_for", "available", "describe", "built_by", "select", "prebuilt_name",
-    "find_nvcc", "nvcc_version", "nvcc_command", "cache_dir", "kernel_dir", "BASE_OPTIONS", "NVRTC_OPTIONS", "COMPILERS",
+    "find_nvcc", "nvcc_version", "nvcc_command", "check_front_end", "cache_dir", "kernel_dir", "BASE_OPTIONS", "NVRTC_OPTIONS", "COMPILERS",
 ]
 
 # nvcc first where it is installed: NVRTC 13 addresses dynamic shared memory with 64-bit
@@ -376,11 +376,15 @@ class Built:
     origin: str = "built"  # "built", "cache" or "prebuilt"
 
 
+def _label(source: Path, target: str, macros: dict[str, int] | None) -> str:
+    return f"{_rel(source)} for {target}" + (f" ({' '.join(f'{k}={v}' for k, v in sorted(macros.items()))})" if macros else "")
+
+
 def build(source: Path, target: str, macros: dict[str, int] | None = None, *, compiler: str | None = None, verbose: bool = False) -> Built:
     """Compile ``source`` for ``target`` with ``macros`` now (no cache), with ``compiler`` or the
     one :func:`select` picks. Raises DeviceError with the compiler's message when the build fails."""
     c = select(target, compiler)
-    label = f"{_rel(source)} for {target}" + (f" ({' '.join(f'{k}={v}' for k, v in sorted(macros.items()))})" if macros else "")
+    label = _label(source, target, macros)
     if c.name == "nvrtc":
         from . import nvrtc
 
@@ -400,6 +404,24 @@ def build(source: Path, target: str, macros: dict[str, int] | None = None, *, co
         if r.returncode != 0:
             raise DeviceError(f"compiling {label} with {c.describe()} failed: {r.stderr.strip()[-4000:]}")
         return Built(out.read_bytes(), c.describe(), r.stderr)
+
+
+def check_front_end(source: Path, target: str, macros: dict[str, int] | None = None) -> str:
+    """Run NVRTC's front end on ``source`` for ``target`` with ``macros`` (the options of
+    :func:`build`, stopped before the optimizer): its log. Catches what a macro set breaks in the
+    C++ (a template, a ``static_assert``, a constant out of range) at a twentieth of a build's
+    cost; inline PTX and register use are ptxas's, which only :func:`build` reaches. Raises
+    DeviceError with NVRTC's message; BackendUnavailableError where NVRTC is missing."""
+    from . import nvrtc
+
+    c = select(target, "nvrtc")
+    nv = nvrtc.load()
+    opts = [f"-arch={target}", *NVRTC_OPTIONS, f"-I{KERNEL_DIR}", f"-I{nv.include}", *(f"-D{k}={v}" for k, v in sorted((macros or {}).items()))]
+    try:
+        return nv.check(source.read_text(), str(source), opts)
+    except nvrtc.NvrtcCompileError as exc:
+        label = _label(source, target, macros)
+        raise DeviceError(f"checking {label} with {c.describe()}'s front end failed: {exc}") from exc
 
 
 def meta_for(source: Path, target: str, macros: dict[str, int] | None, compiler: str) -> dict:
