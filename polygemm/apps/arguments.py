@@ -24,27 +24,26 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type); raises argparse.ArgumentTypeError otherwise."""
+def _int_from(text: str, lowest: int, integer: str, bound: str) -> int:
+    """``text`` as an integer >= ``lowest``; argparse.ArgumentTypeError saying ``integer`` when it
+    is no integer ("1.5" is wrong for being no integer, whatever its size), ``bound`` when too small."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {text!r}")
+        raise argparse.ArgumentTypeError(f"{integer}; got {text!r}") from None
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"{bound}; got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type); raises argparse.ArgumentTypeError otherwise."""
+    return _int_from(text, 1, "must be an integer >= 1", "must be an integer >= 1")
 
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0 (argparse type); raises argparse.ArgumentTypeError otherwise."""
-    try:
-        value = int(text)
-    except ValueError:
-        # "1.5" is 0 or more: what is wrong with it is that it is no integer
-        raise argparse.ArgumentTypeError(f"must be an integer, 0 or more; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more; got {text!r}")
-    return value
+    return _int_from(text, 0, "must be an integer, 0 or more", "must be 0 or more")
 
 
 def split_names(option: str, given: Sequence[str] | None, what: str, listed: str, instead: str) -> list[str] | None:
