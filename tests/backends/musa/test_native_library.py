@@ -90,7 +90,7 @@ def _isolated(musa_library: Path, body: str, timeout: float = 120) -> str:
 # it runs; with malloc's mmap threshold fixed (see _isolated) B's 512 KiB are their own
 # mapping, so reading them after a free faults at once instead of reading stale data.
 RACE = '''
-M, K, N = 4096, 512, 512
+M, K, N = 2048, 512, 512  # long enough on the host flavor (a fraction of a second) that release lands inside the call
 h1, h2 = handle(), handle()
 a = rng.standard_normal((M, K)).astype(np.float16)
 b = rng.standard_normal((K, N)).astype(np.float16)
