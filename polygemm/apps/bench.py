@@ -295,7 +295,8 @@ def add_parser(sub: Any) -> None:
                         "and auto there is the raw launch of the rung auto picks for each shape")
     s.add_argument("--shapes", nargs="+", default=None,
                    help="MxNxK items (MxNxK:LAYOUT for operands in a layout: nn, nt, tn or tt, A's letter then B's, t a "
-                        "transposed view, e.g. 4096x6144x4096:nt for x @ W.T) and presets: " + "; ".join(f"{name} ({preset_summary(shapes)})" for name, shapes in PRESETS.items())
+                        "transposed view, e.g. 4096x6144x4096:nt for x @ W.T) and presets: "
+                        + "; ".join(f"{name} ({preset_summary(shapes)})" for name, shapes in PRESETS.items())
                         + ". Default: square on a GPU (cuda, musa), cpu on the CPU (seconds on 2 cores); real is refused "
                           "on the CPU (hours there)")
     s.add_argument("--repeats", type=_repeats_arg, default=5,

@@ -276,8 +276,8 @@ def run_call_bench(
                 raise
             except Exception as exc:  # e.g. muBLAS absent from an emulation build, a library refusing the problem
                 if progress:
-                    why = exc if isinstance(exc, PolygemmError) else f"{type(exc).__name__}: {exc}"
-                    progress(f"{said} vendor {calls[v.name]} not timed: {why}")
+                    reason: object = exc if isinstance(exc, PolygemmError) else f"{type(exc).__name__}: {exc}"
+                    progress(f"{said} vendor {calls[v.name]} not timed: {reason}")
         timings = time_interleaved(timed, vend, repeats)
         share = None
         if inputs == "numpy" and not host_only:

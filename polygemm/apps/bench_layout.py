@@ -23,7 +23,7 @@ LAYOUT_FORM = ("MxNxK or MxNxK:LAYOUT, LAYOUT two letters for A and B, each n (a
                "(a transposed view): nn, nt, tn or tt; e.g. 4096x6144x4096:nt")
 
 
-class Shape(tuple):  # type: ignore[type-arg]  # (m, n, k): unpacks as the triple it is
+class Shape(tuple[int, int, int]):  # (m, n, k): unpacks as the triple it is
     """An M×N×K product whose operands lie as ``layout`` says (:data:`LAYOUTS`).
 
     It is the triple ``(m, n, k)`` (it unpacks, indexes and takes ``max`` as one), with the
@@ -31,6 +31,8 @@ class Shape(tuple):  # type: ignore[type-arg]  # (m, n, k): unpacks as the tripl
     and hashes as ``(m, n, k)``, while ``Shape(m, n, k, "nt")`` is another problem and equals
     neither (a preset may hold the same sizes in two layouts).
     """
+
+    _layout: str
 
     def __new__(cls, m: int, n: int, k: int, layout: str = "nn") -> "Shape":
         if layout not in LAYOUTS:

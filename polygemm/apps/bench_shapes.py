@@ -79,7 +79,7 @@ PRESETS: dict[str, list[tuple[int, int, int]]] = {
     # M, N and K across decode steps, skinny, square and K >> M, N products (see sweep_shapes)
     "sweep": sweep_shapes(),
     # the GEMMs of current models with their operand layouts (see bench_real.real_workloads): Shape objects
-    "real": list(real_shapes()),
+    "real": [*real_shapes()],
 }
 
 #: presets sized for a GPU, refused on a host backend (hours there) unless --max-dim trims them
