@@ -38,14 +38,15 @@ from .bench_kernel import run_bench
 from .bench_progress import Progress
 from .bench_records import BenchRecord, load_records, record_json
 from .bench_report import WIDE_SPREAD, call_markdown, ladder_tables, spread_warning, to_markdown
-from .bench_shapes import PRESETS, SWEEP_K, SWEEP_MN, auto_repeats, default_shapes, parse_shapes, preset_summary, sweep_shapes
+from .bench_shapes import (GPU_PRESETS, PRESETS, SWEEP_K, SWEEP_MN, Shape, auto_repeats, default_shapes, layout_of,
+                           parse_shapes, preset_summary, runs_on_host, shape_text, sweep_shapes)
 from .bench_timing import CallTimed, KernelTimed, ratio_range
 from .outputs import write_file
 
 __all__ = ["add_parser", "cmd_bench", "PRESETS", "SWEEP_MN", "SWEEP_K", "sweep_shapes", "auto_repeats", "default_shapes",
            "parse_shapes", "BenchRecord", "load_records", "record_json", "run_bench", "run_call_bench", "call_setup",
            "time_interleaved", "CallTimed", "KernelTimed", "ratio_range", "Normals", "Progress", "to_markdown",
-           "call_markdown", "ladder_tables", "spread_warning", "WIDE_SPREAD"]
+           "call_markdown", "ladder_tables", "spread_warning", "WIDE_SPREAD", "Shape"]
 
 
 def _intro(be: Backend, device: str, dtype: str, mode: str, inputs: str, shapes: Sequence[tuple[int, int, int]], preset: str) -> str:
@@ -88,6 +89,23 @@ def _bench_device(device: str | None) -> str:
 
 
 
+def _refuse_gpu_presets(args: argparse.Namespace, be: Backend, device: str) -> None:
+    """A GPU preset (``real``) named for a backend that runs on the host is a usage error, before
+    anything is timed: its products are GFLOPs to TFLOPs each, hours of a CPU's time, which
+    nobody asking for a benchmark means to wait for. ``--max-dim N`` says which of them to keep,
+    and is taken as that choice."""
+    if args.max_dim is not None or not runs_on_host(be):
+        return
+    named = [p.strip() for item in args.shapes or [] for p in item.split(",") if p.strip() in GPU_PRESETS]
+    if named:
+        shapes = PRESETS[named[0]]
+        tflop = sum(2.0 * m * n * k for m, n, k in shapes) / 1e12
+        raise ArgumentError(f"--shapes {named[0]} is a preset for GPUs ({len(shapes)} products, {tflop:.0f} TFLOP a pass: hours "
+                            f"on {device}, which runs on the host); time it on a GPU (--device cuda), or here use --shapes cpu "
+                            "(seconds) or your own MxNxK[:LAYOUT] shapes, or add --max-dim N to keep only its products "
+                            "of no dimension above N")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     def shapes_of(items: Sequence[str]) -> list[tuple[int, int, int]]:
         try:
@@ -122,6 +140,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ArgumentError(f"--plot needs matplotlib ({exc}); install it with pip install 'polygemm[plot]'") from None
     device = _bench_device(args.device)
     be = registry.get_backend(device)
+    _refuse_gpu_presets(args, be, device)
     preset = ""
     if not args.shapes:  # per device: seconds on a CPU, the large cubes on a GPU
         chosen = default_shapes(be)
@@ -135,7 +154,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ArgumentError(f"--max-dim {args.max_dim} leaves out every shape; nothing to time")
     empty = [s for s in shapes if min(s) == 0]
     if empty:  # no arithmetic to time: 0 FLOP/s, a ratio of two overheads, and no place on a size axis
-        raise ArgumentError(f"--shapes {'x'.join(map(str, empty[0]))}: a product with a zero dimension does no arithmetic; "
+        raise ArgumentError(f"--shapes {shape_text(*empty[0], layout_of(empty[0]))}: a product with a zero dimension does no arithmetic; "
                             "nothing to time (every dimension must be >= 1)")
     # --repeats auto: a count per shape (auto_repeats); runs of shapes sharing one are timed together
     itemsize = 2 if "16" in args.dtype else (8 if "64" in args.dtype else 4)
@@ -275,8 +294,11 @@ def add_parser(sub: Any) -> None:
                    help="variant names (comma or space separated); call mode default: auto; kernel mode default: all, "
                         "and auto there is the raw launch of the rung auto picks for each shape")
     s.add_argument("--shapes", nargs="+", default=None,
-                   help="MxNxK items and presets: " + "; ".join(f"{name} ({preset_summary(shapes)})" for name, shapes in PRESETS.items())
-                        + ". Default: square on a GPU (cuda, musa), cpu on the CPU (seconds on 2 cores)")
+                   help="MxNxK items (MxNxK:LAYOUT for operands in a layout: nn, nt, tn or tt, A's letter then B's, t a "
+                        "transposed view, e.g. 4096x6144x4096:nt for x @ W.T) and presets: "
+                        + "; ".join(f"{name} ({preset_summary(shapes)})" for name, shapes in PRESETS.items())
+                        + ". Default: square on a GPU (cuda, musa), cpu on the CPU (seconds on 2 cores); real is refused "
+                          "on the CPU (hours there)")
     s.add_argument("--repeats", type=_repeats_arg, default=5,
                    help="timed repeats, the median reported with the ratio's range over them; auto: by each shape's FLOPs "
                         "and bytes, 7 for the smallest (launch-bound) products, 5, 3 for the largest (see bench_shapes.auto_repeats)")

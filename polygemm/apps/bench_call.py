@@ -20,7 +20,8 @@ import numpy as np
 from .. import gemm, last_plan, registry
 from ..backend import Backend
 from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
-from .bench_inputs import Normals, check_variant_names, skip_too_large, too_large_text
+from .bench_inputs import Normals, check_variant_names, in_layout, operands, skip_too_large, too_large_text
+from .bench_layout import layout_of, shape_text
 from .bench_records import BenchRecord
 from .bench_report import rate_text, spread_text
 from .bench_timing import CallTimed, ratio_range
@@ -30,11 +31,14 @@ __all__ = ["ArrayLib", "Vendor", "call_setup", "CallTimings", "time_interleaved"
 
 @dataclass
 class ArrayLib:
-    """Whose arrays: how host data becomes one of them, and how an output is made."""
+    """Whose arrays: how host data becomes one of them, how an output is made, and how one is
+    transposed as a view (None: a backend's own arrays, whose ``to_device`` keeps a column-major
+    host view column-major)."""
 
     name: str
     to_device: Callable[[np.ndarray], Any]
     empty: Callable[[tuple[int, ...], Any], Any]
+    transpose: Callable[[Any], Any] | None = None
 
 
 @dataclass
@@ -53,20 +57,25 @@ class Vendor:
     new_call: str = ""
 
 
+def _swap(x: Any) -> Any:
+    """The transposed view of the last two axes (NumPy, CuPy and torch spell it alike), as ``W.T``."""
+    return x.swapaxes(-1, -2)
+
+
 def _numpy_vendor() -> tuple[ArrayLib, Vendor]:
     def np_matmul(a: Any, b: Any, out: Any) -> Any:
         if a.dtype.name in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
             return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype))
         return np.matmul(a, b, out=out)
 
-    lib = ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt))
+    lib = ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt), _swap)
     return lib, Vendor("numpy", lib, np_matmul, "numpy.matmul(a, b, out=out)", np_matmul, "numpy.matmul(a, b, out=out)")
 
 
 def _cupy_vendor() -> tuple[ArrayLib, Vendor]:
     import cupy as cp
 
-    lib = ArrayLib("cupy", cp.asarray, lambda shape, dt: cp.empty(shape, dt))
+    lib = ArrayLib("cupy", cp.asarray, lambda shape, dt: cp.empty(shape, dt), _swap)
     return lib, Vendor("cupy", lib, lambda a, b, out: cp.matmul(a, b, out=out), "cupy.matmul(a, b, out=out)",
                        lambda a, b, out: cp.matmul(cp.asarray(a), cp.asarray(b)).get(out=out),
                        "cupy.matmul(cupy.asarray(a), cupy.asarray(b)).get(out=out)", cp.matmul, "cupy.matmul(a, b)")
@@ -84,7 +93,7 @@ def _torch_vendor(dtype: str) -> tuple[ArrayLib, Vendor]:
     def to_numpy(t: Any, like: np.ndarray) -> np.ndarray:
         return t.cpu().view(torch.int16).numpy().view(like.dtype) if bf16 else t.cpu().numpy()
 
-    lib = ArrayLib("torch", lambda x: to_torch(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"))
+    lib = ArrayLib("torch", lambda x: to_torch(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"), _swap)
     return lib, Vendor("torch", lib, lambda a, b, out: torch.matmul(a, b, out=out), "torch.matmul(a, b, out=out)",
                        lambda a, b, out: np.copyto(out, to_numpy(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()), out)),
                        "torch.matmul(a.cuda(), b.cuda()).cpu()", torch.matmul, "torch.matmul(a, b)")
@@ -194,6 +203,9 @@ def run_call_bench(
     as ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` (the allocation in both).
     ``sink``, when given, gets each record as soon as it is timed. A shape whose host arrays do
     not fit in memory is left out and said in ``too_large`` when given (else a MemoryError naming it).
+    A shape may be a :class:`.bench_layout.Shape`: its operands, polygemm's and the vendors' alike,
+    are then laid out as its layout says (B = W.T for ``nt``, a transposed view of a C-ordered
+    array), which its record keeps in ``layout``; a plain triple is ``nn``.
     """
     be = registry.get_backend(device)
     av = be.probe()
@@ -220,18 +232,23 @@ def run_call_bench(
     normals = Normals(np.random.default_rng(), np_dtype)
     sync = be.synchronize
     records: list[BenchRecord] = []
-    for (m, n, k) in shapes:
+    for shape in shapes:
+        m, n, k = shape
+        layout = layout_of(shape)
+        said = shape_text(m, n, k, layout)
         flops = 2.0 * m * n * k * max(batch, 1)
         try:
-            host = [(normals(lead + (m, k)), normals(lead + (k, n)), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
+            host = [(*operands(normals, lead, m, n, k, layout), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
             by_lib: dict[str, list[tuple[Any, Any, Any]]] = {}
             if on_host:
                 by_lib[lib.name] = host
             for x in [lib] + ([] if on_host else [v.lib for v in vendors]):
-                if x.name not in by_lib:  # each library's own arrays, holding the same data
-                    by_lib[x.name] = [(x.to_device(a), x.to_device(b), x.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
+                if x.name not in by_lib:  # each library's own arrays, holding the same data in the same layout
+                    by_lib[x.name] = [(in_layout(a, x.to_device, layout[0] == "t", x.transpose),
+                                       in_layout(b, x.to_device, layout[1] == "t", x.transpose),
+                                       x.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
         except MemoryError:  # this shape left out; the others are timed and kept
-            skip_too_large(too_large_text(m, n, k, lead, np_dtype.itemsize, sets), too_large, progress, step)
+            skip_too_large(too_large_text(m, n, k, lead, np_dtype.itemsize, sets, layout), too_large, progress, step)
             continue
         mine = by_lib[lib.name]
         ours: list[Callable[[], Any]]
@@ -243,7 +260,7 @@ def run_call_bench(
             timed = CallTimed(ours, sync, min_seconds)
         except UnsupportedProblemError as exc:
             if progress:
-                progress(f"{m}x{n}x{k} {variant} not timed: {exc}")
+                progress(f"{said} {variant} not timed: {exc}")
             if step:
                 step()
             continue
@@ -259,18 +276,20 @@ def run_call_bench(
                 raise
             except Exception as exc:  # e.g. muBLAS absent from an emulation build, a library refusing the problem
                 if progress:
-                    said = exc if isinstance(exc, PolygemmError) else f"{type(exc).__name__}: {exc}"
-                    progress(f"{m}x{n}x{k} vendor {calls[v.name]} not timed: {said}")
+                    reason: object = exc if isinstance(exc, PolygemmError) else f"{type(exc).__name__}: {exc}"
+                    progress(f"{said} vendor {calls[v.name]} not timed: {reason}")
         timings = time_interleaved(timed, vend, repeats)
         share = None
         if inputs == "numpy" and not host_only:
-            dev = [(lib.to_device(a), lib.to_device(b), lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
+            dev = [(in_layout(a, lib.to_device, layout[0] == "t", lib.transpose), in_layout(b, lib.to_device, layout[1] == "t", lib.transpose),
+                    lib.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
             dev_t = statistics.median(CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in dev],
                                                  sync, min_seconds).once() for _ in range(repeats))
             share = max(0.0, 1.0 - dev_t / statistics.median(timings.ours))
             del dev
         rec = _record(be, chosen, dtype, (m, n, k), flops, timings, vendors[0].name, calls, date, timed.calls)
         rec.inputs, rec.copy_share, rec.requested, rec.batch, rec.result = "numpy" if host_only else inputs, share, variant, batch, result
+        rec.layout = layout
         records.append(rec)
         if sink is not None:
             sink.append(rec)
@@ -325,5 +344,5 @@ def _line(rec: BenchRecord, variant: str, timings: CallTimings) -> str:
                   + (f"; {', '.join(others)}" if others else ""))
     else:
         beside = f"{rec.vendor_call} not timed"
-    return (f"{f'{rec.batch}x' if rec.batch else ''}{rec.m}x{rec.n}x{rec.k} gemm({variant}) -> {rec.variant:28s} "
+    return (f"{f'{rec.batch}x' if rec.batch else ''}{shape_text(rec.m, rec.n, rec.k, rec.layout)} gemm({variant}) -> {rec.variant:28s} "
             f"{rec.us_per_call:10.1f} us/call  {rate_text(rec.tflops)}  ({beside}{extra})")

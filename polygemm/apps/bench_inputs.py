@@ -1,5 +1,6 @@
-"""What ``polygemm bench`` times on: random normal operands (never zeros), the variant names
-checked before anything is timed, and the shapes whose host arrays do not fit in memory."""
+"""What ``polygemm bench`` times on: random normal operands (never zeros) laid out as each
+shape's layout says, the variant names checked before anything is timed, and the shapes whose
+host arrays do not fit in memory."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 
 from ..backend import Backend
 from ..errors import PolygemmError, UnsupportedProblemError
+from .bench_layout import shape_text
 
-__all__ = ["Normals", "too_large_text", "skip_too_large", "check_variant_names"]
+__all__ = ["Normals", "operands", "in_layout", "too_large_text", "skip_too_large", "check_variant_names"]
 
 
 class Normals:
@@ -42,12 +44,32 @@ class Normals:
         return out.reshape(shape)
 
 
+def operands(normals: Normals, lead: tuple[int, ...], m: int, n: int, k: int, layout: str = "nn") -> tuple[np.ndarray, np.ndarray]:
+    """Host A (``lead + (m, k)``) and B (``lead + (k, n)``) laid out as ``layout`` (two letters of
+    :data:`.bench_layout.LAYOUTS`) says: ``n`` a C-ordered array, ``t`` the transposed view of a
+    C-ordered ``lead + (k, m)`` (A) or ``lead + (n, k)`` (B) array, as ``x @ W.T`` passes an
+    ``nn.Linear`` weight ``W``; no copy makes either contiguous."""
+    a = normals(lead + (k, m)).swapaxes(-1, -2) if layout[0] == "t" else normals(lead + (m, k))
+    b = normals(lead + (n, k)).swapaxes(-1, -2) if layout[1] == "t" else normals(lead + (k, n))
+    return a, b
 
-def too_large_text(m: int, n: int, k: int, lead: tuple[int, ...], itemsize: int, sets: int) -> str:
+
+def in_layout(host: np.ndarray, to_device: Callable[[np.ndarray], Any], transposed: bool,
+              transpose: Callable[[Any], Any] | None) -> Any:
+    """A device copy of the host operand ``host`` in its layout: a transposed view (``transposed``)
+    is copied as the C-ordered array it views and transposed on the device with ``transpose``
+    (``x.swapaxes(-1, -2)``, the view a user of the library takes); a library without one (a
+    backend's own arrays) gets the view itself, which their ``to_device`` keeps column-major."""
+    if not transposed or transpose is None:
+        return to_device(host)
+    return transpose(to_device(host.swapaxes(-1, -2)))
+
+
+def too_large_text(m: int, n: int, k: int, lead: tuple[int, ...], itemsize: int, sets: int, layout: str = "nn") -> str:
     """What a shape whose host operands could not be allocated says (as ``polygemm gemm`` says it)."""
     count = int(np.prod(lead)) if lead else 1
     need = sets * count * (m * k + k * n + m * n) * itemsize
-    return (f"{'x'.join(map(str, lead + (m, n, k)))}: operands and a result of that size need about {need / 2**30:.1f} GiB "
+    return (f"{''.join(f'{d}x' for d in lead)}{shape_text(m, n, k, layout)}: operands and a result of that size need about {need / 2**30:.1f} GiB "
             f"of host memory, more than this machine can give")
 
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import registry
 from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
-from .bench_inputs import Normals, check_variant_names, skip_too_large, too_large_text
+from .bench_inputs import Normals, check_variant_names, operands, skip_too_large, too_large_text
+from .bench_layout import layout_of, shape_text
 from .bench_records import BenchRecord
 from .bench_report import rate_text, spread_text
 from .bench_timing import KernelTimed, ratio_range
@@ -46,7 +47,8 @@ def run_bench(
     per (shape, variant) done, timed or not (a progress bar's tick). ``sink``, when given, gets
     each record as soon as it is timed (what an interrupted run keeps). A shape whose host
     operands do not fit in memory is left out and said in ``too_large`` when given (else a
-    MemoryError naming it).
+    MemoryError naming it). A :class:`.bench_layout.Shape` in ``shapes`` has its operands laid
+    out as its layout says (kept in its records' ``layout``); a plain triple is ``nn``.
     """
     be = registry.get_backend(device)
     av = be.probe()
@@ -61,13 +63,17 @@ def run_bench(
     records: list[BenchRecord] = []
     np_dtype = np.dtype(dtype)
     normals = Normals(rng, np_dtype)
-    for (m, n, k) in shapes:
+    for shape in shapes:
+        m, n, k = shape
+        layout = layout_of(shape)
+        said = shape_text(m, n, k, layout)
         flops = 2.0 * m * n * k
         try:
-            host = [(normals((m, k)), normals((k, n))) for _ in range(sets)]
+            host = [operands(normals, (), m, n, k, layout) for _ in range(sets)]
+            # the backend's own arrays: its to_device keeps a transposed (column-major) view so
             dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
         except MemoryError:  # this shape left out; the others are timed and kept
-            skip_too_large(too_large_text(m, n, k, (), np_dtype.itemsize, sets), too_large, progress, None)
+            skip_too_large(too_large_text(m, n, k, (), np_dtype.itemsize, sets, layout), too_large, progress, None)
             if step is not None:  # one tick per (shape, variant), timed or not
                 for _ in names:
                     step()
@@ -78,7 +84,7 @@ def run_bench(
                 vend = KernelTimed(be, vendor, dev, min_seconds)
             except PolygemmError as exc:  # e.g. muBLAS absent from an emulation build
                 if progress:
-                    progress(f"{m}x{n}x{k} vendor {vendor} not timed: {exc}")
+                    progress(f"{said} vendor {vendor} not timed: {exc}")
         for name in names:
             # The vendor is timed right beside each variant, repeat by repeat: a GPU that
             # heats up and throttles over a long run then slows both alike.
@@ -86,7 +92,7 @@ def run_bench(
                 timed = KernelTimed(be, name, dev, min_seconds)
             except UnsupportedProblemError as exc:
                 if progress:
-                    progress(f"{m}x{n}x{k} {name:28s} not timed: {exc}")
+                    progress(f"{said} {name:28s} not timed: {exc}")
                 if step:
                     step()
                 continue
@@ -116,6 +122,7 @@ def run_bench(
                 requested="auto" if name == "auto" else "", vendor=vendor if vtimes else None,
             )
             rec.ratio_min, rec.ratio_max, rec.ratio_spread = ratio_range(vtimes, times)
+            rec.layout = layout
             records.append(rec)
             if sink is not None:
                 sink.append(rec)
@@ -123,7 +130,7 @@ def run_bench(
                 label = f"auto -> {ran}" if name == "auto" else name
                 beside = f"{rec.ratio:.2f}x {vendor}, {spread_text(rec)} over the repeats" if vendor and rec.ratio == rec.ratio else \
                     ("no vendor variant to compare" if not vendor else f"{vendor} not timed")
-                progress(f"{m}x{n}x{k} {label:28s} {rate_text(rec.tflops)}  ({beside})")
+                progress(f"{said} {label:28s} {rate_text(rec.tflops)}  ({beside})")
             if step:
                 step()
         if vend is not None:

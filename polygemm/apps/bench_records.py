@@ -8,6 +8,8 @@ import math
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
+from .bench_layout import LAYOUTS
+
 __all__ = ["BenchRecord", "load_records", "record_json"]
 
 
@@ -50,6 +52,9 @@ class BenchRecord:
     ratio_min: float = float("nan")
     ratio_max: float = float("nan")
     ratio_spread: float = float("nan")
+    # how A and B lay in memory, A's letter then B's: "n" as stored (row-major), "t" a transposed view of a
+    # row-major array (an nn.Linear weight in x @ W.T is B of "nt"); files written before layouts were timed are "nn"
+    layout: str = "nn"
 
 
 def load_records(path: str) -> list[BenchRecord]:
@@ -83,6 +88,9 @@ def load_records(path: str) -> list[BenchRecord]:
                 said = repr(row[f.name]) if len(repr(row[f.name])) <= 24 else f"{str(row[f.name])[:12]}... ({len(str(row[f.name]))} digits)"
                 raise ValueError(f"record {i} has {f.name}={said}; polygemm bench --json writes a whole number "
                                  "from 0 to 2**63 - 1 there")
+        if "layout" in row and row["layout"] not in LAYOUTS:
+            raise ValueError(f"record {i} has layout={row['layout']!r}; polygemm bench --json writes one of "
+                             f"{', '.join(LAYOUTS)} there (A's letter, then B's: n as stored, t a transposed view)")
         # a figure nobody measured (no vendor timing) is written as null: it reads back as nan
         out.append(BenchRecord(**{k: (float("nan") if v is None and k in floats else v) for k, v in row.items() if k in known}))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
+from .bench_layout import shape_text
 from .bench_records import BenchRecord
 
 __all__ = ["WIDE_SPREAD", "rate_text", "spread_text", "wide_spread", "spread_warning", "call_markdown", "to_markdown",
@@ -34,7 +35,7 @@ def spread_warning(records: Sequence[BenchRecord]) -> str | None:
     if not wide:
         return None
     worst = max(wide, key=lambda r: r.ratio_spread)
-    shape = f"{f'{worst.batch}x' if worst.batch else ''}{worst.m}x{worst.n}x{worst.k} {worst.variant}"
+    shape = f"{f'{worst.batch}x' if worst.batch else ''}{shape_text(worst.m, worst.n, worst.k, worst.layout)} {worst.variant}"
     return (f"warning: {len(wide)} of {len(records)} ratios vary by more than {WIDE_SPREAD:.0%} across their repeats "
             f"(widest: {shape}, {worst.ratio_min:.2f}-{worst.ratio_max:.2f}x around {worst.ratio:.2f}x); the machine is "
             "noisy: read those ratios as rough, or rerun with more --repeats on a quiet machine")
@@ -83,13 +84,15 @@ def call_markdown(records: list[BenchRecord]) -> str:
             lines.append(f"### {rs[0].backend} {dtype}, {inputs} arrays: `{ours}` per call beside {beside}\n")
             share = any(r.copy_share is not None for r in rs)
             chose = "variant auto chose" if all((r.requested or "auto") == "auto" for r in rs) else "variant that ran"
-            heads = ["shape", chose, "µs/call"] + [f"{lib}.matmul µs/call" for lib in libs] + \
+            layouts = any(r.layout != "nn" for r in rs)  # the column where some product is not A @ B as stored
+            heads = ["shape"] + (["layout"] if layouts else []) + [chose, "µs/call"] + [f"{lib}.matmul µs/call" for lib in libs] + \
                 ["vendor µs/call", "FLOP/s", "vendor FLOP/s", "ratio", "ratio range over the repeats"] + (["copy share"] if share else [])
             lines.append("| " + " | ".join(heads) + " |")
             lines.append("|" + "---|" * len(heads))
             for r in rs:
                 timed = r.vendor_us_per_call == r.vendor_us_per_call  # a vendor not timed (NaN) is "–", as in kernel mode's tables
-                cells = [f"{f'{r.batch} × ' if r.batch else ''}{r.m}×{r.n}×{r.k}", f"`{r.variant}`", f"{r.us_per_call:.1f}"]
+                cells = [f"{f'{r.batch} × ' if r.batch else ''}{r.m}×{r.n}×{r.k}"] + ([r.layout] if layouts else []) + \
+                    [f"`{r.variant}`", f"{r.us_per_call:.1f}"]
                 for lib in libs:
                     us = getattr(r, f"{lib}_us_per_call")
                     cells.append("–" if us is None else f"{us:.1f}")
@@ -121,21 +124,21 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
     lines.insert(0, f"Device: {r0.device}; date {r0.date}; median of {r0.repeats} repeats; two rotating input sets; {how}.\n")
     for dtype in sorted({r.dtype for r in records}):
         rs = [r for r in records if r.dtype == dtype]
-        shapes = list(dict.fromkeys((r.m, r.n, r.k) for r in rs))
+        shapes = list(dict.fromkeys((r.m, r.n, r.k, r.layout) for r in rs))
         variants = list(dict.fromkeys(r.variant for r in rs))
         vendor = rs[0].vendor_variant or "vendor"
         timed = any(r.vendor_tflops == r.vendor_tflops for r in rs)  # a backend without a vendor variant has none
         unit = _unit([r.tflops for r in rs] + [r.vendor_tflops for r in rs])
         beside = f"ratio to {vendor} in the same run" if timed else "no vendor variant to compare"
         lines.append(f"### {rs[0].backend} {dtype}: {unit[0]} ({beside})\n")
-        lines.append("| variant | " + " | ".join(f"{m}×{n}×{k}" for m, n, k in shapes) + " |")
+        lines.append("| variant | " + " | ".join(shape_text(*s, sep="×") for s in shapes) + " |")
         lines.append("|---|" + "---|" * len(shapes))
-        timed_at = {(r.m, r.n, r.k): [x.vendor_tflops for x in rs if (x.m, x.n, x.k) == (r.m, r.n, r.k) and x.vendor_tflops == x.vendor_tflops]
-                    for r in rs}  # records without a vendor timing (nan) say nothing of its pace
+        timed_at = {(r.m, r.n, r.k, r.layout): [x.vendor_tflops for x in rs if (x.m, x.n, x.k, x.layout) == (r.m, r.n, r.k, r.layout)
+                                                and x.vendor_tflops == x.vendor_tflops] for r in rs}  # records without a vendor timing (nan) say nothing of its pace
         vend = {s: statistics.median(v) if v else float("nan") for s, v in timed_at.items()}
         if timed:
             lines.append(f"| **{vendor}** (median of its timings beside each rung) | " + " | ".join(_num(vend[s], unit) for s in shapes) + " |")
-        by = {(r.variant, r.m, r.n, r.k): r for r in rs}
+        by = {(r.variant, r.m, r.n, r.k, r.layout): r for r in rs}
         for v in variants:
             cells = []
             for s in shapes:
@@ -156,11 +159,11 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
 def ladder_tables(records: list[BenchRecord]) -> str:
     """Step-by-step tables, one per ladder (variant-name prefix before ``_v``): each rung's
     TFLOP/s, ratio to the vendor and gain over the previous rung at the largest cubes."""
-    all_cubes = sorted({r.m for r in records if r.m == r.n == r.k})
+    all_cubes = sorted({r.m for r in records if r.m == r.n == r.k and r.layout == "nn"})
     cubes = [c for c in (4096, 8192) if c in all_cubes] or all_cubes[-2:]  # the targets' sizes
     if not cubes:
         return ""
-    by = {(r.variant, r.m): r for r in records if r.m == r.n == r.k}
+    by = {(r.variant, r.m): r for r in records if r.m == r.n == r.k and r.layout == "nn"}
     ladders: dict[str, list[str]] = {}
     for r in records:
         if "_v" in r.variant:

@@ -1,15 +1,20 @@
-"""The shapes ``polygemm bench`` times: its presets (``square``, ``sweep``, ...), the default
-per backend, ``--shapes`` parsing, and ``--repeats auto``'s count per shape."""
+"""The shapes ``polygemm bench`` times: its presets (``square``, ``sweep``, ``real``, ...), the
+default per backend, ``--shapes`` parsing (``MxNxK``, or ``MxNxK:LAYOUT`` with the operands'
+layout, :class:`Shape`), and ``--repeats auto``'s count per shape."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Sequence
 
 from ..backend import Backend
 from .arguments import parse_shape
+from .bench_real import REAL_WORKLOADS, real_shapes
+from .bench_layout import LAYOUT_FORM, LAYOUTS, Shape, layout_of, parse_layout, shape_text
 
 __all__ = ["PRESETS", "SWEEP_MN", "SWEEP_K", "sweep_shapes", "auto_repeats", "default_shapes", "parse_shapes",
-           "preset_summary"]
+           "parse_bench_shape", "preset_summary", "runs_on_host", "GPU_PRESETS", "Shape", "LAYOUTS", "layout_of",
+           "shape_text", "REAL_WORKLOADS", "real_shapes"]
 
 #: the ``sweep`` preset's axes: M and N values, and K values
 SWEEP_MN: tuple[int, ...] = (1, 16, 64, 128, 512, 1000, 4096, 8192)
@@ -73,22 +78,49 @@ PRESETS: dict[str, list[tuple[int, int, int]]] = {
     "cpu": [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (255, 257, 129)],
     # M, N and K across decode steps, skinny, square and K >> M, N products (see sweep_shapes)
     "sweep": sweep_shapes(),
+    # the GEMMs of current models with their operand layouts (see bench_real.real_workloads): Shape objects
+    "real": [*real_shapes()],
 }
 
+#: presets sized for a GPU, refused on a host backend (hours there) unless --max-dim trims them
+GPU_PRESETS: tuple[str, ...] = ("real",)
+
+
+def runs_on_host(be: Backend) -> bool:
+    """Whether ``be``'s work runs on the host: the cpu backend, or an emulation built for the host."""
+    if tuple(getattr(be, "residencies", ("host",))) == ("host",):
+        return True
+    try:
+        return callable(getattr(be, "flavor", None)) and be.flavor() == "host"  # type: ignore[attr-defined]
+    except Exception:
+        return False
 
 
 def default_shapes(be: Backend) -> list[str]:
     """``--shapes`` when none are given: the ``cpu`` preset where the work runs on the host
     (the cpu backend, or an emulation built for the host), ``square`` on a GPU."""
-    host_only = tuple(getattr(be, "residencies", ("host",))) == ("host",)
+    return ["cpu"] if runs_on_host(be) else ["square"]
+
+
+def parse_bench_shape(text: str) -> tuple[int, int, int]:
+    """``MxNxK`` -> (M, N, K); ``MxNxK:LAYOUT`` -> a :class:`Shape` of that layout. Raises
+    argparse.ArgumentTypeError naming the accepted form."""
+    size, colon, layout = text.partition(":")
     try:
-        emulated = callable(getattr(be, "flavor", None)) and be.flavor() == "host"  # type: ignore[attr-defined]
-    except Exception:
-        emulated = False
-    return ["cpu"] if host_only or emulated else ["square"]
+        m, n, k = parse_shape(size)
+    except argparse.ArgumentTypeError:
+        if not colon:
+            raise
+        raise argparse.ArgumentTypeError(f"{text!r} has no MxNxK of three non-negative integers before ':'; a shape is "
+                                         f"{LAYOUT_FORM}") from None
+    if not colon:
+        return m, n, k
+    return Shape(m, n, k, parse_layout(layout, text))
 
 
 def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
+    """The shapes of ``--shapes`` items (comma or space separated ``MxNxK[:LAYOUT]`` and preset
+    names), each once, in order; a layout other than ``nn`` makes a :class:`Shape`."""
     shapes: list[tuple[int, int, int]] = []
     for item in items:
         for part in item.split(","):
@@ -98,18 +130,19 @@ def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
             if part in PRESETS:
                 shapes.extend(PRESETS[part])
             else:
-                shapes.append(parse_shape(part))
+                shapes.append(parse_bench_shape(part))
     return list(dict.fromkeys(shapes))  # presets may overlap: each shape once
 
 
-
 def preset_summary(shapes: Sequence[tuple[int, int, int]]) -> str:
-    """``1024³..8192³`` for cubes, else the shapes themselves, for --help; the sweep's axes."""
+    """``1024³..8192³`` for cubes, else the shapes themselves, for --help; the sweep's axes, the real preset's models."""
     if list(shapes) == PRESETS["sweep"]:
         return (f"{len(shapes)} shapes: M, N in {{{', '.join(map(str, SWEEP_MN))}}} against K in {{{', '.join(map(str, SWEEP_K))}}}, "
                 "diagonal and skinny both ways, plus odd sizes")
+    if list(shapes) == PRESETS["real"]:
+        return (f"{len(shapes)} products of current models with their weight layouts, for GPUs: Llama-3 8B and 70B, "
+                "Mixtral 8x7B, Qwen2.5-7B at 1 to 16384 tokens, BERT-base, ResNet-50, unaligned and prime sizes")
     cubes = [m for m, n, k in shapes if m == n == k]
     text = [f"{cubes[0]}³..{cubes[-1]}³"] if len(cubes) > 3 else [f"{c}³" for c in cubes]
-    text += [f"{m}x{n}x{k}" for m, n, k in shapes if not m == n == k]
+    text += [shape_text(*s, layout_of(s)) for s in shapes if not s[0] == s[1] == s[2]]
     return ", ".join(text)
-
