@@ -57,7 +57,7 @@ in git history under the tag `lab-notebook-2026-12`.
 
 
 def shape(r: dict) -> str:
-    mnk = f"{r['m']}×{r['n']}×{r['k']}"
+    mnk = f"{r['m']}×{r['n']}×{r['k']}" + (f" {r['layout']}" if r.get("layout", "nn") != "nn" else "")
     return f"{r['batch']} × {mnk}" if r.get("batch") else mnk
 
 

@@ -254,7 +254,7 @@ def plot_records(records: Sequence[Any], path: str, option: str = "--plot") -> N
 
 # -- the sweep: geometric mean, worst shape and the heatmap of the ratio to the vendor --------
 
-Shape = tuple[int, int, int, int]  # (M, N, K, batch): batch 0 for one product
+Shape = tuple[int, int, int, int, str]  # (M, N, K, batch, layout): batch 0 for one product; layout "nn", "nt", "tn" or "tt"
 
 
 @dataclass(frozen=True)
@@ -302,8 +302,9 @@ class SweepSummary:
 
 
 def _shape_text(s: Shape) -> str:
-    m, n, k, batch = s
-    return f"{batch} x {m}x{n}x{k}" if batch else f"{m}x{n}x{k}"
+    m, n, k, batch, layout = s
+    text = f"{m}x{n}x{k}" + ("" if layout == "nn" else f":{layout}")
+    return f"{batch} x {text}" if batch else text
 
 
 def summarize(records: Sequence[Any]) -> list[SweepSummary]:
@@ -322,7 +323,7 @@ def summarize(records: Sequence[Any]) -> list[SweepSummary]:
             ratio = float(r.ratio)
             if not (ratio > 0 and math.isfinite(ratio)):
                 continue
-            shape = (r.m, r.n, r.k, int(getattr(r, "batch", 0) or 0))
+            shape = (r.m, r.n, r.k, int(getattr(r, "batch", 0) or 0), str(getattr(r, "layout", "") or "nn"))
             if shape not in ratios or ratio > ratios[shape]:
                 ratios[shape], variants[shape] = ratio, r.variant
         if mode == "call":
@@ -339,13 +340,20 @@ def summarize(records: Sequence[Any]) -> list[SweepSummary]:
     return out
 
 
+def _on_grid(s: Shape) -> bool:
+    """Whether a shape is drawn in its K's M×N grid: one product with operands as stored (a
+    batch, or another layout of the same sizes, is listed beside the grid instead)."""
+    return s[3] == 0 and s[4] == "nn"
+
+
 def _panels(summary: SweepSummary) -> tuple[list[int], list[Shape]]:
     """(the K values drawn as an M×N grid, each with at least four shapes; the other shapes)."""
-    by_k: dict[tuple[int, int], list[Shape]] = {}
+    by_k: dict[int, list[Shape]] = {}
     for s in summary.ratios:
-        by_k.setdefault((s[2], s[3]), []).append(s)
-    grid = sorted(k for (k, batch), shapes in by_k.items() if batch == 0 and len(shapes) >= 4)
-    rest = sorted((s for s in summary.ratios if s[3] or s[2] not in grid), key=lambda s: (s[0] * s[1] * s[2], s))
+        if _on_grid(s):
+            by_k.setdefault(s[2], []).append(s)
+    grid = sorted(k for k, shapes in by_k.items() if len(shapes) >= 4)
+    rest = sorted((s for s in summary.ratios if not _on_grid(s) or s[2] not in grid), key=lambda s: (s[0] * s[1] * s[2], s))
     return grid, rest
 
 
@@ -372,7 +380,7 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
     layouts = [_panels(s) for s in summaries]
 
     def cells(summary: SweepSummary, k: int) -> tuple[list[int], list[int]]:
-        shapes = [s for s in summary.ratios if s[2] == k and s[3] == 0]
+        shapes = [s for s in summary.ratios if s[2] == k and _on_grid(s)]
         return sorted({s[0] for s in shapes}), sorted({s[1] for s in shapes})
 
     widths = [max([len(cells(s, k)[1]) for s, (grid, _) in zip(summaries, layouts) for k in grid[i:i + 1]] or [0])
@@ -396,7 +404,7 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
                 ms, ns = cells(summary, k)
                 values = np.full((len(ms), len(ns)), np.nan)
                 for s, ratio in summary.ratios.items():
-                    if s[2] == k and s[3] == 0:
+                    if s[2] == k and _on_grid(s):
                         values[ms.index(s[0]), ns.index(s[1])] = ratio
                 ax.set_title(f"K = {k}", fontsize=9)
                 ax.set_xticks(range(len(ns)), [str(n) for n in ns], fontsize=8, rotation=45)

@@ -157,11 +157,11 @@ def test_summary_geomean_and_worst_shape():
     ]
     kernel, call = summarize(recs)
     assert (kernel.mode, kernel.dtype, call.mode) == ("kernel", "float16", "call")
-    assert set(kernel.ratios) == {(16, 4096, 4096, 0), (4096, 4096, 4096, 0), (512, 512, 16384, 0)}
-    assert kernel.ratios[(16, 4096, 4096, 0)] == 0.8 and kernel.variants[(16, 4096, 4096, 0)] == "hgemm_v2_wgmma_tma"
+    assert set(kernel.ratios) == {(16, 4096, 4096, 0, "nn"), (4096, 4096, 4096, 0, "nn"), (512, 512, 16384, 0, "nn")}
+    assert kernel.ratios[(16, 4096, 4096, 0, "nn")] == 0.8 and kernel.variants[(16, 4096, 4096, 0, "nn")] == "hgemm_v2_wgmma_tma"
     assert kernel.geomean == pytest.approx((0.8 * 1.0 * 0.25) ** (1 / 3))
-    assert kernel.worst == (512, 512, 16384, 0) and kernel.worst_ratio == 0.25
-    assert call.geomean == pytest.approx(1.0) and call.worst == (1, 8192, 8192, 0)
+    assert kernel.worst == (512, 512, 16384, 0, "nn") and kernel.worst_ratio == 0.25
+    assert call.geomean == pytest.approx(1.0) and call.worst == (1, 8192, 8192, 0, "nn")
     line = kernel.line()
     assert "3 shapes" in line and f"geometric mean {kernel.geomean:.2f}x" in line and "worst 0.25x at 512x512x16384" in line
     assert "cublas" in line and "cupy.matmul" in call.line() and "polygemm.gemm(auto)" in call.line()
@@ -177,7 +177,7 @@ def test_heatmap_renders_png_from_records(tmp_path):
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     assert [s.mode for s in summaries] == ["kernel", "call"]
-    assert summaries[0].worst == (1, 1, 512, 0) and summaries[0].worst_ratio == pytest.approx(0.4)
+    assert summaries[0].worst == (1, 1, 512, 0, "nn") and summaries[0].worst_ratio == pytest.approx(0.4)
 
 
 def test_heatmap_panels_centre_at_one(tmp_path, monkeypatch):
@@ -358,3 +358,13 @@ def test_ceiling_repeats_must_be_a_positive_integer(capsys, value):
     # a count of 0 or less would time nothing
     line = usage_error(capsys, ["ceiling", "--repeats", value])
     assert "argument --repeats: must be an integer >= 1" in line, line
+
+
+def test_two_layouts_of_one_size_are_two_shapes_and_stay_off_the_grid():
+    from polygemm.apps.plot import summarize
+
+    recs = [_record(4096, 4096, 4096, 1.0), _record(4096, 4096, 4096, 0.5, layout="nt")]
+    (summary,) = summarize(recs)
+    assert len(summary.ratios) == 2
+    assert summary.worst == (4096, 4096, 4096, 0, "nt")
+    assert "worst 0.50x at 4096x4096x4096:nt" in summary.line()
