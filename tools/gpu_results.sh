@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measure GPU results (run from the repository root on a GPU machine):
 #   tools/gpu_results.sh TARGET [OUT]     (OUT: the folder written, gpu-results/ by default)
-# Targets: call (squares and odd sizes through polygemm.gemm, NumPy in and out, the raw kernels, strided
+# Targets: real (the real-workload preset through polygemm.gemm, fp16, bf16 and fp32, against the faster of
+# torch.matmul and cupy.matmul), call (squares and odd sizes through polygemm.gemm, NumPy in and out, the raw kernels, strided
 # batches), targets (the target shapes through auto), hopper (the wgmma rungs at the large squares),
 # sweep (60 shapes through auto), bench (every rung of both ladders), matrix (the conformance suite),
 # ceiling (the mma.sync ceiling), ncu and small-ncu (Nsight Compute counters), and the tuning runs
@@ -12,7 +13,7 @@
 # (see polygemm/backends/cuda/tuning/measurements/README.md); figures for the results page go into
 # docs/results/ (see tools/results_page.py).
 set -uo pipefail
-what=${1:?call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, tune-thin-choices, tune-lm-head, hopper, bench, matrix, ncu, small-ncu, ceiling or sweep}
+what=${1:?real, call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, tune-thin-choices, tune-lm-head, hopper, bench, matrix, ncu, small-ncu, ceiling or sweep}
 out=${2:-gpu-results}
 # without a usable cuda backend (or, for the ncu targets, without ncu) every target would write
 # all-skip tables or empty files and exit 0, so refuse before anything is written
@@ -37,6 +38,12 @@ musa_lib() {  # the cuda flavor of libpolygemm_musa, built once
   export POLYGEMM_MUSA_LIBRARY=$PWD/build/musa-cuda/libpolygemm_musa.so POLYGEMM_MUSA_EMULATION=1
 }
 case "$what" in
+  real)  # docs/results/<gpu>-real-<dtype>.json come from these files
+    for dt in float16 bfloat16 float32; do
+      python3 -m polygemm bench --mode call --device cuda --dtype $dt --shapes real --repeats auto --no-progress \
+        --json $out/${gpu}-real-$dt.json --markdown $out/${gpu}-real-$dt.md
+    done
+    ;;
   call)
     for dt in 16 32; do
       python3 -m polygemm bench --mode call --device cuda --dtype float$dt --shapes overhead square odd --repeats 5 \
