@@ -85,10 +85,32 @@ def _fits(work: Any, value: float) -> bool:
     return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
 
 
-@np.errstate(all="ignore")  # as a decorator: one call sets and resets NumPy's error state, per thread
+try:
+    # NumPy 2's error state is a context variable holding an "extobj"; np.errstate makes a new one on every entry,
+    # half the cost of a small product's whole call. The quiet one is made once here and set and reset around each
+    # product, as np.errstate itself does (per thread and per asyncio task, restored on the way out).
+    from numpy._core._multiarray_umath import _extobj_contextvar, _make_extobj
+except ImportError:  # NumPy 1.x (a global error object, no context variable): np.errstate, as a decorator
+    _QUIET = None
+else:
+    _QUIET = _make_extobj(all="ignore")
+    _set_state, _reset_state = _extobj_contextvar.set, _extobj_contextvar.reset
+
+
 def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """numpy.matmul with inf and NaN as IEEE says, silently (as every other path)."""
-    return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
+    """numpy.matmul with inf and NaN as IEEE says, silently (as every other path), whatever np.seterr says."""
+    token = _set_state(_QUIET)
+    try:
+        return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
+    finally:
+        _reset_state(token)
+
+
+if _QUIET is None:
+    @np.errstate(all="ignore")  # one call sets and resets NumPy's error state
+    def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """numpy.matmul with inf and NaN as IEEE says, silently (as every other path), whatever np.seterr says."""
+        return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
