@@ -189,12 +189,14 @@ def clear_plan_cache() -> None:
 
 
 def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
-               out_dtype: Any) -> tuple[Backend, Plan, GemmProblem]:
-    """Normalize and validate everything, select the backend and plan (the uncached path)."""
+               out_dtype: Any, views: Any = None) -> tuple[Backend, Plan, GemmProblem]:
+    """Normalize and validate everything, select the backend and plan (the uncached path); ``views``: the operands
+    as the cache key read them (None: not read), which normalization takes rather than reading them again."""
     if not isinstance(variant, str) or not variant:  # None, 3: a TypeError too; '' a ValueError only
         raise (ArgumentError if isinstance(variant, str) else ArgumentTypeError)(
             f"variant must be a variant name or 'auto'; got {short_repr(variant)}")
-    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False)
+    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False,
+                                     views=views)
     backend, passed = registry.select(problem, device, variant)
     problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
     if registry.resolve_device(device) != "auto":  # device="auto" took a backend whose supports() passed the problem
@@ -209,16 +211,18 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     return backend, plan, problem
 
 
-def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], Any] | None:
-    """The cache key of a call and the operands' (pointer, stream) views; None when some
-    operand takes the full normalization every time."""
+def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any,
+         out_dtype: Any = None) -> tuple[tuple[Any, ...] | None, Any]:
+    """The cache key of a call (None when it takes the full normalization every time) and the operands' views
+    (:func:`operand_view` of each, (key, pointer, stream); None for one that has none, or all four None when none
+    was read)."""
     if type(variant) is not str or not (device is None or type(device) is str):
-        return None
+        return None, None
     if out_dtype is not None:
         try:
             hash(out_dtype)
         except TypeError:
-            return None
+            return None, None
     nd = np.ndarray
     if type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (out is None or type(out) is nd):
         # a NumPy user's call, the commonest: its views inline (operand_view's first case), no device library asked
@@ -228,14 +232,14 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
                       _NO_VIEW if out is None else (("host", out.shape, out.strides, out.dtype, out.flags.writeable), 0, None))
     else:
         if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
-            return None                                # full normalization, whatever plan the cache holds for its shapes
+            return None, None                          # full normalization, whatever plan the cache holds for its shapes
         views = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
         if views is None:
             views = torch_views(a, b, c, out)
         if views is None:
             views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
             if None in views:
-                return None
+                return None, views
     va, vb, vc, vo = views
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
@@ -334,16 +338,16 @@ def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
 
 
 def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-          out_dtype: Any = None) -> tuple[CacheEntry, Call, bool]:
-    """The plan for this call (cached or made now) and the call's operands bound to it."""
+          out_dtype: Any = None) -> tuple[CacheEntry, Call, bool, str]:
+    """The plan for this call (cached or made now), the call's operands bound to it, whether the plan came from
+    the cache, and why a plan made now is not kept for the next call ("" when it is: :func:`not_cached`)."""
     # a finite float as it is (x - x is 0.0 for finite x only: NaN for inf and NaN), anything else parsed and checked
     al = alpha if type(alpha) is float and alpha - alpha == 0.0 else parse_scalar("alpha", alpha)
     be = beta if type(beta) is float and beta - beta == 0.0 else parse_scalar("beta", beta)
     if device is not None and type(device) is not str:  # torch.device, cupy.cuda.Device: keyed by name
         device = registry.device_arg_name(device)
-    found = _key(a, b, c, out, al, be, device, variant, out_dtype)
-    if found is not None:
-        key, views = found
+    key, views = _key(a, b, c, out, al, be, device, variant, out_dtype)
+    if key is not None:
         entry = _cache.get(key)
         # out clear of a and b at a glance: three host arrays that own their memory, out none of them (else the full check)
         if entry is not None and (out is None or (entry.host and out.base is None and a.base is None and b.base is None
@@ -359,16 +363,17 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
             else:
                 stream = common_stream([sa, sb, sc, so])
             call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)  # matched: the key fixes them
-            return entry, call, True
-    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
+            return entry, call, True, ""
+    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype, views)
     entry = _entry_for(backend, plan, problem, result_like(a, b))
-    if found is not None:
-        _cache.put(found[0], entry)
-    return entry, Call.from_problem(problem), False
+    if key is not None:
+        _cache.put(key, entry)
+    uncached = "" if key is not None and _cache.maxsize > 0 else not_cached(a, b, c, out, views)
+    return entry, Call.from_problem(problem), False, uncached
 
 
 def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call, bool, list[str]]:
+                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call, bool, str, list[str]]:
     """:func:`bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
     neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
     library, as host views are copied once; also what was copied so, for the plan. ``first``:
@@ -394,13 +399,14 @@ def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, varia
             failed = exc
 
 
-def not_cached(a: Any, b: Any, c: Any, out: Any) -> str:
+def not_cached(a: Any, b: Any, c: Any, out: Any, views: Any = None) -> str:
     """Why the plan made for a call with these operands is not kept for the next one ("" when it is): last_plan(),
-    explain() and polygemm gemm say it, since each such call plans again and plan_cache_info() counts none of them."""
+    explain() and polygemm gemm say it, since each such call plans again and plan_cache_info() counts none of them.
+    ``views``: the operands' views as the cache key read them (None: read here)."""
     if _cache.maxsize <= 0:
         return "$POLYGEMM_PLAN_CACHE_SIZE=0 turns the plan cache off"
-    for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
-        if operand_view(x) is not None:
+    for i, (name, x) in enumerate((("a", a), ("b", b), ("c", c), ("out", out))):
+        if (operand_view(x) if views is None else views[i]) is not None:
             continue
         t = type(x)
         what = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__.partition('.')[0]}.{t.__qualname__}"

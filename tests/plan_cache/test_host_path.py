@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 import polygemm as pg
 from polygemm import api
+from polygemm.core.normalize import normalize
 
 from tests.helpers import fake_torch
 
@@ -45,10 +47,14 @@ def _views_off(monkeypatch):
 
 
 def _keys_both_ways(monkeypatch, calls):
-    got = [api.plan_cache._key(*ops, 1.0, 0.0, "cuda", "auto") for ops in calls]
+    """(key, views) of each call as _key reads it, and as the per-operand views read it; None for a call not keyed."""
+    def keyed(found):
+        return found if found[0] is not None else None
+
+    got = [keyed(api.plan_cache._key(*ops, 1.0, 0.0, "cuda", "auto")) for ops in calls]
     with monkeypatch.context() as m:
         _views_off(m)
-        want = [_old_key(*ops) for ops in calls]
+        want = [keyed(_old_key(*ops)) for ops in calls]
     return got, want
 
 
@@ -351,14 +357,14 @@ def test_the_retry_binds_the_operands_made_whole_once_each(monkeypatch):
         bound.append((a, b, c))
         if a is not whole:
             raise NotWhole("a is not whole", "a")
-        return "entry", "call", False
+        return "entry", "call", False, ""
 
     monkeypatch.setattr(api.plan_cache, "bind", fake_bind)
     monkeypatch.setattr(api.plan_cache, "made_whole", lambda given, shape: whole)
     given = object()
     with pytest.raises(NotWhole) as info:
         fake_bind(given, 1, None)
-    assert api.plan_cache.bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, ["a"])
+    assert api.plan_cache.bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, "", ["a"])
     assert bound == [(given, 1, None), (whole, 1, None)]
 
 
@@ -488,3 +494,51 @@ def test_what_the_retry_raises_is_not_chained_to_the_first_notwhole(monkeypatch)
     with pytest.raises(NotWhole, match="^b is not whole") as info:
         pg.gemm(given, object())
     assert info.value.__context__ is None
+
+
+class _CountedCudaArray:
+    """A device array whose __cuda_array_interface__ counts its reads."""
+
+    def __init__(self, ptr, shape, strides=None):
+        self.reads = 0
+        self._iface = {"shape": shape, "typestr": "<f4", "data": (ptr, False), "strides": strides, "version": 3}
+
+    @property
+    def __cuda_array_interface__(self):
+        self.reads += 1
+        return dict(self._iface)
+
+
+def test_a_call_planned_now_reads_each_device_operands_interface_once():
+    """The cache key reads each operand's interface; normalization takes those reads, not new ones."""
+    a, b = _CountedCudaArray(0x10000, (16, 64)), _CountedCudaArray(0x20000, (64, 32), strides=(4, 256))
+    c, out = _CountedCudaArray(0x30000, (16, 32)), _CountedCudaArray(0x40000, (16, 32))
+    pg.clear_plan_cache()
+    key, views = api.plan_cache._key(a, b, c, out, 1.0, 1.0, "cuda", "auto")
+    assert key is not None and [x.reads for x in (a, b, c, out)] == [1, 1, 1, 1]
+    problem = normalize(a, b, c, beta=1.0, out=out, views=views)
+    assert [x.reads for x in (a, b, c, out)] == [1, 1, 1, 1]
+    assert problem.b.layout == "col" and problem.out.ptr == 0x40000
+    with pytest.raises(pg.PolygemmError):  # no GPU here: refused once the operands are read, each once
+        pg.gemm(a, b, c, out=out, device="cuda")
+    assert [x.reads for x in (a, b, c, out)] == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("make", [
+    lambda T: (_FakeCudaArray(0x10000, (16, 64)), _FakeCudaArray(0x20000, (64, 32), strides=(4, 256)), None),
+    lambda T: (_FakeCudaArray(0x10000, (3, 16, 64), strides=(-4096, 256, 4)), _FakeCudaArray(0x20000, (64, 32)),
+               _FakeCudaArray(0x40000, (3, 16, 32))),
+    lambda T: (T(0x1000, (8, 4), (4, 1)), T(0x2000, (4, 6), (6, 1)), T(0x3000, (8, 6), (6, 1))),  # (the stand-in
+    # tensors name no strides in their array interface: contiguous ones only)
+    lambda T: (T(0x1000, (2, 8, 4), (32, 4, 1)), T(0x2000, (4, 6), (6, 1)), None),
+])
+def test_normalizing_from_the_keys_views_describes_what_reading_the_operands_does(monkeypatch, make):
+    a, b, out = make(fake_torch(monkeypatch))
+    key, views = api.plan_cache._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
+    assert key is not None
+    read = normalize(a, b, out=out)
+    taken = normalize(a, b, out=out, views=views)
+    for mine, theirs in zip(taken.operands(), read.operands()):
+        assert dataclasses.replace(mine, interface=None) == dataclasses.replace(theirs, interface=None)
+        assert mine.interface.get("stream") == theirs.interface.get("stream") or theirs.interface.get("stream") is None
+    assert (taken.m, taken.n, taken.k, taken.batch, taken.residency) == (read.m, read.n, read.k, read.batch, read.residency)
