@@ -158,6 +158,8 @@ _cache = PlanCache(PLAN_CACHE_SIZE)
 #: plans name backends: when the registry changes (refresh(), a late probe), the plans made before go
 on_change(lambda: _cache.forget())
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
+#: the views of a NumPy user's call (its key holds the arrays' facts): no pointer a call passes, no stream
+_HOST_VIEWS: tuple[tuple[tuple[str], int, None], ...] = ((("host",), 0, None),) * 4
 
 
 if hasattr(os, "register_at_fork"):
@@ -225,11 +227,13 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             return None, None
     nd = np.ndarray
     if type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (out is None or type(out) is nd):
-        # a NumPy user's call, the commonest: its views inline (operand_view's first case), no device library asked
-        views: Any = ((("host", a.shape, a.strides, a.dtype, a.flags.writeable), 0, None),
-                      (("host", b.shape, b.strides, b.dtype, b.flags.writeable), 0, None),
-                      _NO_VIEW if c is None else (("host", c.shape, c.strides, c.dtype, c.flags.writeable), 0, None),
-                      _NO_VIEW if out is None else (("host", out.shape, out.strides, out.dtype, out.flags.writeable), 0, None))
+        # a NumPy user's call, the commonest: each array's shape, strides and dtype in one flat tuple, no device
+        # library asked; host data has no pointer a call passes, nor a stream. Of the read-only flags only out's
+        # decides anything (a read-only out is refused): inputs are only read, whatever their flag
+        ops: Any = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+                    None if c is None else (c.shape, c.strides, c.dtype),
+                    None if out is None else (out.shape, out.strides, out.dtype, out.flags.writeable))
+        views: Any = _HOST_VIEWS
     else:
         if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
             return None, None                          # full normalization, whatever plan the cache holds for its shapes
@@ -240,7 +244,8 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
             if None in views:
                 return None, views
-    va, vb, vc, vo = views
+        ops = (views[0][0], views[1][0], views[2][0], views[3][0])
+    vc, vo = views[2], views[3]
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
     # in place as the plan reads it (out's data is c's): for host arrays also another view of c's memory (c.view(),
@@ -255,8 +260,7 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
-    key = (device, variant, va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, one or fits_float32(alpha),
-           zero or fits_float32(beta))
+    key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta))
     return key, views
 
 
@@ -356,13 +360,15 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
             conv = entry.convert
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
                 a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])
+            if views is _HOST_VIEWS:  # matched: the key fixes them
+                return entry, Call(a, b, c, out, 0, 0, 0, 0, al, be, None, None, True), True, ""
             va, vb, vc, vo = views
             sa, sb, sc, so = va[2], vb[2], vc[2], vo[2]
             if sb == sa and (sc is None or sc == sa) and (so is None or so == sa):
                 stream = sa  # the common case: every operand names one stream, or none names any
             else:
                 stream = common_stream([sa, sb, sc, so])
-            call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)  # matched: the key fixes them
+            call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)
             return entry, call, True, ""
     backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype, views)
     entry = _entry_for(backend, plan, problem, result_like(a, b))
