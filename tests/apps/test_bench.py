@@ -510,13 +510,20 @@ def test_plot_axes_from_zero_labelled_numeric_with_error_bars(tmp_path, monkeypa
     assert ax.get_ylabel().startswith("TFLOP/s") and ax.get_ylim()[0] == 0
 
 
-def test_call_result_new_needs_device_arrays_and_heads_its_own_table():
-    """``--result new`` times ``polygemm.gemm(a, b)`` beside ``cupy.matmul(a, b)``: NumPy inputs
-    are refused with the way out; its records get a table of their own, naming both calls."""
-    with pytest.raises(pg.UnsupportedProblemError, match="--result new.*backend 'cpu' takes NumPy arrays.*omit --result"):
-        bench.run_call_bench("cpu", "float32", [(8, 8, 8)], repeats=1, result="new")
+def test_call_result_new_makes_each_result_and_heads_its_own_table(monkeypatch):
+    """``--result new`` times ``polygemm.gemm(a, b)`` beside the vendor's call that makes its result: ``a @ b`` on a
+    host backend's NumPy arrays, ``cupy.matmul(a, b)`` on device arrays; a device backend's NumPy inputs (copied to
+    the device and back into out=) are refused with the way out; its records get a table of their own, naming both calls."""
+    (rec,) = bench.run_call_bench("cpu", "float64", [(2, 2, 2)], repeats=1, min_seconds=0.0, result="new")
+    assert (rec.result, rec.vendor_call, rec.inputs) == ("new", "a @ b", "numpy") and rec.us_per_call > 0
+    assert "`polygemm.gemm(a, b)` per call beside `a @ b`" in bench.call_markdown([rec])
     with pytest.raises(pg.UnsupportedProblemError, match="--result must be out or new"):
         bench.run_call_bench("cpu", "float32", [(8, 8, 8)], repeats=1, result="fresh")
+    gpu = types.SimpleNamespace(**vars(_GPU), probe=lambda: types.SimpleNamespace(ok=True), synchronize=lambda: None)
+    monkeypatch.setattr(bench_call.registry, "get_backend", lambda name: gpu)
+    _fake_libs(monkeypatch, [])
+    with pytest.raises(pg.UnsupportedProblemError, match="--result new.*--inputs numpy.*omit --result"):
+        bench.run_call_bench("cuda", "float32", [(8, 8, 8)], repeats=1, inputs="numpy", result="new")
     base = dict(backend="cuda", mode="call", vendor_variant="cupy", inputs="device", requested="auto", tflops=300.0, vendor_tflops=310.0)
     md = bench.call_markdown([_record(**base, vendor_call="cupy.matmul(a, b, out=out)"),
                               _record(**base, vendor_call="cupy.matmul(a, b)", result="new", ratio=1.1)])
