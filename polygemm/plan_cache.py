@@ -89,7 +89,7 @@ class CacheEntry:
 
 
 #: a free-threaded build (3.13t): there OrderedDict's methods are not atomic (move_to_end beside
-#: another thread's clear or popitem crashed CPython 3.13t, gh-125996) and the counters' += lose
+#: another thread's clear or popitem can crash CPython 3.13t, gh-125996) and the counters' += lose
 #: counts, so a lookup takes the lock as put and clear do
 _FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
