@@ -53,16 +53,23 @@ class Vendor:
     new_call: str = ""
 
 
-def _numpy_vendor() -> tuple[ArrayLib, Vendor]:
-    def np_matmul(a: Any, b: Any, out: Any) -> Any:
-        if a.dtype.name in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
+def _numpy_vendor(dtype: str) -> tuple[ArrayLib, Vendor]:
+    """NumPy's calls for ``dtype``, chosen once: the timed call is the vendor's own, with nothing decided per call
+    (``dtype.name`` alone costs about as much as a small product)."""
+    if dtype in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
+        def np_matmul(a: Any, b: Any, out: Any) -> Any:
             return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype))
-        return np.matmul(a, b, out=out)
 
-    def np_new(a: Any, b: Any) -> Any:
-        if a.dtype.name in ("float16", "bfloat16"):
+        def np_new(a: Any, b: Any) -> Any:
             return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
-        return a @ b
+    else:
+        matmul = np.matmul
+
+        def np_matmul(a: Any, b: Any, out: Any) -> Any:
+            return matmul(a, b, out=out)
+
+        def np_new(a: Any, b: Any) -> Any:
+            return a @ b
 
     lib = ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt))
     return lib, Vendor("numpy", lib, np_matmul, "numpy.matmul(a, b, out=out)", np_matmul, "numpy.matmul(a, b, out=out)",
@@ -119,7 +126,7 @@ def call_setup(be: Backend, dtype: str, prefer: str = "auto") -> tuple[ArrayLib,
         if prefer not in ("auto", "numpy"):
             raise UnsupportedProblemError(f"--array-lib {prefer}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
                                           "timed on NumPy arrays; omit --array-lib")
-        lib, vendor = _numpy_vendor()
+        lib, vendor = _numpy_vendor(dtype)
         return lib, [vendor]
     if dtype == "bfloat16" and prefer == "cupy":
         raise UnsupportedProblemError("--array-lib cupy: CuPy has no bfloat16; use torch")

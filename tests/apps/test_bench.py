@@ -753,3 +753,21 @@ def test_ladder_tables_step_rung_by_rung_at_the_largest_cubes():
     assert "– | – | –" in rows["sgemm_v1"]  # no 8192³ record of the first rung
     assert "2.50×" in rows["sgemm_v2"]  # 250 over the previous rung's 100 at 4096³
     assert "4096³" in md and "8192³" in md
+
+
+def test_the_numpy_vendor_call_decides_nothing_per_call():
+    """The timed NumPy call is numpy.matmul (or a @ b) itself: its path for the dtype is chosen at setup, no attribute
+    of the arrays read per call (dtype.name alone costs about as much as a small product)."""
+    class Watched(np.ndarray):
+        @property
+        def dtype(self):
+            raise AssertionError("dtype read per call")
+
+    lib, (vendor,) = bench.call_setup(pg.get_backend("cpu"), "float64")
+    a, out = np.eye(2).view(Watched), np.empty((2, 2))
+    vendor.matmul(a, a, out)
+    assert np.array_equal(out, np.eye(2)) and np.array_equal(np.asarray(vendor.matmul_new(a, a)), np.eye(2))
+    _, (half,) = bench.call_setup(pg.get_backend("cpu"), "float16")  # through float32, as polygemm computes it
+    out16 = np.empty((2, 2), np.float16)
+    half.matmul(np.eye(2, dtype=np.float16), np.eye(2, dtype=np.float16), out16)
+    assert np.array_equal(out16, np.eye(2)) and half.matmul_new(np.eye(2, dtype=np.float16), np.eye(2, dtype=np.float16)).dtype == np.float16
