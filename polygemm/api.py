@@ -111,10 +111,15 @@ def gemm(
         first = exc
     if first is not None:  # (outside the except: what the retry raises is not chained to this NotWhole)
         entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first)
-    if out is None and not entry.host:
-        call.alloc = entry.alloc  # a new device result of the operands' library
-    backend = entry.backend
-    result = plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
+    if call is None:  # a cached host plan its backend computes from a, b and out alone (alpha 1, beta 0)
+        result = entry.direct(a, b, out)  # type: ignore[misc]
+        alpha, beta = 1.0, 0.0
+    else:
+        if out is None and not entry.host:
+            call.alloc = entry.alloc  # a new device result of the operands' library
+        backend = entry.backend
+        result = plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
+        alpha, beta = call.alpha, call.beta
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
         if type(out) is not np.ndarray:
@@ -123,7 +128,7 @@ def gemm(
         result = entry.wrap(result)
     # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta, and why
     # its plan is not cached
-    _local.last = (entry.plan, hit, made, call.alpha, call.beta, uncached)
+    _local.last = (entry.plan, hit, made, alpha, beta, uncached)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", entry.plan)
     return result
@@ -210,7 +215,7 @@ def explain(
         beta = 0.0 if c is None else 1.0
     with planning_only():  # the host copies a call would make are described, not made
         entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    plan = detached(entry.plan, hit, made, call.alpha, call.beta, uncached)
+    plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached)
     plan.notes = taken + plan.notes
     return plan
 

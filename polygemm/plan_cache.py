@@ -86,6 +86,9 @@ class CacheEntry:
     plugin: bool = False
     #: the plan's operands are host data (``problem.residency == "host"``), read on every call
     host: bool = False
+    #: ``f(a, b, out)`` that computes the plan's calls from the operands as given, without a :class:`Call`
+    #: (:meth:`Backend.direct_host_call`: a host plan of alpha 1 and beta 0 copying nothing); None: execute
+    direct: Callable[[Any, Any, Any], Any] | None = None
 
 
 #: a free-threaded build (3.13t): there OrderedDict's methods are not atomic (move_to_end beside
@@ -324,12 +327,17 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
     wrap = host_wrapper(problem.kind, like) if problem.residency == "host" and problem.out is None else None
     alloc = allocator(problem.kind, like) if problem.residency != "host" and problem.out is None else None
     convert = tuple(conversion(op) for op in ops[:3])
+    plugin, host = is_plugin(backend), problem.residency == "host"
+    # a third party's backend runs under the core's checks (plugin_execute), and host copies are made per call: those
+    # calls go through execute
+    direct = backend.direct_host_call(plan) if host and not plugin and convert == _NO_CONVERSION and wrap is None \
+        and problem.alpha == 1.0 and problem.beta == 0.0 else None
     return CacheEntry(backend, plan,
                   _NO_CONVERSION if convert == _NO_CONVERSION else convert,  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
                   wrap, alloc,
                   tuple(0 if op is None else op.extent[0] for op in ops),  # type: ignore[arg-type]
-                  is_plugin(backend), problem.residency == "host")
+                  plugin, host, direct)
 
 
 _NO_CONVERSION = (None, None, None)  # CacheEntry.convert of a plan that copied nothing (compared by identity per call)
@@ -342,9 +350,10 @@ def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
 
 
 def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-          out_dtype: Any = None) -> tuple[CacheEntry, Call, bool, str]:
+          out_dtype: Any = None) -> tuple[CacheEntry, Call | None, bool, str]:
     """The plan for this call (cached or made now), the call's operands bound to it, whether the plan came from
-    the cache, and why a plan made now is not kept for the next call ("" when it is: :func:`not_cached`)."""
+    the cache, and why a plan made now is not kept for the next call ("" when it is: :func:`not_cached`). The call
+    is None for a cached plan computed by ``entry.direct(a, b, out)`` (its alpha is 1 and its beta 0)."""
     # a finite float as it is (x - x is 0.0 for finite x only: NaN for inf and NaN), anything else parsed and checked
     al = alpha if type(alpha) is float and alpha - alpha == 0.0 else parse_scalar("alpha", alpha)
     be = beta if type(beta) is float and beta - beta == 0.0 else parse_scalar("beta", beta)
@@ -361,6 +370,8 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
                 a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])
             if views is _HOST_VIEWS:  # matched: the key fixes them
+                if entry.direct is not None:  # no Call: gemm hands a, b and out to entry.direct
+                    return entry, None, True, ""
                 return entry, Call(a, b, c, out, 0, 0, 0, 0, al, be, None, None, True), True, ""
             va, vb, vc, vo = views
             sa, sb, sc, so = va[2], vb[2], vc[2], vo[2]
@@ -379,7 +390,7 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
 
 
 def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call, bool, str, list[str]]:
+                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call | None, bool, str, list[str]]:
     """:func:`bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
     neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
     library, as host views are copied once; also what was copied so, for the plan. ``first``:

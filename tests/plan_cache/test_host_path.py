@@ -538,3 +538,27 @@ def test_normalizing_from_the_keys_views_describes_what_reading_the_operands_doe
         assert dataclasses.replace(mine, interface=None) == dataclasses.replace(theirs, interface=None)
         assert mine.interface.get("stream") == theirs.interface.get("stream") or theirs.interface.get("stream") is None
     assert (taken.m, taken.n, taken.k, taken.batch, taken.residency) == (read.m, read.n, read.k, read.batch, read.residency)
+
+
+def test_a_cached_numpy_call_the_backend_computes_directly_binds_no_call(monkeypatch):
+    """A host plan of alpha 1 and beta 0 that the backend computes from a, b and out alone (cpu's numpy.matmul) is
+    run on its cached calls by the function decided with the plan; the others go through execute."""
+    cpu = pg.get_backend("cpu")
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    out = np.empty((2, 4))
+    pg.clear_plan_cache()
+    pg.gemm(a, b, out=out, device="cpu")  # planned (and run through execute)
+    executed = []
+    monkeypatch.setattr(type(cpu), "execute", lambda self, plan, call: executed.append(call) or np.zeros((2, 4)))
+    assert pg.gemm(a, b, out=out, device="cpu") is out and np.array_equal(out, a @ b) and executed == []
+    assert np.array_equal(pg.gemm(a, b, device="cpu"), np.zeros((2, 4))) and len(executed) == 1  # planned now: execute
+    assert np.array_equal(pg.gemm(a, b, device="cpu"), a @ b) and len(executed) == 1
+    lp = pg.last_plan()
+    assert lp.cached and (lp.problem.alpha, lp.problem.beta) == (1.0, 0.0)
+    pg.gemm(a, b, alpha=2.0, device="cpu")
+    pg.gemm(a, b, alpha=2.0, device="cpu")  # scaled: never direct
+    assert len(executed) == 3 and pg.last_plan().problem.alpha == 2.0
+    big = np.arange(12.0).reshape(3, 4)[:, ::2]  # copied per call into C order: through execute
+    pg.gemm(a, big, device="cpu")
+    pg.gemm(a, big, device="cpu")
+    assert len(executed) == 5

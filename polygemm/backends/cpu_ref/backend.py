@@ -10,7 +10,7 @@ of benchmarks (never auto). bfloat16 arrays are ``ml_dtypes.bfloat16`` NumPy arr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -165,6 +165,10 @@ class CpuReferenceBackend(Backend):
 
     def run(self, plan: Plan) -> Any:
         return self.execute(plan, Call.from_problem(plan.problem))
+
+    def direct_host_call(self, plan: Plan) -> Callable[[Any, Any, Any], Any] | None:
+        decided = plan.private
+        return _matmul_quietly if isinstance(decided, _CpuPlan) and decided.direct else None
 
     def execute(self, plan: Plan, call: Call) -> Any:
         if not call.matched:
