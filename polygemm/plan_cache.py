@@ -108,6 +108,11 @@ class PlanCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        #: (key, entry, epoch) of the last hit: a call repeated (a loop's) compares its key once, where the
+        #: dict lookup hashes it and compares it too. Good while ``_epoch``, which every put, clear and forget
+        #: advances, is the one read before the lookup that found it (a lookup racing a forget keeps nothing)
+        self._last: tuple[tuple[Any, ...], CacheEntry, int] | None = None
+        self._epoch = 0
 
     def _get_locked(self, key: tuple[Any, ...]) -> CacheEntry | None:
         with self._lock:
@@ -117,6 +122,10 @@ class PlanCache:
         # without the lock (with the GIL): a call's hit is the host path's commonest step, and
         # each of OrderedDict's get and move_to_end is atomic on its own (put and clear hold the
         # lock for their several steps); the counters are statistics
+        last, epoch = self._last, self._epoch
+        if last is not None and last[2] == epoch and last[0] == key:
+            self.hits += 1
+            return last[1]
         data = self._data
         entry = data.get(key)
         if entry is None:
@@ -128,6 +137,7 @@ class PlanCache:
             except KeyError:  # evicted by another thread's put since the get: the entry is still good for this call
                 pass
         self.hits += 1
+        self._last = (key, entry, epoch)
         return entry
 
     #: the plan for a call's key, or None (counted as a hit or a miss); chosen once, not per call
@@ -137,6 +147,7 @@ class PlanCache:
         if self.maxsize <= 0:
             return
         with self._lock:
+            self._last, self._epoch = None, self._epoch + 1
             self._data[key] = entry
             self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
@@ -144,12 +155,14 @@ class PlanCache:
 
     def clear(self) -> None:
         with self._lock:
+            self._last, self._epoch = None, self._epoch + 1
             self._data.clear()
             self.hits = self.misses = 0
 
     def forget(self) -> None:
         """Drop every plan, keeping the counts."""
         with self._lock:
+            self._last, self._epoch = None, self._epoch + 1
             self._data.clear()
 
     def info(self) -> dict[str, int]:
@@ -233,9 +246,12 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
         # a NumPy user's call, the commonest: each array's shape, strides and dtype in one flat tuple, no device
         # library asked; host data has no pointer a call passes, nor a stream. Of the read-only flags only out's
         # decides anything (a read-only out is refused): inputs are only read, whatever their flag
-        ops: Any = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
-                    None if c is None else (c.shape, c.strides, c.dtype),
-                    None if out is None else (out.shape, out.strides, out.dtype, out.flags.writeable))
+        if c is None:  # (one level: a nested tuple costs its own hash and comparison on every lookup)
+            ops: Any = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, None, None, None) if out is None else \
+                (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, out.shape, out.strides, out.dtype, out.flags.writeable)
+        else:
+            ops = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, c.shape, c.strides, c.dtype,
+                   None if out is None else (out.shape, out.strides, out.dtype, out.flags.writeable))
         views: Any = _HOST_VIEWS
     else:
         if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the

@@ -562,3 +562,19 @@ def test_a_cached_numpy_call_the_backend_computes_directly_binds_no_call(monkeyp
     pg.gemm(a, big, device="cpu")
     pg.gemm(a, big, device="cpu")
     assert len(executed) == 5
+
+
+def test_the_last_hit_is_kept_only_until_the_cache_changes():
+    """A repeated lookup is answered from the last hit, counted as a hit; after a put, clear or forget it is looked
+    up again (a plan dropped with the registry's change is never handed out)."""
+    cache = api.plan_cache.PlanCache(4)
+    cache.put(("k",), "old")  # type: ignore[arg-type]
+    assert cache.get(("k",)) == cache.get(("k",)) == "old" and cache.hits == 2
+    cache.forget()
+    assert cache.get(("k",)) is None
+    cache.put(("k",), "new")  # type: ignore[arg-type]
+    assert cache.get(("k",)) == "new" and cache.get(("j",)) is None
+    cache.put(("k",), "newer")  # type: ignore[arg-type]
+    assert cache.get(("k",)) == "newer"
+    cache.clear()
+    assert cache.get(("k",)) is None and cache.info()["misses"] == 1
