@@ -356,6 +356,7 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
                   plugin, host, direct)
 
 
+_ndarray = np.ndarray
 _NO_CONVERSION = (None, None, None)  # CacheEntry.convert of a plan that copied nothing (compared by identity per call)
 
 
@@ -378,9 +379,13 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
     key, views = _key(a, b, c, out, al, be, device, variant, out_dtype)
     if key is not None:
         entry = _cache.get(key)
-        # out clear of a and b at a glance: three host arrays that own their memory, out none of them (else the full check)
-        if entry is not None and (out is None or (entry.host and out.base is None and a.base is None and b.base is None
-                                                   and out is not a and out is not b and (c is None or c is out))
+        # out clear of a and b at a glance (else the full check): out owns its memory, and a and b are neither out nor
+        # views of it: each owns its memory or views an array that owns its own (NumPy keeps a view's base at the
+        # owner: a reshape or slice of an operand is one), out none of them
+        if entry is not None and (out is None or (entry.host and out.base is None and out is not a and out is not b
+                                                   and (c is None or c is out)
+                                                   and ((ab := a.base) is None or (type(ab) is _ndarray and ab is not out and ab.base is None))
+                                                   and ((bb := b.base) is None or (type(bb) is _ndarray and bb is not out and bb.base is None)))
                                   or _overlap_free(entry, a, b, c, out, views)):
             conv = entry.convert
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way

@@ -578,3 +578,18 @@ def test_the_last_hit_is_kept_only_until_the_cache_changes():
     assert cache.get(("k",)) == "newer"
     cache.clear()
     assert cache.get(("k",)) is None and cache.info()["misses"] == 1
+
+
+def test_an_input_viewing_out_is_refused_after_a_hit_of_views():
+    """Inputs that view arrays of their own (a reshape, a slice) take the cached plan at a glance; one that views
+    out itself is refused, whatever the cache holds."""
+    a, b = np.ones(16).reshape(4, 4), np.ones((8, 4))[:4]
+    out = np.empty((4, 4))
+    pg.clear_plan_cache()
+    pg.gemm(a, b, out=out, device="cpu")
+    pg.gemm(a, b, out=out, device="cpu")
+    assert pg.last_plan().cached and np.array_equal(out, np.full((4, 4), 4.0))
+    with pytest.raises(pg.ArgumentError, match="out overlaps a"):
+        pg.gemm(out.reshape(4, 4), b, out=out, device="cpu")
+    with pytest.raises(pg.ArgumentError, match="out overlaps b"):
+        pg.gemm(a, out[:, :], out=out, device="cpu")
