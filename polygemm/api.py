@@ -54,6 +54,7 @@ DeviceLike = Union[str, Any]
 
 
 log = logging.getLogger("polygemm")
+_DEBUG = logging.DEBUG
 #: no operand made contiguous first (the common call: shared, never changed)
 _NONE_MADE: list[str] = []
 
@@ -129,7 +130,7 @@ def gemm(
     # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta, and why
     # its plan is not cached
     _local.last = (entry.plan, hit, made, alpha, beta, uncached)
-    if log.isEnabledFor(logging.DEBUG):
+    if log.isEnabledFor(_DEBUG):
         log.debug("%s", entry.plan)
     return result
 

@@ -174,6 +174,7 @@ _cache = PlanCache(PLAN_CACHE_SIZE)
 #: plans name backends: when the registry changes (refresh(), a late probe), the plans made before go
 on_change(lambda: _cache.forget())
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
+_ndarray = np.ndarray
 #: the views of a NumPy user's call (its key holds the arrays' facts): no pointer a call passes, no stream
 _HOST_VIEWS: tuple[tuple[tuple[str], int, None], ...] = ((("host",), 0, None),) * 4
 
@@ -241,7 +242,7 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             hash(out_dtype)
         except TypeError:
             return None, None
-    nd = np.ndarray
+    nd = _ndarray
     if type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (out is None or type(out) is nd):
         # a NumPy user's call, the commonest: each array's shape, strides and dtype in one flat tuple, no device
         # library asked; host data has no pointer a call passes, nor a stream. Of the read-only flags only out's
@@ -264,14 +265,13 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
             if None in views:
                 return None, views
         ops = (views[0][0], views[1][0], views[2][0], views[3][0])
-    vc, vo = views[2], views[3]
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
     # in place as the plan reads it (out's data is c's): for host arrays also another view of c's memory (c.view(),
     # c[...]), as for device data the pointers say; object identity alone would take a plan made for out=c.view()
     # for a later out distinct from c.
     in_place = out is not None and c is not None and (
-        out is c or (vo[1] != 0 and vo[1] == vc[1])
+        out is c or (views[3][1] != 0 and views[3][1] == views[2][1])
         or (type(out) is np.ndarray and type(c) is np.ndarray and np.may_share_memory(out, c)
             # may_share_memory compares bounds only: c = buf[::2] and out = buf[1::2] (or two column blocks of one
             # matrix) interleave without sharing an element. In place is normalize's test: the same data pointer.
@@ -356,7 +356,6 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
                   plugin, host, direct)
 
 
-_ndarray = np.ndarray
 _NO_CONVERSION = (None, None, None)  # CacheEntry.convert of a plan that copied nothing (compared by identity per call)
 
 
