@@ -97,11 +97,14 @@ else:
     _set_state, _reset_state = _extobj_contextvar.set, _extobj_contextvar.reset
 
 
+_matmul = np.matmul
+
+
 def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     """numpy.matmul with inf and NaN as IEEE says, silently (as every other path), whatever np.seterr says."""
     token = _set_state(_QUIET)
     try:
-        return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
+        return _matmul(a, b, out)  # type: ignore[no-any-return]  # (out positional: the ufunc parses no keyword)
     finally:
         _reset_state(token)
 
