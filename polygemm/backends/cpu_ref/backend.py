@@ -89,7 +89,7 @@ try:
     # NumPy 2's error state is a context variable holding an "extobj"; np.errstate makes a new one on every entry,
     # half the cost of a small product's whole call. The quiet one is made once here and set and reset around each
     # product, as np.errstate itself does (per thread and per asyncio task, restored on the way out).
-    from numpy._core._multiarray_umath import _extobj_contextvar, _make_extobj
+    from numpy._core._multiarray_umath import _extobj_contextvar, _make_extobj  # type: ignore[import-not-found, unused-ignore]
 except ImportError:  # NumPy 1.x (a global error object, no context variable): np.errstate, as a decorator
     _QUIET = None
 else:
