@@ -279,6 +279,7 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
+    # (in_place is key[5]: the overlap check of a hit takes it rather than reading the pointers again)
     key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta))
     return key, views
 
@@ -295,9 +296,10 @@ def _owner(x: np.ndarray) -> np.ndarray | None:
         x = base
 
 
-def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: list[Any]) -> bool:
+def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: list[Any], in_place: bool | None = None) -> bool:
     """Whether ``out`` is clear of ``a``, ``b`` and (unless it is ``c`` itself) ``c`` for these
-    pointers; False sends the call through the full check, which says what is wrong."""
+    pointers; False sends the call through the full check, which says what is wrong. ``in_place``: the
+    key's (host out and c at one data pointer), when it was worked out; None: compared here."""
     if out is None:
         return True
     if entry.host:
@@ -318,7 +320,9 @@ def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: li
         if c is None or c is out or not may_share(out, c):
             return True
         # another view of c's very memory (out=c[...], or c[:4] for both in a blocked loop): in place, as the key says
-        return bool(out.__array_interface__["data"][0] == c.__array_interface__["data"][0] and out.strides == c.strides)
+        if in_place is None:
+            in_place = out.__array_interface__["data"][0] == c.__array_interface__["data"][0]
+        return bool(in_place and out.strides == c.strides)
     spans, lows = entry.spans, entry.lows
     if not spans[3]:  # an empty out overlaps nothing
         return True
@@ -385,7 +389,7 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
                                                    and (c is None or c is out)
                                                    and ((ab := a.base) is None or (type(ab) is _ndarray and ab is not out and ab.base is None))
                                                    and ((bb := b.base) is None or (type(bb) is _ndarray and bb is not out and bb.base is None)))
-                                  or _overlap_free(entry, a, b, c, out, views)):
+                                  or _overlap_free(entry, a, b, c, out, views, key[5])):
             conv = entry.convert
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
                 a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])
