@@ -85,16 +85,33 @@ def _fits(work: Any, value: float) -> bool:
     return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
 
 
-try:
-    # NumPy 2's error state is a context variable holding an "extobj"; np.errstate makes a new one on every entry,
-    # half the cost of a small product's whole call. The quiet one is made once here and set and reset around each
-    # product, as np.errstate itself does (per thread and per asyncio task, restored on the way out).
-    from numpy._core._multiarray_umath import _extobj_contextvar, _make_extobj  # type: ignore[import-not-found, unused-ignore]
-except ImportError:  # NumPy 1.x (a global error object, no context variable): np.errstate, as a decorator
-    _QUIET = None
+def _quiet_state() -> Any:
+    """NumPy 2's error state is a context variable holding an "extobj"; np.errstate makes a new one on every entry,
+    half the cost of a small product's whole call. The quiet one is made once here and set and reset around each
+    product, as np.errstate itself does (per thread and per asyncio task, restored on the way out). None where NumPy
+    has no such variable (1.x: a global error object), or where setting it does not make np.geterr() all "ignore"
+    (internals changed): np.errstate then, as a decorator."""
+    try:
+        from numpy._core._multiarray_umath import _extobj_contextvar, _make_extobj  # type: ignore[import-not-found, unused-ignore]
+
+        quiet = _make_extobj(all="ignore")
+        token = _extobj_contextvar.set(quiet)
+        try:
+            seen = np.geterr()
+        finally:
+            _extobj_contextvar.reset(token)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    if set(seen.values()) != {"ignore"}:
+        return None
+    return quiet, _extobj_contextvar.set, _extobj_contextvar.reset
+
+
+_STATE = _quiet_state()
+if _STATE is not None:
+    _QUIET, _set_state, _reset_state = _STATE
 else:
-    _QUIET = _make_extobj(all="ignore")
-    _set_state, _reset_state = _extobj_contextvar.set, _extobj_contextvar.reset
+    _QUIET = None
 
 
 _matmul = np.matmul
