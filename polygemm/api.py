@@ -20,7 +20,7 @@ from .core.read import NotWhole, OutBatchUnwalkable
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ShapeError
 from .interop.torch import torch_written
-from .plan_cache import clear_plan_cache, detached, not_cached, plan_cache_info
+from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike", "DeviceLike"]
@@ -54,6 +54,7 @@ DeviceLike = Union[str, Any]
 
 
 log = logging.getLogger("polygemm")
+_DEBUG = logging.DEBUG
 #: no operand made contiguous first (the common call: shared, never changed)
 _NONE_MADE: list[str] = []
 
@@ -105,16 +106,21 @@ def gemm(
         beta = 0.0 if c is None else 1.0
     first: NotWhole | None = None
     try:
-        entry, call, hit = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
+        entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
         made: list[str] = _NONE_MADE
     except NotWhole as exc:  # a device operand its own library must make contiguous first
         first = exc
     if first is not None:  # (outside the except: what the retry raises is not chained to this NotWhole)
-        entry, call, hit, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first)
-    if out is None and not entry.host:
-        call.alloc = entry.alloc  # a new device result of the operands' library
-    backend = entry.backend
-    result = plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
+        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first)
+    if call is None:  # a cached host plan its backend computes from a, b and out alone (alpha 1, beta 0)
+        result = entry.direct(a, b, out)  # type: ignore[misc]
+        alpha, beta = 1.0, 0.0
+    else:
+        if out is None and not entry.host:
+            call.alloc = entry.alloc  # a new device result of the operands' library
+        backend = entry.backend
+        result = plugin_execute(backend, entry.plan, call) if entry.plugin else backend.execute(entry.plan, call)
+        alpha, beta = call.alpha, call.beta
     if out is not None:
         result = out  # the user's own object (a DLPack out was written through a NumPy view)
         if type(out) is not np.ndarray:
@@ -122,9 +128,9 @@ def gemm(
     elif entry.wrap is not None:
         result = entry.wrap(result)
     # last_plan() copies it: the cached plan stays out of the caller's hands; with this call's alpha and beta, and why
-    # its plan is not cached (looked into only when it was made now)
-    _local.last = (entry.plan, hit, made, call.alpha, call.beta, "" if hit else not_cached(a, b, c, out))
-    if log.isEnabledFor(logging.DEBUG):
+    # its plan is not cached
+    _local.last = (entry.plan, hit, made, alpha, beta, uncached)
+    if log.isEnabledFor(_DEBUG):
         log.debug("%s", entry.plan)
     return result
 
@@ -209,8 +215,8 @@ def explain(
     if beta is None:
         beta = 0.0 if c is None else 1.0
     with planning_only():  # the host copies a call would make are described, not made
-        entry, call, hit, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
-    plan = detached(entry.plan, hit, made, call.alpha, call.beta, "" if hit else not_cached(a, b, c, out))
+        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+    plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached)
     plan.notes = taken + plan.notes
     return plan
 

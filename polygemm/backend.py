@@ -352,6 +352,13 @@ class Backend(abc.ABC):
             check_call(plan, call)
         return self.run(plan.bind(call))
 
+    def direct_host_call(self, plan: Plan) -> Callable[[Any, Any, Any], Any] | None:
+        """For a host plan of alpha 1 and beta 0 whose product needs nothing but ``a``, ``b`` and ``out``
+        (None when not given): a function ``f(a, b, out)`` returning what :meth:`execute` would, which the
+        core calls on the plan's cached calls instead of binding a :class:`Call` (decided once, with the plan).
+        The default, None: every call goes through :meth:`execute`."""
+        return None
+
     # -- device helpers (benchmarks, conformance suite) -------------------------------
     def launcher(self, variant: str, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0) -> Any:
         """A raw launch of ``variant`` on device arrays for ``polygemm bench --mode kernel``: an

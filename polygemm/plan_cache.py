@@ -86,10 +86,13 @@ class CacheEntry:
     plugin: bool = False
     #: the plan's operands are host data (``problem.residency == "host"``), read on every call
     host: bool = False
+    #: ``f(a, b, out)`` that computes the plan's calls from the operands as given, without a :class:`Call`
+    #: (:meth:`Backend.direct_host_call`: a host plan of alpha 1 and beta 0 copying nothing); None: execute
+    direct: Callable[[Any, Any, Any], Any] | None = None
 
 
 #: a free-threaded build (3.13t): there OrderedDict's methods are not atomic (move_to_end beside
-#: another thread's clear or popitem crashed CPython 3.13t, gh-125996) and the counters' += lose
+#: another thread's clear or popitem can crash CPython 3.13t, gh-125996) and the counters' += lose
 #: counts, so a lookup takes the lock as put and clear do
 _FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
@@ -105,6 +108,11 @@ class PlanCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        #: (key, entry, epoch) of the last hit: a call repeated (a loop's) compares its key once, where the
+        #: dict lookup hashes it and compares it too. Good while ``_epoch``, which every put, clear and forget
+        #: advances, is the one read before the lookup that found it (a lookup racing a forget keeps nothing)
+        self._last: tuple[tuple[Any, ...], CacheEntry, int] | None = None
+        self._epoch = 0
 
     def _get_locked(self, key: tuple[Any, ...]) -> CacheEntry | None:
         with self._lock:
@@ -114,6 +122,10 @@ class PlanCache:
         # without the lock (with the GIL): a call's hit is the host path's commonest step, and
         # each of OrderedDict's get and move_to_end is atomic on its own (put and clear hold the
         # lock for their several steps); the counters are statistics
+        last, epoch = self._last, self._epoch
+        if last is not None and last[2] == epoch and last[0] == key:
+            self.hits += 1
+            return last[1]
         data = self._data
         entry = data.get(key)
         if entry is None:
@@ -125,6 +137,7 @@ class PlanCache:
             except KeyError:  # evicted by another thread's put since the get: the entry is still good for this call
                 pass
         self.hits += 1
+        self._last = (key, entry, epoch)
         return entry
 
     #: the plan for a call's key, or None (counted as a hit or a miss); chosen once, not per call
@@ -134,6 +147,7 @@ class PlanCache:
         if self.maxsize <= 0:
             return
         with self._lock:
+            self._last, self._epoch = None, self._epoch + 1
             self._data[key] = entry
             self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
@@ -141,12 +155,14 @@ class PlanCache:
 
     def clear(self) -> None:
         with self._lock:
+            self._last, self._epoch = None, self._epoch + 1
             self._data.clear()
             self.hits = self.misses = 0
 
     def forget(self) -> None:
         """Drop every plan, keeping the counts."""
         with self._lock:
+            self._last, self._epoch = None, self._epoch + 1
             self._data.clear()
 
     def info(self) -> dict[str, int]:
@@ -158,6 +174,9 @@ _cache = PlanCache(PLAN_CACHE_SIZE)
 #: plans name backends: when the registry changes (refresh(), a late probe), the plans made before go
 on_change(lambda: _cache.forget())
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
+_ndarray = np.ndarray
+#: the views of a NumPy user's call (its key holds the arrays' facts): no pointer a call passes, no stream
+_HOST_VIEWS: tuple[tuple[tuple[str], int, None], ...] = ((("host",), 0, None),) * 4
 
 
 if hasattr(os, "register_at_fork"):
@@ -189,12 +208,14 @@ def clear_plan_cache() -> None:
 
 
 def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
-               out_dtype: Any) -> tuple[Backend, Plan, GemmProblem]:
-    """Normalize and validate everything, select the backend and plan (the uncached path)."""
+               out_dtype: Any, views: Any = None) -> tuple[Backend, Plan, GemmProblem]:
+    """Normalize and validate everything, select the backend and plan (the uncached path); ``views``: the operands
+    as the cache key read them (None: not read), which normalization takes rather than reading them again."""
     if not isinstance(variant, str) or not variant:  # None, 3: a TypeError too; '' a ValueError only
         raise (ArgumentError if isinstance(variant, str) else ArgumentTypeError)(
             f"variant must be a variant name or 'auto'; got {short_repr(variant)}")
-    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False)
+    problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False,
+                                     views=views)
     backend, passed = registry.select(problem, device, variant)
     problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
     if registry.resolve_device(device) != "auto":  # device="auto" took a backend whose supports() passed the problem
@@ -209,41 +230,48 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     return backend, plan, problem
 
 
-def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any, out_dtype: Any = None) -> tuple[tuple[Any, ...], Any] | None:
-    """The cache key of a call and the operands' (pointer, stream) views; None when some
-    operand takes the full normalization every time."""
+def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any,
+         out_dtype: Any = None) -> tuple[tuple[Any, ...] | None, Any]:
+    """The cache key of a call (None when it takes the full normalization every time) and the operands' views
+    (:func:`operand_view` of each, (key, pointer, stream); None for one that has none, or all four None when none
+    was read)."""
     if type(variant) is not str or not (device is None or type(device) is str):
-        return None
+        return None, None
     if out_dtype is not None:
         try:
             hash(out_dtype)
         except TypeError:
-            return None
-    nd = np.ndarray
+            return None, None
+    nd = _ndarray
     if type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (out is None or type(out) is nd):
-        # a NumPy user's call, the commonest: its views inline (operand_view's first case), no device library asked
-        views: Any = ((("host", a.shape, a.strides, a.dtype, a.flags.writeable), 0, None),
-                      (("host", b.shape, b.strides, b.dtype, b.flags.writeable), 0, None),
-                      _NO_VIEW if c is None else (("host", c.shape, c.strides, c.dtype, c.flags.writeable), 0, None),
-                      _NO_VIEW if out is None else (("host", out.shape, out.strides, out.dtype, out.flags.writeable), 0, None))
+        # a NumPy user's call, the commonest: each array's shape, strides and dtype in one flat tuple, no device
+        # library asked; host data has no pointer a call passes, nor a stream. Of the read-only flags only out's
+        # decides anything (a read-only out is refused): inputs are only read, whatever their flag
+        if c is None:  # (one level: a nested tuple costs its own hash and comparison on every lookup)
+            ops: Any = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, None, None, None) if out is None else \
+                (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, out.shape, out.strides, out.dtype, out.flags.writeable)
+        else:
+            ops = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, c.shape, c.strides, c.dtype,
+                   None if out is None else (out.shape, out.strides, out.dtype, out.flags.writeable))
+        views: Any = _HOST_VIEWS
     else:
         if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
-            return None                                # full normalization, whatever plan the cache holds for its shapes
+            return None, None                          # full normalization, whatever plan the cache holds for its shapes
         views = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
         if views is None:
             views = torch_views(a, b, c, out)
         if views is None:
             views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
             if None in views:
-                return None
-    va, vb, vc, vo = views
+                return None, views
+        ops = (views[0][0], views[1][0], views[2][0], views[3][0])
     if device is None:  # $POLYGEMM_DEVICE as the key, in the environment's raw form
         device = _ENV_DATA.get(_ENV_KEY) if _ENV_DATA is not None else os.environ.get("POLYGEMM_DEVICE")
     # in place as the plan reads it (out's data is c's): for host arrays also another view of c's memory (c.view(),
     # c[...]), as for device data the pointers say; object identity alone would take a plan made for out=c.view()
     # for a later out distinct from c.
     in_place = out is not None and c is not None and (
-        out is c or (vo[1] != 0 and vo[1] == vc[1])
+        out is c or (views[3][1] != 0 and views[3][1] == views[2][1])
         or (type(out) is np.ndarray and type(c) is np.ndarray and np.may_share_memory(out, c)
             # may_share_memory compares bounds only: c = buf[::2] and out = buf[1::2] (or two column blocks of one
             # matrix) interleave without sharing an element. In place is normalize's test: the same data pointer.
@@ -251,8 +279,8 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
-    key = (device, variant, va[0], vb[0], vc[0], vo[0], one, zero, in_place, out_dtype, one or fits_float32(alpha),
-           zero or fits_float32(beta))
+    # (in_place is key[5]: the overlap check of a hit takes it rather than reading the pointers again)
+    key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta))
     return key, views
 
 
@@ -268,9 +296,10 @@ def _owner(x: np.ndarray) -> np.ndarray | None:
         x = base
 
 
-def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: list[Any]) -> bool:
+def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: list[Any], in_place: bool | None = None) -> bool:
     """Whether ``out`` is clear of ``a``, ``b`` and (unless it is ``c`` itself) ``c`` for these
-    pointers; False sends the call through the full check, which says what is wrong."""
+    pointers; False sends the call through the full check, which says what is wrong. ``in_place``: the
+    key's (host out and c at one data pointer), when it was worked out; None: compared here."""
     if out is None:
         return True
     if entry.host:
@@ -291,7 +320,9 @@ def _overlap_free(entry: CacheEntry, a: Any, b: Any, c: Any, out: Any, views: li
         if c is None or c is out or not may_share(out, c):
             return True
         # another view of c's very memory (out=c[...], or c[:4] for both in a blocked loop): in place, as the key says
-        return bool(out.__array_interface__["data"][0] == c.__array_interface__["data"][0] and out.strides == c.strides)
+        if in_place is None:
+            in_place = out.__array_interface__["data"][0] == c.__array_interface__["data"][0]
+        return bool(in_place and out.strides == c.strides)
     spans, lows = entry.spans, entry.lows
     if not spans[3]:  # an empty out overlaps nothing
         return True
@@ -316,12 +347,17 @@ def _entry_for(backend: Backend, plan: Plan, problem: GemmProblem, like: Any) ->
     wrap = host_wrapper(problem.kind, like) if problem.residency == "host" and problem.out is None else None
     alloc = allocator(problem.kind, like) if problem.residency != "host" and problem.out is None else None
     convert = tuple(conversion(op) for op in ops[:3])
+    plugin, host = is_plugin(backend), problem.residency == "host"
+    # a third party's backend runs under the core's checks (plugin_execute), and host copies are made per call: those
+    # calls go through execute
+    direct = backend.direct_host_call(plan) if host and not plugin and convert == _NO_CONVERSION and wrap is None \
+        and problem.alpha == 1.0 and problem.beta == 0.0 else None
     return CacheEntry(backend, plan,
                   _NO_CONVERSION if convert == _NO_CONVERSION else convert,  # type: ignore[arg-type]
                   tuple(0 if op is None else op.nbytes_span for op in ops),  # type: ignore[arg-type]
                   wrap, alloc,
                   tuple(0 if op is None else op.extent[0] for op in ops),  # type: ignore[arg-type]
-                  is_plugin(backend), problem.residency == "host")
+                  plugin, host, direct)
 
 
 _NO_CONVERSION = (None, None, None)  # CacheEntry.convert of a plan that copied nothing (compared by identity per call)
@@ -334,41 +370,51 @@ def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
 
 
 def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-          out_dtype: Any = None) -> tuple[CacheEntry, Call, bool]:
-    """The plan for this call (cached or made now) and the call's operands bound to it."""
+          out_dtype: Any = None) -> tuple[CacheEntry, Call | None, bool, str]:
+    """The plan for this call (cached or made now), the call's operands bound to it, whether the plan came from
+    the cache, and why a plan made now is not kept for the next call ("" when it is: :func:`not_cached`). The call
+    is None for a cached plan computed by ``entry.direct(a, b, out)`` (its alpha is 1 and its beta 0)."""
     # a finite float as it is (x - x is 0.0 for finite x only: NaN for inf and NaN), anything else parsed and checked
     al = alpha if type(alpha) is float and alpha - alpha == 0.0 else parse_scalar("alpha", alpha)
     be = beta if type(beta) is float and beta - beta == 0.0 else parse_scalar("beta", beta)
     if device is not None and type(device) is not str:  # torch.device, cupy.cuda.Device: keyed by name
         device = registry.device_arg_name(device)
-    found = _key(a, b, c, out, al, be, device, variant, out_dtype)
-    if found is not None:
-        key, views = found
+    key, views = _key(a, b, c, out, al, be, device, variant, out_dtype)
+    if key is not None:
         entry = _cache.get(key)
-        # out clear of a and b at a glance: three host arrays that own their memory, out none of them (else the full check)
-        if entry is not None and (out is None or (entry.host and out.base is None and a.base is None and b.base is None
-                                                   and out is not a and out is not b and (c is None or c is out))
-                                  or _overlap_free(entry, a, b, c, out, views)):
+        # out clear of a and b at a glance (else the full check): out owns its memory, and a and b are neither out nor
+        # views of it: each owns its memory or views an array that owns its own (NumPy keeps a view's base at the
+        # owner: a reshape or slice of an operand is one), out none of them
+        if entry is not None and (out is None or (entry.host and out.base is None and out is not a and out is not b
+                                                   and (c is None or c is out)
+                                                   and ((ab := a.base) is None or (type(ab) is _ndarray and ab is not out and ab.base is None))
+                                                   and ((bb := b.base) is None or (type(bb) is _ndarray and bb is not out and bb.base is None)))
+                                  or _overlap_free(entry, a, b, c, out, views, key[5])):
             conv = entry.convert
             if conv is not _NO_CONVERSION:  # host operands the plan copied: copied again, the same way
                 a, b, c = _convert(a, conv[0]), _convert(b, conv[1]), _convert(c, conv[2])
+            if views is _HOST_VIEWS:  # matched: the key fixes them
+                if entry.direct is not None:  # no Call: gemm hands a, b and out to entry.direct
+                    return entry, None, True, ""
+                return entry, Call(a, b, c, out, 0, 0, 0, 0, al, be, None, None, True), True, ""
             va, vb, vc, vo = views
             sa, sb, sc, so = va[2], vb[2], vc[2], vo[2]
             if sb == sa and (sc is None or sc == sa) and (so is None or so == sa):
                 stream = sa  # the common case: every operand names one stream, or none names any
             else:
                 stream = common_stream([sa, sb, sc, so])
-            call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)  # matched: the key fixes them
-            return entry, call, True
-    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype)
+            call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)
+            return entry, call, True, ""
+    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype, views)
     entry = _entry_for(backend, plan, problem, result_like(a, b))
-    if found is not None:
-        _cache.put(found[0], entry)
-    return entry, Call.from_problem(problem), False
+    if key is not None:
+        _cache.put(key, entry)
+    uncached = "" if key is not None and _cache.maxsize > 0 else not_cached(a, b, c, out, views)
+    return entry, Call.from_problem(problem), False, uncached
 
 
 def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call, bool, list[str]]:
+                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call | None, bool, str, list[str]]:
     """:func:`bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
     neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
     library, as host views are copied once; also what was copied so, for the plan. ``first``:
@@ -394,13 +440,14 @@ def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, varia
             failed = exc
 
 
-def not_cached(a: Any, b: Any, c: Any, out: Any) -> str:
+def not_cached(a: Any, b: Any, c: Any, out: Any, views: Any = None) -> str:
     """Why the plan made for a call with these operands is not kept for the next one ("" when it is): last_plan(),
-    explain() and polygemm gemm say it, since each such call plans again and plan_cache_info() counts none of them."""
+    explain() and polygemm gemm say it, since each such call plans again and plan_cache_info() counts none of them.
+    ``views``: the operands' views as the cache key read them (None: read here)."""
     if _cache.maxsize <= 0:
         return "$POLYGEMM_PLAN_CACHE_SIZE=0 turns the plan cache off"
-    for name, x in (("a", a), ("b", b), ("c", c), ("out", out)):
-        if operand_view(x) is not None:
+    for i, (name, x) in enumerate((("a", a), ("b", b), ("c", c), ("out", out))):
+        if (operand_view(x) if views is None else views[i]) is not None:
             continue
         t = type(x)
         what = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__.partition('.')[0]}.{t.__qualname__}"

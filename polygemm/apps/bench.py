@@ -281,8 +281,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--inputs", choices=["device", "numpy"], default="device",
                    help="call mode: device arrays (CuPy, else torch) with out=, or NumPy in and out (copies included)")
     s.add_argument("--result", choices=["out", "new"], default="out",
-                   help="call mode, device arrays: out: both calls write into a given out= array; new: each call makes its "
-                        "result (polygemm.gemm(a, b) beside cupy.matmul(a, b)), the allocation timed in both")
+                   help="call mode: out: both calls write into a given out= array; new: each call makes its result "
+                        "(polygemm.gemm(a, b) beside cupy.matmul(a, b) on device arrays, beside a @ b on a host backend's "
+                        "NumPy arrays), the allocation timed in both")
     s.add_argument("--array-lib", choices=["auto", "cupy", "torch"], default="auto",
                    help="call mode: whose device arrays polygemm.gemm is timed on (auto: CuPy, else torch); torch.matmul and "
                         "cupy.matmul are both timed beside it where installed, the ratio taken to the faster")

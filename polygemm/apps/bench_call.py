@@ -62,14 +62,27 @@ def _swap(x: Any) -> Any:
     return x.swapaxes(-1, -2)
 
 
-def _numpy_vendor() -> tuple[ArrayLib, Vendor]:
-    def np_matmul(a: Any, b: Any, out: Any) -> Any:
-        if a.dtype.name in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
+def _numpy_vendor(dtype: str) -> tuple[ArrayLib, Vendor]:
+    """NumPy's calls for ``dtype``, chosen once: the timed call is the vendor's own, with nothing decided per call
+    (``dtype.name`` alone costs about as much as a small product)."""
+    if dtype in ("float16", "bfloat16"):  # NumPy's BLAS has no 16-bit floats: float32 in, as polygemm promises
+        def np_matmul(a: Any, b: Any, out: Any) -> Any:
             return np.copyto(out, np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype))
-        return np.matmul(a, b, out=out)
+
+        def np_new(a: Any, b: Any) -> Any:
+            return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    else:
+        matmul = np.matmul
+
+        def np_matmul(a: Any, b: Any, out: Any) -> Any:
+            return matmul(a, b, out=out)
+
+        def np_new(a: Any, b: Any) -> Any:
+            return a @ b
 
     lib = ArrayLib("numpy", lambda x: x, lambda shape, dt: np.empty(shape, dt), _swap)
-    return lib, Vendor("numpy", lib, np_matmul, "numpy.matmul(a, b, out=out)", np_matmul, "numpy.matmul(a, b, out=out)")
+    return lib, Vendor("numpy", lib, np_matmul, "numpy.matmul(a, b, out=out)", np_matmul, "numpy.matmul(a, b, out=out)",
+                       np_new, "a @ b")
 
 
 def _cupy_vendor() -> tuple[ArrayLib, Vendor]:
@@ -122,7 +135,7 @@ def call_setup(be: Backend, dtype: str, prefer: str = "auto") -> tuple[ArrayLib,
         if prefer not in ("auto", "numpy"):
             raise UnsupportedProblemError(f"--array-lib {prefer}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
                                           "timed on NumPy arrays; omit --array-lib")
-        lib, vendor = _numpy_vendor()
+        lib, vendor = _numpy_vendor(dtype)
         return lib, [vendor]
     if dtype == "bfloat16" and prefer == "cupy":
         raise UnsupportedProblemError("--array-lib cupy: CuPy has no bfloat16; use torch")
@@ -199,8 +212,9 @@ def run_call_bench(
     call). ``progress`` gets one line per shape; ``step`` is called once per shape done, timed or
     not. ``batch`` > 0 times a strided batch of that many products per call (the vendors'
     batched GEMM, e.g. ``torch.matmul`` on 3-D tensors); ``array_lib`` picks cupy or torch for
-    polygemm's arrays. ``result="new"`` (device inputs): no ``out``, each call makes its result,
-    as ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` (the allocation in both).
+    polygemm's arrays. ``result="new"`` (device inputs, or a host backend's NumPy arrays): no ``out``, each call
+    makes its result, as ``c = polygemm.gemm(a, b)`` beside ``c = cupy.matmul(a, b)`` or ``c = a @ b`` (the
+    allocation in both).
     ``sink``, when given, gets each record as soon as it is timed. A shape whose host arrays do
     not fit in memory is left out and said in ``too_large`` when given (else a MemoryError naming it).
     A shape may be a :class:`.bench_layout.Shape`: its operands, polygemm's and the vendors' alike,
@@ -219,11 +233,11 @@ def run_call_bench(
     if result not in ("out", "new"):
         raise UnsupportedProblemError(f"--result must be out or new; got {result!r}")
     new = result == "new"
-    if new and (inputs != "device" or host_only or any(v.matmul_new is None for v in vendors)):
-        # NumPy calls are timed writing into out= (gemm(a, b, out=o) beside numpy.matmul(a, b, out=out))
-        why = (f"backend {be.name!r} takes NumPy arrays" if host_only else "--inputs numpy times NumPy arrays"
-               if inputs != "device" else f"{lib.name} arrays have no vendor call that makes a new result")
-        raise UnsupportedProblemError(f"--result new times device arrays of a GPU backend (each call's result made on the device); "
+    if new and not host_only and (inputs != "device" or any(v.matmul_new is None for v in vendors)):
+        # a device backend's NumPy calls copy to the device and back into out= (the result's copy is the call's)
+        why = ("--inputs numpy times NumPy arrays copied to the device and back" if inputs != "device"
+               else f"{lib.name} arrays have no vendor call that makes a new result")
+        raise UnsupportedProblemError(f"--result new times calls that make their result (on a GPU backend, on the device); "
                                       f"{why}, whose calls are timed writing into out= (--result out, the default): omit --result")
     on_host = inputs == "numpy" or host_only
     lead = (batch,) if batch else ()

@@ -72,7 +72,7 @@ def call_markdown(records: list[BenchRecord]) -> str:
     was measured (torch, cupy), the faster of them the anchor."""
     lines: list[str] = []
     for dtype in sorted({r.dtype for r in records}):
-        for inputs, result in (("device", "out"), ("device", "new"), ("numpy", "out")):
+        for inputs, result in (("device", "out"), ("device", "new"), ("numpy", "out"), ("numpy", "new")):
             rs = [r for r in records if r.dtype == dtype and r.inputs == inputs and (r.result or "out") == result]
             if not rs:
                 continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -24,16 +24,21 @@ from .problem import GemmProblem
 from .read import NotWhole, OutBatchUnwalkable, read_operand
 from .scalars import parse_scalar
 from .text import short_repr
+from .views import view_interface
 
 __all__ = ["normalize"]
 
 def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None,
-              broadcast_copies: bool = True) -> GemmProblem:
+              broadcast_copies: bool = True, views: Sequence[Any] | None = None) -> GemmProblem:
     """Validate ``gemm``'s arguments and describe them as a :class:`GemmProblem`.
 
     ``broadcast_copies=False`` marks host operands whose batch one stride cannot walk
     (``broadcast``) without copying them yet: :meth:`GemmProblem.broadcasts_for` does, once the
     backend is known (the cpu backend needs no copy).
+
+    ``views``: what the plan cache's key read of ``a``, ``b``, ``c`` and ``out``
+    (:func:`~polygemm.core.views.operand_view` each, None for one it did not read): a device
+    operand's interface is taken from its view rather than read a second time.
 
     ``a`` and ``b`` are matrices or stacks of matrices whose leading (batch) dimensions
     broadcast as in ``numpy.matmul``; ``c`` and ``out`` have the result's full shape.
@@ -42,8 +47,9 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     """
     alpha_f = parse_scalar("alpha", alpha)
     beta_f = parse_scalar("beta", beta)
-    A = read_operand("a", a)
-    B = read_operand("b", b)
+    read_a, read_b, read_c, read_out = (None,) * 4 if views is None else (view_interface(v) for v in views)
+    A = read_operand("a", a, read=read_a)
+    B = read_operand("b", b, read=read_b)
     if A.cols != B.rows:
         raise ShapeError(
             f"inner dimensions differ: a's matrices are {A.shape} and b's {B.shape}; "
@@ -55,10 +61,10 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     m, k, n = A.rows, A.cols, B.cols
     full = batch + (m, n)
     wanted = None if out_dtype is None else parse_dtype("out_dtype", out_dtype)
-    O = None if out is None else _read_out(out, full, wanted)
+    O = None if out is None else _read_out(out, full, wanted, read_out)
     result = O.dtype if O is not None else (wanted if wanted is not None else A.dtype)
     check_result_dtype(A.dtype, result, "out" if O is not None else "out_dtype")
-    C = _read_c(c, beta, beta_f, full, A, B, O, result, wanted)
+    C = _read_c(c, beta, beta_f, full, A, B, O, result, wanted, read_c)
     A, B, C, O = _batched((A, B, C, O), batch, full, broadcast_copies)  # type: ignore[assignment]
     assert A is not None and B is not None
     _check_overlaps(A, B, C, O)
@@ -94,11 +100,11 @@ def _broadcast_batch(A: Operand, B: Operand) -> tuple[int, ...]:
                          f"{tuple(n for n, _ in B.batch_dims) + B.shape}; their leading dimensions must be equal or 1") from None
 
 
-def _read_out(out: Any, full: tuple[int, ...], wanted: Any) -> Operand:
+def _read_out(out: Any, full: tuple[int, ...], wanted: Any, read: tuple[str, dict] | None = None) -> Operand:
     """``out`` read as a writable operand of the result's shape ``full`` (and of ``wanted``, out_dtype, when given)."""
     m, n = full[-2:]
     batch = full[:-2]
-    O = read_operand("out", out, writable=True)
+    O = read_operand("out", out, writable=True, read=read)
     if O.shape != (m, n) or tuple(x for x, _ in O.batch_dims) != batch:
         raise ShapeError(f"out must have the result's shape {full}; got {tuple(x for x, _ in O.batch_dims) + O.shape}")
     if wanted is not None and O.dtype != wanted:
@@ -114,7 +120,7 @@ def _read_out(out: Any, full: tuple[int, ...], wanted: Any) -> Operand:
 
 
 def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand, B: Operand, O: Operand | None, result: np.dtype,
-            wanted: Any) -> Operand | None:
+            wanted: Any, read: tuple[str, dict] | None = None) -> Operand | None:
     """``c`` read as an operand of the result's shape and dtype; None without it (then beta must be 0)."""
     if c is not None:
         # a 1-D c (a bias, as a @ b + bias broadcasts it) or a scalar: told how to pass it broadcast, before the
@@ -127,7 +133,7 @@ def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand,
                 c_shape = None
         if c_shape is not None and len(c_shape) < 2:
             check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape)
-        C = read_operand("c", c)
+        C = read_operand("c", c, read=read)
         check_c_shape(tuple(x for x, _ in C.batch_dims) + C.shape, full, tuple(x for x, _ in A.batch_dims) + A.shape,
                       tuple(x for x, _ in B.batch_dims) + B.shape)
         if C.dtype != result:

@@ -201,7 +201,11 @@ def _interface_dtype(name: str, obj: Any, iface: dict) -> np.dtype:
     return dtype
 
 
-def read_operand(name: str, obj: Any, *, writable: bool = False) -> Operand:
+def read_operand(name: str, obj: Any, *, writable: bool = False, read: tuple[str, dict] | None = None) -> Operand:
+    """``obj`` as the operand ``name``. ``read``: its device interface as the plan cache's key
+    already read it (:func:`~polygemm.core.views.view_interface`), used rather than read again."""
+    if read is not None:  # (a torch lazy negation or an unwritable out has no view: read below, resolved or refused)
+        return _device_operand(name, obj, read[0], read[1], writable=writable)
     obj = torch_resolved(name, obj, writable=writable)  # a torch lazy negation: materialized (an out with one refused)
     # torch's __cuda_array_interface__ refuses bfloat16: those tensors come through DLPack
     via_dlpack = torch_dlpack_only(obj)

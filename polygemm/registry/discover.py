@@ -48,7 +48,7 @@ _OWN_DISTRIBUTION = "polygemm"
 
 
 #: the longest probe timeout taken: a day (threading's own limit is near 292 years, but
-#: ``time.monotonic() + limit`` past the platform's time_t raised OverflowError in every command)
+#: ``time.monotonic() + limit`` past the platform's time_t raises OverflowError, in every command)
 MAX_PROBE_TIMEOUT = 86400.0
 
 

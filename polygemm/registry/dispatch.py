@@ -107,8 +107,8 @@ def rule_out(be: Backend, problem: GemmProblem, variant: str) -> str | None:
     try:
         why = be.supports(problem)
         if why is not None and not isinstance(why, str):
-            # True read as the reason "True" (a plugin meaning "yes, supported" was passed over saying True), False
-            # as "False": neither is an answer of the contract, which is None or the reason
+            # True or False is neither answer of the contract (None, or the reason as a string): read as a reason, True
+            # ("yes, supported") would pass the backend over saying "True"; the plugin's author is told the contract
             return (f"supports() returned {type(why).__name__} {short_repr(why, 40)}; it must return None when the backend "
                     f"can compute the problem, else the reason (a string)")
         if why is not None:

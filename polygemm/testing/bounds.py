@@ -156,7 +156,7 @@ def error_bound(
     u_acc, u_out = unit_roundoff(acc), unit_roundoff(out_dtype)
     k = a64.shape[-1]
     # all="ignore": products that underflow or overflow are the cases the bound is written for (tiny_out,
-    # infinities), never an error, whatever np.seterr says (under seterr(all="raise") they raised)
+    # infinities), never an error, whatever np.seterr says (seterr(all="raise") would make them raise)
     with np.errstate(all="ignore"):
         # where |A| @ |B| overflows float64, so does the bound: any finite result is within it (taken as 0, the exact
         # answer of a product that cancels, [1e308, 1, -1e308] @ ones, would fail)
@@ -208,8 +208,8 @@ class Reference:
         ref64, tol = self.ref64, self.tol
         r = result.astype(np.float64)
         # What overflows the output format: the reference rounded to it is the target. That rounding overflows
-        # (and underflows) on purpose: all="ignore" keeps it quiet whatever np.seterr or -W error says (it
-        # raised FloatingPointError under np.seterr(all="raise") for exactly the results compared here).
+        # (and underflows) on purpose: all="ignore" keeps it quiet whatever np.seterr or -W error says
+        # (np.seterr(all="raise") would raise FloatingPointError for exactly the results compared here).
         with np.errstate(all="ignore"):
             ref_out = ref64.astype(self.out_dtype).astype(np.float64) if self.out_dtype != np.float64 else ref64
         nan_ref = np.isnan(ref_out)

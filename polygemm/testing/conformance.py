@@ -187,8 +187,8 @@ def _scaling_cases() -> dict[str, Case]:
 
     def wide_scalars(x: _Ctx) -> None:
         # alpha and beta are any finite float64, also beyond the range of the dtype (or of float32, the work type of
-        # many kernels), with operands that keep the result finite: a backend scaling in float32 gave Inf for
-        # alpha=1e39 (the example plugin did) and lost 40% to a float32 subnormal alpha. A backend whose kernels take
+        # many kernels), with operands that keep the result finite: a backend scaling in float32 gives Inf for
+        # alpha=1e39 and loses 40% to a float32 subnormal alpha. A backend whose kernels take
         # float32 scalars (Backend.float32_scalars) refuses those float32 cannot hold instead.
         from ..backend import fits_float32
 

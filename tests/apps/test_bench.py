@@ -510,13 +510,20 @@ def test_plot_axes_from_zero_labelled_numeric_with_error_bars(tmp_path, monkeypa
     assert ax.get_ylabel().startswith("TFLOP/s") and ax.get_ylim()[0] == 0
 
 
-def test_call_result_new_needs_device_arrays_and_heads_its_own_table():
-    """``--result new`` times ``polygemm.gemm(a, b)`` beside ``cupy.matmul(a, b)``: NumPy inputs
-    are refused with the way out; its records get a table of their own, naming both calls."""
-    with pytest.raises(pg.UnsupportedProblemError, match="--result new.*backend 'cpu' takes NumPy arrays.*omit --result"):
-        bench.run_call_bench("cpu", "float32", [(8, 8, 8)], repeats=1, result="new")
+def test_call_result_new_makes_each_result_and_heads_its_own_table(monkeypatch):
+    """``--result new`` times ``polygemm.gemm(a, b)`` beside the vendor's call that makes its result: ``a @ b`` on a
+    host backend's NumPy arrays, ``cupy.matmul(a, b)`` on device arrays; a device backend's NumPy inputs (copied to
+    the device and back into out=) are refused with the way out; its records get a table of their own, naming both calls."""
+    (rec,) = bench.run_call_bench("cpu", "float64", [(2, 2, 2)], repeats=1, min_seconds=0.0, result="new")
+    assert (rec.result, rec.vendor_call, rec.inputs) == ("new", "a @ b", "numpy") and rec.us_per_call > 0
+    assert "`polygemm.gemm(a, b)` per call beside `a @ b`" in bench.call_markdown([rec])
     with pytest.raises(pg.UnsupportedProblemError, match="--result must be out or new"):
         bench.run_call_bench("cpu", "float32", [(8, 8, 8)], repeats=1, result="fresh")
+    gpu = types.SimpleNamespace(**vars(_GPU), probe=lambda: types.SimpleNamespace(ok=True), synchronize=lambda: None)
+    monkeypatch.setattr(bench_call.registry, "get_backend", lambda name: gpu)
+    _fake_libs(monkeypatch, [])
+    with pytest.raises(pg.UnsupportedProblemError, match="--result new.*--inputs numpy.*omit --result"):
+        bench.run_call_bench("cuda", "float32", [(8, 8, 8)], repeats=1, inputs="numpy", result="new")
     base = dict(backend="cuda", mode="call", vendor_variant="cupy", inputs="device", requested="auto", tflops=300.0, vendor_tflops=310.0)
     md = bench.call_markdown([_record(**base, vendor_call="cupy.matmul(a, b, out=out)"),
                               _record(**base, vendor_call="cupy.matmul(a, b)", result="new", ratio=1.1)])
@@ -746,3 +753,21 @@ def test_ladder_tables_step_rung_by_rung_at_the_largest_cubes():
     assert "– | – | –" in rows["sgemm_v1"]  # no 8192³ record of the first rung
     assert "2.50×" in rows["sgemm_v2"]  # 250 over the previous rung's 100 at 4096³
     assert "4096³" in md and "8192³" in md
+
+
+def test_the_numpy_vendor_call_decides_nothing_per_call():
+    """The timed NumPy call is numpy.matmul (or a @ b) itself: its path for the dtype is chosen at setup, no attribute
+    of the arrays read per call (dtype.name alone costs about as much as a small product)."""
+    class Watched(np.ndarray):
+        @property
+        def dtype(self):
+            raise AssertionError("dtype read per call")
+
+    lib, (vendor,) = bench.call_setup(pg.get_backend("cpu"), "float64")
+    a, out = np.eye(2).view(Watched), np.empty((2, 2))
+    vendor.matmul(a, a, out)
+    assert np.array_equal(out, np.eye(2)) and np.array_equal(np.asarray(vendor.matmul_new(a, a)), np.eye(2))
+    _, (half,) = bench.call_setup(pg.get_backend("cpu"), "float16")  # through float32, as polygemm computes it
+    out16 = np.empty((2, 2), np.float16)
+    half.matmul(np.eye(2, dtype=np.float16), np.eye(2, dtype=np.float16), out16)
+    assert np.array_equal(out16, np.eye(2)) and half.matmul_new(np.eye(2, dtype=np.float16), np.eye(2, dtype=np.float16)).dtype == np.float16

@@ -247,16 +247,13 @@ def test_bench_json_of_the_cpu_is_strict_json_and_exit_zero(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("inputs", [[], ["--inputs", "numpy"]])
-def test_bench_result_new_with_numpy_inputs_is_told_to_omit_it(capsys, tmp_path, inputs):
-    # "--result new ...; NumPy inputs always make a new result: use --inputs numpy", said to a user who had
-    # passed --inputs numpy, and untrue: NumPy calls are timed writing into out= (numpy.matmul(a, b, out=out))
-    argv = ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--no-progress", *inputs]
-    assert main([*argv, "--result", "new", "--json", str(tmp_path / "r.json")]) == 2
-    err = capsys.readouterr().err
-    assert "use --inputs numpy" not in err and "backend 'cpu' takes NumPy arrays" in err and "omit --result" in err
-    assert not (tmp_path / "r.json").exists()
-    assert main(argv) == 0  # the way it names
-    assert "numpy.matmul(a, b, out=out)" in capsys.readouterr().out
+def test_bench_result_new_on_the_cpu_times_a_new_result_beside_a_matmul_operator(capsys, tmp_path, inputs):
+    # the cpu backend's calls without out= (c = polygemm.gemm(a, b)) beside NumPy's own (c = a @ b)
+    argv = ["bench", "--device", "cpu", "--shapes", "2x2x2", "--dtype", "float64", "--repeats", "1", "--no-progress", *inputs]
+    assert main([*argv, "--result", "new", "--json", str(tmp_path / "r.json")]) == 0
+    (rec,) = json.loads((tmp_path / "r.json").read_text())["records"]
+    assert (rec["result"], rec["vendor_call"], rec["dtype"]) == ("new", "a @ b", "float64")
+    assert "a @ b" in capsys.readouterr().out
 
 
 def test_bench_too_large_from_a_shell_has_no_traceback(tmp_path):

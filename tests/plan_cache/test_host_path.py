@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 import polygemm as pg
 from polygemm import api
+from polygemm.core.normalize import normalize
 
 from tests.helpers import fake_torch
 
@@ -229,7 +231,7 @@ def test_torch_calls_are_keyed_and_streamed_as_each_operands_view_gave(monkeypat
              (T(0x1000, (8, 4), (4, 1), device="cpu"), T(0x2000, (4, 6), (6, 1), device="cpu"), None, None)]
     got, want = _keys_both_ways(monkeypatch, calls)
     assert got == want
-    assert got[0][1][0][2] == 0x9001 and got[4] is None and got[5] is None
+    assert got[0][1][0][2] == 0x9001 and got[4][0] is None and got[5][0] is None  # (a key of None: not keyed)
 
 
 def test_torch_tensors_on_another_device_type_are_not_keyed_as_cuda(monkeypatch):
@@ -247,7 +249,7 @@ def test_torch_tensors_on_another_device_type_are_not_keyed_as_cuda(monkeypatch)
     assert torch_views(xa, xb, None, None) is None
     assert torch_views(ca, xb, None, None) is None and torch_views(ca, cb, None, xa) is None
     got, want = _keys_both_ways(monkeypatch, [(xa, xb, None, None), (ca, xb, None, None), (ca, cb, T(0x3000, (8, 6), (6, 1), device="mps"), None)])
-    assert got == want == [None, None, None]
+    assert got == want and [key for key, _ in got] == [None, None, None]
 
 
 def test_a_free_threaded_build_looks_plans_up_under_the_lock(monkeypatch):
@@ -351,14 +353,14 @@ def test_the_retry_binds_the_operands_made_whole_once_each(monkeypatch):
         bound.append((a, b, c))
         if a is not whole:
             raise NotWhole("a is not whole", "a")
-        return "entry", "call", False
+        return "entry", "call", False, ""
 
     monkeypatch.setattr(api.plan_cache, "bind", fake_bind)
     monkeypatch.setattr(api.plan_cache, "made_whole", lambda given, shape: whole)
     given = object()
     with pytest.raises(NotWhole) as info:
         fake_bind(given, 1, None)
-    assert api.plan_cache.bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, ["a"])
+    assert api.plan_cache.bind_whole(given, 1, None, 1.0, 0.0, None, "auto", None, None, info.value) == ("entry", "call", False, "", ["a"])
     assert bound == [(given, 1, None), (whole, 1, None)]
 
 
@@ -488,3 +490,106 @@ def test_what_the_retry_raises_is_not_chained_to_the_first_notwhole(monkeypatch)
     with pytest.raises(NotWhole, match="^b is not whole") as info:
         pg.gemm(given, object())
     assert info.value.__context__ is None
+
+
+class _CountedCudaArray:
+    """A device array whose __cuda_array_interface__ counts its reads."""
+
+    def __init__(self, ptr, shape, strides=None):
+        self.reads = 0
+        self._iface = {"shape": shape, "typestr": "<f4", "data": (ptr, False), "strides": strides, "version": 3}
+
+    @property
+    def __cuda_array_interface__(self):
+        self.reads += 1
+        return dict(self._iface)
+
+
+def test_a_call_planned_now_reads_each_device_operands_interface_once():
+    """The cache key reads each operand's interface; normalization takes those reads, not new ones."""
+    a, b = _CountedCudaArray(0x10000, (16, 64)), _CountedCudaArray(0x20000, (64, 32), strides=(4, 256))
+    c, out = _CountedCudaArray(0x30000, (16, 32)), _CountedCudaArray(0x40000, (16, 32))
+    pg.clear_plan_cache()
+    key, views = api.plan_cache._key(a, b, c, out, 1.0, 1.0, "cuda", "auto")
+    assert key is not None and [x.reads for x in (a, b, c, out)] == [1, 1, 1, 1]
+    problem = normalize(a, b, c, beta=1.0, out=out, views=views)
+    assert [x.reads for x in (a, b, c, out)] == [1, 1, 1, 1]
+    assert problem.b.layout == "col" and problem.out.ptr == 0x40000
+    with pytest.raises(pg.PolygemmError):  # no GPU here: refused once the operands are read, each once
+        pg.gemm(a, b, c, out=out, device="cuda")
+    assert [x.reads for x in (a, b, c, out)] == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("make", [
+    lambda T: (_FakeCudaArray(0x10000, (16, 64)), _FakeCudaArray(0x20000, (64, 32), strides=(4, 256)), None),
+    lambda T: (_FakeCudaArray(0x10000, (3, 16, 64), strides=(-4096, 256, 4)), _FakeCudaArray(0x20000, (64, 32)),
+               _FakeCudaArray(0x40000, (3, 16, 32))),
+    lambda T: (T(0x1000, (8, 4), (4, 1)), T(0x2000, (4, 6), (6, 1)), T(0x3000, (8, 6), (6, 1))),  # (the stand-in
+    # tensors name no strides in their array interface: contiguous ones only)
+    lambda T: (T(0x1000, (2, 8, 4), (32, 4, 1)), T(0x2000, (4, 6), (6, 1)), None),
+])
+def test_normalizing_from_the_keys_views_describes_what_reading_the_operands_does(monkeypatch, make):
+    a, b, out = make(fake_torch(monkeypatch))
+    key, views = api.plan_cache._key(a, b, None, out, 1.0, 0.0, "cuda", "auto")
+    assert key is not None
+    read = normalize(a, b, out=out)
+    taken = normalize(a, b, out=out, views=views)
+    for mine, theirs in zip(taken.operands(), read.operands()):
+        assert dataclasses.replace(mine, interface=None) == dataclasses.replace(theirs, interface=None)
+        assert mine.interface.get("stream") == theirs.interface.get("stream") or theirs.interface.get("stream") is None
+    assert (taken.m, taken.n, taken.k, taken.batch, taken.residency) == (read.m, read.n, read.k, read.batch, read.residency)
+
+
+def test_a_cached_numpy_call_the_backend_computes_directly_binds_no_call(monkeypatch):
+    """A host plan of alpha 1 and beta 0 that the backend computes from a, b and out alone (cpu's numpy.matmul) is
+    run on its cached calls by the function decided with the plan; the others go through execute."""
+    cpu = pg.get_backend("cpu")
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    out = np.empty((2, 4))
+    pg.clear_plan_cache()
+    pg.gemm(a, b, out=out, device="cpu")  # planned (and run through execute)
+    executed = []
+    monkeypatch.setattr(type(cpu), "execute", lambda self, plan, call: executed.append(call) or np.zeros((2, 4)))
+    assert pg.gemm(a, b, out=out, device="cpu") is out and np.array_equal(out, a @ b) and executed == []
+    assert np.array_equal(pg.gemm(a, b, device="cpu"), np.zeros((2, 4))) and len(executed) == 1  # planned now: execute
+    assert np.array_equal(pg.gemm(a, b, device="cpu"), a @ b) and len(executed) == 1
+    lp = pg.last_plan()
+    assert lp.cached and (lp.problem.alpha, lp.problem.beta) == (1.0, 0.0)
+    pg.gemm(a, b, alpha=2.0, device="cpu")
+    pg.gemm(a, b, alpha=2.0, device="cpu")  # scaled: never direct
+    assert len(executed) == 3 and pg.last_plan().problem.alpha == 2.0
+    big = np.arange(12.0).reshape(3, 4)[:, ::2]  # copied per call into C order: through execute
+    pg.gemm(a, big, device="cpu")
+    pg.gemm(a, big, device="cpu")
+    assert len(executed) == 5
+
+
+def test_the_last_hit_is_kept_only_until_the_cache_changes():
+    """A repeated lookup is answered from the last hit, counted as a hit; after a put, clear or forget it is looked
+    up again (a plan dropped with the registry's change is never handed out)."""
+    cache = api.plan_cache.PlanCache(4)
+    cache.put(("k",), "old")  # type: ignore[arg-type]
+    assert cache.get(("k",)) == cache.get(("k",)) == "old" and cache.hits == 2
+    cache.forget()
+    assert cache.get(("k",)) is None
+    cache.put(("k",), "new")  # type: ignore[arg-type]
+    assert cache.get(("k",)) == "new" and cache.get(("j",)) is None
+    cache.put(("k",), "newer")  # type: ignore[arg-type]
+    assert cache.get(("k",)) == "newer"
+    cache.clear()
+    assert cache.get(("k",)) is None and cache.info()["misses"] == 1
+
+
+def test_an_input_viewing_out_is_refused_after_a_hit_of_views():
+    """Inputs that view arrays of their own (a reshape, a slice) take the cached plan at a glance; one that views
+    out itself is refused, whatever the cache holds."""
+    a, b = np.ones(16).reshape(4, 4), np.ones((8, 4))[:4]
+    out = np.empty((4, 4))
+    pg.clear_plan_cache()
+    pg.gemm(a, b, out=out, device="cpu")
+    pg.gemm(a, b, out=out, device="cpu")
+    assert pg.last_plan().cached and np.array_equal(out, np.full((4, 4), 4.0))
+    with pytest.raises(pg.ArgumentError, match="out overlaps a"):
+        pg.gemm(out.reshape(4, 4), b, out=out, device="cpu")
+    with pytest.raises(pg.ArgumentError, match="out overlaps b"):
+        pg.gemm(a, out[:, :], out=out, device="cpu")

@@ -10,7 +10,7 @@ of benchmarks (never auto). bfloat16 arrays are ``ml_dtypes.bfloat16`` NumPy arr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -85,10 +85,52 @@ def _fits(work: Any, value: float) -> bool:
     return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
 
 
-@np.errstate(all="ignore")  # as a decorator: one call sets and resets NumPy's error state, per thread
+def _quiet_state() -> Any:
+    """NumPy 2's error state is a context variable holding an "extobj"; np.errstate makes a new one on every entry,
+    half the cost of a small product's whole call. The quiet one is made once here and set and reset around each
+    product, as np.errstate itself does (per thread and per asyncio task, restored on the way out). None where NumPy
+    has no such variable (1.x: a global error object), or where setting it does not make np.geterr() all "ignore"
+    (internals changed): np.errstate then, as a decorator."""
+    try:
+        from numpy._core._multiarray_umath import _extobj_contextvar, _make_extobj  # type: ignore[import-not-found, unused-ignore]
+
+        quiet = _make_extobj(all="ignore")
+        token = _extobj_contextvar.set(quiet)
+        try:
+            seen = np.geterr()
+        finally:
+            _extobj_contextvar.reset(token)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    if set(seen.values()) != {"ignore"}:
+        return None
+    return quiet, _extobj_contextvar.set, _extobj_contextvar.reset
+
+
+_STATE = _quiet_state()
+if _STATE is not None:
+    _QUIET, _set_state, _reset_state = _STATE
+else:
+    _QUIET = None
+
+
+_matmul = np.matmul
+
+
 def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """numpy.matmul with inf and NaN as IEEE says, silently (as every other path)."""
-    return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
+    """numpy.matmul with inf and NaN as IEEE says, silently (as every other path), whatever np.seterr says."""
+    token = _set_state(_QUIET)
+    try:
+        return _matmul(a, b, out)  # type: ignore[no-any-return]  # (out positional: the ufunc parses no keyword)
+    finally:
+        _reset_state(token)
+
+
+if _QUIET is None:
+    @np.errstate(all="ignore")  # one call sets and resets NumPy's error state
+    def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        """numpy.matmul with inf and NaN as IEEE says, silently (as every other path), whatever np.seterr says."""
+        return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -143,6 +185,10 @@ class CpuReferenceBackend(Backend):
 
     def run(self, plan: Plan) -> Any:
         return self.execute(plan, Call.from_problem(plan.problem))
+
+    def direct_host_call(self, plan: Plan) -> Callable[[Any, Any, Any], Any] | None:
+        decided = plan.private
+        return _matmul_quietly if isinstance(decided, _CpuPlan) and decided.direct else None
 
     def execute(self, plan: Plan, call: Call) -> Any:
         if not call.matched:

@@ -86,9 +86,9 @@ class CudaBackend(Backend):
             import pycuda.driver as drv  # noqa: F401
         except Exception as exc:
             # Without an NVIDIA driver, installing PyCUDA cannot make this backend available (and its source
-            # build needs cuda.h and libcuda.so): on a laptop with no NVIDIA GPU the advice "pip install
-            # 'polygemm[cuda]'" sent users on a build that fails or a backend still unavailable; pycuda's own
-            # import also fails for want of libcuda, which read as "pycuda is not importable" though installed
+            # build needs cuda.h and libcuda.so): on a machine with no NVIDIA GPU the missing driver is the reason
+            # given, not "pip install 'polygemm[cuda]'" (a build that fails, or a backend still unavailable), nor
+            # "pycuda is not importable" (pycuda's own import fails for want of libcuda even where it is installed)
             # (the first line is what info and errors show, cut to 120 characters; info -v shows the loader's words)
             missing = _no_driver()
             if missing is not None:

@@ -268,7 +268,7 @@ _runtimes: dict[int, CudaRuntime] = {}
 _runtimes_lock = threading.Lock()
 
 #: True in a child forked after this process opened a CUDA device. CUDA does not survive a fork: every driver call in
-#: the child fails ("initialization error"), and that was all its user was told (torch says what to do instead).
+#: the child fails with a bare "initialization error", so errors there add FORK_HINT, what to do instead (as torch says).
 forked_after_cuda = False
 FORK_HINT = ("; this process was forked after its parent used CUDA, and CUDA does not survive a fork: start the worker "
              "processes with multiprocessing.get_context('spawn') (or 'forkserver'), or use CUDA in the parent only "
