@@ -280,7 +280,7 @@ def test_with_a_driver_but_no_pycuda_cuda_still_says_to_install_it(monkeypatch):
      "a has dtype float8_e4m3fn; polygemm supports float16, float32 or float64, and bfloat16"),
 ])
 def test_a_refusal_names_the_argument_and_what_is_accepted(call, cls, said):
-    """Right: each refusal is the documented class (so also ValueError or TypeError) and its message names the
+    """each refusal is the documented class (so also ValueError or TypeError) and its message names the
     argument and what it takes."""
     with pytest.raises(cls) as info:
         call(_ones(2, 3))
@@ -309,8 +309,8 @@ def test_a_long_name_is_quoted_short(kw):
 
 
 def test_a_failed_split_launch_reports_the_launchs_error_not_the_release():
-    """A split-K launch refused in a CUDA graph capture had been reported as "cuMemFreeAsync failed: ... invalidated"
-    (the scratch's release, in a finally, replaced the launch's own error). The workspace is still given back."""
+    """A split-K launch refused in a CUDA graph capture is reported by its own error, not by the scratch's release in
+    a finally ("cuMemFreeAsync failed: ... invalidated"). The workspace is still given back."""
     from polygemm.backends.cuda.launch import PreparedLaunch, SplitLaunch
     from polygemm.errors import DeviceError
 
@@ -335,7 +335,8 @@ def test_a_failed_split_launch_reports_the_launchs_error_not_the_release():
                                          ("1e12", "must be a finite number of seconds > 0 and at most 86400"),
                                          ("soon", "is not a number"), ("-1", "must be a finite number of seconds > 0 and at most 86400")])
 def test_a_bad_probe_timeout_warns_and_keeps_30_seconds(value, says):
-    # POLYGEMM_PROBE_TIMEOUT=inf (or 1e12) made every command an OverflowError traceback; other bad values were ignored silently
+    # POLYGEMM_PROBE_TIMEOUT=inf (or 1e12) cannot be a timer's timeout, and no bad value is ignored silently: each
+    # warns and keeps 30 s
     r = _polygemm(["info"], POLYGEMM_PROBE_TIMEOUT=value)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert f"POLYGEMM_PROBE_TIMEOUT={value!r} {says}; keeping 30 s" in r.stderr

@@ -64,15 +64,15 @@ def test_other_values_are_refused_naming_the_variable_and_the_spellings(monkeypa
 def test_the_suite_takes_every_spelling_of_quick(monkeypatch):
     quick, full = len(_params(monkeypatch, "1")), len(_params(monkeypatch, None))
     assert 0 < quick < full
-    for value in ("true", "Yes", "ON"):  # had been the full grid: only the exact "1" was quick
+    for value in ("true", "Yes", "ON"):  # each quick, as "1" is
         assert len(_params(monkeypatch, value)) == quick, value
     for value in ("0", "false", "no", "Off", ""):
         assert len(_params(monkeypatch, value)) == full, value
 
 
 def test_the_suite_fails_on_a_misspelt_quick(tmp_path):
-    # "POLYGEMM_TEST_QUICK=ture" had run the full grid and passed; it is now one failing test that says why,
-    # also where the backend is unavailable (that would otherwise be one skip)
+    # "POLYGEMM_TEST_QUICK=ture" is one failing test that says why, not the full grid, also where the backend is
+    # unavailable (that would otherwise be one skip)
     base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     for backend in ("cpu", "cuda"):

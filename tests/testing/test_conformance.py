@@ -96,9 +96,9 @@ def test_suite_detects_a_wrong_backend(monkeypatch):
 
 
 def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
-    """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a
-    typo in a plugin's CI) fails with a message naming it and what exists; it had passed as
-    '1 skipped (empty parameter set)'. A valid filter still runs its cases."""
+    """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a typo in a plugin's CI)
+    fails with a message naming it and what exists, not '1 skipped (empty parameter set)'. A valid filter still
+    runs its cases."""
     import os
     import subprocess
     import sys
@@ -178,8 +178,8 @@ def test_cuda_split_variants_are_listed_and_run_or_skipped_with_the_reason(capsy
 
 
 def test_matrix_shows_a_split_variant_row(capsys):
-    # "polygemm matrix --variants cm_v12_cp_async:split_k=4" said "no case to run" (exit 2), the
-    # name having passed its check
+    # "polygemm matrix --variants cm_v12_cp_async:split_k=4" shows a row for the split variant whose name passed its
+    # check, not "no case to run" (exit 2)
     status = main(["matrix", "--backends", "cpu", "cuda", "--quick", "--no-progress", "--variants", "cm_v12_cp_async:split_k=4"])
     out = capsys.readouterr().out
     assert status == 0 and "cm_v12_cp_async:split_k=4" in out, out
@@ -217,15 +217,15 @@ def test_pytest_suite_takes_a_split_variant_filter(monkeypatch):
     ({"dtypes": [np.float32]}, "dtypes must be names"),
 ])
 def test_run_conformance_selection_naming_nothing_is_refused_not_an_empty_pass(kw, says):
-    # a misspelt dtype, variant or group selected no case and run_conformance returned [] (a CI
-    # asserting "no fail" passed, having tested nothing)
+    # a misspelt dtype, variant or group would select no case, and an empty result would pass a CI asserting "no fail"
+    # having tested nothing: refused
     with pytest.raises(ArgumentError, match=says) as info:
         run_conformance("cpu", quick=True, **kw)
     assert isinstance(info.value, ValueError)
 
 
 def test_run_conformance_takes_one_string_as_names_comma_separated():
-    # dtypes="float32" was read as the characters 'f', 'l', 'o', ...: no case, no row, silently
+    # dtypes="float32" is one name, not the characters 'f', 'l', 'o', ... (no case, no row, silently)
     rows = run_conformance("cpu", dtypes="float32", variants="blas", groups="errors, scaling", quick=True)
     assert rows and {(r.dtype, r.variant) for r in rows} == {("float32", "blas")}
     assert {r.group for r in rows} == {"errors", "scaling"} and all(r.status == "pass" for r in rows), rows
@@ -234,7 +234,8 @@ def test_run_conformance_takes_one_string_as_names_comma_separated():
 
 
 def test_an_unregistered_backend_object_is_run_through_its_execute_too(doc_plugin):
-    # the same for a Backend object passed to run_conformance (not installed): its run() alone was tested
+    # the same for a Backend object passed to run_conformance (not installed): its execute() is tested, not its run()
+    # alone
     import polygemm_fast
 
     rows = run_conformance(polygemm_fast.FastBackend(), groups="scaling", quick=True)
