@@ -97,11 +97,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture
 def plugins(tmp_path, monkeypatch, fresh_registry):
-    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in RULE_BENDING_CLASSES}
-    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", RULE_BENDING_PLUGIN, eps))
+    eps = {c.lower(): f"pg_rule_bending_plugin:{c}" for c in RULE_BENDING_CLASSES}
+    eps.update({"one": "pg_rule_bending_plugin:SHARED", "two": "pg_rule_bending_plugin:SHARED"})
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-rule-bending", "pg_rule_bending_plugin", RULE_BENDING_PLUGIN, eps))
     yield
-    sys.modules.pop("pg_r21_plugin", None)
+    sys.modules.pop("pg_rule_bending_plugin", None)
 
 
 @pytest.fixture

@@ -283,11 +283,11 @@ def assert_matmul_within(got, a, b):
 
 def cannot_create_in(folder):
     try:
-        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+        fd = os.open(os.path.join(folder, ".polygemm-write-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
     except OSError:
         return True
     os.close(fd)
-    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
+    os.unlink(os.path.join(folder, ".polygemm-write-probe"))
     return False
 
 

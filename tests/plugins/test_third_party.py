@@ -491,7 +491,7 @@ def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins
     out = np.full((3, 5), np.nan, np.float32)
     assert pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=out, device="peeks") is out
     assert_within_2(out, a, b, c, 0.5, 2.0)
-    seen = sys.modules["pg_r21_plugin"].Peeks.seen[-1]
+    seen = sys.modules["pg_rule_bending_plugin"].Peeks.seen[-1]
     for name, given in (("a", a), ("b", b), ("c", c)):
         arr, writeable = seen[name]
         assert not writeable and np.shares_memory(arr, given) and arr.strides == given.strides, name
@@ -499,7 +499,7 @@ def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins
     ro = f32(rng, 4, 5)
     ro.flags.writeable = False  # an input that is read-only already reaches it as it is
     assert_within_2(pg.gemm(a, ro, device="peeks"), a, ro)
-    assert sys.modules["pg_r21_plugin"].Peeks.seen[-1]["b"][0] is ro
+    assert sys.modules["pg_rule_bending_plugin"].Peeks.seen[-1]["b"][0] is ro
 
 
 def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugins, rng):
@@ -512,7 +512,7 @@ def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugin
     assert info["one"].available and not info["two"].available
     assert info["two"].reason == ("same Backend instance as entry point 'one' (an instance has one name): point both entry "
                                   "points at the class"), info["two"].reason
-    assert "pg_r21_plugin:SHARED" in info["two"].detail
+    assert "pg_rule_bending_plugin:SHARED" in info["two"].detail
     with pytest.raises(pg.BackendUnavailableError, match="device 'two' is unavailable: same Backend instance as entry point 'one'"):
         pg.gemm(a, b, device="two")
     assert_within_2(pg.gemm(a, b, device="one"), a, b)
@@ -522,7 +522,7 @@ def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugin
 def test_one_class_under_two_entry_points_gives_two_backends_of_their_own(tmp_path, monkeypatch, fresh_registry, rng):
     """the class as the target of two entry points (aliases) gives each its own instance and name."""
     install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         ("pg-r21b", "pg_r21b_plugin", THIRD_PARTY_BASE, {"alias1": "pg_r21b_plugin:Good", "alias2": "pg_r21b_plugin:Good"}))
+                         ("pg-aliased", "pg_aliased_plugin", THIRD_PARTY_BASE, {"alias1": "pg_aliased_plugin:Good", "alias2": "pg_aliased_plugin:Good"}))
     try:
         a, b = f32(rng, 3, 4), f32(rng, 4, 2)
         for name in ("alias1", "alias2", "alias1"):
@@ -530,7 +530,7 @@ def test_one_class_under_two_entry_points_gives_two_backends_of_their_own(tmp_pa
             assert pg.last_plan().backend == name
         assert pg.get_backend("alias1") is not pg.get_backend("alias2")
     finally:
-        sys.modules.pop("pg_r21b_plugin", None)
+        sys.modules.pop("pg_aliased_plugin", None)
 
 
 @pytest.mark.parametrize("alpha, ab, beta, cs", [
