@@ -9,6 +9,13 @@ import os
 import secrets
 import sys
 
+# One BLAS thread per test process, set before NumPy loads OpenBLAS (children inherit it): the suite's products are
+# small, and pytest-xdist already gives every core a worker, so OpenBLAS's pool of spinning threads would only
+# contend with the other workers (on a 2-core machine a cpu benchmark takes several times as long with it). A value the
+# caller set is kept.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 import numpy as np
 import pytest
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -334,9 +335,17 @@ def test_a_failed_split_launch_reports_the_launchs_error_not_the_release():
 @pytest.mark.parametrize("value, says", [("inf", "must be a finite number of seconds > 0 and at most 86400"),
                                          ("1e12", "must be a finite number of seconds > 0 and at most 86400"),
                                          ("soon", "is not a number"), ("-1", "must be a finite number of seconds > 0 and at most 86400")])
-def test_a_bad_probe_timeout_warns_and_keeps_30_seconds(value, says):
+def test_a_bad_probe_timeout_warns_and_keeps_30_seconds(monkeypatch, fresh_registry, value, says):
     # POLYGEMM_PROBE_TIMEOUT=inf (or 1e12) cannot be a timer's timeout, and no bad value is ignored silently: each
-    # warns and keeps 30 s
-    r = _polygemm(["info"], POLYGEMM_PROBE_TIMEOUT=value)
+    # warns and keeps 30 s, and the probes it bounds run
+    monkeypatch.setenv("POLYGEMM_PROBE_TIMEOUT", value)
+    fresh_registry.refresh()
+    with pytest.warns(RuntimeWarning, match=re.escape(f"POLYGEMM_PROBE_TIMEOUT={value!r} {says}; keeping 30 s")):
+        infos = {i.name: i for i in pg.backends()}
+    assert infos["cpu"].available
+
+
+def test_a_bad_probe_timeout_is_a_warning_on_the_command_line_not_a_traceback():
+    r = _polygemm(["info"], POLYGEMM_PROBE_TIMEOUT="inf")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert f"POLYGEMM_PROBE_TIMEOUT={value!r} {says}; keeping 30 s" in r.stderr
+    assert "POLYGEMM_PROBE_TIMEOUT='inf' must be a finite number of seconds > 0 and at most 86400; keeping 30 s" in r.stderr

@@ -84,16 +84,26 @@ def assert_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
 ROOT = REPO_ROOT
 
 
+#: the plan cache's bound and counts after calls of shapes 1, 2, 3, 1, 2, 3, 4, and the warnings the import gave,
+#: for each $POLYGEMM_PLAN_CACHE_SIZE in argv[1]: polygemm is imported afresh for each (its modules dropped from
+#: sys.modules), so each import reads the variable as a new process's would, in one interpreter
 _CACHE_PROBE = """
-import warnings
-warnings.simplefilter("always")
-with warnings.catch_warnings(record=True) as w:
-    import numpy as np, polygemm as pg
-for m in (1, 2, 3, 1, 2, 3, 4):
-    pg.gemm(np.ones((m, 2), np.float32), np.ones((2, 3), np.float32), device="cpu")
-info = pg.plan_cache_info()
-print(info["maxsize"], info["size"], info["hits"], info["misses"], pg.last_plan().cached)
-print("|".join(str(x.message) for x in w))
+import json, os, sys, warnings
+import numpy as np
+out = {}
+for value in json.loads(sys.argv[1]):
+    for name in [m for m in sys.modules if m == "polygemm" or m.startswith("polygemm.")]:
+        del sys.modules[name]
+    os.environ["POLYGEMM_PLAN_CACHE_SIZE"] = value
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        import polygemm as pg
+    for m in (1, 2, 3, 1, 2, 3, 4):
+        pg.gemm(np.ones((m, 2), np.float32), np.ones((2, 3), np.float32), device="cpu")
+    info = pg.plan_cache_info()
+    out[value] = [info["maxsize"], info["size"], info["hits"], info["misses"], pg.last_plan().cached,
+                  "|".join(str(x.message) for x in w)]
+print(json.dumps(out))
 """
 
 
@@ -436,24 +446,35 @@ def test_interleaved_c_and_out_are_not_in_place_for_the_plan_cache(rng):
                     assert np.array_equal(c, c0) and not np.array_equal(buf, keep)
 
 
-@pytest.mark.parametrize("value, maxsize, size, hits, warned", [
+_CACHE_SIZES = [
     ("0", 0, 0, 0, ""),  # off: every call plans, nothing kept, no warning
     (" 2 ", 2, 2, 0, ""),  # spaces around a number; a bound of 2 loses 1, 2, 3 in turn
     ("4", 4, 4, 3, ""),
     ("100000000000000000000", 10 ** 20, 4, 3, ""),  # huge: a bound never reached, not an overflow
+    ("", 256, 4, 3, ""),  # empty, as unset: the default
     ("2.5", 256, 4, 3, "POLYGEMM_PLAN_CACHE_SIZE='2.5' is not a whole number; keeping 256 plans"),
+    ("lots", 256, 4, 3, "POLYGEMM_PLAN_CACHE_SIZE='lots' is not a whole number; keeping 256 plans"),
     ("-1", 256, 4, 3, "POLYGEMM_PLAN_CACHE_SIZE='-1' is negative (0 turns the cache off); keeping 256 plans"),
-])
-def test_plan_cache_size_spelt_oddly_gives_the_bound_it_says(value, maxsize, size, hits, warned):
-    """the variable read at import as a whole number, or the default with a warning naming the value."""
-    r = subprocess.run([sys.executable, "-c", _CACHE_PROBE], capture_output=True, text=True, cwd=str(ROOT),
-                       env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": value})
+]
+
+
+@pytest.fixture(scope="module")
+def cache_size_runs() -> dict[str, list]:
+    """_CACHE_PROBE's answers for every value of _CACHE_SIZES, from one child process."""
+    values = json.dumps([value for value, *_ in _CACHE_SIZES])
+    r = subprocess.run([sys.executable, "-c", _CACHE_PROBE, values], capture_output=True, text=True, cwd=str(ROOT),
+                       timeout=300)
     assert r.returncode == 0, r.stderr
-    first, second = r.stdout.splitlines()
-    got_max, got_size, got_hits, got_misses, cached = first.split()
-    assert (int(got_max), int(got_size), int(got_hits), int(got_misses)) == (maxsize, size, hits, 7 - hits)
-    assert cached == "False"  # 4 is new in every case
-    assert second == warned
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("value, maxsize, size, hits, warned", _CACHE_SIZES)
+def test_plan_cache_size_spelt_oddly_gives_the_bound_it_says(cache_size_runs, value, maxsize, size, hits, warned):
+    """The variable is read at import as a whole number, or the default with a warning naming the value."""
+    got_max, got_size, got_hits, got_misses, cached, said = cache_size_runs[value]
+    assert (got_max, got_size, got_hits, got_misses) == (maxsize, size, hits, 7 - hits)
+    assert cached is False  # 4 is new in every case
+    assert said == warned
 
 
 def test_the_readme_says_how_large_the_cache_grows_and_when_the_variables_are_read(monkeypatch):
