@@ -24,7 +24,7 @@ from polygemm.errors import (
 )
 from polygemm.testing import assert_close, check_result
 
-from tests.helpers import cuda_probe_without_pycuda, documented_cli_options, REPO_ROOT, run_conformance_suite, subprocess_env
+from tests.helpers import cuda_probe_without_pycuda, documented_cli_options, REPO_ROOT, run_conformance_suites, subprocess_env
 
 
 DTYPES = [np.float16, np.float32, np.float64]
@@ -243,16 +243,30 @@ def test_gemm_with_c_adds_c_by_default(rng):
     np.testing.assert_allclose(out, a @ b + c, rtol=1e-12)
 
 
-def test_pyargs_suite_runs_the_cpu_backend(tmp_path):
-    r = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND="cpu", POLYGEMM_TEST_QUICK="1")
+_SUITE_RUNS = {
+    "cpu": {"POLYGEMM_TEST_BACKEND": "cpu", "POLYGEMM_TEST_QUICK": "1"},
+    "unset": {"POLYGEMM_TEST_QUICK": "1", "POLYGEMM_TEST_DTYPES": "float32"},  # no backend named: cpu
+    **{name: {"POLYGEMM_TEST_BACKEND": name} for name in ("nosuch", "numpy-blas", "auto")},
+}
+
+
+@pytest.fixture(scope="module")
+def suite_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """``pytest --pyargs polygemm.testing`` under each environment of _SUITE_RUNS (one child process for all)."""
+    runs = run_conformance_suites(tmp_path_factory.mktemp("suite"), list(_SUITE_RUNS.values()))
+    return dict(zip(_SUITE_RUNS, runs))
+
+
+def test_pyargs_suite_runs_the_cpu_backend(suite_runs):
+    r = suite_runs["cpu"]
     assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
-    default = run_conformance_suite(tmp_path, POLYGEMM_TEST_QUICK="1", POLYGEMM_TEST_DTYPES="float32")  # unset: cpu
+    default = suite_runs["unset"]
     assert default.returncode == 0 and " passed" in default.stdout, default.stdout[-2000:]
 
 
 @pytest.mark.parametrize("name", ["nosuch", "numpy-blas", "auto"])
-def test_pyargs_suite_fails_for_a_backend_that_does_not_exist(tmp_path, name):
-    r = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND=name)
+def test_pyargs_suite_fails_for_a_backend_that_does_not_exist(suite_runs, name):
+    r = suite_runs[name]
     assert r.returncode == 1, r.stdout[-2000:]
     assert f"{name}-not-loadable" in r.stdout and f"POLYGEMM_TEST_BACKEND={name!r}" in r.stdout, r.stdout[-2000:]
     assert "1 failed" in r.stdout and "passed" not in r.stdout and "skipped" not in r.stdout

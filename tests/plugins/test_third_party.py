@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +28,7 @@ from tests.helpers import (
     OnPluginDevice,
     REPO_ROOT,
     run_concurrently,
-    run_conformance_suite,
+    run_conformance_suites,
 )
 from tests.plugin_sources import (
     DOC_PLUGIN,
@@ -173,14 +170,6 @@ def _operands(rng):
 BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
 
 
-def _pyargs(tmp_path: Path, site: Path, backend: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), PYTHONDONTWRITEBYTECODE="1",
-               POLYGEMM_TEST_BACKEND=backend, POLYGEMM_TEST_QUICK="1")
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-
-
 def _ones(*shape, dtype=np.float32):
     return np.ones(shape, dtype)
 
@@ -240,11 +229,11 @@ def test_pyargs_suite_runs_the_example_plugin(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: polygemm-numpy-blas\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text("[polygemm.backends]\nnumpy_blas = polygemm_numpy_blas:NumpyBlasBackend\n")
-    r = run_conformance_suite(tmp_path, [str(site), str(EXAMPLE)], POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
+    env = {"POLYGEMM_TEST_BACKEND": "numpy_blas", "POLYGEMM_TEST_QUICK": "1"}
+    r, gone = run_conformance_suites(tmp_path, [env, env], paths=[[str(site), str(EXAMPLE)], []])
     assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
     assert int(r.stdout.split(" passed")[0].split()[-1]) >= 20, r.stdout[-2000:]  # its cases ran, not one placeholder
     # without the plugin on the path the same name is not loadable: a failure, not a pass
-    gone = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
     assert gone.returncode == 1 and "numpy_blas-not-loadable" in gone.stdout, gone.stdout[-2000:]
 
 
@@ -369,12 +358,12 @@ def test_the_doc_plugin_under_pytest_pyargs_passes_and_the_broken_ones_do_not(tm
     install_fake_distribution(site, "polygemm_mydev", "polygemm_mydev", DOC_PLUGIN, {"mydev": "polygemm_mydev:MyDevBackend"})
     install_fake_distribution(site, "polygemm_fast", "polygemm_fast", FAST_PLUGIN, {"fast": "polygemm_fast:FastBackend"})
     install_fake_distribution(site, "polygemm_broke", "polygemm_broke", BROKEN_IMPORT, {"broke": "polygemm_broke:Broke"})
-    good = _pyargs(tmp_path, site, "mydev")
+    good, fast, broke = run_conformance_suites(
+        tmp_path, [{"POLYGEMM_TEST_BACKEND": name, "POLYGEMM_TEST_QUICK": "1"} for name in ("mydev", "fast", "broke")],
+        extra_path=[str(site)])
     assert good.returncode == 0 and "failed" not in good.stdout, good.stdout[-2000:]
     assert int(good.stdout.split(" passed")[0].split()[-1]) >= 80, good.stdout[-2000:]  # 4 (dtype, variant) x the quick grid
-    fast = _pyargs(tmp_path, site, "fast")
     assert fast.returncode == 1 and "scaling" in fast.stdout, fast.stdout[-2000:]
-    broke = _pyargs(tmp_path, site, "broke")
     assert broke.returncode == 1 and "1 failed" in broke.stdout and "libfoo.so.3" in broke.stdout, broke.stdout[-2000:]
 
 

@@ -14,7 +14,7 @@ from polygemm.errors import ArgumentError, UnsupportedProblemError
 from polygemm.testing import run_conformance
 from polygemm.testing.conformance import iter_cases, modified_variants
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import run_conformance_suites
 
 
 class Splitting(Backend):
@@ -99,27 +99,14 @@ def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
     """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a typo in a plugin's CI)
     fails with a message naming it and what exists, not '1 skipped (empty parameter set)'. A valid filter still
     runs its cases."""
-    import os
-    import subprocess
-    import sys
-
-    from pathlib import Path
-
-    root = str(REPO_ROOT)
-
-    def run(**env):
-        base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_TEST_")}  # a CI's own filters
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)  # the tree under test
-        full = {**base, "POLYGEMM_TEST_BACKEND": "cpu", "PYTHONPATH": path, **env, "PYTHONDONTWRITEBYTECODE": "1"}
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "polygemm.testing"],
-                              capture_output=True, text=True, env=full, cwd=tmp_path)
-
-    for env, named in (({"POLYGEMM_TEST_VARIANTS": "nosuch"}, "'nosuch'"),
-                       ({"POLYGEMM_TEST_VARIANTS": "blas,nosuch"}, "'nosuch'"),
-                       ({"POLYGEMM_TEST_DTYPES": "float128"}, "'float128'")):
-        r = run(**env)
-        assert r.returncode != 0 and named in r.stdout and "its variants: blas" in r.stdout, r.stdout[-2000:]
-    ok = run(POLYGEMM_TEST_VARIANTS="reference", POLYGEMM_TEST_DTYPES="float32", POLYGEMM_TEST_QUICK="1")
+    failing = (({"POLYGEMM_TEST_VARIANTS": "nosuch"}, "'nosuch'"),
+               ({"POLYGEMM_TEST_VARIANTS": "blas,nosuch"}, "'nosuch'"),
+               ({"POLYGEMM_TEST_DTYPES": "float128"}, "'float128'"))
+    valid = {"POLYGEMM_TEST_VARIANTS": "reference", "POLYGEMM_TEST_DTYPES": "float32", "POLYGEMM_TEST_QUICK": "1"}
+    *runs, ok = run_conformance_suites(tmp_path, [{"POLYGEMM_TEST_BACKEND": "cpu", **env} for env, _ in failing]
+                                       + [{"POLYGEMM_TEST_BACKEND": "cpu", **valid}])
+    for (env, named), r in zip(failing, runs):
+        assert r.returncode != 0 and named in r.stdout and "its variants: blas" in r.stdout, (env, r.stdout[-2000:])
     assert ok.returncode == 0 and " passed" in ok.stdout, ok.stdout[-2000:]
 
 
