@@ -603,7 +603,7 @@ def test_explain_from_the_cache_says_what_a_fresh_plan_says_and_results_stay_rig
 
 @needs_fork
 def test_a_child_keeps_the_probes_and_plans_its_parent_finished():
-    # right: what the parent had finished (a backend's checks, a cached plan) is the child's too, not done again
+    # what the parent finished before the fork (a backend's checks, a cached plan) is the child's too, not done again
     r = _script(FORK_PRELUDE + """
 from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
 a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
@@ -658,7 +658,7 @@ def test_an_out_the_cache_does_not_key_is_named_and_following_the_hint_caches_th
     pg.clear_plan_cache()
     assert pg.gemm(a, b, out=out, device="cpu") is out
     assert "out is a numpy.memmap" in pg.last_plan().uncached and "written in place" in pg.last_plan().uncached
-    # right: what the hint says works: the same memory as a plain ndarray is cached, and written in place
+    # what the hint says works: the same memory as a plain ndarray is cached, and written in place
     plain = np.asarray(out)
     assert type(plain) is np.ndarray and np.shares_memory(plain, out)
     pg.gemm(a, b, out=plain, device="cpu")
@@ -681,7 +681,7 @@ def test_a_plan_made_with_the_cache_turned_off_says_so(rng, monkeypatch):
 
 
 def test_a_cached_call_and_its_first_say_what_they_did(rng):
-    # right: plain ndarrays are planned once, then reused, and the text says each
+    # plain ndarrays are planned once, then reused, and the text says each
     a = rng.standard_normal((7, 3)).astype(np.float32)
     pg.clear_plan_cache()
     pg.gemm(a, a.T, device="cpu")

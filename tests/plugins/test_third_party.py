@@ -474,7 +474,7 @@ def test_a_plugin_that_scales_a_in_place_leaves_a_as_it_was(plugins, rng):
 
 
 def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins, rng):
-    """Right (and what the read-only views must not change): run() gets a, b and c as views of the caller's memory,
+    """What the read-only views must not change: run() gets a, b and c as views of the caller's memory,
     a Fortran-ordered or transposed operand as it is, and out writable and itself."""
     a, b, c = f32(rng, 4, 3).T, np.asfortranarray(f32(rng, 4, 5)), f32(rng, 3, 5)
     out = np.full((3, 5), np.nan, np.float32)
@@ -563,8 +563,8 @@ def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins):
 
 
 def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plugins, rng):
-    """Right, once the core completes its own copy of a kept plan: eight threads, each with its own operands and with
-    or without out, on one plugin that returns the same Plan object for every problem of a shape."""
+    """Eight threads, each with its own operands and with or without out, on one plugin that returns the same Plan
+    object for every problem of a shape, each get their own product: the core completes its own copy of a kept plan."""
     go = threading.Barrier(8)
 
     def work(i):
