@@ -343,7 +343,8 @@ def test_last_plan_keeps_provenance_not_data(rng):
     plan = pg.last_plan()
     assert plan is not None and plan.problem.a.array is None and plan.problem.a.shape == (300, 200)
     del a
-    gc.collect()
+    if ref() is not None:  # only a reference cycle waits for the collector
+        gc.collect()
     assert ref() is None, "last_plan() kept the input alive"
 
 
@@ -517,7 +518,8 @@ def test_neither_the_cache_nor_last_plan_keeps_an_array_alive(call):
     else:
         assert not call.startswith("refused")
     del a, b, c, o, run
-    gc.collect()
+    if any(r() is not None for r in refs):  # only a reference cycle (a refusal's traceback) waits for the collector
+        gc.collect()
     assert [r() is None for r in refs] == [True] * 4
 
 
