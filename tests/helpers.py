@@ -311,11 +311,6 @@ def cuda_probe_without_pycuda(monkeypatch, driver_loads: bool) -> pg.Availabilit
     return CudaBackend().probe()
 
 
-def run_conformance_suite(tmp_path: Path, extra_path: list[str] | tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
-    """``pytest --pyargs polygemm.testing`` in a child process, under ``env`` (the caller's POLYGEMM_* left out)."""
-    return run_conformance_suites(tmp_path, [env], extra_path=extra_path)[0]
-
-
 #: runs ``pytest.main`` once for each (env, path, args) of argv[1] and prints each run's exit status and output as
 #: JSON; before each run polygemm, the modules under the runs' paths and the POLYGEMM_* variables are dropped, so each
 #: run imports polygemm and its plugins afresh and reads its own variables, as a new process would
