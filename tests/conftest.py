@@ -9,6 +9,13 @@ import os
 import secrets
 import sys
 
+# One BLAS thread per test process, set before NumPy loads OpenBLAS (children inherit it): the suite's products are
+# small, and pytest-xdist already gives every core a worker, so OpenBLAS's pool of spinning threads would only
+# contend with the other workers (on a 2-core machine a cpu benchmark takes several times as long with it). A value the
+# caller set is kept.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 import numpy as np
 import pytest
 
@@ -97,11 +104,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture
 def plugins(tmp_path, monkeypatch, fresh_registry):
-    eps = {c.lower(): f"pg_r21_plugin:{c}" for c in RULE_BENDING_CLASSES}
-    eps.update({"one": "pg_r21_plugin:SHARED", "two": "pg_r21_plugin:SHARED"})
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-r21", "pg_r21_plugin", RULE_BENDING_PLUGIN, eps))
+    eps = {c.lower(): f"pg_rule_bending_plugin:{c}" for c in RULE_BENDING_CLASSES}
+    eps.update({"one": "pg_rule_bending_plugin:SHARED", "two": "pg_rule_bending_plugin:SHARED"})
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, ("pg-rule-bending", "pg_rule_bending_plugin", RULE_BENDING_PLUGIN, eps))
     yield
-    sys.modules.pop("pg_r21_plugin", None)
+    sys.modules.pop("pg_rule_bending_plugin", None)
 
 
 @pytest.fixture

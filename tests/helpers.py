@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -283,11 +284,11 @@ def assert_matmul_within(got, a, b):
 
 def cannot_create_in(folder):
     try:
-        fd = os.open(os.path.join(folder, ".polygemm-r23-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+        fd = os.open(os.path.join(folder, ".polygemm-write-probe"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
     except OSError:
         return True
     os.close(fd)
-    os.unlink(os.path.join(folder, ".polygemm-r23-probe"))
+    os.unlink(os.path.join(folder, ".polygemm-write-probe"))
     return False
 
 
@@ -310,12 +311,50 @@ def cuda_probe_without_pycuda(monkeypatch, driver_loads: bool) -> pg.Availabilit
     return CudaBackend().probe()
 
 
-def run_conformance_suite(tmp_path: Path, extra_path: list[str] | tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
+#: runs ``pytest.main`` once for each (env, path, args) of argv[1] and prints each run's exit status and output as
+#: JSON; before each run polygemm, the modules under the runs' paths and the POLYGEMM_* variables are dropped, so each
+#: run imports polygemm and its plugins afresh and reads its own variables, as a new process would
+_SUITES_DRIVER = """
+import contextlib, importlib, io, json, os, sys
+import numpy, ml_dtypes, pytest
+runs, base_path, base_pythonpath = json.loads(sys.argv[1]), list(sys.path), os.environ.get("PYTHONPATH", "")
+every_path = {p for _, path, _ in runs for p in path}
+out = []
+for env, path, args in runs:
+    for name, mod in list(sys.modules.items()):
+        where = getattr(mod, "__file__", None) or ""
+        if name == "polygemm" or name.startswith("polygemm.") or any(where.startswith(p + os.sep) for p in every_path):
+            del sys.modules[name]
+    for key in [k for k in os.environ if k.startswith("POLYGEMM_")]:
+        del os.environ[key]
+    os.environ.update(env)
+    sys.path[:] = path + base_path
+    os.environ["PYTHONPATH"] = os.pathsep.join(path + [base_pythonpath])
+    importlib.invalidate_caches()
+    text, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(err):
+        code = pytest.main(args)
+    out.append([int(code), text.getvalue(), err.getvalue()])
+sys.stdout.write("\\n@@runs@@" + json.dumps(out))
+"""
+
+
+def run_conformance_suites(tmp_path: Path, envs: list[dict[str, str]], extra_path: list[str] | tuple[str, ...] = (),
+                           paths: list[list[str]] | None = None,
+                           args: tuple[str, ...] = ("-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"),
+                           ) -> list[subprocess.CompletedProcess]:
+    """``pytest --pyargs polygemm.testing`` under each of ``envs`` (the caller's POLYGEMM_* left out), with
+    ``extra_path`` (or ``paths[i]`` for run i) ahead of the repository on the import path: all in one child process
+    (_SUITES_DRIVER), each run on a fresh import of polygemm, so the interpreter starts once."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
-    path = os.pathsep.join([*extra_path, str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
-    full = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **env}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
-                          capture_output=True, text=True, env=full, cwd=tmp_path, timeout=300)
+    path = os.pathsep.join([str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+    full = {**base, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+    runs = [[env, [str(p) for p in (paths[i] if paths is not None else extra_path)], list(args)] for i, env in enumerate(envs)]
+    r = subprocess.run([sys.executable, "-c", _SUITES_DRIVER, json.dumps(runs)], capture_output=True, text=True, env=full,
+                       cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    done = json.loads(r.stdout.rsplit("@@runs@@", 1)[1])
+    return [subprocess.CompletedProcess(args, code, stdout, stderr) for code, stdout, stderr in done]
 
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]

@@ -185,7 +185,7 @@ def test_a_broadcast_batch_is_copied_only_for_a_backend_that_needs_it(rng):
     made = p.broadcasts_for(types.SimpleNamespace())  # a backend that needs one stride per batch
     assert made.a.broadcast and made.a.array.shape == (2, 3, 5, 4) and made.a.array.flags.c_contiguous
     assert made.a.batch_stride == 20 and np.array_equal(made.a.array[1, 2], a[1, 0])
-    eager = normalize(a, b)  # the default: made real at once, as before
+    eager = normalize(a, b)  # the default: made real at once
     assert eager.a.broadcast and not eager.a.pending and eager.a.batch_stride == made.a.batch_stride
 
 

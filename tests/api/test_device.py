@@ -106,7 +106,7 @@ def test_other_devices_are_type_errors_that_say_what_is_accepted(bad):
     with pytest.raises(TypeError) as info:
         pg.gemm(a, a, device=bad, out=out)
     assert isinstance(info.value, ArgumentTypeError) and isinstance(info.value, ArgumentError)
-    assert isinstance(info.value, ValueError)  # as before: except ValueError still catches it
+    assert isinstance(info.value, ValueError)  # a ValueError too: except ValueError still catches it
     text = str(info.value)
     assert "device must be a backend name" in text and "torch.device" in text and "cupy.cuda.Device" in text
     assert (out == 7.0).all()  # nothing written
@@ -184,8 +184,8 @@ def test_huge_integer_alpha_is_an_argument_error(rng):
 
 @pytest.mark.parametrize("sa, sb", [((2, 5, 4), (3, 4, 6)), ((0, 5, 4), (3, 4, 6)), ((2, 3, 5, 4), (4, 3, 4, 6))])
 def test_batches_that_do_not_broadcast_are_refused_naming_both_shapes(rng, sa, sb):
-    """numpy.matmul refuses them (a ValueError); so does polygemm, naming a's and b's whole shapes
-    (it had named only their batch dimensions), through gemm and matmul alike."""
+    """numpy.matmul refuses them (a ValueError); so does polygemm, naming a's and b's whole shapes, not only their
+    batch dimensions, through gemm and matmul alike."""
     a, b = rand(rng, sa), rand(rng, sb)
     with pytest.raises(ValueError):
         np.matmul(a, b)
@@ -275,9 +275,9 @@ def test_float16_overflow_over_a_long_k_is_inf_as_in_numpy_and_fits_in_float32()
 
 
 def test_without_an_nvidia_driver_cuda_says_so_not_to_install_pycuda(monkeypatch):
-    # on a laptop without an NVIDIA GPU, polygemm info and device="cuda" said "pycuda is not importable
-    # ...; install it with pip install 'polygemm[cuda]'": a source build that needs cuda.h and libcuda.so, after
-    # which the backend would still be unavailable. (PyCUDA installed without a driver fails its import the same way.)
+    # on a laptop without an NVIDIA GPU, installing pycuda is no way on: it is a source build that needs cuda.h and
+    # libcuda.so, after which the backend would still be unavailable. (PyCUDA installed without a driver fails its
+    # import the same way.)
     av = cuda_probe_without_pycuda(monkeypatch, driver_loads=False)
     assert not av.ok
     first, *rest = av.reason.splitlines()
@@ -294,8 +294,8 @@ def test_without_an_nvidia_driver_cuda_says_so_not_to_install_pycuda(monkeypatch
     (BF16, np.float32, "a.astype(np.float32)"),
 ])
 def test_operands_of_two_dtypes_are_told_to_cast_the_narrower_up(da_, db_, cast):
-    # "Cast one, e.g. b.astype(a.dtype)" whatever the dtypes: a float16 a beside a float32 b was told to round
-    # b to float16 (values past 65504 become inf), where numpy.matmul computes the two in float32
+    # numpy.matmul computes a float16 a beside a float32 b in float32; casting b down to float16 would turn values
+    # past 65504 into inf, so the hint casts the narrower operand up
     # the wider operand holds 70000, which the narrower dtype (float16, bfloat16's 8 bits) cannot hold as it is
     wide = np.result_type(da_, db_)
     a = np.full((2, 3), 70000.0 if da_ == wide else 1.0).astype(da_)
@@ -343,8 +343,8 @@ def test_zero_size_products_match_numpy_matmul(sa, sb, dtype):
 
 @pytest.mark.parametrize("sa, sb", [((3,), (4,)), ((2, 3), (4,)), ((2, 3, 4), (3, 4, 5)), ((4,), (3, 4)), ((2, 3, 4), (3, 3, 5))])
 def test_matmul_refuses_what_numpy_matmul_refuses_with_a_value_error(sa, sb):
-    """Right: where numpy.matmul raises ValueError (inner dimensions, batches that do not broadcast), polygemm.matmul
-    raises ShapeError, a ValueError, and an out given is left as it was."""
+    """Where numpy.matmul raises ValueError (inner dimensions, batches that do not broadcast), polygemm.matmul raises
+    ShapeError, a ValueError, and an out given is left as it was."""
     a, b = np.ones(sa, np.float32), np.ones(sb, np.float32)
     with pytest.raises(ValueError):
         np.matmul(a, b)
@@ -447,16 +447,16 @@ def test_matmul_refuses_scalars_as_numpy_does(a, b, name):
     ([[1.0, 2.0, 3.0]], np.ones(2), "b, a vector of 2"),
 ])
 def test_matmul_vector_mismatch_beside_a_list(a, b, named):
-    """A vector beside a list matrix of the wrong size is a ShapeError naming the vector (the
-    message had read the list's .shape: AttributeError)."""
+    """A vector beside a list matrix of the wrong size is a ShapeError naming the vector (the message reads no .shape
+    off the list)."""
     with pytest.raises(pg.ShapeError, match=named):
         pg.matmul(a, b, device="cpu")
 
 
 @pytest.mark.parametrize("given, kind", [([[1, 2], [3, 4]], "list"), (((1, 0), (0, 1)), "tuple")])
 def test_an_integer_list_is_told_how_a_list_converts(given, kind):
-    """A list of Python ints reads as int64; the DTypeError had said to call a.astype(...), which
-    a list does not have. It now says np.asarray(a, dtype=...) and how NumPy read the list."""
+    """A list of Python ints reads as int64; a list has no astype, so the DTypeError says np.asarray(a, dtype=...) and
+    how NumPy read the list."""
     with pytest.raises(pg.DTypeError, match=rf"np\.asarray\(a, dtype=np\.float32\) \(NumPy reads this {kind} as int64\)"):
         pg.gemm(given, np.eye(2), device="cpu")
     with pytest.raises(pg.DTypeError, match=r"a\.astype\(np\.float32\)"):  # an array is told its own astype
@@ -483,9 +483,9 @@ def test_matmul_of_int_lists_is_told_how_to_convert_a_list():
 @pytest.mark.parametrize("variant", ["auto", "blas", "numpy", "reference"])
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BF16], ids=lambda d: d.name)
 def test_a_subnormal_alpha_scales_at_its_own_value(dtype, variant, value):
-    """The cpu backend scaled in the work type (float32) whenever alpha
-    did not overflow it or flush to 0; a float32 subnormal keeps fewer bits, so alpha=1e-45 scaled by 1.4e-45 (every
-    result 40% off) and 1e-40 by 0.99999e-40, outside polygemm.testing's own bound. It now scales in float64 then."""
+    """A float32 subnormal keeps fewer bits: scaled in float32, alpha=1e-45 would scale by 1.4e-45 (every result 40%
+    off) and 1e-40 by 0.99999e-40, outside polygemm.testing's own bound, so the cpu backend scales in float64
+    there, and in the work type (float32) only where alpha neither overflows it nor is a subnormal it would round."""
     big = 1e19 if dtype != np.float16 else 60000.0
     a = np.full((3, 2), big, dtype)  # K = 2: 2e38, near float32's top, exact in the float32 accumulation
     b = np.full((2, 2), big, dtype)
@@ -499,7 +499,7 @@ def test_a_subnormal_alpha_scales_at_its_own_value(dtype, variant, value):
 @pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("variant", ["auto", "reference", "numpy"])
 def test_alpha_zero_with_finite_operands_gives_beta_c_to_the_bit(dtype, variant, rng_2):
-    """Right: alpha = 0 with finite a and b is beta * c rounded once: c itself for beta = 1, 2c exactly for beta = 2."""
+    """alpha = 0 with finite a and b is beta * c rounded once: c itself for beta = 1, 2c exactly for beta = 2."""
     a = rng_2.standard_normal((5, 6)).astype(dtype)
     b = rng_2.standard_normal((6, 7)).astype(dtype)
     c = rng_2.standard_normal((5, 7)).astype(dtype)
@@ -517,7 +517,7 @@ def test_arrays_whose_item_is_no_scalar_get_no_item_hint(value):
 
 
 def test_integer_lists_are_told_the_cast_as_numpy_would_read_them():
-    """Edge that was right: numpy.matmul computes int64 lists in int64; polygemm names the dtype and the cast."""
+    """numpy.matmul computes int64 lists in int64; polygemm names the dtype and the cast."""
     with pytest.raises(pg.DTypeError, match=re.escape("a has dtype int64;")) as info:
         pg.matmul([[1, 2], [3, 4]], [[1, 0], [0, 1]], device="cpu")
     assert "np.asarray(a, dtype=np.float32) (NumPy reads this list as int64)" in str(info.value)
@@ -529,8 +529,8 @@ def test_integer_lists_are_told_the_cast_as_numpy_would_read_them():
     ((1.0, 2.0, 3.0), (1.0, 2.0), "a, a vector of 3, taken as a row 1×3; b, a vector of 2"),
 ])
 def test_matmul_list_vector_of_the_wrong_length_is_a_shape_error(a, b, named):
-    # a list (or tuple) vector of the wrong length had been AttributeError: 'list' object has no
-    # attribute 'shape' (the message read the vector's .shape); numpy.matmul raises ValueError
+    # a list (or tuple) vector of the wrong length is a ShapeError (a ValueError, as numpy.matmul raises), its message
+    # written without the .shape a list lacks
     with pytest.raises(ValueError):
         np.matmul(a, b)
     with pytest.raises(pg.ShapeError, match=named):
@@ -538,8 +538,8 @@ def test_matmul_list_vector_of_the_wrong_length_is_a_shape_error(a, b, named):
 
 
 def test_a_timedelta_is_no_scale_factor():
-    # alpha=np.timedelta64(1) (NumPy counts timedelta64 among its signed integers) was taken as 1.0,
-    # silently, a float32 result; NumPy's product with it is a timedelta64 array, a result no GEMM gives
+    # alpha=np.timedelta64(1) is refused, not taken as 1.0: NumPy counts timedelta64 among its signed integers, and
+    # its product with one is a timedelta64 array, a result no GEMM gives
     a = np.ones((2, 2), np.float32)
     assert (np.ones(2) * np.timedelta64(1)).dtype.kind == "m"
     for bad in (np.timedelta64(1), np.array(np.timedelta64(2, "s"))):
@@ -550,7 +550,7 @@ def test_a_timedelta_is_no_scale_factor():
 
 
 def test_a_longdouble_beyond_float64_is_too_large_not_infinite():
-    # alpha=np.longdouble("1e4000") is finite; the error had said "alpha must be finite"
+    # alpha=np.longdouble("1e4000") is finite: the error says it is too large, not that it must be finite
     if not np.isfinite(np.longdouble("1e4000")):
         pytest.skip("longdouble is float64 here")
     a = np.ones((2, 2), np.float32)
@@ -562,7 +562,7 @@ def test_a_longdouble_beyond_float64_is_too_large_not_infinite():
 
 
 def test_a_device_index_with_a_leading_zero_from_the_environment_says_so(monkeypatch):
-    # $POLYGEMM_DEVICE=cpu:01 had run cpu:1's refusal ('cpu:1'); the refusal names the variable
+    # $POLYGEMM_DEVICE=cpu:01 is refused for its leading zero, not read as cpu:1, and the refusal names the variable
     monkeypatch.setenv("POLYGEMM_DEVICE", "cpu:01")
     with pytest.raises(pg.ArgumentError, match=r"e\.g\. 'cpu:1'; got '01' \(the device comes from \$POLYGEMM_DEVICE='cpu:01'"):
         pg.gemm(np.ones((2, 2)), np.ones((2, 2)))
@@ -581,8 +581,8 @@ def test_matmul_reads_the_dimensions_of_an_interface_only_device_array():
 @pytest.mark.parametrize("variant, means", [("AUTO", "auto"), ("auto ", "auto"), ("BLAS", "blas"), (" blas", "blas"),
                                             ("refrence", "reference")])
 def test_a_misspelt_variant_of_a_named_device_is_told_the_name_meant(rng, variant, means):
-    # device names ignore case and spaces, variant names do not; the refusal listed the variants
-    # without 'auto' and gave no hint at all (variant="AUTO" was told "known: blas, reference, numpy")
+    # device names ignore case and spaces, variant names do not; the refusal lists the variants with 'auto' and names
+    # the one meant (variant="AUTO" -> 'auto')
     a, b = _f32(rng, 3, 4), _f32(rng, 4, 5)
     with pytest.raises(pg.UnsupportedProblemError) as exc:
         pg.gemm(a, b, device="cpu", variant=variant)
@@ -601,7 +601,7 @@ def test_a_variant_far_from_every_name_gets_no_guess(rng):
 
 @pytest.mark.parametrize("variant, hint", [("nope", ""), ("BLAS", " (did you mean 'blas'?)")])
 def test_an_unknown_variant_with_device_auto_lists_what_the_backends_have(rng, monkeypatch, variant, hint, without_gpu):
-    # with device="auto" the message said only "cpu: has no variant 'nope'", never what cpu has
+    # with device="auto" the message lists what each backend has, not only that cpu has no variant 'nope'
     monkeypatch.delenv("POLYGEMM_DEVICE", raising=False)
     a, b = _f32(rng, 3, 4), _f32(rng, 4, 5)
     for device in (None, "auto"):

@@ -109,8 +109,8 @@ def test_device_and_out_dtype_mistakes_name_what_to_pass():
 
 @pytest.mark.parametrize("call", ["gemm", "matmul", "explain", "get_backend", "env"])
 def test_an_unknown_device_name_is_a_value_error_too(call, monkeypatch):
-    # numpy/cupy raise ValueError for an argument value they do not take; a device name polygemm does
-    # not know (a typo) was only a RuntimeError (BackendUnavailableError), which `except ValueError` missed
+    # numpy/cupy raise ValueError for an argument value they do not take; a device name polygemm does not know (a
+    # typo) is a ValueError too (beside BackendUnavailableError, a RuntimeError), so `except ValueError` catches it
     a, b = f32(2, 3), f32(3, 4)
     out = np.full((2, 4), 7.0, np.float32)
     if call == "env":

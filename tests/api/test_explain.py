@@ -166,8 +166,8 @@ def test_explain_matches_what_gemm_ran(rng, case):
 
 
 def test_last_plan_and_explain_say_this_calls_alpha_and_beta(rng):
-    # a call that reused a cached plan was described with the alpha and beta of the call that made the
-    # plan: gemm(alpha=3) after gemm(alpha=2) showed "alpha=2" in last_plan() and explain()
+    # a call that reuses a cached plan is described with its own alpha and beta, not those of the call that made the
+    # plan (gemm(alpha=3) after gemm(alpha=2) shows alpha=3 in last_plan() and explain())
     pg.clear_plan_cache()
     a, b, c = _rand(rng, np.float32, 4, 3), _rand(rng, np.float32, 3, 5), _rand(rng, np.float32, 4, 5)
     pg.gemm(a, b, c, alpha=2.0, beta=0.5)
@@ -213,7 +213,7 @@ def test_last_plan_of_matmul_describes_the_product_it_ran(rng):
 
 
 def test_a_long_run_of_shapes_evicts_the_least_recently_used_plan_and_counts_every_call():
-    """Right: past the bound the plan least recently *used* goes (a hit renews a plan), the size stays at the bound,
+    """past the bound the plan least recently *used* goes (a hit renews a plan), the size stays at the bound,
     hits + misses is the number of calls, and clear_plan_cache() then the same call plans again, then hits."""
     pg.clear_plan_cache()
     bound = pg.plan_cache_info()["maxsize"]
@@ -245,8 +245,8 @@ def test_a_long_run_of_shapes_evicts_the_least_recently_used_plan_and_counts_eve
 
 
 def test_last_plan_after_a_failed_call_is_the_last_completed_call():
-    """Right (docstring: "the plan of the last gemm call completed in this thread"): a refused call, an explain and
-    a call on an unknown device leave it as it was; the next completed call replaces it."""
+    """Docstring: "the plan of the last gemm call completed in this thread": a refused call, an explain and a call on
+    an unknown device leave it as it was; the next completed call replaces it."""
     pg.gemm(_ones(2, 3), _ones(3, 4), device="cpu")
     before = pg.last_plan()
     for fails in (lambda: pg.gemm(_ones(2, 3), _ones(2, 3), device="cpu"),
@@ -262,11 +262,10 @@ def test_last_plan_after_a_failed_call_is_the_last_completed_call():
 
 
 def test_an_in_place_update_through_views_of_one_block_reuses_its_plan(rng):
-    """A blocked loop's ``gemm(a, b, C[i:j], beta=1, out=C[i:j])`` passes two
-    view objects of one memory. The key said "in place" and found the plan, but the host overlap check accepted c
-    only as the very object out, so every such call was planned anew (last_plan().cached False) while
-    plan_cache_info() counted a hit. Now the view of c's own memory binds to the cached plan; one that only overlaps
-    c is still refused, and one at c's pointer with other strides is not bound to it."""
+    """A blocked loop's ``gemm(a, b, C[i:j], beta=1, out=C[i:j])`` passes two view objects of one memory: the key says
+    "in place", and the host overlap check binds a view of c's own memory to the cached plan (last_plan().cached
+    True, as plan_cache_info() counts a hit); one that only overlaps c is still refused, and one at c's pointer
+    with other strides is not bound to it."""
     a = rng.standard_normal((4, 5)).astype(np.float32)
     b = rng.standard_normal((5, 6)).astype(np.float32)
     C = rng.standard_normal((12, 6)).astype(np.float32)
@@ -293,8 +292,8 @@ def test_an_in_place_update_through_views_of_one_block_reuses_its_plan(rng):
 
 
 def test_device_auto_does_not_pile_its_passed_over_list_onto_a_kept_plan(plugins, rng):
-    # each new cache key (device=None, "auto", the plugin's name, alpha != 1) put the backends passed over in
-    # front of the kept plan's own list again: explain() listed cuda and musa once, then twice, three times ...
+    # each new cache key (device=None, "auto", the plugin's name, alpha != 1) passes the same backends over: explain()
+    # lists each of them once, not again for every key
     a, b = f32(rng, 5, 3), f32(rng, 3, 4)
     assert pg.explain(a, b).backend == "keepsplans"
     plans = [pg.explain(a, b, device=d, alpha=s) for d in (None, "auto", "AUTO") for s in (1.0, 2.0, 0.5)]
@@ -306,8 +305,8 @@ def test_device_auto_does_not_pile_its_passed_over_list_onto_a_kept_plan(plugins
 
 
 def test_explain_describes_a_host_copy_without_making_it(monkeypatch):
-    """explain "runs nothing": a strided view's C-order copy had been made by every explain (64 MB for a[:, ::2] of a
-    4000 x 8000 float32, cached plan or not). It is described in plan.copies; no copy is made; gemm still makes it."""
+    """explain "runs nothing": a strided view's C-order copy (64 MB for a[:, ::2] of a 4000 x 8000 float32, cached
+    plan or not) is described in plan.copies and not made; gemm still makes it."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal((40, 80)).astype(np.float32)[:, ::2]
     b = rng.standard_normal((40, 9)).astype(np.float32)
@@ -325,15 +324,15 @@ def test_explain_describes_a_host_copy_without_making_it(monkeypatch):
 
 
 def test_explain_of_a_broadcast_too_large_to_copy_returns_its_plan():
-    """A 100000 x 100000 broadcast of one row (37 GB as a copy) had made explain raise MemoryError."""
+    """A 100000 x 100000 broadcast of one row (37 GB as a copy): explain describes the copy without a MemoryError."""
     a = np.broadcast_to(np.ones(100000, np.float32), (100000, 100000))
     plan = polygemm.explain(a, np.ones((100000, 2), np.float32), device="cpu")
     assert plan.backend == "cpu" and any(s.startswith("a copied") for s in plan.copies)
 
 
 def test_changing_a_returned_plan_changes_nothing_polygemm_runs(rng, without_gpu):
-    # last_plan() was the cached plan itself: setting its variant changed what later calls ran;
-    # explain()'s copy shared its lists with the cache (a note appended showed in later plans)
+    # last_plan() is a copy: setting its variant changes nothing later calls run, and explain()'s copy shares no list
+    # with the cache (a note appended to it shows in no later plan)
     a, b = _operands(rng)
     pg.clear_plan_cache()
     pg.gemm(a, b)
@@ -351,7 +350,8 @@ def test_changing_a_returned_plan_changes_nothing_polygemm_runs(rng, without_gpu
 
 
 def test_a_plan_from_explain_cannot_be_run_and_says_so(rng):
-    # backend.run(explain(...)) had raised AttributeError: 'NoneType' object has no attribute 'astype'
+    # a plan from explain() carries no operands: backend.run() of it is refused saying so, not an AttributeError on
+    # the missing operand
     a, b = _operands(rng)
     plan = pg.explain(a, b, device="cpu")
     with pytest.raises(ArgumentError, match=r"holds no operands.*polygemm\.gemm"):
@@ -363,9 +363,9 @@ def test_a_plan_from_explain_cannot_be_run_and_says_so(rng):
 
 @pytest.mark.parametrize("backend", [pg.get_backend("cpu"), _Plugin()], ids=["cpu", "plugin"])
 def test_execute_refuses_operands_that_are_not_those_of_the_plan(rng, backend):
-    # Backend.execute(plan, Call(...)) computed whatever it was handed: a K of 4 under a plan
-    # for K = 5 gave a 4x3 result, float64 operands under a float32 plan, a plan with c and
-    # beta = 1 run without c dropped the term; all silently
+    # Backend.execute(plan, Call(...)) checks the operands against the plan: a K of 4 under a plan for K = 5, float64
+    # operands under a float32 plan, or a plan with c and beta = 1 run without c would otherwise compute a wrong
+    # result silently
     a, b = _operands(rng)
     plan = backend.plan(normalize(a, b))
     np.testing.assert_allclose(backend.execute(plan, _call(a, b)), a @ b, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -23,7 +24,7 @@ from polygemm.errors import (
 )
 from polygemm.testing import assert_close, check_result
 
-from tests.helpers import cuda_probe_without_pycuda, documented_cli_options, REPO_ROOT, run_conformance_suite, subprocess_env
+from tests.helpers import cuda_probe_without_pycuda, documented_cli_options, REPO_ROOT, run_conformance_suites, subprocess_env
 
 
 DTYPES = [np.float16, np.float32, np.float64]
@@ -242,16 +243,30 @@ def test_gemm_with_c_adds_c_by_default(rng):
     np.testing.assert_allclose(out, a @ b + c, rtol=1e-12)
 
 
-def test_pyargs_suite_runs_the_cpu_backend(tmp_path):
-    r = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND="cpu", POLYGEMM_TEST_QUICK="1")
+_SUITE_RUNS = {
+    "cpu": {"POLYGEMM_TEST_BACKEND": "cpu", "POLYGEMM_TEST_QUICK": "1"},
+    "unset": {"POLYGEMM_TEST_QUICK": "1", "POLYGEMM_TEST_DTYPES": "float32"},  # no backend named: cpu
+    **{name: {"POLYGEMM_TEST_BACKEND": name} for name in ("nosuch", "numpy-blas", "auto")},
+}
+
+
+@pytest.fixture(scope="module")
+def suite_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """``pytest --pyargs polygemm.testing`` under each environment of _SUITE_RUNS (one child process for all)."""
+    runs = run_conformance_suites(tmp_path_factory.mktemp("suite"), list(_SUITE_RUNS.values()))
+    return dict(zip(_SUITE_RUNS, runs))
+
+
+def test_pyargs_suite_runs_the_cpu_backend(suite_runs):
+    r = suite_runs["cpu"]
     assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
-    default = run_conformance_suite(tmp_path, POLYGEMM_TEST_QUICK="1", POLYGEMM_TEST_DTYPES="float32")  # unset: cpu
+    default = suite_runs["unset"]
     assert default.returncode == 0 and " passed" in default.stdout, default.stdout[-2000:]
 
 
 @pytest.mark.parametrize("name", ["nosuch", "numpy-blas", "auto"])
-def test_pyargs_suite_fails_for_a_backend_that_does_not_exist(tmp_path, name):
-    r = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND=name)
+def test_pyargs_suite_fails_for_a_backend_that_does_not_exist(suite_runs, name):
+    r = suite_runs[name]
     assert r.returncode == 1, r.stdout[-2000:]
     assert f"{name}-not-loadable" in r.stdout and f"POLYGEMM_TEST_BACKEND={name!r}" in r.stdout, r.stdout[-2000:]
     assert "1 failed" in r.stdout and "passed" not in r.stdout and "skipped" not in r.stdout
@@ -280,7 +295,7 @@ def test_with_a_driver_but_no_pycuda_cuda_still_says_to_install_it(monkeypatch):
      "a has dtype float8_e4m3fn; polygemm supports float16, float32 or float64, and bfloat16"),
 ])
 def test_a_refusal_names_the_argument_and_what_is_accepted(call, cls, said):
-    """Right: each refusal is the documented class (so also ValueError or TypeError) and its message names the
+    """each refusal is the documented class (so also ValueError or TypeError) and its message names the
     argument and what it takes."""
     with pytest.raises(cls) as info:
         call(_ones(2, 3))
@@ -309,8 +324,8 @@ def test_a_long_name_is_quoted_short(kw):
 
 
 def test_a_failed_split_launch_reports_the_launchs_error_not_the_release():
-    """A split-K launch refused in a CUDA graph capture had been reported as "cuMemFreeAsync failed: ... invalidated"
-    (the scratch's release, in a finally, replaced the launch's own error). The workspace is still given back."""
+    """A split-K launch refused in a CUDA graph capture is reported by its own error, not by the scratch's release in
+    a finally ("cuMemFreeAsync failed: ... invalidated"). The workspace is still given back."""
     from polygemm.backends.cuda.launch import PreparedLaunch, SplitLaunch
     from polygemm.errors import DeviceError
 
@@ -334,8 +349,17 @@ def test_a_failed_split_launch_reports_the_launchs_error_not_the_release():
 @pytest.mark.parametrize("value, says", [("inf", "must be a finite number of seconds > 0 and at most 86400"),
                                          ("1e12", "must be a finite number of seconds > 0 and at most 86400"),
                                          ("soon", "is not a number"), ("-1", "must be a finite number of seconds > 0 and at most 86400")])
-def test_a_bad_probe_timeout_warns_and_keeps_30_seconds(value, says):
-    # POLYGEMM_PROBE_TIMEOUT=inf (or 1e12) made every command an OverflowError traceback; other bad values were ignored silently
-    r = _polygemm(["info"], POLYGEMM_PROBE_TIMEOUT=value)
+def test_a_bad_probe_timeout_warns_and_keeps_30_seconds(monkeypatch, fresh_registry, value, says):
+    # POLYGEMM_PROBE_TIMEOUT=inf (or 1e12) cannot be a timer's timeout, and no bad value is ignored silently: each
+    # warns and keeps 30 s, and the probes it bounds run
+    monkeypatch.setenv("POLYGEMM_PROBE_TIMEOUT", value)
+    fresh_registry.refresh()
+    with pytest.warns(RuntimeWarning, match=re.escape(f"POLYGEMM_PROBE_TIMEOUT={value!r} {says}; keeping 30 s")):
+        infos = {i.name: i for i in pg.backends()}
+    assert infos["cpu"].available
+
+
+def test_a_bad_probe_timeout_is_a_warning_on_the_command_line_not_a_traceback():
+    r = _polygemm(["info"], POLYGEMM_PROBE_TIMEOUT="inf")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert f"POLYGEMM_PROBE_TIMEOUT={value!r} {says}; keeping 30 s" in r.stderr
+    assert "POLYGEMM_PROBE_TIMEOUT='inf' must be a finite number of seconds > 0 and at most 86400; keeping 30 s" in r.stderr

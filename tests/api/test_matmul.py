@@ -19,7 +19,7 @@ def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
 
 
 def test_matmul_of_none_says_none_not_scalar(rng):
-    # matmul(None, b) said "a is a scalar (0-D NoneType)"; gemm says what it takes, and got None
+    # matmul(None, b) says what gemm takes and that it got None, not that None is a scalar (0-D NoneType)
     a, b = _operands(rng)
     with pytest.raises(ArgumentError, match="a must be a vector, a matrix .*got None"):
         pg.matmul(None, b)
@@ -28,7 +28,7 @@ def test_matmul_of_none_says_none_not_scalar(rng):
 
 
 def test_matmul_empty_list_column_of_the_wrong_length_is_a_shape_error():
-    # the mismatch had been an IndexError raised while the ShapeError's message was written
+    # the ShapeError's message is written for an empty column too (its shape is read, not indexed)
     with pytest.raises(pg.ShapeError, match=r"b, a vector of 0, taken as a column 0×1"):
         pg.matmul([1.0], [])
     with pytest.raises(pg.ShapeError, match=r"a\.shape\[-1\] \(K=2\) must equal b\.shape\[-2\] \(0\)"):

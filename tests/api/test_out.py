@@ -221,9 +221,9 @@ def test_big_endian_out_is_refused_with_what_to_pass(rng):
 
 
 def test_a_view_of_c_as_out_is_in_place_and_its_plan_is_not_reused_for_a_separate_out(rng):
-    # the cache key called a call in place only when out *is* c; out=c.view() (in place, as the plan
-    # says) stored its plan under "not in place", and a later call with an out separate from c reused it:
-    # last_plan() said "in place: out is c" of a call whose out was not c (and the reverse order likewise)
+    # the cache key counts a call as in place when out is a view of c too, not only when out *is* c: out=c.view() is
+    # in place, as the plan says, and a later call with an out separate from c does not reuse its plan (nor the
+    # reverse)
     a, b, c = _rand(rng, np.float32, 4, 3), _rand(rng, np.float32, 3, 5), _rand(rng, np.float32, 4, 5)
     for order in ("view first", "separate first"):
         pg.clear_plan_cache()
@@ -284,9 +284,9 @@ def test_out_of_the_wrong_batch_shape_dtype_or_strides_is_refused_and_untouched(
 
 
 def test_out_whose_batch_no_stride_walks_is_told_its_strides_and_a_real_fix(rng):
-    """out with swapped batch axes (or one matrix for the whole batch): refused, naming its shape and
-    strides and what to pass. It had said "pass a contiguous array (e.g. ascontiguousarray)": a
-    copy of out, which would get the result while out did not. Nothing is written."""
+    """out with swapped batch axes (or one matrix for the whole batch): refused, naming its shape and strides and what
+    to pass, not "pass a contiguous array (e.g. ascontiguousarray)": a copy of out, which would get the result
+    while out did not. Nothing is written."""
     a, b = rand(rng, (2, 3, 5, 4)), rand(rng, (2, 3, 4, 6))
     swapped = _sentinel((3, 2, 5, 6)).swapaxes(0, 1)
     repeated = np.lib.stride_tricks.as_strided(_sentinel((5, 6)), (2, 3, 5, 6), (0, 0, 24, 4), writeable=True)
@@ -435,14 +435,14 @@ def test_a_random_mix_of_batched_calls_matches_the_reference(rng):
     {"out": [[0.0] * 4] * 2}, {"out": memoryview(np.empty((2, 4), np.float32))}, {"variant": None}, {"variant": 3},
 ], ids=["str", "complex", "np-complex", "bool", "None", "list-out", "memoryview-out", "variant-None", "variant-int"])
 def test_an_argument_of_the_wrong_kind_is_a_type_error_naming_it(kw):
-    # these were ArgumentErrors, ValueErrors only; numpy.matmul(a, b, out=[...]) and NumPy's arithmetic
-    # with a string or a complex raise TypeError, so a caller's "except TypeError" (written for NumPy) missed them
+    # numpy.matmul(a, b, out=[...]) and NumPy's arithmetic with a string or a complex raise TypeError, so these are
+    # TypeErrors too: a caller's "except TypeError" (written for NumPy) catches them
     a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
     name = next(iter(kw))
     with pytest.raises(TypeError, match=rf"^{name} must be") as info:
         pg.gemm(a, b, device="cpu", **kw)
     assert isinstance(info.value, pg.ArgumentTypeError) and isinstance(info.value, ArgumentError)
-    assert isinstance(info.value, ValueError)  # what it was before, still
+    assert isinstance(info.value, ValueError)  # still a ValueError too
     if name == "out":
         with pytest.raises(TypeError):
             np.matmul(a, b, out=kw["out"])  # NumPy's own kind of error for it
@@ -487,9 +487,8 @@ def test_fortran_and_negative_stride_views_and_out_aliasing(rng):
 
 @pytest.mark.parametrize("text", ["1 2; 3 4", b"\x00\x00", bytearray(b"ab")])
 def test_text_as_an_operand_is_a_type_error_naming_it_not_advice_to_reshape(text):
-    # gemm("1 2; 3 4", b) was "a must be a matrix ...; got 0-D with shape (). Reshape it, e.g. a.reshape(rows,
-    # cols)", a ValueError, and matmul's "a is a scalar (0-D str) ... scale with a * b instead"; numpy.matmul raises a
-    # TypeError for text (polygemm/problem.py _host_operand, polygemm/api.py matmul)
+    # numpy.matmul raises a TypeError for text: gemm("1 2; 3 4", b) and matmul do too, naming the operand, with no
+    # advice to reshape a 0-D array or to scale with a * b (polygemm/problem.py _host_operand, polygemm/api.py matmul)
     m = np.ones((2, 2))
     out = np.full((2, 2), 7.0)
     for call, name in [(lambda: pg.gemm(text, m, out=out), "a"), (lambda: pg.gemm(m, text, out=out), "b"),
@@ -506,8 +505,8 @@ def test_text_as_an_operand_is_a_type_error_naming_it_not_advice_to_reshape(text
 
 
 def test_an_out_of_a_castable_dtype_is_told_what_to_pass_and_how_to_cast_into_it():
-    # numpy.matmul casts into a float64 out for float32 inputs; polygemm writes out in the result's dtype only.
-    # the refusal said "the result dtype must be float32; got out float64" and no way forward
+    # numpy.matmul casts into a float64 out for float32 inputs; polygemm writes out in the result's dtype only, so the
+    # refusal says what to pass and how to cast into it
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = np.full((2, 2), -1.0)
     with pytest.raises(DTypeError, match=r"the result dtype must be float32; got out float64: pass an out of float32, "
@@ -539,7 +538,7 @@ def test_half_inputs_with_a_float32_out_or_out_dtype_give_numpys_float32_product
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_vector_dot_vector_writes_a_zero_d_out_in_place(dtype):
-    """Right: numpy.matmul(v, w, out=np.empty(())) writes the 0-D out; polygemm.matmul too, and returns it."""
+    """numpy.matmul(v, w, out=np.empty(())) writes the 0-D out; polygemm.matmul too, and returns it."""
     v, w = np.arange(1, 4, dtype=dtype), np.arange(4, 7, dtype=dtype)
     out = np.full((), -1, dtype)
     assert pg.matmul(v, w, out=out, device="cpu") is out and out.shape == () and out == np.matmul(v, w) == 32
@@ -552,8 +551,8 @@ def test_vector_dot_vector_writes_a_zero_d_out_in_place(dtype):
 
 
 def test_explain_with_out_writes_nothing_and_refuses_what_gemm_refuses():
-    """Right: explain(..., out=o) plans the call gemm would make and leaves o as it was; an out gemm refuses is
-    refused by explain with the same error."""
+    """explain(..., out=o) plans the call gemm would make and leaves o as it was; an out gemm refuses is refused by
+    explain with the same error."""
     a, b = np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)
     c = np.full((3, 2), 5.0, np.float32)
     out = np.full((3, 2), -7.0, np.float32)
@@ -579,7 +578,7 @@ def test_explain_with_out_writes_nothing_and_refuses_what_gemm_refuses():
     ((0, 2, 3), (3, 4)), ((2, 3), (0, 3, 4)), ((5, 0, 3), (3,)), ((3,), (0, 3, 4)), ((3,), (2, 3, 0)), ((0,), (2, 0, 3)),
 ])
 def test_matmul_edge_shapes_match_numpy_with_and_without_out(sa, sb):
-    """Right: shapes, dtype and values of numpy.matmul on vectors, broadcasting batches and empty dimensions; with
+    """shapes, dtype and values of numpy.matmul on vectors, broadcasting batches and empty dimensions; with
     out= of that shape (C-order, or a strided view for a vector result) the result is written into it and out is returned."""
     rng = np.random.default_rng(len(sa) * 10 + len(sb))
     a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
@@ -597,7 +596,7 @@ def test_matmul_edge_shapes_match_numpy_with_and_without_out(sa, sb):
 
 
 def test_explain_with_c_and_out_plans_the_call_gemm_then_reuses():
-    """Right: explain(a, b, c, beta, out=...) is cached for the gemm that follows, in place or not; the plan says
+    """explain(a, b, c, beta, out=...) is cached for the gemm that follows, in place or not; the plan says
     so, and both calls count in plan_cache_info()."""
     pg.clear_plan_cache()
     a, b = _ones(2, 3), _ones(3, 4)
@@ -616,9 +615,9 @@ def test_explain_with_c_and_out_plans_the_call_gemm_then_reuses():
 
 @pytest.mark.parametrize("dtype, out_dtype", [(np.float32, None), (np.float64, None), (np.float16, np.float32)])
 def test_an_array_api_array_gives_its_own_kind_and_out_is_written(dtype, out_dtype):
-    """Right (README: "JAX and other DLPack arrays through their library's from_dlpack"): the result is the operands'
-    kind, of the dtype asked; an ``out`` of that kind is written and is what comes back; a read-only input is read;
-    a read-only out is refused and left as it was."""
+    """README: "JAX and other DLPack arrays through their library's from_dlpack": the result is the operands' kind, of
+    the dtype asked; an ``out`` of that kind is written and is what comes back; a read-only input is read; a
+    read-only out is refused and left as it was."""
     import array_api_compat
 
     a = np.arange(6, dtype=dtype).reshape(2, 3)
@@ -644,8 +643,8 @@ def test_an_array_api_array_gives_its_own_kind_and_out_is_written(dtype, out_dty
 @pytest.mark.parametrize("out_dtype, name", [(int, "int64"), (np.complex64, "complex64"), ("int8", "int8"),
                                              (bool, "bool"), (ml_dtypes.float8_e4m3fn, "float8_e4m3fn")])
 def test_an_out_dtype_polygemm_never_computes_is_not_told_to_cast_a_and_b_to_it(out_dtype, name):
-    # out_dtype=int said "omit out_dtype, or cast a and b to int64 to compute in it", and polygemm refuses int64
-    # operands; such a dtype is now said to be none polygemm computes, with the cast of the result
+    # out_dtype=int is no dtype polygemm computes (it refuses int64 operands): the error says so and names the cast of
+    # the result, not a cast of a and b to int64
     a = _ones(2, 3)
     with pytest.raises(DTypeError) as info:
         pg.gemm(a, a.T, out_dtype=out_dtype, device="cpu")
@@ -654,7 +653,7 @@ def test_an_out_dtype_polygemm_never_computes_is_not_told_to_cast_a_and_b_to_it(
     assert f"{name} is no dtype polygemm computes: float16, bfloat16, float32, float64" in msg
     assert f"result.astype({name!r})" in msg and isinstance(info.value, TypeError)
     assert pg.gemm(a, a.T, device="cpu").astype(name).dtype == np.dtype(name)  # the cast it names works
-    with pytest.raises(DTypeError, match="or cast a and b to float16 to compute in it"):  # a dtype it computes: as before
+    with pytest.raises(DTypeError, match="or cast a and b to float16 to compute in it"):  # a dtype it computes: told to cast a and b
         pg.gemm(a, a.T, out_dtype=np.float16, device="cpu")
 
 
@@ -664,8 +663,8 @@ def test_an_out_dtype_polygemm_never_computes_is_not_told_to_cast_a_and_b_to_it(
     (np.float32, None, True),  # a float32 result of float16 inputs: the one case out_dtype= fixes
 ])
 def test_the_result_dtype_message_says_pass_out_dtype_only_where_it_applies(result_dtype, out_dtype, hinted):
-    # "result has dtype float16, expected float32 (pass out_dtype= for a result stored wider)" was said to a
-    # plugin author who had passed out_dtype=np.float32 for a float16 result
+    # "pass out_dtype=" is advice only to a caller who did not pass it: a plugin author who passed
+    # out_dtype=np.float32 for a float16 result is told the result's dtype alone
     a = _ones(2, 2, dtype=np.float16)
     res = check_result(np.full((2, 2), 2, result_dtype), a, a, out_dtype=out_dtype)
     expected = np.dtype(out_dtype or np.float16).name
@@ -675,11 +674,10 @@ def test_the_result_dtype_message_says_pass_out_dtype_only_where_it_applies(resu
 
 
 def test_matmul_takes_a_vector_of_an_array_api_library_without_a_reshape_method():
-    # polygemm.matmul(v, M) with v a 1-D array of an array-API library (shape, ndim, DLPack and
-    # __array_namespace__; the standard's reshape is xp.reshape, no method) raised "a is a vector (1-D) ApiArray that
-    # polygemm cannot reshape (it offers only DLPack)": untrue (it offers ndim, shape and its namespace), and the same
-    # vector without `ndim` (conftest.DLPackOnly) is read through DLPack and works. _dlpack_vector returns any object
-    # with an int ndim as it is, and _unit_axis then finds no .reshape.
+    # polygemm.matmul(v, M) takes v, a 1-D array of an array-API library (shape, ndim, DLPack and __array_namespace__;
+    # the standard's reshape is xp.reshape, no method), as it takes the same vector without `ndim`
+    # (conftest.DLPackOnly), read through DLPack: _dlpack_vector returns any object with an int ndim as it is, and
+    # _unit_axis finds no .reshape on it
     import array_api_compat
 
     v = np.arange(3, dtype=np.float32)
@@ -793,9 +791,8 @@ def test_k_zero_gives_a_new_beta_c_and_out_c_gives_c_itself(rng):
 
 
 def test_a_fortran_ordered_stack_as_out_is_refused_with_what_would_do():
-    """np.empty((3, 4, 2), order="F") interleaves its matrices; the refusal had said to "pass a C-
-    or Fortran-ordered array", which the user had just done. It now names the matrices and
-    a layout that is taken, and that layout works."""
+    """np.empty((3, 4, 2), order="F") interleaves its matrices: the refusal names the matrices and a layout that is
+    taken (not "pass a C- or Fortran-ordered array", which the user has just done), and that layout works."""
     a, b = np.ones((3, 4, 5), np.float32), np.ones((5, 2), np.float32)
     out = np.full((3, 4, 2), 7.0, np.float32, order="F")
     with pytest.raises(pg.ArgumentError, match=r"its matrices \(the last two axes\) are neither row- nor column-major") as exc:
@@ -808,7 +805,7 @@ def test_a_fortran_ordered_stack_as_out_is_refused_with_what_would_do():
 
 @pytest.mark.parametrize("variant", ["auto", "reference", "numpy"])
 def test_beta_zero_with_k_zero_is_zeros_even_beside_a_nan_c(variant):
-    """Right: K = 0 gives beta * c; beta == 0 gives zeros without reading a NaN c (numpy.matmul gives the zeros)."""
+    """K = 0 gives beta * c; beta == 0 gives zeros without reading a NaN c (numpy.matmul gives the zeros)."""
     a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
     c = np.full((3, 4), np.nan, np.float32)
     for out in (None, c):
@@ -818,10 +815,9 @@ def test_beta_zero_with_k_zero_is_zeros_even_beside_a_nan_c(variant):
 
 @pytest.mark.parametrize("mode", ["call", "kernel"])
 def test_bench_leaves_out_a_shape_too_large_for_memory_and_keeps_the_others(tmp_path, capsys, mode):
-    """A shape whose operands cannot be allocated ended ``polygemm bench`` in a NumPy
-    _ArrayMemoryError traceback (exit 1), and the shapes timed before it were lost (no --json written), where
-    ``polygemm gemm --shape`` says the size in one line. Now the shape is left out with that line, the others are
-    timed and written, and the run ends in an error naming it (exit 2)."""
+    """A shape whose operands cannot be allocated is left out of ``polygemm bench`` with the one line ``polygemm gemm
+    --shape`` says of its size; the others are timed and written, and the run ends in an error naming it (exit 2),
+    not a NumPy _ArrayMemoryError traceback that loses the shapes timed before it."""
     path = tmp_path / "r.json"
     argv = ["bench", "--device", "cpu", "--mode", mode, "--shapes", "8x8x8", TOO_LARGE, "9x7x5", "--repeats", "1",
             "--json", str(path), "--no-progress"] + (["--variants", "reference"] if mode == "kernel" else [])
@@ -837,7 +833,7 @@ def test_bench_leaves_out_a_shape_too_large_for_memory_and_keeps_the_others(tmp_
 
 
 def test_matmul_refusals_beside_numpy_leave_out_alone(rng):
-    """Right: an ``out`` of the shape NumPy would also broadcast into (an extra leading 1) or of a batch missing is a
+    """an ``out`` of the shape NumPy would also broadcast into (an extra leading 1) or of a batch missing is a
     ShapeError naming the result's shape (the README: out has the result's shape), written nowhere."""
     a, b = f32(rng, 2, 1, 3, 4), f32(rng, 1, 5, 4, 2)
     for shape in [(1, 2, 5, 3, 2), (5, 3, 2), (2, 5, 2, 3)]:
@@ -848,7 +844,7 @@ def test_matmul_refusals_beside_numpy_leave_out_alone(rng):
 
 
 def test_memmap_in_and_out(rng, tmp_path):
-    """Right: memmap operands (read-write or read-only) give a plain ndarray as numpy.matmul does; a memmap ``out`` is
+    """memmap operands (read-write or read-only) give a plain ndarray as numpy.matmul does; a memmap ``out`` is
     written in place and returned; a read-only memmap ``out`` is refused, as NumPy refuses it."""
     a, b = f32(rng, 3, 4), f32(rng, 4, 5)
     mm = np.memmap(tmp_path / "a.bin", np.float32, "w+", shape=(3, 4))
@@ -868,7 +864,7 @@ def test_memmap_in_and_out(rng, tmp_path):
 
 
 def test_out_offering_only_array_is_refused(rng):
-    """Right: an ``out`` that NumPy could only copy (``__array__`` alone) is a TypeError, as numpy.matmul's, and the
+    """an ``out`` that NumPy could only copy (``__array__`` alone) is a TypeError, as numpy.matmul's, and the
     memory behind it is not written."""
     a, b = f32(rng, 3, 4), f32(rng, 4, 2)
     held = np.zeros((3, 2), np.float32)
@@ -878,9 +874,9 @@ def test_out_offering_only_array_is_refused(rng):
 
 
 def test_object_array_is_told_its_dtype_and_the_cast(rng):
-    # an ndarray of dtype object (floats in it, as pandas' .values gives them) was "a is a ndarray that NumPy
-    # reads as an object array; pass a numeric matrix", naming neither its dtype nor the dtypes or the cast that would do;
-    # now "a has dtype object; polygemm supports float16, float32 or float64 ... Convert it, e.g. a.astype(np.float32)."
+    # an ndarray of dtype object (floats in it, as pandas' .values gives them) is told its dtype, the dtypes polygemm
+    # supports and the cast that does: "a has dtype object; polygemm supports float16, float32 or float64 ... Convert
+    # it, e.g. a.astype(np.float32)."
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
     obj = a.astype(object)
     assert np.matmul(obj, b).dtype == object  # NumPy computes it; polygemm refuses it with a TypeError
@@ -910,7 +906,7 @@ def test_object_array_is_told_its_dtype_and_the_cast(rng):
 
 
 def test_structured_field_and_unaligned_memory(rng):
-    """Right: a structured array's field (12-byte steps between 4-byte floats) is read through one copy; as ``out`` it is refused naming its steps, untouched; unaligned float32 memory (an offset of
+    """a structured array's field (12-byte steps between 4-byte floats) is read through one copy; as ``out`` it is refused naming its steps, untouched; unaligned float32 memory (an offset of
     one byte) is read and written as it is, in place (``c=out``) too."""
     a, b, c = f32(rng, 3, 4), f32(rng, 4, 5), f32(rng, 3, 5)
     rec = np.zeros((3, 4), dtype=[("x", np.float32), ("y", np.float64)])
@@ -940,9 +936,8 @@ def test_structured_field_and_unaligned_memory(rng):
 
 
 def test_vector_results_out_whose_batch_no_stride_walks(rng):
-    # vector @ stack into a Fortran-ordered out of numpy.matmul's shape (2, 5, 2) was refused as "out has shape
-    # (2, 5, 1, 2) and strides (4, 8, 80, 40) ... Pass a C-ordered array, e.g. np.empty((2, 5, 1, 2), np.float32)":
-    # the matrix view matmul made of it, and an array of a shape matmul then refuses; now said of the out given
+    # vector @ stack into a Fortran-ordered out of numpy.matmul's shape (2, 5, 2) is told of the out given, not of the
+    # matrix view matmul makes of it ((2, 5, 1, 2), a shape matmul would then refuse)
     v, b = f32(rng, 4), f32(rng, 2, 5, 4, 2)
     out = np.full((2, 5, 2), 3.0, np.float32, order="F")
     np.matmul(v, b, out=out)  # NumPy writes it (polygemm writes out in place only where one stride walks its batch)
@@ -961,7 +956,7 @@ def test_vector_results_out_whose_batch_no_stride_walks(rng):
     fo = np.empty((2, 5), np.float32, order="F")
     assert pg.matmul(a, v, out=fo, device="cpu") is fo
     assert_matmul_within(fo, a, v)
-    # an out a matrix product's batch cannot be walked in: named as given (that path had been right)
+    # an out a matrix product's batch cannot be walked in: named as given
     a3 = f32(rng, 2, 3, 4)
     o3 = np.asfortranarray(np.full((2, 3, 5), 1.0, np.float32))
     with pytest.raises(pg.ArgumentError, match=r"^out has strides \(4, 8, 24\)"):
@@ -979,9 +974,8 @@ def test_dlpack_1_0_out_is_written_in_place(rng):
 
 @pytest.mark.parametrize("kind", [StreamOnly, NoArgs])
 def test_pre_1_0_dlpack_out_is_refused_saying_why(rng, kind):
-    # a writeable array whose producer speaks only DLPack before 1.0 (older torch and JAX) was refused as out with
-    # "out must be an array polygemm can write (NumPy, a writeable CPU DLPack array, ...); got a StreamOnly": it is
-    # writeable; what NumPy reads read-only is the old protocol's export (it has no read-only flag). The message now says so
+    # a writeable array whose producer speaks only DLPack before 1.0 (older torch and JAX) is refused as out saying
+    # why: it is writeable, but the old protocol's export has no read-only flag, so NumPy reads it read-only
     a = rng.standard_normal((3, 4)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
     target = np.full((3, 5), 7.0, np.float32)
@@ -1029,8 +1023,8 @@ def test_out_dtype_for_every_pair_with_c_and_out(rng, dtype, out_dtype):
 
 
 def test_compile_out_a_folder_where_no_file_can_be_made_is_refused_before_building(capsys, monkeypatch, no_file_folder):
-    # `polygemm compile --out /proc` took the folder (it exists), built every kernel of the catalog and ended in
-    # a FileNotFoundError traceback at the first cubin written (exit 1). It is now tried before any build
+    # `polygemm compile --out /proc`: the folder exists but takes no file, so it is tried before any build, not found
+    # out at the first cubin written after building the whole catalog
     from polygemm.apps import compile as compile_cmd
 
     monkeypatch.setattr(compile_cmd, "_one", lambda *a, **k: pytest.fail("built into an unwritable --out"))
@@ -1044,8 +1038,8 @@ def test_compile_out_a_folder_where_no_file_can_be_made_is_refused_before_buildi
     ("n", 10**400, "n=100000000000... (401 digits)"), ("m", 2**63, "m=9223372036854775808"),
 ])
 def test_plot_refuses_counts_out_of_range(capsys, tmp_path, field, value, said):
-    # a negative dimension was drawn as "an empty product (-5x64x64)" and left out, and two negative ones
-    # (a positive product) plotted; a dimension of 10**400 ended plot in an OverflowError traceback (exit 1)
+    # a negative dimension is refused, not drawn as an empty product (or, two of them, plotted as a positive one), and
+    # a dimension of 10**400 is refused, not an OverflowError traceback
     src = tmp_path / "r.json"
     src.write_text(json.dumps({"records": [bench_record(**{field: value})]}))
     rc, out, err = cli(capsys, ["plot", str(src)])
@@ -1054,7 +1048,7 @@ def test_plot_refuses_counts_out_of_range(capsys, tmp_path, field, value, said):
 
 
 def test_out_of_too_few_dimensions_keeps_the_reshape_hint(rng):
-    """Edge that was right: a 1-D out of the result's size is told to reshape it (out.reshape(2, 3) is a view of it)."""
+    """A 1-D out of the result's size is told to reshape it (out.reshape(2, 3) is a view of it)."""
     a = rng.standard_normal((2, 4)).astype(np.float32)
     b = rng.standard_normal((4, 3)).astype(np.float32)
     out = np.zeros(6, np.float32)
@@ -1075,7 +1069,7 @@ def test_out_of_too_few_dimensions_keeps_the_reshape_hint(rng):
     (0, ArgumentTypeError, "device must be a backend name"),
 ])
 def test_device_spellings_refused_leave_out_untouched(device, exc, words, without_gpu):
-    """Edges that were right: what a user types for a GPU, an index too many, bytes or an int."""
+    """What a user types for a GPU, an index too many, bytes or an int: refused, out untouched."""
     a = np.ones((2, 3), np.float32)
     out = np.full((2, 2), 4.0, np.float32)
     with pytest.raises(exc) as info:
@@ -1088,7 +1082,7 @@ def test_device_spellings_refused_leave_out_untouched(device, exc, words, withou
 
 
 def test_matmul_takes_numpys_one_tuple_out_and_gemm_says_how():
-    # numpy.matmul is a ufunc: out=(o,) is its tuple form and returns o; polygemm.matmul refused it
+    # numpy.matmul is a ufunc: out=(o,) is its tuple form and returns o; polygemm.matmul takes it too
     a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
     o = np.zeros((2, 4), np.float32)
     assert np.matmul(a, b, out=(o,)) is o
@@ -1105,7 +1099,7 @@ def test_matmul_takes_numpys_one_tuple_out_and_gemm_says_how():
 @pytest.mark.parametrize("func", [pg.gemm, pg.matmul, pg.explain], ids=["gemm", "matmul", "explain"])
 @pytest.mark.parametrize("word, hint", _KEYWORDS, ids=[w for w, _ in _KEYWORDS])
 def test_another_librarys_keyword_is_told_polygemms_way(ops, func, word, hint):
-    # each was Python's TypeError "<func>() got an unexpected keyword argument '<word>'" and nothing more
+    # beyond Python's TypeError "<func>() got an unexpected keyword argument '<word>'", each is told polygemm's way
     a, b = ops
     out = poisoned()
     with pytest.raises(TypeError) as info:
@@ -1121,7 +1115,7 @@ def test_another_librarys_keyword_is_told_polygemms_way(ops, func, word, hint):
 
 
 def test_an_unknown_keyword_with_no_likely_meaning_lists_what_is_taken(ops):
-    # Python's message stopped at the word; it now lists what gemm and matmul take
+    # Python's message stops at the word; this one lists what gemm and matmul take
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=r"^gemm\(\) got an unexpected keyword argument 'zzz'; it takes a, b and c by "
                                                 r"position and the keywords alpha=, beta=, device=, variant=, out=, out_dtype=$"):
@@ -1132,8 +1126,8 @@ def test_an_unknown_keyword_with_no_likely_meaning_lists_what_is_taken(ops):
 
 
 def test_numpy_matmuls_positional_out_is_told_the_keyword(ops):
-    # numpy.matmul(a, b, out) is legal; polygemm.matmul(a, b, out) said "matmul() takes 2 positional arguments
-    # but 3 were given" and not that out is a keyword
+    # numpy.matmul(a, b, out) is legal; polygemm.matmul(a, b, out) is told that out is a keyword, not only how many
+    # positional arguments it takes
     a, b = ops
     out = poisoned()
     with pytest.raises(ArgumentTypeError, match=r"^matmul\(\) takes 2 positional arguments but 3 were given: out is a keyword: "
@@ -1144,8 +1138,8 @@ def test_numpy_matmuls_positional_out_is_told_the_keyword(ops):
 
 
 def test_a_type_checker_still_refuses_the_misspelt_keywords(tmp_path):
-    """Edge that was right: mypy refuses gemm(a, b, dtype=...) and matmul(a, b, out) statically (the catch-alls are
-    typed NoReturn), and accepts a correct call."""
+    """mypy refuses gemm(a, b, dtype=...) and matmul(a, b, out) statically (the catch-alls are typed NoReturn), and
+    accepts a correct call."""
     pytest.importorskip("mypy")
     src = tmp_path / "user.py"
     src.write_text(textwrap.dedent("""\
@@ -1163,8 +1157,8 @@ def test_a_type_checker_still_refuses_the_misspelt_keywords(tmp_path):
 
 
 def test_beta_with_out_and_no_c_says_out_may_be_c(ops):
-    # cupy.cublas.gemm(..., out=C, beta=1) adds into out; polygemm.gemm(a, b, out=o, beta=1.0) said only
-    # "beta=1.0 needs c: pass c (shape (3, 5)) or set beta=0" to a user who had passed that very array
+    # cupy.cublas.gemm(..., out=C, beta=1) adds into out; polygemm.gemm(a, b, out=o, beta=1.0) needs c, and is told
+    # that c may be that very array
     a, b = ops
     out = poisoned()
     with pytest.raises(ArgumentError, match=r"^beta=1\.0 needs c: pass c \(shape \(3, 5\)\) or set beta=0; to add into out's "
@@ -1178,8 +1172,8 @@ def test_beta_with_out_and_no_c_says_out_may_be_c(ops):
 
 
 def test_a_device_0d_array_is_told_float_and_never_exported(ops):
-    # a 0-D device array (cupy.linalg.norm(x), a CUDA tensor) got the same no-way-on refusal; it now names
-    # float(alpha), and polygemm exports nothing of it (reading it would wait on the device behind the caller's back)
+    # a 0-D device array (cupy.linalg.norm(x), a CUDA tensor) is told float(alpha), and polygemm exports nothing of it
+    # (reading it would wait on the device behind the caller's back)
     a, b = ops
     out = poisoned()
     _DeviceScalar.exported = 0
@@ -1220,8 +1214,8 @@ def test_a_non_numeric_out_dtype_is_refused_as_such(od):
 
 
 def test_the_catalog_for_an_older_gpu_leaves_out_the_helpers_it_cannot_build():
-    """`polygemm compile --arch sm_75` (a T4) had failed on mma_peak_probe, which needs sm_80, though every variant
-    built: the helpers say the oldest architecture they build for."""
+    """`polygemm compile --arch sm_75` (a T4) builds every variant and leaves out mma_peak_probe, which needs sm_80:
+    the helpers say the oldest architecture they build for."""
     from polygemm.apps.compile import jobs
 
     stems = {sm: {j.source.stem for j in jobs([sm])} for sm in (70, 75, 80, 90)}
@@ -1232,8 +1226,9 @@ def test_the_catalog_for_an_older_gpu_leaves_out_the_helpers_it_cannot_build():
 
 
 def test_an_out_whose_matrices_overlap_is_refused_and_left_untouched():
-    """An as_strided out whose batch matrices share rows had been written, each matrix racing the others (608 of 960
-    elements wrong on the GPU, inconsistent on the CPU); two matrices interleaved without sharing are fine."""
+    """An as_strided out whose batch matrices share rows is refused and left as it was: written, each matrix would
+    race the others (608 of 960 elements wrong on the GPU, inconsistent on the CPU); two matrices interleaved
+    without sharing are fine."""
     from numpy.lib.stride_tricks import as_strided
 
     from polygemm.errors import ArgumentError
@@ -1252,7 +1247,6 @@ def test_an_out_whose_matrices_overlap_is_refused_and_left_untouched():
 
 
 def test_matmul_writes_a_vector_result_into_a_dlpack_only_out(rng):
-    # a vector result into a DLPack-only out was refused: "out must be a NumPy array ..."
     a, b = _operands(rng)
     target = np.full(4, np.nan, np.float32)
     out = DLPackOnly(target)
@@ -1263,9 +1257,9 @@ def test_matmul_writes_a_vector_result_into_a_dlpack_only_out(rng):
 
 
 def test_out_overlapping_a_reversed_device_batch_is_refused():
-    # a device a with a negative batch stride (x[::-1]) addresses memory below its pointer; the
-    # overlap check measured it as a negative span and let an out over its matrices through
-    # (to the backend: here none takes cuda data, so the error was BackendUnavailableError)
+    # a device a with a negative batch stride (x[::-1]) addresses memory below its pointer: the overlap check measures
+    # its span from there and refuses an out over its matrices before any backend (here none takes cuda data: past the
+    # check the error would be BackendUnavailableError)
     from polygemm import api
 
     base = 1 << 20
@@ -1284,9 +1278,9 @@ def test_out_overlapping_a_reversed_device_batch_is_refused():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_overflow_into_out_is_as_quiet_as_without_out(dtype):
-    # with out= (numpy.matmul writing straight into it) an overflow warned "overflow encountered
-    # in matmul", and under np.errstate(over="raise") raised FloatingPointError after writing
-    # out; without out the same product was inf, silently (IEEE, as the reference)
+    # without out the product overflows to inf silently (IEEE, as the reference); with out= too, though numpy.matmul
+    # writing straight into out warns "overflow encountered in matmul", or raises FloatingPointError under
+    # np.errstate(over="raise") after writing
     big = np.full((3, 3), np.finfo(dtype).max, dtype)
     want = pg.gemm(big, big)
     assert np.isinf(want).all()
@@ -1311,8 +1305,8 @@ def test_overflow_into_out_is_as_quiet_as_without_out(dtype):
     (np.ones(2), [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]),
 ])
 def test_matmul_vector_beside_a_list_writes_into_out(a, b):
-    # with out= a vector beside a list matrix had been AttributeError ('list' object has no
-    # attribute 'shape': out's expected shape was read off the list); numpy.matmul takes it
+    # with out= a vector beside a list matrix is written into out, as numpy.matmul does: out's expected shape is read
+    # off the array made of the list, not off the list
     want = np.matmul(np.asarray(a), np.asarray(b))
     out = np.full(want.shape, np.nan)
     assert pg.matmul(a, b, out=out, device="cpu") is out
@@ -1323,8 +1317,8 @@ def test_matmul_vector_beside_a_list_writes_into_out(a, b):
 
 @pytest.mark.parametrize("dtype", [np.int64, np.bool_, np.complex64])
 def test_out_of_an_unsupported_dtype_is_not_told_to_convert_itself(dtype):
-    # "Convert it, e.g. out.astype(np.float32)": followed, the result went into that copy and the
-    # user's array was left as it was, silently. It now says to pass an out of the result's dtype.
+    # "Convert it, e.g. out.astype(np.float32)", followed, would put the result into that copy and leave the user's
+    # array as it was, silently: the error says to pass an out of the result's dtype
     a = np.ones((2, 3), np.float32)
     out = np.zeros((2, 2), dtype)
     with pytest.raises(pg.DTypeError, match=r"out has dtype .*Pass an out of that dtype, e\.g\. np\.empty\(out\.shape, a\.dtype\)") as info:
@@ -1336,7 +1330,7 @@ def test_out_of_an_unsupported_dtype_is_not_told_to_convert_itself(dtype):
 
 
 def test_a_masked_out_is_told_to_pass_its_data_not_a_filled_copy():
-    # "Fill it first, e.g. out.filled(0)": a copy, which would have received the result instead of out
+    # not "Fill it first, e.g. out.filled(0)": a copy, which would receive the result instead of out
     a = np.ones((2, 3), np.float32)
     out = np.ma.zeros((2, 2), np.float32)
     with pytest.raises(pg.ArgumentError, match=r"out is a masked array.*out\.data") as info:
@@ -1349,9 +1343,9 @@ def test_a_masked_out_is_told_to_pass_its_data_not_a_filled_copy():
 
 @pytest.mark.parametrize("make", [_Frame, memoryview], ids=["array-like", "memoryview"])
 def test_matmul_vector_out_that_is_not_an_array_is_refused_not_left_unwritten(make):
-    # matmul(matrix, vector, out=x) read x through np.asarray: for an object whose __array__ is a
-    # copy the result went into that copy and x came back unwritten, silently (for a matrix result
-    # gemm refused x, as numpy.matmul refuses non-arrays: "return arrays must be of ArrayType")
+    # matmul(matrix, vector, out=x) with an object whose __array__ is a copy would write the result into that copy and
+    # hand x back unwritten, silently: x is refused, as gemm refuses it for a matrix result and numpy.matmul refuses
+    # non-arrays ("return arrays must be of ArrayType")
     a, v = np.ones((2, 3), np.float32), np.ones(3, np.float32)
     target = np.zeros(2, np.float32)
     out = make(target)
@@ -1364,7 +1358,7 @@ def test_matmul_vector_out_that_is_not_an_array_is_refused_not_left_unwritten(ma
 
 
 def test_a_column_strided_stack_as_out_is_told_its_last_axis_stride():
-    # out = np.empty((3, 2, 10))[..., ::2] had been told of "an N-D Fortran-ordered array"
+    # out = np.empty((3, 2, 10))[..., ::2] is told of its last axis's stride, not of "an N-D Fortran-ordered array"
     a, b = np.ones((3, 2, 4)), np.ones((4, 5))
     out = np.full((3, 2, 10), 7.0)[..., ::2]
     with pytest.raises(pg.ArgumentError) as info:
@@ -1385,7 +1379,7 @@ def test_a_column_strided_stack_as_out_is_told_its_last_axis_stride():
     (np.zeros((3, 2, 5), order="F"), "the second-to-last by 3 elements (an N-D Fortran-ordered array interleaves its matrices)"),
 ])
 def test_an_unwritable_out_is_told_what_its_strides_do(out, says):
-    # the refusal named no stride at fault (2-D: "pass a C- or Fortran-ordered array" only)
+    # the refusal names the stride at fault, beyond "pass a C- or Fortran-ordered array"
     a, b = np.ones(out.shape[:-1] + (4,)), np.ones((4, 5))
     with pytest.raises(pg.ArgumentError, match=r"its matrices \(the last two axes\) are neither row- nor column-major") as info:
         pg.gemm(a, b, out=out, device="cpu")
@@ -1398,7 +1392,7 @@ def test_an_unwritable_out_is_told_what_its_strides_do(out, says):
     (np.ones((3, 4, 6)), np.ones(6), np.empty((3, 4))[:, ::-1]),
 ])
 def test_matmul_reversed_vector_out_is_told_of_the_out_given(a, b, out):
-    # the refusal had named the strides of the matrix view polygemm made of out ((-40, -8) for out.strides (-8,))
+    # the refusal names out's own strides ((-8,)), not those of the matrix view polygemm makes of it ((-40, -8))
     with pytest.raises(pg.ArgumentError) as info:
         pg.matmul(a, b, out=out, device="cpu")
     text = str(info.value)
@@ -1410,8 +1404,8 @@ def test_matmul_reversed_vector_out_is_told_of_the_out_given(a, b, out):
 
 @pytest.mark.parametrize("scalar", [np.float32(0), np.float64(7), ml_dtypes.bfloat16(1)], ids=["f32", "f64", "bf16"])
 def test_matmul_refuses_a_numpy_scalar_as_out(rng, scalar):
-    # vector @ vector with out=np.float32(0) returned that scalar unchanged (the result went into a
-    # reshaped copy of it); numpy.matmul refuses it ("return arrays must be of ArrayType")
+    # vector @ vector with out=np.float32(0) is refused, as numpy.matmul refuses it ("return arrays must be of
+    # ArrayType"): the result would go into a reshaped copy of the scalar, which comes back unchanged
     dt = np.dtype(type(scalar))
     v, w = _f32(rng, 5).astype(dt), _f32(rng, 5).astype(dt)
     with pytest.raises(pg.ArgumentError, match=r"out must be a NumPy array .*got \w+ \(a NumPy scalar cannot be written; "

@@ -63,15 +63,15 @@ def _operands(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_backend_infos_pickle_without_the_live_backend():
-    # the list polygemm.backends() returns could not be pickled ("cannot pickle '_thread.lock' object":
-    # the cuda backend's lock, available or not), so a worker could not report it; it now arrives with backend=None
+    # the list polygemm.backends() returns holds live backends, which cannot be pickled (the cuda backend's lock,
+    # available or not): a worker's list arrives with backend=None
     infos = pg.backends()
     assert any(i.name == "cuda" for i in infos)  # the backend whose instance held the lock
     back = pickle.loads(pickle.dumps(infos))
     assert _report(back) == _report(infos)
     assert all(i.backend is None for i in back)
     assert all(type(i) is pg.BackendInfo for i in back)
-    # a copy in this process is the same info, its live backend kept (copy.copy had gone through the pickle path)
+    # a copy in this process is the same info, its live backend kept (copy.copy does not go through the pickle path)
     for i in infos:
         assert copy.copy(i) is i and copy.deepcopy(i) is i
     assert copy.deepcopy(infos)[-1].backend is infos[-1].backend
@@ -87,7 +87,7 @@ def test_backends_submitted_to_a_spawned_process_pool():
 
 
 def test_gemm_in_a_spawned_process_pool_returns_results_and_plans():
-    """Edge that was right: gemm and last_plan() in spawned workers, results and plans pickled back."""
+    """gemm and last_plan() in spawned workers, results and plans pickled back."""
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         got = list(pool.map(_product, range(4), timeout=120))
     for seed, (res, plan) in enumerate(got):
@@ -97,7 +97,7 @@ def test_gemm_in_a_spawned_process_pool_returns_results_and_plans():
 
 
 def test_plans_pickle_and_copy_as_they_print(rng):
-    """Edge that was right: explain's and last_plan()'s plans survive pickle, copy and deepcopy."""
+    """explain's and last_plan()'s plans survive pickle, copy and deepcopy."""
     a = rng.standard_normal((5, 7)).astype(np.float32)
     plan = pg.explain(a, a.T, device="cpu")
     pg.gemm(a, a.T, device="cpu")
@@ -109,8 +109,8 @@ def test_plans_pickle_and_copy_as_they_print(rng):
 
 @needs_fork
 def test_a_child_forked_while_a_probe_ran_probes_again_instead_of_waiting_out_the_timeout():
-    # the child waited until the parent's probe deadline (8 s here) and then raised BackendUnavailableError
-    # "device 'cpu' is unavailable: probe did not return within 8 s"
+    # a child waiting on its parent's probe would wait out the deadline (8 s here) and then raise
+    # BackendUnavailableError "probe did not return within 8 s"
     r = _script(FORK_PRELUDE.replace("import polygemm as pg", "os.environ['POLYGEMM_PROBE_TIMEOUT'] = '8'\nimport polygemm as pg") + """
 from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
 started, real = threading.Event(), CpuReferenceBackend.probe

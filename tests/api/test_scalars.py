@@ -13,7 +13,7 @@ from tests.helpers import CPUArrayAPI, poisoned
 
 @pytest.mark.parametrize("word", ["c", "C", "alpha", "beta", "variant"])
 def test_gemm_keywords_given_to_matmul_name_gemm(ops, word):
-    # matmul(a, b, c=c) or alpha= had no word of polygemm.gemm, which takes them
+    # matmul(a, b, c=c) or alpha= is told of polygemm.gemm, which takes them
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=rf"unexpected keyword argument '{word}' \(matmul is numpy\.matmul's a @ b; "
                                                 rf"polygemm\.gemm\(a, b, c, alpha=, beta=, variant=\) takes {word.lower()}\)"):
@@ -21,7 +21,8 @@ def test_gemm_keywords_given_to_matmul_name_gemm(ops, word):
 
 
 def test_blas_order_alpha_beta_by_position_is_told_the_keywords(ops):
-    # gemm(a, b, c, 2.0, 1.0), BLAS's order, said "gemm() takes from 2 to 3 positional arguments but 5 were given"
+    # gemm(a, b, c, 2.0, 1.0), BLAS's order, is told the keywords, not only "gemm() takes from 2 to 3 positional
+    # arguments but 5 were given"
     a, b = ops
     c = poisoned()
     for func in (pg.gemm, pg.explain):

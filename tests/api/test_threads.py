@@ -81,7 +81,7 @@ def test_threads_on_the_cpu_backend_get_their_own_results_and_plans():
 
 
 def test_clearing_the_plan_cache_while_threads_call_loses_no_result():
-    """Right: clear_plan_cache() from one thread while seven others call gemm with the same shapes: every result is
+    """clear_plan_cache() from one thread while seven others call gemm with the same shapes: every result is
     that thread's own product, every last_plan() that thread's call, and the cache ends within its bound."""
     start = threading.Barrier(8)
 
@@ -105,7 +105,7 @@ def test_clearing_the_plan_cache_while_threads_call_loses_no_result():
 @pytest.mark.parametrize("variant", ["auto", "reference", "numpy"])
 @pytest.mark.parametrize("blocks", ["rows", "columns", "columns of a Fortran out"])
 def test_threads_writing_disjoint_blocks_of_one_out_each_get_their_block(rng, variant, blocks):
-    """Right: eight threads write their own block of one shared out (views of one array, one cached plan with their
+    """eight threads write their own block of one shared out (views of one array, one cached plan with their
     own pointers), thirty times each, with alpha, and with c = out (an in-place blocked update)."""
     m, n, k = 64, 48, 32
     a, b = f32(rng, m, k), f32(rng, k, n)

@@ -302,20 +302,20 @@ def test_array_lib_names_what_another_device_backend_takes(monkeypatch):
 
 
 @pytest.mark.parametrize("mode", ["call", "kernel"])
-def test_bench_cpu_with_defaults_runs_the_cpu_preset(mode):
+def test_bench_cpu_with_defaults_runs_the_cpu_preset(mode, capsys):
     """``polygemm bench --device cpu`` with every default (call mode), and kernel mode: the
     ``cpu`` preset (no 8192-sized shape), with CPU wording and units."""
     args = ["bench", "--device", "cpu"] + (["--mode", "kernel"] if mode == "kernel" else [])
-    r, _ = _polygemm(args, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    out = r.stdout
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, out[-2000:] + err[-2000:]
     assert "preset cpu" in out and "8192" not in out
     for m, n, k in bench.PRESETS["cpu"]:
         assert f"{m}x{n}x{k} " in out
     assert "GFLOP/s" in out and " 0.00 TFLOP/s" not in out
     low = out.lower()
     assert "copies" not in low and "copy" not in low and "compil" not in low and "device synchron" not in low
-    assert "\r" not in out and "%|" not in out  # stdout is a pipe: plain lines, no bar
+    assert "\r" not in out and "%|" not in out  # stdout is no terminal: plain lines, no bar
 
 
 def test_bench_plot_without_matplotlib_fails_fast_before_timing(tmp_path):
@@ -360,7 +360,7 @@ def test_markdown_keeps_cpu_figures_in_gflops():
     assert "0.26 (0.84×)" in md and "21.2 (0.84×)" in md and "| 0.31 |" in md
     assert "0.0 (" not in md and "| 0.0 |" not in md
     gpu = bench.to_markdown([_record(backend="cuda", tflops=512.3, vendor_tflops=650.0, vendor_variant="cublas")], "x")
-    assert "TFLOP/s (ratio to cublas" in gpu and "512.3 (0.84×)" in gpu  # GPU tables as before
+    assert "TFLOP/s (ratio to cublas" in gpu and "512.3 (0.84×)" in gpu  # GPU tables in TFLOP/s
 
 
 def test_call_markdown_headers_carry_no_wrong_unit():
@@ -545,8 +545,8 @@ def test_call_mode_variants_all_times_each_variant_through_the_call(tmp_path):
 
 
 def test_array_lib_that_cannot_be_used_is_an_error_not_ignored(capsys):
-    """--array-lib torch on the cpu backend had been ignored (the call was timed on NumPy arrays
-    all the same, exit 0); it is a usage error naming why, as --array-lib cupy without CuPy is."""
+    """--array-lib torch on the cpu backend is a usage error naming why, as --array-lib cupy without CuPy is, not a
+    run timed on NumPy arrays all the same."""
     from polygemm.apps.cli import main
 
     assert main(["bench", "--device", "cpu", "--mode", "call", "--array-lib", "torch", "--shapes", "8x8x8",
@@ -555,8 +555,7 @@ def test_array_lib_that_cannot_be_used_is_an_error_not_ignored(capsys):
 
 
 def test_matrix_takes_comma_separated_variants_as_bench_does(capsys):
-    """matrix --variants blas,reference had been 'not a variant' (bench --variants and
-    POLYGEMM_TEST_VARIANTS take comma lists); it runs both."""
+    """matrix --variants blas,reference runs both, as bench --variants and POLYGEMM_TEST_VARIANTS take comma lists."""
     from polygemm.apps.cli import main
 
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--variants", "blas,reference",
@@ -571,8 +570,8 @@ def test_matrix_takes_comma_separated_variants_as_bench_does(capsys):
     ["matrix", "--backends", "cpu", "--quick", "--json", "-"],
 ])
 def test_an_output_of_dash_is_a_usage_error_not_a_file_named_dash(tmp_path, monkeypatch, capsys, argv):
-    # "--json -" (standard output to other tools) wrote a file named "-" in the current folder and said
-    # "wrote -", exit 0, while stdout had only the human-readable lines (polygemm/apps/cli.py unwritable)
+    # "--json -" (standard output to other tools) is refused: it would write a file named "-" in the current folder
+    # while stdout holds only the human-readable lines (polygemm/apps/cli.py unwritable)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -585,7 +584,7 @@ def test_an_output_of_dash_is_a_usage_error_not_a_file_named_dash(tmp_path, monk
 
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_bench_settle_must_be_finite(capsys, monkeypatch, value):
-    """--settle inf had settled the first kernel for ever (nan: silently not at all)."""
+    """--settle inf would settle the first kernel for ever (nan: silently not at all)."""
     from polygemm.apps import bench
     from polygemm.apps.cli import main
 
@@ -607,8 +606,8 @@ def test_bench_max_dim_that_leaves_no_shape_is_an_error(capsys):
 
 
 def test_bench_functions_say_which_shape_did_not_fit():
-    """Bench.run_call_bench and run_bench, called from a script, raised NumPy's MemoryError naming
-    an array shape; now a MemoryError naming the product and the memory it needs."""
+    """Bench.run_call_bench and run_bench, called from a script, raise a MemoryError naming the product and the memory
+    it needs, not NumPy's naming an array shape."""
     for fn, kw in ((bench.run_call_bench, {}), (bench.run_bench, {"variants": ["reference"]})):
         with pytest.raises(MemoryError, match=rf"^{TOO_LARGE}: operands and a result of that size need about [\d.]+ GiB"):
             fn("cpu", "float32", shapes=[tuple(int(x) for x in TOO_LARGE.split("x"))], repeats=1, **kw)
@@ -624,8 +623,8 @@ def test_bench_functions_say_which_shape_did_not_fit():
     (["--mode", "call", "--settle", "1"], "--settle 1: a kernel-mode option"),
 ])
 def test_bench_option_of_the_other_mode_is_refused_before_timing(capsys, monkeypatch, extra, named):
-    # an option of the other mode was ignored without a word: `--mode kernel --batch 64` timed single products
-    # (records that read as a batch of 64), `--settle 1` in call mode interleaved as ever, exit 0
+    # an option of the other mode is refused, not ignored: `--mode kernel --batch 64` would time single products
+    # (records that read as a batch of 64), `--settle 1` in call mode would interleave as ever
     from polygemm.apps import bench
 
     monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("timed with an option of the other mode"))
@@ -644,8 +643,8 @@ def test_bench_names_the_preset_a_typo_meant(capsys):
 
 
 def test_bench_device_from_the_environment_is_named_and_checked_before_the_run(capsys, monkeypatch):
-    # POLYGEMM_DEVICE=bogus polygemm bench said "unknown device 'bogus'" to a user who passed no --device;
-    # an unavailable --device printed the run's heading first
+    # POLYGEMM_DEVICE=bogus polygemm bench names the variable to a user who passed no --device, and an unavailable
+    # --device is refused before the run's heading
     with monkeypatch.context() as env:
         env.setenv("POLYGEMM_DEVICE", "bogus")
         assert main(["bench", "--shapes", "8x8x8"]) == 2
@@ -658,7 +657,7 @@ def test_bench_device_from_the_environment_is_named_and_checked_before_the_run(c
 
 
 def test_bench_output_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
-    # --json was written in place: a failure while writing left a half-written file where the last run's had been
+    # a failure while writing --json leaves the last run's file whole: the new one is written aside and moved over it
     out = tmp_path / "r.json"
     out.write_text('{"command": "the last run", "records": []}')
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: [bench.BenchRecord(**kernel_bench_record(mode="call"))])
@@ -675,7 +674,8 @@ def test_bench_output_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
 
 
 def test_two_outputs_to_one_file_are_refused_before_timing(tmp_path, capsys, monkeypatch):
-    # --json r.out --markdown r.out timed everything, wrote the JSON, then replaced it with the markdown (exit 0)
+    # --json r.out --markdown r.out would time everything, write the JSON, then replace it with the markdown: refused
+    # before timing
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed before refusing the outputs"))
     out = tmp_path / "r.out"
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", str(out), "--markdown", str(tmp_path / "." / "r.out")]) == 2
@@ -683,8 +683,8 @@ def test_two_outputs_to_one_file_are_refused_before_timing(tmp_path, capsys, mon
 
 
 def test_markdown_of_records_without_a_vendor_and_of_a_named_variant():
-    # kernel mode without a vendor variant printed "nan" cells, "(nan×)" and a vendor row of "nan";
-    # call mode headed a named variant's column "variant auto chose"
+    # kernel mode without a vendor variant prints no "nan" cells, "(nan×)" or vendor row of "nan"; call mode heads a
+    # named variant's column with its name, not "variant auto chose"
     nan = float("nan")
     text = bench.to_markdown([bench.BenchRecord(**kernel_bench_record(vendor_variant="", vendor_tflops=nan, ratio=nan))], "polygemm bench")
     assert "nan" not in text and "no vendor variant to compare" in text and "| blas | 100.0 |" in text
@@ -697,8 +697,8 @@ def test_markdown_of_records_without_a_vendor_and_of_a_named_variant():
 
 @pytest.mark.parametrize("mode", ["call", "kernel"])
 def test_bench_checks_every_variant_name_before_timing(tmp_path, capsys, monkeypatch, mode):
-    # call mode: --variants blas nosuch timed every shape with blas (on a GPU, the whole run), then
-    # failed on the typo and wrote no --json; both modes printed the run's heading first
+    # every variant name is checked before the run's heading and any timing: in call mode --variants blas nosuch would
+    # time every shape with blas (on a GPU, the whole run) before failing on the typo, with no --json
     def timed(*args, **kwargs):
         raise AssertionError("timed before the names were checked")
 
@@ -714,7 +714,7 @@ def test_bench_checks_every_variant_name_before_timing(tmp_path, capsys, monkeyp
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
 def test_bench_settle_out_of_range_is_a_usage_error(capsys, monkeypatch, value):
-    # --settle -1 had ended in SystemExit("polygemm bench: ...") with status 1 (usage errors exit 2)
+    # a bad --settle is a usage error: exit 2 and argparse's form, as for any other option
     from polygemm.apps import bench
 
     monkeypatch.setattr(bench, "run_bench", lambda *a, **k: pytest.fail("timed with a bad --settle"))
@@ -728,7 +728,8 @@ def test_bench_settle_out_of_range_is_a_usage_error(capsys, monkeypatch, value):
     ["matrix", "--backends", "cpu", "--quick", "--variants", ",", "--no-progress"],
 ])
 def test_variants_that_name_nothing_are_a_usage_error(capsys, argv, tmp_path):
-    # bench --variants , had timed nothing and exited 0 (an empty --json); matrix --variants , had run every variant
+    # bench --variants , would time nothing (an empty --json) and matrix --variants , would run every variant: both
+    # are usage errors
     js = tmp_path / "r.json"
     assert main(argv + (["--json", str(js)] if argv[0] == "bench" else [])) == 2
     captured = capsys.readouterr()

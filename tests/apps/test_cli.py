@@ -139,8 +139,7 @@ def test_gemm_repeat_must_be_positive(capsys):
 
 
 def test_gemm_takes_repeats_as_bench_spells_it(capsys):
-    # polygemm bench takes --repeats (and --repeat, a prefix of it); gemm took --repeat only, and
-    # "polygemm gemm ... --repeats 2" was a usage error
+    # polygemm bench takes --repeats (and --repeat, a prefix of it); gemm takes both spellings too
     assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--repeats", "2", "--seed", "1"]) == 0
     assert "best of 2 " in capsys.readouterr().out
     assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--repeat", "4", "--seed", "1"]) == 0
@@ -237,18 +236,6 @@ def test_cli_refuses_what_it_cannot_do_with_a_message(capsys):
     assert exc.value.code == 2 and "--batch: must be 0" in capsys.readouterr().err
     assert main(["gemm", "--device", "cpu", "--shape", "99999999x99999999x9999999"]) == 2
     assert "GiB of host memory" in capsys.readouterr().err
-
-
-def test_an_unreadable_plan_cache_size_warns_and_keeps_the_default():
-    import subprocess
-    import sys
-
-    code = "import warnings; warnings.simplefilter('error', RuntimeWarning)\ntry:\n import polygemm\nexcept RuntimeWarning as w: print('warned', w)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": "lots"})
-    assert "warned POLYGEMM_PLAN_CACHE_SIZE='lots' is not a whole number; keeping 256 plans" in r.stdout, r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-c", "import polygemm.plan_cache as a; print(a.PLAN_CACHE_SIZE)"], capture_output=True, text=True,
-                       env={**os.environ, "POLYGEMM_PLAN_CACHE_SIZE": ""})
-    assert r.stdout.strip() == "256", r.stderr
 
 
 def test_gemm_command_takes_bfloat16(capsys):
@@ -417,11 +404,12 @@ def test_plugins_broken_otherwise_are_listed_with_their_reason_and_nothing_else_
 
 
 def test_no_command_is_a_usage_error_listing_the_commands(capsys):
-    line = usage_error(capsys, [])
-    assert "required: command" in line
-    r = subprocess.run([sys.executable, "-m", "polygemm"], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
-    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""
-    assert all(c in r.stderr for c in COMMANDS), r.stderr
+    with pytest.raises(SystemExit) as exc:
+        main([])  # what `python -m polygemm` runs (test_module_entry_point runs that process)
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and "Traceback" not in err and out == ""
+    assert "required: command" in err.strip().splitlines()[-1]
+    assert all(c in err for c in COMMANDS), err
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -452,7 +440,7 @@ def test_gemm_shapes_it_cannot_read_name_the_option_and_the_form(capsys, shape):
     (["matrix", "--backends", "cpu", "--quick", "--json", ""], "--json"),
 ])
 def test_an_empty_output_path_is_refused_before_the_run(capsys, argv, option):
-    # "--json $OUT" with OUT unset ran the whole benchmark and wrote nothing, saying nothing
+    # "--json $OUT" with OUT unset would run the whole benchmark and write nothing: refused first
     # (polygemm/apps/cli.py)
     line = cli_error_line(capsys, argv)
     assert f"{option} " in line and "an empty path; name a file" in line
@@ -487,10 +475,10 @@ def test_info_on_this_machine_names_what_cuda_lacks(capsys):
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["gemm", "--shape", "-1x2x3"], "--shape: shape dimensions must be >= 0; got '-1x2x3'"),  # had read "expected one argument"
-    (["gemm", "--shape", "2x2x2", "--seed", "-1"], "--seed: must be 0 or more; got '-1'"),  # had been numpy's traceback
+    (["gemm", "--shape", "-1x2x3"], "--shape: shape dimensions must be >= 0; got '-1x2x3'"),
+    (["gemm", "--shape", "2x2x2", "--seed", "-1"], "--seed: must be 0 or more; got '-1'"),
     (["bench", "--device", "cpu", "--shapes", "8x8x8", "--max-dim", "0"], "--max-dim: must be an integer >= 1"),
-    # had run one build at a time (--only names nothing: a regression fails at once, builds nothing)
+    # --only names nothing, so a -j that is not checked fails at once and builds nothing
     (["compile", "-j", "-1", "--only", "no_such_kernel"], "-j/--jobs: must be an integer >= 1; got '-1'"),
 ])
 def test_cli_usage_errors_say_what_is_wrong(capsys, argv, says):
@@ -498,8 +486,8 @@ def test_cli_usage_errors_say_what_is_wrong(capsys, argv, says):
 
 
 def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypatch):
-    """Operands that fit but a result that does not (100000x100000x1: 800 kB in, 40 GB out) end
-    in the command's one-line error, exit 2 (it had been a MemoryError traceback)."""
+    """Operands that fit but a result that does not (100000x100000x1: 800 kB in, 40 GB out) end in the command's
+    one-line error, exit 2, not a MemoryError traceback."""
     from polygemm.backends.cpu_ref import backend as cpu
     from polygemm.apps.cli import main
 
@@ -521,8 +509,8 @@ def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypat
     (["plot", "{f}", "-o", "{f}/x.png"], "--output"),
 ])
 def test_an_output_path_under_a_file_says_that_it_is_a_file(tmp_path, capsys, argv, option):
-    """``--json results.json/x.json`` (a file where a folder was meant) said
-    "the folder .../results.json does not exist", though it does; now it says that path is a file."""
+    """``--json results.json/x.json`` (a file where a folder was meant) is told that path is a file, not that the
+    folder does not exist."""
     f = tmp_path / "results.json"
     f.write_text(json.dumps({"records": []}))
     assert main([x.replace("{f}", str(f)) for x in argv]) == 2
@@ -541,8 +529,7 @@ def test_an_output_path_under_a_file_says_that_it_is_a_file(tmp_path, capsys, ar
     (["gemm", "--shape", "2x2x2", "--seed", "x"], "--seed: must be an integer, 0 or more; got 'x'"),
 ])
 def test_cli_integer_options_given_a_fraction_say_so(capsys, argv, says):
-    # "--seed 1.5" (and bench's "--batch 1.5") were told "must be 0 or more; got '1.5'", which 1.5 is; what is
-    # wrong is that it is no integer
+    # "--seed 1.5" (and bench's "--batch 1.5") are told the value is no integer, not "must be 0 or more", which 1.5 is
     assert says in usage_error_2(capsys, argv)
 
 
@@ -553,12 +540,12 @@ def test_cli_integer_options_given_a_fraction_say_so(capsys, argv, says):
     (["gemm", "--shape", "1e3x4x4"], "--shape: shape must be MxNxK with three non-negative integers"),
 ])
 def test_cli_integer_options_negative_or_written_otherwise(capsys, argv, says):
-    """Right: negative values are told the bound; a float-looking repeat or shape is told an integer is needed."""
+    """negative values are told the bound; a float-looking repeat or shape is told an integer is needed."""
     assert says in usage_error_2(capsys, argv)
 
 
 def test_cli_seed_of_any_size_runs(capsys):
-    """Right: a seed beyond 64 bits (NumPy's generators take any non-negative int) runs and checks."""
+    """a seed beyond 64 bits (NumPy's generators take any non-negative int) runs and checks."""
     from polygemm.apps.cli import main
 
     assert main(["gemm", "--shape", "3x4x5", "--device", "cpu", "--seed", str(2**80 + 1), "--repeat", "1", "--check"]) == 0
@@ -574,9 +561,9 @@ def test_cli_seed_of_any_size_runs(capsys):
     ["matrix", "--backends", "cpu", "--quick", "--json", "{d}/x.json"],
 ])
 def test_output_in_a_folder_where_no_file_can_be_made_is_refused_before_running(capsys, monkeypatch, no_file_folder, argv):
-    # os.access(folder, W_OK) is true for root in /proc or /sys (and on mounts that refuse new files): the
-    # command ran whole (a benchmark, the conformance matrix), printed its results, then ended in a FileNotFoundError /
-    # PermissionError traceback with exit 1 and no file. The folder is now tried by making a file in it, before anything
+    # os.access(folder, W_OK) is true for root in /proc or /sys (and on mounts that refuse new files), so the folder
+    # is tried by making a file in it, before anything runs: otherwise the command would run whole (a benchmark, the
+    # conformance matrix) and end in a traceback with no file
     from polygemm.apps import bench, matrix
 
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed into an unwritable --json"))
@@ -611,8 +598,8 @@ def test_every_option_the_docs_name_is_in_that_commands_help(capsys, command, op
                                         (["info", "--jsn"], "--json"),
                                         (["matrix", "--backends", "cpu", "--quik=1"], "--quick")])
 def test_option_typo_is_told_by_the_command_with_the_option_meant(capsys, argv, meant):
-    """A mistyped option of a command (``polygemm gemm ... --chek``) got the top-level usage (``polygemm [-h]
-    [--version] {info,...}``) and 'unrecognized arguments' alone; the command's own usage and the option meant now."""
+    """A mistyped option of a command (``polygemm gemm ... --chek``) gets the command's own usage and the option
+    meant, not the top-level usage (``polygemm [-h] [--version] {info,...}``) and 'unrecognized arguments' alone."""
     with pytest.raises(SystemExit) as exc:
         main(argv)
     err = capsys.readouterr().err
@@ -629,7 +616,7 @@ def test_stray_word_after_a_command_is_told_by_that_command(capsys):
 
 
 def test_a_mistyped_command_names_the_one_meant(capsys):
-    # a newcomer's `polygemm ifno` was told the list of commands without the one it most likely meant
+    # a newcomer's `polygemm ifno` is told the command it most likely meant, not only the list of commands
     from polygemm.apps.cli import main
     with pytest.raises(SystemExit) as info:
         main(["ifno"])
@@ -644,8 +631,8 @@ def test_a_mistyped_command_names_the_one_meant(capsys):
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="FIFOs are POSIX")
 def test_json_into_a_fifo_is_written_into_not_replaced(tmp_path):
-    """--json /dev/null (as root) had replaced the device with a regular file for the whole machine, and a FIFO
-    likewise (its reader waited forever): a target that is no regular file is written into."""
+    """A target that is no regular file is written into: --json /dev/null (as root) must not replace the device with a
+    regular file for the whole machine, nor a FIFO (its reader would wait forever)."""
     import os
     import stat
     import threading
@@ -688,8 +675,9 @@ def test_json_through_a_dangling_link_is_refused_before_the_run(tmp_path, capsys
 ])
 def test_a_variant_table_of_the_wrong_kinds_is_a_reason_not_a_crash(tmp_path, monkeypatch, fresh_registry, capsys,
                                                                     name, table, says):
-    """`polygemm variants` had crashed for every backend on a plugin's tile=None (AttributeError in the table),
-    and an empty table had left the plugin "available" with "it supports " and nothing after it."""
+    """`polygemm variants` lists every backend beside a plugin whose table has tile=None (a reason for that plugin, no
+    AttributeError), and an empty table makes the plugin unavailable, with a reason, not "available" with "it
+    supports " and nothing after it."""
     import json
 
     from tests.plugin_sources import install_fake_plugins
@@ -719,7 +707,7 @@ def test_a_device_from_the_environment_is_told_to_a_cli_user_as_device_option(mo
 
 
 def test_variants_of_a_device_index_the_backend_lacks_is_an_error(capsys):
-    # it printed "cpu:1: device 'cpu:1': backend 'cpu' has one device; use 'cpu'" as a table row, exit 0
+    # an error, not a table row "cpu:1: device 'cpu:1': backend 'cpu' has one device; use 'cpu'" with exit 0
     assert main(["variants", "--device", "cpu:1"]) == 2
     captured = capsys.readouterr()
     assert "cpu:1" in captured.err and "has one device" in captured.err and "use 'cpu'" in captured.err
@@ -727,8 +715,8 @@ def test_variants_of_a_device_index_the_backend_lacks_is_an_error(capsys):
 
 
 def test_variants_of_a_device_index_lists_the_backends_table_without_a_device(capsys):
-    # "variants --device cuda:0" printed "device 'cuda:0' is unavailable" where "--device cuda" lists the
-    # static table (the command needs no device)
+    # "variants --device cuda:0" lists cuda's static table, as "--device cuda" does (the command needs no device), and
+    # does not say the device is unavailable
     if {i.name: i for i in pg.backends()}["cuda"].available:
         pytest.skip("cuda is available here: cuda:0 is checked against the device")
     assert main(["variants", "--device", "cuda:0"]) == 0
@@ -737,7 +725,6 @@ def test_variants_of_a_device_index_lists_the_backends_table_without_a_device(ca
 
 
 def test_variants_auto_is_not_a_suggestion_of_itself(capsys):
-    # it said: unknown device 'auto' (did you mean 'auto'?)
     assert main(["variants", "--device", "auto"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'auto'" not in err and "'auto' is not a backend" in err
@@ -751,20 +738,20 @@ def test_variants_lists_a_backend_named_twice_once(capsys):
 
 
 def test_gemm_shape_past_numpys_largest_dimension_is_one_line(capsys):
-    # --shape 99999999999999999999x1x1 had been numpy's "ValueError: Maximum allowed dimension exceeded" traceback, exit 1
+    # --shape 99999999999999999999x1x1 is one line, not numpy's "ValueError: Maximum allowed dimension exceeded"
+    # traceback
     assert main(["gemm", "--device", "cpu", "--shape", "99999999999999999999x1x1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("polygemm: error: --shape 99999999999999999999x1x1:") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv", [
-    ["variants", "--device", "cuda:01"],  # cuda's table had been printed for it (exit 0) where cuda is unavailable
+    ["variants", "--device", "cuda:01"],  # refused, not taken for cuda's table, where cuda is unavailable
     ["variants", "--device", "cpu:01"],
     ["bench", "--device", "cpu:01", "--shapes", "8x8x8", "--repeats", "1"],
     ["gemm", "--shape", "4x4x4", "--device", "cpu:01"],
 ])
 def test_the_cli_refuses_a_device_index_with_a_leading_zero(capsys, argv):
-    # the command line echoed 'cpu:1' (or printed cuda's table for cuda:01)
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "a device index is a whole number >= 0" in err and "got '01'" in err and "Traceback" not in err

@@ -10,8 +10,8 @@ from polygemm.apps.cli import main
 
 
 def test_compile_out_naming_a_file_or_nothing_is_a_usage_error_before_any_build(tmp_path, capsys, monkeypatch):
-    # --out naming a file ended in a FileExistsError traceback, and an empty --out ("--out $DIR", DIR
-    # unset) built the whole catalog into the kernel cache instead, saying so only in its first line
+    # --out naming a file, or an empty --out ("--out $DIR", DIR unset, which would build the whole catalog into the
+    # kernel cache), is a usage error before any build
     from polygemm.backends.cuda import compiler as cc
 
     def no_build(*args, **kwargs):
@@ -46,9 +46,9 @@ def test_compile_help_names_the_compiler_order_it_follows(capsys):
 
 
 def test_compile_with_compiler_nvrtc_and_no_nvrtc_names_the_option_not_the_variable(monkeypatch, capsys):
-    # "polygemm compile --compiler nvrtc" where NVRTC is absent says "POLYGEMM_COMPILER=nvrtc: NVRTC (libnvrtc)
-    # not found ...; the kernels compile at run time: pip install ..." -- the user set no POLYGEMM_COMPILER, and
-    # compile builds ahead of time (compiler.select's lead names the variable whenever a compiler is forced)
+    # "polygemm compile --compiler nvrtc" where NVRTC is absent names the option, not POLYGEMM_COMPILER (the user set
+    # none), and does not say that the kernels compile at run time (compile builds ahead of time): compiler.select's
+    # lead names the variable whenever a compiler is forced
     monkeypatch.delenv("POLYGEMM_COMPILER", raising=False)
     monkeypatch.setenv("POLYGEMM_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
     assert main(["compile", "--compiler", "nvrtc", "--only", "cm_v01_naive", "--arch", "sm_90", "-q"]) == 2
@@ -69,7 +69,7 @@ def test_compile_names_an_architecture_given_to_only_as_one(capsys):
 
 
 def test_compile_that_selects_no_build_is_an_error(capsys):
-    # --arch sm_70 --only cm_v12_cp_async said "0 builds for  with  into ..." and "all passed", exit 0
+    # --arch sm_70 --only cm_v12_cp_async selects no build: an error, not "0 builds ... all passed" with exit 0
     pytest.importorskip("polygemm.backends.cuda.variants")
     assert main(["compile", "--arch", "sm_70", "--only", "cm_v12_cp_async"]) == 2
     err = capsys.readouterr().err

@@ -199,8 +199,8 @@ def test_musa_missing_library_lists_every_place_tried_in_info_v(monkeypatch, fre
 
 
 def test_matrix_refuses_a_variant_no_backend_has_and_output_paths_are_checked_first(tmp_path, capsys):
-    """A misspelt --variants name is an error naming the known ones (it ran nothing and exited
-    0); an --json path whose folder does not exist is refused before anything runs."""
+    """A misspelt --variants name is an error naming the known ones, not a run of nothing with exit 0; an --json path
+    whose folder does not exist is refused before anything runs."""
     from polygemm.apps.cli import main
 
     assert main(["matrix", "--backends", "cpu", "--variants", "blsa"]) == 2
@@ -212,9 +212,8 @@ def test_matrix_refuses_a_variant_no_backend_has_and_output_paths_are_checked_fi
 
 
 def test_matrix_json_says_where_it_went_and_backends_take_commas(tmp_path, capsys):
-    # matrix --json wrote silently (and in place, not whole or not at all as bench writes);
-    # "--backends cpu,CPU" was one unknown name; "cpu CPU" ran the suite twice, its counts doubled
-    # (polygemm/apps/matrix.py)
+    # matrix --json says where it wrote (whole or not at all, as bench writes); "--backends cpu,CPU" names cpu twice,
+    # and "cpu CPU" runs the suite once, its counts not doubled (polygemm/apps/matrix.py)
     path = tmp_path / "m.json"
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float64", "--variants", "reference", "--no-progress"]) == 0
     once = capsys.readouterr().out
@@ -229,7 +228,7 @@ def test_matrix_json_says_where_it_went_and_backends_take_commas(tmp_path, capsy
 
 
 def test_variants_take_comma_separated_backends(capsys):
-    # "variants --device cpu,musa" was "unknown device 'cpu,musa'" (polygemm/apps/cli.py)
+    # "variants --device cpu,musa" lists both backends (polygemm/apps/cli.py)
     assert main(["variants", "--device", "cpu,musa"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cpu:") and "\nmusa:" in out
@@ -238,15 +237,15 @@ def test_variants_take_comma_separated_backends(capsys):
 
 
 def test_matrix_with_a_device_index_is_told_to_name_the_backend(capsys):
-    # "--backends cuda:1" was an "unknown backend 'cuda:1' (did you mean 'cuda'?)": no typo, and the
-    # suite takes no index (polygemm/apps/matrix.py)
+    # "--backends cuda:1" is told to name the backend (the suite takes no index), not asked whether it meant 'cuda',
+    # as if a typo (polygemm/apps/matrix.py)
     line = cli_error_line(capsys, ["matrix", "--backends", "cpu:1", "--quick"])
     assert "'cpu:1'" in line and "without a device index: 'cpu'" in line and "did you mean" not in line
 
 
 def test_device_gpu_is_told_the_gpu_backends_not_cpu(capsys):
-    # device="gpu" was "unknown device 'gpu' (did you mean 'cpu'?)": one letter from cpu, and the opposite
-    # of what was asked for
+    # device="gpu" is told the GPU backends, not "did you mean 'cpu'?": one letter from cpu, and the opposite of what
+    # is asked for
     a = np.ones((2, 2), np.float32)
     for spelling in ("gpu", "GPU"):
         with pytest.raises(BackendUnavailableError, match=r"unknown device 'gpu' \(a GPU is 'cuda' \(NVIDIA\) or 'musa' "
@@ -261,9 +260,8 @@ def test_device_gpu_is_told_the_gpu_backends_not_cpu(capsys):
 
 
 def test_matrix_dtypes_take_commas_as_its_other_options_do(capsys, tmp_path):
-    # "--dtypes float32,float64" was argparse's "invalid choice", where --backends and --variants (and
-    # POLYGEMM_TEST_DTYPES, and run_conformance's dtypes="float32,float64", whose docstring says polygemm matrix takes
-    # them so) take names comma separated
+    # --dtypes takes names comma separated, as --backends and --variants do (and POLYGEMM_TEST_DTYPES, and
+    # run_conformance's dtypes="float32,float64", whose docstring says polygemm matrix takes them so)
     import json
 
     path = tmp_path / "m.json"
@@ -283,7 +281,7 @@ def test_matrix_dtypes_take_commas_as_its_other_options_do(capsys, tmp_path):
 
 
 def test_the_plugin_written_from_the_doc_is_listed_and_passes_the_suite(doc_plugin, capsys):
-    """Right: section 1 promises info lists it, variants prints its table (vendor in the auto column), explicit
+    """section 1 promises info lists it, variants prints its table (vendor in the auto column), explicit
     device= and auto run it, and the suite (run_conformance and polygemm matrix --backends) passes it."""
     assert main(["info"]) == 0
     text = capsys.readouterr().out
@@ -307,12 +305,11 @@ def test_the_plugin_written_from_the_doc_is_listed_and_passes_the_suite(doc_plug
 
 
 def test_the_suite_checks_the_execute_that_polygemm_gemm_calls(doc_plugin):
-    # the suite called the backend's plan() and run() only, while polygemm.gemm calls execute(): a plugin
-    # whose execute (overridden for speed, as section 3 invites) dropped alpha and beta passed every case of
-    # run_conformance and polygemm matrix, and gemm(a, b, alpha=3) gave a @ b (docs/plugins.md section 7 says the
-    # suite "drives polygemm.gemm(..., device=name, variant=v)")
+    # polygemm.gemm calls the backend's execute(), which a plugin may override for speed (as section 3 invites), and
+    # docs/plugins.md section 7 says the suite "drives polygemm.gemm(..., device=name, variant=v)": an execute that
+    # drops alpha and beta fails run_conformance and polygemm matrix
     a = np.ones((2, 2), np.float32)
-    assert (pg.gemm(a, a, alpha=3.0, device="fast") == 2.0).all()  # the bug the suite must see
+    assert (pg.gemm(a, a, alpha=3.0, device="fast") == 2.0).all()  # the fault the suite must see
     rows = run_conformance("fast", quick=True)
     fails = {r.group for r in rows if r.status == "fail"}
     assert {"scaling", "layouts"} <= fails, [(r.group, r.case, r.status) for r in rows]
@@ -320,9 +317,8 @@ def test_the_suite_checks_the_execute_that_polygemm_gemm_calls(doc_plugin):
 
 
 def test_a_named_plugin_whose_import_fails_fails_the_matrix(doc_plugin, capsys):
-    # "polygemm matrix --backends broke" (a plugin's CI, as section 7 shows it) printed one skip row and
-    # exited 0 when the plugin's module raised at import, where POLYGEMM_TEST_BACKEND=broke under pytest is a failing
-    # test ("a typo cannot pass CI")
+    # "polygemm matrix --backends broke" (a plugin's CI, as section 7 shows it) fails when the plugin's module raises
+    # at import, as POLYGEMM_TEST_BACKEND=broke under pytest does ("a typo cannot pass CI")
     assert main(["matrix", "--backends", "broke", "--no-progress"]) == 1
     out = capsys.readouterr().out
     assert "0 passed, 1 failed, 0 skipped" in out
@@ -342,7 +338,7 @@ def test_a_named_plugin_whose_import_fails_fails_the_matrix(doc_plugin, capsys):
 
 
 def test_matrix_takes_backend_names_as_device_takes_them(capsys):
-    # polygemm matrix --backends CPU said "unknown backend 'CPU'; known backends: cpu, ..."
+    # polygemm matrix --backends CPU is cpu, as device="CPU" is
     from polygemm.apps.cli import main
 
     assert main(["matrix", "--backends", "CPU", "--quick", "--dtypes", "float32", "--variants", "blas"]) == 0
@@ -350,8 +346,9 @@ def test_matrix_takes_backend_names_as_device_takes_them(capsys):
 
 
 def test_matrix_that_selects_no_case_is_an_error(capsys):
-    # --variants numpy:split_k=4 on cpu ran nothing: "0 passed, 0 failed, 0 skipped", exit 0 (a CI job passed);
-    # cpu's refusal of the split is now said in its own words (polygemm/testing/conformance.py modified_variants)
+    # --variants numpy:split_k=4 on cpu selects no case: an error in cpu's own words for refusing the split, not "0
+    # passed, 0 failed, 0 skipped" with exit 0, which a CI job would pass (polygemm/testing/conformance.py
+    # modified_variants)
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--variants", "numpy:split_k=4", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "variants names 'numpy:split_k=4', which backend 'cpu' does not run" in err and "is not a variant" in err

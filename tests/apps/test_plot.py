@@ -69,8 +69,8 @@ def test_plot_output_empty_is_refused(tmp_path, capsys):
 
 
 def test_bench_says_which_files_it_wrote(tmp_path, capsys):
-    # bench --json/--markdown/--plot wrote its files and said nothing of them (plot -o says
-    # "wrote ..."); a typo in a path went unnoticed until the file was looked for (polygemm/apps/bench.py)
+    # bench --json/--markdown/--plot says which files it wrote, as plot -o does ("wrote ..."), so a typo in a path
+    # shows at once (polygemm/apps/bench.py)
     js, md = tmp_path / "b.json", tmp_path / "b.md"
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--json", str(js), "--markdown", str(md),
                  "--no-progress"]) == 0
@@ -106,8 +106,8 @@ def test_plot_of_a_file_it_cannot_read_is_one_line_naming_the_file(tmp_path, cap
     ("variant", ["a"], "a string"),
 ])
 def test_plot_of_a_record_field_of_another_type_is_one_line_naming_it(tmp_path, capsys, field, value, says):
-    # a record field of another type than bench writes went through load_records as it was and failed
-    # in plot's sums and sorts: a TypeError traceback (exit 1), or a label "Truex8x8" drawn silently
+    # a record field of another type than bench writes is refused by load_records, naming it, before plot's sums and
+    # sorts would fail on it (a TypeError traceback) or draw it (a label "Truex8x8")
     data = _bench_json(tmp_path)
     capsys.readouterr()
     bad = copy.deepcopy(data)
@@ -145,8 +145,8 @@ def test_readme_cli_commands_on_a_machine_without_a_gpu(tmp_path, capsys, monkey
 
 
 def test_plot_names_what_a_json_file_lacks(tmp_path, capsys):
-    """``polygemm plot`` on JSON that is not a bench file says what it expected (it had printed
-    only "'records'", a KeyError's text), one line, exit 2."""
+    """``polygemm plot`` on JSON that is not a bench file says what it expected (not only "'records'", a KeyError's
+    text), one line, exit 2."""
     from polygemm.apps.cli import main
 
     bad = tmp_path / "other.json"
@@ -192,7 +192,7 @@ def test_plot_records_lacking_a_field_name_it(capsys, tmp_path):
 
 
 def test_plot_output_without_matplotlib_names_the_option_given(tmp_path, capsys, monkeypatch):
-    """``polygemm plot r.json -o r.png`` said '--plot needs matplotlib', an option of bench, not of plot."""
+    """``polygemm plot r.json -o r.png`` names -o, its own option, not bench's --plot."""
     records = _records(tmp_path, capsys)
     without_modules(monkeypatch, "matplotlib")
     rc = _rc(["plot", str(records), "-o", str(tmp_path / "r.png")])
@@ -213,7 +213,8 @@ def test_bench_plot_without_matplotlib_is_refused_before_any_timing(tmp_path, ca
 
 
 def test_bench_refuses_an_empty_product_before_timing(capsys):
-    # --shapes 0x8x8 timed a product of no arithmetic (0 FLOP/s, a ratio of nothing), then --plot crashed on log2(0)
+    # --shapes 0x8x8 is a product of no arithmetic (0 FLOP/s, a ratio of nothing, log2(0) for --plot): refused before
+    # timing
     assert main(["bench", "--device", "cpu", "--shapes", "0x8x8", "8x8x8"]) == 2
     captured = capsys.readouterr()
     assert "--shapes 0x8x8: a product with a zero dimension" in captured.err
@@ -221,7 +222,8 @@ def test_bench_refuses_an_empty_product_before_timing(capsys):
 
 
 def test_plot_leaves_out_records_of_empty_products(tmp_path, capsys):
-    # a file with such a record (an older bench wrote them) had crashed plot with "math domain error"
+    # a file may hold such a record (an older bench wrote them): plot leaves it out, saying so, where its log would be
+    # a "math domain error"
     pytest.importorskip("matplotlib")
     f = _bench_file(tmp_path / "r.json", kernel_bench_record(m=0), kernel_bench_record(), kernel_bench_record(m=128, n=128, k=128))
     out = tmp_path / "r.png"
@@ -232,7 +234,8 @@ def test_plot_leaves_out_records_of_empty_products(tmp_path, capsys):
 
 @pytest.mark.parametrize("command", ["plot", "bench"])
 def test_a_plot_path_matplotlib_cannot_write_is_refused_up_front(tmp_path, capsys, command, monkeypatch):
-    # -o r.txt had been matplotlib's "Format 'txt' is not supported" traceback, in bench after all the timing
+    # -o r.txt is refused up front, not matplotlib's "Format 'txt' is not supported" traceback (in bench, after all
+    # the timing)
     pytest.importorskip("matplotlib")
     monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: pytest.fail("timed before refusing the path"))
     f = _bench_file(tmp_path / "r.json", kernel_bench_record())
@@ -244,7 +247,7 @@ def test_a_plot_path_matplotlib_cannot_write_is_refused_up_front(tmp_path, capsy
 
 
 def test_plot_output_without_an_extension_is_written_where_it_says(tmp_path, capsys):
-    # "-o chart" printed "wrote chart" while matplotlib wrote chart.png
+    # "-o chart" writes the file named chart, where matplotlib alone would write chart.png
     pytest.importorskip("matplotlib")
     f = _bench_file(tmp_path / "r.json", kernel_bench_record(), kernel_bench_record(m=128, n=128, k=128))
     assert main(["plot", str(f), "-o", str(tmp_path / "chart")]) == 0
@@ -253,7 +256,6 @@ def test_plot_output_without_an_extension_is_written_where_it_says(tmp_path, cap
 
 
 def test_plot_heatmap_without_vendor_timings_is_an_error_not_a_traceback(tmp_path, capsys):
-    # it had been "ValueError: no benchmark record with a vendor timing to draw" as a traceback, exit 1
     pytest.importorskip("matplotlib")
     f = _bench_file(tmp_path / "r.json", kernel_bench_record(vendor_tflops=None, ratio=None, vendor_variant=""))
     assert main(["plot", str(f), "--heatmap", "-o", str(tmp_path / "h.png")]) == 2
@@ -262,7 +264,7 @@ def test_plot_heatmap_without_vendor_timings_is_an_error_not_a_traceback(tmp_pat
 
 
 def test_plot_names_the_fields_a_record_lacks(tmp_path, capsys):
-    # it printed "BenchRecord.__init__() missing 16 required positional arguments: ..."
+    # not "BenchRecord.__init__() missing 16 required positional arguments: ..."
     f = tmp_path / "other.json"
     f.write_text(json.dumps({"records": [{"m": 4, "impl": "x"}]}))
     assert main(["plot", str(f)]) == 2
@@ -271,8 +273,8 @@ def test_plot_names_the_fields_a_record_lacks(tmp_path, capsys):
 
 
 def test_bench_records_without_a_vendor_are_strict_json(tmp_path, monkeypatch, fresh_registry, capsys):
-    # a backend without a vendor variant wrote NaN into --json (not JSON: jq and JavaScript refuse it), printed
-    # "(nanx None)" and headed its run with the name lower-cased ("auto2" for the entry point Auto2)
+    # a backend without a vendor variant writes null into --json (NaN is not JSON: jq and JavaScript refuse it),
+    # prints no "(nanx None)", and heads its run with the entry point's own spelling ("Auto2", not "auto2")
     _no_vendor_plugin(tmp_path, monkeypatch, fresh_registry)
     try:
         out = tmp_path / "r.json"

@@ -77,7 +77,7 @@ def test_sweep_has_skinny_both_ways_squares_deep_k_and_odd_sizes():
     assert sum(1 for m, n, k in SWEEP if k >= 16 * max(m, n)) >= 6  # K >> M, N
     odd = {(4095, 4097, 4093), (1000, 3000, 2000), (17, 4096, 4096), (4096, 17, 4096)}
     assert odd <= set(SWEEP)
-    # issue 13's target shapes
+    # the skinny and deep target shapes: a GEMV, a few rows, K far past M and N, a shallow K
     assert {(16, 4096, 4096), (512, 512, 16384), (8192, 8192, 512), (1, 8192, 8192)} <= set(SWEEP)
 
 
@@ -238,7 +238,7 @@ def test_plot_command_refuses_unreadable_file(tmp_path, capsys):
 
 
 def test_bench_json_of_the_cpu_is_strict_json_and_exit_zero(tmp_path, capsys):
-    """Right: bench --device cpu --json writes strict JSON whose records say what ran."""
+    """bench --device cpu --json writes strict JSON whose records say what ran."""
     path = tmp_path / "r.json"
     assert main(["bench", "--device", "cpu", "--shapes", "16x8x4", "--repeats", "1", "--no-progress", "--json", str(path)]) == 0
     data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
@@ -266,8 +266,8 @@ def test_bench_too_large_from_a_shell_has_no_traceback(tmp_path):
 
 
 def test_bench_out_of_memory_while_timing_keeps_the_records_timed_before(tmp_path, capsys, monkeypatch):
-    """Memory that runs out past the operands (a call's work arrays) ends the run in one line,
-    exit 2, with the records timed before it written (it had been a traceback and no file)."""
+    """Memory that runs out past the operands (a call's work arrays) ends the run in one line, exit 2, with the
+    records timed before it written."""
     real = bench.run_call_bench
 
     def runs_out(device, dtype, shapes, **kw):  # 9x7x5 runs out of memory after 8x8x8 was timed
@@ -302,7 +302,7 @@ def test_bench_options_of_their_own_mode_still_run(capsys, tmp_path, extra):
 
 
 def test_bench_interrupted_keeps_what_it_timed_and_says_so(tmp_path):
-    # Ctrl-C had printed a KeyboardInterrupt traceback and dropped every record timed so far
+    # Ctrl-C ends the sweep keeping every record timed so far, with no KeyboardInterrupt traceback
     out, md = tmp_path / "r.json", tmp_path / "r.md"
     proc = subprocess.Popen([sys.executable, "-m", "polygemm", "bench", "--device", "cpu", "--mode", "kernel", "--shapes",
                              "32x32x32", "48x48x48", "2048x2048x2048", "--repeats", "50", "--no-progress", "--json", str(out),
@@ -337,13 +337,13 @@ def test_bench_with_good_variant_names_still_runs(tmp_path, capsys):
 
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_bench_repeats_below_one_is_a_usage_error_like_a_word(capsys, value):
-    # --repeats 0 had been "polygemm: error: ..." after the parser, while --repeats many was argparse's
+    # --repeats 0 is argparse's usage error, as --repeats many is, not an error after the parser
     last = usage_error(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", value])
     assert last == f"polygemm bench: error: argument --repeats: must be an integer >= 1 or auto; got {value!r}"
 
 
 def test_bench_variants_take_spaces_after_commas(capsys):
-    # "--variants 'blas, numpy'" had been refused: "' numpy' is not a float32 variant of cpu" (matrix took it)
+    # "--variants 'blas, numpy'" takes the space after the comma, as matrix does
     assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1", "--variants", "blas, numpy",
                  "--no-progress"]) == 0
     out = capsys.readouterr().out

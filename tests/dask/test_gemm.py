@@ -317,7 +317,7 @@ def test_missing_dask_names_the_extra(monkeypatch):
 
 
 def test_bench_dask_dry_run_threads(tmp_path):
-    records = _run_bench(tmp_path)
+    records = _run_bench(tmp_path, "--repeat", "1", "--warmup", "0")  # the default size and chunks, timed once
     assert {r["scheduler"] for r in records} == {"threads"}
     pg = [r for r in records if r["impl"] == "polygemm.dask"]
     mm = [r for r in records if r["impl"] == "dask.array.matmul"]
@@ -370,8 +370,8 @@ def test_dask_unknown_device_is_refused_when_the_graph_is_built():
     ({"trans_b": True}, "b.T"),
 ])
 def test_another_librarys_keyword_is_refused_naming_polygemms_way(kw, says):
-    """polygemm.dask.gemm answers out=, dtype=, a typo or a BLAS transpose flag as polygemm.gemm does (it had been
-    Python's bare "unexpected keyword argument"), before dask is asked for anything."""
+    """polygemm.dask.gemm answers out=, dtype=, a typo or a BLAS transpose flag as polygemm.gemm does, not with
+    Python's bare "unexpected keyword argument", before dask is asked for anything."""
     a = np.ones((4, 3), np.float32)
     with pytest.raises(TypeError, match=r"polygemm\.dask\.gemm\(\) got an unexpected keyword argument") as ei:
         pgd.gemm(a, a.T, **kw)
@@ -479,8 +479,8 @@ def test_dask_bfloat16_in_float32_out_over_k_blocks(rng):
 
 @pytestmark_dask
 def test_dask_masked_operands_are_refused_when_the_graph_is_built_by_their_names(rng):
-    # a dask array of masked chunks built a graph that failed in compute(), naming "a" (the
-    # task's polygemm.gemm argument), not A; a masked NumPy c the same (polygemm/dask.py)
+    # a dask array of masked chunks is refused when the graph is built, naming A, not "a" (the task's polygemm.gemm
+    # argument) at compute(); a masked NumPy c the same (polygemm/dask.py)
     a, b = rng.standard_normal((6, 5)), rng.standard_normal((5, 4))
     mask = np.zeros((6, 5), bool)
     Am = da.ma.masked_array(da.from_array(a, chunks=3), mask=da.from_array(mask, chunks=3))
@@ -498,8 +498,7 @@ def test_dask_masked_operands_are_refused_when_the_graph_is_built_by_their_names
 
 @pytestmark_dask
 def test_dask_c_of_another_dtype_is_told_the_cast(rng):
-    # "c must have the dtype of the result (float16); got float32" and no more: polygemm.gemm
-    # says the cast to make and, for float16 inputs, out_dtype (polygemm/dask.py)
+    # as polygemm.gemm, the error says the cast to make and, for float16 inputs, out_dtype (polygemm/dask.py)
     a, b = rng.standard_normal((4, 6)).astype(np.float16), rng.standard_normal((6, 3)).astype(np.float16)
     c32 = rng.standard_normal((4, 3)).astype(np.float32)
     A, B = da.from_array(a, chunks=2), da.from_array(b, chunks=2)
@@ -514,8 +513,8 @@ def test_dask_c_of_another_dtype_is_told_the_cast(rng):
 
 
 def test_dask_c_given_as_a_list_of_another_dtype_is_told_a_cast_a_list_has():
-    # polygemm.dask.gemm took c as a list (as polygemm.gemm does) but told a float64 one to use
-    # c.astype(numpy.float32), which a list lacks; polygemm.gemm says np.asarray(c, dtype=...)
+    # polygemm.dask.gemm takes c as a list (as polygemm.gemm does), and a float64 one is told np.asarray(c,
+    # dtype=...), as polygemm.gemm says, not c.astype(numpy.float32), which a list lacks
     da = pytest.importorskip("dask.array")
     import polygemm.dask as pgd
 
@@ -532,8 +531,8 @@ def test_dask_c_given_as_a_list_of_another_dtype_is_told_a_cast_a_list_has():
 @needs_dask
 @pytest.mark.parametrize("given", [None, [[1.0, 2.0]], np.ones((2, 2)), "A"])
 def test_dask_operand_that_is_no_dask_array_is_a_type_error(given):
-    # "A must be a dask array; got numpy.ndarray" was a ValueError only (ArgumentError), where
-    # polygemm.gemm's a=None is a TypeError too (ArgumentTypeError): "except TypeError" missed it (polygemm/dask.py)
+    # "A must be a dask array; got numpy.ndarray" is a TypeError too (ArgumentTypeError), as polygemm.gemm's a=None
+    # is, so "except TypeError" catches it (polygemm/dask.py)
     B = da.ones((2, 3), chunks=1)
     with pytest.raises(TypeError) as info:
         pgd.gemm(given, B)
@@ -545,8 +544,8 @@ def test_dask_operand_that_is_no_dask_array_is_a_type_error(given):
 
 @needs_dask
 def test_dask_takes_the_device_objects_polygemm_gemm_takes(rng):
-    # device=torch.device("cpu") (tensor.device) computed with polygemm.gemm but was refused by
-    # polygemm.dask.gemm ("device must be a string"); now it is passed to the tasks by its name (polygemm/dask.py)
+    # device=torch.device("cpu") (tensor.device), which polygemm.gemm takes, is passed to the tasks by its name
+    # (polygemm/dask.py)
     a, b = rng.standard_normal((9, 6)), rng.standard_normal((6, 5))
     A, B = da.from_array(a, chunks=(4, 3)), da.from_array(b, chunks=(3, 2))
     R = pgd.gemm(A, B, device=torch_device("cpu"))
@@ -561,9 +560,9 @@ def test_dask_takes_the_device_objects_polygemm_gemm_takes(rng):
 
 @needs_dask
 def test_dask_operands_of_the_other_byte_order_are_the_same_dtype(rng):
-    # A '>f8' beside B '<f8' was "A and B must share one dtype; got A float64 and B float64", a '>f8'
-    # c beside native operands "c's dtype=... non-native byte order", and two '>f8' operands made a graph whose
-    # dtype '>f8' was not that of its blocks; polygemm.gemm takes each and writes native float64 (polygemm/dask.py)
+    # '>f8' and '<f8' are one dtype, float64, for polygemm.gemm, which takes each and writes native float64: so for
+    # polygemm.dask.gemm, an A '>f8' beside a B '<f8', a '>f8' c beside native operands, and two '>f8' operands, whose
+    # graph's dtype is then that of its blocks (polygemm/dask.py)
     a, b, c = rng.standard_normal((7, 5)), rng.standard_normal((5, 4)), rng.standard_normal((7, 4))
     other = ">" if np.little_endian else "<"
     sa, sb, sc = (x.astype(x.dtype.newbyteorder(other)) for x in (a, b, c))
@@ -579,7 +578,7 @@ def test_dask_operands_of_the_other_byte_order_are_the_same_dtype(rng):
 
 @needs_dask
 def test_dask_many_k_chunks_single_chunks_and_lazy_errors(rng):
-    """Right: K in 40 chunks of 1..2 columns (40 calls folded in one task) stays within one call's bound;
+    """K in 40 chunks of 1..2 columns (40 calls folded in one task) stays within one call's bound;
     one chunk everywhere is one task; errors about arguments come at graph build, those of the device at
     compute()."""
     a, b = rng.standard_normal((6, 60)).astype(np.float32), rng.standard_normal((60, 5)).astype(np.float32)
@@ -598,7 +597,7 @@ def test_dask_many_k_chunks_single_chunks_and_lazy_errors(rng):
 
 
 def test_no_rechunk_warning_where_k_chunks_agree(rng):
-    """Right: aligned K chunks, c chunked like the result: no DaskRechunkWarning at all."""
+    """aligned K chunks, c chunked like the result: no DaskRechunkWarning at all."""
     if da is None:
         pytest.skip("dask[array] not installed")
     a, b, c = rng.standard_normal((6, 8)), rng.standard_normal((8, 4)), rng.standard_normal((6, 4))
@@ -620,8 +619,8 @@ def test_dask_operands_of_two_dtypes_are_told_to_cast_the_narrower_up():
 
 
 def test_testing_and_dask_are_attributes_after_import_polygemm():
-    # README's "API in brief" names polygemm.testing (error_bound, check_result); after "import polygemm"
-    # it was an AttributeError, as polygemm.dask was, where numpy.testing is there after "import numpy".
+    # README's "API in brief" names polygemm.testing (error_bound, check_result): after "import polygemm" it is an
+    # attribute, as polygemm.dask is, and as numpy.testing is after "import numpy".
     # Reaching them imports neither pycuda nor dask.
     # (The gemm call runs on cpu: on a machine with a GPU, auto would import pycuda for the cuda backend.)
     code = ("import sys, numpy as np, polygemm\n"
@@ -637,9 +636,9 @@ def test_testing_and_dask_are_attributes_after_import_polygemm():
 
 
 def test_errors_of_a_refused_call_survive_pickling_with_their_classes_and_details():
-    """Right: multiprocessing, concurrent.futures' process pools and dask.distributed pickle an exception raised in a
-    worker; polygemm's arrive as the same classes (still ValueError / TypeError / RuntimeError), with their messages
-    and, for BackendUnavailableError, the whole text in ``details``."""
+    """multiprocessing, concurrent.futures' process pools and dask.distributed pickle an exception raised in a worker;
+    polygemm's arrive as the same classes (still ValueError / TypeError / RuntimeError), with their messages and,
+    for BackendUnavailableError, the whole text in ``details``."""
     a = np.ones((2, 3), np.float32)
     calls = [
         (lambda: pg.gemm(a, a, device="cpu"), ShapeError, ValueError),
@@ -685,7 +684,7 @@ def test_the_error_for_a_device_array_no_kernel_addresses_survives_pickling():
 @needs_dask_2
 @pytest.mark.parametrize("m, n, k", [(4, 5, 0), (0, 5, 3), (4, 0, 3)])
 def test_dask_empty_products_match_polygemm_gemm(m, n, k):
-    """Right: K = 0 gives beta * c (zeros without c), M or N = 0 an empty result, as polygemm.gemm does."""
+    """K = 0 gives beta * c (zeros without c), M or N = 0 an empty result, as polygemm.gemm does."""
     A = da.ones((m, k), chunks=2, dtype=np.float32)
     B = da.ones((k, n), chunks=2, dtype=np.float32)
     c = np.full((m, n), 3.0, np.float32)
@@ -700,7 +699,7 @@ def test_dask_empty_products_match_polygemm_gemm(m, n, k):
 @needs_dask_2
 @pytest.mark.parametrize("dtype", [np.float16, BF16])
 def test_dask_half_products_over_many_k_chunks_are_within_one_calls_bound(dtype):
-    """Right: seven K chunks of a 16-bit product accumulate in float32 and round once (the bound of one call), and
+    """Seven K chunks of a 16-bit product accumulate in float32 and round once (the bound of one call), and
     out_dtype=float32 gives the float32 result; mismatched K chunks are rechunked with the warning."""
     rng = np.random.default_rng(17)
     a = rng.standard_normal((9, 14)).astype(dtype)
@@ -792,8 +791,9 @@ def test_dask_refusals_name_the_argument_and_the_way_out(rng):
 
 @pytest.mark.parametrize("call", ["gemm", "matmul", "explain"])
 def test_dask_operands_are_refused_without_computing_them(rng, call):
-    # polygemm.gemm(A, B) on dask arrays ran every task of both graphs (NumPy reads a dask array through
-    # __array__), held them whole in memory and returned a NumPy array, where numpy.matmul returns a lazy dask array
+    # NumPy reads a dask array through __array__: polygemm.gemm(A, B) would run every task of both graphs, hold them
+    # whole in memory and return a NumPy array, where numpy.matmul returns a lazy dask array; it refuses them,
+    # computing nothing, and names the way
     calls: list[int] = []
     A = _counted(da.from_array(rng.standard_normal((6, 8)).astype(np.float32), chunks=(3, 4)), calls)
     B = _counted(da.from_array(rng.standard_normal((8, 5)).astype(np.float32), chunks=4), calls)
@@ -813,7 +813,7 @@ def test_dask_operands_are_refused_without_computing_them(rng, call):
 
 
 def test_dask_b_beside_numpy_a_and_dask_c_name_the_dask_operand(rng):
-    # a NumPy a with a dask b had been told to convert one "with numpy's asarray / from_dlpack"
+    # a NumPy a with a dask b is told of the dask operand, not to convert one "with numpy's asarray / from_dlpack"
     # (np.asarray computes the dask array whole); a dask c beside NumPy a and b likewise
     a = rng.standard_normal((4, 6)).astype(np.float32)
     b = rng.standard_normal((6, 5)).astype(np.float32)
@@ -832,15 +832,16 @@ def test_dask_b_beside_numpy_a_and_dask_c_name_the_dask_operand(rng):
 
 
 def test_dask_out_is_still_told_it_must_be_writable_in_place(rng):
-    """A dask ``out`` cannot receive the result (no memory to write into): the refusal it had, not the operands'."""
+    """A dask ``out`` cannot receive the result (no memory to write into): the refusal is out's own, not the
+    operands'."""
     a = rng.standard_normal((4, 6)).astype(np.float32)
     with pytest.raises(ArgumentTypeError, match=r"\bout\b.*NumPy array.*got Array"):
         pg.gemm(a, a.T, device="cpu", out=da.zeros((4, 4), chunks=2, dtype=np.float32))
 
 
 def test_backends_pickles_as_itself():
-    # polygemm.backends (a callable module) could not be pickled ("cannot pickle '_CallablePackage' object"),
-    # so ProcessPoolExecutor.submit(polygemm.backends) and dask's client.run(polygemm.backends) failed
+    # polygemm.backends (a callable module) pickles as itself, so ProcessPoolExecutor.submit(polygemm.backends) and
+    # dask's client.run(polygemm.backends) work
     assert pickle.loads(pickle.dumps(pg.backends)) is pg.backends
     assert copy.copy(pg.backends) is pg.backends and copy.deepcopy(pg.backends) is pg.backends
     assert callable(pickle.loads(pickle.dumps(pg.backends)))
@@ -888,8 +889,7 @@ def test_a_dask_0d_array_is_told_compute_and_nothing_is_computed(ops):
 
 
 def test_polygemm_dask_refuses_a_dask_0d_alpha_the_same_way(ops):
-    # polygemm.dask.gemm reads alpha as gemm does: a lazy 0-D alpha had the same no-way-on refusal, a
-    # CPU 0-D array was refused; now told .compute(), and taken
+    # polygemm.dask.gemm reads alpha as gemm does: a lazy 0-D alpha is told .compute(), a CPU 0-D array is taken
     da = pytest.importorskip("dask.array")
     import polygemm.dask as pgd
 
@@ -902,7 +902,7 @@ def test_polygemm_dask_refuses_a_dask_0d_alpha_the_same_way(ops):
 
 
 def test_dask_c_of_unknown_chunk_sizes_says_so():
-    # it had said "c must have the result's shape (4, 4) ...; got (nan, 4)"
+    # not "c must have the result's shape (4, 4) ...; got (nan, 4)"
     da = pytest.importorskip("dask.array")
     import polygemm.dask
 
@@ -913,7 +913,7 @@ def test_dask_c_of_unknown_chunk_sizes_says_so():
 
 
 def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
-    # variant="nosuch" built a graph that failed only in the workers' tasks, at compute()
+    # variant="nosuch" is refused when the graph is built, not in the workers' tasks at compute()
     da = pytest.importorskip("dask.array")
     import polygemm.dask as pgd
 

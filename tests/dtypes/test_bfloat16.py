@@ -412,7 +412,7 @@ def test_bfloat16_beside_float16_is_told_a_cast_that_computes():
 
 @pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float64)], ids=["bfloat16", "float64"])
 def test_bfloat16_and_float64_numpy_arrays_through_every_api(rng, dtype):
-    """Right: gemm (every cpu variant, c and beta, out), matmul with vectors, explain and polygemm.testing take
+    """gemm (every cpu variant, c and beta, out), matmul with vectors, explain and polygemm.testing take
     ml_dtypes.bfloat16 and float64 arrays as they take float32 ones; bfloat16 also stores a float32 result."""
     a = rng.standard_normal((5, 7)).astype(dtype)
     b = rng.standard_normal((7, 3)).astype(dtype)
@@ -439,9 +439,9 @@ def test_bfloat16_and_float64_numpy_arrays_through_every_api(rng, dtype):
 
 @pytest.mark.parametrize("first, second", [(np.float16, BF16), (BF16, np.float16)], ids=["f16-bf16", "bf16-f16"])
 def test_bfloat16_beside_float16_is_told_the_cast_that_loses_nothing(first, second):
-    # NumPy promotes bfloat16 with float16 to no dtype, and the hint named the cast of b to a's dtype alone:
-    # "Cast one, e.g. b.astype(np.float16)" turned bfloat16 values past 65504 into inf (and float16 into bfloat16's 8
-    # bits); torch and JAX promote the two to float32, which holds both exactly
+    # NumPy promotes bfloat16 with float16 to no dtype; torch and JAX promote the two to float32, which holds both
+    # exactly, so the hint names that cast: "b.astype(np.float16)" would turn bfloat16 values past 65504 into inf (and
+    # float16 into bfloat16's 8 bits)
     a = np.full((2, 3), 70000.0 if first == BF16 else 1.0).astype(first)
     b = np.full((3, 2), 70000.0 if second == BF16 else 1.0).astype(second)
     for call in (lambda: pg.gemm(a, b, device="cpu"), lambda: pg.gemm(a, b, out_dtype=np.float32, device="cpu")):
@@ -452,7 +452,7 @@ def test_bfloat16_beside_float16_is_told_the_cast_that_loses_nothing(first, seco
     got = pg.gemm(a.astype(np.float32), b.astype(np.float32), device="cpu")  # the way it names first
     held = float(np.array(70000.0).astype(BF16))  # 70144: bfloat16's nearest, kept exactly by float32
     assert got.dtype == np.float32 and (got == 3 * held).all()
-    if first == np.float16:  # the old hint's cast, b to float16: the bfloat16 operand overflows
+    if first == np.float16:  # the cast of b to float16: the bfloat16 operand overflows
         with np.errstate(over="ignore"):
             assert np.isinf(pg.gemm(a, b.astype(np.float16), device="cpu")).all()
 
@@ -473,7 +473,7 @@ def test_ml_dtypes_narrow_types_are_refused_by_name(rng, name):
     ("float8_e8m0fnu", 4.0), ("float4_e2m1fn", 1.5), ("float6_e2m3fn", -0.75), ("int4", -3), ("uint4", 7), ("int2", 1),
 ])
 def test_ml_dtypes_real_scalars_are_alpha_and_beta(kind, value):
-    # bfloat16 was taken, every other real ml_dtypes scalar (float8, int4 ...) refused as "not a real number"
+    # every real ml_dtypes scalar (bfloat16, float8, int4 ...) is a real number to alpha and beta
     t = getattr(ml_dtypes, kind, None)
     if t is None:
         pytest.skip(f"ml_dtypes {ml_dtypes.__version__} has no {kind}")

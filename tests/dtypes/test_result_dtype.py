@@ -38,8 +38,8 @@ def test_auto_offers_the_col_row_only_for_a_thin_kernel_n(count):
 
 
 def test_a_result_of_the_wrong_shape_or_dtype_fails_saying_so(rng):
-    # a float16 result of float32 inputs had failed as "15 of 15 elements outside the bound" (what was
-    # wrong unsaid) and a float64 one had passed (gemm promises the inputs' dtype)
+    # a float16 result of float32 inputs fails saying what is wrong, not only "15 of 15 elements outside the bound",
+    # and a float64 one fails too (gemm promises the inputs' dtype)
     a, b = _rand(rng, np.float32, 5, 4), _rand(rng, np.float32, 4, 3)
     good = pg.gemm(a, b)
     for bad, said in ((good.astype(np.float16), "dtype float16, expected float32"),
@@ -57,8 +57,7 @@ def test_a_result_of_the_wrong_shape_or_dtype_fails_saying_so(rng):
 
 @pytest.mark.parametrize("doc", ["docs/plugins.md", "examples/polygemm-numpy-blas/README.md"])
 def test_the_suite_counts_the_docs_give_for_the_example_are_the_suites(doc):
-    # both said "96 passed and 3 skipped" for the example plugin; the suite had grown to 34 cases per dtype
-    # (99 passed), and now 35 (102)
+    # the counts the docs give follow the suite's size (34 cases per dtype made 99 passed; it grows with every case)
     text = (ROOT / doc).read_text()
     found = re.search(r"(\d+) (?:cases )?pass(?:ed)? and (\d+) (?:are )?skipped", text)
     assert found, doc
@@ -67,8 +66,8 @@ def test_the_suite_counts_the_docs_give_for_the_example_are_the_suites(doc):
 
 
 def test_the_signatures_keep_their_keywords_and_defaults():
-    """Edge that was right (and must stay so): the documented keywords are keyword-only with their defaults; the
-    catch-alls come only after them, so a correct call binds exactly as before."""
+    """The documented keywords are keyword-only with their defaults; the catch-alls come only after them, so a correct
+    call binds to them exactly."""
     for func in (pg.gemm, pg.explain):
         params = inspect.signature(func).parameters
         assert list(params)[:3] == ["a", "b", "c"] and params["c"].default is None
@@ -81,8 +80,8 @@ def test_the_signatures_keep_their_keywords_and_defaults():
 @pytest.mark.parametrize("variant", ["blas", "reference"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_underflow_is_quiet_under_a_users_seterr(variant, dtype):
-    # under np.errstate(all="raise") (a user's np.seterr) the reference raised FloatingPointError
-    # "underflow encountered in cast" (or "in matmul"): it ignored only overflow and invalid
+    # under np.errstate(all="raise") (a user's np.seterr) the reference ignores underflow as it ignores overflow and
+    # invalid, not FloatingPointError "underflow encountered in cast" (or "in matmul")
     from polygemm.problem import dtype_named, finfo
 
     dt = dtype_named(dtype)
@@ -98,7 +97,7 @@ def test_underflow_is_quiet_under_a_users_seterr(variant, dtype):
     ([], []), ((), ()), (np.ones((3, 0)), []), ([[]], []), (np.ones(0), []), (np.ones((2, 4, 0)), ()),
 ], ids=["list@list", "tuple@tuple", "matrix@list", "nested@list", "array@list", "stack@tuple"])
 def test_matmul_of_an_empty_list_vector_is_numpys_zero(a, b):
-    # an empty list as b became [] again (1-D) instead of a 0×1 column: IndexError from inside matmul
+    # an empty list as b is a 0×1 column, as numpy.matmul reads it
     want = np.matmul(a, b)
     got = pg.matmul(a, b)
     assert type(got) is np.ndarray and got.shape == np.shape(want) and got.dtype == np.float64

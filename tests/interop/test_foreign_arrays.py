@@ -217,7 +217,7 @@ def test_a_missing_array_api_compat_is_an_error_not_a_result_of_another_kind(mon
 
 
 def test_array_likes_numpy_takes(rng):
-    """Right: objects offering only ``__array__``, only ``__array_interface__``, memoryviews, ``array.array``, nested
+    """objects offering only ``__array__``, only ``__array_interface__``, memoryviews, ``array.array``, nested
     tuples, lists of NumPy float32 scalars and a read-only array through DLPack (NumPy 2 exports the flag) are read as
     numpy.matmul reads them: the same result dtype and shape, values assert_array_within the bound, vectors too."""
     a, b, v = rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), rng.standard_normal(4)
@@ -253,7 +253,7 @@ def test_dlpack_producers_of_each_generation_are_read_and_never_given_a_stream(r
 
 @pytest.mark.parametrize("value", [np.array(2 + 1j), np.array(True), np.array("2")], ids=["complex", "bool", "text"])
 def test_a_cpu_0d_array_of_no_real_number_is_still_refused(ops, value):
-    """Edge that was right (and stays so read through DLPack): a 0-D complex or bool array is no real factor."""
+    """A 0-D complex or bool array is no real factor, read through DLPack too."""
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=r"^alpha must be a real number") as info:
         pg.gemm(a, b, alpha=CPUArrayAPI(value))
@@ -277,8 +277,7 @@ def test_a_jax_tracer_is_refused_as_no_concrete_array():
 
 
 def test_matmul_takes_dlpack_only_arrays_as_gemm_does(rng):
-    # matmul read a DLPack-only matrix as a scalar: "a is a scalar (0-D DLPackOnly) ...",
-    # while gemm took the same object
+    # matmul takes a DLPack-only matrix as gemm does, not as a scalar (0-D DLPackOnly)
     a, b = _operands(rng)
     np.testing.assert_allclose(pg.matmul(DLPackOnly(a), DLPackOnly(b)), a @ b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(pg.matmul(DLPackOnly(a), DLPackOnly(b[:, 0])), a @ b[:, 0], rtol=1e-5, atol=1e-5)
@@ -291,8 +290,8 @@ def test_matmul_takes_dlpack_only_arrays_as_gemm_does(rng):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.complex64, np.bool_])
 def test_a_dlpack_array_of_another_dtype_is_told_a_conversion_it_has(rng, dtype):
-    # the DTypeError said "Convert it, e.g. a.astype(np.float32)": a DLPack-only array (and a
-    # torch tensor, read the same way on the CPU) has no astype
+    # a DLPack-only array (and a torch tensor, read the same way on the CPU) has no astype: the DTypeError names a
+    # conversion it has
     a, b = _operands(rng)
     with pytest.raises(DTypeError, match=r"np\.from_dlpack\(a\)\.astype\(np\.float32\)") as info:
         pg.gemm(DLPackOnly(a.astype(dtype)), b)

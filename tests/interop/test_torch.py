@@ -77,11 +77,9 @@ def _cases(rng):
 
 @pytest.mark.parametrize("c", [np.arange(4, dtype=np.float32), np.float32(1.0), np.array(1.0, np.float32)])
 def test_a_bias_vector_or_scalar_c_is_told_to_broadcast_not_to_reshape(c):
-    # a 1-D c (a bias, as torch.addmm(bias, x, w) takes it, and a @ b + bias broadcasts it) or a scalar c was
-    # "c must be a matrix or a stack of matrices (at least 2-D); got 1-D with shape (4,). Reshape it, e.g.
-    # c.reshape(rows, cols)": c.reshape(2, 4) of four elements raises. A 2-D c that broadcasts is told
-    # "pass it broadcast, e.g. np.broadcast_to(c, (2, 4))" (problem.check_c_shape); the 1-D one never got there,
-    # check_ndim in _host_operand refusing it first.
+    # a 1-D c (a bias, as torch.addmm(bias, x, w) takes it, and a @ b + bias broadcasts it) or a scalar c is told to
+    # pass it broadcast, e.g. np.broadcast_to(c, (2, 4)), as a 2-D c that broadcasts is (problem.check_c_shape), not
+    # to reshape it: c.reshape(2, 4) of four elements raises
     a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
     with pytest.raises(ShapeError) as info:
         pg.gemm(a, b, c, beta=1.0, device="cpu")
@@ -92,8 +90,8 @@ def test_a_bias_vector_or_scalar_c_is_told_to_broadcast_not_to_reshape(c):
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_a_torch_lazy_negation_is_read_as_its_values_in_a_b_c_and_alpha(where):
-    """DLPack and the array interfaces export a tensor's memory without its negative bit: polygemm had read
-    z.conj().imag with every sign flipped, silently. torch.matmul reads it right; so does polygemm now."""
+    """DLPack and the array interfaces export a tensor's memory without its negative bit: polygemm reads z.conj().imag
+    with its signs, as torch.matmul does, not flipped silently."""
     torch = _torch()
     _where(torch, where)
     a, b, c = _negated(torch, (5, 7), where), torch.randn(7, 3, device=where), _negated(torch, (5, 3), where)
@@ -122,7 +120,7 @@ def test_a_torch_out_with_the_negative_bit_is_refused_and_left_untouched():
 @pytest.mark.parametrize("how", ["gemm_out", "gemm_in_place_c", "matmul_out", "matmul_vector_out"])
 def test_writing_a_torch_out_bumps_its_version_so_autograd_sees_it(how):
     """A tensor saved for backward and then overwritten through out= must make backward() raise, as after
-    torch.matmul(a, b, out=o); polygemm's write had left o._version alone and backward() used the new values."""
+    torch.matmul(a, b, out=o): polygemm's write bumps o._version, so backward() never uses the new values."""
     torch = _torch()
     a, b = torch.randn(3, 4), torch.randn(4, 5)
     o = torch.ones(3) if how == "matmul_vector_out" else torch.ones(3, 5)
@@ -192,7 +190,7 @@ def test_a_torch_tensor_of_another_dtype_is_told_to_use_to():
                                           ("cpu: 1", "cpu:1"), ("cpu:+1", "cpu:1"), ("cpu:-1", "cpu:0"),
                                           ("cuda:01", "cuda:1")])
 def test_a_device_index_with_a_leading_zero_is_refused_saying_how_to_write_it(device, like):
-    # "cpu:01" had been read as device 1 and echoed as 'cpu:1' (and "cpu:00" run as cpu:0);
+    # "cpu:01" is refused, not read as device 1 and echoed as 'cpu:1' (nor "cpu:00" run as cpu:0);
     # torch.device("cuda:01") is refused too
     a = np.ones((2, 2))
     for call in (pg.gemm, pg.explain):

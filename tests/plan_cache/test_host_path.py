@@ -27,7 +27,7 @@ def _fake_cupy(monkeypatch, stream_ptr=0x5000):
             self.data = types.SimpleNamespace(ptr=ptr, device_id=device)
             self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
             self.size = int(np.prod(shape))
-            self.device = types.SimpleNamespace(id=device)  # what the old cupy_view read
+            self.device = types.SimpleNamespace(id=device)  # what a cupy_view may read
 
     fake.ndarray = ndarray
     current = {"ptr": stream_ptr}
@@ -36,8 +36,8 @@ def _fake_cupy(monkeypatch, stream_ptr=0x5000):
     return ndarray
 
 
-def _old_key(a, b, c, out, alpha=1.0, beta=0.0, device="cuda", variant="auto"):
-    """_key as it was: each operand viewed on its own."""
+def _key_per_operand(a, b, c, out, alpha=1.0, beta=0.0, device="cuda", variant="auto"):
+    """_key with the batched CuPy/torch views switched off by the caller: each operand viewed on its own."""
     return api.plan_cache._key(a, b, c, out, alpha, beta, device, variant)
 
 
@@ -50,7 +50,7 @@ def _keys_both_ways(monkeypatch, calls):
     got = [api.plan_cache._key(*ops, 1.0, 0.0, "cuda", "auto") for ops in calls]
     with monkeypatch.context() as m:
         _views_off(m)
-        want = [_old_key(*ops) for ops in calls]
+        want = [_key_per_operand(*ops) for ops in calls]
     return got, want
 
 
@@ -66,8 +66,8 @@ class _CountingLock:
         self.inner.release()
 
 
-def _old_overlap_free(entry, a, b, c, out, views):
-    """_overlap_free's device branch before e624a79."""
+def _plain_device_overlap_free(entry, a, b, c, out, views):
+    """_overlap_free's device branch as plain interval checks: the answer the fast path must give."""
     if out is None:
         return True
     spans, lows = entry.spans, entry.lows
@@ -253,9 +253,9 @@ def test_torch_tensors_on_another_device_type_are_not_keyed_as_cuda(monkeypatch)
 
 
 def test_a_free_threaded_build_looks_plans_up_under_the_lock(monkeypatch):
-    """Without the GIL OrderedDict's move_to_end is not atomic beside another thread's clear or
-    popitem (CPython 3.13t crashed so, gh-125996) and the counters' += lose counts: there the
-    lookup takes the lock, as it did before the lock-free hit; with the GIL it does not."""
+    """Without the GIL OrderedDict's move_to_end is not atomic beside another thread's clear or popitem (CPython 3.13t
+    crashes so, gh-125996) and the counters' += lose counts: there the lookup takes the lock; with the GIL it is
+    lock-free."""
     cache = api.plan_cache.PlanCache(4)
     lock = cache._lock = _CountingLock()  # type: ignore[assignment]
     cache.put(("k",), "entry")  # type: ignore[arg-type]
@@ -312,7 +312,7 @@ def test_lookups_beside_puts_evictions_and_clears_never_fail_or_lose_counts(monk
     assert cache.hits + cache.misses == 4 * 20000
 
 
-def test_overlap_free_answers_as_before_for_device_operands():
+def test_overlap_free_agrees_with_the_plain_interval_check_for_device_operands():
     rnd = random.Random(7)
     for _ in range(20000):
         has_c, has_out = rnd.random() < 0.6, rnd.random() < 0.8
@@ -324,14 +324,13 @@ def test_overlap_free_answers_as_before_for_device_operands():
         objs = [object(), object(), object() if has_c else None, object() if has_out else None]
         views = tuple(((), p if o is not None else 0, None) for p, o in zip(ptrs, objs))
         entry = types.SimpleNamespace(spans=spans, lows=lows, host=False)
-        assert api.plan_cache._overlap_free(entry, *objs, views) == _old_overlap_free(entry, *objs, views), (spans, lows, ptrs, objs)
+        assert api.plan_cache._overlap_free(entry, *objs, views) == _plain_device_overlap_free(entry, *objs, views), (spans, lows, ptrs, objs)
 
 
 def test_a_device_operand_no_kernel_addresses_is_planned_and_reported_once():
-    """gemm's first _bind raises NotWhole; _bind_whole took it from the top again, normalizing
-    the operands a second time (a second plan-cache miss counted for one call) and raising a
-    second NotWhole while the first was handled: its traceback showed the same error twice
-    ('During handling of the above exception, another exception occurred')."""
+    """gemm's first _bind raises NotWhole; _bind_whole goes on from there: the operands are normalized once (one
+    plan-cache miss for one call), and no second NotWhole is raised while the first is handled (a traceback showing
+    the same error twice, 'During handling of the above exception, another exception occurred')."""
     a = _FakeCudaArray(0x10000, (16, 64), strides=(512, 8))  # neither row- nor column-major
     b = _FakeCudaArray(0x20000, (64, 32))
     pg.clear_plan_cache()
@@ -476,8 +475,8 @@ def test_launcher_configs_name_each_stream_and_a_cooperative_launch_says_so():
 
 
 def test_what_the_retry_raises_is_not_chained_to_the_first_notwhole(monkeypatch):
-    """a made whole, then b refused (not CuPy's nor torch's): the error is b's alone, as
-    before, not 'during handling of' a's NotWhole (which gemm had caught around the retry)."""
+    """a made whole, then b refused (not CuPy's nor torch's): the error is b's alone, not 'during handling of' a's
+    NotWhole (gemm does not raise it inside the handler around the retry)."""
     from polygemm.problem import NotWhole
 
     given, whole = object(), object()

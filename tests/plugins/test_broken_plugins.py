@@ -184,7 +184,7 @@ def test_reasons_are_one_short_line_and_details_keep_the_rest(broken, capsys):
 
 
 def test_each_reason_once_in_an_unavailable_device_message(broken):
-    """device="x" used to repeat x's reason in its list of every backend's reason."""
+    """device="x" says x's reason once, not again in its list of every backend's reason."""
     for info in pg.backends():
         if info.available:
             continue

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +28,7 @@ from tests.helpers import (
     OnPluginDevice,
     REPO_ROOT,
     run_concurrently,
-    run_conformance_suite,
+    run_conformance_suites,
 )
 from tests.plugin_sources import (
     DOC_PLUGIN,
@@ -173,14 +170,6 @@ def _operands(rng):
 BROKEN_IMPORT = 'raise ImportError("vendor runtime libfoo.so.3 not found")\n'
 
 
-def _pyargs(tmp_path: Path, site: Path, backend: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_")}
-    env.update(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), PYTHONDONTWRITEBYTECODE="1",
-               POLYGEMM_TEST_BACKEND=backend, POLYGEMM_TEST_QUICK="1")
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "--pyargs", "polygemm.testing"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-
-
 def _ones(*shape, dtype=np.float32):
     return np.ones(shape, dtype)
 
@@ -209,9 +198,9 @@ def _operands_2(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_a_plugins_for_device_that_raises_is_that_device_unavailable(broken, capsys, rng):
-    # device="fordev:1" raised the plugin's RuntimeError (from polygemm.gemm, get_backend, and as a
-    # traceback from polygemm gemm/variants/bench --device fordev:1); now the device is unavailable, with the
-    # reason (polygemm/registry.py)
+    # device="fordev:1" on a plugin whose for_device raises is that device unavailable, with the reason, from
+    # polygemm.gemm, get_backend and polygemm gemm/variants/bench --device fordev:1, not the plugin's RuntimeError
+    # (polygemm/registry.py)
     a = rng.standard_normal((3, 4)).astype(np.float32)
     b = rng.standard_normal((4, 2)).astype(np.float32)
     says = r"device 'fordev:1' is unavailable: for_device\(1\) failed: RuntimeError: device table unreadable"
@@ -225,8 +214,8 @@ def test_a_plugins_for_device_that_raises_is_that_device_unavailable(broken, cap
 
 
 def test_a_plugin_with_a_read_only_name_is_told_what_to_change(broken):
-    # its reason was "import failed: AttributeError: property 'name' of 'B' object has no setter":
-    # the import had worked, polygemm's own assignment had failed (polygemm/registry.py)
+    # the import works; what fails is polygemm's own assignment of the name (polygemm/registry.py): the reason says
+    # what to change, not "import failed: AttributeError: property 'name' of 'B' object has no setter"
     info = {i.name: i for i in pg.backends()}["roname"]
     assert not info.available
     assert info.reason.startswith("name is read-only") and "plain class attribute" in info.reason
@@ -240,19 +229,19 @@ def test_pyargs_suite_runs_the_example_plugin(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: polygemm-numpy-blas\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text("[polygemm.backends]\nnumpy_blas = polygemm_numpy_blas:NumpyBlasBackend\n")
-    r = run_conformance_suite(tmp_path, [str(site), str(EXAMPLE)], POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
+    env = {"POLYGEMM_TEST_BACKEND": "numpy_blas", "POLYGEMM_TEST_QUICK": "1"}
+    r, gone = run_conformance_suites(tmp_path, [env, env], paths=[[str(site), str(EXAMPLE)], []])
     assert r.returncode == 0 and " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
     assert int(r.stdout.split(" passed")[0].split()[-1]) >= 20, r.stdout[-2000:]  # its cases ran, not one placeholder
     # without the plugin on the path the same name is not loadable: a failure, not a pass
-    gone = run_conformance_suite(tmp_path, POLYGEMM_TEST_BACKEND="numpy_blas", POLYGEMM_TEST_QUICK="1")
     assert gone.returncode == 1 and "numpy_blas-not-loadable" in gone.stdout, gone.stdout[-2000:]
 
 
 @pytest.mark.parametrize("bug, group", [(_AlphaDroppedWhenBetaIsZero, "scaling"), (_OutLeftUnwrittenBesideC, "layouts")])
 def test_the_conformance_suite_fails_a_plugin_with_a_real_bug(bug, group):
-    # both plugins passed every case of the full suite: no case scaled without c (or with beta = 0),
-    # and the layouts cases checked what the backend returned, not out, which is what polygemm.gemm gives
-    # the caller. (polygemm.gemm(..., out=out) returned that unwritten out.)
+    # each plugin carries a fault the suite must catch: scaling without c (or with beta = 0) drops alpha, and a result
+    # left in the returned array, not written into out (which is what polygemm.gemm gives the caller); each fails its
+    # group only
     rows = run_conformance(bug(), dtypes=["float32"])
     fails = [r for r in rows if r.status == "fail"]
     assert fails and {r.group for r in fails} == {group}, [(r.group, r.case, r.detail) for r in fails]
@@ -260,8 +249,8 @@ def test_the_conformance_suite_fails_a_plugin_with_a_real_bug(bug, group):
 
 
 def test_a_good_third_party_plugin_computes_and_keeps_its_own_refusals(rng, third_party):
-    """Right: a plugin that keeps the contract computes, with and without out (out returned and
-    written), and a refusal of its own (a polygemm error) reaches the caller as it raised it."""
+    """A plugin that keeps the contract computes, with and without out (out returned and written), and a refusal of
+    its own (a polygemm error) reaches the caller as it raised it."""
     a, b = _operands(rng)
     assert_within(pg.gemm(a, b, device="good"), a, b)
     out = np.full((3, 2), np.nan, np.float32)
@@ -280,9 +269,9 @@ def test_a_good_third_party_plugin_computes_and_keeps_its_own_refusals(rng, thir
     ("planothername", r"plan\(\) returned a plan for backend 'cpu'; Plan\(backend=...\) must be self.name \('planothername'\)"),
 ])
 def test_a_plugin_plan_that_breaks_the_contract_is_an_error_naming_it(rng, third_party, name, says):
-    # plan() returning a dict was "AttributeError: 'dict' object has no attribute 'candidates'", a KeyError
-    # in plan() reached the caller bare, naming no backend, and a plan saying backend 'cpu' ran and was reported by
-    # last_plan() and explain() as cpu's (polygemm/api.py _plugin_plan)
+    # plan() returning a dict, a KeyError raised in plan(), and a plan saying backend 'cpu' are each an error naming
+    # the plugin: none reaches the caller bare, and nothing runs or is reported by last_plan() and explain() as cpu's
+    # (polygemm/api.py _plugin_plan)
     a, b = _operands(rng)
     out = np.full((3, 2), 7.0, np.float32)
     for call in (lambda: pg.gemm(a, b, device=name, out=out), lambda: pg.explain(a, b, device=name)):
@@ -301,8 +290,8 @@ def test_a_plugin_plan_that_breaks_the_contract_is_an_error_naming_it(rng, third
     ("returnsnone", r"run\(\) returned NoneType, not a NumPy array"),
 ])
 def test_a_plugin_result_of_another_shape_dtype_or_kind_is_an_error_not_the_answer(rng, third_party, name, says):
-    # gemm returned the plugin's (4, 2) array, its float64 array or None as the result of a (3, 2) float32
-    # product, and with out= returned out unwritten (polygemm/api.py _plugin_execute)
+    # the plugin's (4, 2) array, its float64 array or None is no result of a (3, 2) float32 product, and with out= an
+    # out left unwritten is none either: each is an error naming the backend (polygemm/api.py _plugin_execute)
     a, b = _operands(rng)
     with pytest.raises(DeviceError, match=f"^backend '{name}' .*{says}"):
         pg.gemm(a, b, device=name)
@@ -313,7 +302,7 @@ def test_a_plugin_result_of_another_shape_dtype_or_kind_is_an_error_not_the_answ
 
 
 def test_a_plugin_that_returns_a_new_array_instead_of_writing_out_is_an_error(rng, third_party):
-    # gemm(..., out=out) returned out with its old values as the product, no error (polygemm/api.py)
+    # gemm(..., out=out) does not hand back out with its old values as the product (polygemm/api.py)
     a, b = _operands(rng)
     assert_within(pg.gemm(a, b, device="outnotwritten"), a, b)  # without out it is right
     out = np.full((3, 2), 7.0, np.float32)
@@ -323,8 +312,8 @@ def test_a_plugin_that_returns_a_new_array_instead_of_writing_out_is_an_error(rn
 
 
 def test_a_plugin_that_fails_half_way_leaves_out_and_c_as_they_were(rng, third_party):
-    # a plugin that wrote a row of out and then raised left that row in out (and in c, updated in place),
-    # and its RuntimeError named no backend (polygemm/api.py _plugin_execute)
+    # a plugin that writes a row of out and then raises leaves out (and c, updated in place) as they were, and the
+    # error names the backend (polygemm/api.py _plugin_execute)
     a, b = _operands(rng)
     out = np.full((3, 2), 7.0, np.float32)
     with pytest.raises(DeviceError, match=r"^backend 'halfwritesthenraises' .*failed in run\(\) on 3x2x4 .*"
@@ -344,8 +333,8 @@ def test_a_plugin_that_fails_half_way_leaves_out_and_c_as_they_were(rng, third_p
     ("twicenamed", r"variants\(\): variant 'v' is listed twice"),
 ])
 def test_a_variant_table_with_fields_of_another_kind_makes_the_plugin_unavailable(rng, third_party, name, says):
-    # dtypes="float32" was read as the dtypes 'f', 'l', 'o', ... ("does not support dtype float32; it supports
-    # 2, 3, a, f, l, o, t"), and a second variant of one name was silently unreachable (polygemm/registry.py)
+    # dtypes="float32" is no sequence of dtypes ('f', 'l', 'o', ...), and a second variant of one name would be
+    # unreachable: either makes the plugin unavailable (polygemm/registry.py)
     info = {i.name: i for i in pg.backends()}[name]
     assert not info.available and __import__("re").search(says, info.reason), info.reason
     a, b = _operands(rng)
@@ -355,7 +344,7 @@ def test_a_variant_table_with_fields_of_another_kind_makes_the_plugin_unavailabl
 
 
 def test_the_conformance_suite_fails_a_plugin_that_ignores_out(third_party):
-    """Right: the suite still reports such a plugin failing (now through the error), never passing."""
+    """The suite reports such a plugin failing (through the error), never passing."""
     rows = run_conformance("outnotwritten", groups="shapes", quick=True)
     assert rows and any(r.status == "fail" for r in rows)
     assert all(r.status == "pass" for r in run_conformance("good", groups="shapes", quick=True))
@@ -369,18 +358,18 @@ def test_the_doc_plugin_under_pytest_pyargs_passes_and_the_broken_ones_do_not(tm
     install_fake_distribution(site, "polygemm_mydev", "polygemm_mydev", DOC_PLUGIN, {"mydev": "polygemm_mydev:MyDevBackend"})
     install_fake_distribution(site, "polygemm_fast", "polygemm_fast", FAST_PLUGIN, {"fast": "polygemm_fast:FastBackend"})
     install_fake_distribution(site, "polygemm_broke", "polygemm_broke", BROKEN_IMPORT, {"broke": "polygemm_broke:Broke"})
-    good = _pyargs(tmp_path, site, "mydev")
+    good, fast, broke = run_conformance_suites(
+        tmp_path, [{"POLYGEMM_TEST_BACKEND": name, "POLYGEMM_TEST_QUICK": "1"} for name in ("mydev", "fast", "broke")],
+        extra_path=[str(site)])
     assert good.returncode == 0 and "failed" not in good.stdout, good.stdout[-2000:]
     assert int(good.stdout.split(" passed")[0].split()[-1]) >= 80, good.stdout[-2000:]  # 4 (dtype, variant) x the quick grid
-    fast = _pyargs(tmp_path, site, "fast")
     assert fast.returncode == 1 and "scaling" in fast.stdout, fast.stdout[-2000:]
-    broke = _pyargs(tmp_path, site, "broke")
     assert broke.returncode == 1 and "1 failed" in broke.stdout and "libfoo.so.3" in broke.stdout, broke.stdout[-2000:]
 
 
 def test_a_plugin_installed_mid_session_is_used_after_refresh_and_named_by_polygemm_device(tmp_path, monkeypatch,
                                                                                             fresh_registry, without_gpu):
-    """Right: a plugin pip-installed into a running notebook is not seen (nor a cached plan dropped) until
+    """a plugin pip-installed into a running notebook is not seen (nor a cached plan dropped) until
     registry.refresh(); then auto takes it (priority 300 over cpu's 0) with a new plan, and $POLYGEMM_DEVICE names
     it in any case, with an index, or names cpu again, each at the very next call."""
     a, b = np.arange(6, dtype=np.float32).reshape(2, 3), _ones(3, 4)
@@ -408,7 +397,7 @@ def test_a_plugin_installed_mid_session_is_used_after_refresh_and_named_by_polyg
 
 
 def test_every_error_the_docs_list_is_exported_with_the_builtin_base_they_name():
-    """Right: the README's "errors in polygemm.errors" are importable from polygemm (the same classes) and are
+    """the README's "errors in polygemm.errors" are importable from polygemm (the same classes) and are
     PolygemmErrors; each has the built-in base docs/plugins.md's table gives; ArgumentTypeError is also a TypeError."""
     readme = " ".join((ROOT / "docs" / "api.md").read_text().split())  # the API page (README links it)
     listed = re.search(r"errors in `polygemm\.errors`: (.*?), all `PolygemmError`s", readme).group(1)
@@ -428,11 +417,9 @@ def test_every_error_the_docs_list_is_exported_with_the_builtin_base_they_name()
 
 
 def test_a_plugin_that_returns_a_plan_it_kept_runs_each_call_as_its_own(plugins, rng):
-    # the core completed the Plan object plan() returned (its problem, candidates, copies) and cached that very
-    # object. A plugin returning its kept plan again for gemm(a, b, out=o) had the core rewrite the plan cached for
-    # gemm(a, b): the next gemm(a, b) ran with an out it did not have, "DeviceError: backend 'keepsplans' ... failed in
-    # run(): TypeError: 'NoneType' object does not support item assignment", blaming the plugin (polygemm/api.py
-    # _plugin_plan: the core now completes a copy)
+    # the core completes a copy of the Plan object plan() returns (its problem, candidates, copies) and caches that: a
+    # plugin returning its kept plan again for gemm(a, b, out=o) leaves the plan cached for gemm(a, b) as it was, so
+    # the next gemm(a, b) runs without an out it was not given (polygemm/api.py _plugin_plan)
     a, b = f32(rng, 3, 4), f32(rng, 4, 2)
     assert_within_2(pg.gemm(a, b, device="keepsplans"), a, b)
     out = np.full((3, 2), np.nan, np.float32)
@@ -447,8 +434,8 @@ def test_a_plugin_that_returns_a_plan_it_kept_runs_each_call_as_its_own(plugins,
 
 
 def test_supports_answering_with_a_bool_is_passed_over_saying_what_the_contract_is(plugins, rng):
-    # device="auto" passed over a plugin whose supports() returned True ("yes, supported") with the reason
-    # "True", and one returning False with the reason "False" (polygemm/registry.py _rule_out)
+    # supports() answers with a reason or None; a bool is passed over by device="auto" with a reason that says what
+    # the contract is, not "True" or "False" (polygemm/registry.py _rule_out)
     a, b = f32(rng, 5, 3), f32(rng, 3, 4)
     plan = pg.explain(a, b)
     why = dict(plan.candidates)
@@ -461,9 +448,8 @@ def test_supports_answering_with_a_bool_is_passed_over_saying_what_the_contract_
 
 
 def test_a_plugin_that_accumulates_into_c_is_an_error_and_c_is_left_as_it_was(plugins, rng):
-    # gemm(a, b, c, beta=2) on a plugin that accumulated into c (no out given) returned the right numbers and
-    # changed the caller's c to them, silently. Host a, b and c now reach a plugin's run() as read-only views (no copy);
-    # the write fails before it changes anything (polygemm/api.py _plugin_execute)
+    # host a, b and c reach a plugin's run() as read-only views (no copy): gemm(a, b, c, beta=2) on a plugin that
+    # accumulates into c (no out given) fails before it changes the caller's c (polygemm/api.py _plugin_execute)
     a, b, c = f32(rng, 3, 4), f32(rng, 4, 2), f32(rng, 3, 2)
     before = c.copy()
     with pytest.raises(DeviceError, match=r"^backend 'intoc' .*failed in run\(\) .*ValueError: .*read-only \(it wrote into "
@@ -488,13 +474,13 @@ def test_a_plugin_that_scales_a_in_place_leaves_a_as_it_was(plugins, rng):
 
 
 def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins, rng):
-    """Right (and what the read-only views must not change): run() gets a, b and c as views of the caller's memory,
+    """What the read-only views must not change: run() gets a, b and c as views of the caller's memory,
     a Fortran-ordered or transposed operand as it is, and out writable and itself."""
     a, b, c = f32(rng, 4, 3).T, np.asfortranarray(f32(rng, 4, 5)), f32(rng, 3, 5)
     out = np.full((3, 5), np.nan, np.float32)
     assert pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=out, device="peeks") is out
     assert_within_2(out, a, b, c, 0.5, 2.0)
-    seen = sys.modules["pg_r21_plugin"].Peeks.seen[-1]
+    seen = sys.modules["pg_rule_bending_plugin"].Peeks.seen[-1]
     for name, given in (("a", a), ("b", b), ("c", c)):
         arr, writeable = seen[name]
         assert not writeable and np.shares_memory(arr, given) and arr.strides == given.strides, name
@@ -502,12 +488,12 @@ def test_a_plugin_reads_the_callers_memory_without_a_copy_and_writes_out(plugins
     ro = f32(rng, 4, 5)
     ro.flags.writeable = False  # an input that is read-only already reaches it as it is
     assert_within_2(pg.gemm(a, ro, device="peeks"), a, ro)
-    assert sys.modules["pg_r21_plugin"].Peeks.seen[-1]["b"][0] is ro
+    assert sys.modules["pg_rule_bending_plugin"].Peeks.seen[-1]["b"][0] is ro
 
 
 def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugins, rng):
-    # entry points one = mod:SHARED and two = mod:SHARED (an instance, not a class) each set the instance's
-    # name as they loaded: device="one" then ran and was reported by last_plan() as 'two' (polygemm/registry.py)
+    # entry points one = mod:SHARED and two = mod:SHARED (an instance, not a class): the instance keeps the first
+    # name, so device="one" runs and last_plan() reports 'one', not 'two' (polygemm/registry.py)
     a, b = f32(rng, 3, 4), f32(rng, 4, 2)
     assert_within_2(pg.gemm(a, b, device="one"), a, b)
     assert pg.last_plan().backend == "one"
@@ -515,7 +501,7 @@ def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugin
     assert info["one"].available and not info["two"].available
     assert info["two"].reason == ("same Backend instance as entry point 'one' (an instance has one name): point both entry "
                                   "points at the class"), info["two"].reason
-    assert "pg_r21_plugin:SHARED" in info["two"].detail
+    assert "pg_rule_bending_plugin:SHARED" in info["two"].detail
     with pytest.raises(pg.BackendUnavailableError, match="device 'two' is unavailable: same Backend instance as entry point 'one'"):
         pg.gemm(a, b, device="two")
     assert_within_2(pg.gemm(a, b, device="one"), a, b)
@@ -523,9 +509,9 @@ def test_one_backend_instance_under_two_entry_points_keeps_the_first_name(plugin
 
 
 def test_one_class_under_two_entry_points_gives_two_backends_of_their_own(tmp_path, monkeypatch, fresh_registry, rng):
-    """Right: the class as the target of two entry points (aliases) gives each its own instance and name."""
+    """the class as the target of two entry points (aliases) gives each its own instance and name."""
     install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         ("pg-r21b", "pg_r21b_plugin", THIRD_PARTY_BASE, {"alias1": "pg_r21b_plugin:Good", "alias2": "pg_r21b_plugin:Good"}))
+                         ("pg-aliased", "pg_aliased_plugin", THIRD_PARTY_BASE, {"alias1": "pg_aliased_plugin:Good", "alias2": "pg_aliased_plugin:Good"}))
     try:
         a, b = f32(rng, 3, 4), f32(rng, 4, 2)
         for name in ("alias1", "alias2", "alias1"):
@@ -533,7 +519,7 @@ def test_one_class_under_two_entry_points_gives_two_backends_of_their_own(tmp_pa
             assert pg.last_plan().backend == name
         assert pg.get_backend("alias1") is not pg.get_backend("alias2")
     finally:
-        sys.modules.pop("pg_r21b_plugin", None)
+        sys.modules.pop("pg_aliased_plugin", None)
 
 
 @pytest.mark.parametrize("alpha, ab, beta, cs", [
@@ -541,9 +527,9 @@ def test_one_class_under_two_entry_points_gives_two_backends_of_their_own(tmp_pa
     (3e-41, 1e18, 0.0, 0.0), (1e-45, 1e18, 3e-41, 1e37),  # float32 subnormals, inexact there
 ])
 def test_the_example_plugin_scales_by_scalars_float32_cannot_hold(monkeypatch, rng, alpha, ab, beta, cs):
-    # the example plugin (the template docs/plugins.md says to copy) scaled float32 products by
-    # np.float32(alpha): alpha=1e39 gave Inf where the result is 1e9, alpha=1e-45 scaled by 1.4e-45 (40% off). It now
-    # scales in float64 where the work type cannot hold a scalar, as the cpu backend does
+    # the example plugin (the template docs/plugins.md says to copy) scales in float64 where the work type cannot hold
+    # a scalar, as the cpu backend does: by np.float32(alpha), alpha=1e39 would give Inf where the result is 1e9, and
+    # alpha=1e-45 would scale by 1.4e-45 (40% off)
     from polygemm.problem import Call, normalize
 
     be = _example(monkeypatch)
@@ -557,9 +543,9 @@ def test_the_example_plugin_scales_by_scalars_float32_cannot_hold(monkeypatch, r
 
 
 def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins):
-    # the suite's scaling cases used alpha and beta of a few units only: a plugin scaling in float32 (the
-    # example plugin among them) passed every case, and its users got Inf for alpha=1e39. The case wide_scalars
-    # (polygemm/testing/conformance.py) passes alpha and beta past float32's range and below its normal numbers
+    # a plugin scaling in float32 passes scaling cases of a few units and gives its users Inf for alpha=1e39: the case
+    # wide_scalars (polygemm/testing/conformance.py) passes alpha and beta past float32's range and below its normal
+    # numbers
     rows = run_conformance("float32scalars", groups="scaling")
     bad = [r for r in rows if r.status == "fail"]
     assert [r.case for r in bad] == ["wide_scalars"], rows
@@ -577,8 +563,8 @@ def test_the_conformance_suite_fails_a_plugin_that_scales_in_float32(plugins):
 
 
 def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plugins, rng):
-    """Right, once the core completes its own copy of a kept plan: eight threads, each with its own operands and with
-    or without out, on one plugin that returns the same Plan object for every problem of a shape."""
+    """Eight threads, each with its own operands and with or without out, on one plugin that returns the same Plan
+    object for every problem of a shape, each get their own product: the core completes its own copy of a kept plan."""
     go = threading.Barrier(8)
 
     def work(i):
@@ -602,7 +588,7 @@ def test_threads_calling_a_plugin_with_kept_plans_each_get_their_own_product(plu
 
 
 def test_threads_on_a_plugin_that_writes_into_c_never_change_any_threads_c(plugins, rng):
-    """Right: with read-only inputs, each thread's failing call leaves its c (and its neighbours') as they were."""
+    """With read-only inputs, each thread's failing call leaves its c (and its neighbours') as they were."""
     base = f32(rng, 16, 4)
     before = base.copy()
     a, b = f32(rng, 16, 3), f32(rng, 3, 4)
@@ -629,7 +615,7 @@ def test_an_entry_point_value_that_names_no_module_says_so(tmp_path, monkeypatch
 
 
 def test_a_plugin_whose_entry_point_has_capitals_is_selected_by_its_name(tmp_path, monkeypatch, fresh_registry, rng):
-    # device="MyDev" had said: unknown device 'mydev' (did you mean 'MyDev'?), naming itself
+    # device="MyDev" selects the entry point MyDev, not "unknown device 'mydev' (did you mean 'MyDev'?)"
     install_fake_distribution(tmp_path, "pg_capitals", "pg_capitals_plugin", DOUBLE_PLUGIN, {"MyDev": "pg_capitals_plugin:DoubleBackend"})
     monkeypatch.syspath_prepend(str(tmp_path))
     fresh_registry.refresh()
@@ -648,8 +634,8 @@ def test_a_plugin_whose_entry_point_has_capitals_is_selected_by_its_name(tmp_pat
 
 
 def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeypatch, fresh_registry, rng):
-    # a plugin named "CPU" had been registered beside the built-in cpu: get_backend("CPU") gave the
-    # plugin while device="CPU" ran the built-in; two plugins "MyDev" and "mydev" were both kept
+    # names equal up to case are one name: a plugin "CPU" is not registered beside the built-in cpu
+    # (get_backend("CPU") and device="CPU" both mean the built-in), and of two plugins "MyDev" and "mydev" one is kept
     install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
                          ("pg_shout", "pg_shout_plugin", DOUBLE_PLUGIN, {"CPU": "pg_shout_plugin:DoubleBackend"}),
                          ("pg_first", "pg_first_plugin", DOUBLE_PLUGIN, {"MyDev": "pg_first_plugin:DoubleBackend"}),
@@ -671,7 +657,8 @@ def test_plugin_names_equal_up_to_case_clash_as_equal_names_do(tmp_path, monkeyp
 
 
 def test_a_plugin_named_auto_or_like_a_device_index_is_not_loaded(tmp_path, monkeypatch, fresh_registry):
-    # an entry point named "auto" was listed available but device="auto" never meant it; "dev:2" read as device 2 of "dev"
+    # device="auto" can never mean an entry point named "auto", and "dev:2" would read as device 2 of "dev": neither
+    # is loaded
     install_fake_distribution(tmp_path, "pg_names", "pg_names_plugin", DOUBLE_PLUGIN,
                               {"Auto": "pg_names_plugin:DoubleBackend", "dev:2": "pg_names_plugin:DoubleBackend"})
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -295,8 +295,8 @@ def test_locate_device_notes_the_environment(monkeypatch):
 
 
 def test_two_fake_distributions_with_hyphenated_names_are_both_discovered(tmp_path, monkeypatch, fresh_registry):
-    # the test helper named a hyphenated distribution's .dist-info folder with the hyphen, which
-    # importlib.metadata reads as the distribution "polygemm": two such fakes hid each other
+    # a hyphenated distribution's .dist-info folder is named with "_", as pip names it (importlib.metadata reads the
+    # text before a hyphen as the distribution's name), so two such fakes do not hide each other
     from tests.plugin_sources import THIRD_PARTY_BASE
 
     install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
@@ -328,8 +328,8 @@ def test_auto_does_not_wait_for_a_slow_probe(tmp_path):
 
 
 def test_get_backend_of_a_non_string_is_a_type_error_as_device_of_one_is():
-    # get_backend(3) raised a plain ArgumentError (a ValueError), where device=3, variant=None and alpha=None
-    # raise ArgumentTypeError (also a TypeError, as Python raises for an argument of the wrong kind)
+    # get_backend(3) raises ArgumentTypeError (also a TypeError, as Python raises for an argument of the wrong kind),
+    # as device=3, variant=None and alpha=None do
     a = _ones(2, 2)
     for call in (lambda: pg.get_backend(3), lambda: pg.get_backend(None), lambda: pg.gemm(a, a, device=3)):
         with pytest.raises(ArgumentTypeError) as info:
@@ -350,7 +350,7 @@ def test_get_backend_quotes_a_large_value_cut_short():
 
 @pytest.mark.parametrize("value", ["bogus", "cpu:1", "cuda"])
 def test_a_bad_polygemm_device_is_named_as_coming_from_the_environment(monkeypatch, value, rng):
-    # the error had said "unknown device 'bogus'" to a caller who passed no device at all
+    # the error names $POLYGEMM_DEVICE to a caller who passed no device at all
     monkeypatch.setenv("POLYGEMM_DEVICE", value)
     a, b = _operands(rng)
     if value == "cuda" and {i.name: i for i in pg.backends()}["cuda"].available:
@@ -363,7 +363,8 @@ def test_a_bad_polygemm_device_is_named_as_coming_from_the_environment(monkeypat
 
 
 def test_get_backend_of_a_non_name_is_an_argument_error():
-    # get_backend(None) had said "unknown device 'None'" (a RuntimeError), as if a backend were missing
+    # get_backend(None) is an argument error, not "unknown device 'None'" (a RuntimeError), as if a backend were
+    # missing
     for bad in (None, 1, b"cpu"):
         with pytest.raises(ArgumentError, match="backend name"):
             pg.get_backend(bad)  # type: ignore[arg-type]

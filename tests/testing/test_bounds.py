@@ -59,8 +59,8 @@ def test_shape_checks_shared_with_gemm(rng):
     b = rng.standard_normal((4, 3)).astype(np.float32)
     c_row = rng.standard_normal((1, 3)).astype(np.float32)
     for call in (lambda *x, **k: pg.gemm(*x, device="cpu", **k), error_bound, reference_for):
-        # a vector b is told to pass it as a column (the twenty-fourth user-edge round: "Reshape it, e.g.
-        # b.reshape(rows, cols)" had been said of vectors and scalars alike; gemm also names polygemm.matmul)
+        # a vector b is told to pass it as a column, not "Reshape it, e.g. b.reshape(rows, cols)" as a scalar would
+        # be; gemm also names polygemm.matmul
         with pytest.raises(pg.ShapeError, match=r"^b must be a matrix .*1-D with shape \(4,\), a vector\. Pass it as a column, "
                                                 r"b\[:, None\] \(4×1\)"):
             call(a, b[:, 0])

@@ -14,7 +14,7 @@ from polygemm.errors import ArgumentError, UnsupportedProblemError
 from polygemm.testing import run_conformance
 from polygemm.testing.conformance import iter_cases, modified_variants
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import run_conformance_suites
 
 
 class Splitting(Backend):
@@ -96,30 +96,17 @@ def test_suite_detects_a_wrong_backend(monkeypatch):
 
 
 def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
-    """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a
-    typo in a plugin's CI) fails with a message naming it and what exists; it had passed as
-    '1 skipped (empty parameter set)'. A valid filter still runs its cases."""
-    import os
-    import subprocess
-    import sys
-
-    from pathlib import Path
-
-    root = str(REPO_ROOT)
-
-    def run(**env):
-        base = {k: v for k, v in os.environ.items() if not k.startswith("POLYGEMM_TEST_")}  # a CI's own filters
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)  # the tree under test
-        full = {**base, "POLYGEMM_TEST_BACKEND": "cpu", "PYTHONPATH": path, **env, "PYTHONDONTWRITEBYTECODE": "1"}
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "polygemm.testing"],
-                              capture_output=True, text=True, env=full, cwd=tmp_path)
-
-    for env, named in (({"POLYGEMM_TEST_VARIANTS": "nosuch"}, "'nosuch'"),
-                       ({"POLYGEMM_TEST_VARIANTS": "blas,nosuch"}, "'nosuch'"),
-                       ({"POLYGEMM_TEST_DTYPES": "float128"}, "'float128'")):
-        r = run(**env)
-        assert r.returncode != 0 and named in r.stdout and "its variants: blas" in r.stdout, r.stdout[-2000:]
-    ok = run(POLYGEMM_TEST_VARIANTS="reference", POLYGEMM_TEST_DTYPES="float32", POLYGEMM_TEST_QUICK="1")
+    """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a typo in a plugin's CI)
+    fails with a message naming it and what exists, not '1 skipped (empty parameter set)'. A valid filter still
+    runs its cases."""
+    failing = (({"POLYGEMM_TEST_VARIANTS": "nosuch"}, "'nosuch'"),
+               ({"POLYGEMM_TEST_VARIANTS": "blas,nosuch"}, "'nosuch'"),
+               ({"POLYGEMM_TEST_DTYPES": "float128"}, "'float128'"))
+    valid = {"POLYGEMM_TEST_VARIANTS": "reference", "POLYGEMM_TEST_DTYPES": "float32", "POLYGEMM_TEST_QUICK": "1"}
+    *runs, ok = run_conformance_suites(tmp_path, [{"POLYGEMM_TEST_BACKEND": "cpu", **env} for env, _ in failing]
+                                       + [{"POLYGEMM_TEST_BACKEND": "cpu", **valid}])
+    for (env, named), r in zip(failing, runs):
+        assert r.returncode != 0 and named in r.stdout and "its variants: blas" in r.stdout, (env, r.stdout[-2000:])
     assert ok.returncode == 0 and " passed" in ok.stdout, ok.stdout[-2000:]
 
 
@@ -178,8 +165,8 @@ def test_cuda_split_variants_are_listed_and_run_or_skipped_with_the_reason(capsy
 
 
 def test_matrix_shows_a_split_variant_row(capsys):
-    # "polygemm matrix --variants cm_v12_cp_async:split_k=4" said "no case to run" (exit 2), the
-    # name having passed its check
+    # "polygemm matrix --variants cm_v12_cp_async:split_k=4" shows a row for the split variant whose name passed its
+    # check, not "no case to run" (exit 2)
     status = main(["matrix", "--backends", "cpu", "cuda", "--quick", "--no-progress", "--variants", "cm_v12_cp_async:split_k=4"])
     out = capsys.readouterr().out
     assert status == 0 and "cm_v12_cp_async:split_k=4" in out, out
@@ -217,15 +204,15 @@ def test_pytest_suite_takes_a_split_variant_filter(monkeypatch):
     ({"dtypes": [np.float32]}, "dtypes must be names"),
 ])
 def test_run_conformance_selection_naming_nothing_is_refused_not_an_empty_pass(kw, says):
-    # a misspelt dtype, variant or group selected no case and run_conformance returned [] (a CI
-    # asserting "no fail" passed, having tested nothing)
+    # a misspelt dtype, variant or group would select no case, and an empty result would pass a CI asserting "no fail"
+    # having tested nothing: refused
     with pytest.raises(ArgumentError, match=says) as info:
         run_conformance("cpu", quick=True, **kw)
     assert isinstance(info.value, ValueError)
 
 
 def test_run_conformance_takes_one_string_as_names_comma_separated():
-    # dtypes="float32" was read as the characters 'f', 'l', 'o', ...: no case, no row, silently
+    # dtypes="float32" is one name, not the characters 'f', 'l', 'o', ... (no case, no row, silently)
     rows = run_conformance("cpu", dtypes="float32", variants="blas", groups="errors, scaling", quick=True)
     assert rows and {(r.dtype, r.variant) for r in rows} == {("float32", "blas")}
     assert {r.group for r in rows} == {"errors", "scaling"} and all(r.status == "pass" for r in rows), rows
@@ -234,7 +221,8 @@ def test_run_conformance_takes_one_string_as_names_comma_separated():
 
 
 def test_an_unregistered_backend_object_is_run_through_its_execute_too(doc_plugin):
-    # the same for a Backend object passed to run_conformance (not installed): its run() alone was tested
+    # the same for a Backend object passed to run_conformance (not installed): its execute() is tested, not its run()
+    # alone
     import polygemm_fast
 
     rows = run_conformance(polygemm_fast.FastBackend(), groups="scaling", quick=True)

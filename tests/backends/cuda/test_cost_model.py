@@ -520,8 +520,8 @@ def test_scaling_moves_a_candidate_behind_the_next(monkeypatch):
 
 
 def test_a_rung_still_fastest_at_its_unaligned_pace_is_not_said_to_follow_refusals(monkeypatch):
-    # at 2x1023x4096 skinny_v1 leads the estimates; at a pace that keeps it first, nothing faster was refused:
-    # the reason had said "(faster estimates could not take these operands)" of its own aligned estimate
+    # at 2x1023x4096 skinny_v1 leads the estimates; at a pace that keeps it first, nothing faster is refused, so the
+    # reason does not say "(faster estimates could not take these operands)" of its own aligned estimate
     specs = dict(kernel_specs())
     specs[V1_ROW] = replace(specs[V1_ROW], unaligned_pace=0.98)
     monkeypatch.setattr(cuda_backend, "kernel_specs", lambda: specs)

@@ -161,7 +161,7 @@ SPIN_CYCLES = 100_000_000
 
 
 _SPIN_SRC = r"""
-extern "C" __global__ void pg_r8_spin(long long cycles) {
+extern "C" __global__ void pg_spin_cycles(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) { }
 }
@@ -175,7 +175,7 @@ def cupy_spin(cp) -> None:
     """Hold CuPy's current stream busy for SPIN_CYCLES (one thread spinning)."""
     kernel = _spin_kernels.get("cupy")
     if kernel is None:
-        kernel = _spin_kernels["cupy"] = cp.RawKernel(_SPIN_SRC, "pg_r8_spin")
+        kernel = _spin_kernels["cupy"] = cp.RawKernel(_SPIN_SRC, "pg_spin_cycles")
     kernel((1,), (1,), (np.int64(SPIN_CYCLES),))
 
 

@@ -200,7 +200,7 @@ def test_skinny_pycuda_arrays_in_place(cuda, variant):
 
 @pytest.mark.cuda
 def test_skinny_gemv_1x8192x8192(cuda):
-    """Issue 13's GEMV shape on device arrays, both B layouts, every skinny rung of each dtype."""
+    """The 1x8192x8192 GEMV shape on device arrays, both B layouts, every skinny rung of each dtype."""
     cp = pytest.importorskip("cupy")
     rng = np.random.default_rng(secrets.randbits(32))
     for variant, spec in SKINNY.items():

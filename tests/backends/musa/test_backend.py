@@ -307,8 +307,8 @@ def test_flavor_gate_without_emulation(musa_library, monkeypatch):
 
 @pytest.mark.musa
 def test_missing_explicit_library_is_final(tmp_path):
-    # issue 17 item 12: an explicit path is the only place tried, and the reason names it (one
-    # line); the search order's places are kept in LibraryNotFound.attempts (test_musa_native.py)
+    # an explicit path is the only place tried, and the reason names it (one
+    # line); the search order's places are kept in LibraryNotFound.attempts (test_native_library.py)
     reason = _musa_reason_in_fresh_process({"POLYGEMM_MUSA_LIBRARY": str(tmp_path / "nope.so"), "POLYGEMM_MUSA_EMULATION": "1"}, tmp_path)
     assert "POLYGEMM_MUSA_LIBRARY" in reason and "nope.so" in reason and "no such file" in reason, reason
     for label in ("package directory", "build tree", "system loader"):
@@ -354,9 +354,8 @@ def test_execute_refuses_operands_that_are_not_those_of_the_plan(musa, rng):
 
 @pytest.mark.musa
 def test_a_cached_plan_is_not_reused_for_scalars_its_kernels_cannot_take(musa, rng):
-    """A plan made with alpha=2 was reused from the cache for alpha=1e39 (past float32), which
-    the kernels' float32 scalars turn into inf: the second call must be refused as the first
-    call with that alpha is."""
+    """A plan made with alpha=2 is not reused from the cache for alpha=1e39 (past float32), which the kernels' float32
+    scalars would turn into inf: the second call is refused as the first call with that alpha is."""
     from polygemm.errors import UnsupportedProblemError
 
     a, b = rand16(rng, (16, 8)), rand16(rng, (8, 4))
@@ -370,8 +369,8 @@ def test_a_cached_plan_is_not_reused_for_scalars_its_kernels_cannot_take(musa, r
 @pytest.mark.musa
 @pytest.mark.parametrize("orders", ["CC", "FF", "CF", "FC"])
 def test_a_new_host_result_is_c_ordered_whatever_the_operands_order(musa, rng, orders):
-    """numpy.matmul returns C-ordered results from Fortran-ordered operands; the musa backend had handed back its
-    column-major device buffer (strides (2, 12)): memoryview(r).cast and torch's .view(-1) of it failed."""
+    """numpy.matmul returns C-ordered results from Fortran-ordered operands; so does the musa backend, not its
+    column-major device buffer (strides (2, 12)), of which memoryview(r).cast and torch's .view(-1) fail."""
     a, b = rand16(rng, (6, 4), orders[0]), rand16(rng, (4, 5), orders[1])
     got = pg.gemm(a, b, device="musa")
     assert got.flags.c_contiguous and got.flags.owndata
@@ -452,7 +451,7 @@ def test_musa_errors_name_the_users_operands_through_the_swap(rng, musa, monkeyp
 
 
 def test_musa_host_flavor_beside_numpy_matmul(rng):
-    """Right: the host flavor (POLYGEMM_MUSA_EMULATION=1) gives numpy.matmul's shapes and float16 for
+    """the host flavor (POLYGEMM_MUSA_EMULATION=1) gives numpy.matmul's shapes and float16 for
     transposed and strided views, vectors, K = 0 with c, in place; and refuses what it cannot do naming it."""
     import subprocess
     import sys
@@ -493,9 +492,9 @@ print("ok")
 
 @pytest.mark.parametrize("value", ["true", "TRUE", "yes", " on ", "1"])
 def test_musa_emulation_takes_each_spelling_of_on(monkeypatch, value):
-    # only the exact value 1 enabled the host and cuda flavors: POLYGEMM_MUSA_EMULATION=true left musa
-    # unavailable with "set POLYGEMM_MUSA_EMULATION=1 to use it", as if the variable were unset (the pytest suite's
-    # POLYGEMM_TEST_QUICK takes 1, true, yes, on through registry.env_flag)
+    # every spelling of on enables the host and cuda flavors, as registry.env_flag reads the pytest suite's
+    # POLYGEMM_TEST_QUICK (1, true, yes, on): POLYGEMM_MUSA_EMULATION=true does not leave musa unavailable as if the
+    # variable were unset
     monkeypatch.setenv("POLYGEMM_MUSA_EMULATION", value)
     av = _fake_musa_session(monkeypatch).probe()
     assert av.ok, av.reason
@@ -509,7 +508,7 @@ def test_musa_emulation_off_still_says_how_to_turn_it_on(monkeypatch, value):
 
 
 def test_musa_emulation_typo_is_named_not_taken_for_off(monkeypatch):
-    # "ture" read as off, and the reason did not say that the value given was the trouble
+    # "ture" is not read as off: the reason says that the value given is the trouble
     monkeypatch.setenv("POLYGEMM_MUSA_EMULATION", "ture")
     av = _fake_musa_session(monkeypatch).probe()
     assert not av.ok and "\n" not in av.reason and len(av.reason) <= 120
@@ -521,7 +520,7 @@ def test_musa_emulation_typo_is_named_not_taken_for_off(monkeypatch):
 
 @pytest.mark.skipif(FLAVOR != "host", reason="the host flavor's wording; the GPU run builds the cuda flavor")
 def test_musa_doc_commands_on_the_host_flavor(musa_host, capsys):
-    """Right: ``POLYGEMM_MUSA_EMULATION=1 POLYGEMM_MUSA_LIBRARY=... polygemm info`` lists musa available as the host
+    """``POLYGEMM_MUSA_EMULATION=1 POLYGEMM_MUSA_LIBRARY=... polygemm info`` lists musa available as the host
     flavor, and ``polygemm gemm --dtype float16 --device musa --check`` passes, saying EMULATION."""
     assert main(["info"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("musa"))
@@ -533,9 +532,9 @@ def test_musa_doc_commands_on_the_host_flavor(musa_host, capsys):
 
 @pytest.mark.parametrize("inputs", ["device", "numpy"])
 def test_musa_bench_call_mode_times_polygemm_where_mublas_is_absent(musa_host, capsys, tmp_path, inputs):
-    # "polygemm bench --device musa" (call mode, the default) on the host or cuda flavor, which have no
-    # muBLAS, stopped with "error: variant 'mublas' needs the musa flavor" and exit status 2 before timing anything;
-    # kernel mode times the kernel and says "vendor mublas not timed" (README: a figure not measured is null)
+    # "polygemm bench --device musa" (call mode, the default) on the host or cuda flavor, which have no muBLAS, times
+    # polygemm and says the vendor is not timed, as kernel mode does (README: a figure not measured is null), not
+    # "error: variant 'mublas' needs the musa flavor" with exit 2 before timing anything
     js, md = tmp_path / "r.json", tmp_path / "r.md"
     argv = ["bench", "--device", "musa", "--dtype", "float16", "--shapes", "64x64x64", "--repeats", "1", "--no-progress",
             "--inputs", inputs, "--json", str(js), "--markdown", str(md)]
@@ -550,9 +549,8 @@ def test_musa_bench_call_mode_times_polygemm_where_mublas_is_absent(musa_host, c
 
 
 def test_the_float32_kernels_refuse_a_subnormal_they_would_round_and_auto_goes_to_cpu(musa):  # noqa: F811
-    """Musa (float32 scalars) took alpha=1e-40 and would scale by its float32 rounding;
-    now it refuses it saying why, device='auto' passes over it to the cpu, and a subnormal float32 holds exactly
-    still runs on musa."""
+    """Musa's kernels take float32 scalars and would scale alpha=1e-40 by its float32 rounding: musa refuses it saying
+    why, device='auto' passes over it to the cpu, and a subnormal float32 holds exactly still runs on musa."""
     a = np.ones((4, 3), np.float16)
     b = np.ones((3, 5), np.float16)
     with pytest.raises(UnsupportedProblemError, match=r"alpha=1e-40 does not fit the float32 scalars of backend 'musa'.*"
@@ -571,7 +569,7 @@ def test_the_float32_kernels_refuse_a_subnormal_they_would_round_and_auto_goes_t
 
 @pytest.mark.parametrize("backend", ["cpu", "musa"])
 def test_the_builtin_host_backends_pass_the_wide_scalar_case(backend, monkeypatch, fresh_registry):
-    """Right: the cpu backend (float64 scaling where needed) and musa's host flavor (float32 scalars, declared)."""
+    """the cpu backend (float64 scaling where needed) and musa's host flavor (float32 scalars, declared)."""
     if backend == "musa":
         monkeypatch.setenv("POLYGEMM_MUSA_EMULATION", "1")
         fresh_registry.refresh()

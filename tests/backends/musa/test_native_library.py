@@ -151,8 +151,8 @@ def test_abi_version_and_stale_handle_status(musa_library):
 
 @pytest.mark.musa
 def test_destroyed_handle_is_stale_and_never_reaches_a_reused_address(musa_library):
-    """Item 14: a second destroy used to free whichever live handle malloc had put at the
-    same address (and report OK); a use after destroy read freed memory."""
+    """A second destroy is refused as stale, never freeing whichever live handle malloc has put at the same address
+    (and reporting OK); a use after destroy is refused, never reading freed memory."""
     _isolated(musa_library, '''
         h1 = handle()
         ok(lib.pgm_handle_destroy(h1), "first destroy")
@@ -180,7 +180,7 @@ def test_destroyed_handle_is_stale_and_never_reaches_a_reused_address(musa_libra
 
 @pytest.mark.musa
 def test_released_prepared_b_is_stale_and_never_reaches_a_reused_address(musa_library):
-    """Item 14 for prepared B: releasing twice used to free a different, live object."""
+    """Releasing a prepared B twice is refused as stale, never freeing a different, live object."""
     _isolated(musa_library, '''
         h = handle()
         b = rng.standard_normal((16, 8)).astype(np.float16)
@@ -230,7 +230,7 @@ def test_tokens_of_the_wrong_kind_or_made_up_are_refused_not_dereferenced(musa_l
 
 @pytest.mark.musa
 def test_release_waits_for_the_gemm_using_it_c_abi(musa_library):
-    """Item 1 in the library: release from another thread while the GEMM reads B."""
+    """In the library: a release from another thread while the GEMM reads B waits for it."""
     _isolated(musa_library, RACE + '''
 st = lib.pgm_prepared_b_release(pb)
 times["release_end"] = time.monotonic()
@@ -277,8 +277,8 @@ assert lib.pgm_synchronize(h1) == lib.PGM_ERR_STALE_HANDLE
 
 @pytest.mark.musa
 def test_host_flavor_refuses_beta_with_a_never_written_c(musa_library):
-    """Item 2 in the library (host flavor): beta != 0 reads C, so C must have been written;
-    fresh blocks hold NaN, as device memory holds garbage, not zeros."""
+    """In the library (host flavor): beta != 0 reads C, so C must have been written; fresh blocks hold NaN, as device
+    memory holds garbage, not zeros."""
     if FLAVOR != "host":
         pytest.skip("only the host flavor can know whether C was written")
     _isolated(musa_library, '''
@@ -303,8 +303,8 @@ def test_host_flavor_refuses_beta_with_a_never_written_c(musa_library):
 
 @pytest.mark.musa
 def test_release_waits_for_gemm_prepared_in_flight(musa, rng, monkeypatch):
-    """Item 1 in Python: release() while another thread is inside gemm_prepared (here held
-    in its upload) waits for it; a call that starts after release() began is refused."""
+    """In Python: release() while another thread is inside gemm_prepared (here held in its upload) waits for it; a
+    call that starts after release() began is refused."""
     from polygemm.backends.musa import MusaArray, PreparedB
 
     b = rand16(rng, (24, 16))
@@ -357,7 +357,7 @@ def test_release_waits_for_gemm_prepared_in_flight(musa, rng, monkeypatch):
 
 @pytest.mark.musa
 def test_gemm_prepared_beta_needs_c(musa, rng):
-    """Item 2: like gemm, beta != 0 without c is an error naming both (it read garbage)."""
+    """Like gemm, beta != 0 without c is an error naming both (there is no C to read)."""
     from polygemm.backends.musa import PreparedB
 
     with PreparedB(rand16(rng, (6, 5))) as pb:
@@ -378,8 +378,8 @@ def test_gemm_prepared_scalars_that_float32_cannot_hold_are_refused(musa, rng):
     pb_b = rand16(rng, (3, 3))
     with PreparedB(pb_b) as pb:
         a = rand16(rng, (2, 3))
-        # 1e-45 and 1e-40: subnormals float32 rounds (1.4e-45 is 40% off) -- gemm refuses them
-        # too (fits_float32); the prepared path had let them through
+        # 1e-45 and 1e-40: subnormals float32 rounds (1.4e-45 is 40% off) -- gemm refuses them too (fits_float32), and
+        # the prepared path refuses them the same way
         for bad in (1e39, -1e39, 1e-50, 10**400, 1e-45, -1e-40):
             with pytest.raises(pg.ArgumentError, match="alpha"):
                 musa.gemm_prepared(a, pb, alpha=bad)
@@ -394,8 +394,8 @@ def test_gemm_prepared_scalars_that_float32_cannot_hold_are_refused(musa, rng):
 
 @pytest.mark.musa
 def test_gemm_prepared_k0_and_m_beyond_int32(musa, rng):
-    """Item 9 on the prepared path: M >= 2**31 with K = 0 is an empty product (the cpu
-    backend returns it), not an OverflowError from a C int; K = 0 gives beta * c."""
+    """On the prepared path: M >= 2**31 with K = 0 is an empty product (the cpu backend returns it), not an
+    OverflowError from a C int; K = 0 gives beta * c."""
     from polygemm.backends.musa import PreparedB
 
     big = 2**31
@@ -411,7 +411,8 @@ def test_gemm_prepared_k0_and_m_beyond_int32(musa, rng):
 
 @pytest.mark.musa
 def test_big_endian_float16_is_converted_and_masked_arrays_refused(musa, rng):
-    """Item 6/7 for the musa package: '>f2' used to be refused as "float16; got float16"."""
+    """For the musa package: '>f2' is float16, converted, not refused as "float16; got float16"; masked arrays are
+    refused."""
     from polygemm.backends.musa import MusaArray, PreparedB
 
     a = rand16(rng, (5, 4))
@@ -433,8 +434,8 @@ def test_big_endian_float16_is_converted_and_masked_arrays_refused(musa, rng):
 
 @pytest.mark.musa
 def test_prepared_b_stays_with_the_library_it_was_made_in(musa, rng):
-    """A PreparedB keeps its own session: after the backend is reloaded it still works (it
-    used to be passed, as an address, to whichever library was loaded now)."""
+    """A PreparedB keeps its own session: after the backend is reloaded it still works, passed to the library it was
+    made in, not, as an address, to whichever library is loaded now."""
     from polygemm.backends.musa import PreparedB
 
     b = rand16(rng, (8, 6))
@@ -447,8 +448,8 @@ def test_prepared_b_stays_with_the_library_it_was_made_in(musa, rng):
 
 @pytest.mark.musa
 def test_explicit_library_path_that_does_not_exist_is_final(musa_library, tmp_path):
-    """Item 12: with a usable library in the build tree, a wrong $POLYGEMM_MUSA_LIBRARY
-    used to load that one instead, silently."""
+    """With a usable library in the build tree, a wrong $POLYGEMM_MUSA_LIBRARY is final: no other library is loaded
+    instead, silently."""
     missing = tmp_path / "not-here" / "libpolygemm_musa.so"
     got = _discovery({"POLYGEMM_MUSA_LIBRARY": str(missing)}, ROOT)
     reason = got["reason"]
