@@ -194,6 +194,8 @@ def test_skinny_pycuda_arrays_in_place(cuda, variant):
     assert got is dc and pg.last_plan().variant == variant
     with cuda.runtime.active():
         host = dc.get()
+        for buf in (da, db, dc):  # freed while the context is current (PyCUDA cannot free them outside it)
+            buf.gpudata.free()
     res = reference_for(a, b, c, 2.0, -1.0).compare(host)
     assert res.ok, res.message
 
