@@ -29,7 +29,7 @@ README_END = "<!-- end of results table -->"
 #: the file the README's table comes from, and the run in it (the call on one GPU, against the vendor)
 README_SOURCE = "h100-fastest-vendor.json"
 
-ORDER = ["fastest-vendor", "call", "call-overhead", "squares", "targets", "skinny", "batched", "ladders", "sweep", "dask", "conformance"]
+ORDER = ["fastest-vendor", "real", "call", "call-overhead", "squares", "targets", "skinny", "batched", "ladders", "sweep", "dask", "conformance"]
 
 INTRO = """\
 # Results
@@ -179,15 +179,47 @@ def dask_view(data: dict) -> list[str]:
     return out
 
 
+def real_view(data: dict) -> list[str]:
+    """One row a run (a dtype of the real-workload preset): products, geometric mean of the ratios,
+    how many are under 0.85×, and the three worst with auto's rung there."""
+    out = ["| run | products | geometric mean | under 0.85× | worst three (auto's rung) |", "|---|---|---|---|---|"]
+    for label in dict.fromkeys(run_label(r) for r in data["records"]):
+        recs = [r for r in data["records"] if run_label(r) == label and r.get("ratio")]
+        gmean = math.exp(sum(math.log(r["ratio"]) for r in recs) / len(recs))
+        worst = sorted(recs, key=lambda r: r["ratio"])[:3]
+        under = sum(r["ratio"] < 0.85 for r in recs)
+        out.append(f"| {label} | {len(recs)} | {gmean:.2f}× | {under} | "
+                   + "; ".join(f"{r['ratio']:.2f}× {shape(r)} (`{r['variant']}`)" for r in worst) + " |")
+    return out
+
+
 VIEWS = {"vendors": vendors_view, "rows": rows_view, "targets": pivot_view, "modes": pivot_view, "ladder": ladder_view, "summary": summary_view,
-         "matrix": matrix_view, "dask": dask_view}
+         "matrix": matrix_view, "dask": dask_view, "real": real_view}
 
 
-def section(name: str, data: dict) -> list[str]:
+def section(group: list[tuple[str, dict]]) -> list[str]:
+    """The section of one benchmark on one GPU: its files' tables one after the other (a table's
+    heading once), their commands in one block."""
+    data = group[0][1]
+    links = ", ".join(f"[results/{name}](results/{name})" for name, _ in group)
+    days = sorted({dates(d) for _, d in group})
     out = [f"## {data['title']}: {data['gpu'].removeprefix('NVIDIA ')}", "",
-           f"{data['gpu']}, {dates(data)} ([results/{name}](results/{name})). {data['about']} Vendor: {data['vendor']}.", ""]
-    out += VIEWS[data["view"]](data)
-    return out + ["", "```"] + data["commands"] + ["```", ""]
+           f"{data['gpu']}, {' and '.join(days)} ({links}). {data['about']} Vendor: {data['vendor']}.", ""]
+    commands: list[str] = []
+    for i, (_, d) in enumerate(group):
+        table = VIEWS[d["view"]](d)
+        out += table if i == 0 else table[2:]
+        commands += d["commands"]
+    return out + ["", "```"] + commands + ["```", ""]
+
+
+def groups(files: list[tuple[str, dict]]) -> list[list[tuple[str, dict]]]:
+    """The files in sections: one section a benchmark and GPU (the real preset's dtypes, each a
+    file, share one), in the page's order."""
+    out: dict[tuple[str, str], list[tuple[str, dict]]] = {}
+    for name, data in files:
+        out.setdefault((data["benchmark"], data["gpu"]), []).append((name, data))
+    return list(out.values())
 
 
 def dates(data: dict) -> str:
@@ -203,10 +235,11 @@ def load() -> list[tuple[str, dict]]:
 
 def page(files: list[tuple[str, dict]]) -> str:
     lines = INTRO.splitlines() + [""]
+    sections = groups(files)
     lines += ["Sections: " + ", ".join(f"[{d['title'].split(':')[0].split(' (')[0].lower()}, {d['gpu'].removeprefix('NVIDIA ').split(' ')[0]}]"
-                                     f"(#{anchor(d)})" for _, d in files), ""]
-    for name, data in files:
-        lines += section(name, data)
+                                     f"(#{anchor(d)})" for d in (g[0][1] for g in sections)), ""]
+    for group in sections:
+        lines += section(group)
     return "\n".join(lines).rstrip() + "\n"
 
 
