@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from .core.arguments import misused_arguments
-from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, check_result_dtype, native_dtype, parse_dtype
+from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, as_dtype, check_result_dtype, native_dtype, parse_dtype
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import parse_scalar
 from .core.text import short_repr
@@ -146,7 +146,7 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
         a_blocks = [a_blocks]
     if not isinstance(b_blocks, (list, tuple)):
         b_blocks = [b_blocks]
-    result = np.dtype(result_dtype)
+    result = as_dtype(result_dtype)
     widen = result.name in HALF_DTYPES and len(a_blocks) > 1  # float16 and bfloat16
     acc_dtype = np.dtype(np.float32) if widen else result
     kw: dict[str, Any] = {"device": device, "variant": variant}

@@ -8,7 +8,7 @@ names from here. They are defined in :mod:`polygemm.core`, by purpose; ``normali
 
 from __future__ import annotations
 
-from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, bfloat16, check_result_dtype, dtype_named, finfo, native_dtype, parse_dtype
+from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, bfloat16, check_result_dtype, dtype_named, finfo, native_dtype, parse_dtype
 from .core.hints import promotion_hint
 from .core.hostcopy import host_convert, planning_only
 from .core.layout import Layout, check_c_shape, check_ndim
@@ -25,6 +25,7 @@ __all__ = [
     "GemmProblem",
     "normalize",
     "native_dtype",
+    "as_dtype",
     "NotWhole",
     "OutBatchUnwalkable",
     "SUPPORTED_DTYPES",

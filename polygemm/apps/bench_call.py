@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import gemm, last_plan, registry
 from ..backend import Backend
+from ..core.dtypes import as_dtype
 from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
 from .bench_inputs import Normals, check_variant_names, in_layout, operands, skip_too_large, too_large_text
 from .bench_layout import layout_of, shape_text
@@ -242,7 +243,7 @@ def run_call_bench(
     on_host = inputs == "numpy" or host_only
     lead = (batch,) if batch else ()
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    np_dtype = np.dtype(dtype)
+    np_dtype = as_dtype(dtype)
     normals = Normals(np.random.default_rng(), np_dtype)
     sync = be.synchronize
     records: list[BenchRecord] = []

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import registry
+from ..core.dtypes import as_dtype
 from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
 from .bench_inputs import Normals, check_variant_names, operands, skip_too_large, too_large_text
 from .bench_layout import layout_of, shape_text
@@ -61,7 +62,7 @@ def run_bench(
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     records: list[BenchRecord] = []
-    np_dtype = np.dtype(dtype)
+    np_dtype = as_dtype(dtype)
     normals = Normals(rng, np_dtype)
     for shape in shapes:
         m, n, k = shape

@@ -3,6 +3,7 @@ and the result dtype rules."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -10,13 +11,8 @@ import numpy as np
 from ..errors import DTypeError
 from .text import short_repr
 
-try:  # NumPy's bfloat16 comes from ml_dtypes (a dependency; a missing one only costs bfloat16)
-    import ml_dtypes as _ml_dtypes
-except ImportError:  # pragma: no cover - ml_dtypes is installed with polygemm
-    _ml_dtypes = None
-
-__all__ = ["SUPPORTED_DTYPES", "HALF_DTYPES", "DTYPE_HELP", "bfloat16", "dtype_named", "finfo", "native_dtype", "np_name",
-           "parse_dtype", "check_result_dtype"]
+__all__ = ["SUPPORTED_DTYPES", "HALF_DTYPES", "DTYPE_HELP", "bfloat16", "dtype_named", "as_dtype", "finfo", "native_dtype",
+           "np_name", "parse_dtype", "check_result_dtype"]
 
 #: dtypes polygemm knows at all; each backend declares the subset it computes.
 SUPPORTED_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
@@ -33,11 +29,24 @@ DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 for
 _BF16_MISSING = "bfloat16 needs the ml_dtypes package (pip install ml_dtypes), whose bfloat16 is NumPy's"
 
 
+@functools.lru_cache(maxsize=None)
+def _ml_dtypes() -> Any:
+    """ml_dtypes, imported on first need (NumPy's bfloat16 comes from it; its import costs most of
+    ``import polygemm``'s time, which a program that never meets bfloat16 need not pay); None when
+    it is not installed (a dependency: a missing one only costs bfloat16)."""
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is installed with polygemm
+        return None
+    return ml_dtypes
+
+
 def bfloat16() -> np.dtype:
     """NumPy's bfloat16 dtype (``ml_dtypes.bfloat16``); DTypeError when ml_dtypes is missing."""
-    if _ml_dtypes is None:
+    ml = _ml_dtypes()
+    if ml is None:
         raise DTypeError(_BF16_MISSING)
-    return np.dtype(_ml_dtypes.bfloat16)
+    return np.dtype(ml.bfloat16)
 
 
 def dtype_named(name: str) -> np.dtype:
@@ -45,21 +54,25 @@ def dtype_named(name: str) -> np.dtype:
     return bfloat16() if name == "bfloat16" else np.dtype(name)
 
 
+def as_dtype(value: Any) -> np.dtype:
+    """``numpy.dtype(value)``, where the name ``"bfloat16"`` is ml_dtypes' type even before ml_dtypes
+    was imported (NumPy knows the name only after that import)."""
+    return bfloat16() if isinstance(value, str) and value == "bfloat16" else np.dtype(value)
+
+
 def finfo(dtype: Any) -> Any:
     """``numpy.finfo`` of a floating dtype, bfloat16 included (``ml_dtypes.finfo``: NumPy's
     own refuses it): ``eps``, ``tiny``, ``max`` as NumPy's."""
-    d = np.dtype(dtype)
+    d = as_dtype(dtype)
     if d.name == "bfloat16":
-        if _ml_dtypes is None:  # pragma: no cover - a bfloat16 dtype exists only with ml_dtypes
-            raise DTypeError(_BF16_MISSING)
-        return _ml_dtypes.finfo(d)
+        return _ml_dtypes().finfo(d)  # a bfloat16 dtype exists only with ml_dtypes
     return np.finfo(d)
 
 
 def native_dtype(dtype: Any) -> np.dtype[Any]:
     """``dtype`` in this machine's byte order: what polygemm computes and returns for operands of
     ``dtype`` (a '>f8' operand is read through a native copy, and compared as float64)."""
-    dt = np.dtype(dtype)
+    dt = as_dtype(dtype)
     return dt if dt.isnative else dt.newbyteorder("=")
 
 
@@ -72,8 +85,8 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
     """``value`` as a NumPy dtype: anything ``numpy.dtype`` takes, or another library's dtype
     object (``torch.float32``) by its name; DTypeError naming ``name`` otherwise."""
     try:
-        dt = np.dtype(value)
-    except TypeError:  # another library's dtype object, e.g. torch.float32, or "bfloat16" without ml_dtypes
+        dt = as_dtype(value)
+    except TypeError:  # another library's dtype object, e.g. torch.float32
         tail = str(value).rsplit(".", 1)[-1]
         if tail not in SUPPORTED_DTYPES:
             raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None

@@ -22,7 +22,7 @@ import math
 import sys
 
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, finfo, native_dtype, parse_dtype
+from ..core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
 from ..core.layout import check_c_shape, check_ndim
 from ..core.scalars import parse_scalar
 from ..interop.dlpack import dlpack_interface
@@ -42,7 +42,7 @@ def unit_roundoff(dtype: object) -> float:
 
 def accumulation_dtype(dtype: object) -> np.dtype:
     """The accumulation type polygemm promises for inputs of ``dtype`` (fp16, bf16 -> fp32)."""
-    d = np.dtype(dtype)
+    d = as_dtype(dtype)
     return np.dtype(np.float32) if d.name in HALF_DTYPES else d
 
 
@@ -50,7 +50,7 @@ def _float_dtype(name: str, value: object) -> np.dtype:
     """``out_dtype`` / ``acc_dtype`` as one of polygemm's dtypes; DTypeError naming ``name`` otherwise
     (NumPy's own "data type 'int8' not inexact" named neither the argument nor what is accepted)."""
     try:
-        dt = np.dtype(value)
+        dt = as_dtype(value)
     except TypeError:  # torch.float32 and the like by name, else a DTypeError naming ``name``
         dt = parse_dtype(name, value)
     dt = native_dtype(dt)  # inputs in another byte order (a.dtype of '>f4'): the values are what is compared

@@ -114,8 +114,39 @@ def test_builtins_listed():
 
 
 def test_import_is_lazy():
-    code = "import sys, polygemm; assert 'pycuda' not in sys.modules and 'cffi' not in sys.modules, sorted(sys.modules)"
+    # ml_dtypes' import is most of the cost of importing polygemm: only bfloat16 needs it
+    code = ("import sys, polygemm; assert not {'pycuda', 'cffi', 'ml_dtypes'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bfloat16_by_name_before_ml_dtypes_is_imported():
+    # NumPy knows the name "bfloat16" only once ml_dtypes is imported; polygemm imports it when a
+    # name asks for it, so a user (or the command line) naming the dtype first is understood
+    code = textwrap.dedent("""
+        import sys, numpy as np, polygemm as pg
+        from polygemm.core.dtypes import as_dtype, finfo, parse_dtype
+        from polygemm.testing.bounds import accumulation_dtype
+        assert "ml_dtypes" not in sys.modules
+        assert parse_dtype("out_dtype", "bfloat16").name == "bfloat16"
+        assert as_dtype("bfloat16").itemsize == 2 and float(finfo("bfloat16").eps) == 2.0 ** -7
+        assert accumulation_dtype("bfloat16") == np.float32
+        a = np.ones((3, 4), np.float32)
+        try:
+            pg.gemm(a, a.T, out_dtype="bfloat16")
+        except pg.DTypeError as exc:
+            assert "float32" in str(exc), exc
+        else:
+            raise AssertionError("float32 inputs into a bfloat16 result were taken")
+        import ml_dtypes
+        x = np.ones((3, 4), ml_dtypes.bfloat16)
+        assert pg.gemm(x, x.T, device="cpu").dtype.name == "bfloat16"
+        print("OK")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-m", "polygemm", "bench", "--device", "cpu", "--dtype", "bfloat16", "--shapes", "8x8x8",
+                        "--repeats", "1", "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 0 and "8x8x8" in r.stdout, r.stderr[-3000:]
 
 
 def test_plugin_discovered_and_auto_prefers_it(plugins, rng):

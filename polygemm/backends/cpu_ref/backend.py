@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
-from ...problem import HALF_DTYPES, Call, GemmProblem
+from ...problem import HALF_DTYPES, Call, GemmProblem, as_dtype
 
 __all__ = ["CpuReferenceBackend", "reference", "round_once"]
 
@@ -38,7 +38,7 @@ def round_once(x: np.ndarray, dtype: Any) -> np.ndarray:
     rounded to float32 *to odd* (truncated, the last bit set when anything was dropped):
     float32 keeps 16 more bits than bfloat16, so the second rounding is then exact.
     """
-    d = np.dtype(dtype)
+    d = as_dtype(dtype)
     if d.name != "bfloat16":
         return x.astype(d)
     x = np.asarray(x, np.float64)
@@ -57,7 +57,7 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
     ``dtype`` defaults to ``a``'s. ``c`` is not read when ``beta == 0`` (BLAS semantics:
     NaN in ``c`` does not propagate then).
     """
-    out_dtype = np.dtype(dtype if dtype is not None else np.asarray(a).dtype)
+    out_dtype = as_dtype(dtype if dtype is not None else np.asarray(a).dtype)
     with np.errstate(all="ignore"):  # NaN/Inf propagate and results underflow as IEEE says, whatever np.seterr says
         acc = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
         if alpha != 1.0:

@@ -15,6 +15,7 @@ import numpy as np
 from typing import Sequence
 
 from ...errors import UnsupportedProblemError
+from ...problem import as_dtype
 from . import cost
 from .cost import Candidate
 from .planning import LaunchPlan
@@ -31,7 +32,7 @@ TUNED_AS = {"bfloat16": "float16"}
 
 def tuning_file(dtype: str) -> Path:
     """The measured table for ``dtype`` (``auto_fp32.json`` or ``auto_fp16.json``)."""
-    return TUNING_DIR / f"auto_fp{np.dtype(dtype).itemsize * 8}.json"
+    return TUNING_DIR / f"auto_fp{as_dtype(dtype).itemsize * 8}.json"
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,7 +98,7 @@ def anchored_aligned(cand: Candidate, dtype: str, records: Sequence[dict] | None
     anchor = cost.anchor_for(kernel_specs()[cand.variant], rows, *cand.shape, cand.count, cand.splits)
     if anchor is None or cost.split_of(str(anchor["variant"]))[0] != cand.variant:
         return False
-    size = np.dtype(TUNED_AS.get(dtype, dtype)).itemsize
+    size = as_dtype(TUNED_AS.get(dtype, dtype)).itemsize
     return int(anchor["k"]) * size % 16 == 0 and int(anchor["n"]) * size % 16 == 0
 
 
