@@ -316,7 +316,7 @@ def cuda_probe_without_pycuda(monkeypatch, driver_loads: bool) -> pg.Availabilit
 #: run imports polygemm and its plugins afresh and reads its own variables, as a new process would
 _SUITES_DRIVER = """
 import contextlib, importlib, io, json, os, sys
-import numpy, ml_dtypes, pytest
+import numpy, pytest  # ml_dtypes is left to polygemm to import when bfloat16 needs it
 runs, base_path, base_pythonpath = json.loads(sys.argv[1]), list(sys.path), os.environ.get("PYTHONPATH", "")
 every_path = {p for _, path, _ in runs for p in path}
 out = []

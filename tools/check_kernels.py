@@ -17,7 +17,8 @@ of each source and target (64). ``--front-end`` runs NVRTC's front end on every 
 catalog besides (``-fdevice-syntax-only``: each macro set's C++ is parsed, its templates
 instantiated and its static_asserts checked, at a twentieth of a build's cost). CI runs
 ``--builds cover`` with nvcc and ``--compiler nvrtc --builds one --front-end``: every build
-is checked, every configuration and switch assembled, in the minutes two cores allow.
+passes NVRTC's front end, each variant and each switch value reaches ptxas at least once (combinations
+of switches reach it only in the full check), in the minutes two cores allow.
 
 ``--duplicates NAME ...`` compiles every build of those variants (or helpers) to PTX with
 nvcc and lists the builds whose PTX is the same as another's (comment lines aside): work a
@@ -170,6 +171,8 @@ def front_end(archs: list[int], threads: int) -> int:
     from polygemm.backends.cuda.variants import KERNEL_DIR
 
     todo = jobs(archs)
+    for target in sorted({j.target for j in todo}):  # no NVRTC (or none for a target): said once, not once a build
+        cc.select(target, "nvrtc")
 
     def one(job: Job) -> str:
         try:

@@ -185,6 +185,9 @@ def real_view(data: dict) -> list[str]:
     out = ["| run | products | geometric mean | under 0.85× | worst three (auto's rung) |", "|---|---|---|---|---|"]
     for label in dict.fromkeys(run_label(r) for r in data["records"]):
         recs = [r for r in data["records"] if run_label(r) == label and r.get("ratio")]
+        if not recs:
+            out.append(f"| {label} | 0 | – | – | no product has a vendor timing |")
+            continue
         gmean = math.exp(sum(math.log(r["ratio"]) for r in recs) / len(recs))
         worst = sorted(recs, key=lambda r: r["ratio"])[:3]
         under = sum(r["ratio"] < 0.85 for r in recs)
@@ -201,6 +204,9 @@ def section(group: list[tuple[str, dict]]) -> list[str]:
     """The section of one benchmark on one GPU: its files' tables one after the other (a table's
     heading once), their commands in one block."""
     data = group[0][1]
+    views = {d["view"] for _, d in group}
+    if len(views) > 1:  # one table heading for the group: its files must share a view
+        raise SystemExit(f"{', '.join(n for n, _ in group)}: one benchmark and GPU with views {sorted(views)}; give them one view")
     links = ", ".join(f"[results/{name}](results/{name})" for name, _ in group)
     days = sorted({dates(d) for _, d in group})
     out = [f"## {data['title']}: {data['gpu'].removeprefix('NVIDIA ')}", "",

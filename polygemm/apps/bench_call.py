@@ -241,6 +241,12 @@ def run_call_bench(
         raise UnsupportedProblemError(f"--result new times calls that make their result (on a GPU backend, on the device); "
                                       f"{why}, whose calls are timed writing into out= (--result out, the default): omit --result")
     on_host = inputs == "numpy" or host_only
+    if batch and not host_only and lib.transpose is None and any("t" in layout_of(s) for s in shapes):
+        # the backend's own arrays keep a transposed 2-D view column-major, but a batch of them is copied C-ordered:
+        # its record would say the layout while the call read another
+        raise UnsupportedProblemError(f"--batch with a transposed layout (:tn, :nt, :tt) needs arrays of a library that "
+                                      f"holds a transposed batch as a view: pass --array-lib cupy or torch, or drop the layout "
+                                      f"or --batch ({lib.name} arrays copy it)")
     lead = (batch,) if batch else ()
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     np_dtype = as_dtype(dtype)

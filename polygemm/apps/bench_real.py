@@ -33,11 +33,11 @@ def real_workloads() -> list[tuple[str, Shape]]:
     layout ``nt``, as Hugging Face, vLLM and PyTorch run them), M = T tokens:
 
     * **Llama-3 8B** (hidden 4096) at every T of :data:`TOKENS`: fused QKV (N 6144), O (4096),
-      fused gate+up (28672), down (N 4096, K 14336); the LM head (N 128256) at T ≤ 1024 (its
-      output at T = 4096 is over 1 GiB of float16). 28 products, each projection kind at every T.
+      fused gate+up (28672), down (N 4096, K 14336); the LM head (N 128256) at T ≤ 1024 (the
+      heads are sampled at decode and short-prompt token counts). 28 products, each projection kind at every T.
     * **Llama-3 70B** (hidden 8192): QKV (N 10240), O (8192) and down (N 8192, K 28672) at
       T ∈ {1, 16, 1024, 16384}; gate+up (N 57344) at T ∈ {1, 16, 1024, 4096} (16384 tokens
-      would be a 1.9 GiB output). 16 products.
+      would be a 1.75 GiB output, over the cap). 16 products.
     * **Mixtral 8x7B**: one expert's w1 (= w3, N 14336, K 4096) at T·2/8 tokens (top-2 of 8
       experts; a decode step's token reaches 2 experts, 1 each) for every T; w2 (N 4096,
       K 14336) at T ∈ {16, 128, 1024}, its other token counts being Llama-3 8B's down; the

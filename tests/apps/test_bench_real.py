@@ -40,7 +40,7 @@ def test_real_preset_covers_every_token_count_and_projection():
     assert by_label["Llama-3 8B gate+up T=16384"] == Shape(16384, 28672, 4096, "nt")  # x @ W.T, an nn.Linear weight
     assert by_label["Mixtral 8x7B expert w1/w3 T=4096"] == Shape(1024, 14336, 4096, "nt")  # top-2 of 8: T/4 tokens
     assert by_label["Mixtral 8x7B expert w1/w3 T=1"][0] == 1
-    assert not any("LM head T=4096" in label for label in labels)  # 4096 × 128256 would be over 1 GiB
+    assert not any("LM head T=4096" in label for label in labels)  # the heads are sampled at T ≤ 1024
     assert Shape(512, 2, 500000, "tn") in REAL and Shape(401408, 64, 147, "nt") in REAL
 
 
@@ -220,3 +220,15 @@ def test_max_dim_keeps_the_real_products_a_cpu_can_take(capsys, monkeypatch):
     assert timed == [s for s in REAL if max(s) <= 1100] and timed
     assert all(isinstance(s, Shape) for s in timed)
     assert "more above --max-dim 1100 left out" in capsys.readouterr().out
+
+
+def test_a_transposed_batch_on_arrays_that_would_copy_it_is_refused(monkeypatch):
+    # a backend's own arrays (no transpose of their own) copy a transposed batch C-ordered: the record would
+    # claim a layout the call never read, so the run is refused naming the libraries that keep it
+    lib = bench_call.ArrayLib("pycuda", lambda x: np.array(x, order="C"), lambda shape, dt: np.empty(shape, dt), None)
+    vendor = bench_call.Vendor("cupy", lib, lambda a, b, out: np.matmul(a, b, out=out), "cupy.matmul(a, b, out=out)",
+                               lambda a, b, out: np.matmul(a, b, out=out), "")
+    monkeypatch.setattr(bench_call, "call_setup", lambda be, dtype, prefer="auto": (lib, [vendor]))
+    monkeypatch.setattr(bench_call, "gemm", lambda a, b, **kw: pytest.fail("timed a layout it could not hold"))
+    with pytest.raises(pg.UnsupportedProblemError, match=r"--batch with a transposed layout.*--array-lib cupy or torch"):
+        bench.run_call_bench("cpu", "float32", bench.parse_shapes(["4x4x4:nt"]), repeats=1, min_seconds=0.0, batch=2)

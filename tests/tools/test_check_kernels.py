@@ -79,3 +79,16 @@ def test_the_front_end_check_passes_a_build_and_names_a_broken_one(tmp_path: Pat
     assert isinstance(compiler.check_front_end(broken, "sm_90", {"PG_BN": 64}), str)
     with pytest.raises(DeviceError, match=r"(?s)broken\.cu.*PG_BN=24.*front end.*multiple of 16"):
         compiler.check_front_end(broken, "sm_90", {"PG_BN": 24})
+
+
+def test_the_front_end_check_without_nvrtc_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, POLYGEMM_NVRTC_LIBRARY="/nonexistent/libnvrtc.so")
+    r = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "check_kernels.py"), "--front-end", "--compiler", "nvrtc", "-q"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2
+    assert r.stderr.count("check_kernels:") == 1 and "nvrtc" in r.stderr.lower() and "pip install" in r.stderr
+    assert "FAIL" not in r.stdout

@@ -88,7 +88,8 @@ def _fits(work: Any, value: float) -> bool:
 def _quiet_state() -> Any:
     """NumPy 2's error state is a context variable holding an "extobj"; np.errstate makes a new one on every entry,
     half the cost of a small product's whole call. The quiet one is made once here and set and reset around each
-    product, as np.errstate itself does (per thread and per asyncio task, restored on the way out). None where NumPy
+    product, as np.errstate itself does (per thread and per asyncio task, restored on the way out; its buffer size
+    and error callback are those at import). None where NumPy
     has no such variable (1.x: a global error object), or where setting it does not make np.geterr() all "ignore"
     (internals changed): np.errstate then, as a decorator."""
     try:
