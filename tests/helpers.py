@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import functools
 import json
 import os
 import re
@@ -465,3 +466,16 @@ def assert_array_within(got, a, b, c=None, alpha=1.0, beta=0.0, out_dtype=None):
     kw = {} if out_dtype is None else {"out_dtype": out_dtype}
     res = reference_for(np.asarray(a), np.asarray(b), c, alpha, beta, **kw).compare(np.asarray(got))
     assert res.ok, res.message
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_missing() -> str | None:
+    """Why NVRTC cannot be loaded here (None where it can): the reason the NVRTC-only tests skip with."""
+    from polygemm.backends.cuda import nvrtc
+    from polygemm.errors import BackendUnavailableError, DeviceError
+
+    try:
+        nvrtc.load()
+    except (BackendUnavailableError, DeviceError) as exc:
+        return str(exc)
+    return None

@@ -162,15 +162,14 @@ def duplicates(archs: list[int], names: list[str], threads: int) -> int:
     return 0
 
 
-def front_end(archs: list[int], threads: int) -> int:
-    """NVRTC's front end on every build for ``archs``: one line a failure, then a summary; 0 when
+def front_end(todo: list[Job], threads: int) -> int:
+    """NVRTC's front end on every build of ``todo``: one line a failure, then a summary; 0 when
     every build passed."""
     from concurrent.futures import ThreadPoolExecutor
 
     from polygemm.backends.cuda import compiler as cc
     from polygemm.backends.cuda.variants import KERNEL_DIR
 
-    todo = jobs(archs)
     for target in sorted({j.target for j in todo}):  # no NVRTC (or none for a target): said once, not once a build
         cc.select(target, "nvrtc")
 
@@ -191,13 +190,15 @@ def front_end(archs: list[int], threads: int) -> int:
     return 1 if failures else 0
 
 
-def selected(archs: list[int], builds: str) -> list[Job]:
-    """The builds that ``--builds`` names for ``archs``."""
-    todo = jobs(archs)
+def selected(todo: list[Job], builds: str) -> list[Job]:
+    """The builds of the catalog ``todo`` that ``--builds`` names."""
     if builds == "cover":
         return covering(todo)
     if builds == "one":
-        return list({(j.source, j.target): j for j in reversed(todo)}.values())[::-1]
+        first: dict[tuple[Path, str], Job] = {}
+        for j in todo:
+            first.setdefault((j.source, j.target), j)
+        return list(first.values())
     return todo
 
 
@@ -219,10 +220,11 @@ def main() -> int:
             return profile(archs)
         if args.duplicates:
             return duplicates(archs, args.duplicates, args.j)
-        rc = front_end(archs, args.j) if args.front_end else 0
-        todo = selected(archs, args.builds)
+        catalog = jobs(archs)
+        rc = front_end(catalog, args.j) if args.front_end else 0
+        todo = selected(catalog, args.builds)
         if args.builds != "all":
-            print(f"check_kernels: {len(todo)} of {len(jobs(archs))} builds in full (--builds {args.builds})", flush=True)
+            print(f"check_kernels: {len(todo)} of {len(catalog)} builds in full (--builds {args.builds})", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             return run(archs, Path(tmp), args.j, args.compiler, quiet=args.quiet, todo=todo) or rc
     except PolygemmError as exc:

@@ -51,7 +51,7 @@ def bfloat16() -> np.dtype:
 
 def dtype_named(name: str) -> np.dtype:
     """The NumPy dtype of one of :data:`SUPPORTED_DTYPES` by name (``"bfloat16"`` too)."""
-    return bfloat16() if name == "bfloat16" else np.dtype(name)
+    return as_dtype(name)
 
 
 def as_dtype(value: Any) -> np.dtype:

@@ -267,12 +267,12 @@ def test_kernel_mode_records_the_spread_of_its_ratios(tmp_path):
     assert rec["ratio_min"] <= rec["ratio"] * 1.0001 and rec["ratio_max"] >= rec["ratio_min"] and rec["ratio_spread"] >= 0
 
 
-def test_plot_draws_each_vendor_library_timed_beside_the_call(monkeypatch, tmp_path):
+@pytest.fixture
+def plotted(monkeypatch):
+    """The axes of the last figure polygemm.apps.plot saved: {"ax": Axes}, kept open to be read."""
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from polygemm.apps import plot
 
     seen = {}
     real_savefig = matplotlib.figure.Figure.savefig
@@ -283,6 +283,13 @@ def test_plot_draws_each_vendor_library_timed_beside_the_call(monkeypatch, tmp_p
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
     monkeypatch.setattr(plt, "close", lambda *a: None)
+    return seen
+
+
+def test_plot_draws_each_vendor_library_timed_beside_the_call(plotted, tmp_path):
+    from polygemm.apps import plot
+
+    seen = plotted
     base = dict(backend="cuda", variant="x", dtype="float32", tflops=40.0, tflops_min=39.0, tflops_max=41.0, ms=0.05,
                 vendor_variant="cupy", vendor_tflops=45.0, ratio=0.9, device="GPU", date="d", repeats=3, calls_per_repeat=10,
                 mode="call", us_per_call=50.0, vendor_us_per_call=45.0, vendor_call="cupy.matmul(a, b, out=out)",
@@ -469,24 +476,10 @@ def test_committed_benchmark_json_loads_and_plots(tmp_path, name):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_axes_from_zero_labelled_numeric_with_error_bars(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def test_plot_axes_from_zero_labelled_numeric_with_error_bars(tmp_path, plotted):
     from polygemm.apps import plot
 
-    seen = {}
-    real_savefig = matplotlib.figure.Figure.savefig
-
-    def keep(fig, *a, **k):
-        seen["ax"] = fig.axes[0]
-        return real_savefig(fig, *a, **k)
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
-    monkeypatch.setattr(plt, "close", lambda *a: None)
+    seen = plotted
     recs = [_record(m=s, n=s, k=s, tflops=t, tflops_min=t * 0.9, tflops_max=t * 1.1, vendor_tflops=t * 1.2)
             for s, t in ((64, 0.02), (128, 0.03), (256, 0.05))] + [_record(m=255, n=257, k=129, tflops=0.01, tflops_min=0.009, tflops_max=0.012)]
     plot.plot_records(recs, str(tmp_path / "k.png"))

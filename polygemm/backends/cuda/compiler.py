@@ -37,7 +37,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ...errors import BackendUnavailableError, DeviceError
 from .variants import KERNEL_DIR
@@ -376,6 +376,11 @@ class Built:
     origin: str = "built"  # "built", "cache" or "prebuilt"
 
 
+def _nvrtc_options(nv: Any, target: str, macros: dict[str, int] | None) -> list[str]:
+    """NVRTC's options for a build of ``target`` with ``macros`` (the kernel folder and ``nv``'s CUDA headers on the path)."""
+    return [f"-arch={target}", *NVRTC_OPTIONS, f"-I{KERNEL_DIR}", f"-I{nv.include}", *(f"-D{k}={v}" for k, v in sorted((macros or {}).items()))]
+
+
 def _label(source: Path, target: str, macros: dict[str, int] | None) -> str:
     return f"{_rel(source)} for {target}" + (f" ({' '.join(f'{k}={v}' for k, v in sorted(macros.items()))})" if macros else "")
 
@@ -389,7 +394,7 @@ def build(source: Path, target: str, macros: dict[str, int] | None = None, *, co
         from . import nvrtc
 
         nv = nvrtc.load()
-        opts = [f"-arch={target}", *NVRTC_OPTIONS, f"-I{KERNEL_DIR}", f"-I{nv.include}", *(f"-D{k}={v}" for k, v in sorted((macros or {}).items()))]
+        opts = _nvrtc_options(nv, target, macros)
         if verbose:
             opts.append("-Xptxas=-v")
         try:
@@ -416,7 +421,7 @@ def check_front_end(source: Path, target: str, macros: dict[str, int] | None = N
 
     c = select(target, "nvrtc")
     nv = nvrtc.load()
-    opts = [f"-arch={target}", *NVRTC_OPTIONS, f"-I{KERNEL_DIR}", f"-I{nv.include}", *(f"-D{k}={v}" for k, v in sorted((macros or {}).items()))]
+    opts = _nvrtc_options(nv, target, macros)
     try:
         return nv.check(source.read_text(), str(source), opts)
     except nvrtc.NvrtcCompileError as exc:

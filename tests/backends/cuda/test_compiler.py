@@ -17,21 +17,13 @@ from polygemm.backends.cuda import compiler, nvrtc
 from polygemm.backends.cuda.variants import KERNEL_DIR, kernel_specs
 from polygemm.errors import ArgumentError, BackendUnavailableError, DeviceError
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, nvrtc_missing
+
+
+needs_nvrtc = pytest.mark.skipif(nvrtc_missing() is not None, reason=f"no NVRTC: {nvrtc_missing()}")
 
 
 UTIL = KERNEL_DIR / "util" / "copy_scale.cu"
-
-
-def _nvrtc_reason() -> str | None:
-    try:
-        nvrtc.load()
-    except (BackendUnavailableError, DeviceError) as exc:
-        return str(exc)
-    return None
-
-
-needs_nvrtc = pytest.mark.skipif(_nvrtc_reason() is not None, reason=f"no NVRTC: {_nvrtc_reason()}")
 
 
 @pytest.fixture
