@@ -45,6 +45,10 @@ HOST_LAUNCH_US = 10.0
 SMEM_PER_SM = 233472
 #: fewest K per slice a split is worth (below it the prologue and reduction dominate)
 MIN_SLICE_K = 64
+#: fewest warp steps per slice of a skinny rung's split: 8 per warp of its 8, each keeping a
+#: ring of 3-4 steps in flight (a shorter slice spends much of its time filling and draining
+#: the rings, which the bandwidth model does not see)
+SKINNY_MIN_SLICE_STEPS = 64
 #: the slice counts weighed (the measured ones among them, where a rung has measured splits)
 SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 #: the host's share of a split the device timings leave out (the workspace's lookup and the
@@ -179,7 +183,7 @@ def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: i
         t, kt, dp, run = streamk_runs(spec, m, n, k, count, sms, result_layout)
         pieces = math.ceil(run / kt) + 1 if run else 0  # a run touches at most this many tiles
         return 2.0 * bm * bn * bk * ((dp // sms) * kt + run), float(dp // sms + pieces), t / sms
-    ks = k // max(splits, 1)
+    ks = spec.split_slice(k, splits)
     units = tiles(spec, m, n, result_layout) * max(splits, 1) * max(count, 1)
     bps = blocks_per_sm(spec)
     per_sm = math.ceil(units / sms)
@@ -191,6 +195,22 @@ def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_i
     if splits:
         moved += splits * m * n * 4  # the partial sums the rung writes
     return float(moved * max(count, 1))
+
+
+def skinny_share(spec: KernelSpec, m: int, n: int, *, splits: int = 0, count: int = 1, sms: int = 132,
+                 result_layout: str = "row") -> float:
+    """The share of the GPU's bandwidth a skinny rung's grid draws: its strips (x K-slices x
+    matrices) over the SMs, the busiest SM's strips setting the time (one SM streams at about
+    its share of HBM whatever else it holds). The grid is the planner's: a rung that walks its
+    strips runs at most SMs // (row tiles x slices) threadblocks along x (planning.plan_launch).
+    512 x 2 x 500000 unsplit is 16 strips: 0.12 of an H100; in 8 K-slices, 0.97."""
+    km, kn = kernel_mn(spec, m, n, result_layout)
+    gx, gy = math.ceil(kn / spec.tile[1]), math.ceil(km / spec.tile[0])
+    z = max(splits, 1) * max(count, 1)
+    x = min(gx, sms // (gy * z)) if spec.walks_strips and sms // (gy * z) >= 2 else gx
+    blocks = x * gy * z
+    busiest = math.ceil(blocks / sms) * math.ceil(gx / x)  # strips the busiest SM streams
+    return min(1.0, gx * gy * z / (sms * busiest))
 
 
 def skinny_bytes(spec: KernelSpec, m: int, n: int, k: int, result_layout: str, out_itemsize: int) -> float:
@@ -206,8 +226,9 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     osize = spec.itemsize if out_itemsize is None else out_itemsize
     moved = _bytes(m, n, k, count, splits, spec.itemsize, osize)
     flops_sm, rounds, frac = _shape_terms(spec, m, n, k, count, splits, sms, result_layout)
-    if spec.max_m:  # a bandwidth kernel
-        t = LAUNCH_US + skinny_bytes(spec, m, n, k, result_layout, osize) / model.bytes_per_us
+    if spec.max_m:  # a bandwidth kernel, at the share of the GPU its grid draws
+        share = skinny_share(spec, m, n, splits=splits, count=count, sms=sms, result_layout=result_layout)
+        t = LAUNCH_US + skinny_bytes(spec, m, n, k, result_layout, osize) / (model.bytes_per_us * share)
     else:
         compute = flops_sm / model.flops_per_sm_us + rounds * model.tile_us
         t = LAUNCH_US + max(compute, moved / HBM_BYTES_PER_US)
@@ -261,6 +282,8 @@ def fit_rung(spec: KernelSpec, records: Iterable[dict], sms: int = 132) -> RungM
     t_arr = np.asarray(times)
     if spec.max_m:  # bandwidth: the median effective rate over the measurements
         moved = np.asarray([skinny_bytes(spec, int(r["m"]), int(r["n"]), int(r["k"]), str(r.get("layout") or "row"), spec.itemsize)
+                            / skinny_share(spec, int(r["m"]), int(r["n"]), splits=split_of(str(r.get("variant")))[1],
+                                           sms=sms, result_layout=str(r.get("layout") or "row"))
                             for r in rows])
         bw = float(np.median(moved / np.maximum(t_arr - LAUNCH_US, 0.5)))
         return RungModel(1.0, 0.0, bw, len(rows), spec.name)
@@ -280,8 +303,11 @@ def split_choices(spec: KernelSpec, k: int) -> list[int]:
     """The K-slice counts worth weighing for ``spec``: equal slices of at least
     ``MIN_SLICE_K``, each a whole number of 64-wide K-tiles where possible (so no slice pays a
     zero-filled tile), among ``SPLIT_COUNTS``; [] for rungs without a batched build."""
-    if not (spec.batch and spec.predicated) or spec.max_m or spec.persistent:
+    if not (spec.batch and spec.predicated) or spec.persistent or (spec.max_m and not spec.split_step):
         return []  # a persistent row's split is its base row's (split-K grids are persistent)
+    if spec.split_step:  # slices of whole steps, cut by the kernel: K need not divide evenly
+        return [s for s in SPLIT_COUNTS if k >= s * SKINNY_MIN_SLICE_STEPS * spec.split_step
+                and (s - 1) * spec.split_slice(k, s) < k]
     out = []
     for s in SPLIT_COUNTS:
         if k % s or k // s < MIN_SLICE_K:

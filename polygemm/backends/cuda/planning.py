@@ -122,6 +122,7 @@ class LaunchPlan:
     #: finish, in the same launch (PG_SPLIT=1); 0: no split
     splits: int = 0
     dest: Mat | None = None
+    slice_k: int = 0  # split-K: K of a slice (the last may be shorter where the rung cuts K itself)
     #: the input dtype (float32, float16, bfloat16): a 16-bit rung's bfloat16 build is PG_BF16=1
     dtype: str = ""
 
@@ -151,7 +152,7 @@ class LaunchPlan:
         if self.row_split:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
         if self.splits:
-            d["split-K"] = (f"{self.splits} K-slices of {self.k} in one launch (the rung's PG_BATCH build) into a "
+            d["split-K"] = (f"{self.splits} K-slices of {self.slice_k} in one launch (the rung's PG_BATCH build) into a "
                             f"{self.splits}x{self.m}x{self.n} fp32 workspace, added in slice order in the same launch "
                             f"(deterministic; PG_SPLIT)")
         elif self.batch_count:
@@ -314,14 +315,18 @@ def workspace_matrix(ws: Mat) -> int:
 
 def split_refusal(spec: KernelSpec, a: Mat, b: Mat, splits: int) -> str | None:
     """Why ``spec`` cannot split this product's K into ``splits`` slices (None: it can).
-    Slices are equal (K a multiple of ``splits``) and each starts 16 bytes after a multiple,
-    so the aligned builds and TMA's strides hold for every slice."""
+    Slices are equal (K a multiple of ``splits``), or, for a rung that cuts K itself, whole
+    steps with none left empty; each starts 16 bytes after a multiple, so the aligned builds and
+    TMA's strides hold for every slice."""
     k = a.cols
     if not (spec.batch and spec.predicated):
         return f"{spec.name} has no batched build to run the K-slices side by side"
-    if splits < 2 or k % splits:
+    ks = spec.split_slice(k, splits)
+    if spec.split_step:
+        if splits < 2 or (splits - 1) * ks >= k:
+            return f"K = {k} in slices of whole {spec.split_step}-deep steps leaves no K for slice {splits}"
+    elif splits < 2 or k % splits:
         return f"K = {k} is not a multiple of {splits} slices"
-    ks = k // splits
     sa, sb = strides(a)[1] * ks * a.itemsize, strides(b)[0] * ks * b.itemsize  # bytes from one slice to the next
     if sa % 16 or sb % 16:
         return f"a K-slice of {ks} does not start on a 16-byte boundary"
@@ -350,7 +355,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             raise UnsupportedProblemError(f"cannot split K: {why}")
         # the rung addresses one K-slice from a 64-bit base (and the reduction writes C with
         # 64-bit offsets): a slice and the fp32 workspace are what must fit 32-bit offsets
-        ks = k // splits
+        ks = spec.split_slice(k, splits)
         sliced = [Mat(a.name, a.rows, ks, a.layout, a.ld, a.ptr, a.itemsize), Mat(b.name, ks, b.cols, b.layout, b.ld, b.ptr, b.itemsize)]
         _check_index_range((sliced if spec.abi != "tma" else []) + [Mat("workspace", c.rows, c.cols, "row", round_up(c.cols, 4))],
                            "problem too large")
@@ -378,10 +383,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         lp.batch_count = count
         lp.batch_strides = (sb, sa, sc) if swap else (sa, sb, sc)
     if splits > 1:
-        ks = k // splits
+        ks = spec.split_slice(k, splits)
         # rows padded to 16 bytes: the rungs' aligned (and TMA) epilogues store 16-byte pieces
         ws = Mat("split-K workspace", km, kn, layout, round_up(max(kn if layout == "row" else km, 1), 4), 0, 4)
-        lp.splits, lp.dest, lp.c, lp.k = splits, c2, ws, ks
+        # (a rung that cuts K itself is passed the whole K: its slices are not all ks long)
+        lp.splits, lp.dest, lp.c, lp.k, lp.slice_k = splits, c2, ws, k if spec.split_step else ks, ks
         lp.batch_count = splits
         lp.batch_strides = (strides(a2)[1] * ks, strides(b2)[0] * ks, workspace_matrix(ws))
         if lp.out_f32 is not None:
@@ -476,11 +482,11 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)
         if spec.streamk:  # every SM takes a share of the last waves' k-tiles, however few the tiles
             lp.grid = (max(sms, 1), 1, 1)
-    elif spec.walks_strips and sms // max(gy, 1) >= 2:
+    elif spec.walks_strips and sms // max(gy * lp.grid[2], 1) >= 2:
         # one threadblock per SM (each holds an SM's shared memory) walks the x tiles, its copies
         # running on from one tile into the next, rather than a block per tile starting cold. Past
         # half the SMs in tile rows (a forced variant's large M) a cap of one a row would idle SMs
         # or walk every tile in one block: the kernel takes any grid, so those keep a block a tile
-        lp.grid = (min(gx, sms // gy), gy, lp.grid[2])
+        lp.grid = (min(gx, sms // (gy * lp.grid[2])), gy, lp.grid[2])
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

@@ -51,6 +51,10 @@ class KernelSpec:
     abi: str = "standard"  # "standard" (the contract's signature) or "tma" (tensor maps first)
     row_split: bool = False  # has the PG_ROW_SPLIT=1 unaligned build (row sets of one phase)
     batch: bool = False  # has the PG_BATCH=1 build (a strided batch on blockIdx.z)
+    #: a batched rung whose split build (PG_SPLIT) takes the whole K and cuts it into slices of
+    #: whole steps of this many (split_k.cuh's pg_split_slice_k; K need not divide evenly); 0: the
+    #: launch passes each slice's K, and K must be a multiple of the slice count
+    split_step: int = 0
     #: macros every build of this row is compiled with (one source, several rungs: a tile
     #: shape or a C layout chosen at compile time), e.g. {"PG_BN": 192}
     defines: tuple[tuple[str, int], ...] = ()
@@ -108,6 +112,14 @@ class KernelSpec:
         if self.arch.endswith("a"):  # arch-specific code runs on exactly that architecture
             return sm == int(self.arch[3:-1])
         return sm >= self.min_sm
+
+    def split_slice(self, k: int, splits: int) -> int:
+        """K of each of ``splits`` K-slices (the last may be shorter): a rung that cuts K itself
+        (``split_step``) takes whole steps, ceil(ceil(K / splits) / step) of them, as its kernel
+        works out (split_k.cuh, pg_split_slice_k); the others take K / splits."""
+        if self.split_step:
+            return -(-(-(-k // max(splits, 1))) // self.split_step) * self.split_step
+        return k // max(splits, 1)
 
     def smem_for(self, vec: bool) -> int:
         """Dynamic shared memory of the build with ``PG_VEC`` = ``vec``."""
@@ -233,6 +245,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         abi=str(row.get("abi", "standard") or "standard"),
         row_split=bool(row.get("row_split", False)),
         batch=bool(row.get("batch", False)),
+        split_step=int(row.get("split_step", 0) or 0),
         defines=tuple(sorted((str(k), int(v)) for k, v in (row.get("defines") or {}).items())),
         max_m=int(row.get("max_m", 0) or 0),
         max_n=int(row.get("max_n", 0) or 0),

@@ -526,3 +526,31 @@ def test_bf16_rows_off_a_sector_are_copied_and_rows_on_one_are_read_as_they_are(
     assert "32-byte boundaries" in str(off)
     on = CudaBackend().plan(normalize(np.zeros((8192, 16384), bf), np.zeros((16384, 400), bf)))
     assert not on.padding and "byte boundaries" not in str(on), str(on)
+
+
+def test_a_skinny_split_passes_the_whole_k_and_moves_by_slices():
+    """A skinny rung's split build takes the whole K and cuts it itself: the launch passes K,
+    the batch strides move A and B by a slice of whole steps, the grid walks its strips over
+    the SMs left per slice, and the workspace holds one fp32 tile per slice."""
+    spec = SPECS["skinny_v2_fp16_col"]
+    k = 500000
+    a = Mat("a", 512, k, "row", k, 0, 2)  # K-contiguous rows
+    b = Mat("b", k, 2, "col", k, 0, 2)
+    c = _half("c", 512, 2)  # row-major: the col rung takes the product swapped, its M the user's N
+    lp = plan_launch(spec, a, b, c, splits=8)
+    ks = spec.split_slice(k, 8)
+    assert ks % 64 == 0 and 7 * ks < k <= 8 * ks
+    assert lp.k == k and lp.slice_k == ks and lp.splits == 8
+    assert lp.grid == (16, 1, 8)  # 16 strips, 132 // 8 SMs per slice
+    assert lp.batch_strides[0] == ks and lp.batch_strides[1] == ks  # both K-contiguous here
+    assert lp.macros()["PG_SPLIT"] == 1 and lp.macros()["PG_OUT_F32"] == 1
+    big = plan_launch(spec, Mat("a", 4096, k, "row", k, 0, 2), b, _half("c", 4096, 2), splits=4)
+    assert big.grid == (33, 1, 4)  # 128 strips walked by 132 // 4 blocks per slice
+
+
+def test_a_skinny_split_refuses_a_slice_with_no_k():
+    spec = SPECS["skinny_v3_fp32_row"]
+    from polygemm.backends.cuda.planning import split_refusal
+    a, b = Mat("a", 4, 100, "row", 100), Mat("b", 100, 64, "row", 64)
+    assert split_refusal(spec, a, b, 3) is not None  # 100 in 32-deep steps: 64 + 36, no third slice
+    assert split_refusal(spec, a, b, 2) is None

@@ -289,3 +289,69 @@ def test_skinny_walked_strips(cuda, variant):
             assert res.ok, f"{variant} {m}x{n}x{k} {'F' if da.flags.f_contiguous else 'C'}: {res.message}"
             again = pg.gemm(da, db, dc, alpha=alpha, beta=beta, out=cp.empty_like(out), device="cuda", variant=variant)
             assert cp.asnumpy(again).tobytes() == got.tobytes(), f"{variant} {m}x{n}x{k}: another run gave other bits"
+
+
+SPLITTING = [v for v in SKINNY if SKINNY[v].split_step]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", SPLITTING)
+@pytest.mark.parametrize("shape,splits", [((2, 512, 20000), 8), ((1, 33, 9001), 3), ((16, 70, 65537), 16), ((5, 1000, 4096), 2),
+                                          ((32, 40, 30000), 12)], ids=lambda x: _mirror_ids(x) if isinstance(x, tuple) else f"s{x}")
+def test_skinny_split_k(cuda, variant, shape, splits):
+    """K cut by the kernel into slices of whole steps (K not a multiple of the slices, the last
+    slice shorter, odd K through the unaligned build), every layout, both outputs, alpha/beta
+    (applied once, by the reduction), outputs poisoned with NaN; the same bits on a second run."""
+    small, long_side, k = shape
+    m, n = (long_side, small) if SKINNY[variant].layout == "col" else (small, long_side)
+    name = f"{variant}:split_k={splits}"
+    for i, orders in enumerate(ORDERS):
+        out_dtype = _out_dtypes(variant)[i % len(_out_dtypes(variant))]
+        a, b, c, alpha, beta, ref, seed = _data(m, n, k, _np_dtype(variant), out_dtype, bool(i % 3 == 1))
+        oa, ob, oc = orders
+        A, B = np.asarray(a, order=oa), np.asarray(b, order=ob)
+        C = np.asarray(c, order=oc) if c is not None else None
+        out = np.full((m, n), np.nan, out_dtype, order=oc)
+        plan = pg.explain(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=name)
+        assert plan.variant == name and "split-K" in plan.launch, str(plan)
+        pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=name)
+        res = ref.compare(out)
+        assert res.ok, f"{name} {m}x{n}x{k} orders={orders} seed={seed}: {res.message}"
+        again = np.full((m, n), np.nan, out_dtype, order=oc)
+        pg.gemm(A, B, C, alpha=alpha, beta=beta, out=again, device="cuda", variant=name)
+        assert again.tobytes() == out.tobytes(), f"{name} {m}x{n}x{k}: another run gave other bits"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", SPLITTING)
+def test_skinny_batch_on_the_grid(cuda, variant):
+    """A strided batch of skinny products in one launch (PG_BATCH: blockIdx.z the matrix),
+    a shared B broadcast over the batch, alpha/beta."""
+    rng = np.random.default_rng(secrets.randbits(32))
+    col = SKINNY[variant].layout == "col"
+    dtype = _np_dtype(variant)
+    for small, long_side, k in [(3, 100, 257), (16, 64, 1000)]:
+        m, n = (long_side, small) if col else (small, long_side)
+        a = rng.standard_normal((5, m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        c = rng.standard_normal((5, m, n)).astype(np.float32)
+        out = np.full((5, m, n), np.nan, np.float32)
+        plan = pg.explain(a, b, c, alpha=0.5, beta=-1.0, out=out, device="cuda", variant=variant)
+        assert plan.variant == variant and "batch" in plan.launch, str(plan)
+        pg.gemm(a, b, c, alpha=0.5, beta=-1.0, out=out, device="cuda", variant=variant)
+        for i in range(5):
+            res = reference_for(a[i], b, c[i], 0.5, -1.0, out_dtype=np.float32).compare(out[i])
+            assert res.ok, f"{variant} batch member {i} of 5x{m}x{n}x{k}: {res.message}"
+
+
+@pytest.mark.cuda
+def test_auto_splits_a_long_k_over_a_small_output(cuda):
+    """256 x 2 x 131072 in fp16 (A K-contiguous, as a transposed weight): 8 strips unsplit, so
+    auto takes a skinny rung's split build, and the result is right."""
+    rng = np.random.default_rng(secrets.randbits(32))
+    a = rng.standard_normal((131072, 256)).astype(np.float16).T
+    b = rng.standard_normal((131072, 2)).astype(np.float16)
+    plan = pg.explain(a, b, device="cuda")
+    assert "split_k=" in plan.variant and plan.variant.startswith("skinny"), str(plan)
+    res = reference_for(a, b, None, 1.0, 0.0).compare(pg.gemm(a, b, device="cuda"))
+    assert res.ok, res.message

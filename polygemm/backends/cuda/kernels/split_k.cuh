@@ -255,6 +255,17 @@ __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, u
                            D, d_rs, d_cs, alpha, beta, d_half);
     if (rank == 0) *count = 0u;  // ready for the next launch on this stream
 }
+
+// Rungs that cut K into slices themselves (variants.json "split_step": the skinny rungs, whose
+// K is long and not always a multiple of a slice count): the launch passes the whole K and
+// PG_BATCH_SEEK moves A and B to slice z's first element; slice z of gridDim.z is K elements
+// [z ks, min(K, (z + 1) ks)), ks the slices' common length rounded up to `step` (a warp step:
+// every slice but the last is whole steps, and each starts as aligned as the operand does).
+// KernelSpec.split_slice (variants.py) computes the same ks. Returns this block's slice length.
+__device__ __forceinline__ int pg_split_slice_k(int K, int step) {
+    const int ks = CEIL_DIV(CEIL_DIV(K, static_cast<int>(gridDim.z)), step) * step;
+    return min(ks, K - static_cast<int>(blockIdx.z) * ks);
+}
 #else
 #define PG_SPLIT_PARAMS
 #endif

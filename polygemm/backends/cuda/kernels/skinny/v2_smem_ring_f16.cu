@@ -24,16 +24,24 @@
 // issued.
 //
 // Layouts, PG_TRANS_A/B, PG_VEC, PG_OUT_F32, PG_COL_MAJOR: as v1.
+// PG_BATCH=1: blockIdx.z is a matrix of a strided batch (common.cuh). PG_SPLIT=1 (with
+// PG_BATCH and PG_OUT_F32): blockIdx.z is a K-slice (split_k.cuh's pg_split_slice_k: the launch
+// passes the whole K, slices of whole 64-deep steps), each strip's partial tile stored in the
+// slice's fp32 workspace and added up by the last slice to arrive. Why: a long K over a small
+// output (512 x 2 x 500000) is 16 strips, 16 of 132 SMs streaming the operand; split 8 ways it
+// is 128 threadblocks and the whole GPU's bandwidth.
 // The threadblocks walk the 32-column strips (blockIdx.x, + gridDim.x, ...), each warp's ring
 // running on from one strip's K steps into the next's, so a product of short K keeps its copies
 // in flight between strips; the warps' partial tiles have their own 16.5 KB after the rings.
-// Launch: blockDim (256, 1, 1), gridDim (at most ceil(N/32), ceil(M/16)) (grid ["n", "m"]; the
-// planner caps x at SMs // ceil(M/16) while that is 2 or more: variants.json "walks_strips"),
+// Launch: blockDim (256, 1, 1), gridDim (at most ceil(N/32), ceil(M/16), matrices or slices)
+// (grid ["n", "m"]; the planner caps x at SMs // (ceil(M/16) z) while that is 2 or more:
+// variants.json "walks_strips"),
 // 221696 bytes (216.5 KB) of dynamic shared memory.
 
 #include <cuda_fp16.h>
 #include <stdint.h>
-#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
+#define PG_HALF_TYPES  // pg_half: a split build's reduction writes the 16-bit destination
+#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults, PG_BATCH, PG_SPLIT
 
 #ifndef PG_OUT_F32
 #define PG_OUT_F32 0
@@ -357,6 +365,31 @@ __device__ __forceinline__ void store_strip(const float* red, int rows, int m0, 
     }
 }
 
+// What a split build (PG_SPLIT) needs to add up a strip's K-slices once they are all stored:
+// the tiles' arrival counters, slice 0 of the workspace and the destination (split_k.cuh).
+struct SplitOut {
+#if PG_SPLIT
+    unsigned int* count;
+    const float* w;
+    long long w_split;
+    void* d;
+    long long d_rs, d_cs;
+    float alpha, beta;
+    int d_half;
+#endif
+};
+
+// A split build's strip n0 is stored in its slice of the workspace: the last slice to arrive
+// adds them all into the destination (nothing to do in other builds).
+__device__ __forceinline__ void finish_strip(const SplitOut& so, int rows, int m0, int n0, int N, int ldc) {
+#if PG_SPLIT
+    const int tiles_n = (N + kBN - 1) / kBN;
+    pg_split_fixup(0, kThreads, threadIdx.x, so.count + blockIdx.y * tiles_n + n0 / kBN, gridDim.z, so.w,
+                   PG_COL_MAJOR ? 1 : ldc, PG_COL_MAJOR ? ldc : 1, so.w_split, m0, n0, rows, min(kBN, N - n0), so.d,
+                   so.d_rs, so.d_cs, so.alpha, so.beta, so.d_half);
+#endif
+}
+
 // The threadblock's strips (blockIdx.x, + gridDim.x, ...) with NT n8 tiles (rows <= 8 * NT):
 // each warp computes its share of K for one strip after another through one ring, so the
 // copies of the next strip's first steps are in flight while the block sums and stores the
@@ -365,7 +398,7 @@ template <int NT, bool kWin>
 __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int lda, const uint16_t* __restrict__ B,
                                             int ldb, int N, int K, int rows, int m0, unsigned char* smem, int warp,
                                             int lane, bool a_vec, bool b_vec, float alpha, float beta,
-                                            OutT* __restrict__ C, int ldc) {
+                                            OutT* __restrict__ C, int ldc, const SplitOut& so) {
     using R = Ring<kWin, NT>;
     constexpr int kStages = R::kStages, kStageBytes = R::kStageBytes;
     const int g = lane >> 2, t = lane & 3;
@@ -444,7 +477,9 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
             }
         }
         __syncthreads();
-        store_strip(red, rows, m0, ((int)blockIdx.x + j * (int)gridDim.x) * kBN, N, alpha, beta, C, ldc);
+        const int n0 = ((int)blockIdx.x + j * (int)gridDim.x) * kBN;
+        store_strip(red, rows, m0, n0, N, alpha, beta, C, ldc);
+        finish_strip(so, rows, m0, n0, N, ldc);
         __syncthreads();  // the partial tiles are read before the next strip's overwrite them
     }
     pg_cp_async_wait<0>();
@@ -454,16 +489,24 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
 
 extern "C" __global__ void __launch_bounds__(sk2_f16::kThreads, 1)
 skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda, const __half* __restrict__ B,
-              int ldb, float beta, void* __restrict__ Cv, int ldc)
+              int ldb, float beta, void* __restrict__ Cv, int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace sk2_f16;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int m0 = blockIdx.y * kBM;
     const int rows = min(kBM, M - m0);
+    OutT* C = reinterpret_cast<OutT*>(Cv);
+    PG_BATCH_SEEK(A, B, C);  // blockIdx.z: a matrix of the batch, or (PG_SPLIT) a K-slice
+    SplitOut so;
+#if PG_SPLIT
+    static_assert(PG_BATCH && PG_OUT_F32, "PG_SPLIT: the K-slices are a batch of fp32 partial tiles");
+    K = pg_split_slice_k(K, kStepK);
+    so = SplitOut{pg_split_count, C - blockIdx.z * pg_batch_c, pg_batch_c, pg_split_d, pg_split_d_rs,
+                  pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half};
+#endif
     const uint16_t* a = reinterpret_cast<const uint16_t*>(A) + (kAKContig ? (long long)m0 * lda : m0);
     const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
-    OutT* C = reinterpret_cast<OutT*>(Cv);
     // PG_VEC=0 (some operand unaligned): each of A and B still takes 16-byte copies when it is
     // aligned itself (e.g. the matrix of a GEMV whose vector has an odd length).
     const bool a_vec = PG_VEC || ((reinterpret_cast<uintptr_t>(a) & 15) == 0 && lda % 8 == 0);
@@ -471,13 +514,13 @@ skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, in
     if (kHasWin && !b_vec) {
         if constexpr (kHasWin) {
             if (rows > 8)
-                walk_strips<2, true>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
+                walk_strips<2, true>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc, so);
             else
-                walk_strips<1, true>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
+                walk_strips<1, true>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc, so);
         }
     } else if (rows > 8) {
-        walk_strips<2, false>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
+        walk_strips<2, false>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc, so);
     } else {
-        walk_strips<1, false>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc);
+        walk_strips<1, false>(a, lda, b, ldb, N, K, rows, m0, smem, warp, lane, a_vec, b_vec, alpha, beta, C, ldc, so);
     }
 }

@@ -21,11 +21,17 @@
 // N, M and K through the copies' source size), 4-byte ones otherwise.
 //
 // Layouts, PG_TRANS_A/B, PG_VEC, PG_COL_MAJOR: as v1.
-// Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/32)) (grid ["n", "m"]), 208896 bytes
+// PG_BATCH=1: blockIdx.z is a matrix of a strided batch (common.cuh). PG_SPLIT=1 (with
+// PG_BATCH): blockIdx.z is a K-slice (split_k.cuh's pg_split_slice_k: the launch passes the
+// whole K, slices of whole 32-deep steps), the tile stored in the slice's workspace and added
+// up by the last slice to arrive: a long K over a small output (512 x 16 x 500000) would
+// otherwise stream its operand through 16 of the GPU's SMs.
+// Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/32), matrices or slices)
+// (grid ["n", "m"]), 208896 bytes
 // of dynamic shared memory.
 
 #include <stdint.h>
-#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
+#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults, PG_BATCH, PG_SPLIT
 
 #ifndef PG_COL_MAJOR
 #define PG_COL_MAJOR 0
@@ -256,10 +262,15 @@ __device__ __forceinline__ void warp_tiles(const float* __restrict__ A, int lda,
 
 extern "C" __global__ void __launch_bounds__(sk3_f32::kThreads, 1)
 skinny_v3_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int lda, const float* __restrict__ B,
-              int ldb, float beta, float* __restrict__ C, int ldc)
+              int ldb, float beta, float* __restrict__ C, int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace sk3_f32;
     extern __shared__ __align__(16) float smem[];
+    PG_BATCH_SEEK(A, B, C);  // blockIdx.z: a matrix of the batch, or (PG_SPLIT) a K-slice
+#if PG_SPLIT
+    static_assert(PG_BATCH, "PG_SPLIT: the K-slices are a batch");
+    K = pg_split_slice_k(K, kStepK);
+#endif
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
     const int rows = min(kBM, M - m0);
@@ -299,4 +310,11 @@ skinny_v3_f32(int M, int N, int K, float alpha, const float* __restrict__ A, int
         if (beta != 0.f) v = fmaf(beta, *p, v);
         *p = v;
     }
+#if PG_SPLIT
+    // this slice's tile is in the workspace: the last slice to arrive adds them all into D
+    pg_split_fixup(0, kThreads, threadIdx.x, pg_split_count + blockIdx.y * gridDim.x + blockIdx.x, gridDim.z,
+                   C - blockIdx.z * pg_batch_c, PG_COL_MAJOR ? 1 : ldc, PG_COL_MAJOR ? ldc : 1, pg_batch_c, m0, n0,
+                   rows, min(kBN, N - n0), pg_split_d, pg_split_d_rs, pg_split_d_cs, pg_split_alpha, pg_split_beta,
+                   pg_split_d_half);
+#endif
 }
