@@ -173,7 +173,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.mode == "call" and names == ["all"]:  # every variant of the dtype, each through the public call
         names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
     if names != ["all"]:  # every name checked before anything is timed: a typo in the last must not cost the run
-        check_variant_names(be, device, args.dtype, names, modified=args.mode == "kernel")
+        check_variant_names(be, device, args.dtype, names)
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
     too_large: list[str] = []  # shapes whose host arrays did not fit: left out, the others timed, exit 2

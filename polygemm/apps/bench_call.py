@@ -228,7 +228,7 @@ def run_call_bench(
         raise BackendUnavailableError(f"device {device!r} is unavailable: {av.reason}")
     if inputs not in ("device", "numpy"):
         raise UnsupportedProblemError(f"--inputs must be device or numpy; got {inputs!r}")
-    check_variant_names(be, device, dtype, [variant], modified=False)
+    check_variant_names(be, device, dtype, [variant])
     lib, vendors = call_setup(be, dtype, array_lib)
     host_only = lib.name == "numpy"
     if result not in ("out", "new"):

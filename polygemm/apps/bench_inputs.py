@@ -87,20 +87,18 @@ def skip_too_large(why: str, too_large: list[str] | None, progress: Callable[[st
 
 
 
-def check_variant_names(be: Backend, device: str, dtype: str, names: Sequence[str], modified: bool) -> None:
+def check_variant_names(be: Backend, device: str, dtype: str, names: Sequence[str]) -> None:
     """UnsupportedProblemError for the first of ``names`` that is not a ``dtype`` variant of
-    ``be`` (nor ``auto``); ``modified``: names the backend modifies (cuda's
-    ``rung:split_k=8``, taken by kernel mode) count as their variant."""
+    ``be`` (nor ``auto``); names the backend modifies (cuda's ``rung:split_k=8``, which gemm and
+    the raw launch both take) count as their variant."""
     known = {v.name for v in be.variants() if dtype in v.dtypes}
     for name in names:
         if name == "auto" or name in known:
             continue
-        ok = False
-        if modified:
-            try:
-                ok = be.get_variant(name).name in known
-            except PolygemmError:
-                pass
+        try:
+            ok = be.get_variant(name).name in known
+        except PolygemmError:
+            ok = False
         if not ok:
             raise UnsupportedProblemError(f"--variants: {name!r} is not a {dtype} variant of {device}; known: auto, {', '.join(sorted(known))}")
 

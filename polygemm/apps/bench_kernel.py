@@ -58,7 +58,7 @@ def run_bench(
     table = [v for v in be.variants() if dtype in v.dtypes]
     vendor = next((v.name for v in table if v.vendor), None)
     names = [v.name for v in table if not v.vendor] if variants == "all" else list(variants)
-    check_variant_names(be, device, dtype, names, modified=True)  # a backend may take modified names (cuda: "rung:split_k=8")
+    check_variant_names(be, device, dtype, names)
     date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     rng = np.random.default_rng()
     records: list[BenchRecord] = []

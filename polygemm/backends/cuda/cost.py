@@ -238,7 +238,9 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
             t += math.ceil(kt / run) * spec.tile[0] * spec.tile[1] * 4 / SK_SLOT_BYTES_PER_US
     if splits:
         data = (splits * 4 + osize) * m * n
-        if spec.abi == "tma" or frac <= 1.0:  # the grid is resident: every block reduces bands
+        # the grid is resident: every block reduces bands (a rung that cuts K itself always
+        # leaves each tile to its last slice: split_k.cuh's pg_split_fixup)
+        if spec.abi == "tma" or (frac <= 1.0 and not spec.split_step):
             t += 1.0 + data / GRID_REDUCE_BYTES_PER_US
         else:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
             km, kn = kernel_mn(spec, m, n, result_layout)

@@ -29,7 +29,8 @@
 // C (i, j) at C[i*ldc + j]. PG_COL_MAJOR=1 ("col" rung): every operand column-major in its
 // own terms, the transposes meaning row-major: A (i, k) at A[i + k*lda] (PG_TRANS_A=1:
 // A[i*lda + k]), B (k, j) at B[k + j*ldb] (PG_TRANS_B=1: B[k*ldb + j]), C at C[i + j*ldc].
-// C is __half, or float when PG_OUT_F32=1.
+// C is __half, or float when PG_OUT_F32=1. PG_BF16=1: bfloat16 A, B and 16-bit C (common.cuh's
+// pg_half; the same fragments and loads, the mma.sync of that type).
 //
 // PG_VEC=1: A, B, C 16-byte aligned, lda/ldb/ldc % 8 == 0: 16-byte loads of A and of
 // K-contiguous B, 8-byte loads of N-contiguous B.
@@ -43,6 +44,7 @@
 
 #include <cuda_fp16.h>
 #include <stdint.h>
+#define PG_HALF_TYPES  // pg_half: __half, or __nv_bfloat16 in the PG_BF16=1 build
 #include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
 
 #ifndef PG_OUT_F32
@@ -81,9 +83,9 @@ using OutT = float;
 __device__ __forceinline__ float load_out(const float* p) { return *p; }
 __device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
 #else
-using OutT = __half;
-__device__ __forceinline__ float load_out(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2half_rn(v); }
+using OutT = pg_half;
+__device__ __forceinline__ float load_out(const pg_half* p) { return pg_half2float(*p); }
+__device__ __forceinline__ void store_out(pg_half* p, float v) { *p = pg_float2half_rn(v); }
 #endif
 
 __device__ __forceinline__ uint32_t ld_u16(const uint16_t* p) { return __ldg(p); }
@@ -128,7 +130,7 @@ __device__ __forceinline__ void load8_col(uint32_t (&h)[8], const uint16_t* p, i
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32" PG_MMA_AB PG_MMA_AB ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -296,7 +298,7 @@ __device__ __forceinline__ void warp_tiles(const uint16_t* __restrict__ A, int l
 }  // namespace sk1_f16
 
 extern "C" __global__ void __launch_bounds__(sk1_f16::kThreads, SK_MIN_BLOCKS)
-skinny_v1_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda, const __half* __restrict__ B,
+skinny_v1_f16(int M, int N, int K, float alpha, const pg_half* __restrict__ A, int lda, const pg_half* __restrict__ B,
               int ldb, float beta, void* __restrict__ Cv, int ldc)
 {
     using namespace sk1_f16;

@@ -24,6 +24,7 @@
 // issued.
 //
 // Layouts, PG_TRANS_A/B, PG_VEC, PG_OUT_F32, PG_COL_MAJOR: as v1.
+// PG_BF16=1: bfloat16 A, B and 16-bit C (common.cuh's pg_half; the same fragments and copies).
 // PG_BATCH=1: blockIdx.z is a matrix of a strided batch (common.cuh). PG_SPLIT=1 (with
 // PG_BATCH and PG_OUT_F32): blockIdx.z is a K-slice (split_k.cuh's pg_split_slice_k: the launch
 // passes the whole K, slices of whole 64-deep steps), each strip's partial tile stored in the
@@ -40,7 +41,7 @@
 
 #include <cuda_fp16.h>
 #include <stdint.h>
-#define PG_HALF_TYPES  // pg_half: a split build's reduction writes the 16-bit destination
+#define PG_HALF_TYPES  // pg_half: __half, or __nv_bfloat16 in the PG_BF16=1 build
 #include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults, PG_BATCH, PG_SPLIT
 
 #ifndef PG_OUT_F32
@@ -97,9 +98,9 @@ using OutT = float;
 __device__ __forceinline__ float load_out(const float* p) { return *p; }
 __device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
 #else
-using OutT = __half;
-__device__ __forceinline__ float load_out(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2half_rn(v); }
+using OutT = pg_half;
+__device__ __forceinline__ float load_out(const pg_half* p) { return pg_half2float(*p); }
+__device__ __forceinline__ void store_out(pg_half* p, float v) { *p = pg_float2half_rn(v); }
 #endif
 
 __device__ __forceinline__ uint32_t ld_u16(const uint16_t* p) { return __ldg(p); }
@@ -133,7 +134,7 @@ __device__ __forceinline__ void load8_col(uint32_t (&h)[8], const uint16_t* p, i
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32" PG_MMA_AB PG_MMA_AB ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -228,6 +229,35 @@ __device__ __forceinline__ int a_at(int row, int k) {
         return row * kAStride + k;
 }
 
+// An M-contiguous A's step (columns of 8 NT halves, one a k) as a lane holds it between its
+// loads and its stores into the stage: chunks of 8 rows of one k, lane + 32 i of them.
+template <int NT>
+struct ACols {
+    static constexpr int kChunks = NT * kStepK;  // 8-row chunks of a step
+    uint32_t h[kChunks / 32][8];
+};
+template <int NT>
+__device__ __forceinline__ void load_a_cols(ACols<NT>& x, const uint16_t* __restrict__ A, int lda, int rows, int k0,
+                                            int K, int lane, bool a_vec) {
+#pragma unroll
+    for (int i = 0; i < ACols<NT>::kChunks / 32; ++i) {
+        const int c = 32 * i + lane;
+        const int kk = c / NT, ih = (c % NT) * 8;
+        const int n = k0 + kk < K ? rows - ih : 0;
+        load8_col(x.h[i], A + (n > 0 ? ih + (k0 + kk) * lda : 0), n, a_vec);
+    }
+}
+template <int NT, bool kCompact>
+__device__ __forceinline__ void store_a_cols(uint16_t* sa, const ACols<NT>& x, int lane) {
+#pragma unroll
+    for (int i = 0; i < ACols<NT>::kChunks / 32; ++i) {
+        const int c = 32 * i + lane;
+        const int kk = c / NT, ih = (c % NT) * 8;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sa[a_at<kCompact>(ih + e, kk)] = static_cast<uint16_t>(x.h[i][e]);
+    }
+}
+
 // Start filling A's part of a stage: rows 0 .. 8*NT-1 (rows >= `rows` zero) and K step
 // [k0, k0 + 64) into sa at a_at<kCompact>(row, k).
 template <int NT, bool kCompact>
@@ -249,20 +279,9 @@ __device__ __forceinline__ void stage_a(uint16_t* sa, const uint16_t* __restrict
             }
         }
     } else {  // columns of kRows halves: chunks of 8 rows of one k, transposed by plain stores
-        constexpr int kPerK = kRows / 8;
-        constexpr int kChunks = kPerK * kStepK;
-#pragma unroll 4
-        for (int c0 = 0; c0 < kChunks; c0 += 32) {
-            const int c = c0 + lane;
-            const int kk = c / kPerK, ih = (c % kPerK) * 8;
-            const bool kin = k0 + kk < K;
-            const int n = kin ? rows - ih : 0;
-            const uint16_t* p = A + (n > 0 ? ih + (k0 + kk) * lda : 0);
-            uint32_t h[8];
-            load8_col(h, p, n, a_vec);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) sa[a_at<kCompact>(ih + e, kk)] = static_cast<uint16_t>(h[e]);
-        }
+        ACols<NT> h;
+        load_a_cols<NT>(h, A, lda, rows, k0, K, lane, a_vec);
+        store_a_cols<NT, kCompact>(sa, h, lane);
     }
 }
 
@@ -424,7 +443,13 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
     const int steps = (K + kStepK - 1) / kStepK;
     const int mine = steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
     const int total = mine * walked;
-    auto issue = [&](int v) {
+    // An M-contiguous A (a transposed small operand) is read by plain loads, not cp.async: in
+    // the loop its step is loaded into registers when the step is issued and stored into the
+    // stage after this round's mma, so the loads' latency hides behind the mma and the wait
+    // (stored at once, it stalled every round: 512 x 2 x 500000 nn ran at 0.8 of its nt twin).
+    ACols<NT> a_next;
+    bool a_held = false;
+    auto issue = [&](int v, bool defer_a) {
         if (v < total) {
             const int j = v / mine, u = v - j * mine;
             const int st = (v % kStages) * kStageBytes;
@@ -434,13 +459,18 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
                 stage_b_win(ring_s + st, B, ldb, N, K, n0, k0, lane);
             else
                 stage_b(ring_s + st, B, ldb, N, K, n0, k0, lane, b_vec);
-            stage_a<NT, R::kCompactA>(reinterpret_cast<uint16_t*>(ring + st + R::kBBytes), A, lda, rows, k0, K, lane,
-                                      a_vec);
+            if (!kAKContig && defer_a) {
+                load_a_cols<NT>(a_next, A, lda, rows, k0, K, lane, a_vec);
+                a_held = true;
+            } else {
+                stage_a<NT, R::kCompactA>(reinterpret_cast<uint16_t*>(ring + st + R::kBBytes), A, lda, rows, k0, K,
+                                          lane, a_vec);
+            }
         }
         pg_cp_async_commit();  // an empty group past the end keeps the count the wait below relies on
     };
 #pragma unroll
-    for (int v = 0; v < kStages - 1; ++v) issue(v);
+    for (int v = 0; v < kStages - 1; ++v) issue(v, false);
     for (int j = 0; j < walked; ++j) {
         float acc[2][NT][4];
 #pragma unroll
@@ -451,13 +481,19 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
                 for (int e = 0; e < 4; ++e) acc[x][nt][e] = 0.f;
         for (int u = 0; u < mine; ++u) {
             const int v = j * mine + u;
-            issue(v + kStages - 1);
+            issue(v + kStages - 1, true);
             pg_cp_async_wait<kStages - 1>();  // step v's group has landed
             __syncwarp();
             const int st = (v % kStages) * kStageBytes;
             mma_step<NT, kWin>(acc, ring_s + st, reinterpret_cast<const uint32_t*>(ring + st + R::kBBytes), lane,
                                win_off);
-            __syncwarp();  // every lane is done reading stage v % kStages before it is refilled
+            if (!kAKContig && a_held) {  // step v + kStages - 1's A, into the stage step v - 1 left
+                const int sn = ((v + kStages - 1) % kStages) * kStageBytes;
+                store_a_cols<NT, R::kCompactA>(reinterpret_cast<uint16_t*>(ring + sn + R::kBBytes), a_next, lane);
+                a_held = false;
+            }
+            __syncwarp();  // every lane is done reading stage v % kStages before it is refilled,
+                           // and the A stored above is there for every lane
         }
 
         // Partial tile: accumulator (x, nt) holds rows i = 8nt + 2t + {0, 1} (c0/c1 and c2/c3)
@@ -488,7 +524,7 @@ __device__ __forceinline__ void walk_strips(const uint16_t* __restrict__ A, int 
 }  // namespace sk2_f16
 
 extern "C" __global__ void __launch_bounds__(sk2_f16::kThreads, 1)
-skinny_v2_f16(int M, int N, int K, float alpha, const __half* __restrict__ A, int lda, const __half* __restrict__ B,
+skinny_v2_f16(int M, int N, int K, float alpha, const pg_half* __restrict__ A, int lda, const pg_half* __restrict__ B,
               int ldb, float beta, void* __restrict__ Cv, int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace sk2_f16;
