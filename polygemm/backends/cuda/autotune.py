@@ -1,0 +1,292 @@
+"""Measuring what the cost model can only estimate: which of ``auto``'s top candidates runs a
+product fastest on this GPU (``polygemm tune``, and ``POLYGEMM_AUTOTUNE=1`` on first sight).
+
+The candidates (:func:`tune_candidates`) are the cost model's fastest few, plus its fastest
+split-K choices; each is timed by name (:class:`ScratchTimer`: its own launch, on scratch
+buffers laid out as the caller's operands are, filled with random normals, after a warm-up, the
+median of several batches of launches by the device's events), never on the caller's arrays.
+:func:`measure` turns the timings into a :class:`~.tune_cache.Measurement`; the timing function
+is a parameter, so the logic is tested with a fake one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+import warnings
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ...core.env import env_flag
+from ...core.operand import Operand
+from ...core.problem import GemmProblem
+from ...errors import PolygemmError, UnsupportedProblemError
+from .cost import Candidate
+from .decisions import KernelLauncher, batch_bytes, plan_mats
+from .planning import Mat
+from .tune_cache import GpuId, Measurement, TuneKey, align_class, now_text, package_version
+
+__all__ = ["gpu_of", "tune_key", "tune_candidates", "measure", "ScratchTimer", "event_timer", "autotune_enabled",
+           "AutotuneBudget", "AUTOTUNE_BUDGET", "TOP", "SPLITS", "safe_to_time", "measured_reason", "process_budget",
+           "tuning_failed", "is_tuning_error"]
+
+#: candidates timed by default: the cost model's fastest this many, and its fastest split-K choices this many
+TOP = 4
+SPLITS = 4
+#: timings a candidate gets (each the mean of a batch of launches), the median kept
+REPEATS = 5
+#: seconds a batch of launches lasts at least (fewer launches for long products, at most 100)
+BATCH_SECONDS = 0.002
+
+
+def gpu_of(rt: Any, sms: int) -> GpuId | None:
+    """The GPU a plan runs on, as tuning keys it (None without one: planning with no device)."""
+    if rt is None or not getattr(rt, "name", ""):
+        return None
+    return GpuId(str(rt.name), (int(rt.cc[0]), int(rt.cc[1])), int(sms))
+
+
+def tune_key(gpu: GpuId, p: GemmProblem) -> TuneKey:
+    """What ``auto`` weighs for ``p`` on ``gpu``: sizes, dtypes, the batch, and the operands as the
+    device holds them (:func:`.decisions.plan_mats`: host operands as compact uploads, a batch's
+    pointers standing for the alignment every matrix has)."""
+    mats = plan_mats(p)
+    layouts = ",".join(x.layout for x in mats)
+    align = ",".join(align_class(x.ptr, x.ld, x.itemsize, x.rows if x.layout == "row" else x.cols) for x in mats)
+    return TuneKey(gpu, p.dtype.name, p.out_dtype.name, p.m, p.n, p.k, p.count, layouts, align)
+
+
+def tune_candidates(ranked: Sequence[Candidate], top: int = TOP, splits: int = SPLITS) -> list[str]:
+    """The variant names to time, the estimate's pick first: the ``top`` fastest estimates and the
+    ``splits`` fastest split-K ones among the rest, each once. Candidates on aligned copies are
+    left out (a named variant reads the operands as they are)."""
+    plain = list(dict.fromkeys(c.label for c in ranked if not c.padded))
+    split = [name for name in plain if ":split_k=" in name]
+    out = plain[:max(top, 1)]
+    out += [name for name in split if name not in out][:max(splits, 0)]
+    return out
+
+
+def measure(names: Sequence[str], time_fn: Callable[[str], float], estimates: dict[str, float] | None = None, *,
+            budget_s: float = math.inf, clock: Callable[[], float] = time.monotonic) -> Measurement | None:
+    """Time each of ``names`` (seconds per launch, by ``time_fn``) and keep the fastest; the
+    first name is the estimate's pick. A candidate that cannot take the problem
+    (UnsupportedProblemError, or a time that is not a positive number) is passed over; once
+    ``budget_s`` seconds are spent no further candidate starts (the first always runs). None
+    when nothing was timed."""
+    timings: dict[str, float] = {}
+    start = clock()
+    for i, name in enumerate(names):
+        if i and clock() - start > budget_s:
+            break
+        try:
+            t = time_fn(name)
+        except UnsupportedProblemError:
+            continue
+        if t is None or not math.isfinite(t) or t <= 0:
+            continue
+        timings[name] = t * 1e6
+    if not timings:
+        return None
+    winner = min(timings, key=lambda n: timings[n])
+    pick = names[0] if names else ""
+    return Measurement(winner, timings[winner], timings, pick, float((estimates or {}).get(pick, 0.0)), now_text(), package_version())
+
+
+def measured_reason(m: Measurement) -> str:
+    """The plan's reason for a variant measured fastest on this GPU."""
+    text = (f"measured on this GPU: {m.winner} ran {m.us:.1f} µs, the fastest of {len(m.timings)} candidates timed on "
+            f"{m.date or 'an unknown date'} (polygemm tune)")
+    if m.estimate_pick and m.estimate_pick != m.winner:
+        pick = m.pick_us
+        text += f"; the cost model's estimate picked {m.estimate_pick}" + (f" ({pick:.1f} µs measured)" if pick else "")
+    elif m.estimate_pick:
+        text += "; the cost model's estimate picked it too"
+    return text
+
+
+def event_timer(rt: Any) -> Callable[[Callable[[], Any]], float]:
+    """Seconds ``fn()``'s queued work takes on the legacy default stream, by the device's events."""
+    def _time(fn: Callable[[], Any]) -> float:
+        with rt.active():
+            start, end = rt.drv.Event(), rt.drv.Event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return float(start.time_till(end)) / 1e3
+
+    return _time
+
+
+def safe_to_time(rt: Any) -> bool:
+    """Whether launches on the legacy default stream are allowed now: not while a stream of this
+    thread is captured into a CUDA graph (the driver then refuses, or the capture breaks)."""
+    cu = getattr(rt, "cu", None)
+    if cu is None:
+        return False
+    status = cu.ffi.new("int *")
+    try:
+        return bool(cu.lib.cuStreamIsCapturing(cu.stream(0), status) == 0 and status[0] == 0)
+    except Exception:  # noqa: BLE001 - a driver that cannot say: do not time
+        return False
+
+
+def _span_bytes(mat: Mat, stride: int, count: int) -> int:
+    return (mat.max_offset + 1) * mat.itemsize + (max(count, 1) - 1) * max(stride, 0)
+
+
+def _rebound(op: Operand, mat: Mat, ptr: int, stride: int) -> Operand:
+    """``op`` as a device operand at ``ptr``, laid out as ``mat`` (the plan's view of it)."""
+    return replace(op, ptr=ptr, ld=mat.ld, layout=mat.layout, residency="cuda", array=None, interface=None, copied=False,
+                   readonly=False, batch_stride=stride // mat.itemsize if stride else 0, broadcast=False, pending=False)
+
+
+class ScratchTimer:
+    """Times named variants of a product on scratch device buffers laid out as ``p``'s operands
+    are (leading dimensions, layouts, batch strides, and each base's offset within 256 bytes, so
+    the plan reads the same alignment), holding random normals. Use as a context manager
+    (the buffers are freed on exit); calling it with a name returns seconds per launch."""
+
+    def __init__(self, backend: Any, rt: Any, p: GemmProblem, repeats: int = REPEATS, batch_seconds: float = BATCH_SECONDS) -> None:
+        self.backend, self.rt, self.p = backend, rt, p
+        self.repeats, self.batch_seconds = max(1, repeats), batch_seconds
+        self._allocs: list[Any] = []
+        self._timer = event_timer(rt)
+        self.problem: GemmProblem | None = None
+        self.ptrs = (0, 0, 0)
+
+    def __enter__(self) -> "ScratchTimer":
+        p, rt = self.p, self.rt
+        a, b, c = plan_mats(p)
+        sa, sb, _, sd = batch_bytes(p)
+        with rt.active():
+            try:
+                ptrs = []
+                for mat, stride in ((a, sa), (b, sb), (c, sd)):
+                    nbytes = _span_bytes(mat, stride, p.count)
+                    buf = rt.allocate(nbytes + 256)
+                    self._allocs.append(buf)
+                    ptr = int(buf) + (mat.ptr % 256 if mat.ptr else 0)
+                    if mat is not c:
+                        self._fill(ptr, nbytes, mat.itemsize, p.dtype)
+                    ptrs.append(ptr)
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
+        self.ptrs = (ptrs[0], ptrs[1], ptrs[2])
+        out = _rebound(p.out, c, ptrs[2], sd) if p.out is not None else None
+        self.problem = replace(p, a=_rebound(p.a, a, ptrs[0], sa), b=_rebound(p.b, b, ptrs[1], sb), c=None, out=out,
+                               alpha=1.0, beta=0.0, residency="cuda")
+        return self
+
+    def _fill(self, ptr: int, nbytes: int, itemsize: int, dtype: Any) -> None:
+        """Random normals (never zeros): a block drawn on the host, then doubled on the device."""
+        drv = self.rt.drv
+        count = max(nbytes // itemsize, 1)
+        block = np.random.default_rng().standard_normal(min(count, 1 << 20), dtype=np.float32).astype(dtype)
+        raw = block.view(np.uint8)
+        done = min(raw.nbytes, nbytes)
+        drv.memcpy_htod(ptr, raw[:done])
+        while done < nbytes:
+            step = min(done, nbytes - done)
+            drv.memcpy_dtod(ptr + done, ptr, step)
+            done += step
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._allocs:
+            return
+        with self.rt.active():
+            for buf in self._allocs:
+                try:
+                    buf.free()
+                except Exception:  # noqa: BLE001 - freeing scratch must not hide the timing's own error
+                    pass
+        self._allocs.clear()
+
+    def __call__(self, name: str) -> float:
+        assert self.problem is not None, "use ScratchTimer as a context manager"
+        plan = self.backend.plan(self.problem, name)
+        if plan.variant != name:  # e.g. a TMA rung handing these operands to another rung: not this candidate
+            raise UnsupportedProblemError(f"{name} does not run this problem itself ({plan.variant} would)")
+        launch = plan.private.launch
+        if launch is None:
+            raise UnsupportedProblemError(f"{name}: nothing to launch for this problem")
+        run = KernelLauncher(launch, *self.ptrs, 1.0, 0.0, plan.variant)
+        with self.rt.active():
+            run()  # warm-up: the build, the module load, a split's workspace
+            self.rt.ctx.synchronize()
+            one = self._timer(run)
+            calls = max(1, min(100, int(self.batch_seconds / max(one, 1e-7))))
+
+            def batch() -> None:
+                for _ in range(calls):
+                    run()
+
+            return statistics.median(self._timer(batch) / calls for _ in range(self.repeats))
+
+
+def autotune_enabled() -> bool:
+    """``POLYGEMM_AUTOTUNE``: tune each new product on first sight (off by default)."""
+    return env_flag("POLYGEMM_AUTOTUNE")
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+        if not value >= 0:
+            raise ValueError
+    except ValueError:
+        warnings.warn(f"{name}={raw!r} is not a number >= 0; using {default:g}", RuntimeWarning, stacklevel=3)
+        return default
+    return value
+
+
+class AutotuneBudget:
+    """How much first-sight tuning a process does: at most ``shapes`` products
+    (``$POLYGEMM_AUTOTUNE_SHAPES``, default 64), each at most ``seconds`` of timing
+    (``$POLYGEMM_AUTOTUNE_SECONDS``, default 2; the candidate started last finishes)."""
+
+    def __init__(self, shapes: int | None = None, seconds: float | None = None) -> None:
+        self.shapes = int(_env_number("POLYGEMM_AUTOTUNE_SHAPES", 64)) if shapes is None else shapes
+        self.seconds = _env_number("POLYGEMM_AUTOTUNE_SECONDS", 2.0) if seconds is None else seconds
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """One more product may be tuned (counted); False once ``shapes`` have been."""
+        with self._lock:
+            if self.used >= self.shapes:
+                return False
+            self.used += 1
+            return True
+
+
+#: the process's first-sight tuning budget (read from the environment on first use)
+AUTOTUNE_BUDGET: list[AutotuneBudget] = []
+_budget_lock = threading.Lock()
+
+
+def process_budget() -> AutotuneBudget:
+    with _budget_lock:
+        if not AUTOTUNE_BUDGET:
+            AUTOTUNE_BUDGET.append(AutotuneBudget())
+        return AUTOTUNE_BUDGET[0]
+
+
+def tuning_failed(key: TuneKey, exc: BaseException) -> None:
+    """A first-sight tuning that failed: said once as a warning; the plan goes on with the estimate."""
+    warnings.warn(f"POLYGEMM_AUTOTUNE: tuning {key.shape_text()} {key.dtype} failed ({type(exc).__name__}: {exc}); "
+                  f"the cost model's estimate chooses", RuntimeWarning, stacklevel=4)
+
+
+def is_tuning_error(exc: BaseException) -> bool:
+    return isinstance(exc, (PolygemmError, MemoryError, RuntimeError, OSError)) or type(exc).__module__.startswith("pycuda")
