@@ -418,6 +418,13 @@ class CudaBackend(Backend):
         result: Measurement | None = cache.measure_once(key, run)
         return result
 
+    def tuned(self, problem: GemmProblem) -> Measurement | None:
+        """What the tuning cache holds for ``problem`` on this GPU (None: not measured)."""
+        p = problem.broadcasts_for(self)
+        rt = self._plan_runtime(p) if p.residency == "cuda" and self._rt is not None else self._runtime()
+        gpu = autotune.gpu_of(rt, self._sms(rt))
+        return None if gpu is None or p.empty else cache_for(gpu).get(autotune.tune_key(gpu, p))
+
     def tune(self, problem: GemmProblem, *, top: int = autotune.TOP, splits: int = autotune.SPLITS, force: bool = False,
              budget_s: float = float("inf"), time_fn: Callable[[str], float] | None = None) -> tuple[TuneKey, Measurement | None]:
         """Measure auto's top candidates for ``problem`` on this GPU and keep the winner in the
