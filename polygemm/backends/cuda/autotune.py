@@ -32,7 +32,7 @@ from .planning import Mat
 from .tune_cache import GpuId, Measurement, TuneKey, align_class, now_text, package_version
 
 __all__ = ["gpu_of", "tune_key", "tune_candidates", "measure", "ScratchTimer", "event_timer", "autotune_enabled",
-           "AutotuneBudget", "AUTOTUNE_BUDGET", "TOP", "SPLITS", "safe_to_time", "measured_reason", "process_budget",
+           "AutotuneBudget", "AUTOTUNE_BUDGET", "TOP", "SPLITS", "safe_to_time", "measured_reason", "cache_enabled", "process_budget",
            "tuning_failed", "is_tuning_error"]
 
 #: candidates timed by default: the cost model's fastest this many, and its fastest split-K choices this many
@@ -45,8 +45,9 @@ BATCH_SECONDS = 0.002
 
 
 def gpu_of(rt: Any, sms: int) -> GpuId | None:
-    """The GPU a plan runs on, as tuning keys it (None without one: planning with no device)."""
-    if rt is None or not getattr(rt, "name", ""):
+    """The GPU a plan runs on, as tuning keys it (None without one: planning with no device, or
+    a stand-in runtime that names no SM count)."""
+    if rt is None or not getattr(rt, "name", "") or not getattr(rt, "sms", 0):
         return None
     return GpuId(str(rt.name), (int(rt.cc[0]), int(rt.cc[1])), int(sms))
 
@@ -229,6 +230,12 @@ class ScratchTimer:
                     run()
 
             return statistics.median(self._timer(batch) / calls for _ in range(self.repeats))
+
+
+def cache_enabled() -> bool:
+    """``POLYGEMM_TUNE_CACHE`` (on by default): whether ``auto`` reads measured winners; off, the
+    cost model's estimate alone chooses (what ``polygemm bench`` compares a tuned run against)."""
+    return env_flag("POLYGEMM_TUNE_CACHE", True)
 
 
 def autotune_enabled() -> bool:

@@ -248,8 +248,9 @@ class CudaBackend(Backend):
             measured = self._measured(p, rt, ranked, plan.reason)
             if measured is not None:  # a variant measured fastest on this GPU runs before any estimate
                 ranked, plan.reason = measured
-            elif rt is not None:
-                plan.reason += "; estimated, not measured on this GPU (polygemm tune measures it)"
+            elif autotune.gpu_of(rt, self._sms(rt)) is not None:
+                plan.reason += ("; estimated, not measured on this GPU (polygemm tune measures it)" if autotune.cache_enabled()
+                                else "; estimated ($POLYGEMM_TUNE_CACHE is off: measurements on this GPU are not read)")
             pending = list(ranked)
             while pending:
                 cand = pending.pop(0)
@@ -381,7 +382,7 @@ class CudaBackend(Backend):
         its estimate) and the reason saying so; None when nothing was measured (with
         ``POLYGEMM_AUTOTUNE=1``, measured now, within the process's budget)."""
         gpu = autotune.gpu_of(rt, self._sms(rt))
-        if gpu is None or p.empty:
+        if gpu is None or p.empty or not autotune.cache_enabled():
             return None
         key = autotune.tune_key(gpu, p)
         cache = cache_for(gpu)
