@@ -1,8 +1,8 @@
 """Measuring what the cost model can only estimate: which of ``auto``'s top candidates runs a
 product fastest on this GPU (``polygemm tune``, and ``POLYGEMM_AUTOTUNE=1`` on first sight).
 
-The candidates (:func:`tune_candidates`) are the cost model's fastest few, plus its fastest
-split-K choices; each is timed by name (:class:`ScratchTimer`: its own launch, on scratch
+The candidates (:func:`tune_candidates`) are the cost model's fastest few that take the
+operands as they are, plus its fastest split-K choices; each is timed by name (:class:`ScratchTimer`: its own launch, on scratch
 buffers laid out as the caller's operands are, filled with random normals, after a warm-up, the
 median of several batches of launches by the device's events), never on the caller's arrays.
 :func:`measure` turns the timings into a :class:`~.tune_cache.Measurement`; the timing function
@@ -62,28 +62,31 @@ def tune_key(gpu: GpuId, p: GemmProblem) -> TuneKey:
     return TuneKey(gpu, p.dtype.name, p.out_dtype.name, p.m, p.n, p.k, p.count, layouts, align)
 
 
-def tune_candidates(ranked: Sequence[Candidate], top: int = TOP, splits: int = SPLITS) -> list[str]:
-    """The variant names to time, the estimate's pick first: the ``top`` fastest estimates and the
-    ``splits`` fastest split-K ones among the rest, each once. Candidates on aligned copies are
-    left out (a named variant reads the operands as they are)."""
-    plain = list(dict.fromkeys(c.label for c in ranked if not c.padded))
-    split = [name for name in plain if ":split_k=" in name]
-    out = plain[:max(top, 1)]
-    out += [name for name in split if name not in out][:max(splits, 0)]
-    return out
+def tune_candidates(ranked: Sequence[Candidate]) -> list[str]:
+    """The variant names worth timing, fastest estimate first, each once. Candidates on aligned
+    copies are left out (a named variant reads the operands as they are)."""
+    return list(dict.fromkeys(c.label for c in ranked if not c.padded))
 
 
 def measure(names: Sequence[str], time_fn: Callable[[str], float], estimates: dict[str, float] | None = None, *,
-            budget_s: float = math.inf, clock: Callable[[], float] = time.monotonic) -> Measurement | None:
-    """Time each of ``names`` (seconds per launch, by ``time_fn``) and keep the fastest; the
-    first name is the estimate's pick. A candidate that cannot take the problem
-    (UnsupportedProblemError, or a time that is not a positive number) is passed over; once
-    ``budget_s`` seconds are spent no further candidate starts (the first always runs). None
-    when nothing was timed."""
+            top: int = TOP, splits: int = SPLITS, budget_s: float = math.inf,
+            clock: Callable[[], float] = time.monotonic) -> Measurement | None:
+    """Time ``names`` in order (seconds per launch, by ``time_fn``) until ``top`` have been timed
+    and, beyond those, ``splits`` split-K ones, and keep the fastest; the first timed is the
+    estimate's pick. A candidate that cannot take the problem (UnsupportedProblemError, or a
+    time that is not a positive number) is passed over and counts for nothing; once ``budget_s``
+    seconds are spent no further candidate starts (the first timed always runs). None when
+    nothing was timed."""
     timings: dict[str, float] = {}
     start = clock()
-    for i, name in enumerate(names):
-        if i and clock() - start > budget_s:
+    extra = 0
+    for name in names:
+        is_split = ":split_k=" in name
+        if len(timings) >= max(top, 1) and (not is_split or extra >= splits):
+            if extra >= splits:
+                break
+            continue
+        if timings and clock() - start > budget_s:
             break
         try:
             t = time_fn(name)
@@ -91,11 +94,13 @@ def measure(names: Sequence[str], time_fn: Callable[[str], float], estimates: di
             continue
         if t is None or not math.isfinite(t) or t <= 0:
             continue
+        if len(timings) >= max(top, 1):
+            extra += 1
         timings[name] = t * 1e6
     if not timings:
         return None
     winner = min(timings, key=lambda n: timings[n])
-    pick = names[0] if names else ""
+    pick = next(iter(timings))
     return Measurement(winner, timings[winner], timings, pick, float((estimates or {}).get(pick, 0.0)), now_text(), package_version())
 
 

@@ -246,8 +246,9 @@ class CudaBackend(Backend):
                 if ranked[0] is not best:
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
             measured = self._measured(p, rt, ranked, plan.reason)
+            timed: Candidate | None = None  # the candidate measured fastest (its estimate is its time)
             if measured is not None:  # a variant measured fastest on this GPU runs before any estimate
-                ranked, plan.reason = measured
+                ranked, plan.reason, timed = measured
             elif autotune.gpu_of(rt, self._sms(rt)) is not None:
                 plan.reason += ("; estimated, not measured on this GPU (polygemm tune measures it)" if autotune.cache_enabled()
                                 else "; estimated ($POLYGEMM_TUNE_CACHE is off: measurements on this GPU are not read)")
@@ -274,7 +275,7 @@ class CudaBackend(Backend):
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
                     continue
                 pace = kernel_specs()[cand.variant].unaligned_pace
-                if not lp.vec and pace < 1.0 and not cand.unaligned and (measured is None or cand is not ranked[0]) \
+                if not lp.vec and pace < 1.0 and not cand.unaligned and cand is not timed \
                         and anchored_aligned(cand, p.dtype.name):
                     # measured at aligned rows, run on unaligned ones: weighed again at that build's pace
                     slower = replace(cand, estimate_us=cand.estimate_us / pace, unaligned=True)
@@ -282,11 +283,15 @@ class CudaBackend(Backend):
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs at aligned rows, but these operands take "
                                             f"its unaligned build (PG_VEC=0), which keeps about {pace:.0%} of that pace"))
                     continue
-                if cand is not ranked[0]:
+                if cand is not ranked[0] or (timed is not None and cand is not timed):
                     # a rung weighed again at its unaligned build's pace follows its own aligned estimate, not a refusal
                     refused = any(name != cand.label for name, _ in plan.candidates)
                     plan.reason = explain_choice(cand, ranked, p.dtype.name) + (
                         " (faster estimates could not take these operands)" if refused else "")
+                    if timed is not None:
+                        plan.reason += (f"; ahead of {timed.label}, measured fastest on this GPU of the variants timed "
+                                        f"({timed.estimate_us:.1f} µs)" if cand.padded else
+                                        f"; {timed.label}, measured fastest on this GPU, cannot take these operands")
                     if cand.unaligned:
                         plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
                 plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
@@ -367,19 +372,20 @@ class CudaBackend(Backend):
                          splits: int = autotune.SPLITS, budget_s: float = float("inf"),
                          time_fn: Callable[[str], float] | None = None) -> Measurement | None:
         """Time auto's top candidates for ``p`` (by ``time_fn``, else on scratch buffers on ``rt``)."""
-        names = autotune.tune_candidates(ranked, top, splits)
+        names = autotune.tune_candidates(ranked)
         estimates: dict[str, float] = {}
         for cand in ranked:
             if not cand.padded:
                 estimates.setdefault(cand.label, cand.estimate_us)
         if time_fn is not None:
-            return autotune.measure(names, time_fn, estimates, budget_s=budget_s)
+            return autotune.measure(names, time_fn, estimates, top=top, splits=splits, budget_s=budget_s)
         with autotune.ScratchTimer(self, rt, p) as timer:
-            return autotune.measure(names, timer, estimates, budget_s=budget_s)
+            return autotune.measure(names, timer, estimates, top=top, splits=splits, budget_s=budget_s)
 
-    def _measured(self, p: GemmProblem, rt: Any, ranked: list[Candidate], reason: str) -> tuple[list[Candidate], str] | None:
+    def _measured(self, p: GemmProblem, rt: Any, ranked: list[Candidate],
+                  reason: str) -> tuple[list[Candidate], str, Candidate | None] | None:
         """``ranked`` with the variant measured fastest for ``p`` on this GPU first (its time as
-        its estimate) and the reason saying so; None when nothing was measured (with
+        its estimate), the reason saying so, and that candidate; None when nothing was measured (with
         ``POLYGEMM_AUTOTUNE=1``, measured now, within the process's budget)."""
         gpu = autotune.gpu_of(rt, self._sms(rt))
         if gpu is None or p.empty or not autotune.cache_enabled():
@@ -394,9 +400,12 @@ class CudaBackend(Backend):
         hit = next((c for c in ranked if c.label == m.winner and not c.padded), None)
         if hit is None:
             return ranked, reason + (f"; estimated: {m.winner}, measured fastest on this GPU on {m.date}, is no candidate "
-                                     f"for these operands now")
+                                     f"for these operands now"), None
         first = replace(hit, estimate_us=m.us)
-        return [first] + [c for c in ranked if c is not hit], autotune.measured_reason(m)
+        # a rung on aligned copies is never timed (a named variant reads the operands as they are): one estimated
+        # faster than the winner measured stays ahead of it
+        copies = [c for c in ranked if c.padded and c.estimate_us < m.us]
+        return copies + [first] + [c for c in ranked if c is not hit and c not in copies], autotune.measured_reason(m), first
 
     def _autotune(self, p: GemmProblem, rt: Any, key: TuneKey, ranked: list[Candidate], cache: Any) -> Measurement | None:
         """``POLYGEMM_AUTOTUNE=1``: ``p`` timed now on scratch buffers, once however many threads
