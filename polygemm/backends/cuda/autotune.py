@@ -1,8 +1,10 @@
 """Measuring what the cost model can only estimate: which of ``auto``'s top candidates runs a
 product fastest on this GPU (``polygemm tune``, and ``POLYGEMM_AUTOTUNE=1`` on first sight).
 
-The candidates (:func:`tune_candidates`) are the cost model's fastest few that take the
-operands as they are, plus its fastest split-K choices; each is timed by name (:class:`ScratchTimer`: its own launch, on scratch
+The candidates are auto's own choice on the estimate alone (:data:`ESTIMATE`: the cost model's
+pick, aligned copies included where it makes them), then (:func:`tune_candidates`) the cost
+model's fastest few that take the operands as they are, plus its fastest split-K choices; each
+is timed (:class:`ScratchTimer`: its own launch, on scratch
 buffers laid out as the caller's operands are, filled with random normals, after a warm-up, the
 median of several batches of launches by the device's events), never on the caller's arrays.
 :func:`measure` turns the timings into a :class:`~.tune_cache.Measurement`; the timing function
@@ -11,6 +13,7 @@ is a parameter, so the logic is tested with a fake one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -18,7 +21,7 @@ import threading
 import time
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -28,11 +31,13 @@ from ...core.problem import GemmProblem
 from ...errors import PolygemmError, UnsupportedProblemError
 from .cost import Candidate
 from .decisions import KernelLauncher, batch_bytes, plan_mats
+from .launch import PaddedLaunch
 from .planning import Mat
 from .tune_cache import GpuId, Measurement, TuneKey, align_class, now_text, package_version
 
 __all__ = ["gpu_of", "tune_key", "tune_candidates", "measure", "ScratchTimer", "event_timer", "autotune_enabled",
-           "AutotuneBudget", "AUTOTUNE_BUDGET", "TOP", "SPLITS", "safe_to_time", "measured_reason", "cache_enabled", "process_budget",
+           "AutotuneBudget", "AUTOTUNE_BUDGET", "TOP", "SPLITS", "safe_to_time", "measured_reason", "cache_enabled", "ESTIMATE",
+           "estimating", "estimate_only", "process_budget",
            "tuning_failed", "is_tuning_error"]
 
 #: candidates timed by default: the cost model's fastest this many, and its fastest split-K choices this many
@@ -42,6 +47,26 @@ SPLITS = 4
 REPEATS = 5
 #: seconds a batch of launches lasts at least (fewer launches for long products, at most 100)
 BATCH_SECONDS = 0.002
+#: the candidate name standing for auto's own choice without a measurement (the estimate's pick)
+ESTIMATE = "auto"
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def estimating() -> Iterator[None]:
+    """Inside the block ``auto`` ignores measurements: what the cost model alone would run."""
+    before = getattr(_local, "estimating", False)
+    _local.estimating = True
+    try:
+        yield
+    finally:
+        _local.estimating = before
+
+
+def estimate_only() -> bool:
+    """Whether this thread is inside :func:`estimating`."""
+    return bool(getattr(_local, "estimating", False))
 
 
 def gpu_of(rt: Any, sms: int) -> GpuId | None:
@@ -64,43 +89,53 @@ def tune_key(gpu: GpuId, p: GemmProblem) -> TuneKey:
 
 def tune_candidates(ranked: Sequence[Candidate]) -> list[str]:
     """The variant names worth timing, fastest estimate first, each once. Candidates on aligned
-    copies are left out (a named variant reads the operands as they are)."""
+    copies are left out: a named variant reads the operands as they are (where the estimate's
+    pick copies them, :data:`ESTIMATE` times it)."""
     return list(dict.fromkeys(c.label for c in ranked if not c.padded))
 
 
-def measure(names: Sequence[str], time_fn: Callable[[str], float], estimates: dict[str, float] | None = None, *,
+def measure(names: Sequence[str], time_fn: Callable[[str], Any], estimates: dict[str, float] | None = None, *,
             top: int = TOP, splits: int = SPLITS, budget_s: float = math.inf,
             clock: Callable[[], float] = time.monotonic) -> Measurement | None:
-    """Time ``names`` in order (seconds per launch, by ``time_fn``) until ``top`` have been timed
-    and, beyond those, ``splits`` split-K ones, and keep the fastest; the first timed is the
-    estimate's pick. A candidate that cannot take the problem (UnsupportedProblemError, or a
-    time that is not a positive number) is passed over and counts for nothing; once ``budget_s``
-    seconds are spent no further candidate starts (the first timed always runs). None when
-    nothing was timed."""
+    """Time ``names`` in order and keep the fastest. ``time_fn(name)`` gives seconds per launch,
+    or (the label of what ran, seconds): :data:`ESTIMATE` is auto's own choice without a
+    measurement (the cost model's pick, aligned copies and all), timed first where it is in
+    ``names`` and recorded under its label as the estimate's pick (else the first timed is).
+    Named candidates are timed until ``top`` have been and, beyond those, ``splits`` split-K
+    ones. A candidate that cannot take the problem (UnsupportedProblemError, or a time that is
+    not a positive number) is passed over and counts for nothing; once ``budget_s`` seconds are
+    spent no further candidate starts (the first timed always runs). None when nothing was timed."""
     timings: dict[str, float] = {}
     start = clock()
-    extra = 0
+    named = extra = 0
+    pick = ""
     for name in names:
         is_split = ":split_k=" in name
-        if len(timings) >= max(top, 1) and (not is_split or extra >= splits):
+        if name != ESTIMATE and named >= max(top, 1) and (not is_split or extra >= splits):
             if extra >= splits:
                 break
             continue
         if timings and clock() - start > budget_s:
             break
         try:
-            t = time_fn(name)
+            got = time_fn(name)
         except UnsupportedProblemError:
             continue
+        label, t = got if isinstance(got, tuple) else (name, got)
         if t is None or not math.isfinite(t) or t <= 0:
             continue
-        if len(timings) >= max(top, 1):
+        if name == ESTIMATE:
+            pick = label
+        elif named >= max(top, 1):
             extra += 1
-        timings[name] = t * 1e6
+            named += 1
+        else:
+            named += 1
+        timings.setdefault(label, t * 1e6)
     if not timings:
         return None
     winner = min(timings, key=lambda n: timings[n])
-    pick = next(iter(timings))
+    pick = pick or next(iter(timings))
     return Measurement(winner, timings[winner], timings, pick, float((estimates or {}).get(pick, 0.0)), now_text(), package_version())
 
 
@@ -166,6 +201,7 @@ class ScratchTimer:
         self._timer = event_timer(rt)
         self.problem: GemmProblem | None = None
         self.ptrs = (0, 0, 0)
+        self._done: dict[str, tuple[str, float]] = {}
 
     def __enter__(self) -> "ScratchTimer":
         p, rt = self.p, self.rt
@@ -215,14 +251,24 @@ class ScratchTimer:
                     pass
         self._allocs.clear()
 
-    def __call__(self, name: str) -> float:
+    def __call__(self, name: str) -> tuple[str, float]:
+        """(the label of what ran, seconds a launch) of variant ``name``, or for :data:`ESTIMATE`
+        of what auto runs on the cost model's estimate alone (``rung on aligned copies`` where it
+        copies the operands first)."""
         assert self.problem is not None, "use ScratchTimer as a context manager"
-        plan = self.backend.plan(self.problem, name)
-        if plan.variant != name:  # e.g. a TMA rung handing these operands to another rung: not this candidate
-            raise UnsupportedProblemError(f"{name} does not run this problem itself ({plan.variant} would)")
+        if name in self._done:
+            return self._done[name]
+        if name == ESTIMATE:
+            with estimating():
+                plan = self.backend.plan(self.problem, "auto")
+        else:
+            plan = self.backend.plan(self.problem, name)
+            if plan.variant != name:  # e.g. a TMA rung handing these operands to another rung: not this candidate
+                raise UnsupportedProblemError(f"{name} does not run this problem itself ({plan.variant} would)")
         launch = plan.private.launch
         if launch is None:
             raise UnsupportedProblemError(f"{name}: nothing to launch for this problem")
+        label = plan.variant + (" on aligned copies" if isinstance(launch, PaddedLaunch) else "")
         run = KernelLauncher(launch, *self.ptrs, 1.0, 0.0, plan.variant)
         with self.rt.active():
             run()  # warm-up: the build, the module load, a split's workspace
@@ -234,7 +280,9 @@ class ScratchTimer:
                 for _ in range(calls):
                     run()
 
-            return statistics.median(self._timer(batch) / calls for _ in range(self.repeats))
+            t = statistics.median(self._timer(batch) / calls for _ in range(self.repeats))
+        self._done[name] = self._done[label] = (label, t)  # a named candidate that is the estimate's pick: timed once
+        return label, t
 
 
 def cache_enabled() -> bool:

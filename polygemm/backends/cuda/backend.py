@@ -283,15 +283,13 @@ class CudaBackend(Backend):
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs at aligned rows, but these operands take "
                                             f"its unaligned build (PG_VEC=0), which keeps about {pace:.0%} of that pace"))
                     continue
-                if cand is not ranked[0] or (timed is not None and cand is not timed):
+                if cand is not ranked[0]:
                     # a rung weighed again at its unaligned build's pace follows its own aligned estimate, not a refusal
                     refused = any(name != cand.label for name, _ in plan.candidates)
                     plan.reason = explain_choice(cand, ranked, p.dtype.name) + (
                         " (faster estimates could not take these operands)" if refused else "")
                     if timed is not None:
-                        plan.reason += (f"; ahead of {timed.label}, measured fastest on this GPU of the variants timed "
-                                        f"({timed.estimate_us:.1f} µs)" if cand.padded else
-                                        f"; {timed.label}, measured fastest on this GPU, cannot take these operands")
+                        plan.reason += f"; {timed.label}, measured fastest on this GPU, cannot take these operands"
                     if cand.unaligned:
                         plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
                 plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
@@ -372,7 +370,7 @@ class CudaBackend(Backend):
                          splits: int = autotune.SPLITS, budget_s: float = float("inf"),
                          time_fn: Callable[[str], float] | None = None) -> Measurement | None:
         """Time auto's top candidates for ``p`` (by ``time_fn``, else on scratch buffers on ``rt``)."""
-        names = autotune.tune_candidates(ranked)
+        names = [autotune.ESTIMATE] + autotune.tune_candidates(ranked)
         estimates: dict[str, float] = {}
         for cand in ranked:
             if not cand.padded:
@@ -388,7 +386,7 @@ class CudaBackend(Backend):
         its estimate), the reason saying so, and that candidate; None when nothing was measured (with
         ``POLYGEMM_AUTOTUNE=1``, measured now, within the process's budget)."""
         gpu = autotune.gpu_of(rt, self._sms(rt))
-        if gpu is None or p.empty or not autotune.cache_enabled():
+        if gpu is None or p.empty or not autotune.cache_enabled() or autotune.estimate_only():
             return None
         key = autotune.tune_key(gpu, p)
         cache = cache_for(gpu)
@@ -397,15 +395,17 @@ class CudaBackend(Backend):
             m = self._autotune(p, rt, key, ranked, cache)
         if m is None:
             return None
-        hit = next((c for c in ranked if c.label == m.winner and not c.padded), None)
+        hit = next((c for c in ranked if c.label == m.winner), None)
+        if hit is None and m.winner.endswith(" on aligned copies"):  # copies made where TMA refuses the operands as they are
+            base = next((c for c in ranked if c.label == m.winner.removesuffix(" on aligned copies") and not c.padded), None)
+            if base is not None:
+                first = replace(base, estimate_us=m.us, padded=True)
+                return [first] + ranked, autotune.measured_reason(m), first
         if hit is None:
             return ranked, reason + (f"; estimated: {m.winner}, measured fastest on this GPU on {m.date}, is no candidate "
                                      f"for these operands now"), None
         first = replace(hit, estimate_us=m.us)
-        # a rung on aligned copies is never timed (a named variant reads the operands as they are): one estimated
-        # faster than the winner measured stays ahead of it
-        copies = [c for c in ranked if c.padded and c.estimate_us < m.us]
-        return copies + [first] + [c for c in ranked if c is not hit and c not in copies], autotune.measured_reason(m), first
+        return [first] + [c for c in ranked if c is not hit], autotune.measured_reason(m), first
 
     def _autotune(self, p: GemmProblem, rt: Any, key: TuneKey, ranked: list[Candidate], cache: Any) -> Measurement | None:
         """``POLYGEMM_AUTOTUNE=1``: ``p`` timed now on scratch buffers, once however many threads

@@ -45,9 +45,12 @@ def problem(m=512, n=256, k=1024):
     return normalize(np.zeros((m, k), H), np.zeros((k, n), H))
 
 
-def by_name(times: dict[str, float], default: float = 9.0):
-    """A fake timing: seconds a launch of each name (µs given), ``default`` for the others."""
-    def time_fn(name: str) -> float:
+def by_name(times: dict[str, float], default: float = 9.0, pick: str = "the_estimates_pick"):
+    """A fake timing: seconds a launch of each name (µs given), ``default`` for the others; auto's
+    own choice (the estimate's) runs ``pick``."""
+    def time_fn(name: str):
+        if name == autotune.ESTIMATE:
+            return pick, times.get(pick, default) * 1e-6
         return times.get(name, default) * 1e-6
     return time_fn
 
@@ -59,7 +62,7 @@ def test_auto_runs_the_variant_measured_fastest_and_explain_says_so(be):
     ranked = be._estimates(p, be._rt, 90)
     slow_pick = estimated.variant
     winner = next(c.label for c in ranked[1:5] if ":split_k=" not in c.label)
-    key, m = be.tune(p, time_fn=by_name({winner: 2.0, slow_pick: 5.0}))
+    key, m = be.tune(p, time_fn=by_name({winner: 2.0, slow_pick: 5.0}, pick=slow_pick))
     assert m.winner == winner and m.estimate_pick == slow_pick and m.pick_us == pytest.approx(5.0) and m.gain == pytest.approx(2.5)
     plan = be.plan(p)
     assert plan.variant == winner
@@ -302,3 +305,51 @@ def test_the_scratch_problem_keeps_the_callers_geometry(be):
 def test_the_event_timer_is_the_backends():
     rt = _ScratchRt()
     assert autotune.event_timer(rt)(lambda: None) == pytest.approx(4e-6)
+
+
+def test_the_estimates_own_choice_is_timed_first_under_its_label():
+    seen = []
+
+    def time_fn(name):
+        seen.append(name)
+        if name == autotune.ESTIMATE:
+            return "rung on aligned copies", 3e-6
+        return {"a": 4e-6, "b": 2e-6, "c:split_k=2": 5e-6}[name]
+
+    m = measure([autotune.ESTIMATE, "a", "b", "c:split_k=2"], time_fn, {"rung on aligned copies": 2.5}, top=2, splits=1)
+    assert seen == ["auto", "a", "b", "c:split_k=2"]  # the estimate's own run counts for neither quota
+    assert m.estimate_pick == "rung on aligned copies" and m.estimate_us == 2.5 and m.pick_us == pytest.approx(3.0)
+    assert m.winner == "b" and m.gain == pytest.approx(1.5)
+    m = measure([autotune.ESTIMATE, "a"], time_fn)
+    assert m.winner == "rung on aligned copies" and m.gain == pytest.approx(1.0)
+
+
+def test_a_winner_on_aligned_copies_runs_on_aligned_copies(be):
+    p = problem(512, 1500, 2816)  # 3000-byte rows of B: TMA reads them from aligned copies
+    rung = next(c.label for c in be._estimates(p, be._rt, 90) if c.variant.startswith("hgemm_v2_wgmma_tma") and not c.splits)
+    padded = rung + " on aligned copies"
+    key = autotune.tune_key(autotune.gpu_of(be._rt, 132), p)
+    tune_cache.cache_for(key.gpu).put(key, Measurement(padded, 1.0, {padded: 1.0}, padded, 1.0, "2026-01-01T00:00:00+00:00", "0"))
+    plan = be.plan(p)
+    assert plan.variant == rung and "aligned copy" in plan.padding
+    assert "measured on this GPU" in plan.reason and "picked it too" in plan.reason
+
+
+def test_scratch_timing_of_the_estimate_reuses_its_time_for_the_same_name(be, monkeypatch):
+    rt = _ScratchRt()
+    launches = []
+
+    class Launcher:
+        def __init__(self, launch, a, b, c, alpha, beta, variant):
+            self.variant = variant
+
+        def __call__(self):
+            launches.append(self.variant)
+
+    monkeypatch.setattr(autotune, "KernelLauncher", Launcher)
+    p = normalize(_Dev((512, 1024), 0x1000_0000), _Dev((1024, 256), 0x2000_0000))
+    with ScratchTimer(be, rt, p) as timer:
+        label, t = timer(autotune.ESTIMATE)
+        assert label == be.plan(p).variant.split(" ")[0] and t > 0
+        count = len(launches)
+        assert timer(label) == (label, t) and len(launches) == count  # not timed twice
