@@ -79,7 +79,9 @@ class TuneRow:
 
     def record(self) -> dict[str, Any]:
         m, n, k = self.job.shape
-        nan = lambda x: None if x != x else round(x, 3)  # noqa: E731
+        def nan(x: float) -> float | None:
+            return None if x != x else round(x, 3)
+
         return {"m": m, "n": n, "k": k, "layout": layout_of(self.job.shape), "dtype": self.job.dtype, "out_dtype": self.job.out_dtype,
                 "batch": self.job.batch, "winner": self.winner or None, "us": nan(self.us), "estimate_pick": self.pick or None,
                 "estimate_pick_us": nan(self.pick_us), "gain": nan(self.gain), "cached": self.cached, "error": self.error or None}
@@ -90,7 +92,7 @@ def _shapes(items: Sequence[str], option: str) -> list[tuple[int, int, int]]:
         return parse_shapes(items)
     except argparse.ArgumentTypeError as exc:
         words = [p.strip() for item in items for p in item.split(",") if p.strip() and "x" not in p.lower()]
-        raise ArgumentError(f"{option}: {exc}{did_you_mean(words, PRESETS)}; presets: {', '.join(PRESETS)}") from None
+        raise ArgumentError(f"{option}: {exc}{did_you_mean(words, list(PRESETS))}; presets: {', '.join(PRESETS)}") from None
 
 
 def jobs_from_args(args: argparse.Namespace) -> list[Job]:

@@ -49,11 +49,11 @@ class HeldOut:
         return self.best_us / self.fitted_us if self.fitted_us == self.fitted_us else math.nan
 
 
-def _shape(r: dict) -> Shape4:
+def _shape(r: dict[str, Any]) -> Shape4:
     return int(r["m"]), int(r["n"]), int(r["k"]), int(r.get("batch") or 1)
 
 
-def measured_us(records: Sequence[dict], eligible: set[str]) -> dict[Shape4, dict[str, float]]:
+def measured_us(records: Sequence[dict[str, Any]], eligible: set[str]) -> dict[Shape4, dict[str, float]]:
     """Per shape, each auto-selectable candidate's median measured µs (its records' TFLOP/s)."""
     by: dict[Shape4, dict[str, list[float]]] = {}
     for r in records:
@@ -73,12 +73,12 @@ def split_shapes(shapes: Sequence[Shape4], fraction: float, seed: int) -> tuple[
     return out, set(ordered) - out
 
 
-def _pick(dtype: str, rows: tuple[dict, ...], s: Shape4, sm: int, sms: int) -> str:
+def _pick(dtype: str, rows: tuple[dict[str, Any], ...], s: Shape4, sm: int, sms: int) -> str:
     ranked = cost.rank(auto_specs(dtype, sm, s[3] > 1), rows, s[0], s[1], s[2], count=s[3], sms=sms)
     return ranked[0].label if ranked else ""
 
 
-def judge(dtype: str, fraction: float, seed: int, records: Sequence[dict] | None = None, sm: int = 90,
+def judge(dtype: str, fraction: float, seed: int, records: Sequence[dict[str, Any]] | None = None, sm: int = 90,
           sms: int = 132) -> list[HeldOut]:
     """The held-out shapes of ``dtype``'s table, each with the refitted and the fully fitted picks."""
     tuned = TUNED_AS.get(dtype, dtype)

@@ -184,7 +184,8 @@ def _span_bytes(mat: Mat, stride: int, count: int) -> int:
 
 def _rebound(op: Operand, mat: Mat, ptr: int, stride: int) -> Operand:
     """``op`` as a device operand at ``ptr``, laid out as ``mat`` (the plan's view of it)."""
-    return replace(op, ptr=ptr, ld=mat.ld, layout=mat.layout, residency="cuda", array=None, interface=None, copied=False,
+    layout: Any = mat.layout
+    return replace(op, ptr=ptr, ld=mat.ld, layout=layout, residency="cuda", array=None, interface=None, copied=False,
                    readonly=False, batch_stride=stride // mat.itemsize if stride else 0, broadcast=False, pending=False)
 
 
