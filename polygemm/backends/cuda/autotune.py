@@ -173,9 +173,16 @@ def safe_to_time(rt: Any) -> bool:
         return False
     status = cu.ffi.new("int *")
     try:
+        pushed = rt.enter()  # the question is asked of the device's context (a NumPy caller's thread has none current)
+    except Exception:  # noqa: BLE001 - no context: nothing can be timed either
+        return False
+    try:
         return bool(cu.lib.cuStreamIsCapturing(cu.stream(0), status) == 0 and status[0] == 0)
     except Exception:  # noqa: BLE001 - a driver that cannot say: do not time
         return False
+    finally:
+        if pushed:
+            rt.leave()
 
 
 def _span_bytes(mat: Mat, stride: int, count: int) -> int:

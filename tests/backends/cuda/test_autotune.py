@@ -353,3 +353,23 @@ def test_scratch_timing_of_the_estimate_reuses_its_time_for_the_same_name(be, mo
         assert label == be.plan(p).variant.split(" ")[0] and t > 0
         count = len(launches)
         assert timer(label) == (label, t) and len(launches) == count  # not timed twice
+
+
+@pytest.mark.parametrize("rc, status, safe", [(0, 0, True), (0, 1, False), (904, 0, False)],
+                         ids=["idle", "capturing", "driver-refuses"])
+def test_timing_waits_for_a_captured_legacy_stream(rc, status, safe):
+    entered = []
+
+    class Ffi:
+        def new(self, what):
+            return [0]
+
+    def capturing(stream, out):
+        assert entered == ["in"]  # asked with the device's context current
+        out[0] = status
+        return rc
+
+    cu = types.SimpleNamespace(ffi=Ffi(), lib=types.SimpleNamespace(cuStreamIsCapturing=capturing), stream=lambda h: h)
+    rt = types.SimpleNamespace(cu=cu, enter=lambda: entered.append("in") or True, leave=lambda: entered.append("out"))
+    assert autotune.safe_to_time(rt) is safe and entered == ["in", "out"]
+    assert autotune.safe_to_time(fake_rt()) is False  # no driver: nothing timed
