@@ -193,6 +193,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.holdout is not None:
         from .tune_holdout import cmd_holdout
 
+        given = [opt for opt, v in (("--shape", args.shape), ("--shapes", args.shapes), ("--from", args.from_file)) if v]
+        if given:
+            raise ArgumentError(f"--holdout judges the cost model on its measured tables' own shapes; it takes no "
+                                f"{', '.join(given)} (tune those products without --holdout)")
+
         return cmd_holdout(args)
     jobs = jobs_from_args(args)
     be = tuning_backend(args.device)

@@ -200,6 +200,8 @@ def test_holdout_judges_the_cost_model_on_shapes_it_was_not_fitted_to(capsys):
 def test_holdout_fraction_must_be_a_share(capsys):
     line = cli_error_line(capsys, ["tune", "--holdout", "1.5"])
     assert "--holdout" in line and "between 0 and 1" in line
+    line = cli_error_line(capsys, ["tune", "--holdout", "0.2", "--shape", "8x8x8"])
+    assert "--holdout" in line and "--shape" in line
 
 
 def test_holdout_split_is_seeded_and_keeps_both_sides():
