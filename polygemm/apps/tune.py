@@ -185,8 +185,12 @@ def _summary(rows: Sequence[TuneRow]) -> str:
         return f"{len(done)} of {len(rows)} products tuned"
     geo = math.exp(sum(math.log(g) for g in gains) / len(gains))
     moved = sum(1 for r in done if r.pick != r.winner)
-    return (f"{len(done)} of {len(rows)} products tuned; the measurement overrules the estimate on {moved}; "
+    text = (f"{len(done)} of {len(rows)} products tuned; the measurement overrules the estimate on {moved}; "
             f"geometric-mean gain over the estimate's pick {geo:.3f}x, best {max(gains):.2f}x")
+    shapes = list(dict.fromkeys(shape_text(*r.job.shape, layout_of(r.job.shape)) for r in done if r.pick != r.winner and not r.job.batch))
+    if shapes:  # what a call-mode benchmark with POLYGEMM_TUNE_CACHE=0 and without compares
+        text += "\nthe products it moved, as polygemm bench --shapes takes them: " + ",".join(shapes)
+    return text
 
 
 def cmd_tune(args: argparse.Namespace) -> int:

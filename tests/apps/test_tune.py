@@ -75,6 +75,7 @@ def test_tune_times_each_shape_once_and_prints_winner_pick_and_gain(capsys, tune
     assert "(same)" in same and "1.00x" in same
     assert "not tuned" in next(ln for ln in out.splitlines() if ln.startswith("128x128x7")) and "K = 7" in out
     assert "2 of 3 products tuned" in out and "overrules the estimate on 1" in out
+    assert out.strip().splitlines()[-1].endswith("polygemm bench --shapes takes them: 512x256x1024:nt")
 
 
 def test_a_product_already_measured_says_cached(capsys, tuner):
