@@ -186,7 +186,7 @@ def safe_to_time(rt: Any) -> bool:
 
 
 def _span_bytes(mat: Mat, stride: int, count: int) -> int:
-    return (mat.max_offset + 1) * mat.itemsize + (max(count, 1) - 1) * max(stride, 0)
+    return (mat.max_offset + 1) * mat.itemsize + (max(count, 1) - 1) * stride
 
 
 def _rebound(op: Operand, mat: Mat, ptr: int, stride: int) -> Operand:
@@ -214,7 +214,8 @@ class ScratchTimer:
     def __enter__(self) -> "ScratchTimer":
         p, rt = self.p, self.rt
         a, b, c = plan_mats(p)
-        sa, sb, _, sd = batch_bytes(p)
+        # a reversed batch (negative strides) is timed walking forward: the same alignment, and no read below the buffer
+        sa, sb, _, sd = (abs(x) for x in batch_bytes(p))
         with rt.active():
             try:
                 ptrs = []

@@ -373,3 +373,15 @@ def test_timing_waits_for_a_captured_legacy_stream(rc, status, safe):
     rt = types.SimpleNamespace(cu=cu, enter=lambda: entered.append("in") or True, leave=lambda: entered.append("out"))
     assert autotune.safe_to_time(rt) is safe and entered == ["in", "out"]
     assert autotune.safe_to_time(fake_rt()) is False  # no driver: nothing timed
+
+
+def test_scratch_for_a_batch_holds_every_matrix(be):
+    rt = _ScratchRt()
+    sizes = []
+    real = rt.allocate
+    rt.allocate = lambda n: sizes.append(n) or real(n)
+    p = normalize(np.zeros((4, 64, 32), np.float32), np.zeros((4, 32, 16), np.float32))
+    with ScratchTimer(be, rt, p) as timer:
+        q = timer.problem
+        assert (q.count, q.a.batch_stride, q.b.batch_stride) == (4, 64 * 32, 32 * 16)
+    assert sizes == [4 * 64 * 32 * 4 + 256, 4 * 32 * 16 * 4 + 256, 4 * 64 * 16 * 4 + 256]
