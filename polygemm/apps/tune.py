@@ -11,6 +11,7 @@ each shape, the winner and its µs a launch, the estimate's pick and its measure
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -134,10 +135,10 @@ def run_tune(be: Any, jobs: Sequence[Job], *, top: int, splits: int, force: bool
     """Tune each job with ``be.tune`` and return the table's rows (a job that cannot be tuned is a
     row with its error, the others go on)."""
     rows: list[TuneRow] = []
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")  # as measurements record their time
     for job in jobs:
         try:
             problem = job.problem()
-            before = None if force else _cached(be, problem)
             _, m = be.tune(problem, top=top, splits=splits, force=force, budget_s=budget_s)
         except (PolygemmError, MemoryError) as exc:
             rows.append(TuneRow(job, error=f"{type(exc).__name__}: {exc}"))
@@ -147,15 +148,10 @@ def run_tune(be: Any, jobs: Sequence[Job], *, top: int, splits: int, force: bool
             else:
                 pick_us = m.pick_us
                 rows.append(TuneRow(job, m.winner, m.us, m.estimate_pick, math.nan if pick_us is None else pick_us,
-                                    cached=before is not None and before == m))
+                                    cached=m.measured_at < started))
         if progress is not None:
             progress(tune_table(rows[-1:], header=False))
     return rows
-
-
-def _cached(be: Any, problem: Any) -> Any:
-    lookup = getattr(be, "tuned", None)
-    return lookup(problem) if callable(lookup) else None
 
 
 def tune_table(rows: Sequence[TuneRow], header: bool = True) -> str:

@@ -5,6 +5,7 @@ runs it on a GPU)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,7 +17,7 @@ from polygemm.apps import tune as tune_app
 from polygemm.apps.bench_layout import Shape
 from polygemm.apps.tune import Job, TuneRow, tune_table
 from polygemm.backends.cuda.backend import CudaBackend
-from polygemm.backends.cuda.tune_cache import Measurement
+from polygemm.backends.cuda.tune_cache import Measurement, now_text
 from polygemm.errors import UnsupportedProblemError
 from polygemm.problem import normalize
 
@@ -36,9 +37,6 @@ class FakeTuner:
     def device_name(self):
         return "Stand-in GPU"
 
-    def tuned(self, p):
-        return self.kept.get((p.m, p.n, p.k, p.dtype.name))
-
     def tune(self, p, *, top, splits, force, budget_s):
         self.tuned_problems.append((p, top, splits, force, budget_s))
         if p.k == 7:
@@ -46,9 +44,9 @@ class FakeTuner:
         key = (p.m, p.n, p.k, p.dtype.name)
         if key in self.kept and not force:
             return None, self.kept[key]
-        m = Measurement("fast", 2.0, {"pick": 4.0, "fast": 2.0}, "pick", 3.0, "2026-01-01T00:00:00+00:00", "0")
+        m = Measurement("fast", 2.0, {"pick": 4.0, "fast": 2.0}, "pick", 3.0, now_text(), "0")
         if p.m == 64:
-            m = Measurement("pick", 4.0, {"pick": 4.0, "fast": 5.0}, "pick", 3.0, "2026-01-01T00:00:00+00:00", "0")
+            m = Measurement("pick", 4.0, {"pick": 4.0, "fast": 5.0}, "pick", 3.0, now_text(), "0")
         self.kept[key] = m
         return None, m
 
@@ -79,7 +77,9 @@ def test_tune_times_each_shape_once_and_prints_winner_pick_and_gain(capsys, tune
 
 
 def test_a_product_already_measured_says_cached(capsys, tuner):
-    cli(capsys, ["tune", "--shape", "512x256x1024"])
+    rc, out, _ = cli(capsys, ["tune", "--shape", "512x256x1024"])
+    assert "(cached)" not in out
+    tuner.kept = {k: dataclasses.replace(m, measured_at="2026-01-01T00:00:00+00:00") for k, m in tuner.kept.items()}
     rc, out, _ = cli(capsys, ["tune", "--shape", "512x256x1024"])
     assert rc == 0 and "(cached)" in out
     rc, out, _ = cli(capsys, ["tune", "--shape", "512x256x1024", "--force"])

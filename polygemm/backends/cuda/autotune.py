@@ -29,16 +29,17 @@ from ...core.env import env_flag
 from ...core.operand import Operand
 from ...core.problem import GemmProblem
 from ...errors import PolygemmError, UnsupportedProblemError
+from .catalog import auto_candidates
 from .cost import Candidate
-from .decisions import KernelLauncher, batch_bytes, plan_mats
+from .decisions import KernelLauncher, batch_bytes, pitch_ranked, plan_mats
 from .launch import PaddedLaunch
-from .planning import Mat
-from .tune_cache import GpuId, Measurement, TuneKey, align_class, now_text, package_version
+from .planning import Mat, aligned_copy, pitch_copy, pitch_off, tma_refusal
+from .tune_cache import GpuId, Measurement, TuneCache, TuneKey, align_class, cache_for, now_text, package_version
 
 __all__ = ["gpu_of", "tune_key", "tune_candidates", "measure", "ScratchTimer", "event_timer", "autotune_enabled",
            "AutotuneBudget", "AUTOTUNE_BUDGET", "TOP", "SPLITS", "safe_to_time", "measured_reason", "cache_enabled", "ESTIMATE",
            "estimating", "estimate_only", "process_budget",
-           "tuning_failed", "is_tuning_error"]
+           "tuning_failed", "is_tuning_error", "estimates", "time_candidates", "measured_ranking", "lookup", "tune_problem"]
 
 #: candidates timed by default: the cost model's fastest this many, and its fastest split-K choices this many
 TOP = 4
@@ -359,3 +360,107 @@ def tuning_failed(key: TuneKey, exc: BaseException) -> None:
 
 def is_tuning_error(exc: BaseException) -> bool:
     return isinstance(exc, (PolygemmError, MemoryError, RuntimeError, OSError)) or type(exc).__module__.startswith("pycuda")
+
+
+# -- auto's side: what the plan reads, and tuning a product ------------------------------------
+def estimates(p: GemmProblem, sm: int, sms: int) -> list[Candidate]:
+    """auto's candidates for ``p``, fastest estimate first, as the plan weighs them before trying
+    each (the cost model, then what rows off sector boundaries cost a TMA rung)."""
+    ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=sms, result_layout=p.result_layout,
+                             out_itemsize=p.out_dtype.itemsize)
+    a, b, c = plan_mats(p)
+    if ranked and tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b)):
+        ranked = pitch_ranked(ranked, a, b, (pitch_copy(a), pitch_copy(b), aligned_copy(c)), p.result_layout, p.count)
+    return ranked
+
+
+def time_candidates(backend: Any, p: GemmProblem, rt: Any, ranked: Sequence[Candidate], *, top: int = TOP,
+                    splits: int = SPLITS, budget_s: float = math.inf,
+                    time_fn: Callable[[str], Any] | None = None) -> Measurement | None:
+    """Time auto's own choice and its top candidates for ``p`` (by ``time_fn``, else on scratch
+    buffers on ``rt``, planned by ``backend``)."""
+    names = [ESTIMATE] + tune_candidates(ranked)
+    guesses: dict[str, float] = {}
+    for cand in ranked:
+        if not cand.padded:
+            guesses.setdefault(cand.label, cand.estimate_us)
+    if time_fn is not None:
+        return measure(names, time_fn, guesses, top=top, splits=splits, budget_s=budget_s)
+    with ScratchTimer(backend, rt, p) as timer:
+        return measure(names, timer, guesses, top=top, splits=splits, budget_s=budget_s)
+
+
+def measured_ranking(backend: Any, p: GemmProblem, rt: Any, sms: int, ranked: list[Candidate],
+                     reason: str) -> tuple[list[Candidate], str, Candidate | None]:
+    """``ranked`` with the variant measured fastest for ``p`` on this GPU first (its time as its
+    estimate), the plan's reason saying so, and that candidate; where nothing was measured (with
+    ``POLYGEMM_AUTOTUNE=1``, measured now, within the process's budget), ``ranked`` as it is, the
+    reason saying the choice is estimated, and None."""
+    gpu = gpu_of(rt, sms)
+    if gpu is None or p.empty or estimate_only():
+        return ranked, reason, None
+    if not cache_enabled():
+        return ranked, reason + "; estimated ($POLYGEMM_TUNE_CACHE is off: measurements on this GPU are not read)", None
+    key = tune_key(gpu, p)
+    cache = cache_for(gpu)
+    m = cache.get(key)
+    if m is None and autotune_enabled():
+        m = _first_sight(backend, p, rt, key, ranked, cache)
+    if m is None:
+        return ranked, reason + "; estimated, not measured on this GPU (polygemm tune measures it)", None
+    hit = next((c for c in ranked if c.label == m.winner), None)
+    if hit is None and m.winner.endswith(" on aligned copies"):  # copies made where TMA refuses the operands as they are
+        base = next((c for c in ranked if c.label == m.winner.removesuffix(" on aligned copies") and not c.padded), None)
+        if base is not None:
+            first = replace(base, estimate_us=m.us, padded=True)
+            return [first] + ranked, measured_reason(m), first
+    if hit is None:
+        return ranked, reason + (f"; estimated: {m.winner}, measured fastest on this GPU on {m.date}, is no candidate "
+                                 f"for these operands now"), None
+    first = replace(hit, estimate_us=m.us)
+    return [first] + [c for c in ranked if c is not hit], measured_reason(m), first
+
+
+def _first_sight(backend: Any, p: GemmProblem, rt: Any, key: TuneKey, ranked: list[Candidate], cache: TuneCache) -> Measurement | None:
+    """``POLYGEMM_AUTOTUNE=1``: ``p`` timed now on scratch buffers, once however many threads
+    plan it at once, within the process's budget; a failure is warned of and the estimate chooses."""
+    budget = process_budget()
+    if not safe_to_time(rt):
+        return None
+
+    def run() -> Measurement | None:
+        if not budget.take():
+            return None
+        try:
+            return time_candidates(backend, p, rt, ranked, budget_s=budget.seconds)
+        except Exception as exc:
+            if not is_tuning_error(exc):
+                raise
+            tuning_failed(key, exc)
+            return None
+
+    return cache.measure_once(key, run)
+
+
+def lookup(p: GemmProblem, rt: Any, sms: int) -> Measurement | None:
+    """What the tuning cache holds for ``p`` on ``rt``'s GPU (None: not measured, or no GPU)."""
+    gpu = gpu_of(rt, sms)
+    return None if gpu is None or p.empty else cache_for(gpu).get(tune_key(gpu, p))
+
+
+def tune_problem(backend: Any, p: GemmProblem, rt: Any, sms: int, *, top: int = TOP, splits: int = SPLITS, force: bool = False,
+                 budget_s: float = math.inf, time_fn: Callable[[str], Any] | None = None) -> tuple[TuneKey, Measurement | None]:
+    """``polygemm tune``'s one product: its key, and the measurement kept (measured now unless the
+    cache holds one and not ``force``; None for an empty product or when nothing could be timed)."""
+    gpu = gpu_of(rt, sms)
+    if gpu is None:
+        from ...errors import BackendUnavailableError
+
+        raise BackendUnavailableError("tuning needs a CUDA device")
+    key = tune_key(gpu, p)
+    if p.empty:
+        return key, None
+    ranked = estimates(p, rt.cc[0] * 10 + rt.cc[1], sms)
+    m = cache_for(gpu).measure_once(key, lambda: time_candidates(backend, p, rt, ranked, top=top, splits=splits, budget_s=budget_s,
+                                                                 time_fn=time_fn), force=force)
+    return key, m

@@ -34,7 +34,7 @@ from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_
 from .variants import kernel_specs, variant_table
 from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
 from . import autotune
-from .tune_cache import Measurement, TuneKey, cache_for
+from .tune_cache import Measurement, TuneKey
 from ...tuning import record_problem
 
 __all__ = ["CudaBackend", "CudaPlan"]
@@ -245,13 +245,8 @@ class CudaBackend(Backend):
                 ranked = pitch_ranked(ranked, a, b, copies, p.result_layout, p.count)
                 if ranked[0] is not best:
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
-            measured = self._measured(p, rt, ranked, plan.reason)
-            timed: Candidate | None = None  # the candidate measured fastest (its estimate is its time)
-            if measured is not None:  # a variant measured fastest on this GPU runs before any estimate
-                ranked, plan.reason, timed = measured
-            elif autotune.gpu_of(rt, self._sms(rt)) is not None:
-                plan.reason += ("; estimated, not measured on this GPU (polygemm tune measures it)" if autotune.cache_enabled()
-                                else "; estimated ($POLYGEMM_TUNE_CACHE is off: measurements on this GPU are not read)")
+            # a variant measured fastest on this GPU runs before any estimate (timed: that candidate, its time its estimate)
+            ranked, plan.reason, timed = autotune.measured_ranking(self, p, rt, self._sms(rt), ranked, plan.reason)
             pending = list(ranked)
             while pending:
                 cand = pending.pop(0)
@@ -355,105 +350,17 @@ class CudaBackend(Backend):
         plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one)
         return plan
 
-    # -- tuning ----------------------------------------------------------------------------
-    def _estimates(self, p: GemmProblem, rt: Any, sm: int) -> list[Candidate]:
-        """auto's candidates for ``p``, fastest estimate first, as :meth:`plan` weighs them before
-        trying each (the cost model, then what rows off sector boundaries cost a TMA rung)."""
-        ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=self._sms(rt),
-                                 result_layout=p.result_layout, out_itemsize=p.out_dtype.itemsize)
-        a, b, c = plan_mats(p)
-        if ranked and tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b)):
-            ranked = pitch_ranked(ranked, a, b, (pitch_copy(a), pitch_copy(b), aligned_copy(c)), p.result_layout, p.count)
-        return ranked
-
-    def _time_candidates(self, p: GemmProblem, rt: Any, ranked: Sequence[Candidate], *, top: int = autotune.TOP,
-                         splits: int = autotune.SPLITS, budget_s: float = float("inf"),
-                         time_fn: Callable[[str], float] | None = None) -> Measurement | None:
-        """Time auto's top candidates for ``p`` (by ``time_fn``, else on scratch buffers on ``rt``)."""
-        names = [autotune.ESTIMATE] + autotune.tune_candidates(ranked)
-        estimates: dict[str, float] = {}
-        for cand in ranked:
-            if not cand.padded:
-                estimates.setdefault(cand.label, cand.estimate_us)
-        if time_fn is not None:
-            return autotune.measure(names, time_fn, estimates, top=top, splits=splits, budget_s=budget_s)
-        with autotune.ScratchTimer(self, rt, p) as timer:
-            return autotune.measure(names, timer, estimates, top=top, splits=splits, budget_s=budget_s)
-
-    def _measured(self, p: GemmProblem, rt: Any, ranked: list[Candidate],
-                  reason: str) -> tuple[list[Candidate], str, Candidate | None] | None:
-        """``ranked`` with the variant measured fastest for ``p`` on this GPU first (its time as
-        its estimate), the reason saying so, and that candidate; None when nothing was measured (with
-        ``POLYGEMM_AUTOTUNE=1``, measured now, within the process's budget)."""
-        gpu = autotune.gpu_of(rt, self._sms(rt))
-        if gpu is None or p.empty or not autotune.cache_enabled() or autotune.estimate_only():
-            return None
-        key = autotune.tune_key(gpu, p)
-        cache = cache_for(gpu)
-        m = cache.get(key)
-        if m is None and autotune.autotune_enabled():
-            m = self._autotune(p, rt, key, ranked, cache)
-        if m is None:
-            return None
-        hit = next((c for c in ranked if c.label == m.winner), None)
-        if hit is None and m.winner.endswith(" on aligned copies"):  # copies made where TMA refuses the operands as they are
-            base = next((c for c in ranked if c.label == m.winner.removesuffix(" on aligned copies") and not c.padded), None)
-            if base is not None:
-                first = replace(base, estimate_us=m.us, padded=True)
-                return [first] + ranked, autotune.measured_reason(m), first
-        if hit is None:
-            return ranked, reason + (f"; estimated: {m.winner}, measured fastest on this GPU on {m.date}, is no candidate "
-                                     f"for these operands now"), None
-        first = replace(hit, estimate_us=m.us)
-        return [first] + [c for c in ranked if c is not hit], autotune.measured_reason(m), first
-
-    def _autotune(self, p: GemmProblem, rt: Any, key: TuneKey, ranked: list[Candidate], cache: Any) -> Measurement | None:
-        """``POLYGEMM_AUTOTUNE=1``: ``p`` timed now on scratch buffers, once however many threads
-        plan it at once, within the process's budget; a failure is warned of and the estimate chooses."""
-        budget = autotune.process_budget()
-        if not autotune.safe_to_time(rt):
-            return None
-
-        def run() -> Measurement | None:
-            if not budget.take():
-                return None
-            try:
-                return self._time_candidates(p, rt, ranked, budget_s=budget.seconds)
-            except Exception as exc:
-                if not autotune.is_tuning_error(exc):
-                    raise
-                autotune.tuning_failed(key, exc)
-                return None
-
-        result: Measurement | None = cache.measure_once(key, run)
-        return result
-
-    def tuned(self, problem: GemmProblem) -> Measurement | None:
-        """What the tuning cache holds for ``problem`` on this GPU (None: not measured)."""
-        p = problem.broadcasts_for(self)
-        rt = self._plan_runtime(p) if p.residency == "cuda" and self._rt is not None else self._runtime()
-        gpu = autotune.gpu_of(rt, self._sms(rt))
-        return None if gpu is None or p.empty else cache_for(gpu).get(autotune.tune_key(gpu, p))
-
+    # -- tuning (autotune: what is measured and how) --------------------------------------
     def tune(self, problem: GemmProblem, *, top: int = autotune.TOP, splits: int = autotune.SPLITS, force: bool = False,
-             budget_s: float = float("inf"), time_fn: Callable[[str], float] | None = None) -> tuple[TuneKey, Measurement | None]:
+             budget_s: float = float("inf"), time_fn: Callable[[str], Any] | None = None) -> tuple[TuneKey, Measurement | None]:
         """Measure auto's top candidates for ``problem`` on this GPU and keep the winner in the
         tuning cache (an entry already there is returned unless ``force``). ``time_fn``: seconds
         a launch of a variant name (a test's stand-in for the scratch-buffer timing)."""
         p = problem.broadcasts_for(self)
         self.check_problem(p)
         rt = self._plan_runtime(p) if p.residency == "cuda" and self._rt is not None else self._runtime()
-        sm = rt.cc[0] * 10 + rt.cc[1]
-        gpu = autotune.gpu_of(rt, self._sms(rt))
-        if gpu is None:
-            raise BackendUnavailableError("tuning needs a CUDA device")
-        key = autotune.tune_key(gpu, p)
-        if p.empty:
-            return key, None
-        ranked = self._estimates(p, rt, sm)
-        m = cache_for(gpu).measure_once(
-            key, lambda: self._time_candidates(p, rt, ranked, top=top, splits=splits, budget_s=budget_s, time_fn=time_fn), force=force)
-        return key, m
+        return autotune.tune_problem(self, p, rt, self._sms(rt), top=top, splits=splits, force=force, budget_s=budget_s,
+                                     time_fn=time_fn)
 
     def _fit(self, spec: Any, a: Mat, b: Mat, c: Mat, *, batch: tuple[int, int, int, int], rt: Any, splits: int = 0,
              dtype: str | None = None) -> tuple[LaunchPlan, list[tuple[LaunchPlan, tuple[int, int, int]]] | None]:

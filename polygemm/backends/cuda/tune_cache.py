@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["GpuId", "TuneKey", "Measurement", "TuneCache", "cache_for", "tune_dir", "align_class", "FORMAT", "DEFAULT_SIZE",
-           "package_version", "forget_caches"]
+           "package_version", "forget_caches", "now_text"]
 
 #: the ``format`` field of a tuning file; a file with another is another program's (or version's)
 FORMAT = "polygemm-tune/1"
@@ -142,6 +142,7 @@ def package_version() -> str:
 
 
 def now_text() -> str:
+    """Now, as a measurement records its time (UTC, to the second)."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 

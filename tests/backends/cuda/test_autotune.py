@@ -59,7 +59,7 @@ def test_auto_runs_the_variant_measured_fastest_and_explain_says_so(be):
     p = problem()
     estimated = be.plan(p)
     assert "estimated" in estimated.reason and "not measured on this GPU" in estimated.reason
-    ranked = be._estimates(p, be._rt, 90)
+    ranked = autotune.estimates(p, 90, 132)
     slow_pick = estimated.variant
     winner = next(c.label for c in ranked[1:5] if ":split_k=" not in c.label)
     key, m = be.tune(p, time_fn=by_name({winner: 2.0, slow_pick: 5.0}, pick=slow_pick))
@@ -68,7 +68,7 @@ def test_auto_runs_the_variant_measured_fastest_and_explain_says_so(be):
     assert plan.variant == winner
     assert "measured on this GPU" in plan.reason and m.date in plan.reason and "2.0 µs" in plan.reason
     assert slow_pick in plan.reason  # the estimate's pick, beside what it measured
-    assert be.tuned(p) == m
+    assert autotune.lookup(p, be._rt, 132) == m
 
 
 def test_a_measured_winner_that_is_no_candidate_now_leaves_the_estimate_to_choose(be):
@@ -84,7 +84,7 @@ def test_a_measured_winner_that_is_no_candidate_now_leaves_the_estimate_to_choos
 def test_measurements_of_another_gpu_or_with_the_cache_off_are_not_read(be, monkeypatch):
     p = problem()
     estimate = be.plan(p).variant
-    other = next(c.label for c in be._estimates(p, be._rt, 90)[1:] if c.label != estimate)
+    other = next(c.label for c in autotune.estimates(p, 90, 132)[1:] if c.label != estimate)
     be.tune(p, time_fn=by_name({other: 1.0}))
     assert be.plan(p).variant == other
     monkeypatch.setenv("POLYGEMM_TUNE_CACHE", "off")
@@ -141,7 +141,7 @@ def test_autotune_measures_a_new_product_once_however_many_threads_plan_it(be, m
     monkeypatch.setenv("POLYGEMM_AUTOTUNE", "1")
     monkeypatch.setattr(autotune, "safe_to_time", lambda rt: True)
     calls = []
-    real = CudaBackend._time_candidates
+    real = autotune.time_candidates
 
     def timed(self, p, rt, ranked, **kw):
         calls.append(p.m)
@@ -149,7 +149,7 @@ def test_autotune_measures_a_new_product_once_however_many_threads_plan_it(be, m
         winner = ranked[2].label
         return real(self, p, rt, ranked, time_fn=by_name({winner: 1.0}), budget_s=kw.get("budget_s", float("inf")))
 
-    monkeypatch.setattr(CudaBackend, "_time_candidates", timed)
+    monkeypatch.setattr(autotune, "time_candidates", timed)
     p = problem()
     gate = threading.Barrier(8)
     plans = []
@@ -173,7 +173,7 @@ def test_autotune_tunes_at_most_its_budget_of_shapes(be, monkeypatch):
     monkeypatch.setenv("POLYGEMM_AUTOTUNE_SHAPES", "1")
     monkeypatch.setattr(autotune, "safe_to_time", lambda rt: True)
     calls = []
-    monkeypatch.setattr(CudaBackend, "_time_candidates",
+    monkeypatch.setattr(autotune, "time_candidates",
                         lambda self, p, rt, ranked, **kw: calls.append(p.m) or measure([c.label for c in ranked[:2]], by_name({})))
     assert "measured on this GPU" in be.plan(problem(512)).reason
     assert "not measured on this GPU" in be.plan(problem(640)).reason
@@ -187,7 +187,7 @@ def test_autotune_failure_warns_and_the_estimate_chooses(be, monkeypatch):
     def broken(self, *a, **kw):
         raise MemoryError("out of device memory")
 
-    monkeypatch.setattr(CudaBackend, "_time_candidates", broken)
+    monkeypatch.setattr(autotune, "time_candidates", broken)
     with pytest.warns(RuntimeWarning, match="POLYGEMM_AUTOTUNE: tuning 512x256x1024 float16 failed"):
         plan = be.plan(problem())
     assert "not measured on this GPU" in plan.reason
@@ -196,7 +196,7 @@ def test_autotune_failure_warns_and_the_estimate_chooses(be, monkeypatch):
 def test_autotune_waits_while_a_graph_is_captured(be, monkeypatch):
     monkeypatch.setenv("POLYGEMM_AUTOTUNE", "1")
     monkeypatch.setattr(autotune, "safe_to_time", lambda rt: False)
-    monkeypatch.setattr(CudaBackend, "_time_candidates", lambda *a, **kw: pytest.fail("timed during a capture"))
+    monkeypatch.setattr(autotune, "time_candidates", lambda *a, **kw: pytest.fail("timed during a capture"))
     assert "not measured" in be.plan(problem()).reason
 
 
@@ -326,7 +326,7 @@ def test_the_estimates_own_choice_is_timed_first_under_its_label():
 
 def test_a_winner_on_aligned_copies_runs_on_aligned_copies(be):
     p = problem(512, 1500, 2816)  # 3000-byte rows of B: TMA reads them from aligned copies
-    rung = next(c.label for c in be._estimates(p, be._rt, 90) if c.variant.startswith("hgemm_v2_wgmma_tma") and not c.splits)
+    rung = next(c.label for c in autotune.estimates(p, 90, 132) if c.variant.startswith("hgemm_v2_wgmma_tma") and not c.splits)
     padded = rung + " on aligned copies"
     key = autotune.tune_key(autotune.gpu_of(be._rt, 132), p)
     tune_cache.cache_for(key.gpu).put(key, Measurement(padded, 1.0, {padded: 1.0}, padded, 1.0, "2026-01-01T00:00:00+00:00", "0"))

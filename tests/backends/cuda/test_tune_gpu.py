@@ -5,6 +5,7 @@ correct, in place too, after tuning on first sight."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -50,6 +51,7 @@ def test_tune_measures_real_shapes_and_auto_runs_the_winners(cuda, capsys, tmp_p
         plan = pg.explain(a, b, device="cuda")
         assert plan.variant == r["winner"].removesuffix(" on aligned copies") and "measured on this GPU" in plan.reason, str(plan)
         assert_close(pg.gemm(a, b, device="cuda"), a, b)
+    time.sleep(1.0)  # measurements record their time to the second: the next run starts after this one's
     rc, out, _ = cli(capsys, ["tune", "--shape", shapes[0]])
     assert rc == 0 and "(cached)" in out
 
