@@ -29,10 +29,10 @@ from .registry import BackendInfo, get_backend
 __version__ = "0.1.0"
 
 # Submodules of the public API that "import polygemm" does not import (polygemm.dask's dask is imported
-# only when its gemm is called; polygemm.testing is the suite): reached as attributes on first use, as
+# only when its gemm is called; polygemm.testing is the suite; polygemm.tuning records a run's products): reached as attributes on first use, as
 # numpy.testing is after "import numpy": "import polygemm; polygemm.testing.check_result(...)" works, as the
 # README's "API in brief" names it.
-_LAZY_SUBMODULES = ("testing", "dask")
+_LAZY_SUBMODULES = ("testing", "dask", "tuning")
 
 
 def __getattr__(name: str) -> _Any:

@@ -1,6 +1,6 @@
 """The ``polygemm`` command line: its parser and entry point, and the commands ``info``,
-``variants`` and ``gemm``; each other command (bench, plot, matrix, explain, compile,
-ceiling) is a module of :mod:`polygemm.apps` with its own ``add_parser``."""
+``variants`` and ``gemm``; each other command (bench, tune, plot, matrix, explain,
+compile, ceiling) is a module of :mod:`polygemm.apps` with its own ``add_parser``."""
 
 from __future__ import annotations
 
@@ -276,7 +276,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
 
 #: the modules of polygemm.apps that each add a command (``add_parser(sub)``), in ``--help``'s order;
 #: imported when the parser is built, so that the library never imports them
-COMMAND_MODULES = ("explain", "bench", "plot", "matrix", "ceiling", "compile")
+COMMAND_MODULES = ("explain", "bench", "tune", "plot", "matrix", "ceiling", "compile")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,6 +33,9 @@ from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_
                        split_refusal, tma_refusal)
 from .variants import kernel_specs, variant_table
 from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
+from . import autotune
+from .tune_cache import Measurement, TuneKey
+from ...tuning import record_problem
 
 __all__ = ["CudaBackend", "CudaPlan"]
 
@@ -204,6 +207,7 @@ class CudaBackend(Backend):
         ranked: list[Candidate] = []
         if variant == "auto":
             self.check_problem(p)
+            record_problem(p)
             ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=self._sms(rt),
                                      result_layout=p.result_layout, out_itemsize=p.out_dtype.itemsize)
             if not ranked:
@@ -241,6 +245,8 @@ class CudaBackend(Backend):
                 ranked = pitch_ranked(ranked, a, b, copies, p.result_layout, p.count)
                 if ranked[0] is not best:
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
+            # a variant measured fastest on this GPU runs before any estimate (timed: that candidate, its time its estimate)
+            ranked, plan.reason, timed = autotune.measured_ranking(self, p, rt, self._sms(rt), ranked, plan.reason)
             pending = list(ranked)
             while pending:
                 cand = pending.pop(0)
@@ -264,7 +270,8 @@ class CudaBackend(Backend):
                     plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
                     continue
                 pace = kernel_specs()[cand.variant].unaligned_pace
-                if not lp.vec and pace < 1.0 and not cand.unaligned and anchored_aligned(cand, p.dtype.name):
+                if not lp.vec and pace < 1.0 and not cand.unaligned and cand is not timed \
+                        and anchored_aligned(cand, p.dtype.name):
                     # measured at aligned rows, run on unaligned ones: weighed again at that build's pace
                     slower = replace(cand, estimate_us=cand.estimate_us / pace, unaligned=True)
                     pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > slower.estimate_us), len(pending)), slower)
@@ -276,6 +283,8 @@ class CudaBackend(Backend):
                     refused = any(name != cand.label for name, _ in plan.candidates)
                     plan.reason = explain_choice(cand, ranked, p.dtype.name) + (
                         " (faster estimates could not take these operands)" if refused else "")
+                    if timed is not None:
+                        plan.reason += f"; {timed.label}, measured fastest on this GPU, cannot take these operands"
                     if cand.unaligned:
                         plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
                 plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
@@ -340,6 +349,18 @@ class CudaBackend(Backend):
         one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
         plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one)
         return plan
+
+    # -- tuning (autotune: what is measured and how) --------------------------------------
+    def tune(self, problem: GemmProblem, *, top: int = autotune.TOP, splits: int = autotune.SPLITS, force: bool = False,
+             budget_s: float = float("inf"), time_fn: Callable[[str], Any] | None = None) -> tuple[TuneKey, Measurement | None]:
+        """Measure auto's top candidates for ``problem`` on this GPU and keep the winner in the
+        tuning cache (an entry already there is returned unless ``force``). ``time_fn``: seconds
+        a launch of a variant name (a test's stand-in for the scratch-buffer timing)."""
+        p = problem.broadcasts_for(self)
+        self.check_problem(p)
+        rt = self._plan_runtime(p) if p.residency == "cuda" and self._rt is not None else self._runtime()
+        return autotune.tune_problem(self, p, rt, self._sms(rt), top=top, splits=splits, force=force, budget_s=budget_s,
+                                     time_fn=time_fn)
 
     def _fit(self, spec: Any, a: Mat, b: Mat, c: Mat, *, batch: tuple[int, int, int, int], rt: Any, splits: int = 0,
              dtype: str | None = None) -> tuple[LaunchPlan, list[tuple[LaunchPlan, tuple[int, int, int]]] | None]:
@@ -556,18 +577,7 @@ class CudaBackend(Backend):
             rt.ctx.synchronize()
 
     def timer(self) -> Callable[[Callable[[], Any]], float]:
-        rt = self._runtime()
-
-        def _time(fn: Callable[[], Any]) -> float:
-            with rt.active():
-                start, end = rt.drv.Event(), rt.drv.Event()
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                return start.time_till(end) / 1e3
-
-        return _time
+        return autotune.event_timer(self._runtime())
 
     def launcher(self, variant: str, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0) -> "KernelLauncher":
         """A reusable launch of ``variant`` on device arrays, for benchmarks: calling it queues
