@@ -18,6 +18,7 @@ from ..backend import Backend, Variant
 from ..errors import ArgumentError, PolygemmError, did_you_mean
 from .arguments import Parser, non_negative_int, parse_shape, positive_int, split_names
 from .outputs import add_json_option, emit_json, unwritable
+from .precision_option import add_precision_option
 
 __all__ = ["main", "build_parser", "INFO_WIDTH", "TABLE_WIDTH", "COMMAND_MODULES"]
 
@@ -243,7 +244,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
     """``polygemm gemm`` on the operands drawn: the plan, the timed calls, the check."""
     from .. import explain, gemm
 
-    plan = explain(a, b, device=args.device, variant=args.variant)
+    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision)
     print(plan)
     be = registry.get_backend(plan.backend)
     timer = be.timer()
@@ -251,7 +252,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
 
     def call() -> None:
         nonlocal result
-        result = gemm(a, b, device=plan.backend, variant=plan.variant)
+        result = gemm(a, b, device=plan.backend, variant=plan.variant, precision=args.precision)
 
     first = timer(call)
     best = min(timer(call) for _ in range(args.repeat))
@@ -305,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timed repetitions after the first call (>= 1); --repeats, as bench spells it, is the same")
     s.add_argument("--seed", type=non_negative_int, default=None, help="seed of the random inputs, >= 0 (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
+    add_precision_option(s)
     s.set_defaults(fn=cmd_gemm)
 
     for module in COMMAND_MODULES:
