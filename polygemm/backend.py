@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError, did_you_mean
+from .core.hints import unsupported_dtype
 from .core.layout import host_layout
 from .core.precision import PRECISIONS, governed, looser_or_equal, precision_refusal
 from .core.problem import Call, GemmProblem
@@ -333,7 +334,7 @@ class Backend(abc.ABC):
             return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
                                            f"{', '.join(self.residencies)} data")
         if dtype not in dtypes:
-            return DTypeError(f"backend {self.name!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}")
+            return DTypeError(unsupported_dtype(self.name, dtype, dtypes, problem.residency))
         if variant is not None and dtype not in variant.dtypes:
             return DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {dtype}")
         if governed(dtype):

@@ -113,7 +113,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-_ABBREV = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+_ABBREV = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128"}
+
+
+def _dtypes_cell(dtypes: Sequence[str]) -> str:
+    """A variant's dtypes as the table shows them: abbreviated, every integer dtype and bool as one word (int/bool)."""
+    from ..core.dtypes import INTEGER_DTYPES
+
+    ints = set(INTEGER_DTYPES) <= set(dtypes)
+    shown = [_ABBREV.get(d, d) for d in dtypes if not (ints and d in INTEGER_DTYPES)]
+    return "/".join(shown + (["int/bool"] if ints else []))
 #: shorter words in the table's tile column (-v prints the tile as written)
 _TILE_WORDS = (("threadblock", "block"), ("instruction", "instr"))
 
@@ -178,7 +187,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
                              "error": err or None} for name, vs, err in tables]}
     all_vs = [v for _, vs, _ in tables for v in vs or ()]
     wn = min(40, max([7] + [len(v.name) for v in all_vs]))
-    wd = max([6] + [len("/".join(_ABBREV.get(d, d) for d in v.dtypes)) for v in all_vs])
+    wd = max([6] + [len(_dtypes_cell(v.dtypes)) for v in all_vs])
     head = f"  {'variant':{wn}s}  {'auto':6s}  {'dtypes':{wd}s}  {'layout':6s}  "
     out: list[str] = []
     for name, vs, err in tables:
@@ -192,7 +201,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
         out.append(head + "tile")
         for v in vs:
             auto = "yes" if v.auto else ("vendor" if v.vendor else "no")
-            dts = "/".join(_ABBREV.get(d, d) for d in v.dtypes)
+            dts = _dtypes_cell(v.dtypes)
             row = f"  {v.name:{wn}s}  {auto:6s}  {dts:{wd}s}  {_cell(v.layout, 6):6s}  "
             out.append((row + _cell(_short_tile(v.tile), TABLE_WIDTH - len(row))).rstrip())
             if args.verbose:
