@@ -68,8 +68,10 @@ def test_complex_views_vectors_out_and_c(rng, dtype):
 
 def test_a_complex_alpha_is_refused_as_a_type_error(rng):
     a = _draw(rng, (3, 4), "complex64")
-    with pytest.raises(ArgumentTypeError, match="alpha must be a real number"):
+    with pytest.raises(ArgumentTypeError, match=r"alpha must be a real number.*gemm\(alpha \* a, b\)"):
         pg.gemm(a, a.T, alpha=1j)
+    with pytest.raises(ArgumentTypeError, match=r"beta must be a real number.*gemm\(a, b, beta \* c\)"):
+        pg.gemm(a, a.T, a @ a.T, beta=np.complex64(2j))
 
 
 def test_complex_with_real_operands_is_told_the_complex_cast(rng):
