@@ -224,7 +224,8 @@ def _variant_record(v: Variant) -> dict[str, Any]:
     """One row of ``polygemm variants --json``: the Variant's static fields (not its backend-private ``extra``)."""
     return {"name": str(v.name), "dtypes": [str(d) for d in v.dtypes], "out_dtypes": [str(d) for d in v.out_dtypes],
             "auto": bool(v.auto), "vendor": bool(v.vendor), "layout": str(v.layout), "tile": str(v.tile),
-            "requirements": str(v.requirements), "description": str(v.description)}
+            "requirements": str(v.requirements), "description": str(v.description),
+            "precision": str(getattr(v, "precision", "highest"))}
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:

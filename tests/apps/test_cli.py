@@ -290,7 +290,7 @@ def test_variants_json_is_machine_readable(capsys):
         for row, v in zip(backend["variants"], table):
             assert row == {"name": v.name, "dtypes": list(v.dtypes), "out_dtypes": list(v.out_dtypes), "auto": v.auto,
                            "vendor": v.vendor, "layout": v.layout, "tile": v.tile, "requirements": v.requirements,
-                           "description": v.description}
+                           "description": v.description, "precision": v.precision}
     rows = {v["name"]: v for b in data["backends"] for v in b["variants"]}
     assert rows["blas"]["auto"] is True and rows["reference"]["auto"] is False and rows["numpy"]["vendor"] is True
     assert rows["cublas"]["vendor"] is True and rows["hgemm_v1_mma_ldmatrix"]["auto"] is True

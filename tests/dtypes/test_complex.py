@@ -116,3 +116,16 @@ def test_no_refusal_hint_suggests_a_cast_that_loses_values(dtype):
         way = dtype_way_on(dtype, dtypes)
         for target in re.findall(r"astype\(np\.(\w+)\)", way):
             assert keeps_values(dtype, target) or "2**53" in way, (dtype, dtypes, way)
+
+
+def test_torch_conjugate_views_are_read_as_torch_reads_them(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(_draw(rng, (3, 4), "complex64"))
+    b = torch.from_numpy(_draw(rng, (4, 2), "complex64"))
+    got = pg.gemm(a, b.conj())
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.complex64
+    _within(got.numpy(), a.numpy(), b.numpy().conj())
+    _within(pg.gemm(a.conj(), b).numpy(), a.numpy().conj(), b.numpy())
+    out = torch.zeros(3, 2, dtype=torch.complex64).conj()
+    with pytest.raises(pg.ArgumentError, match="conjugate bit"):
+        pg.gemm(a, b, out=out)
