@@ -18,7 +18,8 @@ from .precision_option import add_precision_option
 
 __all__ = ["operands", "plan_record", "cmd_explain", "add_parser"]
 
-DTYPES = ("float16", "bfloat16", "float32", "float64")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32", "int64", "uint8",
+          "uint16", "uint32", "uint64", "bool")
 
 
 def operands(shape: tuple[int, int, int], dtype: str, transpose_a: bool = False, transpose_b: bool = False,

@@ -200,3 +200,14 @@ def test_the_cli_takes_precision(capsys):
     with pytest.raises(SystemExit):
         main(["gemm", "--shape", "8x8x8", "--precision", "fast"])
     assert "highest" in capsys.readouterr().err
+
+
+def test_the_cli_explains_complex_and_integer_products(capsys):
+    assert main(["explain", "--shape", "4x5x6", "--dtype", "complex64", "--precision", "medium"]) == 0
+    out = capsys.readouterr().out
+    assert "backend : cpu" in out and "complex64" in out and "precision: highest" in out
+    assert main(["explain", "--shape", "4x5x6", "--dtype", "int16", "--json"]) == 0
+    import json
+
+    record = json.loads(capsys.readouterr().out)
+    assert record["dtype"] == "int16" and record["backend"] == "cpu" and "exact" in record["precision_used"]
