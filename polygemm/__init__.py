@@ -12,6 +12,7 @@ from typing import Any as _Any
 from . import errors
 from .api import clear_plan_cache, explain, gemm, last_plan, matmul, plan_cache_info
 from .backend import Availability, Backend, Capabilities, Plan, Variant
+from .core.precision import PRECISIONS, get_float32_matmul_precision, set_float32_matmul_precision
 from .errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -53,6 +54,9 @@ __all__ = [
     "plan_cache_info",
     "clear_plan_cache",
     "last_plan",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
+    "PRECISIONS",
     "backends",
     "get_backend",
     "errors",

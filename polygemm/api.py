@@ -73,6 +73,7 @@ def gemm(
     variant: str = "auto",
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
+    precision: str | None = None,
     **unexpected: NoReturn,
 ) -> Any:
     """Return ``alpha * (a @ b) + beta * c``, computed by the chosen backend.
@@ -85,7 +86,10 @@ def gemm(
     ``a @ b + c``, as in BLAS and ``torch.addmm``) and to 0.0 otherwise; ``c`` is read only when
     ``beta != 0``. ``out`` receives the result and is
     returned; it may be ``c`` itself (in place). ``out_dtype`` asks for a wider result
-    (float32 for float16 inputs) when no ``out`` says it.
+    (float32 for float16 inputs) when no ``out`` says it. ``precision`` ("highest", "high", "medium", as
+    torch's ``set_float32_matmul_precision`` names them; default: :func:`get_float32_matmul_precision`) is the
+    accuracy float32 and complex64 products must keep: a path at least that accurate runs, and a device that has
+    none refuses (other dtypes compute as they are).
     ``device`` is a backend name or ``"auto"`` (default: ``$POLYGEMM_DEVICE`` or auto), or the
     operands' own device object (``tensor.device``, ``cupy.cuda.Device(1)``); an explicit device
     never falls back. ``variant`` picks a kernel of that backend.
@@ -106,12 +110,13 @@ def gemm(
         beta = 0.0 if c is None else 1.0
     first: NotWhole | None = None
     try:
-        entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype)
+        entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
         made: list[str] = _NONE_MADE
     except NotWhole as exc:  # a device operand its own library must make contiguous first
         first = exc
     if first is not None:  # (outside the except: what the retry raises is not chained to this NotWhole)
-        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first)
+        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first,
+                                                                  precision)
     if call is None:  # a cached host plan its backend computes from a, b and out alone (alpha 1, beta 0)
         result = entry.direct(a, b, out)  # type: ignore[misc]
         alpha, beta = 1.0, 0.0
@@ -136,13 +141,13 @@ def gemm(
 
 
 def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
-           device: DeviceLike | None = None, **unexpected: NoReturn) -> Any:
+           precision: str | None = None, device: DeviceLike | None = None, **unexpected: NoReturn) -> Any:
     """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
     ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
     1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
     result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
     shape (or is a tuple of that one array, numpy.matmul's ufunc form). Scalars (0-D operands)
-    are refused, as NumPy refuses them.
+    are refused, as NumPy refuses them. ``precision``: as :func:`gemm` takes it.
     """
     if extra or unexpected:
         raise misused_arguments("matmul", extra, unexpected)
@@ -150,9 +155,9 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
         out = out[0]
     a2, b2, out2, va, vb = matmul_operands(a, b, out)
     if not (va or vb):
-        return gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
+        return gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device)
     try:
-        res = gemm(a2, b2, out=out2, out_dtype=out_dtype, device=device)
+        res = gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device)
     except ShapeError as exc:  # the message names the matrices the vectors became
         # only the vectors' lengths are read, through shape_of: a vector or the other operand may be a list (no .shape)
         ka, kb = (shape_of(a2) or (0,))[-1], (shape_of(b2) or (0, 0))[-2]
@@ -193,6 +198,7 @@ def explain(
     variant: str = "auto",
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
+    precision: str | None = None,
     **unexpected: NoReturn,
 ) -> Plan:
     """Return the :class:`Plan` ``gemm`` would run for these arguments, without running it.
@@ -215,7 +221,8 @@ def explain(
     if beta is None:
         beta = 0.0 if c is None else 1.0
     with planning_only():  # the host copies a call would make are described, not made
-        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype)
+        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype,
+                                                                  precision=precision)
     plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached)
     plan.notes = taken + plan.notes
     return plan

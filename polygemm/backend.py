@@ -17,7 +17,9 @@ from typing import Any, Callable, ClassVar, ContextManager, Sequence
 import numpy as np
 
 from .errors import ArgumentError, DTypeError, PolygemmError, UnsupportedProblemError, did_you_mean
+from .core.hints import unsupported_dtype
 from .core.layout import host_layout
+from .core.precision import PRECISIONS, governed, looser_or_equal, precision_refusal
 from .core.problem import Call, GemmProblem
 from .core.read import read_operand
 from .core.scalars import FLOAT32_MAX, fits_float32
@@ -66,6 +68,9 @@ class Variant:
     #: output dtypes other than the input's this variant can write (e.g. float32 for float16 inputs)
     out_dtypes: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, repr=False)
+    #: the precision class of its float32 (and complex64) products (:mod:`polygemm.core.precision`): "highest" for
+    #: SGEMM-level error, "high" for the 3-pass class, "medium" for one pass
+    precision: str = "highest"
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,8 @@ class Plan:
     #: why a plan made for a call is not kept for the next one ("" when it is): an operand the cache does not key
     #: (a list, an ndarray subclass, another library's CPU array), or the cache turned off
     uncached: str = ""
+    #: the precision used and the error bound that holds (set by the core from the variant's precision)
+    precision: str = ""
 
     def bind(self, call: Call) -> "Plan":
         """A copy of this plan whose problem carries ``call``'s operands, alpha and beta."""
@@ -120,6 +127,8 @@ class Plan:
             f"  variant : {self.variant}",
             f"  why     : {self.reason}",
         ]
+        if self.precision:
+            lines.append(f"  precision: {self.precision}")
         if self.layouts:
             lines.append("  layouts : " + ", ".join(f"{k}={v}" for k, v in self.layouts.items()))
         if p.in_place:
@@ -262,6 +271,16 @@ class Backend(abc.ABC):
     def dtypes(self) -> tuple[str, ...]:
         return tuple(sorted({d for v in self.variants() for d in v.dtypes}))
 
+    def precisions(self, dtype: str) -> tuple[str, ...]:
+        """The precisions a call may ask of this backend for ``dtype`` inputs, most accurate first: those its
+        most accurate auto variant meets (a path meets every precision looser than its own, :mod:`~polygemm.core.precision`);
+        every one for dtypes a precision does not govern (or it does not compute). Override to declare otherwise."""
+        if not governed(dtype):
+            return PRECISIONS
+        own = [v.precision for v in self.variants() if v.auto and dtype in v.dtypes] \
+            or [v.precision for v in self.variants() if dtype in v.dtypes]  # (auto's own refusal says it has none)
+        return looser_or_equal(min(own, key=PRECISIONS.index)) if own else PRECISIONS
+
     def supports(self, problem: GemmProblem) -> str | None:
         """None if this backend can compute ``problem``, else the reason it cannot: the message of
         the error :meth:`check_problem` raises (one rule set, :meth:`refusal`)."""
@@ -315,9 +334,14 @@ class Backend(abc.ABC):
             return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
                                            f"{', '.join(self.residencies)} data")
         if dtype not in dtypes:
-            return DTypeError(f"backend {self.name!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}")
+            return DTypeError(unsupported_dtype(self.name, dtype, dtypes, problem.residency))
         if variant is not None and dtype not in variant.dtypes:
             return DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {dtype}")
+        if governed(dtype):
+            offered = looser_or_equal(variant.precision) if variant is not None else self.precisions(dtype)
+            if problem.precision not in offered:
+                where = f"variant {variant.name!r} of backend {self.name!r}" if variant is not None else f"backend {self.name!r}"
+                return precision_refusal(where, dtype, problem.precision, offered)
         if problem.out_dtype != problem.dtype:
             candidates = [variant] if variant is not None else [v for v in self.variants() if dtype in v.dtypes]
             if not any(problem.out_dtype.name in v.out_dtypes for v in candidates):

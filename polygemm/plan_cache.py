@@ -25,6 +25,7 @@ import numpy as np
 from . import registry
 from .backend import Backend, Plan
 from .core.hostcopy import host_convert
+from .core import precision as _precision
 from .core.normalize import normalize
 from .core.problem import Call, GemmProblem, common_stream
 from .core.read import NotWhole
@@ -208,7 +209,7 @@ def clear_plan_cache() -> None:
 
 
 def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None, variant: Any, out: Any,
-               out_dtype: Any, views: Any = None) -> tuple[Backend, Plan, GemmProblem]:
+               out_dtype: Any, views: Any = None, precision: str = "highest") -> tuple[Backend, Plan, GemmProblem]:
     """Normalize and validate everything, select the backend and plan (the uncached path); ``views``: the operands
     as the cache key read them (None: not read), which normalization takes rather than reading them again."""
     if not isinstance(variant, str) or not variant:  # None, 3: a TypeError too; '' a ValueError only
@@ -216,6 +217,8 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
             f"variant must be a variant name or 'auto'; got {short_repr(variant)}")
     problem: GemmProblem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=False,
                                      views=views)
+    if precision != problem.precision:
+        problem = dataclasses.replace(problem, precision=precision)
     backend, passed = registry.select(problem, device, variant)
     problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
     if registry.resolve_device(device) != "auto":  # device="auto" took a backend whose supports() passed the problem
@@ -226,12 +229,14 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
               else f"{op.name} copied once into C order (strided view or non-native byte order)"
               for op in (problem.a, problem.b, problem.c) if op is not None and op.copied]
     plan.copies = copies + plan.copies
+    used = _precision.used_precision(backend.variants(), plan.variant, precision)
+    plan.precision = _precision.describe(problem.dtype.name, problem.out_dtype.name, precision, used)
     plan.problem = problem.without_data()  # a cached plan keeps provenance, never the data
     return backend, plan, problem
 
 
 def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: str | None, variant: Any,
-         out_dtype: Any = None) -> tuple[tuple[Any, ...] | None, Any]:
+         out_dtype: Any = None, precision: str = "highest") -> tuple[tuple[Any, ...] | None, Any]:
     """The cache key of a call (None when it takes the full normalization every time) and the operands' views
     (:func:`operand_view` of each, (key, pointer, stream); None for one that has none, or all four None when none
     was read)."""
@@ -280,7 +285,8 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
     # (in_place is key[5]: the overlap check of a hit takes it rather than reading the pointers again)
-    key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta))
+    # (the precision last: a plan made under one precision is never reused for another)
+    key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta), precision)
     return key, views
 
 
@@ -370,7 +376,7 @@ def _convert(x: Any, how: tuple[int, ...] | None) -> Any:
 
 
 def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-          out_dtype: Any = None) -> tuple[CacheEntry, Call | None, bool, str]:
+          out_dtype: Any = None, precision: Any = None) -> tuple[CacheEntry, Call | None, bool, str]:
     """The plan for this call (cached or made now), the call's operands bound to it, whether the plan came from
     the cache, and why a plan made now is not kept for the next call ("" when it is: :func:`not_cached`). The call
     is None for a cached plan computed by ``entry.direct(a, b, out)`` (its alpha is 1 and its beta 0)."""
@@ -379,7 +385,9 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
     be = beta if type(beta) is float and beta - beta == 0.0 else parse_scalar("beta", beta)
     if device is not None and type(device) is not str:  # torch.device, cupy.cuda.Device: keyed by name
         device = registry.device_arg_name(device)
-    key, views = _key(a, b, c, out, al, be, device, variant, out_dtype)
+    # the process default is a module global its setter updates: read, never recomputed, per call
+    precision = _precision.DEFAULT if precision is None else _precision.parse_precision(precision)
+    key, views = _key(a, b, c, out, al, be, device, variant, out_dtype, precision)
     if key is not None:
         entry = _cache.get(key)
         # out clear of a and b at a glance (else the full check): out owns its memory, and a and b are neither out nor
@@ -405,7 +413,7 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
                 stream = common_stream([sa, sb, sc, so])
             call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)
             return entry, call, True, ""
-    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype, views)
+    backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype, views, precision)
     entry = _entry_for(backend, plan, problem, result_like(a, b))
     if key is not None:
         _cache.put(key, entry)
@@ -414,7 +422,8 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
 
 
 def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: Any, out: Any,
-                out_dtype: Any = None, first: NotWhole | None = None) -> tuple[CacheEntry, Call | None, bool, str, list[str]]:
+                out_dtype: Any = None, first: NotWhole | None = None,
+                precision: Any = None) -> tuple[CacheEntry, Call | None, bool, str, list[str]]:
     """:func:`bind`, after a CuPy or torch input that no kernel addresses as it is (matrices
     neither row- nor column-major, a batch one stride cannot walk) is made whole by its own
     library, as host views are copied once; also what was copied so, for the plan. ``first``:
@@ -435,7 +444,7 @@ def bind_whole(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, varia
             else:
                 c = whole
         try:
-            return (*bind(a, b, c, alpha, beta, device, variant, out, out_dtype), made)
+            return (*bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision), made)
         except NotWhole as exc:
             failed = exc
 

@@ -18,6 +18,7 @@ from ..backend import Backend, Variant
 from ..errors import ArgumentError, PolygemmError, did_you_mean
 from .arguments import Parser, non_negative_int, parse_shape, positive_int, split_names
 from .outputs import add_json_option, emit_json, unwritable
+from .precision_option import add_precision_option
 
 __all__ = ["main", "build_parser", "INFO_WIDTH", "TABLE_WIDTH", "COMMAND_MODULES"]
 
@@ -112,7 +113,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-_ABBREV = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+_ABBREV = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128"}
+
+
+def _dtypes_cell(dtypes: Sequence[str]) -> str:
+    """A variant's dtypes as the table shows them: abbreviated, every integer dtype and bool as one word (int/bool)."""
+    from ..core.dtypes import INTEGER_DTYPES
+
+    ints = set(INTEGER_DTYPES) <= set(dtypes)
+    shown = [_ABBREV.get(d, d) for d in dtypes if not (ints and d in INTEGER_DTYPES)]
+    return "/".join(shown + (["int/bool"] if ints else []))
 #: shorter words in the table's tile column (-v prints the tile as written)
 _TILE_WORDS = (("threadblock", "block"), ("instruction", "instr"))
 
@@ -177,7 +187,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
                              "error": err or None} for name, vs, err in tables]}
     all_vs = [v for _, vs, _ in tables for v in vs or ()]
     wn = min(40, max([7] + [len(v.name) for v in all_vs]))
-    wd = max([6] + [len("/".join(_ABBREV.get(d, d) for d in v.dtypes)) for v in all_vs])
+    wd = max([6] + [len(_dtypes_cell(v.dtypes)) for v in all_vs])
     head = f"  {'variant':{wn}s}  {'auto':6s}  {'dtypes':{wd}s}  {'layout':6s}  "
     out: list[str] = []
     for name, vs, err in tables:
@@ -191,7 +201,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
         out.append(head + "tile")
         for v in vs:
             auto = "yes" if v.auto else ("vendor" if v.vendor else "no")
-            dts = "/".join(_ABBREV.get(d, d) for d in v.dtypes)
+            dts = _dtypes_cell(v.dtypes)
             row = f"  {v.name:{wn}s}  {auto:6s}  {dts:{wd}s}  {_cell(v.layout, 6):6s}  "
             out.append((row + _cell(_short_tile(v.tile), TABLE_WIDTH - len(row))).rstrip())
             if args.verbose:
@@ -214,7 +224,8 @@ def _variant_record(v: Variant) -> dict[str, Any]:
     """One row of ``polygemm variants --json``: the Variant's static fields (not its backend-private ``extra``)."""
     return {"name": str(v.name), "dtypes": [str(d) for d in v.dtypes], "out_dtypes": [str(d) for d in v.out_dtypes],
             "auto": bool(v.auto), "vendor": bool(v.vendor), "layout": str(v.layout), "tile": str(v.tile),
-            "requirements": str(v.requirements), "description": str(v.description)}
+            "requirements": str(v.requirements), "description": str(v.description),
+            "precision": str(getattr(v, "precision", "highest"))}
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:
@@ -243,7 +254,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
     """``polygemm gemm`` on the operands drawn: the plan, the timed calls, the check."""
     from .. import explain, gemm
 
-    plan = explain(a, b, device=args.device, variant=args.variant)
+    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision)
     print(plan)
     be = registry.get_backend(plan.backend)
     timer = be.timer()
@@ -251,7 +262,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
 
     def call() -> None:
         nonlocal result
-        result = gemm(a, b, device=plan.backend, variant=plan.variant)
+        result = gemm(a, b, device=plan.backend, variant=plan.variant, precision=args.precision)
 
     first = timer(call)
     best = min(timer(call) for _ in range(args.repeat))
@@ -305,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timed repetitions after the first call (>= 1); --repeats, as bench spells it, is the same")
     s.add_argument("--seed", type=non_negative_int, default=None, help="seed of the random inputs, >= 0 (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
+    add_precision_option(s)
     s.set_defaults(fn=cmd_gemm)
 
     for module in COMMAND_MODULES:

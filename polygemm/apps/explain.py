@@ -14,10 +14,12 @@ from ..backend import Plan
 from ..problem import dtype_named
 from .arguments import non_negative_int, parse_shape
 from .outputs import add_json_option, emit_json
+from .precision_option import add_precision_option
 
 __all__ = ["operands", "plan_record", "cmd_explain", "add_parser"]
 
-DTYPES = ("float16", "bfloat16", "float32", "float64")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32", "int64", "uint8",
+          "uint16", "uint32", "uint64", "bool")
 
 
 def operands(shape: tuple[int, int, int], dtype: str, transpose_a: bool = False, transpose_b: bool = False,
@@ -51,13 +53,14 @@ def plan_record(plan: Plan) -> dict[str, Any]:
         "reason": plan.reason, "layouts": dict(plan.layouts), "copies": list(plan.copies), "padding": plan.padding,
         "launch": {str(k): _plain(v) for k, v in plan.launch.items()},
         "passed_over": [{"backend": name, "why": why} for name, why in plan.candidates],
-        "notes": list(plan.notes), "cached": plan.cached, "uncached": plan.uncached,
+        "notes": list(plan.notes), "cached": plan.cached, "uncached": plan.uncached, "precision": plan.problem.precision,
+        "precision_used": plan.precision,
     }
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     a, b = operands(args.shape, args.dtype, args.transpose_a, args.transpose_b, args.batch)
-    plan = explain(a, b, device=args.device, variant=args.variant)
+    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision)
     emit_json(args, plan_record(plan), str(plan))
     return 0
 
@@ -74,6 +77,7 @@ def add_parser(sub: Any) -> None:
                    help="b is the transposed view of an NxK array (column-major, passed as x.T), not a C-ordered KxN array")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
                    help="a strided batch of N products (a leading axis of N on a and b; 0: one product)")
+    add_precision_option(s)
     add_json_option(s, "the plan")
     s.epilog = "The operands are NumPy arrays on the host: a GPU backend's plan includes their copies to the device."
     s.set_defaults(fn=cmd_explain)

@@ -15,9 +15,9 @@ from .text import short_repr
 __all__ = ["misused_arguments"]
 
 _ACCEPTED = {
-    "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype"),
-    "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype"),
-    "matmul": ("out", "out_dtype", "device"),
+    "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision"),
+    "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision"),
+    "matmul": ("out", "out_dtype", "precision", "device"),
     "polygemm.dask.gemm": ("c", "alpha", "beta", "device", "variant", "out_dtype"),
 }
 
@@ -39,7 +39,8 @@ _FOREIGN: dict[str, str] = {
     "overwrite_c": " (to update c in place, pass it as out too: gemm(a, b, c, beta=1.0, out=c))",
     "bias": " (a bias is c with beta=1.0: gemm(a, b, np.broadcast_to(bias, (M, N)), beta=1.0))",
     "stream": " (device work runs on the stream the operands name: CuPy's or torch's current stream, as their matmul does)",
-    "precision": " (the precision is the operands' dtype: float16 and bfloat16 accumulate in float32; variant= names a kernel)",
+    "precision": (" (dask's blocks are computed at the process default: polygemm.set_float32_matmul_precision, "
+                  "$POLYGEMM_PRECISION)"),
     **{k: " (a numpy.matmul ufunc keyword polygemm has no counterpart for: nothing is cast, and the result is a new array "
           "or out itself)" for k in ("casting", "order", "subok", "signature", "where", "axes", "axis", "extobj")},
 }

@@ -11,19 +11,62 @@ import numpy as np
 from ..errors import DTypeError
 from .text import short_repr
 
-__all__ = ["SUPPORTED_DTYPES", "HALF_DTYPES", "DTYPE_HELP", "bfloat16", "dtype_named", "as_dtype", "finfo", "native_dtype",
-           "np_name", "parse_dtype", "check_result_dtype"]
+__all__ = ["SUPPORTED_DTYPES", "HALF_DTYPES", "COMPLEX_DTYPES", "INTEGER_DTYPES", "KNOWN_DTYPES", "DTYPE_HELP", "keeps_values", "bfloat16", "dtype_named", "as_dtype", "finfo", "native_dtype",
+           "np_name", "parse_dtype", "check_result_dtype",
+           "integer_scalars_refusal"]
 
-#: dtypes polygemm knows at all; each backend declares the subset it computes.
+#: the floating dtypes: those every backend's error bound (polygemm.testing) is written for
 SUPPORTED_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+
+
+#: complex dtypes, computed as numpy.matmul computes them (by the backends that declare them)
+COMPLEX_DTYPES: tuple[str, ...] = ("complex64", "complex128")
+
+
+#: integer dtypes (and bool), computed exactly as numpy.matmul computes them: integers wrap modulo 2**bits on overflow,
+#: bool is the logical product (any of a[i, k] and b[k, j])
+INTEGER_DTYPES: tuple[str, ...] = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+#: every dtype polygemm knows; each backend declares the subset it computes
+KNOWN_DTYPES: tuple[str, ...] = SUPPORTED_DTYPES + COMPLEX_DTYPES + INTEGER_DTYPES
 
 
 #: the 16-bit input dtypes: products accumulate in float32 and may be stored as float32
 HALF_DTYPES: tuple[str, ...] = ("float16", "bfloat16")
 
 
-DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 for NumPy arrays) "
+DTYPE_HELP = ("float16, float32 or float64, and bfloat16 (ml_dtypes.bfloat16 for NumPy arrays); complex64, complex128; "
+               "integers (int8 to int64, uint8 to uint64) and bool as numpy.matmul computes them "
                "(each backend computes a subset: see `polygemm variants`)")
+
+
+#: how many significand bits each dtype holds every value of exactly (integers: their magnitude bits)
+_EXACT_BITS = {"bool": 1, "int8": 7, "uint8": 8, "int16": 15, "uint16": 16, "int32": 31, "uint32": 32, "int64": 63, "uint64": 64,
+               "float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+#: the exponent range of the floating dtypes (the largest finite power of two)
+_EXP_MAX = {"float16": 15, "bfloat16": 127, "float32": 127, "float64": 1023}
+
+
+def keeps_values(src: str, dst: str) -> bool:
+    """Whether casting ``src`` to ``dst`` keeps every value exactly (no rounding, no overflow, no part dropped): what a
+    hint may suggest. float16 to bfloat16, int64 to float64, complex to any real dtype do not."""
+    if src == dst:
+        return True
+    if src in COMPLEX_DTYPES:
+        return dst == "complex128"  # complex64 into complex128; no real dtype holds an imaginary part
+    if dst in COMPLEX_DTYPES:
+        return keeps_values(src, "float32" if dst == "complex64" else "float64")
+    if src not in _EXACT_BITS or dst not in _EXACT_BITS:
+        return False
+    if dst in INTEGER_DTYPES:
+        if src not in INTEGER_DTYPES:
+            return False
+        signed_ok = src == "bool" or src.startswith("u") or not dst.startswith("u")
+        return signed_ok and _EXACT_BITS[src] <= _EXACT_BITS[dst]
+    if src in INTEGER_DTYPES:  # an integer into a float: its magnitude bits within the significand
+        return _EXACT_BITS[src] <= _EXACT_BITS[dst]
+    return _EXACT_BITS[src] <= _EXACT_BITS[dst] and _EXP_MAX[src] <= _EXP_MAX[dst]
 
 
 _BF16_MISSING = "bfloat16 needs the ml_dtypes package (pip install ml_dtypes), whose bfloat16 is NumPy's"
@@ -88,7 +131,7 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
         dt = as_dtype(value)
     except TypeError:  # another library's dtype object, e.g. torch.float32
         tail = str(value).rsplit(".", 1)[-1]
-        if tail not in SUPPORTED_DTYPES:
+        if tail not in KNOWN_DTYPES:
             raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
         return dtype_named(tail)
     if dt.kind in "OSUMm" or (dt.kind == "V" and dt.type.__module__.partition(".")[0] != "ml_dtypes"):  # ml_dtypes' are V too
@@ -112,13 +155,32 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         if given_by == "out":
             how = (f"pass an out of {inputs.name}{' or float32' if half else ''}, or omit out and cast the result "
                    f"into yours (out[...] = result)")
-        elif result.name in SUPPORTED_DTYPES:
+        elif (result.name in SUPPORTED_DTYPES and inputs.name in SUPPORTED_DTYPES) or \
+                (result.name in KNOWN_DTYPES and keeps_values(inputs.name, result.name)):  # a float result asked for
             how = f"omit {given_by}, or cast a and b to {result.name} to compute in it"
-        else:  # no dtype polygemm computes (int64, complex64): casting a and b to it is no way
-            how = (f"omit {given_by} ({result.name} is no dtype polygemm computes: {', '.join(SUPPORTED_DTYPES)}), and "
-                   f"cast the result if you need it so (result.astype({result.name!r}))")
+        else:  # no dtype polygemm computes, or a cast of a and b that would change their values: the result's cast
+            why = (f"{result.name} is no dtype polygemm computes" if result.name not in KNOWN_DTYPES
+                   else f"a cast of {inputs.name} a and b to {result.name} would change their values")
+            how = f"omit {given_by} ({why}), and cast the result if you need it so (result.astype({result.name!r}))"
         raise DTypeError(
             f"the result dtype must be {inputs.name}"
             + (f" (or float32: {inputs.name} products accumulate in float32 and may be stored so)" if half else "")
             + f"; got {given_by} {result.name}: {how}"
         )
+
+
+def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None:
+    """Why ``alpha`` and ``beta`` cannot scale an integer (or bool) product of ``dtype``, or None: integer
+    arithmetic takes whole numbers; a bool product is logical, which no factor scales."""
+    if dtype == "bool":
+        if alpha != 1.0 or beta != 0.0:
+            return (f"bool products are logical (numpy.matmul's any of a[i, k] and b[k, j]): alpha and beta do not scale "
+                    f"them; pass alpha=1 and beta=0 (got alpha={alpha:g}, beta={beta:g}), or cast a and b to an integer "
+                    f"dtype (a.astype(np.int64)) to count")
+        return None
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not float(value).is_integer():
+            return (f"{name}={value:g} is no whole number: {dtype} products are computed in integer arithmetic, as "
+                    f"numpy.matmul computes them; pass a whole {name}, or cast a and b to a floating dtype that holds "
+                    f"their values (e.g. a.astype(np.float64), exact below 2**53)")
+    return None

@@ -1,5 +1,7 @@
 """How to cast: the expression that gives a user's operand a supported dtype, in the terms of its
-library, and the dtype check that says it."""
+library, and the dtype checks that say it. A hint never suggests a cast that changes values (complex to
+real, int64 to float64, float16 to bfloat16): where no dtype keeps them, it names the device that
+computes the dtype as it is, or says under which condition the cast is exact."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import numpy as np
 
 from ..errors import DTypeError
 from ..interop.kinds import kind_of
-from .dtypes import DTYPE_HELP, HALF_DTYPES, SUPPORTED_DTYPES, np_name
+from .dtypes import COMPLEX_DTYPES, DTYPE_HELP, HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, keeps_values, np_name
 
-__all__ = ["cast_hint", "promotion_hint", "check_dtype"]
+__all__ = ["cast_hint", "promotion_hint", "check_dtype", "c_cast_hint", "unsupported_dtype", "dtype_way_on"]
 
 def cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
     """An expression that gives the user's ``name`` (``given``: the object passed) the supported
@@ -43,10 +45,80 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
         return (f"{cast_hint(x[0], x[1], f32)} and {cast_hint(y[0], y[1], f32)} (float32: what torch and JAX compute "
                 f"{x[2].name} with {y[2].name} in, holding both exactly; NumPy promotes them to no dtype), or "
                 f"{cast_hint(y[0], y[1], x[2])} to compute in {x[2].name}")
-    if wide is None or wide.name not in SUPPORTED_DTYPES:
-        return cast_hint(y[0], y[1], x[2])
-    casts = " and ".join(cast_hint(name, given, wide) for name, given, dt in (x, y) if dt != wide)
+    if wide is None or wide.name not in KNOWN_DTYPES:
+        return cast_hint(y[0], y[1], x[2]) + _exactness(y[2].name, x[2].name)
+    casts = " and ".join(cast_hint(name, given, wide) + _exactness(dt.name, wide.name) for name, given, dt in (x, y) if dt != wide)
     return f"{casts} ({wide.name}: what numpy.matmul computes {x[2].name} with {y[2].name} in)"
+
+
+def _exactness(src: str, dst: str) -> str:
+    """What a cast of ``src`` values to ``dst`` keeps, where it does not keep every one ("" where it does)."""
+    if keeps_values(src, dst):
+        return ""
+    if src in COMPLEX_DTYPES and dst not in COMPLEX_DTYPES:
+        return " (which drops the imaginary parts)"
+    if src in INTEGER_DTYPES and dst in ("float32", "float64", "complex64", "complex128"):
+        bits = 24 if dst in ("float32", "complex64") else 53
+        return f" (exact only for values below 2**{bits} in magnitude)"
+    return f" (which rounds {src} values that {dst} cannot hold)"
+
+
+def _lossless_target(dtype: str, dtypes: tuple[str, ...]) -> str | None:
+    """The first of ``dtypes`` (float32 first, then the others in order) that holds every ``dtype`` value exactly."""
+    order = sorted(dtypes, key=lambda d: (d != "float32", d != "float64"))
+    return next((d for d in order if d != dtype and keeps_values(dtype, d)), None)
+
+
+def unsupported_dtype(backend: str, dtype: str, dtypes: tuple[str, ...], residency: str = "host") -> str:
+    """Why backend ``backend`` (computing ``dtypes``) refuses ``dtype`` inputs, and the way on (:func:`dtype_way_on`)."""
+    return f"backend {backend!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}: {dtype_way_on(dtype, dtypes, residency)}"
+
+
+def dtype_way_on(dtype: str, dtypes: tuple[str, ...], residency: str = "host") -> str:
+    """The way on for ``dtype`` inputs where only ``dtypes`` are computed: a cast to one of them that keeps every value,
+    where one exists; device='cpu', which computes every dtype polygemm knows as numpy.matmul does; never a cast that
+    changes values unless it says when it is exact."""
+    cpu = ("device='cpu'" if residency == "host" else
+           "device='cpu' on host copies of the operands (e.g. cupy.asnumpy(a), tensor.cpu())")
+    target = _lossless_target(dtype, dtypes)
+    if dtype in COMPLEX_DTYPES:
+        how = (f"cast a and b to {target} (a.astype(np.{target})), or use {cpu}" if target is not None
+               else f"use {cpu}, which computes {dtype} as numpy.matmul does (no real dtype holds complex values)")
+    elif dtype == "bool":
+        how = f"use {cpu}, which computes bool as numpy.matmul does (the logical product)"
+        if target is not None:
+            how += (f"; or cast a and b to {target} (a.astype(np.{target})) and take result > 0, that logical product "
+                    f"(exact while K < 2**{24 if target in ('float32', 'float16', 'bfloat16') else 53})")
+    elif dtype in INTEGER_DTYPES:
+        exact = f"use {cpu}, which computes {dtype} exactly as numpy.matmul does (wrapping on overflow)"
+        if target is not None:
+            bits = 24 if target in ("float32", "float16", "bfloat16") else 53
+            how = (f"{exact}; or cast a and b to {target} (a.astype(np.{target}): every {dtype} value is exact in it, and "
+                   f"the product is exact while its sums stay below 2**{bits})")
+        elif "float64" in dtypes and dtype in ("int64", "uint64"):
+            how = f"{exact}; a cast to float64 (a.astype(np.float64)) is exact only for values and sums below 2**53"
+        else:
+            how = exact
+    else:
+        how = (f"cast a and b to {target} (a.astype(np.{target}), which holds every {dtype} value), or use {cpu}"
+               if target is not None else f"use {cpu}")
+    return how
+
+
+def c_cast_hint(c: Any, c_dtype: np.dtype, result: np.dtype) -> str:
+    """How to give ``c`` (of ``c_dtype``) the result's dtype: its cast where that keeps its values (or rounds a float to
+    the float result asked for), else the cast of a and b to the dtype numpy.matmul would compute ``a @ b + c`` in (a
+    complex c beside real a and b: complex)."""
+    if keeps_values(c_dtype.name, result.name) or (c_dtype.kind == "f" or c_dtype.name == "bfloat16") and result.kind in "fV":
+        return cast_hint("c", c, result)
+    try:
+        wide: np.dtype | None = np.result_type(c_dtype, result)
+    except TypeError:
+        wide = None
+    if wide is not None and wide.name in KNOWN_DTYPES and wide != result:
+        return (f"a.astype({np_name(wide)}) and b.astype({np_name(wide)}) ({wide.name}: what numpy computes a @ b + c in), "
+                f"or {cast_hint('c', c, result)}{_exactness(c_dtype.name, result.name)}")
+    return cast_hint("c", c, result) + _exactness(c_dtype.name, result.name)
 
 
 def check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
@@ -54,14 +126,28 @@ def check_dtype(name: str, dtype: np.dtype, given: Any = None) -> np.dtype:
     what the user passed, when it is not an array: a list has no ``astype``). ``out`` is told
     to be an array of the result's dtype instead: a converted copy of it would receive the
     result, and ``out`` itself would not."""
-    if dtype.name not in SUPPORTED_DTYPES:
+    if dtype.name not in KNOWN_DTYPES:
         if name == "out":
             raise DTypeError(f"out has dtype {dtype.name}; the result is written in the dtype of a and b (or float32 for "
                              f"float16 and bfloat16 inputs), one of {DTYPE_HELP}. Pass an out of that dtype, e.g. "
                              f"np.empty(out.shape, a.dtype), or omit out (a converted copy of out would receive the result, "
                              f"not out)")
-        how = cast_hint(name, given, np.dtype(np.float32))
-        if given is not None and not hasattr(given, "astype") and not hasattr(given, "__dlpack__"):  # a list, tuple, memoryview ...
-            how += f" (NumPy reads this {type(given).__name__} as {dtype.name})"
-        raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {DTYPE_HELP}. Convert it, e.g. {how}.")
+        raise DTypeError(f"{name} has dtype {dtype.name}; polygemm supports {DTYPE_HELP}. {_convert_unknown(name, given, dtype)}")
     return dtype
+
+
+def _convert_unknown(name: str, given: Any, dtype: np.dtype) -> str:
+    """The way from a dtype polygemm does not know to one it does, keeping the values: float8 and other narrow ml_dtypes
+    floats fit float32; a longdouble has no dtype here that holds it; an object array is told the dtypes of its elements."""
+    if dtype.kind == "O":
+        return (f"Convert it to the dtype of its elements, e.g. {cast_hint(name, given, np.dtype(np.float64))} for real "
+                f"numbers, {cast_hint(name, given, np.dtype(np.complex128))} for complex ones.")
+    if dtype.kind in "fc" and dtype.itemsize > (8 if dtype.kind == "f" else 16):  # longdouble, clongdouble
+        return (f"No dtype polygemm computes holds every {dtype.name} value (float64 keeps 53 bits); numpy.matmul computes "
+                f"{dtype.name} as it is.")
+    if getattr(dtype.type, "__module__", "").partition(".")[0] == "ml_dtypes":  # float8_*, float4, int4 ...
+        return f"Convert it, e.g. {cast_hint(name, given, np.dtype(np.float32))}, which holds every {dtype.name} value."
+    how = cast_hint(name, given, np.dtype(np.float64))
+    if given is not None and not hasattr(given, "astype") and not hasattr(given, "__dlpack__"):  # a list, tuple, memoryview ...
+        how += f" (NumPy reads this {type(given).__name__} as {dtype.name})"
+    return f"Convert it to one of them where its values allow, e.g. {how}."

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..interop.kinds import common_kind, kind_of
-from .dtypes import HALF_DTYPES, check_result_dtype, np_name, parse_dtype
-from .hints import cast_hint, promotion_hint
+from .dtypes import HALF_DTYPES, INTEGER_DTYPES, check_result_dtype, integer_scalars_refusal, np_name, parse_dtype
+from .hints import c_cast_hint, cast_hint, promotion_hint
 from .layout import check_c_shape
 from .operand import Operand, batch_stride, made_real, overlaps, self_overlapping
 from .problem import GemmProblem
@@ -57,6 +57,10 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         )
     if A.dtype != B.dtype:
         raise _dtype_mismatch(a, b, A, B)
+    if A.dtype.name in INTEGER_DTYPES:  # integer arithmetic takes whole scalars (bool: none), whatever the device
+        why = integer_scalars_refusal(A.dtype.name, alpha_f, beta_f)
+        if why is not None:
+            raise ArgumentError(why)
     batch = _broadcast_batch(A, B)
     m, k, n = A.rows, A.cols, B.cols
     full = batch + (m, n)
@@ -140,7 +144,7 @@ def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand,
             wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
                      if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}. Cast it, e.g. "
-                             f"{cast_hint('c', c, result)}{wider}")
+                             f"{c_cast_hint(c, C.dtype, result)}{wider}")
         return C
     if beta_f != 0.0:
         # out= with beta is cuBLAS's C (cupy.cublas.gemm(..., out=c, beta=1) adds into out): polygemm reads only c, so

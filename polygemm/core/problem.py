@@ -38,6 +38,8 @@ class GemmProblem:
     result_dtype: np.dtype | None = None
     #: the operands' library ("numpy", "cupy", "torch", ...): a new result is of this kind
     kind: str = "numpy"
+    #: the precision asked of float32 and complex64 products (:mod:`~polygemm.core.precision`): a plan decision
+    precision: str = "highest"
     # Derived once, here, from the fields above: the plan cache's key, every backend's rules and the
     # planners read these rather than each working them out again.
     #: ``out`` is ``c`` itself (BLAS-style update)

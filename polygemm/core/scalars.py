@@ -108,6 +108,9 @@ def parse_scalar(name: str, value: Any) -> float:
         value = _host_0d(name, value)  # another library's 0-D array: its element when it is CPU data
     if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
+        if isinstance(value, (complex, np.complexfloating)):  # complex operands are taken; their scale goes into a
+            how = (f"; alpha and beta are real numbers for every dtype: for a complex factor, scale an operand by it "
+                   f"({'gemm(alpha * a, b)' if name == 'alpha' else 'gemm(a, b, beta * c)'})")
         if isinstance(value, np.ndarray) and value.size == 1 and _real_element(value.reshape(-1)[0]):
             # a one-element array (x.sum(keepdims=True), a norm over an axis): told the way to its scalar
             how = f"; a one-element array of {value.ndim} dimension{'s' if value.ndim > 1 else ''} is no scalar: pass {name}.item()"

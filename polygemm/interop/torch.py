@@ -60,6 +60,12 @@ def _is_neg(t: Any) -> bool:
     return f is not None and bool(f())
 
 
+def _is_conj(t: Any) -> bool:
+    """``t.is_conj()`` of a tensor (a lazy conjugate, ``z.conj()``; False where torch or a stand-in lacks the bit)."""
+    f = getattr(t, "is_conj", None)
+    return f is not None and bool(f())
+
+
 def _is_inference(t: Any) -> bool:
     f = getattr(t, "is_inference", None)
     return f is not None and bool(f())
@@ -88,6 +94,12 @@ def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
     if writable and torch_unwritable(obj):
         raise ArgumentError(f"{name} is an inference tensor (made under torch.inference_mode), which torch lets nobody update "
                             f"outside inference mode; call polygemm inside torch.inference_mode(), or omit {name} to get a new result")
+    if _is_conj(obj):  # a complex operand read as torch reads it: its conjugate, materialized (an out is refused)
+        if writable:
+            raise ArgumentError(f"{name} is a torch tensor with its conjugate bit set (a lazy z.conj()): its memory holds the "
+                                f"values' conjugates, and polygemm writes memory as it is; pass a tensor without it "
+                                f"({name}.resolve_conj() is a new one), or omit {name} to get a new result")
+        obj = obj.resolve_conj()
     if not _is_neg(obj):
         return obj
     if writable:

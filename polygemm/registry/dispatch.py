@@ -4,6 +4,7 @@ for a problem, and the candidates it passed over with why."""
 from __future__ import annotations
 
 from ..backend import Backend, variant_hint
+from ..core.hints import dtype_way_on
 from ..core.problem import GemmProblem
 from ..core.text import short_repr
 from ..errors import (ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, PolygemmError, UnknownDeviceError,
@@ -183,7 +184,8 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
     if variant == "auto" and problem.residency != "host" and takes and problem.dtype.name not in takes:
         # the data's device is there and only its dtype is refused: a dtype error, as device='cuda' gives
         raise DTypeError(f"no available backend computes {problem.dtype.name} on {problem.residency} data; it takes "
-                         f"{', '.join(takes)}: convert the operands (e.g. a.astype('float32')) ({summary})", details=details_of(infos))
+                         f"{', '.join(takes)}: {dtype_way_on(problem.dtype.name, tuple(takes), problem.residency)} ({summary})",
+                         details=details_of(infos))
     if variant != "auto":
         # what the available backends have, as device=<name> lists it, not only what they lack
         known = "; ".join(f"{info.name}: {', '.join(v.name for v in info.backend.variants())}" for info in infos

@@ -170,7 +170,7 @@ def test_dtype_errors_name_bfloat16_and_what_is_accepted():
     with pytest.raises(errors.DTypeError, match=r"c must have the dtype of the result \(float32\); got bfloat16"):
         pg.gemm(a, a.T, np.ones((4, 4), BF16), beta=1.0, out_dtype=np.float32)
     with pytest.raises(errors.DTypeError, match="bfloat16"):
-        pg.gemm(np.ones((2, 2), np.int8), np.ones((2, 2), np.int8))
+        pg.gemm(np.ones((2, 2), ml_dtypes.float8_e4m3fn), np.ones((2, 2), ml_dtypes.float8_e4m3fn))
 
 
 def test_explain_names_the_dtype(rng):

@@ -5,6 +5,12 @@ bfloat16 through float32, their accumulation type). ``reference`` computes in fl
 rounds once to the output dtype, so its only error is that final rounding; every check
 compares with it. ``numpy`` is the same computation as ``blas`` kept as the CPU vendor column
 of benchmarks (never auto). bfloat16 arrays are ``ml_dtypes.bfloat16`` NumPy arrays.
+
+Complex and integer inputs are computed as ``numpy.matmul`` computes them: complex64 and
+complex128 through the complex BLAS (their reference in complex128), integers exactly in their
+own dtype, wrapping modulo 2**bits on overflow (the reference in 64-bit integers, whose wrap
+then cast is the same residue), bool as the logical product. Every float32 path is SGEMM-level,
+so each precision ("highest", "high", "medium") is met by computing as it is.
 """
 
 from __future__ import annotations
@@ -15,16 +21,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
+from ...core.dtypes import COMPLEX_DTYPES, INTEGER_DTYPES
 from ...problem import HALF_DTYPES, Call, GemmProblem, as_dtype
+from .exact import exact_integer_product
 
 __all__ = ["CpuReferenceBackend", "reference", "round_once"]
 
-_DTYPES = ("float16", "bfloat16", "float32", "float64")
+_DTYPES = ("float16", "bfloat16", "float32", "float64") + COMPLEX_DTYPES + INTEGER_DTYPES
 _VARIANTS = (
     Variant("blas", _DTYPES, "numpy.matmul (the CPU BLAS) in the input precision, float16 and bfloat16 through float32: what auto runs",
             layout="any", out_dtypes=("float32",)),
-    Variant("reference", _DTYPES, "float64 product of the inputs, rounded once to the output dtype (what every check compares with)",
-            layout="any", auto=False, out_dtypes=("float32",)),
+    Variant("reference", _DTYPES, "float64 (complex128; integers: exact) product of the inputs, rounded once to the output dtype "
+            "(what every check compares with)", layout="any", auto=False, out_dtypes=("float32",)),
     Variant("numpy", _DTYPES, "numpy.matmul in the input precision, float16 and bfloat16 through float32 (the CPU BLAS; vendor column of benchmarks)",
             layout="any", auto=False, vendor=True, out_dtypes=("float32",)),
 )
@@ -55,15 +63,19 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
     """``alpha * a @ b + beta * c`` computed in float64, rounded once to ``dtype``.
 
     ``dtype`` defaults to ``a``'s. ``c`` is not read when ``beta == 0`` (BLAS semantics:
-    NaN in ``c`` does not propagate then).
+    NaN in ``c`` does not propagate then). Complex inputs are computed in complex128, integer
+    and bool inputs exactly (:func:`~polygemm.backends.cpu_ref.exact.exact_integer_product`).
     """
     out_dtype = as_dtype(dtype if dtype is not None else np.asarray(a).dtype)
+    if out_dtype.name in INTEGER_DTYPES:
+        return exact_integer_product(np.asarray(a), np.asarray(b), c, alpha, beta, out_dtype)
+    wide = np.complex128 if np.asarray(a).dtype.kind == "c" or out_dtype.kind == "c" else np.float64
     with np.errstate(all="ignore"):  # NaN/Inf propagate and results underflow as IEEE says, whatever np.seterr says
-        acc = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        acc = np.matmul(np.asarray(a, dtype=wide), np.asarray(b, dtype=wide))
         if alpha != 1.0:
             acc *= alpha
         if beta != 0.0 and c is not None:
-            acc += beta * np.asarray(c, dtype=np.float64)
+            acc += beta * np.asarray(c, dtype=wide)
         return round_once(acc, out_dtype)
 
 
@@ -82,7 +94,8 @@ def _fits(work: Any, value: float) -> bool:
         w = work(value)
     if not np.isfinite(w):
         return False
-    return value == 0.0 or abs(float(w)) >= float(np.finfo(work).tiny) or float(w) == value
+    # (abs and .real: a complex work type holds a real alpha in its real part)
+    return value == 0.0 or float(abs(w)) >= float(np.finfo(work).tiny) or float(w.real) == value
 
 
 def _quiet_state() -> Any:
@@ -147,6 +160,8 @@ class _CpuPlan:
     #: the dtype numpy.matmul computes in (its scalar type)
     work: Any
     out_dtype: np.dtype
+    #: integer or bool inputs: computed exactly (alpha and beta whole numbers)
+    integer: bool = False
 
 
 class CpuReferenceBackend(Backend):
@@ -178,10 +193,16 @@ class CpuReferenceBackend(Backend):
         plan = Plan(self.name, chosen.name, reason, problem, device=self.device_name(), layouts=host_layouts(problem))
         p = problem
         half = p.dtype.name in HALF_DTYPES
+        integer = p.dtype.name in INTEGER_DTYPES
+        if integer or p.dtype.name in COMPLEX_DTYPES:
+            plan.notes.append(f"{p.dtype.name} is computed as numpy.matmul computes it ("
+                              + ("exactly, wrapping modulo 2**bits on overflow" if p.dtype.kind in "iu" else
+                                 "the logical product" if p.dtype.kind == "b" else "the complex BLAS")
+                              + "); the cpu backend computes it, where GPU backends refuse it (device='auto' takes it here)")
         # numpy.matmul gives the result itself, written straight into out (no temporary), when nothing is scaled,
         # added or cast (the cache key fixes alpha == 1 and beta == 0 for the plan's calls)
         direct = chosen.name in ("numpy", "blas") and p.alpha == 1.0 and p.beta == 0.0 and not half and p.out_dtype == p.dtype
-        plan.private = _CpuPlan(direct, chosen.name == "reference", half, np.float32 if half else p.dtype.type, p.out_dtype)
+        plan.private = _CpuPlan(direct, chosen.name == "reference", half, np.float32 if half else p.dtype.type, p.out_dtype, integer)
         return plan
 
     def run(self, plan: Plan) -> Any:
@@ -198,7 +219,7 @@ class CpuReferenceBackend(Backend):
         if decided.direct:  # decided at plan time
             return _matmul_quietly(call.a, call.b, call.out)
         a, b, c, out = call.a, call.b, call.c, call.out
-        if decided.reference:
+        if decided.reference or decided.integer:  # integers: numpy.matmul's residue, scaled and added exactly
             return store_result(reference(a, b, c, call.alpha, call.beta, decided.out_dtype), out)
         alpha, beta = call.alpha, call.beta
         work = decided.work

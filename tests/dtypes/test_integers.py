@@ -1,0 +1,131 @@
+"""Integer and bool products as numpy.matmul computes them: exact, in the inputs' dtype, wrapping modulo 2**bits on
+overflow, bool as the logical product; and the refusals of devices that do not compute them, naming a cast that keeps
+the values (only where one exists) or device='cpu'."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.backends.cuda import CudaBackend
+from polygemm.core.hints import dtype_way_on
+from polygemm.core.normalize import normalize
+from polygemm.errors import ArgumentError, DTypeError
+
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+def _draw(rng, shape, dtype):
+    """Values spanning the dtype's whole range: their products overflow, and wrap as numpy.matmul's do."""
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("sa, sb", [((1, 1), (1, 1)), ((7, 13), (13, 5)), ((3, 1, 17), (17, 9)), ((2, 3, 4), (1, 4, 6)),
+                                    ((33, 65), (65, 1)), ((0, 4), (4, 3)), ((3, 0), (0, 2))], ids=str)
+def test_integer_products_are_numpy_matmuls_exactly(rng, dtype, sa, sb):
+    a, b = _draw(rng, sa, dtype), _draw(rng, sb, dtype)
+    want = np.matmul(a, b)
+    for variant in ("auto", "reference", "numpy"):
+        got = pg.gemm(a, b, variant=variant, device="cpu")
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), variant
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_layouts_and_vectors(rng, dtype):
+    a, b = _draw(rng, (9, 11), dtype), _draw(rng, (5, 11), dtype)
+    assert np.array_equal(pg.gemm(a, b.T), np.matmul(a, b.T))  # a transposed view, read as it is
+    assert np.array_equal(pg.gemm(np.asfortranarray(a), b.T[:, ::2]), np.matmul(a, b.T[:, ::2]))  # a strided view, copied
+    v = _draw(rng, (11,), dtype)
+    assert np.array_equal(pg.matmul(a, v), np.matmul(a, v)) and np.array_equal(pg.matmul(v, v), np.matmul(v, v))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_out_and_c_with_whole_alpha_and_beta_wrap_as_integer_arithmetic(rng, dtype):
+    a, b, c = _draw(rng, (2, 6, 7), dtype), _draw(rng, (7, 3), dtype), _draw(rng, (2, 6, 3), dtype)
+    out = np.full((2, 6, 3), 7, dtype)
+    assert pg.gemm(a, b, out=out) is out and np.array_equal(out, np.matmul(a, b))
+    # alpha * a @ b + beta * c in the dtype's wrapping arithmetic, as NumPy's own array arithmetic gives it
+    with np.errstate(over="ignore"):
+        want = np.matmul(a, b) * np.array(3).astype(dtype) + np.array(-2).astype(dtype) * c
+    for variant in ("auto", "reference"):
+        got = pg.gemm(a, b, c, alpha=3, beta=-2, variant=variant)
+        assert got.dtype == np.dtype(dtype) and np.array_equal(got, want), variant
+    inplace = c.copy()
+    assert pg.gemm(a, b, inplace, alpha=3.0, beta=-2.0, out=inplace) is inplace and np.array_equal(inplace, want)
+
+
+def test_a_fractional_alpha_or_beta_is_refused_for_integers_and_out_is_untouched(rng):
+    a, b = _draw(rng, (3, 4), "int32"), _draw(rng, (4, 2), "int32")
+    out = np.full((3, 2), 7, np.int32)
+    with pytest.raises(ArgumentError) as info:
+        pg.gemm(a, b, alpha=0.5, out=out)
+    assert "alpha=0.5" in str(info.value) and "whole" in str(info.value)
+    with pytest.raises(ArgumentError, match="beta=1.5"):
+        pg.gemm(a, b, out, beta=1.5, out=out)
+    assert (out == 7).all()
+    pg.gemm(a, b, alpha=2, out=out)  # a plan for alpha other than 1, cached, then a call reusing it with alpha 0.5
+    out[...] = 7
+    with pytest.raises(ArgumentError, match="alpha=0.5"):
+        pg.gemm(a, b, alpha=0.5, out=out)
+    assert (out == 7).all()
+
+
+@pytest.mark.parametrize("sa, sb", [((5, 8), (8, 3)), ((2, 4, 8), (8, 6)), ((8,), (8,))], ids=str)
+def test_bool_products_are_logical(rng, sa, sb):
+    a, b = rng.random(sa) < 0.2, rng.random(sb) < 0.2
+    want = np.matmul(a, b)
+    got = pg.matmul(a, b)
+    assert np.asarray(got).dtype == np.bool_ and np.array_equal(got, want)
+    assert np.array_equal(pg.matmul(a, b, device="cpu"), want)
+    with pytest.raises(ArgumentError, match="logical"):
+        pg.gemm(np.ones((2, 2), bool), np.ones((2, 2), bool), alpha=2)
+
+
+def test_the_result_dtype_is_the_inputs_as_numpy_matmuls(rng):
+    a = _draw(rng, (3, 4), "int8")
+    with pytest.raises(DTypeError, match="result dtype must be int8"):
+        pg.gemm(a, a.T, out=np.empty((3, 3), np.int64))
+    with pytest.raises(DTypeError, match="result dtype must be int8"):
+        pg.gemm(a, a.T, out_dtype=np.int32)
+
+
+def test_auto_computes_integers_on_the_cpu_and_says_so(rng):
+    a = _draw(rng, (3, 4), "int64")
+    plan = pg.explain(a, a.T)
+    assert plan.backend == "cpu"
+    assert any("int64" in n and "device='auto'" in n for n in plan.notes)
+    assert "exact" in plan.precision and "2^64" in plan.precision
+
+
+@pytest.mark.parametrize("dtype, cast", [("int8", "float32"), ("uint16", "float32"), ("int32", None), ("int64", None),
+                                         ("bool", "float32")])
+def test_cuda_refuses_integers_naming_a_cast_that_keeps_the_values_or_the_cpu(dtype, cast):
+    # the cuda backend's rules need no GPU: its static table
+    a = np.ones((3, 4), dtype)
+    refused = CudaBackend().refusal(normalize(a, a.T))
+    assert isinstance(refused, DTypeError)
+    msg = str(refused)
+    assert f"dtype {dtype}" in msg and "device='cpu'" in msg
+    if cast is None:
+        assert "astype(np.float32)" not in msg  # int32 and int64 are not exact in float32: no such hint
+    else:
+        assert f"a.astype(np.{cast})" in msg
+
+
+def test_a_float64_cast_of_int64_is_named_with_its_condition():
+    # where a backend computes float64, int32 goes to it (exact), int64 only below 2**53, and says so
+    way = dtype_way_on("int32", ("float32", "float64"))
+    assert "a.astype(np.float64)" in way and "device='cpu'" in way
+    way = dtype_way_on("int64", ("float32", "float64"), residency="cuda")
+    assert "2**53" in way and "host copies" in way
+
+
+def test_a_mixed_integer_and_float_pair_is_told_the_dtype_numpy_computes_it_in(rng):
+    a, b = _draw(rng, (3, 4), "int64"), rng.standard_normal((4, 2)).astype(np.float32)
+    with pytest.raises(DTypeError) as info:
+        pg.gemm(a, b)
+    msg = str(info.value)
+    assert "a.astype(np.float64)" in msg and "2**53" in msg and "b.astype(np.float64)" in msg
