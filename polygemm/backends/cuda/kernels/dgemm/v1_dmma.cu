@@ -29,7 +29,7 @@
 // C stores. PG_VEC=0 (an odd leading dimension or a pointer 8 bytes off): the same tiles filled
 // one double per cp.async (8 bytes), scalar C stores; nothing else changes.
 //
-// DG_INST selects the instruction (884 here; v2 builds this source with 1688 on sm_90), DG_ENTRY
+// DG_INST selects the instruction (884 here; v2 builds this source with 1688, sm_90), DG_ENTRY
 // the entry point's name.
 #include "dgemm/dmma_config.cuh"
 #include "dgemm/dmma_ptx.cuh"
@@ -42,47 +42,69 @@ namespace dgemm {
 
 // Global -> shared copies of one operand tile (kRows x kCols of T's layout) whose top-left
 // element is g; rows_left / cols_left: rows and columns of the tile inside the matrix (<= 0:
-// none). Elements outside read as zero.
+// none). Elements outside read as zero. Thread tid copies rows r0 + i * kRowStep at one column
+// c: one source pointer and shared offset, the rest immediates or one XOR (T::at_row).
 template <class T, int kRows, int kCols>
 __device__ __forceinline__ void issue_tile(uint32_t s, const double* g, int ld, int rows_left,
                                            int cols_left, int tid) {
-#if PG_VEC
-    constexpr int kCpr = kCols / 2, kIters = kRows * kCpr / kThreads;
-    static_assert(kRows * kCpr % kThreads == 0, "whole chunks per thread");
+    constexpr int kPer = PG_VEC ? 2 : 1;              // doubles per cp.async
+    constexpr int kCpr = kCols / kPer, kRowStep = kThreads / kCpr;
+    constexpr int kIters = kRows / kRowStep;
+    static_assert(kThreads % kCpr == 0 && kRows % kRowStep == 0, "whole rows of copies per pass");
+    const int r0 = tid / kCpr, c = (tid % kCpr) * kPer;
+    const int n = cols_left - c;
+    const int bytes = n <= 0 ? 0 : (n >= kPer ? 8 * kPer : 8);
+    const double* src = g + r0 * ld + c;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
-        const int id = tid + i * kThreads, r = id / kCpr, c = 2 * (id % kCpr);
-        const int n = cols_left - c;
-        const int bytes = (r < rows_left && n > 0) ? (n >= 2 ? 16 : 8) : 0;
-        cp_async16(s + 8 * T::at(r, c), bytes ? g + r * ld + c : g, bytes);
+        const int r = r0 + i * kRowStep;
+        const int nb = r < rows_left ? bytes : 0;
+        const uint32_t dst = s + 8 * T::at(r, c);
+        if (PG_VEC) cp_async16(dst, nb ? src + i * kRowStep * ld : g, nb);
+        else        cp_async8(dst, nb ? src + i * kRowStep * ld : g, nb);
     }
-#else
-    constexpr int kIters = kRows * kCols / kThreads;
-    static_assert(kRows * kCols % kThreads == 0, "whole elements per thread");
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-        const int id = tid + i * kThreads, r = id / kCols, c = id % kCols;
-        const bool ok = r < rows_left && c < cols_left;
-        cp_async8(s + 8 * T::at(r, c), ok ? g + r * ld + c : g, ok ? 8 : 0);
-    }
-#endif
 }
 
-// Fragments of half h of k16 step `step` for lane (g, t): f[p][j] is the value at run position
-// p1 + p (row kL*g + p0 + p of A's warp tile, column kL*g + p0 + p of B's) and k = 4t + 2h + j,
-// for kP consecutive positions (kP even). w0: the warp tile's first row (A) or column (B).
-template <class T, bool kKContig, int kL, int kP>
-__device__ __forceinline__ void load_frags(double (&f)[kP][2], uint32_t s, int w0, int g, int t, int step, int h,
-                                           int p0) {
-    const int p1 = w0 + kL * g + p0, k0 = 16 * step + 4 * t + 2 * h;
-    if (kKContig) {  // rows p, columns k: per position, one k pair
+// A lane's fragment addresses in one operand's tile, worked out once: every load of the main
+// loop is then a lane constant plus an immediate. The lane's values of half h of k16 step
+// `step` are at run positions kL*g + pp (pp < kL: rows of A's warp tile, columns of B's) and
+// k = 4t + 2h + j (j < 2).
+//   K-contiguous tile: rows kL*g + pp carry swz = g & 1 (w0 / kL is even), so the pair (k, k+1)
+//   of row pp is at off[h] + pp * kBK * 8 + step * 128 (off[h]: chunk 2t + (h ^ swz)).
+//   MN-contiguous tile: rows k = 4t + ... carry swz(t) (T::swz), a lane constant; the pair of
+//   positions (pp, pp+1) of row k is at off[pp / 2] + (k - 4t) * kCols * 8.
+template <class T, bool kKContig, int kL, int kCols>
+struct FragAddr {
+    uint32_t off[kKContig ? 2 : kL / 2];
+    __device__ __forceinline__ void init(int w0, int g, int t) {
+        const int p1 = w0 + kL * g;
+        if (kKContig) {
 #pragma unroll
-        for (int p = 0; p < kP; ++p) lds_f64x2(f[p][0], f[p][1], s + 8 * T::at(p1 + p, k0));
-    } else {  // rows k, columns p: per k, position pairs
+            for (int h = 0; h < 2; ++h) off[h] = 8 * T::at(p1, 4 * t + 2 * h);
+        } else {
+#pragma unroll
+            for (int u = 0; u < kL / 2; ++u) off[u] = 8 * T::at(4 * t, p1 + 2 * u);
+        }
+    }
+    // The 16-byte load of (position pp, pp+1 at k) or (position pp at k, k+1), from stage s.
+    __device__ __forceinline__ uint32_t at(uint32_t s, int step, int h, int pp, int j) const {
+        if (kKContig) return s + off[h] + (pp * kBK + 16 * step) * 8;
+        return s + off[pp / 2] + ((16 * step + 2 * h + j) * kCols) * 8;
+    }
+};
+
+// Fragments of half h of k16 step `step`: f[p][j] is the value at run position p0 + p and
+// k = 4t + 2h + j, for kP consecutive positions (kP even).
+template <bool kKContig, int kP, class FA>
+__device__ __forceinline__ void load_frags(double (&f)[kP][2], const FA& fa, uint32_t s, int step, int h, int p0) {
+    if (kKContig) {  // per position, one k pair
+#pragma unroll
+        for (int p = 0; p < kP; ++p) lds_f64x2(f[p][0], f[p][1], fa.at(s, step, h, p0 + p, 0));
+    } else {  // per k, position pairs
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
-            for (int u = 0; u < kP / 2; ++u) lds_f64x2(f[2 * u][j], f[2 * u + 1][j], s + 8 * T::at(k0 + j, p1 + 2 * u));
+            for (int u = 0; u < kP / 2; ++u) lds_f64x2(f[2 * u][j], f[2 * u + 1][j], fa.at(s, step, h, p0 + 2 * u, j));
     }
 }
 
@@ -117,20 +139,31 @@ __device__ __forceinline__ void mma_rows(double (&acc)[kRA][2 * kRB], int mt, co
 #endif
 }
 
+#if PG_TRANS_A
+using AFrag = FragAddr<ATile, false, kRA, kBM>;
+#else
+using AFrag = FragAddr<ATile, true, kRA, kBK>;
+#endif
+#if PG_TRANS_B
+using BFrag = FragAddr<BTile, true, kRB, kBK>;
+#else
+using BFrag = FragAddr<BTile, false, kRB, kBN>;
+#endif
+
 // The warp tile's product over one k16 step, in two k8 halves. The shared loads and mma are
 // volatile asm, issued in this order: the half's B values, then A's two rows at a time, the next
 // pair loaded before the current pair's mma (B's values and two pairs of A's live beside the
 // 64 accumulators: loading a whole k16 step at once spilled).
-__device__ __forceinline__ void warp_step(double (&acc)[kRA][2 * kRB], uint32_t sa, uint32_t sb, int wm0,
-                                          int wn0, int g, int t, int step) {
+__device__ __forceinline__ void warp_step(double (&acc)[kRA][2 * kRB], const AFrag& fa, const BFrag& fb,
+                                          uint32_t sa, uint32_t sb, int step) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         double b[kRB][2], a[2][2][2];
-        load_frags<BTile, PG_TRANS_B != 0, kRB, kRB>(b, sb, wn0, g, t, step, h, 0);
-        load_frags<ATile, !PG_TRANS_A, kRA, 2>(a[0], sa, wm0, g, t, step, h, 0);
+        load_frags<PG_TRANS_B != 0, kRB>(b, fb, sb, step, h, 0);
+        load_frags<!PG_TRANS_A, 2>(a[0], fa, sa, step, h, 0);
 #pragma unroll
         for (int mt = 0; mt < kRA / 2; ++mt) {
-            if (mt + 1 < kRA / 2) load_frags<ATile, !PG_TRANS_A, kRA, 2>(a[(mt + 1) & 1], sa, wm0, g, t, step, h, 2 * mt + 2);
+            if (mt + 1 < kRA / 2) load_frags<!PG_TRANS_A, 2>(a[(mt + 1) & 1], fa, sa, step, h, 2 * mt + 2);
             mma_rows(acc, mt, a[mt & 1], b);
         }
     }
@@ -177,6 +210,10 @@ DG_ENTRY(int M, int N, int K, double alpha, const double* __restrict__ A, int ld
         else            issue_tile<BTile, kBK, kBN>(sb, gB + kt * b_step, ldb, k_left, N - n0, tid);
     };
 
+    AFrag fa;
+    BFrag fb;
+    fa.init(wm0, g, t);
+    fb.init(wn0, g, t);
     double acc[kRA][2 * kRB];
 #pragma unroll
     for (int q = 0; q < kRA; ++q)
@@ -198,7 +235,7 @@ DG_ENTRY(int M, int N, int K, double alpha, const double* __restrict__ A, int ld
         cp_async_commit();
         const uint32_t sa = s0 + (kt % kStages) * kStageElems * 8, sb = sa + ATile::kElems * 8;
 #pragma unroll
-        for (int step = 0; step < kSteps; ++step) warp_step(acc, sa, sb, wm0, wn0, g, t, step);
+        for (int step = 0; step < kSteps; ++step) warp_step(acc, fa, fb, sa, sb, step);
     }
     cp_async_wait<0>();
 
