@@ -16,7 +16,6 @@ from .support import (
     CPL,
     F16,
     F32,
-    F64,
     G,
     H,
     Lib,
