@@ -348,7 +348,7 @@ def test_big_endian_numpy_inputs_on_cuda(cuda, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shapes", BATCH_CASES, ids=lambda s: f"{s[0]}@{s[1]}")
 def test_batched_products_on_cuda(cuda, dtype, shapes):
     cp = pytest.importorskip("cupy")
@@ -372,7 +372,7 @@ def test_batched_products_on_cuda(cuda, dtype, shapes):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 def test_reversed_batches_on_device(cuda, dtype):
     """Device batches that run backwards in memory (x[::-1], a negative batch stride) for a, b,
     c and out: matrix i of the result is a[i] @ b[i] (the TMA rungs, whose tensor maps step
