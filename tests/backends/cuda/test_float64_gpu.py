@@ -11,7 +11,18 @@ import pytest
 import polygemm as pg
 from polygemm.testing import reference_for
 
+from polygemm.backends.cuda.variants import kernel_specs
 from tests.helpers import cuda_or_skip
+
+#: the float64 rungs (kernels/dgemm)
+DGEMM = [s.name for s in kernel_specs().values() if s.dtype == "float64"]
+
+
+def _runnable(cuda, variant):
+    spec = kernel_specs().get(variant)
+    cc = cuda.runtime.cc
+    if spec is not None and not spec.runs_on(cc[0] * 10 + cc[1]):
+        pytest.skip(f"{variant} needs sm_{spec.min_sm}; this device is sm_{cc[0]}{cc[1]}")
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +67,9 @@ def test_numpy_float64_goes_where_numpy_float32_goes(cuda):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("variant", ["dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8", "auto"])
+@pytest.mark.parametrize("variant", DGEMM + ["auto"])
 def test_alpha_beta_out_and_an_unaligned_leading_dimension(cuda, variant):
-    if variant == "dgemm_v2_dmma_m16n8k8" and cuda.runtime.cc < (9, 0):
-        pytest.skip("m16n8k8 f64 needs sm_90")
+    _runnable(cuda, variant)
     cp = pytest.importorskip("cupy")
     rng = _rng()
     m, n, k = 127, 129, 255
@@ -85,10 +95,9 @@ def test_k_zero_scales_c_in_float64(cuda):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("variant", ["dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8"])
+@pytest.mark.parametrize("variant", DGEMM)
 def test_strided_batches_in_one_launch(cuda, variant):
-    if variant == "dgemm_v2_dmma_m16n8k8" and cuda.runtime.cc < (9, 0):
-        pytest.skip("m16n8k8 f64 needs sm_90")
+    _runnable(cuda, variant)
     cp = pytest.importorskip("cupy")
     rng = _rng()
     a, b = rng.standard_normal((6, 17, 33)), rng.standard_normal((33, 65))  # b shared: stride 0

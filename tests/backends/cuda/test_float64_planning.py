@@ -17,7 +17,7 @@ from polygemm.problem import normalize
 
 SPECS = kernel_specs()
 DGEMM = [s for s in SPECS.values() if s.dtype == "float64"]
-V1, V2 = SPECS["dgemm_v1_dmma"], SPECS["dgemm_v2_dmma_m16n8k8"]
+V1, V2, V2N = SPECS["dgemm_v1_dmma"], SPECS["dgemm_v2_dmma_m16n8k8"], SPECS["dgemm_v2_dmma_m16n8k8_128x64"]
 
 
 def _d(name, r, c, ld=None, ptr=0, layout="row"):
@@ -25,13 +25,17 @@ def _d(name, r, c, ld=None, ptr=0, layout="row"):
 
 
 def test_catalog_lists_the_float64_rungs_with_their_facts():
-    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8"]
+    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64"]
     for s in DGEMM:
         assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and not s.split_k
-        assert s.layout == "row" and s.tile == (128, 128, 16) and s.block == (256, 1) and s.align == 2
-        assert s.smem_bytes == 4 * (128 * 16 + 16 * 128) * 8 and s.prior_tflops > 0
+        assert s.layout == "row" and s.block == (256, 1) and s.align == 2 and s.prior_tflops > 0
+        bm, bn, bk = s.tile
+        assert s.smem_bytes == 4 * (bm * bk + bk * bn) * 8  # 4 stages of A's and B's tiles
+        assert bm * bn // (s.warp_tile[0] * s.warp_tile[1]) == 8  # 8 warps: the block's 256 threads
+    assert V1.tile == V2.tile == (128, 128, 16) and V2N.tile == (128, 64, 16) and dict(V2N.defines) == {"PG_BN": 64, "PG_WM": 32}
     assert V1.instruction == (8, 8, 4) and V1.min_sm == 80 and V1.runs_on(80) and V1.runs_on(90)
     assert V2.instruction == (16, 8, 8) and V2.min_sm == 90 and not V2.runs_on(80) and V2.runs_on(100)
+    assert V2N.source == V2.source and V2N.entry == V2.entry
     rows = {v.name: v for v in variant_table()}
     assert rows["dgemm_v1_dmma"].dtypes == ("float64",) and rows["dgemm_v1_dmma"].auto
     assert "16-byte" in rows["dgemm_v1_dmma"].requirements and "sm_80" in rows["dgemm_v1_dmma"].requirements
@@ -48,15 +52,17 @@ def test_builds_cover_both_layouts_and_alignments_and_batches_but_no_split():
 
 
 def test_check_kernels_covers_every_float64_build():
-    todo = jobs([80, 90], ["dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8"])
+    names = [s.name for s in DGEMM]
+    todo = jobs([80, 90], names)
     assert {(j.name, j.target) for j in todo} == {("dgemm_v1_dmma", "sm_80"), ("dgemm_v1_dmma", "sm_90"),
-                                                    ("dgemm_v2_dmma_m16n8k8", "sm_90")}
-    assert len(todo) == 48
+                                                    ("dgemm_v2_dmma_m16n8k8", "sm_90"), ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90")}
+    assert len(todo) == 64  # 16 builds a rung and target
     everything = jobs([80, 90])
     cover = covering(everything)
-    for name in ("dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8"):
-        mine = [j for j in cover if j.name == name]
-        assert mine and {m for j in mine for m in j.macros} >= {("PG_TRANS_A", 1), ("PG_TRANS_B", 1), ("PG_VEC", 0), ("PG_BATCH", 1)}
+    assert set(names) <= {j.name for j in cover}  # every rung reaches ptxas in CI's covering check
+    for source, target in {(j.source, j.target) for j in todo}:  # and every macro value of each source and target
+        mine = [j for j in cover if (j.source, j.target) == (source, target)]
+        assert {m for j in mine for m in j.macros} >= {("PG_TRANS_A", 1), ("PG_TRANS_B", 1), ("PG_VEC", 0), ("PG_BATCH", 1)}
 
 
 @pytest.mark.parametrize("spec", DGEMM, ids=lambda s: s.name)
@@ -64,9 +70,10 @@ def test_row_major_problem_plans_the_aligned_build_on_an_n_by_m_grid(spec):
     m, n, k = 1000, 999, 1001
     lp = plan_launch(spec, _d("a", m, k, 1002), _d("b", k, n, 1000), _d("c", m, n, 1000))
     assert not lp.swap and (lp.m, lp.n, lp.k) == (m, n, k) and lp.dtype == "float64"
-    assert lp.grid == (-(-n // 128), -(-m // 128), 1) and lp.block == (256, 1, 1)
+    bm, bn, _ = spec.tile
+    assert lp.grid == (-(-n // bn), -(-m // bm), 1) and lp.block == (256, 1, 1)
     assert lp.vec and lp.smem_bytes == spec.smem_bytes
-    assert lp.macros() == {"PG_TRANS_A": 0, "PG_TRANS_B": 0, "PG_VEC": 1} and lp.macros() in spec.builds()
+    assert lp.macros() == {**dict(spec.defines), "PG_TRANS_A": 0, "PG_TRANS_B": 0, "PG_VEC": 1} and lp.macros() in spec.builds()
 
 
 @pytest.mark.parametrize("spec", DGEMM, ids=lambda s: s.name)
@@ -103,14 +110,16 @@ def test_auto_takes_the_newest_instruction_the_device_has_and_says_the_rate_is_a
     assert choose_auto_variant(4096, 4096, 4096, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8"
     chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)
     assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
-    assert choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0] == "dgemm_v2_dmma_m16n8k8"
+    # a mid-size result: 64 tiles of 128x128 leave half the SMs idle, 128 of 128x64 fill them
+    assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
+    assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].min_sm == 90
     assert all(c.splits == 0 for c in auto_candidates(64, 64, 1 << 16, "float64", sm=90))  # no split-K: fp32 partial sums
 
 
 def test_measurements_replace_the_assumed_rate():
     records = [{"variant": "dgemm_v1_dmma", "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 55.0},
                {"variant": "dgemm_v2_dmma_m16n8k8", "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 40.0}]
-    ranked = rank(DGEMM, records, 4096, 4096, 4096)
+    ranked = rank(DGEMM[:2], records, 4096, 4096, 4096)
     assert ranked[0].variant == "dgemm_v1_dmma"
     assert ranked[0].estimate_us == pytest.approx(2 * 4096**3 / 55e6, rel=0.05)
     assert "anchored on the measurement" in choose_auto_variant(4096, 4096, 4096, "float64", records, sm=90)[1]
@@ -120,7 +129,8 @@ def test_the_backend_plans_float64_and_explains_the_rung():
     a, b = np.zeros((1000, 998)), np.zeros((998, 1002))
     plan = CudaBackend().plan(normalize(a, b))
     assert plan.variant.startswith("dgemm_") and "dgemm_" in plan.reason
-    assert plan.launch["grid"] == (8, 8, 1) and plan.launch["float4"] == "yes"
+    bm, bn, _ = SPECS[plan.variant].tile
+    assert plan.launch["grid"] == (-(-1002 // bn), -(-1000 // bm), 1) and plan.launch["float4"] == "yes"
     named = CudaBackend().plan(normalize(a, b), "dgemm_v1_dmma")
     assert named.variant == "dgemm_v1_dmma"
     unaligned = CudaBackend().plan(normalize(np.zeros((17, 65))[:, :63], np.zeros((63, 33))), "dgemm_v1_dmma")

@@ -91,6 +91,9 @@ struct Tile {
     __device__ static __forceinline__ int at(int r, int c) {
         return r * kCols + 2 * ((c >> 1) ^ swz(r)) + (c & 1);
     }
+    // Whether rows r and r + step carry the same swizzle for every r (their offsets then differ
+    // by step * kCols: an immediate, not an address register per row).
+    __host__ __device__ static constexpr bool same_swz(int step) { return kKContig ? step % (2 * kL) == 0 : step % 16 == 0; }
 };
 
 #if PG_TRANS_A

@@ -55,11 +55,18 @@ __device__ __forceinline__ void issue_tile(uint32_t s, const double* g, int ld, 
     const int n = cols_left - c;
     const int bytes = n <= 0 ? 0 : (n >= kPer ? 8 * kPer : 8);
     const double* src = g + r0 * ld + c;
+    const uint32_t d0 = s + 8 * T::at(r0, c);
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
         const int r = r0 + i * kRowStep;
         const int nb = r < rows_left ? bytes : 0;
-        const uint32_t dst = s + 8 * T::at(r, c);
+        // rows kRowStep apart with the same swizzle: one shared offset and immediates; else (an
+        // MN-contiguous tile copied 1, 2 or 4 rows a pass: r0 < kRowStep) row r's swizzle is that
+        // of i * kRowStep, known at compile time, XOR-ed into the thread's column
+        uint32_t dst;
+        if (T::same_swz(kRowStep)) dst = d0 + 8 * i * kRowStep * kCols;
+        else if (4 % kRowStep == 0) dst = s + 8 * (r * kCols + 2 * ((c >> 1) ^ T::swz(i * kRowStep)) + (c & 1));
+        else dst = s + 8 * T::at(r, c);
         if (PG_VEC) cp_async16(dst, nb ? src + i * kRowStep * ld : g, nb);
         else        cp_async8(dst, nb ? src + i * kRowStep * ld : g, nb);
     }

@@ -6,7 +6,9 @@
 // 2 mt and 2 mt + 1, its k = t + 4j for 4t + 2h + j in half h of a k16 step). m16n8k16 (DG_INST
 // 16816) needs a k16 step's four k values of every row at once: with the 64 accumulators that
 // spilled (84 bytes at 255 registers), so the rung stays on k8.
-// Everything else is v1 (one implementation, the instruction a macro).
+// Everything else is v1 (one implementation, the instruction a macro). Rows built from it:
+// dgemm_v2_dmma_m16n8k8 (128 x 128 x 16, warp tile 64 x 32) and dgemm_v2_dmma_m16n8k8_128x64
+// (PG_BN=64, PG_WM=32: 8 warps of 32 x 32; twice the tiles, for mid-size results).
 #define DG_INST 1688
 #define DG_ENTRY dgemm_v2_dmma_m16n8k8
 #include "dgemm/v1_dmma.cu"
