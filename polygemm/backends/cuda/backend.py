@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
-from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, PolygemmError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
 from ...core.views import operand_view
 from ...problem import Call, GemmProblem, normalize, short_repr
@@ -193,7 +193,7 @@ class CudaBackend(Backend):
                 raise UnsupportedProblemError(f"variant={name!r}: {base} cannot split K (no batched build); rungs that can: {able}")
         return v
 
-    def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> Any:
+    def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
         """The base rules, except that a float64 product's alpha and beta need not fit float32: the
         float64 rungs (and cuBLAS's DGEMM) take them as doubles."""
         if problem.dtype.name == "float64" and not problem.scalars_fit_float32:
