@@ -25,14 +25,16 @@ def _d(name, r, c, ld=None, ptr=0, layout="row"):
 
 
 def test_catalog_lists_the_float64_rungs_with_their_facts():
-    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64"]
+    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v1_dmma_128x64", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64"]
     for s in DGEMM:
         assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and not s.split_k
         assert s.layout == "row" and s.block == (256, 1) and s.align == 2 and s.prior_tflops > 0
         bm, bn, bk = s.tile
         assert s.smem_bytes == 4 * (bm * bk + bk * bn) * 8  # 4 stages of A's and B's tiles
         assert bm * bn // (s.warp_tile[0] * s.warp_tile[1]) == 8  # 8 warps: the block's 256 threads
-    assert V1.tile == V2.tile == (128, 128, 16) and V2N.tile == (128, 64, 16) and dict(V2N.defines) == {"PG_BN": 64, "PG_WM": 32}
+    V1N = SPECS["dgemm_v1_dmma_128x64"]
+    assert V1.tile == V2.tile == (128, 128, 16) and V1N.tile == V2N.tile == (128, 64, 16)
+    assert dict(V1N.defines) == dict(V2N.defines) == {"PG_BN": 64, "PG_WM": 32} and V1N.source == V1.source and V1N.min_sm == 80
     assert V1.instruction == (8, 8, 4) and V1.min_sm == 80 and V1.runs_on(80) and V1.runs_on(90)
     assert V2.instruction == (16, 8, 8) and V2.min_sm == 90 and not V2.runs_on(80) and V2.runs_on(100)
     assert V2N.source == V2.source and V2N.entry == V2.entry
@@ -54,9 +56,10 @@ def test_builds_cover_both_layouts_and_alignments_and_batches_but_no_split():
 def test_check_kernels_covers_every_float64_build():
     names = [s.name for s in DGEMM]
     todo = jobs([80, 90], names)
-    assert {(j.name, j.target) for j in todo} == {("dgemm_v1_dmma", "sm_80"), ("dgemm_v1_dmma", "sm_90"),
-                                                    ("dgemm_v2_dmma_m16n8k8", "sm_90"), ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90")}
-    assert len(todo) == 64  # 16 builds a rung and target
+    assert {(j.name, j.target) for j in todo} == {("dgemm_v1_dmma", "sm_80"), ("dgemm_v1_dmma", "sm_90"), ("dgemm_v1_dmma_128x64", "sm_80"),
+                                                    ("dgemm_v1_dmma_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8", "sm_90"),
+                                                    ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90")}
+    assert len(todo) == 96  # 16 builds a rung and target
     everything = jobs([80, 90])
     cover = covering(everything)
     assert set(names) <= {j.name for j in cover}  # every rung reaches ptxas in CI's covering check
@@ -110,6 +113,7 @@ def test_auto_takes_the_newest_instruction_the_device_has_and_says_the_rate_is_a
     assert choose_auto_variant(4096, 4096, 4096, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8"
     chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)
     assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
+    assert choose_auto_variant(1000, 999, 1001, "float64", sm=80)[0] == "dgemm_v1_dmma_128x64"
     # a mid-size result: 64 tiles of 128x128 leave half the SMs idle, 128 of 128x64 fill them
     assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
     assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].min_sm == 90
@@ -119,7 +123,7 @@ def test_auto_takes_the_newest_instruction_the_device_has_and_says_the_rate_is_a
 def test_measurements_replace_the_assumed_rate():
     records = [{"variant": "dgemm_v1_dmma", "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 55.0},
                {"variant": "dgemm_v2_dmma_m16n8k8", "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 40.0}]
-    ranked = rank(DGEMM[:2], records, 4096, 4096, 4096)
+    ranked = rank([V1, V2], records, 4096, 4096, 4096)
     assert ranked[0].variant == "dgemm_v1_dmma"
     assert ranked[0].estimate_us == pytest.approx(2 * 4096**3 / 55e6, rel=0.05)
     assert "anchored on the measurement" in choose_auto_variant(4096, 4096, 4096, "float64", records, sm=90)[1]

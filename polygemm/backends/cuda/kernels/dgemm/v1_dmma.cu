@@ -30,7 +30,8 @@
 // one double per cp.async (8 bytes), scalar C stores; nothing else changes.
 //
 // DG_INST selects the instruction (884 here; v2 builds this source with 1688, sm_90), DG_ENTRY
-// the entry point's name.
+// the entry point's name. Rows built from this file: dgemm_v1_dmma and dgemm_v1_dmma_128x64
+// (PG_BN=64, PG_WM=32: 8 warps of 32 x 32, for mid-size results).
 #include "dgemm/dmma_config.cuh"
 #include "dgemm/dmma_ptx.cuh"
 
