@@ -188,7 +188,7 @@ def add_runs(files: list[str]) -> int:
             return 1
         for dtype in sorted({r["dtype"] for r in records}):
             mine = [r for r in records if r["dtype"] == dtype]
-            path = MEASUREMENTS / f"fp{8 * {'float16': 2, 'bfloat16': 2, 'float32': 4}[dtype]}.json"
+            path = MEASUREMENTS / f"fp{8 * {'float16': 2, 'bfloat16': 2, 'float32': 4, 'float64': 8}[dtype]}.json"
             if dtype == "bfloat16":
                 print(f"{f}: bfloat16 records are not tuned (bfloat16 runs on float16's choices); skipped", file=sys.stderr)
                 continue

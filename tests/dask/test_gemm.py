@@ -925,9 +925,9 @@ def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
     with pytest.raises(pg.UnsupportedProblemError, match="variant='AUTO' is not a variant"):  # polygemm.gemm refuses it too
         pgd.gemm(A, B, device="cpu", variant="AUTO")
     np.testing.assert_allclose(pgd.gemm(A, B, device="cpu", variant="reference").compute(), np.full((8, 6), 4.0))
-    with pytest.raises(pg.DTypeError, match="variant 'cublas' of backend 'cuda' computes .*not float64"):
-        pgd.gemm(A, B, device="cuda", variant="cublas")
-    pgd.gemm(A.astype(np.float32), B.astype(np.float32), device="cuda", variant="cublas")  # builds, whether or not it runs here
+    with pytest.raises(pg.DTypeError, match="variant 'dgemm_v1_dmma' of backend 'cuda' computes float64, not float32"):
+        pgd.gemm(A.astype(np.float32), B.astype(np.float32), device="cuda", variant="dgemm_v1_dmma")
+    pgd.gemm(A, B, device="cuda", variant="dgemm_v1_dmma")  # builds, whether or not it runs here
 
 
 @pytest.mark.parametrize("variant", [3, None, ["blas"]])

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
-from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, PolygemmError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
 from ...core.views import operand_view
 from ...problem import Call, GemmProblem, normalize, short_repr
@@ -191,10 +191,17 @@ class CudaBackend(Backend):
         v = super().get_variant(base)
         if splits:
             spec = kernel_specs().get(base)
-            if spec is None or not (spec.batch and spec.predicated):
-                able = ", ".join(s.name for s in kernel_specs().values() if s.batch and s.predicated)
+            if spec is None or not (spec.batch and spec.predicated and spec.split_k):
+                able = ", ".join(s.name for s in kernel_specs().values() if s.batch and s.predicated and s.split_k)
                 raise UnsupportedProblemError(f"variant={name!r}: {base} cannot split K (no batched build); rungs that can: {able}")
         return v
+
+    def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
+        """The base rules, except that a float64 product's alpha and beta need not fit float32: the
+        float64 rungs (and cuBLAS's DGEMM) take them as doubles."""
+        if problem.dtype.name == "float64" and not problem.scalars_fit_float32:
+            problem = replace(problem, alpha=1.0, beta=1.0)  # past the scalar rule; the rest does not read them
+        return super().refusal(problem, variant)
 
     def _sms(self, rt: Any = None) -> int:
         """The device's streaming multiprocessors (132 when no device is open: planning tests)."""
@@ -374,7 +381,7 @@ class CudaBackend(Backend):
         except IndexRangeError:
             if spec is None or batch[0] > 1:
                 raise
-        if not splits and spec.batch and spec.predicated:
+        if not splits and spec.batch and spec.predicated and spec.split_k:
             for s in range(2, 4097):
                 if a.cols % s or split_refusal(spec, a, b, s) is not None:
                     continue
@@ -425,7 +432,8 @@ class CudaBackend(Backend):
         shape = p.result_shape
         if p.empty:
             if p.k == 0 and call.c is not None and call.beta != 0.0:
-                res = (np.float32(call.beta) * call.c.astype(np.float32)).astype(p.out_dtype)  # beta*c, rounded once
+                wide = np.float64 if p.out_dtype == np.float64 else np.float32  # the kernels' scalar type
+                res = (wide(call.beta) * call.c.astype(wide)).astype(p.out_dtype)  # beta*c, rounded once
             else:
                 res = np.zeros(shape, p.out_dtype)
             return store_result(res, call.out)

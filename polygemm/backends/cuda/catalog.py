@@ -1,7 +1,8 @@
 """What the cuda backend can run and which rung ``variant="auto"`` takes.
 
 The variant table comes from the ladders' ``variants.json`` (:mod:`.variants`); the auto choice
-from the measured tables ``tuning/auto_fp{32,16}.json``. Both are read once per process.
+from the measured tables ``tuning/auto_fp{32,16,64}.json`` (a rung with none weighed at the rate its
+row declares, ``prior_tflops``). Both are read once per process.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ TUNED_AS = {"bfloat16": "float16"}
 
 
 def tuning_file(dtype: str) -> Path:
-    """The measured table for ``dtype`` (``auto_fp32.json`` or ``auto_fp16.json``)."""
+    """The measured table for ``dtype`` (``auto_fp32.json``, ``auto_fp16.json`` or ``auto_fp64.json``)."""
     return TUNING_DIR / f"auto_fp{as_dtype(dtype).itemsize * 8}.json"
 
 
@@ -83,7 +84,13 @@ def explain_choice(best: Candidate, ranked: Sequence[Candidate], dtype: str, rec
         shape = f"{anchor['variant']} at " + (f"{anchor['batch']} x {shape}" if anchor.get("batch") else shape)
         text += f"; anchored on the measurement of {shape} ({float(anchor['tflops']):.1f} TFLOP/s, {tuning_file(dtype).name})"
     else:
-        text += "; no measurement of its own (the constants of a rung built from the same source)"
+        spec = kernel_specs()[best.variant]
+        measured = {cost.split_of(str(r.get("variant")))[0] for r in rows}
+        if spec.prior_tflops > 0 and not any(o.source == spec.source for name, o in kernel_specs().items() if name in measured):
+            text += (f"; no measurements yet ({tuning_file(dtype).name}): weighed at the rate its row of variants.json "
+                     f"expects, {spec.prior_tflops:g} TFLOP/s on the whole device")
+        else:
+            text += "; no measurement of its own (the constants of a rung built from the same source)"
     if dtype in TUNED_AS:
         text += f"; {dtype} is not tuned yet: {TUNED_AS[dtype]}'s measurements choose (the same rungs, built for {dtype})"
     return text + f"; {len(ranked)} candidates weighed"

@@ -32,7 +32,7 @@ import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "pitch_penalty_us",
+__all__ = ["Candidate", "RungModel", "fit_rung", "prior_model", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "pitch_penalty_us",
            "HBM_BYTES_PER_US", "LAUNCH_US", "TMA_PITCH"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
@@ -330,9 +330,19 @@ def _fit_models(specs: Sequence[KernelSpec], recs: Sequence[dict], sms: int) -> 
             # cluster sizes: a cluster row's pace is bound by L2 differently, so it waits for measurements of its own)
             model = next((fitted[o.name] for o in specs if o.source == s.source and o.entry == s.entry and o.cluster == s.cluster
                           and fitted[o.name] is not None), None)
+        if model is None and s.prior_tflops > 0:
+            model = prior_model(s, sms)
         if model is not None:
             out[s.name] = model
     return out
+
+
+def prior_model(spec: KernelSpec, sms: int) -> RungModel:
+    """The constants of a rung that has no measurements yet (nor a measured row of its source) but
+    declares the device-wide rate it is expected to reach (``prior_tflops``): that rate shared by
+    the SMs, no fixed cost per tile. Its estimates then weigh waves and bandwidth like a measured
+    rung's; its ``measurements`` count stays 0, which ``explain`` reports."""
+    return RungModel(spec.prior_tflops * 1e6 / max(sms, 1), 0.0, HBM_BYTES_PER_US, 0, spec.name)
 
 
 @functools.lru_cache(maxsize=64)
@@ -484,7 +494,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
         # a row without measurements (a tile variant) is anchored like the row it borrows from
         donor = spec if table.rows.get(spec.name) else \
             next((o for o in specs if o.name == model.source), spec)
-        splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 else [])
+        splits = [0] + (split_choices(spec, k) if split_ok and count <= 1 and spec.split_k else [])
         # where a rung's splits were measured, only those slice counts are weighed: the model
         # extrapolates waves well but not a deeper split's reduction and workspace traffic
         # (a cluster row's pace is its own, bound by L2: only its own measured splits count,

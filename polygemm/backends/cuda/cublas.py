@@ -33,6 +33,9 @@ const char *cublasGetStatusString(int status);
 int cublasSgemm_v2(cublasHandle_t handle, int transa, int transb, int m, int n, int k,
                    const float *alpha, const void *A, int lda, const void *B, int ldb,
                    const float *beta, void *C, int ldc);
+int cublasDgemm_v2(cublasHandle_t handle, int transa, int transb, int m, int n, int k,
+                   const double *alpha, const void *A, int lda, const void *B, int ldb,
+                   const double *beta, void *C, int ldc);
 int cublasGemmEx(cublasHandle_t handle, int transa, int transb, int m, int n, int k,
                  const void *alpha, const void *A, int Atype, int lda, const void *B, int Btype, int ldb,
                  const void *beta, void *C, int Ctype, int ldc, int computeType, int algo);
@@ -137,6 +140,19 @@ class CuBlas:
             ffi.new("float *", beta), ffi.cast("void *", c), ldc,
         )
         self._check(st, "cublasSgemm")
+
+    def dgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int = 0) -> None:
+        """Column-major float64 ``C = alpha·op(A)·op(B) + beta·C`` (``cublasDgemm``), queued on ``stream``."""
+        ffi = self.ffi
+        h = self.on(stream)
+        self._math(h, CUBLAS_DEFAULT_MATH)
+        st = self.lib.cublasDgemm_v2(
+            h, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
+            m, n, k, ffi.new("double *", alpha), ffi.cast("void *", a), lda, ffi.cast("void *", b), ldb,
+            ffi.new("double *", beta), ffi.cast("void *", c), ldc,
+        )
+        self._check(st, "cublasDgemm")
 
     def hgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
               a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False, stream: int = 0,

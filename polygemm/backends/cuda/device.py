@@ -27,7 +27,7 @@ __all__ = ["CudaRuntime", "DeviceBuffer", "UTIL_SOURCE", "fork_hint", "runtime_f
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
 #: the utility kernels' entry points (built by precompile beside the rungs)
-UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16")] + \
+UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16", "f64")] + \
     [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")]
 _COPY_BLOCK = 256
 
@@ -226,16 +226,16 @@ class CudaRuntime:
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:
         """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in
-        dst's element type (float32 or float16 by its size, bfloat16 when ``dtype`` says so;
+        dst's element type (float32, float16 or float64 by its size, bfloat16 when ``dtype`` says so;
         src has the same), queued on ``stream``."""
         if rows == 0 or cols == 0:
             return
-        kind = "bf16" if dtype == "bfloat16" else ("f16" if dst.itemsize == 2 else "f32")
+        kind = "bf16" if dtype == "bfloat16" else {2: "f16", 8: "f64"}.get(dst.itemsize, "f32")
         fn = self.function(UTIL_SOURCE, f"pg_copy_scale_{kind}")
         srs, scs = strides(src) if src is not None else (0, 0)
         drs, dcs = strides(dst)
         blocks = max(1, min(-(-rows * cols // _COPY_BLOCK), 65535))
-        fn(np.int64(rows), np.int64(cols), np.float32(scale), np.uintp(src.ptr if src is not None else 0),
+        fn(np.int64(rows), np.int64(cols), np.float64(scale) if kind == "f64" else np.float32(scale), np.uintp(src.ptr if src is not None else 0),
            np.int64(srs), np.int64(scs), np.uintp(dst.ptr), np.int64(drs), np.int64(dcs),
            block=(_COPY_BLOCK, 1, 1), grid=(blocks, 1), stream=stream)
 

@@ -125,6 +125,8 @@ class PreparedLaunch:
             tma_args = _TMA_STORE_ARGS if self.spec.tma_store else _TMA_ARGS
             args = tma_args + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
+            if self.lp.dtype == "float64":  # the float64 rungs take double alpha and beta
+                args = tuple("d" if code == "f" else code for code in args)
             if (self.lp.batch_count or self.spec.persistent) and self.lp.cluster != (1, 1):
                 self._fit_clusters(k)
             streamk = self.spec.streamk and not self.lp.splits
@@ -336,7 +338,9 @@ class PreparedLaunch:
     def _cublas(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> None:
         lp = self.lp
         blas = self.rt.cublas()
-        if lp.a.itemsize == 2:
+        if lp.a.itemsize == 8:
+            blas.dgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, stream=stream)
+        elif lp.a.itemsize == 2:
             blas.hgemm(lp.trans_a, lp.trans_b, lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld,
                        c_f32=lp.c.itemsize == 4, stream=stream, bf16=lp.dtype == "bfloat16")
         else:

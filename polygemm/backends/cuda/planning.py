@@ -123,7 +123,7 @@ class LaunchPlan:
     splits: int = 0
     dest: Mat | None = None
     slice_k: int = 0  # split-K: K of a slice (the last may be shorter where the rung cuts K itself)
-    #: the input dtype (float32, float16, bfloat16): a 16-bit rung's bfloat16 build is PG_BF16=1
+    #: the input dtype (float32, float16, bfloat16, float64): a 16-bit rung's bfloat16 build is PG_BF16=1
     dtype: str = ""
 
     def macros(self) -> dict[str, int]:
@@ -343,7 +343,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     a rung with ``PG_BATCH`` takes it on the grid (``sms``: the device's SM count, for the
     persistent grid of the TMA rung's batches). ``splits`` > 1 splits K into that many
     slices computed side by side by the rung's batched build (one product, not a batch; see
-    :func:`split_refusal`). ``dtype`` is the inputs' (default: float16 for 2-byte ``a``, else
+    :func:`split_refusal`). ``dtype`` is the inputs' (default: float16 for 2-byte ``a``, float64 for 8-byte, else
     float32); bfloat16 plans the rung's PG_BF16 build. Raises UnsupportedProblemError beyond
     32-bit indexing.
     """
@@ -369,7 +369,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
     swap, a2, b2, c2, ta, tb = orient(layout, a, b, c, spec.operand_layout if spec is not None else None)
     km, kn = c2.rows, c2.cols
     lp = LaunchPlan(spec.name if spec else "cublas", swap, km, kn, k, a2, b2, c2, ta, tb)
-    lp.dtype = dtype or ("float16" if a.itemsize == 2 else "float32")
+    lp.dtype = dtype or {2: "float16", 8: "float64"}.get(a.itemsize, "float32")
     if spec is None:
         return lp
     lp.defines = spec.defines

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...backend import Variant
-from ...core.dtypes import HALF_DTYPES
+from ...core.dtypes import HALF_DTYPES, as_dtype
 
 __all__ = ["KernelSpec", "KERNEL_DIR", "kernel_specs", "variant_table", "measurement_build", "VENDOR_VARIANT"]
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
-LADDERS = ("sgemm_cm", "sgemm_rm", "hgemm", "skinny")
+LADDERS = ("sgemm_cm", "sgemm_rm", "hgemm", "skinny", "dgemm")
 VENDOR_VARIANT = "cublas"
 
 
@@ -82,6 +82,12 @@ class KernelSpec:
     #: every input dtype the rung computes, ``dtype`` first (() means just ``dtype``): a 16-bit
     #: rung that lists "bfloat16" has PG_BF16=1 builds (one source, the element type a macro)
     dtypes: tuple[str, ...] = ()
+    #: the batched build also takes K-slices reduced in the same launch (PG_SPLIT, fp32 partial
+    #: sums: a float64 rung has none, its sums would lose the precision it exists for)
+    split_k: bool = True
+    #: the whole device's rate (TFLOP/s) auto assumes for the rung until it has measurements of
+    #: its own (0: a rung without measurements is not weighed): a new dtype's only rungs
+    prior_tflops: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.dtypes:
@@ -135,7 +141,7 @@ class KernelSpec:
         each 0/1 combination of ``macro_names()``, plus the ``PG_ROW_SPLIT=1`` builds (only
         with ``PG_VEC=0`` and no transposes) of a rung that has them, plus the ``PG_BATCH=1``
         builds (every combination, never with a row split) of a rung that has those, and its
-        split-K builds (``PG_BATCH=1, PG_SPLIT=1``, fp32 partial sums: ``PG_OUT_F32=1`` where the
+        split-K builds where it has ``split_k`` (``PG_BATCH=1, PG_SPLIT=1``, fp32 partial sums: ``PG_OUT_F32=1`` where the
         rung has that macro); a rung that computes bfloat16 has each of these again with
         ``PG_BF16=1``."""
         fixed = dict(self.defines)
@@ -150,7 +156,8 @@ class KernelSpec:
             out += [{**m, "PG_ROW_SPLIT": 1} for m in base if m["PG_VEC"] == 0 and not m["PG_TRANS_A"] and not m["PG_TRANS_B"]]
         if self.batch:
             out += [{**m, "PG_BATCH": 1} for m in base]
-            out += [{**m, "PG_BATCH": 1, "PG_SPLIT": 1} for m in base if m.get("PG_OUT_F32", 1)]
+            if self.split_k:
+                out += [{**m, "PG_BATCH": 1, "PG_SPLIT": 1} for m in base if m.get("PG_OUT_F32", 1)]
         if "bfloat16" in self.dtypes:
             out += [{**m, "PG_BF16": 1} for m in out]
         return out
@@ -171,7 +178,7 @@ class KernelSpec:
 
     @property
     def itemsize(self) -> int:
-        return 2 if self.dtype in HALF_DTYPES else 4
+        return int(as_dtype(self.dtype).itemsize)
 
     def tiles_text(self) -> str:
         bm, bn, bk = self.tile
@@ -254,6 +261,8 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         unaligned_pace=float(row.get("unaligned_pace", 1.0)),
         streamk=bool(row.get("streamk", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
+        split_k=bool(row.get("split_k", True)),
+        prior_tflops=float(row.get("prior_tflops", 0.0) or 0.0),
     )
 
 
@@ -292,8 +301,8 @@ def variant_table() -> tuple[Variant, ...]:
     rows.append(
         Variant(
             VENDOR_VARIANT,
-            ("float32", "float16", "bfloat16"),
-            "cuBLAS on the same device buffers (SGEMM with TF32 off; GemmEx fp16 or bf16 in/out, fp32 compute): the vendor column",
+            ("float32", "float16", "bfloat16", "float64"),
+            "cuBLAS on the same device buffers (SGEMM with TF32 off; GemmEx fp16 or bf16 in/out, fp32 compute; DGEMM): the vendor column",
             layout="col",
             tile="cuBLAS heuristics",
             requirements="none",

@@ -521,25 +521,16 @@ def test_unsupported_device_dtypes_are_dtype_errors_naming_the_way_on(lib, cuda,
 
 
 @pytest.mark.cuda
-def test_float64_device_arrays_on_device_cuda_are_a_dtype_error(lib, cuda, rng):
-    """The cuda backend computes float32, float16 and bfloat16: float64 device arrays with
-    device="cuda" are a DTypeError (TypeError) that names float64 and what is supported."""
-    da, db = lib.to(rand(rng, (8, 4), np.float64)), lib.to(rand(rng, (4, 6), np.float64))
-    with pytest.raises(pg.DTypeError, match="float64") as info:
-        pg.gemm(da, db, device="cuda")
-    assert isinstance(info.value, TypeError) and "float32" in str(info.value)
-
-
-@pytest.mark.cuda
-def test_float64_device_arrays_with_device_auto_are_a_type_error(lib, cuda, rng):
-    # expectation: errors.py says TypeError is for bad dtypes and RuntimeError for missing or failing
-    # devices. With device="auto" the source (registry.select) raises BackendUnavailableError (a
-    # RuntimeError) for float64 CUDA arrays although the device is there and the dtype is the
-    # problem; a user catching TypeError for dtypes (as for device="cuda") misses it.
-    da, db = lib.to(rand(rng, (8, 4), np.float64)), lib.to(rand(rng, (4, 6), np.float64))
-    with pytest.raises(pg.PolygemmError, match="float64") as info:
-        pg.gemm(da, db, device="auto")
-    assert isinstance(info.value, TypeError), f"{type(info.value).__name__}: {info.value}"
+@pytest.mark.parametrize("device", ["cuda", "auto"])
+def test_float64_device_arrays_are_computed_on_the_gpu(lib, cuda80, rng, device):
+    """float64 device arrays run on the FP64 tensor-core rungs (kernels/dgemm), with device="cuda"
+    and with device="auto" (no copy to the host and back), into a float64 result of the library's kind."""
+    a, b = rand(rng, (8, 4), np.float64), rand(rng, (4, 6), np.float64)
+    got = pg.gemm(lib.to(a), lib.to(b), device=device)
+    plan = pg.last_plan()
+    assert plan.backend == "cuda" and plan.variant.startswith("dgemm_"), str(plan)
+    host = lib.host(got)
+    assert host.dtype == np.float64 and reference_for(a, b).compare(host).ok
 
 
 @pytest.mark.cuda

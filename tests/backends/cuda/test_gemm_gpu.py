@@ -19,9 +19,29 @@ def cuda():
 
 
 VARIANTS = [v.name for v in pg.get_backend("cuda").variants() if "float32" in v.dtypes]
+#: the float64 rungs (kernels/dgemm) and cuBLAS's DGEMM, checked by the same harness in float64
+F64_VARIANTS = [v.name for v in pg.get_backend("cuda").variants() if "float64" in v.dtypes]
+#: (variant, dtype) for the per-variant correctness tests
+CASES = [(v, np.float32) for v in VARIANTS] + [(v, np.float64) for v in F64_VARIANTS]
+
+
+def _case_id(case):
+    return f"{case[0]}-{np.dtype(case[1]).name}"
+
+
+def _runnable(cuda, variant):
+    """Skip a rung this device cannot run (the sm_90 float64 shape on an sm_80 card)."""
+    from polygemm.backends.cuda.variants import kernel_specs
+
+    spec = kernel_specs().get(variant)
+    cc = cuda.runtime.cc
+    if spec is not None and not spec.runs_on(cc[0] * 10 + cc[1]):
+        pytest.skip(f"{variant} needs sm_{spec.min_sm}; this device is sm_{cc[0]}{cc[1]}")
 
 
 SMALL = [(1, 1, 1), (7, 13, 5), (127, 129, 131), (33, 65, 1)]
+#: shapes off every tile edge, checked on the float64 rungs besides SMALL and LARGE
+F64_SHAPES = [(17, 33, 65), (127, 129, 255), (1000, 999, 1001)]
 
 
 ORDERS = [(oa, ob, oc) for oa in "CF" for ob in "CF" for oc in "CF"]
@@ -30,25 +50,25 @@ ORDERS = [(oa, ob, oc) for oa in "CF" for ob in "CF" for oc in "CF"]
 _data_cache: dict[tuple, tuple] = {}
 
 
-def _data(m: int, n: int, k: int, scaled: bool):
-    """One fresh data set per (shape, scaling) per test session, with its reference."""
-    key = (m, n, k, scaled)
+def _data(m: int, n: int, k: int, scaled: bool, dtype=np.float32):
+    """One fresh data set per (shape, scaling, dtype) per test session, with its reference."""
+    key = (m, n, k, scaled, np.dtype(dtype).name)
     if key not in _data_cache:
         seed = secrets.randbits(32)
         rng = np.random.default_rng(seed)
-        a = rng.standard_normal((m, k), dtype=np.float32)
-        b = rng.standard_normal((k, n), dtype=np.float32)
-        c = rng.standard_normal((m, n), dtype=np.float32) if scaled else None
+        a = rng.standard_normal((m, k), dtype=dtype)
+        b = rng.standard_normal((k, n), dtype=dtype)
+        c = rng.standard_normal((m, n), dtype=dtype) if scaled else None
         alpha, beta = (-0.75, 1.5) if scaled else (1.0, 0.0)
         _data_cache[key] = (a, b, c, alpha, beta, reference_for(a, b, c, alpha, beta), seed)
     return _data_cache[key]
 
 
-def _check(variant, m, n, k, orders, scaled):
-    a, b, c, alpha, beta, ref, seed = _data(m, n, k, scaled)
+def _check(variant, m, n, k, orders, scaled, dtype=np.float32):
+    a, b, c, alpha, beta, ref, seed = _data(m, n, k, scaled, dtype)
     oa, ob, oc = orders
     A, B = np.asarray(a, order=oa), np.asarray(b, order=ob)
-    out = np.full((m, n), np.nan, np.float32, order=oc)
+    out = np.full((m, n), np.nan, dtype, order=oc)
     C = np.asarray(c, order=oc) if c is not None else None
     got = pg.gemm(A, B, C, alpha=alpha, beta=beta, out=out, device="cuda", variant=variant)
     assert got is out
@@ -64,19 +84,32 @@ BATCH_CASES = [((1, 64, 48), (1, 48, 80)), ((7, 33, 17), (7, 17, 65)), ((1, 40, 
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("shape", SMALL, ids=lambda s: "x".join(map(str, s)))
-def test_small_shapes_all_layouts(cuda, variant, shape):
+def test_small_shapes_all_layouts(cuda, case, shape):
+    variant, dtype = case
+    _runnable(cuda, variant)
     for i, orders in enumerate(ORDERS):
-        _check(variant, *shape, orders, scaled=bool(i % 2))
+        _check(variant, *shape, orders, scaled=bool(i % 2), dtype=dtype)
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 @pytest.mark.parametrize("shape", LARGE, ids=lambda s: "x".join(map(str, s)))
-def test_large_shapes(cuda, variant, shape):
-    _check(variant, *shape, ("C", "C", "C"), scaled=False)
-    _check(variant, *shape, ("F", "C", "F"), scaled=True)
+def test_large_shapes(cuda, case, shape):
+    variant, dtype = case
+    _runnable(cuda, variant)
+    _check(variant, *shape, ("C", "C", "C"), scaled=False, dtype=dtype)
+    _check(variant, *shape, ("F", "C", "F"), scaled=True, dtype=dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", F64_VARIANTS)
+@pytest.mark.parametrize("shape", F64_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_float64_shapes_off_the_tiles_all_layouts(cuda, variant, shape):
+    _runnable(cuda, variant)
+    for i, orders in enumerate(ORDERS):
+        _check(variant, *shape, orders, scaled=bool(i % 2), dtype=np.float64)
 
 
 @pytest.mark.cuda
@@ -97,6 +130,13 @@ def test_unaligned_views_take_a_correct_path(cuda):
     for variant in VARIANTS:
         got = pg.gemm(a, b, device="cuda", variant=variant)
         assert reference_for(a, b).compare(got).ok, variant
+    # float64: 8 bytes off a 16-byte boundary and odd leading dimensions (the rungs' PG_VEC=0 build)
+    a64 = rng.standard_normal(1 + 129 * 67)[1:].reshape(129, 67)
+    b64 = rng.standard_normal(1 + 67 * 131)[1:].reshape(67, 131)
+    for variant in F64_VARIANTS:
+        _runnable(cuda, variant)
+        got = pg.gemm(a64, b64, device="cuda", variant=variant)
+        assert got.dtype == np.float64 and reference_for(a64, b64).compare(got).ok, variant
 
 
 @pytest.mark.cuda
@@ -308,7 +348,7 @@ def test_big_endian_numpy_inputs_on_cuda(cuda, dtype):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shapes", BATCH_CASES, ids=lambda s: f"{s[0]}@{s[1]}")
 def test_batched_products_on_cuda(cuda, dtype, shapes):
     cp = pytest.importorskip("cupy")
@@ -332,7 +372,7 @@ def test_batched_products_on_cuda(cuda, dtype, shapes):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64], ids=lambda d: np.dtype(d).name)
 def test_reversed_batches_on_device(cuda, dtype):
     """Device batches that run backwards in memory (x[::-1], a negative batch stride) for a, b,
     c and out: matrix i of the result is a[i] @ b[i] (the TMA rungs, whose tensor maps step
@@ -342,7 +382,8 @@ def test_reversed_batches_on_device(cuda, dtype):
     a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((4, 64, 48), (4, 48, 80), (4, 64, 80)))
     da, db, dc = cp.asarray(a)[::-1], cp.asarray(b)[::-1], cp.asarray(c)[::-1]
     ra, rb, rc = a[::-1], b[::-1], c[::-1]
-    for variant in ("auto", "hgemm_v2_wgmma_tma" if dtype == np.float16 else "cm_v13_cp_async_narrow_tile"):
+    named = {np.float16: "hgemm_v2_wgmma_tma", np.float32: "cm_v13_cp_async_narrow_tile", np.float64: "dgemm_v1_dmma"}
+    for variant in ("auto", named[dtype]):
         if variant.startswith("hgemm_v2") and cuda.runtime.cc < (9, 0):
             continue
         got = cp.asnumpy(pg.gemm(da, db, device="cuda", variant=variant))

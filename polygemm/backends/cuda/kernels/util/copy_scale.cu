@@ -7,8 +7,8 @@
 // when the layouts differ), unpacks a padded result into the caller's C, copies c into
 // the output, and computes C = beta * C for K = 0. With scale == 0 the source is not read
 // (BLAS: beta == 0 means C is not read, so NaN poison does not propagate).
-// One entry per element type: pg_copy_scale_f32, _f16 and _bf16 (16-bit values are scaled
-// in float32 and rounded once).
+// One entry per element type: pg_copy_scale_f32, _f16, _bf16 (16-bit values are scaled
+// in float32 and rounded once) and _f64 (scaled in float64, its scale a double).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -63,4 +63,22 @@ pg_copy_scale_bf16(long long rows, long long cols, float scale,
                    const __nv_bfloat16* __restrict__ src, long long src_rs, long long src_cs,
                    __nv_bfloat16* __restrict__ dst, long long dst_rs, long long dst_cs) {
     copy_scale<__nv_bfloat16>(rows, cols, scale, src, src_rs, src_cs, dst, dst_rs, dst_cs);
+}
+
+// float64: its own loop (scale and values in double; the float path above would round them).
+extern "C" __global__ void __launch_bounds__(256)
+pg_copy_scale_f64(long long rows, long long cols, double scale,
+                  const double* __restrict__ src, long long src_rs, long long src_cs,
+                  double* __restrict__ dst, long long dst_rs, long long dst_cs) {
+    const bool along_cols = dst_cs == 1;
+    const long long inner = along_cols ? cols : rows;
+    const long long total = inner * (along_cols ? rows : cols);
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const long long o = t / inner, in = t % inner;
+        const long long i = along_cols ? o : in, j = along_cols ? in : o;
+        double v = 0.0;
+        if (src != nullptr && scale != 0.0) v = scale * src[i * src_rs + j * src_cs];
+        dst[i * dst_rs + j * dst_cs] = v;
+    }
 }

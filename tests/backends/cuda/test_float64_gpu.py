@@ -1,0 +1,108 @@
+"""float64 on the GPU (kernels/dgemm): device arrays, auto's device choice, batches, alpha/beta, out=
+(marked ``cuda``; the per-variant shapes and layouts are in test_gemm_gpu.py)."""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import reference_for
+
+from polygemm.backends.cuda.variants import kernel_specs
+from tests.helpers import cuda_or_skip
+
+#: the float64 rungs (kernels/dgemm)
+DGEMM = [s.name for s in kernel_specs().values() if s.dtype == "float64"]
+
+
+def _runnable(cuda, variant):
+    spec = kernel_specs().get(variant)
+    cc = cuda.runtime.cc
+    if spec is not None and not spec.runs_on(cc[0] * 10 + cc[1]):
+        pytest.skip(f"{variant} needs sm_{spec.min_sm}; this device is sm_{cc[0]}{cc[1]}")
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return cuda_or_skip((8, 0), "the FP64 tensor-core rungs (mma.sync m8n8k4)")
+
+
+def _rng():
+    return np.random.default_rng(secrets.randbits(32))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_auto_runs_float64_device_arrays_on_a_dgemm_rung(cuda, lib):
+    rng = _rng()
+    a, b = rng.standard_normal((1000, 999)), rng.standard_normal((999, 1001))
+    if lib == "cupy":
+        cp = pytest.importorskip("cupy")
+        da, db = cp.asarray(a), cp.asarray(b)
+        back = cp.asnumpy
+    else:
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("torch sees no CUDA device")
+        da, db = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        back = lambda t: t.cpu().numpy()  # noqa: E731
+    plan = pg.explain(da, db)
+    assert plan.backend == "cuda" and plan.variant.startswith("dgemm_"), str(plan)
+    got = pg.gemm(da, db)
+    assert pg.last_plan().variant.startswith("dgemm_")
+    host = back(got)
+    assert host.dtype == np.float64 and reference_for(a, b).compare(host).ok
+
+
+@pytest.mark.cuda
+def test_numpy_float64_goes_where_numpy_float32_goes(cuda):
+    rng = _rng()
+    a, b = rng.standard_normal((65, 33)), rng.standard_normal((33, 17))
+    assert pg.explain(a, b).backend == pg.explain(a.astype(np.float32), b.astype(np.float32)).backend
+    got = pg.gemm(a, b)
+    assert got.dtype == np.float64 and reference_for(a, b).compare(got).ok
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", DGEMM + ["auto"])
+def test_alpha_beta_out_and_an_unaligned_leading_dimension(cuda, variant):
+    _runnable(cuda, variant)
+    cp = pytest.importorskip("cupy")
+    rng = _rng()
+    m, n, k = 127, 129, 255
+    base_a = rng.standard_normal((m, k + 1))  # ld k + 1 (odd): the 8-byte build
+    a, b, c = base_a[:, :k], rng.standard_normal((k, n)), rng.standard_normal((m, n))
+    da, db, dc = cp.asarray(base_a)[:, :k], cp.asarray(b), cp.asarray(c)
+    out = cp.full((m, n), cp.nan)
+    got = pg.gemm(da, db, dc, alpha=-0.75, beta=1.5, out=out, device="cuda", variant=variant)
+    assert got is out
+    assert reference_for(a, b, c, -0.75, 1.5).compare(cp.asnumpy(out)).ok
+    big = pg.gemm(da, db, alpha=1e300, device="cuda", variant=variant)  # double scalars: past float32's range
+    assert reference_for(a, b, None, 1e300).compare(cp.asnumpy(big)).ok
+
+
+@pytest.mark.cuda
+def test_k_zero_scales_c_in_float64(cuda):
+    cp = pytest.importorskip("cupy")
+    c = _rng().standard_normal((5, 7)) * (1 + 2.0**-40)  # digits float32 would drop
+    got = pg.gemm(cp.zeros((5, 0)), cp.zeros((0, 7)), cp.asarray(c), beta=1.0 / 3.0, device="cuda")
+    np.testing.assert_array_equal(cp.asnumpy(got), c * (1.0 / 3.0))
+    host = pg.gemm(np.zeros((5, 0)), np.zeros((0, 7)), c, beta=1.0 / 3.0, device="cuda")
+    np.testing.assert_array_equal(host, c * (1.0 / 3.0))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", DGEMM)
+def test_strided_batches_in_one_launch(cuda, variant):
+    _runnable(cuda, variant)
+    cp = pytest.importorskip("cupy")
+    rng = _rng()
+    a, b = rng.standard_normal((6, 17, 33)), rng.standard_normal((33, 65))  # b shared: stride 0
+    plan = pg.explain(cp.asarray(a), cp.asarray(b), device="cuda", variant=variant)
+    assert "batch" in plan.launch and "one launch" in str(plan.launch["batch"])
+    got = cp.asnumpy(pg.gemm(cp.asarray(a), cp.asarray(b), device="cuda", variant=variant))
+    for i in range(6):
+        assert reference_for(a[i], b).compare(got[i]).ok, f"matrix {i}"

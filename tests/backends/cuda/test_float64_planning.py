@@ -1,0 +1,151 @@
+"""The float64 rungs (kernels/dgemm) on the CPU: catalog rows, builds, launch plans, auto's choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.apps.compile import covering, jobs
+from polygemm.backends.cuda.backend import CudaBackend
+from polygemm.backends.cuda.catalog import auto_candidates, choose_auto_variant
+from polygemm.backends.cuda.cost import rank
+from polygemm.backends.cuda.planning import Mat, plan_launch
+from polygemm.backends.cuda.variants import kernel_specs, variant_table
+from polygemm.errors import UnsupportedProblemError
+from polygemm.problem import normalize
+
+SPECS = kernel_specs()
+DGEMM = [s for s in SPECS.values() if s.dtype == "float64"]
+V1, V2, V2N = SPECS["dgemm_v1_dmma"], SPECS["dgemm_v2_dmma_m16n8k8"], SPECS["dgemm_v2_dmma_m16n8k8_128x64"]
+
+
+def _d(name, r, c, ld=None, ptr=0, layout="row"):
+    return Mat(name, r, c, layout, ld if ld is not None else (c if layout == "row" else r), ptr, 8)
+
+
+def test_catalog_lists_the_float64_rungs_with_their_facts():
+    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v1_dmma_128x64", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64"]
+    for s in DGEMM:
+        assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and not s.split_k
+        assert s.layout == "row" and s.block == (256, 1) and s.align == 2 and s.prior_tflops > 0
+        bm, bn, bk = s.tile
+        assert s.smem_bytes == 4 * (bm * bk + bk * bn) * 8  # 4 stages of A's and B's tiles
+        assert bm * bn // (s.warp_tile[0] * s.warp_tile[1]) == 8  # 8 warps: the block's 256 threads
+    V1N = SPECS["dgemm_v1_dmma_128x64"]
+    assert V1.tile == V2.tile == (128, 128, 16) and V1N.tile == V2N.tile == (128, 64, 16)
+    assert dict(V1N.defines) == dict(V2N.defines) == {"PG_BN": 64, "PG_WM": 32} and V1N.source == V1.source and V1N.min_sm == 80
+    assert V1.instruction == (8, 8, 4) and V1.min_sm == 80 and V1.runs_on(80) and V1.runs_on(90)
+    assert V2.instruction == (16, 8, 8) and V2.min_sm == 90 and not V2.runs_on(80) and V2.runs_on(100)
+    assert V2N.source == V2.source and V2N.entry == V2.entry
+    rows = {v.name: v for v in variant_table()}
+    assert rows["dgemm_v1_dmma"].dtypes == ("float64",) and rows["dgemm_v1_dmma"].auto
+    assert "16-byte" in rows["dgemm_v1_dmma"].requirements and "sm_80" in rows["dgemm_v1_dmma"].requirements
+    assert "float64" in rows["cublas"].dtypes  # cuBLAS DGEMM: the vendor column
+    assert "float64" in pg.get_backend("cuda").dtypes()
+
+
+def test_builds_cover_both_layouts_and_alignments_and_batches_but_no_split():
+    for s in DGEMM:
+        builds = s.builds()
+        assert len(builds) == 16 and not any("PG_SPLIT" in b or "PG_OUT_F32" in b or "PG_BF16" in b for b in builds)
+        assert {(b["PG_TRANS_A"], b["PG_TRANS_B"], b["PG_VEC"], b.get("PG_BATCH", 0)) for b in builds} == \
+            {(ta, tb, v, bt) for ta in (0, 1) for tb in (0, 1) for v in (0, 1) for bt in (0, 1)}
+
+
+def test_check_kernels_covers_every_float64_build():
+    names = [s.name for s in DGEMM]
+    todo = jobs([80, 90], names)
+    assert {(j.name, j.target) for j in todo} == {("dgemm_v1_dmma", "sm_80"), ("dgemm_v1_dmma", "sm_90"), ("dgemm_v1_dmma_128x64", "sm_80"),
+                                                    ("dgemm_v1_dmma_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8", "sm_90"),
+                                                    ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90")}
+    assert len(todo) == 96  # 16 builds a rung and target
+    everything = jobs([80, 90])
+    cover = covering(everything)
+    assert set(names) <= {j.name for j in cover}  # every rung reaches ptxas in CI's covering check
+    for source, target in {(j.source, j.target) for j in todo}:  # and every macro value of each source and target
+        mine = [j for j in cover if (j.source, j.target) == (source, target)]
+        assert {m for j in mine for m in j.macros} >= {("PG_TRANS_A", 1), ("PG_TRANS_B", 1), ("PG_VEC", 0), ("PG_BATCH", 1)}
+
+
+@pytest.mark.parametrize("spec", DGEMM, ids=lambda s: s.name)
+def test_row_major_problem_plans_the_aligned_build_on_an_n_by_m_grid(spec):
+    m, n, k = 1000, 999, 1001
+    lp = plan_launch(spec, _d("a", m, k, 1002), _d("b", k, n, 1000), _d("c", m, n, 1000))
+    assert not lp.swap and (lp.m, lp.n, lp.k) == (m, n, k) and lp.dtype == "float64"
+    bm, bn, _ = spec.tile
+    assert lp.grid == (-(-n // bn), -(-m // bm), 1) and lp.block == (256, 1, 1)
+    assert lp.vec and lp.smem_bytes == spec.smem_bytes
+    assert lp.macros() == {**dict(spec.defines), "PG_TRANS_A": 0, "PG_TRANS_B": 0, "PG_VEC": 1} and lp.macros() in spec.builds()
+
+
+@pytest.mark.parametrize("spec", DGEMM, ids=lambda s: s.name)
+def test_column_major_result_swaps_and_mixed_layouts_become_transposes(spec):
+    lp = plan_launch(spec, _d("a", 64, 32, layout="col"), _d("b", 32, 48, layout="col"), _d("c", 64, 48, layout="col"))
+    assert lp.swap and (lp.m, lp.n) == (48, 64) and not lp.trans_a and not lp.trans_b
+    mixed = plan_launch(spec, _d("a", 64, 32, layout="col"), _d("b", 32, 48), _d("c", 64, 48))
+    assert not mixed.swap and mixed.trans_a and not mixed.trans_b and mixed.macros() in spec.builds()
+
+
+@pytest.mark.parametrize("where", ["odd leading dimension", "pointer 8 bytes off"])
+def test_unaligned_operands_take_the_8_byte_build(where):
+    if where == "odd leading dimension":
+        a, b, c = _d("a", 17, 65, 65), _d("b", 65, 33, 34), _d("c", 17, 33, 34)
+    else:
+        a, b, c = _d("a", 16, 64, 64, ptr=8), _d("b", 64, 32), _d("c", 16, 32)
+    lp = plan_launch(V1, a, b, c)
+    assert not lp.vec and lp.macros()["PG_VEC"] == 0 and lp.macros() in V1.builds()
+    assert lp.row_split == 0 and any("PG_VEC=0" in note for note in lp.notes)
+    assert plan_launch(V1, _d("a", 16, 64, ptr=16), _d("b", 64, 32), _d("c", 16, 32)).vec  # 16-byte steps are aligned
+
+
+def test_batches_go_on_the_grid_with_element_strides():
+    m, n, k, count = 127, 129, 255, 5
+    lp = plan_launch(V1, _d("a", m, k), _d("b", k, n), _d("c", m, n), batch=(count, m * k, 0, m * n))
+    assert lp.batch_count == count and lp.grid == (2, 1, count) and lp.batch_strides == (m * k, 0, m * n)
+    assert lp.macros()["PG_BATCH"] == 1 and lp.macros() in V1.builds() and "PG_SPLIT" not in lp.macros()
+    swapped = plan_launch(V1, _d("a", m, k, layout="col"), _d("b", k, n, layout="col"), _d("c", m, n, layout="col"),
+                          batch=(count, m * k, k * n, m * n))
+    assert swapped.swap and swapped.batch_strides == (k * n, m * k, m * n)  # the kernel's A is the user's b
+
+
+def test_auto_takes_the_newest_instruction_the_device_has_and_says_the_rate_is_assumed():
+    assert choose_auto_variant(4096, 4096, 4096, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8"
+    chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)
+    assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
+    assert choose_auto_variant(1000, 999, 1001, "float64", sm=80)[0] == "dgemm_v1_dmma_128x64"
+    # a mid-size result: 64 tiles of 128x128 leave half the SMs idle, 128 of 128x64 fill them
+    assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
+    assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].min_sm == 90
+    assert all(c.splits == 0 for c in auto_candidates(64, 64, 1 << 16, "float64", sm=90))  # no split-K: fp32 partial sums
+
+
+def test_measurements_replace_the_assumed_rate():
+    records = [{"variant": "dgemm_v1_dmma", "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 55.0},
+               {"variant": "dgemm_v2_dmma_m16n8k8", "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 40.0}]
+    ranked = rank([V1, V2], records, 4096, 4096, 4096)
+    assert ranked[0].variant == "dgemm_v1_dmma"
+    assert ranked[0].estimate_us == pytest.approx(2 * 4096**3 / 55e6, rel=0.05)
+    assert "anchored on the measurement" in choose_auto_variant(4096, 4096, 4096, "float64", records, sm=90)[1]
+
+
+def test_the_backend_plans_float64_and_explains_the_rung():
+    a, b = np.zeros((1000, 998)), np.zeros((998, 1002))
+    plan = CudaBackend().plan(normalize(a, b))
+    assert plan.variant.startswith("dgemm_") and "dgemm_" in plan.reason
+    bm, bn, _ = SPECS[plan.variant].tile
+    assert plan.launch["grid"] == (-(-1002 // bn), -(-1000 // bm), 1) and plan.launch["float4"] == "yes"
+    named = CudaBackend().plan(normalize(a, b), "dgemm_v1_dmma")
+    assert named.variant == "dgemm_v1_dmma"
+    unaligned = CudaBackend().plan(normalize(np.zeros((17, 65))[:, :63], np.zeros((63, 33))), "dgemm_v1_dmma")
+    assert "no (unaligned" in unaligned.launch["float4"]
+
+
+def test_float64_rungs_refuse_split_k_and_take_scalars_past_float32():
+    a, b = np.zeros((64, 512)), np.zeros((512, 64))
+    with pytest.raises(UnsupportedProblemError, match="cannot split K"):
+        CudaBackend().plan(normalize(a, b), "dgemm_v1_dmma:split_k=4")
+    assert CudaBackend().supports(normalize(a, b, alpha=1e300)) is None  # double alpha on the float64 rungs
+    assert "float32" in CudaBackend().supports(normalize(a.astype(np.float32), b.astype(np.float32), alpha=1e300))
+    with pytest.raises(pg.DTypeError):
+        CudaBackend().plan(normalize(a.astype(np.float32), b.astype(np.float32)), "dgemm_v1_dmma")
