@@ -12,7 +12,7 @@ from ..core.dtypes import finfo
 from .report import SHOWN, CheckReport, Finding
 from .threshold import Coefficients, coefficients
 
-__all__ = ["host_check", "compare_rows", "signs"]
+__all__ = ["host_check", "compare_rows", "signs", "row_thresholds"]
 
 _F64 = np.dtype(np.float64)
 
@@ -24,16 +24,18 @@ def signs(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def compare_rows(got: np.ndarray, want: np.ndarray, mags: tuple[np.ndarray, np.ndarray, np.ndarray], co: Coefficients,
                  out_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: (failed, unchecked, |got - want|, threshold). ``mags``: |alpha|·|A|·(|B|·1), |beta|·|C0|·1
-    and |C|·1 of each row. A row is unchecked when its threshold or expected value is not finite (an
+    """Per row: (failed, unchecked, |got - want|, threshold). ``mags``: |alpha|·(|A|·||B_k||_2), |beta|·||C0_i||_2
+    and ||C_i||_2 of each row. A row is unchecked when its threshold or expected value is not finite (an
     operand holds a NaN or infinity, or the sums overflow), or when its checksum is not finite and an
     element of it may rightly overflow the result's dtype (its magnitude bound exceeds the largest finite)."""
     ya, c0a, ca = mags
     with np.errstate(all="ignore"):
-        thr = co.a * ya + co.c0 * c0a + co.c * ca + co.t0
+        side = co.a * ya + co.c0 * c0a + co.t0  # the operands' part: not finite, the row cannot be checked
+        thr = side + co.c * ca
         diff = np.abs(got - want)
-        unchecked = ~np.isfinite(thr) | ~np.isfinite(want) | (~np.isfinite(got) & (ya + c0a > out_max))
-        failed = ~unchecked & ~(diff <= thr)  # a NaN difference fails
+        finite = np.isfinite(got)
+        unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~finite & (ya + c0a > out_max))
+        failed = ~unchecked & (~finite | ~(diff <= thr))  # a NaN or infinity the operands do not explain fails
     return failed, unchecked, diff, thr
 
 
@@ -49,6 +51,31 @@ def _f64(x: Any) -> np.ndarray:
     return np.asarray(x).astype(np.float64, copy=False)
 
 
+def _norms(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.sqrt(np.square(x).sum(axis))  # type: ignore[no-any-return]
+
+
+def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndarray, alpha: float, beta: float,
+          r: np.ndarray, rows: bool) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(C·r, alpha·A·(B·r) + beta·C0·r, magnitudes) along rows, or along columns (r·C against (r·A)·B + r·C0)."""
+    if rows:
+        want = alpha * (a64 @ (b64 @ r)[..., None])[..., 0]
+        ya = abs(alpha) * (np.abs(a64) @ _norms(b64, -1)[..., None])[..., 0]
+        got, ca = r64 @ r, _norms(r64, -1)
+        c0a: Any = np.zeros(())
+        if c64 is not None:
+            want, c0a = want + beta * (c64 @ r), abs(beta) * _norms(c64, -1)
+    else:
+        want = alpha * ((r @ a64)[..., None, :] @ b64)[..., 0, :]
+        ya = abs(alpha) * (_norms(a64, -2)[..., None, :] @ np.abs(b64))[..., 0, :]
+        got, ca = r @ r64, _norms(r64, -2)
+        c0a = np.zeros(())
+        if c64 is not None:
+            want, c0a = want + beta * (r @ c64), abs(beta) * _norms(c64, -2)
+    shape = np.broadcast_shapes(got.shape, want.shape)
+    return got, np.broadcast_to(want, shape), (np.broadcast_to(ya, shape), np.broadcast_to(c0a, shape), ca)
+
+
 def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
                rng: np.random.Generator, scalar_dtype: np.dtype | None = None, **about: str) -> CheckReport:
     """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
@@ -57,41 +84,35 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     a64, b64, r64 = _f64(a), _f64(b), _f64(result)
     m, k = a64.shape[-2:]
     n = b64.shape[-1]
-    use_c = c0 is not None and beta != 0.0
-    c64 = _f64(c0) if use_c else None
+    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
     out_max = float(finfo(out_dtype).max)
     with np.errstate(all="ignore"):
-        r = signs(rng, n)
-        want = alpha * (a64 @ (b64 @ r)[..., None])[..., 0]
-        ya = abs(alpha) * (np.abs(a64) @ np.abs(b64).sum(-1)[..., None])[..., 0]
-        if c64 is not None:
-            want = want + beta * (c64 @ r)
-            c0a = abs(beta) * np.abs(c64).sum(-1)
-        else:
-            c0a = np.zeros(())
-        got, ca = r64 @ r, np.abs(r64).sum(-1)
-        shape = np.broadcast_shapes(got.shape, want.shape)
-        ya, c0a = np.broadcast_to(ya, shape), np.broadcast_to(c0a, shape)
-    co = coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype)
-    failed, unchecked, diff, thr = compare_rows(got, np.broadcast_to(want, shape), (ya, c0a, ca), co, out_max)
+        got, want, mags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, n), True)
+    failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype), out_max)
     count = int(failed.sum())
     with np.errstate(all="ignore"):
         ratios = np.where(failed | unchecked, 0.0, diff / np.where(thr > 0, thr, np.inf))
     worst = float("inf") if count else (float(ratios.max()) if ratios.size else 0.0)
     columns: tuple[Finding, ...] = ()
-    if count:  # which columns: the same test from the other side, r·C against ((r·A)·B + r·C0)
+    if count:  # which columns: the same test from the other side
         with np.errstate(all="ignore"):
-            s = signs(rng, m)
-            cwant = alpha * ((s @ a64)[..., None, :] @ b64)[..., 0, :]
-            cya = abs(alpha) * ((np.abs(a64).sum(-2))[..., None, :] @ np.abs(b64))[..., 0, :]
-            cc0a: Any = np.zeros(())
-            if c64 is not None:
-                cwant = cwant + beta * (s @ c64)
-                cc0a = abs(beta) * np.abs(c64).sum(-2)
-            cgot, cca = s @ r64, np.abs(r64).sum(-2)
-            cshape = np.broadcast_shapes(cgot.shape, cwant.shape)
-            cfail, _, cdiff, cthr = compare_rows(cgot, np.broadcast_to(cwant, cshape), (np.broadcast_to(cya, cshape),
-                                                 np.broadcast_to(cc0a, cshape), cca), coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype), out_max)
+            cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
+        cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype), out_max)
         columns = _findings(cfail, cdiff, cthr)
     return CheckReport(count == 0, int(failed.size - unchecked.sum()), int(unchecked.sum()), count, _findings(failed, diff, thr),
                        columns, worst, **about)
+
+
+def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
+                   check_dtype: np.dtype = _F64, scalar_dtype: np.dtype | None = None, compensated: bool = False) -> np.ndarray:
+    """Each row's threshold (shape: the result's, less its last axis) for the check with its sums in
+    ``check_dtype`` (float64: the host's check; float32 and ``compensated``: a device's): a fault that moves
+    one element of a row by more than it is caught unless the row's rounding error cancels it; by more than
+    twice it, always."""
+    a64, b64, r64 = _f64(a), _f64(b), _f64(result)
+    k, n = a64.shape[-1], b64.shape[-1]
+    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
+    with np.errstate(all="ignore"):
+        _, _, (ya, c0a, ca) = _side(a64, b64, c64, r64, alpha, beta, np.ones(n), True)
+        co = coefficients(k, n, dtype, out_dtype, np.dtype(check_dtype), scalar_dtype, compensated)
+        return co.a * ya + co.c0 * c0a + co.c * ca + co.t0  # type: ignore[no-any-return]
