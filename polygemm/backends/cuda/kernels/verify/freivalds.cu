@@ -1,0 +1,190 @@
+// Utility kernels of the CUDA backend (not a ladder rung): the verify= check of a product, made on the
+// device where the product ran, on the call's stream (a Freivalds test: C·r against alpha·A·(B·r) +
+// beta·C0·r for a fresh random r of ±1; polygemm/verification/threshold.py derives its threshold).
+//
+//   pg_verify_matvec_<t>:  y[b*rows + i] = sum_j X(b, i, j) * v_j
+//                          z[b*rows + i] = w ? sum_j |X(b, i, j)| * sqrt(w[b*wbs + j]) : sum_j X(b, i, j)^2
+//
+// for 0 <= i < rows, 0 <= j < cols, 0 <= b < batch, where X(b, i, j) = X[b*bs + i*rs + j*cs] (strides in
+// elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
+// batch, or a batch broadcast with bs = 0). v_j is v[b*vbs + j], or, with v = nullptr, ±1 drawn from
+// `seed` by a hash of (seed, j): the check's random vector is made where it is used, nothing is uploaded
+// per call. Inputs float32, float16 or bfloat16, sums in float32: y's compensated (Kahan), since its
+// rounding enters the threshold; z's plain, since z only scales the threshold. `along` chooses how
+// threads walk X: along a row (cs == 1: one warp per row, the lanes over j, coalesced) or across rows
+// (rs == 1: one thread per row, 32 rows a block, its 8 warps over slices of j, coalesced across the
+// rows). So C·r, B·r and A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row
+// norms, C's) come in the same read.
+//
+//   pg_verify_compare:  per row t < total, got = yC[t], want = alpha*yA[t] + beta*yC0[t],
+//                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*sqrt(zC0[t]) + t0 + kc*sqrt(zC[t])
+//
+// and the row fails when |got - want| > threshold, or got is NaN or infinite where the operands explain
+// neither (no element of the row can overflow the result's dtype). A row whose operand terms are not
+// finite is not checked (counted). The findings go to one small record (counts, the worst ratio of the
+// rows that passed, the first few failed rows): the host reads back that record, not the vectors.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+__device__ __forceinline__ float pgv_float(float v) { return v; }
+__device__ __forceinline__ float pgv_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float pgv_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// splitmix64's finalizer of seed + j * golden ratio: independent-looking signs for each j, any seed
+__device__ __forceinline__ float pgv_sign(unsigned long long seed, long long j) {
+    unsigned long long x = seed + (unsigned long long)j * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (x & 1ull) ? 1.f : -1.f;
+}
+
+// Kahan's compensated sum: s + (-c) is the sum, c the rounding error caught so far
+struct PgvKahan {
+    float s = 0.f, c = 0.f;
+    __device__ __forceinline__ void add(float x) {
+        const float y = x - c;
+        const float t = s + y;
+        c = (t - s) - y;
+        s = t;
+    }
+};
+
+constexpr int kPgvWarps = 8;  // warps a block (blockDim = 32 x 8)
+
+template <typename T>
+__device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
+                                           long long rs, long long cs, long long bs, const float* __restrict__ v,
+                                           long long vbs, unsigned long long seed, const float* __restrict__ w,
+                                           long long wbs, float* __restrict__ y, float* __restrict__ z, int along) {
+    __shared__ float part[3][kPgvWarps][33];
+    const int lane = threadIdx.x, slice = threadIdx.y;
+    for (long long b = blockIdx.y; b < batch; b += gridDim.y) {
+        const T* xb = X + b * bs;
+        const float* vb = v != nullptr ? v + b * vbs : nullptr;
+        const float* wb = w != nullptr ? w + b * wbs : nullptr;
+        if (along) {  // one warp a row: lanes over j
+            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
+                const T* row = xb + i * rs;
+                PgvKahan acc;
+                float sq = 0.f;
+                for (long long j = lane; j < cols; j += 32) {
+                    const float x = pgv_float(row[j * cs]);
+                    acc.add(x * (vb != nullptr ? vb[j] : pgv_sign(seed, j)));
+                    sq += wb != nullptr ? fabsf(x) * sqrtf(wb[j]) : x * x;
+                }
+                float s = acc.s, c = acc.c;
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) {
+                    s += __shfl_down_sync(0xffffffffu, s, off);
+                    c += __shfl_down_sync(0xffffffffu, c, off);
+                    sq += __shfl_down_sync(0xffffffffu, sq, off);
+                }
+                if (lane == 0) {
+                    y[b * rows + i] = s - c;
+                    z[b * rows + i] = sq;
+                }
+            }
+        } else {  // one thread a row, 32 rows a block: the block's warps take slices of j
+            for (long long i0 = (long long)blockIdx.x * 32; i0 < rows; i0 += (long long)gridDim.x * 32) {
+                const long long i = i0 + lane;
+                PgvKahan acc;
+                float sq = 0.f;
+                if (i < rows) {
+                    const T* row = xb + i * rs;
+                    for (long long j = slice; j < cols; j += kPgvWarps) {
+                        const float x = pgv_float(row[j * cs]);
+                        acc.add(x * (vb != nullptr ? vb[j] : pgv_sign(seed, j)));
+                        sq += wb != nullptr ? fabsf(x) * sqrtf(wb[j]) : x * x;
+                    }
+                }
+                part[0][slice][lane] = acc.s;
+                part[1][slice][lane] = acc.c;
+                part[2][slice][lane] = sq;
+                __syncthreads();
+                if (slice == 0 && i < rows) {
+                    float s = 0.f, c = 0.f, q = 0.f;
+#pragma unroll
+                    for (int k = 0; k < kPgvWarps; ++k) {
+                        s += part[0][k][lane];
+                        c += part[1][k][lane];
+                        q += part[2][k][lane];
+                    }
+                    y[b * rows + i] = s - c;
+                    z[b * rows + i] = q;
+                }
+                __syncthreads();
+            }
+        }
+    }
+}
+
+#define PGV_MATVEC(SUFFIX, T)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) pg_verify_matvec_##SUFFIX(                                    \
+        long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
+        long long bs, const float* __restrict__ v, long long vbs, unsigned long long seed,                          \
+        const float* __restrict__ w, long long wbs, float* __restrict__ y, float* __restrict__ z, int along) {      \
+        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, seed, w, wbs, y, z, along);                         \
+    }
+
+PGV_MATVEC(f32, float)
+PGV_MATVEC(f16, __half)
+PGV_MATVEC(bf16, __nv_bfloat16)
+
+// What pg_verify_compare leaves for the host (zeroed before the launch); the first rows that failed are
+// those that reached a slot first (the host sorts them)
+constexpr int kPgvShown = 8;
+struct PgvRecord {
+    unsigned int failed;      // rows whose check failed
+    unsigned int unchecked;   // rows whose operand terms are not finite
+    unsigned int worst_bits;  // the largest |got - want| / threshold of the rows that passed, as float bits
+    unsigned int shown;       // failed rows that took a slot below (at most kPgvShown stored)
+    long long index[kPgvShown];
+    float diff[kPgvShown];
+    float thr[kPgvShown];
+};
+
+extern "C" __global__ void __launch_bounds__(256)
+pg_verify_compare(long long total, const float* __restrict__ yC, const float* __restrict__ zC,
+                  const float* __restrict__ yA, const float* __restrict__ zA, const float* __restrict__ yC0,
+                  const float* __restrict__ zC0, float alpha, float beta, float ka, float kc0, float kc, float t0,
+                  float out_max, PgvRecord* __restrict__ rec) {
+    for (long long t0_ = (long long)blockIdx.x * blockDim.x; t0_ < total; t0_ += (long long)gridDim.x * blockDim.x) {
+        const long long t = t0_ + threadIdx.x;
+        float ratio = 0.f;
+        if (t < total) {
+            float want = alpha * yA[t];
+            const float ya = fabsf(alpha) * zA[t];
+            float c0a = 0.f;
+            if (yC0 != nullptr) {
+                want += beta * yC0[t];
+                c0a = fabsf(beta) * sqrtf(zC0[t]);
+            }
+            const float side = ka * ya + kc0 * c0a + t0;
+            const float got = yC[t];
+            const bool finite = isfinite(got);
+            const bool unchecked = !isfinite(side) || !isfinite(want) || (!finite && ya + c0a > out_max);
+            const float thr = side + kc * sqrtf(zC[t]);
+            const float diff = fabsf(got - want);
+            const bool failed = !unchecked && (!finite || !(diff <= thr));
+            if (unchecked) atomicAdd(&rec->unchecked, 1u);
+            if (failed) {
+                atomicAdd(&rec->failed, 1u);
+                const unsigned int slot = atomicAdd(&rec->shown, 1u);
+                if (slot < kPgvShown) {
+                    rec->index[slot] = t;
+                    rec->diff[slot] = diff;
+                    rec->thr[slot] = thr;
+                }
+            } else if (!unchecked && thr > 0.f) {
+                ratio = diff / thr;
+            }
+        }
+        // the warp's largest ratio, then one atomic (non-negative floats order as their bits do)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) ratio = fmaxf(ratio, __shfl_down_sync(0xffffffffu, ratio, off));
+        if ((threadIdx.x & 31) == 0 && ratio > 0.f) atomicMax(&rec->worst_bits, __float_as_uint(ratio));
+    }
+}
