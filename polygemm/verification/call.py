@@ -18,9 +18,10 @@ import numpy as np
 
 from .. import registry
 from ..backend import Backend, Plan
-from ..errors import VerificationError, VerificationWarning
+from ..errors import PolygemmError, VerificationError, VerificationWarning
 from .faults import active_faults, corrupt
 from .host import host_check
+from .report import CheckReport
 
 __all__ = ["verified_gemm", "check_product", "deliver", "host_values"]
 
@@ -46,11 +47,12 @@ def host_values(x: Any, backend: Backend | None = None) -> np.ndarray | None:
         t = x.detach().cpu()
         if t.is_neg():
             t = t.resolve_neg()
-        return t.float().numpy() if str(t.dtype) == "torch.bfloat16" else t.numpy()  # bfloat16 in float32: exact
+        host: np.ndarray = t.float().numpy() if str(t.dtype) == "torch.bfloat16" else t.numpy()  # bfloat16 in float32: exact
+        return host
     if module == "cupy":
         return np.asarray(x.get())
     if backend is not None and not hasattr(x, "__array__") and hasattr(x, "__cuda_array_interface__"):
-        return backend.to_host(x)
+        return np.asarray(backend.to_host(x))
     return np.asarray(x)
 
 
@@ -65,10 +67,11 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
     if on_device is not None:
         report = on_device(plan, a, b, c, result, alpha, beta, int(_rng().integers(1, 2**62)), about)
         if report is not None:
-            return report  # type: ignore[no-any-return]
+            assert isinstance(report, CheckReport)
+            return report
     return host_check(host_values(a, backend), host_values(b, backend), host_values(c, backend) if beta != 0.0 else None,
                       host_values(result, backend), alpha, beta, dtype=p.dtype, out_dtype=p.out_dtype, rng=_rng(),
-                      scalar_dtype=scalars, where="host", **about)
+                      scalar_dtype=scalars, about=about)
 
 
 def deliver(result: Any, out: Any) -> Any:
@@ -76,7 +79,7 @@ def deliver(result: Any, out: Any) -> Any:
     if out is None:
         return result
     if isinstance(out, np.ndarray):
-        np.copyto(out, host_values(result))
+        np.copyto(out, np.asarray(host_values(result)))
     elif type(out).__module__.partition(".")[0] == "torch":
         out.copy_(result)
     else:
@@ -88,7 +91,10 @@ def _retry_variant(backend: Backend, plan: Plan) -> str | None:
     """The variant the retry runs: the backend's choice of another rung (``verify_retry_variant``), or
     None to run the same call again."""
     other = getattr(backend, "verify_retry_variant", None)
-    return None if other is None else other(plan)  # type: ignore[no-any-return]
+    if other is None:
+        return None
+    name = other(plan)
+    return None if name is None else str(name)
 
 
 def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None], validate: Callable[..., Plan], mode: str,
@@ -115,7 +121,12 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
         return deliver(result, out)
     if mode == "retry":
         other = _retry_variant(backend, plan)
-        result = run(a, b, c, device=device if other is None else plan.backend, variant=variant if other is None else other, **kw)
+        try:
+            result = run(a, b, c, device=device if other is None else plan.backend, variant=variant if other is None else other, **kw)
+        except PolygemmError:  # the other rung cannot take these operands after all: the same call again
+            if other is None:
+                raise
+            result = run(a, b, c, device=device, variant=variant, **kw)
         again = last_plan()
         assert again is not None
         if active_faults():

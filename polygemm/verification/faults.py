@@ -4,6 +4,7 @@ computed and before it is checked, so a pipeline's handling of a failed check ca
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -88,8 +89,7 @@ def corrupt(result: Any, to_host: Any = None) -> None:
         else:
             _flip_host(host, idx, f.bit)
         if module == "torch":
-            import torch
-
+            torch: Any = sys.modules["torch"]
             result.copy_(torch.from_numpy(host) if host.dtype.name != "bfloat16" else
                          torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
         elif module == "cupy":

@@ -77,10 +77,10 @@ def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndar
 
 
 def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
-               rng: np.random.Generator, scalar_dtype: np.dtype | None = None, **about: str) -> CheckReport:
+               rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None) -> CheckReport:
     """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
-    does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant,
-    shape and where, for the report."""
+    does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
+    and shape, for the report."""
     a64, b64, r64 = _f64(a), _f64(b), _f64(result)
     m, k = a64.shape[-2:]
     n = b64.shape[-1]
@@ -99,8 +99,8 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
             cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
         cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype), out_max)
         columns = _findings(cfail, cdiff, cthr)
-    return CheckReport(count == 0, int(failed.size - unchecked.sum()), int(unchecked.sum()), count, _findings(failed, diff, thr),
-                       columns, worst, **about)
+    return CheckReport.of(count == 0, int(failed.size - unchecked.sum()), int(unchecked.sum()), count, _findings(failed, diff, thr),
+                          columns, worst, "the host", about or {})
 
 
 def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
@@ -115,4 +115,5 @@ def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     with np.errstate(all="ignore"):
         _, _, (ya, c0a, ca) = _side(a64, b64, c64, r64, alpha, beta, np.ones(n), True)
         co = coefficients(k, n, dtype, out_dtype, np.dtype(check_dtype), scalar_dtype, compensated)
-        return co.a * ya + co.c0 * c0a + co.c * ca + co.t0  # type: ignore[no-any-return]
+        thr: np.ndarray = co.a * ya + co.c0 * c0a + co.c * ca + co.t0
+    return thr

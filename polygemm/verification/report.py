@@ -55,6 +55,13 @@ class CheckReport:
     def __bool__(self) -> bool:
         return self.ok
 
+    @classmethod
+    def of(cls, ok: bool, checked: int, unchecked: int, failed: int, rows: tuple[Finding, ...], columns: tuple[Finding, ...],
+           worst_ratio: float, where: str, about: dict[str, str]) -> "CheckReport":
+        """A report of the product ``about`` names (its backend, device, variant and shape)."""
+        return cls(ok, checked, unchecked, failed, rows, columns, worst_ratio, where, about.get("backend", ""),
+                   about.get("device", ""), about.get("variant", ""), about.get("shape", ""))
+
     def message(self) -> str:
         """The sentence a VerificationError or VerificationWarning carries."""
         on = f"backend {self.backend!r}" + (f" ({self.device})" if self.device else "") + f", variant {self.variant!r}"

@@ -1,0 +1,191 @@
+"""The cuda backend's ``verify=`` check on the device (kernels/verify/freivalds.cu): ``C·r``, ``B·r``
+and ``A·(B·r)`` and each row's comparison computed where the product ran, on the call's stream, into
+stream-ordered scratch; the host reads back one small record (counts, the worst ratio, the first
+rows that failed), not the vectors. A failed check is run again from the other side (the transposed
+product, ``Cᵀ = Bᵀ·Aᵀ``, by the same kernels with the strides swapped) to name the columns.
+
+The geometry (:func:`strided`, :func:`matvec_geometry`) is pure and unit-tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...backend import Plan
+from ...core.dtypes import finfo
+from ...core.problem import common_stream
+from ...core.views import operand_view
+from ...interop import device_pointer
+from ...verification.report import SHOWN, CheckReport, Finding
+from ...verification.threshold import coefficients
+from .variants import KERNEL_DIR
+
+__all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
+           "retry_variant", "RECORD"]
+
+VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
+#: input dtypes the device check reads (others are checked on the host)
+VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec_{k}") for k in VERIFY_KINDS.values()] + [(VERIFY_SOURCE, "pg_verify_compare")]
+_SHOWN_DEVICE = 8  # kPgvShown
+#: the kernel's PgvRecord, as NumPy reads it back
+RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
+                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f4", (_SHOWN_DEVICE,)), ("thr", "<f4", (_SHOWN_DEVICE,))])
+_BLOCK = (32, 8, 1)
+
+
+@dataclass(frozen=True)
+class Strided:
+    """A (batch of) matrix X as the matrix-vector kernel walks it: X(b, i, j) at ``ptr`` + (b·bs + i·rs + j·cs)
+    elements; ``batch``: how many matrices it holds (1 with ``bs`` 0: one matrix for the whole batch)."""
+
+    ptr: int
+    rows: int
+    cols: int
+    rs: int
+    cs: int
+    bs: int
+    kind: str
+    batch: int = 1
+
+    @property
+    def t(self) -> "Strided":
+        """The transpose: the same memory, rows and columns swapped."""
+        return Strided(self.ptr, self.cols, self.rows, self.cs, self.rs, self.bs, self.kind, self.batch)
+
+
+def strided(ptr: int, rows: int, cols: int, layout: str, ld: int, batch_stride: int, count: int, dtype: str) -> Strided:
+    """A matrix of ``layout`` ("row" or "col") and leading dimension ``ld`` (elements), ``batch_stride``
+    elements from one matrix of a batch of ``count`` to the next (0: broadcast, one matrix)."""
+    rs, cs = (ld, 1) if layout == "row" else (1, ld)
+    return Strided(ptr, rows, cols, rs, cs, batch_stride, VERIFY_KINDS[dtype], count if batch_stride else 1)
+
+
+def matvec_geometry(x: Strided) -> tuple[int, tuple[int, int, int]]:
+    """(along, grid) of one matrix-vector launch: threads walk X along its rows (a warp a row) when its
+    columns are adjacent in memory (or nearer than its rows), else across its rows (a thread a row)."""
+    along = int(x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs)))
+    per_block = 8 if along else 32
+    return along, (max(1, min(-(-x.rows // per_block), 2**31 - 1)), max(1, min(x.batch, 65535)), 1)
+
+
+def _matvec(rt: Any, x: Strided, v: int, vbs: int, seed: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
+    fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
+    along, grid = matvec_geometry(x)
+    fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
+       np.uintp(v), np.int64(vbs), np.uint64(seed), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(along),
+       block=_BLOCK, grid=grid, stream=stream)
+
+
+def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
+              seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
+    """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record."""
+    rows, inner = left.rows, left.cols
+    n_right = right.batch * inner
+    total = count * rows
+    floats = 2 * n_right + 2 * total * (3 if c0 is not None else 2)
+    head = 256  # the record first: its 8-byte fields aligned
+    scratch = rt.scratch(head + 4 * floats, stream)
+    try:
+        rec = scratch
+        at = scratch + head
+        br, bn = at, at + 4 * n_right
+        at += 8 * n_right
+        ya, za, yc, zc = (at + 4 * total * i for i in range(4))
+        y0 = z0 = 0
+        if c0 is not None:
+            y0, z0 = at + 16 * total, at + 20 * total
+        step = inner if right.batch > 1 else 0
+        _matvec(rt, right, 0, 0, seed, 0, 0, br, bn, stream)                    # B·r and B's row norms (squared)
+        _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
+                br, step, 0, bn, step, ya, za, stream)                          # A·(B·r) and |A|·||B_k||
+        _matvec(rt, res, 0, 0, seed, 0, 0, yc, zc, stream)                      # C·r and ||C_i||² (same r)
+        if c0 is not None:
+            _matvec(rt, c0, 0, 0, seed, 0, 0, y0, z0, stream)                   # C0·r and ||C0_i||²
+        rt.cu.memset_d32_async(rec, 0, RECORD.itemsize // 4, stream)
+        cmp = rt.function(VERIFY_SOURCE, "pg_verify_compare")
+        cmp(np.int64(total), np.uintp(yc), np.uintp(zc), np.uintp(ya), np.uintp(za), np.uintp(y0), np.uintp(z0),
+            np.float32(alpha), np.float32(beta), np.float32(co.a), np.float32(co.c0), np.float32(co.c), np.float32(co.t0),
+            np.float32(out_max), np.uintp(rec), block=(256, 1, 1), grid=(max(1, min(-(-total // 256), 65535)), 1, 1), stream=stream)
+        rt.cu.synchronize_stream(stream)
+        host = np.zeros(1, RECORD)
+        rt.drv.memcpy_dtoh(host, rec)  # the stream's work is done: a plain copy reads the record
+        return host
+    finally:
+        rt.release(scratch, stream)
+
+
+def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Finding, ...]:
+    shown = min(int(rec["shown"][0]), _SHOWN_DEVICE)
+    found = sorted(zip(rec["index"][0][:shown].tolist(), rec["diff"][0][:shown].tolist(), rec["thr"][0][:shown].tolist()))
+    out = []
+    for t, diff, thr in found[:SHOWN]:
+        b, i = divmod(int(t), rows)
+        where = tuple(int(x) for x in np.unravel_index(b, batch)) if batch else ()
+        out.append(Finding(i, float(diff), float(thr), where))
+    return tuple(out)
+
+
+def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
+                 about: dict[str, str]) -> CheckReport | None:
+    """Check ``result`` of ``plan`` on the device (None when the device check does not apply: host operands,
+    dtypes the kernels do not read, an empty product)."""
+    from ...core.read import read_operand
+
+    p = plan.problem
+    if p.residency != "cuda" or p.dtype.name not in VERIFY_KINDS or p.out_dtype.name not in VERIFY_KINDS or p.empty:
+        return None
+    decided = plan.private
+    sa, sb, sc, _ = decided.batch_bytes
+    count, m, n, k = p.count, p.m, p.n, p.k
+    out_op = read_operand("out", result)
+    sd = out_op.batch_dims[-1][1] if out_op.batch_dims else 0
+    A = strided(device_pointer(a), m, k, p.a.layout, p.a.ld, sa // p.a.itemsize, count, p.dtype.name)
+    B = strided(device_pointer(b), k, n, p.b.layout, p.b.ld, sb // p.b.itemsize, count, p.dtype.name)
+    C = strided(out_op.ptr, m, n, out_op.layout, out_op.ld, sd, count, p.out_dtype.name)
+    C = Strided(C.ptr, C.rows, C.cols, C.rs, C.cs, C.bs, C.kind, count)
+    C0 = None
+    if c is not None and beta != 0.0 and p.c is not None:
+        C0 = strided(device_pointer(c), m, n, p.c.layout, p.c.ld, sc // p.c.itemsize, count, p.out_dtype.name)
+        C0 = Strided(C0.ptr, m, n, C0.rs, C0.cs, C0.bs, C0.kind, count)
+    f32 = np.dtype(np.float32)
+    out_max = float(finfo(p.out_dtype).max)
+    # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)
+    stream = common_stream([view[2] for view in (operand_view(x) for x in (a, b, c, result) if x is not None) if view is not None])
+    pushed = rt.enter()
+    try:
+        if stream == -1 or stream is None:
+            if stream == -1:
+                rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+            stream = 0
+        co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True)
+        rec = _one_side(rt, A, B, C, C0, count, alpha, beta, seed, co, out_max, stream)
+        failed, unchecked = int(rec["failed"][0]), int(rec["unchecked"][0])
+        worst = float(np.uint32(rec["worst_bits"][0]).view(np.float32))
+        columns: tuple[Finding, ...] = ()
+        if failed:  # the other side: Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped
+            cco = coefficients(k, m, p.dtype, p.out_dtype, f32, f32, compensated=True)
+            crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, count, alpha, beta, seed ^ 0x5DEECE66D, cco,
+                             out_max, stream)
+            columns = _findings(crec, n, p.batch)
+    finally:
+        if pushed:
+            rt.leave()
+    return CheckReport.of(failed == 0, count * m - unchecked, unchecked, failed, _findings(rec, m, p.batch), columns,
+                          float("inf") if failed else worst, f"the device ({rt.name})", about)
+
+
+def retry_variant(plan: Plan, known: Any) -> str | None:
+    """The variant a retry runs: the next of auto's candidates that could take these operands (another rung),
+    or None (the same call again). ``known(label)``: whether the backend takes that variant name."""
+    current = plan.variant.partition(":")[0]
+    for label, why in plan.candidates:
+        if ", but" in why or " " in label or label.partition(":")[0] == current or not known(label):
+            continue
+        return str(label)
+    return None
+
+

@@ -1,0 +1,55 @@
+"""The cuda device check's pure parts (no GPU): how the matrix-vector kernel walks each layout, the
+transposed view the column check uses, the retry's choice of rung."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polygemm.backend import Plan
+from polygemm.backends.cuda.verify import RECORD, matvec_geometry, retry_variant, strided
+
+
+def test_row_major_is_walked_along_its_rows_and_column_major_across():
+    row = strided(0x1000, 100, 40, "row", 64, 0, 1, "float16")
+    assert (row.rs, row.cs, row.batch) == (64, 1, 1)
+    along, grid = matvec_geometry(row)
+    assert along == 1 and grid[0] == -(-100 // 8)
+    col = strided(0x1000, 100, 40, "col", 128, 0, 1, "float32")
+    assert (col.rs, col.cs) == (1, 128)
+    along, grid = matvec_geometry(col)
+    assert along == 0 and grid[0] == -(-100 // 32)
+
+
+def test_the_transpose_swaps_rows_columns_and_strides_and_keeps_the_batch():
+    x = strided(0x2000, 7, 9, "row", 9, 63, 5, "bfloat16")
+    assert x.batch == 5 and x.kind == "bf16"
+    t = x.t
+    assert (t.rows, t.cols, t.rs, t.cs, t.bs, t.batch) == (9, 7, 1, 9, 63, 5)
+    assert matvec_geometry(t)[0] == 0  # adjacent rows: a thread a row
+
+
+def test_a_broadcast_operand_is_one_matrix_and_a_batch_beyond_the_grid_is_looped():
+    assert strided(0, 4, 4, "row", 4, 0, 9, "float32").batch == 1
+    big = strided(0, 4, 4, "row", 4, 16, 100_000, "float32")
+    assert matvec_geometry(big)[1][1] == 65535
+
+
+def test_the_record_matches_the_kernels_struct():
+    # PgvRecord: 4 uint32, then 8 int64 indices, 8 float diffs, 8 float thresholds
+    assert RECORD.itemsize == 16 + 8 * 8 + 4 * 8 + 4 * 8
+    assert RECORD.fields["index"][1] == 16
+
+
+def _plan(variant, candidates):
+    plan = Plan.__new__(Plan)
+    plan.variant, plan.candidates = variant, candidates
+    return plan
+
+
+def test_retry_takes_the_next_rung_auto_weighed_that_could_run():
+    cands = [("musa", "unavailable: no library"), ("hg_v3_wgmma_pingpong:split_k=2", "estimated 9.0 µs"),
+             ("hg_v2_wgmma_tma", "estimated 9.5 µs, but its rows are unaligned"), ("hg_v1_mma_ldmatrix", "estimated 12.0 µs")]
+    known = lambda name: name.startswith("hg_")  # noqa: E731
+    assert retry_variant(_plan("hg_v3_wgmma_pingpong", cands), known) == "hg_v1_mma_ldmatrix"
+    assert retry_variant(_plan("hg_v1_mma_ldmatrix", cands), known) == "hg_v3_wgmma_pingpong:split_k=2"
+    assert retry_variant(_plan("cm_v14", []), known) is None
