@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .. import registry
 from ..backend import Plan
+from ..errors import PolygemmError
 
 __all__ = ["describe_check"]
 
@@ -11,6 +13,11 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     """The note ``explain`` adds for a verified call: the test, where it runs, the threshold, and its cost
     (the bytes it reads and its arithmetic as a share of the product's 2·M·N·K)."""
     p = plan.problem
+    try:
+        on = getattr(registry.get_backend(plan.backend), "verify_on_device", None)
+    except PolygemmError:
+        on = None
+    on_device = bool(on is not None and on(p))
     count, m, n, k = p.count, p.m, p.n, p.k
     reads_c = p.c is not None and p.beta != 0.0
     size_in, size_out = p.dtype.itemsize, p.out_dtype.itemsize
@@ -19,8 +26,7 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     product = 2 * count * m * n * k
     share = f"{100.0 * flops / product:.2g}% of the product's arithmetic" if product else "no product to check"
     where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads back "
-             "a count of failed rows)" if p.residency == "cuda" and plan.backend == "cuda"
-             else "on the host, in float64")
+             "a count of failed rows)" if on_device else "on the host, in float64")
     what = {"raise": "a failed check raises VerificationError", "warn": "a failed check warns (VerificationWarning) and returns",
             "retry": "a failed check recomputes once (another rung where the backend has one) and raises if that fails too"}[mode]
     tail = "; the product goes to a result of its own, copied into out once checked (out and c untouched on failure)" \

@@ -12,7 +12,7 @@ from ..core.dtypes import finfo
 from .report import SHOWN, CheckReport, Finding
 from .threshold import Coefficients, coefficients
 
-__all__ = ["host_check", "compare_rows", "signs", "row_thresholds"]
+__all__ = ["host_check", "compare_rows", "signs", "row_thresholds", "may_overflow"]
 
 _F64 = np.dtype(np.float64)
 
@@ -48,7 +48,8 @@ def _findings(failed: np.ndarray, diff: np.ndarray, thr: np.ndarray) -> tuple[Fi
 
 
 def _f64(x: Any) -> np.ndarray:
-    return np.asarray(x).astype(np.float64, copy=False)
+    with np.errstate(all="ignore"):  # a NaN or infinity is a value the check reads like any other
+        return np.asarray(x).astype(np.float64, copy=False)
 
 
 def _norms(x: np.ndarray, axis: int) -> np.ndarray:
@@ -117,3 +118,15 @@ def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
         co = coefficients(k, n, dtype, out_dtype, np.dtype(check_dtype), scalar_dtype, compensated)
         thr: np.ndarray = co.a * ya + co.c0 * c0a + co.c * ca + co.t0
     return thr
+
+
+def may_overflow(a: Any, b: Any, c0: Any, alpha: float, beta: float, out_dtype: np.dtype) -> np.ndarray:
+    """Per row: whether an element of it may rightly overflow ``out_dtype`` (the row's magnitude bound exceeds the
+    largest finite value), where the check takes a NaN or infinity for the product's own (such rows are unchecked
+    when their checksum is not finite)."""
+    a64, b64 = _f64(a), _f64(b)
+    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
+    with np.errstate(all="ignore"):
+        _, _, (ya, c0a, _) = _side(a64, b64, c64, np.zeros(a64.shape[:-1] + (b64.shape[-1],)), alpha, beta, np.ones(b64.shape[-1]), True)
+        over: np.ndarray = ~(ya + c0a <= float(finfo(out_dtype).max))
+    return over

@@ -24,7 +24,7 @@ from ...verification.threshold import coefficients
 from .variants import KERNEL_DIR
 
 __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
-           "retry_variant", "RECORD"]
+           "retry_variant", "RECORD", "checks_on_device"]
 
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
@@ -129,6 +129,12 @@ def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Findi
     return tuple(out)
 
 
+def checks_on_device(p: Any) -> bool:
+    """Whether a product of problem ``p`` is checked on the device (device operands of the dtypes the kernels
+    read, a non-empty product); else the host checks it."""
+    return bool(p.residency == "cuda" and p.dtype.name in VERIFY_KINDS and p.out_dtype.name in VERIFY_KINDS and not p.empty)
+
+
 def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
                  about: dict[str, str]) -> CheckReport | None:
     """Check ``result`` of ``plan`` on the device (None when the device check does not apply: host operands,
@@ -136,7 +142,7 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
     from ...core.read import read_operand
 
     p = plan.problem
-    if p.residency != "cuda" or p.dtype.name not in VERIFY_KINDS or p.out_dtype.name not in VERIFY_KINDS or p.empty:
+    if not checks_on_device(p):
         return None
     decided = plan.private
     sa, sb, sc, _ = decided.batch_bytes
