@@ -151,7 +151,8 @@ def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: i
         if rng.random() < 0.5:
             bit = None
             target = old + float(rng.choice([-1.0, 1.0])) * float(thr[i]) * 10.0 ** rng.uniform(math.log10(1.1), 3.0)
-            new = float(np.asarray(target).astype(res.dtype))  # as the element stores it
+            with np.errstate(over="ignore"):  # a value past the dtype's range stores as an infinity
+                new = float(np.asarray(target).astype(res.dtype))  # as the element stores it
         else:
             bit = int(rng.integers(8 * res.dtype.itemsize))
             raw = res[i:i + 1, j:j + 1].copy()

@@ -9,7 +9,8 @@ The geometry (:func:`strided`, :func:`matvec_geometry`) is pure and unit-tested 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,9 @@ import numpy as np
 from ...backend import Plan
 from ...core.dtypes import finfo
 from ...core.problem import common_stream
+from ...core.read import read_operand
 from ...core.views import operand_view
-from ...interop import device_pointer
+from ...errors import PolygemmError
 from ...verification.report import SHOWN, CheckReport, Finding
 from ...verification.threshold import coefficients
 from .variants import KERNEL_DIR
@@ -29,7 +31,8 @@ __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "stride
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
 VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec_{k}") for k in VERIFY_KINDS.values()] + [(VERIFY_SOURCE, "pg_verify_compare")]
+VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec_{k}") for k in VERIFY_KINDS.values()] + \
+    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_signs")]
 _SHOWN_DEVICE = 8  # kPgvShown
 #: the kernel's PgvRecord, as NumPy reads it back
 RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
@@ -72,47 +75,49 @@ def matvec_geometry(x: Strided) -> tuple[int, tuple[int, int, int]]:
     return along, (max(1, min(-(-x.rows // per_block), 2**31 - 1)), max(1, min(x.batch, 65535)), 1)
 
 
-def _matvec(rt: Any, x: Strided, v: int, vbs: int, seed: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
+def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
     fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
     along, grid = matvec_geometry(x)
     fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
-       np.uintp(v), np.int64(vbs), np.uint64(seed), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(along),
+       np.uintp(v), np.int64(vbs), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(along),
        block=_BLOCK, grid=grid, stream=stream)
 
 
 def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
               seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
     """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record."""
-    rows, inner = left.rows, left.cols
+    rows, inner, width = left.rows, left.cols, right.cols
     n_right = right.batch * inner
     total = count * rows
-    floats = 2 * n_right + 2 * total * (3 if c0 is not None else 2)
+    floats = width + 2 * n_right + total * (6 if c0 is not None else 4)
     head = 256  # the record first: its 8-byte fields aligned
     scratch = rt.scratch(head + 4 * floats, stream)
     try:
         rec = scratch
-        at = scratch + head
-        br, bn = at, at + 4 * n_right
-        at += 8 * n_right
-        ya, za, yc, zc = (at + 4 * total * i for i in range(4))
-        y0 = z0 = 0
-        if c0 is not None:
-            y0, z0 = at + 16 * total, at + 20 * total
+        r = scratch + head
+        br = r + 4 * width
+        bn = br + 4 * n_right
+        ya, za, yc, zc, y0, z0 = (bn + 4 * n_right + 4 * total * i for i in range(6))
         step = inner if right.batch > 1 else 0
-        _matvec(rt, right, 0, 0, seed, 0, 0, br, bn, stream)                    # B·r and B's row norms (squared)
+        signs = rt.function(VERIFY_SOURCE, "pg_verify_signs")
+        signs(np.int64(width), np.uint64(seed), np.uintp(r), block=(256, 1, 1), grid=(max(1, min(-(-width // 256), 4096)), 1, 1),
+              stream=stream)
+        _matvec(rt, right, r, 0, 0, 0, br, bn, stream)                          # B·r and B's row norms (squared)
         _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
-                br, step, 0, bn, step, ya, za, stream)                          # A·(B·r) and |A|·||B_k||
-        _matvec(rt, res, 0, 0, seed, 0, 0, yc, zc, stream)                      # C·r and ||C_i||² (same r)
+                br, step, bn, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
+        _matvec(rt, replace(res, batch=count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
         if c0 is not None:
-            _matvec(rt, c0, 0, 0, seed, 0, 0, y0, z0, stream)                   # C0·r and ||C0_i||²
+            _matvec(rt, replace(c0, batch=count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
         rt.cu.memset_d32_async(rec, 0, RECORD.itemsize // 4, stream)
         cmp = rt.function(VERIFY_SOURCE, "pg_verify_compare")
-        cmp(np.int64(total), np.uintp(yc), np.uintp(zc), np.uintp(ya), np.uintp(za), np.uintp(y0), np.uintp(z0),
-            np.float32(alpha), np.float32(beta), np.float32(co.a), np.float32(co.c0), np.float32(co.c), np.float32(co.t0),
-            np.float32(out_max), np.uintp(rec), block=(256, 1, 1), grid=(max(1, min(-(-total // 256), 65535)), 1, 1), stream=stream)
+        cmp(np.int64(total), np.uintp(yc), np.uintp(zc), np.uintp(ya), np.uintp(za), np.uintp(y0 if c0 is not None else 0),
+            np.uintp(z0 if c0 is not None else 0), np.float32(alpha), np.float32(beta), np.float32(co.a), np.float32(co.c0),
+            np.float32(co.c), np.float32(co.t0), np.float32(out_max), np.uintp(rec), block=(256, 1, 1),
+            grid=(max(1, min(-(-total // 256), 65535)), 1, 1), stream=stream)
         rt.cu.synchronize_stream(stream)
         host = np.zeros(1, RECORD)
-        rt.drv.memcpy_dtoh(host, rec)  # the stream's work is done: a plain copy reads the record
+        with rt.active():  # the stream's work is done: a plain copy reads the record
+            rt.drv.memcpy_dtoh(host, rec)
         return host
     finally:
         rt.release(scratch, stream)
@@ -129,6 +134,35 @@ def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Findi
     return tuple(out)
 
 
+class _Unwalkable(Exception):
+    """An operand whose matrices or batch the matrix-vector kernel cannot walk as it lies."""
+
+
+def _operand(name: str, x: Any, p: Any, rows: int, cols: int, dtype: str) -> Strided:
+    """``x`` (an operand of the call, or its result) as the kernels walk it: its own layout, leading dimension
+    and one batch stride (0: one matrix for the whole batch), read from the array itself, so that an operand the
+    call had made whole first (a torch view no kernel addresses) is refused here rather than misread."""
+    from ...core.read import read_operand
+
+    op = read_operand(name, x)
+    if op.dtype.name != dtype or op.shape != (rows, cols):
+        raise _Unwalkable(name)
+    dims = op.batch_dims
+    shape = tuple(d for d, _ in dims)
+    if not dims or all(st == 0 for _, st in dims):
+        stride = 0
+    else:
+        stride = dims[-1][1]
+        want = stride
+        for size, st in reversed(dims):  # one stride walks the flattened batch: each outer stride the inner span
+            if st != want and size > 1:
+                raise _Unwalkable(name)
+            want *= size
+        if shape != tuple(p.batch)[-len(shape):] or (len(shape) < len(p.batch) and math.prod(p.batch[:-len(shape)]) > 1):
+            raise _Unwalkable(name)  # a batch broadcast over outer dimensions: not one stride
+    return strided(op.ptr, rows, cols, op.layout, op.ld, stride, p.count, dtype)
+
+
 def checks_on_device(p: Any) -> bool:
     """Whether a product of problem ``p`` is checked on the device (device operands of the dtypes the kernels
     read, a non-empty product); else the host checks it."""
@@ -139,24 +173,17 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
                  about: dict[str, str]) -> CheckReport | None:
     """Check ``result`` of ``plan`` on the device (None when the device check does not apply: host operands,
     dtypes the kernels do not read, an empty product)."""
-    from ...core.read import read_operand
-
     p = plan.problem
     if not checks_on_device(p):
         return None
-    decided = plan.private
-    sa, sb, sc, _ = decided.batch_bytes
     count, m, n, k = p.count, p.m, p.n, p.k
-    out_op = read_operand("out", result)
-    sd = out_op.batch_dims[-1][1] if out_op.batch_dims else 0
-    A = strided(device_pointer(a), m, k, p.a.layout, p.a.ld, sa // p.a.itemsize, count, p.dtype.name)
-    B = strided(device_pointer(b), k, n, p.b.layout, p.b.ld, sb // p.b.itemsize, count, p.dtype.name)
-    C = strided(out_op.ptr, m, n, out_op.layout, out_op.ld, sd, count, p.out_dtype.name)
-    C = Strided(C.ptr, C.rows, C.cols, C.rs, C.cs, C.bs, C.kind, count)
-    C0 = None
-    if c is not None and beta != 0.0 and p.c is not None:
-        C0 = strided(device_pointer(c), m, n, p.c.layout, p.c.ld, sc // p.c.itemsize, count, p.out_dtype.name)
-        C0 = Strided(C0.ptr, m, n, C0.rs, C0.cs, C0.bs, C0.kind, count)
+    try:
+        A = _operand("a", a, p, m, k, p.dtype.name)
+        B = _operand("b", b, p, k, n, p.dtype.name)
+        C = _operand("out", result, p, m, n, p.out_dtype.name)
+        C0 = _operand("c", c, p, m, n, p.out_dtype.name) if c is not None and beta != 0.0 else None
+    except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
+        return None
     f32 = np.dtype(np.float32)
     out_max = float(finfo(p.out_dtype).max)
     # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)

@@ -31,9 +31,11 @@ def _no_default():
     pg.set_verify(None)
 
 
-def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray | None, w: np.ndarray | None, seed: int = 0):
+def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarray | None):
     """Run pg_verify_matvec on a (batch of) matrix x in ``layout``; returns y, z."""
     import pycuda.gpuarray as gpuarray
+
+    from polygemm.backends.cuda.verify import matvec_geometry
 
     rt = cuda.runtime
     batch, rows, cols = x.shape
@@ -41,23 +43,35 @@ def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray | None, w: np
     kind = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[x.dtype.name]
     with rt.active():
         dx = gpuarray.to_gpu(store.view(np.uint16) if x.dtype == BF16 else store)
-        dv = gpuarray.to_gpu(v.astype(np.float32)) if v is not None else None
+        dv = gpuarray.to_gpu(v.astype(np.float32))
         dw = gpuarray.to_gpu(w.astype(np.float32)) if w is not None else None
         dy, dz = gpuarray.zeros(batch * rows, np.float32), gpuarray.zeros(batch * rows, np.float32)
         s = strided(int(dx.gpudata), rows, cols, layout, cols if layout == "row" else rows, rows * cols, batch, x.dtype.name)
         fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{kind}")
-        from polygemm.backends.cuda.verify import matvec_geometry
-
         along, grid = matvec_geometry(s)
         fn(np.int64(rows), np.int64(cols), np.int64(s.batch), np.uintp(s.ptr), np.int64(s.rs), np.int64(s.cs), np.int64(s.bs),
-           np.uintp(int(dv.gpudata) if dv is not None else 0), np.int64(cols if v is not None and v.ndim > 1 else 0),
-           np.uint64(seed), np.uintp(int(dw.gpudata) if dw is not None else 0), np.int64(cols if w is not None and w.ndim > 1 else 0),
+           np.uintp(int(dv.gpudata)), np.int64(0), np.uintp(int(dw.gpudata) if dw is not None else 0), np.int64(0),
            np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.int32(along), block=(32, 8, 1), grid=grid)
         y, z = dy.get().reshape(batch, rows), dz.get().reshape(batch, rows)
         for buf in (dx, dv, dw, dy, dz):
             if buf is not None:
                 buf.gpudata.free()
     return y, z
+
+
+@pytest.mark.cuda
+def test_signs_are_plus_or_minus_one_and_balanced(cuda):
+    import pycuda.gpuarray as gpuarray
+
+    rt = cuda.runtime
+    with rt.active():
+        out = gpuarray.zeros(100_000, np.float32)
+        rt.function(VERIFY_SOURCE, "pg_verify_signs")(np.int64(100_000), np.uint64(0x1234_5678_9ABC), np.uintp(int(out.gpudata)),
+                                                      block=(256, 1, 1), grid=(64, 1, 1))
+        r = out.get()
+        out.gpudata.free()
+    assert set(np.unique(r).tolist()) == {-1.0, 1.0}
+    assert abs(float(r.mean())) < 0.02
 
 
 @pytest.mark.cuda
@@ -70,11 +84,11 @@ def test_matvec_kernel_matches_numpy(cuda, rng, dtype, layout, shape):
     w = rng.random(shape[-1])
     y, z = _kernel_matvec(cuda, x, layout, v, w)
     x64 = x.astype(np.float64)
-    np.testing.assert_allclose(y, x64 @ v, rtol=1e-5, atol=1e-5 * float((np.abs(x64) @ np.abs(v)).max()))
-    np.testing.assert_allclose(z, np.abs(x64) @ np.sqrt(w), rtol=1e-4)
-    y, z = _kernel_matvec(cuda, x, layout, None, None, seed=12345)  # the hashed signs, and the row sums of squares
+    v32 = v.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(y, x64 @ v32, rtol=1e-5, atol=1e-5 * float((np.abs(x64) @ np.abs(v32)).max()))
+    np.testing.assert_allclose(z, np.abs(x64) @ np.sqrt(w.astype(np.float32).astype(np.float64)), rtol=1e-4)
+    _, z = _kernel_matvec(cuda, x, layout, v, None)  # without w: the rows' sums of squares
     np.testing.assert_allclose(z, np.square(x64).sum(-1), rtol=1e-4)
-    assert np.all(np.abs(y) <= np.abs(x64).sum(-1) * (1 + 1e-5) + 1e-30)
 
 
 def _device(cuda, x):

@@ -7,14 +7,19 @@
 //
 // for 0 <= i < rows, 0 <= j < cols, 0 <= b < batch, where X(b, i, j) = X[b*bs + i*rs + j*cs] (strides in
 // elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
-// batch, or a batch broadcast with bs = 0). v_j is v[b*vbs + j], or, with v = nullptr, ±1 drawn from
-// `seed` by a hash of (seed, j): the check's random vector is made where it is used, nothing is uploaded
-// per call. Inputs float32, float16 or bfloat16, sums in float32: y's compensated (Kahan), since its
-// rounding enters the threshold; z's plain, since z only scales the threshold. `along` chooses how
-// threads walk X: along a row (cs == 1: one warp per row, the lanes over j, coalesced) or across rows
-// (rs == 1: one thread per row, 32 rows a block, its 8 warps over slices of j, coalesced across the
-// rows). So C·r, B·r and A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row
-// norms, C's) come in the same read.
+// batch, or a batch broadcast with bs = 0); v_j is v[b*vbs + j]. Inputs float32, float16 or bfloat16,
+// sums in float32: y's compensated (Kahan), since its rounding enters the threshold; z's plain, since z
+// only scales the threshold. `along` chooses how threads walk X: along a row (cs == 1: one warp per row,
+// the lanes over j, coalesced) or across rows (rs == 1: one thread per row, 32 rows a block, its 8 warps
+// over slices of j, coalesced across the rows); either way each thread keeps 4 loads in flight (a
+// matrix-vector product is bound by memory, and one load at a time leaves most of it idle). So C·r, B·r
+// and A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row norms, C's) come in the
+// same read.
+//
+//   pg_verify_signs:    r[j] = ±1 for 0 <= j < n, from `seed` by a hash of (seed, j)
+//
+// the check's random vector, made on the device (nothing is uploaded per call) once per check and read
+// by every pass from cache (a hash per element would cost the matrix-vector loops more than their loads).
 //
 //   pg_verify_compare:  per row t < total, got = yC[t], want = alpha*yA[t] + beta*yC0[t],
 //                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*sqrt(zC0[t]) + t0 + kc*sqrt(zC[t])
@@ -30,18 +35,23 @@ __device__ __forceinline__ float pgv_float(float v) { return v; }
 __device__ __forceinline__ float pgv_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float pgv_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// splitmix64's finalizer of seed + j * golden ratio: independent-looking signs for each j, any seed
+// murmur3's 32-bit finalizer of (j, seed): independent-looking signs for each j, any seed
 __device__ __forceinline__ float pgv_sign(unsigned long long seed, long long j) {
-    unsigned long long x = seed + (unsigned long long)j * 0x9E3779B97F4A7C15ull;
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return (x & 1ull) ? 1.f : -1.f;
+    unsigned int x = (unsigned int)j * 0x9E3779B1u ^ (unsigned int)seed ^ ((unsigned int)(seed >> 32) * 0x85EBCA6Bu);
+    x ^= x >> 16;
+    x *= 0x85EBCA6Bu;
+    x ^= x >> 13;
+    x *= 0xC2B2AE35u;
+    x ^= x >> 16;
+    return (x & 1u) ? 1.f : -1.f;
 }
 
-// Kahan's compensated sum: s + (-c) is the sum, c the rounding error caught so far
+extern "C" __global__ void __launch_bounds__(256) pg_verify_signs(long long n, unsigned long long seed, float* __restrict__ r) {
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x)
+        r[j] = pgv_sign(seed, j);
+}
+
+// Kahan's compensated sum: s - c is the sum, c the rounding error caught so far
 struct PgvKahan {
     float s = 0.f, c = 0.f;
     __device__ __forceinline__ void add(float x) {
@@ -52,28 +62,40 @@ struct PgvKahan {
     }
 };
 
-constexpr int kPgvWarps = 8;  // warps a block (blockDim = 32 x 8)
+constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
+constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight
 
 template <typename T>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
-                                           long long vbs, unsigned long long seed, const float* __restrict__ w,
+                                           long long vbs, const float* __restrict__ w,
                                            long long wbs, float* __restrict__ y, float* __restrict__ z, int along) {
     __shared__ float part[3][kPgvWarps][33];
     const int lane = threadIdx.x, slice = threadIdx.y;
     for (long long b = blockIdx.y; b < batch; b += gridDim.y) {
         const T* xb = X + b * bs;
-        const float* vb = v != nullptr ? v + b * vbs : nullptr;
+        const float* vb = v + b * vbs;
         const float* wb = w != nullptr ? w + b * wbs : nullptr;
         if (along) {  // one warp a row: lanes over j
             for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
                 const T* row = xb + i * rs;
                 PgvKahan acc;
                 float sq = 0.f;
-                for (long long j = lane; j < cols; j += 32) {
-                    const float x = pgv_float(row[j * cs]);
-                    acc.add(x * (vb != nullptr ? vb[j] : pgv_sign(seed, j)));
-                    sq += wb != nullptr ? fabsf(x) * sqrtf(wb[j]) : x * x;
+                for (long long j0 = lane; j0 < cols; j0 += 32 * kPgvUnroll) {
+                    float x[kPgvUnroll];
+#pragma unroll
+                    for (int u = 0; u < kPgvUnroll; ++u) {  // the loads first, all in flight
+                        const long long j = j0 + 32 * u;
+                        x[u] = j < cols ? pgv_float(row[j * cs]) : 0.f;
+                    }
+#pragma unroll
+                    for (int u = 0; u < kPgvUnroll; ++u) {
+                        const long long j = j0 + 32 * u;
+                        if (j < cols) {
+                            acc.add(x[u] * vb[j]);
+                            sq += wb != nullptr ? fabsf(x[u]) * sqrtf(wb[j]) : x[u] * x[u];
+                        }
+                    }
                 }
                 float s = acc.s, c = acc.c;
 #pragma unroll
@@ -94,10 +116,21 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 float sq = 0.f;
                 if (i < rows) {
                     const T* row = xb + i * rs;
-                    for (long long j = slice; j < cols; j += kPgvWarps) {
-                        const float x = pgv_float(row[j * cs]);
-                        acc.add(x * (vb != nullptr ? vb[j] : pgv_sign(seed, j)));
-                        sq += wb != nullptr ? fabsf(x) * sqrtf(wb[j]) : x * x;
+                    for (long long j0 = slice; j0 < cols; j0 += kPgvWarps * kPgvUnroll) {
+                        float x[kPgvUnroll];
+#pragma unroll
+                        for (int u = 0; u < kPgvUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            x[u] = j < cols ? pgv_float(row[j * cs]) : 0.f;
+                        }
+#pragma unroll
+                        for (int u = 0; u < kPgvUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            if (j < cols) {
+                                acc.add(x[u] * vb[j]);
+                                sq += wb != nullptr ? fabsf(x[u]) * sqrtf(wb[j]) : x[u] * x[u];
+                            }
+                        }
                     }
                 }
                 part[0][slice][lane] = acc.s;
@@ -124,9 +157,9 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
 #define PGV_MATVEC(SUFFIX, T)                                                                                       \
     extern "C" __global__ void __launch_bounds__(256) pg_verify_matvec_##SUFFIX(                                    \
         long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
-        long long bs, const float* __restrict__ v, long long vbs, unsigned long long seed,                          \
-        const float* __restrict__ w, long long wbs, float* __restrict__ y, float* __restrict__ z, int along) {      \
-        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, seed, w, wbs, y, z, along);                         \
+        long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
+        float* __restrict__ y, float* __restrict__ z, int along) {                                                  \
+        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, along);                               \
     }
 
 PGV_MATVEC(f32, float)
