@@ -8,6 +8,7 @@ into ``out`` per verified call with ``out``; a call without ``out`` pays nothing
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import warnings
@@ -51,7 +52,7 @@ def host_values(x: Any, backend: Backend | None = None) -> np.ndarray | None:
         return host
     if module == "cupy":
         return np.asarray(x.get())
-    if backend is not None and not hasattr(x, "__array__") and hasattr(x, "__cuda_array_interface__"):
+    if backend is not None and hasattr(x, "__cuda_array_interface__"):  # pycuda and the like: the backend copies it
         return np.asarray(backend.to_host(x))
     return np.asarray(x)
 
@@ -74,8 +75,9 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
                       scalar_dtype=scalars, about=about)
 
 
-def deliver(result: Any, out: Any) -> Any:
-    """``result`` into ``out`` (returned), or ``result`` itself when there is no ``out``."""
+def deliver(result: Any, out: Any, backend: Backend | None = None) -> Any:
+    """``result`` into ``out`` (returned), or ``result`` itself when there is no ``out``; ``backend``: whose
+    context a device array of its own (pycuda's) is written in."""
     if out is None:
         return result
     if isinstance(out, np.ndarray):
@@ -83,7 +85,8 @@ def deliver(result: Any, out: Any) -> Any:
     elif type(out).__module__.partition(".")[0] == "torch":
         out.copy_(result)
     else:
-        out[...] = result
+        with backend.active() if backend is not None else contextlib.nullcontext():
+            out[...] = result
     return out
 
 
@@ -112,13 +115,14 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
     backend = registry.get_backend(plan.backend)
     alpha_, beta_ = plan.problem.alpha, plan.problem.beta
     if active_faults():
-        corrupt(result, backend.to_host)
+        with backend.active():  # a device array of the backend's own (pycuda) is written with its context current
+            corrupt(result, backend.to_host)
     report = check_product(backend, plan, a, b, c, result, alpha_, beta_)
     if report.ok:
-        return deliver(result, out)
+        return deliver(result, out, backend)
     if mode == "warn":
         warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"), stacklevel=3)
-        return deliver(result, out)
+        return deliver(result, out, backend)
     if mode == "retry":
         other = _retry_variant(backend, plan)
         try:
@@ -130,12 +134,14 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
         again = last_plan()
         assert again is not None
         if active_faults():
-            corrupt(result, backend.to_host)
+            with backend.active():
+                corrupt(result, backend.to_host)
         second = check_product(backend, again, a, b, c, result, alpha_, beta_)
         if second.ok:
             log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
-            return deliver(result, out)
+            return deliver(result, out, backend)
         first = f"first attempt: variant {plan.variant!r}, {report.failed} rows off (worst row {report.rows[0] if report.rows else '?'})"
         report = replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too"))
+    kept = " and ".join(name for name, x in (("out", out), ("c", c)) if x is not None)
     raise VerificationError(report.message() + "; the result was not handed back" +
-                            ("; out and c are untouched" if out is not None else ""), report=report)
+                            (f"; {kept} {'are' if ' and ' in kept else 'is'} untouched" if kept else ""), report=report)
