@@ -67,17 +67,24 @@ def strided(ptr: int, rows: int, cols: int, layout: str, ld: int, batch_stride: 
     return Strided(ptr, rows, cols, rs, cs, batch_stride, VERIFY_KINDS[dtype], count if batch_stride else 1)
 
 
-def matvec_geometry(x: Strided) -> tuple[int, tuple[int, int, int]]:
+def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, int]]:
     """(along, grid) of one matrix-vector launch: threads walk X along its rows (a warp a row) when its
-    columns are adjacent in memory (or nearer than its rows), else across its rows (a thread a row)."""
+    columns are adjacent in memory (or nearer than its rows), else across its rows (a thread a row); the
+    grid's y takes slices of the columns until about four blocks an SM are running (a matrix of few long
+    rows fills the device too), each slice at least 512 (along) or 256 (across) columns; its z the batch."""
     along = int(x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs)))
     per_block = 8 if along else 32
-    return along, (max(1, min(-(-x.rows // per_block), 2**31 - 1)), max(1, min(x.batch, 65535)), 1)
+    gx = max(1, min(-(-x.rows // per_block), 2**31 - 1))
+    gz = max(1, min(x.batch, 65535))
+    least = 512 if along else 256
+    splits = max(1, min(-(-4 * sms // (gx * gz)), -(-x.cols // least), 64))
+    return along, (gx, splits, gz)
 
 
 def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
+    """Queue y = X·v, z = |X|·sqrt(w) (or X²·1 without w) into zeroed y and z."""
     fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
-    along, grid = matvec_geometry(x)
+    along, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
     fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
        np.uintp(v), np.int64(vbs), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(along),
        block=_BLOCK, grid=grid, stream=stream)
@@ -99,6 +106,7 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
         bn = br + 4 * n_right
         ya, za, yc, zc, y0, z0 = (bn + 4 * n_right + 4 * total * i for i in range(6))
         step = inner if right.batch > 1 else 0
+        rt.cu.memset_d32_async(br, 0, floats - width, stream)  # the sums: slices of a row add into them
         signs = rt.function(VERIFY_SOURCE, "pg_verify_signs")
         signs(np.int64(width), np.uint64(seed), np.uintp(r), block=(256, 1, 1), grid=(max(1, min(-(-width // 256), 4096)), 1, 1),
               stream=stream)

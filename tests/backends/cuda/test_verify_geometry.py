@@ -13,7 +13,7 @@ def test_row_major_is_walked_along_its_rows_and_column_major_across():
     row = strided(0x1000, 100, 40, "row", 64, 0, 1, "float16")
     assert (row.rs, row.cs, row.batch) == (64, 1, 1)
     along, grid = matvec_geometry(row)
-    assert along == 1 and grid[0] == -(-100 // 8)
+    assert along == 1 and grid[0] == -(-100 // 8) and grid[1] == 1  # 40 columns: one slice
     col = strided(0x1000, 100, 40, "col", 128, 0, 1, "float32")
     assert (col.rs, col.cs) == (1, 128)
     along, grid = matvec_geometry(col)
@@ -31,7 +31,17 @@ def test_the_transpose_swaps_rows_columns_and_strides_and_keeps_the_batch():
 def test_a_broadcast_operand_is_one_matrix_and_a_batch_beyond_the_grid_is_looped():
     assert strided(0, 4, 4, "row", 4, 0, 9, "float32").batch == 1
     big = strided(0, 4, 4, "row", 4, 16, 100_000, "float32")
-    assert matvec_geometry(big)[1][1] == 65535
+    assert matvec_geometry(big)[1][2] == 65535
+
+
+def test_few_long_rows_are_sliced_to_fill_the_device_and_many_rows_are_not():
+    skinny_b = strided(0, 4096, 6144, "col", 4096, 0, 1, "float16")  # B (K x N) of a 16-token product, column-major
+    along, (gx, splits, gz) = matvec_geometry(skinny_b, sms=132)
+    assert along == 0 and gx == 128 and splits == 5 and gx * splits >= 4 * 132
+    one_row = strided(0, 1, 262_144, "row", 262_144, 0, 1, "float16")
+    assert matvec_geometry(one_row, sms=132)[1][1] == 64  # capped
+    square = strided(0, 8192, 8192, "row", 8192, 0, 1, "float16")
+    assert matvec_geometry(square, sms=132)[1][1] == 1
 
 
 def test_the_record_matches_the_kernels_struct():

@@ -12,8 +12,11 @@
 // only scales the threshold. `along` chooses how threads walk X: along a row (cs == 1: one warp per row,
 // the lanes over j, coalesced) or across rows (rs == 1: one thread per row, 32 rows a block, its 8 warps
 // over slices of j, coalesced across the rows); either way each thread keeps 4 loads in flight (a
-// matrix-vector product is bound by memory, and one load at a time leaves most of it idle). So C·r, B·r
-// and A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row norms, C's) come in the
+// matrix-vector product is bound by memory, and one load at a time leaves most of it idle). blockIdx.y
+// takes one of gridDim.y slices of j, so that a matrix of few long rows (the B of a skinny product) still
+// fills the device: its slices' sums are added to y and z with atomics (zeroed before the launch), one
+// more rounding each, which the threshold allows for. blockIdx.z walks the batch. So C·r, B·r and
+// A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row norms, C's) come in the
 // same read.
 //
 //   pg_verify_signs:    r[j] = ±1 for 0 <= j < n, from `seed` by a hash of (seed, j)
@@ -65,14 +68,22 @@ struct PgvKahan {
 constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
 constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight
 
+__device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
+    if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
+    else atomicAdd(out, v);         // a slice of it: added to the zeroed sum
+}
+
 template <typename T>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
-                                           long long vbs, const float* __restrict__ w,
-                                           long long wbs, float* __restrict__ y, float* __restrict__ z, int along) {
+                                           long long vbs, const float* __restrict__ w, long long wbs,
+                                           float* __restrict__ y, float* __restrict__ z, int along) {
     __shared__ float part[3][kPgvWarps][33];
     const int lane = threadIdx.x, slice = threadIdx.y;
-    for (long long b = blockIdx.y; b < batch; b += gridDim.y) {
+    // blockIdx.y takes one of gridDim.y slices of j: a matrix of few rows still fills the device
+    const long long chunk = (cols + gridDim.y - 1) / gridDim.y;
+    const long long jb = blockIdx.y * chunk, je = min(cols, jb + chunk);
+    for (long long b = blockIdx.z; b < batch; b += gridDim.z) {
         const T* xb = X + b * bs;
         const float* vb = v + b * vbs;
         const float* wb = w != nullptr ? w + b * wbs : nullptr;
@@ -81,17 +92,17 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 const T* row = xb + i * rs;
                 PgvKahan acc;
                 float sq = 0.f;
-                for (long long j0 = lane; j0 < cols; j0 += 32 * kPgvUnroll) {
+                for (long long j0 = jb + lane; j0 < je; j0 += 32 * kPgvUnroll) {
                     float x[kPgvUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvUnroll; ++u) {  // the loads first, all in flight
                         const long long j = j0 + 32 * u;
-                        x[u] = j < cols ? pgv_float(row[j * cs]) : 0.f;
+                        x[u] = j < je ? pgv_float(row[j * cs]) : 0.f;
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvUnroll; ++u) {
                         const long long j = j0 + 32 * u;
-                        if (j < cols) {
+                        if (j < je) {
                             acc.add(x[u] * vb[j]);
                             sq += wb != nullptr ? fabsf(x[u]) * sqrtf(wb[j]) : x[u] * x[u];
                         }
@@ -105,8 +116,8 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                     sq += __shfl_down_sync(0xffffffffu, sq, off);
                 }
                 if (lane == 0) {
-                    y[b * rows + i] = s - c;
-                    z[b * rows + i] = sq;
+                    pgv_store(y + b * rows + i, s - c);
+                    pgv_store(z + b * rows + i, sq);
                 }
             }
         } else {  // one thread a row, 32 rows a block: the block's warps take slices of j
@@ -116,17 +127,17 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 float sq = 0.f;
                 if (i < rows) {
                     const T* row = xb + i * rs;
-                    for (long long j0 = slice; j0 < cols; j0 += kPgvWarps * kPgvUnroll) {
+                    for (long long j0 = jb + slice; j0 < je; j0 += kPgvWarps * kPgvUnroll) {
                         float x[kPgvUnroll];
 #pragma unroll
                         for (int u = 0; u < kPgvUnroll; ++u) {
                             const long long j = j0 + kPgvWarps * u;
-                            x[u] = j < cols ? pgv_float(row[j * cs]) : 0.f;
+                            x[u] = j < je ? pgv_float(row[j * cs]) : 0.f;
                         }
 #pragma unroll
                         for (int u = 0; u < kPgvUnroll; ++u) {
                             const long long j = j0 + kPgvWarps * u;
-                            if (j < cols) {
+                            if (j < je) {
                                 acc.add(x[u] * vb[j]);
                                 sq += wb != nullptr ? fabsf(x[u]) * sqrtf(wb[j]) : x[u] * x[u];
                             }
@@ -145,8 +156,8 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         c += part[1][k][lane];
                         q += part[2][k][lane];
                     }
-                    y[b * rows + i] = s - c;
-                    z[b * rows + i] = q;
+                    pgv_store(y + b * rows + i, s - c);
+                    pgv_store(z + b * rows + i, q);
                 }
                 __syncthreads();
             }
