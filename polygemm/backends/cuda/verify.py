@@ -67,26 +67,38 @@ def strided(ptr: int, rows: int, cols: int, layout: str, ld: int, batch_stride: 
     return Strided(ptr, rows, cols, rs, cs, batch_stride, VERIFY_KINDS[dtype], count if batch_stride else 1)
 
 
+_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
+
+
 def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, int]]:
-    """(along, grid) of one matrix-vector launch: threads walk X along its rows (a warp a row) when its
-    columns are adjacent in memory (or nearer than its rows), else across its rows (a thread a row); the
-    grid's y takes slices of the columns until about four blocks an SM are running (a matrix of few long
-    rows fills the device too), each slice at least 512 (along) or 256 (across) columns; its z the batch."""
-    along = int(x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs)))
-    per_block = 8 if along else 32
+    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row: mode 2 with
+    16-byte loads where every row starts on a 16-byte boundary, else 1) when its columns are adjacent in memory
+    (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
+    column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
+    about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
+    512 (along) or 256 (across) columns; its z the batch."""
+    size = _ITEMSIZE[x.kind]
+    along = x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs))
+    aligned = x.ptr % 16 == 0 and (x.bs * size) % 16 == 0
+    if along:
+        mode = 2 if x.cs == 1 and aligned and (x.rs * size) % 16 == 0 else 1
+        per_block = 8
+    else:
+        mode = 3 if x.rs == 1 and aligned and (x.cs * size) % 16 == 0 else 0
+        per_block = 32 * (16 // size) if mode == 3 else 32
     gx = max(1, min(-(-x.rows // per_block), 2**31 - 1))
     gz = max(1, min(x.batch, 65535))
     least = 512 if along else 256
     splits = max(1, min(-(-4 * sms // (gx * gz)), -(-x.cols // least), 64))
-    return along, (gx, splits, gz)
+    return mode, (gx, splits, gz)
 
 
 def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
     """Queue y = X·v, z = |X|·sqrt(w) (or X²·1 without w) into zeroed y and z."""
     fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
-    along, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
+    mode, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
     fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
-       np.uintp(v), np.int64(vbs), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(along),
+       np.uintp(v), np.int64(vbs), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(mode),
        block=_BLOCK, grid=grid, stream=stream)
 
 

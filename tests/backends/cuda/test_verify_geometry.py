@@ -12,12 +12,16 @@ from polygemm.backends.cuda.verify import RECORD, matvec_geometry, retry_variant
 def test_row_major_is_walked_along_its_rows_and_column_major_across():
     row = strided(0x1000, 100, 40, "row", 64, 0, 1, "float16")
     assert (row.rs, row.cs, row.batch) == (64, 1, 1)
-    along, grid = matvec_geometry(row)
-    assert along == 1 and grid[0] == -(-100 // 8) and grid[1] == 1  # 40 columns: one slice
+    mode, grid = matvec_geometry(row)
+    assert mode == 2 and grid[0] == -(-100 // 8) and grid[1] == 1  # aligned rows, 16-byte loads; 40 columns: one slice
+    assert matvec_geometry(strided(0x1000, 100, 40, "row", 63, 0, 1, "float16"))[0] == 1  # rows off 16 bytes: scalar
+    assert matvec_geometry(strided(0x1002, 100, 40, "row", 64, 0, 1, "float16"))[0] == 1
     col = strided(0x1000, 100, 40, "col", 128, 0, 1, "float32")
     assert (col.rs, col.cs) == (1, 128)
-    along, grid = matvec_geometry(col)
-    assert along == 0 and grid[0] == -(-100 // 32)
+    mode, grid = matvec_geometry(col)
+    assert mode == 3 and grid[0] == -(-100 // 128)  # 4 float32 rows a thread, 128 a block
+    mode, grid = matvec_geometry(strided(0x1000, 100, 40, "col", 101, 0, 1, "float32"))
+    assert mode == 0 and grid[0] == -(-100 // 32)
 
 
 def test_the_transpose_swaps_rows_columns_and_strides_and_keeps_the_batch():
@@ -25,7 +29,7 @@ def test_the_transpose_swaps_rows_columns_and_strides_and_keeps_the_batch():
     assert x.batch == 5 and x.kind == "bf16"
     t = x.t
     assert (t.rows, t.cols, t.rs, t.cs, t.bs, t.batch) == (9, 7, 1, 9, 63, 5)
-    assert matvec_geometry(t)[0] == 0  # adjacent rows: a thread a row
+    assert matvec_geometry(t)[0] == 0  # adjacent rows, but columns off 16 bytes (ld 9): a thread a row
 
 
 def test_a_broadcast_operand_is_one_matrix_and_a_batch_beyond_the_grid_is_looped():
@@ -36,8 +40,8 @@ def test_a_broadcast_operand_is_one_matrix_and_a_batch_beyond_the_grid_is_looped
 
 def test_few_long_rows_are_sliced_to_fill_the_device_and_many_rows_are_not():
     skinny_b = strided(0, 4096, 6144, "col", 4096, 0, 1, "float16")  # B (K x N) of a 16-token product, column-major
-    along, (gx, splits, gz) = matvec_geometry(skinny_b, sms=132)
-    assert along == 0 and gx == 128 and splits == 5 and gx * splits >= 4 * 132
+    mode, (gx, splits, gz) = matvec_geometry(skinny_b, sms=132)
+    assert mode == 3 and gx == 16 and splits == 24  # slices of 256 columns: 384 blocks of 256 rows
     one_row = strided(0, 1, 262_144, "row", 262_144, 0, 1, "float16")
     assert matvec_geometry(one_row, sms=132)[1][1] == 64  # capped
     square = strided(0, 8192, 8192, "row", 8192, 0, 1, "float16")

@@ -31,27 +31,33 @@ def _no_default():
     pg.set_verify(None)
 
 
-def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarray | None):
-    """Run pg_verify_matvec on a (batch of) matrix x in ``layout``; returns y, z."""
+def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarray | None, pad: int = 0, splits: int = 0):
+    """Run pg_verify_matvec on a (batch of) matrix x in ``layout``, stored with ``pad`` more elements a line than
+    it has (a leading dimension beyond its width); ``splits``: slices of the columns (0: the backend's choice)."""
     import pycuda.gpuarray as gpuarray
 
     from polygemm.backends.cuda.verify import matvec_geometry
 
     rt = cuda.runtime
     batch, rows, cols = x.shape
-    store = np.ascontiguousarray(x if layout == "row" else np.swapaxes(x, -1, -2))
+    lines = x if layout == "row" else np.swapaxes(x, -1, -2)
+    store = np.zeros(lines.shape[:-1] + (lines.shape[-1] + pad,), x.dtype)
+    store[..., :lines.shape[-1]] = lines
+    ld = store.shape[-1]
     kind = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}[x.dtype.name]
     with rt.active():
         dx = gpuarray.to_gpu(store.view(np.uint16) if x.dtype == BF16 else store)
         dv = gpuarray.to_gpu(v.astype(np.float32))
         dw = gpuarray.to_gpu(w.astype(np.float32)) if w is not None else None
         dy, dz = gpuarray.zeros(batch * rows, np.float32), gpuarray.zeros(batch * rows, np.float32)
-        s = strided(int(dx.gpudata), rows, cols, layout, cols if layout == "row" else rows, rows * cols, batch, x.dtype.name)
+        s = strided(int(dx.gpudata), rows, cols, layout, ld, store[0].size, batch, x.dtype.name)
         fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{kind}")
-        along, grid = matvec_geometry(s)
+        mode, grid = matvec_geometry(s, rt.sms)
+        if splits:
+            grid = (grid[0], splits, grid[2])
         fn(np.int64(rows), np.int64(cols), np.int64(s.batch), np.uintp(s.ptr), np.int64(s.rs), np.int64(s.cs), np.int64(s.bs),
            np.uintp(int(dv.gpudata)), np.int64(0), np.uintp(int(dw.gpudata) if dw is not None else 0), np.int64(0),
-           np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.int32(along), block=(32, 8, 1), grid=grid)
+           np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.int32(mode), block=(32, 8, 1), grid=grid)
         y, z = dy.get().reshape(batch, rows), dz.get().reshape(batch, rows)
         for buf in (dx, dv, dw, dy, dz):
             if buf is not None:
@@ -77,17 +83,20 @@ def test_signs_are_plus_or_minus_one_and_balanced(cuda):
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("layout", ["row", "col"])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 37, 301), (1, 300, 5), (3, 64, 64)])
-def test_matvec_kernel_matches_numpy(cuda, rng, dtype, layout, shape):
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 37, 301), (1, 300, 5), (3, 64, 64), (2, 300, 1000), (1, 3, 9000)])
+@pytest.mark.parametrize("pad,splits", [(0, 0), (8, 0), (3, 0), (8, 3)], ids=["compact", "aligned-ld", "odd-ld", "sliced"])
+def test_matvec_kernel_matches_numpy(cuda, rng, dtype, layout, shape, pad, splits):
+    """Every path of the kernel (16-byte loads where lines start on 16-byte boundaries, scalar ones where not,
+    vector tails, slices of the columns added by atomics) against NumPy."""
     x = rng.standard_normal(shape).astype(dtype)
     v = rng.standard_normal(shape[-1])
     w = rng.random(shape[-1])
-    y, z = _kernel_matvec(cuda, x, layout, v, w)
+    y, z = _kernel_matvec(cuda, x, layout, v, w, pad, splits)
     x64 = x.astype(np.float64)
     v32 = v.astype(np.float32).astype(np.float64)
     np.testing.assert_allclose(y, x64 @ v32, rtol=1e-5, atol=1e-5 * float((np.abs(x64) @ np.abs(v32)).max()))
     np.testing.assert_allclose(z, np.abs(x64) @ np.sqrt(w.astype(np.float32).astype(np.float64)), rtol=1e-4)
-    _, z = _kernel_matvec(cuda, x, layout, v, None)  # without w: the rows' sums of squares
+    _, z = _kernel_matvec(cuda, x, layout, v, None, pad, splits)  # without w: the rows' sums of squares
     np.testing.assert_allclose(z, np.square(x64).sum(-1), rtol=1e-4)
 
 

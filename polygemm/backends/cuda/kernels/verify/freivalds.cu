@@ -9,10 +9,12 @@
 // elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
 // batch, or a batch broadcast with bs = 0); v_j is v[b*vbs + j]. Inputs float32, float16 or bfloat16,
 // sums in float32: y's compensated (Kahan), since its rounding enters the threshold; z's plain, since z
-// only scales the threshold. `along` chooses how threads walk X: along a row (cs == 1: one warp per row,
-// the lanes over j, coalesced) or across rows (rs == 1: one thread per row, 32 rows a block, its 8 warps
-// over slices of j, coalesced across the rows); either way each thread keeps 4 loads in flight (a
-// matrix-vector product is bound by memory, and one load at a time leaves most of it idle). blockIdx.y
+// only scales the threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
+// row, the lanes over j, coalesced; 2: the same with 16-byte loads, for rows that start on 16-byte
+// boundaries) or across rows (0: rs == 1, one thread per row, 32 rows a block, its 8 warps over slices of
+// j, coalesced across the rows; 3: a thread 16 bytes of adjacent rows, 32 such a block). A
+// matrix-vector product is bound by memory: the scalar paths keep 4 loads a thread in flight, the
+// vectorized ones two of 16 bytes (one 2-byte load at a time would leave most of the memory idle). blockIdx.y
 // takes one of gridDim.y slices of j, so that a matrix of few long rows (the B of a skinny product) still
 // fills the device: its slices' sums are added to y and z with atomics (zeroed before the launch), one
 // more rounding each, which the threshold allows for. blockIdx.z walks the batch. So C·r, B·r and
@@ -37,6 +39,24 @@
 __device__ __forceinline__ float pgv_float(float v) { return v; }
 __device__ __forceinline__ float pgv_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float pgv_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// 16 bytes of elements (4 float32, 8 float16 or bfloat16) as floats: the vectorized paths' loads
+__device__ __forceinline__ void pgv_unpack(uint4 raw, float* out, const float*) {
+    out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y), out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
+}
+__device__ __forceinline__ float pgv_bits(unsigned int b, const __half*) { return __half2float(__ushort_as_half((unsigned short)b)); }
+__device__ __forceinline__ float pgv_bits(unsigned int b, const __nv_bfloat16*) {
+    return __bfloat162float(__ushort_as_bfloat16((unsigned short)b));
+}
+template <typename T>
+__device__ __forceinline__ void pgv_unpack(uint4 raw, float* out, const T* tag) {
+    const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        out[2 * k] = pgv_bits(w[k] & 0xffffu, tag);
+        out[2 * k + 1] = pgv_bits(w[k] >> 16, tag);
+    }
+}
 
 // murmur3's 32-bit finalizer of (j, seed): independent-looking signs for each j, any seed
 __device__ __forceinline__ float pgv_sign(unsigned long long seed, long long j) {
@@ -66,7 +86,8 @@ struct PgvKahan {
 };
 
 constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
-constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight
+constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight (scalar paths)
+constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized paths)
 
 __device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
     if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
@@ -77,17 +98,121 @@ template <typename T>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
                                            long long vbs, const float* __restrict__ w, long long wbs,
-                                           float* __restrict__ y, float* __restrict__ z, int along) {
+                                           float* __restrict__ y, float* __restrict__ z, int mode) {
+    constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
     __shared__ float part[3][kPgvWarps][33];
+    __shared__ float vpart[3][kPgvWarps][32 * 8];  // the vectorized across path's: 32 lanes x E rows (E <= 8)
     const int lane = threadIdx.x, slice = threadIdx.y;
     // blockIdx.y takes one of gridDim.y slices of j: a matrix of few rows still fills the device
-    const long long chunk = (cols + gridDim.y - 1) / gridDim.y;
+    // (a multiple of 256 elements: each slice starts on a 16-byte boundary of an aligned row)
+    const long long chunk = ((cols + gridDim.y - 1) / gridDim.y + 255) / 256 * 256;
     const long long jb = blockIdx.y * chunk, je = min(cols, jb + chunk);
     for (long long b = blockIdx.z; b < batch; b += gridDim.z) {
         const T* xb = X + b * bs;
         const float* vb = v + b * vbs;
         const float* wb = w != nullptr ? w + b * wbs : nullptr;
-        if (along) {  // one warp a row: lanes over j
+        if (mode == 2) {  // one warp a row, lanes over 16-byte vectors of it (rows 16-byte aligned)
+            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
+                const T* row = xb + i * rs;
+                PgvKahan acc;
+                float sq = 0.f;
+                for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvVecUnroll) {
+                    float x[kPgvVecUnroll][E];
+#pragma unroll
+                    for (int u = 0; u < kPgvVecUnroll; ++u) {
+                        const long long j = j0 + 32 * E * u;
+                        if (j + E <= je) {
+                            pgv_unpack(__ldg(reinterpret_cast<const uint4*>(row + j)), x[u], row);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < E; ++e) x[u][e] = j + e < je ? pgv_float(row[j + e]) : 0.f;
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < kPgvVecUnroll; ++u) {
+#pragma unroll
+                        for (int e = 0; e < E; ++e) {
+                            const long long j = j0 + 32 * E * u + e;
+                            if (j < je) {
+                                acc.add(x[u][e] * vb[j]);
+                                sq += wb != nullptr ? fabsf(x[u][e]) * sqrtf(wb[j]) : x[u][e] * x[u][e];
+                            }
+                        }
+                    }
+                }
+                float s = acc.s, c = acc.c;
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) {
+                    s += __shfl_down_sync(0xffffffffu, s, off);
+                    c += __shfl_down_sync(0xffffffffu, c, off);
+                    sq += __shfl_down_sync(0xffffffffu, sq, off);
+                }
+                if (lane == 0) {
+                    pgv_store(y + b * rows + i, s - c);
+                    pgv_store(z + b * rows + i, sq);
+                }
+            }
+        } else if (mode == 3) {  // a thread E adjacent rows (one 16-byte load a column), 32E rows a block
+            for (long long i0 = (long long)blockIdx.x * 32 * E; i0 < rows; i0 += (long long)gridDim.x * 32 * E) {
+                const long long ib = i0 + (long long)lane * E;
+                PgvKahan acc[E];
+                float sq[E];
+#pragma unroll
+                for (int e = 0; e < E; ++e) sq[e] = 0.f;
+                if (ib < rows) {
+                    const T* base = xb + ib;
+                    const bool full = ib + E <= rows;
+                    for (long long j0 = jb + slice; j0 < je; j0 += kPgvWarps * kPgvVecUnroll) {
+                        float x[kPgvVecUnroll][E];
+#pragma unroll
+                        for (int u = 0; u < kPgvVecUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            if (j < je && full) {
+                                pgv_unpack(__ldg(reinterpret_cast<const uint4*>(base + j * cs)), x[u], base);
+                            } else {
+#pragma unroll
+                                for (int e = 0; e < E; ++e) x[u][e] = j < je && ib + e < rows ? pgv_float(base[j * cs + e]) : 0.f;
+                            }
+                        }
+#pragma unroll
+                        for (int u = 0; u < kPgvVecUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            if (j < je) {
+                                const float vj = vb[j];
+                                const float wj = wb != nullptr ? sqrtf(wb[j]) : 0.f;
+#pragma unroll
+                                for (int e = 0; e < E; ++e) {
+                                    acc[e].add(x[u][e] * vj);
+                                    sq[e] += wb != nullptr ? fabsf(x[u][e]) * wj : x[u][e] * x[u][e];
+                                }
+                            }
+                        }
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < E; ++e) {
+                    vpart[0][slice][lane * E + e] = acc[e].s;
+                    vpart[1][slice][lane * E + e] = acc[e].c;
+                    vpart[2][slice][lane * E + e] = sq[e];
+                }
+                __syncthreads();
+                for (int r = slice * 32 + lane; r < 32 * E; r += 32 * kPgvWarps) {
+                    const long long i = i0 + r;
+                    if (i < rows) {
+                        float s = 0.f, c = 0.f, q = 0.f;
+#pragma unroll
+                        for (int k = 0; k < kPgvWarps; ++k) {
+                            s += vpart[0][k][r];
+                            c += vpart[1][k][r];
+                            q += vpart[2][k][r];
+                        }
+                        pgv_store(y + b * rows + i, s - c);
+                        pgv_store(z + b * rows + i, q);
+                    }
+                }
+                __syncthreads();
+            }
+        } else if (mode == 1) {  // one warp a row: lanes over j
             for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
                 const T* row = xb + i * rs;
                 PgvKahan acc;
@@ -169,8 +294,8 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
     extern "C" __global__ void __launch_bounds__(256) pg_verify_matvec_##SUFFIX(                                    \
         long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
         long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
-        float* __restrict__ y, float* __restrict__ z, int along) {                                                  \
-        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, along);                               \
+        float* __restrict__ y, float* __restrict__ z, int mode) {                                                   \
+        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, mode);                                \
     }
 
 PGV_MATVEC(f32, float)
