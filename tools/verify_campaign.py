@@ -18,7 +18,8 @@
     python3 tools/verify_campaign.py --device cpu --out /tmp/v.json --shapes 64x64x64 --faults 50 --clean 50 --max-k 2048
 
 Without --shapes the overhead shapes are 8192³ and 4096³ (fp16 and fp32, --dtypes); --no-overhead or
---no-campaign leaves a part out; --time-limit stops the campaign early (the counts say how far it got).
+--no-campaign leaves a part out (--append adds to the records --out holds: the parts as two commands);
+--time-limit stops the campaign early (the counts say how far it got).
 """
 
 from __future__ import annotations
@@ -210,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one)")
     p.add_argument("--no-overhead", action="store_true", help="leave out the timed shapes")
     p.add_argument("--no-campaign", action="store_true", help="leave out the fault campaign")
+    p.add_argument("--append", action="store_true", help="add the records to those --out holds already (the two parts run "
+                                                         "as two commands, each within a time limit)")
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(2**31))
     run = Runner(args.device)
@@ -236,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{rec['below_threshold']} flips below the threshold ({rec['below_threshold_detected']} detected anyway)", flush=True)
         records.append(rec)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.append and args.out.exists():
+        records = json.loads(args.out.read_text()) + records
     args.out.write_text(json.dumps(records, indent=1) + "\n")
     print(f"wrote {len(records)} records to {args.out}")
     return 0 if all(r.get("false_alarms", 0) == 0 and r.get("detected", 0) == r.get("injected", 0)

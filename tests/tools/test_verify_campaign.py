@@ -30,3 +30,14 @@ def test_overhead_records_and_a_campaign_on_the_cpu(tmp_path):
     assert camp["clean"] == 60 and camp["false_alarms"] == 0
     assert camp["injected"] == 60 and camp["detected"] == 60
     assert rc == 0
+
+
+def test_append_adds_the_campaign_to_the_timed_records(tmp_path):
+    out = tmp_path / "v.json"
+    tool = _tool()
+    assert tool.main(["--device", "cpu", "--out", str(out), "--shapes", "8x8x8", "--dtypes", "float32", "--repeats", "1",
+                      "--no-campaign"]) == 0
+    assert tool.main(["--device", "cpu", "--out", str(out), "--no-overhead", "--append", "--faults", "5", "--clean", "5",
+                      "--max-dim", "16", "--max-k", "32", "--long-k-share", "0"]) == 0
+    records = json.loads(out.read_text())
+    assert len(records) == 2 and "us_per_call" in records[0] and records[1]["campaign"] is True

@@ -106,7 +106,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
     // blockIdx.y takes one of gridDim.y slices of j: a matrix of few rows still fills the device
     // (a multiple of 256 elements: each slice starts on a 16-byte boundary of an aligned row)
     const long long chunk = ((cols + gridDim.y - 1) / gridDim.y + 255) / 256 * 256;
-    const long long jb = blockIdx.y * chunk, je = min(cols, jb + chunk);
+    const long long jb = blockIdx.y * chunk, je = jb + chunk < cols ? jb + chunk : cols;
     for (long long b = blockIdx.z; b < batch; b += gridDim.z) {
         const T* xb = X + b * bs;
         const float* vb = v + b * vbs;
@@ -302,6 +302,9 @@ PGV_MATVEC(f32, float)
 PGV_MATVEC(f16, __half)
 PGV_MATVEC(bf16, __nv_bfloat16)
 
+// neither NaN nor infinite (no <cmath> needed: NVRTC builds these kernels too)
+__device__ __forceinline__ bool pgv_finite(float x) { return fabsf(x) <= 3.402823466e38f; }
+
 // What pg_verify_compare leaves for the host (zeroed before the launch); the first rows that failed are
 // those that reached a slot first (the host sorts them)
 constexpr int kPgvShown = 8;
@@ -333,8 +336,8 @@ pg_verify_compare(long long total, const float* __restrict__ yC, const float* __
             }
             const float side = ka * ya + kc0 * c0a + t0;
             const float got = yC[t];
-            const bool finite = isfinite(got);
-            const bool unchecked = !isfinite(side) || !isfinite(want) || (!finite && ya + c0a > out_max);
+            const bool finite = pgv_finite(got);
+            const bool unchecked = !pgv_finite(side) || !pgv_finite(want) || (!finite && ya + c0a > out_max);
             const float thr = side + kc * sqrtf(zC[t]);
             const float diff = fabsf(got - want);
             const bool failed = !unchecked && (!finite || !(diff <= thr));
