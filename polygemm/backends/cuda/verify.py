@@ -32,11 +32,11 @@ VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
 VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec_{k}") for k in VERIFY_KINDS.values()] + \
-    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_signs")]
+    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_signs"), (VERIFY_SOURCE, "pg_verify_norms")]
 _SHOWN_DEVICE = 8  # kPgvShown
 #: the kernel's PgvRecord, as NumPy reads it back
 RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
-                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f4", (_SHOWN_DEVICE,)), ("thr", "<f4", (_SHOWN_DEVICE,))])
+                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f8", (_SHOWN_DEVICE,)), ("thr", "<f8", (_SHOWN_DEVICE,))])
 _BLOCK = (32, 8, 1)
 
 
@@ -94,7 +94,7 @@ def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, in
 
 
 def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
-    """Queue y = X·v, z = |X|·sqrt(w) (or X²·1 without w) into zeroed y and z."""
+    """Queue y = X·v (float32) and z = |X|·w (or X²·1 without w; float64) into zeroed y and z."""
     fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
     mode, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
     fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
@@ -102,38 +102,51 @@ def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: 
        block=_BLOCK, grid=grid, stream=stream)
 
 
+def _elementwise(n: int) -> dict[str, Any]:
+    return {"block": (256, 1, 1), "grid": (max(1, min(-(-n // 256), 65535)), 1, 1)}
+
+
 def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
               seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
-    """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record."""
+    """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record.
+
+    Scratch: the record; the sums of squares and magnitudes (float64: squares of float32 values as small as 1e-25
+    or as large as 1e20 neither underflow nor overflow there), for B's rows and for A's, C's and C0's; the float32
+    sums (B·r, A·(B·r), C·r, C0·r); the norms of B's, C's and C0's rows; r."""
     rows, inner, width = left.rows, left.cols, right.cols
     n_right = right.batch * inner
     total = count * rows
-    floats = width + 2 * n_right + total * (6 if c0 is not None else 4)
     head = 256  # the record first: its 8-byte fields aligned
-    scratch = rt.scratch(head + 4 * floats, stream)
+    sums = n_right + 3 * total  # each of the float64 and the float32 groups
+    scratch = rt.scratch(head + 8 * sums + 4 * sums + 4 * sums + 4 * width, stream)
     try:
         rec = scratch
-        r = scratch + head
-        br = r + 4 * width
-        bn = br + 4 * n_right
-        ya, za, yc, zc, y0, z0 = (bn + 4 * n_right + 4 * total * i for i in range(6))
+        bsq = scratch + head
+        za, zc, z0 = (bsq + 8 * n_right + 8 * total * i for i in range(3))
+        br = bsq + 8 * sums
+        ya, yc, y0 = (br + 4 * n_right + 4 * total * i for i in range(3))
+        bn = br + 4 * sums
+        nc, n0 = bn + 4 * n_right + 4 * total, bn + 4 * n_right + 8 * total
+        r = bn + 4 * sums
         step = inner if right.batch > 1 else 0
-        rt.cu.memset_d32_async(br, 0, floats - width, stream)  # the sums: slices of a row add into them
-        signs = rt.function(VERIFY_SOURCE, "pg_verify_signs")
-        signs(np.int64(width), np.uint64(seed), np.uintp(r), block=(256, 1, 1), grid=(max(1, min(-(-width // 256), 4096)), 1, 1),
-              stream=stream)
-        _matvec(rt, right, r, 0, 0, 0, br, bn, stream)                          # B·r and B's row norms (squared)
+        norms = rt.function(VERIFY_SOURCE, "pg_verify_norms")
+        rt.cu.memset_d32_async(bsq, 0, 3 * sums, stream)  # the sums: slices of a row add into them
+        rt.function(VERIFY_SOURCE, "pg_verify_signs")(np.int64(width), np.uint64(seed), np.uintp(r), stream=stream,
+                                                       **_elementwise(width))
+        _matvec(rt, right, r, 0, 0, 0, br, bsq, stream)                         # B·r and B's rows' sums of squares
+        norms(np.int64(n_right), np.uintp(bsq), np.uintp(bn), stream=stream, **_elementwise(n_right))  # ||B_k||_2
         _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
                 br, step, bn, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
         _matvec(rt, replace(res, batch=count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
+        norms(np.int64(total), np.uintp(zc), np.uintp(nc), stream=stream, **_elementwise(total))
         if c0 is not None:
             _matvec(rt, replace(c0, batch=count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
+            norms(np.int64(total), np.uintp(z0), np.uintp(n0), stream=stream, **_elementwise(total))
         rt.cu.memset_d32_async(rec, 0, RECORD.itemsize // 4, stream)
-        cmp = rt.function(VERIFY_SOURCE, "pg_verify_compare")
-        cmp(np.int64(total), np.uintp(yc), np.uintp(zc), np.uintp(ya), np.uintp(za), np.uintp(y0 if c0 is not None else 0),
-            np.uintp(z0 if c0 is not None else 0), np.float32(alpha), np.float32(beta), np.float32(co.a), np.float32(co.c0),
-            np.float32(co.c), np.float32(co.t0), np.float32(out_max), np.uintp(rec), block=(256, 1, 1),
-            grid=(max(1, min(-(-total // 256), 65535)), 1, 1), stream=stream)
+        rt.function(VERIFY_SOURCE, "pg_verify_compare")(
+            np.int64(total), np.uintp(yc), np.uintp(nc), np.uintp(ya), np.uintp(za), np.uintp(y0 if c0 is not None else 0),
+            np.uintp(n0 if c0 is not None else 0), np.float32(alpha), np.float32(beta), np.float64(co.a), np.float64(co.c0),
+            np.float64(co.c), np.float64(co.t0), np.float64(out_max), np.uintp(rec), stream=stream, **_elementwise(total))
         rt.cu.synchronize_stream(stream)
         host = np.zeros(1, RECORD)
         with rt.active():  # the stream's work is done: a plain copy reads the record

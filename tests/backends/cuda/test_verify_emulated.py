@@ -91,26 +91,30 @@ class FakeRuntime:
         rows, cols, batch, rs, cs, bs, vbs, wbs = (int(t) for t in (rows, cols, batch, rs, cs, bs, vbs, wbs))
         span = (batch - 1) * bs + (rows - 1) * rs + (cols - 1) * cs + 1
         flat = _view(int(X), dt, span).astype(np.float64)
-        yv, zv = _view(int(y), np.dtype(np.float32), batch * rows), _view(int(z), np.dtype(np.float32), batch * rows)
+        yv, zv = _view(int(y), np.dtype(np.float32), batch * rows), _view(int(z), np.dtype(np.float64), batch * rows)
         for bi in range(batch):
             x = np.lib.stride_tricks.as_strided(flat[bi * bs:], (rows, cols), (rs * 8, cs * 8))
             vv = _view(int(v) + 4 * bi * vbs, np.dtype(np.float32), cols).astype(np.float64)
             yv[bi * rows:(bi + 1) * rows] += (x @ vv).astype(np.float32)
             if int(w):
                 ww = _view(int(w) + 4 * bi * wbs, np.dtype(np.float32), cols).astype(np.float64)
-                zv[bi * rows:(bi + 1) * rows] += (np.abs(x) @ np.sqrt(ww)).astype(np.float32)
+                zv[bi * rows:(bi + 1) * rows] += np.abs(x) @ ww
             else:
-                zv[bi * rows:(bi + 1) * rows] += np.square(x).sum(1).astype(np.float32)
+                zv[bi * rows:(bi + 1) * rows] += np.square(x).sum(1)
 
-    def _compare(self, total, yC, zC, yA, zA, yC0, zC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, **kw):
+    def _norms(self, n, sq, out, **kw):
+        _view(int(out), np.dtype(np.float32), int(n))[:] = np.sqrt(_view(int(sq), np.dtype(np.float64), int(n)))
+
+    def _compare(self, total, yC, nC, yA, zA, yC0, nC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, **kw):
         f = lambda p: _view(int(p), np.dtype(np.float32), int(total)).astype(np.float64)  # noqa: E731
-        want, ya = float(alpha) * f(yA), abs(float(alpha)) * f(zA)
+        d = lambda p: _view(int(p), np.dtype(np.float64), int(total))  # noqa: E731
+        want, ya = float(alpha) * f(yA), abs(float(alpha)) * d(zA)
         c0a = np.zeros_like(want)
         if int(yC0):
-            want, c0a = want + float(beta) * f(yC0), abs(float(beta)) * np.sqrt(f(zC0))
+            want, c0a = want + float(beta) * f(yC0), abs(float(beta)) * f(nC0)
         side = float(ka) * ya + float(kc0) * c0a + float(t0)
         got = f(yC)
-        thr = side + float(kc) * np.sqrt(f(zC))
+        thr = side + float(kc) * f(nC)
         diff = np.abs(got - want)
         fin = np.isfinite(got)
         unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~fin & (ya + c0a > float(out_max)))
@@ -148,7 +152,9 @@ def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, lay
     res = (a.astype(np.float64) @ b.astype(np.float64)).astype(dtype)
     report, rt = _check(a, b, None, res)
     assert report is not None and report.ok and report.checked == m and "emulated GPU" in report.where
-    assert rt.launches[:2] == ["pg_verify_signs", f"pg_verify_matvec_{'f32' if dtype == np.float32 else 'f16'}"]
+    kind = "f32" if dtype == np.float32 else "f16"
+    assert rt.launches[:6] == ["pg_verify_norms", "pg_verify_signs", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}",
+                               f"pg_verify_matvec_{kind}", "pg_verify_compare"]
     thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
                          check_dtype=np.dtype(np.float32), scalar_dtype=np.dtype(np.float32), compensated=True)
     bad = res.copy()

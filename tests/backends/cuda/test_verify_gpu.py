@@ -49,7 +49,7 @@ def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarra
         dx = gpuarray.to_gpu(store.view(np.uint16) if x.dtype == BF16 else store)
         dv = gpuarray.to_gpu(v.astype(np.float32))
         dw = gpuarray.to_gpu(w.astype(np.float32)) if w is not None else None
-        dy, dz = gpuarray.zeros(batch * rows, np.float32), gpuarray.zeros(batch * rows, np.float32)
+        dy, dz = gpuarray.zeros(batch * rows, np.float32), gpuarray.zeros(batch * rows, np.float64)
         s = strided(int(dx.gpudata), rows, cols, layout, ld, store[0].size, batch, x.dtype.name)
         fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{kind}")
         mode, grid = matvec_geometry(s, rt.sms)
@@ -95,9 +95,18 @@ def test_matvec_kernel_matches_numpy(cuda, rng, dtype, layout, shape, pad, split
     x64 = x.astype(np.float64)
     v32 = v.astype(np.float32).astype(np.float64)
     np.testing.assert_allclose(y, x64 @ v32, rtol=1e-5, atol=1e-5 * float((np.abs(x64) @ np.abs(v32)).max()))
-    np.testing.assert_allclose(z, np.abs(x64) @ np.sqrt(w.astype(np.float32).astype(np.float64)), rtol=1e-4)
-    _, z = _kernel_matvec(cuda, x, layout, v, None, pad, splits)  # without w: the rows' sums of squares
-    np.testing.assert_allclose(z, np.square(x64).sum(-1), rtol=1e-4)
+    np.testing.assert_allclose(z, np.abs(x64) @ w.astype(np.float32).astype(np.float64), rtol=1e-6)
+    _, z = _kernel_matvec(cuda, x, layout, v, None, pad, splits)  # without w: the rows' sums of squares (float64)
+    np.testing.assert_allclose(z, np.square(x64).sum(-1), rtol=1e-6)
+
+
+@pytest.mark.cuda
+def test_sums_of_squares_of_tiny_and_huge_float32_neither_underflow_nor_overflow(cuda, rng):
+    x = (rng.standard_normal((1, 40, 300)) * np.logspace(-30, 30, 40)[None, :, None]).astype(np.float32)
+    _, z = _kernel_matvec(cuda, x, "row", np.ones(300), None)
+    want = np.square(x.astype(np.float64)).sum(-1)
+    assert np.all(z > 0) and np.all(np.isfinite(z))
+    np.testing.assert_allclose(z, want, rtol=1e-6)
 
 
 def _device(cuda, x):

@@ -3,13 +3,14 @@
 // beta·C0·r for a fresh random r of ±1; polygemm/verification/threshold.py derives its threshold).
 //
 //   pg_verify_matvec_<t>:  y[b*rows + i] = sum_j X(b, i, j) * v_j
-//                          z[b*rows + i] = w ? sum_j |X(b, i, j)| * sqrt(w[b*wbs + j]) : sum_j X(b, i, j)^2
+//                          z[b*rows + i] = w ? sum_j |X(b, i, j)| * w[b*wbs + j] : sum_j X(b, i, j)^2
 //
 // for 0 <= i < rows, 0 <= j < cols, 0 <= b < batch, where X(b, i, j) = X[b*bs + i*rs + j*cs] (strides in
 // elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
 // batch, or a batch broadcast with bs = 0); v_j is v[b*vbs + j]. Inputs float32, float16 or bfloat16,
-// sums in float32: y's compensated (Kahan), since its rounding enters the threshold; z's plain, since z
-// only scales the threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
+// sums in float32, compensated (Kahan) for y, whose rounding enters the threshold; z's in float64, since
+// squares of float32 values (1e-25 or 1e20) would underflow or overflow float32, and z only scales the
+// threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
 // row, the lanes over j, coalesced; 2: the same with 16-byte loads, for rows that start on 16-byte
 // boundaries) or across rows (0: rs == 1, one thread per row, 32 rows a block, its 8 warps over slices of
 // j, coalesced across the rows; 3: a thread 16 bytes of adjacent rows, 32 such a block). A
@@ -26,8 +27,10 @@
 // the check's random vector, made on the device (nothing is uploaded per call) once per check and read
 // by every pass from cache (a hash per element would cost the matrix-vector loops more than their loads).
 //
+//   pg_verify_norms:    out[i] = sqrt(sq[i]), float64 sums of squares to float32 norms (B's rows', C's)
+//
 //   pg_verify_compare:  per row t < total, got = yC[t], want = alpha*yA[t] + beta*yC0[t],
-//                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*sqrt(zC0[t]) + t0 + kc*sqrt(zC[t])
+//                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*nC0[t] + t0 + kc*nC[t]
 //
 // and the row fails when |got - want| > threshold, or got is NaN or infinite where the operands explain
 // neither (no element of the row can overflow the result's dtype). A row whose operand terms are not
@@ -74,6 +77,22 @@ extern "C" __global__ void __launch_bounds__(256) pg_verify_signs(long long n, u
         r[j] = pgv_sign(seed, j);
 }
 
+// sqrt of a float64 sum of squares, as float32, through float32's sqrt on its mantissa scaled by an even power
+// of two (float64's sqrt has a slow path whose call spills registers on sm_80)
+__device__ __forceinline__ float pgv_sqrt(double s) {
+    if (!(s >= 2.2250738585072014e-308)) return s >= 0.0 ? 0.f : __int_as_float(0x7fc00000);  // 0 (or tinier), NaN
+    if (s > 1.7976931348623157e308) return __int_as_float(0x7f800000);
+    const int e = ((__double2hiint(s) >> 20) & 0x7ff) - 1023;
+    const int k = e & ~1;  // s = m * 2^k, m in [1, 4)
+    const double m = s * __hiloint2double((1023 - k) << 20, 0);
+    return (float)((double)sqrtf((float)m) * __hiloint2double((1023 + k / 2) << 20, 0));
+}
+
+extern "C" __global__ void __launch_bounds__(256) pg_verify_norms(long long n, const double* __restrict__ sq, float* __restrict__ out) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = pgv_sqrt(sq[i]);
+}
+
 // Kahan's compensated sum: s - c is the sum, c the rounding error caught so far
 struct PgvKahan {
     float s = 0.f, c = 0.f;
@@ -93,15 +112,21 @@ __device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
     if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
     else atomicAdd(out, v);         // a slice of it: added to the zeroed sum
 }
+__device__ __forceinline__ void pgv_store(double* __restrict__ out, double v) {
+    if (gridDim.y == 1) *out = v;
+    else atomicAdd(out, v);
+}
 
 template <typename T>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
                                            long long vbs, const float* __restrict__ w, long long wbs,
-                                           float* __restrict__ y, float* __restrict__ z, int mode) {
+                                           float* __restrict__ y, double* __restrict__ z, int mode) {
     constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
-    __shared__ float part[3][kPgvWarps][33];
-    __shared__ float vpart[3][kPgvWarps][32 * 8];  // the vectorized across path's: 32 lanes x E rows (E <= 8)
+    __shared__ float part[2][kPgvWarps][33];
+    __shared__ double psq[kPgvWarps][33];
+    __shared__ float vpart[2][kPgvWarps][32 * 8];  // the vectorized across path's: 32 lanes x E rows (E <= 8)
+    __shared__ double vsq[kPgvWarps][32 * 8];
     const int lane = threadIdx.x, slice = threadIdx.y;
     // blockIdx.y takes one of gridDim.y slices of j: a matrix of few rows still fills the device
     // (a multiple of 256 elements: each slice starts on a 16-byte boundary of an aligned row)
@@ -115,7 +140,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
                 const T* row = xb + i * rs;
                 PgvKahan acc;
-                float sq = 0.f;
+                double sq = 0.0;
                 for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvVecUnroll) {
                     float x[kPgvVecUnroll][E];
 #pragma unroll
@@ -135,7 +160,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                             const long long j = j0 + 32 * E * u + e;
                             if (j < je) {
                                 acc.add(x[u][e] * vb[j]);
-                                sq += wb != nullptr ? fabsf(x[u][e]) * sqrtf(wb[j]) : x[u][e] * x[u][e];
+                                sq += wb != nullptr ? (double)fabsf(x[u][e]) * wb[j] : (double)x[u][e] * x[u][e];
                             }
                         }
                     }
@@ -156,9 +181,9 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             for (long long i0 = (long long)blockIdx.x * 32 * E; i0 < rows; i0 += (long long)gridDim.x * 32 * E) {
                 const long long ib = i0 + (long long)lane * E;
                 PgvKahan acc[E];
-                float sq[E];
+                double sq[E];
 #pragma unroll
-                for (int e = 0; e < E; ++e) sq[e] = 0.f;
+                for (int e = 0; e < E; ++e) sq[e] = 0.0;
                 if (ib < rows) {
                     const T* base = xb + ib;
                     const bool full = ib + E <= rows;
@@ -179,11 +204,11 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                             const long long j = j0 + kPgvWarps * u;
                             if (j < je) {
                                 const float vj = vb[j];
-                                const float wj = wb != nullptr ? sqrtf(wb[j]) : 0.f;
+                                const double wj = wb != nullptr ? (double)wb[j] : 0.0;
 #pragma unroll
                                 for (int e = 0; e < E; ++e) {
                                     acc[e].add(x[u][e] * vj);
-                                    sq[e] += wb != nullptr ? fabsf(x[u][e]) * wj : x[u][e] * x[u][e];
+                                    sq[e] += wb != nullptr ? (double)fabsf(x[u][e]) * wj : (double)x[u][e] * x[u][e];
                                 }
                             }
                         }
@@ -193,18 +218,19 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 for (int e = 0; e < E; ++e) {
                     vpart[0][slice][lane * E + e] = acc[e].s;
                     vpart[1][slice][lane * E + e] = acc[e].c;
-                    vpart[2][slice][lane * E + e] = sq[e];
+                    vsq[slice][lane * E + e] = sq[e];
                 }
                 __syncthreads();
                 for (int r = slice * 32 + lane; r < 32 * E; r += 32 * kPgvWarps) {
                     const long long i = i0 + r;
                     if (i < rows) {
-                        float s = 0.f, c = 0.f, q = 0.f;
+                        float s = 0.f, c = 0.f;
+                        double q = 0.0;
 #pragma unroll
                         for (int k = 0; k < kPgvWarps; ++k) {
                             s += vpart[0][k][r];
                             c += vpart[1][k][r];
-                            q += vpart[2][k][r];
+                            q += vsq[k][r];
                         }
                         pgv_store(y + b * rows + i, s - c);
                         pgv_store(z + b * rows + i, q);
@@ -216,7 +242,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
                 const T* row = xb + i * rs;
                 PgvKahan acc;
-                float sq = 0.f;
+                double sq = 0.0;
                 for (long long j0 = jb + lane; j0 < je; j0 += 32 * kPgvUnroll) {
                     float x[kPgvUnroll];
 #pragma unroll
@@ -229,7 +255,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         const long long j = j0 + 32 * u;
                         if (j < je) {
                             acc.add(x[u] * vb[j]);
-                            sq += wb != nullptr ? fabsf(x[u]) * sqrtf(wb[j]) : x[u] * x[u];
+                            sq += wb != nullptr ? (double)fabsf(x[u]) * wb[j] : (double)x[u] * x[u];
                         }
                     }
                 }
@@ -249,7 +275,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             for (long long i0 = (long long)blockIdx.x * 32; i0 < rows; i0 += (long long)gridDim.x * 32) {
                 const long long i = i0 + lane;
                 PgvKahan acc;
-                float sq = 0.f;
+                double sq = 0.0;
                 if (i < rows) {
                     const T* row = xb + i * rs;
                     for (long long j0 = jb + slice; j0 < je; j0 += kPgvWarps * kPgvUnroll) {
@@ -264,22 +290,23 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                             const long long j = j0 + kPgvWarps * u;
                             if (j < je) {
                                 acc.add(x[u] * vb[j]);
-                                sq += wb != nullptr ? fabsf(x[u]) * sqrtf(wb[j]) : x[u] * x[u];
+                                sq += wb != nullptr ? (double)fabsf(x[u]) * wb[j] : (double)x[u] * x[u];
                             }
                         }
                     }
                 }
                 part[0][slice][lane] = acc.s;
                 part[1][slice][lane] = acc.c;
-                part[2][slice][lane] = sq;
+                psq[slice][lane] = sq;
                 __syncthreads();
                 if (slice == 0 && i < rows) {
-                    float s = 0.f, c = 0.f, q = 0.f;
+                    float s = 0.f, c = 0.f;
+                        double q = 0.0;
 #pragma unroll
                     for (int k = 0; k < kPgvWarps; ++k) {
                         s += part[0][k][lane];
                         c += part[1][k][lane];
-                        q += part[2][k][lane];
+                        q += psq[k][lane];
                     }
                     pgv_store(y + b * rows + i, s - c);
                     pgv_store(z + b * rows + i, q);
@@ -291,10 +318,10 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
 }
 
 #define PGV_MATVEC(SUFFIX, T)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256) pg_verify_matvec_##SUFFIX(                                    \
+    extern "C" __global__ void __launch_bounds__(256, 1) pg_verify_matvec_##SUFFIX(                                    \
         long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
         long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
-        float* __restrict__ y, float* __restrict__ z, int mode) {                                                   \
+        float* __restrict__ y, double* __restrict__ z, int mode) {                                                  \
         pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, mode);                                \
     }
 
@@ -314,32 +341,32 @@ struct PgvRecord {
     unsigned int worst_bits;  // the largest |got - want| / threshold of the rows that passed, as float bits
     unsigned int shown;       // failed rows that took a slot below (at most kPgvShown stored)
     long long index[kPgvShown];
-    float diff[kPgvShown];
-    float thr[kPgvShown];
+    double diff[kPgvShown];
+    double thr[kPgvShown];
 };
 
 extern "C" __global__ void __launch_bounds__(256)
-pg_verify_compare(long long total, const float* __restrict__ yC, const float* __restrict__ zC,
-                  const float* __restrict__ yA, const float* __restrict__ zA, const float* __restrict__ yC0,
-                  const float* __restrict__ zC0, float alpha, float beta, float ka, float kc0, float kc, float t0,
-                  float out_max, PgvRecord* __restrict__ rec) {
+pg_verify_compare(long long total, const float* __restrict__ yC, const float* __restrict__ nC,
+                  const float* __restrict__ yA, const double* __restrict__ zA, const float* __restrict__ yC0,
+                  const float* __restrict__ nC0, float alpha, float beta, double ka, double kc0, double kc, double t0,
+                  double out_max, PgvRecord* __restrict__ rec) {
     for (long long t0_ = (long long)blockIdx.x * blockDim.x; t0_ < total; t0_ += (long long)gridDim.x * blockDim.x) {
         const long long t = t0_ + threadIdx.x;
         float ratio = 0.f;
         if (t < total) {
             float want = alpha * yA[t];
-            const float ya = fabsf(alpha) * zA[t];
-            float c0a = 0.f;
+            const double ya = fabs((double)alpha) * zA[t];
+            double c0a = 0.0;
             if (yC0 != nullptr) {
                 want += beta * yC0[t];
-                c0a = fabsf(beta) * sqrtf(zC0[t]);
+                c0a = fabs((double)beta) * nC0[t];
             }
-            const float side = ka * ya + kc0 * c0a + t0;
+            const double side = ka * ya + kc0 * c0a + t0;
             const float got = yC[t];
             const bool finite = pgv_finite(got);
-            const bool unchecked = !pgv_finite(side) || !pgv_finite(want) || (!finite && ya + c0a > out_max);
-            const float thr = side + kc * sqrtf(zC[t]);
-            const float diff = fabsf(got - want);
+            const bool unchecked = !(side <= 1.7976931348623157e308) || !pgv_finite(want) || (!finite && ya + c0a > out_max);
+            const double thr = side + kc * nC[t];
+            const double diff = fabs((double)got - (double)want);
             const bool failed = !unchecked && (!finite || !(diff <= thr));
             if (unchecked) atomicAdd(&rec->unchecked, 1u);
             if (failed) {
@@ -350,8 +377,8 @@ pg_verify_compare(long long total, const float* __restrict__ yC, const float* __
                     rec->diff[slot] = diff;
                     rec->thr[slot] = thr;
                 }
-            } else if (!unchecked && thr > 0.f) {
-                ratio = diff / thr;
+            } else if (!unchecked && thr > 0.0) {
+                ratio = (float)(diff / thr);
             }
         }
         // the warp's largest ratio, then one atomic (non-negative floats order as their bits do)
