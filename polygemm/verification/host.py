@@ -53,7 +53,16 @@ def _f64(x: Any) -> np.ndarray:
 
 
 def _norms(x: np.ndarray, axis: int) -> np.ndarray:
-    return np.sqrt(np.square(x).sum(axis))  # type: ignore[no-any-return]
+    """2-norms along ``axis``; where the squares would underflow or overflow float64 (float64 values beyond about
+    1e±150), of the values scaled by their largest magnitude first."""
+    plain: np.ndarray = np.sqrt(np.square(x).sum(axis))
+    top = np.abs(x).max(axis) if x.shape[axis] else np.zeros_like(plain)
+    off = (top > 0) & np.isfinite(top) & ((top < 1e-150) | (top > 1e150))
+    if off.any():
+        scale = np.where(off, top, 1.0)
+        scaled = np.sqrt(np.square(x / np.expand_dims(scale, axis)).sum(axis)) * scale
+        plain = np.where(off, scaled, plain)
+    return plain
 
 
 def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndarray, alpha: float, beta: float,

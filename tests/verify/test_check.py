@@ -128,3 +128,13 @@ def test_error_bound_and_the_check_agree_on_a_correct_cpu_product(rng):
     a, b = _draw(rng, (20, 300), np.float16), _draw(rng, (300, 10), np.float16)
     got = pg.gemm(a, b, verify="raise")
     assert (np.abs(got.astype(np.float64) - a.astype(np.float64) @ b.astype(np.float64)) <= error_bound(a, b)).all()
+
+
+def test_float64_beyond_the_range_of_its_squares_is_no_false_alarm(rng):
+    a = rng.standard_normal((6, 40)) * np.logspace(-200, 200, 6)[:, None]
+    b = rng.standard_normal((40, 5)) * 1e-100
+    got = pg.gemm(a, b, verify="raise")
+    assert np.isfinite(got).all()
+    with inject_fault(2, 3, value=float(got[2, 3]) * 1.5 + 1e-300):
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(a, b, verify="raise")
