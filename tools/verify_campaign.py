@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What verify= costs and what it catches, written as JSON records (a list) to --out:
+"""What verify= costs and what it catches, written to --out as a results file (docs/results/<gpu>-verify.json:
+benchmark "verify", view "verify", its commands, and records; tools/results_page.py shows it):
 
 * one record per timed product: ``{"m", "n", "k", "dtype", "us_per_call", "us_per_call_verified", "overhead", ...}``,
   polygemm.gemm on the backend's own arrays (device arrays on cuda: the check runs on the device) without and with
@@ -25,8 +26,10 @@ Without --shapes the overhead shapes are 8192³ and 4096³ (fp16 and fp32, --dty
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -64,6 +67,11 @@ class Runner:
         self.backend = pg.get_backend(device)
         self.host = tuple(getattr(self.backend, "residencies", ("host",))) == ("host",)
         self.timer = self.backend.timer()
+
+    def device_name(self) -> str:
+        """The device as results files name it (the GPU's own name on cuda)."""
+        rt = getattr(self.backend, "runtime", None)
+        return str(getattr(rt, "name", "") or self.backend.device_name() or self.device)
 
     def put(self, x: np.ndarray | None) -> Any:
         return x if x is None or self.host else self.backend.to_device(x)
@@ -239,12 +247,22 @@ def main(argv: list[str] | None = None) -> int:
               f"{rec['below_threshold']} flips below the threshold ({rec['below_threshold_detected']} detected anyway)", flush=True)
         records.append(rec)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    if args.append and args.out.exists():
-        records = json.loads(args.out.read_text()) + records
-    args.out.write_text(json.dumps(records, indent=1) + "\n")
+    command = "python3 tools/verify_campaign.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    data = json.loads(args.out.read_text()) if args.append and args.out.exists() else {
+        "benchmark": "verify", "title": 'verify="raise": the check\'s cost through the call, and a fault campaign',
+        "gpu": run.device_name(), "date": datetime.date.today().isoformat(),
+        "about": ("polygemm.gemm on device arrays without and with verify=\"raise\" (the median call of each, interleaved); "
+                  "the campaign: correct products of random shapes, layouts, dtypes and scalings checked (a VerificationError is "
+                  "a false alarm), and products with one element moved beyond its row's threshold (each must raise)."),
+        "vendor": "none (no GEMM library checks its results)", "view": "verify", "commands": [], "command": command,
+        "records": []}
+    data["commands"].append(command)
+    run_index = len(data["commands"]) - 1
+    data["records"] += [{**rec, "run": run_index} for rec in records]
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {len(records)} records to {args.out}")
     return 0 if all(r.get("false_alarms", 0) == 0 and r.get("detected", 0) == r.get("injected", 0)
-                    for r in records if r.get("campaign")) else 1
+                    for r in records if r.get("campaign")) else 1  # a miss or a false alarm: a failed run
 
 
 if __name__ == "__main__":

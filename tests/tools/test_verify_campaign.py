@@ -22,7 +22,11 @@ def test_overhead_records_and_a_campaign_on_the_cpu(tmp_path):
     rc = _tool().main(["--device", "cpu", "--out", str(out), "--shapes", "32x24x16", "--dtypes", "float32,float16",
                        "--repeats", "2", "--faults", "60", "--clean", "60", "--max-dim", "48", "--max-k", "300",
                        "--long-k-share", "0.02", "--seed", "7"])
-    records = json.loads(out.read_text())
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "verify" and data["view"] == "verify" and data["gpu"] and data["date"]
+    assert data["commands"] == [data["command"]] and "--device cpu" in data["command"]
+    records = data["records"]
+    assert {r["run"] for r in records} == {0}
     timed = [r for r in records if "us_per_call" in r]
     assert {(r["m"], r["n"], r["k"], r["dtype"]) for r in timed} == {(32, 24, 16, "float32"), (32, 24, 16, "float16")}
     assert all(r["us_per_call"] > 0 and r["us_per_call_verified"] > 0 for r in timed)
@@ -39,5 +43,7 @@ def test_append_adds_the_campaign_to_the_timed_records(tmp_path):
                       "--no-campaign"]) == 0
     assert tool.main(["--device", "cpu", "--out", str(out), "--no-overhead", "--append", "--faults", "5", "--clean", "5",
                       "--max-dim", "16", "--max-k", "32", "--long-k-share", "0"]) == 0
-    records = json.loads(out.read_text())
+    data = json.loads(out.read_text())
+    records = data["records"]
     assert len(records) == 2 and "us_per_call" in records[0] and records[1]["campaign"] is True
+    assert len(data["commands"]) == 2 and [r["run"] for r in records] == [0, 1]
