@@ -94,8 +94,9 @@ def corrupt(result: Any, to_host: Any = None) -> None:
                          torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
         elif module == "cupy":
             result.set(host)
-        else:
-            result.set(host.view(_UINTS[host.dtype.itemsize]) if host.dtype.name == "bfloat16" else host)
+        else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
+            raw = _UINTS[host.dtype.itemsize]
+            result.view(raw).set(np.ascontiguousarray(host).view(raw))
 
 
 def _itemsize_dtype(x: Any) -> np.dtype:
