@@ -96,7 +96,7 @@ def corrupt(result: Any, to_host: Any = None) -> None:
             result.set(host)
         else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
             raw = _UINTS[host.dtype.itemsize]
-            result.view(raw).set(np.ascontiguousarray(host).view(raw))
+            result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
 
 
 def _itemsize_dtype(x: Any) -> np.dtype:
