@@ -23,7 +23,10 @@ from .errors import (
     ShapeError,
     UnknownDeviceError,
     UnsupportedProblemError,
+    VerificationError,
+    VerificationWarning,
 )
+from .verification import get_verify, set_verify
 from . import backends  # callable: polygemm.backends() lists the backends
 from .registry import BackendInfo, get_backend
 
@@ -75,5 +78,9 @@ __all__ = [
     "UnknownDeviceError",
     "UnsupportedProblemError",
     "DeviceError",
+    "VerificationError",
+    "VerificationWarning",
+    "set_verify",
+    "get_verify",
     "__version__",
 ]

@@ -22,6 +22,9 @@ from .errors import ShapeError
 from .interop.torch import torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
+from .verification.call import verified_gemm
+from .verification.cost import describe_check
+from .verification.modes import VerifyMode, parse_verify, process_default as _verify_default
 
 __all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike", "DeviceLike"]
 
@@ -74,6 +77,7 @@ def gemm(
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
     precision: str | None = None,
+    verify: VerifyMode = None,
     **unexpected: NoReturn,
 ) -> Any:
     """Return ``alpha * (a @ b) + beta * c``, computed by the chosen backend.
@@ -103,11 +107,24 @@ def gemm(
     with the result written (no one stream orders the work for all of them).
     Raises ShapeError / DTypeError / ArgumentError for bad inputs,
     BackendUnavailableError when the device cannot run, DeviceError on device failure.
+
+    ``verify`` checks the product where it was computed (a Freivalds test, ``C·r`` against
+    ``alpha·A·(B·r) + beta·c·r`` for a fresh random ``r``, its threshold from the dtypes' error bound):
+    None (default: ``polygemm.set_verify``'s, from ``$POLYGEMM_VERIFY``, else "off"), "off", "raise"
+    (VerificationError on a failed check), "warn" (VerificationWarning, the result returned all the
+    same) or "retry" (recompute once, with another variant where the backend has one; raise if that
+    fails too). A verified product is computed into a result of its own and copied into ``out`` once
+    checked, so a failed check leaves ``out`` and ``c`` untouched; device calls wait for the check.
     """
     if extra or unexpected:
         raise misused_arguments("gemm", extra, unexpected)
     if beta is None:
         beta = 0.0 if c is None else 1.0
+    if verify is not None or _verify_default.mode is not None:  # a branch of its own: an unverified call pays one test
+        mode = _verify_default.mode if verify is None else parse_verify(verify)
+        if mode is not None:
+            return verified_gemm(gemm, last_plan, explain, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
+                                 precision)
     first: NotWhole | None = None
     try:
         entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
@@ -141,13 +158,15 @@ def gemm(
 
 
 def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
-           precision: str | None = None, device: DeviceLike | None = None, **unexpected: NoReturn) -> Any:
+           precision: str | None = None, device: DeviceLike | None = None, verify: VerifyMode = None,
+           **unexpected: NoReturn) -> Any:
     """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
     ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
     1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
     result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
     shape (or is a tuple of that one array, numpy.matmul's ufunc form). Scalars (0-D operands)
-    are refused, as NumPy refuses them. ``precision``: as :func:`gemm` takes it.
+    are refused, as NumPy refuses them. ``precision``: as :func:`gemm` takes it; ``verify`` checks the
+    product as :func:`gemm`'s does.
     """
     if extra or unexpected:
         raise misused_arguments("matmul", extra, unexpected)
@@ -155,9 +174,9 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
         out = out[0]
     a2, b2, out2, va, vb = matmul_operands(a, b, out)
     if not (va or vb):
-        return gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device)
+        return gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device, verify=verify)
     try:
-        res = gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device)
+        res = gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device, verify=verify)
     except ShapeError as exc:  # the message names the matrices the vectors became
         # only the vectors' lengths are read, through shape_of: a vector or the other operand may be a list (no .shape)
         ka, kb = (shape_of(a2) or (0,))[-1], (shape_of(b2) or (0, 0))[-2]
@@ -199,6 +218,7 @@ def explain(
     out: ArrayInput | None = None,
     out_dtype: DTypeLike | None = None,
     precision: str | None = None,
+    verify: VerifyMode = None,
     **unexpected: NoReturn,
 ) -> Plan:
     """Return the :class:`Plan` ``gemm`` would run for these arguments, without running it.
@@ -210,6 +230,7 @@ def explain(
 
     It takes what ``matmul`` takes too: with no ``c``, a 1-D ``a`` is a row (1×K) and a 1-D ``b`` a
     column (K×1), so ``explain(a, b)`` describes ``matmul(a, b)`` (a note says so).
+    With ``verify`` (or a process default), a note describes the check and its estimated cost.
     """
     if extra or unexpected:
         raise misused_arguments("explain", extra, unexpected)
@@ -225,6 +246,10 @@ def explain(
                                                                   precision=precision)
     plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached)
     plan.notes = taken + plan.notes
+    if verify is not None or _verify_default.mode is not None:
+        mode = _verify_default.mode if verify is None else parse_verify(verify)
+        if mode is not None:
+            plan.notes.append(describe_check(plan, mode, out is not None))
     return plan
 
 

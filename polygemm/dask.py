@@ -25,6 +25,7 @@ from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, as_dtype, 
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import parse_scalar
 from .core.text import short_repr
+from .verification.modes import parse_verify
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -132,7 +133,7 @@ def _astype(x: Any, dtype: np.dtype[Any]) -> Any:
 
 
 def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: float, beta: float, device: str | None,
-                variant: str, result_dtype: str) -> Any:
+                variant: str, result_dtype: str, verify: str | None = None) -> Any:
     """One output block: ``alpha * sum_k a_k @ b_k + beta * c`` by polygemm.gemm on this worker.
 
     ``a_blocks`` are the blocks (i, 0..nk-1) of A, ``b_blocks`` the blocks (0..nk-1, j) of B.
@@ -149,7 +150,7 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     result = as_dtype(result_dtype)
     widen = result.name in HALF_DTYPES and len(a_blocks) > 1  # float16 and bfloat16
     acc_dtype = np.dtype(np.float32) if widen else result
-    kw: dict[str, Any] = {"device": device, "variant": variant}
+    kw: dict[str, Any] = {"device": device, "variant": variant, "verify": verify}
     a0, b0 = a_blocks[0], b_blocks[0]
     if c_block is not None and beta != 0.0:
         if widen:
@@ -174,6 +175,7 @@ def gemm(
     device: str | None = None,
     variant: str = "auto",
     out_dtype: Any = None,
+    verify: str | None = None,
     **unexpected: NoReturn,
 ) -> Any:
     """Return the lazy dask array ``alpha * (A @ B) + beta * c``, each block by polygemm.gemm.
@@ -222,6 +224,9 @@ def gemm(
     ArgumentError (naming the argument), and an unknown ``device`` name. Errors of the block
     computations (device failures, a backend that cannot run on a worker) surface from
     ``compute()``, as polygemm.gemm raises them.
+    ``verify`` is passed to every polygemm.gemm of a task, so each product of each block is checked
+    (None: each worker's default, ``polygemm.set_verify``'s or ``$POLYGEMM_VERIFY``); a failed check
+    surfaces from ``compute()`` as the VerificationError of that block.
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
     if extra or unexpected:  # another library's spelling (out=, dtype=, trans_a=): say polygemm's, as gemm does
@@ -233,6 +238,8 @@ def gemm(
         beta = 0.0 if c is None else 1.0
     alpha_f = parse_scalar("alpha", alpha)
     beta_f = parse_scalar("beta", beta)
+    if verify is not None:  # a bad value fails now, not at compute()
+        parse_verify(verify)
     if not isinstance(variant, str):
         raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {short_repr(variant)}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
@@ -315,7 +322,7 @@ def gemm(
     args: list[Any] = [A, "ik", B, "kj"]
     if use_c:
         args += [c, "ij"]
-    token = tokenize(A, B, c if use_c else None, alpha_f, beta_f if use_c else 0.0, device, variant, result.name)
+    token = tokenize(A, B, c if use_c else None, alpha_f, beta_f if use_c else 0.0, device, variant, result.name, verify)
     return da.blockwise(
         _block_gemm, "ij", *args,
         name=f"polygemm-gemm-{token}",
@@ -323,5 +330,5 @@ def gemm(
         meta=meta,
         concatenate=False,  # the task gets the lists of K blocks: K is folded inside it
         align_arrays=False,  # chunks were aligned above (with a warning where they were not)
-        alpha=alpha_f, beta=beta_f if use_c else 0.0, device=device, variant=variant, result_dtype=result.name,
+        alpha=alpha_f, beta=beta_f if use_c else 0.0, device=device, variant=variant, result_dtype=result.name, verify=verify,
     )

@@ -21,6 +21,8 @@ __all__ = [
     "UnknownDeviceError",
     "UnsupportedProblemError",
     "DeviceError",
+    "VerificationError",
+    "VerificationWarning",
 ]
 
 
@@ -90,3 +92,21 @@ class UnsupportedProblemError(PolygemmError, ValueError):
 
 class DeviceError(PolygemmError, RuntimeError):
     """A device call failed; the message carries the vendor's error string."""
+
+
+class VerificationError(PolygemmError, RuntimeError):
+    """A product computed with ``verify=`` failed its check: its result disagrees with its operands by
+    more than the rounding error its dtype allows. The message names the rows that disagree (the first
+    few), by how much against the threshold, the backend, device and variant; ``report`` holds the
+    whole finding (a :class:`polygemm.verification.CheckReport`). Nothing is handed back as good."""
+
+    report: object = None
+
+    def __init__(self, *args: object, details: str = "", report: object = None) -> None:
+        super().__init__(*args, details=details)
+        self.report = report
+
+
+class VerificationWarning(RuntimeWarning):
+    """``verify="warn"``: a product failed its check and was returned all the same (see
+    :class:`VerificationError` for what the message names)."""

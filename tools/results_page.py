@@ -29,7 +29,8 @@ README_END = "<!-- end of results table -->"
 #: the file the README's table comes from, and the run in it (the call on one GPU, against the vendor)
 README_SOURCE = "h100-fastest-vendor.json"
 
-ORDER = ["fastest-vendor", "real", "call", "call-overhead", "squares", "targets", "skinny", "batched", "ladders", "sweep", "dask", "conformance"]
+ORDER = ["fastest-vendor", "real", "call", "call-overhead", "squares", "targets", "skinny", "batched", "ladders", "sweep", "dask", "conformance",
+         "verify"]
 
 INTRO = """\
 # Results
@@ -196,8 +197,23 @@ def real_view(data: dict) -> list[str]:
     return out
 
 
+def verify_view(data: dict) -> list[str]:
+    """verify=: one row a timed shape (the call without and with the check), the real preset's geometric mean, and
+    the fault campaign's counts."""
+    out = ["| shape | dtype | auto's rung | call | verified | overhead |", "|---|---|---|---|---|---|"]
+    for r in data["records"]:
+        if "us_per_call_verified" in r and not r.get("preset"):
+            out.append(f"| {shape(r)} | {dtype_name(r['dtype'])} | `{r.get('variant', '')}` | {r['us_per_call']:.1f} µs | "
+                       f"{r['us_per_call_verified']:.1f} µs | {100 * (r['us_per_call_verified'] / r['us_per_call'] - 1):+.1f}% |")
+    notes = [f"The real preset ({r['shapes']} shapes, fp16): geometric mean overhead {100 * r['geomean_overhead']:+.1f}%."
+             for r in data["records"] if "geomean_overhead" in r]
+    notes += [f"Fault campaign: {r['detected']} of {r['injected']} single-element faults beyond the threshold detected; "
+              f"{r['false_alarms']} false alarms in {r['clean']} correct products." for r in data["records"] if r.get("campaign")]
+    return out + ([""] + notes if notes else [])
+
+
 VIEWS = {"vendors": vendors_view, "rows": rows_view, "targets": pivot_view, "modes": pivot_view, "ladder": ladder_view, "summary": summary_view,
-         "matrix": matrix_view, "dask": dask_view, "real": real_view}
+         "matrix": matrix_view, "dask": dask_view, "real": real_view, "verify": verify_view}
 
 
 def section(group: list[tuple[str, dict]]) -> list[str]:

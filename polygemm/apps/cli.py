@@ -254,7 +254,8 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
     """``polygemm gemm`` on the operands drawn: the plan, the timed calls, the check."""
     from .. import explain, gemm
 
-    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision)
+    verify = getattr(args, "verify", None)
+    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision, verify=verify)
     print(plan)
     be = registry.get_backend(plan.backend)
     timer = be.timer()
@@ -262,7 +263,7 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
 
     def call() -> None:
         nonlocal result
-        result = gemm(a, b, device=plan.backend, variant=plan.variant, precision=args.precision)
+        result = gemm(a, b, device=plan.backend, variant=plan.variant, precision=args.precision, verify=verify)
 
     first = timer(call)
     best = min(timer(call) for _ in range(args.repeat))
@@ -317,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=non_negative_int, default=None, help="seed of the random inputs, >= 0 (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     add_precision_option(s)
+    s.add_argument("--verify", default=None, choices=["off", "raise", "warn", "retry"],
+                   help="check every timed call where it ran (polygemm.gemm's verify=; default: $POLYGEMM_VERIFY or off)")
     s.set_defaults(fn=cmd_gemm)
 
     for module in COMMAND_MODULES:

@@ -71,7 +71,8 @@ def jobs(archs: Sequence[int], only: Sequence[str] | None = None) -> list[Job]:
     from ..backends.cuda.variants import KERNEL_DIR, kernel_specs
 
     specs = kernel_specs()
-    extras = sorted((KERNEL_DIR / "util").glob("*.cu")) + sorted((KERNEL_DIR / "hgemm").glob("*probe*.cu"))
+    extras = sorted((KERNEL_DIR / "util").glob("*.cu")) + sorted((KERNEL_DIR / "hgemm").glob("*probe*.cu")) \
+        + sorted((KERNEL_DIR / "verify").glob("*.cu"))
     if only:
         known = set(specs) | {p.stem for p in extras}
         unknown = [n for n in only if n not in known]
@@ -211,6 +212,6 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
     s.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N", help="builds at once (default: one per CPU)")
     s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else nvcc when installed (faster code for two SGEMM rungs), else NVRTC)")  # the order of compiler.COMPILERS
-    s.add_argument("--only", nargs="+", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (copy_scale, ldmatrix_probe, mma_peak_probe)")
+    s.add_argument("--only", nargs="+", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (copy_scale, ldmatrix_probe, mma_peak_probe, freivalds)")
     s.add_argument("-q", "--quiet", action="store_true", help="print failures, spill notes and the summary only")
     s.set_defaults(fn=cmd_compile)

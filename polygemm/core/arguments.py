@@ -15,10 +15,10 @@ from .text import short_repr
 __all__ = ["misused_arguments"]
 
 _ACCEPTED = {
-    "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision"),
-    "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision"),
-    "matmul": ("out", "out_dtype", "precision", "device"),
-    "polygemm.dask.gemm": ("c", "alpha", "beta", "device", "variant", "out_dtype"),
+    "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision", "verify"),
+    "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision", "verify"),
+    "matmul": ("out", "out_dtype", "precision", "device", "verify"),
+    "polygemm.dask.gemm": ("c", "alpha", "beta", "device", "variant", "out_dtype", "verify"),
 }
 
 

@@ -2,6 +2,7 @@
 
 * :func:`error_bound` / :func:`check_result` / :func:`assert_close`: the one error bound
   every correctness check uses (ARCHITECTURE.md "Numerics").
+* :func:`inject_fault`: corrupt one element of verified products (``verify=``) before their check.
 * :func:`run_conformance`: the conformance suite any backend runs.
 * ``pytest --pyargs polygemm.testing`` runs the suite under pytest for the backend named
   by ``POLYGEMM_TEST_BACKEND`` (default ``cpu``).
@@ -9,6 +10,7 @@
 
 from .bounds import Reference, accumulation_dtype, assert_close, check_result, error_bound, reference_for, unit_roundoff
 from .conformance import CaseResult, case_groups, run_conformance
+from .faults import inject_fault
 
 __all__ = [
     "error_bound",
@@ -21,4 +23,5 @@ __all__ = [
     "run_conformance",
     "case_groups",
     "CaseResult",
+    "inject_fault",
 ]

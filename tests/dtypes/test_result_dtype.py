@@ -73,9 +73,9 @@ def test_the_signatures_keep_their_keywords_and_defaults():
         assert list(params)[:3] == ["a", "b", "c"] and params["c"].default is None
         kw = {n: p.default for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
         assert kw == {"alpha": 1.0, "beta": None, "device": None, "variant": "auto", "out": None, "out_dtype": None,
-                      "precision": None}
+                      "precision": None, "verify": None}
     kw = {n: p.default for n, p in inspect.signature(pg.matmul).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    assert kw == {"out": None, "out_dtype": None, "precision": None, "device": None}
+    assert kw == {"out": None, "out_dtype": None, "precision": None, "device": None, "verify": None}
 
 
 @pytest.mark.parametrize("variant", ["blas", "reference"])

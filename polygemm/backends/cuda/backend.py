@@ -602,6 +602,36 @@ class CudaBackend(Backend):
     def active(self) -> Any:
         return self._runtime().active()
 
+    # -- verify= (polygemm.verification calls these; see .verify) --------------------
+    def verify_product(self, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
+                       about: dict[str, str]) -> Any:
+        """The check of a product of device operands on their device (None: check it on the host)."""
+        from .verify import device_check
+
+        if not self.verify_on_device(plan.problem):
+            return None
+        rt = getattr(plan.private, "rt", None) or self._runtime()
+        return device_check(rt, plan, a, b, c, result, alpha, beta, seed, about)
+
+    def verify_on_device(self, problem: GemmProblem) -> bool:
+        """Whether ``verify=`` checks a product of ``problem`` on the device (else on the host)."""
+        from .verify import checks_on_device
+
+        return checks_on_device(problem)
+
+    def verify_retry_variant(self, plan: Plan) -> str | None:
+        """The rung a failed check's retry runs: the next of auto's candidates (None: the same again)."""
+        from .verify import retry_variant
+
+        def known(name: str) -> bool:
+            try:
+                self.get_variant(name)
+            except UnsupportedProblemError:
+                return False
+            return True
+
+        return retry_variant(plan, known)
+
     @property
     def runtime(self) -> CudaRuntime:
         return self._runtime()

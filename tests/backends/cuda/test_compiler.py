@@ -290,7 +290,8 @@ def test_jobs_cover_the_catalog() -> None:
     # rows that share a source and macros (a rung and its persistent-grid row) share their builds
     expected = len({(s.source, s.arch or sm, tuple(sorted(b.items()))) for sm in (80, 90) for s in specs.values() if s.runs_on(sm)
                     for b in s.builds()})
-    helpers = len(list((KERNEL_DIR / "util").glob("*.cu")) + list((KERNEL_DIR / "hgemm").glob("*probe*.cu")))
+    helpers = len(list((KERNEL_DIR / "util").glob("*.cu")) + list((KERNEL_DIR / "hgemm").glob("*probe*.cu"))
+                  + list((KERNEL_DIR / "verify").glob("*.cu")))
     assert len(todo) == expected + 2 * helpers
     assert {j.target for j in todo} == {"sm_80", "sm_90", "sm_90a"}
     assert jobs([90, 90]) == jobs([90])

@@ -1,0 +1,389 @@
+// Utility kernels of the CUDA backend (not a ladder rung): the verify= check of a product, made on the
+// device where the product ran, on the call's stream (a Freivalds test: C·r against alpha·A·(B·r) +
+// beta·C0·r for a fresh random r of ±1; polygemm/verification/threshold.py derives its threshold).
+//
+//   pg_verify_matvec_<t>:  y[b*rows + i] = sum_j X(b, i, j) * v_j
+//                          z[b*rows + i] = w ? sum_j |X(b, i, j)| * w[b*wbs + j] : sum_j X(b, i, j)^2
+//
+// for 0 <= i < rows, 0 <= j < cols, 0 <= b < batch, where X(b, i, j) = X[b*bs + i*rs + j*cs] (strides in
+// elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
+// batch, or a batch broadcast with bs = 0); v_j is v[b*vbs + j]. Inputs float32, float16 or bfloat16,
+// sums in float32, compensated (Kahan) for y, whose rounding enters the threshold; z's in float64, since
+// squares of float32 values (1e-25 or 1e20) would underflow or overflow float32, and z only scales the
+// threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
+// row, the lanes over j, coalesced; 2: the same with 16-byte loads, for rows that start on 16-byte
+// boundaries) or across rows (0: rs == 1, one thread per row, 32 rows a block, its 8 warps over slices of
+// j, coalesced across the rows; 3: a thread 16 bytes of adjacent rows, 32 such a block). A
+// matrix-vector product is bound by memory: the scalar paths keep 4 loads a thread in flight, the
+// vectorized ones two of 16 bytes (one 2-byte load at a time would leave most of the memory idle). blockIdx.y
+// takes one of gridDim.y slices of j, so that a matrix of few long rows (the B of a skinny product) still
+// fills the device: its slices' sums are added to y and z with atomics (zeroed before the launch), one
+// more rounding each, which the threshold allows for. blockIdx.z walks the batch. So C·r, B·r and
+// A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row norms, C's) come in the
+// same read.
+//
+//   pg_verify_signs:    r[j] = ±1 for 0 <= j < n, from `seed` by a hash of (seed, j)
+//
+// the check's random vector, made on the device (nothing is uploaded per call) once per check and read
+// by every pass from cache (a hash per element would cost the matrix-vector loops more than their loads).
+//
+//   pg_verify_norms:    out[i] = sqrt(sq[i]), float64 sums of squares to float32 norms (B's rows', C's)
+//
+//   pg_verify_compare:  per row t < total, got = yC[t], want = alpha*yA[t] + beta*yC0[t],
+//                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*nC0[t] + t0 + kc*nC[t]
+//
+// and the row fails when |got - want| > threshold, or got is NaN or infinite where the operands explain
+// neither (no element of the row can overflow the result's dtype). A row whose operand terms are not
+// finite is not checked (counted). The findings go to one small record (counts, the worst ratio of the
+// rows that passed, the first few failed rows): the host reads back that record, not the vectors.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+__device__ __forceinline__ float pgv_float(float v) { return v; }
+__device__ __forceinline__ float pgv_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float pgv_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// 16 bytes of elements (4 float32, 8 float16 or bfloat16) as floats: the vectorized paths' loads
+__device__ __forceinline__ void pgv_unpack(uint4 raw, float* out, const float*) {
+    out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y), out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
+}
+__device__ __forceinline__ float pgv_bits(unsigned int b, const __half*) { return __half2float(__ushort_as_half((unsigned short)b)); }
+__device__ __forceinline__ float pgv_bits(unsigned int b, const __nv_bfloat16*) {
+    return __bfloat162float(__ushort_as_bfloat16((unsigned short)b));
+}
+template <typename T>
+__device__ __forceinline__ void pgv_unpack(uint4 raw, float* out, const T* tag) {
+    const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        out[2 * k] = pgv_bits(w[k] & 0xffffu, tag);
+        out[2 * k + 1] = pgv_bits(w[k] >> 16, tag);
+    }
+}
+
+// murmur3's 32-bit finalizer of (j, seed): independent-looking signs for each j, any seed
+__device__ __forceinline__ float pgv_sign(unsigned long long seed, long long j) {
+    unsigned int x = (unsigned int)j * 0x9E3779B1u ^ (unsigned int)seed ^ ((unsigned int)(seed >> 32) * 0x85EBCA6Bu);
+    x ^= x >> 16;
+    x *= 0x85EBCA6Bu;
+    x ^= x >> 13;
+    x *= 0xC2B2AE35u;
+    x ^= x >> 16;
+    return (x & 1u) ? 1.f : -1.f;
+}
+
+extern "C" __global__ void __launch_bounds__(256) pg_verify_signs(long long n, unsigned long long seed, float* __restrict__ r) {
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x)
+        r[j] = pgv_sign(seed, j);
+}
+
+// sqrt of a float64 sum of squares, as float32, through float32's sqrt on its mantissa scaled by an even power
+// of two (float64's sqrt has a slow path whose call spills registers on sm_80)
+__device__ __forceinline__ float pgv_sqrt(double s) {
+    if (!(s >= 2.2250738585072014e-308)) return s >= 0.0 ? 0.f : __int_as_float(0x7fc00000);  // 0 (or tinier), NaN
+    if (s > 1.7976931348623157e308) return __int_as_float(0x7f800000);
+    const int e = ((__double2hiint(s) >> 20) & 0x7ff) - 1023;
+    const int k = e & ~1;  // s = m * 2^k, m in [1, 4)
+    const double m = s * __hiloint2double((1023 - k) << 20, 0);
+    return (float)((double)sqrtf((float)m) * __hiloint2double((1023 + k / 2) << 20, 0));
+}
+
+extern "C" __global__ void __launch_bounds__(256) pg_verify_norms(long long n, const double* __restrict__ sq, float* __restrict__ out) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = pgv_sqrt(sq[i]);
+}
+
+// Kahan's compensated sum: s - c is the sum, c the rounding error caught so far
+struct PgvKahan {
+    float s = 0.f, c = 0.f;
+    __device__ __forceinline__ void add(float x) {
+        const float y = x - c;
+        const float t = s + y;
+        c = (t - s) - y;
+        s = t;
+    }
+};
+
+constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
+constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight (scalar paths)
+constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized paths)
+
+__device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
+    if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
+    else atomicAdd(out, v);         // a slice of it: added to the zeroed sum
+}
+__device__ __forceinline__ void pgv_store(double* __restrict__ out, double v) {
+    if (gridDim.y == 1) *out = v;
+    else atomicAdd(out, v);
+}
+
+template <typename T>
+__device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
+                                           long long rs, long long cs, long long bs, const float* __restrict__ v,
+                                           long long vbs, const float* __restrict__ w, long long wbs,
+                                           float* __restrict__ y, double* __restrict__ z, int mode) {
+    constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
+    __shared__ float part[2][kPgvWarps][33];
+    __shared__ double psq[kPgvWarps][33];
+    __shared__ float vpart[2][kPgvWarps][32 * 8];  // the vectorized across path's: 32 lanes x E rows (E <= 8)
+    __shared__ double vsq[kPgvWarps][32 * 8];
+    const int lane = threadIdx.x, slice = threadIdx.y;
+    // blockIdx.y takes one of gridDim.y slices of j: a matrix of few rows still fills the device
+    // (a multiple of 256 elements: each slice starts on a 16-byte boundary of an aligned row)
+    const long long chunk = ((cols + gridDim.y - 1) / gridDim.y + 255) / 256 * 256;
+    const long long jb = blockIdx.y * chunk, je = jb + chunk < cols ? jb + chunk : cols;
+    for (long long b = blockIdx.z; b < batch; b += gridDim.z) {
+        const T* xb = X + b * bs;
+        const float* vb = v + b * vbs;
+        const float* wb = w != nullptr ? w + b * wbs : nullptr;
+        if (mode == 2) {  // one warp a row, lanes over 16-byte vectors of it (rows 16-byte aligned)
+            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
+                const T* row = xb + i * rs;
+                PgvKahan acc;
+                double sq = 0.0;
+                for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvVecUnroll) {
+                    float x[kPgvVecUnroll][E];
+#pragma unroll
+                    for (int u = 0; u < kPgvVecUnroll; ++u) {
+                        const long long j = j0 + 32 * E * u;
+                        if (j + E <= je) {
+                            pgv_unpack(__ldg(reinterpret_cast<const uint4*>(row + j)), x[u], row);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < E; ++e) x[u][e] = j + e < je ? pgv_float(row[j + e]) : 0.f;
+                        }
+                    }
+#pragma unroll
+                    for (int u = 0; u < kPgvVecUnroll; ++u) {
+#pragma unroll
+                        for (int e = 0; e < E; ++e) {
+                            const long long j = j0 + 32 * E * u + e;
+                            if (j < je) {
+                                acc.add(x[u][e] * vb[j]);
+                                sq += wb != nullptr ? (double)fabsf(x[u][e]) * wb[j] : (double)x[u][e] * x[u][e];
+                            }
+                        }
+                    }
+                }
+                float s = acc.s, c = acc.c;
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) {
+                    s += __shfl_down_sync(0xffffffffu, s, off);
+                    c += __shfl_down_sync(0xffffffffu, c, off);
+                    sq += __shfl_down_sync(0xffffffffu, sq, off);
+                }
+                if (lane == 0) {
+                    pgv_store(y + b * rows + i, s - c);
+                    pgv_store(z + b * rows + i, sq);
+                }
+            }
+        } else if (mode == 3) {  // a thread E adjacent rows (one 16-byte load a column), 32E rows a block
+            for (long long i0 = (long long)blockIdx.x * 32 * E; i0 < rows; i0 += (long long)gridDim.x * 32 * E) {
+                const long long ib = i0 + (long long)lane * E;
+                PgvKahan acc[E];
+                double sq[E];
+#pragma unroll
+                for (int e = 0; e < E; ++e) sq[e] = 0.0;
+                if (ib < rows) {
+                    const T* base = xb + ib;
+                    const bool full = ib + E <= rows;
+                    for (long long j0 = jb + slice; j0 < je; j0 += kPgvWarps * kPgvVecUnroll) {
+                        float x[kPgvVecUnroll][E];
+#pragma unroll
+                        for (int u = 0; u < kPgvVecUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            if (j < je && full) {
+                                pgv_unpack(__ldg(reinterpret_cast<const uint4*>(base + j * cs)), x[u], base);
+                            } else {
+#pragma unroll
+                                for (int e = 0; e < E; ++e) x[u][e] = j < je && ib + e < rows ? pgv_float(base[j * cs + e]) : 0.f;
+                            }
+                        }
+#pragma unroll
+                        for (int u = 0; u < kPgvVecUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            if (j < je) {
+                                const float vj = vb[j];
+                                const double wj = wb != nullptr ? (double)wb[j] : 0.0;
+#pragma unroll
+                                for (int e = 0; e < E; ++e) {
+                                    acc[e].add(x[u][e] * vj);
+                                    sq[e] += wb != nullptr ? (double)fabsf(x[u][e]) * wj : (double)x[u][e] * x[u][e];
+                                }
+                            }
+                        }
+                    }
+                }
+#pragma unroll
+                for (int e = 0; e < E; ++e) {
+                    vpart[0][slice][lane * E + e] = acc[e].s;
+                    vpart[1][slice][lane * E + e] = acc[e].c;
+                    vsq[slice][lane * E + e] = sq[e];
+                }
+                __syncthreads();
+                for (int r = slice * 32 + lane; r < 32 * E; r += 32 * kPgvWarps) {
+                    const long long i = i0 + r;
+                    if (i < rows) {
+                        float s = 0.f, c = 0.f;
+                        double q = 0.0;
+#pragma unroll
+                        for (int k = 0; k < kPgvWarps; ++k) {
+                            s += vpart[0][k][r];
+                            c += vpart[1][k][r];
+                            q += vsq[k][r];
+                        }
+                        pgv_store(y + b * rows + i, s - c);
+                        pgv_store(z + b * rows + i, q);
+                    }
+                }
+                __syncthreads();
+            }
+        } else if (mode == 1) {  // one warp a row: lanes over j
+            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
+                const T* row = xb + i * rs;
+                PgvKahan acc;
+                double sq = 0.0;
+                for (long long j0 = jb + lane; j0 < je; j0 += 32 * kPgvUnroll) {
+                    float x[kPgvUnroll];
+#pragma unroll
+                    for (int u = 0; u < kPgvUnroll; ++u) {  // the loads first, all in flight
+                        const long long j = j0 + 32 * u;
+                        x[u] = j < je ? pgv_float(row[j * cs]) : 0.f;
+                    }
+#pragma unroll
+                    for (int u = 0; u < kPgvUnroll; ++u) {
+                        const long long j = j0 + 32 * u;
+                        if (j < je) {
+                            acc.add(x[u] * vb[j]);
+                            sq += wb != nullptr ? (double)fabsf(x[u]) * wb[j] : (double)x[u] * x[u];
+                        }
+                    }
+                }
+                float s = acc.s, c = acc.c;
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) {
+                    s += __shfl_down_sync(0xffffffffu, s, off);
+                    c += __shfl_down_sync(0xffffffffu, c, off);
+                    sq += __shfl_down_sync(0xffffffffu, sq, off);
+                }
+                if (lane == 0) {
+                    pgv_store(y + b * rows + i, s - c);
+                    pgv_store(z + b * rows + i, sq);
+                }
+            }
+        } else {  // one thread a row, 32 rows a block: the block's warps take slices of j
+            for (long long i0 = (long long)blockIdx.x * 32; i0 < rows; i0 += (long long)gridDim.x * 32) {
+                const long long i = i0 + lane;
+                PgvKahan acc;
+                double sq = 0.0;
+                if (i < rows) {
+                    const T* row = xb + i * rs;
+                    for (long long j0 = jb + slice; j0 < je; j0 += kPgvWarps * kPgvUnroll) {
+                        float x[kPgvUnroll];
+#pragma unroll
+                        for (int u = 0; u < kPgvUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            x[u] = j < je ? pgv_float(row[j * cs]) : 0.f;
+                        }
+#pragma unroll
+                        for (int u = 0; u < kPgvUnroll; ++u) {
+                            const long long j = j0 + kPgvWarps * u;
+                            if (j < je) {
+                                acc.add(x[u] * vb[j]);
+                                sq += wb != nullptr ? (double)fabsf(x[u]) * wb[j] : (double)x[u] * x[u];
+                            }
+                        }
+                    }
+                }
+                part[0][slice][lane] = acc.s;
+                part[1][slice][lane] = acc.c;
+                psq[slice][lane] = sq;
+                __syncthreads();
+                if (slice == 0 && i < rows) {
+                    float s = 0.f, c = 0.f;
+                        double q = 0.0;
+#pragma unroll
+                    for (int k = 0; k < kPgvWarps; ++k) {
+                        s += part[0][k][lane];
+                        c += part[1][k][lane];
+                        q += psq[k][lane];
+                    }
+                    pgv_store(y + b * rows + i, s - c);
+                    pgv_store(z + b * rows + i, q);
+                }
+                __syncthreads();
+            }
+        }
+    }
+}
+
+#define PGV_MATVEC(SUFFIX, T)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256, 1) pg_verify_matvec_##SUFFIX(                                    \
+        long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
+        long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
+        float* __restrict__ y, double* __restrict__ z, int mode) {                                                  \
+        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, mode);                                \
+    }
+
+PGV_MATVEC(f32, float)
+PGV_MATVEC(f16, __half)
+PGV_MATVEC(bf16, __nv_bfloat16)
+
+// neither NaN nor infinite (no <cmath> needed: NVRTC builds these kernels too)
+__device__ __forceinline__ bool pgv_finite(float x) { return fabsf(x) <= 3.402823466e38f; }
+
+// What pg_verify_compare leaves for the host (zeroed before the launch); the first rows that failed are
+// those that reached a slot first (the host sorts them)
+constexpr int kPgvShown = 8;
+struct PgvRecord {
+    unsigned int failed;      // rows whose check failed
+    unsigned int unchecked;   // rows whose operand terms are not finite
+    unsigned int worst_bits;  // the largest |got - want| / threshold of the rows that passed, as float bits
+    unsigned int shown;       // failed rows that took a slot below (at most kPgvShown stored)
+    long long index[kPgvShown];
+    double diff[kPgvShown];
+    double thr[kPgvShown];
+};
+
+extern "C" __global__ void __launch_bounds__(256)
+pg_verify_compare(long long total, const float* __restrict__ yC, const float* __restrict__ nC,
+                  const float* __restrict__ yA, const double* __restrict__ zA, const float* __restrict__ yC0,
+                  const float* __restrict__ nC0, float alpha, float beta, double ka, double kc0, double kc, double t0,
+                  double out_max, PgvRecord* __restrict__ rec) {
+    for (long long t0_ = (long long)blockIdx.x * blockDim.x; t0_ < total; t0_ += (long long)gridDim.x * blockDim.x) {
+        const long long t = t0_ + threadIdx.x;
+        float ratio = 0.f;
+        if (t < total) {
+            float want = alpha * yA[t];
+            const double ya = fabs((double)alpha) * zA[t];
+            double c0a = 0.0;
+            if (yC0 != nullptr) {
+                want += beta * yC0[t];
+                c0a = fabs((double)beta) * nC0[t];
+            }
+            const double side = ka * ya + kc0 * c0a + t0;
+            const float got = yC[t];
+            const bool finite = pgv_finite(got);
+            const bool unchecked = !(side <= 1.7976931348623157e308) || !pgv_finite(want) || (!finite && ya + c0a > out_max);
+            const double thr = side + kc * nC[t];
+            const double diff = fabs((double)got - (double)want);
+            const bool failed = !unchecked && (!finite || !(diff <= thr));
+            if (unchecked) atomicAdd(&rec->unchecked, 1u);
+            if (failed) {
+                atomicAdd(&rec->failed, 1u);
+                const unsigned int slot = atomicAdd(&rec->shown, 1u);
+                if (slot < kPgvShown) {
+                    rec->index[slot] = t;
+                    rec->diff[slot] = diff;
+                    rec->thr[slot] = thr;
+                }
+            } else if (!unchecked && thr > 0.0) {
+                ratio = (float)(diff / thr);
+            }
+        }
+        // the warp's largest ratio, then one atomic (non-negative floats order as their bits do)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) ratio = fmaxf(ratio, __shfl_down_sync(0xffffffffu, ratio, off));
+        if ((threadIdx.x & 31) == 0 && ratio > 0.f) atomicMax(&rec->worst_bits, __float_as_uint(ratio));
+    }
+}

@@ -1,0 +1,257 @@
+"""The cuda backend's ``verify=`` check on the device (kernels/verify/freivalds.cu): ``C·r``, ``B·r``
+and ``A·(B·r)`` and each row's comparison computed where the product ran, on the call's stream, into
+stream-ordered scratch; the host reads back one small record (counts, the worst ratio, the first
+rows that failed), not the vectors. A failed check is run again from the other side (the transposed
+product, ``Cᵀ = Bᵀ·Aᵀ``, by the same kernels with the strides swapped) to name the columns.
+
+The geometry (:func:`strided`, :func:`matvec_geometry`) is pure and unit-tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ...backend import Plan
+from ...core.dtypes import finfo
+from ...core.problem import common_stream
+from ...core.read import read_operand
+from ...core.views import operand_view
+from ...errors import PolygemmError
+from ...verification.report import SHOWN, CheckReport, Finding
+from ...verification.threshold import coefficients
+from .variants import KERNEL_DIR
+
+__all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
+           "retry_variant", "RECORD", "checks_on_device"]
+
+VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
+#: input dtypes the device check reads (others are checked on the host)
+VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec_{k}") for k in VERIFY_KINDS.values()] + \
+    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_signs"), (VERIFY_SOURCE, "pg_verify_norms")]
+_SHOWN_DEVICE = 8  # kPgvShown
+#: the kernel's PgvRecord, as NumPy reads it back
+RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
+                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f8", (_SHOWN_DEVICE,)), ("thr", "<f8", (_SHOWN_DEVICE,))])
+_BLOCK = (32, 8, 1)
+
+
+@dataclass(frozen=True)
+class Strided:
+    """A (batch of) matrix X as the matrix-vector kernel walks it: X(b, i, j) at ``ptr`` + (b·bs + i·rs + j·cs)
+    elements; ``batch``: how many matrices it holds (1 with ``bs`` 0: one matrix for the whole batch)."""
+
+    ptr: int
+    rows: int
+    cols: int
+    rs: int
+    cs: int
+    bs: int
+    kind: str
+    batch: int = 1
+
+    @property
+    def t(self) -> "Strided":
+        """The transpose: the same memory, rows and columns swapped."""
+        return Strided(self.ptr, self.cols, self.rows, self.cs, self.rs, self.bs, self.kind, self.batch)
+
+
+def strided(ptr: int, rows: int, cols: int, layout: str, ld: int, batch_stride: int, count: int, dtype: str) -> Strided:
+    """A matrix of ``layout`` ("row" or "col") and leading dimension ``ld`` (elements), ``batch_stride``
+    elements from one matrix of a batch of ``count`` to the next (0: broadcast, one matrix)."""
+    rs, cs = (ld, 1) if layout == "row" else (1, ld)
+    return Strided(ptr, rows, cols, rs, cs, batch_stride, VERIFY_KINDS[dtype], count if batch_stride else 1)
+
+
+_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, int]]:
+    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row: mode 2 with
+    16-byte loads where every row starts on a 16-byte boundary, else 1) when its columns are adjacent in memory
+    (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
+    column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
+    about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
+    512 (along) or 256 (across) columns; its z the batch."""
+    size = _ITEMSIZE[x.kind]
+    along = x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs))
+    aligned = x.ptr % 16 == 0 and (x.bs * size) % 16 == 0
+    if along:
+        mode = 2 if x.cs == 1 and aligned and (x.rs * size) % 16 == 0 else 1
+        per_block = 8
+    else:
+        mode = 3 if x.rs == 1 and aligned and (x.cs * size) % 16 == 0 else 0
+        per_block = 32 * (16 // size) if mode == 3 else 32
+    gx = max(1, min(-(-x.rows // per_block), 2**31 - 1))
+    gz = max(1, min(x.batch, 65535))
+    least = 512 if along else 256
+    splits = max(1, min(-(-4 * sms // (gx * gz)), -(-x.cols // least), 64))
+    return mode, (gx, splits, gz)
+
+
+def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
+    """Queue y = X·v (float32) and z = |X|·w (or X²·1 without w; float64) into zeroed y and z."""
+    fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
+    mode, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
+    fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
+       np.uintp(v), np.int64(vbs), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(mode),
+       block=_BLOCK, grid=grid, stream=stream)
+
+
+def _elementwise(n: int) -> dict[str, Any]:
+    return {"block": (256, 1, 1), "grid": (max(1, min(-(-n // 256), 65535)), 1, 1)}
+
+
+def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
+              seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
+    """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record.
+
+    Scratch: the record; the sums of squares and magnitudes (float64: squares of float32 values as small as 1e-25
+    or as large as 1e20 neither underflow nor overflow there), for B's rows and for A's, C's and C0's; the float32
+    sums (B·r, A·(B·r), C·r, C0·r); the norms of B's, C's and C0's rows; r."""
+    rows, inner, width = left.rows, left.cols, right.cols
+    n_right = right.batch * inner
+    total = count * rows
+    head = 256  # the record first: its 8-byte fields aligned
+    sums = n_right + 3 * total  # each of the float64 and the float32 groups
+    scratch = rt.scratch(head + 8 * sums + 4 * sums + 4 * sums + 4 * width, stream)
+    try:
+        rec = scratch
+        bsq = scratch + head
+        za, zc, z0 = (bsq + 8 * n_right + 8 * total * i for i in range(3))
+        br = bsq + 8 * sums
+        ya, yc, y0 = (br + 4 * n_right + 4 * total * i for i in range(3))
+        bn = br + 4 * sums
+        nc, n0 = bn + 4 * n_right + 4 * total, bn + 4 * n_right + 8 * total
+        r = bn + 4 * sums
+        step = inner if right.batch > 1 else 0
+        norms = rt.function(VERIFY_SOURCE, "pg_verify_norms")
+        rt.cu.memset_d32_async(bsq, 0, 3 * sums, stream)  # the sums: slices of a row add into them
+        rt.function(VERIFY_SOURCE, "pg_verify_signs")(np.int64(width), np.uint64(seed), np.uintp(r), stream=stream,
+                                                       **_elementwise(width))
+        _matvec(rt, right, r, 0, 0, 0, br, bsq, stream)                         # B·r and B's rows' sums of squares
+        norms(np.int64(n_right), np.uintp(bsq), np.uintp(bn), stream=stream, **_elementwise(n_right))  # ||B_k||_2
+        _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
+                br, step, bn, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
+        _matvec(rt, replace(res, batch=count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
+        norms(np.int64(total), np.uintp(zc), np.uintp(nc), stream=stream, **_elementwise(total))
+        if c0 is not None:
+            _matvec(rt, replace(c0, batch=count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
+            norms(np.int64(total), np.uintp(z0), np.uintp(n0), stream=stream, **_elementwise(total))
+        rt.cu.memset_d32_async(rec, 0, RECORD.itemsize // 4, stream)
+        rt.function(VERIFY_SOURCE, "pg_verify_compare")(
+            np.int64(total), np.uintp(yc), np.uintp(nc), np.uintp(ya), np.uintp(za), np.uintp(y0 if c0 is not None else 0),
+            np.uintp(n0 if c0 is not None else 0), np.float32(alpha), np.float32(beta), np.float64(co.a), np.float64(co.c0),
+            np.float64(co.c), np.float64(co.t0), np.float64(out_max), np.uintp(rec), stream=stream, **_elementwise(total))
+        rt.cu.synchronize_stream(stream)
+        host = np.zeros(1, RECORD)
+        with rt.active():  # the stream's work is done: a plain copy reads the record
+            rt.drv.memcpy_dtoh(host, rec)
+        return host
+    finally:
+        rt.release(scratch, stream)
+
+
+def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Finding, ...]:
+    shown = min(int(rec["shown"][0]), _SHOWN_DEVICE)
+    found = sorted(zip(rec["index"][0][:shown].tolist(), rec["diff"][0][:shown].tolist(), rec["thr"][0][:shown].tolist()))
+    out = []
+    for t, diff, thr in found[:SHOWN]:
+        b, i = divmod(int(t), rows)
+        where = tuple(int(x) for x in np.unravel_index(b, batch)) if batch else ()
+        out.append(Finding(i, float(diff), float(thr), where))
+    return tuple(out)
+
+
+class _Unwalkable(Exception):
+    """An operand whose matrices or batch the matrix-vector kernel cannot walk as it lies."""
+
+
+def _operand(name: str, x: Any, p: Any, rows: int, cols: int, dtype: str) -> Strided:
+    """``x`` (an operand of the call, or its result) as the kernels walk it: its own layout, leading dimension
+    and one batch stride (0: one matrix for the whole batch), read from the array itself, so that an operand the
+    call had made whole first (a torch view no kernel addresses) is refused here rather than misread."""
+    from ...core.read import read_operand
+
+    op = read_operand(name, x)
+    if op.dtype.name != dtype or op.shape != (rows, cols):
+        raise _Unwalkable(name)
+    dims = op.batch_dims
+    shape = tuple(d for d, _ in dims)
+    if not dims or all(st == 0 for _, st in dims):
+        stride = 0
+    else:
+        stride = dims[-1][1]
+        want = stride
+        for size, st in reversed(dims):  # one stride walks the flattened batch: each outer stride the inner span
+            if st != want and size > 1:
+                raise _Unwalkable(name)
+            want *= size
+        if shape != tuple(p.batch)[-len(shape):] or (len(shape) < len(p.batch) and math.prod(p.batch[:-len(shape)]) > 1):
+            raise _Unwalkable(name)  # a batch broadcast over outer dimensions: not one stride
+    return strided(op.ptr, rows, cols, op.layout, op.ld, stride, p.count, dtype)
+
+
+def checks_on_device(p: Any) -> bool:
+    """Whether a product of problem ``p`` is checked on the device (device operands of the dtypes the kernels
+    read, a non-empty product); else the host checks it."""
+    return bool(p.residency == "cuda" and p.dtype.name in VERIFY_KINDS and p.out_dtype.name in VERIFY_KINDS and not p.empty)
+
+
+def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
+                 about: dict[str, str]) -> CheckReport | None:
+    """Check ``result`` of ``plan`` on the device (None when the device check does not apply: host operands,
+    dtypes the kernels do not read, an empty product)."""
+    p = plan.problem
+    if not checks_on_device(p):
+        return None
+    count, m, n, k = p.count, p.m, p.n, p.k
+    try:
+        A = _operand("a", a, p, m, k, p.dtype.name)
+        B = _operand("b", b, p, k, n, p.dtype.name)
+        C = _operand("out", result, p, m, n, p.out_dtype.name)
+        C0 = _operand("c", c, p, m, n, p.out_dtype.name) if c is not None and beta != 0.0 else None
+    except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
+        return None
+    f32 = np.dtype(np.float32)
+    out_max = float(finfo(p.out_dtype).max)
+    # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)
+    stream = common_stream([view[2] for view in (operand_view(x) for x in (a, b, c, result) if x is not None) if view is not None])
+    pushed = rt.enter()
+    try:
+        if stream == -1 or stream is None:
+            if stream == -1:
+                rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+            stream = 0
+        co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True)
+        rec = _one_side(rt, A, B, C, C0, count, alpha, beta, seed, co, out_max, stream)
+        failed, unchecked = int(rec["failed"][0]), int(rec["unchecked"][0])
+        worst = float(np.uint32(rec["worst_bits"][0]).view(np.float32))
+        columns: tuple[Finding, ...] = ()
+        if failed:  # the other side: Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped
+            cco = coefficients(k, m, p.dtype, p.out_dtype, f32, f32, compensated=True)
+            crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, count, alpha, beta, seed ^ 0x5DEECE66D, cco,
+                             out_max, stream)
+            columns = _findings(crec, n, p.batch)
+    finally:
+        if pushed:
+            rt.leave()
+    return CheckReport.of(failed == 0, count * m - unchecked, unchecked, failed, _findings(rec, m, p.batch), columns,
+                          float("inf") if failed else worst, f"the device ({rt.name})", about)
+
+
+def retry_variant(plan: Plan, known: Any) -> str | None:
+    """The variant a retry runs: the next of auto's candidates that could take these operands (another rung),
+    or None (the same call again). ``known(label)``: whether the backend takes that variant name."""
+    current = plan.variant.partition(":")[0]
+    for label, why in plan.candidates:
+        if ", but" in why or " " in label or label.partition(":")[0] == current or not known(label):
+            continue
+        return str(label)
+    return None
+
+

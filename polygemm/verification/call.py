@@ -1,0 +1,148 @@
+"""A verified call: the product computed, checked where it ran, and handed back only when it passed.
+
+The product is computed into a result of its own, never into ``out``: ``out`` (and ``c``, when
+``out`` is ``c``) is written only once the check passed (``"raise"``, ``"retry"``) or the warning
+was given (``"warn"``), so a failed check leaves both as they were. That costs one copy of the result
+into ``out`` per verified call with ``out``; a call without ``out`` pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import warnings
+from dataclasses import replace
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import registry
+from ..backend import Backend, Plan
+from ..errors import PolygemmError, VerificationError, VerificationWarning
+from .faults import active_faults, corrupt
+from .host import host_check
+from .report import CheckReport
+
+__all__ = ["verified_gemm", "check_product", "deliver", "host_values"]
+
+log = logging.getLogger("polygemm")
+_local = threading.local()
+
+
+def _rng() -> np.random.Generator:
+    """This thread's generator of check vectors (seeded from the OS once a thread: a fresh r every call)."""
+    rng = getattr(_local, "rng", None)
+    if rng is None:
+        rng = _local.rng = np.random.default_rng()
+    return rng
+
+
+def host_values(x: Any, backend: Backend | None = None) -> np.ndarray | None:
+    """``x``'s values as a NumPy array (None stays None): NumPy as it is, CuPy and torch through their own
+    copies, a backend's own device arrays through ``backend.to_host``, array-likes through NumPy."""
+    if x is None or isinstance(x, np.ndarray):
+        return x
+    module = type(x).__module__.partition(".")[0]
+    if module == "torch":
+        t = x.detach().cpu()
+        if t.is_neg():
+            t = t.resolve_neg()
+        host: np.ndarray = t.float().numpy() if str(t.dtype) == "torch.bfloat16" else t.numpy()  # bfloat16 in float32: exact
+        return host
+    if module == "cupy":
+        return np.asarray(x.get())
+    if backend is not None and hasattr(x, "__cuda_array_interface__"):  # pycuda and the like: the backend copies it
+        return np.asarray(backend.to_host(x))
+    return np.asarray(x)
+
+
+def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float) -> CheckReport:
+    """Check ``result`` of ``plan``: on the backend's device when it checks there (``verify_product``, which
+    returns None for operands it does not hold), else on the host."""
+    p = plan.problem
+    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant,
+             "shape": f"{p.shape_str()} (MxNxK) {p.dtype.name}"}
+    scalars = np.dtype(np.float32) if backend.float32_scalars else None
+    on_device = getattr(backend, "verify_product", None)
+    if on_device is not None:
+        report = on_device(plan, a, b, c, result, alpha, beta, int(_rng().integers(1, 2**62)), about)
+        if report is not None:
+            assert isinstance(report, CheckReport)
+            return report
+    return host_check(host_values(a, backend), host_values(b, backend), host_values(c, backend) if beta != 0.0 else None,
+                      host_values(result, backend), alpha, beta, dtype=p.dtype, out_dtype=p.out_dtype, rng=_rng(),
+                      scalar_dtype=scalars, about=about)
+
+
+def deliver(result: Any, out: Any, backend: Backend | None = None) -> Any:
+    """``result`` into ``out`` (returned), or ``result`` itself when there is no ``out``; ``backend``: whose
+    context a device array of its own (pycuda's) is written in."""
+    if out is None:
+        return result
+    if isinstance(out, np.ndarray):
+        np.copyto(out, np.asarray(host_values(result)))
+    elif type(out).__module__.partition(".")[0] == "torch":
+        out.copy_(result)
+    else:
+        with backend.active() if backend is not None else contextlib.nullcontext():
+            out[...] = result
+    return out
+
+
+def _retry_variant(backend: Backend, plan: Plan) -> str | None:
+    """The variant the retry runs: the backend's choice of another rung (``verify_retry_variant``), or
+    None to run the same call again."""
+    other = getattr(backend, "verify_retry_variant", None)
+    if other is None:
+        return None
+    name = other(plan)
+    return None if name is None else str(name)
+
+
+def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None], validate: Callable[..., Plan], mode: str,
+                  a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
+                  precision: str | None = None) -> Any:
+    """``run(a, b, c, ...)`` (polygemm.gemm with its check off) checked as ``mode`` says ("raise", "warn",
+    "retry"). ``validate``: polygemm.explain, which refuses what gemm would refuse about ``out`` before
+    anything runs (the product itself is computed into a result of its own)."""
+    if out is not None:
+        out_dtype = validate(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
+                             out_dtype=out_dtype, precision=precision).problem.out_dtype
+    kw = {"alpha": alpha, "beta": beta, "out_dtype": out_dtype, "precision": precision, "verify": "off"}
+    result = run(a, b, c, device=device, variant=variant, **kw)
+    plan = last_plan()
+    assert plan is not None
+    backend = registry.get_backend(plan.backend)
+    alpha_, beta_ = plan.problem.alpha, plan.problem.beta
+    if active_faults():
+        with backend.active():  # a device array of the backend's own (pycuda) is written with its context current
+            corrupt(result, backend.to_host)
+    report = check_product(backend, plan, a, b, c, result, alpha_, beta_)
+    if report.ok:
+        return deliver(result, out, backend)
+    if mode == "warn":
+        warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"), stacklevel=3)
+        return deliver(result, out, backend)
+    if mode == "retry":
+        other = _retry_variant(backend, plan)
+        try:
+            result = run(a, b, c, device=device if other is None else plan.backend, variant=variant if other is None else other, **kw)
+        except PolygemmError:  # the other rung cannot take these operands after all: the same call again
+            if other is None:
+                raise
+            result = run(a, b, c, device=device, variant=variant, **kw)
+        again = last_plan()
+        assert again is not None
+        if active_faults():
+            with backend.active():
+                corrupt(result, backend.to_host)
+        second = check_product(backend, again, a, b, c, result, alpha_, beta_)
+        if second.ok:
+            log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
+            return deliver(result, out, backend)
+        first = f"first attempt: variant {plan.variant!r}, {report.failed} rows off (worst row {report.rows[0] if report.rows else '?'})"
+        report = replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too"))
+    kept = " and ".join(name for name, x in (("out", out), ("c", c)) if x is not None)
+    raise VerificationError(report.message() + "; the result was not handed back" +
+                            (f"; {kept} {'are' if ' and ' in kept else 'is'} untouched" if kept else ""), report=report)

@@ -1,0 +1,36 @@
+"""What ``explain(..., verify=...)`` says of the check: how it is made and what it costs."""
+
+from __future__ import annotations
+
+from .. import registry
+from ..backend import Plan
+from ..errors import PolygemmError
+
+__all__ = ["describe_check"]
+
+
+def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
+    """The note ``explain`` adds for a verified call: the test, where it runs, the threshold, and its cost
+    (the bytes it reads and its arithmetic as a share of the product's 2·M·N·K)."""
+    p = plan.problem
+    try:
+        on = getattr(registry.get_backend(plan.backend), "verify_on_device", None)
+    except PolygemmError:
+        on = None
+    on_device = bool(on is not None and on(p))
+    count, m, n, k = p.count, p.m, p.n, p.k
+    reads_c = p.c is not None and p.beta != 0.0
+    size_in, size_out = p.dtype.itemsize, p.out_dtype.itemsize
+    nbytes = count * ((m * k + k * n) * size_in + m * n * size_out * (2 if reads_c else 1))
+    flops = 2 * count * (m * k + k * n + m * n * (2 if reads_c else 1))
+    product = 2 * count * m * n * k
+    share = f"{100.0 * flops / product:.2g}% of the product's arithmetic" if product else "no product to check"
+    where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads back "
+             "a count of failed rows)" if on_device else "on the host, in float64")
+    what = {"raise": "a failed check raises VerificationError", "warn": "a failed check warns (VerificationWarning) and returns",
+            "retry": "a failed check recomputes once (another rung where the backend has one) and raises if that fails too"}[mode]
+    tail = "; the product goes to a result of its own, copied into out once checked (out and c untouched on failure)" \
+        if given_out else ""
+    return (f"verify={mode!r}: Freivalds check of C·r against alpha·A·(B·r){' + beta·c·r' if reads_c else ''} with a fresh "
+            f"random r of ±1, {where}; threshold per row from the error bound of {p.dtype.name} -> {p.out_dtype.name}; "
+            f"estimated cost: reads A, B and C once more ({nbytes / 1e6:.3g} MB), {flops:.3g} flops = {share}; {what}{tail}")

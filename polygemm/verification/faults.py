@@ -1,0 +1,104 @@
+"""Faults injected into verified products (:func:`polygemm.testing.inject_fault` holds them): one
+element of a product's result set to a value, or one bit of it flipped, after the product is
+computed and before it is checked, so a pipeline's handling of a failed check can be tested."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
+
+_UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+@dataclass
+class Fault:
+    """Set ``result[batch + (row, col)]`` to ``value``, or flip its ``bit`` (0 = least significant), in
+    ``times`` verified products (None: every one while it is active); ``hits`` counts those corrupted."""
+
+    row: int
+    col: int
+    value: float | None = None
+    bit: int | None = None
+    batch: tuple[int, ...] = ()
+    times: int | None = None
+    hits: int = 0
+
+
+_lock = threading.Lock()
+_faults: list[Fault] = []
+
+
+def active_faults() -> bool:
+    """Whether any fault waits to be injected (read by every verified call; a list's truth, no lock)."""
+    return bool(_faults)
+
+
+def add_fault(fault: Fault) -> None:
+    with _lock:
+        _faults.append(fault)
+
+
+def remove_fault(fault: Fault) -> None:
+    with _lock:
+        if fault in _faults:
+            _faults.remove(fault)
+
+
+def _due() -> list[Fault]:
+    with _lock:
+        due = [f for f in _faults if f.times is None or f.hits < f.times]
+        for f in due:
+            f.hits += 1
+        return due
+
+
+def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
+    raw = x.view(_UINTS[x.dtype.itemsize])
+    raw[idx] ^= raw.dtype.type(1 << bit)
+
+
+def corrupt(result: Any, to_host: Any = None) -> None:
+    """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
+    array that ``to_host``/``.set`` move); IndexError when a fault's element is outside the result."""
+    for f in _due():
+        shape = tuple(result.shape)
+        idx = tuple(f.batch) + (f.row, f.col)
+        if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
+            raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
+        if f.bit is not None and not 0 <= f.bit < 8 * np.dtype(_itemsize_dtype(result)).itemsize:
+            raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * np.dtype(_itemsize_dtype(result)).itemsize}-bit elements")
+        if isinstance(result, np.ndarray):
+            if f.bit is None:
+                result[idx] = f.value
+            else:
+                _flip_host(result, idx, f.bit)
+            continue
+        module = type(result).__module__.partition(".")[0]
+        if module in ("cupy", "torch") and f.bit is None:
+            result[idx] = f.value
+            continue
+        host = np.array(to_host(result) if to_host is not None else result.get())  # a bit of a device array: through the host
+        if f.bit is None:
+            host[idx] = f.value
+        else:
+            _flip_host(host, idx, f.bit)
+        if module == "torch":
+            torch: Any = sys.modules["torch"]
+            result.copy_(torch.from_numpy(host) if host.dtype.name != "bfloat16" else
+                         torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
+        elif module == "cupy":
+            result.set(host)
+        else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
+            raw = _UINTS[host.dtype.itemsize]
+            result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
+
+
+def _itemsize_dtype(x: Any) -> np.dtype:
+    size = getattr(x, "itemsize", None) or getattr(x, "element_size", lambda: 4)()
+    return np.dtype(_UINTS[int(size)])

@@ -1,0 +1,141 @@
+"""The check on the host (NumPy, float64): a Freivalds test of a product whose operands and result
+are (or were copied to) host arrays. The cpu and musa backends' results are checked here, and so are
+those of a backend with no check of its own on its device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.dtypes import finfo
+from .report import SHOWN, CheckReport, Finding
+from .threshold import Coefficients, coefficients
+
+__all__ = ["host_check", "compare_rows", "signs", "row_thresholds", "may_overflow"]
+
+_F64 = np.dtype(np.float64)
+
+
+def signs(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A fresh random vector of ±1 (float64)."""
+    return rng.integers(0, 2, n).astype(np.float64) * 2.0 - 1.0
+
+
+def compare_rows(got: np.ndarray, want: np.ndarray, mags: tuple[np.ndarray, np.ndarray, np.ndarray], co: Coefficients,
+                 out_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: (failed, unchecked, |got - want|, threshold). ``mags``: |alpha|·(|A|·||B_k||_2), |beta|·||C0_i||_2
+    and ||C_i||_2 of each row. A row is unchecked when its threshold or expected value is not finite (an
+    operand holds a NaN or infinity, or the sums overflow), or when its checksum is not finite and an
+    element of it may rightly overflow the result's dtype (its magnitude bound exceeds the largest finite)."""
+    ya, c0a, ca = mags
+    with np.errstate(all="ignore"):
+        side = co.a * ya + co.c0 * c0a + co.t0  # the operands' part: not finite, the row cannot be checked
+        thr = side + co.c * ca
+        diff = np.abs(got - want)
+        finite = np.isfinite(got)
+        unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~finite & (ya + c0a > out_max))
+        failed = ~unchecked & (~finite | ~(diff <= thr))  # a NaN or infinity the operands do not explain fails
+    return failed, unchecked, diff, thr
+
+
+def _findings(failed: np.ndarray, diff: np.ndarray, thr: np.ndarray) -> tuple[Finding, ...]:
+    found = []
+    for idx in np.argwhere(failed)[:SHOWN]:
+        pos = tuple(int(i) for i in idx)
+        found.append(Finding(pos[-1], float(diff[pos]), float(thr[pos]), pos[:-1]))
+    return tuple(found)
+
+
+def _f64(x: Any) -> np.ndarray:
+    with np.errstate(all="ignore"):  # a NaN or infinity is a value the check reads like any other
+        return np.asarray(x).astype(np.float64, copy=False)
+
+
+def _norms(x: np.ndarray, axis: int) -> np.ndarray:
+    """2-norms along ``axis``; where the squares would underflow or overflow float64 (float64 values beyond about
+    1e±150), of the values scaled by their largest magnitude first."""
+    plain: np.ndarray = np.sqrt(np.square(x).sum(axis))
+    top = np.abs(x).max(axis) if x.shape[axis] else np.zeros_like(plain)
+    off = (top > 0) & np.isfinite(top) & ((top < 1e-150) | (top > 1e150))
+    if off.any():
+        scale = np.where(off, top, 1.0)
+        scaled = np.sqrt(np.square(x / np.expand_dims(scale, axis)).sum(axis)) * scale
+        plain = np.where(off, scaled, plain)
+    return plain
+
+
+def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndarray, alpha: float, beta: float,
+          r: np.ndarray, rows: bool) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(C·r, alpha·A·(B·r) + beta·C0·r, magnitudes) along rows, or along columns (r·C against (r·A)·B + r·C0)."""
+    if rows:
+        want = alpha * (a64 @ (b64 @ r)[..., None])[..., 0]
+        ya = abs(alpha) * (np.abs(a64) @ _norms(b64, -1)[..., None])[..., 0]
+        got, ca = r64 @ r, _norms(r64, -1)
+        c0a: Any = np.zeros(())
+        if c64 is not None:
+            want, c0a = want + beta * (c64 @ r), abs(beta) * _norms(c64, -1)
+    else:
+        want = alpha * ((r @ a64)[..., None, :] @ b64)[..., 0, :]
+        ya = abs(alpha) * (_norms(a64, -2)[..., None, :] @ np.abs(b64))[..., 0, :]
+        got, ca = r @ r64, _norms(r64, -2)
+        c0a = np.zeros(())
+        if c64 is not None:
+            want, c0a = want + beta * (r @ c64), abs(beta) * _norms(c64, -2)
+    shape = np.broadcast_shapes(got.shape, want.shape)
+    return got, np.broadcast_to(want, shape), (np.broadcast_to(ya, shape), np.broadcast_to(c0a, shape), ca)
+
+
+def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
+               rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None) -> CheckReport:
+    """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
+    does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
+    and shape, for the report."""
+    a64, b64, r64 = _f64(a), _f64(b), _f64(result)
+    m, k = a64.shape[-2:]
+    n = b64.shape[-1]
+    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
+    out_max = float(finfo(out_dtype).max)
+    with np.errstate(all="ignore"):
+        got, want, mags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, n), True)
+    failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype), out_max)
+    count = int(failed.sum())
+    with np.errstate(all="ignore"):
+        ratios = np.where(failed | unchecked, 0.0, diff / np.where(thr > 0, thr, np.inf))
+    worst = float("inf") if count else (float(ratios.max()) if ratios.size else 0.0)
+    columns: tuple[Finding, ...] = ()
+    if count:  # which columns: the same test from the other side
+        with np.errstate(all="ignore"):
+            cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
+        cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype), out_max)
+        columns = _findings(cfail, cdiff, cthr)
+    return CheckReport.of(count == 0, int(failed.size - unchecked.sum()), int(unchecked.sum()), count, _findings(failed, diff, thr),
+                          columns, worst, "the host", about or {})
+
+
+def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
+                   check_dtype: np.dtype = _F64, scalar_dtype: np.dtype | None = None, compensated: bool = False) -> np.ndarray:
+    """Each row's threshold (shape: the result's, less its last axis) for the check with its sums in
+    ``check_dtype`` (float64: the host's check; float32 and ``compensated``: a device's): a fault that moves
+    one element of a row by more than it is caught unless the row's rounding error cancels it; by more than
+    twice it, always."""
+    a64, b64, r64 = _f64(a), _f64(b), _f64(result)
+    k, n = a64.shape[-1], b64.shape[-1]
+    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
+    with np.errstate(all="ignore"):
+        _, _, (ya, c0a, ca) = _side(a64, b64, c64, r64, alpha, beta, np.ones(n), True)
+        co = coefficients(k, n, dtype, out_dtype, np.dtype(check_dtype), scalar_dtype, compensated)
+        thr: np.ndarray = co.a * ya + co.c0 * c0a + co.c * ca + co.t0
+    return thr
+
+
+def may_overflow(a: Any, b: Any, c0: Any, alpha: float, beta: float, out_dtype: np.dtype) -> np.ndarray:
+    """Per row: whether an element of it may rightly overflow ``out_dtype`` (the row's magnitude bound exceeds the
+    largest finite value), where the check takes a NaN or infinity for the product's own (such rows are unchecked
+    when their checksum is not finite)."""
+    a64, b64 = _f64(a), _f64(b)
+    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
+    with np.errstate(all="ignore"):
+        _, _, (ya, c0a, _) = _side(a64, b64, c64, np.zeros(a64.shape[:-1] + (b64.shape[-1],)), alpha, beta, np.ones(b64.shape[-1]), True)
+        over: np.ndarray = ~(ya + c0a <= float(finfo(out_dtype).max))
+    return over

@@ -1,0 +1,72 @@
+"""What ``verify=`` takes, and the process default (:func:`set_verify`, ``$POLYGEMM_VERIFY``).
+
+The default is kept in :data:`process_default`, one small object the call path reads with one
+attribute lookup: a call with ``verify`` left out and no default set does nothing more than before.
+``$POLYGEMM_VERIFY`` is read once, when polygemm is imported (a bad value there warns and is
+ignored rather than failing the import); :func:`set_verify` changes the default at any time.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Literal, Optional
+
+from ..core.text import short_repr
+from ..errors import ArgumentError
+
+__all__ = ["VERIFY_MODES", "VerifyMode", "parse_verify", "set_verify", "get_verify", "process_default"]
+
+#: the values ``verify=`` takes besides None (None and "off": no check)
+VERIFY_MODES: tuple[str, ...] = ("off", "raise", "warn", "retry")
+
+VerifyMode = Optional[Literal["off", "raise", "warn", "retry"]]
+
+
+class _Default:
+    """The process default: ``mode`` is None when no check is wanted (the call path tests only that)."""
+
+    __slots__ = ("mode",)
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+
+
+process_default = _Default()
+
+
+def parse_verify(value: object, name: str = "verify") -> str | None:
+    """The check ``value`` asks for: "raise", "warn" or "retry", or None for no check (None, "off").
+    ArgumentError (a ValueError) naming ``name`` and the accepted values otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        mode = value.strip().lower()
+        if mode in VERIFY_MODES:
+            return None if mode == "off" else mode
+    accepted = ", ".join(repr(m) for m in VERIFY_MODES)
+    raise ArgumentError(f"{name}={short_repr(value)} is not a verification mode; pass one of None, {accepted}")
+
+
+def set_verify(mode: VerifyMode) -> None:
+    """Set the check every ``gemm``/``matmul`` call makes when its ``verify`` is left out: None or "off"
+    (none, the default), "raise", "warn" or "retry". A call's own ``verify=`` overrides it."""
+    process_default.mode = parse_verify(mode)
+
+
+def get_verify() -> str:
+    """The process default set by :func:`set_verify` or ``$POLYGEMM_VERIFY``: "off", "raise", "warn" or "retry"."""
+    return process_default.mode or "off"
+
+
+def _from_environment() -> None:
+    raw = os.environ.get("POLYGEMM_VERIFY")
+    if raw is None or not raw.strip():
+        return
+    try:
+        process_default.mode = parse_verify(raw, "POLYGEMM_VERIFY")
+    except ArgumentError as exc:  # a typo in the environment warns; it does not break import polygemm
+        warnings.warn(f"{exc}; no check is made by default", RuntimeWarning, stacklevel=2)
+
+
+_from_environment()

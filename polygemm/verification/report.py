@@ -1,0 +1,75 @@
+"""What a check found (:class:`CheckReport`) and how a failure is said."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Finding", "CheckReport", "SHOWN"]
+
+#: how many rows (and columns) that disagree a message names
+SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row (or column) of the result whose check failed: ``|C·r - expected|`` and its threshold
+    (``diff`` NaN: the row holds a NaN or an infinity its operands do not explain)."""
+
+    index: int
+    diff: float
+    threshold: float
+    #: the matrix of a batch it belongs to (its index in the batch); () for one product
+    batch: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        where = f"{list(self.batch)}, " if self.batch else ""
+        if self.diff != self.diff or self.diff in (float("inf"), float("-inf")):
+            return f"{where}{self.index} (non-finite, threshold {self.threshold:.3g})"
+        ratio = self.diff / self.threshold if self.threshold > 0 else float("inf")
+        return f"{where}{self.index} (off by {self.diff:.3g}, threshold {self.threshold:.3g}, {ratio:.3g}x)"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The outcome of one product's check."""
+
+    ok: bool
+    #: rows checked, and rows that could not be (non-finite operands, or a row whose elements may overflow the
+    #: result's dtype, where a NaN or infinity is the product's right answer)
+    checked: int
+    unchecked: int
+    #: rows that failed, the first few of them, and (on failure) the first few columns that did
+    failed: int
+    rows: tuple[Finding, ...] = ()
+    columns: tuple[Finding, ...] = ()
+    #: the largest ``|C·r - expected| / threshold`` among the rows checked (below 1: passed)
+    worst_ratio: float = 0.0
+    #: where the check ran ("host", or the device's name) and what computed the product
+    where: str = "host"
+    backend: str = ""
+    device: str = ""
+    variant: str = ""
+    shape: str = ""
+    attempts: tuple[str, ...] = field(default=())
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @classmethod
+    def of(cls, ok: bool, checked: int, unchecked: int, failed: int, rows: tuple[Finding, ...], columns: tuple[Finding, ...],
+           worst_ratio: float, where: str, about: dict[str, str]) -> "CheckReport":
+        """A report of the product ``about`` names (its backend, device, variant and shape)."""
+        return cls(ok, checked, unchecked, failed, rows, columns, worst_ratio, where, about.get("backend", ""),
+                   about.get("device", ""), about.get("variant", ""), about.get("shape", ""))
+
+    def message(self) -> str:
+        """The sentence a VerificationError or VerificationWarning carries."""
+        on = f"backend {self.backend!r}" + (f" ({self.device})" if self.device else "") + f", variant {self.variant!r}"
+        rows = ", ".join(str(f) for f in self.rows[:SHOWN]) + (", ..." if self.failed > SHOWN else "")
+        text = (f"verify: the product {self.shape} computed by {on} failed its check: {self.failed} of "
+                f"{self.checked} rows disagree with A·(B·r) beyond the threshold; rows {rows}")
+        if self.columns:
+            text += "; columns " + ", ".join(str(f) for f in self.columns[:SHOWN])
+        if self.attempts:
+            text += "; " + "; ".join(self.attempts)
+        return text + f" (checked on {self.where})"

@@ -1,0 +1,183 @@
+"""The cuda device check's orchestration (backends/cuda/verify.py: operands read as the kernels walk them,
+the scratch laid out, the passes queued, the record read back, the columns found from the other side) on the
+CPU: a stand-in runtime whose kernels are NumPy, over host memory posing as device arrays. The kernels
+themselves are tested on the GPU (test_verify_gpu.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from polygemm.backend import Plan
+from polygemm.backends.cuda.verify import RECORD, device_check
+from polygemm.core.normalize import normalize
+from polygemm.verification.host import row_thresholds
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+_KINDS = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": BF16}
+
+
+class DeviceLike:
+    """Host memory behind a __cuda_array_interface__ (what the check reads of a device array)."""
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self.arr = arr
+        self.__cuda_array_interface__ = {"shape": arr.shape, "typestr": arr.dtype.str, "version": 3, "strides": arr.strides,
+                                          "data": (arr.__array_interface__["data"][0], False), "stream": None}
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.arr.shape
+
+
+def _view(addr: int, dtype: np.dtype, count: int) -> np.ndarray:
+    return np.frombuffer((ctypes.c_char * (count * dtype.itemsize)).from_address(addr), dtype=dtype)
+
+
+class FakeRuntime:
+    """The parts of CudaRuntime the check uses, with NumPy kernels on host addresses."""
+
+    name, sms = "emulated GPU", 132
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, np.ndarray] = {}
+        self.cu = self
+        self.drv = self
+        self.launches: list[str] = []
+
+    def scratch(self, nbytes: int, stream: int) -> int:
+        buf = np.zeros(nbytes + 256, np.uint8)
+        addr = buf.__array_interface__["data"][0]
+        addr += -addr % 256
+        self.buffers[addr] = buf
+        return addr
+
+    def release(self, ptr: int, stream: int) -> None:
+        del self.buffers[ptr]
+
+    def memset_d32_async(self, ptr: int, value: int, count: int, stream: int) -> None:
+        _view(ptr, np.dtype(np.uint32), count)[:] = value
+
+    def synchronize_stream(self, stream: int) -> None:
+        pass
+
+    def memcpy_dtoh(self, host: np.ndarray, ptr: int) -> None:
+        host.view(np.uint8)[:] = _view(ptr, np.dtype(np.uint8), host.nbytes)
+
+    def enter(self) -> bool:
+        return False
+
+    def active(self):
+        return contextlib.nullcontext()
+
+    def function(self, source, entry):
+        self.launches.append(entry)
+        if entry.startswith("pg_verify_matvec_"):
+            kind = entry.rsplit("_", 1)[1]
+            return lambda *args, **launch: self._matvec(kind, *args)
+        return getattr(self, "_" + entry.replace("pg_verify_", ""))
+
+    def _signs(self, n, seed, r, **kw):
+        rng = np.random.default_rng(int(seed))
+        _view(int(r), np.dtype(np.float32), int(n))[:] = rng.choice([-1.0, 1.0], int(n))
+
+    def _matvec(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, mode):
+        """The kernel's sums into y and z (zeroed before: a sliced launch adds its slices, as this adds the whole)."""
+        dt = _KINDS[kind]
+        rows, cols, batch, rs, cs, bs, vbs, wbs = (int(t) for t in (rows, cols, batch, rs, cs, bs, vbs, wbs))
+        span = (batch - 1) * bs + (rows - 1) * rs + (cols - 1) * cs + 1
+        flat = _view(int(X), dt, span).astype(np.float64)
+        yv, zv = _view(int(y), np.dtype(np.float32), batch * rows), _view(int(z), np.dtype(np.float64), batch * rows)
+        for bi in range(batch):
+            x = np.lib.stride_tricks.as_strided(flat[bi * bs:], (rows, cols), (rs * 8, cs * 8))
+            vv = _view(int(v) + 4 * bi * vbs, np.dtype(np.float32), cols).astype(np.float64)
+            yv[bi * rows:(bi + 1) * rows] += (x @ vv).astype(np.float32)
+            if int(w):
+                ww = _view(int(w) + 4 * bi * wbs, np.dtype(np.float32), cols).astype(np.float64)
+                zv[bi * rows:(bi + 1) * rows] += np.abs(x) @ ww
+            else:
+                zv[bi * rows:(bi + 1) * rows] += np.square(x).sum(1)
+
+    def _norms(self, n, sq, out, **kw):
+        _view(int(out), np.dtype(np.float32), int(n))[:] = np.sqrt(_view(int(sq), np.dtype(np.float64), int(n)))
+
+    def _compare(self, total, yC, nC, yA, zA, yC0, nC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, **kw):
+        f = lambda p: _view(int(p), np.dtype(np.float32), int(total)).astype(np.float64)  # noqa: E731
+        d = lambda p: _view(int(p), np.dtype(np.float64), int(total))  # noqa: E731
+        want, ya = float(alpha) * f(yA), abs(float(alpha)) * d(zA)
+        c0a = np.zeros_like(want)
+        if int(yC0):
+            want, c0a = want + float(beta) * f(yC0), abs(float(beta)) * f(nC0)
+        side = float(ka) * ya + float(kc0) * c0a + float(t0)
+        got = f(yC)
+        thr = side + float(kc) * f(nC)
+        diff = np.abs(got - want)
+        fin = np.isfinite(got)
+        unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~fin & (ya + c0a > float(out_max)))
+        failed = ~unchecked & (~fin | ~(diff <= thr))
+        out = np.zeros(1, RECORD)
+        out["failed"], out["unchecked"] = failed.sum(), unchecked.sum()
+        ok = ~failed & ~unchecked & (thr > 0)
+        out["worst_bits"] = np.float32(np.max(diff[ok] / thr[ok]) if ok.any() else 0.0).view(np.uint32)
+        idx = np.flatnonzero(failed)[:8]
+        out["shown"] = len(np.flatnonzero(failed))
+        out["index"][0][:len(idx)], out["diff"][0][:len(idx)], out["thr"][0][:len(idx)] = idx, diff[idx], thr[idx]
+        _view(int(rec), np.dtype(np.uint8), RECORD.itemsize)[:] = out.view(np.uint8)
+
+
+def _check(a, b, c, result, alpha=1.0, beta=0.0):
+    da, db, dr = DeviceLike(a), DeviceLike(b), DeviceLike(result)
+    dc = DeviceLike(c) if c is not None else None
+    p = normalize(da, db, dc, alpha=alpha, beta=beta)
+    plan = Plan("cuda", "emulated", "", p)
+    rt = FakeRuntime()
+    report = device_check(rt, plan, da, db, dc, dr, alpha, beta, 12345, {"backend": "cuda", "variant": "emulated"})
+    return report, rt
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("layouts", ["nn", "tn", "nt", "tt"])
+def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, layouts):
+    m, n, k = 37, 29, 53
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    if layouts[0] == "t":
+        a = np.asfortranarray(a)
+    if layouts[1] == "t":
+        b = np.asfortranarray(b)
+    res = (a.astype(np.float64) @ b.astype(np.float64)).astype(dtype)
+    report, rt = _check(a, b, None, res)
+    assert report is not None and report.ok and report.checked == m and "emulated GPU" in report.where
+    kind = "f32" if dtype == np.float32 else "f16"
+    assert rt.launches[:6] == ["pg_verify_norms", "pg_verify_signs", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}",
+                               f"pg_verify_matvec_{kind}", "pg_verify_compare"]
+    thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
+                         check_dtype=np.dtype(np.float32), scalar_dtype=np.dtype(np.float32), compensated=True)
+    bad = res.copy()
+    bad[11, 7] = float(bad[11, 7]) + 3.0 * float(thr[11])
+    report, _ = _check(a, b, None, bad)
+    assert not report.ok and report.failed == 1
+    assert report.rows[0].index == 11 and [f.index for f in report.columns] == [7]
+
+
+def test_a_batch_with_c_and_a_broadcast_b(rng):
+    a = rng.standard_normal((3, 16, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 10)).astype(np.float32)
+    c = rng.standard_normal((3, 16, 10)).astype(np.float32)
+    res = (1.5 * (a.astype(np.float64) @ b) - 0.5 * c).astype(np.float32)
+    report, _ = _check(a, b, c, res, 1.5, -0.5)
+    assert report.ok and report.checked == 48
+    res[2, 5, 3] += 10.0
+    report, _ = _check(a, b, c, res, 1.5, -0.5)
+    assert not report.ok and report.rows[0].batch == (2,) and report.rows[0].index == 5
+    assert report.columns[0].batch == (2,) and report.columns[0].index == 3
+
+
+def test_float64_and_unwalkable_operands_are_left_to_the_host(rng):
+    a = rng.standard_normal((8, 8))
+    report, _ = _check(a, a, None, a @ a)
+    assert report is None

@@ -1,0 +1,211 @@
+"""verify= on gemm, matmul and explain: the values taken, the process default and $POLYGEMM_VERIFY,
+what a failed check does (raise, warn, retry) and what it leaves untouched."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm import api
+from polygemm.testing import inject_fault
+
+
+@pytest.fixture(autouse=True)
+def _no_default():
+    pg.set_verify(None)
+    yield
+    pg.set_verify(None)
+
+
+def _ops(rng, m=24, n=20, k=16, dtype=np.float32):
+    return rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+
+
+@pytest.mark.parametrize("mode", [None, "off", "raise", "warn", "retry", "RAISE", " warn "])
+def test_every_mode_computes_a_correct_product(rng, mode):
+    a, b = _ops(rng)
+    got = pg.gemm(a, b, verify=mode)
+    pg.testing.assert_close(got, a, b)
+    pg.testing.assert_close(pg.matmul(a, b, verify=mode), a, b)
+
+
+@pytest.mark.parametrize("bad", ["on", "strict", "", 1, True, ["raise"]])
+def test_a_bad_value_names_verify_and_the_accepted_values(rng, bad):
+    a, b = _ops(rng)
+    for call in (lambda: pg.gemm(a, b, verify=bad), lambda: pg.matmul(a, b, verify=bad),
+                 lambda: pg.explain(a, b, verify=bad), lambda: pg.set_verify(bad)):
+        with pytest.raises(pg.ArgumentError) as exc:
+            call()
+        assert isinstance(exc.value, ValueError)
+        text = str(exc.value)
+        assert "verify" in text and all(m in text for m in ("'off'", "'raise'", "'warn'", "'retry'"))
+
+
+def test_a_failed_check_raises_naming_row_column_threshold_backend_and_variant(rng):
+    a, b = _ops(rng, m=40, n=30, k=50)
+    with inject_fault(7, 11, value=1e4):
+        with pytest.raises(pg.VerificationError) as exc:
+            pg.gemm(a, b, verify="raise")
+    err = exc.value
+    assert isinstance(err, pg.PolygemmError) and isinstance(err, RuntimeError)
+    text = str(err)
+    for word in ("rows 7", "columns 11", "threshold", "'cpu'", "'blas'", "40x30x50"):
+        assert word in text, (word, text)
+    assert err.report.failed == 1 and err.report.rows[0].index == 7 and err.report.columns[0].index == 11
+    assert err.report.rows[0].diff > err.report.rows[0].threshold
+
+
+def test_a_flipped_exponent_bit_is_caught(rng):
+    a, b = _ops(rng)
+    with inject_fault(2, 3, bit=30):
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(a, b, verify="raise")
+
+
+def test_a_fault_in_a_batch_names_its_matrix(rng):
+    a = rng.standard_normal((3, 8, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 5)).astype(np.float32)
+    with inject_fault(4, 1, value=50.0, batch=(2,)):
+        with pytest.raises(pg.VerificationError) as exc:
+            pg.gemm(a, b, verify="raise")
+    assert exc.value.report.rows[0].batch == (2,) and "[2], 4" in str(exc.value)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_on_failure_out_and_c_are_untouched(rng, in_place):
+    a, b = _ops(rng)
+    c = rng.standard_normal((24, 20)).astype(np.float32)
+    c_before = c.copy()
+    out = c if in_place else np.full((24, 20), 7.0, np.float32)
+    out_before = out.copy()
+    with inject_fault(0, 0, value=1e6):
+        with pytest.raises(pg.VerificationError) as exc:
+            pg.gemm(a, b, c, beta=0.5, out=out, verify="raise")
+    assert "untouched" in str(exc.value)
+    np.testing.assert_array_equal(c, c_before)
+    np.testing.assert_array_equal(out, out_before)
+    # and a passing check writes out (in place too) with the right values
+    got = pg.gemm(a, b, c, beta=0.5, out=out, verify="raise")
+    assert got is out
+    pg.testing.assert_close(out, a, b, c_before, 1.0, 0.5)
+
+
+def test_out_is_refused_as_gemm_refuses_it_before_anything_runs(rng):
+    a, b = _ops(rng)
+    with pytest.raises(pg.ShapeError):
+        pg.gemm(a, b, out=np.empty((3, 3), np.float32), verify="raise")
+    frozen = np.zeros((24, 20), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(pg.ArgumentError, match="out"):
+        pg.gemm(a, b, out=frozen, verify="raise")
+
+
+def test_warn_warns_and_returns_the_result(rng):
+    a, b = _ops(rng)
+    out = np.zeros((24, 20), np.float32)
+    with inject_fault(5, 6, value=123.0):
+        with pytest.warns(pg.VerificationWarning, match=r"rows 5.*returned all the same"):
+            got = pg.gemm(a, b, out=out, verify="warn")
+    assert got is out and out[5, 6] == np.float32(123.0)
+    assert issubclass(pg.VerificationWarning, Warning)
+
+
+def test_retry_recomputes_once_and_returns_a_good_result(rng, caplog):
+    a, b = _ops(rng)
+    with inject_fault(1, 2, value=1e3, times=1) as fault:
+        with caplog.at_level(logging.WARNING, logger="polygemm"):
+            got = pg.gemm(a, b, verify="retry")
+    assert fault.hits == 1
+    pg.testing.assert_close(got, a, b)
+    assert "recomputed" in caplog.text
+
+
+def test_retry_raises_when_the_second_attempt_fails_too(rng):
+    a, b = _ops(rng)
+    with inject_fault(1, 2, value=1e3) as fault:
+        with pytest.raises(pg.VerificationError) as exc:
+            pg.gemm(a, b, verify="retry")
+    assert fault.hits == 2
+    assert "first attempt" in str(exc.value) and "retried" in str(exc.value)
+
+
+def test_the_process_default_and_a_calls_own_value(rng):
+    a, b = _ops(rng)
+    assert pg.get_verify() == "off"
+    pg.set_verify("raise")
+    assert pg.get_verify() == "raise"
+    with inject_fault(0, 1, value=1e5):
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(a, b)
+        with pytest.raises(pg.VerificationError):
+            pg.matmul(a, b)
+        pg.gemm(a, b, verify="off")  # the call's own value wins
+    pg.set_verify("off")
+    assert pg.get_verify() == "off"
+    with inject_fault(0, 1, value=1e5):
+        pg.gemm(a, b)  # no check, so no fault either
+
+
+def test_environment_default_and_a_bad_environment_value():
+    code = ("import numpy as np, polygemm as pg\nfrom polygemm.testing import inject_fault\n"
+            "print(pg.get_verify())\na = np.ones((4, 4), np.float32)\n"
+            "with inject_fault(0, 0, value=99.0):\n"
+            "    try:\n        pg.gemm(a, a)\n    except pg.VerificationError:\n        print('caught')\n")
+    env = dict(os.environ, POLYGEMM_VERIFY="raise")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["raise", "caught"], run.stderr
+    env["POLYGEMM_VERIFY"] = "sometimes"
+    run = subprocess.run([sys.executable, "-c", "import polygemm as pg; print(pg.get_verify())"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "off" and "POLYGEMM_VERIFY" in run.stderr and "'retry'" in run.stderr
+
+
+def test_explain_describes_the_check_and_its_cost(rng):
+    a, b = _ops(rng)
+    plain = pg.explain(a, b)
+    assert not any("verify" in n for n in plain.notes)
+    note = [n for n in pg.explain(a, b, verify="retry").notes if n.startswith("verify=")]
+    assert len(note) == 1 and "Freivalds" in note[0] and "estimated cost" in note[0] and "recomputes" in note[0]
+    note = [n for n in pg.explain(a, b, out=np.empty((24, 20), np.float32), verify="raise").notes if "verify" in n][0]
+    assert "untouched" in note
+
+
+def test_matmul_checks_vector_products(rng):
+    a = rng.standard_normal((9, 7)).astype(np.float32)
+    v = rng.standard_normal(7).astype(np.float32)
+    got = pg.matmul(a, v, verify="raise")
+    assert got.shape == (9,)
+    with inject_fault(3, 0, value=1e4):
+        with pytest.raises(pg.VerificationError):
+            pg.matmul(a, v, verify="raise")
+
+
+def test_an_unverified_call_takes_no_verification_path(rng, monkeypatch):
+    a, b = _ops(rng)
+
+    def refuse(*args, **kw):
+        raise AssertionError("verification ran for an unverified call")
+
+    monkeypatch.setattr(api, "verified_gemm", refuse)
+    pg.gemm(a, b)
+    pg.gemm(a, b, verify="off")
+    pg.matmul(a, b)
+
+
+def test_inject_fault_refusals(rng):
+    with pytest.raises(pg.ArgumentError, match="value= .* or bit="):
+        with inject_fault(0, 0):
+            pass
+    with pytest.raises(pg.ArgumentError, match="times"):
+        with inject_fault(0, 0, value=1.0, times=0):
+            pass
+    a, b = _ops(rng)
+    with inject_fault(100, 0, value=1.0):
+        with pytest.raises(IndexError, match="outside the result"):
+            pg.gemm(a, b, verify="raise")

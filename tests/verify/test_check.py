@@ -1,0 +1,140 @@
+"""The check's numerics on the cpu backend: no false alarm on correct products of many shapes, dtypes,
+layouts and scalings (float16 with K = 262144 among them), even at the tests' whole error bound; a
+single wrong element above the threshold caught; NaN, infinities and overflow handled."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import polygemm as pg
+from polygemm.testing import error_bound, inject_fault
+from polygemm.testing.bounds import reference_for
+from polygemm.verification.host import host_check, row_thresholds, signs
+
+DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+def _draw(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_no_false_alarm_on_random_shapes_layouts_and_scalars(rng, dtype):
+    for _ in range(40):
+        m, n, k = (int(x) for x in rng.integers(1, 70, 3))
+        a = _draw(rng, (m, k), dtype, 10.0 ** rng.uniform(-3, 3))
+        b = _draw(rng, (k, n), dtype, 10.0 ** rng.uniform(-3, 3))
+        if rng.random() < 0.5:
+            a = np.asfortranarray(a)
+        if rng.random() < 0.5:
+            b = b.T.copy().T
+        alpha = float(rng.choice([1.0, -0.5, 3.0]))
+        if rng.random() < 0.5:
+            c = _draw(rng, (m, n), dtype, float(np.abs(a.astype(np.float64)).max()))
+            got = pg.gemm(a, b, c, alpha=alpha, beta=float(rng.choice([1.0, -2.0])), verify="raise")
+        else:
+            got = pg.gemm(a, b, alpha=alpha, verify="raise")
+        assert got.shape == (m, n)
+
+
+def test_no_false_alarm_on_batches_and_a_wider_result(rng):
+    a = _draw(rng, (4, 1, 30, 20), np.float16)
+    b = _draw(rng, (3, 20, 25), np.float16)
+    assert pg.gemm(a, b, verify="raise", out_dtype=np.float32).shape == (4, 3, 30, 25)
+    assert pg.gemm(a, b, verify="raise", variant="reference").shape == (4, 3, 30, 25)
+
+
+def test_no_false_alarm_on_float16_with_k_262144_and_badly_scaled_rows(rng):
+    k = 262_144
+    a = rng.standard_normal((4, k)) * np.array([[1e-4], [1.0], [3.0], [1e-7]])
+    a = a.astype(np.float16)
+    b = (rng.standard_normal((k, 3)) * np.array([[1e-3, 1.0, 3.0]])).astype(np.float16)
+    got = pg.gemm(a, b, verify="raise")
+    assert np.isfinite(got.astype(np.float32)).all()
+    # and all-positive inputs (no cancellation: the sums grow with K)
+    pos = np.abs(a[:2]).astype(np.float16)
+    pg.gemm(pos, np.abs(b).astype(np.float16), out_dtype=np.float32, verify="raise")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_a_result_off_by_the_whole_test_bound_passes(rng, dtype):
+    """Every element of the result off by 0.999 of the bound the tests allow, each with the sign of the
+    check's own r (the worst a correct product can do to the check): no alarm."""
+    m, n, k = 33, 47, 129
+    a, b = _draw(rng, (m, k), dtype), _draw(rng, (k, n), dtype)
+    c = _draw(rng, (m, n), dtype)
+    ref = reference_for(a, b, c, 1.5, -0.5)
+    seed = int(rng.integers(1 << 30))
+    r = signs(np.random.default_rng(seed), n)
+    bad = ref.ref64 + 0.999 * ref.tol * r[None, :]
+    report = host_check(a, b, c, bad, 1.5, -0.5, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
+                        rng=np.random.default_rng(seed))
+    assert report.ok, report.message()
+    assert report.worst_ratio < 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_one_element_twice_the_threshold_off_is_always_caught(rng, dtype):
+    caught = 0
+    for _ in range(30):
+        m, n, k = (int(x) for x in rng.integers(1, 60, 3))
+        a, b = _draw(rng, (m, k), dtype), _draw(rng, (k, n), dtype)
+        res = pg.gemm(a, b)
+        i, j = int(rng.integers(m)), int(rng.integers(n))
+        thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype))
+        value = float(res[i, j]) + float(rng.choice([-1, 1])) * 2.01 * float(thr[i]) * (1 + rng.random())
+        if not np.isfinite(np.asarray(value, dtype)) or float(np.asarray(value, dtype)) == float(res[i, j]):
+            continue
+        with inject_fault(i, j, value=value):
+            with pytest.raises(pg.VerificationError) as exc:
+                pg.gemm(a, b, verify="raise")
+        assert exc.value.report.rows[0].index == i
+        caught += 1
+    assert caught >= 20
+
+
+def test_threshold_is_well_below_the_product_itself(rng):
+    """The threshold is tight enough to matter: for float32 of K = 256, an error of a tenth of a typical
+    element's size is caught."""
+    a, b = _draw(rng, (16, 256), np.float32), _draw(rng, (256, 64), np.float32)
+    res = pg.gemm(a, b)
+    thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(np.float32), out_dtype=np.dtype(np.float32))
+    typical = np.abs(res.astype(np.float64)).mean()
+    assert (thr < 0.1 * typical).all()
+
+
+def test_nan_and_infinite_inputs_are_no_false_alarm(rng):
+    a, b = _draw(rng, (8, 6), np.float32), _draw(rng, (6, 5), np.float32)
+    a[2, 3] = np.nan
+    b[1, 4] = np.inf
+    got = pg.gemm(a, b, verify="raise")
+    assert np.isnan(got[2]).all()
+
+
+def test_float16_overflow_is_no_false_alarm_but_a_nan_where_none_belongs_is_caught(rng):
+    a = np.full((4, 8), 200.0, np.float16)
+    b = np.full((8, 3), 100.0, np.float16)  # 8 * 20000 = 160000 > 65504: every element overflows to inf
+    got = pg.gemm(a, b, verify="raise")
+    assert np.isinf(got).all()
+    small = _draw(rng, (6, 6), np.float16)
+    with inject_fault(1, 1, value=float("nan")):
+        with pytest.raises(pg.VerificationError, match="non-finite"):
+            pg.gemm(small, small, verify="raise")
+
+
+def test_error_bound_and_the_check_agree_on_a_correct_cpu_product(rng):
+    a, b = _draw(rng, (20, 300), np.float16), _draw(rng, (300, 10), np.float16)
+    got = pg.gemm(a, b, verify="raise")
+    assert (np.abs(got.astype(np.float64) - a.astype(np.float64) @ b.astype(np.float64)) <= error_bound(a, b)).all()
+
+
+def test_float64_beyond_the_range_of_its_squares_is_no_false_alarm(rng):
+    a = rng.standard_normal((6, 40)) * np.logspace(-200, 200, 6)[:, None]
+    b = rng.standard_normal((40, 5)) * 1e-100
+    got = pg.gemm(a, b, verify="raise")
+    assert np.isfinite(got).all()
+    with inject_fault(2, 3, value=float(got[2, 3]) * 1.5 + 1e-300):
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(a, b, verify="raise")

@@ -1,0 +1,28 @@
+"""polygemm gemm --verify: the check on the timed calls, its note in the plan printed, a failed check's exit."""
+
+from __future__ import annotations
+
+import pytest
+
+from polygemm.apps.cli import main
+from polygemm.testing import inject_fault
+
+
+def test_gemm_verify_prints_the_check_and_passes(capsys):
+    assert main(["gemm", "--shape", "24x16x8", "--verify", "raise", "--check", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "verify='raise'" in out and "Freivalds" in out and "check: PASS" in out
+
+
+def test_gemm_verify_fails_with_the_rows_named(capsys):
+    with inject_fault(2, 3, value=1e6):
+        rc = main(["gemm", "--shape", "24x16x8", "--verify", "raise"])
+    assert rc != 0
+    err = capsys.readouterr().err
+    assert "rows 2" in err and "columns 3" in err and "threshold" in err
+
+
+def test_gemm_verify_refuses_an_unknown_mode(capsys):
+    with pytest.raises(SystemExit):
+        main(["gemm", "--shape", "4x4x4", "--verify", "loud"])
+    assert "retry" in capsys.readouterr().err
