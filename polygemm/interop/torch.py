@@ -153,11 +153,12 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
             continue
         if x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x):
             return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
-        typestr = _TORCH_TYPESTR.get(x.dtype)
-        if typestr is None:
-            return None  # a dtype not seen yet: torch_view learns it
         if stream < 0:
             stream = _torch_current_stream(torch, device)
+        typestr = _TORCH_TYPESTR.get(x.dtype)
+        if typestr is None:  # a dtype not seen yet: _torch_one learns it
+            views.append(_torch_one(x, device, stream))
+            continue
         ptr = x.data_ptr()
         views.append((("cuda", x.shape, x.stride(), typestr, False, ptr % 16, tensor, device), ptr, stream))
     return views[0], views[1], views[2], views[3]

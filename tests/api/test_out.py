@@ -1120,10 +1120,10 @@ def test_an_unknown_keyword_with_no_likely_meaning_lists_what_is_taken(ops):
     # Python's message stops at the word; this one lists what gemm and matmul take
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=r"^gemm\(\) got an unexpected keyword argument 'zzz'; it takes a, b and c by "
-                                                r"position and the keywords alpha=, beta=, device=, variant=, out=, out_dtype=, precision=$"):
+                                                r"position and the keywords alpha=, beta=, device=, variant=, out=, out_dtype=, precision=, verify=$"):
         pg.gemm(a, b, zzz=1)
     with pytest.raises(ArgumentTypeError, match=r"^matmul\(\) got an unexpected keyword argument 'zzz'; it takes a and b by "
-                                                r"position and the keywords out=, out_dtype=, precision=, device=$"):
+                                                r"position and the keywords out=, out_dtype=, precision=, device=, verify=$"):
         pg.matmul(a, b, zzz=1)
 
 
