@@ -19,13 +19,14 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from .compiler import write_entry
 
 __all__ = ["GpuId", "TuneKey", "Measurement", "TuneCache", "cache_for", "tune_dir", "align_class", "FORMAT", "DEFAULT_SIZE",
            "package_version", "forget_caches", "now_text"]
@@ -250,17 +251,7 @@ class TuneCache:
         self._trim()
         doc = {"format": FORMAT, "gpu": self.gpu.record(), "entries": {k: m.record() for k, m in self._entries.items()}}
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=str(self.path.parent))
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(doc, f, indent=1, sort_keys=True)
-                os.replace(tmp, self.path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            write_entry(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
         except OSError as exc:
             warnings.warn(f"tuning cache {self.path} cannot be written ({exc}); the measurements stay in memory",
                           RuntimeWarning, stacklevel=4)

@@ -82,7 +82,7 @@ def test_entries_survive_the_process_in_an_atomically_written_file(folder, monke
     def broken(*a, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tune_cache.json, "dump", broken)
+    monkeypatch.setattr(tune_cache.os, "fsync", broken)  # the new file written, not yet in place
     with pytest.warns(RuntimeWarning, match="cannot be written"):
         tune_cache.cache_for(H100).put(key(m=64), meas())
     assert path.read_text() == before

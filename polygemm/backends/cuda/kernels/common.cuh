@@ -25,6 +25,24 @@
 #define PG_VEC 1
 #endif
 
+// Grouped tile order (L2 reuse): unit `t` of a grid of `along` x `across` units, walked
+// `group_size` units along at a time, across, group after group: units that run at the same
+// time share their rows of A (or columns of B) in L2. `g`: the unit along, `o`: across.
+__device__ __forceinline__ void pg_grouped_walk(int t, int along, int across, int group_size, int& g, int& o) {
+    const int per_group = group_size * across;
+    const int group = t / per_group;
+    const int first = group * group_size;
+    const int size = min(along - first, group_size);
+    const int r = t - group * per_group;
+    g = first + r % size;
+    o = r / size;
+}
+// This block's threadblock tile (row tm, column tn) of a (tiles_n, tiles_m) grid in grouped
+// order: consecutive block ids walk down `group_m` tile rows before moving right.
+__device__ __forceinline__ void pg_grouped_tile(int group_m, int& tm, int& tn) {
+    pg_grouped_walk(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, group_m, tm, tn);
+}
+
 // ======================================================================================
 // Section: strided batches on the grid (PG_BATCH, any predicated rung that declares it)
 // PG_BATCH=1: blockIdx.z is the matrix of a strided batch. The entry point takes three more

@@ -191,14 +191,9 @@ DG_ENTRY(int M, int N, int K, double alpha, const double* __restrict__ A, int ld
 
     // Grouped block order: consecutive block ids walk down kGroupM threadblock rows before
     // moving right, so blocks resident together share A rows and B columns in L2.
-    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
-    const int pid = blockIdx.y * tiles_n + blockIdx.x;
-    const int per_group = kGroupM * tiles_n;
-    const int first_m = (pid / per_group) * kGroupM;
-    const int gsz = min(tiles_m - first_m, kGroupM);
-    const int in_group = pid % per_group;
-    const int m0 = (first_m + in_group % gsz) * kBM;
-    const int n0 = (in_group / gsz) * kBN;
+    int tm, tn;
+    pg_grouped_tile(kGroupM, tm, tn);
+    const int m0 = tm * kBM, n0 = tn * kBN;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;

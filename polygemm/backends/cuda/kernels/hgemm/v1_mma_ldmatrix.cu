@@ -137,14 +137,9 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     // moving right, so blocks resident together share A rows and B columns in L2.
 #if PG_ROW_SPLIT
     auto tile_origin = [&](int& tm0, int& tn0) {
-        const int tiles_n = gridDim.x, tiles_m = gridDim.y;
-        const int pid = blockIdx.y * tiles_n + blockIdx.x;
-        const int per_group = kGroupM * tiles_n;
-        const int first_m = (pid / per_group) * kGroupM;
-        const int gsz = min(tiles_m - first_m, kGroupM);
-        const int in_group = pid % per_group;
-        tm0 = (first_m + in_group % gsz) * kBM;
-        tn0 = (in_group / gsz) * kBN;
+        pg_grouped_tile(kGroupM, tm0, tn0);
+        tm0 *= kBM;
+        tn0 *= kBN;
     };
     int tm0, tn0;
     tile_origin(tm0, tn0);
@@ -156,14 +151,9 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     const int m0 = min(tm0, max(M - kBM, 0));
     const int n0 = min(tn0, max(N - kBN, 0));
 #else
-    const int tiles_n = gridDim.x, tiles_m = gridDim.y;
-    const int pid = blockIdx.y * tiles_n + blockIdx.x;
-    const int per_group = kGroupM * tiles_n;
-    const int first_m = (pid / per_group) * kGroupM;
-    const int gsz = min(tiles_m - first_m, kGroupM);
-    const int in_group = pid % per_group;
-    const int m0 = (first_m + in_group % gsz) * kBM;
-    const int n0 = (in_group / gsz) * kBN;
+    int tm, tn;
+    pg_grouped_tile(kGroupM, tm, tn);
+    const int m0 = tm * kBM, n0 = tn * kBN;
 #endif
 
     const int tid = threadIdx.x;

@@ -10,24 +10,13 @@
 namespace hgemm_v2 {
 
 // Tile `t` of the cluster-level grid (kCluster vertically adjacent BM x BN tiles per unit) in
-// grouped order: kGroupM unit rows are walked column by column (L2 reuse of A rows and B
-// columns among the CTAs running at the same time); with kGroupN > 0, kGroupN unit columns row
-// by row instead. `g` counts along the grouped axis (`along` units), `o` along the other.
-__device__ __forceinline__ void grouped_walk(int t, int along, int across, int group_size, int& g, int& o) {
-    const int per_group = group_size * across;
-    const int group = t / per_group;
-    const int first = group * group_size;
-    const int size = min(along - first, group_size);
-    const int r = t - group * per_group;
-    g = first + r % size;
-    o = r / size;
-}
-
+// grouped order (common.cuh's pg_grouped_walk): kGroupM unit rows are walked column by column;
+// with kGroupN > 0, kGroupN unit columns row by row instead.
 __device__ __forceinline__ void unit_coords(int t, int units_m, int units_n, int& um, int& un) {
     if (kGroupN > 0)
-        grouped_walk(t, units_n, units_m, kGroupN, un, um);
+        pg_grouped_walk(t, units_n, units_m, kGroupN, un, um);
     else
-        grouped_walk(t, units_m, units_n, kGroupM, um, un);
+        pg_grouped_walk(t, units_m, units_n, kGroupM, um, un);
 }
 
 // The work of one CTA, item by item: its whole units (first + i * stride), then (PG_STREAMK)
