@@ -128,31 +128,28 @@ class CuBlas:
             self._check(self.lib.cublasSetMathMode(h, mode), "cublasSetMathMode")
             self._local.math = mode
 
-    def sgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
-              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int = 0) -> None:
-        """Column-major ``C = alpha·op(A)·op(B) + beta·C`` on device pointers, queued on ``stream``."""
+    def _real_gemm(self, name: str, scalar: str, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
+                   a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int) -> None:
+        """cuBLAS's ``<name>_v2`` (Sgemm, Dgemm): alpha and beta as ``scalar`` (float, double)."""
         ffi = self.ffi
         h = self.on(stream)
         self._math(h, CUBLAS_DEFAULT_MATH)
-        st = self.lib.cublasSgemm_v2(
+        st = getattr(self.lib, f"{name}_v2")(
             h, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
-            m, n, k, ffi.new("float *", alpha), ffi.cast("void *", a), lda, ffi.cast("void *", b), ldb,
-            ffi.new("float *", beta), ffi.cast("void *", c), ldc,
+            m, n, k, ffi.new(f"{scalar} *", alpha), ffi.cast("void *", a), lda, ffi.cast("void *", b), ldb,
+            ffi.new(f"{scalar} *", beta), ffi.cast("void *", c), ldc,
         )
-        self._check(st, "cublasSgemm")
+        self._check(st, name)
+
+    def sgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int = 0) -> None:
+        """Column-major ``C = alpha·op(A)·op(B) + beta·C`` on device pointers, queued on ``stream``."""
+        self._real_gemm("cublasSgemm", "float", trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream)
 
     def dgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
               a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, stream: int = 0) -> None:
         """Column-major float64 ``C = alpha·op(A)·op(B) + beta·C`` (``cublasDgemm``), queued on ``stream``."""
-        ffi = self.ffi
-        h = self.on(stream)
-        self._math(h, CUBLAS_DEFAULT_MATH)
-        st = self.lib.cublasDgemm_v2(
-            h, CUBLAS_OP_T if trans_a else CUBLAS_OP_N, CUBLAS_OP_T if trans_b else CUBLAS_OP_N,
-            m, n, k, ffi.new("double *", alpha), ffi.cast("void *", a), lda, ffi.cast("void *", b), ldb,
-            ffi.new("double *", beta), ffi.cast("void *", c), ldc,
-        )
-        self._check(st, "cublasDgemm")
+        self._real_gemm("cublasDgemm", "double", trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream)
 
     def hgemm(self, trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float,
               a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int, c_f32: bool = False, stream: int = 0,

@@ -1,4 +1,4 @@
-// dgemm/dmma_ptx.cuh: the PTX of the FP64 tensor-core rungs: cp.async, 16-byte shared loads of
+// dgemm/dmma_ptx.cuh: the PTX of the FP64 tensor-core rungs: 16-byte shared loads of
 // two doubles, and the f64 mma.sync shapes (m8n8k4 on sm_80+, m16n8k8 on sm_90+).
 #pragma once
 #include "dgemm/dmma_config.cuh"
@@ -9,21 +9,7 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte cp.async (.cg, L2 only): `bytes` of 0, 8 or 16 are read, the rest of the 16 zeroed.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const double* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-                 "l"(__cvta_generic_to_global(src)), "r"(bytes)
-                 : "memory");
-}
-// One double (8 bytes, .ca): the unaligned build's copy; bytes 0 zero-fills it.
-__device__ __forceinline__ void cp_async8(uint32_t dst, const double* src, int bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst),
-                 "l"(__cvta_generic_to_global(src)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// cp.async and its groups: common.cuh's pg_cp_async (16 bytes .cg, 8 bytes .ca, the rest of a copy zero-filled).
 
 __device__ __forceinline__ void lds_f64x2(double& x, double& y, uint32_t addr) {
     asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];\n" : "=d"(x), "=d"(y) : "r"(addr));

@@ -68,8 +68,8 @@ __device__ __forceinline__ void issue_tile(uint32_t s, const double* g, int ld, 
         if (T::same_swz(kRowStep)) dst = d0 + 8 * i * kRowStep * kCols;
         else if (4 % kRowStep == 0) dst = s + 8 * (r * kCols + 2 * ((c >> 1) ^ T::swz(i * kRowStep)) + (c & 1));
         else dst = s + 8 * T::at(r, c);
-        if (PG_VEC) cp_async16(dst, nb ? src + i * kRowStep * ld : g, nb);
-        else        cp_async8(dst, nb ? src + i * kRowStep * ld : g, nb);
+        if (PG_VEC) pg_cp_async<16>(dst, nb ? src + i * kRowStep * ld : g, nb);
+        else        pg_cp_async<8>(dst, nb ? src + i * kRowStep * ld : g, nb);
     }
 }
 
@@ -228,19 +228,19 @@ DG_ENTRY(int M, int N, int K, double alpha, const double* __restrict__ A, int ld
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < KT) issue(s, s);
-        cp_async_commit();
+        pg_cp_async_commit();
     }
     for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<kStages - 2>();  // K-tile kt has landed (this thread's copies) ...
+        pg_cp_async_wait<kStages - 2>();  // K-tile kt has landed (this thread's copies) ...
         __syncthreads();               // ... everyone's, and stage (kt - 1) % kStages is free
         const int next = kt + kStages - 1;
         if (next < KT) issue(next, next % kStages);
-        cp_async_commit();
+        pg_cp_async_commit();
         const uint32_t sa = s0 + (kt % kStages) * kStageElems * 8, sb = sa + ATile::kElems * 8;
 #pragma unroll
         for (int step = 0; step < kSteps; ++step) warp_step(acc, fa, fb, sa, sb, step);
     }
-    cp_async_wait<0>();
+    pg_cp_async_wait<0>();
 
     // Epilogue: the lane's kRA x 2 kRB block of C, row by row.
     const int r0 = m0 + wm0 + kRA * g, c0 = n0 + wn0 + 2 * kRB * t;
