@@ -150,10 +150,14 @@ def test_a_fault_above_twice_the_threshold_is_caught_on_the_device(cuda, rng, dt
         a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
         da, db = cuda.to_device(a), cuda.to_device(b)
         res = cuda.to_host(pg.gemm(da, db))
-        thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
-                             check_dtype=np.dtype(np.float32), scalar_dtype=np.dtype(np.float32), compensated=True)
+        kw = dict(dtype=np.dtype(dtype), out_dtype=np.dtype(dtype), check_dtype=np.dtype(np.float32),
+                  scalar_dtype=np.dtype(np.float32), compensated=True)
+        thr = row_thresholds(a, b, None, res, 1.0, 0.0, **kw)
+        cthr = row_thresholds(b.T, a.T, None, res.T, 1.0, 0.0, **kw)  # the columns' (the transposed check's rows)
         i, j = int(rng.integers(m)), int(rng.integers(n))
-        value = float(res[i, j]) + 2.5 * float(thr[i])
+        # above both its row's and its column's threshold: a column of many rows (m >> n) is held to a
+        # threshold that grows with them, and a fault between the two is caught but its column not named
+        value = float(res[i, j]) + 2.5 * max(float(thr[i]), float(cthr[j]))
         with inject_fault(i, j, value=value):
             with pytest.raises(pg.VerificationError) as exc:
                 pg.gemm(da, db, verify="raise")
