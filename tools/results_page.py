@@ -41,14 +41,11 @@ figure comes from `polygemm bench` (or `polygemm matrix`, `tools/bench_dask.py`)
 polygemm's speed over the vendor's (above 1: polygemm is faster; bold: under 0.9). Each section
 names the card, the date, the vendor figure and the commands that produced it. The vendor figures:
 
-- **Call figures** (`--mode call`) time `polygemm.gemm` as a user calls it. The first section times
-  `torch.matmul` (cuBLASLt) and `cupy.matmul` (cuBLAS) beside each call and divides by the faster of
-  the two at each shape: that is the anchor every figure should have. The older call sections
-  compare with `cupy.matmul` alone (torch tensors: `torch.matmul`), which is not always the faster
-  path (torch's is up to 8% faster at 4096³ fp16): read their ratios as upper bounds until re-measured.
-- **Kernel figures** (`--mode kernel`) time the raw launch of a rung against cuBLAS called directly
-  (`cublasSgemm` with TF32 off; `cublasGemmEx` with fp32 compute for fp16 and bf16). "Settled" runs
-  each kernel alone for a second first, so each runs at its own sustained clock on a power-capped GPU.
+- **Call figures** (`--mode call`) time `polygemm.gemm` as a user calls it, beside `torch.matmul`
+  (cuBLASLt) and `cupy.matmul` (cuBLAS), divided by the faster of the two at each shape. Older call
+  sections compare with one of them (up to 8% slower than the other): their ratios are upper bounds.
+- **Kernel figures** (`--mode kernel`) time a rung's raw launch against cuBLAS called directly (TF32
+  off; fp32 compute for fp16 and bf16); "settled" runs each kernel alone for a second first.
 
 Each benchmark shows its newest committed run; the H200 and the H100 ones come from different
 days (the device pool lent one or the other), so compare ratios, not times, across cards. This page is written by `python tools/results_page.py` from
