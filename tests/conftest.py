@@ -15,6 +15,12 @@ import sys
 # caller set is kept.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# The tests assert what polygemm chooses and checks by its own rules: a tuning cache this machine's runs left, or a
+# process default the caller's shell sets (read when polygemm is imported), would change that. The tests of those
+# settings set them themselves.
+os.environ["POLYGEMM_TUNE_CACHE"] = "0"
+for _var in ("POLYGEMM_AUTOTUNE", "POLYGEMM_RECORD_SHAPES", "POLYGEMM_VERIFY", "POLYGEMM_PRECISION"):
+    os.environ.pop(_var, None)
 
 import numpy as np
 import pytest
