@@ -528,8 +528,9 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     unsigned int* const count = pg_split_count + (m0 / kBM) * CEIL_DIV(N, kBN) + n0 / kBN;
     if (pg_split_resident) {  // every block resident: all of them reduce, band by band
         pg_split_arrive(0, kThreads, tid, count, gridDim.z);
-        pg_split_reduce_all(0, kThreads, tid, pid + blockIdx.z * tiles_m * tiles_n,
-                            tiles_m * tiles_n * gridDim.z, pg_split_count, M, N, kBM, kBN,
+        const int tiles = gridDim.x * gridDim.y;  // this block: (blockIdx.y, blockIdx.x) of slice blockIdx.z
+        pg_split_reduce_all(0, kThreads, tid, blockIdx.y * gridDim.x + blockIdx.x + blockIdx.z * tiles,
+                            tiles * gridDim.z, pg_split_count, M, N, kBM, kBN,
                             gridDim.z, W, ldc, 1, pg_batch_c, pg_split_d, pg_split_d_rs,
                             pg_split_d_cs, pg_split_alpha, pg_split_beta, pg_split_d_half);
     } else {
