@@ -29,7 +29,7 @@ import polygemm as pg
 import polygemm.registry as registry
 from polygemm import api
 
-from tests.helpers import cannot_create_in, musa, musa_library  # noqa: F401  (musa fixtures: every test may ask for them)
+from tests.helpers import cannot_create_in, musa, musa_library, tool_module  # noqa: F401  (musa fixtures: every test may ask for them)
 from tests.plugin_sources import (BROKEN_IMPORT, BROKEN_PLUGINS, DOC_PLUGIN, FAST_PLUGIN, RULE_BENDING_CLASSES,
                                   RULE_BENDING_PLUGIN, install_fake_plugins)
 
@@ -67,16 +67,7 @@ def without_gpu():
 @pytest.fixture(scope="session")
 def update_tuning():
     """tools/update_tuning.py as a module (a script, not part of the package)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "update_tuning.py"
-    spec = importlib.util.spec_from_file_location("update_tuning", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["update_tuning"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module("update_tuning")
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,19 @@ from tests.plugin_sources import BROKEN_BASE, DOUBLE_PLUGIN
 
 # the repository's root: the files the tests read (README, docs/, examples/, tools/)
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def tool_module(name: str) -> Any:
+    """``tools/<name>.py`` (a script, not part of the package) as a module, registered under ``name``
+    in ``sys.modules`` (dataclasses and pickling look a module up there)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def cuda_or_skip(min_cc: tuple[int, int] = (0, 0), what: str = "") -> "pg.Backend":

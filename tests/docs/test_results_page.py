@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, tool_module
 
 
 ROOT = REPO_ROOT
@@ -15,10 +14,7 @@ ROOT = REPO_ROOT
 
 @pytest.fixture(scope="module")
 def results_page():
-    spec = importlib.util.spec_from_file_location("results_page", ROOT / "tools" / "results_page.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module("results_page")
 
 
 RESULTS = sorted((ROOT / "docs" / "results").glob("*.json"))

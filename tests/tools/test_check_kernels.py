@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -11,18 +10,14 @@ from polygemm.apps.compile import covering, jobs
 from polygemm.backends.cuda import compiler
 from polygemm.errors import DeviceError
 
-from tests.helpers import REPO_ROOT, nvrtc_missing
+from tests.helpers import REPO_ROOT, nvrtc_missing, tool_module
 
 
 needs_nvrtc = pytest.mark.skipif(nvrtc_missing() is not None, reason=f"no NVRTC: {nvrtc_missing()}")
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("check_kernels", REPO_ROOT / "tools" / "check_kernels.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("check_kernels")
 
 
 def test_the_cover_takes_every_variant_and_macro_value_of_each_source_through_ptxas() -> None:

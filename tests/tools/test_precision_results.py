@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from types import SimpleNamespace
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, tool_module
 
 FIELDS = ("dtype", "precision", "m", "n", "k", "us_per_call", "vendor_us_per_call", "vendor", "max_rel_err", "bound")
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("precision_results", REPO_ROOT / "tools" / "precision_results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("precision_results")
 
 
 def test_rows_carry_the_issue_fields_and_the_exit_status_says_whether_all_are_within_the_bound(tmp_path, monkeypatch):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, tool_module
 
 
 ROOT = REPO_ROOT
@@ -15,10 +14,7 @@ ROOT = REPO_ROOT
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("trace_items", ROOT / "tools" / "trace_items.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module("trace_items")
 
 
 def _marks(tool, blocks: dict[int, dict[int, float]], sms: dict[int, int]) -> np.ndarray:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 from polygemm.apps.bench_records import BenchRecord, record_json
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, tool_module
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("tuned_vs_estimate", REPO_ROOT / "tools" / "tuned_vs_estimate.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module("tuned_vs_estimate")
 
 
 def _run(path, rows):

@@ -3,18 +3,13 @@ every fault above the threshold caught."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, tool_module
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("verify_campaign", REPO_ROOT / "tools" / "verify_campaign.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module("verify_campaign")
 
 
 def test_overhead_records_and_a_campaign_on_the_cpu(tmp_path):
