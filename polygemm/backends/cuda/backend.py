@@ -1,6 +1,7 @@
 """The ``cuda`` backend: hand-written GEMM kernels on NVIDIA GPUs (the Backend methods only).
 
-What it can run and what ``auto`` picks: :mod:`.catalog`; building kernels: :mod:`.compiler`;
+What it can run and what ``auto`` picks: :mod:`.catalog`; which of auto's candidates the operands
+allow: :mod:`.fitting`; building kernels: :mod:`.compiler`;
 the device, its context and loaded kernels: :mod:`.device`; one planned launch: :mod:`.launch`;
 the pure launch planning (operand swap, transposes, alignment builds, geometry): :mod:`.planning`.
 
@@ -24,8 +25,8 @@ from ...errors import ArgumentError, BackendUnavailableError, DeviceError, Polyg
 from ...interop import device_pointer, raw_view
 from ...core.views import operand_view
 from ...problem import Call, GemmProblem, normalize, short_repr
-from .catalog import anchored_aligned, auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
-from .cost import TMA_PITCH, Candidate, copy_us
+from .catalog import auto_candidates, check_smem, choose_auto_variant, explain_choice, tma_fallback
+from .cost import Candidate
 from . import compiler
 from .device import CudaRuntime, fork_hint, runtime_for
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
@@ -33,6 +34,7 @@ from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_
                        split_refusal, tma_refusal)
 from .variants import kernel_specs, variant_table
 from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
+from .fitting import fit_ranked
 from . import autotune
 from .tune_cache import Measurement, TuneKey
 from ...tuning import record_problem
@@ -244,7 +246,6 @@ class CudaBackend(Backend):
         none: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
         pads = none
         if ranked:  # the fastest estimate these operands allow (alignment, index range, slices)
-            lp, parts = None, None
             copies = (pitch_copy(a), pitch_copy(b), aligned_copy(c))  # what a TMA rung would read instead
             pitched = tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b))
             if pitched:  # TMA can read these rows, but not at full speed: weigh that, and copies that avoid it
@@ -254,65 +255,9 @@ class CudaBackend(Backend):
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
             # a variant measured fastest on this GPU runs before any estimate (timed: that candidate, its time its estimate)
             ranked, plan.reason, timed = autotune.measured_ranking(self, p, rt, self._sms(rt), ranked, plan.reason)
-            pending = list(ranked)
-            while pending:
-                cand = pending.pop(0)
-                pads = copies if cand.padded else none
-                try:
-                    lp, parts = self._fit(kernel_specs()[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
-                                          splits=cand.splits, dtype=p.dtype.name)
-                    if cand.padded and (parts is not None or p.count > 1):
-                        raise UnsupportedProblemError("aligned copies are made for one product in one launch")
-                    if rt is not None:  # a build this device's shared memory cannot hold is passed over
-                        check_smem(lp, rt.max_smem_per_block)
-                except TmaUnsuitable as exc:
-                    if not cand.padded and p.count <= 1 and any(x is not None for x in copies):
-                        # the rung on aligned copies of the unaligned operands, at the copies' cost
-                        moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), copies) if pad is not None]
-                        again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
-                        pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
-                    plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
-                    continue
-                except UnsupportedProblemError as exc:
-                    plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
-                    continue
-                pace = kernel_specs()[cand.variant].unaligned_pace
-                if not lp.vec and pace < 1.0 and not cand.unaligned and cand is not timed \
-                        and anchored_aligned(cand, p.dtype.name):
-                    # measured at aligned rows, run on unaligned ones: weighed again at that build's pace
-                    slower = replace(cand, estimate_us=cand.estimate_us / pace, unaligned=True)
-                    pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > slower.estimate_us), len(pending)), slower)
-                    plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs at aligned rows, but these operands take "
-                                            f"its unaligned build (PG_VEC=0), which keeps about {pace:.0%} of that pace"))
-                    continue
-                if cand is not ranked[0]:
-                    # a rung weighed again at its unaligned build's pace follows its own aligned estimate, not a refusal
-                    refused = any(name != cand.label for name, _ in plan.candidates)
-                    plan.reason = explain_choice(cand, ranked, p.dtype.name) + (
-                        " (faster estimates could not take these operands)" if refused else "")
-                    if timed is not None:
-                        plan.reason += f"; {timed.label}, measured fastest on this GPU, cannot take these operands"
-                    if cand.unaligned:
-                        plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
-                plan.variant, spec = cand.label.replace(" on aligned copies", ""), kernel_specs()[cand.variant]
-                if cand.padded:
-                    plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
-                                             for x, pad in zip((a, b, c), pads) if pad is not None)
-                    if pitched:
-                        plan.notes.append(f"{cand.variant} reads rows that start on {TMA_PITCH}-byte boundaries at full speed: "
-                                          "the operands whose rows do not are copied into such scratch on the call's stream "
-                                          f"first (estimated {cand.estimate_us:.1f} µs with the copies)")
-                    else:
-                        plan.notes.append(f"{cand.variant} reads 16-byte aligned tiles only: the unaligned operands are copied "
-                                          f"into aligned scratch on the call's stream first (estimated {cand.estimate_us:.1f} µs with the copies)")
-                elif pitched and kernel_specs()[cand.variant].abi == "tma":
-                    plan.notes.append(f"{cand.variant} reads rows of " + " and ".join(x.name for x in (a, b) if pitch_off(x))
-                                      + f" that start off {TMA_PITCH}-byte boundaries (estimated {cand.estimate_us:.1f} µs with "
-                                      "that cost; copies that avoid it were estimated slower)")
-                seen = {name for name, _ in plan.candidates}
-                plan.candidates.extend([(o.label, f"estimated {o.estimate_us:.1f} µs") for o in ranked
-                                        if o is not cand and o.label not in seen][:4])
-                break
+            lp, parts, pads, fitted = fit_ranked(self._fit, plan, ranked, timed, (a, b, c), copies, pitched, specs=kernel_specs(),
+                                                 batch=batch, rt=rt, dtype=p.dtype.name, count=p.count)
+            spec = fitted or spec
             if lp is None:
                 raise UnsupportedProblemError(f"no cuda kernel can take {p.shape_str()} {p.dtype.name} as given: "
                                               + "; ".join(f"{name}: {why}" for name, why in plan.candidates[:3]))

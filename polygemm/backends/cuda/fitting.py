@@ -1,0 +1,99 @@
+"""Fitting auto's ranked candidates to the operands: the first candidate (in estimate order) whose launch
+plan these operands allow runs. A candidate may be passed over (an alignment, index range or shared
+memory its builds cannot take: the plan says why), weighed again on aligned copies of the operands
+(a TMA rung that cannot describe them), or weighed again at its unaligned build's pace; the plan's
+reason, notes and runners-up say what was weighed and why the winner won."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+from ...backend import Plan
+from ...errors import UnsupportedProblemError
+from .catalog import anchored_aligned, check_smem, explain_choice
+from .cost import TMA_PITCH, Candidate, copy_us
+from .planning import LaunchPlan, Mat, TmaUnsuitable, pitch_off
+from .variants import KernelSpec
+
+__all__ = ["fit_ranked"]
+
+_NONE: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
+
+
+def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: Sequence[Candidate], timed: Candidate | None,
+               mats: tuple[Mat, Mat, Mat], copies: tuple[Mat | None, Mat | None, Mat | None], pitched: bool, *,
+               specs: Mapping[str, KernelSpec], batch: tuple[int, int, int, int], rt: Any, dtype: str,
+               count: int) -> tuple[LaunchPlan | None, Any, tuple[Mat | None, Mat | None, Mat | None], KernelSpec | None]:
+    """The launch of the first of ``ranked`` that ``fit`` (the backend's launch planning) can take for
+    ``mats`` (a, b, c as stored), its panels, the aligned copies it reads (``_NONE``: the operands as they
+    are) and its rung; a launch of None when none can (``plan.candidates`` says why). ``timed``:
+    the candidate measured fastest on this GPU (autotune), which is not weighed again at another pace;
+    ``specs``: the rungs by name;
+    ``copies``: the aligned (or pitched) copies a TMA rung would read instead; ``pitched``: TMA reads
+    these rows, off 32-byte boundaries. Writes the plan's variant, reason, padding, notes and candidates."""
+    a, b, c = mats
+    lp: LaunchPlan | None = None
+    parts: Any = None
+    pads = _NONE
+    spec: KernelSpec | None = None
+    pending = list(ranked)
+    while pending:
+        cand = pending.pop(0)
+        pads = copies if cand.padded else _NONE
+        try:
+            lp, parts = fit(specs[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
+                            splits=cand.splits, dtype=dtype)
+            if cand.padded and (parts is not None or count > 1):
+                raise UnsupportedProblemError("aligned copies are made for one product in one launch")
+            if rt is not None:  # a build this device's shared memory cannot hold is passed over
+                check_smem(lp, rt.max_smem_per_block)
+        except TmaUnsuitable as exc:
+            if not cand.padded and count <= 1 and any(x is not None for x in copies):
+                # the rung on aligned copies of the unaligned operands, at the copies' cost
+                moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), copies) if pad is not None]
+                again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
+                pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
+            plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
+            continue
+        except UnsupportedProblemError as exc:
+            plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
+            continue
+        pace = specs[cand.variant].unaligned_pace
+        if not lp.vec and pace < 1.0 and not cand.unaligned and cand is not timed \
+                and anchored_aligned(cand, dtype):
+            # measured at aligned rows, run on unaligned ones: weighed again at that build's pace
+            slower = replace(cand, estimate_us=cand.estimate_us / pace, unaligned=True)
+            pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > slower.estimate_us), len(pending)), slower)
+            plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs at aligned rows, but these operands take "
+                                    f"its unaligned build (PG_VEC=0), which keeps about {pace:.0%} of that pace"))
+            continue
+        if cand is not ranked[0]:
+            # a rung weighed again at its unaligned build's pace follows its own aligned estimate, not a refusal
+            refused = any(name != cand.label for name, _ in plan.candidates)
+            plan.reason = explain_choice(cand, ranked, dtype) + (
+                " (faster estimates could not take these operands)" if refused else "")
+            if timed is not None:
+                plan.reason += f"; {timed.label}, measured fastest on this GPU, cannot take these operands"
+            if cand.unaligned:
+                plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
+        plan.variant, spec = cand.label.replace(" on aligned copies", ""), specs[cand.variant]
+        if cand.padded:
+            plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
+                                     for x, pad in zip((a, b, c), pads) if pad is not None)
+            if pitched:
+                plan.notes.append(f"{cand.variant} reads rows that start on {TMA_PITCH}-byte boundaries at full speed: "
+                                  "the operands whose rows do not are copied into such scratch on the call's stream "
+                                  f"first (estimated {cand.estimate_us:.1f} µs with the copies)")
+            else:
+                plan.notes.append(f"{cand.variant} reads 16-byte aligned tiles only: the unaligned operands are copied "
+                                  f"into aligned scratch on the call's stream first (estimated {cand.estimate_us:.1f} µs with the copies)")
+        elif pitched and specs[cand.variant].abi == "tma":
+            plan.notes.append(f"{cand.variant} reads rows of " + " and ".join(x.name for x in (a, b) if pitch_off(x))
+                              + f" that start off {TMA_PITCH}-byte boundaries (estimated {cand.estimate_us:.1f} µs with "
+                              "that cost; copies that avoid it were estimated slower)")
+        seen = {name for name, _ in plan.candidates}
+        plan.candidates.extend([(o.label, f"estimated {o.estimate_us:.1f} µs") for o in ranked
+                                if o is not cand and o.label not in seen][:4])
+        break
+    return lp, parts, pads, spec
