@@ -21,7 +21,8 @@ import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from .core.arguments import misused_arguments
-from .core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, as_dtype, check_result_dtype, native_dtype, parse_dtype
+from .core.dtypes import (COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, as_dtype, check_result_dtype, keeps_values,
+                          native_dtype, parse_dtype)
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import parse_scalar
 from .core.text import short_repr
@@ -67,9 +68,25 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
     _refuse_masked(name, x)
     if x.dtype.name not in _SUPPORTED:
-        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm supports {', '.join(_SUPPORTED)}. "
-                         f"Convert it, e.g. {name}.astype(numpy.float32)")
+        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(_SUPPORTED)}. "
+                         + _dtype_way_on(name, x.dtype.name))
     return x
+
+
+def _dtype_way_on(name: str, dtype: str) -> str:
+    """What to do with a dask operand of a dtype the blocks' kernels do not compute: never a cast that changes
+    values unless it says when it is exact (complex values have no real dtype; integers are exact in a float
+    only below its mantissa)."""
+    dask_itself = f"A @ B in dask itself (dask.array.matmul) computes {dtype} as numpy.matmul does"
+    if dtype in COMPLEX_DTYPES:
+        return f"{dask_itself} (no real dtype holds complex values)"
+    exact = next((d for d in ("float32", "float64") if keeps_values(dtype, d)), None)
+    if exact is None:
+        return (f"{dask_itself}; a cast to float64 ({name}.astype(numpy.float64)) is exact only for values and sums below "
+                f"2**53" if dtype in ("int64", "uint64") else dask_itself)
+    bits = 24 if exact == "float32" else 53
+    return (f"{dask_itself}; or cast it: {name}.astype(numpy.{exact}) holds every {dtype} value, and the product is exact "
+            f"while its sums stay below 2**{bits}")
 
 
 def _refuse_masked(name: str, x: Any) -> None:

@@ -275,8 +275,15 @@ def test_validation_errors(rng):
         pgd.gemm(da.ones((2, 8, 6)), B)
     with pytest.raises(DTypeError, match="share one dtype"):
         pgd.gemm(A, B.astype(np.float32))
-    with pytest.raises(DTypeError, match="A has dtype int64"):
+    with pytest.raises(DTypeError, match="A has dtype int64") as err:
         pgd.gemm(da.ones((8, 6), dtype=np.int64), B)
+    assert "dask.array.matmul" in str(err.value) and "2**53" in str(err.value)  # int64 is exact in float64 only below it
+    with pytest.raises(DTypeError, match="B has dtype complex64") as err:
+        pgd.gemm(da.ones((8, 6), dtype=np.float32), da.ones((6, 4), dtype=np.complex64))
+    assert "dask.array.matmul" in str(err.value) and "astype" not in str(err.value)  # no cast keeps complex values
+    with pytest.raises(DTypeError, match="A has dtype int8") as err:
+        pgd.gemm(da.ones((8, 6), dtype=np.int8), da.ones((6, 4), dtype=np.int8))
+    assert "A.astype(numpy.float32) holds every int8 value" in str(err.value)
     with pytest.raises(DTypeError, match="result dtype must be float64"):
         pgd.gemm(A, B, out_dtype=np.float32)
     with pytest.raises(DTypeError, match="out_dtype"):
