@@ -207,7 +207,7 @@ def skinny_share(spec: KernelSpec, m: int, n: int, *, splits: int = 0, count: in
     km, kn = kernel_mn(spec, m, n, result_layout)
     gx, gy = math.ceil(kn / spec.tile[1]), math.ceil(km / spec.tile[0])
     z = max(splits, 1) * max(count, 1)
-    x = min(gx, sms // (gy * z)) if spec.walks_strips and sms // (gy * z) >= 2 else gx
+    x = spec.strip_blocks(gx, gy, z, sms)
     blocks = x * gy * z
     busiest = math.ceil(blocks / sms) * math.ceil(gx / x)  # strips the busiest SM streams
     return min(1.0, gx * gy * z / (sms * busiest))
@@ -308,8 +308,7 @@ def split_choices(spec: KernelSpec, k: int) -> list[int]:
     if not (spec.batch and spec.predicated) or spec.persistent or (spec.max_m and not spec.split_step):
         return []  # a persistent row's split is its base row's (split-K grids are persistent)
     if spec.split_step:  # slices of whole steps, cut by the kernel: K need not divide evenly
-        return [s for s in SPLIT_COUNTS if k >= s * SKINNY_MIN_SLICE_STEPS * spec.split_step
-                and (s - 1) * spec.split_slice(k, s) < k]
+        return [s for s in SPLIT_COUNTS if k >= s * SKINNY_MIN_SLICE_STEPS * spec.split_step and spec.cuts_k(k, s)]
     out = []
     for s in SPLIT_COUNTS:
         if k % s or k // s < MIN_SLICE_K:

@@ -323,7 +323,7 @@ def split_refusal(spec: KernelSpec, a: Mat, b: Mat, splits: int) -> str | None:
         return f"{spec.name} has no batched build to run the K-slices side by side"
     ks = spec.split_slice(k, splits)
     if spec.split_step:
-        if splits < 2 or (splits - 1) * ks >= k:
+        if not spec.cuts_k(k, splits):
             return f"K = {k} in slices of whole {spec.split_step}-deep steps leaves no K for slice {splits}"
     elif splits < 2 or k % splits:
         return f"K = {k} is not a multiple of {splits} slices"
@@ -482,11 +482,10 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         lp.grid = (min(gx * gy * max(lp.batch_count, 1), max(sms, 1)), 1, 1)
         if spec.streamk:  # every SM takes a share of the last waves' k-tiles, however few the tiles
             lp.grid = (max(sms, 1), 1, 1)
-    elif spec.walks_strips and sms // max(gy * lp.grid[2], 1) >= 2:
-        # one threadblock per SM (each holds an SM's shared memory) walks the x tiles, its copies
-        # running on from one tile into the next, rather than a block per tile starting cold. Past
-        # half the SMs in tile rows (a forced variant's large M) a cap of one a row would idle SMs
-        # or walk every tile in one block: the kernel takes any grid, so those keep a block a tile
-        lp.grid = (min(gx, sms // (gy * lp.grid[2])), gy, lp.grid[2])
+    elif spec.walks_strips:
+        # one threadblock per SM walks the x tiles, its copies running on from one tile into the
+        # next, rather than a block per tile starting cold (KernelSpec.strip_blocks, which the cost
+        # model's share of the GPU reads too)
+        lp.grid = (spec.strip_blocks(gx, gy, lp.grid[2], sms), gy, lp.grid[2])
     lp.block = (spec.block[0], spec.block[1], 1)
     return lp

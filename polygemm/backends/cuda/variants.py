@@ -127,6 +127,17 @@ class KernelSpec:
             return -(-(-(-k // max(splits, 1))) // self.split_step) * self.split_step
         return k // max(splits, 1)
 
+    def cuts_k(self, k: int, splits: int) -> bool:
+        """Whether a rung that cuts K itself (``split_step``) leaves K for every one of ``splits`` slices."""
+        return splits >= 2 and (splits - 1) * self.split_slice(k, splits) < k
+
+    def strip_blocks(self, gx: int, gy: int, z: int, sms: int) -> int:
+        """Threadblocks along x of a grid of ``gx`` x ``gy`` tiles (``z`` matrices or K-slices): a rung that
+        walks its strips runs at most one per SM, ``sms // (gy z)``, while that is 2 or more (each holds an
+        SM's shared memory; past that a cap would idle SMs or walk every strip in one block); others one a tile."""
+        per = sms // max(gy * z, 1)
+        return min(gx, per) if self.walks_strips and per >= 2 else gx
+
     def smem_for(self, vec: bool) -> int:
         """Dynamic shared memory of the build with ``PG_VEC`` = ``vec``."""
         return self.smem_bytes if vec or not self.smem_bytes_unaligned else self.smem_bytes_unaligned
