@@ -248,9 +248,11 @@ def in_child(work, limit=20):
 
 
 def cli(capsys, argv):
-    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return."""
+    """(exit status, stdout, stderr) of ``polygemm argv``: a usage error's SystemExit or main's return. What the
+    test printed before (a fixture's seed line) is not the command's output."""
     from polygemm.apps.cli import main
 
+    capsys.readouterr()
     try:
         rc = main(argv)
     except SystemExit as exc:

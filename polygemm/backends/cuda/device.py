@@ -219,10 +219,10 @@ class CudaRuntime:
         if width <= 0 or lines <= 0:
             return
         fn = self.function(REPITCH_SOURCE, "pg_repitch_b16" if itemsize == 2 else "pg_repitch_b32")
-        gx = max(1, min(-(-width // (_COPY_BLOCK * 4)), 64))
-        gy = max(1, min(lines, 65535))
+        chunks = -(-width * itemsize // 16) * lines  # a thread moves 16-byte chunks, walked flat over the lines
+        blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 16))
         fn(np.uintp(src), np.int64(src_pitch), np.uintp(dst), np.int64(dst_pitch), np.int64(width), np.int64(lines),
-           block=(_COPY_BLOCK, 1, 1), grid=(gx, gy), stream=stream)
+           block=(_COPY_BLOCK, 1, 1), grid=(blocks, 1), stream=stream)
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:
         """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in
