@@ -3,8 +3,9 @@
 benchmark "verify", view "verify", its commands, and records; tools/results_page.py shows it):
 
 * one record per timed product: ``{"m", "n", "k", "dtype", "us_per_call", "us_per_call_verified", "overhead", ...}``,
-  polygemm.gemm on the backend's own arrays (device arrays on cuda: the check runs on the device) without and with
-  ``verify="raise"``, each the median of --repeats calls after a warm-up (--shapes, and --preset real for the
+  polygemm.gemm without and with ``verify="raise"`` as a GPU user calls it (CuPy arrays and ``out=``, wall time per
+  call over calls back to back; the backend's own arrays where CuPy is missing or on the cpu), each the median of
+  --repeats timings after a warm-up (--shapes, and --preset real for the
   real-workload preset, whose geometric mean of overheads is printed);
 * one campaign record ``{"campaign": true, "injected", "detected", "clean", "false_alarms", ...}``: --clean correct
   products of random shapes, layouts, dtypes and scalings (float16 with K = 262144 and badly scaled inputs among
@@ -90,24 +91,55 @@ class Runner:
         return np.dtype(np.float64), False
 
 
+def _cupy() -> Any:
+    """CuPy where it is installed (the device arrays a GPU user holds), else None."""
+    try:
+        import cupy
+    except Exception:
+        return None
+    return cupy
+
+
+def _wall(f: Any, sync: Any, calls: int) -> float:
+    """Seconds per call of ``f`` over ``calls`` calls back to back, the device drained before and after."""
+    sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        f()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
 def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int, seed: int) -> list[dict[str, Any]]:
+    """The call with and without the check, as a GPU user makes it: CuPy arrays and ``out=`` (wall time per call,
+    calls back to back) where CuPy is installed on a device backend; else the backend's own arrays, new results."""
     rng = np.random.default_rng(seed)
     records = []
+    cupy = None if run.host else _cupy()
     for m, n, k, dname in shapes:
         dtype = dtype_named(dname)
-        a, b = run.put(_operand(rng, (m, k), dtype, False)), run.put(_operand(rng, (k, n), dtype, False))
-        plain = lambda: run.gemm(a, b)  # noqa: E731
-        checked = lambda: run.gemm(a, b, verify="raise")  # noqa: E731
+        ha, hb = _operand(rng, (m, k), dtype, False), _operand(rng, (k, n), dtype, False)
+        if cupy is not None:
+            a, b, out = cupy.asarray(ha), cupy.asarray(hb), cupy.empty((m, n), dtype)
+            plain = lambda: run.gemm(a, b, out=out)  # noqa: E731
+            checked = lambda: run.gemm(a, b, out=out, verify="raise")  # noqa: E731
+            calls = max(3, min(200, int(2e11 / max(2 * m * n * k, 1))))  # about a fifth of a second of work each
+            timer = lambda f: _wall(f, cupy.cuda.runtime.deviceSynchronize, calls)  # noqa: E731
+        else:
+            a, b = run.put(ha), run.put(hb)
+            plain = lambda: run.gemm(a, b)  # noqa: E731
+            checked = lambda: run.gemm(a, b, verify="raise")  # noqa: E731
+            timer = run.timer
         plain(), checked()  # builds, plans, caches
         t_plain, t_checked = [], []
         for _ in range(repeats):  # interleaved: drifts of clock and temperature fall on both alike
-            t_plain.append(run.timer(plain))
-            t_checked.append(run.timer(checked))
+            t_plain.append(timer(plain))
+            t_checked.append(timer(checked))
         us, us_v = statistics.median(t_plain) * 1e6, statistics.median(t_checked) * 1e6
         plan = pg.last_plan()
         rec = {"m": m, "n": n, "k": k, "dtype": dname, "us_per_call": round(us, 3), "us_per_call_verified": round(us_v, 3),
                "overhead": round(us_v / us - 1.0, 4), "device": run.device, "variant": plan.variant if plan else "",
-               "gpu": plan.device if plan else ""}
+               "gpu": plan.device if plan else "", "arrays": "cupy, out=" if cupy is not None else "the backend's, new result"}
         records.append(rec)
         print(f"{m}x{n}x{k} {dname}: {us:.1f} us, verified {us_v:.1f} us ({100 * rec['overhead']:+.1f}%)", flush=True)
     return records
