@@ -183,15 +183,23 @@ def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: i
             continue
         res = run.get(run.gemm(da, db, dc, alpha=alpha, beta=beta))
         chk, comp = run.check_dtype(dtype)
-        thr = row_thresholds(a, b, c, res, alpha, beta, dtype=dtype, out_dtype=res.dtype, check_dtype=chk,
-                             scalar_dtype=np.dtype(np.float32) if run.backend.float32_scalars else None, compensated=comp)
         i, j = int(rng.integers(m)), int(rng.integers(n))
+        # a row's threshold depends on that row of a, c and the result (and all of b): the faulty row's alone is
+        # worked out, so the host's float64 sums cost a matrix-vector product, not a product of the operands
+        rows = (a[i:i + 1], c[i:i + 1] if c is not None else None)
+
+        def threshold(row: np.ndarray) -> float:
+            return float(row_thresholds(rows[0], b, rows[1], row, alpha, beta, dtype=dtype, out_dtype=res.dtype, check_dtype=chk,
+                                        scalar_dtype=np.dtype(np.float32) if run.backend.float32_scalars else None,
+                                        compensated=comp)[0])
+
+        thr_i = threshold(res[i:i + 1])
         old = float(res[i, j])
-        if not (math.isfinite(old) and math.isfinite(float(thr[i]))):
+        if not (math.isfinite(old) and math.isfinite(thr_i)):
             continue
         if rng.random() < 0.5:
             bit = None
-            target = old + float(rng.choice([-1.0, 1.0])) * float(thr[i]) * 10.0 ** rng.uniform(math.log10(1.1), 3.0)
+            target = old + float(rng.choice([-1.0, 1.0])) * thr_i * 10.0 ** rng.uniform(math.log10(1.1), 3.0)
             with np.errstate(over="ignore"):  # a value past the dtype's range stores as an infinity
                 new = float(np.asarray(target).astype(res.dtype))  # as the element stores it
         else:
@@ -201,13 +209,11 @@ def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: i
             new = float(raw[0, 0])
         moved = abs(new - old) if math.isfinite(new) else math.inf
         # the threshold the check applies is that of the corrupted result (its row norm grows with the fault)
-        bad = res.copy()
-        bad[i, j] = new
-        limit = float(row_thresholds(a, b, c, bad, alpha, beta, dtype=dtype, out_dtype=res.dtype, check_dtype=chk,
-                                     scalar_dtype=np.dtype(np.float32) if run.backend.float32_scalars else None,
-                                     compensated=comp)[i]) if math.isfinite(new) else float(thr[i])
+        bad = res[i:i + 1].copy()
+        bad[0, j] = new
+        limit = threshold(bad) if math.isfinite(new) else thr_i
         # a NaN or infinity in a row whose elements may rightly overflow is the product's own answer to the check
-        invisible = not math.isfinite(new) and bool(may_overflow(a, b, c, alpha, beta, res.dtype)[i])
+        invisible = not math.isfinite(new) and bool(may_overflow(rows[0], b, rows[1], alpha, beta, res.dtype)[0])
         above = moved > limit and not invisible
         fault = {"value": new} if bit is None else {"bit": bit}
         caught = False
