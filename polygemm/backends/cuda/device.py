@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import threading
 import weakref
 from pathlib import Path
@@ -30,6 +31,8 @@ REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
 UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16", "f64")] + \
     [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")]
 _COPY_BLOCK = 256
+#: pg_repitch_b16/b32's parameters: (src, src_pitch, dst, dst_pitch, width, lines), 8 bytes each
+_REPITCH_PARAMS = struct.Struct("<QqQqqq")
 
 
 def usable_sms(sms: int) -> int:
@@ -72,6 +75,7 @@ class CudaRuntime:
         self._ctx_cdata = self.cu.ffi.cast("CUcontext", self.ctx_handle)  # compared with the current one per launch
         self._lock = threading.Lock()
         self._functions: dict[tuple, Kernel] = {}
+        self._copies: dict[tuple[int, int, int], Any] = {}  # repitch_launcher's, per geometry
         self._loading: dict[tuple, threading.Lock] = {}
         self._cublas: Any = None
         self._pool: Any = None
@@ -218,11 +222,30 @@ class CudaRuntime:
         pitches in elements: the copies into and out of aligned scratch for a TMA rung."""
         if width <= 0 or lines <= 0:
             return
+        self.repitch_launcher(width, lines, itemsize)(dst, dst_pitch, src, src_pitch, stream)
+
+    def repitch_launcher(self, width: int, lines: int, itemsize: int) -> Any:
+        """``copy(dst, dst_pitch, src, src_pitch, stream)``: :meth:`repitch` of this geometry with the kernel,
+        its grid and its parameters' layout looked up once (a padded plan's copies are made on every call, and
+        the generic launch's argument handling cost the host several µs a copy). Kept per geometry."""
+        key = (width, lines, itemsize)
+        copy = self._copies.get(key)
+        if copy is not None:
+            return copy
         fn = self.function(REPITCH_SOURCE, "pg_repitch_b16" if itemsize == 2 else "pg_repitch_b32")
         chunks = -(-width * itemsize // 16) * lines  # a thread moves 16-byte chunks, walked flat over the lines
         blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 16))
-        fn(np.uintp(src), np.int64(src_pitch), np.uintp(dst), np.int64(dst_pitch), np.int64(width), np.int64(lines),
-           block=(_COPY_BLOCK, 1, 1), grid=(blocks, 1), stream=stream)
+        go = fn.launcher((blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0)
+        pack = _REPITCH_PARAMS.pack
+
+        def copy(dst: int, dst_pitch: int, src: int, src_pitch: int, stream: int = 0) -> None:
+            go(pack(src, src_pitch, dst, dst_pitch, width, lines), stream)
+
+        with self._lock:
+            if len(self._copies) >= 256:
+                self._copies.clear()
+            self._copies[key] = copy
+        return copy
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:
         """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in
