@@ -40,7 +40,10 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
     pending = list(ranked)
     while pending:
         cand = pending.pop(0)
-        pads = copies if cand.padded else _NONE
+        # a K-split's reduction writes C whatever its alignment (the rung writes an aligned workspace): only A and B
+        # are copied for it
+        wanted = copies if cand.splits <= 1 else (copies[0], copies[1], None)
+        pads = wanted if cand.padded else _NONE
         try:
             lp, parts = fit(specs[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
                             splits=cand.splits, dtype=dtype)
@@ -49,9 +52,9 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
             if rt is not None:  # a build this device's shared memory cannot hold is passed over
                 check_smem(lp, rt.max_smem_per_block)
         except TmaUnsuitable as exc:
-            if not cand.padded and count <= 1 and any(x is not None for x in copies):
+            if not cand.padded and count <= 1 and any(x is not None for x in wanted):
                 # the rung on aligned copies of the unaligned operands, at the copies' cost
-                moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), copies) if pad is not None]
+                moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), wanted) if pad is not None]
                 again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
                 pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
             plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))
