@@ -1,0 +1,70 @@
+"""The repitch copy (kernels/util/repitch.cu) on its own, marked ``cuda``: into aligned scratch from rows at every
+2-byte phase, back out of it into rows at every phase, and between two unaligned sides; widths that end mid-chunk;
+2- and 4-byte elements. Every element of the destination's lines is compared, and the gaps between them must be
+left as they were."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.helpers import cuda_or_skip
+
+
+@pytest.fixture(scope="module")
+def rt():
+    return cuda_or_skip().runtime
+
+
+def _copy(rt, src_host: np.ndarray, src_off: int, src_pitch: int, dst_off: int, dst_pitch: int, width: int, lines: int):
+    """Upload ``src_host`` (a flat array), copy ``lines`` x ``width`` from element ``src_off`` (pitch ``src_pitch``)
+    to element ``dst_off`` (pitch ``dst_pitch``) of a destination filled with a marker, and return the destination."""
+    import pycuda.driver as drv
+
+    itemsize = src_host.itemsize
+    size = dst_off + lines * dst_pitch + 16
+    marker = np.full(size, 7 if itemsize == 2 else 9, src_host.dtype)
+    with rt.active():
+        src = drv.mem_alloc(src_host.nbytes)
+        dst = drv.mem_alloc(marker.nbytes)
+        try:
+            drv.memcpy_htod(src, src_host)
+            drv.memcpy_htod(dst, marker)
+            rt.repitch(int(dst) + dst_off * itemsize, dst_pitch, int(src) + src_off * itemsize, src_pitch, width, lines,
+                       itemsize, 0)
+            drv.Context.synchronize()
+            out = np.empty_like(marker)
+            drv.memcpy_dtoh(out, dst)
+        finally:
+            src.free()
+            dst.free()
+    return out, marker
+
+
+def _expect(src_host, src_off, src_pitch, dst_off, dst_pitch, width, lines, marker):
+    want = marker.copy()
+    for line in range(lines):
+        want[dst_off + line * dst_pitch:dst_off + line * dst_pitch + width] = \
+            src_host[src_off + line * src_pitch:src_off + line * src_pitch + width]
+    return want
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+@pytest.mark.parametrize("direction", ["into aligned", "out of aligned", "unaligned both"])
+@pytest.mark.parametrize("phase", range(8))
+def test_repitch_copies_every_element_at_every_phase(rt, dtype, direction, phase):
+    rng = np.random.default_rng(phase)
+    per = 16 // np.dtype(dtype).itemsize
+    width, lines = 3 * per + 5, 37  # chunks and a partial chunk per line; lines that do not fill a block
+    odd_pitch = width + 2 * phase + 1  # every row at another phase
+    aligned_pitch = -(-width // per) * per + per
+    if direction == "into aligned":
+        src_off, src_pitch, dst_off, dst_pitch = phase, odd_pitch, 0, aligned_pitch
+    elif direction == "out of aligned":
+        src_off, src_pitch, dst_off, dst_pitch = 0, aligned_pitch, phase, odd_pitch
+    else:
+        src_off, src_pitch, dst_off, dst_pitch = phase, odd_pitch, (phase + 3) % 8, odd_pitch + 2
+    src_host = rng.integers(0, np.iinfo(dtype).max, size=src_off + lines * src_pitch + 16, dtype=dtype)
+    got, marker = _copy(rt, src_host, src_off, src_pitch, dst_off, dst_pitch, width, lines)
+    np.testing.assert_array_equal(got, _expect(src_host, src_off, src_pitch, dst_off, dst_pitch, width, lines, marker))
