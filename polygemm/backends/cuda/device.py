@@ -229,9 +229,9 @@ class CudaRuntime:
         its grid and its parameters' layout looked up once (a padded plan's copies are made on every call, and
         the generic launch's argument handling cost the host several µs a copy). Kept per geometry."""
         key = (width, lines, itemsize)
-        copy = self._copies.get(key)
-        if copy is not None:
-            return copy
+        known = self._copies.get(key)
+        if known is not None:
+            return known
         fn = self.function(REPITCH_SOURCE, "pg_repitch_b16" if itemsize == 2 else "pg_repitch_b32")
         chunks = -(-width * itemsize // 16) * lines  # a thread moves 16-byte chunks, walked flat over the lines
         blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 16))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ...errors import DeviceError
 from .device import CudaRuntime
@@ -27,7 +27,30 @@ from .variants import KernelSpec
 _STREAMS_KEPT = (0, 1)
 
 
-__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
+__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch", "stream_scratch"]
+
+
+def stream_scratch(owner: Any, kept: dict[int, int], lock: threading.Lock, rt: CudaRuntime, stream: int,
+                   make: Callable[[], int]) -> tuple[int, bool]:
+    """Scratch for a call on ``stream`` and whether it is the call's own. On the default streams
+    (:data:`_STREAMS_KEPT`), which order every call on them one after another, it is the block ``owner``
+    keeps for that stream in ``kept``: made by ``make`` at the first call, freed when ``owner`` is dropped.
+    Any other stream the caller may destroy, and a block kept for it could not be freed safely later
+    (cuMemFreeAsync on a destroyed stream crashes the process): there the call gets a block of its own
+    (owned: the caller releases it after its work)."""
+    ptr = kept.get(stream)
+    if ptr is not None:
+        return ptr, False
+    ptr = make()
+    if stream not in _STREAMS_KEPT:
+        return ptr, True
+    with lock:
+        if not kept:  # the first: free them all when the owner goes
+            weakref.finalize(owner, rt.give_back, kept).atexit = False
+        held = kept.setdefault(stream, ptr)
+    if held != ptr:  # another thread kept one for this stream first
+        rt.release(ptr, stream)
+    return held, False
 
 
 @dataclass(frozen=True)
@@ -268,21 +291,8 @@ class PreparedLaunch:
     def _prepare_split(self, ka: int, kb: int, c: int, alpha: float, beta: float, stream: int) -> SplitLaunch:
         g = self._split
         assert g is not None
-        ws = self._workspaces.get(stream)
-        # only the default streams live as long as the context: a workspace kept for a stream
-        # the caller may destroy could not be freed safely later (cuMemFreeAsync on a destroyed
-        # stream crashes the process), so other streams' calls take and free their own
-        owned = ws is None and stream not in _STREAMS_KEPT
-        if ws is None:
-            ws = self._new_workspace(stream)
-            if not owned:
-                with self._split_lock:
-                    if not self._workspaces:  # the first: free them all when the plan goes
-                        weakref.finalize(self, self.rt.give_back, self._workspaces).atexit = False
-                    kept = self._workspaces.setdefault(stream, ws)
-                if kept != ws:  # another thread kept one for this stream first
-                    self.rt.release(ws, stream)
-                    ws = kept
+        ws, owned = stream_scratch(self, self._workspaces, self._split_lock, self.rt, stream,
+                                   lambda: self._new_workspace(stream))
         try:
             if self.lp.splits:  # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
                 main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
@@ -460,28 +470,44 @@ def _pitched(m: Mat) -> tuple[int, int, int]:
 class PaddedLaunch(ComposedLaunch):
     """A TMA rung on operands whose pointers or leading dimensions are not 16-byte aligned:
     each such operand is copied into aligned scratch (the repitch kernel), the rung runs
-    there, and a result in scratch is copied out; everything on the call's stream, the
-    scratch freed after the last copy. ``users`` are the caller's operands (a, b, c) as
-    planned, ``pads`` the scratch versions (None: used in place)."""
+    there, and a result in scratch is copied out; everything on the call's stream. The scratch
+    is one block for all the copies, kept per default stream (:func:`stream_scratch`): its
+    pointers stay the same call after call, so the rung's tensor maps are encoded once, and no
+    call allocates. ``users`` are the caller's operands (a, b, c) as planned, ``pads`` the
+    scratch versions (None: used in place)."""
 
     inner: PreparedLaunch
     users: tuple[Mat, Mat, Mat]
     pads: tuple[Mat | None, Mat | None, Mat | None]
+    _kept: dict[int, int] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _layout: tuple[list[int | None], int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._layout = self._offsets()
 
     def pieces(self) -> list[PreparedLaunch]:
         return [self.inner]
 
+    def _offsets(self) -> tuple[list[int | None], int]:
+        """Each pad's byte offset in the scratch block (256-byte aligned) and the block's size."""
+        offsets: list[int | None] = []
+        total = 0
+        for pad in self.pads:
+            if pad is None:
+                offsets.append(None)
+                continue
+            offsets.append(total)
+            total += -(-((pad.max_offset + 1) * pad.itemsize) // 256) * 256
+        return offsets, total
+
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         rt = self.inner.rt
-        taken: list[int] = []
+        offsets, total = self._layout
+        base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream))
+        taken = [base] if owned else []
         try:
-            ptrs = []
-            for user, pad in zip((a, b, c), self.pads):
-                if pad is None:
-                    ptrs.append(user)
-                else:
-                    taken.append(rt.scratch((pad.max_offset + 1) * pad.itemsize, stream))
-                    ptrs.append(taken[-1])
+            ptrs = [user if off is None else base + off for user, off in zip((a, b, c), offsets)]
             inner = self.inner.prepare(ptrs[0], ptrs[1], ptrs[2], alpha, beta, stream)
         except BaseException:
             for ptr in taken:
