@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(args.out.read_text()) if args.append and args.out.exists() else {
         "benchmark": "verify", "title": 'verify="raise": the check\'s cost through the call, and a fault campaign',
         "gpu": run.device_name(), "date": datetime.date.today().isoformat(),
-        "about": ("polygemm.gemm on device arrays without and with verify=\"raise\" (the median call of each, interleaved); "
+        "about": ("polygemm.gemm on CuPy arrays with out= without and with verify=\"raise\" (the median wall time per call of each, calls back to back, interleaved); "
                   "the campaign: correct products of random shapes, layouts, dtypes and scalings checked (a VerificationError is "
                   "a false alarm), and products with one element moved beyond its row's threshold (each must raise)."),
         "vendor": "none (no GEMM library checks its results)", "view": "verify", "commands": [], "command": command,
