@@ -72,9 +72,10 @@ def _is_inference(t: Any) -> bool:
 
 
 def torch_negated(obj: Any) -> bool:
-    """Whether ``obj`` is a torch tensor with its negative bit set (see :func:`torch_resolved`)."""
+    """Whether ``obj`` is a torch tensor with its negative or conjugate bit set (see :func:`torch_resolved`): a bit
+    its memory does not carry, so no view of that memory may key a plan."""
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor) and _is_neg(obj)
+    return torch is not None and isinstance(obj, torch.Tensor) and (_is_neg(obj) or _is_conj(obj))
 
 
 def torch_unwritable(out: Any) -> bool:
@@ -125,7 +126,7 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
     tensor the full normalization must see (one that requires grad is refused there)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj):
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj) or _is_conj(obj):
         return None
     return _torch_one(obj, obj.device.index, torch_stream(obj))
 
@@ -151,8 +152,8 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
         if x is None:
             views.append(_NO_VIEW)
             continue
-        if x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x):
-            return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
+        if x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x) or _is_conj(x):
+            return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
         if stream < 0:
             stream = _torch_current_stream(torch, device)
         views.append(_torch_one(x, device, stream))
