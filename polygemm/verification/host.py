@@ -136,7 +136,7 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     (complex64: float32's, complex128: float64's); a failed row is named by its row of the result (real or imaginary
     part alike)."""
     m = np.asarray(a).shape[-2]
-    real = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
+    real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
     report = host_check(*_real_form(a, b, c0, result), alpha, beta, dtype=real.get(dtype.name, np.dtype(np.float64)),
                         out_dtype=real.get(out_dtype.name, np.dtype(np.float64)), rng=rng, scalar_dtype=scalar_dtype, about=about)
     rows = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -23,10 +23,20 @@ from .decisions import CudaPlan, batch_bytes, compact_ld, plan_mats
 from .device import CudaRuntime
 from .planning import Mat
 
-if TYPE_CHECKING:
-    from .backend import CudaBackend
 
-__all__ = ["with_complex", "real_problem", "plan_complex", "queue_complex", "run_complex_host", "METHOD"]
+class RealPlanner(Protocol):
+    """What the complex plan asks of the backend: its rules, its variants and the plan of a real problem on a device."""
+
+    @property
+    def name(self) -> str: ...
+
+    def check_problem(self, problem: GemmProblem, variant: Variant | None = None) -> None: ...
+
+    def get_variant(self, name: str) -> Variant: ...
+
+    def plan_on(self, problem: GemmProblem, variant: str, rt: Any) -> Plan: ...
+
+__all__ = ["RealPlanner", "with_complex", "real_problem", "plan_complex", "queue_complex", "run_complex_host", "METHOD"]
 
 #: how a complex product is computed, as a plan says it
 METHOD = ("four real products (4M: Cr = Ar·Br - Ai·Bi, Ci = Ar·Bi + Ai·Br) on planar copies of the real and imaginary "
@@ -71,7 +81,7 @@ def real_problem(p: GemmProblem) -> GemmProblem:
                        precision=p.precision)
 
 
-def plan_complex(be: "CudaBackend", p: GemmProblem, variant: str, rt: Any) -> Plan:
+def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan:
     """The plan of complex problem ``p`` on ``rt``'s device (None: planned without one, for explain and tests)."""
     be.check_problem(p, be.get_variant(variant) if variant != "auto" else None)
     real = REAL_OF[p.dtype.name]
