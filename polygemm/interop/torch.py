@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["torch_stream", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -82,6 +82,18 @@ def torch_unwritable(out: Any) -> bool:
     """Whether ``out`` is a torch inference tensor and inference mode is off: torch allows no update of it then."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(out, torch.Tensor) and _is_inference(out) and not torch.is_inference_mode_enabled()
+
+
+def torch_conjugate_memory(obj: Any, *, writable: bool = False) -> Any:
+    """For a CUDA complex torch tensor with its conjugate bit set (a lazy ``z.conj()``) read as an input: the tensor of
+    its memory as it is (the same memory, the bit cleared), whose values' conjugates it stands for; None otherwise (an
+    out is refused by :func:`torch_resolved`, a CPU tensor resolved there)."""
+    torch = sys.modules.get("torch")
+    if writable or torch is None or not isinstance(obj, torch.Tensor) or not _is_conj(obj):
+        return None
+    if not obj.is_cuda or not obj.is_complex():
+        return None
+    return obj.conj()  # the conjugate of a conjugate view: the memory's own values, no copy
 
 
 def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:

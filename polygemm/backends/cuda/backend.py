@@ -66,6 +66,7 @@ class CudaBackend(Backend):
     residencies = ("host", "cuda")
     float32_scalars = True
     batched = True
+    reads_conjugates = True  # complex operands: the imaginary plane copied negated (.complex_launch)
 
     def __init__(self, ordinal: int | None = None) -> None:
         #: the device of ``cuda:N``; None for ``cuda``, which runs where device operands live

@@ -83,6 +83,8 @@ class ComplexLaunch:
     strides: tuple[int, int, int, int]
     #: the real plan runs the whole batch in one launch per product (else one launch per matrix)
     batched: bool = False
+    #: A, B, C0 hold their values' conjugates (torch's lazy conjugates): each is read with its imaginary plane negated
+    conj: tuple[bool, bool, bool] = (False, False, False)
     #: the planes' pitches (A's, B's, C's) in real elements, and where each plane starts in the scratch
     lds: tuple[int, int, int] = field(init=False)
     offsets: tuple[int, int, int, int, int, int] = field(init=False)  # Ar, Ai, Br, Bi, Cr, Ci

@@ -100,7 +100,7 @@ def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan
         plan = Plan(be.name, inner.variant, f"{p.dtype.name}: empty product (M, N, K or the batch is 0): no GEMM kernel launched"
                     + ("; the result is beta·c (or zeros), written part by part" if p.k == 0 and p.m * p.n * p.count else ""),
                     p, device=inner.device, layouts=host_layouts(p))
-        empty = ComplexLaunch(None, rt, p.m, p.n, p.k, p.count, size, a, b, c, dest, (sa, sb, sc, sd))
+        empty = ComplexLaunch(None, rt, p.m, p.n, p.k, p.count, size, a, b, c, dest, (sa, sb, sc, sd), conj=_conj(p))
         plan.private = CudaPlan(empty, p.result_layout, (sa, sb, sc, sd), rt)
         return plan
     real_launch = decided.launch
@@ -108,7 +108,7 @@ def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan
     # the whole batch in one launch per product where the rung has a batched build (a plan without a device: where
     # the real plan names no launch per matrix)
     batched = p.count == 1 or (bool(real_launch.lp.batch_count) if real_launch is not None else "batch" not in inner.launch)
-    launch = ComplexLaunch(real_launch, rt, p.m, p.n, p.k, p.count, size, a, b, c, dest, (sa, sb, sc, sd), batched)
+    launch = ComplexLaunch(real_launch, rt, p.m, p.n, p.k, p.count, size, a, b, c, dest, (sa, sb, sc, sd), batched, _conj(p))
     plan = Plan(be.name, inner.variant, f"{p.dtype.name} as {METHOD}; each a {real} product on the {real} rung: {inner.reason}",
                 p, device=inner.device, layouts=host_layouts(p), padding=inner.padding, candidates=inner.candidates)
     lda, ldb, ldc = launch.lds
@@ -124,10 +124,19 @@ def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan
                                 else f"one planar copy of the whole batch, then {p.count} products per real product, one launch "
                                      f"each (the rung has no batched build): {4 * p.count} launches")
     plan.notes = list(inner.notes)
+    conjugated = [name for name, flag in zip("abc", launch.conj) if flag]
+    if conjugated:
+        plan.notes.append(f"{', '.join(conjugated)}: torch's lazy conjugate, read as torch reads it: its imaginary plane copied "
+                          f"negated (no conjugated copy made)")
     if p.dtype.name == "complex64":
         plan.notes.append(f"precision={p.precision!r} applies to the four float32 products")
     plan.private = CudaPlan(launch, p.result_layout, (sa, sb, sc, sd), rt)
     return plan
+
+
+def _conj(p: GemmProblem) -> tuple[bool, bool, bool]:
+    """Which of A, B and C0 hold their values' conjugates (read with the imaginary plane negated)."""
+    return (p.a.conj, p.b.conj, p.c is not None and p.c.conj)
 
 
 def queue_complex(p: GemmProblem, decided: CudaPlan, call: Call, dest: int, stream: int) -> None:
@@ -135,7 +144,7 @@ def queue_complex(p: GemmProblem, decided: CudaPlan, call: Call, dest: int, stre
     launch = decided.launch
     assert isinstance(launch, ComplexLaunch)
     reads_c = call.c is not None and call.beta != 0.0
-    launch.run(call.a_ptr, call.b_ptr, call.c_ptr if reads_c else 0, dest, call.alpha, call.beta, stream)
+    launch.run(call.a_ptr, call.b_ptr, call.c_ptr if reads_c else 0, dest, call.alpha, call.beta, stream, launch.conj)
 
 
 def run_complex_host(rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:

@@ -291,3 +291,63 @@ def test_a_failed_launch_leaves_out_and_c_untouched_and_gives_scratch_back(be, r
     # c (and out, which is c) hold their values: c was placed third, after a and b
     placed = np.ndarray(c.shape, c.dtype, mem.buf, -(-a.nbytes // PLANE_ALIGN) * PLANE_ALIGN + -(-b.nbytes // PLANE_ALIGN) * PLANE_ALIGN)
     assert np.array_equal(placed, c)
+
+
+# -- torch's conjugate views ------------------------------------------------------------------------
+
+def _complex_tensors(monkeypatch):
+    from tests.helpers import fake_torch
+
+    Tensor = fake_torch(monkeypatch)
+
+    class CTensor(Tensor):
+        """A CUDA complex64 tensor of the stand-in torch, with the conjugate bit."""
+
+        def __init__(self, ptr, shape, stride, conj=False):
+            super().__init__(ptr, shape, stride)
+            self.dtype, self._conj = "complex64", conj
+
+        def element_size(self):
+            return 8
+
+        def is_conj(self):
+            return self._conj
+
+        def is_neg(self):
+            return False
+
+        def is_complex(self):
+            return True
+
+        def conj(self):  # torch: the conjugate of a conjugate view is the memory's values, no copy
+            return CTensor(self.ptr, self.shape, self._stride, not self._conj)
+
+        def resolve_conj(self):
+            raise AssertionError("a CUDA conjugate view is read without a conjugated copy")
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"typestr": "<c8", "shape": self.shape, "strides": None, "data": (self.ptr, False), "version": 2}
+
+    return CTensor
+
+
+def test_a_torch_conjugate_view_is_read_conjugated_without_a_copy(be, monkeypatch):
+    from polygemm.errors import ArgumentError, UnsupportedProblemError
+
+    T = _complex_tensors(monkeypatch)
+    a, b, c = T(BASE, (64, 32), (32, 1), conj=True), T(BASE + (1 << 16), (32, 16), (16, 1)), T(BASE + (2 << 16), (64, 16), (16, 1), True)
+    p = normalize(a, b, c, beta=1.0)
+    assert p.a.conj and not p.b.conj and p.c.conj and p.a.ptr == BASE
+    plan = be.plan(p)
+    assert plan.private.launch.conj == (True, False, True)
+    assert any("a, c: torch's lazy conjugate" in n and "negated" in n for n in plan.notes)
+
+    class NoConjugates(CudaBackend):
+        reads_conjugates = False
+
+    refused = NoConjugates().refusal(p)
+    assert isinstance(refused, UnsupportedProblemError)
+    assert "conjugate bit" in str(refused) and "a.resolve_conj()" in str(refused)
+    with pytest.raises(ArgumentError, match="conjugate bit"):
+        normalize(a.conj(), b, out=T(BASE + (3 << 16), (64, 16), (16, 1), True))
