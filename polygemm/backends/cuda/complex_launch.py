@@ -161,11 +161,11 @@ class ComplexLaunch:
             ar, ai, br, bi, cr, ci = (base + off for off in self.offsets)
             sa, sb, sc, _ = self.strides
             lda, ldb, ldc = self.lds
-            self._split(rt, a, self.a, sa, self.m, self.k, lda, (ar, ai), conj[0], stream)
-            self._split(rt, b, self.b, sb, self.k, self.n, ldb, (br, bi), conj[1], stream)
-            if reads_c:
+            self._split(rt, a, self.a, sa, self.mats(sa), self.m, self.k, lda, (ar, ai), conj[0], stream)
+            self._split(rt, b, self.b, sb, self.mats(sb), self.k, self.n, ldb, (br, bi), conj[1], stream)
+            if reads_c:  # every matrix of the result gets its C0 (one c for all: copied to each)
                 assert self.c is not None
-                self._split(rt, c, self.c, sc, self.m, self.n, ldc, (cr, ci), conj[2], stream)
+                self._split(rt, c, self.c, sc, self.count, self.m, self.n, ldc, (cr, ci), conj[2], stream)
             first = beta if reads_c else 0.0
             pa, pb, pc = self.plane_strides
             for x, y, z, scale, accumulate in ((ar, br, cr, alpha, first), (ai, bi, cr, -alpha, 1.0),
@@ -178,16 +178,16 @@ class ComplexLaunch:
             raise
         rt.release(base, stream)
 
-    def _split(self, rt: CudaRuntime, ptr: int, user: Mat, stride: int, rows: int, cols: int, ld: int,
+    def _split(self, rt: CudaRuntime, ptr: int, user: Mat, stride: int, count: int, rows: int, cols: int, ld: int,
                planes: tuple[int, int], conj: bool, stream: int) -> None:
-        """Copy complex matrix (or batch) ``user`` at ``ptr`` into its real and imaginary planes of pitch ``ld``."""
+        """Copy ``count`` complex matrices ``user`` at ``ptr``, ``stride`` bytes apart, into real and imaginary planes
+        of pitch ``ld``."""
         size = self.itemsize
-        count = self.mats(stride)
         plane_stride = rows * ld * size
         for imag, dst in zip((False, True), planes):
             src = part(user.at(ptr), imag, size)
             scale = -1.0 if imag and conj else 1.0
-            if count > 1 and _stacked(user, stride, size):  # one copy of the whole batch
+            if count > 1 and stride and _stacked(user, stride, size):  # one copy of the whole batch
                 rt.copy_scale(rows * count, cols, scale, _rows(src, rows * count), Mat("plane", rows * count, cols, "row", ld, dst, size), stream)
                 continue
             for i in range(count):

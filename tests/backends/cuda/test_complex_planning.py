@@ -351,3 +351,23 @@ def test_a_torch_conjugate_view_is_read_conjugated_without_a_copy(be, monkeypatc
     assert "conjugate bit" in str(refused) and "a.resolve_conj()" in str(refused)
     with pytest.raises(ArgumentError, match="conjugate bit"):
         normalize(a.conj(), b, out=T(BASE + (3 << 16), (64, 16), (16, 1), True))
+
+
+def test_one_c_for_the_whole_batch_is_read_into_every_result(be, rng):
+    """A ComplexLaunch whose c has batch stride 0 (one matrix for all) gives each matrix of the result its C0."""
+    mem = Mem()
+    a, b = draw(rng, (3, 5, 4), "complex64"), draw(rng, (3, 4, 6), "complex64")
+    c = draw(rng, (5, 6), "complex64")
+    da, db = mem.place(a)[0], mem.place(b)[0]
+    dc3 = mem.place(np.broadcast_to(c, (3, 5, 6)).copy())[0]
+    dc1 = mem.place(c)[0]
+    dout = mem.place(np.zeros((3, 5, 6), np.complex64))[0]
+    plan = be.plan(normalize(da, db, dc3, beta=1.5, out=dout))
+    cl = plan.private.launch
+    cl = replace(cl, strides=cl.strides[:2] + (0,) + cl.strides[3:], rt=mem)
+    real = Real(mem, cl)
+    cl = replace(cl, real=real)
+    real.cl = cl
+    ptr = lambda d: d.__cuda_array_interface__["data"][0]  # noqa: E731
+    cl.run(ptr(da), ptr(db), ptr(dc1), ptr(dout), 1.0, 1.5)
+    within(dout.arr, a.astype(np.complex128) @ b + 1.5 * c, 4, "complex64")
