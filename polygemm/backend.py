@@ -208,6 +208,8 @@ def _device_mismatch(name: str, op: Any, x: Any, ptr: int) -> str:
         return f"cannot be read as the plan's operand ({exc})"
     if got.dtype != op.dtype:
         return f"is {got.dtype.name}"
+    if got.conj != op.conj:
+        return "has the conjugate bit set" if got.conj else "lacks the conjugate bit"
     if (got.layout, got.ld) != (op.layout, op.ld):
         return f"is {got.layout}-major with ld={got.ld}"
     if got.batch_dims != op.batch_dims:
@@ -249,6 +251,9 @@ class Backend(abc.ABC):
     #: takes host operands' batches with any strides, broadcast ones included (no copy to a
     #: batch one stride walks is made for it): the cpu backend, whose numpy.matmul broadcasts
     broadcasts_host_batches: ClassVar[bool] = False
+    #: reads operands whose values are their memory's conjugates (``Operand.conj``: torch's lazy ``z.conj()`` on the
+    #: GPU, read without a copy); a backend without it is refused them, never given the memory as if unconjugated
+    reads_conjugates: ClassVar[bool] = False
 
     # -- discovery -------------------------------------------------------------------
     @abc.abstractmethod
@@ -333,6 +338,12 @@ class Backend(abc.ABC):
         if problem.residency not in self.residencies:
             return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
                                            f"{', '.join(self.residencies)} data")
+        conjugated = [op.name for op in problem.operands() if op.conj]
+        if conjugated and not self.reads_conjugates:
+            first = conjugated[0]
+            return UnsupportedProblemError(f"{', '.join(conjugated)} {'is a torch tensor' if len(conjugated) == 1 else 'are torch tensors'} "
+                                           f"with the conjugate bit set (a lazy z.conj()), which backend {self.name!r} does not "
+                                           f"read; pass {first}.resolve_conj() (a conjugated copy), or device='cuda'")
         if dtype not in dtypes:
             return DTypeError(unsupported_dtype(self.name, dtype, dtypes, problem.residency))
         if variant is not None and dtype not in variant.dtypes:

@@ -51,6 +51,9 @@ class Operand:
     #: that copy is still to be made or waived (``normalize(..., broadcast_copies=False)``;
     #: :meth:`GemmProblem.broadcasts_for` decides): ``array`` is the user's batch as given
     pending: bool = False
+    #: the values are the conjugates of the memory's (a torch CUDA complex tensor with its conjugate bit, read without
+    #: a copy): only a backend that reads conjugates (``Backend.reads_conjugates``) takes such an operand
+    conj: bool = False
 
     @property
     def rows(self) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["torch_stream", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -72,15 +72,28 @@ def _is_inference(t: Any) -> bool:
 
 
 def torch_negated(obj: Any) -> bool:
-    """Whether ``obj`` is a torch tensor with its negative bit set (see :func:`torch_resolved`)."""
+    """Whether ``obj`` is a torch tensor with its negative or conjugate bit set (see :func:`torch_resolved`): a bit
+    its memory does not carry, so no view of that memory may key a plan."""
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor) and _is_neg(obj)
+    return torch is not None and isinstance(obj, torch.Tensor) and (_is_neg(obj) or _is_conj(obj))
 
 
 def torch_unwritable(out: Any) -> bool:
     """Whether ``out`` is a torch inference tensor and inference mode is off: torch allows no update of it then."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(out, torch.Tensor) and _is_inference(out) and not torch.is_inference_mode_enabled()
+
+
+def torch_conjugate_memory(obj: Any, *, writable: bool = False) -> Any:
+    """For a CUDA complex torch tensor with its conjugate bit set (a lazy ``z.conj()``) read as an input: the tensor of
+    its memory as it is (the same memory, the bit cleared), whose values' conjugates it stands for; None otherwise (an
+    out is refused by :func:`torch_resolved`, a CPU tensor resolved there)."""
+    torch = sys.modules.get("torch")
+    if writable or torch is None or not isinstance(obj, torch.Tensor) or not _is_conj(obj):
+        return None
+    if not obj.is_cuda or not obj.is_complex():
+        return None
+    return obj.conj()  # the conjugate of a conjugate view: the memory's own values, no copy
 
 
 def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
@@ -125,7 +138,7 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
     tensor the full normalization must see (one that requires grad is refused there)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj):
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj) or _is_conj(obj):
         return None
     return _torch_one(obj, obj.device.index, torch_stream(obj))
 
@@ -151,8 +164,8 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
         if x is None:
             views.append(_NO_VIEW)
             continue
-        if x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x):
-            return None  # (a lazy negation is resolved, or refused as out, by the full normalization)
+        if x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x) or _is_conj(x):
+            return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
         if stream < 0:
             stream = _torch_current_stream(torch, device)
         views.append(_torch_one(x, device, stream))

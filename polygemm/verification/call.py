@@ -46,6 +46,8 @@ def host_values(x: Any, backend: Backend | None = None) -> np.ndarray | None:
     module = type(x).__module__.partition(".")[0]
     if module == "torch":
         t = x.detach().cpu()
+        if t.is_conj():  # a lazy conjugate: its values, as torch reads them (numpy() refuses the bit)
+            t = t.resolve_conj()
         if t.is_neg():
             t = t.resolve_neg()
         host: np.ndarray = t.float().numpy() if str(t.dtype) == "torch.bfloat16" else t.numpy()  # bfloat16 in float32: exact

@@ -4,6 +4,7 @@ those of a backend with no check of its own on its device."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,10 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
                rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None) -> CheckReport:
     """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
     does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
-    and shape, for the report."""
+    and shape, for the report. A complex product is checked as the real one it equals (:func:`_real_form`)."""
+    if any(x is not None and np.iscomplexobj(x) for x in (a, b, c0, result)) or dtype.kind == "c":
+        return _complex_check(a, b, c0, result, alpha, beta, dtype=dtype, out_dtype=out_dtype, rng=rng, scalar_dtype=scalar_dtype,
+                              about=about)
     a64, b64, r64 = _f64(a), _f64(b), _f64(result)
     m, k = a64.shape[-2:]
     n = b64.shape[-1]
@@ -111,6 +115,32 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         columns = _findings(cfail, cdiff, cthr)
     return CheckReport.of(count == 0, int(failed.size - unchecked.sum()), int(unchecked.sum()), count, _findings(failed, diff, thr),
                           columns, worst, "the host", about or {})
+
+
+def _real_form(a: Any, b: Any, c0: Any, result: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """The real product a complex one equals: [[Ar, -Ai], [Ai, Ar]] · [[Br], [Bi]] = [[Cr], [Ci]] (C0 and the result
+    stacked as C is): its rows are the result's real parts, then its imaginary parts."""
+    a_, b_, r_ = (np.asarray(x).astype(np.complex128) for x in (a, b, result))
+    big = np.concatenate([np.concatenate([a_.real, -a_.imag], -1), np.concatenate([a_.imag, a_.real], -1)], -2)
+
+    def stacked(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x.real, x.imag], -2)
+
+    c_ = None if c0 is None else stacked(np.asarray(c0).astype(np.complex128))
+    return big, stacked(b_), c_, stacked(r_)
+
+
+def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
+                   rng: np.random.Generator, scalar_dtype: np.dtype | None, about: dict[str, str] | None) -> CheckReport:
+    """:func:`host_check` of a complex product through its real form, each part's error bounded as its real products'
+    (complex64: float32's, complex128: float64's); a failed row is named by its row of the result (real or imaginary
+    part alike)."""
+    m = np.asarray(a).shape[-2]
+    real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
+    report = host_check(*_real_form(a, b, c0, result), alpha, beta, dtype=real.get(dtype.name, np.dtype(np.float64)),
+                        out_dtype=real.get(out_dtype.name, np.dtype(np.float64)), rng=rng, scalar_dtype=scalar_dtype, about=about)
+    rows = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows
+    return replace(report, rows=rows)
 
 
 def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,

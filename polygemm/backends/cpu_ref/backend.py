@@ -198,7 +198,8 @@ class CpuReferenceBackend(Backend):
             plan.notes.append(f"{p.dtype.name} is computed as numpy.matmul computes it ("
                               + ("exactly, wrapping modulo 2**bits on overflow" if p.dtype.kind in "iu" else
                                  "the logical product" if p.dtype.kind == "b" else "the complex BLAS")
-                              + "); the cpu backend computes it, where GPU backends refuse it (device='auto' takes it here)")
+                              + ("); the cpu backend computes it, where GPU backends refuse it (device='auto' takes it here)"
+                                 if integer else "); the cuda backend computes it on the GPU as four real products"))
         # numpy.matmul gives the result itself, written straight into out (no temporary), when nothing is scaled,
         # added or cast (the cache key fixes alpha == 1 and beta == 0 for the plan's calls)
         direct = chosen.name in ("numpy", "blas") and p.alpha == 1.0 and p.beta == 0.0 and not half and p.out_dtype == p.dtype

@@ -35,6 +35,8 @@ from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_
 from .variants import kernel_specs, variant_table
 from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
 from .fitting import fit_ranked
+from .complex_launch import ComplexLaunch
+from .complex_plan import plan_complex, queue_complex, run_complex_host, with_complex
 from . import autotune
 from .tune_cache import Measurement, TuneKey
 from ...tuning import record_problem
@@ -64,6 +66,7 @@ class CudaBackend(Backend):
     residencies = ("host", "cuda")
     float32_scalars = True
     batched = True
+    reads_conjugates = True  # complex operands: the imaginary plane copied negated (.complex_launch)
 
     def __init__(self, ordinal: int | None = None) -> None:
         #: the device of ``cuda:N``; None for ``cuda``, which runs where device operands live
@@ -139,7 +142,7 @@ class CudaBackend(Backend):
         return Availability(True)
 
     def variants(self) -> Sequence[Variant]:
-        return variant_table()
+        return with_complex(variant_table())  # complex products run on the real rungs (.complex_plan)
 
     def device_name(self) -> str:
         return self._label(self._rt)
@@ -201,7 +204,7 @@ class CudaBackend(Backend):
     def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
         """The base rules, except that a float64 product's alpha and beta need not fit float32: the
         float64 rungs (and cuBLAS's DGEMM) take them as doubles."""
-        if problem.dtype.name == "float64" and not problem.scalars_fit_float32:
+        if problem.dtype.name in ("float64", "complex128") and not problem.scalars_fit_float32:
             problem = replace(problem, alpha=1.0, beta=1.0)  # past the scalar rule; the rest does not read them
         return super().refusal(problem, variant)
 
@@ -210,8 +213,14 @@ class CudaBackend(Backend):
         return int(getattr(rt if rt is not None else self._rt, "sms", 0) or 132)
 
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
+        rt = self._plan_runtime(problem)
+        if problem.dtype.kind == "c":  # four real products of one real plan
+            return plan_complex(self, problem, variant, rt)
+        return self.plan_on(problem, variant, rt)
+
+    def plan_on(self, problem: GemmProblem, variant: str, rt: Any) -> Plan:
+        """The plan of real ``problem`` on ``rt``'s device (None: planned without a device)."""
         p = problem
-        rt = self._plan_runtime(p)
         sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
         ranked: list[Candidate] = []
         if variant == "auto":
@@ -373,6 +382,8 @@ class CudaBackend(Backend):
             raise
 
     def _run_host(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
+        if p.dtype.kind == "c":
+            return run_complex_host(rt, p, decided, call)
         layout = decided.result_layout
         shape = p.result_shape
         if p.empty:
@@ -452,6 +463,10 @@ class CudaBackend(Backend):
         else:
             result = self._new_result(rt, p, decided.result_layout)
             dest = int(result.gpudata) if p.count * p.m * p.n else 0
+        if p.dtype.kind == "c":
+            queue_complex(p, decided, call, dest, stream)
+            return result
+        assert not isinstance(launch, ComplexLaunch)
         if decided.one_launch and (call.beta == 0.0 or call.c is None or call.c_ptr == dest):
             launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)  # type: ignore[union-attr]
             return result

@@ -13,6 +13,7 @@ from ...core.operand import Operand
 from ...core.problem import GemmProblem
 from ...errors import UnsupportedProblemError
 from .cost import Candidate, copy_us, pitch_penalty_us
+from .complex_launch import ComplexLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import Mat, pitch_off
 from .variants import kernel_specs
@@ -24,7 +25,8 @@ __all__ = ["CudaPlan", "KernelLauncher", "mat_of", "at_offset", "split_suffix", 
 class CudaPlan:
     """The cuda backend's decisions for one plan (``Plan.private``)."""
 
-    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | None  # None: an empty product, no kernel
+    #: None: an empty product, no kernel; a complex product's: its four real products (and the empty case's fill)
+    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | ComplexLaunch | None
     result_layout: str  # "row" or "col": the layout of a result the backend allocates
     #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
     #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
@@ -120,7 +122,7 @@ def plan_mats(p: GemmProblem) -> tuple[Mat, Mat, Mat]:
 class KernelLauncher:
     """One prepared launch bound to fixed device operands (see :meth:`CudaBackend.launcher`)."""
 
-    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
+    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch | ComplexLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
         self.launch, self.args = launch, (a, b, c, alpha, beta, 0)
         self.variant = variant or launch.variant  # what runs, as the plan names it (a TMA rung may hand a problem on; split-K)
         if launch.spec is not None:

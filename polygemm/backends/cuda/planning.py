@@ -50,15 +50,18 @@ class Mat:
     ld: int
     ptr: int = 0
     itemsize: int = 4
+    #: elements from one entry of a line to the next (1: contiguous lines); 2 reads one part of a complex
+    #: matrix as a real one (its real or imaginary plane, every other element); only copies take other than 1
+    step: int = 1
 
     def at(self, ptr: int) -> "Mat":
         """The same matrix description at another address."""
-        return Mat(self.name, self.rows, self.cols, self.layout, self.ld, ptr, self.itemsize)
+        return Mat(self.name, self.rows, self.cols, self.layout, self.ld, ptr, self.itemsize, self.step)
 
     @property
     def t(self) -> "Mat":
         """The transpose: same memory, other layout."""
-        return Mat(self.name + "ᵀ", self.cols, self.rows, flip(self.layout), self.ld, self.ptr, self.itemsize)
+        return Mat(self.name + "ᵀ", self.cols, self.rows, flip(self.layout), self.ld, self.ptr, self.itemsize, self.step)
 
     def aligned(self, elems: int) -> bool:
         """Pointer and leading dimension allow accesses of ``elems`` elements at once."""
@@ -75,7 +78,7 @@ class Mat:
 
 def strides(m: Mat) -> tuple[int, int]:
     """(row stride, column stride) in elements."""
-    return (m.ld, 1) if m.layout == "row" else (1, m.ld)
+    return (m.ld, m.step) if m.layout == "row" else (m.step, m.ld)
 
 
 @dataclass(frozen=True)
