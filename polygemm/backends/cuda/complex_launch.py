@@ -132,9 +132,10 @@ class ComplexLaunch:
         assert self.real is not None
         return self.real.variant
 
-    def kernel(self) -> Kernel:
-        assert self.real is not None
-        return self.real.kernel()
+    def build(self) -> None:
+        """The real rung built and loaded, before any scratch is taken (cuBLAS, the comparator, has nothing to build)."""
+        if self.real is not None and self.real.spec is not None:
+            self.real.kernel()
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
         """In place, as a launcher queues a real product: ``c`` holds C0 (read when beta != 0) and gets the result."""
@@ -155,7 +156,7 @@ class ComplexLaunch:
             self._join(rt, (c if reads_c else 0, c if reads_c else 0), self.c, self.strides[2], beta, dest, stream, conj[2], planes=False)
             return
         real = self.real
-        real.kernel()
+        self.build()
         base = rt.scratch(self.nbytes, stream)
         try:
             ar, ai, br, bi, cr, ci = (base + off for off in self.offsets)

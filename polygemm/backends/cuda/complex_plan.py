@@ -156,8 +156,7 @@ def run_complex_host(rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: C
     if p.m * p.n * p.count == 0:
         return store_result(np.zeros(p.result_shape, p.out_dtype), out)
     drv = rt.drv
-    if launch.real is not None:
-        launch.kernel()  # built before any allocation
+    launch.build()  # built before any allocation
     sa, sb, sc, _ = launch.strides
     allocs: list[Any] = []
     try:

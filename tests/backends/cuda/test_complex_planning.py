@@ -100,6 +100,7 @@ class Real:
         self.mem, self.cl, self.fail_at = mem, cl, fail_at
         self.launches: list[tuple[float, float]] = []
         self.built = False
+        self.spec = object()  # a rung to build (None: the cuBLAS comparator)
 
     def kernel(self) -> None:
         self.built = True
