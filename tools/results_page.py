@@ -30,7 +30,7 @@ README_END = "<!-- end of results table -->"
 README_SOURCE = "h100-fastest-vendor.json"
 
 ORDER = ["fastest-vendor", "real", "long-k", "call", "call-overhead", "squares", "targets", "skinny", "batched", "ladders", "sweep", "dask", "conformance",
-         "verify"]
+         "precision", "verify"]
 
 INTRO = """\
 # Results
@@ -209,8 +209,21 @@ def verify_view(data: dict) -> list[str]:
     return out + ([""] + notes if notes else [])
 
 
+def precision_view(data: dict) -> list[str]:
+    """Products of a dtype and precision: polygemm's call and the vendor's, and the error against the reference
+    beside the bound that holds for it."""
+    out = ["| shape | dtype | precision | polygemm's rung | polygemm | vendor | ratio | max rel. error | bound |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in data["records"]:
+        v = r["vendor_us_per_call"] / r["us_per_call"]
+        out.append(f"| {shape(r)} | {r['dtype']} | {r['precision']} | `{r['variant']}` | {r['us_per_call']:.0f} µs | "
+                   f"{r['vendor_us_per_call']:.0f} µs ({r['vendor']}) | {ratio({'ratio': v})} | {r['max_rel_err']:.1e} | {r['bound']:.1e} |")
+    return out
+
+
 VIEWS = {"vendors": vendors_view, "rows": rows_view, "targets": pivot_view, "modes": pivot_view, "ladder": ladder_view, "summary": summary_view,
-         "matrix": matrix_view, "dask": dask_view, "real": real_view, "verify": verify_view}
+         "matrix": matrix_view, "dask": dask_view, "real": real_view, "verify": verify_view,
+         "precision": precision_view}
 
 
 def section(group: list[tuple[str, dict]]) -> list[str]:
