@@ -554,3 +554,55 @@ def test_a_skinny_split_refuses_a_slice_with_no_k():
     a, b = Mat("a", 4, 100, "row", 100), Mat("b", 100, 64, "row", 64)
     assert split_refusal(spec, a, b, 3) is not None  # 100 in 32-deep steps: 64 + 36, no third slice
     assert split_refusal(spec, a, b, 2) is None
+
+
+def test_a_split_plan_on_aligned_copies_copies_a_and_b_but_never_c():
+    """The K-split's reduction writes C at any alignment: a split rung on copies copies only the operands it reads."""
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.problem import normalize
+
+    h = np.float16
+    plan = CudaBackend().plan(normalize(np.zeros((512, 2816), h), np.zeros((2816, 1500), h)))  # b's and c's rows: 3000 bytes
+    assert ":split_k=" in plan.variant and plan.padding, str(plan)
+    assert plan.padding.startswith("b (2816x1500, ld=1500)") and "c (" not in plan.padding and "out (" not in plan.padding, plan.padding
+    unsplit = CudaBackend().plan(normalize(np.zeros((700, 700), h), np.zeros((700, 700), h)))
+    # an unsplit rung on copies writes its result into C's copy, copied out after
+    assert ":split_k=" not in unsplit.variant and "c (700x700, ld=700)" in str(unsplit.padding), str(unsplit)
+
+
+def test_scratch_is_kept_per_default_stream_and_owned_elsewhere():
+    import threading
+
+    from polygemm.backends.cuda.launch import stream_scratch
+
+    class Rt:
+        def __init__(self):
+            self.made, self.released, self.given = [], [], []
+
+        def release(self, ptr, stream):
+            self.released.append((ptr, stream))
+
+        def give_back(self, ptrs):
+            self.given.append(dict(ptrs))
+
+    class Owner:
+        pass
+
+    rt, owner, kept, lock = Rt(), Owner(), {}, threading.Lock()
+    ptrs = iter(range(4096, 1 << 20, 4096))
+
+    def make():
+        rt.made.append(next(ptrs))
+        return rt.made[-1]
+
+    first = stream_scratch(owner, kept, lock, rt, 1, make)
+    assert first == (4096, False) and stream_scratch(owner, kept, lock, rt, 1, make) == first and len(rt.made) == 1
+    assert stream_scratch(owner, kept, lock, rt, 0, make) == (8192, False)  # the null stream keeps its own
+    other = stream_scratch(owner, kept, lock, rt, 0x7F00, make)  # a stream the caller may destroy: the call's own
+    assert other == (12288, True) and stream_scratch(owner, kept, lock, rt, 0x7F00, make)[1] and 0x7F00 not in kept
+    assert kept == {1: 4096, 0: 8192} and not rt.released
+    del owner  # the kept blocks go back with their owner
+    import gc
+
+    gc.collect()
+    assert rt.given == [{1: 4096, 0: 8192}]
