@@ -25,24 +25,29 @@ from .variants import KernelSpec
 #: call on it. Not the per-thread default stream (2): one handle, a different stream in each
 #: thread, so two threads' calls could use one workspace at once.
 _STREAMS_KEPT = (0, 1)
+#: the largest scratch block a plan keeps for a stream: a larger one (a copy of a large operand, a wide
+#: split's workspace) is taken and freed by each call, where the allocation is a small part of the work
+#: its size stands for, so that the plans in the plan cache do not hold the device's memory
+KEPT_SCRATCH_BYTES = 64 << 20
 
 
-__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch", "stream_scratch"]
+__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch", "stream_scratch", "KEPT_SCRATCH_BYTES"]
 
 
 def stream_scratch(owner: Any, kept: dict[int, int], lock: threading.Lock, rt: CudaRuntime, stream: int,
-                   make: Callable[[], int]) -> tuple[int, bool]:
-    """Scratch for a call on ``stream`` and whether it is the call's own. On the default streams
+                   make: Callable[[], int], nbytes: int) -> tuple[int, bool]:
+    """Scratch of ``nbytes`` for a call on ``stream`` and whether it is the call's own. On the default streams
     (:data:`_STREAMS_KEPT`), which order every call on them one after another, it is the block ``owner``
     keeps for that stream in ``kept``: made by ``make`` at the first call, freed when ``owner`` is dropped.
     Any other stream the caller may destroy, and a block kept for it could not be freed safely later
-    (cuMemFreeAsync on a destroyed stream crashes the process): there the call gets a block of its own
-    (owned: the caller releases it after its work)."""
+    (cuMemFreeAsync on a destroyed stream crashes the process); and a block above
+    :data:`KEPT_SCRATCH_BYTES` is not kept: there the call gets a block of its own (owned: the caller
+    releases it after its work)."""
     ptr = kept.get(stream)
     if ptr is not None:
         return ptr, False
     ptr = make()
-    if stream not in _STREAMS_KEPT:
+    if stream not in _STREAMS_KEPT or nbytes > KEPT_SCRATCH_BYTES:
         return ptr, True
     with lock:
         if not kept:  # the first: free them all when the owner goes
@@ -292,7 +297,7 @@ class PreparedLaunch:
         g = self._split
         assert g is not None
         ws, owned = stream_scratch(self, self._workspaces, self._split_lock, self.rt, stream,
-                                   lambda: self._new_workspace(stream))
+                                   lambda: self._new_workspace(stream), g.nbytes)
         try:
             if self.lp.splits:  # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
                 main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
@@ -471,9 +476,9 @@ class PaddedLaunch(ComposedLaunch):
     """A TMA rung on operands whose pointers or leading dimensions are not 16-byte aligned:
     each such operand is copied into aligned scratch (the repitch kernel), the rung runs
     there, and a result in scratch is copied out; everything on the call's stream. The scratch
-    is one block for all the copies, kept per default stream (:func:`stream_scratch`): its
-    pointers stay the same call after call, so the rung's tensor maps are encoded once, and no
-    call allocates. ``users`` are the caller's operands (a, b, c) as planned, ``pads`` the
+    is one block for all the copies, kept per default stream up to :data:`KEPT_SCRATCH_BYTES`
+    (:func:`stream_scratch`): its pointers stay the same call after call, so the rung's tensor
+    maps are encoded once, and no call allocates. ``users`` are the caller's operands (a, b, c) as planned, ``pads`` the
     scratch versions (None: used in place)."""
 
     inner: PreparedLaunch
@@ -504,7 +509,7 @@ class PaddedLaunch(ComposedLaunch):
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         rt = self.inner.rt
         offsets, total = self._layout
-        base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream))
+        base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream), total)
         taken = [base] if owned else []
         try:
             ptrs = [user if off is None else base + off for user, off in zip((a, b, c), offsets)]

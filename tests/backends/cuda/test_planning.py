@@ -570,7 +570,7 @@ def test_a_split_plan_on_aligned_copies_copies_a_and_b_but_never_c():
     assert ":split_k=" not in unsplit.variant and "c (700x700, ld=700)" in str(unsplit.padding), str(unsplit)
 
 
-def test_scratch_is_kept_per_default_stream_and_owned_elsewhere():
+def test_scratch_is_kept_per_default_stream_up_to_a_size_and_owned_elsewhere():
     import threading
 
     from polygemm.backends.cuda.launch import stream_scratch
@@ -595,12 +595,16 @@ def test_scratch_is_kept_per_default_stream_and_owned_elsewhere():
         rt.made.append(next(ptrs))
         return rt.made[-1]
 
-    first = stream_scratch(owner, kept, lock, rt, 1, make)
-    assert first == (4096, False) and stream_scratch(owner, kept, lock, rt, 1, make) == first and len(rt.made) == 1
-    assert stream_scratch(owner, kept, lock, rt, 0, make) == (8192, False)  # the null stream keeps its own
-    other = stream_scratch(owner, kept, lock, rt, 0x7F00, make)  # a stream the caller may destroy: the call's own
-    assert other == (12288, True) and stream_scratch(owner, kept, lock, rt, 0x7F00, make)[1] and 0x7F00 not in kept
+    first = stream_scratch(owner, kept, lock, rt, 1, make, 4096)
+    assert first == (4096, False) and stream_scratch(owner, kept, lock, rt, 1, make, 4096) == first and len(rt.made) == 1
+    assert stream_scratch(owner, kept, lock, rt, 0, make, 4096) == (8192, False)  # the null stream keeps its own
+    other = stream_scratch(owner, kept, lock, rt, 0x7F00, make, 4096)  # a stream the caller may destroy: the call's own
+    assert other == (12288, True) and stream_scratch(owner, kept, lock, rt, 0x7F00, make, 4096)[1] and 0x7F00 not in kept
     assert kept == {1: 4096, 0: 8192} and not rt.released
+    from polygemm.backends.cuda.launch import KEPT_SCRATCH_BYTES
+
+    big = {}  # a block above the limit is the call's own on a default stream too: cached plans hold no large blocks
+    assert stream_scratch(owner, big, lock, rt, 1, make, KEPT_SCRATCH_BYTES + 1)[1] and not big
     del owner  # the kept blocks go back with their owner
     import gc
 
