@@ -486,6 +486,7 @@ class PaddedLaunch(ComposedLaunch):
     pads: tuple[Mat | None, Mat | None, Mat | None]
     _kept: dict[int, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _queueing: threading.Lock = field(default_factory=threading.Lock, repr=False)  # see prepare
     _layout: tuple[list[int | None], int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -509,7 +510,20 @@ class PaddedLaunch(ComposedLaunch):
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         rt = self.inner.rt
         offsets, total = self._layout
-        base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream), total)
+        # A call queues several launches (copies in, the rung, the copy out): two threads queueing on one
+        # stream at once would interleave them over one kept block. The kept block goes to the call that
+        # holds the queueing lock from here until its last launch is queued; a call that finds it taken
+        # gets a block of its own.
+        holds = self._queueing.acquire(blocking=False)
+        try:
+            if holds:
+                base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream), total)
+            else:
+                base, owned = rt.scratch(total, stream), True
+        except BaseException:
+            if holds:
+                self._queueing.release()
+            raise
         taken = [base] if owned else []
         try:
             ptrs = [user if off is None else base + off for user, off in zip((a, b, c), offsets)]
@@ -517,11 +531,13 @@ class PaddedLaunch(ComposedLaunch):
         except BaseException:
             for ptr in taken:
                 rt.release(ptr, stream)
+            if holds:
+                self._queueing.release()
             raise
-        return (inner, (a, b, c), tuple(ptrs), beta != 0.0, taken, stream)
+        return (inner, (a, b, c), tuple(ptrs), beta != 0.0, taken, stream, holds)
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
-        inner, users, ptrs, reads_c, taken, _ = prepared
+        inner, users, ptrs, reads_c, taken, _, holds = prepared
         rt = self.inner.rt
         try:
             for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
@@ -536,11 +552,18 @@ class PaddedLaunch(ComposedLaunch):
             for ptr in taken:
                 _quiet_release(rt, ptr, stream)
             raise
+        finally:
+            if holds:  # every launch of this call is queued (or none will be): the kept block's next call may queue
+                self._queueing.release()
         for ptr in taken:
             rt.release(ptr, stream)
 
     def discard(self, prepared: Any) -> None:
-        inner, _, _, _, taken, stream = prepared
-        self.inner.discard(inner)
-        for ptr in taken:
-            self.inner.rt.release(ptr, stream)
+        inner, _, _, _, taken, stream, holds = prepared
+        try:
+            self.inner.discard(inner)
+            for ptr in taken:
+                self.inner.rt.release(ptr, stream)
+        finally:
+            if holds:
+                self._queueing.release()

@@ -610,3 +610,52 @@ def test_scratch_is_kept_per_default_stream_up_to_a_size_and_owned_elsewhere():
 
     gc.collect()
     assert rt.given == [{1: 4096, 0: 8192}]
+
+
+def test_a_padded_launch_lends_its_kept_block_to_one_call_at_a_time():
+    """Two calls queueing on one stream at once must not share the copies' block: the second gets its own."""
+    from polygemm.backends.cuda.launch import PaddedLaunch
+
+    class Rt:
+        def __init__(self):
+            self.blocks, self.released = iter(range(1 << 20, 1 << 30, 1 << 20)), []
+
+        def scratch(self, nbytes, stream):
+            return next(self.blocks)
+
+        def release(self, ptr, stream):
+            self.released.append(ptr)
+
+        def give_back(self, ptrs):
+            pass
+
+        def repitch(self, *args):
+            pass
+
+    class Inner:
+        rt = Rt()
+
+        def prepare(self, a, b, c, alpha, beta, stream):
+            return (a, b, c)
+
+        def launch(self, prepared, stream):
+            pass
+
+        def discard(self, prepared):
+            pass
+
+    b = Mat("b", 64, 100, "row", 100, 2, 2)
+    pad = Mat("b (padded)", 64, 100, "row", 128, 0, 2)
+    c = Mat("c", 8, 100, "row", 104, 0, 2)
+    a = Mat("a", 8, 64, "row", 64, 0, 2)
+    launch = PaddedLaunch(Inner(), (a, b, c), (None, pad, None))  # type: ignore[arg-type]
+    first = launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)
+    second = launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)  # the first has not queued its launches yet
+    assert first[2][1] != second[2][1] and not first[4] and second[4], (first, second)  # the kept block, then one of its own
+    launch.launch(second, 1)
+    launch.launch(first, 1)
+    assert launch.inner.rt.released == [second[2][1]]
+    third = launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)
+    assert third[2][1] == first[2][1] and not third[4]  # once queued, the kept block is lent again
+    launch.discard(third)
+    assert launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)[2][1] == first[2][1]
