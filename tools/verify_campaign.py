@@ -8,7 +8,7 @@ benchmark "verify", view "verify", its commands, and records; tools/results_page
   --repeats timings after a warm-up (--shapes, and --preset real for the
   real-workload preset, whose geometric mean of overheads is printed);
 * one campaign record ``{"campaign": true, "injected", "detected", "clean", "false_alarms", ...}``: --clean correct
-  products of random shapes, layouts, dtypes and scalings (float16 with K = 262144 and badly scaled inputs among
+  products of random shapes, layouts, dtypes (drawn from a pool of --shape-pool of them) and scalings (float16 with K = 262144 and badly scaled inputs among
   them) checked with ``verify="raise"`` (a VerificationError is a false alarm), and --faults products with one
   element corrupted by more than its row's threshold (a value moved by 1.1x to 1000x the threshold, or a flipped
   bit that moves it more than the threshold), each of which must raise: the check is certain above 2x, and between
@@ -145,9 +145,26 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
     return records
 
 
+def _draw_shape(rng: np.random.Generator, dtypes: list[str], max_dim: int, max_k: int,
+                long_k_share: float) -> tuple[str, int, int, int, bool, bool]:
+    """A product the campaign checks: dtype, m, n, k (log-uniform; K = LONG_K for ``long_k_share`` of them, with M
+    and N at most 32) and whether A and B are column-major."""
+    dname = str(rng.choice(dtypes))
+    long_k = rng.random() < long_k_share
+    m, n = (int(x) for x in np.exp(rng.uniform(0, math.log(32 if long_k else max_dim), 2)).round())
+    k = LONG_K if long_k else int(round(math.exp(rng.uniform(0, math.log(max_k)))))
+    return dname, m, n, k, bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+
+
 def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: int, max_k: int, long_k_share: float,
-             seed: int, time_limit: float) -> dict[str, Any]:
+             seed: int, time_limit: float, pool: int = 0) -> dict[str, Any]:
+    """``pool`` > 0: the products' shapes, dtypes and layouts are drawn from ``pool`` of them, drawn once (fresh
+    operands every trial): on a GPU a new shape may build kernels and always makes a plan, which a pool pays for
+    once, so a campaign of 20,000 products fits minutes; 0: every trial draws its own."""
     rng = np.random.default_rng(seed)
+    shapes = [_draw_shape(rng, dtypes, max_dim, max_k, long_k_share) for _ in range(pool)]
+    if pool and long_k_share > 0 and not any(s[3] == LONG_K for s in shapes):  # long-K products stay among them
+        shapes[0] = ("float16" if "float16" in dtypes else dtypes[0], 8, 8, LONG_K, False, True)
     counts = {"clean": 0, "false_alarms": 0, "injected": 0, "detected": 0, "below_threshold": 0, "below_threshold_detected": 0}
     alarms: list[str] = []
     missed: list[str] = []
@@ -155,18 +172,16 @@ def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: i
     trial = 0
     while (counts["clean"] < clean or counts["injected"] < faults) and time.perf_counter() - start < time_limit:
         trial += 1
-        dname = str(rng.choice(dtypes))
+        dname, m, n, k, a_col, b_col = shapes[int(rng.integers(pool))] if pool else \
+            _draw_shape(rng, dtypes, max_dim, max_k, long_k_share)
         dtype = dtype_named(dname)
-        long_k = rng.random() < long_k_share
-        m, n = (int(x) for x in np.exp(rng.uniform(0, math.log(32 if long_k else max_dim), 2)).round())
-        k = LONG_K if long_k else int(round(math.exp(rng.uniform(0, math.log(max_k)))))
         badly = rng.random() < 0.3
         ascale = np.logspace(-3, 3, m)[rng.permutation(m)][:, None] if badly else 10.0 ** rng.uniform(-2, 2)
         bscale = np.logspace(-3, 3, n)[rng.permutation(n)][None, :] if badly else 10.0 ** rng.uniform(-2, 2)
         if dname == "float16" and badly:  # within float16's range: the products' sums must not overflow it
             ascale, bscale = np.minimum(ascale, 4.0), np.minimum(bscale, 4.0)
-        a = _operand(rng, (m, k), dtype, bool(rng.random() < 0.5), ascale)
-        b = _operand(rng, (k, n), dtype, bool(rng.random() < 0.5), bscale)
+        a = _operand(rng, (m, k), dtype, a_col, ascale)
+        b = _operand(rng, (k, n), dtype, b_col, bscale)
         use_c = rng.random() < 0.3
         c = _operand(rng, (m, n), dtype, False) if use_c else None
         alpha, beta = (float(rng.choice([1.0, -0.75, 2.0])), float(rng.choice([1.0, 0.5, -1.0]))) if use_c else (1.0, 0.0)
@@ -234,7 +249,7 @@ def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: i
             print(f"{trial} trials, {time.perf_counter() - start:.0f} s: {counts}", flush=True)
     rate = counts["detected"] / counts["injected"] if counts["injected"] else float("nan")
     return {"campaign": True, **counts, "detection_rate": rate, "device": run.device, "dtypes": dtypes, "max_dim": max_dim,
-            "max_k": max_k, "long_k": LONG_K, "seconds": round(time.perf_counter() - start, 1), "seed": seed,
+            "max_k": max_k, "long_k": LONG_K, "shape_pool": pool, "seconds": round(time.perf_counter() - start, 1), "seed": seed,
             "false_alarm_examples": alarms[:5], "missed_examples": missed[:5]}
 
 
@@ -253,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-dim", type=int, default=512, help="largest M and N of the campaign's products")
     p.add_argument("--max-k", type=int, default=4096, help="largest K of the campaign's products (besides the long-K ones)")
     p.add_argument("--long-k-share", type=float, default=0.01, help=f"share of the campaign's products with K = {LONG_K}")
+    p.add_argument("--shape-pool", type=int, default=64,
+                   help="draw the campaign's shapes, dtypes and layouts from this many, drawn once (fresh operands every "
+                        "trial; a new shape costs a GPU a plan and maybe kernel builds); 0: a new one every trial")
     p.add_argument("--time-limit", type=float, default=480.0, help="seconds the campaign may take (it stops early, counting)")
     p.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one)")
     p.add_argument("--no-overhead", action="store_true", help="leave out the timed shapes")
@@ -279,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_campaign:
         host_dtypes = "float16,bfloat16,float32" + (",float64" if run.host else "")
         dtypes = [d.strip() for d in (args.campaign_dtypes or host_dtypes).split(",") if d.strip()]
-        rec = campaign(run, args.clean, args.faults, dtypes, args.max_dim, args.max_k, args.long_k_share, seed, args.time_limit)
+        rec = campaign(run, args.clean, args.faults, dtypes, args.max_dim, args.max_k, args.long_k_share, seed, args.time_limit,
+                       args.shape_pool)
         print(f"campaign: {rec['injected']} faults above the threshold, {rec['detected']} detected "
               f"({100 * rec['detection_rate']:.3f}%); {rec['clean']} clean products, {rec['false_alarms']} false alarms; "
               f"{rec['below_threshold']} flips below the threshold ({rec['below_threshold_detected']} detected anyway)", flush=True)
