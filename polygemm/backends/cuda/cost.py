@@ -26,13 +26,13 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "prior_model", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "pitch_penalty_us",
+__all__ = ["Candidate", "RungModel", "fit_rung", "prior_model", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "copy_bytes", "pitch_penalty_us",
            "HBM_BYTES_PER_US", "LAUNCH_US", "TMA_PITCH"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
@@ -128,11 +128,17 @@ class Candidate:
 
 
 def copy_us(nbytes: Sequence[int]) -> float:
-    """Pitched copies of these many bytes each: read and written once, one launch each, and a
-    launch costs the host ``HOST_LAUNCH_US`` however small its copy (calls back to back wait
-    on the host, not the device: 4096x17x4096 fp16 with B and C copied ran 48 µs a call where
-    the device estimate said 23)."""
-    return sum(max(HOST_LAUNCH_US, LAUNCH_US + 2.0 * b / HBM_BYTES_PER_US) for b in nbytes if b)
+    """Pitched copies moving these many bytes each (what a copy reads plus what it writes: a
+    copy with a wider pitch writes more than it reads), one launch each, and a launch costs the
+    host ``HOST_LAUNCH_US`` however small its copy (calls back to back wait on the host, not the
+    device: 4096x17x4096 fp16 with B and C copied ran 48 µs a call where the device estimate
+    said 23)."""
+    return sum(max(HOST_LAUNCH_US, LAUNCH_US + b / HBM_BYTES_PER_US) for b in nbytes if b)
+
+
+def copy_bytes(x: Any, pad: Any) -> int:
+    """What copying matrix ``x`` into ``pad`` (or back) moves: its bytes read, the pad's written."""
+    return (x.max_offset + 1) * x.itemsize + (pad.max_offset + 1) * pad.itemsize
 
 
 def blocks_per_sm(spec: KernelSpec) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from ...core.operand import Operand
 from ...core.problem import GemmProblem
 from ...errors import UnsupportedProblemError
-from .cost import Candidate, copy_us, pitch_penalty_us
+from .cost import Candidate, copy_bytes, copy_us, pitch_penalty_us
 from .complex_launch import ComplexLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import Mat, pitch_off
@@ -70,7 +70,7 @@ def pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | No
     candidate, and beside it (one product) the same rung on pitch-aligned copies of those
     operands at the copies' cost; fastest estimate first."""
     a_off, b_off = pitch_off(a), pitch_off(b)
-    moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b), copies[:2]) if pad is not None]
+    moved = [copy_bytes(x, pad) for x, pad in zip((a, b), copies[:2]) if pad is not None]
     out = []
     for cand in ranked:
         extra = pitch_penalty_us(kernel_specs()[cand.variant], *cand.shape, a_off, b_off, count=cand.count, result_layout=layout)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ...backend import Plan
 from ...errors import UnsupportedProblemError
 from .catalog import anchored_aligned, check_smem, explain_choice
-from .cost import TMA_PITCH, Candidate, copy_us
+from .cost import TMA_PITCH, Candidate, copy_bytes, copy_us
 from .planning import LaunchPlan, Mat, TmaUnsuitable, pitch_off
 from .variants import KernelSpec
 
@@ -54,7 +54,7 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
         except TmaUnsuitable as exc:
             if not cand.padded and count <= 1 and any(x is not None for x in wanted):
                 # the rung on aligned copies of the unaligned operands, at the copies' cost
-                moved = [(x.max_offset + 1) * x.itemsize for x, pad in zip((a, b, c), wanted) if pad is not None]
+                moved = [copy_bytes(x, pad) for x, pad in zip((a, b, c), wanted) if pad is not None]
                 again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
                 pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
             plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))

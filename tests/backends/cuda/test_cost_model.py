@@ -278,7 +278,7 @@ def test_a_cluster_row_keeps_a_small_share_of_the_pitch_penalty():
     alone = cost.pitch_penalty_us(one, m, n, k, False, True)
     shared = cost.pitch_penalty_us(pair, m, n, k, False, True)
     assert shared == pytest.approx(cost.CLUSTER_PITCH_SHARE * alone) and shared < 0.25 * alone
-    copy = cost.copy_us([k * n * 2])
+    copy = cost.copy_us([2 * k * n * 2])  # B read and written
     assert shared < copy < alone  # the cluster row reads B as it is; the one-CTA row would rather copy it
 
 
