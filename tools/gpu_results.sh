@@ -2,7 +2,8 @@
 # Measure GPU results (run from the repository root on a GPU machine):
 #   tools/gpu_results.sh TARGET [OUT]     (OUT: the folder written, gpu-results/ by default)
 # Targets: real (the real-workload preset through polygemm.gemm, fp16, bf16 and fp32, against the faster of
-# torch.matmul and cupy.matmul), call (squares and odd sizes through polygemm.gemm, NumPy in and out, the raw kernels, strided
+# torch.matmul and cupy.matmul), verify (verify="raise" through the call and the fault campaign), precision (complex
+# products through the call beside cupy.matmul), call (squares and odd sizes through polygemm.gemm, NumPy in and out, the raw kernels, strided
 # batches), targets (the target shapes through auto), hopper (the wgmma rungs at the large squares),
 # sweep (60 shapes through auto), bench (every rung of both ladders), matrix (the conformance suite),
 # ceiling (the mma.sync ceiling), ncu and small-ncu (Nsight Compute counters), and the tuning runs
@@ -13,7 +14,7 @@
 # (see polygemm/backends/cuda/tuning/measurements/README.md); figures for the results page go into
 # docs/results/ (see tools/results_page.py).
 set -uo pipefail
-what=${1:?real, call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, tune-thin-choices, tune-lm-head, hopper, bench, matrix, ncu, small-ncu, ceiling or sweep}
+what=${1:?real, verify, precision, call, targets, tune, tune-skinny, tune-split, tune-tiles, tune-deep, tune-streamk, tune-cluster, tune-cluster-split, tune-cluster-persistent, tune-thin-choices, tune-lm-head, hopper, bench, matrix, ncu, small-ncu, ceiling or sweep}
 out=${2:-gpu-results}
 # without a usable cuda backend (or, for the ncu targets, without ncu) every target would write
 # all-skip tables or empty files and exit 0, so refuse before anything is written
@@ -43,6 +44,14 @@ case "$what" in
       python3 -m polygemm bench --mode call --device cuda --dtype $dt --shapes real --repeats auto --no-progress \
         --json $out/${gpu}-real-$dt.json --markdown $out/${gpu}-real-$dt.md
     done
+    ;;
+  verify)  # docs/results/<gpu>-verify.json: verify="raise" through the call, then the fault campaign (10,000 of each)
+    python3 tools/verify_campaign.py --device cuda --out $out/${gpu}-verify.json --no-campaign --repeats 5
+    python3 tools/verify_campaign.py --device cuda --out $out/${gpu}-verify.json --append --no-overhead --time-limit 480
+    ;;
+  precision)  # docs/results/<gpu>-precision.json: complex64 and complex128 through the call beside cupy.matmul
+    python3 tools/complex_bench.py --dtypes complex64 complex128 --shapes 4096x4096x4096 8192x8192x8192 --repeats 3 \
+      --out $out/${gpu}-precision-complex.json
     ;;
   call)
     for dt in 16 32; do
