@@ -116,8 +116,10 @@ def c_cast_hint(c: Any, c_dtype: np.dtype, result: np.dtype) -> str:
     except TypeError:
         wide = None
     if wide is not None and wide.name in KNOWN_DTYPES and wide != result:
-        return (f"a.astype({np_name(wide)}) and b.astype({np_name(wide)}) ({wide.name}: what numpy computes a @ b + c in), "
-                f"or {cast_hint('c', c, result)}{_exactness(c_dtype.name, result.name)}")
+        how = f"a.astype({np_name(wide)}) and b.astype({np_name(wide)}) ({wide.name}: what numpy computes a @ b + c in)"
+        if c_dtype.kind == "c" and result.kind != "c":  # no real dtype holds an imaginary part: no cast of c is offered
+            return how
+        return f"{how}, or {cast_hint('c', c, result)}{_exactness(c_dtype.name, result.name)}"
     return cast_hint("c", c, result) + _exactness(c_dtype.name, result.name)
 
 
