@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import threading
 import weakref
 from pathlib import Path
@@ -31,8 +30,8 @@ REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
 UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16", "f64")] + \
     [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")]
 _COPY_BLOCK = 256
-#: pg_repitch_b16/b32's parameters: (src, src_pitch, dst, dst_pitch, width, lines), 8 bytes each
-_REPITCH_PARAMS = struct.Struct("<QqQqqq")
+#: pg_repitch_b16/b32's parameters: (src, src_pitch, dst, dst_pitch, width, lines)
+_REPITCH_PARAMS = ("Q", "q", "Q", "q", "q", "q")
 
 
 def usable_sms(sms: int) -> int:
@@ -236,7 +235,7 @@ class CudaRuntime:
         chunks = -(-width * itemsize // 16) * lines  # a thread moves 16-byte chunks, walked flat over the lines
         blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 16))
         go = fn.launcher((blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0)
-        pack = _REPITCH_PARAMS.pack
+        pack = fn.struct_for(_REPITCH_PARAMS).pack  # the offsets the compiler reported, each size checked
 
         def copy(dst: int, dst_pitch: int, src: int, src_pitch: int, stream: int = 0) -> None:
             go(pack(src, src_pitch, dst, dst_pitch, width, lines), stream)

@@ -270,6 +270,9 @@ class Kernel:
         self.fn = fn
         self.params = tuple(params)
         self.param_bytes = max((o + s for o, s in self.params), default=0)
+        #: :meth:`launch`'s launchers per geometry: making one (its launch configs and attribute) cost the
+        #: host several µs, paid by every launch of the utility kernels (copies, the verify= check) before
+        self._launchers: dict[tuple[tuple[int, ...], tuple[int, ...], int], Callable[[bytes, int], None]] = {}
 
     def struct_for(self, codes: Sequence[str]) -> struct.Struct:
         """A ``struct.Struct`` packing one argument per parameter (``codes`` like ``"i"``,
@@ -293,7 +296,14 @@ class Kernel:
 
     def launch(self, buf: bytes, grid: Sequence[int], block: Sequence[int], shared: int = 0, stream: int = 0) -> None:
         """Queue one launch with the packed parameter buffer ``buf`` on ``stream`` (a CUstream handle)."""
-        self.launcher(grid, block, shared)(buf, stream)
+        key = (tuple(grid), tuple(block), shared)
+        go = self._launchers.get(key)
+        if go is None:
+            go = self.launcher(grid, block, shared)
+            if len(self._launchers) >= 64:  # a caller of ever new geometries: start over
+                self._launchers.clear()
+            self._launchers[key] = go  # (a launcher serves every thread and stream: see launcher)
+        go(buf, stream)
 
     def launcher(self, grid: Sequence[int], block: Sequence[int], shared: int = 0,
                  cooperative: bool = False) -> Callable[[bytes, int], None]:
