@@ -74,7 +74,6 @@ class CudaRuntime:
         self._ctx_cdata = self.cu.ffi.cast("CUcontext", self.ctx_handle)  # compared with the current one per launch
         self._lock = threading.Lock()
         self._functions: dict[tuple, Kernel] = {}
-        self._copies: dict[tuple[int, int, int], Any] = {}  # repitch_launcher's, per geometry
         self._loading: dict[tuple, threading.Lock] = {}
         self._cublas: Any = None
         self._pool: Any = None
@@ -221,30 +220,13 @@ class CudaRuntime:
         pitches in elements: the copies into and out of aligned scratch for a TMA rung."""
         if width <= 0 or lines <= 0:
             return
-        self.repitch_launcher(width, lines, itemsize)(dst, dst_pitch, src, src_pitch, stream)
-
-    def repitch_launcher(self, width: int, lines: int, itemsize: int) -> Any:
-        """``copy(dst, dst_pitch, src, src_pitch, stream)``: :meth:`repitch` of this geometry with the kernel,
-        its grid and its parameters' layout looked up once (a padded plan's copies are made on every call, and
-        the generic launch's argument handling cost the host several µs a copy). Kept per geometry."""
-        key = (width, lines, itemsize)
-        known = self._copies.get(key)
-        if known is not None:
-            return known
         fn = self.function(REPITCH_SOURCE, "pg_repitch_b16" if itemsize == 2 else "pg_repitch_b32")
         chunks = -(-width * itemsize // 16) * lines  # a thread moves 16-byte chunks, walked flat over the lines
         blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 16))
-        go = fn.launcher((blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0)
-        pack = fn.struct_for(_REPITCH_PARAMS).pack  # the offsets the compiler reported, each size checked
-
-        def copy(dst: int, dst_pitch: int, src: int, src_pitch: int, stream: int = 0) -> None:
-            go(pack(src, src_pitch, dst, dst_pitch, width, lines), stream)
-
-        with self._lock:
-            if len(self._copies) >= 256:
-                self._copies.clear()
-            self._copies[key] = copy
-        return copy
+        # packed by the layout the compiler reported (each size checked), launched by the kernel's launcher
+        # of this geometry: a padded plan makes its copies on every call
+        buf = fn.struct_for(_REPITCH_PARAMS).pack(src, src_pitch, dst, dst_pitch, width, lines)
+        fn.launch(buf, (blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0, stream)
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:
         """dst = scale * src (src None or scale 0: zeros, src not read) over rows x cols, in

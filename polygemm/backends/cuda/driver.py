@@ -270,13 +270,22 @@ class Kernel:
         self.fn = fn
         self.params = tuple(params)
         self.param_bytes = max((o + s for o, s in self.params), default=0)
-        #: :meth:`launch`'s launchers per geometry: making one (its launch configs and attribute) cost the
-        #: host several µs, paid by every launch of the utility kernels (copies, the verify= check) before
+        #: :meth:`launch`'s launchers per geometry: making one (its launch configs and attribute) costs the
+        #: host several µs, which the utility kernels' launches (copies, the verify= check) would pay each time
         self._launchers: dict[tuple[tuple[int, ...], tuple[int, ...], int], Callable[[bytes, int], None]] = {}
+        self._structs: dict[tuple[str, ...], struct.Struct] = {}  # struct_for's
 
     def struct_for(self, codes: Sequence[str]) -> struct.Struct:
         """A ``struct.Struct`` packing one argument per parameter (``codes`` like ``"i"``,
-        ``"f"``, ``"Q"``, ``"128s"``) at the offsets the compiler chose."""
+        ``"f"``, ``"Q"``, ``"128s"``) at the offsets the compiler chose (kept per ``codes``)."""
+        known = self._structs.get(tuple(codes))
+        if known is not None:
+            return known
+        made = self._struct_for(codes)
+        self._structs[tuple(codes)] = made
+        return made
+
+    def _struct_for(self, codes: Sequence[str]) -> struct.Struct:
         if len(codes) != len(self.params):
             raise DeviceError(f"{self.entry} takes {len(self.params)} parameters; {len(codes)} formats given")
         fmt, at = "<", 0
