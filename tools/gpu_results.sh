@@ -2,8 +2,8 @@
 # Measure GPU results (run from the repository root on a GPU machine):
 #   tools/gpu_results.sh TARGET [OUT]     (OUT: the folder written, gpu-results/ by default)
 # Targets: real (the real-workload preset through polygemm.gemm, fp16, bf16 and fp32, against the faster of
-# torch.matmul and cupy.matmul), verify (verify="raise" through the call and the fault campaign), precision (complex
-# products through the call beside cupy.matmul), call (squares and odd sizes through polygemm.gemm, NumPy in and out, the raw kernels, strided
+# torch.matmul and cupy.matmul), verify (verify="raise" through the call and the fault campaign), precision (float32 at
+# each precision, float64 and complex through the call beside the faster vendor), call (squares and odd sizes through polygemm.gemm, NumPy in and out, the raw kernels, strided
 # batches), targets (the target shapes through auto), hopper (the wgmma rungs at the large squares),
 # sweep (60 shapes through auto), bench (every rung of both ladders), matrix (the conformance suite),
 # ceiling (the mma.sync ceiling), ncu and small-ncu (Nsight Compute counters), and the tuning runs
@@ -49,8 +49,10 @@ case "$what" in
     python3 tools/verify_campaign.py --device cuda --out $out/${gpu}-verify.json --no-campaign --repeats 5
     python3 tools/verify_campaign.py --device cuda --out $out/${gpu}-verify.json --append --no-overhead --time-limit 480
     ;;
-  precision)  # docs/results/<gpu>-precision.json: complex64 and complex128 through the call beside cupy.matmul
-    python3 tools/complex_bench.py --dtypes complex64 complex128 --shapes 4096x4096x4096 8192x8192x8192 --repeats 3 \
+  precision)  # docs/results/<gpu>-precision.json: float32 at each precision, float64 and complex beside the faster vendor
+    python3 tools/precision_bench.py --dtypes float32 --precision highest medium --shapes 2048x2048x2048 4096x4096x4096 \
+      8192x8192x8192 --repeats 3 --out $out/${gpu}-precision-float32.json
+    python3 tools/precision_bench.py --dtypes float64 complex64 complex128 --shapes 4096x4096x4096 8192x8192x8192 --repeats 3 \
       --out $out/${gpu}-precision-complex.json
     ;;
   call)

@@ -37,6 +37,7 @@ from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact
 from .fitting import fit_ranked
 from .complex_launch import ComplexLaunch
 from .complex_plan import plan_complex, queue_complex, run_complex_host, with_complex
+from . import emulated_plan
 from . import autotune
 from .tune_cache import Measurement, TuneKey
 from ...tuning import record_problem
@@ -142,7 +143,8 @@ class CudaBackend(Backend):
         return Availability(True)
 
     def variants(self) -> Sequence[Variant]:
-        return with_complex(variant_table())  # complex products run on the real rungs (.complex_plan)
+        # complex products run on the real rungs (.complex_plan); float32 ones also on the bfloat16 rungs (.emulated_plan)
+        return with_complex(emulated_plan.with_emulations(variant_table()))
 
     def device_name(self) -> str:
         return self._label(self._rt)
@@ -216,16 +218,30 @@ class CudaBackend(Backend):
         rt = self._plan_runtime(problem)
         if problem.dtype.kind == "c":  # four real products of one real plan
             return plan_complex(self, problem, variant, rt)
-        return self.plan_on(problem, variant, rt)
+        return self.plan_real(problem, variant, rt)
 
-    def plan_on(self, problem: GemmProblem, variant: str, rt: Any) -> Plan:
-        """The plan of real ``problem`` on ``rt``'s device (None: planned without a device)."""
+    def plan_real(self, problem: GemmProblem, variant: str, rt: Any) -> Plan:
+        """The plan of real ``problem`` on ``rt``'s device: :meth:`plan_on`'s, or a float32 product's emulation on the
+        bfloat16 tensor cores (:mod:`.emulated_plan`) where it is named or auto estimates it faster."""
+        if variant in emulated_plan.EMULATED:
+            self.check_problem(problem, self.get_variant(variant))
+            return emulated_plan.plan_emulated(self, problem, variant, rt)[0]
+        plan = self.plan_on(problem, variant, rt)
+        emulation = emulated_plan.emulation_for(problem, rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0) \
+            if variant == "auto" else None
+        return emulated_plan.choose(self, problem, emulation, rt, plan) if emulation is not None else plan
+
+    def plan_on(self, problem: GemmProblem, variant: str, rt: Any, record: bool = True) -> Plan:
+        """The plan of real ``problem`` on ``rt``'s device (None: planned without a device); ``record``: an auto plan
+        is a shape the run's recorder keeps (``$POLYGEMM_RECORD_SHAPES``), not one derived from the caller's."""
         p = problem
         sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
         ranked: list[Candidate] = []
+        estimate = 0.0
         if variant == "auto":
             self.check_problem(p)
-            record_problem(p)
+            if record:
+                record_problem(p)
             ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=self._sms(rt),
                                      result_layout=p.result_layout, out_itemsize=p.out_dtype.itemsize)
             if not ranked:
@@ -264,7 +280,7 @@ class CudaBackend(Backend):
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
             # a variant measured fastest on this GPU runs before any estimate (timed: that candidate, its time its estimate)
             ranked, plan.reason, timed = autotune.measured_ranking(self, p, rt, self._sms(rt), ranked, plan.reason)
-            lp, parts, pads, fitted = fit_ranked(self._fit, plan, ranked, timed, (a, b, c), copies, pitched, specs=kernel_specs(),
+            lp, parts, pads, fitted, estimate = fit_ranked(self._fit, plan, ranked, timed, (a, b, c), copies, pitched, specs=kernel_specs(),
                                                  batch=batch, rt=rt, dtype=p.dtype.name, count=p.count)
             spec = fitted or spec
             if lp is None:
@@ -308,7 +324,7 @@ class CudaBackend(Backend):
             if any(x is not None for x in pads):
                 prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
         one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
-        plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one)
+        plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one, estimate_us=estimate)
         return plan
 
     # -- tuning (autotune: what is measured and how) --------------------------------------

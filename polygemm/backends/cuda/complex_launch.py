@@ -23,6 +23,7 @@ from typing import Any
 
 from .device import CudaRuntime
 from .driver import Kernel
+from .emulated_launch import EmulatedLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import LaunchPlan, Mat
 from .variants import KernelSpec
@@ -69,7 +70,7 @@ class ComplexLaunch:
     ``strides`` their bytes from one matrix of the batch to the next (0: one matrix for the whole batch).
     ``real`` is the real plan's launch (None: an empty product, or a plan made without a device)."""
 
-    real: PreparedLaunch | PanelLaunch | PaddedLaunch | None
+    real: PreparedLaunch | PanelLaunch | PaddedLaunch | EmulatedLaunch | None
     rt: CudaRuntime | None
     m: int
     n: int

@@ -19,6 +19,8 @@ from ...core.operand import Operand
 from ...core.problem import Call, GemmProblem
 from ...interop import raw_view
 from .complex_launch import REAL_OF, ComplexLaunch, plane_ld
+from .emulated_launch import EmulatedLaunch
+from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .decisions import CudaPlan, batch_bytes, compact_ld, plan_mats
 from .device import CudaRuntime
 from .planning import Mat
@@ -34,7 +36,7 @@ class RealPlanner(Protocol):
 
     def get_variant(self, name: str) -> Variant: ...
 
-    def plan_on(self, problem: GemmProblem, variant: str, rt: Any) -> Plan: ...
+    def plan_real(self, problem: GemmProblem, variant: str, rt: Any) -> Plan: ...
 
 __all__ = ["RealPlanner", "with_complex", "real_problem", "plan_complex", "queue_complex", "run_complex_host", "METHOD"]
 
@@ -94,7 +96,7 @@ def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan
     if p.residency == "host":  # a compact upload in the result's layout, at the uploads' strides
         sc = p.m * p.n * p.out_dtype.itemsize if p.c is not None and p.c.batch_stride else 0
     size = np.dtype(real).itemsize
-    inner = be.plan_on(real_problem(p), variant, rt)
+    inner = be.plan_real(real_problem(p), variant, rt)
     decided: CudaPlan = inner.private
     if p.empty:
         plan = Plan(be.name, inner.variant, f"{p.dtype.name}: empty product (M, N, K or the batch is 0): no GEMM kernel launched"
@@ -104,7 +106,7 @@ def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan
         plan.private = CudaPlan(empty, p.result_layout, (sa, sb, sc, sd), rt)
         return plan
     real_launch = decided.launch
-    assert not isinstance(real_launch, ComplexLaunch)
+    assert real_launch is None or isinstance(real_launch, (PreparedLaunch, PanelLaunch, PaddedLaunch, EmulatedLaunch))
     # the whole batch in one launch per product where the rung has a batched build (a plan without a device: where
     # the real plan names no launch per matrix)
     batched = p.count == 1 or (bool(real_launch.lp.batch_count) if real_launch is not None else "batch" not in inner.launch)

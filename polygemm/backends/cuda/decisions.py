@@ -14,6 +14,7 @@ from ...core.problem import GemmProblem
 from ...errors import UnsupportedProblemError
 from .cost import Candidate, copy_bytes, copy_us, pitch_penalty_us
 from .complex_launch import ComplexLaunch
+from .emulated_launch import EmulatedLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import Mat, pitch_off
 from .variants import kernel_specs
@@ -26,7 +27,7 @@ class CudaPlan:
     """The cuda backend's decisions for one plan (``Plan.private``)."""
 
     #: None: an empty product, no kernel; a complex product's: its four real products (and the empty case's fill)
-    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | ComplexLaunch | None
+    launch: PreparedLaunch | PanelLaunch | PaddedLaunch | ComplexLaunch | EmulatedLaunch | None
     result_layout: str  # "row" or "col": the layout of a result the backend allocates
     #: bytes from one matrix of the batch to the next, for a, b, c and the destination (device
     #: operands: theirs; host operands: the compact uploads'; 0: one matrix for the whole batch)
@@ -35,6 +36,8 @@ class CudaPlan:
     #: the whole call is one launch of ``launch`` when no c values move first (a non-empty
     #: product, K > 0, one matrix or a batched build): the per-call path checks only that
     one_launch: bool = False
+    #: the estimated µs of the launch that runs (0.0: not estimated, e.g. a variant named by the caller)
+    estimate_us: float = 0.0
 
 
 def mat_of(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:
@@ -122,7 +125,7 @@ def plan_mats(p: GemmProblem) -> tuple[Mat, Mat, Mat]:
 class KernelLauncher:
     """One prepared launch bound to fixed device operands (see :meth:`CudaBackend.launcher`)."""
 
-    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch | ComplexLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
+    def __init__(self, launch: PreparedLaunch | PanelLaunch | PaddedLaunch | ComplexLaunch | EmulatedLaunch, a: int, b: int, c: int, alpha: float, beta: float, variant: str = "") -> None:
         self.launch, self.args = launch, (a, b, c, alpha, beta, 0)
         self.variant = variant or launch.variant  # what runs, as the plan names it (a TMA rung may hand a problem on; split-K)
         if launch.spec is not None:

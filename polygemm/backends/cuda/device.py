@@ -26,12 +26,15 @@ __all__ = ["CudaRuntime", "DeviceBuffer", "UTIL_SOURCE", "fork_hint", "runtime_f
 
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
+SPLIT_SOURCE = KERNEL_DIR / "util" / "split_bf16.cu"
 #: the utility kernels' entry points (built by precompile beside the rungs)
 UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16", "f64")] + \
-    [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")]
+    [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")] + [(SPLIT_SOURCE, "pg_split_bf16")]
 _COPY_BLOCK = 256
 #: pg_repitch_b16/b32's parameters: (src, src_pitch, dst, dst_pitch, width, lines)
 _REPITCH_PARAMS = ("Q", "q", "Q", "q", "q", "q")
+#: pg_split_bf16's parameters: (lines, width, real_lines, real_width, src, src_pitch, dst, dst_pitch, seg, segments, codes)
+_SPLIT_PARAMS = ("q", "q", "q", "q", "Q", "q", "Q", "q", "q", "i", "i")
 
 
 def usable_sms(sms: int) -> int:
@@ -226,6 +229,19 @@ class CudaRuntime:
         # packed by the layout the compiler reported (each size checked), launched by the kernel's launcher
         # of this geometry: a padded plan makes its copies on every call
         buf = fn.struct_for(_REPITCH_PARAMS).pack(src, src_pitch, dst, dst_pitch, width, lines)
+        fn.launch(buf, (blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0, stream)
+
+    def split_bf16(self, geometry: tuple[int, int, int, int, int, int, int], src: int, dst: int, segments: int, codes: int,
+                   stream: int = 0) -> None:
+        """Queue the split of a float32 operand at ``src`` into the bfloat16 segments at ``dst`` (kernels/util/split_bf16.cu):
+        ``geometry`` is (lines, width, real_lines, real_width, src_pitch, dst_pitch, seg) in elements, ``codes`` the part of
+        each of the ``segments`` (2 bits each)."""
+        lines, width, real_lines, real_width, src_pitch, dst_pitch, seg = geometry
+        fn = self.function(SPLIT_SOURCE, "pg_split_bf16")
+        chunks = lines * (width // 8)  # a thread splits 8 elements into every segment
+        blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 16))
+        buf = fn.struct_for(_SPLIT_PARAMS).pack(lines, width, real_lines, real_width, src, src_pitch, dst, dst_pitch, seg,
+                                                segments, codes)
         fn.launch(buf, (blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0, stream)
 
     def copy_scale(self, rows: int, cols: int, scale: float, src: Mat | None, dst: Mat, stream: int = 0, dtype: str = "") -> None:

@@ -24,10 +24,10 @@ _NONE: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
 def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: Sequence[Candidate], timed: Candidate | None,
                mats: tuple[Mat, Mat, Mat], copies: tuple[Mat | None, Mat | None, Mat | None], pitched: bool, *,
                specs: Mapping[str, KernelSpec], batch: tuple[int, int, int, int], rt: Any, dtype: str,
-               count: int) -> tuple[LaunchPlan | None, Any, tuple[Mat | None, Mat | None, Mat | None], KernelSpec | None]:
+               count: int) -> tuple[LaunchPlan | None, Any, tuple[Mat | None, Mat | None, Mat | None], KernelSpec | None, float]:
     """The launch of the first of ``ranked`` that ``fit`` (the backend's launch planning) can take for
     ``mats`` (a, b, c as stored), its panels, the aligned copies it reads (``_NONE``: the operands as they
-    are) and its rung; a launch of None when none can (``plan.candidates`` says why). ``timed``:
+    are), its rung and its estimate in µs; a launch of None when none can (``plan.candidates`` says why). ``timed``:
     the candidate measured fastest on this GPU (autotune), which is not weighed again at another pace;
     ``specs``: the rungs by name;
     ``copies``: the aligned (or pitched) copies a TMA rung would read instead; ``pitched``: TMA reads
@@ -37,6 +37,7 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
     parts: Any = None
     pads = _NONE
     spec: KernelSpec | None = None
+    estimate = 0.0
     pending = list(ranked)
     while pending:
         cand = pending.pop(0)
@@ -80,7 +81,7 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
                 plan.reason += f"; {timed.label}, measured fastest on this GPU, cannot take these operands"
             if cand.unaligned:
                 plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
-        plan.variant, spec = cand.label.replace(" on aligned copies", ""), specs[cand.variant]
+        plan.variant, spec, estimate = cand.label.replace(" on aligned copies", ""), specs[cand.variant], cand.estimate_us
         if cand.padded:
             plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
                                      for x, pad in zip((a, b, c), pads) if pad is not None)
@@ -99,4 +100,4 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
         plan.candidates.extend([(o.label, f"estimated {o.estimate_us:.1f} µs") for o in ranked
                                 if o is not cand and o.label not in seen][:4])
         break
-    return lp, parts, pads, spec
+    return lp, parts, pads, spec, estimate
