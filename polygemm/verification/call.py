@@ -74,7 +74,7 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
             return report
     return host_check(host_values(a, backend), host_values(b, backend), host_values(c, backend) if beta != 0.0 else None,
                       host_values(result, backend), alpha, beta, dtype=p.dtype, out_dtype=p.out_dtype, rng=_rng(),
-                      scalar_dtype=scalars, about=about)
+                      scalar_dtype=scalars, about=about, precision=p.precision)
 
 
 def deliver(result: Any, out: Any, backend: Backend | None = None) -> Any:

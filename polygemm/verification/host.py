@@ -88,13 +88,15 @@ def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndar
 
 
 def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
-               rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None) -> CheckReport:
+               rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None,
+               precision: str = "highest") -> CheckReport:
     """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
     does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
-    and shape, for the report. A complex product is checked as the real one it equals (:func:`_real_form`)."""
+    and shape, for the report; ``precision``: the one the call asked (its bound sets the threshold). A complex product
+    is checked as the real one it equals (:func:`_real_form`)."""
     if any(x is not None and np.iscomplexobj(x) for x in (a, b, c0, result)) or dtype.kind == "c":
         return _complex_check(a, b, c0, result, alpha, beta, dtype=dtype, out_dtype=out_dtype, rng=rng, scalar_dtype=scalar_dtype,
-                              about=about)
+                              about=about, precision=precision)
     a64, b64, r64 = _f64(a), _f64(b), _f64(result)
     m, k = a64.shape[-2:]
     n = b64.shape[-1]
@@ -102,7 +104,7 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     out_max = float(finfo(out_dtype).max)
     with np.errstate(all="ignore"):
         got, want, mags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, n), True)
-    failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype), out_max)
+    failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
     count = int(failed.sum())
     with np.errstate(all="ignore"):
         ratios = np.where(failed | unchecked, 0.0, diff / np.where(thr > 0, thr, np.inf))
@@ -111,7 +113,7 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     if count:  # which columns: the same test from the other side
         with np.errstate(all="ignore"):
             cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
-        cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype), out_max)
+        cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
         columns = _findings(cfail, cdiff, cthr)
     return CheckReport.of(count == 0, int(failed.size - unchecked.sum()), int(unchecked.sum()), count, _findings(failed, diff, thr),
                           columns, worst, "the host", about or {})
@@ -131,14 +133,16 @@ def _real_form(a: Any, b: Any, c0: Any, result: Any) -> tuple[np.ndarray, np.nda
 
 
 def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
-                   rng: np.random.Generator, scalar_dtype: np.dtype | None, about: dict[str, str] | None) -> CheckReport:
+                   rng: np.random.Generator, scalar_dtype: np.dtype | None, about: dict[str, str] | None,
+                   precision: str = "highest") -> CheckReport:
     """:func:`host_check` of a complex product through its real form, each part's error bounded as its real products'
     (complex64: float32's, complex128: float64's); a failed row is named by its row of the result (real or imaginary
     part alike)."""
     m = np.asarray(a).shape[-2]
     real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
     report = host_check(*_real_form(a, b, c0, result), alpha, beta, dtype=real.get(dtype.name, np.dtype(np.float64)),
-                        out_dtype=real.get(out_dtype.name, np.dtype(np.float64)), rng=rng, scalar_dtype=scalar_dtype, about=about)
+                        out_dtype=real.get(out_dtype.name, np.dtype(np.float64)), rng=rng, scalar_dtype=scalar_dtype, about=about,
+                        precision=precision)
     rows = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows
     return replace(report, rows=rows)
 

@@ -138,3 +138,16 @@ def test_float64_beyond_the_range_of_its_squares_is_no_false_alarm(rng):
     with inject_fault(2, 3, value=float(got[2, 3]) * 1.5 + 1e-300):
         with pytest.raises(pg.VerificationError):
             pg.gemm(a, b, verify="raise")
+
+
+def test_a_medium_precision_product_is_checked_against_its_own_bound(rng):
+    # inputs rounded to bfloat16 (8 bits: within medium's 10-bit bound's constant for one operand) and K = 4, where
+    # the float32 bound's K·u is smallest: the asked precision's bound, not float32's, sets the threshold
+    a = rng.standard_normal((64, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 48)).astype(np.float32)
+    rounded = a.astype(ml_dtypes.bfloat16).astype(np.float32)
+    result = (rounded.astype(np.float64) @ b).astype(np.float32)
+    about = {"backend": "cpu", "device": "", "variant": "", "shape": ""}
+    kw = dict(dtype=np.dtype(np.float32), out_dtype=np.dtype(np.float32), about=about)
+    assert host_check(a, b, None, result, 1.0, 0.0, rng=rng, precision="medium", **kw).ok
+    assert not host_check(a, b, None, result, 1.0, 0.0, rng=rng, **kw).ok  # at float32's bound it is a fault

@@ -227,13 +227,13 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
             if stream == -1:
                 rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
             stream = 0
-        co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True)
+        co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=p.precision)
         rec = _one_side(rt, A, B, C, C0, count, alpha, beta, seed, co, out_max, stream)
         failed, unchecked = int(rec["failed"][0]), int(rec["unchecked"][0])
         worst = float(np.uint32(rec["worst_bits"][0]).view(np.float32))
         columns: tuple[Finding, ...] = ()
         if failed:  # the other side: Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped
-            cco = coefficients(k, m, p.dtype, p.out_dtype, f32, f32, compensated=True)
+            cco = coefficients(k, m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=p.precision)
             crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, count, alpha, beta, seed ^ 0x5DEECE66D, cco,
                              out_max, stream)
             columns = _findings(crec, n, p.batch)
