@@ -468,7 +468,7 @@ class CudaBackend(Backend):
             return result
         assert not isinstance(launch, ComplexLaunch)
         if decided.one_launch and (call.beta == 0.0 or call.c is None or call.c_ptr == dest):
-            launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)  # type: ignore[union-attr]
+            launch.queue(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)  # type: ignore[union-attr]
             return result
         if p.m == 0 or p.n == 0 or p.count == 0:
             return result
@@ -487,7 +487,7 @@ class CudaBackend(Backend):
         assert launch is not None
         if c_src is None:  # the common case: one prepared launch, nothing moved first
             if launch.lp.batch_count or p.count == 1:
-                launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)
+                launch.queue(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
                 return result
         copy_c = c_src is not None and call.c_ptr != dest
         if launch.lp.batch_count:  # a batched build takes the whole batch in one launch
