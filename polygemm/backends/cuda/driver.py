@@ -143,8 +143,11 @@ class Driver:
     # -- contexts --------------------------------------------------------------------
     def is_current(self, ctx: Any) -> bool:
         """Whether ``ctx`` (a ``CUcontext`` cdata) is this thread's current context."""
-        out = self.launch_slot().ctx
-        self.check(self.lib.cuCtxGetCurrent(out), "cuCtxGetCurrent")
+        slot = getattr(self._local, "slot", None)  # (launch_slot written out: every device call asks)
+        out = (slot if slot is not None else self.launch_slot()).ctx
+        rc = self.lib.cuCtxGetCurrent(out)
+        if rc != 0:
+            self.check(rc, "cuCtxGetCurrent")
         return bool(out[0] == ctx)
 
     def push(self, ctx: int) -> None:
