@@ -230,6 +230,8 @@ def measure(fake: bool, profile: bool) -> dict[str, Any]:
             if not fake:
                 case["torch_matmul_out"] = _us(lambda: torch.matmul(ta, tb, out=to), n, sync=sync)
                 case["cupy_matmul_out"] = _us(lambda: cp.matmul(a, b, out=o), n, sync=sync)
+                case["ratio_cupy_call_to_torch"] = round(case["gemm_cupy_out"] / case["torch_matmul_out"], 3)  # target <= 1.0
+                case["ratio_torch_call_to_torch"] = round(case["gemm_torch_out"] / case["torch_matmul_out"], 3)
             entry, call, _, _ = plan_cache.bind(a, b, None, 1.0, 0.0, None, "auto", o)
             case["bind_cupy"] = _us(lambda: plan_cache.bind(a, b, None, 1.0, 0.0, None, "auto", o), 4 * n)
             case["bind_torch"] = _us(lambda: plan_cache.bind(ta, tb, None, 1.0, 0.0, None, "auto", to), 4 * n)

@@ -346,10 +346,10 @@ class PreparedLaunch:
         if isinstance(prepared, SplitLaunch) and prepared.owned:
             self.rt.release(prepared.workspace, prepared.stream)
 
-    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple = ()) -> bytes:
+    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple[Any, ...] = ()) -> bytes:
         return self._pack(*self._main_tuple(ka, kb, c, alpha, beta, split))  # type: ignore[no-any-return]
 
-    def _main_tuple(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple = ()) -> tuple[Any, ...]:
+    def _main_tuple(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple[Any, ...] = ()) -> tuple[Any, ...]:
         """The rung's parameters in order (A and B as the kernel reads them), the split's after."""
         lp = self.lp
         if lp.tma:
