@@ -367,11 +367,9 @@ class CudaBackend(Backend):
             if p.residency == "host":
                 with rt.active():
                     return self._run_host(rt, p, decided, call)
-            out, stream = call.out, call.stream
+            out, stream = call.out, call.stream  # the commonest device call as _run_device and _queue_device run it:
             if decided.one_launch and out is not None and stream != -1 and (call.beta == 0.0 or call.c is None or call.c_ptr == call.out_ptr):
-                # a device call's commonest case, as _run_device and _queue_device run it: one launch into out on the
-                # operands' one stream, no c values moved first (the plan decided one launch; beta and c say the rest)
-                pushed = rt.enter()
+                pushed = rt.enter()  # one launch into out on the operands' one stream, no c values moved first
                 try:
                     decided.launch.queue(call.a_ptr, call.b_ptr, call.out_ptr, call.alpha, call.beta, 0 if stream is None else stream)  # type: ignore[union-attr]
                 finally:

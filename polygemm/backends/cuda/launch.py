@@ -136,8 +136,7 @@ class PreparedLaunch:
     #: packing into scratch): :meth:`prepare` only packs the parameters
     _plain: bool = field(default=False, repr=False)
     _tma_store: bool = field(default=False, repr=False)  # spec.tma_store (a property that reads the defines), read once
-    #: a plain launch's :meth:`Kernel.kept_launcher`: each thread's parameters kept packed for its last call's
-    #: pointers and scalars (:meth:`queue`); None until the kernel is built, or for a launch that is not plain
+    #: :meth:`Kernel.kept_launcher` of a built launch on the call's pointers (:meth:`queue`); None: not built, or packs
     _kept: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -251,15 +250,11 @@ class PreparedLaunch:
                 return
         self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
 
-    def _main_args(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The plain launch's parameters for ``key`` = (a, b, c, alpha, beta) of the user's operands (swapped as planned)."""
-        a, b, c, alpha, beta = key
-        return self._main_tuple(*((b, a) if self.lp.swap else (a, b)), c, alpha, beta)
+    def _main_args(self, key: tuple[Any, ...]) -> tuple[Any, ...]:  # key: the user's a, b, c, alpha, beta
+        return self._main_tuple(*((key[1], key[0]) if self.lp.swap else key[:2]), *key[2:])
 
-    def _split_args(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
-        """A split or stream-K launch's parameters for ``key`` = (a, b, c, alpha, beta, workspace)."""
-        a, b, c, alpha, beta, ws = key
-        return self._split_tuple(*((b, a) if self.lp.swap else (a, b)), c, alpha, beta, ws)
+    def _split_args(self, key: tuple[Any, ...]) -> tuple[Any, ...]:  # key: the user's a, b, c, alpha, beta, workspace
+        return self._split_tuple(*((key[1], key[0]) if self.lp.swap else key[:2]), *key[2:])
 
     def _split_tuple(self, ka: int, kb: int, c: int, alpha: float, beta: float, ws: int) -> tuple[Any, ...]:
         g = self._split
