@@ -159,8 +159,8 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     if device < 0:
         return None
     bits = hasattr(tensor, "is_neg") and hasattr(tensor, "is_conj")  # (torch >= 1.10: asked directly)
-    for x in (a, b, c, out):
-        if x is not None and (x.requires_grad or not x.is_cuda or x.get_device() != device
+    for x in (a, b, c, out):  # (a's device is the one read above: a torch call less)
+        if x is not None and (x.requires_grad or not x.is_cuda or (x is not a and x.get_device() != device)
                               or ((x.is_neg() or x.is_conj()) if bits else (_is_neg(x) or _is_conj(x)))):
             return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (_torch_current_stream written out)
