@@ -147,7 +147,15 @@ def _install_fakes() -> dict[str, Any]:
         out[0] = 1
         return 0
 
-    drv.lib = types.SimpleNamespace(cuLaunchKernelEx=lambda cfg, fn, params, extra: 0, cuCtxGetCurrent=current,
+    recorded: list[bytes] = []  # each launch's parameter bytes while recording is on (off while timing)
+
+    def launch(cfg: Any, fn: Any, params: Any, extra: Any) -> int:
+        if recording:
+            recorded.append(drv.ffi.buffer(drv.ffi.cast("char *", extra[1]), drv.ffi.cast("size_t *", extra[3])[0])[:])
+        return 0
+
+    recording: list[bool] = []  # non-empty: record
+    drv.lib = types.SimpleNamespace(cuLaunchKernelEx=launch, cuCtxGetCurrent=current,
                                     cuPointerGetAttribute=ordinal, cuOccupancyMaxActiveBlocksPerMultiprocessor=ordinal_one,
                                     cuOccupancyMaxActiveClusters=lambda out, fn, cfg: ordinal_one(out, 0, 0),
                                     cuMemsetD32Async=lambda *args: 0,
@@ -186,14 +194,29 @@ def _install_fakes() -> dict[str, Any]:
     import polygemm.registry as registry
 
     registry.select = lambda problem, device, variant="auto": (be, [])  # type: ignore[assignment]
-    return {"cupy": cupy, "torch": torch, "backend": be}
+    return {"cupy": cupy, "torch": torch, "backend": be, "recorded": recorded, "recording": recording}
 
 
 # -- the measurement ---------------------------------------------------------------------------------------------------
 
-def measure(fake: bool, profile: bool) -> dict[str, Any]:
-    if fake:
-        _install_fakes()
+def _check_launches(fakes: dict[str, Any], gemm: Callable[[], Any], entry: Any, call: Any) -> None:
+    """The stand-in driver's record of repeated calls: each launch's parameters are what the full prepare packs."""
+    launch = entry.plan.private.launch
+    fakes["recording"].append(True)
+    for _ in range(3):
+        gemm()
+    fakes["recording"].clear()
+    stream = 0 if call.stream is None else call.stream
+    prepared = launch.prepare(call.a_ptr, call.b_ptr, call.out_ptr, 1.0, 0.0, stream)
+    want = prepared if type(prepared) is bytes else prepared.main
+    got = fakes["recorded"]
+    if len(got) != 3 or any(g != want for g in got):
+        raise SystemExit(f"launched parameters differ from the plan's packing: {got!r} vs {want!r}")
+    got.clear()
+
+
+def measure(fake: bool, profile: bool, calls: int = 0) -> dict[str, Any]:
+    fakes = _install_fakes() if fake else {}
     import polygemm as pg
     from polygemm import plan_cache
     from polygemm.interop.cupy import cupy_views
@@ -203,10 +226,10 @@ def measure(fake: bool, profile: bool) -> dict[str, Any]:
     results: dict[str, Any] = {"fake": fake, "cases": []}
     if fake:
         sync: Callable[[], Any] | None = None
-        n = 5000
+        n = calls or 5000
     else:
         sync = torch.cuda.synchronize
-        n = 3000
+        n = calls or 3000
         results["device"] = torch.cuda.get_device_name()
     for dt in DTYPES:
         for s in SIZES:
@@ -233,6 +256,9 @@ def measure(fake: bool, profile: bool) -> dict[str, Any]:
                 case["ratio_cupy_call_to_torch"] = round(case["gemm_cupy_out"] / case["torch_matmul_out"], 3)  # target <= 1.0
                 case["ratio_torch_call_to_torch"] = round(case["gemm_torch_out"] / case["torch_matmul_out"], 3)
             entry, call, _, _ = plan_cache.bind(a, b, None, 1.0, 0.0, None, "auto", o)
+            if fake:  # the cached calls' launches, CuPy's and torch's, checked against the plan's own packing
+                _check_launches(fakes, lambda: pg.gemm(a, b, out=o), entry, call)
+                _check_launches(fakes, lambda: pg.gemm(ta, tb, out=to), *plan_cache.bind(ta, tb, None, 1.0, 0.0, None, "auto", to)[:2])
             case["bind_cupy"] = _us(lambda: plan_cache.bind(a, b, None, 1.0, 0.0, None, "auto", o), 4 * n)
             case["bind_torch"] = _us(lambda: plan_cache.bind(ta, tb, None, 1.0, 0.0, None, "auto", to), 4 * n)
             case["key_cupy"] = _us(lambda: plan_cache._key(a, b, None, o, 1.0, 0.0, None, "auto"), 4 * n)
@@ -288,9 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fake", action="store_true", help="stand-ins for CuPy, torch and the driver even where a GPU exists")
     ap.add_argument("--json", help="write the figures to this file")
     ap.add_argument("--profile", action="store_true", help="also print a cProfile of 5000 cached 128^3 fp16 calls")
+    ap.add_argument("--calls", type=int, default=0, help="calls per timing (default 5000 on the stand-ins, 3000 on a GPU)")
     args = ap.parse_args(argv)
     fake = args.fake or not _gpu_here()
-    results = measure(fake, args.profile)
+    results = measure(fake, args.profile, args.calls)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
