@@ -260,10 +260,10 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
                    None if out is None else (out.shape, out.strides, out.dtype, out.flags.writeable))
         views: Any = _HOST_VIEWS
     else:
-        if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
-            return None, None                          # full normalization, whatever plan the cache holds for its shapes
         views = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
-        if views is None:
+        if views is None:  # (CuPy arrays all: no torch tensor, so no inference tensor, among them)
+            if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
+                return None, None                          # full normalization, whatever plan the cache holds for its shapes
             views = torch_views(a, b, c, out)
         if views is None:
             views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
@@ -390,6 +390,29 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
     key, views = _key(a, b, c, out, al, be, device, variant, out_dtype, precision)
     if key is not None:
         entry = _cache.get(key)
+        if entry is not None and out is not None and not entry.host and entry.convert is _NO_CONVERSION:
+            # a device call with out (the commonest of CuPy and torch users): _overlap_free's interval test written out
+            # (spans and lows of a, b, c, out fixed by the plan, the pointers this call's), then the call bound
+            spans, lows = entry.spans, entry.lows
+            va, vb, vc, vo = views
+            o_ptr, o_span = vo[1], spans[3]
+            o_lo, o_hi = o_ptr + lows[3], o_ptr + o_span
+            ptr, span = va[1], spans[0]
+            clear = not o_span or not (span and ptr + lows[0] < o_hi and o_lo < ptr + span)
+            if clear and o_span:
+                ptr, span = vb[1], spans[1]
+                clear = not (span and ptr + lows[1] < o_hi and o_lo < ptr + span)
+                if clear and c is not None:
+                    ptr, span = vc[1], spans[2]  # c at out's pointer: in place
+                    clear = not (span and ptr != o_ptr and ptr + lows[2] < o_hi and o_lo < ptr + span)
+            if clear:
+                sa, sb, sc, so = va[2], vb[2], vc[2], vo[2]
+                if sb == sa and (sc is None or sc == sa) and (so is None or so == sa):
+                    stream = sa  # the common case: every operand names one stream, or none names any
+                else:
+                    stream = common_stream([sa, sb, sc, so])
+                return entry, Call(a, b, c, out, va[1], vb[1], vc[1], o_ptr, al, be, stream, None, True), True, ""
+            entry = None  # (overlapping: the full check says what is wrong)
         # out clear of a and b at a glance (else the full check): out owns its memory, and a and b are neither out nor
         # views of it: each owns its memory or views an array that owns its own (NumPy keeps a view's base at the
         # owner: a reshape or slice of an operand is one), out none of them

@@ -158,18 +158,15 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     if device < 0:
         return None
-    stream = -1
-    views: list[tuple[tuple[Any, ...], int, int | None]] = []
-    for x in (a, b, c, out):
-        if x is None:
-            views.append(_NO_VIEW)
-            continue
-        if x.requires_grad or not x.is_cuda or x.get_device() != device or _is_neg(x) or _is_conj(x):
+    bits = hasattr(tensor, "is_neg") and hasattr(tensor, "is_conj")  # (torch >= 1.10: asked directly)
+    for x in (a, b, c, out):  # (a's device is the one read above: a torch call less)
+        if x is not None and (x.requires_grad or not x.is_cuda or (x is not a and x.get_device() != device)
+                              or ((x.is_neg() or x.is_conj()) if bits else (_is_neg(x) or _is_conj(x)))):
             return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
-        if stream < 0:
-            stream = _torch_current_stream(torch, device)
-        views.append(_torch_one(x, device, stream))
-    return views[0], views[1], views[2], views[3]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (_torch_current_stream written out)
+    stream = int(raw(device)) if raw is not None else _torch_current_stream(torch, device)
+    return (_torch_one(a, device, stream), _torch_one(b, device, stream), _NO_VIEW if c is None else _torch_one(c, device, stream),
+            _NO_VIEW if out is None else _torch_one(out, device, stream))
 
 
 def torch_allocator(dev: Any) -> Callable[[tuple[int, ...], np.dtype], Any]:

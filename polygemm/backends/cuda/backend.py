@@ -383,6 +383,15 @@ class CudaBackend(Backend):
             if p.residency == "host":
                 with rt.active():
                     return self._run_host(rt, p, decided, call)
+            out, stream = call.out, call.stream  # the commonest device call as _run_device and _queue_device run it:
+            if decided.one_launch and out is not None and stream != -1 and (call.beta == 0.0 or call.c is None or call.c_ptr == call.out_ptr):
+                pushed = rt.enter()  # one launch into out on the operands' one stream, no c values moved first
+                try:
+                    decided.launch.queue(call.a_ptr, call.b_ptr, call.out_ptr, call.alpha, call.beta, 0 if stream is None else stream)  # type: ignore[union-attr]
+                finally:
+                    if pushed:
+                        rt.leave()
+                return out
             return self._run_device(rt, p, decided, call)
         except UnsupportedProblemError:
             raise
@@ -484,7 +493,7 @@ class CudaBackend(Backend):
             return result
         assert not isinstance(launch, ComplexLaunch)
         if decided.one_launch and (call.beta == 0.0 or call.c is None or call.c_ptr == dest):
-            launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)  # type: ignore[union-attr]
+            launch.queue(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)  # type: ignore[union-attr]
             return result
         if p.m == 0 or p.n == 0 or p.count == 0:
             return result
@@ -503,7 +512,7 @@ class CudaBackend(Backend):
         assert launch is not None
         if c_src is None:  # the common case: one prepared launch, nothing moved first
             if launch.lp.batch_count or p.count == 1:
-                launch.launch(launch.prepare(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream), stream)
+                launch.queue(call.a_ptr, call.b_ptr, dest, call.alpha, call.beta, stream)
                 return result
         copy_c = c_src is not None and call.c_ptr != dest
         if launch.lp.batch_count:  # a batched build takes the whole batch in one launch

@@ -143,8 +143,11 @@ class Driver:
     # -- contexts --------------------------------------------------------------------
     def is_current(self, ctx: Any) -> bool:
         """Whether ``ctx`` (a ``CUcontext`` cdata) is this thread's current context."""
-        out = self.launch_slot().ctx
-        self.check(self.lib.cuCtxGetCurrent(out), "cuCtxGetCurrent")
+        slot = getattr(self._local, "slot", None)  # (launch_slot written out: every device call asks)
+        out = (slot if slot is not None else self.launch_slot()).ctx
+        rc = self.lib.cuCtxGetCurrent(out)
+        if rc != 0:
+            self.check(rc, "cuCtxGetCurrent")
         return bool(out[0] == ctx)
 
     def push(self, ctx: int) -> None:
@@ -393,7 +396,46 @@ class Kernel:
 
         go.keep = attr  # type: ignore[attr-defined]  # cffi memory the configs point to lives with the launcher
         go.cooperative = cooperative  # type: ignore[attr-defined]
+        go.parts = (configs, config, fail)  # type: ignore[attr-defined]  # what kept_launcher launches with
         return go
+
+    def kept_launcher(self, layout: struct.Struct, grid: Sequence[int], block: Sequence[int], shared: int = 0,
+                      cooperative: bool = False) -> Callable[[tuple[Any, ...], int, Callable[[tuple[Any, ...]], tuple[Any, ...]]], None]:
+        """``go(key, stream, args_of)``: :meth:`launcher`'s launch of the parameters ``layout.pack(*args_of(key))``,
+        packed into a buffer of this thread's own for this launcher and kept there with ``key``. A launch whose key
+        equals the last one of its thread (a loop over the same arrays) reads the packed buffer as it is: nothing is
+        worked out, packed or copied. ``key`` must fix the parameters: equal keys, equal bytes (so no signed zero in
+        it: -0.0 == 0.0 packs other bits). A launch whose ``args_of`` or packing raises leaves no key kept."""
+        go = self.launcher(grid, block, shared, cooperative)
+        configs, config, fail = go.parts  # type: ignore[attr-defined]
+        ffi, null, fn = self.drv.ffi, self.drv.ffi.NULL, self.fn
+        cu_launch_ex, pack_into, nbytes = self.drv.lib.cuLaunchKernelEx, layout.pack_into, layout.size
+        if nbytes > _PARAM_CAPACITY:
+            raise DeviceError(f"{self.entry}: {nbytes} bytes of parameters exceed {_PARAM_CAPACITY}")
+        local = threading.local()  # .key: the last key packed; .extra: the extra array over this thread's buffer
+
+        def repack(key: tuple[Any, ...], args_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> Any:
+            held = getattr(local, "held", None)
+            if held is None:  # this thread's first launch: its buffer, kept with the launcher
+                params = ffi.new(f"char[{max(nbytes, 1)}]")
+                size = ffi.new("size_t *", nbytes)
+                extra = ffi.new("void *[5]", [ffi.cast("void *", 1), params, ffi.cast("void *", 2), size, null])
+                held = local.held = (extra, ffi.buffer(params), params, size)
+            local.key = None  # (a failure below leaves the buffer half written: no key names it)
+            pack_into(held[1], 0, *args_of(key))
+            local.key = key
+            return held[0]
+
+        def go_kept(key: tuple[Any, ...], stream: int, args_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]) -> None:
+            extra = repack(key, args_of) if getattr(local, "key", None) != key else local.held[0]
+            cfg = configs.get(stream)
+            rc = cu_launch_ex(cfg if cfg is not None else config(stream), fn, null, extra)
+            if rc != 0:
+                fail(rc, stream)
+
+        go_kept.keep = go  # type: ignore[attr-defined]  # the configs' attribute lives with the launcher
+        go_kept.cooperative = cooperative  # type: ignore[attr-defined]
+        return go_kept
 
     def resident_blocks(self, threads: int, shared: int) -> int:
         """How many of this kernel's threadblocks (``threads`` each, ``shared`` bytes of

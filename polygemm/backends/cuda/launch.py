@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from math import copysign
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -135,6 +136,8 @@ class PreparedLaunch:
     #: packing into scratch): :meth:`prepare` only packs the parameters
     _plain: bool = field(default=False, repr=False)
     _tma_store: bool = field(default=False, repr=False)  # spec.tma_store (a property that reads the defines), read once
+    #: :meth:`Kernel.kept_launcher` of a built launch on the call's pointers (:meth:`queue`); None: not built, or packs
+    _kept: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._tma_store = self.spec is not None and self.spec.tma_store
@@ -158,7 +161,8 @@ class PreparedLaunch:
             if (self.lp.batch_count or self.spec.persistent) and self.lp.cluster != (1, 1):
                 self._fit_clusters(k)
             streamk = self.spec.streamk and not self.lp.splits
-            self._pack = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ())).pack
+            layout = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ()))
+            self._pack = layout.pack
             if self.lp.splits:
                 self._split = self._split_geometry(k)
             elif streamk:
@@ -168,6 +172,8 @@ class PreparedLaunch:
             coresident = self._split is not None and bool(self._split.resident)
             self._go = k.launcher(self.lp.grid, self.lp.block, self.lp.smem_bytes, cooperative=coresident)
             self._plain = self._split is None and not self.lp.packs and self.lp.unpack is None
+            if not self.lp.packs and self.lp.unpack is None:  # one launch on the call's pointers (and a kept workspace)
+                self._kept = k.kept_launcher(layout, self.lp.grid, self.lp.block, self.lp.smem_bytes, cooperative=coresident)
             self._kernel = k
         return k
 
@@ -230,8 +236,32 @@ class PreparedLaunch:
         return maps + (cmap,)
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
-        """Queue the product on ``stream`` without waiting for it."""
+        """Queue the product on ``stream`` without waiting for it. A built plain launch goes through its kept
+        parameters: a call with the pointers and scalars of its thread's last one packs nothing. (A signed zero
+        alpha or beta, equal to 0.0 yet packed as other bits, is packed every time.)"""
+        kept = self._kept
+        if kept is not None and (alpha or copysign(1.0, alpha) > 0.0) and (beta or copysign(1.0, beta) > 0.0):
+            if self._split is None:
+                kept((a, b, c, alpha, beta), stream, self._main_args)
+                return
+            ws = self._workspaces.get(stream)  # a split's workspace kept for this stream (none yet: prepare keeps one)
+            if ws is not None:
+                kept((a, b, c, alpha, beta, ws), stream, self._split_args)
+                return
         self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
+
+    def _main_args(self, key: tuple[Any, ...]) -> tuple[Any, ...]:  # key: the user's a, b, c, alpha, beta
+        return self._main_tuple(*((key[1], key[0]) if self.lp.swap else key[:2]), *key[2:])
+
+    def _split_args(self, key: tuple[Any, ...]) -> tuple[Any, ...]:  # key: the user's a, b, c, alpha, beta, workspace
+        return self._split_tuple(*((key[1], key[0]) if self.lp.swap else key[:2]), *key[2:])
+
+    def _split_tuple(self, ka: int, kb: int, c: int, alpha: float, beta: float, ws: int) -> tuple[Any, ...]:
+        g = self._split
+        assert g is not None
+        if self.lp.splits:  # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
+            return self._main_tuple(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
+        return self._main_tuple(ka, kb, c, alpha, beta, (ws, ws + g.counters_at))  # stream-K: C as given, slots and flags after
 
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         """Everything of one launch that can fail before the device is touched: the kernel
@@ -299,10 +329,7 @@ class PreparedLaunch:
         ws, owned = stream_scratch(self, self._workspaces, self._split_lock, self.rt, stream,
                                    lambda: self._new_workspace(stream), g.nbytes)
         try:
-            if self.lp.splits:  # partial sums with alpha 1, beta 0; the reduction applies the call's alpha and beta
-                main = self._pack_main(ka, kb, ws, 1.0, 0.0, (ws + g.counters_at, c, *g.dest_strides, alpha, beta, g.dest_half, g.resident))
-            else:  # stream-K: C as the call gives it, the slots and their flags after
-                main = self._pack_main(ka, kb, c, alpha, beta, (ws, ws + g.counters_at))
+            main = self._pack(*self._split_tuple(ka, kb, c, alpha, beta, ws))
         except BaseException:
             if owned:
                 self.rt.release(ws, stream)
@@ -314,17 +341,21 @@ class PreparedLaunch:
         if isinstance(prepared, SplitLaunch) and prepared.owned:
             self.rt.release(prepared.workspace, prepared.stream)
 
-    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple = ()) -> bytes:
+    def _pack_main(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple[Any, ...] = ()) -> bytes:
+        return self._pack(*self._main_tuple(ka, kb, c, alpha, beta, split))  # type: ignore[no-any-return]
+
+    def _main_tuple(self, ka: int, kb: int, c: int, alpha: float, beta: float, split: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+        """The rung's parameters in order (A and B as the kernel reads them), the split's after."""
         lp = self.lp
         if lp.tma:
             maps = self._tensor_maps(ka, kb, c, beta)
             if lp.batch_count:  # the maps carry A's and B's strides: 1/0 says batched or shared
                 sa, sb, sc = lp.batch_strides
-                return self._pack(*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
-            return self._pack(*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, *split)
+                return (*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, lp.batch_count, int(sa != 0), int(sb != 0), sc, *split)
+            return (*maps, lp.m, lp.n, lp.k, alpha, beta, c, lp.c.ld, *split)
         if lp.batch_count:
-            return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides, *split)
-        return self._pack(lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)
+            return (lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld, *lp.batch_strides, *split)
+        return (lp.m, lp.n, lp.k, alpha, ka, lp.a.ld, kb, lp.b.ld, beta, c, lp.c.ld)
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
         """Queue what :meth:`prepare` returned on ``stream``."""
