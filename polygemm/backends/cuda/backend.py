@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
+from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts
 from ...errors import ArgumentError, BackendUnavailableError, DeviceError, PolygemmError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
 from ...core.views import operand_view
@@ -36,7 +36,8 @@ from .variants import kernel_specs, variant_table
 from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
 from .fitting import fit_ranked
 from .complex_launch import ComplexLaunch
-from .complex_plan import plan_complex, queue_complex, run_complex_host, with_complex
+from .complex_plan import plan_complex, queue_complex, with_complex
+from .host_run import run_host
 from . import emulated_plan
 from . import autotune
 from .tune_cache import Measurement, TuneKey
@@ -382,7 +383,7 @@ class CudaBackend(Backend):
         try:
             if p.residency == "host":
                 with rt.active():
-                    return self._run_host(rt, p, decided, call)
+                    return run_host(rt, p, decided, call)
             out, stream = call.out, call.stream  # the commonest device call as _run_device and _queue_device run it:
             if decided.one_launch and out is not None and stream != -1 and (call.beta == 0.0 or call.c is None or call.c_ptr == call.out_ptr):
                 pushed = rt.enter()  # one launch into out on the operands' one stream, no c values moved first
@@ -405,59 +406,6 @@ class CudaBackend(Backend):
             if type(exc).__module__.startswith("pycuda"):
                 raise DeviceError(f"CUDA error running {plan.variant} on {p.shape_str()}: {exc}{fork_hint()}") from exc
             raise
-
-    def _run_host(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
-        if p.dtype.kind == "c":
-            return run_complex_host(rt, p, decided, call)
-        layout = decided.result_layout
-        shape = p.result_shape
-        if p.empty:
-            if p.k == 0 and call.c is not None and call.beta != 0.0:
-                wide = np.float64 if p.out_dtype == np.float64 else np.float32  # the kernels' scalar type
-                res = (wide(call.beta) * call.c.astype(wide)).astype(p.out_dtype)  # beta*c, rounded once
-            else:
-                res = np.zeros(shape, p.out_dtype)
-            return store_result(res, call.out)
-        drv = rt.drv
-        launch = decided.launch
-        assert launch is not None
-        if launch.spec is not None:
-            launch.kernel()  # built before any allocation
-        sa, sb, sc, sd = decided.batch_bytes
-        allocs: list[Any] = []
-        try:
-            def upload(host: np.ndarray, layout_: str, stride: int) -> int:
-                if host.ndim > 2 and stride == 0:  # broadcast over the batch: one matrix
-                    host = host.reshape(host.shape[-2:])
-                arr = np.ascontiguousarray(host if layout_ == "row" else np.swapaxes(host, -1, -2))
-                buf = rt.allocate(arr.nbytes)
-                allocs.append(buf)
-                drv.memcpy_htod(buf, raw_view(arr))
-                return int(buf)
-
-            a = upload(call.a, p.a.layout, sa)
-            b = upload(call.b, p.b.layout, sb)
-            if call.c is not None and call.beta != 0.0:
-                c = upload(call.c, layout, sc)
-            else:
-                buf = rt.allocate(p.count * p.m * p.n * p.out_dtype.itemsize)
-                allocs.append(buf)
-                c = int(buf)
-            for i in range(1 if launch.lp.batch_count else p.count):  # a batched build takes all at once
-                launch.queue(a + i * sa, b + i * sb, c + i * sd, call.alpha, call.beta, 0)
-            out = call.out
-            if layout == "row":
-                res = np.empty(shape, p.out_dtype)
-                direct = out is not None and out.flags.c_contiguous
-            else:
-                res = np.swapaxes(np.empty(p.batch + (p.n, p.m), p.out_dtype), -1, -2)
-                direct = out is not None and np.swapaxes(out, -1, -2).flags.c_contiguous
-            target = out if direct else res
-            drv.memcpy_dtoh(raw_view(target if layout == "row" else np.swapaxes(target, -1, -2)), c)  # waits for the launches
-        finally:
-            for buf in allocs:
-                buf.free()
-        return out if direct else store_result(res, out)
 
     def _run_device(self, rt: CudaRuntime, p: GemmProblem, decided: CudaPlan, call: Call) -> Any:
         stream = call.stream
