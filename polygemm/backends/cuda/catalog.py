@@ -11,7 +11,6 @@ import functools
 import json
 from pathlib import Path
 
-import numpy as np
 
 from typing import Sequence
 

@@ -19,10 +19,8 @@ products the real plan's launches.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from .device import CudaRuntime
-from .driver import Kernel
 from .emulated_launch import EmulatedLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import LaunchPlan, Mat

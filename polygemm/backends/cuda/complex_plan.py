@@ -114,7 +114,7 @@ def plan_complex(be: RealPlanner, p: GemmProblem, variant: str, rt: Any) -> Plan
     plan = Plan(be.name, inner.variant, f"{p.dtype.name} as {METHOD}; each a {real} product on the {real} rung: {inner.reason}",
                 p, device=inner.device, layouts=host_layouts(p), padding=inner.padding, candidates=inner.candidates)
     lda, ldb, ldc = launch.lds
-    plan.copies = [f"a -> Ar, Ai; b -> Br, Bi" + ("; c -> Cr, Ci (beta != 0)" if p.c is not None and p.beta != 0 else "")
+    plan.copies = ["a -> Ar, Ai; b -> Br, Bi" + ("; c -> Cr, Ci (beta != 0)" if p.c is not None and p.beta != 0 else "")
                    + f"; Cr, Ci -> the result's real and imaginary parts: compact row-major {real} planes (pitches {lda}, {ldb}, "
                    f"{ldc}: rows padded to 16 bytes) in stream-ordered scratch of {launch.nbytes} bytes, freed after the call"]
     if p.residency == "host":

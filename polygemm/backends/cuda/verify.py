@@ -175,7 +175,6 @@ def _operand(name: str, x: Any, p: Any, rows: int, cols: int, dtype: str) -> Str
     """``x`` (an operand of the call, or its result) as the kernels walk it: its own layout, leading dimension
     and one batch stride (0: one matrix for the whole batch), read from the array itself, so that an operand the
     call had made whole first (a torch view no kernel addresses) is refused here rather than misread."""
-    from ...core.read import read_operand
 
     op = read_operand(name, x)
     if op.dtype.name != dtype or op.shape != (rows, cols):
