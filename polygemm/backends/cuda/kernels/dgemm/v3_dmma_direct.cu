@@ -65,7 +65,7 @@ constexpr int kWP = kWM, kWQ = kWN;
 constexpr int kWarpsQ = kBQ / kWQ;
 constexpr int kMP = kWP / 16, kNQ = kWQ / 8;               // m16 tiles of P, n8 tiles of Q a warp
 static_assert(kBM == kBN, "P and Q exchange roles with the layout: a square threadblock tile");
-static_assert(kWP % 32 == 0 && kWQ % 32 == 0 && kBK % 16 == 0, "warp tile in 32s (m-tiles in pairs; Q's swizzle period), K-tile in k16 steps");
+static_assert(kMP >= 2 && kWP % 32 == 0 && kWQ % 32 == 0 && kBK % 16 == 0, "warp tile in 32s (m-tiles in pairs; Q's swizzle period), K-tile in k16 steps");
 static_assert((kBP / kWP) * kWarpsQ * 32 == kThreads, "warps cover the tile");
 
 template <bool kIf, class X, class Y> struct Pick { using type = X; };  // no <type_traits> under NVRTC
@@ -159,21 +159,26 @@ dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict
     // P and Q in the matrices: origin (position p0 / q0, k 0), leading dimension, extent.
     // A K-contiguous operand X holds (x, k) at X[x * ld + k], an MN-contiguous one at X[x + k * ld].
     const int p0 = kSwap ? n0 : m0, q0 = kSwap ? m0 : n0;
-    auto issue = [&](int kt, int stage) {
+    // Operand `which` (0: P, 1: Q) of K-tile kt into `stage`.
+    auto issue = [&](int which, int kt, int stage) {
         // Worked out here each time from p0 and q0, made opaque to the compiler: the copies'
         // sources and predicates are then not hoisted out of the K loop into registers that the
         // fragments need (the NT build spilled).
         int pk = p0, qk = q0;
         asm volatile("" : "+r"(pk), "+r"(qk));
-        const double* const P = kSwap ? B : A;
-        const double* const Q = kSwap ? A : B;
-        const int ldp = kSwap ? ldb : lda, ldq = kSwap ? lda : ldb;
-        const double* const gP = kPK ? P + static_cast<long long>(pk) * ldp : P + pk;
-        const double* const gQ = kQK ? Q + static_cast<long long>(qk) * ldq : Q + qk;
         const int k_left = K - kt * kBK;
-        const uint32_t sp = s0 + stage * kStageElems * 8, sq = sp + PTile::kElems * 8;
-        issue_operand<PTile, kPK, kBP>(sp, gP, ldp, kt, (kSwap ? N : M) - pk, k_left, tid);
-        issue_operand<QTile, kQK, kBQ>(sq, gQ, ldq, kt, (kSwap ? M : N) - qk, k_left, tid);
+        const uint32_t sp = s0 + stage * kStageElems * 8;
+        if (which == 0) {
+            const double* const P = kSwap ? B : A;
+            const int ldp = kSwap ? ldb : lda;
+            const double* const gP = kPK ? P + static_cast<long long>(pk) * ldp : P + pk;
+            issue_operand<PTile, kPK, kBP>(sp, gP, ldp, kt, (kSwap ? N : M) - pk, k_left, tid);
+        } else {
+            const double* const Q = kSwap ? A : B;
+            const int ldq = kSwap ? lda : ldb;
+            const double* const gQ = kQK ? Q + static_cast<long long>(qk) * ldq : Q + qk;
+            issue_operand<QTile, kQK, kBQ>(sp + PTile::kElems * 8, gQ, ldq, kt, (kSwap ? M : N) - qk, k_left, tid);
+        }
     };
 
     PFrag fp;
@@ -191,7 +196,10 @@ dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict
     const int KT = CEIL_DIV(K, kBK);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < KT) issue(s, s);
+        if (s < KT) {
+            issue(0, s, s);
+            issue(1, s, s);
+        }
         pg_cp_async_commit();
     }
     pg_cp_async_wait<kStages - 2>();
@@ -206,9 +214,10 @@ dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict
     int stage = 0;
 #pragma unroll 1
     for (int kt = 0; kt < KT; ++kt) {
-        const int next = kt + kStages - 1;
-        if (next < KT) issue(next, stage == 0 ? kStages - 1 : stage - 1);  // the stage K-tile kt - 1 held
-        pg_cp_async_commit();
+        // K-tile kt + kStages - 1 into the stage K-tile kt - 1 held (free since the last barrier),
+        // P's copies after m-tile 0's DMMAs and Q's after m-tile 1's: the copies' address work is
+        // done while the tensor pipe has this warp's DMMAs queued, not while it drains
+        const int next = kt + kStages - 1, next_stage = stage == 0 ? kStages - 1 : stage - 1;
         const int stage_next = stage + 1 == kStages ? 0 : stage + 1;
         const uint32_t sp = s0 + stage * kStageElems * 8, sq = sp + PTile::kElems * 8;
         const uint32_t np = s0 + stage_next * kStageElems * 8, nq = np + PTile::kElems * 8;
@@ -232,6 +241,10 @@ dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict
                 for (int jn = 0; jn < kNQ; ++jn) {
                     mma_16816(acc[i][jn], a[i & 1], b[jn]);
                     if (i + 1 == kMP) fq.load(b[jn], nsq, nkb, jn);  // its last use this step has issued
+                }
+                if (step == 0 && i < 2) {
+                    if (next < KT) issue(i, next, next_stage);
+                    if (i == 1) pg_cp_async_commit();
                 }
             }
         }
