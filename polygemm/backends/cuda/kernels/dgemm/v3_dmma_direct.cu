@@ -18,7 +18,8 @@
 //     the load instructions for that operand, 2-way bank conflicts when it is P).
 // With the moves gone the k16 shape fits: 16 DMMAs of 2048 FMAs a warp per k16 step beside 24
 // shared loads (v2: 32 DMMAs, 24 loads and ~350 moves), 64 accumulators, Q's fragments of a step
-// and P's of two m-tiles in registers.
+// and P's of two m-tiles in registers. DG_INST=1688 (row dgemm_v3_dmma_direct_k8) issues the same
+// fragments' halves as m16n8k8: the k16 shape measured against the k8 one on one kernel.
 // Pipelining: the next step's fragments are loaded during the last m-tile's DMMAs (each Q
 // fragment as soon as its last DMMA of the step has issued), and the wait for the next K-tile and
 // the block's barrier sit there too, before the last m-tile's DMMAs, so that the tensor pipe has
@@ -49,7 +50,9 @@
 #ifndef PG_STAGES
 #define PG_STAGES 6
 #endif
+#ifndef DG_INST
 #define DG_INST 16816
+#endif
 #include "dgemm/dmma_config.cuh"
 #include "dgemm/dmma_ptx.cuh"
 #include "dgemm/dmma_copy.cuh"
@@ -237,11 +240,27 @@ dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict
                     }
                     fp.load(a[(i + 1) & 1], nsp, nkb, 0);
                 }
+#if DG_INST == 16816
 #pragma unroll
                 for (int jn = 0; jn < kNQ; ++jn) {
                     mma_16816(acc[i][jn], a[i & 1], b[jn]);
                     if (i + 1 == kMP) fq.load(b[jn], nsq, nkb, jn);  // its last use this step has issued
                 }
+#else
+                // m16n8k8: the k16 fragments' first halves (instruction k = t + 4j, j < 2, for the
+                // tile's 4t + j) then their second halves (4t + 2 + j); one accumulator's two DMMAs
+                // kNQ instructions apart
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int jn = 0; jn < kNQ; ++jn) {
+                        const double* const ah = a[i & 1] + 4 * h;
+                        const double af[4] = {ah[0], ah[1], ah[2], ah[3]};
+                        const double bf[2] = {b[jn][2 * h], b[jn][2 * h + 1]};
+                        mma_1688(acc[i][jn], af, bf);
+                        if (i + 1 == kMP && h == 1) fq.load(b[jn], nsq, nkb, jn);
+                    }
+#endif
                 if (step == 0 && i < 2) {
                     if (next < KT) issue(i, next, next_stage);
                     if (i == 1) pg_cp_async_commit();
