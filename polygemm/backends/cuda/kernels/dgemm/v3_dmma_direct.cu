@@ -23,7 +23,8 @@
 // Pipelining: the next step's fragments are loaded during the last m-tile's DMMAs (each Q
 // fragment as soon as its last DMMA of the step has issued), and the wait for the next K-tile and
 // the block's barrier sit there too, before the last m-tile's DMMAs, so that the tensor pipe has
-// queued work while the warps meet. The ring is 6 K-tiles of 16 deep (192 KB of the 227 KB an
+// queued work while the warps meet; the copies of the K-tile entering the ring are issued under
+// m-tiles 0 and 1's DMMAs (P's, then Q's), their address work hidden the same way. The ring is 6 K-tiles of 16 deep (192 KB of the 227 KB an
 // sm_90 block may have: five K-tiles in flight). 32-deep K-tiles (3 stages, half the barriers)
 // spilled in the PG_VEC=0 builds: their 32 eight-byte copies a thread and K-tile need more
 // addresses than the 64 accumulators and the fragments leave.
