@@ -106,3 +106,46 @@ def test_strided_batches_in_one_launch(cuda, variant):
     got = cp.asnumpy(pg.gemm(cp.asarray(a), cp.asarray(b), device="cuda", variant=variant))
     for i in range(6):
         assert reference_for(a[i], b).compare(got[i]).ok, f"matrix {i}"
+
+
+#: shapes through the four kernel layouts: a 1 x 1 x 1 product, K of one ragged K-tile, K over
+#: many 16-deep K-tiles with a ragged last one, M and N cutting the 128 x 128 tile and the
+#: 64 x 32 warp tiles (dgemm_v3 computes the row-major product as C^T = B^T A^T: its M and N
+#: trade places inside the kernel)
+LAYOUT_SHAPES = [(1, 1, 1), (65, 130, 17), (129, 63, 117), (200, 260, 2049)]
+
+
+def _device_view(cp, host, order, offset):
+    """``host`` on the device in C or F order; offset 1: a view one double past a 16-byte
+    boundary with an odd leading dimension (the rungs' PG_VEC=0 build)."""
+    rows, cols = host.shape if order == "C" else host.shape[::-1]
+    ld = cols + offset
+    buf = cp.zeros(offset + rows * ld)
+    view = buf[offset:].reshape(rows, ld)[:, :cols]
+    view[...] = cp.asarray(host if order == "C" else host.T)
+    return view if order == "C" else view.T
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", DGEMM)
+@pytest.mark.parametrize("shape", LAYOUT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_operand_order_with_c_unaligned_views_alpha_and_beta(cuda, variant, shape):
+    _runnable(cuda, variant)
+    cp = pytest.importorskip("cupy")
+    rng = _rng()
+    m, n, k = shape
+    a, b, c = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
+    for oa in "CF":
+        for ob in "CF":
+            for oc in "CF":
+                for offset in (0, 1):
+                    da, db = _device_view(cp, a, oa, offset), _device_view(cp, b, ob, offset)
+                    dc = _device_view(cp, c, oc, offset)
+                    where = f"{variant} {m}x{n}x{k} a {oa} b {ob} c {oc} offset {offset}"
+                    out = cp.full((m, n), cp.nan, order=oc)
+                    pg.gemm(da, db, dc, alpha=-0.75, beta=1.5, out=out, device="cuda", variant=variant)
+                    assert reference_for(a, b, c, -0.75, 1.5).compare(cp.asnumpy(out)).ok, where
+                    # beta 0 never reads C: a C of NaNs leaves no trace
+                    nan_c = cp.full((m, n), cp.nan, order=oc)
+                    got = pg.gemm(da, db, nan_c, alpha=2.0, beta=0.0, device="cuda", variant=variant)
+                    assert reference_for(a, b, None, 2.0).compare(cp.asnumpy(got)).ok, where + " beta 0"

@@ -18,6 +18,9 @@ from polygemm.problem import normalize
 SPECS = kernel_specs()
 DGEMM = [s for s in SPECS.values() if s.dtype == "float64"]
 V1, V2, V2N = SPECS["dgemm_v1_dmma"], SPECS["dgemm_v2_dmma_m16n8k8"], SPECS["dgemm_v2_dmma_m16n8k8_128x64"]
+V3, V3K8 = SPECS["dgemm_v3_dmma_direct"], SPECS["dgemm_v3_dmma_direct_k8"]
+#: cp.async stages of each rung's ring (v3's 6 stages of 16-deep K-tiles: 192 KB of sm_90's 227)
+STAGES = {"dgemm_v3_dmma_direct": 6, "dgemm_v3_dmma_direct_k8": 6}
 
 
 def _d(name, r, c, ld=None, ptr=0, layout="row"):
@@ -25,12 +28,14 @@ def _d(name, r, c, ld=None, ptr=0, layout="row"):
 
 
 def test_catalog_lists_the_float64_rungs_with_their_facts():
-    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v1_dmma_128x64", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64"]
+    assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v1_dmma_128x64", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64",
+                                       "dgemm_v3_dmma_direct", "dgemm_v3_dmma_direct_k8"]
     for s in DGEMM:
         assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and not s.split_k
         assert s.layout == "row" and s.block == (256, 1) and s.align == 2 and s.prior_tflops > 0
         bm, bn, bk = s.tile
-        assert s.smem_bytes == 4 * (bm * bk + bk * bn) * 8  # 4 stages of A's and B's tiles
+        assert s.smem_bytes == STAGES.get(s.name, 4) * (bm * bk + bk * bn) * 8  # the ring's stages of A's and B's tiles
+        assert s.smem_bytes <= 227 * 1024
         assert bm * bn // (s.warp_tile[0] * s.warp_tile[1]) == 8  # 8 warps: the block's 256 threads
     V1N = SPECS["dgemm_v1_dmma_128x64"]
     assert V1.tile == V2.tile == (128, 128, 16) and V1N.tile == V2N.tile == (128, 64, 16)
@@ -38,6 +43,9 @@ def test_catalog_lists_the_float64_rungs_with_their_facts():
     assert V1.instruction == (8, 8, 4) and V1.min_sm == 80 and V1.runs_on(80) and V1.runs_on(90)
     assert V2.instruction == (16, 8, 8) and V2.min_sm == 90 and not V2.runs_on(80) and V2.runs_on(100)
     assert V2N.source == V2.source and V2N.entry == V2.entry
+    assert V3.instruction == (16, 8, 16) and V3.min_sm == 90 and not V3.runs_on(80) and V3.tile == (128, 128, 16)
+    assert V3.warp_tile == (64, 32) and V3.source.name == "v3_dmma_direct.cu" and not V3.defines
+    assert V3K8.source == V3.source and V3K8.instruction == (16, 8, 8) and dict(V3K8.defines) == {"DG_INST": 1688}
     rows = {v.name: v for v in variant_table()}
     assert rows["dgemm_v1_dmma"].dtypes == ("float64",) and rows["dgemm_v1_dmma"].auto
     assert "16-byte" in rows["dgemm_v1_dmma"].requirements and "sm_80" in rows["dgemm_v1_dmma"].requirements
@@ -58,8 +66,9 @@ def test_check_kernels_covers_every_float64_build():
     todo = jobs([80, 90], names)
     assert {(j.name, j.target) for j in todo} == {("dgemm_v1_dmma", "sm_80"), ("dgemm_v1_dmma", "sm_90"), ("dgemm_v1_dmma_128x64", "sm_80"),
                                                     ("dgemm_v1_dmma_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8", "sm_90"),
-                                                    ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90")}
-    assert len(todo) == 96  # 16 builds a rung and target
+                                                    ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90"), ("dgemm_v3_dmma_direct", "sm_90"),
+                                                    ("dgemm_v3_dmma_direct_k8", "sm_90")}
+    assert len(todo) == 128  # 16 builds a rung and target
     everything = jobs([80, 90])
     cover = covering(everything)
     assert set(names) <= {j.name for j in cover}  # every rung reaches ptxas in CI's covering check
@@ -118,6 +127,17 @@ def test_auto_takes_the_newest_instruction_the_device_has_and_says_the_rate_is_a
     assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
     assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].min_sm == 90
     assert all(c.splits == 0 for c in auto_candidates(64, 64, 1 << 16, "float64", sm=90))  # no split-K: fp32 partial sums
+
+
+def test_the_unmeasured_v3_rung_is_a_candidate_that_auto_ranks_below_v2():
+    # its prior rate is a placeholder below v2's until an H100 measurement anchors it
+    assert 0 < V3.prior_tflops < V2.prior_tflops and 0 < V3K8.prior_tflops < V2.prior_tflops
+    names = [c.variant for c in auto_candidates(4096, 4096, 4096, "float64", sm=90)]
+    assert V3.name in names and V3.name not in [c.variant for c in auto_candidates(4096, 4096, 4096, "float64", sm=80)]
+    assert choose_auto_variant(8192, 8192, 8192, "float64", sm=90)[0] == V2.name
+    records = [{"variant": V2.name, "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 41.0},
+               {"variant": V3.name, "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 57.0}]
+    assert choose_auto_variant(4096, 4096, 4096, "float64", records, sm=90)[0] == V3.name  # once measured faster
 
 
 def test_measurements_replace_the_assumed_rate():

@@ -5,7 +5,7 @@
 //   threadblock tile 128 x 128 x 16 (PG_BM x PG_BN x PG_BK), 8 warps as 2 (M) x 4 (N),
 //   warp tile 64 x 32 (PG_WM x PG_WN), PG_STAGES = 4 cp.async stages.
 //   Instruction (DG_INST): 884 = mma.sync.aligned.m8n8k4.row.col.f64 (sm_80+),
-//   1688 = m16n8k8 (sm_90+: 4x the FMAs per instruction).
+//   1688 = m16n8k8 (sm_90+: 4x the FMAs per instruction), 16816 = m16n8k16 (sm_90+: 8x; dgemm/v3).
 //
 // The permutations that let every fragment load be a 16-byte shared load: a lane's values are
 // made contiguous by relabelling, not by moving data. Inside a k16 step the instruction's
@@ -57,12 +57,12 @@ constexpr int kRA = kWM / 8;          // A rows a lane multiplies (and C rows it
 constexpr int kRB = kWN / 8;          // B columns a lane multiplies (C holds 2 kRB columns)
 constexpr int kInstM = DG_INST == 884 ? 8 : 16;
 constexpr int kInstN = 8;
-constexpr int kInstK = DG_INST == 884 ? 4 : 8;
+constexpr int kInstK = DG_INST == 884 ? 4 : (DG_INST == 1688 ? 8 : 16);
 constexpr int kMmaM = kWM / kInstM;   // instructions along M and N per warp tile
 constexpr int kMmaN = kWN / kInstN;
 constexpr int kSteps = kBK / 16;      // k16 steps of a K-tile
 
-static_assert(DG_INST == 884 || DG_INST == 1688, "DG_INST: 884 (m8n8k4) or 1688 (m16n8k8)");
+static_assert(DG_INST == 884 || DG_INST == 1688 || DG_INST == 16816, "DG_INST: 884 (m8n8k4), 1688 (m16n8k8) or 16816 (m16n8k16)");
 static_assert(kBM % kWM == 0 && kBN % kWN == 0 && kBK % 16 == 0, "tile sizes");
 static_assert(kWM % 16 == 0 && kWN % 16 == 0, "a lane's rows and columns come in 16-byte pairs");
 static_assert(kMmaN == kRB, "one n8 instruction column per B column of a lane");
