@@ -118,26 +118,25 @@ def test_batches_go_on_the_grid_with_element_strides():
     assert swapped.swap and swapped.batch_strides == (k * n, m * k, m * n)  # the kernel's A is the user's b
 
 
-def test_auto_takes_the_newest_instruction_the_device_has_and_says_the_rate_is_assumed():
-    assert choose_auto_variant(4096, 4096, 4096, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8"
-    chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)
+def test_auto_takes_the_rung_measured_fastest_and_says_where_the_rate_is_assumed():
+    chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=90)
+    assert chosen == V3.name and "anchored on the measurement" in why and "auto_fp64.json" in why
+    assert choose_auto_variant(8192, 8192, 8192, "float64", sm=90)[0] == V3.name
+    chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)  # the sm_90 rungs cannot run there
     assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
     assert choose_auto_variant(1000, 999, 1001, "float64", sm=80)[0] == "dgemm_v1_dmma_128x64"
     # a mid-size result: 64 tiles of 128x128 leave half the SMs idle, 128 of 128x64 fill them
     assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
-    assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].min_sm == 90
+    assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].batch
     assert all(c.splits == 0 for c in auto_candidates(64, 64, 1 << 16, "float64", sm=90))  # no split-K: fp32 partial sums
 
 
-def test_the_unmeasured_v3_rung_is_a_candidate_that_auto_ranks_below_v2():
-    # its prior rate is a placeholder below v2's until an H100 measurement anchors it
-    assert 0 < V3.prior_tflops < V2.prior_tflops and 0 < V3K8.prior_tflops < V2.prior_tflops
+def test_the_v3_rung_runs_on_sm_90_only_and_ranks_by_measurement():
     names = [c.variant for c in auto_candidates(4096, 4096, 4096, "float64", sm=90)]
     assert V3.name in names and V3.name not in [c.variant for c in auto_candidates(4096, 4096, 4096, "float64", sm=80)]
-    assert choose_auto_variant(8192, 8192, 8192, "float64", sm=90)[0] == V2.name
-    records = [{"variant": V2.name, "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 41.0},
-               {"variant": V3.name, "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 57.0}]
-    assert choose_auto_variant(4096, 4096, 4096, "float64", records, sm=90)[0] == V3.name  # once measured faster
+    records = [{"variant": V2.name, "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 60.0},
+               {"variant": V3.name, "dtype": "float64", "m": 4096, "n": 4096, "k": 4096, "tflops": 41.0}]
+    assert choose_auto_variant(4096, 4096, 4096, "float64", records, sm=90)[0] == V2.name  # the measurement decides
 
 
 def test_measurements_replace_the_assumed_rate():
