@@ -14,7 +14,7 @@ from polygemm.testing import reference_for
 from tests.helpers import cuda_or_skip
 
 
-SPLITTABLE = [s.name for s in kernel_specs().values() if s.batch and s.predicated and not s.max_m]
+SPLITTABLE = [s.name for s in kernel_specs().values() if s.batch and s.predicated and s.split_k and not s.max_m]
 
 
 @pytest.fixture(scope="module")
