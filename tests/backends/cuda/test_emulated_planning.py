@@ -175,3 +175,13 @@ def test_complex64_runs_its_four_products_on_the_emulation_where_auto_picks_it(b
     p = normalize(np.ones((4096, 4096), np.complex64), np.ones((4096, 4096), np.complex64))
     plan = backend.plan(p)
     assert plan.variant == "emulated_bf16x6" and "four real products" in plan.reason
+
+
+def test_a_split_product_into_an_unaligned_result_is_weighed_at_its_measured_pace(backend):
+    # rows of 1009 float32 values are not 16-byte aligned: the bfloat16 rung splits K and writes them through its
+    # unaligned build, which ran half as long again as estimated; weighed so, the float32 rungs win here
+    plan = backend.plan(_problem(997, 1009, 1013))
+    assert not plan.variant.startswith("emulated")
+    assert any(name == "emulated_bf16x6" for name, _ in plan.candidates)
+    for shape in [(700, 700, 700), (512, 1500, 2816), (4093, 4099, 4091)]:  # unsplit, or large enough to win anyway
+        assert backend.plan(_problem(*shape)).variant == "emulated_bf16x6"
