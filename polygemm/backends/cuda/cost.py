@@ -213,6 +213,8 @@ def skinny_share(spec: KernelSpec, m: int, n: int, *, splits: int = 0, count: in
     km, kn = kernel_mn(spec, m, n, result_layout)
     gx, gy = math.ceil(kn / spec.tile[1]), math.ceil(km / spec.tile[0])
     z = max(splits, 1) * max(count, 1)
+    if not gx * gy:  # an empty result: no strips, nothing drawn (its plan launches nothing)
+        return 1.0
     x = spec.strip_blocks(gx, gy, z, sms)
     blocks = x * gy * z
     busiest = math.ceil(blocks / sms) * math.ceil(gx / x)  # strips the busiest SM streams

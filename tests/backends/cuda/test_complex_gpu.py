@@ -162,7 +162,7 @@ def test_torch_conjugate_views_are_read_as_torch_reads_them(cuda):
 @pytest.mark.parametrize("dtype", COMPLEX)
 def test_host_arrays_on_the_cuda_backend(cuda, dtype):
     rng = _rng()
-    a, b, c = _draw(rng, (3, 65, 33), dtype), _draw(rng, (33, 17), dtype), _draw(rng, (65, 17), dtype)
+    a, b, c = _draw(rng, (3, 65, 33), dtype), _draw(rng, (33, 17), dtype), _draw(rng, (3, 65, 17), dtype)  # c: the result's shape
     _within(pg.gemm(a, b, device="cuda"), a, b)
     out = np.zeros((3, 17, 65), dtype).swapaxes(-1, -2)  # column-major matrices (an N-D Fortran order interleaves them)
     assert pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=out, device="cuda") is out

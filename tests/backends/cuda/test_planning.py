@@ -659,3 +659,16 @@ def test_a_padded_launch_lends_its_kept_block_to_one_call_at_a_time():
     assert third[2][1] == first[2][1] and not third[4]  # once queued, the kept block is lent again
     launch.discard(third)
     assert launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)[2][1] == first[2][1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.complex64])
+@pytest.mark.parametrize("sa,sb", [((0, 8), (8, 5)), ((6, 8), (8, 0)), ((0, 4, 8), (8, 5)), ((3, 0), (0, 4)), ((0, 0), (0, 0))])
+def test_empty_products_plan_without_a_launch(sa, sb, dtype):
+    # M, N or the batch 0 (or K 0: beta·c or zeros) launch no GEMM: planning must not weigh estimates of no tiles
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.problem import normalize
+
+    be = CudaBackend()
+    be._rt = None
+    plan = be.plan(normalize(np.zeros(sa, dtype), np.zeros(sb, dtype)))
+    assert "empty product" in plan.reason and not plan.private.one_launch
