@@ -372,3 +372,48 @@ def test_one_c_for_the_whole_batch_is_read_into_every_result(be, rng):
     ptr = lambda d: d.__cuda_array_interface__["data"][0]  # noqa: E731
     cl.run(ptr(da), ptr(db), ptr(dc1), ptr(dout), 1.0, 1.5)
     within(dout.arr, a.astype(np.complex128) @ b + 1.5 * c, 4, "complex64")
+
+
+class HostBuffer:
+    """An allocation of the emulated device (what ``CudaRuntime.allocate`` hands the host path)."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    def free(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_host_arrays_upload_run_and_come_back_into_out(be, rng, dtype):
+    import types
+
+    from polygemm.backends.cuda.complex_plan import run_complex_host
+    from polygemm.problem import Call
+
+    mem = Mem(1 << 23)
+
+    def htod(buf, host):
+        raw = np.frombuffer(memoryview(host).cast("B"), np.uint8)
+        mem.buf[int(buf) - BASE:int(buf) - BASE + raw.size] = raw
+
+    def dtoh(host, ptr):
+        view = memoryview(host).cast("B")
+        view[:] = mem.buf[int(ptr) - BASE:int(ptr) - BASE + view.nbytes].tobytes()
+
+    rt = types.SimpleNamespace(allocate=lambda n: HostBuffer(mem.alloc(n)), drv=types.SimpleNamespace(memcpy_htod=htod, memcpy_dtoh=dtoh),
+                               scratch=mem.scratch, release=mem.release, copy_scale=mem.copy_scale)
+    a, b, c = draw(rng, (3, 65, 33), dtype), draw(rng, (33, 17), dtype), draw(rng, (3, 65, 17), dtype)
+    out = np.zeros((3, 17, 65), dtype).swapaxes(-1, -2)  # column-major matrices
+    for args, kw in [((a, b), {}), ((a, b, c), {"alpha": 0.5, "beta": 2.0, "out": out}), ((a[0], b), {})]:
+        plan = be.plan(normalize(*args, **kw).broadcasts_for(be))
+        real = Real(mem, plan.private.launch)
+        launch = replace(plan.private.launch, real=real, rt=rt)
+        real.cl = launch
+        got = run_complex_host(rt, plan.problem, replace(plan.private, launch=launch), Call.from_problem(plan.problem))
+        want = kw.get("alpha", 1.0) * (args[0].astype(np.complex128) @ args[1]) + (2.0 * c if len(args) > 2 else 0)
+        assert got.shape == want.shape and (got is out) == ("out" in kw)
+        within(got, want, 33, dtype)
