@@ -13,14 +13,14 @@ Three keep one pass's class (``2^-16``), for ``precision="medium"``.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from .device import CudaRuntime
 from .driver import Kernel
-from .launch import ComposedLaunch, PaddedLaunch, PanelLaunch, PreparedLaunch, stream_scratch
+from .launch import ComposedLaunch, PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import LaunchPlan, Mat
+from .scratch import CallScratch
 from .variants import KernelSpec
 
 __all__ = ["SEGMENT_PARTS", "SplitOperand", "split_operand", "EmulatedLaunch", "padded_k", "HI", "MID", "LO"]
@@ -97,16 +97,14 @@ def split_operand(user: Mat, is_a: bool, segments: int) -> SplitOperand:
 class EmulatedLaunch(ComposedLaunch):
     """A float32 product as one bfloat16 product on split operands (see the module): the splits of A and B into
     one scratch block, then ``inner`` (the bfloat16 rung's launch, writing the destination). The block is kept
-    per default stream up to :data:`~.launch.KEPT_SCRATCH_BYTES` (:func:`~.launch.stream_scratch`), so the
+    per default stream up to :data:`~.scratch.KEPT_SCRATCH_BYTES` (:class:`~.scratch.CallScratch`), so the
     rung's tensor maps stay the same call after call; a larger one is taken and freed by each call."""
 
     inner: PreparedLaunch | PaddedLaunch | PanelLaunch
     rt: CudaRuntime
     a: SplitOperand
     b: SplitOperand
-    _kept: dict[int, int] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _queueing: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _scratch: CallScratch = field(default_factory=CallScratch, repr=False)
     b_offset: int = field(init=False)
     nbytes: int = field(init=False)
 
@@ -134,56 +132,30 @@ class EmulatedLaunch(ComposedLaunch):
         return self.inner.kernel()
 
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
-        rt, total = self.rt, self.nbytes
-        # the splits and the rung of one call use one block: a second thread queueing on the same stream at once
-        # gets a block of its own (as PaddedLaunch's copies)
-        holds = self._queueing.acquire(blocking=False)
+        rt = self.rt
+        held = self._scratch.take(rt, self.nbytes, stream)  # the splits and the rung of one call share one block
         try:
-            if holds:
-                base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream), total)
-            else:
-                base, owned = rt.scratch(total, stream), True
+            inner = self.inner.prepare(held.base, held.base + self.b_offset, c, alpha, beta, stream)
         except BaseException:
-            if holds:
-                self._queueing.release()
+            self._scratch.give_back(rt, held)
             raise
-        taken = [base] if owned else []
-        try:
-            inner = self.inner.prepare(base, base + self.b_offset, c, alpha, beta, stream)
-        except BaseException:
-            for ptr in taken:
-                rt.release(ptr, stream)
-            if holds:
-                self._queueing.release()
-            raise
-        return (inner, a, b, base, taken, stream, holds)
+        return (inner, a, b, held)
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
-        inner, a, b, base, taken, _, holds = prepared
+        inner, a, b, held = prepared
         rt = self.rt
         try:
-            for op, src, dst in ((self.a, a, base), (self.b, b, base + self.b_offset)):
+            for op, src, dst in ((self.a, a, held.base), (self.b, b, held.base + self.b_offset)):
                 rt.split_bf16(op.geometry, src, dst, op.segments, op.codes, stream)
             self.inner.launch(inner, stream)
         except BaseException:
-            for ptr in taken:
-                try:
-                    rt.release(ptr, stream)
-                except Exception:  # noqa: BLE001 - the failure is the error to report
-                    pass
+            self._scratch.give_back(rt, held, quiet=True)
             raise
-        finally:
-            if holds:
-                self._queueing.release()
-        for ptr in taken:
-            rt.release(ptr, stream)
+        self._scratch.give_back(rt, held)
 
     def discard(self, prepared: Any) -> None:
-        inner, _, _, _, taken, stream, holds = prepared
+        inner, _, _, held = prepared
         try:
             self.inner.discard(inner)
-            for ptr in taken:
-                self.rt.release(ptr, stream)
         finally:
-            if holds:
-                self._queueing.release()
+            self._scratch.give_back(self.rt, held)

@@ -10,53 +10,18 @@ everything they depend on (shapes, strides, dtypes, 16-byte alignment classes).
 from __future__ import annotations
 
 import threading
-import weakref
 from math import copysign
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import DeviceError
 from .device import CudaRuntime
 from .driver import Kernel
 from .planning import LaunchPlan, Mat, strides, workspace_matrix
+from .scratch import CallScratch, quiet_release, stream_scratch
 from .variants import KernelSpec
 
-#: the streams a split-K plan keeps a workspace for: the null stream and the CUDA array
-#: interface's legacy default stream (1), which no caller can destroy and which orders every
-#: call on it. Not the per-thread default stream (2): one handle, a different stream in each
-#: thread, so two threads' calls could use one workspace at once.
-_STREAMS_KEPT = (0, 1)
-#: the largest scratch block a plan keeps for a stream: a larger one (a copy of a large operand, a wide
-#: split's workspace) is taken and freed by each call, where the allocation is a small part of the work
-#: its size stands for, so that the plans in the plan cache do not hold the device's memory
-KEPT_SCRATCH_BYTES = 64 << 20
-
-
-__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch", "stream_scratch", "KEPT_SCRATCH_BYTES"]
-
-
-def stream_scratch(owner: Any, kept: dict[int, int], lock: threading.Lock, rt: CudaRuntime, stream: int,
-                   make: Callable[[], int], nbytes: int) -> tuple[int, bool]:
-    """Scratch of ``nbytes`` for a call on ``stream`` and whether it is the call's own. On the default streams
-    (:data:`_STREAMS_KEPT`), which order every call on them one after another, it is the block ``owner``
-    keeps for that stream in ``kept``: made by ``make`` at the first call, freed when ``owner`` is dropped.
-    Any other stream the caller may destroy, and a block kept for it could not be freed safely later
-    (cuMemFreeAsync on a destroyed stream crashes the process); and a block above
-    :data:`KEPT_SCRATCH_BYTES` is not kept: there the call gets a block of its own (owned: the caller
-    releases it after its work)."""
-    ptr = kept.get(stream)
-    if ptr is not None:
-        return ptr, False
-    ptr = make()
-    if stream not in _STREAMS_KEPT or nbytes > KEPT_SCRATCH_BYTES:
-        return ptr, True
-    with lock:
-        if not kept:  # the first: free them all when the owner goes
-            weakref.finalize(owner, rt.give_back, kept).atexit = False
-        held = kept.setdefault(stream, ptr)
-    if held != ptr:  # another thread kept one for this stream first
-        rt.release(ptr, stream)
-    return held, False
+__all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
 
 
 @dataclass(frozen=True)
@@ -72,15 +37,6 @@ class SplitGeometry:
     dest_strides: tuple[int, int]  # the destination's row and column strides, in elements
     dest_half: int  # 1: the destination's elements are 16-bit
     resident: int  # 1: the whole grid is resident at once, every threadblock reduces
-
-
-def _quiet_release(rt: Any, ptr: int, stream: int) -> None:
-    """Give back scratch after a failed launch, raising nothing: the launch's error is the one to report (a stream
-    capture the launch invalidated made the release fail too, and its error had replaced the launch's)."""
-    try:
-        rt.release(ptr, stream)
-    except Exception:  # noqa: BLE001
-        pass
 
 
 @dataclass
@@ -376,7 +332,7 @@ class PreparedLaunch:
             self._go(prepared.main, stream)
         except BaseException:
             if prepared.owned:
-                _quiet_release(self.rt, prepared.workspace, stream)
+                quiet_release(self.rt, prepared.workspace, stream)
             raise
         if prepared.owned:
             self.rt.release(prepared.workspace, stream)  # stream-ordered: after the launch
@@ -507,7 +463,7 @@ class PaddedLaunch(ComposedLaunch):
     """A TMA rung on operands whose pointers or leading dimensions are not 16-byte aligned:
     each such operand is copied into aligned scratch (the repitch kernel), the rung runs
     there, and a result in scratch is copied out; everything on the call's stream. The scratch
-    is one block for all the copies, kept per default stream up to :data:`KEPT_SCRATCH_BYTES`
+    is one block for all the copies, kept per default stream up to :data:`~.scratch.KEPT_SCRATCH_BYTES`
     (:func:`stream_scratch`): its pointers stay the same call after call, so the rung's tensor
     maps are encoded once, and no call allocates. ``users`` are the caller's operands (a, b, c) as planned, ``pads`` the
     scratch versions (None: used in place)."""
@@ -515,9 +471,7 @@ class PaddedLaunch(ComposedLaunch):
     inner: PreparedLaunch
     users: tuple[Mat, Mat, Mat]
     pads: tuple[Mat | None, Mat | None, Mat | None]
-    _kept: dict[int, int] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _queueing: threading.Lock = field(default_factory=threading.Lock, repr=False)  # see prepare
+    _scratch: CallScratch = field(default_factory=CallScratch, repr=False)
     _layout: tuple[list[int | None], int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -541,34 +495,17 @@ class PaddedLaunch(ComposedLaunch):
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         rt = self.inner.rt
         offsets, total = self._layout
-        # A call queues several launches (copies in, the rung, the copy out): two threads queueing on one
-        # stream at once would interleave them over one kept block. The kept block goes to the call that
-        # holds the queueing lock from here until its last launch is queued; a call that finds it taken
-        # gets a block of its own.
-        holds = self._queueing.acquire(blocking=False)
+        held = self._scratch.take(rt, total, stream)  # one block for the copies in, the rung and the copy out
         try:
-            if holds:
-                base, owned = stream_scratch(self, self._kept, self._lock, rt, stream, lambda: rt.scratch(total, stream), total)
-            else:
-                base, owned = rt.scratch(total, stream), True
-        except BaseException:
-            if holds:
-                self._queueing.release()
-            raise
-        taken = [base] if owned else []
-        try:
-            ptrs = [user if off is None else base + off for user, off in zip((a, b, c), offsets)]
+            ptrs = [user if off is None else held.base + off for user, off in zip((a, b, c), offsets)]
             inner = self.inner.prepare(ptrs[0], ptrs[1], ptrs[2], alpha, beta, stream)
         except BaseException:
-            for ptr in taken:
-                rt.release(ptr, stream)
-            if holds:
-                self._queueing.release()
+            self._scratch.give_back(rt, held)
             raise
-        return (inner, (a, b, c), tuple(ptrs), beta != 0.0, taken, stream, holds)
+        return (inner, (a, b, c), tuple(ptrs), beta != 0.0, held)
 
     def launch(self, prepared: Any, stream: int = 0) -> None:
-        inner, users, ptrs, reads_c, taken, _, holds = prepared
+        inner, users, ptrs, reads_c, held = prepared
         rt = self.inner.rt
         try:
             for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
@@ -580,21 +517,13 @@ class PaddedLaunch(ComposedLaunch):
                 width, lines, pitch = _pitched(self.users[2])
                 rt.repitch(users[2], pitch, ptrs[2], self.pads[2].ld, width, lines, self.pads[2].itemsize, stream)
         except BaseException:
-            for ptr in taken:
-                _quiet_release(rt, ptr, stream)
+            self._scratch.give_back(rt, held, quiet=True)
             raise
-        finally:
-            if holds:  # every launch of this call is queued (or none will be): the kept block's next call may queue
-                self._queueing.release()
-        for ptr in taken:
-            rt.release(ptr, stream)
+        self._scratch.give_back(rt, held)
 
     def discard(self, prepared: Any) -> None:
-        inner, _, _, _, taken, stream, holds = prepared
+        inner, _, _, _, held = prepared
         try:
             self.inner.discard(inner)
-            for ptr in taken:
-                self.inner.rt.release(ptr, stream)
         finally:
-            if holds:
-                self._queueing.release()
+            self._scratch.give_back(self.inner.rt, held)

@@ -185,3 +185,49 @@ def test_a_split_product_into_an_unaligned_result_is_weighed_at_its_measured_pac
     assert any(name == "emulated_bf16x6" for name, _ in plan.candidates)
     for shape in [(700, 700, 700), (512, 1500, 2816), (4093, 4099, 4091)]:  # unsplit, or large enough to win anyway
         assert backend.plan(_problem(*shape)).variant == "emulated_bf16x6"
+
+
+def test_the_emulated_launch_splits_both_operands_into_one_block_before_the_rung():
+    from polygemm.backends.cuda.emulated_launch import EmulatedLaunch
+
+    calls = []
+
+    class Rt:
+        blocks = iter(range(1 << 20, 1 << 30, 1 << 20))
+
+        def scratch(self, nbytes, stream):
+            return next(self.blocks)
+
+        def release(self, ptr, stream):
+            calls.append(("release", ptr))
+
+        def give_back(self, ptrs):
+            pass
+
+        def split_bf16(self, geometry, src, dst, segments, codes, stream):
+            calls.append(("split", src, dst, segments))
+
+    class Inner:
+        lp = spec = None
+
+        def prepare(self, a, b, c, alpha, beta, stream):
+            return (a, b, c)
+
+        def launch(self, prepared, stream):
+            calls.append(("rung",) + prepared)
+
+        def discard(self, prepared):
+            calls.append(("discard",))
+
+    a = split_operand(Mat("a", 40, 100, "row", 100, 0, 4), True, 6)
+    b = split_operand(Mat("b", 100, 30, "row", 30, 0, 4), False, 6)
+    launch = EmulatedLaunch(Inner(), Rt(), a, b)  # type: ignore[arg-type]
+    launch.queue(0x10, 0x20, 0x30, 1.0, 0.0, 1)
+    base = calls[0][2]
+    assert calls[0] == ("split", 0x10, base, 6) and calls[1] == ("split", 0x20, base + launch.b_offset, 6)
+    assert calls[2] == ("rung", base, base + launch.b_offset, 0x30) and launch.b_offset % 256 == 0 and launch.b_offset >= a.nbytes
+    calls.clear()
+    launch.queue(0x10, 0x20, 0x30, 1.0, 0.0, 1)
+    assert calls[0][2] == base and not any(c[0] == "release" for c in calls)  # the kept block, the same pointers
+    launch.discard(launch.prepare(0x10, 0x20, 0x30, 1.0, 0.0, 7))  # a stream of the caller's: its own block, given back
+    assert calls[-2] == ("discard",) and calls[-1][0] == "release"

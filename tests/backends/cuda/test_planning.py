@@ -573,7 +573,7 @@ def test_a_split_plan_on_aligned_copies_copies_a_and_b_but_never_c():
 def test_scratch_is_kept_per_default_stream_up_to_a_size_and_owned_elsewhere():
     import threading
 
-    from polygemm.backends.cuda.launch import stream_scratch
+    from polygemm.backends.cuda.scratch import stream_scratch
 
     class Rt:
         def __init__(self):
@@ -601,7 +601,7 @@ def test_scratch_is_kept_per_default_stream_up_to_a_size_and_owned_elsewhere():
     other = stream_scratch(owner, kept, lock, rt, 0x7F00, make, 4096)  # a stream the caller may destroy: the call's own
     assert other == (12288, True) and stream_scratch(owner, kept, lock, rt, 0x7F00, make, 4096)[1] and 0x7F00 not in kept
     assert kept == {1: 4096, 0: 8192} and not rt.released
-    from polygemm.backends.cuda.launch import KEPT_SCRATCH_BYTES
+    from polygemm.backends.cuda.scratch import KEPT_SCRATCH_BYTES
 
     big = {}  # a block above the limit is the call's own on a default stream too: cached plans hold no large blocks
     assert stream_scratch(owner, big, lock, rt, 1, make, KEPT_SCRATCH_BYTES + 1)[1] and not big
@@ -651,12 +651,12 @@ def test_a_padded_launch_lends_its_kept_block_to_one_call_at_a_time():
     launch = PaddedLaunch(Inner(), (a, b, c), (None, pad, None))  # type: ignore[arg-type]
     first = launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)
     second = launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)  # the first has not queued its launches yet
-    assert first[2][1] != second[2][1] and not first[4] and second[4], (first, second)  # the kept block, then one of its own
+    assert first[2][1] != second[2][1] and not first[4].owned and second[4].owned, (first, second)  # the kept block, then one of its own
     launch.launch(second, 1)
     launch.launch(first, 1)
     assert launch.inner.rt.released == [second[2][1]]
     third = launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)
-    assert third[2][1] == first[2][1] and not third[4]  # once queued, the kept block is lent again
+    assert third[2][1] == first[2][1] and not third[4].owned  # once queued, the kept block is lent again
     launch.discard(third)
     assert launch.prepare(0x1000, 0x2002, 0x3000, 1.0, 0.0, 1)[2][1] == first[2][1]
 
