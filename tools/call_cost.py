@@ -25,7 +25,6 @@ import struct
 import sys
 import threading
 import time
-import timeit
 import types
 from typing import Any, Callable
 
@@ -165,14 +164,7 @@ def _install_fakes() -> dict[str, Any]:
         """A loaded kernel whose parameters lie where the formats place them (naturally aligned; tensor maps at 64)."""
 
         def struct_for(self, codes: Any) -> struct.Struct:
-            params, at = [], 0
-            for code in codes:
-                size = struct.calcsize("<" + code)
-                align = 64 if size == 128 else size
-                at = -(-at // align) * align
-                params.append((at, size))
-                at += size
-            self.params, self.param_bytes = tuple(params), at
+            self.params, self.param_bytes = drv_mod.natural_params(codes)
             return super().struct_for(codes)
 
     rt = CudaRuntime.__new__(CudaRuntime)

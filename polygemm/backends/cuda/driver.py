@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import DeviceError
 
-__all__ = ["Driver", "driver", "Kernel", "LEGACY_STREAM", "PER_THREAD_STREAM"]
+__all__ = ["Driver", "driver", "Kernel", "LEGACY_STREAM", "PER_THREAD_STREAM", "natural_params"]
 
 _CDEF = """
 typedef int CUresult;
@@ -256,6 +256,20 @@ class _LaunchSlot:
 def driver() -> Driver:
     """The process's one driver binding (loaded on first use)."""
     return Driver()
+
+
+def natural_params(codes: Sequence[str]) -> tuple[tuple[tuple[int, int], ...], int]:
+    """(offset, size) of each parameter of these ``struct`` formats laid out at its natural alignment (a 128-byte
+    tensor map at 64), and the bytes in all: the layout a compiler gives such a parameter list, for stand-ins of a
+    loaded kernel (which reports its own, :class:`Kernel`)."""
+    params, at = [], 0
+    for code in codes:
+        size = struct.calcsize("<" + code)
+        align = 64 if size == 128 else size
+        at = -(-at // align) * align
+        params.append((at, size))
+        at += size
+    return tuple(params), at
 
 
 class Kernel:
