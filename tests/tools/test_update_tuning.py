@@ -181,7 +181,7 @@ def test_the_committed_tables_are_what_the_measurements_make(update_tuning, monk
     tables = ROOT / "polygemm" / "backends" / "cuda" / "tuning"
     for attempt in ("first", "second"):
         out = tmp_path / attempt
-        monkeypatch.setattr(update_tuning, "tuning_file", lambda dtype: out / f"auto_{'fp16' if dtype == 'float16' else 'fp32'}.json")
+        monkeypatch.setattr(update_tuning, "tuning_file", lambda dtype: out / f"auto_fp{ {'float16': 16, 'float32': 32, 'float64': 64}[dtype]}.json")
         assert update_tuning.main([]) == 0
-        for name in ("auto_fp16.json", "auto_fp32.json"):
+        for name in ("auto_fp16.json", "auto_fp32.json", "auto_fp64.json"):
             assert (out / name).read_text() == (tables / name).read_text(), (attempt, name)
