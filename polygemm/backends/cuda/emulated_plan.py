@@ -121,7 +121,8 @@ def plan_emulated(be: Planner, p: GemmProblem, name: str, rt: Any) -> tuple[Plan
                        f"the call's stream")
     plan.launch = dict(inner.launch)
     plan.launch["emulation"] = f"{inner.variant} on the split operands ({segments} segments of K = {p.k})"
-    plan.notes = list(inner.notes)
+    plan.notes = list(inner.notes) + ["values under 2^-100 in magnitude keep an absolute error near 2^-134 (their low parts "
+                                      "fall below bfloat16's normal range), as float32 subnormals keep one near 2^-149"]
     plan.candidates = list(inner.candidates)
     launch = None
     if rt is not None and decided.launch is not None:
