@@ -28,7 +28,7 @@ from .cost import copy_us
 from .decisions import CudaPlan, batch_bytes, plan_mats
 from .emulated_launch import EmulatedLaunch, SplitOperand, split_operand
 
-__all__ = ["EMULATED", "EMULATED_VARIANTS", "MARGIN", "UNALIGNED_SPLIT_PACE", "emulation_for", "plan_emulated", "choose", "with_emulations"]
+__all__ = ["EMULATED", "EMULATED_VARIANTS", "MARGIN", "UNALIGNED_SPLIT_PACE", "SCRATCH_SHARE", "emulation_for", "plan_emulated", "choose", "with_emulations"]
 
 #: the emulations by variant name: how many segments (products of parts) each sums
 EMULATED: dict[str, int] = {"emulated_bf16x6": 6, "emulated_bf16x3": 3}
@@ -51,6 +51,20 @@ MARGIN = 0.9
 #: 53.7 estimated, 512x1500x2816 94.6 against 63.3 (700x700x700, one launch unsplit, ran faster than estimated)
 UNALIGNED_SPLIT_PACE = 1.5
 _MIN_SM = 80
+
+
+#: the most of the device's memory auto lets the split operands take (six bfloat16 segments are three times the
+#: float32 operands): past it the float32 rungs run, which need none
+SCRATCH_SHARE = 0.25
+
+
+def _device_memory(rt: Any) -> int:
+    """The device's memory in bytes (0: unknown, a plan made without a device)."""
+    device = getattr(rt, "device", None)
+    try:
+        return int(device.total_memory()) if device is not None else 0
+    except Exception:  # noqa: BLE001 - a device that cannot say: no cap
+        return 0
 
 
 class Planner(Protocol):
@@ -142,6 +156,12 @@ def choose(be: Planner, p: GemmProblem, name: str, rt: Any, native: Plan) -> Pla
         native.candidates.append((name, f"cannot take this problem: {exc}"))
         return native
     if not ours.estimate_us or not estimate:
+        return native
+    launch = emulated.private.launch
+    total = _device_memory(rt)
+    if launch is not None and total and launch.nbytes > SCRATCH_SHARE * total:
+        native.candidates.append((name, f"estimated {estimate:.1f} µs, but its split operands would take {launch.nbytes} bytes "
+                                        f"of scratch, over {SCRATCH_SHARE:.0%} of the device's memory"))
         return native
     if estimate < MARGIN * ours.estimate_us:
         emulated.reason = (f"{name} estimated {estimate:.1f} µs against {ours.estimate_us:.1f} µs for {native.variant} "

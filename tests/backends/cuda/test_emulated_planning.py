@@ -231,3 +231,25 @@ def test_the_emulated_launch_splits_both_operands_into_one_block_before_the_rung
     assert calls[0][2] == base and not any(c[0] == "release" for c in calls)  # the kept block, the same pointers
     launch.discard(launch.prepare(0x10, 0x20, 0x30, 1.0, 0.0, 7))  # a stream of the caller's: its own block, given back
     assert calls[-2] == ("discard",) and calls[-1][0] == "release"
+
+
+def test_auto_keeps_the_float32_rungs_where_the_split_would_take_a_quarter_of_the_devices_memory(monkeypatch):
+    from polygemm.backends.cuda import emulated_plan
+
+    class Launch:
+        nbytes = 3 << 30  # split operands of 3 GiB
+
+    def planned(be, p, name, rt):  # an emulated plan estimated at 1 µs: only the scratch can keep it out
+        plan = be.plan_on(p, "auto", None)
+        plan.private = dataclasses.replace(plan.private, launch=Launch())
+        return plan, 1.0
+
+    monkeypatch.setattr(emulated_plan, "plan_emulated", planned)
+    p = _problem(4096, 4096, 4096)
+    small = types.SimpleNamespace(device=types.SimpleNamespace(total_memory=lambda: 8 << 30))
+    native = CudaBackend().plan_on(p, "auto", None)
+    kept = emulated_plan.choose(CudaBackend(), p, "emulated_bf16x6", small, native)
+    assert kept is native and any("scratch" in why and "memory" in why for _, why in kept.candidates)
+    big = types.SimpleNamespace(device=types.SimpleNamespace(total_memory=lambda: 80 << 30))
+    native = CudaBackend().plan_on(p, "auto", None)
+    assert emulated_plan.choose(CudaBackend(), p, "emulated_bf16x6", big, native) is not native
