@@ -253,3 +253,30 @@ def test_auto_keeps_the_float32_rungs_where_the_split_would_take_a_quarter_of_th
     big = types.SimpleNamespace(device=types.SimpleNamespace(total_memory=lambda: 80 << 30))
     native = CudaBackend().plan_on(p, "auto", None)
     assert emulated_plan.choose(CudaBackend(), p, "emulated_bf16x6", big, native) is not native
+
+
+def test_infinities_and_nans_in_the_hi_hi_segment_only_give_ieee_results():
+    # the kernel's rule: a value that is not finite is itself in the last (hi·hi) segment and 0 in every other, where a
+    # partner's part may be 0 (0·inf would be nan where a·inf is not)
+    rng = _rng()
+    a = rng.standard_normal((40, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 24)).astype(np.float32)
+    a[3, 5], a[7, 9], b[11, 2] = np.inf, np.nan, -np.inf
+    a[20, 0], b[0, :] = 3.4e38, b[0, :] * 1e-3  # past bfloat16's range: hi rounded toward zero
+
+    def segments(x):
+        finite = np.isfinite(x)
+        hi, mid, lo = split(np.where(finite, x, 0))
+        return (hi, mid, lo), np.where(finite, hi, x), finite
+
+    (pa, a_last, fa), (pb, b_last, fb) = segments(a), segments(b)
+    total = np.zeros((40, 24))
+    pairs = SEGMENT_PARTS[6]
+    with np.errstate(invalid="ignore"):
+        for s, (ia, ib) in enumerate(pairs):
+            last = s == len(pairs) - 1
+            total = total + (a_last if last else np.where(fa, pa[ia], 0)).astype(np.float64) @ \
+                (b_last if last else np.where(fb, pb[ib], 0)).astype(np.float64)
+    got = total.astype(np.float32)
+    assert check_result(got, a, b)
+    assert np.isinf(got[3, 0]) and np.isnan(got[7]).all() and np.isfinite(np.delete(got[20], 2)).all()
