@@ -33,7 +33,7 @@ from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, pitch_copy, pitch_off, plan_launch,
                        split_refusal, tma_refusal)
 from .variants import kernel_specs, variant_table
-from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, pitch_ranked, plan_mats, split_suffix
+from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, device_sm, pitch_ranked, plan_mats, split_suffix
 from .fitting import fit_ranked
 from .complex_launch import ComplexLaunch
 from .complex_plan import plan_complex, queue_complex, with_complex
@@ -228,7 +228,7 @@ class CudaBackend(Backend):
             self.check_problem(problem, self.get_variant(variant))
             return emulated_plan.plan_emulated(self, problem, variant, rt)[0]
         plan = self.plan_on(problem, variant, rt)
-        emulation = emulated_plan.emulation_for(problem, rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0) \
+        emulation = emulated_plan.emulation_for(problem, device_sm(rt)) \
             if variant == "auto" else None
         return emulated_plan.choose(self, problem, emulation, rt, plan) if emulation is not None else plan
 
@@ -236,7 +236,7 @@ class CudaBackend(Backend):
         """The plan of real ``problem`` on ``rt``'s device (None: planned without a device); ``record``: an auto plan
         is a shape the run's recorder keeps (``$POLYGEMM_RECORD_SHAPES``), not one derived from the caller's."""
         p = problem
-        sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
+        sm = device_sm(rt)
         ranked: list[Candidate] = []
         estimate = 0.0
         if variant == "auto":

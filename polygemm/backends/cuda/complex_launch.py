@@ -24,6 +24,7 @@ from .device import CudaRuntime
 from .emulated_launch import EmulatedLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import LaunchPlan, Mat
+from .scratch import BLOCK_ALIGN, block_bytes, quiet_release
 from .variants import KernelSpec
 
 __all__ = ["ComplexLaunch", "REAL_OF", "plane_ld", "PLANE_ALIGN"]
@@ -31,8 +32,8 @@ __all__ = ["ComplexLaunch", "REAL_OF", "plane_ld", "PLANE_ALIGN"]
 #: the real dtype of each complex dtype's parts: the rung that computes its products
 REAL_OF = {"complex64": "float32", "complex128": "float64"}
 
-#: bytes each plane of the scratch starts on (the pool's allocations are at least this aligned)
-PLANE_ALIGN = 256
+#: bytes each plane of the scratch starts on
+PLANE_ALIGN = BLOCK_ALIGN
 
 
 def plane_ld(cols: int, itemsize: int) -> int:
@@ -42,23 +43,11 @@ def plane_ld(cols: int, itemsize: int) -> int:
     return max(-(-cols // per) * per, per)
 
 
-def _up(nbytes: int) -> int:
-    return -(-nbytes // PLANE_ALIGN) * PLANE_ALIGN
-
-
 def part(m: Mat, imag: bool, itemsize: int) -> Mat:
     """The real (or imaginary) parts of complex matrix ``m`` as a real matrix of ``itemsize``-byte elements:
     the same lines, every other element (``ptr`` 0 stays 0: a plan-time description)."""
     return Mat(m.name + (".imag" if imag else ".real"), m.rows, m.cols, m.layout, 2 * m.ld,
                m.ptr + (itemsize if imag and m.ptr else 0), itemsize, 2)
-
-
-def _quiet_release(rt: CudaRuntime, ptr: int, stream: int) -> None:
-    """Give scratch back after a failure, raising nothing: the failure is the error to report."""
-    try:
-        rt.release(ptr, stream)
-    except Exception:  # noqa: BLE001
-        pass
 
 
 @dataclass
@@ -94,8 +83,8 @@ class ComplexLaunch:
         self.lds = (plane_ld(self.k, size), plane_ld(self.n, size), plane_ld(self.n, size))
         sa, sb, _, _ = self.strides
         lda, ldb, ldc = self.lds
-        spans = [_up(self.mats(sa) * self.m * lda * size)] * 2 + [_up(self.mats(sb) * self.k * ldb * size)] * 2 \
-            + [_up(self.count * self.m * ldc * size)] * 2
+        spans = [block_bytes(self.mats(sa) * self.m * lda * size)] * 2 + [block_bytes(self.mats(sb) * self.k * ldb * size)] * 2 \
+            + [block_bytes(self.count * self.m * ldc * size)] * 2
         at, offsets = 0, []
         for span in spans:
             offsets.append(at)
@@ -174,7 +163,7 @@ class ComplexLaunch:
                     real.launch(real.prepare(x + i * pa, y + i * pb, z + i * pc, scale, accumulate, stream), stream)
             self._join(rt, (cr, ci), None, pc, 1.0, dest, stream, False, planes=True)
         except BaseException:
-            _quiet_release(rt, base, stream)
+            quiet_release(rt, base, stream)
             raise
         rt.release(base, stream)
 

@@ -19,7 +19,7 @@ from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import Mat, pitch_off
 from .variants import kernel_specs
 
-__all__ = ["CudaPlan", "KernelLauncher", "mat_of", "at_offset", "split_suffix", "compact_ld", "pitch_ranked", "batch_bytes", "witness", "plan_mats"]
+__all__ = ["device_sm", "CudaPlan", "KernelLauncher", "mat_of", "at_offset", "split_suffix", "compact_ld", "pitch_ranked", "batch_bytes", "witness", "plan_mats"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ class CudaPlan:
     one_launch: bool = False
     #: the estimated µs of the launch that runs (0.0: not estimated, e.g. a variant named by the caller)
     estimate_us: float = 0.0
+
+
+def device_sm(rt: Any) -> int:
+    """The compute capability of ``rt``'s device as one number (90 for sm_90); 0 for a plan made without a device."""
+    return rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
 
 
 def mat_of(op: Operand, ptr: int | None = None, ld: int | None = None) -> Mat:

@@ -19,8 +19,8 @@ from typing import Any
 from .device import CudaRuntime
 from .driver import Kernel
 from .launch import ComposedLaunch, PaddedLaunch, PanelLaunch, PreparedLaunch
-from .planning import LaunchPlan, Mat
-from .scratch import CallScratch
+from .planning import LaunchPlan, Mat, round_up
+from .scratch import CallScratch, block_bytes
 from .variants import KernelSpec
 
 __all__ = ["SEGMENT_PARTS", "SplitOperand", "split_operand", "EmulatedLaunch", "padded_k", "HI", "MID", "LO"]
@@ -32,16 +32,11 @@ SEGMENT_PARTS: dict[int, tuple[tuple[int, int], ...]] = {
     3: ((MID, HI), (HI, MID), (HI, HI)),
 }
 _ALIGN = 8  # bfloat16 elements in 16 bytes: every segment and line of the split operands starts on such a boundary
-_BLOCK_ALIGN = 256  # bytes each operand's scratch starts on
-
-
-def _up(x: int, to: int) -> int:
-    return -(-x // to) * to
 
 
 def padded_k(k: int) -> int:
     """One segment's inner size: ``k`` rounded up to 8 (its last elements zeros)."""
-    return _up(max(k, 1), _ALIGN)
+    return round_up(max(k, 1), _ALIGN)
 
 
 @dataclass(frozen=True)
@@ -84,7 +79,7 @@ def split_operand(user: Mat, is_a: bool, segments: int) -> SplitOperand:
         nbytes = other * kk * 2
         ld = kk
     else:
-        pitch = _up(other, _ALIGN)
+        pitch = round_up(other, _ALIGN)
         geometry = (ks, pitch, k, other, user.ld, pitch, ks * pitch)
         nbytes = kk * pitch * 2
         ld = pitch
@@ -109,8 +104,8 @@ class EmulatedLaunch(ComposedLaunch):
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.b_offset = _up(self.a.nbytes, _BLOCK_ALIGN)
-        self.nbytes = self.b_offset + _up(self.b.nbytes, _BLOCK_ALIGN)
+        self.b_offset = block_bytes(self.a.nbytes)
+        self.nbytes = self.b_offset + block_bytes(self.b.nbytes)
 
     def pieces(self) -> list[PreparedLaunch]:
         inner = self.inner

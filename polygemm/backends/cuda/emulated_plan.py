@@ -25,7 +25,7 @@ from ...core.operand import Operand
 from ...core.problem import GemmProblem
 from ...errors import DTypeError, UnsupportedProblemError
 from .cost import copy_us
-from .decisions import CudaPlan, batch_bytes, plan_mats
+from .decisions import CudaPlan, batch_bytes, device_sm, plan_mats
 from .emulated_launch import EmulatedLaunch, SplitOperand, split_operand
 
 __all__ = ["EMULATED", "EMULATED_VARIANTS", "MARGIN", "UNALIGNED_SPLIT_PACE", "SCRATCH_SHARE", "emulation_for", "plan_emulated", "choose", "with_emulations"]
@@ -111,7 +111,7 @@ def plan_emulated(be: Planner, p: GemmProblem, name: str, rt: Any) -> tuple[Plan
     if p.count != 1:
         raise UnsupportedProblemError(f"variant {name!r} takes one product, not a batch of {p.count}; "
                                       f"pass variant='auto' (a batch runs on the float32 rungs)")
-    sm = rt.cc[0] * 10 + rt.cc[1] if rt is not None else 0
+    sm = device_sm(rt)
     if sm and sm < _MIN_SM:
         raise UnsupportedProblemError(f"variant {name!r} needs bfloat16 tensor cores (sm_80 or newer); this device is sm_{sm}")
     segments = EMULATED[name]

@@ -18,7 +18,7 @@ from ...errors import DeviceError
 from .device import CudaRuntime
 from .driver import Kernel
 from .planning import LaunchPlan, Mat, strides, workspace_matrix
-from .scratch import CallScratch, quiet_release, stream_scratch
+from .scratch import CallScratch, block_bytes, quiet_release, stream_scratch
 from .variants import KernelSpec
 
 __all__ = ["PreparedLaunch", "SplitGeometry", "SplitLaunch", "ComposedLaunch", "PanelLaunch", "PaddedLaunch"]
@@ -489,7 +489,7 @@ class PaddedLaunch(ComposedLaunch):
                 offsets.append(None)
                 continue
             offsets.append(total)
-            total += -(-((pad.max_offset + 1) * pad.itemsize) // 256) * 256
+            total += block_bytes((pad.max_offset + 1) * pad.itemsize)
         return offsets, total
 
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .device import CudaRuntime
+from .planning import round_up
 
-__all__ = ["KEPT_SCRATCH_BYTES", "stream_scratch", "quiet_release", "CallScratch", "Held"]
+__all__ = ["KEPT_SCRATCH_BYTES", "BLOCK_ALIGN", "block_bytes", "stream_scratch", "quiet_release", "CallScratch", "Held"]
 
 #: the streams a split-K plan keeps a workspace for: the null stream and the CUDA array
 #: interface's legacy default stream (1), which no caller can destroy and which orders every
@@ -21,6 +22,14 @@ _STREAMS_KEPT = (0, 1)
 #: split's workspace) is taken and freed by each call, where the allocation is a small part of the work
 #: its size stands for, so that the plans in the plan cache do not hold the device's memory
 KEPT_SCRATCH_BYTES = 64 << 20
+#: bytes each piece of a scratch block starts on (the pool's allocations are at least this aligned, so every
+#: piece is aligned for 16-byte loads and TMA)
+BLOCK_ALIGN = 256
+
+
+def block_bytes(nbytes: int) -> int:
+    """``nbytes`` rounded up to :data:`BLOCK_ALIGN`: a piece's share of a scratch block, the next piece aligned."""
+    return round_up(nbytes, BLOCK_ALIGN)
 
 
 def stream_scratch(owner: Any, kept: dict[int, int], lock: threading.Lock, rt: CudaRuntime, stream: int,
