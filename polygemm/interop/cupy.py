@@ -47,15 +47,9 @@ def cupy_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | 
     nd = cupy.ndarray
     if type(a) is not nd or type(b) is not nd or (c is not None and type(c) is not nd) or (out is not None and type(out) is not nd):
         return None
-    ptr = cupy.cuda.get_current_stream().ptr  # (_cupy_stream and _cupy_one written out for a and b: every call's)
-    stream = int(ptr) if ptr else 1
-    data = a.data
-    pa = data.ptr if a.size else 0
-    va = ("cuda", a.shape, a.strides, a.dtype, False, pa % 16, nd, data.device_id), pa, stream
-    data = b.data
-    pb = data.ptr if b.size else 0
-    vb = ("cuda", b.shape, b.strides, b.dtype, False, pb % 16, nd, data.device_id), pb, stream
-    return va, vb, _NO_VIEW if c is None else _cupy_one(c, nd, stream), _NO_VIEW if out is None else _cupy_one(out, nd, stream)
+    stream = _cupy_stream(cupy)
+    return (_cupy_one(a, nd, stream), _cupy_one(b, nd, stream),
+            _NO_VIEW if c is None else _cupy_one(c, nd, stream), _NO_VIEW if out is None else _cupy_one(out, nd, stream))
 
 
 def cupy_allocator(like: Any) -> Callable[[tuple[int, ...], np.dtype], Any]:

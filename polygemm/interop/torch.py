@@ -163,8 +163,7 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
         if x is not None and (x.requires_grad or not x.is_cuda or (x is not a and x.get_device() != device)
                               or ((x.is_neg() or x.is_conj()) if bits else (_is_neg(x) or _is_conj(x)))):
             return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # (_torch_current_stream written out)
-    stream = int(raw(device)) if raw is not None else _torch_current_stream(torch, device)
+    stream = _torch_current_stream(torch, device)
     return (_torch_one(a, device, stream), _torch_one(b, device, stream), _NO_VIEW if c is None else _torch_one(c, device, stream),
             _NO_VIEW if out is None else _torch_one(out, device, stream))
 

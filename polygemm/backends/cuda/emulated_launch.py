@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .device import CudaRuntime
+from .device import SPLIT_SOURCE, CudaRuntime
 from .driver import Kernel
 from .launch import ComposedLaunch, PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import LaunchPlan, Mat, round_up
@@ -121,8 +121,6 @@ class EmulatedLaunch(ComposedLaunch):
 
     def kernel(self) -> Kernel:
         """The split kernel and the rung built and loaded (before any scratch is taken)."""
-        from .device import SPLIT_SOURCE
-
         self.rt.function(SPLIT_SOURCE, "pg_split_bf16")
         return self.inner.kernel()
 
