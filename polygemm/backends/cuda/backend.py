@@ -325,7 +325,7 @@ class CudaBackend(Backend):
             if any(x is not None for x in pads):
                 prepared = PaddedLaunch(prepared, (a, b, c), pads)  # type: ignore[arg-type]
         one = prepared is not None and p.k > 0 and p.count * p.m * p.n > 0 and bool(prepared.lp.batch_count or p.count == 1)
-        plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one, estimate_us=estimate)
+        plan.private = CudaPlan(prepared, p.result_layout, batch_bytes(p), rt, one, estimate_us=estimate, vec=lp.vec)
         return plan
 
     # -- tuning (autotune: what is measured and how) --------------------------------------

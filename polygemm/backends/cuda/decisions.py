@@ -38,6 +38,8 @@ class CudaPlan:
     one_launch: bool = False
     #: the estimated µs of the launch that runs (0.0: not estimated, e.g. a variant named by the caller)
     estimate_us: float = 0.0
+    #: the launch reads and writes through its aligned build (False: its unaligned one, PG_VEC=0)
+    vec: bool = True
 
 
 def device_sm(rt: Any) -> int:

@@ -25,7 +25,7 @@ from ...core.operand import Operand
 from ...core.problem import GemmProblem
 from ...errors import DTypeError, UnsupportedProblemError
 from .cost import copy_us
-from .decisions import CudaPlan, batch_bytes, device_sm, plan_mats
+from .decisions import CudaPlan, batch_bytes, device_sm, plan_mats, split_suffix
 from .emulated_launch import EmulatedLaunch, SplitOperand, split_operand
 
 __all__ = ["EMULATED", "EMULATED_VARIANTS", "MARGIN", "UNALIGNED_SPLIT_PACE", "SCRATCH_SHARE", "emulation_for", "plan_emulated", "choose", "with_emulations"]
@@ -121,7 +121,7 @@ def plan_emulated(be: Planner, p: GemmProblem, name: str, rt: Any) -> tuple[Plan
     decided: CudaPlan = inner.private
     split_us = copy_us([sa.read_bytes, sb.read_bytes])
     product_us = decided.estimate_us
-    if ":split_k=" in inner.variant and str(inner.launch.get("float4", "yes")).startswith("no"):
+    if split_suffix(inner.variant)[1] and not decided.vec:
         product_us *= UNALIGNED_SPLIT_PACE
     estimate = product_us + split_us if product_us else 0.0
     plan = Plan(be.name, name, f"float32 as {segments} bfloat16 products on the tensor cores, one {inner.variant} launch "
