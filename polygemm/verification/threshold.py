@@ -21,6 +21,7 @@ host, in plain sums; float32 on a device, in compensated sums).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ class Coefficients:
     t0: float
 
 
+@functools.lru_cache(maxsize=512)  # a pure function of its arguments, asked once per checked call
 def coefficients(k: int, length: int, dtype: np.dtype, out_dtype: np.dtype, check_dtype: np.dtype,
                  scalar_dtype: np.dtype | None = None, compensated: bool = False, precision: str = "highest") -> Coefficients:
     """The threshold's coefficients for a product of inner size ``k`` checked along vectors of ``length``

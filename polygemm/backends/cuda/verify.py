@@ -106,43 +106,50 @@ def _elementwise(n: int) -> dict[str, Any]:
     return {"block": (256, 1, 1), "grid": (max(1, min(-(-n // 256), 65535)), 1, 1)}
 
 
+def _pieces(sizes: list[int]) -> tuple[list[int], int]:
+    """Offsets of scratch pieces of ``sizes`` bytes, one after another, each on a 256-byte boundary (the
+    matrix-vector kernel reads r and the norms 16 bytes at a time), and the bytes they take."""
+    offsets, at = [], 0
+    for size in sizes:
+        offsets.append(at)
+        at += -(-size // 256) * 256
+    return offsets, at
+
+
 def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
               seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
     """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record.
 
-    Scratch: the record; the sums of squares and magnitudes (float64: squares of float32 values as small as 1e-25
-    or as large as 1e20 neither underflow nor overflow there), for B's rows and for A's, C's and C0's; the float32
-    sums (B·r, A·(B·r), C·r, C0·r); the norms of B's, C's and C0's rows; r."""
+    Scratch, in one piece: the record; the sums of squares and magnitudes (float64: squares of float32 values as
+    small as 1e-25 or as large as 1e20 neither underflow nor overflow there) of B's, C's and C0's rows and A's;
+    the float32 sums (B·r, C·r, C0·r, A·(B·r)); the norms of B's, C's and C0's rows; r. The record and the sums
+    (slices of a row add into them) are zeroed by one memset, the three groups of norms made by one launch.
+    C·r comes first: the product has just written C, and much of it is still in the L2 cache."""
     rows, inner, width = left.rows, left.cols, right.cols
     n_right = right.batch * inner
     total = count * rows
-    head = 256  # the record first: its 8-byte fields aligned
-    sums = n_right + 3 * total  # each of the float64 and the float32 groups
-    scratch = rt.scratch(head + 8 * sums + 4 * sums + 4 * sums + 4 * width, stream)
+    normed = n_right + 2 * total  # B's, C's and C0's rows, one after another: one norms launch
+    (rec, zsq, za, ysum, ya, nrm, r), nbytes = _pieces([RECORD.itemsize, 8 * normed, 8 * total, 4 * normed, 4 * total,
+                                                          4 * normed, 4 * width])
+    scratch = rt.scratch(nbytes, stream)
     try:
-        rec = scratch
-        bsq = scratch + head
-        za, zc, z0 = (bsq + 8 * n_right + 8 * total * i for i in range(3))
-        br = bsq + 8 * sums
-        ya, yc, y0 = (br + 4 * n_right + 4 * total * i for i in range(3))
-        bn = br + 4 * sums
-        nc, n0 = bn + 4 * n_right + 4 * total, bn + 4 * n_right + 8 * total
-        r = bn + 4 * sums
+        rec, zsq, za, ysum, ya, nrm, r = (scratch + off for off in (rec, zsq, za, ysum, ya, nrm, r))
+        # B's first in each group: A·(B·r) reads B·r and B's norms 16 bytes at a time from their starts
+        zb, zc, z0 = zsq, zsq + 8 * n_right, zsq + 8 * (n_right + total)
+        yb, yc, y0 = ysum, ysum + 4 * n_right, ysum + 4 * (n_right + total)
+        nb, nc, n0 = nrm, nrm + 4 * n_right, nrm + 4 * (n_right + total)
         step = inner if right.batch > 1 else 0
-        norms = rt.function(VERIFY_SOURCE, "pg_verify_norms")
-        rt.cu.memset_d32_async(bsq, 0, 3 * sums, stream)  # the sums: slices of a row add into them
+        rt.cu.memset_d32_async(scratch, 0, (ya + 4 * total - scratch) // 4, stream)  # the record and every sum
         rt.function(VERIFY_SOURCE, "pg_verify_signs")(np.int64(width), np.uint64(seed), np.uintp(r), stream=stream,
                                                        **_elementwise(width))
-        _matvec(rt, right, r, 0, 0, 0, br, bsq, stream)                         # B·r and B's rows' sums of squares
-        norms(np.int64(n_right), np.uintp(bsq), np.uintp(bn), stream=stream, **_elementwise(n_right))  # ||B_k||_2
-        _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
-                br, step, bn, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
         _matvec(rt, replace(res, batch=count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
-        norms(np.int64(total), np.uintp(zc), np.uintp(nc), stream=stream, **_elementwise(total))
         if c0 is not None:
             _matvec(rt, replace(c0, batch=count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
-            norms(np.int64(total), np.uintp(z0), np.uintp(n0), stream=stream, **_elementwise(total))
-        rt.cu.memset_d32_async(rec, 0, RECORD.itemsize // 4, stream)
+        _matvec(rt, right, r, 0, 0, 0, yb, zb, stream)                          # B·r and B's rows' sums of squares
+        rt.function(VERIFY_SOURCE, "pg_verify_norms")(np.int64(normed), np.uintp(zsq), np.uintp(nrm), stream=stream,
+                                                       **_elementwise(normed))  # ||B_k||, ||C_i||, ||C0_i||
+        _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
+                yb, step, nb, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
         rt.function(VERIFY_SOURCE, "pg_verify_compare")(
             np.int64(total), np.uintp(yc), np.uintp(nc), np.uintp(ya), np.uintp(za), np.uintp(y0 if c0 is not None else 0),
             np.uintp(n0 if c0 is not None else 0), np.float32(alpha), np.float32(beta), np.float64(co.a), np.float64(co.c0),

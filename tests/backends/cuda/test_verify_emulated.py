@@ -153,7 +153,8 @@ def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, lay
     report, rt = _check(a, b, None, res)
     assert report is not None and report.ok and report.checked == m and "emulated GPU" in report.where
     kind = "f32" if dtype == np.float32 else "f16"
-    assert rt.launches[:6] == ["pg_verify_norms", "pg_verify_signs", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}",
+    # C·r first (C is still in the L2 cache), then B·r, the norms of both, A·(B·r)
+    assert rt.launches[:6] == ["pg_verify_signs", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}", "pg_verify_norms",
                                f"pg_verify_matvec_{kind}", "pg_verify_compare"]
     thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
                          check_dtype=np.dtype(np.float32), scalar_dtype=np.dtype(np.float32), compensated=True)

@@ -137,16 +137,22 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
         const float* vb = v + b * vbs;
         const float* wb = w != nullptr ? w + b * wbs : nullptr;
         if (mode == 2) {  // one warp a row, lanes over 16-byte vectors of it (rows 16-byte aligned)
+            // v and w read 16 bytes at a time as well where they start on 16-byte boundaries: one float a load, the
+            // lanes 16 or 32 bytes apart, would cost the cache 8 to 16 times the wavefronts of x's own loads, and
+            // the pass would run at a third of the memory's bandwidth
+            const bool vec = ((reinterpret_cast<unsigned long long>(vb) | reinterpret_cast<unsigned long long>(wb)) & 15ull) == 0;
             for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
                 const T* row = xb + i * rs;
                 PgvKahan acc;
                 double sq = 0.0;
                 for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvVecUnroll) {
                     float x[kPgvVecUnroll][E];
+                    bool full[kPgvVecUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvVecUnroll; ++u) {
                         const long long j = j0 + 32 * E * u;
-                        if (j + E <= je) {
+                        full[u] = j + E <= je;
+                        if (full[u]) {
                             pgv_unpack(__ldg(reinterpret_cast<const uint4*>(row + j)), x[u], row);
                         } else {
 #pragma unroll
@@ -155,12 +161,26 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvVecUnroll; ++u) {
+                        const long long j = j0 + 32 * E * u;
+                        if (full[u] && vec) {
+                            float vv[E], ww[E];
 #pragma unroll
-                        for (int e = 0; e < E; ++e) {
-                            const long long j = j0 + 32 * E * u + e;
-                            if (j < je) {
-                                acc.add(x[u][e] * vb[j]);
-                                sq += wb != nullptr ? (double)fabsf(x[u][e]) * wb[j] : (double)x[u][e] * x[u][e];
+                            for (int q = 0; q < E / 4; ++q) {
+                                pgv_unpack(__ldg(reinterpret_cast<const uint4*>(vb + j) + q), vv + 4 * q, vb);
+                                if (wb != nullptr) pgv_unpack(__ldg(reinterpret_cast<const uint4*>(wb + j) + q), ww + 4 * q, wb);
+                            }
+#pragma unroll
+                            for (int e = 0; e < E; ++e) {
+                                acc.add(x[u][e] * vv[e]);
+                                sq += wb != nullptr ? (double)fabsf(x[u][e]) * ww[e] : (double)x[u][e] * x[u][e];
+                            }
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < E; ++e) {
+                                if (j + e < je) {
+                                    acc.add(x[u][e] * vb[j + e]);
+                                    sq += wb != nullptr ? (double)fabsf(x[u][e]) * wb[j + e] : (double)x[u][e] * x[u][e];
+                                }
                             }
                         }
                     }
