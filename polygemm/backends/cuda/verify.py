@@ -93,17 +93,32 @@ def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, in
     return mode, (gx, splits, gz)
 
 
+#: each kernel's parameters as struct codes (Kernel.struct_for): packed at once, not one NumPy scalar at a time
+_CODES = {
+    "matvec": ("q", "q", "q", "Q", "q", "q", "q", "Q", "q", "Q", "q", "Q", "Q", "i"),
+    "signs": ("q", "Q", "Q"),
+    "norms": ("q", "Q", "Q"),
+    "compare": ("q", "Q", "Q", "Q", "Q", "Q", "Q", "f", "f", "d", "d", "d", "d", "d", "Q"),
+}
+
+
+def _launch(rt: Any, entry: str, codes: str, args: tuple[Any, ...], grid: tuple[int, int, int], stream: int,
+            block: tuple[int, int, int] = (256, 1, 1)) -> None:
+    """Queue ``entry`` of the check's source with ``args`` packed by ``_CODES[codes]``."""
+    fn = rt.function(VERIFY_SOURCE, entry)
+    fn.launch(fn.struct_for(_CODES[codes]).pack(*args), grid, block, 0, stream)
+
+
 def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
     """Queue y = X·v (float32) and z = |X|·w (or X²·1 without w; float64) into zeroed y and z."""
-    fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{x.kind}")
     mode, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
-    fn(np.int64(x.rows), np.int64(x.cols), np.int64(x.batch), np.uintp(x.ptr), np.int64(x.rs), np.int64(x.cs), np.int64(x.bs),
-       np.uintp(v), np.int64(vbs), np.uintp(w), np.int64(wbs), np.uintp(y), np.uintp(z), np.int32(mode),
-       block=_BLOCK, grid=grid, stream=stream)
+    _launch(rt, f"pg_verify_matvec_{x.kind}", "matvec", (x.rows, x.cols, x.batch, x.ptr, x.rs, x.cs, x.bs, v, vbs, w, wbs, y, z, mode),
+            grid, stream, _BLOCK)
 
 
-def _elementwise(n: int) -> dict[str, Any]:
-    return {"block": (256, 1, 1), "grid": (max(1, min(-(-n // 256), 65535)), 1, 1)}
+def _elementwise(n: int) -> tuple[int, int, int]:
+    """The grid of a launch of 256 threads a block over ``n`` elements (the kernels loop over what it leaves)."""
+    return (max(1, min(-(-n // 256), 65535)), 1, 1)
 
 
 def _pieces(sizes: list[int]) -> tuple[list[int], int]:
@@ -140,20 +155,16 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
         nb, nc, n0 = nrm, nrm + 4 * n_right, nrm + 4 * (n_right + total)
         step = inner if right.batch > 1 else 0
         rt.cu.memset_d32_async(scratch, 0, (ya + 4 * total - scratch) // 4, stream)  # the record and every sum
-        rt.function(VERIFY_SOURCE, "pg_verify_signs")(np.int64(width), np.uint64(seed), np.uintp(r), stream=stream,
-                                                       **_elementwise(width))
+        _launch(rt, "pg_verify_signs", "signs", (width, seed, r), _elementwise(width), stream)
         _matvec(rt, replace(res, batch=count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
         if c0 is not None:
             _matvec(rt, replace(c0, batch=count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
         _matvec(rt, right, r, 0, 0, 0, yb, zb, stream)                          # B·r and B's rows' sums of squares
-        rt.function(VERIFY_SOURCE, "pg_verify_norms")(np.int64(normed), np.uintp(zsq), np.uintp(nrm), stream=stream,
-                                                       **_elementwise(normed))  # ||B_k||, ||C_i||, ||C0_i||
+        _launch(rt, "pg_verify_norms", "norms", (normed, zsq, nrm), _elementwise(normed), stream)  # ||B_k||, ||C_i||, ||C0_i||
         _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
                 yb, step, nb, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
-        rt.function(VERIFY_SOURCE, "pg_verify_compare")(
-            np.int64(total), np.uintp(yc), np.uintp(nc), np.uintp(ya), np.uintp(za), np.uintp(y0 if c0 is not None else 0),
-            np.uintp(n0 if c0 is not None else 0), np.float32(alpha), np.float32(beta), np.float64(co.a), np.float64(co.c0),
-            np.float64(co.c), np.float64(co.t0), np.float64(out_max), np.uintp(rec), stream=stream, **_elementwise(total))
+        _launch(rt, "pg_verify_compare", "compare", (total, yc, nc, ya, za, y0 if c0 is not None else 0, n0 if c0 is not None else 0,
+                                                       alpha, beta, co.a, co.c0, co.c, co.t0, out_max, rec), _elementwise(total), stream)
         rt.cu.synchronize_stream(stream)
         host = np.zeros(1, RECORD)
         with rt.active():  # the stream's work is done: a plain copy reads the record

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import struct
 
 import ml_dtypes
 import numpy as np
@@ -36,6 +37,20 @@ class DeviceLike:
 
 def _view(addr: int, dtype: np.dtype, count: int) -> np.ndarray:
     return np.frombuffer((ctypes.c_char * (count * dtype.itemsize)).from_address(addr), dtype=dtype)
+
+
+class FakeKernel:
+    """A kernel as the check launches it: its parameters packed by struct codes, unpacked here for NumPy."""
+
+    def __init__(self, run) -> None:
+        self.run = run
+
+    def struct_for(self, codes):
+        self.layout = struct.Struct("<" + "".join(codes))
+        return self.layout
+
+    def launch(self, buf, grid, block, shared=0, stream=0):
+        self.run(*self.layout.unpack(buf))
 
 
 class FakeRuntime:
@@ -78,8 +93,8 @@ class FakeRuntime:
         self.launches.append(entry)
         if entry.startswith("pg_verify_matvec_"):
             kind = entry.rsplit("_", 1)[1]
-            return lambda *args, **launch: self._matvec(kind, *args)
-        return getattr(self, "_" + entry.replace("pg_verify_", ""))
+            return FakeKernel(lambda *args: self._matvec(kind, *args))
+        return FakeKernel(getattr(self, "_" + entry.replace("pg_verify_", "")))
 
     def _signs(self, n, seed, r, **kw):
         rng = np.random.default_rng(int(seed))
