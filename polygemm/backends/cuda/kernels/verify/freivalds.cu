@@ -8,7 +8,8 @@
 // for 0 <= i < rows, 0 <= j < cols, 0 <= b < batch, where X(b, i, j) = X[b*bs + i*rs + j*cs] (strides in
 // elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
 // batch, or a batch broadcast with bs = 0); v_j is v[b*vbs + j]. Inputs float32, float16 or bfloat16,
-// sums in float32, compensated (Kahan) for y, whose rounding enters the threshold; z's in float64, since
+// sums in float32, compensated (Kahan) for y, whose rounding enters the threshold (along a row, each 16-byte
+// vector's terms summed in pairs first); z's in float64, since
 // squares of float32 values (1e-25 or 1e20) would underflow or overflow float32, and z only scales the
 // threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
 // row, the lanes over j, coalesced; 2: the same with 16-byte loads, for rows that start on 16-byte
@@ -106,7 +107,8 @@ struct PgvKahan {
 
 constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
 constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight (scalar paths)
-constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized paths)
+constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized across rows)
+constexpr int kPgvAlongUnroll = 4;  // and along a row: 2 KB a warp, some 32 KB an SM, what the memory's latency asks
 
 __device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
     if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
@@ -145,11 +147,11 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 const T* row = xb + i * rs;
                 PgvKahan acc;
                 double sq = 0.0;
-                for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvVecUnroll) {
-                    float x[kPgvVecUnroll][E];
-                    bool full[kPgvVecUnroll];
+                for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvAlongUnroll) {
+                    float x[kPgvAlongUnroll][E];
+                    bool full[kPgvAlongUnroll];
 #pragma unroll
-                    for (int u = 0; u < kPgvVecUnroll; ++u) {
+                    for (int u = 0; u < kPgvAlongUnroll; ++u) {
                         const long long j = j0 + 32 * E * u;
                         full[u] = j + E <= je;
                         if (full[u]) {
@@ -160,7 +162,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         }
                     }
 #pragma unroll
-                    for (int u = 0; u < kPgvVecUnroll; ++u) {
+                    for (int u = 0; u < kPgvAlongUnroll; ++u) {
                         const long long j = j0 + 32 * E * u;
                         if (full[u] && vec) {
                             float vv[E], ww[E];
@@ -169,10 +171,30 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                                 pgv_unpack(__ldg(reinterpret_cast<const uint4*>(vb + j) + q), vv + 4 * q, vb);
                                 if (wb != nullptr) pgv_unpack(__ldg(reinterpret_cast<const uint4*>(wb + j) + q), ww + 4 * q, wb);
                             }
+                            // the vector's E terms summed in pairs first, then one compensated add (3u more of
+                            // their 1-norm, within the threshold's allowance), and their squares or magnitudes
+                            // in float32, taken to the float64 sum once, unless that sum overflowed or may have
+                            // lost terms to underflow (past 3e38 or under 1e-30: float32 and bfloat16 values only):
+                            // those vectors are summed in float64 term by term (float64 work on every term would
+                            // bound the pass by the device's float64 rate, not by its memory)
+                            float t[E], m[E];
 #pragma unroll
                             for (int e = 0; e < E; ++e) {
-                                acc.add(x[u][e] * vv[e]);
-                                sq += wb != nullptr ? (double)fabsf(x[u][e]) * ww[e] : (double)x[u][e] * x[u][e];
+                                t[e] = x[u][e] * vv[e];
+                                m[e] = wb != nullptr ? fabsf(x[u][e]) * ww[e] : x[u][e] * x[u][e];
+                            }
+#pragma unroll
+                            for (int h = E / 2; h > 0; h >>= 1) {
+#pragma unroll
+                                for (int e = 0; e < h; ++e) t[e] += t[e + h], m[e] += m[e + h];
+                            }
+                            acc.add(t[0]);
+                            if (m[0] <= 3.0e38f && m[0] >= 1.0e-30f) {
+                                sq += (double)m[0];
+                            } else {
+#pragma unroll
+                                for (int e = 0; e < E; ++e)
+                                    sq += wb != nullptr ? (double)fabsf(x[u][e]) * ww[e] : (double)x[u][e] * x[u][e];
                             }
                         } else {
 #pragma unroll
@@ -338,7 +360,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
 }
 
 #define PGV_MATVEC(SUFFIX, T)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256, 1) pg_verify_matvec_##SUFFIX(                                    \
+    extern "C" __global__ void __launch_bounds__(256, 2) pg_verify_matvec_##SUFFIX(                                    \
         long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
         long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
         float* __restrict__ y, double* __restrict__ z, int mode) {                                                  \
