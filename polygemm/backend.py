@@ -316,6 +316,12 @@ class Backend(abc.ABC):
         if refused is not None:
             raise refused
 
+    def scalar_dtype(self, dtype: np.dtype) -> np.dtype | None:
+        """What this backend's kernels take alpha and beta as in products of ``dtype``: float32 where
+        ``float32_scalars`` says so (a check's threshold allows for their rounding), else None (the
+        product's own precision)."""
+        return np.dtype(np.float32) if self.float32_scalars else None
+
     def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
         """The error this backend (or ``variant``) refuses ``problem`` with, or None: its dtypes
         (``variants()``), ``out_dtypes``, ``residencies``, ``batched`` and ``float32_scalars``.

@@ -208,7 +208,7 @@ def campaign(run: Runner, clean: int, faults: int, dtypes: list[str], max_dim: i
 
         def threshold(row: np.ndarray) -> float:
             return float(row_thresholds(rows[0], b, rows[1], row, alpha, beta, dtype=dtype, out_dtype=res.dtype, check_dtype=chk,
-                                        scalar_dtype=np.dtype(np.float32) if run.backend.float32_scalars else None,
+                                        scalar_dtype=run.backend.scalar_dtype(dtype),
                                         compensated=comp)[0])
 
         thr_i = threshold(res[i:i + 1])

@@ -190,7 +190,7 @@ def _scaling_cases() -> dict[str, Case]:
         # alpha and beta are any finite float64, also beyond the range of the dtype (or of float32, the work type of
         # many kernels), with operands that keep the result finite: a backend scaling in float32 gives Inf for
         # alpha=1e39 and loses 40% to a float32 subnormal alpha. A backend whose kernels take
-        # float32 scalars (Backend.float32_scalars) refuses those float32 cannot hold instead.
+        # float32 scalars in products of this dtype (Backend.scalar_dtype) refuses those float32 cannot hold instead.
         from ..backend import fits_float32
 
         half = x.dtype.name == "float16"
@@ -200,13 +200,13 @@ def _scaling_cases() -> dict[str, Case]:
                 ((1e39, 1e-15, 1e39, 1e-37), (3e-41, 1e18, 3e-41, 1e37)):
             a, b = (x.rand(9, 7) * ab).astype(x.dtype), (x.rand(7, 6) * ab).astype(x.dtype)
             c = (x.rand(9, 6) * cs).astype(x.dtype)
-            if getattr(x.backend, "float32_scalars", False) and not (fits_float32(alpha) and fits_float32(beta)):
+            if x.backend.scalar_dtype(np.dtype(x.dtype)) == np.float32 and not (fits_float32(alpha) and fits_float32(beta)):
                 try:
                     x.gemm(a, b, c, alpha=alpha, beta=beta)
                 except UnsupportedProblemError:
                     continue
                 raise AssertionError(f"alpha={alpha:g}, beta={beta:g} do not fit the float32 scalars this backend "
-                                     f"declares (float32_scalars = True), yet it computed instead of refusing them")
+                                     f"declares (Backend.scalar_dtype), yet it computed instead of refusing them")
             x.check(x.gemm(a, b, c, alpha=alpha, beta=beta), a, b, c, alpha, beta)
             x.check(x.gemm(a, b, alpha=alpha), a, b, None, alpha)
 

@@ -65,7 +65,7 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
     p = plan.problem
     about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant,
              "shape": f"{p.shape_str()} (MxNxK) {p.dtype.name}"}
-    scalars = np.dtype(np.float32) if backend.float32_scalars else None
+    scalars = backend.scalar_dtype(p.dtype)
     on_device = getattr(backend, "verify_product", None)
     if on_device is not None:
         report = on_device(plan, a, b, c, result, alpha, beta, int(_rng().integers(1, 2**62)), about)

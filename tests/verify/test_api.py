@@ -51,7 +51,7 @@ def test_a_failed_check_raises_naming_row_column_threshold_backend_and_variant(r
     a, b = _ops(rng, m=40, n=30, k=50)
     with inject_fault(7, 11, value=1e4):
         with pytest.raises(pg.VerificationError) as exc:
-            pg.gemm(a, b, verify="raise")
+            pg.gemm(a, b, device="cpu", verify="raise")  # (auto may take a GPU where there is one)
     err = exc.value
     assert isinstance(err, pg.PolygemmError) and isinstance(err, RuntimeError)
     text = str(err)

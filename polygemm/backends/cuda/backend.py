@@ -204,6 +204,10 @@ class CudaBackend(Backend):
                 raise UnsupportedProblemError(f"variant={name!r}: {base} cannot split K (no batched build); rungs that can: {able}")
         return v
 
+    def scalar_dtype(self, dtype: np.dtype) -> np.dtype | None:
+        """float32, except for float64 and complex128 products, whose rungs take alpha and beta as doubles."""
+        return None if dtype.name in ("float64", "complex128") else np.dtype(np.float32)
+
     def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
         """The base rules, except that a float64 product's alpha and beta need not fit float32: the
         float64 rungs (and cuBLAS's DGEMM) take them as doubles."""

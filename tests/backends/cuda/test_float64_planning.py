@@ -168,3 +168,10 @@ def test_float64_rungs_refuse_split_k_and_take_scalars_past_float32():
     assert "float32" in CudaBackend().supports(normalize(a.astype(np.float32), b.astype(np.float32), alpha=1e300))
     with pytest.raises(pg.DTypeError):
         CudaBackend().plan(normalize(a.astype(np.float32), b.astype(np.float32)), "dgemm_v1_dmma")
+
+
+def test_a_float64_products_check_allows_for_no_float32_rounding_of_its_scalars():
+    # the float64 rungs take alpha and beta as doubles: verify='s threshold must not widen by float32's rounding of them
+    be = CudaBackend()
+    assert be.scalar_dtype(np.dtype(np.float64)) is None and be.scalar_dtype(np.dtype(np.complex128)) is None
+    assert be.scalar_dtype(np.dtype(np.float32)) == np.float32 and be.scalar_dtype(np.dtype(np.float16)) == np.float32
