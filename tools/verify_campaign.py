@@ -125,8 +125,11 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
             a, b, out = cupy.asarray(ha), cupy.asarray(hb), cupy.empty((m, n), dtype)
             plain = lambda: run.gemm(a, b, out=out)  # noqa: E731
             checked = lambda: run.gemm(a, b, out=out, verify="raise")  # noqa: E731
-            calls = max(3, min(200, int(2e11 / max(2 * m * n * k, 1))))  # about a fifth of a second of work each
-            timer = lambda f: _wall(f, cupy.cuda.runtime.deviceSynchronize, calls)  # noqa: E731
+            sync = cupy.cuda.runtime.deviceSynchronize
+            plain(), checked()  # builds, plans, caches
+            # about a tenth of a second of calls a timing, as many as the checked call's time allows (3 to 1000)
+            calls = max(3, min(1000, int(0.1 / max(_wall(checked, sync, 3), 1e-6))))
+            timer = lambda f: _wall(f, sync, calls)  # noqa: E731
         else:
             a, b = run.put(ha), run.put(hb)
             plain = lambda: run.gemm(a, b)  # noqa: E731

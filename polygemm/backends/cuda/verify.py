@@ -213,6 +213,31 @@ def _operand(name: str, x: Any, p: Any, rows: int, cols: int, dtype: str) -> Str
     return strided(op.ptr, rows, cols, op.layout, op.ld, stride, p.count, dtype)
 
 
+#: _operand's readings by the operand's cheap view key (and the product's batch): a loop of checked calls over arrays
+#: of one layout reads each array's interface once, its pointer every call; None: the kernels cannot walk it
+_read: dict[tuple[Any, ...], Strided | None] = {}
+_READ_KEPT = 1024
+
+
+def _operand_read(name: str, x: Any, view: tuple[tuple, int, Any] | None, p: Any, rows: int, cols: int, dtype: str) -> Strided:
+    """:func:`_operand`, kept per view key: the same walk with this call's pointer."""
+    if view is None:
+        return _operand(name, x, p, rows, cols, dtype)
+    key = (name, view[0], rows, cols, dtype, tuple(p.batch), p.count)
+    known = _read.get(key, False)
+    if known is False:
+        try:
+            known = _operand(name, x, p, rows, cols, dtype)
+        except _Unwalkable:
+            known = None
+        if len(_read) >= _READ_KEPT:  # a caller of ever new layouts: start over
+            _read.clear()
+        _read[key] = known
+    if known is None:
+        raise _Unwalkable(name)
+    return replace(known, ptr=view[1])
+
+
 def checks_on_device(p: Any) -> bool:
     """Whether a product of problem ``p`` is checked on the device (device operands of the dtypes the kernels
     read, a non-empty product); else the host checks it."""
@@ -227,17 +252,19 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
     if not checks_on_device(p):
         return None
     count, m, n, k = p.count, p.m, p.n, p.k
+    views = {name: operand_view(x) for name, x in (("a", a), ("b", b), ("c", c), ("out", result)) if x is not None}
+    dt, out_dt = p.dtype.name, p.out_dtype.name
     try:
-        A = _operand("a", a, p, m, k, p.dtype.name)
-        B = _operand("b", b, p, k, n, p.dtype.name)
-        C = _operand("out", result, p, m, n, p.out_dtype.name)
-        C0 = _operand("c", c, p, m, n, p.out_dtype.name) if c is not None and beta != 0.0 else None
+        A = _operand_read("a", a, views["a"], p, m, k, dt)
+        B = _operand_read("b", b, views["b"], p, k, n, dt)
+        C = _operand_read("out", result, views["out"], p, m, n, out_dt)
+        C0 = _operand_read("c", c, views["c"], p, m, n, out_dt) if c is not None and beta != 0.0 else None
     except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
         return None
     f32 = np.dtype(np.float32)
     out_max = float(finfo(p.out_dtype).max)
     # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)
-    stream = common_stream([view[2] for view in (operand_view(x) for x in (a, b, c, result) if x is not None) if view is not None])
+    stream = common_stream([view[2] for view in views.values() if view is not None])
     pushed = rt.enter()
     try:
         if stream == -1 or stream is None:
