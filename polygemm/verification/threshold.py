@@ -66,8 +66,8 @@ def coefficients(k: int, length: int, dtype: np.dtype, out_dtype: np.dtype, chec
     u_sc = unit(scalar_dtype) if scalar_dtype is not None and scalar_dtype.itemsize < dtype.itemsize else 0.0
     root = math.sqrt(max(length, 1))
     # the check's own rounding, against the same 2-norm terms (a 1-norm is at most root times a 2-norm): compensated
-    # sums err by 2u of their 1-norm (3u more where the device sums a 16-byte vector's terms in pairs before its
-    # compensated add), their reduction across a warp and block by about 8u more, and the device's
+    # sums err by 2u of their 1-norm (7u more where the device sums a 16-byte vector's 8 terms by fused multiply-adds
+    # before its compensated add), their reduction across a warp and block by about 8u more, and the device's
     # slices of a row (at most 64, added by atomics) by one u each; B·r is stored once rounded, and enters A·(B·r)
     # twice over; plain sums err by (terms)·u; the combining steps a few u
     own = 96.0 * (1.0 + root) * u_chk if compensated else (k + length + 8) * root * u_chk

@@ -167,8 +167,7 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
                                                        alpha, beta, co.a, co.c0, co.c, co.t0, out_max, rec), _elementwise(total), stream)
         rt.cu.synchronize_stream(stream)
         host = np.zeros(1, RECORD)
-        with rt.active():  # the stream's work is done: a plain copy reads the record
-            rt.drv.memcpy_dtoh(host, rec)
+        rt.cu.copy_to_host(host, rec)  # the stream's work is done: a plain copy reads the record
         return host
     finally:
         rt.release(scratch, stream)

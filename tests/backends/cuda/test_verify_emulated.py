@@ -80,7 +80,7 @@ class FakeRuntime:
     def synchronize_stream(self, stream: int) -> None:
         pass
 
-    def memcpy_dtoh(self, host: np.ndarray, ptr: int) -> None:
+    def copy_to_host(self, host: np.ndarray, ptr: int) -> None:
         host.view(np.uint8)[:] = _view(ptr, np.dtype(np.uint8), host.nbytes)
 
     def enter(self) -> bool:

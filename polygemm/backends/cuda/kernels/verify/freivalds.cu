@@ -9,7 +9,7 @@
 // elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
 // batch, or a batch broadcast with bs = 0); v_j is v[b*vbs + j]. Inputs float32, float16 or bfloat16,
 // sums in float32, compensated (Kahan) for y, whose rounding enters the threshold (along a row, each 16-byte
-// vector's terms summed in pairs first); z's in float64, since
+// vector's terms summed by fused multiply-adds first); z's in float64, since
 // squares of float32 values (1e-25 or 1e20) would underflow or overflow float32, and z only scales the
 // threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
 // row, the lanes over j, coalesced; 2: the same with 16-byte loads, for rows that start on 16-byte
@@ -143,65 +143,66 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             // lanes 16 or 32 bytes apart, would cost the cache 8 to 16 times the wavefronts of x's own loads, and
             // the pass would run at a third of the memory's bandwidth
             const bool vec = ((reinterpret_cast<unsigned long long>(vb) | reinterpret_cast<unsigned long long>(wb)) & 15ull) == 0;
+            // offsets within the slice in 32 bits (a slice is at most a 64th of a row, well under 2^31 elements):
+            // 64-bit index arithmetic would cost the loop as many instructions as its sums
+            const int len = (int)(je - jb);
+            const float* vr = vb + jb;
+            const float* wr = wb != nullptr ? wb + jb : nullptr;
             for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
-                const T* row = xb + i * rs;
+                const T* xr = xb + i * rs + jb;
                 PgvKahan acc;
                 double sq = 0.0;
-                for (long long j0 = jb + (long long)lane * E; j0 < je; j0 += 32 * E * kPgvAlongUnroll) {
+                for (int j0 = lane * E; j0 < len; j0 += 32 * E * kPgvAlongUnroll) {
                     float x[kPgvAlongUnroll][E];
                     bool full[kPgvAlongUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
-                        const long long j = j0 + 32 * E * u;
-                        full[u] = j + E <= je;
+                        const int j = j0 + 32 * E * u;
+                        full[u] = j + E <= len;
                         if (full[u]) {
-                            pgv_unpack(__ldg(reinterpret_cast<const uint4*>(row + j)), x[u], row);
+                            pgv_unpack(__ldg(reinterpret_cast<const uint4*>(xr + j)), x[u], xr);
                         } else {
 #pragma unroll
-                            for (int e = 0; e < E; ++e) x[u][e] = j + e < je ? pgv_float(row[j + e]) : 0.f;
+                            for (int e = 0; e < E; ++e) x[u][e] = j + e < len ? pgv_float(xr[j + e]) : 0.f;
                         }
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
-                        const long long j = j0 + 32 * E * u;
+                        const int j = j0 + 32 * E * u;
                         if (full[u] && vec) {
                             float vv[E], ww[E];
 #pragma unroll
                             for (int q = 0; q < E / 4; ++q) {
-                                pgv_unpack(__ldg(reinterpret_cast<const uint4*>(vb + j) + q), vv + 4 * q, vb);
-                                if (wb != nullptr) pgv_unpack(__ldg(reinterpret_cast<const uint4*>(wb + j) + q), ww + 4 * q, wb);
+                                pgv_unpack(__ldg(reinterpret_cast<const uint4*>(vr + j) + q), vv + 4 * q, vr);
+                                if (wr != nullptr) pgv_unpack(__ldg(reinterpret_cast<const uint4*>(wr + j) + q), ww + 4 * q, wr);
                             }
-                            // the vector's E terms summed in pairs first, then one compensated add (3u more of
-                            // their 1-norm, within the threshold's allowance), and their squares or magnitudes
-                            // in float32, taken to the float64 sum once, unless that sum overflowed or may have
-                            // lost terms to underflow (past 3e38 or under 1e-30: float32 and bfloat16 values only):
-                            // those vectors are summed in float64 term by term (float64 work on every term would
-                            // bound the pass by the device's float64 rate, not by its memory)
-                            float t[E], m[E];
+                            // the vector's E terms summed by fused multiply-adds first, then one compensated add
+                            // (E u more of their 1-norm, within the threshold's allowance), and their squares or
+                            // magnitudes in float32, taken to the float64 sum once, unless that sum overflowed or
+                            // may have lost terms to underflow (past 3e38 or under 1e-30: float32 and bfloat16
+                            // values only): those vectors are summed in float64 term by term (float64 work on every
+                            // term would bound the pass by the device's float64 rate, not by its memory)
+                            float t = x[u][0] * vv[0];
+                            float m = wr != nullptr ? fabsf(x[u][0]) * ww[0] : x[u][0] * x[u][0];
 #pragma unroll
-                            for (int e = 0; e < E; ++e) {
-                                t[e] = x[u][e] * vv[e];
-                                m[e] = wb != nullptr ? fabsf(x[u][e]) * ww[e] : x[u][e] * x[u][e];
+                            for (int e = 1; e < E; ++e) {
+                                t = fmaf(x[u][e], vv[e], t);
+                                m = wr != nullptr ? fmaf(fabsf(x[u][e]), ww[e], m) : fmaf(x[u][e], x[u][e], m);
                             }
-#pragma unroll
-                            for (int h = E / 2; h > 0; h >>= 1) {
-#pragma unroll
-                                for (int e = 0; e < h; ++e) t[e] += t[e + h], m[e] += m[e + h];
-                            }
-                            acc.add(t[0]);
-                            if (m[0] <= 3.0e38f && m[0] >= 1.0e-30f) {
-                                sq += (double)m[0];
+                            acc.add(t);
+                            if (m <= 3.0e38f && m >= 1.0e-30f) {
+                                sq += (double)m;
                             } else {
 #pragma unroll
                                 for (int e = 0; e < E; ++e)
-                                    sq += wb != nullptr ? (double)fabsf(x[u][e]) * ww[e] : (double)x[u][e] * x[u][e];
+                                    sq += wr != nullptr ? (double)fabsf(x[u][e]) * ww[e] : (double)x[u][e] * x[u][e];
                             }
                         } else {
 #pragma unroll
                             for (int e = 0; e < E; ++e) {
-                                if (j + e < je) {
-                                    acc.add(x[u][e] * vb[j + e]);
-                                    sq += wb != nullptr ? (double)fabsf(x[u][e]) * wb[j + e] : (double)x[u][e] * x[u][e];
+                                if (j + e < len) {
+                                    acc.add(x[u][e] * vr[j + e]);
+                                    sq += wr != nullptr ? (double)fabsf(x[u][e]) * wr[j + e] : (double)x[u][e] * x[u][e];
                                 }
                             }
                         }
