@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.preset == "real":
             from polygemm.apps.bench_real import real_shapes
 
-            real = overhead(run, [(s.m, s.n, s.k, "float16") for s in real_shapes()], args.repeats, seed)
+            real = overhead(run, [(s[0], s[1], s[2], "float16") for s in real_shapes()], args.repeats, seed)
             for rec in real:
                 rec["preset"] = "real"
             geo = math.exp(statistics.fmean(math.log(r["us_per_call_verified"] / r["us_per_call"]) for r in real)) - 1.0
