@@ -142,8 +142,13 @@ def measure(names: Sequence[str], time_fn: Callable[[str], Any], estimates: dict
 
 def measured_reason(m: Measurement) -> str:
     """The plan's reason for a variant measured fastest on this GPU."""
-    text = (f"measured on this GPU: {m.winner} ran {m.us:.1f} µs, the fastest of {len(m.timings)} candidates timed on "
-            f"{m.date or 'an unknown date'} (polygemm tune)")
+    if m.shipped:
+        text = (f"measured on this GPU model: {m.winner} ran {m.us:.1f} µs, the fastest of {len(m.timings)} candidates "
+                f"timed on {m.date or 'an unknown date'} (the measurements polygemm ships; polygemm tune measures this GPU "
+                f"itself)")
+    else:
+        text = (f"measured on this GPU: {m.winner} ran {m.us:.1f} µs, the fastest of {len(m.timings)} candidates timed "
+                f"on {m.date or 'an unknown date'} (polygemm tune)")
     if m.estimate_pick and m.estimate_pick != m.winner:
         pick = m.pick_us
         text += f"; the cost model's estimate picked {m.estimate_pick}" + (f" ({pick:.1f} µs measured)" if pick else "")

@@ -10,6 +10,10 @@ its rows' byte pitch up to 32). One JSON file a GPU under the kernel cache's fol
 kept in memory; written whole (a temporary file, then ``os.replace``), never more than
 ``$POLYGEMM_TUNE_CACHE_SIZE`` entries (the oldest measurements dropped first). A file that is
 not valid JSON, or another program's, is passed over with a warning naming it, never raised.
+
+Beneath it, the measurements polygemm ships for some GPU models (``tuning/measured/``, one file of
+the same format a model, as ``polygemm tune`` wrote it on one): an entry of this GPU's own file
+overrules them, and ``polygemm tune`` measures a product again whatever they hold.
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from .compiler import write_entry
 
 __all__ = ["GpuId", "TuneKey", "Measurement", "TuneCache", "cache_for", "tune_dir", "align_class", "FORMAT", "DEFAULT_SIZE",
-           "package_version", "forget_caches", "now_text"]
+           "package_version", "forget_caches", "now_text", "shipped_dir"]
 
 #: the ``format`` field of a tuning file; a file with another is another program's (or version's)
 FORMAT = "polygemm-tune/1"
@@ -101,6 +105,8 @@ class Measurement:
     estimate_us: float = 0.0
     measured_at: str = ""
     version: str = ""
+    #: one of the measurements polygemm ships for this GPU model (:func:`shipped_dir`), not one made on this GPU
+    shipped: bool = False
 
     @property
     def pick_us(self) -> float | None:
@@ -118,7 +124,9 @@ class Measurement:
         return self.measured_at[:10]
 
     def record(self) -> dict[str, Any]:
-        return asdict(self)
+        rec = asdict(self)
+        del rec["shipped"]  # where it came from is the file it is in
+        return rec
 
     @staticmethod
     def from_record(r: Any) -> "Measurement | None":
@@ -162,6 +170,12 @@ def _size_from_env() -> int:
     return size
 
 
+def shipped_dir() -> Path:
+    """The measurements polygemm ships, one file a GPU model in the cache's own format (``polygemm tune``'s
+    file of that GPU, as measured on one): read beneath this GPU's own cache, which overrules them."""
+    return Path(__file__).resolve().parent / "tuning" / "measured"
+
+
 def tune_dir() -> Path | None:
     """``tune/`` beside the kernel cache's ``cubin/`` (the same folder, created and checked the
     same way: :func:`.compiler.cache_dir`), created owner-only; None, with a warning, when that
@@ -190,6 +204,7 @@ class TuneCache:
         self._pending: dict[str, threading.Event] = {}
         self._writable = True  # False: the file is another program's, left as it is
         self._load()
+        self._shipped = self._read_shipped()
 
     # -- the file --------------------------------------------------------------------------
     def _read_file(self) -> dict[str, Measurement] | None:
@@ -226,6 +241,23 @@ class TuneCache:
                 out[str(key)] = m
         return out
 
+    def _read_shipped(self) -> dict[str, Measurement]:
+        """The measurements polygemm ships for this GPU model (none for most: an empty dict)."""
+        path = shipped_dir() / f"{self.gpu.slug}.json"
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("gpu") != self.gpu.record() or \
+                not isinstance(doc.get("entries"), dict):
+            return {}
+        out = {}
+        for key, rec in doc["entries"].items():
+            m = Measurement.from_record(rec)
+            if m is not None:
+                out[str(key)] = replace(m, shipped=True)
+        return out
+
     def _load(self) -> None:
         got = self._read_file() or {}
         for key, m in sorted(got.items(), key=lambda kv: kv[1].measured_at):
@@ -260,8 +292,10 @@ class TuneCache:
     def get(self, key: TuneKey) -> Measurement | None:
         if key.gpu != self.gpu:
             return None
+        text = key.text()
         with self._lock:
-            return self._entries.get(key.text())
+            mine = self._entries.get(text)
+        return mine if mine is not None else self._shipped.get(text)
 
     def put(self, key: TuneKey, m: Measurement) -> None:
         if key.gpu != self.gpu:

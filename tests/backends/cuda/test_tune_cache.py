@@ -210,3 +210,58 @@ def test_the_tune_folder_sits_beside_the_kernel_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("POLYGEMM_CACHE_DIR", str(tmp_path / "pg"))
     assert tune_cache.tune_dir() == tmp_path / "pg" / "tune"
     assert (tmp_path / "pg" / "tune").is_dir()
+
+
+def _ship(folder, gpu: GpuId, entries: dict) -> None:
+    folder.mkdir(exist_ok=True)
+    doc = {"format": FORMAT, "gpu": gpu.record(), "entries": {k: m.record() for k, m in entries.items()}}
+    (folder / f"{gpu.slug}.json").write_text(json.dumps(doc))
+
+
+def test_shipped_measurements_apply_beneath_the_gpus_own_and_say_so(folder, tmp_path, monkeypatch):
+    from polygemm.backends.cuda.autotune import measured_reason
+
+    shipped = tmp_path / "shipped"
+    _ship(shipped, H100, {key().text(): meas("rung_s", 5.0), key(m=640).text(): meas("rung_t", 6.0)})
+    _ship(shipped, H200, {key(H200).text(): meas("rung_u", 7.0)})
+    monkeypatch.setattr(tune_cache, "shipped_dir", lambda: shipped)
+    tune_cache.forget_caches()
+    cache = tune_cache.cache_for(H100)
+    got = cache.get(key())
+    assert got.winner == "rung_s" and got.shipped and "this GPU model" in measured_reason(got)
+    assert cache.get(key(H200)) is None and cache.get(key(m=513)) is None  # another model's file; another key
+    assert len(cache) == 0 and cache.entries() == {}  # the GPU's own measurements only
+    cache.put(key(), meas("rung_mine", 4.0))  # a measurement on this GPU overrules the shipped one
+    mine = cache.get(key())
+    assert mine.winner == "rung_mine" and not mine.shipped and "measured on this GPU:" in measured_reason(mine)
+    written = json.loads((folder / f"{H100.slug}.json").read_text())["entries"]
+    assert list(written) == [key().text()] and "shipped" not in written[key().text()]  # none copied into the user's file
+    # tune measures a product again whatever the shipped file holds
+    calls = []
+    assert cache.measure_once(key(m=640), lambda: calls.append(1) or meas("rung_new", 2.0)).winner == "rung_new" and calls
+
+
+def test_a_shipped_file_of_another_format_or_gpu_is_passed_over(folder, tmp_path, monkeypatch):
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    (shipped / f"{H100.slug}.json").write_text(json.dumps({"format": "other/1", "gpu": H100.record(), "entries": {}}))
+    monkeypatch.setattr(tune_cache, "shipped_dir", lambda: shipped)
+    tune_cache.forget_caches()
+    assert tune_cache.cache_for(H100).get(key()) is None
+
+
+def test_the_shipped_files_name_their_gpu_and_variants_the_catalog_has():
+    from polygemm.backends.cuda.variants import kernel_specs
+
+    files = sorted(tune_cache.shipped_dir().glob("*.json"))
+    assert files, "polygemm ships the H100's measurements"
+    specs = kernel_specs()
+    for path in files:
+        doc = json.loads(path.read_text())
+        gpu = GpuId(doc["gpu"]["name"], tuple(doc["gpu"]["cc"]), doc["gpu"]["sms"])  # type: ignore[arg-type]
+        assert doc["format"] == FORMAT and path.name == f"{gpu.slug}.json"
+        for text, rec in doc["entries"].items():
+            m = Measurement.from_record(rec)
+            assert m is not None and m.winner in m.timings, text
+            for name in m.timings:
+                assert name.removesuffix(" on aligned copies").partition(":")[0] in specs, (text, name)
