@@ -409,6 +409,10 @@ def measured_ranking(backend: Any, p: GemmProblem, rt: Any, sms: int, ranked: li
     key = tune_key(gpu, p)
     cache = cache_for(gpu)
     m = cache.get(key)
+    borrowed = ""
+    if m is None and key.dtype == "bfloat16":  # the float16 rungs' bfloat16 builds: float16's measurement chooses
+        m = cache.get(_as_float16(key))
+        borrowed = " (of the float16 product: bfloat16 runs the same rungs' bfloat16 builds)" if m is not None else ""
     if m is None and autotune_enabled():
         m = _first_sight(backend, p, rt, key, ranked, cache)
     if m is None:
@@ -418,12 +422,17 @@ def measured_ranking(backend: Any, p: GemmProblem, rt: Any, sms: int, ranked: li
         base = next((c for c in ranked if c.label == m.winner.removesuffix(" on aligned copies") and not c.padded), None)
         if base is not None:
             first = replace(base, estimate_us=m.us, padded=True)
-            return [first] + ranked, measured_reason(m), first
+            return [first] + ranked, measured_reason(m) + borrowed, first
     if hit is None:
         return ranked, reason + (f"; estimated: {m.winner}, measured fastest on this GPU on {m.date}, is no candidate "
                                  f"for these operands now"), None
     first = replace(hit, estimate_us=m.us)
-    return [first] + [c for c in ranked if c is not hit], measured_reason(m), first
+    return [first] + [c for c in ranked if c is not hit], measured_reason(m) + borrowed, first
+
+
+def _as_float16(key: TuneKey) -> TuneKey:
+    """A bfloat16 product's key as the float16 product of the same operands would have it."""
+    return replace(key, dtype="float16", out_dtype="float16" if key.out_dtype == "bfloat16" else key.out_dtype)
 
 
 def _first_sight(backend: Any, p: GemmProblem, rt: Any, key: TuneKey, ranked: list[Candidate], cache: TuneCache) -> Measurement | None:

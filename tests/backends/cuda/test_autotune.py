@@ -31,6 +31,7 @@ def fake_rt(name: str = "NVIDIA H100 80GB HBM3", sms: int = 132):
 def be(tmp_path, monkeypatch):
     """A cuda backend planning for a stand-in H100, its tuning cache in a folder of the test's own."""
     monkeypatch.setattr(tune_cache, "tune_dir", lambda: tmp_path)
+    monkeypatch.setattr(tune_cache, "shipped_dir", lambda: tmp_path / "shipped")  # no shipped measurement in the way
     monkeypatch.delenv("POLYGEMM_AUTOTUNE", raising=False)
     monkeypatch.delenv("POLYGEMM_TUNE_CACHE", raising=False)
     monkeypatch.setattr(autotune, "AUTOTUNE_BUDGET", [])
@@ -385,3 +386,17 @@ def test_scratch_for_a_batch_holds_every_matrix(be):
         q = timer.problem
         assert (q.count, q.a.batch_stride, q.b.batch_stride) == (4, 64 * 32, 32 * 16)
     assert sizes == [4 * 64 * 32 * 4 + 256, 4 * 32 * 16 * 4 + 256, 4 * 64 * 16 * 4 + 256]
+
+
+def test_a_bfloat16_product_takes_the_float16_measurement_of_its_operands_where_it_has_none(be):
+    import ml_dtypes
+
+    p = problem()
+    ranked = autotune.estimates(p, 90, 132)
+    winner = next(c.label for c in ranked[1:5] if ":split_k=" not in c.label)
+    be.tune(p, time_fn=by_name({winner: 2.0}))
+    bf = np.dtype(ml_dtypes.bfloat16)
+    plan = be.plan(normalize(np.zeros((512, 1024), bf), np.zeros((1024, 256), bf)))
+    assert plan.variant == winner and "of the float16 product" in plan.reason
+    wide = be.plan(normalize(np.zeros((512, 1024), bf), np.zeros((1024, 256), bf), out_dtype=np.float32))
+    assert "not measured on this GPU" in wide.reason  # a float32 result: another product's measurement
