@@ -413,8 +413,10 @@ def measured_ranking(backend: Any, p: GemmProblem, rt: Any, sms: int, ranked: li
     if m is None and key.dtype == "bfloat16":  # the float16 rungs' bfloat16 builds: float16's measurement chooses
         m = cache.get(_as_float16(key))
         borrowed = " (of the float16 product: bfloat16 runs the same rungs' bfloat16 builds)" if m is not None else ""
-    if m is None and autotune_enabled():
-        m = _first_sight(backend, p, rt, key, ranked, cache)
+    if (m is None or m.shipped or borrowed) and autotune_enabled():  # this GPU's own measurement, where it may make one
+        mine = _first_sight(backend, p, rt, key, ranked, cache)
+        if mine is not None:
+            m, borrowed = mine, ""
     if m is None:
         return ranked, reason + "; estimated, not measured on this GPU (polygemm tune measures it)", None
     hit = next((c for c in ranked if c.label == m.winner), None)
@@ -424,8 +426,9 @@ def measured_ranking(backend: Any, p: GemmProblem, rt: Any, sms: int, ranked: li
             first = replace(base, estimate_us=m.us, padded=True)
             return [first] + ranked, measured_reason(m) + borrowed, first
     if hit is None:
-        return ranked, reason + (f"; estimated: {m.winner}, measured fastest on this GPU on {m.date}, is no candidate "
-                                 f"for these operands now"), None
+        where = "this GPU model" if m.shipped else "this GPU"
+        return ranked, reason + (f"; estimated: {m.winner}, measured fastest on {where} on {m.date}{borrowed}, is no "
+                                 f"candidate for these operands now"), None
     first = replace(hit, estimate_us=m.us)
     return [first] + [c for c in ranked if c is not hit], measured_reason(m) + borrowed, first
 

@@ -60,6 +60,10 @@ def _no_driver() -> tuple[str, str] | None:
     return None
 
 
+#: the dtypes whose rungs take alpha and beta as doubles (the float64 rungs, complex128's four products on them)
+DOUBLE_SCALARS = ("float64", "complex128")
+
+
 class CudaBackend(Backend):
     """NVIDIA GPUs through PyCUDA: two SGEMM ladders, the FP16 tensor-core kernels, cuBLAS."""
 
@@ -206,12 +210,12 @@ class CudaBackend(Backend):
 
     def scalar_dtype(self, dtype: np.dtype) -> np.dtype | None:
         """float32, except for float64 and complex128 products, whose rungs take alpha and beta as doubles."""
-        return None if dtype.name in ("float64", "complex128") else np.dtype(np.float32)
+        return None if dtype.name in DOUBLE_SCALARS else np.dtype(np.float32)
 
     def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
         """The base rules, except that a float64 product's alpha and beta need not fit float32: the
         float64 rungs (and cuBLAS's DGEMM) take them as doubles."""
-        if problem.dtype.name in ("float64", "complex128") and not problem.scalars_fit_float32:
+        if problem.dtype.name in DOUBLE_SCALARS and not problem.scalars_fit_float32:
             problem = replace(problem, alpha=1.0, beta=1.0)  # past the scalar rule; the rest does not read them
         return super().refusal(problem, variant)
 

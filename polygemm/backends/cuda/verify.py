@@ -76,7 +76,7 @@ def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, in
     (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
     column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
     about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
-    512 (along) or 256 (across) columns; its z the batch."""
+    512 (along) or 256 (across) columns, and each at most 2^30 columns; its z the batch."""
     size = _ITEMSIZE[x.kind]
     along = x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs))
     aligned = x.ptr % 16 == 0 and (x.bs * size) % 16 == 0
@@ -90,6 +90,8 @@ def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, in
     gz = max(1, min(x.batch, 65535))
     least = 512 if along else 256
     splits = max(1, min(-(-4 * sms // (gx * gz)), -(-x.cols // least), 64))
+    # the pass along rows indexes a slice in 32 bits: slices of at most 2^30 elements
+    splits = max(splits, -(-x.cols // 2**30))
     return mode, (gx, splits, gz)
 
 

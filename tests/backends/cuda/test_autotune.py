@@ -400,3 +400,31 @@ def test_a_bfloat16_product_takes_the_float16_measurement_of_its_operands_where_
     assert plan.variant == winner and "of the float16 product" in plan.reason
     wide = be.plan(normalize(np.zeros((512, 1024), bf), np.zeros((1024, 256), bf), out_dtype=np.float32))
     assert "not measured on this GPU" in wide.reason  # a float32 result: another product's measurement
+
+
+def test_autotune_measures_this_gpu_rather_than_keep_a_shipped_or_borrowed_measurement(be, monkeypatch, tmp_path):
+    import json
+
+    import ml_dtypes
+
+    p = problem()
+    ranked = autotune.estimates(p, 90, 132)
+    shipped_winner, own_winner = ranked[1].label, ranked[2].label
+    key = autotune.tune_key(autotune.gpu_of(be._rt, 132), p)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    entry = Measurement(shipped_winner, 1.0, {shipped_winner: 1.0}, "", 0.0, "2026-01-01T00:00:00+00:00", "0")
+    (shipped / f"{key.gpu.slug}.json").write_text(json.dumps(
+        {"format": tune_cache.FORMAT, "gpu": key.gpu.record(), "entries": {key.text(): entry.record()}}))
+    tune_cache.forget_caches()
+    assert be.plan(p).variant == shipped_winner and "this GPU model" in be.plan(p).reason  # without autotune: shipped
+    monkeypatch.setenv("POLYGEMM_AUTOTUNE", "1")
+    monkeypatch.setattr(autotune, "safe_to_time", lambda rt: True)
+    calls = []
+    monkeypatch.setattr(autotune, "time_candidates",
+                        lambda self, p, rt, ranked, **kw: calls.append(p.dtype.name) or measure([own_winner], by_name({own_winner: 0.5})))
+    own = be.plan(p)
+    assert own.variant == own_winner and "measured on this GPU:" in own.reason and calls == ["float16"]
+    bf = np.dtype(ml_dtypes.bfloat16)
+    bf_plan = be.plan(normalize(np.zeros((512, 1024), bf), np.zeros((1024, 256), bf)))  # float16's is borrowed, then measured
+    assert calls == ["float16", "bfloat16"] and "of the float16 product" not in bf_plan.reason

@@ -67,3 +67,13 @@ def test_retry_takes_the_next_rung_auto_weighed_that_could_run():
     assert retry_variant(_plan("hg_v3_wgmma_pingpong", cands), known) == "hg_v1_mma_ldmatrix"
     assert retry_variant(_plan("hg_v1_mma_ldmatrix", cands), known) == "hg_v3_wgmma_pingpong:split_k=2"
     assert retry_variant(_plan("cm_v14", []), known) is None
+
+
+def test_a_slice_of_a_row_stays_under_two_to_the_thirty_first_elements_however_full_the_grid():
+    # the pass along rows indexes its slice in 32 bits: a batch that fills the grid still slices a row of 2^33
+    from dataclasses import replace
+
+    long_row = replace(strided(0, 1, 2**33, "row", 2**33, 0, 1, "float16"), batch=132)  # a broadcast A over 132 products
+    mode, (gx, splits, gz) = matvec_geometry(long_row, sms=132)
+    chunk = (-(-long_row.cols // splits) + 255) // 256 * 256  # as the kernel cuts it
+    assert mode == 2 and gz == 132 and chunk + 32 * 8 * 4 < 2**31

@@ -143,7 +143,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             // lanes 16 or 32 bytes apart, would cost the cache 8 to 16 times the wavefronts of x's own loads, and
             // the pass would run at a third of the memory's bandwidth
             const bool vec = ((reinterpret_cast<unsigned long long>(vb) | reinterpret_cast<unsigned long long>(wb)) & 15ull) == 0;
-            // offsets within the slice in 32 bits (a slice is at most a 64th of a row, well under 2^31 elements):
+            // offsets within the slice in 32 bits (the host makes slices of at most 2^30 elements, matvec_geometry):
             // 64-bit index arithmetic would cost the loop as many instructions as its sums
             const int len = (int)(je - jb);
             const float* vr = vb + jb;
