@@ -220,13 +220,15 @@ _read: dict[tuple[Any, ...], Strided | None] = {}
 _READ_KEPT = 1024
 
 
-def _operand_read(name: str, x: Any, view: tuple[tuple, int, Any] | None, p: Any, rows: int, cols: int, dtype: str) -> Strided:
+def _operand_read(name: str, x: Any, view: tuple[tuple[Any, ...], int, Any] | None, p: Any, rows: int, cols: int,
+                  dtype: str) -> Strided:
     """:func:`_operand`, kept per view key: the same walk with this call's pointer."""
     if view is None:
         return _operand(name, x, p, rows, cols, dtype)
     key = (name, view[0], rows, cols, dtype, tuple(p.batch), p.count)
-    known = _read.get(key, False)
-    if known is False:
+    if key in _read:
+        known = _read[key]
+    else:
         try:
             known = _operand(name, x, p, rows, cols, dtype)
         except _Unwalkable:
