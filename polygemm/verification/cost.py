@@ -11,13 +11,17 @@ __all__ = ["describe_check"]
 
 def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     """The note ``explain`` adds for a verified call: the test, where it runs, the threshold, and its cost
-    (the bytes it reads and its arithmetic as a share of the product's 2·M·N·K)."""
+    (the bytes it reads and its arithmetic as a share of the product's 2·M·N·K; where the backend estimates
+    it, ``verify_cost_us``, its time beside the product's estimate)."""
     p = plan.problem
     try:
-        on = getattr(registry.get_backend(plan.backend), "verify_on_device", None)
+        backend = registry.get_backend(plan.backend)
     except PolygemmError:
-        on = None
+        backend = None
+    on = getattr(backend, "verify_on_device", None)
     on_device = bool(on is not None and on(p))
+    timed = getattr(backend, "verify_cost_us", None)
+    costs = timed(plan, given_out) if timed is not None else None
     count, m, n, k = p.count, p.m, p.n, p.k
     reads_c = p.c is not None and p.beta != 0.0
     size_in, size_out = p.dtype.itemsize, p.out_dtype.itemsize
@@ -31,6 +35,12 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
             "retry": "a failed check recomputes once (another rung where the backend has one) and raises if that fails too"}[mode]
     tail = "; the product goes to a result of its own, copied into out once checked (out and c untouched on failure)" \
         if given_out else ""
+    timing = ""
+    if costs is not None:
+        check_us, product_us = costs
+        timing = f", about {check_us:.0f} µs" + (f" ({100.0 * check_us / product_us:.0f}% of the product's estimated "
+                                                  f"{product_us:.0f} µs)" if product_us else "")
     return (f"verify={mode!r}: Freivalds check of C·r against alpha·A·(B·r){' + beta·c·r' if reads_c else ''} with a fresh "
             f"random r of ±1, {where}; threshold per row from the error bound of {p.dtype.name} -> {p.out_dtype.name}; "
-            f"estimated cost: reads A, B and C once more ({nbytes / 1e6:.3g} MB), {flops:.3g} flops = {share}; {what}{tail}")
+            f"estimated cost: reads A, B and C once more ({nbytes / 1e6:.3g} MB), {flops:.3g} flops = {share}{timing}; "
+            f"{what}{tail}")

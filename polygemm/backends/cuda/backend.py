@@ -560,6 +560,15 @@ class CudaBackend(Backend):
 
         return checks_on_device(problem)
 
+    def verify_cost_us(self, plan: Plan, given_out: bool) -> tuple[float, float | None] | None:
+        """The device check's estimated µs for ``plan``'s product and the product's own estimate (None where the
+        plan has none), or None where the host checks it."""
+        from .verify import check_cost_us
+
+        us = check_cost_us(plan.problem, given_out)
+        estimate = getattr(plan.private, "estimate_us", None)
+        return None if us is None else (us, float(estimate) if estimate else None)
+
     def verify_retry_variant(self, plan: Plan) -> str | None:
         """The rung a failed check's retry runs: the next of auto's candidates (None: the same again)."""
         from .verify import retry_variant

@@ -26,7 +26,7 @@ from ...verification.threshold import coefficients
 from .variants import KERNEL_DIR
 
 __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
-           "retry_variant", "RECORD", "checks_on_device"]
+           "retry_variant", "RECORD", "checks_on_device", "check_cost_us"]
 
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
@@ -239,6 +239,28 @@ def _operand_read(name: str, x: Any, view: tuple[tuple[Any, ...], int, Any] | No
     if known is None:
         raise _Unwalkable(name)
     return replace(known, ptr=view[1])
+
+
+#: what the device check costs, as measured on an H100 80GB HBM3 through the call (docs/verify.md): its matrix-vector
+#: passes' pace (bytes a µs, by the operands' kind: the float16 and bfloat16 passes reach about 1.4 TB/s, the float32
+#: ones 2), the copy of a checked result into ``out`` (read and written, 3.4 TB/s), and what a check costs whatever
+#: its size (its launches, its wait and its read-back: about 300 µs a check, timed at 256³ where its kernels took 14 µs)
+PASS_BYTES_PER_US = {"f16": 1.4e6, "bf16": 1.4e6, "f32": 2.0e6}
+COPY_BYTES_PER_US = 3.4e6
+CHECK_FIXED_US = 300.0
+
+
+def check_cost_us(p: Any, given_out: bool) -> float | None:
+    """The device check's estimated µs for a product of problem ``p`` (None where the host checks it): one read of
+    A, B and C (and c) at the passes' measured pace, a fixed cost a check, and the copy into ``out`` when one is given."""
+    if not checks_on_device(p):
+        return None
+    count, m, n, k = p.count, p.m, p.n, p.k
+    reads_c = p.c is not None and p.beta != 0.0
+    pace = PASS_BYTES_PER_US[VERIFY_KINDS[p.dtype.name]]
+    c_bytes = count * m * n * p.out_dtype.itemsize
+    passes = (count * (m * k + k * n) * p.dtype.itemsize + c_bytes * (2 if reads_c else 1)) / pace
+    return float(CHECK_FIXED_US + passes + (2 * c_bytes / COPY_BYTES_PER_US if given_out else 0.0))
 
 
 def checks_on_device(p: Any) -> bool:

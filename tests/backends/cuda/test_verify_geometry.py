@@ -77,3 +77,28 @@ def test_a_slice_of_a_row_stays_under_two_to_the_thirty_first_elements_however_f
     mode, (gx, splits, gz) = matvec_geometry(long_row, sms=132)
     chunk = (-(-long_row.cols // splits) + 255) // 256 * 256  # as the kernel cuts it
     assert mode == 2 and gz == 132 and chunk + 32 * 8 * 4 < 2**31
+
+
+def test_explain_prices_the_device_check_beside_the_products_estimate(monkeypatch):
+    from polygemm import registry
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.backends.cuda.verify import CHECK_FIXED_US, COPY_BYTES_PER_US, PASS_BYTES_PER_US, check_cost_us
+    from polygemm.problem import normalize
+    from polygemm.verification.cost import describe_check
+
+    class Device:
+        def __init__(self, shape, dtype):
+            self.shape = shape
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": np.dtype(dtype).str, "data": (1 << 30, False),
+                                              "version": 3, "strides": None, "stream": None}
+
+    be = CudaBackend()
+    be._rt = None
+    p = normalize(Device((4096, 4096), np.float16), Device((4096, 4096), np.float16))
+    nbytes = 3 * 4096 * 4096 * 2
+    assert check_cost_us(p, False) == CHECK_FIXED_US + nbytes / PASS_BYTES_PER_US["f16"]
+    assert check_cost_us(p, True) == check_cost_us(p, False) + 2 * 4096 * 4096 * 2 / COPY_BYTES_PER_US
+    assert check_cost_us(normalize(np.zeros((4, 4)), np.zeros((4, 4))), False) is None  # host operands: the host checks
+    monkeypatch.setattr(registry, "get_backend", lambda name: be)
+    note = describe_check(be.plan(p), "raise", True)
+    assert "µs (" in note and "of the product's estimated" in note and "copied into out" in note
