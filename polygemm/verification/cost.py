@@ -29,8 +29,13 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     flops = 2 * count * (m * k + k * n + m * n * (2 if reads_c else 1))
     product = 2 * count * m * n * k
     share = f"{100.0 * flops / product:.2g}% of the product's arithmetic" if product else "no product to check"
-    where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads back "
-             "a count of failed rows)" if on_device else "on the host, in float64")
+    if on_device:
+        where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads "
+                 "back a count of failed rows)")
+    elif p.residency != "host":  # device operands the device does not check: read back whole first
+        where = f"on the host, in float64, after copying A, B and C back from the device ({nbytes / 1e6:.3g} MB)"
+    else:
+        where = "on the host, in float64"
     what = {"raise": "a failed check raises VerificationError", "warn": "a failed check warns (VerificationWarning) and returns",
             "retry": "a failed check recomputes once (another rung where the backend has one) and raises if that fails too"}[mode]
     tail = "; the product goes to a result of its own, copied into out once checked (out and c untouched on failure)" \

@@ -102,3 +102,22 @@ def test_explain_prices_the_device_check_beside_the_products_estimate(monkeypatc
     monkeypatch.setattr(registry, "get_backend", lambda name: be)
     note = describe_check(be.plan(p), "raise", True)
     assert "µs (" in note and "of the product's estimated" in note and "copied into out" in note
+
+
+def test_explain_says_when_device_operands_are_read_back_for_a_host_check(monkeypatch):
+    from polygemm import registry
+    from polygemm.backends.cuda.backend import CudaBackend
+    from polygemm.problem import normalize
+    from polygemm.verification.cost import describe_check
+
+    class Device:
+        def __init__(self, shape):
+            self.shape = shape
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f8", "data": (1 << 30, False), "version": 3,
+                                              "strides": None, "stream": None}
+
+    be = CudaBackend()
+    be._rt = None
+    monkeypatch.setattr(registry, "get_backend", lambda name: be)
+    note = describe_check(be.plan(normalize(Device((1000, 1000)), Device((1000, 1000)))), "raise", False)
+    assert "on the host" in note and "copying A, B and C back from the device (24 MB)" in note  # float64: no device check
