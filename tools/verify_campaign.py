@@ -4,7 +4,8 @@ benchmark "verify", view "verify", its commands, and records; tools/results_page
 
 * one record per timed product: ``{"m", "n", "k", "dtype", "us_per_call", "us_per_call_verified", "overhead", ...}``,
   polygemm.gemm without and with ``verify="raise"`` as a GPU user calls it (CuPy arrays and ``out=``, wall time per
-  call over calls back to back; the backend's own arrays where CuPy is missing or on the cpu), each the median of
+  call over calls back to back, operands drawn on the device; the backend's own arrays where CuPy is missing, on the
+  cpu, or for bfloat16, which CuPy lacks), each the median of
   --repeats timings after a warm-up (--shapes, and --preset real for the
   real-workload preset, whose geometric mean of overheads is printed);
 * one campaign record ``{"campaign": true, "injected", "detected", "clean", "false_alarms", ...}``: --clean correct
@@ -114,15 +115,20 @@ def _wall(f: Any, sync: Any, calls: int) -> float:
 
 def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int, seed: int) -> list[dict[str, Any]]:
     """The call with and without the check, as a GPU user makes it: CuPy arrays and ``out=`` (wall time per call,
-    calls back to back) where CuPy is installed on a device backend; else the backend's own arrays, new results."""
+    calls back to back) where CuPy is installed on a device backend and has the dtype; else the backend's own arrays,
+    new results."""
     rng = np.random.default_rng(seed)
     records = []
     cupy = None if run.host else _cupy()
     for m, n, k, dname in shapes:
         dtype = dtype_named(dname)
-        ha, hb = _operand(rng, (m, k), dtype, False), _operand(rng, (k, n), dtype, False)
-        if cupy is not None:
-            a, b, out = cupy.asarray(ha), cupy.asarray(hb), cupy.empty((m, n), dtype)
+        if cupy is not None and dtype.name in ("float16", "float32"):
+            # drawn on the device: the preset's largest operands take the host's generator seconds each
+            draw = cupy.random.RandomState(int(rng.integers(2**31))).standard_normal
+            a = draw((m, k), dtype=cupy.float32).astype(dtype)
+            b = draw((k, n), dtype=cupy.float32).astype(dtype)
+            out = cupy.empty((m, n), dtype)
+            arrays = "cupy, out="
             plain = lambda: run.gemm(a, b, out=out)  # noqa: E731
             checked = lambda: run.gemm(a, b, out=out, verify="raise")  # noqa: E731
             sync = cupy.cuda.runtime.deviceSynchronize
@@ -131,7 +137,8 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
             calls = max(3, min(1000, int(0.1 / max(_wall(checked, sync, 3), 1e-6))))
             timer = lambda f: _wall(f, sync, calls)  # noqa: E731
         else:
-            a, b = run.put(ha), run.put(hb)
+            a, b = run.put(_operand(rng, (m, k), dtype, False)), run.put(_operand(rng, (k, n), dtype, False))
+            arrays = "the backend's, new result"
             plain = lambda: run.gemm(a, b)  # noqa: E731
             checked = lambda: run.gemm(a, b, verify="raise")  # noqa: E731
             timer = run.timer
@@ -144,7 +151,7 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
         plan = pg.last_plan()
         rec = {"m": m, "n": n, "k": k, "dtype": dname, "us_per_call": round(us, 3), "us_per_call_verified": round(us_v, 3),
                "overhead": round(us_v / us - 1.0, 4), "device": run.device, "variant": plan.variant if plan else "",
-               "gpu": plan.device if plan else "", "arrays": "cupy, out=" if cupy is not None else "the backend's, new result"}
+               "gpu": plan.device if plan else "", "arrays": arrays}
         records.append(rec)
         print(f"{m}x{n}x{k} {dname}: {us:.1f} us, verified {us_v:.1f} us ({100 * rec['overhead']:+.1f}%)", flush=True)
     return records

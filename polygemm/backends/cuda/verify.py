@@ -4,7 +4,8 @@ stream-ordered scratch; the host reads back one small record (counts, the worst 
 rows that failed), not the vectors. A failed check is run again from the other side (the transposed
 product, ``Cᵀ = Bᵀ·Aᵀ``, by the same kernels with the strides swapped) to name the columns.
 
-The geometry (:func:`strided`, :func:`matvec_geometry`) is pure and unit-tested without a GPU.
+The geometry (:func:`strided`, :func:`matvec_geometry`) and the check's estimated cost
+(:func:`check_cost_us`, which ``explain`` prints) are pure and unit-tested without a GPU.
 """
 
 from __future__ import annotations
