@@ -324,12 +324,12 @@ class Backend(abc.ABC):
 
     def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
         """The error this backend (or ``variant``) refuses ``problem`` with, or None: its dtypes
-        (``variants()``), ``out_dtypes``, ``residencies``, ``batched`` and ``float32_scalars``.
+        (``variants()``), ``out_dtypes``, ``residencies``, ``batched`` and :meth:`scalar_dtype`.
         :meth:`supports` says its message, :meth:`check_problem` raises it."""
         dtype = problem.dtype.name
         dtypes = self.dtypes()
         # the order device="auto" reports first: scalars, batches and residency before dtypes
-        if self.float32_scalars and not problem.scalars_fit_float32:
+        if not problem.scalars_fit_float32 and self.scalar_dtype(problem.dtype) == np.float32:
             for what, value in (("alpha", problem.alpha), ("beta", problem.beta)):
                 if not fits_float32(value):
                     why = "" if abs(value) > FLOAT32_MAX else " (below float32's normal range, where it keeps fewer digits)"

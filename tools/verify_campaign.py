@@ -132,7 +132,7 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
             plain = lambda: run.gemm(a, b, out=out)  # noqa: E731
             checked = lambda: run.gemm(a, b, out=out, verify="raise")  # noqa: E731
             sync = cupy.cuda.runtime.deviceSynchronize
-            plain(), checked()  # builds, plans, caches
+            plain(), checked()  # builds, plans, caches (before the calls are counted)
             # about a tenth of a second of calls a timing, as many as the checked call's time allows (3 to 1000)
             calls = max(3, min(1000, int(0.1 / max(_wall(checked, sync, 3), 1e-6))))
             timer = lambda f: _wall(f, sync, calls)  # noqa: E731
@@ -142,7 +142,7 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
             plain = lambda: run.gemm(a, b)  # noqa: E731
             checked = lambda: run.gemm(a, b, verify="raise")  # noqa: E731
             timer = run.timer
-        plain(), checked()  # builds, plans, caches
+            plain(), checked()  # builds, plans, caches
         t_plain, t_checked = [], []
         for _ in range(repeats):  # interleaved: drifts of clock and temperature fall on both alike
             t_plain.append(timer(plain))

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts
-from ...errors import ArgumentError, BackendUnavailableError, DeviceError, PolygemmError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
 from ...interop import device_pointer, raw_view
 from ...core.views import operand_view
 from ...problem import Call, GemmProblem, normalize, short_repr
@@ -209,15 +208,9 @@ class CudaBackend(Backend):
         return v
 
     def scalar_dtype(self, dtype: np.dtype) -> np.dtype | None:
-        """float32, except for float64 and complex128 products, whose rungs take alpha and beta as doubles."""
+        """float32, except for float64 and complex128 products, whose rungs (and cuBLAS's DGEMM) take alpha and
+        beta as doubles: the base refusal of scalars past float32's range applies to the others only."""
         return None if dtype.name in DOUBLE_SCALARS else np.dtype(np.float32)
-
-    def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
-        """The base rules, except that a float64 product's alpha and beta need not fit float32: the
-        float64 rungs (and cuBLAS's DGEMM) take them as doubles."""
-        if problem.dtype.name in DOUBLE_SCALARS and not problem.scalars_fit_float32:
-            problem = replace(problem, alpha=1.0, beta=1.0)  # past the scalar rule; the rest does not read them
-        return super().refusal(problem, variant)
 
     def _sms(self, rt: Any = None) -> int:
         """The device's streaming multiprocessors (132 when no device is open: planning tests)."""
