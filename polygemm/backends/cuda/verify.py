@@ -24,6 +24,7 @@ from ...core.views import operand_view
 from ...errors import PolygemmError
 from ...verification.report import SHOWN, CheckReport, Finding
 from ...verification.threshold import coefficients
+from .scratch import block_bytes
 from .variants import KERNEL_DIR
 
 __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
@@ -125,12 +126,13 @@ def _elementwise(n: int) -> tuple[int, int, int]:
 
 
 def _pieces(sizes: list[int]) -> tuple[list[int], int]:
-    """Offsets of scratch pieces of ``sizes`` bytes, one after another, each on a 256-byte boundary (the
-    matrix-vector kernel reads r and the norms 16 bytes at a time), and the bytes they take."""
+    """Offsets of scratch pieces of ``sizes`` bytes, one after another, each on a block boundary
+    (:func:`.scratch.block_bytes`: the matrix-vector kernel reads r and the norms 16 bytes at a time), and the
+    bytes they take."""
     offsets, at = [], 0
     for size in sizes:
         offsets.append(at)
-        at += -(-size // 256) * 256
+        at += block_bytes(size)
     return offsets, at
 
 
