@@ -374,7 +374,7 @@ def estimates(p: GemmProblem, sm: int, sms: int) -> list[Candidate]:
     ranked = auto_candidates(p.m, p.n, p.k, p.dtype.name, sm=sm, count=p.count, sms=sms, result_layout=p.result_layout,
                              out_itemsize=p.out_dtype.itemsize)
     a, b, c = plan_mats(p)
-    if ranked and tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b)):
+    if ranked and tma_refusal(a, b) is None and (pitch_off(a) or pitch_off(b)):
         ranked = pitch_ranked(ranked, a, b, (pitch_copy(a), pitch_copy(b), aligned_copy(c)), p.result_layout, p.count)
     return ranked
 

@@ -274,7 +274,7 @@ class CudaBackend(Backend):
         pads = none
         if ranked:  # the fastest estimate these operands allow (alignment, index range, slices)
             copies = (pitch_copy(a), pitch_copy(b), aligned_copy(c))  # what a TMA rung would read instead
-            pitched = tma_refusal(a, b, c) is None and (pitch_off(a) or pitch_off(b))
+            pitched = tma_refusal(a, b) is None and (pitch_off(a) or pitch_off(b))
             if pitched:  # TMA can read these rows, but not at full speed: weigh that, and copies that avoid it
                 best = ranked[0]
                 ranked = pitch_ranked(ranked, a, b, copies, p.result_layout, p.count)

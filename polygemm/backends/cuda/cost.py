@@ -128,7 +128,7 @@ class Candidate:
 
 
 def copy_us(nbytes: Sequence[int]) -> float:
-    """Pitched copies moving these many bytes each (what a copy reads plus what it writes: a
+    """Pitched copy launches moving these many bytes each (what a copy reads plus what it writes: a
     copy with a wider pitch writes more than it reads), one launch each, and a launch costs the
     host ``HOST_LAUNCH_US`` however small its copy (calls back to back wait on the host, not the
     device: 4096x17x4096 fp16 with B and C copied ran 48 µs a call where the device estimate

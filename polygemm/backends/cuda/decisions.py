@@ -80,7 +80,7 @@ def pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | No
     candidate, and beside it (one product) the same rung on pitch-aligned copies of those
     operands at the copies' cost; fastest estimate first."""
     a_off, b_off = pitch_off(a), pitch_off(b)
-    moved = [copy_bytes(x, pad) for x, pad in zip((a, b), copies[:2]) if pad is not None]
+    moved = [sum(copy_bytes(x, pad) for x, pad in zip((a, b), copies[:2]) if pad is not None)]  # one launch (repitch_pair)
     out = []
     for cand in ranked:
         extra = pitch_penalty_us(kernel_specs()[cand.variant], *cand.shape, a_off, b_off, count=cand.count, result_layout=layout)

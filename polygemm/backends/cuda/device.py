@@ -29,7 +29,7 @@ REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
 SPLIT_SOURCE = KERNEL_DIR / "util" / "split_bf16.cu"
 #: the utility kernels' entry points (built by precompile beside the rungs)
 UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16", "f64")] + \
-    [(REPITCH_SOURCE, f"pg_repitch_{t}") for t in ("b16", "b32")] + [(SPLIT_SOURCE, "pg_split_bf16")]
+    [(REPITCH_SOURCE, f"pg_repitch{n}_{t}") for n in ("", "2") for t in ("b16", "b32")] + [(SPLIT_SOURCE, "pg_split_bf16")]
 _COPY_BLOCK = 256
 #: pg_repitch_b16/b32's parameters: (src, src_pitch, dst, dst_pitch, width, lines)
 _REPITCH_PARAMS = ("Q", "q", "Q", "q", "q", "q")
@@ -230,6 +230,21 @@ class CudaRuntime:
         # of this geometry: a padded plan makes its copies on every call
         buf = fn.struct_for(_REPITCH_PARAMS).pack(src, src_pitch, dst, dst_pitch, width, lines)
         fn.launch(buf, (blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0, stream)
+
+    def repitch_pair(self, first: tuple[int, int, int, int, int, int], second: tuple[int, int, int, int, int, int],
+                     itemsize: int, stream: int = 0) -> None:
+        """Queue two :meth:`repitch` copies, each ``(dst, dst_pitch, src, src_pitch, width, lines)``, in one launch
+        (A and B into aligned scratch: a launch is what a small product's call pays for on the host)."""
+        if min(first[4:]) <= 0 or min(second[4:]) <= 0:
+            for dst, dst_pitch, src, src_pitch, width, lines in (first, second):
+                self.repitch(dst, dst_pitch, src, src_pitch, width, lines, itemsize, stream)
+            return
+        fn = self.function(REPITCH_SOURCE, "pg_repitch2_b16" if itemsize == 2 else "pg_repitch2_b32")
+        chunks = max(-(-job[4] * itemsize // 16) * job[5] for job in (first, second))
+        blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 8))
+        (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = first, second
+        buf = fn.struct_for(_REPITCH_PARAMS * 2).pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1)
+        fn.launch(buf, (blocks, 2, 1), (_COPY_BLOCK, 1, 1), 0, stream)
 
     def split_bf16(self, geometry: tuple[int, int, int, int, int, int, int], src: int, dst: int, segments: int, codes: int,
                    stream: int = 0) -> None:

@@ -46,9 +46,9 @@ EMULATED_VARIANTS: tuple[Variant, ...] = (
 #: the estimate an emulation must beat the float32 rungs' by before auto runs it (its split is a pass over the
 #: operands the cost model times only roughly)
 MARGIN = 0.9
-#: how much longer than estimated a bfloat16 product takes where its rung splits K and writes the result through its
-#: unaligned build (rows of the result not 16-byte aligned), as measured on an H100: 997x1009x1013 ran 78.6 µs against
-#: 53.7 estimated, 512x1500x2816 94.6 against 63.3 (700x700x700, one launch unsplit, ran faster than estimated)
+#: how much longer than estimated a bfloat16 product takes where its rung splits K and the reduction writes a result
+#: whose rows are not 16-byte aligned, as measured on an H100: 997x1009x1013 ran 78.6 µs against 53.7 estimated,
+#: 512x1500x2816 94.6 against 63.3 (700x700x700, one launch unsplit, ran faster than estimated)
 UNALIGNED_SPLIT_PACE = 1.5
 _MIN_SM = 80
 
@@ -121,7 +121,7 @@ def plan_emulated(be: Planner, p: GemmProblem, name: str, rt: Any) -> tuple[Plan
     decided: CudaPlan = inner.private
     split_us = copy_us([sa.read_bytes, sb.read_bytes])
     product_us = decided.estimate_us
-    if split_suffix(inner.variant)[1] and not decided.vec:
+    if split_suffix(inner.variant)[1] and not plan_mats(p)[2].aligned(4):
         product_us *= UNALIGNED_SPLIT_PACE
     estimate = product_us + split_us if product_us else 0.0
     plan = Plan(be.name, name, f"float32 as {segments} bfloat16 products on the tensor cores, one {inner.variant} launch "

@@ -41,9 +41,9 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
     pending = list(ranked)
     while pending:
         cand = pending.pop(0)
-        # a K-split's reduction writes C whatever its alignment (the rung writes an aligned workspace): only A and B
-        # are copied for it
-        wanted = copies if cand.splits <= 1 else (copies[0], copies[1], None)
+        # C is copied only for a rung that stores it through a tensor map: the others' epilogues (and a K-split's
+        # reduction, the rung writing an aligned workspace) write any C in place
+        wanted = copies if cand.splits <= 1 and specs[cand.variant].tma_store else (copies[0], copies[1], None)
         pads = wanted if cand.padded else _NONE
         try:
             lp, parts = fit(specs[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
@@ -55,7 +55,9 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
         except TmaUnsuitable as exc:
             if not cand.padded and count <= 1 and any(x is not None for x in wanted):
                 # the rung on aligned copies of the unaligned operands, at the copies' cost
-                moved = [copy_bytes(x, pad) for x, pad in zip((a, b, c), wanted) if pad is not None]
+                # A's and B's copies are one launch (CudaRuntime.repitch_pair), C's copy out another
+                moved = [sum(copy_bytes(x, pad) for x, pad in zip((a, b), wanted[:2]) if pad is not None)]
+                moved += [copy_bytes(c, wanted[2])] if wanted[2] is not None else []
                 again = replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True)
                 pending.insert(next((i for i, o in enumerate(pending) if o.estimate_us > again.estimate_us), len(pending)), again)
             plan.candidates.append((cand.label, f"estimated {cand.estimate_us:.1f} µs, but {exc}"))

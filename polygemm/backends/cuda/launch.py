@@ -508,10 +508,16 @@ class PaddedLaunch(ComposedLaunch):
         inner, users, ptrs, reads_c, held = prepared
         rt = self.inner.rt
         try:
+            jobs = []  # (dst, dst_pitch, src, src_pitch, width, lines), itemsize
             for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
                 if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
                     width, lines, pitch = _pitched(user_mat)
-                    rt.repitch(ptrs[i], pad.ld, users[i], pitch, width, lines, pad.itemsize, stream)
+                    jobs.append(((ptrs[i], pad.ld, users[i], pitch, width, lines), pad.itemsize))
+            if len(jobs) == 2 and jobs[0][1] == jobs[1][1]:  # A and B in one launch: the host pays per launch
+                rt.repitch_pair(jobs[0][0], jobs[1][0], jobs[0][1], stream)
+            else:
+                for job, itemsize in jobs:
+                    rt.repitch(*job, itemsize, stream)
             self.inner.launch(inner, stream)
             if self.pads[2] is not None:
                 width, lines, pitch = _pitched(self.users[2])

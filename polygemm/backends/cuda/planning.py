@@ -205,11 +205,12 @@ class TmaUnsuitable(UnsupportedProblemError):
     """The operands cannot be described by TMA tensor maps (the planner routes elsewhere)."""
 
 
-def tma_refusal(a: Mat, b: Mat, c: Mat) -> str | None:
+def tma_refusal(a: Mat, b: Mat, c: Mat | None = None) -> str | None:
     """Why TMA cannot serve these operands (None if it can): tensor maps need 16-byte
-    aligned base addresses and leading dimensions; the epilogue's paired stores need the
-    same of C."""
-    bad = [x.name for x in (a, b, c) if not x.aligned(16 // x.itemsize)]
+    aligned base addresses and leading dimensions. ``c``: the result, where a tensor map
+    stores it too (a rung whose epilogue stores C from the threads writes any C in place,
+    16 bytes at a time where its rows allow, else element by element)."""
+    bad = [x.name for x in (a, b, c) if x is not None and not x.aligned(16 // x.itemsize)]
     if bad:
         return f"{', '.join(bad)}: TMA needs 16-byte aligned pointers and leading dimensions"
     return None
@@ -397,7 +398,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
             lp.out_f32 = True  # partial sums stay fp32 until the reduction rounds once
         c2 = ws  # the kernel writes the workspace; only the reduction sees the destination
     if lp.tma:
-        why = tma_refusal(a2, b2, c2)
+        why = tma_refusal(a2, b2, c2 if spec.tma_store else None)
         if why is None and batch[0] > 1 and any((st * a2.itemsize) % 16 for st in batch[1:]):
             why = "a batch stride is not a multiple of 16 bytes (TMA's rule for every stride)"
         if why is None and spec.k_major_b and not tb:
@@ -408,7 +409,8 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         if why is not None:
             raise TmaUnsuitable(why)
     if spec.predicated:
-        lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in (a2, b2, c2))
+        # (a TMA rung's builds differ only in how they read A and B: it writes C as its rows allow)
+        lp.vec = spec.align > 1 and all(x.aligned(spec.align) for x in ((a2, b2) if lp.tma else (a2, b2, c2)))
         if spec.align > 1 and not lp.vec:
             lp.notes.append("a pointer or leading dimension is not 16-byte aligned: the rung's unaligned build (PG_VEC=0)")
         lp.smem_bytes = spec.smem_for(lp.vec)

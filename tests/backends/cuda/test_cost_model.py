@@ -66,13 +66,17 @@ def test_split_k_runs_k_slices_as_a_batch_into_an_fp32_workspace(spec, layouts):
     assert "split-K" in lp.describe()
 
 
-def test_split_k_workspace_frees_the_destination_from_tma_rules():
-    """TMA's 16-byte rule binds what the rung writes: a split plan writes its workspace, so an
-    odd destination leading dimension is fine (the reduction writes it)."""
+def test_tma_rules_bind_the_result_only_where_a_tensor_map_stores_it():
+    """TMA's 16-byte rule binds C only in a rung whose epilogue stores it through a tensor map; the
+    others write any C in place, and a split plan writes its workspace (the reduction writes C)."""
     c = h("c", 512, 511, ld=515)
-    with pytest.raises(pg.UnsupportedProblemError):
-        plan_launch(V3, h("a", 512, 16384), h("b", 16384, 511, ld=512), c)
-    lp = plan_launch(V3, h("a", 512, 16384), h("b", 16384, 511, ld=512), c, splits=4)
+    a, b = h("a", 512, 16384), h("b", 16384, 511, ld=512)
+    assert plan_launch(V3, a, b, c).c == c
+    with pytest.raises(pg.UnsupportedProblemError, match="c: TMA needs 16-byte aligned"):
+        plan_launch(SPECS["hgemm_v3_wgmma_pingpong_persistent_tma_store"], a, b, c)
+    with pytest.raises(pg.UnsupportedProblemError, match="a: TMA needs 16-byte aligned"):
+        plan_launch(V3, h("a", 512, 16383, ld=16383), h("b", 16383, 511, ld=512), c)
+    lp = plan_launch(V3, a, b, c, splits=4)
     assert lp.dest == c and lp.c.ld == 512  # workspace rows padded to 16 bytes
 
 

@@ -178,13 +178,18 @@ def test_complex64_runs_its_four_products_on_the_emulation_where_auto_picks_it(b
 
 
 def test_a_split_product_into_an_unaligned_result_is_weighed_at_its_measured_pace(backend):
-    # rows of 1009 float32 values are not 16-byte aligned: the bfloat16 rung splits K and writes them through its
-    # unaligned build, which ran half as long again as estimated; weighed so, the float32 rungs win here
-    plan = backend.plan(_problem(997, 1009, 1013))
-    assert not plan.variant.startswith("emulated")
-    assert any(name == "emulated_bf16x6" for name, _ in plan.candidates)
-    for shape in [(700, 700, 700), (512, 1500, 2816), (4093, 4099, 4091)]:  # unsplit, or large enough to win anyway
-        assert backend.plan(_problem(*shape)).variant == "emulated_bf16x6"
+    # rows of 1501 float32 values are not 16-byte aligned: where the bfloat16 rung splits K, its reduction writes them
+    # element by element, which ran half as long again as estimated; rows of 1500 are aligned
+    import re
+
+    from polygemm.backends.cuda.emulated_plan import UNALIGNED_SPLIT_PACE
+
+    def product_us(n):
+        plan = backend.plan(_problem(512, n, 2816), "emulated_bf16x6")
+        assert ":split_k=" in plan.reason.partition(" launch")[0], plan.reason
+        return float(re.search(r"product ([0-9.]+)\)", plan.reason).group(1))
+
+    assert product_us(1501) == pytest.approx(UNALIGNED_SPLIT_PACE * product_us(1500), rel=0.02)
 
 
 def test_the_emulated_launch_splits_both_operands_into_one_block_before_the_rung():

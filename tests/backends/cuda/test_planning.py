@@ -556,18 +556,21 @@ def test_a_skinny_split_refuses_a_slice_with_no_k():
     assert split_refusal(spec, a, b, 2) is None
 
 
-def test_a_split_plan_on_aligned_copies_copies_a_and_b_but_never_c():
-    """The K-split's reduction writes C at any alignment: a split rung on copies copies only the operands it reads."""
+def test_a_plan_on_aligned_copies_copies_a_and_b_but_never_c():
+    """The K-split's reduction and the staged epilogue write C at any alignment: a rung on copies copies only the
+    operands it reads; only a rung that stores C through a tensor map would need C's copy."""
     from polygemm.backends.cuda.backend import CudaBackend
     from polygemm.problem import normalize
 
     h = np.float16
     plan = CudaBackend().plan(normalize(np.zeros((512, 2816), h), np.zeros((2816, 1500), h)))  # b's and c's rows: 3000 bytes
-    assert ":split_k=" in plan.variant and plan.padding, str(plan)
-    assert plan.padding.startswith("b (2816x1500, ld=1500)") and "c (" not in plan.padding and "out (" not in plan.padding, plan.padding
+    assert plan.padding and plan.padding.startswith("b (2816x1500, ld=1500)"), str(plan)
     unsplit = CudaBackend().plan(normalize(np.zeros((700, 700), h), np.zeros((700, 700), h)))
-    # an unsplit rung on copies writes its result into C's copy, copied out after
-    assert ":split_k=" not in unsplit.variant and "c (700x700, ld=700)" in str(unsplit.padding), str(unsplit)
+    assert ":split_k=" not in unsplit.variant and "a (700x700, ld=700)" in str(unsplit.padding), str(unsplit)
+    for p in (plan, unsplit):
+        assert "c (" not in p.padding and "out (" not in p.padding, p.padding
+    stored = CudaBackend().plan(normalize(np.zeros((700, 704), h), np.zeros((704, 700), h)), "hgemm_v3_wgmma_pingpong_persistent_tma_store")
+    assert "c (700x700, ld=700)" in str(stored.padding) or "hgemm_v1" in stored.variant, str(stored)
 
 
 def test_scratch_is_kept_per_default_stream_up_to_a_size_and_owned_elsewhere():

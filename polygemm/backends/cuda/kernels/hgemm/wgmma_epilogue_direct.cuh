@@ -22,7 +22,7 @@ __device__ __forceinline__ void store_one(OutT* p, float v, float beta) {
 }
 
 // Two adjacent outputs (row, col), (row, col + 1); col is even. Stores are predicated on N;
-// with ldc % 8 == 0 and a 16-byte aligned C the pair is 4 (8) byte aligned. HG2_COL_C: the two
+// with an even ldc and a 4 (8) byte aligned C the pair is 4 (8) byte aligned and stored at once. HG2_COL_C: the two
 // lie ldc apart (a column-major C), each stored alone.
 __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int row, int col, int N,
                                            float v0, float v1, float alpha, float beta) {
@@ -35,7 +35,8 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
     OutT* p = C + static_cast<size_t>(row) * ldc + col;
     v0 *= alpha;
     v1 *= alpha;
-    if (col + 1 < N) {
+    // paired where the pair is aligned (an odd ldc or C pointer: each element alone, below)
+    if (col + 1 < N && (reinterpret_cast<uintptr_t>(p) & (2 * sizeof(OutT) - 1)) == 0) {
 #if PG_OUT_F32
         float2* q = reinterpret_cast<float2*>(p);
         if (beta != 0.f) {
@@ -53,12 +54,9 @@ __device__ __forceinline__ void store_pair(OutT* __restrict__ C, int ldc, int ro
         }
         *q = pg_floats2half2_rn(v0, v1);
 #endif
-    } else if (col < N) {
-#if PG_OUT_F32
-        *p = beta != 0.f ? fmaf(beta, *p, v0) : v0;
-#else
-        *p = pg_float2half_rn(beta != 0.f ? fmaf(beta, pg_half2float(*p), v0) : v0);
-#endif
+    } else {
+        if (col < N) store_one(p, v0, beta);
+        if (col + 1 < N) store_one(p + 1, v1, beta);
     }
 }
 

@@ -49,10 +49,15 @@ __device__ __forceinline__ float2 out_unpack2(uint32_t w) {
     return pg_half22float2(*reinterpret_cast<const pg_half2*>(&w));
 }
 
-// Row segment stores of one lane: `left` = N - (its first column); 16 bytes when whole.
+// Row segment stores of one lane: `left` = N - (its first column); 16 bytes when whole and
+// 16-byte aligned. A C whose pointer or leading dimension is not (rows of 700 or 1009 halves) is
+// written in place element by element: copying it out of aligned scratch cost a launch and a pass.
+__device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
+    return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
 // 8 16-bit outputs (packed pairs in v).
 __device__ __forceinline__ void put8_16bit(OutT* p, uint4 v, int left) {
-    if (left >= 8) {
+    if (left >= 8 && aligned_to(p, 16)) {
         *reinterpret_cast<uint4*>(p) = v;
     } else {
         const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -65,7 +70,7 @@ __device__ __forceinline__ void put8_16bit(OutT* p, uint4 v, int left) {
 // 4 fp32 values v (already alpha * acc): + beta * C when beta != 0, stored as OutT.
 __device__ __forceinline__ void put4_f32(OutT* p, float4 v, int left, float beta) {
 #if PG_OUT_F32
-    if (left >= 4) {
+    if (left >= 4 && aligned_to(p, 16)) {
         float4* q = reinterpret_cast<float4*>(p);
         if (beta != 0.f) {
             const float4 o = *q;
@@ -82,7 +87,7 @@ __device__ __forceinline__ void put4_f32(OutT* p, float4 v, int left, float beta
             if (e < left) p[e] = beta != 0.f ? fmaf(beta, p[e], f[e]) : f[e];
     }
 #else
-    if (left >= 4) {
+    if (left >= 4 && aligned_to(p, 8)) {
         uint2* q = reinterpret_cast<uint2*>(p);
         if (beta != 0.f) {
             const uint2 o = *q;

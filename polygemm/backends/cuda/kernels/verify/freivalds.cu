@@ -45,6 +45,26 @@ __device__ __forceinline__ float pgv_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float pgv_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // 16 bytes of elements (4 float32, 8 float16 or bfloat16) as floats: the vectorized paths' loads
+// The matrix's 16-byte loads: read once and never again, so kept out of L1 (where the vectors v and w, read by
+// every row, stay) and fetched from memory 256 bytes at a time (PGV_LOAD 0: __ldg).
+#ifndef PGV_LOAD
+#define PGV_LOAD 0
+#endif
+__device__ __forceinline__ uint4 pgv_stream16(const void* p) {
+#if PGV_LOAD == 2
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+#elif PGV_LOAD == 1
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+#else
+    return __ldg(reinterpret_cast<const uint4*>(p));
+#endif
+}
+
 __device__ __forceinline__ void pgv_unpack(uint4 raw, float* out, const float*) {
     out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y), out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
 }
@@ -160,7 +180,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         const int j = j0 + 32 * E * u;
                         full[u] = j + E <= len;
                         if (full[u]) {
-                            pgv_unpack(__ldg(reinterpret_cast<const uint4*>(xr + j)), x[u], xr);
+                            pgv_unpack(pgv_stream16(xr + j), x[u], xr);
                         } else {
 #pragma unroll
                             for (int e = 0; e < E; ++e) x[u][e] = j + e < len ? pgv_float(xr[j + e]) : 0.f;
@@ -236,7 +256,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         for (int u = 0; u < kPgvVecUnroll; ++u) {
                             const long long j = j0 + kPgvWarps * u;
                             if (j < je && full) {
-                                pgv_unpack(__ldg(reinterpret_cast<const uint4*>(base + j * cs)), x[u], base);
+                                pgv_unpack(pgv_stream16(base + j * cs), x[u], base);
                             } else {
 #pragma unroll
                                 for (int e = 0; e < E; ++e) x[u][e] = j < je && ib + e < rows ? pgv_float(base[j * cs + e]) : 0.f;
