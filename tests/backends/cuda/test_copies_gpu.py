@@ -68,3 +68,38 @@ def test_repitch_copies_every_element_at_every_phase(rt, dtype, direction, phase
     src_host = rng.integers(0, np.iinfo(dtype).max, size=src_off + lines * src_pitch + 16, dtype=dtype)
     got, marker = _copy(rt, src_host, src_off, src_pitch, dst_off, dst_pitch, width, lines)
     np.testing.assert_array_equal(got, _expect(src_host, src_off, src_pitch, dst_off, dst_pitch, width, lines, marker))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32])
+def test_repitch_pair_makes_both_copies_of_one_launch(rt, dtype):
+    """A's and B's copies into aligned scratch in one launch: each copy whole, of its own geometry (the longer one
+    sets the grid), and nothing written between the lines."""
+    import pycuda.driver as drv
+
+    rng = np.random.default_rng(dtype().itemsize)
+    itemsize, per = np.dtype(dtype).itemsize, 16 // np.dtype(dtype).itemsize
+    jobs = [(1, 3 * per + 5, 37), (3, 11 * per + 1, 300)]  # (source offset, width, lines): one short, one long
+    sources, dests, plans = [], [], []
+    with rt.active():
+        try:
+            for off, width, lines in jobs:
+                src_pitch, dst_pitch = width + 3, -(-width // per) * per + per
+                src_host = rng.integers(0, np.iinfo(dtype).max, size=off + lines * src_pitch + 16, dtype=dtype)
+                marker = np.full(lines * dst_pitch + 16, 7, dtype)
+                src, dst = drv.mem_alloc(src_host.nbytes), drv.mem_alloc(marker.nbytes)
+                sources.append(src)
+                dests.append(dst)
+                drv.memcpy_htod(src, src_host)
+                drv.memcpy_htod(dst, marker)
+                plans.append((src_host, off, src_pitch, dst_pitch, width, lines, marker))
+            first, second = ((int(dst), p[3], int(src) + p[1] * itemsize, p[2], p[4], p[5]) for src, dst, p in zip(sources, dests, plans))
+            rt.repitch_pair(first, second, itemsize, 0)
+            drv.Context.synchronize()
+            for dst, (src_host, off, src_pitch, dst_pitch, width, lines, marker) in zip(dests, plans):
+                got = np.empty_like(marker)
+                drv.memcpy_dtoh(got, dst)
+                np.testing.assert_array_equal(got, _expect(src_host, off, src_pitch, 0, dst_pitch, width, lines, marker))
+        finally:
+            for x in sources + dests:
+                x.free()
