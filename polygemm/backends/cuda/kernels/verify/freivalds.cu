@@ -128,7 +128,10 @@ struct PgvKahan {
 constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
 constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight (scalar paths)
 constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized across rows)
-constexpr int kPgvAlongUnroll = 4;  // and along a row: 2 KB a warp, some 32 KB an SM, what the memory's latency asks
+#ifndef PGV_ALONG_UNROLL
+#define PGV_ALONG_UNROLL 4
+#endif
+constexpr int kPgvAlongUnroll = PGV_ALONG_UNROLL;  // and along a row: 2 KB a warp, some 32 KB an SM, what the memory's latency asks
 
 __device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
     if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
@@ -173,22 +176,25 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 PgvKahan acc;
                 double sq = 0.0;
                 for (int j0 = lane * E; j0 < len; j0 += 32 * E * kPgvAlongUnroll) {
-                    float x[kPgvAlongUnroll][E];
+                    // every load of the step issued before any is used, kept raw (4 registers each) until then
+                    uint4 raw[kPgvAlongUnroll];
                     bool full[kPgvAlongUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
                         const int j = j0 + 32 * E * u;
                         full[u] = j + E <= len;
-                        if (full[u]) {
-                            pgv_unpack(pgv_stream16(xr + j), x[u], xr);
-                        } else {
-#pragma unroll
-                            for (int e = 0; e < E; ++e) x[u][e] = j + e < len ? pgv_float(xr[j + e]) : 0.f;
-                        }
+                        if (full[u]) raw[u] = pgv_stream16(xr + j);
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
                         const int j = j0 + 32 * E * u;
+                        float x[E];
+                        if (full[u]) {
+                            pgv_unpack(raw[u], x, xr);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < E; ++e) x[e] = j + e < len ? pgv_float(xr[j + e]) : 0.f;
+                        }
                         if (full[u] && vec) {
                             float vv[E], ww[E];
 #pragma unroll
@@ -202,12 +208,12 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                             // may have lost terms to underflow (past 3e38 or under 1e-30: float32 and bfloat16
                             // values only): those vectors are summed in float64 term by term (float64 work on every
                             // term would bound the pass by the device's float64 rate, not by its memory)
-                            float t = x[u][0] * vv[0];
-                            float m = wr != nullptr ? fabsf(x[u][0]) * ww[0] : x[u][0] * x[u][0];
+                            float t = x[0] * vv[0];
+                            float m = wr != nullptr ? fabsf(x[0]) * ww[0] : x[0] * x[0];
 #pragma unroll
                             for (int e = 1; e < E; ++e) {
-                                t = fmaf(x[u][e], vv[e], t);
-                                m = wr != nullptr ? fmaf(fabsf(x[u][e]), ww[e], m) : fmaf(x[u][e], x[u][e], m);
+                                t = fmaf(x[e], vv[e], t);
+                                m = wr != nullptr ? fmaf(fabsf(x[e]), ww[e], m) : fmaf(x[e], x[e], m);
                             }
                             acc.add(t);
                             if (m <= 3.0e38f && m >= 1.0e-30f) {
@@ -215,14 +221,14 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                             } else {
 #pragma unroll
                                 for (int e = 0; e < E; ++e)
-                                    sq += wr != nullptr ? (double)fabsf(x[u][e]) * ww[e] : (double)x[u][e] * x[u][e];
+                                    sq += wr != nullptr ? (double)fabsf(x[e]) * ww[e] : (double)x[e] * x[e];
                             }
                         } else {
 #pragma unroll
                             for (int e = 0; e < E; ++e) {
                                 if (j + e < len) {
-                                    acc.add(x[u][e] * vr[j + e]);
-                                    sq += wr != nullptr ? (double)fabsf(x[u][e]) * wr[j + e] : (double)x[u][e] * x[u][e];
+                                    acc.add(x[e] * vr[j + e]);
+                                    sq += wr != nullptr ? (double)fabsf(x[e]) * wr[j + e] : (double)x[e] * x[e];
                                 }
                             }
                         }
