@@ -10,8 +10,9 @@ The geometry (:func:`strided`, :func:`matvec_geometry`) and the check's estimate
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,14 @@ class Strided:
         """The transpose: the same memory, rows and columns swapped."""
         return Strided(self.ptr, self.cols, self.rows, self.cs, self.rs, self.bs, self.kind, self.batch)
 
+    def at(self, ptr: int) -> "Strided":
+        """The same walk from ``ptr`` (a call's operand of a layout read before; cheaper than ``replace``)."""
+        return Strided(ptr, self.rows, self.cols, self.rs, self.cs, self.bs, self.kind, self.batch)
+
+    def batched(self, count: int) -> "Strided":
+        """The same walk over ``count`` matrices."""
+        return Strided(self.ptr, self.rows, self.cols, self.rs, self.cs, self.bs, self.kind, count)
+
 
 def strided(ptr: int, rows: int, cols: int, layout: str, ld: int, batch_stride: int, count: int, dtype: str) -> Strided:
     """A matrix of ``layout`` ("row" or "col") and leading dimension ``ld`` (elements), ``batch_stride``
@@ -73,27 +82,34 @@ _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
 
 
 def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, int]]:
+    """:func:`_geometry` of ``x`` (kept per walk: a loop of checked calls asks the same every call)."""
+    return _geometry(x.rows, x.cols, x.rs, x.cs, x.bs, x.kind, x.batch, x.ptr % 16 == 0, sms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch: int, based: bool,
+              sms: int) -> tuple[int, tuple[int, int, int]]:
     """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row: mode 2 with
     16-byte loads where every row starts on a 16-byte boundary, else 1) when its columns are adjacent in memory
     (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
     column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
     about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
     512 (along) or 256 (across) columns, and each at most 2^30 columns; its z the batch."""
-    size = _ITEMSIZE[x.kind]
-    along = x.cs == 1 or (x.rs != 1 and abs(x.cs) <= abs(x.rs))
-    aligned = x.ptr % 16 == 0 and (x.bs * size) % 16 == 0
+    size = _ITEMSIZE[kind]
+    along = cs == 1 or (rs != 1 and abs(cs) <= abs(rs))
+    aligned = based and (bs * size) % 16 == 0
     if along:
-        mode = 2 if x.cs == 1 and aligned and (x.rs * size) % 16 == 0 else 1
+        mode = 2 if cs == 1 and aligned and (rs * size) % 16 == 0 else 1
         per_block = 8
     else:
-        mode = 3 if x.rs == 1 and aligned and (x.cs * size) % 16 == 0 else 0
+        mode = 3 if rs == 1 and aligned and (cs * size) % 16 == 0 else 0
         per_block = 32 * (16 // size) if mode == 3 else 32
-    gx = max(1, min(-(-x.rows // per_block), 2**31 - 1))
-    gz = max(1, min(x.batch, 65535))
+    gx = max(1, min(-(-rows // per_block), 2**31 - 1))
+    gz = max(1, min(batch, 65535))
     least = 512 if along else 256
-    splits = max(1, min(-(-4 * sms // (gx * gz)), -(-x.cols // least), 64))
+    splits = max(1, min(-(-4 * sms // (gx * gz)), -(-cols // least), 64))
     # the pass along rows indexes a slice in 32 bits: slices of at most 2^30 elements
-    splits = max(splits, -(-x.cols // 2**30))
+    splits = max(splits, -(-cols // 2**30))
     return mode, (gx, splits, gz)
 
 
@@ -106,11 +122,18 @@ _CODES = {
 }
 
 
+#: (runtime, entry) -> (kernel, its parameters' packer): looked up once a process
+_kernels: dict[tuple[int, str], tuple[Any, Any, Any]] = {}
+
+
 def _launch(rt: Any, entry: str, codes: str, args: tuple[Any, ...], grid: tuple[int, int, int], stream: int,
             block: tuple[int, int, int] = (256, 1, 1)) -> None:
     """Queue ``entry`` of the check's source with ``args`` packed by ``_CODES[codes]``."""
-    fn = rt.function(VERIFY_SOURCE, entry)
-    fn.launch(fn.struct_for(_CODES[codes]).pack(*args), grid, block, 0, stream)
+    known = _kernels.get((id(rt), entry))
+    if known is None or known[2] is not rt:
+        fn = rt.function(VERIFY_SOURCE, entry)
+        known = _kernels[(id(rt), entry)] = (fn, fn.struct_for(_CODES[codes]).pack, rt)
+    known[0].launch(known[1](*args), grid, block, 0, stream)
 
 
 def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
@@ -125,7 +148,8 @@ def _elementwise(n: int) -> tuple[int, int, int]:
     return (max(1, min(-(-n // 256), 65535)), 1, 1)
 
 
-def _pieces(sizes: list[int]) -> tuple[list[int], int]:
+@functools.lru_cache(maxsize=256)
+def _pieces(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     """Offsets of scratch pieces of ``sizes`` bytes, one after another, each on a block boundary
     (:func:`.scratch.block_bytes`: the matrix-vector kernel reads r and the norms 16 bytes at a time), and the
     bytes they take."""
@@ -133,7 +157,7 @@ def _pieces(sizes: list[int]) -> tuple[list[int], int]:
     for size in sizes:
         offsets.append(at)
         at += block_bytes(size)
-    return offsets, at
+    return tuple(offsets), at
 
 
 def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
@@ -149,8 +173,8 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
     n_right = right.batch * inner
     total = count * rows
     normed = n_right + 2 * total  # B's, C's and C0's rows, one after another: one norms launch
-    (rec, zsq, za, ysum, ya, nrm, r), nbytes = _pieces([RECORD.itemsize, 8 * normed, 8 * total, 4 * normed, 4 * total,
-                                                          4 * normed, 4 * width])
+    (rec, zsq, za, ysum, ya, nrm, r), nbytes = _pieces((RECORD.itemsize, 8 * normed, 8 * total, 4 * normed, 4 * total,
+                                                          4 * normed, 4 * width))
     scratch = rt.scratch(nbytes, stream)
     try:
         rec, zsq, za, ysum, ya, nrm, r = (scratch + off for off in (rec, zsq, za, ysum, ya, nrm, r))
@@ -161,9 +185,9 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
         step = inner if right.batch > 1 else 0
         rt.cu.memset_d32_async(scratch, 0, (ya + 4 * total - scratch) // 4, stream)  # the record and every sum
         _launch(rt, "pg_verify_signs", "signs", (width, seed, r), _elementwise(width), stream)
-        _matvec(rt, replace(res, batch=count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
+        _matvec(rt, res.batched(count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
         if c0 is not None:
-            _matvec(rt, replace(c0, batch=count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
+            _matvec(rt, c0.batched(count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
         _matvec(rt, right, r, 0, 0, 0, yb, zb, stream)                          # B·r and B's rows' sums of squares
         _launch(rt, "pg_verify_norms", "norms", (normed, zsq, nrm), _elementwise(normed), stream)  # ||B_k||, ||C_i||, ||C0_i||
         _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
@@ -241,7 +265,7 @@ def _operand_read(name: str, x: Any, view: tuple[tuple[Any, ...], int, Any] | No
         _read[key] = known
     if known is None:
         raise _Unwalkable(name)
-    return replace(known, ptr=view[1])
+    return known.at(view[1])
 
 
 #: what the device check costs, as measured on an H100 80GB HBM3 through the call (docs/verify.md): its matrix-vector
@@ -266,10 +290,27 @@ def check_cost_us(p: Any, given_out: bool) -> float | None:
     return float(CHECK_FIXED_US + passes + (2 * c_bytes / COPY_BYTES_PER_US if given_out else 0.0))
 
 
+_names: dict[Any, str] = {}
+
+
+def _name(dtype: Any) -> str:
+    """``dtype.name``, kept (NumPy computes it in Python each time it is asked)."""
+    name = _names.get(dtype)
+    if name is None:
+        name = _names[dtype] = str(dtype.name)
+    return name
+
+
+@functools.lru_cache(maxsize=16)
+def _largest(dtype: Any) -> float:
+    """The largest finite value of ``dtype``."""
+    return float(finfo(dtype).max)
+
+
 def checks_on_device(p: Any) -> bool:
     """Whether a product of problem ``p`` is checked on the device (device operands of the dtypes the kernels
     read, a non-empty product); else the host checks it."""
-    return bool(p.residency == "cuda" and p.dtype.name in VERIFY_KINDS and p.out_dtype.name in VERIFY_KINDS and not p.empty)
+    return bool(p.residency == "cuda" and _name(p.dtype) in VERIFY_KINDS and _name(p.out_dtype) in VERIFY_KINDS and not p.empty)
 
 
 def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
@@ -281,7 +322,7 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
         return None
     count, m, n, k = p.count, p.m, p.n, p.k
     views = {name: operand_view(x) for name, x in (("a", a), ("b", b), ("c", c), ("out", result)) if x is not None}
-    dt, out_dt = p.dtype.name, p.out_dtype.name
+    dt, out_dt = _name(p.dtype), _name(p.out_dtype)
     try:
         A = _operand_read("a", a, views["a"], p, m, k, dt)
         B = _operand_read("b", b, views["b"], p, k, n, dt)
@@ -290,7 +331,7 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
     except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
         return None
     f32 = np.dtype(np.float32)
-    out_max = float(finfo(p.out_dtype).max)
+    out_max = _largest(p.out_dtype)
     # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)
     stream = common_stream([view[2] for view in views.values() if view is not None])
     pushed = rt.enter()
