@@ -123,7 +123,7 @@ def gemm(
     if verify is not None or _verify_default.mode is not None:  # a branch of its own: an unverified call pays one test
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
-            return verified_gemm(gemm, last_plan, explain, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
+            return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
                                  precision)
     first: NotWhole | None = None
     try:
@@ -204,6 +204,17 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view has no .resize, and keeps
         return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
+
+
+def _plan_with_out(a: Any, b: Any, c: Any, *, alpha: float, beta: float, device: Any, variant: str, out: Any,
+                   out_dtype: Any, precision: str | None) -> Plan:
+    """The plan ``gemm`` would run with this ``out``, refusing what it would refuse: the plan cache's (a repeated
+    verified call pays a lookup, not an :func:`explain`), else :func:`explain`'s for operands made whole first."""
+    try:
+        return plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)[0].plan
+    except NotWhole:
+        return explain(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out, out_dtype=out_dtype,
+                       precision=precision)
 
 
 def explain(

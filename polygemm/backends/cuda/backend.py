@@ -547,6 +547,13 @@ class CudaBackend(Backend):
         rt = getattr(plan.private, "rt", None) or self._runtime()
         return device_check(rt, plan, a, b, c, result, alpha, beta, seed, about)
 
+    def copy_result(self, result: Any, out: Any) -> bool:
+        """Copy a verified product's ``result`` into ``out`` by one device copy on their stream where both are dense
+        device arrays of one layout (False: the caller copies by the array library)."""
+        from .verify import copy_dense
+
+        return copy_dense(self._runtime(), result, out)
+
     def verify_on_device(self, problem: GemmProblem) -> bool:
         """Whether ``verify=`` checks a product of ``problem`` on the device (else on the host)."""
         from .verify import checks_on_device

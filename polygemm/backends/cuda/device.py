@@ -134,6 +134,17 @@ class CudaRuntime:
 
         self._quietly(free)
 
+    def pinned_zeros(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A zeroed page-locked host array (device copies into it need no staging), made in this device's context."""
+        import pycuda.driver as drv
+
+        pushed = self.enter()
+        try:
+            return np.asarray(drv.pagelocked_zeros(shape, dtype))
+        finally:
+            if pushed:
+                self.leave()
+
     def buffer(self, nbytes: int) -> "DeviceBuffer":
         """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);
         call with this device's context current."""

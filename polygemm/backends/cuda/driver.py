@@ -77,6 +77,8 @@ typedef struct {
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 CUresult cuMemcpyDtoH_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount);
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyDtoDAsync_v2(unsigned long long dstDevice, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
 """
 
 CUDA_ERROR_INVALID_VALUE = 1
@@ -214,6 +216,16 @@ class Driver:
         """Copy ``host.nbytes`` bytes at device address ``ptr`` into ``host`` (a C-contiguous NumPy array), with
         the device's context current: a few bytes read back without PyCUDA's context push and pop."""
         self.check(self.lib.cuMemcpyDtoH_v2(self.ffi.cast("void *", host.ctypes.data), ptr, host.nbytes), "cuMemcpyDtoH")
+
+    def copy_to_host_async(self, host: Any, ptr: int, stream: int) -> None:
+        """Queue a copy of ``host.nbytes`` bytes at device address ``ptr`` into ``host`` (a page-locked NumPy array)
+        on ``stream``."""
+        self.check(self.lib.cuMemcpyDtoHAsync_v2(self.ffi.cast("void *", host.ctypes.data), ptr, host.nbytes, self.stream(stream)),
+                   "cuMemcpyDtoHAsync")
+
+    def copy_device_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Queue a copy of ``nbytes`` bytes from device address ``src`` to ``dst`` on ``stream``."""
+        self.check(self.lib.cuMemcpyDtoDAsync_v2(dst, src, nbytes, self.stream(stream)), "cuMemcpyDtoDAsync")
 
     def synchronize_stream(self, stream: int) -> None:
         self.check(self.lib.cuStreamSynchronize(self.ffi.cast("CUstream", stream)), "cuStreamSynchronize")

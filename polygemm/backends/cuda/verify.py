@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from .scratch import block_bytes
 from .variants import KERNEL_DIR
 
 __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
-           "retry_variant", "RECORD", "checks_on_device", "check_cost_us"]
+           "retry_variant", "RECORD", "checks_on_device", "check_cost_us", "copy_dense"]
 
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
@@ -194,12 +195,27 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
                 yb, step, nb, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
         _launch(rt, "pg_verify_compare", "compare", (total, yc, nc, ya, za, y0 if c0 is not None else 0, n0 if c0 is not None else 0,
                                                        alpha, beta, co.a, co.c0, co.c, co.t0, out_max, rec), _elementwise(total), stream)
+        host = _record_buffer(rt)
+        rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
         rt.cu.synchronize_stream(stream)
-        host = np.zeros(1, RECORD)
-        rt.cu.copy_to_host(host, rec)  # the stream's work is done: a plain copy reads the record
-        return host
+        return host.copy()
     finally:
         rt.release(scratch, stream)
+
+
+_pinned = threading.local()
+
+
+def _record_buffer(rt: Any) -> np.ndarray:
+    """This thread's page-locked record for ``rt``'s device (a pageable one costs the read-back a staged copy and a
+    wait of its own); made with the device's context current."""
+    kept = getattr(_pinned, "records", None)
+    if kept is None:
+        kept = _pinned.records = {}
+    buf = kept.get(id(rt))
+    if buf is None or buf[1] is not rt:
+        buf = kept[id(rt)] = (rt.pinned_zeros(1, RECORD), rt)
+    return buf[0]  # type: ignore[no-any-return]
 
 
 def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Finding, ...]:
@@ -355,6 +371,33 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
             rt.leave()
     return CheckReport.of(failed == 0, count * m - unchecked, unchecked, failed, _findings(rec, m, p.batch), columns,
                           float("inf") if failed else worst, f"the device ({rt.name})", about)
+
+
+def copy_dense(rt: Any, result: Any, out: Any) -> bool:
+    """Copy a checked ``result`` into ``out`` by one stream-ordered device copy where both are device arrays of one
+    shape, strides and dtype whose elements fill one span of memory (CuPy's contiguous arrays), on the stream they
+    name; False where that does not apply (the caller copies by the array library)."""
+    vr, vo = operand_view(result), operand_view(out)
+    if vr is None or vo is None or len(vr[0]) < 8 or len(vo[0]) < 8 or vr[0][0] != "cuda" or vo[0][0] != "cuda" \
+            or vr[0][1:4] != vo[0][1:4] or vr[0][6:8] != vo[0][6:8]:  # (the same kind of array on the same device)
+        return False
+    shape, strides, dtype = vr[0][1:4]
+    if not isinstance(dtype, np.dtype) or not isinstance(shape, tuple):  # CuPy's views: strides in bytes
+        return False
+    itemsize, size = int(dtype.itemsize), math.prod(shape)
+    if size == 0 or not isinstance(strides, tuple) or any(st <= 0 for st in strides) \
+            or sum((n - 1) * st for n, st in zip(shape, strides)) + itemsize != size * itemsize:
+        return False  # gaps between the elements (or overlapping ones): not one span
+    stream = common_stream([vr[2], vo[2]])
+    if stream == -1:
+        return False
+    pushed = rt.enter()
+    try:
+        rt.cu.copy_device_async(vo[1], vr[1], size * itemsize, 0 if stream is None else stream)
+    finally:
+        if pushed:
+            rt.leave()
+    return True
 
 
 def retry_variant(plan: Plan, known: Any) -> str | None:

@@ -43,7 +43,7 @@ def _product(variant: str, m: int, n: int, k: int, ld: int, offset: int, out_dty
     got = pg.gemm(da, db, out if c is not None else None, alpha=0.5, beta=beta, out=out, device="cuda", variant=variant)
     assert got is out
     host = cp.asnumpy(buf)
-    res = reference_for(a, b, c, 0.5, beta).compare(host[offset:offset + m * ld].reshape(m, ld)[:, :n])
+    res = reference_for(a, b, c, 0.5, beta, out_dtype=out_dtype).compare(host[offset:offset + m * ld].reshape(m, ld)[:, :n])
     where = f"{variant} {m}x{n}x{k} ld={ld} offset={offset} {np.dtype(out_dtype).name} beta={beta} seed={seed}"
     assert res.ok, f"{where}: {res.message}"
     around = np.ones(host.size, bool)

@@ -42,14 +42,16 @@ def _view(addr: int, dtype: np.dtype, count: int) -> np.ndarray:
 class FakeKernel:
     """A kernel as the check launches it: its parameters packed by struct codes, unpacked here for NumPy."""
 
-    def __init__(self, run) -> None:
-        self.run = run
+    def __init__(self, run, entry="", launches=None) -> None:
+        self.run, self.entry, self.launches = run, entry, launches
 
     def struct_for(self, codes):
         self.layout = struct.Struct("<" + "".join(codes))
         return self.layout
 
     def launch(self, buf, grid, block, shared=0, stream=0):
+        if self.launches is not None:
+            self.launches.append(self.entry)
         self.run(*self.layout.unpack(buf))
 
 
@@ -83,6 +85,12 @@ class FakeRuntime:
     def copy_to_host(self, host: np.ndarray, ptr: int) -> None:
         host.view(np.uint8)[:] = _view(ptr, np.dtype(np.uint8), host.nbytes)
 
+    def copy_to_host_async(self, host: np.ndarray, ptr: int, stream: int) -> None:
+        self.copy_to_host(host, ptr)
+
+    def pinned_zeros(self, shape, dtype) -> np.ndarray:
+        return np.zeros(shape, dtype)
+
     def enter(self) -> bool:
         return False
 
@@ -90,11 +98,10 @@ class FakeRuntime:
         return contextlib.nullcontext()
 
     def function(self, source, entry):
-        self.launches.append(entry)
         if entry.startswith("pg_verify_matvec_"):
             kind = entry.rsplit("_", 1)[1]
-            return FakeKernel(lambda *args: self._matvec(kind, *args))
-        return FakeKernel(getattr(self, "_" + entry.replace("pg_verify_", "")))
+            return FakeKernel(lambda *args: self._matvec(kind, *args), entry, self.launches)
+        return FakeKernel(getattr(self, "_" + entry.replace("pg_verify_", "")), entry, self.launches)
 
     def _signs(self, n, seed, r, **kw):
         rng = np.random.default_rng(int(seed))
