@@ -113,14 +113,19 @@ def _wall(f: Any, sync: Any, calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int, seed: int) -> list[dict[str, Any]]:
+def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int, seed: int,
+             time_limit: float = math.inf) -> list[dict[str, Any]]:
     """The call with and without the check, as a GPU user makes it: CuPy arrays and ``out=`` (wall time per call,
     calls back to back) where CuPy is installed on a device backend and has the dtype; else the backend's own arrays,
-    new results."""
+    new results. No product is started past ``time_limit`` seconds (the records say how many were timed)."""
     rng = np.random.default_rng(seed)
     records = []
     cupy = None if run.host else _cupy()
+    start = time.perf_counter()
     for m, n, k, dname in shapes:
+        if time.perf_counter() - start > time_limit:
+            print(f"time limit: {len(records)} of {len(shapes)} products timed", flush=True)
+            break
         dtype = dtype_named(dname)
         if cupy is not None and dtype.name in ("float16", "float32"):
             # drawn on the device: the preset's largest operands take the host's generator seconds each
@@ -285,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape-pool", type=int, default=64,
                    help="draw the campaign's shapes, dtypes and layouts from this many, drawn once (fresh operands every "
                         "trial; a new shape costs a GPU a plan and maybe kernel builds); 0: a new one every trial")
+    p.add_argument("--preset-time-limit", type=float, default=math.inf,
+                   help="seconds the real preset's timings may take (no product is started past it; the summary says how many)")
     p.add_argument("--time-limit", type=float, default=480.0, help="seconds the campaign may take (it stops early, counting)")
     p.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: a fresh one)")
     p.add_argument("--no-overhead", action="store_true", help="leave out the timed shapes")
@@ -302,12 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.preset == "real":
             from polygemm.apps.bench_real import real_shapes
 
-            real = overhead(run, [(s[0], s[1], s[2], "float16") for s in real_shapes()], args.repeats, seed)
+            preset = [(s[0], s[1], s[2], "float16") for s in real_shapes()]
+            real = overhead(run, preset, args.repeats, seed, args.preset_time_limit)
             for rec in real:
                 rec["preset"] = "real"
             geo = math.exp(statistics.fmean(math.log(r["us_per_call_verified"] / r["us_per_call"]) for r in real)) - 1.0
             print(f"real preset: geometric mean overhead {100 * geo:+.1f}% over {len(real)} shapes", flush=True)
-            records += real + [{"preset": "real", "geomean_overhead": round(geo, 4), "shapes": len(real)}]
+            records += real + [{"preset": "real", "geomean_overhead": round(geo, 4), "shapes": len(real), "of": len(preset)}]
     if not args.no_campaign:
         host_dtypes = "float16,bfloat16,float32" + (",float64" if run.host else "")
         dtypes = [d.strip() for d in (args.campaign_dtypes or host_dtypes).split(",") if d.strip()]

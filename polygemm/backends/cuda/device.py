@@ -250,12 +250,17 @@ class CudaRuntime:
             for dst, dst_pitch, src, src_pitch, width, lines in (first, second):
                 self.repitch(dst, dst_pitch, src, src_pitch, width, lines, itemsize, stream)
             return
-        fn = self.function(REPITCH_SOURCE, "pg_repitch2_b16" if itemsize == 2 else "pg_repitch2_b32")
-        chunks = max(-(-job[4] * itemsize // 16) * job[5] for job in (first, second))
-        blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 8))
+        go, pack = self.repitch_pair_launcher(first[4:], second[4:], itemsize)
         (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = first, second
-        buf = fn.struct_for(_REPITCH_PARAMS * 2).pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1)
-        fn.launch(buf, (blocks, 2, 1), (_COPY_BLOCK, 1, 1), 0, stream)
+        go(pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1), stream)
+
+    def repitch_pair_launcher(self, first: tuple[int, int], second: tuple[int, int], itemsize: int) -> tuple[Any, Any]:
+        """``(go, pack)`` of :meth:`repitch_pair` for copies of these (width, lines): ``go(pack(src0, src_pitch0, dst0,
+        dst_pitch0, width0, lines0, src1, ...), stream)`` queues it (a padded plan keeps it: the same geometry every call)."""
+        fn = self.function(REPITCH_SOURCE, "pg_repitch2_b16" if itemsize == 2 else "pg_repitch2_b32")
+        chunks = max(-(-width * itemsize // 16) * lines for width, lines in (first, second))
+        blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 8))
+        return fn.launcher((blocks, 2, 1), (_COPY_BLOCK, 1, 1), 0), fn.struct_for(_REPITCH_PARAMS * 2).pack
 
     def split_bf16(self, geometry: tuple[int, int, int, int, int, int, int], src: int, dst: int, segments: int, codes: int,
                    stream: int = 0) -> None:
