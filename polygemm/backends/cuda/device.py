@@ -135,15 +135,20 @@ class CudaRuntime:
         self._quietly(free)
 
     def pinned_zeros(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
-        """A zeroed page-locked host array (device copies into it need no staging), made in this device's context."""
-        import pycuda.driver as drv
-
+        """A zeroed page-locked host array (device copies into it need no staging), freed when it is dropped (never at
+        exit, when the driver may be gone: the process's memory goes with it)."""
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape))
         pushed = self.enter()
         try:
-            return np.asarray(drv.pagelocked_zeros(shape, dtype))
+            ptr = self.cu.host_alloc(count * dt.itemsize)
         finally:
             if pushed:
                 self.leave()
+        arr = np.frombuffer(self.cu.ffi.buffer(ptr, max(count * dt.itemsize, 1)), dtype=dt, count=count).reshape(shape)
+        arr[...] = 0
+        weakref.finalize(arr, self.cu.host_free, ptr).atexit = False
+        return arr
 
     def buffer(self, nbytes: int) -> "DeviceBuffer":
         """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);

@@ -77,6 +77,8 @@ typedef struct {
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 CUresult cuMemcpyDtoH_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount);
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
+CUresult cuMemFreeHost(void *p);
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyDtoDAsync_v2(unsigned long long dstDevice, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
 """
@@ -216,6 +218,16 @@ class Driver:
         """Copy ``host.nbytes`` bytes at device address ``ptr`` into ``host`` (a C-contiguous NumPy array), with
         the device's context current: a few bytes read back without PyCUDA's context push and pop."""
         self.check(self.lib.cuMemcpyDtoH_v2(self.ffi.cast("void *", host.ctypes.data), ptr, host.nbytes), "cuMemcpyDtoH")
+
+    def host_alloc(self, nbytes: int) -> Any:
+        """``nbytes`` of page-locked host memory usable from every context (CU_MEMHOSTALLOC_PORTABLE), as a cffi
+        pointer; free it with :meth:`host_free`. Call with a context current."""
+        out = self.ffi.new("void **")
+        self.check(self.lib.cuMemHostAlloc(out, max(int(nbytes), 1), 1), f"allocating {nbytes} bytes of page-locked memory")
+        return out[0]
+
+    def host_free(self, ptr: Any) -> None:
+        self.lib.cuMemFreeHost(ptr)  # (a finalizer's: its error, at exit or after a failed device, is not raised)
 
     def copy_to_host_async(self, host: Any, ptr: int, stream: int) -> None:
         """Queue a copy of ``host.nbytes`` bytes at device address ``ptr`` into ``host`` (a page-locked NumPy array)

@@ -193,3 +193,24 @@ def test_numpy_operands_on_cuda_are_checked_on_the_host(cuda, rng):
 
 def test_strided_is_importable_without_a_gpu():
     assert Strided(0, 1, 1, 1, 1, 0, "f32").t.rows == 1
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("order", ["C", "F", "view"])
+def test_a_checked_result_reaches_a_cupy_out_whole(cuda, rng, order):
+    """A verified call with ``out`` copies the checked result into it (one device copy where both are dense and of one
+    layout, CuPy's own copy where not): every element as the unverified call writes it, nothing beside it."""
+    cp = pytest.importorskip("cupy")
+    m, n, k = 67, 45, 33
+    a, b = cp.asarray(rng.standard_normal((m, k)).astype(np.float32)), cp.asarray(rng.standard_normal((k, n)).astype(np.float32))
+    want = cp.asnumpy(pg.gemm(a, b))
+    if order == "view":
+        buf = cp.full((m, n + 3), cp.nan, dtype=cp.float32)
+        out = buf[:, 1:n + 1]
+    else:
+        buf = out = cp.full((m, n), cp.nan, dtype=cp.float32, order=order)
+    assert pg.gemm(a, b, out=out, verify="raise") is out
+    np.testing.assert_array_equal(cp.asnumpy(out), want)
+    if order == "view":
+        host = cp.asnumpy(buf)
+        assert np.isnan(host[:, 0]).all() and np.isnan(host[:, n + 1:]).all()
