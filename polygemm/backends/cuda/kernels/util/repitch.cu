@@ -83,18 +83,12 @@ pg_repitch_b32(const uint32_t* src, long long src_pitch, uint32_t* dst, long lon
 
 // Two copies in one launch (blockIdx.y picks which): A and B into aligned scratch at once, one
 // launch where two cost the host twice (a small product's call is paced by its launches).
-extern "C" __global__ void __launch_bounds__(256)
-pg_repitch2_b16(const uint16_t* src0, long long src_pitch0, uint16_t* dst0, long long dst_pitch0, long long width0,
-                long long lines0, const uint16_t* src1, long long src_pitch1, uint16_t* dst1, long long dst_pitch1,
-                long long width1, long long lines1) {
-    if (blockIdx.y == 0) repitch_detail::repitch<uint16_t>(src0, src_pitch0, dst0, dst_pitch0, width0, lines0);
-    else repitch_detail::repitch<uint16_t>(src1, src_pitch1, dst1, dst_pitch1, width1, lines1);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-pg_repitch2_b32(const uint32_t* src0, long long src_pitch0, uint32_t* dst0, long long dst_pitch0, long long width0,
-                long long lines0, const uint32_t* src1, long long src_pitch1, uint32_t* dst1, long long dst_pitch1,
-                long long width1, long long lines1) {
-    if (blockIdx.y == 0) repitch_detail::repitch<uint32_t>(src0, src_pitch0, dst0, dst_pitch0, width0, lines0);
-    else repitch_detail::repitch<uint32_t>(src1, src_pitch1, dst1, dst_pitch1, width1, lines1);
-}
+#define PG_REPITCH2(SUFFIX, T)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(256) pg_repitch2_##SUFFIX(                                        \
+        const T* src0, long long src_pitch0, T* dst0, long long dst_pitch0, long long width0, long long lines0,    \
+        const T* src1, long long src_pitch1, T* dst1, long long dst_pitch1, long long width1, long long lines1) {  \
+        if (blockIdx.y == 0) repitch_detail::repitch<T>(src0, src_pitch0, dst0, dst_pitch0, width0, lines0);     \
+        else repitch_detail::repitch<T>(src1, src_pitch1, dst1, dst_pitch1, width1, lines1);                     \
+    }
+PG_REPITCH2(b16, uint16_t)
+PG_REPITCH2(b32, uint32_t)
