@@ -4,6 +4,7 @@ transposed view the column check uses, the retry's choice of rung."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from polygemm.backend import Plan
 from polygemm.backends.cuda.verify import RECORD, matvec_geometry, retry_variant, strided
@@ -82,7 +83,7 @@ def test_a_slice_of_a_row_stays_under_two_to_the_thirty_first_elements_however_f
 def test_explain_prices_the_device_check_beside_the_products_estimate(monkeypatch):
     from polygemm import registry
     from polygemm.backends.cuda.backend import CudaBackend
-    from polygemm.backends.cuda.verify import CHECK_FIXED_US, COPY_BYTES_PER_US, PASS_BYTES_PER_US, check_cost_us
+    from polygemm.backends.cuda.verify import CHECK_FIXED_US, COPY_BYTES_PER_US, PASS_BYTES_PER_US, ROW_US, check_cost_us
     from polygemm.problem import normalize
     from polygemm.verification.cost import describe_check
 
@@ -96,8 +97,11 @@ def test_explain_prices_the_device_check_beside_the_products_estimate(monkeypatc
     be._rt = None
     p = normalize(Device((4096, 4096), np.float16), Device((4096, 4096), np.float16))
     nbytes = 3 * 4096 * 4096 * 2
-    assert check_cost_us(p, False) == CHECK_FIXED_US + nbytes / PASS_BYTES_PER_US["f16"]
-    assert check_cost_us(p, True) == check_cost_us(p, False) + 2 * 4096 * 4096 * 2 / COPY_BYTES_PER_US
+    assert check_cost_us(p, False) == pytest.approx(CHECK_FIXED_US + nbytes / PASS_BYTES_PER_US["f16"])
+    assert check_cost_us(p, True) == pytest.approx(check_cost_us(p, False) + 2 * 4096 * 4096 * 2 / COPY_BYTES_PER_US)
+    # a matrix of many short rows is paced by its rows: C of 401408x64 and A of 401408x147 cost their rows' time
+    tall = normalize(Device((401408, 147), np.float16), Device((147, 64), np.float16))
+    assert check_cost_us(tall, False) == pytest.approx(CHECK_FIXED_US + 2 * 401408 * ROW_US + 147 * ROW_US)
     assert check_cost_us(normalize(np.zeros((4, 4)), np.zeros((4, 4))), False) is None  # host operands: the host checks
     monkeypatch.setattr(registry, "get_backend", lambda name: be)
     note = describe_check(be.plan(p), "raise", True)
