@@ -202,8 +202,10 @@ def verify_view(data: dict) -> list[str]:
         if "us_per_call_verified" in r and not r.get("preset"):
             out.append(f"| {shape(r)} | {dtype_name(r['dtype'])} | `{r.get('variant', '')}` | {r['us_per_call']:.1f} µs | "
                        f"{r['us_per_call_verified']:.1f} µs | {100 * (r['us_per_call_verified'] / r['us_per_call'] - 1):+.1f}% |")
+    laid = {x.get("layout", "nn") for x in data["records"] if x.get("preset") == "real" and "m" in x}
+    how = "nn" if laid <= {"nn"} else "in its layouts"
     notes = [f"The real preset ({r['shapes']}" + (f" of its {r['of']}" if r.get("of", r["shapes"]) != r["shapes"] else "")
-             + f" shapes timed, fp16, nn): geometric mean overhead {100 * r['geomean_overhead']:+.1f}%."
+             + f" shapes timed, fp16, {how}): geometric mean overhead {100 * r['geomean_overhead']:+.1f}%."
              for r in data["records"] if "geomean_overhead" in r]
     notes += [f"Fault campaign: {r['detected']} of {r['injected']} single-element faults beyond the threshold detected; "
               f"{r['false_alarms']} false alarms in {r['clean']} correct products." for r in data["records"] if r.get("campaign")]

@@ -53,9 +53,13 @@ from polygemm.verification.host import may_overflow, row_thresholds  # noqa: E40
 LONG_K = 262_144
 
 
-def _shape(text: str) -> tuple[int, int, int]:
-    m, n, k = (int(x) for x in text.lower().split("x"))
-    return m, n, k
+def _shape(text: str) -> tuple[int, int, int, str]:
+    """``MxNxK`` or ``MxNxK:LAYOUT`` (``polygemm bench``'s: nn, nt, tn, tt) as (m, n, k, layout)."""
+    sizes, _, layout = text.strip().lower().partition(":")
+    m, n, k = (int(x) for x in sizes.split("x"))
+    if (layout or "nn") not in ("nn", "nt", "tn", "tt"):
+        raise SystemExit(f"verify_campaign: --shapes {text!r}: the layout is nn, nt, tn or tt (A's letter, then B's)")
+    return m, n, k, layout or "nn"
 
 
 def _operand(rng: np.random.Generator, shape: tuple[int, int], dtype: np.dtype, col: bool, scale: Any = 1.0) -> np.ndarray:
@@ -114,15 +118,18 @@ def _wall(f: Any, sync: Any, calls: int) -> float:
 
 
 def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int, seed: int,
-             time_limit: float = math.inf) -> list[dict[str, Any]]:
+             time_limit: float = math.inf, layouts: list[str] | None = None) -> list[dict[str, Any]]:
     """The call with and without the check, as a GPU user makes it: CuPy arrays and ``out=`` (wall time per call,
     calls back to back) where CuPy is installed on a device backend and has the dtype; else the backend's own arrays,
-    new results. No product is started past ``time_limit`` seconds (the records say how many were timed)."""
+    new results. ``layouts``: each product's operand layout (``polygemm bench``'s: ``t`` a transposed view of a
+    row-major array; default ``nn``). No product is started past ``time_limit`` seconds (the records say how many
+    were timed)."""
     rng = np.random.default_rng(seed)
     records = []
     cupy = None if run.host else _cupy()
     start = time.perf_counter()
-    for m, n, k, dname in shapes:
+    for index, (m, n, k, dname) in enumerate(shapes):
+        layout = layouts[index] if layouts else "nn"
         if time.perf_counter() - start > time_limit:
             print(f"time limit: {len(records)} of {len(shapes)} products timed", flush=True)
             break
@@ -130,8 +137,9 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
         if cupy is not None and dtype.name in ("float16", "float32"):
             # drawn on the device: the preset's largest operands take the host's generator seconds each
             draw = cupy.random.RandomState(int(rng.integers(2**31))).standard_normal
-            a = draw((m, k), dtype=cupy.float32).astype(dtype)
-            b = draw((k, n), dtype=cupy.float32).astype(dtype)
+            a = draw((k, m) if layout[0] == "t" else (m, k), dtype=cupy.float32).astype(dtype)
+            b = draw((n, k) if layout[1] == "t" else (k, n), dtype=cupy.float32).astype(dtype)
+            a, b = (a.T if layout[0] == "t" else a), (b.T if layout[1] == "t" else b)  # x @ W.T: nt
             out = cupy.empty((m, n), dtype)
             arrays = "cupy, out="
             plain = lambda: run.gemm(a, b, out=out)  # noqa: E731
@@ -142,7 +150,7 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
             calls = max(3, min(1000, int(0.1 / max(_wall(checked, sync, 3), 1e-6))))
             timer = lambda f: _wall(f, sync, calls)  # noqa: E731
         else:
-            a, b = run.put(_operand(rng, (m, k), dtype, False)), run.put(_operand(rng, (k, n), dtype, False))
+            a, b = run.put(_operand(rng, (m, k), dtype, layout[0] == "t")), run.put(_operand(rng, (k, n), dtype, layout[1] == "t"))
             arrays = "the backend's, new result"
             plain = lambda: run.gemm(a, b)  # noqa: E731
             checked = lambda: run.gemm(a, b, verify="raise")  # noqa: E731
@@ -154,11 +162,12 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
             t_checked.append(timer(checked))
         us, us_v = statistics.median(t_plain) * 1e6, statistics.median(t_checked) * 1e6
         plan = pg.last_plan()
-        rec = {"m": m, "n": n, "k": k, "dtype": dname, "us_per_call": round(us, 3), "us_per_call_verified": round(us_v, 3),
+        rec = {"m": m, "n": n, "k": k, "layout": layout, "dtype": dname, "us_per_call": round(us, 3), "us_per_call_verified": round(us_v, 3),
                "overhead": round(us_v / us - 1.0, 4), "device": run.device, "variant": plan.variant if plan else "",
                "gpu": plan.device if plan else "", "arrays": arrays}
         records.append(rec)
-        print(f"{m}x{n}x{k} {dname}: {us:.1f} us, verified {us_v:.1f} us ({100 * rec['overhead']:+.1f}%)", flush=True)
+        print(f"{m}x{n}x{k}{'' if layout == 'nn' else ':' + layout} {dname}: {us:.1f} us, verified {us_v:.1f} us "
+              f"({100 * rec['overhead']:+.1f}%)", flush=True)
     return records
 
 
@@ -276,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", help="backend to measure (cuda, cpu, ...)")
     p.add_argument("--out", required=True, type=Path, help="the JSON file written (a list of records)")
-    p.add_argument("--shapes", default="8192x8192x8192,4096x4096x4096", help="MxNxK,... timed without and with the check")
+    p.add_argument("--shapes", default="8192x8192x8192,4096x4096x4096",
+                   help="MxNxK[:LAYOUT],... timed without and with the check (LAYOUT: nn, nt, tn or tt, as polygemm bench takes it)")
     p.add_argument("--dtypes", default="float16,float32", help="dtypes of the timed shapes")
     p.add_argument("--preset", choices=["none", "real"], default="none", help="also time the real-workload preset (fp16)")
     p.add_argument("--repeats", type=int, default=20, help="timed calls of each kind per shape (the median is kept)")
@@ -304,13 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     if not args.no_overhead:
         dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-        shapes = [(*_shape(s), d) for s in args.shapes.split(",") if s.strip() for d in dtypes]
-        records += overhead(run, shapes, args.repeats, seed)
+        given = [_shape(s) for s in args.shapes.split(",") if s.strip()]
+        shapes = [(m, n, k, d) for m, n, k, _ in given for d in dtypes]
+        records += overhead(run, shapes, args.repeats, seed, layouts=[lay for *_, lay in given for _ in dtypes])
         if args.preset == "real":
+            from polygemm.apps.bench_layout import layout_of
             from polygemm.apps.bench_real import real_shapes
 
-            preset = [(s[0], s[1], s[2], "float16") for s in real_shapes()]
-            real = overhead(run, preset, args.repeats, seed, args.preset_time_limit)
+            shapes_real = real_shapes()
+            preset = [(s[0], s[1], s[2], "float16") for s in shapes_real]
+            real = overhead(run, preset, args.repeats, seed, args.preset_time_limit, [layout_of(s) for s in shapes_real])
             for rec in real:
                 rec["preset"] = "real"
             geo = math.exp(statistics.fmean(math.log(r["us_per_call_verified"] / r["us_per_call"]) for r in real)) - 1.0
