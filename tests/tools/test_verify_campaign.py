@@ -42,3 +42,15 @@ def test_append_adds_the_campaign_to_the_timed_records(tmp_path):
     records = data["records"]
     assert len(records) == 2 and "us_per_call" in records[0] and records[1]["campaign"] is True
     assert len(data["commands"]) == 2 and [r["run"] for r in records] == [0, 1]
+
+
+def test_timed_products_take_the_layout_each_shape_names(tmp_path):
+    out = tmp_path / "v.json"
+    assert _tool().main(["--device", "cpu", "--out", str(out), "--shapes", "12x8x16:nt,8x8x8", "--dtypes", "float32",
+                         "--repeats", "1", "--no-campaign"]) == 0
+    records = json.loads(out.read_text())["records"]
+    assert [(r["m"], r["n"], r["k"], r["layout"]) for r in records] == [(12, 8, 16, "nt"), (8, 8, 8, "nn")]
+    import pytest
+
+    with pytest.raises(SystemExit, match="nn, nt, tn or tt"):
+        _tool().main(["--device", "cpu", "--out", str(out), "--shapes", "8x8x8:xy", "--no-campaign"])
