@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.helpers import REPO_ROOT, tool_module
 
 
@@ -50,7 +52,5 @@ def test_timed_products_take_the_layout_each_shape_names(tmp_path):
                          "--repeats", "1", "--no-campaign"]) == 0
     records = json.loads(out.read_text())["records"]
     assert [(r["m"], r["n"], r["k"], r["layout"]) for r in records] == [(12, 8, 16, "nt"), (8, 8, 8, "nn")]
-    import pytest
-
     with pytest.raises(SystemExit, match="nn, nt, tn or tt"):
         _tool().main(["--device", "cpu", "--out", str(out), "--shapes", "8x8x8:xy", "--no-campaign"])
