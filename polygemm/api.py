@@ -211,7 +211,8 @@ def _plan_with_out(a: Any, b: Any, c: Any, *, alpha: float, beta: float, device:
     """The plan ``gemm`` would run with this ``out``, refusing what it would refuse: the plan cache's (a repeated
     verified call pays a lookup, not an :func:`explain`), else :func:`explain`'s for operands made whole first."""
     try:
-        return plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)[0].plan
+        with planning_only():  # host operands a call would copy are described, not copied (the product copies them)
+            return plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)[0].plan
     except NotWhole:
         return explain(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out, out_dtype=out_dtype,
                        precision=precision)

@@ -55,9 +55,9 @@ LONG_K = 262_144
 
 def _shape(text: str) -> tuple[int, int, int, str]:
     """``MxNxK`` or ``MxNxK:LAYOUT`` (``polygemm bench``'s: nn, nt, tn, tt) as (m, n, k, layout)."""
-    sizes, _, layout = text.strip().lower().partition(":")
+    sizes, colon, layout = text.strip().lower().partition(":")
     m, n, k = (int(x) for x in sizes.split("x"))
-    if (layout or "nn") not in ("nn", "nt", "tn", "tt"):
+    if colon and layout not in ("nn", "nt", "tn", "tt"):
         raise SystemExit(f"verify_campaign: --shapes {text!r}: the layout is nn, nt, tn or tt (A's letter, then B's)")
     return m, n, k, layout or "nn"
 
@@ -130,7 +130,7 @@ def overhead(run: Runner, shapes: list[tuple[int, int, int, str]], repeats: int,
     start = time.perf_counter()
     for index, (m, n, k, dname) in enumerate(shapes):
         layout = layouts[index] if layouts else "nn"
-        if time.perf_counter() - start > time_limit:
+        if records and time.perf_counter() - start > time_limit:  # (one product at least: a limit of 0 times one)
             print(f"time limit: {len(records)} of {len(shapes)} products timed", flush=True)
             break
         dtype = dtype_named(dname)

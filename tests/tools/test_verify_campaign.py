@@ -54,3 +54,13 @@ def test_timed_products_take_the_layout_each_shape_names(tmp_path):
     assert [(r["m"], r["n"], r["k"], r["layout"]) for r in records] == [(12, 8, 16, "nt"), (8, 8, 8, "nn")]
     with pytest.raises(SystemExit, match="nn, nt, tn or tt"):
         _tool().main(["--device", "cpu", "--out", str(out), "--shapes", "8x8x8:xy", "--no-campaign"])
+
+
+def test_a_preset_time_limit_of_zero_still_times_one_product(tmp_path):
+    out = tmp_path / "v.json"
+    assert _tool().main(["--device", "cpu", "--out", str(out), "--shapes", "", "--preset", "real", "--preset-time-limit", "0",
+                         "--repeats", "1", "--no-campaign"]) == 0
+    records = json.loads(out.read_text())["records"]
+    timed = [r for r in records if "us_per_call" in r]
+    (summary,) = [r for r in records if "geomean_overhead" in r]
+    assert len(timed) == 1 and timed[0]["preset"] == "real" and summary["shapes"] == 1 and summary["of"] > 1

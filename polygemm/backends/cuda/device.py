@@ -145,10 +145,11 @@ class CudaRuntime:
         finally:
             if pushed:
                 self.leave()
-        arr = np.frombuffer(self.cu.ffi.buffer(ptr, max(count * dt.itemsize, 1)), dtype=dt, count=count).reshape(shape)
-        arr[...] = 0
-        weakref.finalize(arr, self.cu.host_free, ptr).atexit = False
-        return arr
+        base = np.frombuffer(self.cu.ffi.buffer(ptr, max(count * dt.itemsize, 1)), dtype=dt, count=count)
+        base[...] = 0
+        # freed with the device's context current, when the last view of it goes (NumPy bases every view on `base`)
+        weakref.finalize(base, self._quietly, lambda: self.cu.host_free(ptr)).atexit = False
+        return base.reshape(shape)
 
     def buffer(self, nbytes: int) -> "DeviceBuffer":
         """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);

@@ -515,16 +515,17 @@ class PaddedLaunch(ComposedLaunch):
                 if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
                     width, lines, pitch = _pitched(user_mat)
                     jobs.append(((ptrs[i], pad.ld, users[i], pitch, width, lines), pad.itemsize))
-            if len(jobs) == 2 and jobs[0][1] == jobs[1][1] and min(jobs[0][0][4:] + jobs[1][0][4:]) > 0:
-                # A and B in one launch (the host pays per launch), its launcher kept: the same geometry every call
+            if len(jobs) >= 2 and jobs[0][1] == jobs[1][1] and min(jobs[0][0][4:] + jobs[1][0][4:]) > 0:
+                # the first two (A and B) in one launch (the host pays per launch), its launcher kept: the same geometry
+                # every call of the plan
                 if self._pair is None:
                     self._pair = rt.repitch_pair_launcher(jobs[0][0][4:], jobs[1][0][4:], jobs[0][1])
                 go, pack = self._pair
                 (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = jobs[0][0], jobs[1][0]
                 go(pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1), stream)
-            else:
-                for job, itemsize in jobs:
-                    rt.repitch(*job, itemsize, stream)
+                jobs = jobs[2:]
+            for job, itemsize in jobs:
+                rt.repitch(*job, itemsize, stream)
             self.inner.launch(inner, stream)
             if self.pads[2] is not None:
                 width, lines, pitch = _pitched(self.users[2])

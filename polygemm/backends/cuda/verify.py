@@ -382,10 +382,11 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
                           float("inf") if failed else worst, f"the device ({rt.name})", about)
 
 
-def copy_dense(rt: Any, result: Any, out: Any) -> bool:
-    """Copy a checked ``result`` into ``out`` by one stream-ordered device copy where both are device arrays of one
-    shape, strides and dtype whose elements fill one span of memory (CuPy's contiguous arrays), on the stream they
-    name; False where that does not apply (the caller copies by the array library)."""
+def copy_dense(default_rt: Any, result: Any, out: Any) -> bool:
+    """Copy a checked ``result`` into ``out`` by one stream-ordered device copy where both are C- or Fortran-ordered
+    CuPy arrays of one shape, strides and dtype on one device, on the stream they name, in that device's context;
+    False where that does not apply (the caller copies by the array library). ``default_rt()``: the backend's runtime,
+    taken where the arrays are on its device."""
     vr, vo = operand_view(result), operand_view(out)
     if vr is None or vo is None or len(vr[0]) < 8 or len(vo[0]) < 8 or vr[0][0] != "cuda" or vo[0][0] != "cuda" \
             or vr[0][1:4] != vo[0][1:4] or vr[0][6:8] != vo[0][6:8]:  # (the same kind of array on the same device)
@@ -394,9 +395,15 @@ def copy_dense(rt: Any, result: Any, out: Any) -> bool:
     if not isinstance(dtype, np.dtype) or not isinstance(shape, tuple):  # CuPy's views: strides in bytes
         return False
     itemsize, size = int(dtype.itemsize), math.prod(shape)
-    if size == 0 or not isinstance(strides, tuple) or any(st <= 0 for st in strides) \
-            or sum((n - 1) * st for n, st in zip(shape, strides)) + itemsize != size * itemsize:
-        return False  # gaps between the elements (or overlapping ones): not one span
+    flags = getattr(result, "flags", None)
+    if size == 0 or flags is None or not (flags.c_contiguous or flags.f_contiguous):
+        return False  # gaps between the elements, or elements sharing memory: not one span (out has the same strides)
+    from .device import runtime_for
+
+    device = vr[0][7]
+    rt = default_rt()
+    if isinstance(device, int) and device != rt.ordinal:
+        rt = runtime_for(device)  # the arrays' device: its context, and its streams
     stream = common_stream([vr[2], vo[2]])
     if stream == -1:
         return False
