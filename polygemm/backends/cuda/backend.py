@@ -552,7 +552,7 @@ class CudaBackend(Backend):
         device arrays of one layout (False: the caller copies by the array library)."""
         from .verify import copy_dense
 
-        return copy_dense(self._runtime, result, out)
+        return copy_dense(result, out)
 
     def verify_on_device(self, problem: GemmProblem) -> bool:
         """Whether ``verify=`` checks a product of ``problem`` on the device (else on the host)."""

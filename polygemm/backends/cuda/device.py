@@ -77,6 +77,7 @@ class CudaRuntime:
         self._ctx_cdata = self.cu.ffi.cast("CUcontext", self.ctx_handle)  # compared with the current one per launch
         self._lock = threading.Lock()
         self._functions: dict[tuple, Kernel] = {}
+        self._pair_launchers: dict[tuple, tuple[Any, Any]] = {}  # repitch_pair's, by geometry
         self._loading: dict[tuple, threading.Lock] = {}
         self._cublas: Any = None
         self._pool: Any = None
@@ -251,22 +252,25 @@ class CudaRuntime:
     def repitch_pair(self, first: tuple[int, int, int, int, int, int], second: tuple[int, int, int, int, int, int],
                      itemsize: int, stream: int = 0) -> None:
         """Queue two :meth:`repitch` copies, each ``(dst, dst_pitch, src, src_pitch, width, lines)``, in one launch
-        (A and B into aligned scratch: a launch is what a small product's call pays for on the host)."""
+        (A and B into aligned scratch: a launch is what a small product's call pays for on the host). Its launcher
+        and packer are kept per geometry: a padded plan makes the same copies every call."""
         if min(first[4:]) <= 0 or min(second[4:]) <= 0:
             for dst, dst_pitch, src, src_pitch, width, lines in (first, second):
                 self.repitch(dst, dst_pitch, src, src_pitch, width, lines, itemsize, stream)
             return
-        go, pack = self.repitch_pair_launcher(first[4:], second[4:], itemsize)
+        key = (first[4:], second[4:], itemsize)
+        kept = self._pair_launchers.get(key)
+        if kept is None:
+            fn = self.function(REPITCH_SOURCE, "pg_repitch2_b16" if itemsize == 2 else "pg_repitch2_b32")
+            chunks = max(-(-width * itemsize // 16) * lines for width, lines in (first[4:], second[4:]))
+            blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 8))
+            if len(self._pair_launchers) >= 64:  # a caller of ever new geometries: start over
+                self._pair_launchers.clear()
+            kept = self._pair_launchers[key] = (fn.launcher((blocks, 2, 1), (_COPY_BLOCK, 1, 1), 0),
+                                                fn.struct_for(_REPITCH_PARAMS * 2).pack)
+        go, pack = kept
         (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = first, second
         go(pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1), stream)
-
-    def repitch_pair_launcher(self, first: tuple[int, int], second: tuple[int, int], itemsize: int) -> tuple[Any, Any]:
-        """``(go, pack)`` of :meth:`repitch_pair` for copies of these (width, lines): ``go(pack(src0, src_pitch0, dst0,
-        dst_pitch0, width0, lines0, src1, ...), stream)`` queues it (a padded plan keeps it: the same geometry every call)."""
-        fn = self.function(REPITCH_SOURCE, "pg_repitch2_b16" if itemsize == 2 else "pg_repitch2_b32")
-        chunks = max(-(-width * itemsize // 16) * lines for width, lines in (first, second))
-        blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 8))
-        return fn.launcher((blocks, 2, 1), (_COPY_BLOCK, 1, 1), 0), fn.struct_for(_REPITCH_PARAMS * 2).pack
 
     def split_bf16(self, geometry: tuple[int, int, int, int, int, int, int], src: int, dst: int, segments: int, codes: int,
                    stream: int = 0) -> None:

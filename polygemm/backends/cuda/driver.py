@@ -76,7 +76,6 @@ typedef struct {
 } CUlaunchAttribute;
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
-CUresult cuMemcpyDtoH_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount);
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 CUresult cuMemFreeHost(void *p);
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
@@ -213,11 +212,6 @@ class Driver:
     def memset_d32_async(self, ptr: int, value: int, count: int, stream: int) -> None:
         """Set ``count`` 32-bit words at ``ptr`` to ``value``, queued on ``stream``."""
         self.check(self.lib.cuMemsetD32Async(ptr, value, count, self.stream(stream)), "cuMemsetD32Async")
-
-    def copy_to_host(self, host: Any, ptr: int) -> None:
-        """Copy ``host.nbytes`` bytes at device address ``ptr`` into ``host`` (a C-contiguous NumPy array), with
-        the device's context current: a few bytes read back without PyCUDA's context push and pop."""
-        self.check(self.lib.cuMemcpyDtoH_v2(self.ffi.cast("void *", host.ctypes.data), ptr, host.nbytes), "cuMemcpyDtoH")
 
     def host_alloc(self, nbytes: int) -> Any:
         """``nbytes`` of page-locked host memory usable from every context (CU_MEMHOSTALLOC_PORTABLE), as a cffi

@@ -473,8 +473,6 @@ class PaddedLaunch(ComposedLaunch):
     pads: tuple[Mat | None, Mat | None, Mat | None]
     _scratch: CallScratch = field(default_factory=CallScratch, repr=False)
     _layout: tuple[list[int | None], int] = field(init=False, repr=False)
-    #: (go, pack) of the copies in when A and B are both copied (CudaRuntime.repitch_pair_launcher), made at the first call
-    _pair: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._layout = self._offsets()
@@ -515,14 +513,8 @@ class PaddedLaunch(ComposedLaunch):
                 if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
                     width, lines, pitch = _pitched(user_mat)
                     jobs.append(((ptrs[i], pad.ld, users[i], pitch, width, lines), pad.itemsize))
-            if len(jobs) >= 2 and jobs[0][1] == jobs[1][1] and min(jobs[0][0][4:] + jobs[1][0][4:]) > 0:
-                # the first two (A and B) in one launch (the host pays per launch), its launcher kept: the same geometry
-                # every call of the plan
-                if self._pair is None:
-                    self._pair = rt.repitch_pair_launcher(jobs[0][0][4:], jobs[1][0][4:], jobs[0][1])
-                go, pack = self._pair
-                (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = jobs[0][0], jobs[1][0]
-                go(pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1), stream)
+            if len(jobs) >= 2 and jobs[0][1] == jobs[1][1]:  # the first two (A and B) in one launch: the host pays per launch
+                rt.repitch_pair(jobs[0][0], jobs[1][0], jobs[0][1], stream)
                 jobs = jobs[2:]
             for job, itemsize in jobs:
                 rt.repitch(*job, itemsize, stream)

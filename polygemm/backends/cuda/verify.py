@@ -124,16 +124,16 @@ _CODES = {
 
 
 #: (runtime, entry) -> (kernel, its parameters' packer): looked up once a process
-_kernels: dict[tuple[int, str], tuple[Any, Any, Any]] = {}
+_kernels: dict[tuple[Any, str], tuple[Any, Any]] = {}
 
 
 def _launch(rt: Any, entry: str, codes: str, args: tuple[Any, ...], grid: tuple[int, int, int], stream: int,
             block: tuple[int, int, int] = (256, 1, 1)) -> None:
     """Queue ``entry`` of the check's source with ``args`` packed by ``_CODES[codes]``."""
-    known = _kernels.get((id(rt), entry))
-    if known is None or known[2] is not rt:
+    known = _kernels.get((rt, entry))
+    if known is None:
         fn = rt.function(VERIFY_SOURCE, entry)
-        known = _kernels[(id(rt), entry)] = (fn, fn.struct_for(_CODES[codes]).pack, rt)
+        known = _kernels[(rt, entry)] = (fn, fn.struct_for(_CODES[codes]).pack)
     known[0].launch(known[1](*args), grid, block, 0, stream)
 
 
@@ -212,10 +212,10 @@ def _record_buffer(rt: Any) -> np.ndarray:
     kept = getattr(_pinned, "records", None)
     if kept is None:
         kept = _pinned.records = {}
-    buf = kept.get(id(rt))
-    if buf is None or buf[1] is not rt:
-        buf = kept[id(rt)] = (rt.pinned_zeros(1, RECORD), rt)
-    return buf[0]  # type: ignore[no-any-return]
+    buf = kept.get(rt)
+    if buf is None:
+        buf = kept[rt] = rt.pinned_zeros(1, RECORD)
+    return buf  # type: ignore[no-any-return]
 
 
 def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Finding, ...]:
@@ -382,11 +382,10 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
                           float("inf") if failed else worst, f"the device ({rt.name})", about)
 
 
-def copy_dense(default_rt: Any, result: Any, out: Any) -> bool:
+def copy_dense(result: Any, out: Any) -> bool:
     """Copy a checked ``result`` into ``out`` by one stream-ordered device copy where both are C- or Fortran-ordered
     CuPy arrays of one shape, strides and dtype on one device, on the stream they name, in that device's context;
-    False where that does not apply (the caller copies by the array library). ``default_rt()``: the backend's runtime,
-    taken where the arrays are on its device."""
+    False where that does not apply (the caller copies by the array library)."""
     vr, vo = operand_view(result), operand_view(out)
     if vr is None or vo is None or len(vr[0]) < 8 or len(vo[0]) < 8 or vr[0][0] != "cuda" or vo[0][0] != "cuda" \
             or vr[0][1:4] != vo[0][1:4] or vr[0][6:8] != vo[0][6:8]:  # (the same kind of array on the same device)
@@ -400,10 +399,7 @@ def copy_dense(default_rt: Any, result: Any, out: Any) -> bool:
         return False  # gaps between the elements, or elements sharing memory: not one span (out has the same strides)
     from .device import runtime_for
 
-    device = vr[0][7]
-    rt = default_rt()
-    if isinstance(device, int) and device != rt.ordinal:
-        rt = runtime_for(device)  # the arrays' device: its context, and its streams
+    rt = runtime_for(int(vr[0][7]))  # the arrays' device (CuPy's device id): its context, and its streams
     stream = common_stream([vr[2], vo[2]])
     if stream == -1:
         return False

@@ -46,23 +46,11 @@ __device__ __forceinline__ float pgv_float(__nv_bfloat16 v) { return __bfloat162
 
 // The matrix's 16-byte loads: read once and never again, so kept out of L1, where the vectors v
 // and w, read by every row, stay (measured on the H100: 8192^2 passes 2.26 -> 2.78 TB/s in float32,
-// 2.05 -> 2.29 in float16; PGV_LOAD 2 adds a 256-byte L2 prefetch, which gained nothing; 0: __ldg).
-#ifndef PGV_LOAD
-#define PGV_LOAD 1
-#endif
+// 2.05 -> 2.29 in float16; a 256-byte L2 prefetch on top gained nothing).
 __device__ __forceinline__ uint4 pgv_stream16(const void* p) {
-#if PGV_LOAD == 2
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    return r;
-#elif PGV_LOAD == 1
     uint4 r;
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
-#else
-    return __ldg(reinterpret_cast<const uint4*>(p));
-#endif
 }
 
 // 16 bytes of elements (4 float32, 8 float16 or bfloat16) as floats: the vectorized paths' loads
@@ -129,11 +117,7 @@ struct PgvKahan {
 constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
 constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight (scalar paths)
 constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized across rows)
-// along a row: 2 KB a warp, some 32 KB an SM (8 measured no faster on the H100: PGV_ALONG_UNROLL)
-#ifndef PGV_ALONG_UNROLL
-#define PGV_ALONG_UNROLL 4
-#endif
-constexpr int kPgvAlongUnroll = PGV_ALONG_UNROLL;
+constexpr int kPgvAlongUnroll = 4;  // along a row: 2 KB a warp, some 32 KB an SM (8 measured no faster on the H100)
 
 __device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
     if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
