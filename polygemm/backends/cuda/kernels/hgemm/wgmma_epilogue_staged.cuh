@@ -51,7 +51,7 @@ __device__ __forceinline__ float2 out_unpack2(uint32_t w) {
 
 // Row segment stores of one lane: `left` = N - (its first column); 16 bytes when whole and
 // 16-byte aligned. A C whose pointer or leading dimension is not (rows of 700 or 1009 halves) is
-// written in place element by element: copying it out of aligned scratch cost a launch and a pass.
+// written in place element by element, where an aligned copy of it would cost a launch and a pass.
 __device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
     return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
