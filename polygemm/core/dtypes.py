@@ -155,9 +155,11 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         if given_by == "out":
             how = (f"pass an out of {inputs.name}{' or float32' if half else ''}, or omit out and cast the result "
                    f"into yours (out[...] = result)")
-        elif (result.name in SUPPORTED_DTYPES and inputs.name in SUPPORTED_DTYPES) or \
-                (result.name in KNOWN_DTYPES and keeps_values(inputs.name, result.name)):  # a float result asked for
+        elif result.name in KNOWN_DTYPES and keeps_values(inputs.name, result.name):  # a wider float result asked for
             how = f"omit {given_by}, or cast a and b to {result.name} to compute in it"
+        elif result.name in SUPPORTED_DTYPES and inputs.name in SUPPORTED_DTYPES:  # a narrower one: the result's cast
+            how = (f"omit {given_by} and cast the result (result.astype({result.name!r})): a cast of {inputs.name} a and b "
+                   f"to {result.name} would round them before the product")
         else:  # no dtype polygemm computes, or a cast of a and b that would change their values: the result's cast
             why = (f"{result.name} is no dtype polygemm computes" if result.name not in KNOWN_DTYPES
                    else f"a cast of {inputs.name} a and b to {result.name} would change their values")
@@ -178,9 +180,14 @@ def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None
                     f"them; pass alpha=1 and beta=0 (got alpha={alpha:g}, beta={beta:g}), or cast a and b to an integer "
                     f"dtype (a.astype(np.int64)) to count")
         return None
+    info = np.iinfo(dtype)
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not float(value).is_integer():
             return (f"{name}={value:g} is no whole number: {dtype} products are computed in integer arithmetic, as "
                     f"numpy.matmul computes them; pass a whole {name}, or cast a and b to a floating dtype that holds "
                     f"their values (e.g. a.astype(np.float64), exact below 2**53)")
+        if not info.min <= int(value) <= info.max:  # as NumPy 2 refuses a Python int its dtype cannot hold (OverflowError)
+            return (f"{name}={int(value)} is out of bounds for {dtype} ({info.min} to {info.max}): {dtype} products scale in "
+                    f"{dtype} arithmetic; pass {name} in that range, or cast a and b to a wider integer dtype "
+                    f"(e.g. a.astype(np.int64))")
     return None

@@ -92,9 +92,12 @@ def dtype_way_on(dtype: str, dtypes: tuple[str, ...], residency: str = "host") -
     elif dtype in INTEGER_DTYPES:
         exact = f"use {cpu}, which computes {dtype} exactly as numpy.matmul does (wrapping on overflow)"
         if target is not None:
-            bits = 24 if target in ("float32", "float16", "bfloat16") else 53
+            # a result stored in the target dtype holds whole numbers exactly up to 2**(its significand's bits)
+            bits = {"float16": 11, "bfloat16": 8, "float32": 24}.get(target, 53)
+            wider = (" (2**24 with out_dtype=np.float32, where the device writes float32 results)"
+                     if target in ("float16", "bfloat16") else "")
             how = (f"{exact}; or cast a and b to {target} (a.astype(np.{target}): every {dtype} value is exact in it, and "
-                   f"the product is exact while its sums stay below 2**{bits})")
+                   f"the product is exact while its sums stay below 2**{bits}{wider})")
         elif "float64" in dtypes and dtype in ("int64", "uint64"):
             how = f"{exact}; a cast to float64 (a.astype(np.float64)) is exact only for values and sums below 2**53"
         else:

@@ -48,8 +48,10 @@ def parse_precision(value: Any, source: str = "precision") -> str:
         return value
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{source} must be a string, one of {_ACCEPTED}; got {short_repr(value)} ({type(value).__name__})")
-    near = value.strip().lower()
-    hint = f" (did you mean {near!r}?)" if near in _RANK else did_you_mean([value], PRECISIONS)
+    near = str(value).strip().lower()  # any case, around spaces, a NumPy string: as verify= reads its modes
+    if near in _RANK:
+        return PRECISIONS[_RANK[near]]
+    hint = did_you_mean([value], PRECISIONS)
     raise ArgumentError(f"{source}={short_repr(value)} is not a precision{hint}; pass {_ACCEPTED}")
 
 

@@ -98,7 +98,8 @@ def _real_element(x: Any) -> bool:
 
 
 def parse_scalar(name: str, value: Any) -> float:
-    """``alpha`` or ``beta`` as a finite float64: an int, a float, a ``Fraction``, a NumPy integer or
+    """``alpha`` or ``beta`` as a finite float64 (a whole number float64 would round stays an exact int, for integer
+    products): an int, a float, a ``Fraction``, a NumPy integer or
     floating scalar, a real ml_dtypes scalar (bfloat16, float8_*, int4 ...: each is exactly a
     float64) or a 0-D array of one; ArgumentError naming ``name`` otherwise (bools, and
     ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
@@ -122,6 +123,8 @@ def parse_scalar(name: str, value: Any) -> float:
                             f"ml_dtypes' real scalars too, or a 0-D array of one); got {short_repr(value)} ({type(value).__name__}){how}")
     try:
         v = float(value)
+        if isinstance(value, (int, np.integer)) and v != int(value):
+            return int(value)  # type: ignore[return-value]  # a whole number float64 would round: integer products scale by it exactly
     except OverflowError:
         raise ArgumentError(f"{name} is too large for a float64 ({str(value)[:20]}...); pass a finite real number") from None
     if not math.isfinite(v):

@@ -45,7 +45,14 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
         check_us, product_us = costs
         timing = f", about {check_us:.0f} µs" + (f" ({100.0 * check_us / product_us:.0f}% of the product's estimated "
                                                   f"{product_us:.0f} µs)" if product_us else "")
-    return (f"verify={mode!r}: Freivalds check of C·r against alpha·A·(B·r){' + beta·c·r' if reads_c else ''} with a fresh "
-            f"random r of ±1, {where}; threshold per row from the error bound of {p.dtype.name} -> {p.out_dtype.name}; "
+    if p.out_dtype.kind == "b":  # bool: the logical product, recounted
+        test, threshold = "a check of C against the counts A·B > 0 (the product once more, in 64-bit integers)", "exact"
+    else:
+        test = f"Freivalds check of C·r against alpha·A·(B·r){' + beta·c·r' if reads_c else ''} with a fresh random r of ±1"
+        threshold = (f"exact, modulo 2**{8 * p.out_dtype.itemsize} as {p.out_dtype.name} wraps" if p.out_dtype.kind in "iu"
+                     else f"threshold per row from the error bound of {p.dtype.name} -> {p.out_dtype.name}")
+    if p.out_dtype.kind in "iub":
+        where = where.replace("in float64", "in 64-bit integers")
+    return (f"verify={mode!r}: {test}, {where}; {threshold}; "
             f"estimated cost: reads A, B and C once more ({nbytes / 1e6:.3g} MB), {flops:.3g} flops = {share}{timing}; "
             f"{what}{tail}")

@@ -106,6 +106,8 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
     and shape, for the report; ``precision``: the one the call asked (its bound sets the threshold). A complex product
     is checked as the real one it equals (:func:`_real_form`)."""
+    if dtype.kind in "iub" or out_dtype.kind in "iub":
+        return _integer_check(a, b, c0, result, alpha, beta, out_dtype=out_dtype, rng=rng, about=about)
     if any(x is not None and np.iscomplexobj(x) for x in (a, b, c0, result)) or dtype.kind == "c":
         return _complex_check(a, b, c0, result, alpha, beta, dtype=dtype, out_dtype=out_dtype, rng=rng, scalar_dtype=scalar_dtype,
                               about=about, precision=precision)
@@ -130,6 +132,57 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     skipped = int(unchecked.sum())
     return CheckReport.of(count == 0, int(failed.size) - skipped, skipped, count, _findings(failed, diff, thr) if count else (),
                           columns, worst, "the host", about or {})
+
+
+def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, out_dtype: np.dtype,
+                   rng: np.random.Generator, about: dict[str, str] | None) -> CheckReport:
+    """:func:`host_check` of an integer or bool product, exact: integers wrap modulo ``2**bits`` whatever the order
+    of their sums, so ``C·r`` equals ``alpha·A·(B·r) + beta·C0·r`` modulo ``2**bits`` (sums in 64-bit integers,
+    compared in the result's dtype) and any element off by anything moves its row's sum (r is ±1, odd); the
+    threshold is 0. A bool product (any of a[i, k] and b[k, j]) is checked as the count it is the positivity of:
+    ``(A·B) > 0`` from 64-bit counts, which is the product itself, computed once more."""
+    av, bv, rv = np.asarray(a), np.asarray(b), np.asarray(result)
+    if out_dtype.kind == "b":
+        with np.errstate(all="ignore"):
+            want_b = np.matmul(av.astype(np.int64), bv.astype(np.int64)) > 0
+        bad = np.broadcast_to(want_b, rv.shape) != rv.astype(bool)
+        per_row = bad.any(axis=-1)
+        failed = int(per_row.sum())
+        diff = bad.sum(axis=-1).astype(np.float64)
+        rows = _findings(per_row, diff, np.zeros_like(diff)) if failed else ()
+        cols: tuple[Finding, ...] = ()
+        if failed:
+            per_col = bad.any(axis=-2)
+            cols = _findings(per_col, bad.sum(axis=-2).astype(np.float64), np.zeros(per_col.shape))
+        return CheckReport.of(failed == 0, int(per_row.size), 0, failed, rows, cols, 0.0, "the host", about or {})
+    from ..backends.cpu_ref.exact import exact_integer_product  # the same wrapping arithmetic the cpu backend computes in
+    work = np.uint64 if out_dtype.kind == "u" else np.int64
+
+    def side(r: np.ndarray, along_rows: bool) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(all="ignore"):
+            rw = r.astype(work)
+            if along_rows:
+                got = rv.astype(work) @ rw
+                want = exact_integer_product(av, (bv.astype(work) @ rw)[..., None], None if c0 is None else
+                                             (np.asarray(c0).astype(work) @ rw)[..., None], alpha, beta, out_dtype)[..., 0]
+            else:
+                got = rw @ rv.astype(work)
+                want = exact_integer_product((rw @ av.astype(work))[..., None, :], bv, None if c0 is None else
+                                             (rw @ np.asarray(c0).astype(work))[..., None, :], alpha, beta, out_dtype)[..., 0, :]
+        got_d = got.astype(out_dtype)
+        want_d = np.broadcast_to(want, got_d.shape)
+        return got_d != want_d, np.abs(got_d.astype(np.float64) - want_d.astype(np.float64))
+
+    m, n = rv.shape[-2], rv.shape[-1]
+    bad, diff = side(signs(rng, n), True)
+    failed = int(bad.sum())
+    rows_found: tuple[Finding, ...] = ()
+    cols_found: tuple[Finding, ...] = ()
+    if failed:
+        rows_found = _findings(bad, diff, np.zeros(bad.shape))
+        cbad, cdiff = side(signs(rng, m), False)
+        cols_found = _findings(cbad, cdiff, np.zeros(cbad.shape))
+    return CheckReport.of(failed == 0, int(bad.size), 0, failed, rows_found, cols_found, 0.0, "the host", about or {})
 
 
 def _real_form(a: Any, b: Any, c0: Any, result: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:

@@ -13,7 +13,7 @@ import warnings
 from typing import Literal, Optional
 
 from ..core.text import short_repr
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["VERIFY_MODES", "VerifyMode", "parse_verify", "set_verify", "get_verify", "process_default"]
 
@@ -45,6 +45,9 @@ def parse_verify(value: object, name: str = "verify") -> str | None:
         if mode in VERIFY_MODES:
             return None if mode == "off" else mode
     accepted = ", ".join(repr(m) for m in VERIFY_MODES)
+    if not isinstance(value, str):  # a bool or a number is no mode of the wrong value but of the wrong kind
+        raise ArgumentTypeError(f"{name} must be None or a string; got {short_repr(value)} ({type(value).__name__}); pass one of "
+                                f"None, {accepted}")
     raise ArgumentError(f"{name}={short_repr(value)} is not a verification mode; pass one of None, {accepted}")
 
 

@@ -23,6 +23,8 @@ class Finding:
 
     def __str__(self) -> str:
         where = f"{list(self.batch)}, " if self.batch else ""
+        if self.threshold == 0.0:  # an exact check (integers, bool): any difference fails
+            return f"{where}{self.index} (off by {self.diff:.3g}, exact check)"
         if self.diff != self.diff or self.diff in (float("inf"), float("-inf")):
             return f"{where}{self.index} (non-finite, threshold {self.threshold:.3g})"
         ratio = self.diff / self.threshold if self.threshold > 0 else float("inf")

@@ -655,8 +655,11 @@ def test_an_out_dtype_polygemm_never_computes_is_not_told_to_cast_a_and_b_to_it(
         assert "cast a and b" not in msg and f"result.astype({name!r})" in msg
         assert ("no dtype polygemm computes" if name == "float8_e4m3fn" else "would change their values") in msg
     assert pg.gemm(a, a.T, device="cpu").astype(name).dtype == np.dtype(name)  # the cast it names works
-    with pytest.raises(DTypeError, match="or cast a and b to float16 to compute in it"):  # a dtype it computes: told to cast a and b
+    with pytest.raises(DTypeError) as info:  # a narrower dtype it computes: the result's cast, not a rounding of a and b
         pg.gemm(a, a.T, out_dtype=np.float16, device="cpu")
+    assert "result.astype('float16')" in str(info.value) and "cast a and b to float16" not in str(info.value)
+    with pytest.raises(DTypeError, match="cast a and b to float64 to compute in it"):  # a wider one: a and b cast up
+        pg.gemm(a, a.T, out_dtype=np.float64, device="cpu")
 
 
 @pytest.mark.parametrize("result_dtype, out_dtype, hinted", [

@@ -64,7 +64,7 @@ def test_precision_changes_nothing_for_dtypes_it_does_not_govern(rng, dtype):
 
 
 @pytest.mark.parametrize("func", [pg.gemm, pg.matmul, pg.explain], ids=["gemm", "matmul", "explain"])
-@pytest.mark.parametrize("bad", ["HIGHEST", "low", "float32", ""])
+@pytest.mark.parametrize("bad", ["higest", "low", "float32", ""])
 def test_a_bad_precision_is_an_argument_error_naming_the_values(rng, func, bad):
     a, b = _ops(rng)
     out = np.full((5, 7), 7.0, np.float32)
@@ -73,8 +73,16 @@ def test_a_bad_precision_is_an_argument_error_naming_the_values(rng, func, bad):
     msg = str(info.value)
     assert "precision" in msg and all(f"'{p}'" in msg for p in ("highest", "high", "medium"))
     assert (out == 7.0).all()
-    if bad == "HIGHEST":
+    if bad == "higest":
         assert "did you mean 'highest'" in msg
+
+
+@pytest.mark.parametrize("given", ["HIGH", " high ", np.str_("high"), "High"])
+def test_a_precision_is_read_in_any_case_and_as_a_numpy_string(rng, given):
+    a, b = _ops(rng)
+    pg.gemm(a, b, precision=given)
+    assert pg.last_plan().problem.precision == "high"
+    assert pg.explain(a, b, precision=given).problem.precision == "high"
 
 
 @pytest.mark.parametrize("bad", [1, None.__class__, ["high"], b"high"])

@@ -48,13 +48,35 @@ def test_out_and_c_with_whole_alpha_and_beta_wrap_as_integer_arithmetic(rng, dty
     out = np.full((2, 6, 3), 7, dtype)
     assert pg.gemm(a, b, out=out) is out and np.array_equal(out, np.matmul(a, b))
     # alpha * a @ b + beta * c in the dtype's wrapping arithmetic, as NumPy's own array arithmetic gives it
+    beta = 2 if np.dtype(dtype).kind == "u" else -2
     with np.errstate(over="ignore"):
-        want = np.matmul(a, b) * np.array(3).astype(dtype) + np.array(-2).astype(dtype) * c
+        want = np.matmul(a, b) * np.array(3).astype(dtype) + np.array(beta).astype(dtype) * c
     for variant in ("auto", "reference"):
-        got = pg.gemm(a, b, c, alpha=3, beta=-2, variant=variant)
+        got = pg.gemm(a, b, c, alpha=3, beta=beta, variant=variant)
         assert got.dtype == np.dtype(dtype) and np.array_equal(got, want), variant
     inplace = c.copy()
-    assert pg.gemm(a, b, inplace, alpha=3.0, beta=-2.0, out=inplace) is inplace and np.array_equal(inplace, want)
+    assert pg.gemm(a, b, inplace, alpha=3.0, beta=float(beta), out=inplace) is inplace and np.array_equal(inplace, want)
+
+
+@pytest.mark.parametrize("dtype,alpha,beta", [("int8", 300, 0), ("uint8", -1, 0), ("uint32", 1, -2), ("int16", 1, 2**15)])
+def test_a_scalar_its_dtype_cannot_hold_is_refused_as_numpy_refuses_it(rng, dtype, alpha, beta):
+    a, b, c = _draw(rng, (3, 4), dtype), _draw(rng, (4, 2), dtype), _draw(rng, (3, 2), dtype)
+    out = np.full((3, 2), 7, dtype)
+    with pytest.raises(ArgumentError) as info:
+        pg.gemm(a, b, c, alpha=alpha, beta=beta, out=out)
+    name, value = ("alpha", alpha) if alpha != 1 else ("beta", beta)
+    assert f"{name}={value}" in str(info.value) and "out of bounds" in str(info.value) and dtype in str(info.value)
+    assert (out == 7).all()
+
+
+@pytest.mark.parametrize("dtype", ["int64", "uint64"])
+def test_a_whole_alpha_beyond_float64s_integers_scales_exactly(dtype):
+    one = np.ones((1, 1), dtype)
+    big = 2**53 + 1
+    assert pg.gemm(one, one, alpha=big)[0, 0] == big
+    assert pg.gemm(one, one, one, beta=big)[0, 0] == big + 1
+    if dtype == "uint64":
+        assert pg.gemm(np.ones((2, 2), dtype), np.ones((2, 2), dtype), alpha=np.uint64(2**64 - 1))[0, 0] == 2**64 - 2
 
 
 def test_a_fractional_alpha_or_beta_is_refused_for_integers_and_out_is_untouched(rng):

@@ -151,3 +151,51 @@ def test_a_medium_precision_product_is_checked_against_its_own_bound(rng):
     kw = dict(dtype=np.dtype(np.float32), out_dtype=np.dtype(np.float32), about=about)
     assert host_check(a, b, None, result, 1.0, 0.0, rng=rng, precision="medium", **kw).ok
     assert not host_check(a, b, None, result, 1.0, 0.0, rng=rng, **kw).ok  # at float32's bound it is a fault
+
+
+INTS = ["int8", "uint8", "int16", "int32", "int64", "uint64"]
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("mode", ["raise", "warn", "retry"])
+def test_integer_products_are_checked_exactly_with_no_false_alarm(rng, dtype, mode):
+    """Integers wrap modulo 2**bits, and so does their check: products that overflow their dtype, batches
+    broadcast as numpy.matmul broadcasts them, alpha and beta, all pass."""
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (3, 9, 40), dtype=dtype, endpoint=True)
+    b = rng.integers(info.min, info.max, (40, 5), dtype=dtype, endpoint=True)
+    c = rng.integers(info.min, info.max, (3, 9, 5), dtype=dtype, endpoint=True)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(pg.gemm(a, b, verify=mode), np.matmul(a, b))
+        got = pg.gemm(a, b, c, alpha=3, beta=2, verify=mode)
+        assert np.array_equal(got, np.matmul(a, b) * dtype_of(dtype, 3) + dtype_of(dtype, 2) * c)
+    assert np.array_equal(pg.matmul(a[0, 0], b, verify=mode), np.matmul(a[0, 0], b))
+
+
+def dtype_of(dtype, value):
+    return np.array(value).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint32", "bool"])
+def test_a_wrong_integer_or_bool_element_is_caught_and_named(rng, dtype):
+    a = rng.integers(0, 3, (6, 5)).astype(dtype)
+    b = rng.integers(0, 3, (5, 4)).astype(dtype)
+    out = np.full((6, 4), 1, dtype)
+    with pytest.raises(pg.VerificationError) as err:
+        with inject_fault(2, 3, bit=0):
+            pg.gemm(a, b, out=out, verify="raise")
+    msg = str(err.value)
+    assert "rows 2" in msg and "columns 3" in msg and "exact check" in msg and dtype in msg
+    with inject_fault(2, 3, bit=0):
+        with pytest.warns(pg.VerificationWarning):
+            pg.gemm(a, b, verify="warn")
+
+
+def test_integer_products_pass_their_check_under_the_process_default(rng, monkeypatch):
+    a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
+    pg.set_verify("raise")
+    try:
+        assert np.array_equal(pg.matmul(a, a.T), a @ a.T)
+        assert pg.explain(a, a.T, verify="raise").problem.dtype == np.dtype(np.int32)
+    finally:
+        pg.set_verify(None)

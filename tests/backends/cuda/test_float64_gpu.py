@@ -15,7 +15,7 @@ from polygemm.backends.cuda.variants import kernel_specs
 from tests.helpers import cuda_or_skip
 
 #: the float64 rungs (kernels/dgemm)
-DGEMM = [s.name for s in kernel_specs().values() if s.dtype == "float64"]
+DGEMM = [s.name for s in kernel_specs().values() if s.ladder == "dgemm"]
 
 
 def _runnable(cuda, variant):

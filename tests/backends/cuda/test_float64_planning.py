@@ -16,7 +16,7 @@ from polygemm.errors import UnsupportedProblemError
 from polygemm.problem import normalize
 
 SPECS = kernel_specs()
-DGEMM = [s for s in SPECS.values() if s.dtype == "float64"]
+DGEMM = [s for s in SPECS.values() if s.ladder == "dgemm"]  # the DMMA rungs (the float64 skinny rungs: test_skinny_*)
 V1, V2, V2N = SPECS["dgemm_v1_dmma"], SPECS["dgemm_v2_dmma_m16n8k8"], SPECS["dgemm_v2_dmma_m16n8k8_128x64"]
 V3, V3K8 = SPECS["dgemm_v3_dmma_direct"], SPECS["dgemm_v3_dmma_direct_k8"]
 #: cp.async stages of each rung's ring (v3's 6 stages of 16-deep K-tiles: 192 KB of sm_90's 227)

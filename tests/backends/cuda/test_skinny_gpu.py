@@ -31,11 +31,11 @@ def cuda():
 
 
 def _np_dtype(variant: str) -> type:
-    return np.float16 if SKINNY[variant].dtype == "float16" else np.float32
+    return {"float16": np.float16, "float64": np.float64}.get(SKINNY[variant].dtype, np.float32)
 
 
 def _out_dtypes(variant: str) -> list[type]:
-    return [np.float16, np.float32] if SKINNY[variant].dtype == "float16" else [np.float32]
+    return [np.float16, np.float32] if SKINNY[variant].dtype == "float16" else [_np_dtype(variant)]
 
 
 _cache: dict = {}
