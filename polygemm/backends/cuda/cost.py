@@ -199,7 +199,7 @@ def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: i
 def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_itemsize: int) -> float:
     moved = (m * k + k * n) * itemsize + m * n * out_itemsize
     if splits:
-        moved += splits * m * n * 4  # the partial sums the rung writes
+        moved += splits * m * n * (8 if itemsize == 8 else 4)  # the partial sums the rung writes (float64's in double)
     return float(moved * max(count, 1))
 
 
@@ -245,7 +245,8 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
         if run and run % kt:  # runs that do not fall on tile boundaries: tiles are shared
             t += math.ceil(kt / run) * spec.tile[0] * spec.tile[1] * 4 / SK_SLOT_BYTES_PER_US
     if splits:
-        data = (splits * 4 + osize) * m * n
+        partial = 8 if spec.itemsize == 8 else 4  # bytes of a partial sum (float32; float64's in double)
+        data = (splits * partial + osize) * m * n
         # the grid is resident: every block reduces bands (a rung that cuts K itself always
         # leaves each tile to its last slice: split_k.cuh's pg_split_fixup)
         if spec.abi == "tma" or (frac <= 1.0 and not spec.split_step):
@@ -253,7 +254,7 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
         else:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
             km, kn = kernel_mn(spec, m, n, result_layout)
             bm, bn, _ = spec.tile
-            per_tile = (splits * 4 + osize) * min(bm, km) * min(bn, kn) / SM_REDUCE_BYTES_PER_US
+            per_tile = (splits * partial + osize) * min(bm, km) * min(bn, kn) / SM_REDUCE_BYTES_PER_US
             t += max(math.ceil(tiles(spec, m, n, result_layout) / sms) * per_tile, data / HBM_BYTES_PER_US)
     return Candidate(spec.name, splits, t, frac, (m, n, k), max(count, 1))
 

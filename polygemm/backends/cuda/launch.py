@@ -112,12 +112,13 @@ class PreparedLaunch:
             tma_args = _TMA_STORE_ARGS if self.spec.tma_store else _TMA_ARGS
             args = tma_args + (_TMA_BATCH_ARGS if self.lp.batch_count else ()) if self.lp.tma \
                 else _STANDARD_ARGS + (_BATCH_ARGS if self.lp.batch_count else ())
-            if self.lp.dtype == "float64":  # the float64 rungs take double alpha and beta
-                args = tuple("d" if code == "f" else code for code in args)
             if (self.lp.batch_count or self.spec.persistent) and self.lp.cluster != (1, 1):
                 self._fit_clusters(k)
             streamk = self.spec.streamk and not self.lp.splits
-            layout = k.struct_for(args + (_SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ()))
+            args += _SPLIT_ARGS if self.lp.splits else _STREAMK_ARGS if streamk else ()
+            if self.lp.dtype == "float64":  # the float64 rungs take double alpha and beta (their split's too)
+                args = tuple("d" if code == "f" else code for code in args)
+            layout = k.struct_for(args)
             self._pack = layout.pack
             if self.lp.splits:
                 self._split = self._split_geometry(k)
@@ -253,7 +254,7 @@ class PreparedLaunch:
         assert lp.dest is not None and self.spec is not None
         bm, bn, _ = self.spec.tile
         tiles = max(-(-lp.m // bm) * -(-lp.n // bn), 1)  # the kernels count tiles of spec.tile (row-major)
-        counters_at = lp.splits * workspace_matrix(lp.c) * 4  # a multiple of 16: rows are padded to 16 bytes
+        counters_at = lp.splits * workspace_matrix(lp.c) * lp.c.itemsize  # a multiple of 16: rows are padded to 16 bytes
         counters = 2 * tiles  # per tile: slices arrived, bands reduced (common.cuh, PG_SPLIT)
         blocks = lp.grid[0] * lp.grid[1] * lp.grid[2]
         resident = lp.tma

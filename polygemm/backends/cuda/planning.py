@@ -388,8 +388,10 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         lp.batch_strides = (sb, sa, sc) if swap else (sa, sb, sc)
     if splits > 1:
         ks = spec.split_slice(k, splits)
-        # rows padded to 16 bytes: the rungs' aligned (and TMA) epilogues store 16-byte pieces
-        ws = Mat("split-K workspace", km, kn, layout, round_up(max(kn if layout == "row" else km, 1), 4), 0, 4)
+        # rows padded to 16 bytes: the rungs' aligned (and TMA) epilogues store 16-byte pieces; float32 partial sums,
+        # float64 for a float64 rung
+        size = 8 if lp.dtype == "float64" else 4
+        ws = Mat("split-K workspace", km, kn, layout, round_up(max(kn if layout == "row" else km, 1), 16 // size), 0, size)
         # (a rung that cuts K itself is passed the whole K: its slices are not all ks long)
         lp.splits, lp.dest, lp.c, lp.k, lp.slice_k = splits, c2, ws, k if spec.split_step else ks, ks
         lp.batch_count = splits

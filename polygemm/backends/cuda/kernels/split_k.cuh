@@ -9,7 +9,7 @@
 // batch member would and counts it on the tile's arrival counter (pg_split_count[tile]);
 // the slices of a tile are then added in slice order and written as
 //     D = pg_split_alpha * sum_s W_s + pg_split_beta * D
-// (D: float, or pg_half when pg_split_d_half != 0), by one of two schedules:
+// (D: float, or pg_half when pg_split_d_half != 0; double throughout in a float64 rung's build, PG_SPLIT_F64), by one of two schedules:
 //   * pg_split_fixup: the last block to finish a tile reduces it (any grid);
 //   * pg_split_reduce_all, for a grid whose blocks are all resident at once (the TMA rungs'
 //     persistent grid; others when the host says so, pg_split_resident; the host launches
@@ -56,26 +56,41 @@ __device__ __forceinline__ int pg_bar_or(int bar, int threads, int v) {
 #ifndef PG_SPLIT_LINES  // runs of four elements a thread reduces at once (1, 2 and 4 measured alike: docs/benchmarks)
 #define PG_SPLIT_LINES 2
 #endif
+#ifndef PG_SPLIT_F64  // 1: a float64 rung's split (its source defines it): workspace, sums, alpha, beta and D in double
+#define PG_SPLIT_F64 0
+#endif
 #if PG_SPLIT
+#if PG_SPLIT_F64
+typedef double pg_split_t;
+typedef double2 pg_split_v;  // 16 bytes of the workspace
+__device__ __forceinline__ void pg_split_add(pg_split_t* acc, const double2& v) { acc[0] += v.x; acc[1] += v.y; }
+#else
+typedef float pg_split_t;
+typedef float4 pg_split_v;
+__device__ __forceinline__ void pg_split_add(pg_split_t* acc, const float4& v) {
+    acc[0] += v.x; acc[1] += v.y; acc[2] += v.z; acc[3] += v.w;
+}
+#endif
+constexpr int kPgSplitVec = 16 / static_cast<int>(sizeof(pg_split_t));  // elements of one 16-byte workspace load
 #define PG_SPLIT_PARAMS                                                                     \
     , unsigned int *pg_split_count, void *pg_split_d, long long pg_split_d_rs,              \
-        long long pg_split_d_cs, float pg_split_alpha, float pg_split_beta, int pg_split_d_half, \
+        long long pg_split_d_cs, pg_split_t pg_split_alpha, pg_split_t pg_split_beta, int pg_split_d_half, \
         int pg_split_resident
-// D's elements: float, or (pg_split_d_half != 0, rungs with PG_HALF_TYPES) pg_half.
-__device__ __forceinline__ float pg_split_load(const void* d, long long at, int half) {
+// D's elements: pg_split_t, or (pg_split_d_half != 0, rungs with PG_HALF_TYPES) pg_half.
+__device__ __forceinline__ pg_split_t pg_split_load(const void* d, long long at, int half) {
 #ifdef PG_HALF_TYPES
     if (half) return pg_half2float(static_cast<const pg_half*>(d)[at]);
 #endif
-    return static_cast<const float*>(d)[at];
+    return static_cast<const pg_split_t*>(d)[at];
 }
-__device__ __forceinline__ void pg_split_store(void* d, long long at, int half, float v) {
+__device__ __forceinline__ void pg_split_store(void* d, long long at, int half, pg_split_t v) {
 #ifdef PG_HALF_TYPES
     if (half) {
         static_cast<pg_half*>(d)[at] = pg_float2half_rn(v);
         return;
     }
 #endif
-    static_cast<float*>(d)[at] = v;
+    static_cast<pg_split_t*>(d)[at] = v;
 }
 
 // The sum of the slices of one region (rows x cols at row0, col0 of the kernel's M x N) of
@@ -83,11 +98,11 @@ __device__ __forceinline__ void pg_split_store(void* d, long long at, int half, 
 // the workspace (w_rs, w_cs: element strides; w_split: elements from one slice to the next).
 // Not inlined: its registers are its own, not added to the rung's main loop's budget.
 __device__ __noinline__ void pg_split_reduce_region(int threads, int rank, int splits,
-                                                       const float* W, long long w_rs,
+                                                       const pg_split_t* W, long long w_rs,
                                                        long long w_cs, long long w_split,
                                                        int row0, int col0, int rows, int cols,
                                                        void* D, long long d_rs, long long d_cs,
-                                                       float alpha, float beta, int d_half) {
+                                                       pg_split_t alpha, pg_split_t beta, int d_half) {
     // Threads walk the workspace's contiguous dimension, four elements at a time where the
     // region allows, PG_SPLIT_LINES runs of four per thread at once, every slice's loads issued
     // before the sums: one block reads the region, so its bytes in flight set the pace.
@@ -95,8 +110,9 @@ __device__ __noinline__ void pg_split_reduce_region(int threads, int rank, int s
     const int inner = along_cols ? cols : rows, outer = along_cols ? rows : cols;
     const long long w_outer = along_cols ? w_rs : w_cs;
     const int inner0 = along_cols ? col0 : row0;
-    const int vec = (inner % 4 == 0 && inner0 % 4 == 0 && w_outer % 4 == 0 && w_split % 4 == 0 &&
-                     (reinterpret_cast<unsigned long long>(W) & 15) == 0) ? 4 : 1;
+    constexpr int kV = kPgSplitVec;
+    const int vec = (inner % kV == 0 && inner0 % kV == 0 && w_outer % kV == 0 && w_split % kV == 0 &&
+                     (reinterpret_cast<unsigned long long>(W) & 15) == 0) ? kV : 1;
     const int per_line = inner / vec;
     const int total = outer * per_line;
     constexpr int kLines = PG_SPLIT_LINES;
@@ -112,33 +128,29 @@ __device__ __noinline__ void pg_split_reduce_region(int threads, int rank, int s
             at_w[q] = i * w_rs + j * w_cs;
             at_d[q] = i * d_rs + j * d_cs;
         }
-        float acc[kLines][4];
+        pg_split_t acc[kLines][4];
 #pragma unroll
-        for (int q = 0; q < kLines; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.f;
-        if (vec == 4) {
+        for (int q = 0; q < kLines; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0;
+        if (vec == kV) {
             int s = 0;
             for (; s + 8 <= splits; s += 8) {
-                float4 v[kLines][8];
+                pg_split_v v[kLines][8];
 #pragma unroll
                 for (int q = 0; q < kLines; ++q)
 #pragma unroll
                     for (int r = 0; r < 8; ++r)
-                        v[q][r] = live[q] ? __ldcg(reinterpret_cast<const float4*>(W + at_w[q] + (s + r) * w_split))
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+                        v[q][r] = live[q] ? __ldcg(reinterpret_cast<const pg_split_v*>(W + at_w[q] + (s + r) * w_split))
+                                          : pg_split_v{};
 #pragma unroll
                 for (int q = 0; q < kLines; ++q)
 #pragma unroll
-                    for (int r = 0; r < 8; ++r) {
-                        acc[q][0] += v[q][r].x; acc[q][1] += v[q][r].y;
-                        acc[q][2] += v[q][r].z; acc[q][3] += v[q][r].w;
-                    }
+                    for (int r = 0; r < 8; ++r) pg_split_add(acc[q], v[q][r]);
             }
             for (; s < splits; ++s) {
 #pragma unroll
                 for (int q = 0; q < kLines; ++q) {
                     if (!live[q]) continue;
-                    const float4 v = __ldcg(reinterpret_cast<const float4*>(W + at_w[q] + s * w_split));
-                    acc[q][0] += v.x; acc[q][1] += v.y; acc[q][2] += v.z; acc[q][3] += v.w;
+                    pg_split_add(acc[q], __ldcg(reinterpret_cast<const pg_split_v*>(W + at_w[q] + s * w_split)));
                 }
             }
         } else {
@@ -155,8 +167,8 @@ __device__ __noinline__ void pg_split_reduce_region(int threads, int rank, int s
             for (int e = 0; e < 4; ++e) {
                 if (e == vec) break;
                 const long long at = at_d[q] + e * d_step;
-                float v = alpha * acc[q][e];
-                if (beta != 0.f) v += beta * pg_split_load(D, at, d_half);
+                pg_split_t v = alpha * acc[q][e];
+                if (beta != 0) v += beta * pg_split_load(D, at, d_half);
                 pg_split_store(D, at, d_half, v);
             }
         }
@@ -206,10 +218,10 @@ __device__ __forceinline__ void pg_split_wait(int bar, int threads, int rank, co
 // per tile, then bands done per tile.
 __device__ __forceinline__ void pg_split_reduce_all(int bar, int threads, int rank, int bid,
                                                     int nblocks, unsigned int* count, int M, int N,
-                                                    int bm, int bn, int splits, const float* W,
+                                                    int bm, int bn, int splits, const pg_split_t* W,
                                                     long long w_rs, long long w_cs,
                                                     long long w_split, void* D, long long d_rs,
-                                                    long long d_cs, float alpha, float beta,
+                                                    long long d_cs, pg_split_t alpha, pg_split_t beta,
                                                     int d_half) {
     const int tiles_m = CEIL_DIV(M, bm), tiles_n = CEIL_DIV(N, bn), tiles = tiles_m * tiles_n;
     const bool by_rows = w_cs == 1;  // bands across the workspace's contiguous dimension
@@ -242,11 +254,11 @@ __device__ __forceinline__ void pg_split_reduce_all(int bar, int threads, int ra
 // row0, col0) once its stores are issued: the last slice to arrive reduces the whole tile
 // and puts its counter back to zero.
 __device__ __forceinline__ void pg_split_fixup(int bar, int threads, int rank, unsigned int* count,
-                                               int splits, const float* W, long long w_rs,
+                                               int splits, const pg_split_t* W, long long w_rs,
                                                long long w_cs, long long w_split, int row0,
                                                int col0, int rows, int cols, void* D,
-                                               long long d_rs, long long d_cs, float alpha,
-                                               float beta, int d_half) {
+                                               long long d_rs, long long d_cs, pg_split_t alpha,
+                                               pg_split_t beta, int d_half) {
     if (!pg_split_arrive(bar, threads, rank, count, splits)) return;
 #if PG_SPLIT_FENCES
     __threadfence();  // the other slices' sums (published before their arrivals) are read next

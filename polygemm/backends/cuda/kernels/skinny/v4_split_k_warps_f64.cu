@@ -28,11 +28,17 @@
 // threadblock), element loads otherwise. Any M, N, K >= 1 (rows past M, columns past N and K past
 // its end read as zeros and are not stored; M > 16 takes more threadblock rows, each reading B
 // again). beta == 0 never reads C.
-// Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/16)) (grid ["n", "m"]), static
-// shared memory only (33 KB).
+// PG_BATCH=1: blockIdx.z is a matrix of a strided batch (common.cuh). PG_SPLIT=1 (with
+// PG_BATCH): blockIdx.z is a K-slice (split_k.cuh's pg_split_slice_k: the launch passes the
+// whole K, slices of whole 16-deep steps), the tile stored in the slice's float64 workspace and
+// added up by the last slice to arrive, in slice order: a long K over a small output
+// (64 x 64 x 65536, 512 x 2 x 500000) would otherwise stream its operands through a few SMs.
+// Launch: blockDim (256, 1, 1), gridDim (ceil(N/32), ceil(M/16), matrices or slices)
+// (grid ["n", "m"]), static shared memory only (33 KB).
 
 #include <stdint.h>
-#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults
+#define PG_SPLIT_F64 1  // split_k.cuh's workspace, sums and scalars in double
+#include "common.cuh"  // PG_TRANS_A / PG_TRANS_B / PG_VEC defaults, PG_BATCH, PG_SPLIT
 
 #ifndef PG_COL_MAJOR
 #define PG_COL_MAJOR 0
@@ -218,10 +224,15 @@ __device__ __forceinline__ void warp_tiles(const double* __restrict__ A, int lda
 
 extern "C" __global__ void __launch_bounds__(sk4_f64::kThreads, 1)
 skinny_v4_f64(int M, int N, int K, double alpha, const double* __restrict__ A, int lda, const double* __restrict__ B,
-              int ldb, double beta, double* __restrict__ C, int ldc)
+              int ldb, double beta, double* __restrict__ C, int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace sk4_f64;
     __shared__ __align__(16) double smem[kSmemWords];
+    PG_BATCH_SEEK(A, B, C);  // blockIdx.z: a matrix of the batch, or (PG_SPLIT) a K-slice
+#if PG_SPLIT
+    static_assert(PG_BATCH, "PG_SPLIT: the K-slices are a batch");
+    K = pg_split_slice_k(K, kStepK);
+#endif
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM;
     const int rows = min(kBM, M - m0);
@@ -257,4 +268,11 @@ skinny_v4_f64(int M, int N, int K, double alpha, const double* __restrict__ A, i
         if (beta != 0.0) v = fma(beta, *p, v);
         *p = v;
     }
+#if PG_SPLIT
+    // this slice's tile is in the workspace: the last slice to arrive adds them all into D
+    pg_split_fixup(0, kThreads, threadIdx.x, pg_split_count + blockIdx.y * gridDim.x + blockIdx.x, gridDim.z,
+                   C - blockIdx.z * pg_batch_c, PG_COL_MAJOR ? 1 : ldc, PG_COL_MAJOR ? ldc : 1, pg_batch_c, m0, n0,
+                   rows, min(kBN, N - n0), pg_split_d, pg_split_d_rs, pg_split_d_cs, pg_split_alpha, pg_split_beta,
+                   pg_split_d_half);
+#endif
 }
