@@ -128,7 +128,21 @@ def test_auto_takes_the_rung_measured_fastest_and_says_where_the_rate_is_assumed
     # a mid-size result: 64 tiles of 128x128 leave half the SMs idle, 128 of 128x64 fill them
     assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
     assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].batch
-    assert all(c.splits == 0 for c in auto_candidates(64, 64, 1 << 16, "float64", sm=90))  # no split-K: fp32 partial sums
+    long_k = auto_candidates(64, 64, 1 << 16, "float64", sm=90)
+    # split-K only where the partial sums stay float64: the skinny rung's (split_k.cuh's PG_SPLIT_F64), never a DMMA rung's
+    assert all(c.splits == 0 for c in long_k if c.variant.startswith("dgemm"))
+    chosen, why = choose_auto_variant(64, 64, 1 << 16, "float64", sm=90)
+    assert chosen.startswith("skinny_v4_fp64") and ":split_k=" in why
+
+
+def test_small_m_and_long_k_float64_products_take_the_float64_skinny_rung():
+    for (m, n, k) in [(1, 4096, 14336), (16, 8, 4096), (32, 1000, 2048), (512, 2, 500000)]:
+        chosen = choose_auto_variant(m, n, k, "float64", sm=90)[0]
+        assert chosen.startswith("skinny_v4_fp64"), (m, n, k, chosen)
+    spec = SPECS["skinny_v4_fp64_row"]
+    assert spec.dtype == "float64" and spec.split_step == 16 and spec.batch and spec.itemsize == 8
+    lp = plan_launch(spec, _d("a", 64, 65536), _d("b", 65536, 64), _d("c", 64, 64), splits=16)
+    assert lp.c.itemsize == 8 and lp.c.ld % 2 == 0  # the workspace holds float64 partial sums, rows of 16-byte multiples
 
 
 def test_the_v3_rung_runs_on_sm_90_only_and_ranks_by_measurement():
