@@ -334,13 +334,14 @@ def test_skinny_batch_on_the_grid(cuda, variant):
         m, n = (long_side, small) if col else (small, long_side)
         a = rng.standard_normal((5, m, k)).astype(dtype)
         b = rng.standard_normal((k, n)).astype(dtype)
-        c = rng.standard_normal((5, m, n)).astype(np.float32)
-        out = np.full((5, m, n), np.nan, np.float32)
+        out_dtype = _out_dtypes(variant)[-1]  # float32 (float16 and float32 inputs), float64 (float64 inputs)
+        c = rng.standard_normal((5, m, n)).astype(out_dtype)
+        out = np.full((5, m, n), np.nan, out_dtype)
         plan = pg.explain(a, b, c, alpha=0.5, beta=-1.0, out=out, device="cuda", variant=variant)
         assert plan.variant == variant and "batch" in plan.launch, str(plan)
         pg.gemm(a, b, c, alpha=0.5, beta=-1.0, out=out, device="cuda", variant=variant)
         for i in range(5):
-            res = reference_for(a[i], b, c[i], 0.5, -1.0, out_dtype=np.float32).compare(out[i])
+            res = reference_for(a[i], b, c[i], 0.5, -1.0, out_dtype=out_dtype).compare(out[i])
             assert res.ok, f"{variant} batch member {i} of 5x{m}x{n}x{k}: {res.message}"
 
 
