@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Sequence
 
+import numpy as np
+
 from ..errors import ArgumentError
 from ..verification.faults import Fault, add_fault, remove_fault
 
@@ -14,7 +16,7 @@ __all__ = ["inject_fault", "Fault"]
 
 
 @contextlib.contextmanager
-def inject_fault(row: int, col: int, *, value: float | None = None, bit: int | None = None, batch: Sequence[int] = (),
+def inject_fault(row: int, col: int, *, value: float | complex | None = None, bit: int | None = None, batch: Sequence[int] = (),
                  times: int | None = None) -> Iterator[Fault]:
     """While the block runs, set element ``[*batch, row, col]`` of each verified product's result to ``value``,
     or flip its ``bit`` (0: the least significant bit of the element's storage; for float32, 23..30 are the
@@ -31,7 +33,9 @@ def inject_fault(row: int, col: int, *, value: float | None = None, bit: int | N
         raise ArgumentError("inject_fault takes value= (the element's new value) or bit= (the bit to flip), one of them")
     if times is not None and times < 1:
         raise ArgumentError(f"times={times!r}: pass a count >= 1, or None for every verified product")
-    fault = Fault(int(row), int(col), None if value is None else float(value), None if bit is None else int(bit),
+    # a complex value for a complex result (its imaginary part corrupted too), a float otherwise
+    new = None if value is None else complex(value) if isinstance(value, (complex, np.complexfloating)) else float(value)
+    fault = Fault(int(row), int(col), new, None if bit is None else int(bit),
                   tuple(int(i) for i in batch), times)
     add_fault(fault)
     try:

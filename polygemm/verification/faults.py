@@ -23,7 +23,7 @@ class Fault:
 
     row: int
     col: int
-    value: float | None = None
+    value: float | complex | None = None
     bit: int | None = None
     batch: tuple[int, ...] = ()
     times: int | None = None

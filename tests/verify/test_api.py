@@ -209,3 +209,11 @@ def test_inject_fault_refusals(rng):
     with inject_fault(100, 0, value=1.0):
         with pytest.raises(IndexError, match="outside the result"):
             pg.gemm(a, b, verify="raise")
+
+
+def test_a_complex_fault_value_reaches_the_imaginary_part_and_is_caught(rng):
+    a = (rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))).astype(np.complex64)
+    with pytest.raises(pg.VerificationError):
+        with inject_fault(1, 2, value=1e3j) as fault:
+            pg.gemm(a, a.T, verify="raise")
+    assert fault.hits == 1 and fault.value == 1e3j
