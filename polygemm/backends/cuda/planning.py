@@ -119,8 +119,8 @@ class LaunchPlan:
     cluster: tuple[int, int] = (1, 1)  # KernelSpec.cluster_mn: CTAs of a cluster along M (sharing B) and N (sharing A)
     notes: list[str] = field(default_factory=list)
     defines: tuple[tuple[str, int], ...] = ()  # the rung's constant macros (KernelSpec.defines)
-    #: split-K: the K-slices the rung's batched build computes side by side into the fp32
-    #: workspace ``c`` (``splits`` compact matrices), reduced in slice order into ``dest``
+    #: split-K: the K-slices the rung's batched build computes side by side into the fp32 (a
+    #: float64 rung's: fp64) workspace ``c`` (``splits`` compact matrices), reduced in slice order into ``dest``
     #: (the caller's destination in kernel terms) by the last threadblock of each tile to
     #: finish, in the same launch (PG_SPLIT=1); 0: no split
     splits: int = 0
@@ -156,7 +156,7 @@ class LaunchPlan:
             d["row split"] = f"{self.row_split} sets of A's rows, one 16-byte phase each"
         if self.splits:
             d["split-K"] = (f"{self.splits} K-slices of {self.slice_k} in one launch (the rung's PG_BATCH build) into a "
-                            f"{self.splits}x{self.m}x{self.n} fp32 workspace, added in slice order in the same launch "
+                            f"{self.splits}x{self.m}x{self.n} {'fp64' if self.c.itemsize == 8 else 'fp32'} workspace, added in slice order in the same launch "
                             f"(deterministic; PG_SPLIT)")
         elif self.batch_count:
             d["batch"] = f"{self.batch_count} products in one launch (blockIdx.z; PG_BATCH=1)"
@@ -358,7 +358,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         if why is not None:
             raise UnsupportedProblemError(f"cannot split K: {why}")
         # the rung addresses one K-slice from a 64-bit base (and the reduction writes C with
-        # 64-bit offsets): a slice and the fp32 workspace are what must fit 32-bit offsets
+        # 64-bit offsets): a slice and the workspace are what must fit 32-bit offsets
         ks = spec.split_slice(k, splits)
         sliced = [Mat(a.name, a.rows, ks, a.layout, a.ld, a.ptr, a.itemsize), Mat(b.name, ks, b.cols, b.layout, b.ld, b.ptr, b.itemsize)]
         _check_index_range((sliced if spec.abi != "tma" else []) + [Mat("workspace", c.rows, c.cols, "row", round_up(c.cols, 4))],
@@ -390,7 +390,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         ks = spec.split_slice(k, splits)
         # rows padded to 16 bytes: the rungs' aligned (and TMA) epilogues store 16-byte pieces; float32 partial sums,
         # float64 for a float64 rung
-        size = 8 if lp.dtype == "float64" else 4
+        size = 8 if spec.dtype == "float64" else 4  # the rung's element type decides its split's (split_k.cuh)
         ws = Mat("split-K workspace", km, kn, layout, round_up(max(kn if layout == "row" else km, 1), 16 // size), 0, size)
         # (a rung that cuts K itself is passed the whole K: its slices are not all ks long)
         lp.splits, lp.dest, lp.c, lp.k, lp.slice_k = splits, c2, ws, k if spec.split_step else ks, ks

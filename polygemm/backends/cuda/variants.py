@@ -82,8 +82,8 @@ class KernelSpec:
     #: every input dtype the rung computes, ``dtype`` first (() means just ``dtype``): a 16-bit
     #: rung that lists "bfloat16" has PG_BF16=1 builds (one source, the element type a macro)
     dtypes: tuple[str, ...] = ()
-    #: the batched build also takes K-slices reduced in the same launch (PG_SPLIT, fp32 partial
-    #: sums: a float64 rung has none, its sums would lose the precision it exists for)
+    #: the batched build also takes K-slices reduced in the same launch (PG_SPLIT; float32 partial
+    #: sums, float64 ones in a float64 source that defines PG_SPLIT_F64: the DMMA rungs have none)
     split_k: bool = True
     #: the whole device's rate (TFLOP/s) auto assumes for the rung until it has measurements of
     #: its own (0: a rung without measurements is not weighed): a new dtype's only rungs

@@ -5,7 +5,7 @@
 // ======================================================================================
 // Section: split-K reduced in the same launch (PG_SPLIT, with PG_BATCH)
 // PG_SPLIT=1: the batch on the grid is the K-slices of one product. Each threadblock writes
-// its slice's fp32 partial tile into the workspace (the kernel's C, alpha 1, beta 0) as a
+// its slice's fp32 (PG_SPLIT_F64: fp64) partial tile into the workspace (the kernel's C, alpha 1, beta 0) as a
 // batch member would and counts it on the tile's arrival counter (pg_split_count[tile]);
 // the slices of a tile are then added in slice order and written as
 //     D = pg_split_alpha * sum_s W_s + pg_split_beta * D
