@@ -29,13 +29,14 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     flops = 2 * count * (m * k + k * n + m * n * (2 if reads_c else 1))
     product = 2 * count * m * n * k
     share = f"{100.0 * flops / product:.2g}% of the product's arithmetic" if product else "no product to check"
+    sums = "in 64-bit integers" if p.out_dtype.kind in "iub" else "in float64"
     if on_device:
         where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads "
                  "back a count of failed rows)")
     elif p.residency != "host":  # device operands the device does not check: read back whole first
-        where = f"on the host, in float64, after copying A, B and C back from the device ({nbytes / 1e6:.3g} MB)"
+        where = f"on the host, {sums}, after copying A, B and C back from the device ({nbytes / 1e6:.3g} MB)"
     else:
-        where = "on the host, in float64"
+        where = f"on the host, {sums}"
     what = {"raise": "a failed check raises VerificationError", "warn": "a failed check warns (VerificationWarning) and returns",
             "retry": "a failed check recomputes once (another rung where the backend has one) and raises if that fails too"}[mode]
     tail = "; the product goes to a result of its own, copied into out once checked (out and c untouched on failure)" \
@@ -51,8 +52,6 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
         test = f"Freivalds check of C·r against alpha·A·(B·r){' + beta·c·r' if reads_c else ''} with a fresh random r of ±1"
         threshold = (f"exact, modulo 2**{8 * p.out_dtype.itemsize} as {p.out_dtype.name} wraps" if p.out_dtype.kind in "iu"
                      else f"threshold per row from the error bound of {p.dtype.name} -> {p.out_dtype.name}")
-    if p.out_dtype.kind in "iub":
-        where = where.replace("in float64", "in 64-bit integers")
     return (f"verify={mode!r}: {test}, {where}; {threshold}; "
             f"estimated cost: reads A, B and C once more ({nbytes / 1e6:.3g} MB), {flops:.3g} flops = {share}{timing}; "
             f"{what}{tail}")

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dtypes import finfo
+from ..core.exact import exact_integer_product
 from .report import SHOWN, CheckReport, Finding
 from .threshold import Coefficients, coefficients
 
@@ -40,11 +41,11 @@ def compare_rows(got: np.ndarray, want: np.ndarray, mags: tuple[np.ndarray, np.n
     return failed, unchecked, diff, thr
 
 
-def _findings(failed: np.ndarray, diff: np.ndarray, thr: np.ndarray) -> tuple[Finding, ...]:
+def _findings(failed: np.ndarray, diff: np.ndarray, thr: np.ndarray, exact: bool = False) -> tuple[Finding, ...]:
     found = []
     for idx in np.argwhere(failed)[:SHOWN]:
         pos = tuple(int(i) for i in idx)
-        found.append(Finding(pos[-1], float(diff[pos]), float(thr[pos]), pos[:-1]))
+        found.append(Finding(pos[-1], float(diff[pos]), float(thr[pos]), pos[:-1], exact))
     return tuple(found)
 
 
@@ -138,51 +139,44 @@ def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
                    rng: np.random.Generator, about: dict[str, str] | None) -> CheckReport:
     """:func:`host_check` of an integer or bool product, exact: integers wrap modulo ``2**bits`` whatever the order
     of their sums, so ``C·r`` equals ``alpha·A·(B·r) + beta·C0·r`` modulo ``2**bits`` (sums in 64-bit integers,
-    compared in the result's dtype) and any element off by anything moves its row's sum (r is ±1, odd); the
-    threshold is 0. A bool product (any of a[i, k] and b[k, j]) is checked as the count it is the positivity of:
-    ``(A·B) > 0`` from 64-bit counts, which is the product itself, computed once more."""
+    compared in the result's dtype) and any element off by anything moves its row's sum (r is ±1, odd). A bool
+    product (any of a[i, k] and b[k, j]) is checked as the positivity of its 64-bit counts: the product once more."""
     av, bv, rv = np.asarray(a), np.asarray(b), np.asarray(result)
+    cv = None if c0 is None else np.asarray(c0)
     if out_dtype.kind == "b":
         with np.errstate(all="ignore"):
-            want_b = np.matmul(av.astype(np.int64), bv.astype(np.int64)) > 0
-        bad = np.broadcast_to(want_b, rv.shape) != rv.astype(bool)
-        per_row = bad.any(axis=-1)
-        failed = int(per_row.sum())
-        diff = bad.sum(axis=-1).astype(np.float64)
-        rows = _findings(per_row, diff, np.zeros_like(diff)) if failed else ()
-        cols: tuple[Finding, ...] = ()
-        if failed:
-            per_col = bad.any(axis=-2)
-            cols = _findings(per_col, bad.sum(axis=-2).astype(np.float64), np.zeros(per_col.shape))
-        return CheckReport.of(failed == 0, int(per_row.size), 0, failed, rows, cols, 0.0, "the host", about or {})
-    from ..backends.cpu_ref.exact import exact_integer_product  # the same wrapping arithmetic the cpu backend computes in
-    work = np.uint64 if out_dtype.kind == "u" else np.int64
+            bad = np.broadcast_to(np.matmul(av.astype(np.int64), bv.astype(np.int64)) > 0, rv.shape) != rv.astype(bool)
 
-    def side(r: np.ndarray, along_rows: bool) -> tuple[np.ndarray, np.ndarray]:
-        with np.errstate(all="ignore"):
-            rw = r.astype(work)
-            if along_rows:
-                got = rv.astype(work) @ rw
-                want = exact_integer_product(av, (bv.astype(work) @ rw)[..., None], None if c0 is None else
-                                             (np.asarray(c0).astype(work) @ rw)[..., None], alpha, beta, out_dtype)[..., 0]
-            else:
-                got = rw @ rv.astype(work)
-                want = exact_integer_product((rw @ av.astype(work))[..., None, :], bv, None if c0 is None else
-                                             (rw @ np.asarray(c0).astype(work))[..., None, :], alpha, beta, out_dtype)[..., 0, :]
-        got_d = got.astype(out_dtype)
-        want_d = np.broadcast_to(want, got_d.shape)
-        return got_d != want_d, np.abs(got_d.astype(np.float64) - want_d.astype(np.float64))
+        def side(along_rows: bool) -> tuple[np.ndarray, np.ndarray]:
+            axis = -1 if along_rows else -2
+            return bad.any(axis=axis), bad.sum(axis=axis).astype(np.float64)  # (elements wrong, counted)
+    else:
+        work = np.uint64 if out_dtype.kind == "u" else np.int64
 
-    m, n = rv.shape[-2], rv.shape[-1]
-    bad, diff = side(signs(rng, n), True)
-    failed = int(bad.sum())
-    rows_found: tuple[Finding, ...] = ()
-    cols_found: tuple[Finding, ...] = ()
+        def side(along_rows: bool) -> tuple[np.ndarray, np.ndarray]:
+            r = signs(rng, rv.shape[-1] if along_rows else rv.shape[-2]).astype(work)
+            with np.errstate(all="ignore"):
+                if along_rows:  # C·r against alpha·A·(B·r) + beta·C0·r
+                    got = rv.astype(work) @ r
+                    want = exact_integer_product(av, (bv.astype(work) @ r)[..., None],
+                                                 None if cv is None else (cv.astype(work) @ r)[..., None], alpha, beta, out_dtype)[..., 0]
+                else:  # r·C against alpha·(r·A)·B + beta·r·C0
+                    got = r @ rv.astype(work)
+                    want = exact_integer_product((r @ av.astype(work))[..., None, :], bv,
+                                                 None if cv is None else (r @ cv.astype(work))[..., None, :], alpha, beta, out_dtype)[..., 0, :]
+            got_d = got.astype(out_dtype)
+            want_d = np.broadcast_to(want, got_d.shape)
+            return got_d != want_d, np.abs(got_d.astype(np.float64) - want_d.astype(np.float64))
+
+    failed_rows, diff = side(True)
+    failed = int(failed_rows.sum())
+    rows: tuple[Finding, ...] = ()
+    columns: tuple[Finding, ...] = ()
     if failed:
-        rows_found = _findings(bad, diff, np.zeros(bad.shape))
-        cbad, cdiff = side(signs(rng, m), False)
-        cols_found = _findings(cbad, cdiff, np.zeros(cbad.shape))
-    return CheckReport.of(failed == 0, int(bad.size), 0, failed, rows_found, cols_found, 0.0, "the host", about or {})
+        rows = _findings(failed_rows, diff, np.zeros(diff.shape), exact=True)
+        failed_cols, cdiff = side(False)
+        columns = _findings(failed_cols, cdiff, np.zeros(cdiff.shape), exact=True)
+    return CheckReport.of(failed == 0, int(failed_rows.size), 0, failed, rows, columns, 0.0, "the host", about or {})
 
 
 def _real_form(a: Any, b: Any, c0: Any, result: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:

@@ -20,10 +20,12 @@ class Finding:
     threshold: float
     #: the matrix of a batch it belongs to (its index in the batch); () for one product
     batch: tuple[int, ...] = ()
+    #: an exact check's (integers, bool): any difference fails, there is no threshold
+    exact: bool = False
 
     def __str__(self) -> str:
         where = f"{list(self.batch)}, " if self.batch else ""
-        if self.threshold == 0.0:  # an exact check (integers, bool): any difference fails
+        if self.exact:
             return f"{where}{self.index} (off by {self.diff:.3g}, exact check)"
         if self.diff != self.diff or self.diff in (float("inf"), float("-inf")):
             return f"{where}{self.index} (non-finite, threshold {self.threshold:.3g})"

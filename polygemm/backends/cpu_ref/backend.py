@@ -23,7 +23,7 @@ import numpy as np
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
 from ...core.dtypes import COMPLEX_DTYPES, INTEGER_DTYPES
 from ...problem import HALF_DTYPES, Call, GemmProblem, as_dtype
-from .exact import exact_integer_product
+from ...core.exact import exact_integer_product
 
 __all__ = ["CpuReferenceBackend", "reference", "round_once"]
 
@@ -64,7 +64,7 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
 
     ``dtype`` defaults to ``a``'s. ``c`` is not read when ``beta == 0`` (BLAS semantics:
     NaN in ``c`` does not propagate then). Complex inputs are computed in complex128, integer
-    and bool inputs exactly (:func:`~polygemm.backends.cpu_ref.exact.exact_integer_product`).
+    and bool inputs exactly (:func:`~polygemm.core.exact.exact_integer_product`).
     """
     out_dtype = as_dtype(dtype if dtype is not None else np.asarray(a).dtype)
     if out_dtype.name in INTEGER_DTYPES:

@@ -196,10 +196,10 @@ def _shape_terms(spec: KernelSpec, m: int, n: int, k: int, count: int, splits: i
     return 2.0 * bm * bn * ks * per_sm, float(math.ceil(per_sm / bps)), units / (sms * bps)
 
 
-def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_itemsize: int) -> float:
+def _bytes(m: int, n: int, k: int, count: int, splits: int, itemsize: int, out_itemsize: int, partial: int) -> float:
     moved = (m * k + k * n) * itemsize + m * n * out_itemsize
     if splits:
-        moved += splits * m * n * (8 if itemsize == 8 else 4)  # the partial sums the rung writes (float64's in double)
+        moved += splits * m * n * partial  # the partial sums the rung writes
     return float(moved * max(count, 1))
 
 
@@ -232,7 +232,7 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
                 sms: int = 132, result_layout: str = "row", out_itemsize: int | None = None) -> Candidate:
     """The model's time for ``spec`` on an m×n×k product (``count`` matrices, K in ``splits`` slices)."""
     osize = spec.itemsize if out_itemsize is None else out_itemsize
-    moved = _bytes(m, n, k, count, splits, spec.itemsize, osize)
+    moved = _bytes(m, n, k, count, splits, spec.itemsize, osize, spec.partial_bytes)
     flops_sm, rounds, frac = _shape_terms(spec, m, n, k, count, splits, sms, result_layout)
     if spec.max_m:  # a bandwidth kernel, at the share of the GPU its grid draws
         share = skinny_share(spec, m, n, splits=splits, count=count, sms=sms, result_layout=result_layout)
@@ -245,7 +245,7 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
         if run and run % kt:  # runs that do not fall on tile boundaries: tiles are shared
             t += math.ceil(kt / run) * spec.tile[0] * spec.tile[1] * 4 / SK_SLOT_BYTES_PER_US
     if splits:
-        partial = 8 if spec.itemsize == 8 else 4  # bytes of a partial sum (float32; float64's in double)
+        partial = spec.partial_bytes
         data = (splits * partial + osize) * m * n
         # the grid is resident: every block reduces bands (a rung that cuts K itself always
         # leaves each tile to its last slice: split_k.cuh's pg_split_fixup)

@@ -390,7 +390,7 @@ def plan_launch(spec: KernelSpec | None, a: Mat, b: Mat, c: Mat, *, kernel_layou
         ks = spec.split_slice(k, splits)
         # rows padded to 16 bytes: the rungs' aligned (and TMA) epilogues store 16-byte pieces; float32 partial sums,
         # float64 for a float64 rung
-        size = 8 if spec.dtype == "float64" else 4  # the rung's element type decides its split's (split_k.cuh)
+        size = spec.partial_bytes  # the rung's element type decides its split's (split_k.cuh)
         ws = Mat("split-K workspace", km, kn, layout, round_up(max(kn if layout == "row" else km, 1), 16 // size), 0, size)
         # (a rung that cuts K itself is passed the whole K: its slices are not all ks long)
         lp.splits, lp.dest, lp.c, lp.k, lp.slice_k = splits, c2, ws, k if spec.split_step else ks, ks

@@ -191,6 +191,11 @@ class KernelSpec:
     def itemsize(self) -> int:
         return int(as_dtype(self.dtype).itemsize)
 
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of one of its split-K partial sums: float32, a float64 rung's in double (split_k.cuh, PG_SPLIT_F64)."""
+        return 8 if self.itemsize == 8 else 4
+
     def tiles_text(self) -> str:
         bm, bn, bk = self.tile
         parts = [f"threadblock {bm}x{bn}x{bk}"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ...core.dtypes import integer_scalars_refusal
-from ...errors import ArgumentError
+from .dtypes import integer_scalars_refusal
+from ..errors import ArgumentError
 
 __all__ = ["exact_integer_product"]
 
