@@ -154,7 +154,7 @@ def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
         work = np.uint64 if out_dtype.kind == "u" else np.int64
 
         def side(along_rows: bool) -> tuple[np.ndarray, np.ndarray]:
-            r = signs(rng, rv.shape[-1] if along_rows else rv.shape[-2]).astype(work)
+            r: np.ndarray = signs(rng, rv.shape[-1] if along_rows else rv.shape[-2]).astype(work)
             with np.errstate(all="ignore"):
                 if along_rows:  # C·r against alpha·A·(B·r) + beta·C0·r
                     got = rv.astype(work) @ r
