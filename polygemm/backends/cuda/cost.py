@@ -49,6 +49,9 @@ MIN_SLICE_K = 64
 #: ring of 3-4 steps in flight (a shorter slice spends much of its time filling and draining
 #: the rings, which the bandwidth model does not see)
 SKINNY_MIN_SLICE_STEPS = 64
+#: fewest K-tiles per slice of a tiled rung that cuts K itself (the DMMA rungs: a 4-6 stage
+#: ring and a workspace tile per slice, which a shorter slice spends its time filling)
+TILED_MIN_SLICE_STEPS = 16
 #: the slice counts weighed (the measured ones among them, where a rung has measured splits)
 SPLIT_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256)
 #: the host's share of a split the device timings leave out (the workspace's lookup and the
@@ -247,9 +250,9 @@ def estimate_us(spec: KernelSpec, model: RungModel, m: int, n: int, k: int, *, c
     if splits:
         partial = spec.partial_bytes
         data = (splits * partial + osize) * m * n
-        # the grid is resident: every block reduces bands (a rung that cuts K itself always
-        # leaves each tile to its last slice: split_k.cuh's pg_split_fixup)
-        if spec.abi == "tma" or (frac <= 1.0 and not spec.split_step):
+        # the grid is resident: every block reduces bands (a skinny rung always leaves each
+        # tile to its last slice: split_k.cuh's pg_split_fixup)
+        if spec.abi == "tma" or (frac <= 1.0 and not spec.max_m):
             t += 1.0 + data / GRID_REDUCE_BYTES_PER_US
         else:  # each tile's last block reads the tile's slices; the tiles' blocks side by side
             km, kn = kernel_mn(spec, m, n, result_layout)
@@ -317,7 +320,8 @@ def split_choices(spec: KernelSpec, k: int) -> list[int]:
     if not (spec.batch and spec.predicated) or spec.persistent or (spec.max_m and not spec.split_step):
         return []  # a persistent row's split is its base row's (split-K grids are persistent)
     if spec.split_step:  # slices of whole steps, cut by the kernel: K need not divide evenly
-        return [s for s in SPLIT_COUNTS if k >= s * SKINNY_MIN_SLICE_STEPS * spec.split_step and spec.cuts_k(k, s)]
+        least = (SKINNY_MIN_SLICE_STEPS if spec.max_m else TILED_MIN_SLICE_STEPS) * spec.split_step
+        return [s for s in SPLIT_COUNTS if k >= s * least and spec.cuts_k(k, s)]
     out = []
     for s in SPLIT_COUNTS:
         if k % s or k // s < MIN_SLICE_K:

@@ -149,3 +149,37 @@ def test_every_operand_order_with_c_unaligned_views_alpha_and_beta(cuda, variant
                     nan_c = cp.full((m, n), cp.nan, order=oc)
                     got = pg.gemm(da, db, nan_c, alpha=2.0, beta=0.0, device="cuda", variant=variant)
                     assert reference_for(a, b, None, 2.0).compare(cp.asnumpy(got)).ok, where + " beta 0"
+
+
+#: K-slices of the DMMA rungs (split_k.cuh with float64 partial sums): a K that no count
+#: divides, slices ending inside a K-tile, a grid all resident at once (every block reduces
+#: bands) and one past the SMs' room (each tile's last slice reduces it)
+SPLIT_CASES = [((65, 130, 700), 2), ((129, 63, 4099), 3), ((200, 260, 2049), 8), ((1000, 999, 4000), 2), ((1000, 999, 4000), 8)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", DGEMM)
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=lambda c: "x".join(map(str, c[0])) + f"-split{c[1]}")
+def test_k_slices_in_every_operand_order_sum_in_float64_the_same_bits_every_run(cuda, variant, case):
+    _runnable(cuda, variant)
+    cp = pytest.importorskip("cupy")
+    rng = _rng()
+    (m, n, k), splits = case
+    named = f"{variant}:split_k={splits}"
+    a, b, c = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
+    for oa, ob, oc, offset in [("C", "C", "C", 0), ("F", "C", "F", 1), ("C", "F", "C", 1), ("F", "F", "F", 0)]:
+        da, db, dc = _device_view(cp, a, oa, offset), _device_view(cp, b, ob, offset), _device_view(cp, c, oc, offset)
+        where = f"{named} {m}x{n}x{k} a {oa} b {ob} c {oc} offset {offset}"
+        plan = pg.explain(da, db, dc, alpha=-0.75, beta=1.5, device="cuda", variant=named)
+        assert plan.launch["grid"][2] == splits, where
+        first = pg.gemm(da, db, dc, alpha=-0.75, beta=1.5, device="cuda", variant=named)
+        assert reference_for(a, b, c, -0.75, 1.5).compare(cp.asnumpy(first)).ok, where
+        again = pg.gemm(da, db, dc, alpha=-0.75, beta=1.5, device="cuda", variant=named)  # counters back at zero
+        assert cp.array_equal(first, again), where + " (the slices are added in slice order)"
+    # the partial sums stay float64: a product whose float32 partials would lose the small terms
+    big = np.full((m, k), 1.0)
+    big[:, ::2] = 2.0**40
+    big[:, 1::2] = -(2.0**40)
+    tiny = rng.standard_normal((k, n)) * 2.0**-20
+    got = cp.asnumpy(pg.gemm(cp.asarray(big), cp.asarray(tiny), device="cuda", variant=named))
+    assert reference_for(big, tiny).compare(got).ok, named + " float64 partial sums"

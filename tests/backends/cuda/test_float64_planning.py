@@ -29,9 +29,11 @@ def _d(name, r, c, ld=None, ptr=0, layout="row"):
 
 def test_catalog_lists_the_float64_rungs_with_their_facts():
     assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v1_dmma_128x64", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64",
+                                       "dgemm_v2_dmma_m16n8k8_64x128", "dgemm_v2_dmma_m16n8k8_32x128",
                                        "dgemm_v3_dmma_direct", "dgemm_v3_dmma_direct_k8"]
     for s in DGEMM:
-        assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and not s.split_k
+        assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and s.split_k
+        assert s.split_step == 16 and s.partial_bytes == 8  # K cut by the kernel in K-tiles, float64 partial sums
         assert s.layout == "row" and s.block == (256, 1) and s.align == 2 and s.prior_tflops > 0
         bm, bn, bk = s.tile
         assert s.smem_bytes == STAGES.get(s.name, 4) * (bm * bk + bk * bn) * 8  # the ring's stages of A's and B's tiles
@@ -53,12 +55,12 @@ def test_catalog_lists_the_float64_rungs_with_their_facts():
     assert "float64" in pg.get_backend("cuda").dtypes()
 
 
-def test_builds_cover_both_layouts_and_alignments_and_batches_but_no_split():
+def test_builds_cover_both_layouts_and_alignments_batches_and_splits():
     for s in DGEMM:
         builds = s.builds()
-        assert len(builds) == 16 and not any("PG_SPLIT" in b or "PG_OUT_F32" in b or "PG_BF16" in b for b in builds)
-        assert {(b["PG_TRANS_A"], b["PG_TRANS_B"], b["PG_VEC"], b.get("PG_BATCH", 0)) for b in builds} == \
-            {(ta, tb, v, bt) for ta in (0, 1) for tb in (0, 1) for v in (0, 1) for bt in (0, 1)}
+        assert len(builds) == 24 and not any("PG_OUT_F32" in b or "PG_BF16" in b for b in builds)
+        assert {(b["PG_TRANS_A"], b["PG_TRANS_B"], b["PG_VEC"], b.get("PG_BATCH", 0), b.get("PG_SPLIT", 0)) for b in builds} == \
+            {(ta, tb, v, bt, sp) for ta in (0, 1) for tb in (0, 1) for v in (0, 1) for bt in (0, 1) for sp in (0, bt)}
 
 
 def test_check_kernels_covers_every_float64_build():
@@ -66,9 +68,10 @@ def test_check_kernels_covers_every_float64_build():
     todo = jobs([80, 90], names)
     assert {(j.name, j.target) for j in todo} == {("dgemm_v1_dmma", "sm_80"), ("dgemm_v1_dmma", "sm_90"), ("dgemm_v1_dmma_128x64", "sm_80"),
                                                     ("dgemm_v1_dmma_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8", "sm_90"),
-                                                    ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90"), ("dgemm_v3_dmma_direct", "sm_90"),
+                                                    ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8_64x128", "sm_90"),
+                                                    ("dgemm_v2_dmma_m16n8k8_32x128", "sm_90"), ("dgemm_v3_dmma_direct", "sm_90"),
                                                     ("dgemm_v3_dmma_direct_k8", "sm_90")}
-    assert len(todo) == 128  # 16 builds a rung and target
+    assert len(todo) == 240  # 24 builds a rung and target
     everything = jobs([80, 90])
     cover = covering(everything)
     assert set(names) <= {j.name for j in cover}  # every rung reaches ptxas in CI's covering check
@@ -125,18 +128,21 @@ def test_auto_takes_the_rung_measured_fastest_and_says_where_the_rate_is_assumed
     chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)  # the sm_90 rungs cannot run there
     assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
     assert choose_auto_variant(1000, 999, 1001, "float64", sm=80)[0] == "dgemm_v1_dmma_128x64"
-    # a mid-size result: 64 tiles of 128x128 leave half the SMs idle, 128 of 128x64 fill them
-    assert choose_auto_variant(1000, 999, 1001, "float64", sm=90)[0] == "dgemm_v2_dmma_m16n8k8_128x64"
+    # a mid-size result: 64 tiles of 128x128 leave half the SMs idle; 128 of 128x64, or two K-slices of each, fill them
+    mid = auto_candidates(1000, 999, 1001, "float64", sm=90)[0]
+    assert mid.variant == "dgemm_v2_dmma_m16n8k8_128x64" or mid.splits >= 2
+    assert mid.waves > 0.9
     assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].batch
     long_k = auto_candidates(64, 64, 1 << 16, "float64", sm=90)
-    # split-K only where the partial sums stay float64: the skinny rung's (split_k.cuh's PG_SPLIT_F64), never a DMMA rung's
-    assert all(c.splits == 0 for c in long_k if c.variant.startswith("dgemm"))
-    chosen, why = choose_auto_variant(64, 64, 1 << 16, "float64", sm=90)
-    assert chosen.startswith("skinny_v4_fp64") and ":split_k=" in why
+    # a long K over one tile is cut into K-slices on every float64 rung (float64 partial sums: split_k.cuh's PG_SPLIT_F64)
+    assert {c.variant.split("_")[0] for c in long_k if c.splits} == {"dgemm", "skinny"}
+    assert all(c.splits for c in long_k[:3])
+    why = choose_auto_variant(64, 64, 1 << 16, "float64", sm=90)[1]
+    assert ":split_k=" in why
 
 
 def test_small_m_and_long_k_float64_products_take_the_float64_skinny_rung():
-    for (m, n, k) in [(1, 4096, 14336), (16, 8, 4096), (32, 1000, 2048), (512, 2, 500000)]:
+    for (m, n, k) in [(16, 8, 4096), (512, 2, 500000)]:  # (a DMMA tile's N of 64 or 128 would be mostly empty)
         chosen = choose_auto_variant(m, n, k, "float64", sm=90)[0]
         assert chosen.startswith("skinny_v4_fp64"), (m, n, k, chosen)
     spec = SPECS["skinny_v4_fp64_row"]
@@ -166,18 +172,23 @@ def test_the_backend_plans_float64_and_explains_the_rung():
     a, b = np.zeros((1000, 998)), np.zeros((998, 1002))
     plan = CudaBackend().plan(normalize(a, b))
     assert plan.variant.startswith("dgemm_") and "dgemm_" in plan.reason
-    bm, bn, _ = SPECS[plan.variant].tile
-    assert plan.launch["grid"] == (-(-1002 // bn), -(-1000 // bm), 1) and plan.launch["float4"] == "yes"
+    name, _, split = plan.variant.partition(":split_k=")
+    bm, bn, _ = SPECS[name].tile
+    assert plan.launch["grid"] == (-(-1002 // bn), -(-1000 // bm), int(split or 1)) and plan.launch["float4"] == "yes"
     named = CudaBackend().plan(normalize(a, b), "dgemm_v1_dmma")
     assert named.variant == "dgemm_v1_dmma"
     unaligned = CudaBackend().plan(normalize(np.zeros((17, 65))[:, :63], np.zeros((63, 33))), "dgemm_v1_dmma")
     assert "no (unaligned" in unaligned.launch["float4"]
 
 
-def test_float64_rungs_refuse_split_k_and_take_scalars_past_float32():
-    a, b = np.zeros((64, 512)), np.zeros((512, 64))
-    with pytest.raises(UnsupportedProblemError, match="cannot split K"):
-        CudaBackend().plan(normalize(a, b), "dgemm_v1_dmma:split_k=4")
+def test_float64_rungs_split_k_in_float64_and_take_scalars_past_float32():
+    a, b = np.zeros((64, 700)), np.zeros((700, 64))
+    plan = CudaBackend().plan(normalize(a, b), "dgemm_v3_dmma_direct:split_k=3")  # any K: slices of whole 16-deep K-tiles
+    assert plan.variant == "dgemm_v3_dmma_direct:split_k=3" and plan.launch["grid"][2] == 3
+    lp = plan_launch(V3, _d("a", 64, 700), _d("b", 700, 64), _d("c", 64, 64), splits=3)
+    assert lp.c.itemsize == 8 and lp.k == 700 and lp.slice_k == 240  # the kernel is passed the whole K and cuts it
+    with pytest.raises(UnsupportedProblemError, match="leaves no K"):
+        CudaBackend().plan(normalize(a, b), "dgemm_v1_dmma:split_k=64")
     assert CudaBackend().supports(normalize(a, b, alpha=1e300)) is None  # double alpha on the float64 rungs
     assert "float32" in CudaBackend().supports(normalize(a.astype(np.float32), b.astype(np.float32), alpha=1e300))
     with pytest.raises(pg.DTypeError):

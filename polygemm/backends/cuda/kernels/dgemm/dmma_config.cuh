@@ -18,6 +18,7 @@
 // consecutive doubles in whichever dimension of the operand is contiguous.
 #pragma once
 #include <stdint.h>
+#define PG_SPLIT_F64 1  // split_k.cuh's workspace, sums and scalars in double (PG_SPLIT builds)
 #include "common.cuh"
 
 #ifndef PG_BM
@@ -109,5 +110,43 @@ using BTile = Tile<kBK, kBN, false, kRB>;  // B row-major: rows k, columns n
 constexpr int kStageElems = ATile::kElems + BTile::kElems;
 constexpr int kSmemBytes = kStages * kStageElems * 8;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory above the sm_90 limit");
+
+#if PG_SPLIT
+// PG_SPLIT=1 (with PG_BATCH): blockIdx.z is a K-slice of one product, cut by the kernel in
+// whole K-tiles (split_k.cuh's pg_split_slice_k; variants.json "split_step": the launch passes
+// the whole K, so any K splits). Each slice has stored its threadblock tile (tm, tn) of float64
+// partial sums into the workspace (the kernel's C, alpha 1, beta 0); this adds the slices in
+// slice order into D, as every block of a resident grid reducing bands of the output, or else
+// the tile's last slice alone. Why: the DMMA tiles are 128 rows deep, so a product with few
+// tiles (M of 16 to 128, mid-size results) leaves most SMs idle without splitting K.
+__device__ __forceinline__ void split_finish(const double* C, int ldc, int M, int N, int tm, int tn,
+                                             long long batch_c, unsigned int* count0, void* d,
+                                             long long d_rs, long long d_cs, double alpha, double beta,
+                                             int d_half, int resident) {
+    const double* const W = C - blockIdx.z * batch_c;
+    unsigned int* const count = count0 + tm * CEIL_DIV(N, kBN) + tn;
+    if (resident) {
+        pg_split_arrive(0, kThreads, threadIdx.x, count, gridDim.z);
+        const int tiles = gridDim.x * gridDim.y;
+        pg_split_reduce_all(0, kThreads, threadIdx.x, blockIdx.y * gridDim.x + blockIdx.x + blockIdx.z * tiles,
+                            tiles * gridDim.z, count0, M, N, kBM, kBN, gridDim.z, W, ldc, 1, batch_c, d, d_rs,
+                            d_cs, alpha, beta, d_half);
+    } else {
+        pg_split_fixup(0, kThreads, threadIdx.x, count, gridDim.z, W, ldc, 1, batch_c, tm * kBM, tn * kBN,
+                       min(kBM, M - tm * kBM), min(kBN, N - tn * kBN), d, d_rs, d_cs, alpha, beta, d_half);
+    }
+}
+#define DG_SPLIT_FINISH(C, ldc, M, N, tm, tn)                                                             \
+    split_finish(C, ldc, M, N, tm, tn, pg_batch_c, pg_split_count, pg_split_d, pg_split_d_rs, pg_split_d_cs, \
+                 pg_split_alpha, pg_split_beta, pg_split_d_half, pg_split_resident)
+#define DG_SPLIT_K(K) K = pg_split_slice_k(K, kBK)
+#else
+#define DG_SPLIT_FINISH(C, ldc, M, N, tm, tn) \
+    do {                                      \
+    } while (0)
+#define DG_SPLIT_K(K) \
+    do {              \
+    } while (0)
+#endif
 
 }  // namespace dgemm

@@ -144,11 +144,12 @@ __device__ __forceinline__ void issue_operand(uint32_t s, const double* g, int l
 extern "C" __global__ void __launch_bounds__(dgemm::kThreads, DG_MIN_BLOCKS)
 dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict__ A, int lda,
                      const double* __restrict__ B, int ldb, double beta, double* __restrict__ C,
-                     int ldc PG_BATCH_PARAMS)
+                     int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace dgemm;
     using namespace dgemm::direct;
-    PG_BATCH_SEEK(A, B, C);
+    PG_BATCH_SEEK(A, B, C);  // blockIdx.z: a matrix of the batch, or (PG_SPLIT) a K-slice
+    DG_SPLIT_K(K);
     extern __shared__ __align__(128) double smem[];
     const uint32_t s0 = smem_addr(smem);
 
@@ -312,4 +313,5 @@ dgemm_v3_dmma_direct(int M, int N, int K, double alpha, const double* __restrict
             }
         }
     }
+    DG_SPLIT_FINISH(C, ldc, M, N, tm, tn);  // PG_SPLIT: this slice's tile is in the workspace
 }
