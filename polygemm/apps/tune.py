@@ -30,7 +30,7 @@ from .outputs import add_json_option, emit_json
 
 __all__ = ["Job", "TuneRow", "jobs_from_args", "tune_table", "run_tune", "cmd_tune", "add_parser", "DTYPES"]
 
-DTYPES = ("float16", "bfloat16", "float32")
+DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def jobs_from_args(args: argparse.Namespace) -> list[Job]:
             raise ArgumentError(f"--from {exc}") from None
         for r in recs:
             if r["dtype"] not in DTYPES:
-                continue  # a product the cuda backend's auto does not weigh (float64 runs its one rung)
+                continue  # a product the cuda backend's auto does not weigh (complex, integers)
             jobs.append(Job(Shape(r["m"], r["n"], r["k"], r["layout"]), r["dtype"], r["out_dtype"], r["batch"],
                             str(r.get("out_layout") or "row")))
     if not jobs:

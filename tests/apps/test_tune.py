@@ -212,3 +212,10 @@ def test_holdout_split_is_seeded_and_keeps_both_sides():
     out, kept = split_shapes(shapes, 0.3, 1)
     assert len(out) == 3 and len(kept) == 7 and out == split_shapes(shapes, 0.3, 1)[0]
     assert split_shapes(shapes[:2], 0.99, 0)[1]  # one shape is always kept to fit on
+
+
+def test_float64_products_are_tuned_too(capsys, tuner):
+    # float64 has several rungs and K-slices to choose from (the DMMA tiles, the skinny rung)
+    rc, out, _ = cli(capsys, ["tune", "--shape", "128x4608x3584:nt", "--dtype", "float64", "--json"])
+    rows = json.loads(out)["rows"]
+    assert rc == 0 and rows[0]["dtype"] == "float64" and tuner.tuned_problems[0][0].dtype.name == "float64"
