@@ -127,3 +127,19 @@ def test_torch_conjugate_views_are_read_as_torch_reads_them(rng):
     out = torch.zeros(3, 2, dtype=torch.complex64).conj()
     with pytest.raises(pg.ArgumentError, match="conjugate bit"):
         pg.gemm(a, b, out=out)
+
+
+@pytest.mark.parametrize("alpha, beta", [(1e-40, 0.0), (1.0, 1e-40), (1e39, 0.0), (-3e-39, 2e39)])
+def test_complex64_scalars_past_float32_range_keep_the_imaginary_part(alpha, beta):
+    # alpha/beta a float32 cannot hold: the scaling runs in complex128, not float64
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))).astype(np.complex64)
+    b = (rng.standard_normal((4, 3)) + 1j * rng.standard_normal((4, 3))).astype(np.complex64)
+    c = (rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))).astype(np.complex64)
+    got = pg.gemm(a, b, c, alpha=alpha, beta=beta, device="cpu")
+    want = alpha * (a.astype(np.complex128) @ b.astype(np.complex128)) + beta * c.astype(np.complex128)
+    assert got.dtype == np.complex64
+    with np.errstate(over="ignore", under="ignore"):
+        want64 = want.astype(np.complex64)
+    np.testing.assert_allclose(got.imag, want64.imag, rtol=1e-5, atol=1e-45)
+    np.testing.assert_allclose(got.real, want64.real, rtol=1e-5, atol=1e-45)

@@ -231,7 +231,8 @@ class CpuReferenceBackend(Backend):
             add = beta != 0.0 and c is not None
             if alpha != 1.0 or add:
                 if not (_fits(work, alpha) and _fits(work, beta)):
-                    work = np.float64  # scalars beyond the work type's range scale in float64
+                    # scalars beyond the work type's range scale in float64 (complex128 for complex64)
+                    work = np.complex128 if np.issubdtype(work, np.complexfloating) else np.float64
                     res = res.astype(work)
                 if alpha != 1.0:
                     res *= work(alpha)
