@@ -5,6 +5,7 @@ backends passed over), for operands described by their shape, dtype and layout."
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 import numpy as np
@@ -30,9 +31,23 @@ def operands(shape: tuple[int, int, int], dtype: str, transpose_a: bool = False,
     m, n, k = shape
     dt = dtype_named(dtype)
     lead = (batch,) if batch else ()
-    a = np.zeros(lead + (k, m), dt).swapaxes(-1, -2) if transpose_a else np.zeros(lead + (m, k), dt)
-    b = np.zeros(lead + (n, k), dt).swapaxes(-1, -2) if transpose_b else np.zeros(lead + (k, n), dt)
+    a = _unbacked(lead + (k, m), dt).swapaxes(-1, -2) if transpose_a else _unbacked(lead + (m, k), dt)
+    b = _unbacked(lead + (n, k), dt).swapaxes(-1, -2) if transpose_b else _unbacked(lead + (k, n), dt)
     return a, b
+
+
+def _unbacked(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+    """A read-only C-ordered array of ``shape`` with the strides of a compact one over one element
+    of memory: planning a product a GPU holds (100000³) needs no host memory for it. ValueError
+    past what NumPy can index."""
+    strides, step = [], dt.itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    if step >= 2**63:
+        raise ValueError(f"{'x'.join(map(str, shape))} elements of {dt.itemsize} bytes are past what NumPy can index")
+    base = np.zeros(1, dt)
+    return np.lib.stride_tricks.as_strided(base, shape, tuple(reversed(strides)), writeable=False)
 
 
 def _plain(value: Any) -> Any:
@@ -59,7 +74,12 @@ def plan_record(plan: Plan) -> dict[str, Any]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    a, b = operands(args.shape, args.dtype, args.transpose_a, args.transpose_b, args.batch)
+    try:
+        a, b = operands(args.shape, args.dtype, args.transpose_a, args.transpose_b, args.batch)
+    except ValueError as exc:
+        m, n, k = args.shape
+        print(f"polygemm: error: --shape {m}x{n}x{k}: {exc}; pick a smaller shape", file=sys.stderr)
+        return 2
     plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision)
     emit_json(args, plan_record(plan), str(plan))
     return 0

@@ -369,6 +369,16 @@ def test_explain_refuses_an_unknown_variant_naming_it(capsys):
     assert "no_such_rung" in err and "error" in err
 
 
+def test_explain_plans_shapes_larger_than_host_memory_and_refuses_past_numpy(capsys):
+    # planning reads shapes and strides only: a product a GPU holds is explained on any machine
+    assert main(["explain", "--shape", "300000x300000x300000", "--device", "cpu", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["m"], data["n"], data["k"]) == (300000, 300000, 300000) and data["backend"] == "cpu"
+    assert main(["explain", "--shape", "9999999999999x9999999999999x9999999999", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--shape" in err and "smaller shape" in err and "Traceback" not in err
+
+
 def test_explain_needs_a_shape(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["explain", "--shape", "8x8"])
