@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
 
 _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -71,6 +73,8 @@ def corrupt(result: Any, to_host: Any = None) -> None:
         idx = tuple(f.batch) + (f.row, f.col)
         if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
             raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
+        if f.value is not None:
+            _check_storable(f.value, result)
         if f.bit is not None and not 0 <= f.bit < 8 * np.dtype(_itemsize_dtype(result)).itemsize:
             raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * np.dtype(_itemsize_dtype(result)).itemsize}-bit elements")
         if isinstance(result, np.ndarray):
@@ -97,6 +101,27 @@ def corrupt(result: Any, to_host: Any = None) -> None:
         else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
             raw = _UINTS[host.dtype.itemsize]
             result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
+
+
+def _check_storable(value: float | complex, result: Any) -> None:
+    """ArgumentError unless ``value`` lands in ``result``'s elements as given: an integer result
+    would truncate 3.5 to 3 (or no fault at all where 3 is the right value), a real one drop an
+    imaginary part; NaN and infinities are refused by integers as NumPy refuses them."""
+    name = str(getattr(result, "dtype", "")).removeprefix("torch.")
+    if name.startswith("complex"):
+        return
+    imag = value.imag if isinstance(value, complex) else 0.0
+    real = value.real if isinstance(value, complex) else float(value)
+    if imag != 0.0:
+        raise ArgumentError(f"inject_fault: value={value!r} has an imaginary part; the result is {name}: pass a real value")
+    if name == "bool":
+        if real not in (0.0, 1.0):
+            raise ArgumentError(f"inject_fault: value={value!r} is not a bool; the result is bool: pass 0 or 1 (or use bit=0)")
+    elif name.startswith(("int", "uint")):
+        info = np.iinfo(np.dtype(name))
+        if not (np.isfinite(real) and real.is_integer() and info.min <= real <= info.max):
+            raise ArgumentError(f"inject_fault: value={value!r} does not fit the {name} result exactly (it would not be "
+                                f"stored as given); pass an integer from {info.min} to {info.max}")
 
 
 def _itemsize_dtype(x: Any) -> np.dtype:

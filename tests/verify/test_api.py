@@ -217,3 +217,25 @@ def test_a_complex_fault_value_reaches_the_imaginary_part_and_is_caught(rng):
         with inject_fault(1, 2, value=1e3j) as fault:
             pg.gemm(a, a.T, verify="raise")
     assert fault.hits == 1 and fault.value == 1e3j
+
+
+@pytest.mark.parametrize("dtype, value, words", [(np.int64, 3.5, "pass an integer"), (np.int8, 1e30, "from -128 to 127"),
+                                                 (np.int32, float("nan"), "pass an integer"), (np.float32, 2j, "imaginary part"),
+                                                 (np.bool_, 7, "0 or 1")])
+def test_a_fault_value_the_result_cannot_hold_as_given_is_refused_and_out_untouched(dtype, value, words):
+    # 3.5 in an int64 result would be stored as 3: a fault that may inject nothing must not pass silently
+    a, b = np.ones((2, 3), dtype), np.ones((3, 2), dtype)
+    out = np.full((2, 2), 5).astype(dtype)
+    before = out.copy()
+    with inject_fault(0, 0, value=value):
+        with pytest.raises(pg.ArgumentError, match=words):
+            pg.gemm(a, b, out=out, verify="raise")
+    np.testing.assert_array_equal(out, before)
+
+
+def test_an_integer_fault_value_that_fits_is_injected_and_caught():
+    a, b = np.ones((2, 3), np.int64), np.ones((3, 2), np.int64)
+    with inject_fault(0, 0, value=7.0) as fault:
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(a, b, verify="raise")
+    assert fault.hits == 1
