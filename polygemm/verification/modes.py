@@ -48,7 +48,8 @@ def parse_verify(value: object, name: str = "verify") -> str | None:
     if not isinstance(value, str):  # a bool or a number is no mode of the wrong value but of the wrong kind
         raise ArgumentTypeError(f"{name} must be None or a string; got {short_repr(value)} ({type(value).__name__}); pass one of "
                                 f"None, {accepted}")
-    raise ArgumentError(f"{name}={short_repr(value)} is not a verification mode; pass one of None, {accepted}")
+    none = "" if name.startswith("POLYGEMM_") else "None, "  # (an environment variable holds text only)
+    raise ArgumentError(f"{name}={short_repr(value)} is not a verification mode; pass one of {none}{accepted}")
 
 
 def set_verify(mode: VerifyMode) -> None:
