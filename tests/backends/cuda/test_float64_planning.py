@@ -127,7 +127,8 @@ def test_auto_takes_the_rung_measured_fastest_and_says_where_the_rate_is_assumed
     assert choose_auto_variant(8192, 8192, 8192, "float64", sm=90)[0] == V3.name
     chosen, why = choose_auto_variant(4096, 4096, 4096, "float64", sm=80)  # the sm_90 rungs cannot run there
     assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
-    assert choose_auto_variant(1000, 999, 1001, "float64", sm=80)[0] == "dgemm_v1_dmma_128x64"
+    mid80 = auto_candidates(1000, 999, 1001, "float64", sm=80)[0]  # 128x64 tiles, or K-slices, on sm_80's rung
+    assert mid80.variant.startswith("dgemm_v1_dmma") and (mid80.variant.endswith("128x64") or mid80.splits >= 2)
     # a mid-size result: 64 tiles of 128x128 leave half the SMs idle; 128 of 128x64, or two K-slices of each, fill them
     mid = auto_candidates(1000, 999, 1001, "float64", sm=90)[0]
     assert mid.variant == "dgemm_v2_dmma_m16n8k8_128x64" or mid.splits >= 2
