@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import __version__, registry
 from ..backend import Backend, Variant
-from ..errors import ArgumentError, PolygemmError, did_you_mean
+from ..errors import ArgumentError, DeviceError, PolygemmError, VerificationError, did_you_mean
 from .arguments import Parser, non_negative_int, parse_shape, positive_int, split_names
 from .outputs import add_json_option, emit_json, unwritable
 from .precision_option import add_precision_option
@@ -363,11 +363,15 @@ def _run(argv: Sequence[str] | None) -> int:
         # a device that came from $POLYGEMM_DEVICE: the way to choose another is --device here, not device=
         text = str(exc).replace(f"{registry.ENV_DEVICE_WAY}, to choose another", "pass --device, to choose another")
         print(f"polygemm: error: {text}", file=sys.stderr)
-        return 2
+        # 1: the run itself failed (a device error, a product that failed its check), as --check's FAIL;
+        # 2: what was asked cannot be done here (arguments, devices, problems refused before anything ran)
+        return 1 if isinstance(exc, (DeviceError, VerificationError)) else 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``polygemm`` and ``python -m polygemm``; returns the exit status.
+    """Entry point of ``polygemm`` and ``python -m polygemm``; returns the exit status: 0 done, 1 the
+    run failed (a device error, a product that failed its check, ``--check``'s FAIL), 2 what was
+    asked cannot be done here (usage, arguments, an unknown or unavailable device, a refused problem).
 
     A closed stdout (``polygemm info | head -1``) ends the command quietly with status 141
     (128 + SIGPIPE, as a shell reports a tool killed by SIGPIPE); Ctrl-C ends it with

@@ -17,7 +17,7 @@ def test_gemm_verify_prints_the_check_and_passes(capsys):
 def test_gemm_verify_fails_with_the_rows_named(capsys):
     with inject_fault(2, 3, value=1e6):
         rc = main(["gemm", "--shape", "24x16x8", "--verify", "raise"])
-    assert rc != 0
+    assert rc == 1  # the run failed (as --check's FAIL), not its arguments (2)
     err = capsys.readouterr().err
     assert "rows 2" in err and "columns 3" in err and "threshold" in err
 
