@@ -234,6 +234,11 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     m, n, k = args.shape
     dtype = dtype_named(args.dtype)  # bfloat16: ml_dtypes' type
     need = (m * k + k * n + m * n) * (8 + dtype.itemsize)  # the draws in float64, then the operands and result
+    have = _host_memory()
+    if have and need > have:  # Linux grants such an allocation and its OOM killer ends the process later, silently
+        print(f"polygemm: error: --shape {m}x{n}x{k}: operands and a result of that size need about {need / 2**30:.1f} GiB of "
+              f"host memory; this machine has {have / 2**30:.1f} GiB; pick a smaller shape", file=sys.stderr)
+        return 2
     try:
         rng = np.random.default_rng(args.seed)
         try:
@@ -248,6 +253,14 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         print(f"polygemm: error: --shape {m}x{n}x{k}: operands and a result of that size need about {need / 2**30:.1f} GiB of "
               f"host memory, more than this machine can give; pick a smaller shape", file=sys.stderr)
         return 2
+
+
+def _host_memory() -> int:
+    """The machine's physical memory in bytes (0 where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 0
 
 
 def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> int:

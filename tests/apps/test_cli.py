@@ -12,6 +12,8 @@ import sys
 import numpy as np
 import pytest
 
+import polygemm.apps.cli as cli_module
+
 import polygemm
 import polygemm as pg
 import polygemm.registry as registry
@@ -236,6 +238,14 @@ def test_cli_refuses_what_it_cannot_do_with_a_message(capsys):
     assert exc.value.code == 2 and "--batch: must be 0" in capsys.readouterr().err
     assert main(["gemm", "--device", "cpu", "--shape", "99999999x99999999x9999999"]) == 2
     assert "GiB of host memory" in capsys.readouterr().err
+
+
+def test_gemm_refuses_a_shape_past_the_machines_memory_before_allocating(capsys, monkeypatch):
+    # Linux grants the allocation and its OOM killer ends the process later, without a word
+    monkeypatch.setattr(cli_module, "_host_memory", lambda: 4 * 2**30)
+    assert main(["gemm", "--device", "cpu", "--shape", "20000x20000x20000"]) == 2
+    err = capsys.readouterr().err
+    assert "--shape 20000x20000x20000" in err and "this machine has 4.0 GiB" in err and "smaller shape" in err
 
 
 def test_gemm_command_takes_bfloat16(capsys):
@@ -506,6 +516,7 @@ def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypat
         raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000)")
 
     monkeypatch.setattr(cpu.CpuReferenceBackend, "execute", no_memory)  # as a machine without 40 GB answers
+    monkeypatch.setattr(cli_module, "_host_memory", lambda: 0)  # (a platform that does not say its memory)
     assert main(["gemm", "--device", "cpu", "--shape", "100000x100000x1"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
