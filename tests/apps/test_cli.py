@@ -12,10 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-import polygemm.apps.cli as cli_module
-
 import polygemm
 import polygemm as pg
+import polygemm.apps.cli as cli_module
 import polygemm.registry as registry
 from polygemm.apps.cli import build_parser, main
 from polygemm.errors import BackendUnavailableError
