@@ -422,7 +422,8 @@ def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] 
 
     unknown = [d for d in dtypes or () if d not in SUPPORTED_DTYPES]
     if unknown:
-        raise ArgumentError(f"dtypes names {', '.join(map(repr, unknown))}, which is no dtype of polygemm; "
+        raise ArgumentError(f"dtypes names {', '.join(map(repr, unknown))}, which the conformance suite does not check "
+                            f"(complex and integer products are compared with numpy.matmul by a backend's own tests); "
                             f"name {', '.join(SUPPORTED_DTYPES)}")
     grid = case_groups(quick=True)
     unknown = [g for g in groups or () if g not in grid]
@@ -497,17 +498,28 @@ def run_conformance(
     groups: Iterable[str] | None = None,
     quick: bool = False,
     progress: Callable[[CaseResult], None] | None = None,
+    allow_empty: bool = False,
 ) -> list[CaseResult]:
     """Run the suite on one backend; return one :class:`CaseResult` per case.
 
     An unavailable backend gives one ``skip`` row per (dtype, variant) with its reason.
     ``dtypes``, ``variants`` and ``groups`` select (lists of names, or one string of names comma
-    separated); a name no backend has raises ArgumentError rather than selecting nothing.
+    separated); a name no backend has raises ArgumentError rather than selecting nothing, and so
+    does a dtype selection that leaves this backend no (dtype, variant) to run (the suite checks the
+    floating dtypes; complex and integer products are compared with numpy.matmul by the tests of
+    their backends), unless ``allow_empty`` (``polygemm matrix``, one selection for every backend).
     ``progress`` is called after every case (for progress displays).
     """
     be = get_backend(backend) if isinstance(backend, str) else backend
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     _check_selection(be, dtypes, variants, groups)
+    # (a variant of another backend selects nothing here, as polygemm matrix passes one list to every backend)
+    if not allow_empty and not variants and next(_iter_targets(be, dtypes, variants), None) is None:
+        declared = sorted({d for v in be.variants() for d in v.dtypes})
+        raise ArgumentError(f"no case to run on {be.name!r}: its variants declare {', '.join(declared) or 'no dtype'}"
+                            + (f" and the selection asks for {', '.join(dtypes)}" if dtypes else "")
+                            + f"; the suite checks {', '.join(SUPPORTED_DTYPES)} (complex and integer products are compared "
+                            "with numpy.matmul by a backend's own tests)")
     results: list[CaseResult] = []
     available, reason = availability(be)
     if not available:

@@ -227,3 +227,21 @@ def test_an_unregistered_backend_object_is_run_through_its_execute_too(doc_plugi
 
     rows = run_conformance(polygemm_fast.FastBackend(), groups="scaling", quick=True)
     assert rows and all(r.status == "fail" for r in rows if r.case in ("alpha_beta_c", "alpha_no_c")), rows
+
+
+def test_a_dtype_selection_that_leaves_the_backend_nothing_is_refused_not_an_empty_pass():
+    # a plugin's CI reading "no failing row" would pass on no row at all
+    import dataclasses
+
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    class Float32Only(CpuReferenceBackend):
+        name = "f32only"
+
+        def variants(self):
+            return [dataclasses.replace(v, dtypes=("float32",)) for v in super().variants() if v.name == "blas"]
+
+    with pytest.raises(ArgumentError, match="no case to run on 'f32only'") as exc:
+        run_conformance(Float32Only(), dtypes=["float16"], quick=True)
+    assert "declare float32" in str(exc.value) and "asks for float16" in str(exc.value)
+    assert run_conformance(Float32Only(), dtypes=["float16"], quick=True, allow_empty=True) == []
