@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from .. import registry
 from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
-from ..testing.conformance import CaseResult, case_groups, run_conformance
+from ..testing.conformance import UNCHECKED_DTYPES, CaseResult, case_groups, run_conformance
 from .arguments import split_names
 from .outputs import write_file
 
@@ -158,9 +158,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     args.dtypes = split_names("--dtypes", args.dtypes, "dtype", ", ".join(_DTYPES), "leave --dtypes out to run every one")
     unknown = [d for d in args.dtypes or () if d not in _DTYPES]
     if unknown:
-        raise ArgumentError(f"--dtypes {unknown[0]!r} is not a dtype the conformance matrix checks (complex and integer "
-                            f"products are compared with numpy.matmul by a backend's own tests); name {', '.join(_DTYPES)}, "
-                            f"comma or space separated")
+        raise ArgumentError(f"--dtypes {unknown[0]!r} is not a dtype the conformance matrix checks ({UNCHECKED_DTYPES}); "
+                            f"name {', '.join(_DTYPES)}, comma or space separated")
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
     if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing
         asked = " ".join(f"--{k} {' '.join(v)}" for k, v in (("backends", args.backends), ("variants", args.variants),

@@ -373,6 +373,10 @@ def modified_variants(be: Backend, variants: Iterable[str] | None) -> dict[str, 
     return found
 
 
+#: what the suite leaves out, said wherever a selection asks for it
+UNCHECKED_DTYPES = "complex and integer products are compared with numpy.matmul by a backend's own tests"
+
+
 def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[str] | None) -> Iterator[tuple[str, str]]:
     """(dtype, variant name) to run, in the backend's table order; a modified name
     (``"rung:split_k=4"``) right after its rung's place."""
@@ -423,7 +427,7 @@ def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] 
     unknown = [d for d in dtypes or () if d not in SUPPORTED_DTYPES]
     if unknown:
         raise ArgumentError(f"dtypes names {', '.join(map(repr, unknown))}, which the conformance suite does not check "
-                            f"(complex and integer products are compared with numpy.matmul by a backend's own tests); "
+                            f"({UNCHECKED_DTYPES}); "
                             f"name {', '.join(SUPPORTED_DTYPES)}")
     grid = case_groups(quick=True)
     unknown = [g for g in groups or () if g not in grid]
@@ -518,8 +522,7 @@ def run_conformance(
         declared = sorted({d for v in be.variants() for d in v.dtypes})
         raise ArgumentError(f"no case to run on {be.name!r}: its variants declare {', '.join(declared) or 'no dtype'}"
                             + (f" and the selection asks for {', '.join(dtypes)}" if dtypes else "")
-                            + f"; the suite checks {', '.join(SUPPORTED_DTYPES)} (complex and integer products are compared "
-                            "with numpy.matmul by a backend's own tests)")
+                            + f"; the suite checks {', '.join(SUPPORTED_DTYPES)} ({UNCHECKED_DTYPES})")
     results: list[CaseResult] = []
     available, reason = availability(be)
     if not available:
