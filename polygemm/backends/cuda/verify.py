@@ -90,8 +90,9 @@ def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, in
 @functools.lru_cache(maxsize=1024)
 def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch: int, based: bool,
               sms: int) -> tuple[int, tuple[int, int, int]]:
-    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row: mode 2 with
-    16-byte loads where every row starts on a 16-byte boundary, else 1) when its columns are adjacent in memory
+    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row, or several rows a warp
+    where they are short: mode 2 with 16-byte loads where every row starts on a 16-byte boundary, else 1) when its
+    columns are adjacent in memory
     (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
     column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
     about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
@@ -101,7 +102,11 @@ def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch:
     aligned = based and (bs * size) % 16 == 0
     if along:
         mode = 2 if cs == 1 and aligned and (rs * size) % 16 == 0 else 1
-        per_block = 8
+        per = 16 // size if mode == 2 else 1  # elements a lane takes at once
+        lanes = 32  # a row's lanes, as the kernel's pgv_lanes chooses them (short rows: several rows a warp)
+        while lanes > 1 and (lanes // 2) * per >= cols:
+            lanes //= 2
+        per_block = 8 * (32 // lanes)
     else:
         mode = 3 if rs == 1 and aligned and (cs * size) % 16 == 0 else 0
         per_block = 32 * (16 // size) if mode == 3 else 32

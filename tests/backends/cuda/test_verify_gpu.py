@@ -83,7 +83,7 @@ def test_signs_are_plus_or_minus_one_and_balanced(cuda):
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("layout", ["row", "col"])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 37, 301), (1, 300, 5), (3, 64, 64), (2, 300, 1000), (1, 3, 9000)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 37, 301), (1, 300, 5), (3, 64, 64), (2, 300, 1000), (1, 3, 9000), (1, 1000, 17), (2, 333, 2)])
 @pytest.mark.parametrize("pad,splits", [(0, 0), (8, 0), (3, 0), (8, 3)], ids=["compact", "aligned-ld", "odd-ld", "sliced"])
 def test_matvec_kernel_matches_numpy(cuda, rng, dtype, layout, shape, pad, splits):
     """Every path of the kernel (16-byte loads where lines start on 16-byte boundaries, scalar ones where not,

@@ -128,6 +128,30 @@ __device__ __forceinline__ void pgv_store(double* __restrict__ out, double v) {
     else atomicAdd(out, v);
 }
 
+// Lanes a row in the passes along rows: the fewest, a power of two up to 32, whose `per` elements each cover a slice
+// of `len` (uniform across the launch: every warp splits alike).
+__device__ __forceinline__ int pgv_lanes(long long len, int per) {
+    int lanes = 32;
+    while (lanes > 1 && (long long)(lanes / 2) * per >= len) lanes >>= 1;
+    return lanes;
+}
+
+// A row's sums from its `lanes` lanes (each group of `lanes` adjacent lanes holds one row), stored by the group's first
+// lane where `store` (every lane of the warp takes part in the shuffles).
+__device__ __forceinline__ void pgv_row_sums(const PgvKahan& acc, double sq, int lanes, bool store, float* __restrict__ y,
+                                             double* __restrict__ z) {
+    float s = acc.s, c = acc.c;
+    for (int off = lanes / 2; off > 0; off >>= 1) {
+        s += __shfl_down_sync(0xffffffffu, s, off, lanes);
+        c += __shfl_down_sync(0xffffffffu, c, off, lanes);
+        sq += __shfl_down_sync(0xffffffffu, sq, off, lanes);
+    }
+    if (store) {
+        pgv_store(y, s - c);
+        pgv_store(z, sq);
+    }
+}
+
 template <typename T>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
@@ -157,23 +181,28 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             const int len = (int)(je - jb);
             const float* vr = vb + jb;
             const float* wr = wb != nullptr ? wb + jb : nullptr;
-            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
-                const T* xr = xb + i * rs + jb;
+            // lanes a row: the fewest (a power of two, at most 32) whose 16-byte vectors cover the slice, the warp's
+            // other lanes on the next rows (a matrix of many short rows is several rows a warp, not one: a warp a row
+            // of 128 bytes left most lanes idle and the pass paced by its threadblocks' latency)
+            const int L = pgv_lanes(len, E), G = 32 / L, sub = lane % L;
+            for (long long i0 = ((long long)blockIdx.x * kPgvWarps + slice) * G; i0 < rows; i0 += (long long)gridDim.x * kPgvWarps * G) {
+                const long long i = i0 + lane / L;
+                const T* xr = xb + (i < rows ? i : i0) * rs + jb;
                 PgvKahan acc;
                 double sq = 0.0;
-                for (int j0 = lane * E; j0 < len; j0 += 32 * E * kPgvAlongUnroll) {
+                for (int j0 = i < rows ? sub * E : len; j0 < len; j0 += L * E * kPgvAlongUnroll) {
                     // every load of the step issued before any is used, kept raw (4 registers each) until then
                     uint4 raw[kPgvAlongUnroll];
                     bool full[kPgvAlongUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
-                        const int j = j0 + 32 * E * u;
+                        const int j = j0 + L * E * u;
                         full[u] = j + E <= len;
                         if (full[u]) raw[u] = pgv_stream16(xr + j);
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
-                        const int j = j0 + 32 * E * u;
+                        const int j = j0 + L * E * u;
                         float x[E];
                         if (full[u]) {
                             pgv_unpack(raw[u], x, xr);
@@ -220,17 +249,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         }
                     }
                 }
-                float s = acc.s, c = acc.c;
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) {
-                    s += __shfl_down_sync(0xffffffffu, s, off);
-                    c += __shfl_down_sync(0xffffffffu, c, off);
-                    sq += __shfl_down_sync(0xffffffffu, sq, off);
-                }
-                if (lane == 0) {
-                    pgv_store(y + b * rows + i, s - c);
-                    pgv_store(z + b * rows + i, sq);
-                }
+                pgv_row_sums(acc, sq, L, sub == 0 && i < rows, y + b * rows + i, z + b * rows + i);
             }
         } else if (mode == 3) {  // a thread E adjacent rows (one 16-byte load a column), 32E rows a block
             for (long long i0 = (long long)blockIdx.x * 32 * E; i0 < rows; i0 += (long long)gridDim.x * 32 * E) {
@@ -293,38 +312,30 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 }
                 __syncthreads();
             }
-        } else if (mode == 1) {  // one warp a row: lanes over j
-            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
-                const T* row = xb + i * rs;
+        } else if (mode == 1) {  // a warp a row (or several short rows: pgv_lanes): lanes over j
+            const int L = pgv_lanes(je - jb, 1), G = 32 / L, sub = lane % L;
+            for (long long i0 = ((long long)blockIdx.x * kPgvWarps + slice) * G; i0 < rows; i0 += (long long)gridDim.x * kPgvWarps * G) {
+                const long long i = i0 + lane / L;
+                const T* row = xb + (i < rows ? i : i0) * rs;
                 PgvKahan acc;
                 double sq = 0.0;
-                for (long long j0 = jb + lane; j0 < je; j0 += 32 * kPgvUnroll) {
+                for (long long j0 = i < rows ? jb + sub : je; j0 < je; j0 += L * kPgvUnroll) {
                     float x[kPgvUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvUnroll; ++u) {  // the loads first, all in flight
-                        const long long j = j0 + 32 * u;
+                        const long long j = j0 + L * u;
                         x[u] = j < je ? pgv_float(row[j * cs]) : 0.f;
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvUnroll; ++u) {
-                        const long long j = j0 + 32 * u;
+                        const long long j = j0 + L * u;
                         if (j < je) {
                             acc.add(x[u] * vb[j]);
                             sq += wb != nullptr ? (double)fabsf(x[u]) * wb[j] : (double)x[u] * x[u];
                         }
                     }
                 }
-                float s = acc.s, c = acc.c;
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) {
-                    s += __shfl_down_sync(0xffffffffu, s, off);
-                    c += __shfl_down_sync(0xffffffffu, c, off);
-                    sq += __shfl_down_sync(0xffffffffu, sq, off);
-                }
-                if (lane == 0) {
-                    pgv_store(y + b * rows + i, s - c);
-                    pgv_store(z + b * rows + i, sq);
-                }
+                pgv_row_sums(acc, sq, L, sub == 0 && i < rows, y + b * rows + i, z + b * rows + i);
             }
         } else {  // one thread a row, 32 rows a block: the block's warps take slices of j
             for (long long i0 = (long long)blockIdx.x * 32; i0 < rows; i0 += (long long)gridDim.x * 32) {
