@@ -116,6 +116,8 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     full = lead + (a64.shape[-2], b64.shape[-1])
     if c64 is not None:
         check_c_shape(c64.shape, full, a64.shape, b64.shape)
+    if beta is None:  # as gemm defaults it: gemm(a, b, c) is a @ b + c
+        beta = 0.0 if c is None else 1.0
     alpha_f, beta_f = parse_scalar("alpha", alpha), parse_scalar("beta", beta)
     if beta_f != 0.0 and c64 is None:  # as gemm refuses it: a check of a product gemm does not compute proves nothing
         raise ArgumentError(f"beta={beta_f!r} needs c: pass c (shape {full}) or beta=0, as polygemm.gemm takes them")
@@ -127,14 +129,16 @@ def error_bound(
     b: np.ndarray,
     c: np.ndarray | None = None,
     alpha: float = 1.0,
-    beta: float = 0.0,
+    beta: float | None = None,
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
     ref: np.ndarray | None = None,
     constant: float = BOUND_CONSTANT,
 ) -> np.ndarray:
-    """Elementwise tolerance for ``alpha * a @ b + beta * c`` (see the module docstring).
+    """Elementwise tolerance for ``alpha * a @ b + beta * c`` (see the module docstring); ``beta`` defaults as
+    ``polygemm.gemm`` defaults it (1 with ``c``, else 0), here and in :func:`reference_for`, :func:`check_result` and
+    :func:`assert_close`.
 
     ``ref``: the float64 reference, when the caller has it; without it the reference is computed
     here, since its ``u_out * |C_ref|`` term (the rounding of the result to its dtype) is part of
@@ -240,7 +244,7 @@ def reference_for(
     b: np.ndarray,
     c: np.ndarray | None = None,
     alpha: float = 1.0,
-    beta: float = 0.0,
+    beta: float | None = None,
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
@@ -261,7 +265,7 @@ def check_result(
     b: np.ndarray,
     c: np.ndarray | None = None,
     alpha: float = 1.0,
-    beta: float = 0.0,
+    beta: float | None = None,
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
@@ -270,7 +274,8 @@ def check_result(
     return reference_for(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype).compare(result)
 
 
-def assert_close(result: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0, **kw: object) -> None:
+def assert_close(result: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0,
+                 beta: float | None = None, **kw: object) -> None:
     """Raise AssertionError with details unless ``result`` is within the bound."""
     res = check_result(result, a, b, c, alpha, beta, **kw)  # type: ignore[arg-type]
     if not res.ok:

@@ -182,7 +182,7 @@ def test_check_result_inf_and_nan_in_inputs():
         res = check_result(bad, a, b)
         assert not res.ok and res.violations == 1, res.message
     c = np.array([[np.nan], [np.nan], [np.nan]], np.float32)  # c unread with beta = 0 (BLAS)
-    assert check_result(pg.gemm(a, b, c, beta=0.0), a, b, c).ok
+    assert check_result(pg.gemm(a, b, c, beta=0.0), a, b, c, beta=0.0).ok
 
 
 @pytest.mark.parametrize("args, kw, err, match", [
@@ -317,7 +317,7 @@ def test_check_result_with_nan_and_inf_inputs_and_k_zero():
     assert check_result(pg.gemm(a0, b0, c, beta=2.0, device="cpu"), a0, b0, c, 1.0, 2.0).ok
     assert not check_result(np.zeros((2, 3), np.float16), a0, b0, c, 1.0, 2.0).ok
     nan_c = np.full((2, 3), np.nan, np.float16)
-    assert check_result(np.zeros((2, 3), np.float16), a0, b0, nan_c).ok
+    assert check_result(np.zeros((2, 3), np.float16), a0, b0, nan_c, beta=0.0).ok
 
 
 def test_c_that_does_not_broadcast_gets_no_broadcast_hint_and_c_over_a_batch_through_broadcast_to(rng):
@@ -729,3 +729,14 @@ def test_checking_a_result_that_overflows_or_underflows_is_quiet_under_seterr_ra
         bad = r.astype(np.float64)
         bad[0, 0] = 1.0 if not np.isfinite(bad[0, 0]) else bad[0, 0] * 0.5 + 1.0  # still judged: a wrong result fails
         assert not check_result(bad.astype(dt), a, b).ok
+
+
+def test_beta_defaults_as_gemm_defaults_it():
+    # gemm(a, b, c) is a @ b + c: the check of that result with the same arguments passes, and without c beta is 0
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.random(s).astype(np.float32) for s in [(3, 4), (4, 5), (3, 5)])
+    got = pg.gemm(a, b, c, device="cpu")
+    assert check_result(got, a, b, c).ok
+    assert not check_result(got, a, b, c, beta=0.0).ok
+    assert_close(got, a, b, c)
+    assert check_result(pg.gemm(a, b, device="cpu"), a, b).ok
