@@ -125,14 +125,18 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         ratios = np.where(failed | unchecked, 0.0, diff / np.where(thr > 0, thr, np.inf))
     worst = float("inf") if count else (float(ratios.max()) if ratios.size else 0.0)
     columns: tuple[Finding, ...] = ()
-    if count:  # which columns: the same test from the other side
+    skipped = int(unchecked.sum())
+    rows = _findings(failed, diff, thr) if count else ()
+    # the same test from the other side: on a failure, to name the columns; where rows were left unchecked (a NaN or an
+    # infinity in B reaches every row's B·r), to check the columns whose operands are finite
+    if count or skipped:
         with np.errstate(all="ignore"):
             cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
         cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
         columns = _findings(cfail, cdiff, cthr)
-    skipped = int(unchecked.sum())
-    return CheckReport.of(count == 0, int(failed.size) - skipped, skipped, count, _findings(failed, diff, thr) if count else (),
-                          columns, worst, "the host", about or {})
+        if not count and columns:
+            count, worst = int(cfail.sum()), float("inf")
+    return CheckReport.of(count == 0, int(failed.size) - skipped, skipped, count, rows, columns, worst, "the host", about or {})
 
 
 def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, out_dtype: np.dtype,
@@ -200,11 +204,25 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     part alike)."""
     m = np.asarray(a).shape[-2]
     real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
-    report = host_check(*_real_form(a, b, c0, result), alpha, beta, dtype=real.get(dtype.name, np.dtype(np.float64)),
-                        out_dtype=real.get(out_dtype.name, np.dtype(np.float64)), rng=rng, scalar_dtype=scalar_dtype, about=about,
-                        precision=precision)
-    rows = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows
-    return replace(report, rows=rows)
+    part, out_part = real.get(dtype.name, np.dtype(np.float64)), real.get(out_dtype.name, np.dtype(np.float64))
+    big, b_, c_, r_ = _real_form(a, b, c0 if beta != 0.0 else None, result)
+    # complex arithmetic carries a NaN or an infinity from one part into the other (inf * 0 in one part's sums is a NaN
+    # in the other's, beta * c with a NaN in c's real part a NaN in both): a row is unchecked in both parts where its
+    # operands are not finite in either, or where its result is not finite and either part may rightly overflow
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(big).all(-1)
+        if c_ is not None:
+            bad = bad | ~np.isfinite(c_).all(-1)
+        over = may_overflow(big, b_, c_, alpha, beta, out_part) & ~np.isfinite(r_).all(-1)
+        both = (bad | over)[..., :m] | (bad | over)[..., m:]
+    if both.any():
+        rows = np.concatenate([both, both], -1)
+        big = np.array(np.broadcast_to(big, rows.shape[:-1] + big.shape[-2:]))
+        big[rows] = np.nan  # a NaN in the row's operands: compare_rows leaves it unchecked
+    report = host_check(big, b_, c_, r_, alpha, beta, dtype=part, out_dtype=out_part, rng=rng, scalar_dtype=scalar_dtype,
+                        about=about, precision=precision)
+    rows_ = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows
+    return replace(report, rows=rows_)
 
 
 def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,

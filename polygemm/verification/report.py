@@ -28,6 +28,8 @@ class Finding:
         if self.exact:
             return f"{where}{self.index} (off by {self.diff:.3g}, exact check)"
         if self.diff != self.diff or self.diff in (float("inf"), float("-inf")):
+            if self.threshold - self.threshold != 0:  # (a NaN or an infinity: no threshold to name)
+                return f"{where}{self.index} (non-finite where its operands are finite)"
             return f"{where}{self.index} (non-finite, threshold {self.threshold:.3g})"
         ratio = self.diff / self.threshold if self.threshold > 0 else float("inf")
         return f"{where}{self.index} (off by {self.diff:.3g}, threshold {self.threshold:.3g}, {ratio:.3g}x)"
@@ -69,9 +71,16 @@ class CheckReport:
     def message(self) -> str:
         """The sentence a VerificationError or VerificationWarning carries."""
         on = f"backend {self.backend!r}" + (f" ({self.device})" if self.device else "") + f", variant {self.variant!r}"
+        head = f"verify: the product {self.shape} computed by {on} failed its check: "
+        if not self.rows and self.columns:  # found from the columns' side, the rows' left unchecked
+            text = (head + f"{self.failed} columns disagree with (r·A)·B beyond the threshold (checked from the columns' side: a "
+                    f"NaN or an infinity in A's rows or in B left {self.unchecked} rows unchecked); columns " +
+                    ", ".join(str(f) for f in self.columns[:SHOWN]) + (", ..." if self.failed > SHOWN else ""))
+            if self.attempts:
+                text += "; " + "; ".join(self.attempts)
+            return text + f" (checked on {self.where})"
         rows = ", ".join(str(f) for f in self.rows[:SHOWN]) + (", ..." if self.failed > SHOWN else "")
-        text = (f"verify: the product {self.shape} computed by {on} failed its check: {self.failed} of "
-                f"{self.checked} rows disagree with A·(B·r) beyond the threshold; rows {rows}")
+        text = head + f"{self.failed} of {self.checked} rows disagree with A·(B·r) beyond the threshold; rows {rows}"
         if self.columns:
             text += "; columns " + ", ".join(str(f) for f in self.columns[:SHOWN])
         if self.attempts:

@@ -113,6 +113,35 @@ def test_nan_and_infinite_inputs_are_no_false_alarm(rng):
     assert np.isnan(got[2]).all()
 
 
+def test_a_fault_beside_a_nan_in_b_is_caught_from_the_columns_side(rng):
+    # a NaN in B reaches every row's B·r, so no row can be checked; the columns whose operands are finite still can
+    a, b = _draw(rng, (64, 64), np.float32), _draw(rng, (64, 64), np.float32)
+    b[0, 0] = np.nan
+    assert np.isnan(pg.gemm(a, b, verify="raise")[:, 0]).all()  # no false alarm: the NaN column is the product's own
+    with inject_fault(10, 20, value=1e4):
+        with pytest.raises(pg.VerificationError, match=r"columns 20 \(off by") as err:
+            pg.gemm(a, b, verify="raise")
+    assert err.value.report.unchecked == 64 and "columns' side" in str(err.value)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)
+def test_complex_nan_and_infinity_crossing_into_the_other_part_are_no_false_alarm(dtype):
+    # beta * c with a NaN (or an infinity) in c's real part is a NaN in both parts, as inf * 0 in alpha * (A·B) is
+    a = np.ones((2, 2), dtype)
+    for bad in (np.nan, np.inf, 1j * np.inf):
+        c = np.zeros((2, 2), dtype)
+        c[0, 0] = bad
+        got = pg.gemm(a, a, c, verify="raise")
+        assert not np.isfinite(got[0, 0]) and (got.ravel()[1:] == 2).all()
+    big = np.finfo(dtype).max
+    got = pg.gemm(np.full((1, 2), big / 2, dtype), np.full((2, 2), 2, dtype), verify="raise", variant="reference")
+    assert not np.isfinite(got).any()
+    ok = (np.ones((3, 4)) + 1j).astype(dtype)
+    with inject_fault(2, 1, value=1e3):  # a complex row whose operands are finite is still checked
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(ok, ok.T, c=np.where(np.arange(9).reshape(3, 3) == 0, np.nan, 0).astype(dtype), verify="raise")
+
+
 def test_float16_overflow_is_no_false_alarm_but_a_nan_where_none_belongs_is_caught(rng):
     a = np.full((4, 8), 200.0, np.float16)
     b = np.full((8, 3), 100.0, np.float16)  # 8 * 20000 = 160000 > 65504: every element overflows to inf

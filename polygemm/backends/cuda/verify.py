@@ -387,15 +387,20 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
         failed, unchecked = int(rec["failed"][0]), int(rec["unchecked"][0])
         worst = float(np.uint32(rec["worst_bits"][0]).view(np.float32))
         columns: tuple[Finding, ...] = ()
-        if failed:  # the other side: Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped
+        rows = _findings(rec, m, p.batch)
+        # the other side (Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped): on a failure, to name the columns; where
+        # rows were left unchecked (a NaN or an infinity in B reaches every row's B·r), to check the columns that are finite
+        if failed or unchecked:
             cco = coefficients(k, m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=p.precision)
             crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, count, alpha, beta, seed ^ 0x5DEECE66D, cco,
                              out_max, stream)
             columns = _findings(crec, n, p.batch)
+            if not failed and int(crec["failed"][0]):
+                failed = int(crec["failed"][0])
     finally:
         if pushed:
             rt.leave()
-    return CheckReport.of(failed == 0, count * m - unchecked, unchecked, failed, _findings(rec, m, p.batch), columns,
+    return CheckReport.of(failed == 0, count * m - unchecked, unchecked, failed, rows, columns,
                           float("inf") if failed else worst, f"the device ({rt.name})", about)
 
 

@@ -231,3 +231,15 @@ def test_sliced_passes_leave_the_norms_and_the_comparison_to_launches_of_their_o
     res[1, 4321] += 1e4
     report, _ = _check(a, b, None, res)
     assert not report.ok and report.rows[0].index == 1 and [f.index for f in report.columns] == [4321]
+
+
+def test_rows_left_unchecked_by_a_nan_in_b_are_checked_from_the_columns_side(rng):
+    a = rng.standard_normal((20, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 12)).astype(np.float32)
+    b[4, 0] = np.nan
+    res = (a.astype(np.float64) @ b).astype(np.float32)
+    report, rt = _check(a, b, None, res)
+    assert report.ok and report.unchecked == 20 and rt.launches.count("pg_verify_prepare") == 2  # both sides ran
+    res[7, 9] += 1e3
+    report, _ = _check(a, b, None, res)
+    assert not report.ok and report.rows == () and [f.index for f in report.columns] == [9]
