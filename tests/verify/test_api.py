@@ -123,7 +123,15 @@ def test_retry_recomputes_once_and_returns_a_good_result(rng, caplog):
             got = pg.gemm(a, b, verify="retry")
     assert fault.hits == 1
     pg.testing.assert_close(got, a, b)
-    assert "recomputed" in caplog.text
+    assert "recomputed with variant 'reference'" in caplog.text  # the cpu's other rung: the float64 reference
+
+
+def test_retry_on_the_cpu_recovers_a_product_the_blas_overflowed(caplog):
+    # the BLAS sums in float32 and scales by alpha after: 2e38 + 2e38 overflows there; the float64 reference does not
+    a, b = np.full((1, 2), 2e38, np.float32), np.ones((2, 1), np.float32)
+    with caplog.at_level(logging.WARNING, logger="polygemm"):
+        got = pg.gemm(a, b, alpha=0.5, device="cpu", verify="retry")
+    assert got[0, 0] == np.float32(2e38) and "variant 'blas'" in caplog.text
 
 
 def test_retry_raises_when_the_second_attempt_fails_too(rng):

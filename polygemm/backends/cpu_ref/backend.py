@@ -173,6 +173,11 @@ class CpuReferenceBackend(Backend):
     batched = True  # numpy.matmul broadcasts batches itself
     broadcasts_host_batches = True  # so a broadcast batch is not copied for it
 
+    def verify_retry_variant(self, plan: Plan) -> str | None:
+        """The variant ``verify="retry"`` runs: the float64 reference where the product ran on the BLAS (the same BLAS
+        again would repeat a result it rounded or overflowed in the input precision), else the same again."""
+        return "reference" if plan.variant != "reference" else None
+
     def probe(self) -> Availability:
         return Availability(True)
 
