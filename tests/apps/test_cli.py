@@ -123,6 +123,17 @@ def test_module_entry_point():
     assert r.returncode == 0 and "reference" in r.stdout
 
 
+def test_matrix_of_a_named_backend_that_runs_no_case_fails(capsys):
+    # musa has no device on the machines the suite runs on: every case skips, and a CI job naming it must not pass
+    import polygemm
+
+    if polygemm.registry.get_backend("musa").probe().ok:
+        pytest.skip("a MUSA device is here: its matrix runs")
+    assert main(["matrix", "--backends", "musa", "--quick", "--no-progress"]) == 1
+    assert "musa ran no case" in capsys.readouterr().err
+    assert main(["matrix", "--backends", "cpu", "--quick", "--no-progress", "--dtypes", "float64"]) == 0
+
+
 def test_matrix_unknown_backend_fails(capsys):
     assert main(["matrix", "--backends", "nosuch", "--quick", "--no-progress"]) == 2
     err = capsys.readouterr().err
