@@ -138,7 +138,7 @@ __device__ __forceinline__ void pgv_store(double* __restrict__ out, double v) {
 }
 
 // Lanes a row in the passes along rows: the fewest, a power of two up to 32, whose `per` elements each cover a slice
-// of `len` (uniform across the launch: every warp splits alike).
+// of `len` (uniform across a block: every warp of it walks the same slice; a shorter last slice may take fewer).
 __device__ __forceinline__ int pgv_lanes(long long len, int per) {
     int lanes = 32;
     while (lanes > 1 && (long long)(lanes / 2) * per >= len) lanes >>= 1;
