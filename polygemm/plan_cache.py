@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import os
 import sysconfig
 import threading
@@ -32,7 +33,7 @@ from .core.read import NotWhole
 from .core.scalars import fits_float32, parse_scalar
 from .core.text import short_repr
 from .core.views import operand_view
-from .errors import ArgumentError, ArgumentTypeError
+from .errors import ArgumentError, ArgumentTypeError, DeviceError, PolygemmError
 from .interop.cupy import cupy_views
 from .interop.numpy import result_like
 from .interop.results import allocator, host_wrapper, made_whole
@@ -40,8 +41,11 @@ from .interop.torch import torch_unwritable, torch_views
 from .registry.discover import on_change
 from .registry.guard import is_plugin, plugin_plan
 
+log = logging.getLogger("polygemm")
+
 __all__ = ["PlanCache", "CacheEntry", "PLAN_CACHE_SIZE", "bind", "bind_whole", "not_cached", "detached", "plan_cache_info",
            "clear_plan_cache"]
+
 
 def _cache_size(raw: str | None, default: int = 256) -> int:
     """$POLYGEMM_PLAN_CACHE_SIZE as a count (unset or empty: the default; not a whole number
@@ -219,11 +223,28 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
                                      views=views)
     if precision != problem.precision:
         problem = dataclasses.replace(problem, precision=precision)
-    backend, passed = registry.select(problem, device, variant)
-    problem = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
-    if registry.resolve_device(device) != "auto":  # device="auto" took a backend whose supports() passed the problem
-        backend.check_problem(problem)
-    plan = plugin_plan(backend, problem, variant) if is_plugin(backend) else backend.plan(problem, variant)
+    auto = registry.resolve_device(device) == "auto"
+    refused: dict[str, str] = {}
+    while True:
+        backend, passed = registry.select(problem, device, variant, refused)
+        chosen = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
+        if not auto:  # device="auto" took a backend whose supports() passed the problem
+            backend.check_problem(chosen)
+        if not is_plugin(backend):
+            plan = backend.plan(chosen, variant)
+            break
+        try:
+            plan = plugin_plan(backend, chosen, variant)
+            break
+        except PolygemmError as exc:
+            # under "auto", a plugin whose plan() refuses the problem (or fails) is passed over as one whose supports()
+            # refused it: the next backend computes it, and Plan.candidates says why (a named device raises)
+            if not auto or isinstance(exc, ArgumentError):
+                raise
+            if isinstance(exc, DeviceError):
+                log.warning("device='auto' passed backend %r over: %s", backend.name, exc)
+            refused[backend.name] = f"plan() refused: {exc}".split("\n")[0]
+    problem = chosen
     plan.candidates = passed + plan.candidates
     copies = [f"{op.name} broadcast over the batch {problem.batch} into a copy (one stride cannot walk its batch)" if op.broadcast
               else f"{op.name} copied once into C order (strided view or non-native byte order)"

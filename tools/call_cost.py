@@ -185,7 +185,7 @@ def _install_fakes() -> dict[str, Any]:
     be._rt = rt
     import polygemm.registry as registry
 
-    registry.select = lambda problem, device, variant="auto": (be, [])  # type: ignore[assignment]
+    registry.select = lambda problem, device, variant="auto", refused=None: (be, [])  # type: ignore[assignment]
     return {"cupy": cupy, "torch": torch, "backend": be, "recorded": recorded, "recording": recording}
 
 

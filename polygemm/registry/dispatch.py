@@ -142,12 +142,14 @@ def dtypes_on(infos: list[BackendInfo], residency: str) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> tuple[Backend, list[tuple[str, str]]]:
+def select(problem: GemmProblem, device: str | None, variant: str = "auto",
+           refused: dict[str, str] | None = None) -> tuple[Backend, list[tuple[str, str]]]:
     """Pick the backend for ``problem``; return it and the candidates passed over (name, why).
 
     An explicit device never falls back. ``"auto"`` takes the available backend of highest
-    priority that supports the problem (and has ``variant`` when one is named). Each reason
-    is one line; the exceptions' ``details`` carry every backend's whole text.
+    priority that supports the problem (and has ``variant`` when one is named), passing over those in
+    ``refused`` (name: why; a backend whose plan() refused the problem after its supports() passed it). Each
+    reason is one line; the exceptions' ``details`` carry every backend's whole text.
     """
     name = resolve_device(device)
     if name != "auto":
@@ -174,7 +176,9 @@ def select(problem: GemmProblem, device: str | None, variant: str = "auto") -> t
         if not info.available or info.backend is None:
             passed.append((info.name, f"unavailable: {info.reason}"))
             continue
-        why = rule_out(info.backend, problem, variant)
+        why = refused.get(info.name) if refused else None
+        if why is None:
+            why = rule_out(info.backend, problem, variant)
         if why is not None:
             passed.append((info.name, why))
             continue

@@ -248,3 +248,41 @@ def test_hanging_probe_in_cli_info(tmp_path):
         pytest.fail("polygemm info hung on a plugin whose probe never returns")
     assert r.returncode == 0 and "probe did not return within 0.5 s" in r.stdout, r.stdout + r.stderr
     assert time.monotonic() - t0 < 30
+
+
+REFUSING_PLAN = {
+    # priority 900: above every backend polygemm ships, so auto asks these first on any machine
+    "refusingplan": BASE + """
+class B(Base):
+    priority = 900
+    def plan(self, problem, variant="auto"):
+        from polygemm import UnsupportedProblemError
+        raise UnsupportedProblemError("refusingplan takes K <= 2 only")
+""",
+    "raisingplan": BASE + """
+class B(Base):
+    priority = 901
+    def plan(self, problem, variant="auto"):
+        raise KeyError("no tile for this shape")
+""",
+}
+
+
+def test_auto_passes_over_a_plugin_whose_plan_refuses_or_fails(tmp_path, monkeypatch, fresh_registry, rng, caplog):
+    # supports() passed the problem (float32, host), plan() did not: auto goes on to the next backend, and the plan's
+    # candidates say why; a named device raises as before
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         *[(f"pg_{n}", f"pg_{n}_plugin", s, {n: f"pg_{n}_plugin:B"}) for n, s in REFUSING_PLAN.items()])
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    with caplog.at_level("WARNING", logger="polygemm"):
+        plan = pg.explain(a, b)
+        np.testing.assert_allclose(pg.gemm(a, b), a @ b, rtol=1e-5)
+    assert plan.backend not in REFUSING_PLAN
+    passed = dict(plan.candidates)
+    assert "takes K <= 2 only" in passed["refusingplan"] and "no tile for this shape" in passed["raisingplan"]
+    assert "raisingplan" in caplog.text and "refusingplan" not in caplog.text  # a failure is logged, a refusal not
+    with pytest.raises(pg.UnsupportedProblemError, match="K <= 2"):
+        pg.gemm(a, b, device="refusingplan")
+    with pytest.raises(pg.DeviceError, match="no tile for this shape"):
+        pg.gemm(a, b, device="raisingplan")
