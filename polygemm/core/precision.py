@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import ArgumentError, ArgumentTypeError, UnsupportedProblemError, did_you_mean
 from .text import short_repr
 
-__all__ = ["PRECISIONS", "GOVERNED_DTYPES", "parse_precision", "set_float32_matmul_precision", "get_float32_matmul_precision",
+__all__ = ["PRECISIONS", "GOVERNED_DTYPES", "MEDIUM_INPUT_ERROR", "parse_precision", "set_float32_matmul_precision", "get_float32_matmul_precision",
            "precision_from_env", "meets", "governed", "looser_or_equal", "error_bound", "describe", "precision_refusal", "used_precision"]
 
 #: the precisions, most accurate first
@@ -100,11 +100,15 @@ def looser_or_equal(best: str) -> tuple[str, ...]:
     return PRECISIONS[_RANK[best]:]
 
 
+#: what "medium" adds to the float32 bound, as a multiple of |A|@|B|: both inputs of each product rounded once, to
+#: bfloat16 (8 significant bits, the loosest one-pass format; TF32 keeps 11)
+MEDIUM_INPUT_ERROR = 2.0 * 2.0 ** -8
+
 _FLOAT32_BOUND = "|C - C_ref| <= c*K*2^-24*(|A|@|B|) + 2^-24*|C_ref| (float32 accumulation)"
 _BOUNDS = {
     "highest": _FLOAT32_BOUND,
     "high": "within c*K*2^-24*(|A|@|B|) + 2^-24*|C_ref| up to the split's small constant (3-pass: high and low parts)",
-    "medium": "|C - C_ref| <= (2*2^-11 + c*K*2^-24)*(|A|@|B|) + 2^-24*|C_ref| (inputs rounded to 10 mantissa bits)",
+    "medium": "|C - C_ref| <= (2*2^-8 + c*K*2^-24)*(|A|@|B|) + 2^-24*|C_ref| (inputs rounded to bfloat16's 8 bits, or TF32's 11)",
 }
 
 

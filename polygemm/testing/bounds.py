@@ -24,6 +24,7 @@ import sys
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
 from ..core.layout import check_c_shape, check_ndim
+from ..core.precision import MEDIUM_INPUT_ERROR, parse_precision
 from ..core.scalars import parse_scalar
 from ..interop.dlpack import dlpack_interface
 from ..interop.torch import torch_resolved
@@ -135,10 +136,13 @@ def error_bound(
     acc_dtype: object = None,
     ref: np.ndarray | None = None,
     constant: float = BOUND_CONSTANT,
+    precision: str | None = None,
 ) -> np.ndarray:
     """Elementwise tolerance for ``alpha * a @ b + beta * c`` (see the module docstring); ``beta`` defaults as
     ``polygemm.gemm`` defaults it (1 with ``c``, else 0), here and in :func:`reference_for`, :func:`check_result` and
-    :func:`assert_close`.
+    :func:`assert_close`. ``precision`` (``"highest"``, ``"high"``, ``"medium"``; None: ``"highest"``) is the class the
+    product was computed at: ``"medium"`` allows float32 inputs rounded once to bfloat16 (2·2^-8 of ``|A|@|B|`` more);
+    other dtypes are computed as they are, whatever it says.
 
     ``ref``: the float64 reference, when the caller has it; without it the reference is computed
     here, since its ``u_out * |C_ref|`` term (the rounding of the result to its dtype) is part of
@@ -149,6 +153,7 @@ def error_bound(
             and math.isfinite(constant) and constant >= 0):
         raise ArgumentError(f"constant must be a finite real number >= 0 (the bound's safety factor, {BOUND_CONSTANT} by default); "
                             f"got {constant!r}")
+    medium = precision is not None and parse_precision(precision) == "medium"
     if ref is None:
         from ..backends.cpu_ref import reference
 
@@ -164,7 +169,8 @@ def error_bound(
     with np.errstate(all="ignore"):
         # where |A| @ |B| overflows float64, so does the bound: any finite result is within it (taken as 0, the exact
         # answer of a product that cancels, [1e308, 1, -1e308] @ ones, would fail)
-        tol = constant * max(k, 1) * u_acc * abs(alpha) * np.nan_to_num(a64 @ b64, nan=0.0, posinf=np.inf)
+        u_in = MEDIUM_INPUT_ERROR if medium and native_dtype(a.dtype).name == "float32" else 0.0
+        tol = (constant * max(k, 1) * u_acc + u_in) * abs(alpha) * np.nan_to_num(a64 @ b64, nan=0.0, posinf=np.inf)
         if beta != 0.0 and c is not None:
             tol += constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
         if ref is not None:
@@ -248,6 +254,7 @@ def reference_for(
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
+    precision: str | None = None,
 ) -> Reference:
     """Compute the float64 reference of ``alpha * a @ b + beta * c`` and its bound once."""
     from ..backends.cpu_ref import reference
@@ -255,7 +262,7 @@ def reference_for(
     a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
     out = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
     ref64 = reference(a, b, c, alpha, beta, np.float64)
-    tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64)
+    tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64, precision=precision)
     return Reference(ref64, tol, out)
 
 
@@ -269,9 +276,10 @@ def check_result(
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
+    precision: str | None = None,
 ) -> CheckResult:
     """Compare ``result`` with the float64 reference elementwise under :func:`error_bound`."""
-    return reference_for(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype).compare(result)
+    return reference_for(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype, precision=precision).compare(result)
 
 
 def assert_close(result: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.dtypes import HALF_DTYPES, finfo
+from ..core.precision import MEDIUM_INPUT_ERROR
 
 __all__ = ["LAMBDA", "BOUND_FACTOR", "Coefficients", "coefficients", "unit"]
 
@@ -60,7 +61,8 @@ def coefficients(k: int, length: int, dtype: np.dtype, out_dtype: np.dtype, chec
     (N for rows, M for columns), inputs of ``dtype``, a result of ``out_dtype``, the check's sums in
     ``check_dtype`` (``compensated``: Kahan sums, as the device kernel makes them; else plain sums);
     ``scalar_dtype``: what the kernels took alpha and beta as (float32 scalars round them); ``precision``: the one the
-    call asked (``"medium"`` allows float32 and complex64 inputs rounded to 10 bits: 2·2^-11 of ``|A|·|B|`` more)."""
+    call asked (``"medium"`` allows float32 and complex64 inputs rounded to bfloat16's 8 bits: 2·2^-8 of ``|A|·|B|``
+    more; :data:`polygemm.core.precision.MEDIUM_INPUT_ERROR`)."""
     acc = np.dtype(np.float32) if dtype.name in HALF_DTYPES else dtype
     u_acc, u_out, u_chk = unit(acc), unit(out_dtype), unit(check_dtype)
     u_sc = unit(scalar_dtype) if scalar_dtype is not None and scalar_dtype.itemsize < dtype.itemsize else 0.0
@@ -72,7 +74,7 @@ def coefficients(k: int, length: int, dtype: np.dtype, out_dtype: np.dtype, chec
     # twice over; plain sums err by (terms)·u; the combining steps a few u
     own = 96.0 * (1.0 + root) * u_chk if compensated else (k + length + 8) * root * u_chk
     lam, c = LAMBDA, BOUND_FACTOR
-    u_in = 2.0 * 2.0 ** -11 if precision == "medium" and dtype.name in ("float32", "complex64") else 0.0
+    u_in = MEDIUM_INPUT_ERROR if precision == "medium" and dtype.name in ("float32", "complex64") else 0.0
     return Coefficients(
         a=lam * (c * (max(k, 1) * u_acc + u_sc) + u_in) + own,
         c0=lam * c * (u_acc + u_sc) + own,

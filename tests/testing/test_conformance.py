@@ -249,3 +249,49 @@ def test_a_dtype_selection_that_leaves_the_backend_nothing_is_refused_not_an_emp
         run_conformance(Float32Only(), dtypes=["float16"], quick=True)
     assert "declare float32" in str(exc.value) and "asks for float16" in str(exc.value)
     assert run_conformance(Float32Only(), dtypes=["float16"], quick=True, allow_empty=True) == []
+
+
+class OnePass(Backend):
+    """A host plugin whose one float32 variant rounds its inputs to bfloat16 once ("medium", as torch's one pass);
+    ``garbage``: it returns 42 everywhere instead."""
+
+    name = "onepass"
+    priority = 300
+
+    def __init__(self, garbage: bool = False) -> None:
+        super().__init__()
+        self.garbage = garbage
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (Variant("bf16_once", ("float32",), "float32 inputs rounded to bfloat16, float32 sums", precision="medium"),)
+
+    def plan(self, problem, variant="auto"):
+        chosen = self.get_variant("bf16_once" if variant == "auto" else variant)
+        self.check_problem(problem, chosen)
+        return Plan(self.name, chosen.name, "test", problem, layouts=host_layouts(problem))
+
+    def run(self, plan):
+        import ml_dtypes
+
+        p = plan.problem
+        one = lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
+        with np.errstate(all="ignore"):
+            res = p.alpha * (one(p.a.array) @ one(p.b.array))
+            if p.c is not None and p.beta != 0.0:
+                res = res + p.beta * p.c.array.astype(np.float64)
+        if self.garbage:
+            res = np.full(res.shape, 42.0)
+        return store_result(res.astype(p.dtype), None if p.out is None else p.out.array)
+
+
+def test_a_medium_variant_is_run_at_medium_and_held_to_its_bound():
+    # the process default ("highest") would refuse every product of a one-pass variant: the suite asks for the variant's
+    # own class, so a correct one passes its numeric cases (not skips them) and a wrong one fails
+    results = run_conformance(OnePass(), quick=True)
+    counts = collections.Counter(r.status for r in results)
+    assert counts["fail"] == 0 and counts["pass"] >= 10, [r for r in results if r.status != "pass"]
+    results = run_conformance(OnePass(garbage=True), quick=True)
+    assert sum(r.status == "fail" for r in results) >= 5
