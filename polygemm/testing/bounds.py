@@ -154,6 +154,12 @@ def error_bound(
         raise ArgumentError(f"constant must be a finite real number >= 0 (the bound's safety factor, {BOUND_CONSTANT} by default); "
                             f"got {constant!r}")
     medium = precision is not None and parse_precision(precision) == "medium"
+    if ref is not None:  # the caller's reference: of the result's shape (a scalar would broadcast to any bound)
+        full = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
+        ref = np.asarray(ref)
+        if ref.shape != full or ref.dtype.kind not in "fiu":
+            raise ShapeError(f"ref must be the float64 reference of the result's shape {full}; got "
+                             f"{ref.dtype.name} of shape {ref.shape}")
     if ref is None:
         from ..backends.cpu_ref import reference
 

@@ -5,18 +5,19 @@ corruption of the device would."""
 from __future__ import annotations
 
 import contextlib
+import operator
 from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..verification.faults import Fault, add_fault, remove_fault
 
 __all__ = ["inject_fault", "Fault"]
 
 
 @contextlib.contextmanager
-def inject_fault(row: int, col: int, *, value: float | complex | None = None, bit: int | None = None, batch: Sequence[int] = (),
+def inject_fault(row: int, col: int, *, value: float | complex | int | None = None, bit: int | None = None, batch: Sequence[int] = (),
                  times: int | None = None) -> Iterator[Fault]:
     """While the block runs, set element ``[*batch, row, col]`` of each verified product's result to ``value``,
     or flip its ``bit`` (0: the least significant bit of the element's storage; for float32, 23..30 are the
@@ -31,14 +32,38 @@ def inject_fault(row: int, col: int, *, value: float | complex | None = None, bi
     """
     if (value is None) == (bit is None):
         raise ArgumentError("inject_fault takes value= (the element's new value) or bit= (the bit to flip), one of them")
+    row, col = _whole("row", row), _whole("col", col)
+    bit = None if bit is None else _whole("bit", bit)
+    batch = tuple(_whole("batch", i) for i in batch)
+    times = None if times is None else _whole("times", times)
     if times is not None and times < 1:
         raise ArgumentError(f"times={times!r}: pass a count >= 1, or None for every verified product")
-    # a complex value for a complex result (its imaginary part corrupted too), a float otherwise
-    new = None if value is None else complex(value) if isinstance(value, (complex, np.complexfloating)) else float(value)
-    fault = Fault(int(row), int(col), new, None if bit is None else int(bit),
-                  tuple(int(i) for i in batch), times)
+    if bit is not None and bit < 0:
+        raise ArgumentError(f"bit={bit!r}: pass a bit index >= 0 (0: the least significant bit of the element)")
+    # a complex value for a complex result (its imaginary part corrupted too), an integer as it is (an int64 result
+    # takes it exactly: float() would round 2**53 + 1), a float otherwise
+    new: float | complex | int | None
+    if value is None:
+        new = None
+    elif isinstance(value, (complex, np.complexfloating)):
+        new = complex(value)
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        new = int(value)
+    else:
+        new = float(value)
+    fault = Fault(row, col, new, bit, batch, times)
     add_fault(fault)
     try:
         yield fault
     finally:
         remove_fault(fault)
+
+
+def _whole(name: str, x: object) -> int:
+    """``x`` as an int where it is one (Python's or NumPy's), else ArgumentTypeError naming ``name``."""
+    if isinstance(x, (bool, np.bool_)):
+        raise ArgumentTypeError(f"inject_fault: {name}={x!r} is a bool; pass a whole number")
+    try:
+        return operator.index(x)  # type: ignore[arg-type]
+    except TypeError:
+        raise ArgumentTypeError(f"inject_fault: {name}={x!r} is not a whole number (an int); pass one") from None

@@ -25,7 +25,7 @@ class Fault:
 
     row: int
     col: int
-    value: float | complex | None = None
+    value: float | complex | int | None = None
     bit: int | None = None
     batch: tuple[int, ...] = ()
     times: int | None = None
@@ -103,12 +103,18 @@ def corrupt(result: Any, to_host: Any = None) -> None:
             result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
 
 
-def _check_storable(value: float | complex, result: Any) -> None:
+def _check_storable(value: float | complex | int, result: Any) -> None:
     """ArgumentError unless ``value`` lands in ``result``'s elements as given: an integer result
     would truncate 3.5 to 3 (or no fault at all where 3 is the right value), a real one drop an
     imaginary part; NaN and infinities are refused by integers as NumPy refuses them."""
     name = str(getattr(result, "dtype", "")).removeprefix("torch.")
     if name.startswith("complex"):
+        return
+    if isinstance(value, int) and name.startswith(("int", "uint")):  # exactly, as an int64 result stores it
+        info = np.iinfo(np.dtype(name))
+        if not info.min <= value <= info.max:
+            raise ArgumentError(f"inject_fault: value={value!r} does not fit the {name} result; pass an integer from "
+                                f"{info.min} to {info.max}")
         return
     imag = value.imag if isinstance(value, complex) else 0.0
     real = value.real if isinstance(value, complex) else float(value)

@@ -740,3 +740,11 @@ def test_beta_defaults_as_gemm_defaults_it():
     assert not check_result(got, a, b, c, beta=0.0).ok
     assert_close(got, a, b, c)
     assert check_result(pg.gemm(a, b, device="cpu"), a, b).ok
+
+
+def test_error_bound_refuses_a_reference_of_another_shape():
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)
+    assert error_bound(a, b, ref=np.full((3, 2), 4.0)).shape == (3, 2)
+    for ref in (np.float64(1e30), np.ones((2, 3))):  # a scalar would broadcast to a bound any result meets
+        with pytest.raises(ShapeError, match=r"ref must be .* shape \(3, 2\)"):
+            error_bound(a, b, ref=ref)

@@ -247,3 +247,18 @@ def test_an_integer_fault_value_that_fits_is_injected_and_caught():
         with pytest.raises(pg.VerificationError):
             pg.gemm(a, b, verify="raise")
     assert fault.hits == 1
+
+
+def test_inject_fault_stores_an_integer_as_given_and_refuses_fractional_indices():
+    a, b = np.arange(12, dtype=np.int64).reshape(3, 4), np.ones((4, 2), np.int64)
+    with inject_fault(1, 1, value=2**53 + 1):  # float() would store 2**53
+        with pytest.warns(pg.VerificationWarning):
+            got = pg.gemm(a, b, device="cpu", verify="warn")
+    assert int(got[1, 1]) == 2**53 + 1
+    for bad in (dict(row=1.7, col=0), dict(row=0, col=0, times=1.5), dict(row=0, col=0, batch=(0.5,))):
+        with pytest.raises(pg.ArgumentTypeError, match="whole number"):
+            with inject_fault(value=1.0, **bad):
+                pass
+    with pytest.raises(pg.ArgumentError, match="bit=-1"):
+        with inject_fault(0, 0, bit=-1):
+            pass
