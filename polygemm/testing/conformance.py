@@ -19,9 +19,10 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .. import errors
-from ..errors import ArgumentError, UnsupportedProblemError
+from ..errors import ArgumentError, ArgumentTypeError, UnsupportedProblemError
 from ..backend import Backend, Variant
 from ..core.dtypes import SUPPORTED_DTYPES
+from ..core.text import short_repr
 from ..core.precision import governed
 from ..problem import HALF_DTYPES, dtype_named
 from ..registry import get_backend
@@ -440,7 +441,9 @@ def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
         raise ArgumentError(f"{arg} must be names (strings), e.g. {arg}=[{'float32' if arg == 'dtypes' else 'name'!r}]; "
                             f"got {bad[0]!r} ({type(bad[0]).__name__})")
     names = [v.strip() for v in items if v.strip()]
-    return names or None
+    if not names:  # an empty selection selects nothing: it would run every case, which is not what was asked
+        raise ArgumentError(f"{arg} names nothing ({value!r}); name at least one, or pass None for all")
+    return names
 
 
 def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] | None, groups: list[str] | None) -> None:
@@ -538,6 +541,12 @@ def run_conformance(
     their backends), unless ``allow_empty`` (``polygemm matrix``, one selection for every backend).
     ``progress`` is called after every case (for progress displays).
     """
+    if not isinstance(backend, (str, Backend)):
+        raise ArgumentTypeError(f"backend must be a backend's name or a polygemm.backend.Backend; got {short_repr(backend)}")
+    if not isinstance(quick, (bool, np.bool_)):
+        raise ArgumentTypeError(f"quick must be True or False; got {short_repr(quick)}")
+    if progress is not None and not callable(progress):
+        raise ArgumentTypeError(f"progress must be a callable taking each CaseResult, or None; got {short_repr(progress)}")
     be = get_backend(backend) if isinstance(backend, str) else backend
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     _check_selection(be, dtypes, variants, groups)

@@ -295,3 +295,18 @@ def test_a_medium_variant_is_run_at_medium_and_held_to_its_bound():
     assert counts["fail"] == 0 and counts["pass"] >= 10, [r for r in results if r.status != "pass"]
     results = run_conformance(OnePass(garbage=True), quick=True)
     assert sum(r.status == "fail" for r in results) >= 5
+
+
+def test_run_conformance_refuses_what_is_not_a_backend_or_a_selection():
+    from polygemm.errors import ArgumentTypeError
+
+    for bad in (None, 3, object()):
+        with pytest.raises(ArgumentTypeError, match="backend must be"):
+            run_conformance(bad)
+    with pytest.raises(ArgumentTypeError, match="quick must be True or False"):
+        run_conformance("cpu", quick="no")
+    with pytest.raises(ArgumentTypeError, match="progress must be a callable"):
+        run_conformance("cpu", progress=3)
+    for arg in ("dtypes", "groups", "variants"):
+        with pytest.raises(ArgumentError, match=f"{arg} names nothing"):
+            run_conformance("cpu", **{arg: []})
