@@ -124,7 +124,7 @@ def gemm(
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
             return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
-                                 precision)
+                                 precision, note=_note_last)
     first: NotWhole | None = None
     try:
         entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
@@ -263,6 +263,13 @@ def explain(
         if mode is not None:
             plan.notes.append(describe_check(plan, mode, out is not None))
     return plan
+
+
+def _note_last(text: str) -> None:
+    """Add ``text`` to the notes of this thread's last plan (a verified call says what its check did)."""
+    last = getattr(_local, "last", None)
+    if last is not None:
+        _local.last = last[:6] + (text,)
 
 
 def last_plan() -> Plan | None:

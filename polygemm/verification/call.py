@@ -107,10 +107,11 @@ def _retry_variant(backend: Backend, plan: Plan) -> str | None:
 
 def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None], validate: Callable[..., Plan], mode: str,
                   a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
-                  precision: str | None = None) -> Any:
+                  precision: str | None = None, note: Callable[[str], None] | None = None) -> Any:
     """``run(a, b, c, ...)`` (polygemm.gemm with its check off) checked as ``mode`` says ("raise", "warn",
     "retry"). ``validate``: polygemm.explain, which refuses what gemm would refuse about ``out`` before
-    anything runs (the product itself is computed into a result of its own)."""
+    anything runs (the product itself is computed into a result of its own); ``note``: adds a line to the last
+    plan's notes (what a retry did)."""
     if out is not None:
         out_dtype = validate(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
                              out_dtype=out_dtype, precision=precision).problem.out_dtype
@@ -145,6 +146,9 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
         second = check_product(backend, again, a, b, c, result, alpha_, beta_)
         if second.ok:
             log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
+            if note is not None:  # last_plan() describes the product handed back: say why it ran this variant
+                note(f"verify='retry': variant {plan.variant!r} failed its check ({report.failed} rows off); this variant "
+                     "recomputed the product and passed")
             return deliver(result, out, backend)
         first = f"first attempt: variant {plan.variant!r}, {report.failed} rows off (worst row {report.rows[0] if report.rows else '?'})"
         report = replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too"))

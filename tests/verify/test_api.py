@@ -124,6 +124,10 @@ def test_retry_recomputes_once_and_returns_a_good_result(rng, caplog):
     assert fault.hits == 1
     pg.testing.assert_close(got, a, b)
     assert "recomputed with variant 'reference'" in caplog.text  # the cpu's other rung: the float64 reference
+    plan = pg.last_plan()  # describes the product handed back, and why that variant ran
+    assert plan.variant == "reference" and "variant 'blas' failed its check" in plan.notes[-1]
+    pg.gemm(a, b)
+    assert not any("failed its check" in n for n in pg.last_plan().notes)
 
 
 def test_retry_on_the_cpu_recovers_a_product_the_blas_overflowed(caplog):
