@@ -48,7 +48,8 @@ class CheckReport:
     failed: int
     rows: tuple[Finding, ...] = ()
     columns: tuple[Finding, ...] = ()
-    #: the largest ``|C·r - expected| / threshold`` among the rows checked (below 1: passed)
+    #: the largest ``|C·r - expected| / threshold`` among the rows checked (below 1: passed); inf when the check failed
+    #: (the failed rows' own ratios are in ``rows`` and ``columns``)
     worst_ratio: float = 0.0
     #: where the check ran ("host", or the device's name) and what computed the product
     where: str = "host"
