@@ -13,7 +13,9 @@ import numpy as np
 from .. import explain
 from ..backend import Plan
 from ..problem import dtype_named
-from .arguments import non_negative_int, parse_shape
+from .arguments import non_negative_int
+from .bench_layout import layout_of
+from .bench_shapes import parse_bench_shape
 from .outputs import add_json_option, emit_json
 from .precision_option import add_precision_option
 
@@ -74,20 +76,32 @@ def plan_record(plan: Plan) -> dict[str, Any]:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    if (args.shape is None) == (args.shape_pos is None):
+        print("polygemm explain: error: give the shape once, as MxNxK[:LAYOUT] or --shape MxNxK[:LAYOUT] (e.g. 1024x1024x1024:nt)",
+              file=sys.stderr)
+        return 2
+    shape = args.shape if args.shape is not None else args.shape_pos
+    layout = layout_of(shape)  # ``t``: a transposed view (x @ W.T is nt), as bench and tune take it
+    args.shape = tuple(shape)
     try:
-        a, b = operands(args.shape, args.dtype, args.transpose_a, args.transpose_b, args.batch)
+        a, b = operands(args.shape, args.dtype, args.transpose_a or layout[0] == "t", args.transpose_b or layout[1] == "t",
+                        args.batch)
     except ValueError as exc:
         m, n, k = args.shape
         print(f"polygemm: error: --shape {m}x{n}x{k}: {exc}; pick a smaller shape", file=sys.stderr)
         return 2
-    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision)
+    plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision, out_dtype=args.out_dtype,
+                   verify=args.verify)
     emit_json(args, plan_record(plan), str(plan))
     return 0
 
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("explain", help="the plan polygemm.gemm would run for a problem (backend, variant, why), without running it")
-    s.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, e.g. 1024x1024x1024")
+    s.add_argument("shape_pos", nargs="?", type=parse_bench_shape, metavar="MxNxK[:LAYOUT]",
+                   help="the product, e.g. 1024x1024x1024 or 4096x4096x4096:nt (as bench takes it; or --shape)")
+    s.add_argument("--shape", type=parse_bench_shape, default=None, metavar="MxNxK[:LAYOUT]",
+                   help="the product (LAYOUT: nn, nt, tn or tt; t: that operand a transposed view)")
     s.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of a, b and the result")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
@@ -97,6 +111,9 @@ def add_parser(sub: Any) -> None:
                    help="b is the transposed view of an NxK array (column-major, passed as x.T), not a C-ordered KxN array")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
                    help="a strided batch of N products (a leading axis of N on a and b; 0: one product)")
+    s.add_argument("--out-dtype", default=None, choices=list(DTYPES), help="the result's dtype, where it may differ from the inputs'")
+    s.add_argument("--verify", default=None, choices=["off", "raise", "warn", "retry"],
+                   help="the check verify= would add, and its estimated cost (default: $POLYGEMM_VERIFY, else off)")
     add_precision_option(s)
     add_json_option(s, "the plan")
     s.epilog = "The operands are NumPy arrays on the host: a GPU backend's plan includes their copies to the device."

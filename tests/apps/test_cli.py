@@ -372,6 +372,20 @@ def test_explain_takes_transposed_operands_and_a_variant(capsys):
     assert "variant : reference" in out and "a=col-major" in out and "b=col-major" in out and "copies  : none" in out
 
 
+def test_explain_takes_the_shape_as_bench_does_with_its_layout_out_dtype_and_verify(capsys):
+    # MxNxK[:LAYOUT] by position or --shape, as bench and tune take it (t: a transposed view, x @ W.T is nt)
+    assert main(["explain", "64x32x16:tn", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "a=col-major" in out and "b=row-major" in out
+    assert main(["explain", "--shape", "8x8x8:nt", "--device", "cpu", "--dtype", "float16", "--out-dtype", "float32",
+                 "--verify", "raise", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["out_dtype"] == "float32" and data["layouts"]["b"].startswith("col-major")
+    assert any("verify='raise'" in n for n in data["notes"])
+    assert main(["explain", "--device", "cpu"]) == 2 and "give the shape once" in capsys.readouterr().err
+    assert main(["explain", "8x8x8", "--shape", "8x8x8"]) == 2
+
+
 def test_explain_json_on_stdout_and_to_a_file(capsys, tmp_path):
     assert main(["explain", "--shape", "8x4x2", "--dtype", "float16", "--device", "cpu", "--batch", "3", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
