@@ -403,8 +403,8 @@ def test_every_error_the_docs_list_is_exported_with_the_builtin_base_they_name()
     listed = re.search(r"errors in `polygemm\.errors`: (.*?), all `PolygemmError`s", readme).group(1)
     names = re.findall(r"`(\w+)`", listed)
     # UnknownDeviceError: an unknown device name, a BackendUnavailableError that is also a ValueError
-    assert set(names) == {"ShapeError", "DTypeError", "ArgumentError", "BackendUnavailableError", "UnknownDeviceError",
-                          "UnsupportedProblemError", "DeviceError"}
+    assert set(names) == {"ShapeError", "DTypeError", "ArgumentError", "ArgumentTypeError", "BackendUnavailableError",
+                          "UnknownDeviceError", "UnsupportedProblemError", "DeviceError", "VerificationError"}
     table = dict(re.findall(r"^\| `(\w+Error)` \| `(\w+Error)` \|", (ROOT / "docs" / "plugins.md").read_text(), re.M))
     assert set(table) == set(names)
     for name in names + ["PolygemmError", "ArgumentTypeError"]:
