@@ -239,7 +239,7 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
         except PolygemmError as exc:
             # under "auto", a plugin whose plan() refuses the problem (or fails) is passed over as one whose supports()
             # refused it: the next backend computes it, and Plan.candidates says why (a named device raises)
-            if not auto or isinstance(exc, ArgumentError):
+            if not auto:
                 raise
             if isinstance(exc, DeviceError):
                 log.warning("device='auto' passed backend %r over: %s", backend.name, exc)
