@@ -40,8 +40,8 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
         raise ArgumentError(f"times={times!r}: pass a count >= 1, or None for every verified product")
     if bit is not None and bit < 0:
         raise ArgumentError(f"bit={bit!r}: pass a bit index >= 0 (0: the least significant bit of the element)")
-    # a complex value for a complex result (its imaginary part corrupted too), an integer as it is (an int64 result
-    # takes it exactly: float() would round 2**53 + 1), a float otherwise
+    # a complex value for a complex result (its imaginary part corrupted too), an integer kept whole (an int64 result
+    # holds integers past float64's 53 bits), a float otherwise
     new: float | complex | int | None
     if value is None:
         new = None

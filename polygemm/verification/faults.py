@@ -110,12 +110,6 @@ def _check_storable(value: float | complex | int, result: Any) -> None:
     name = str(getattr(result, "dtype", "")).removeprefix("torch.")
     if name.startswith("complex"):
         return
-    if isinstance(value, int) and name.startswith(("int", "uint")):  # exactly, as an int64 result stores it
-        info = np.iinfo(np.dtype(name))
-        if not info.min <= value <= info.max:
-            raise ArgumentError(f"inject_fault: value={value!r} does not fit the {name} result; pass an integer from "
-                                f"{info.min} to {info.max}")
-        return
     imag = value.imag if isinstance(value, complex) else 0.0
     real = value.real if isinstance(value, complex) else float(value)
     if imag != 0.0:
@@ -125,7 +119,9 @@ def _check_storable(value: float | complex | int, result: Any) -> None:
             raise ArgumentError(f"inject_fault: value={value!r} is not a bool; the result is bool: pass 0 or 1 (or use bit=0)")
     elif name.startswith(("int", "uint")):
         info = np.iinfo(np.dtype(name))
-        if not (np.isfinite(real) and real.is_integer() and info.min <= real <= info.max):
+        # an int compared as it is (an int64 result holds integers past float64's 53 bits), a float only when whole
+        whole = value if isinstance(value, int) else int(real) if np.isfinite(real) and real.is_integer() else None
+        if whole is None or not info.min <= whole <= info.max:
             raise ArgumentError(f"inject_fault: value={value!r} does not fit the {name} result exactly (it would not be "
                                 f"stored as given); pass an integer from {info.min} to {info.max}")
 

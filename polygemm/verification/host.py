@@ -216,13 +216,13 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
         over = may_overflow(big, b_, c_, alpha, beta, out_part) & ~np.isfinite(r_).all(-1)
         both = (bad | over)[..., :m] | (bad | over)[..., m:]
     if both.any():
-        rows = np.concatenate([both, both], -1)
-        big = np.array(np.broadcast_to(big, rows.shape[:-1] + big.shape[-2:]))
-        big[rows] = np.nan  # a NaN in the row's operands: compare_rows leaves it unchecked
+        mask = np.concatenate([both, both], -1)
+        big = np.array(np.broadcast_to(big, mask.shape[:-1] + big.shape[-2:]))
+        big[mask] = np.nan  # a NaN in the row's operands: compare_rows leaves it unchecked
     report = host_check(big, b_, c_, r_, alpha, beta, dtype=part, out_dtype=out_part, rng=rng, scalar_dtype=scalar_dtype,
                         about=about, precision=precision)
-    rows_ = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows
-    return replace(report, rows=rows_)
+    rows = tuple(replace(f, index=f.index % m) for f in report.rows) if m else report.rows
+    return replace(report, rows=rows)
 
 
 def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 __all__ = ["Finding", "CheckReport", "SHOWN"]
@@ -28,7 +30,7 @@ class Finding:
         if self.exact:
             return f"{where}{self.index} (off by {self.diff:.3g}, exact check)"
         if self.diff != self.diff or self.diff in (float("inf"), float("-inf")):
-            if self.threshold - self.threshold != 0:  # (a NaN or an infinity: no threshold to name)
+            if not math.isfinite(self.threshold):  # no threshold to name
                 return f"{where}{self.index} (non-finite where its operands are finite)"
             return f"{where}{self.index} (non-finite, threshold {self.threshold:.3g})"
         ratio = self.diff / self.threshold if self.threshold > 0 else float("inf")
@@ -72,18 +74,17 @@ class CheckReport:
     def message(self) -> str:
         """The sentence a VerificationError or VerificationWarning carries."""
         on = f"backend {self.backend!r}" + (f" ({self.device})" if self.device else "") + f", variant {self.variant!r}"
-        head = f"verify: the product {self.shape} computed by {on} failed its check: "
+        more = ", ..." if self.failed > SHOWN else ""
+        text = f"verify: the product {self.shape} computed by {on} failed its check: "
         if not self.rows and self.columns:  # found from the columns' side, the rows' left unchecked
-            text = (head + f"{self.failed} columns disagree with (r·A)·B beyond the threshold (checked from the columns' side: a "
-                    f"NaN or an infinity in A's rows or in B left {self.unchecked} rows unchecked); columns " +
-                    ", ".join(str(f) for f in self.columns[:SHOWN]) + (", ..." if self.failed > SHOWN else ""))
-            if self.attempts:
-                text += "; " + "; ".join(self.attempts)
-            return text + f" (checked on {self.where})"
-        rows = ", ".join(str(f) for f in self.rows[:SHOWN]) + (", ..." if self.failed > SHOWN else "")
-        text = head + f"{self.failed} of {self.checked} rows disagree with A·(B·r) beyond the threshold; rows {rows}"
-        if self.columns:
-            text += "; columns " + ", ".join(str(f) for f in self.columns[:SHOWN])
+            text += (f"{self.failed} columns disagree with (r·A)·B beyond the threshold (checked from the columns' side: a NaN "
+                     f"or an infinity in A's rows or in B left {self.unchecked} rows unchecked); columns " +
+                     ", ".join(str(f) for f in self.columns[:SHOWN]) + more)
+        else:
+            text += (f"{self.failed} of {self.checked} rows disagree with A·(B·r) beyond the threshold; rows " +
+                     ", ".join(str(f) for f in self.rows[:SHOWN]) + more)
+            if self.columns:
+                text += "; columns " + ", ".join(str(f) for f in self.columns[:SHOWN])
         if self.attempts:
             text += "; " + "; ".join(self.attempts)
         return text + f" (checked on {self.where})"
