@@ -103,11 +103,12 @@ class Plan:
     #: backend-private decisions consumed by ``run``/``execute`` (a backend's own typed object,
     #: e.g. the cuda backend's prepared launch); plugins may keep a dict here
     private: Any = field(default_factory=dict, repr=False)
-    #: True when this plan came from the core's plan cache (set on what ``explain`` returns)
-    cached: bool = False
+    #: True when this plan came from the core's plan cache (set on what ``explain`` returns); not part of what a plan
+    #: is: two plans that run the same compare equal whether or not one came from the cache
+    cached: bool = field(default=False, compare=False)
     #: why a plan made for a call is not kept for the next one ("" when it is): an operand the cache does not key
     #: (a list, an ndarray subclass, another library's CPU array), or the cache turned off
-    uncached: str = ""
+    uncached: str = field(default="", compare=False)
     #: the precision used and the error bound that holds (set by the core from the variant's precision)
     precision: str = ""
 

@@ -397,3 +397,15 @@ def test_execute_refuses_a_call_missing_what_the_plan_has(rng):
         cpu.execute(plan, _call(a, b, out=np.full((4, 4), 7.0, np.float32)))
     with pytest.raises(ArgumentError, match="out .*plan"):
         cpu.execute(plan, _call(a, b, out=np.full((4, 3), 7.0, np.float32)[:, ::-1]))
+
+
+def test_a_plan_from_the_cache_equals_the_plan_it_was_made_as(rng):
+    """Whether a plan came from the cache is not part of what it runs: the first explain (made) and the second
+    (cached) compare equal; a plan for another shape does not."""
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    pg.clear_plan_cache()
+    made, cached = pg.explain(a, b, device="cpu"), pg.explain(a, b, device="cpu")
+    assert not made.cached and cached.cached
+    assert made == cached
+    assert made != pg.explain(a, b[:, :4], device="cpu")
