@@ -21,11 +21,12 @@ import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from .core.arguments import misused_arguments
-from .core.dtypes import (COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES as _SUPPORTED, as_dtype, check_result_dtype, keeps_values,
-                          native_dtype, parse_dtype)
+from .core.dtypes import (HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES as _SUPPORTED, as_dtype, check_result_dtype,
+                          integer_scalars_refusal, native_dtype, parse_dtype)
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import parse_scalar
 from .core.text import short_repr
+from .core.precision import parse_precision
 from .verification.modes import parse_verify
 
 __all__ = ["gemm", "DaskRechunkWarning"]
@@ -69,24 +70,8 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
     _refuse_masked(name, x)
     if x.dtype.name not in _SUPPORTED:
         raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(_SUPPORTED)}. "
-                         + _dtype_way_on(name, x.dtype.name))
+                         f"A @ B in dask itself (dask.array.matmul) computes {x.dtype.name} as numpy.matmul does")
     return x
-
-
-def _dtype_way_on(name: str, dtype: str) -> str:
-    """What to do with a dask operand of a dtype the blocks' kernels do not compute: never a cast that changes
-    values unless it says when it is exact (complex values have no real dtype; integers are exact in a float
-    only below its mantissa)."""
-    dask_itself = f"A @ B in dask itself (dask.array.matmul) computes {dtype} as numpy.matmul does"
-    if dtype in COMPLEX_DTYPES:
-        return f"{dask_itself} (no real dtype holds complex values)"
-    exact = next((d for d in ("float32", "float64") if keeps_values(dtype, d)), None)
-    if exact is None:
-        return (f"{dask_itself}; a cast to float64 ({name}.astype(numpy.float64)) is exact only for values and sums below "
-                f"2**53" if dtype in ("int64", "uint64") else dask_itself)
-    bits = 24 if exact == "float32" else 53
-    return (f"{dask_itself}; or cast it: {name}.astype(numpy.{exact}) holds every {dtype} value, and the product is exact "
-            f"while its sums stay below 2**{bits}")
 
 
 def _refuse_masked(name: str, x: Any) -> None:
@@ -150,7 +135,7 @@ def _astype(x: Any, dtype: np.dtype[Any]) -> Any:
 
 
 def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: float, beta: float, device: str | None,
-                variant: str, result_dtype: str, verify: str | None = None) -> Any:
+                variant: str, result_dtype: str, verify: str | None = None, precision: str | None = None) -> Any:
     """One output block: ``alpha * sum_k a_k @ b_k + beta * c`` by polygemm.gemm on this worker.
 
     ``a_blocks`` are the blocks (i, 0..nk-1) of A, ``b_blocks`` the blocks (0..nk-1, j) of B.
@@ -167,7 +152,7 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     result = as_dtype(result_dtype)
     widen = result.name in HALF_DTYPES and len(a_blocks) > 1  # float16 and bfloat16
     acc_dtype = np.dtype(np.float32) if widen else result
-    kw: dict[str, Any] = {"device": device, "variant": variant, "verify": verify}
+    kw: dict[str, Any] = {"device": device, "variant": variant, "verify": verify, "precision": precision}
     a0, b0 = a_blocks[0], b_blocks[0]
     if c_block is not None and beta != 0.0:
         if widen:
@@ -178,7 +163,10 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     else:
         acc = polygemm.gemm(a0, b0, alpha=alpha, out_dtype=acc_dtype, **kw)
     for ak, bk in zip(a_blocks[1:], b_blocks[1:]):
-        acc = polygemm.gemm(ak, bk, acc, alpha=alpha, beta=1.0, out=acc, **kw)
+        if result.name == "bool":  # a logical product: the K blocks' products or-ed (no beta adds them)
+            acc = acc | polygemm.gemm(ak, bk, **kw)
+        else:
+            acc = polygemm.gemm(ak, bk, acc, alpha=alpha, beta=1.0, out=acc, **kw)
     return _astype(acc, result) if widen else acc
 
 
@@ -192,12 +180,14 @@ def gemm(
     device: str | None = None,
     variant: str = "auto",
     out_dtype: Any = None,
+    precision: str | None = None,
     verify: str | None = None,
     **unexpected: NoReturn,
 ) -> Any:
     """Return the lazy dask array ``alpha * (A @ B) + beta * c``, each block by polygemm.gemm.
 
-    ``A`` (M×K) and ``B`` (K×N) are 2-D dask arrays of one dtype (float16, bfloat16, float32, float64)
+    ``A`` (M×K) and ``B`` (K×N) are 2-D dask arrays of one dtype (any polygemm.gemm computes: float16, bfloat16, float32, float64,
+    complex64, complex128, the integers and bool, each as polygemm.gemm computes it)
     with NumPy or CuPy chunks; the result has A's row chunks and B's column chunks, blocks of
     the chunks' kind (CuPy chunks give CuPy blocks). ``c`` (optional, the result's shape and
     dtype; a dask array, or an array that is chunked like the result) is read only when
@@ -241,6 +231,8 @@ def gemm(
     ArgumentError (naming the argument), and an unknown ``device`` name. Errors of the block
     computations (device failures, a backend that cannot run on a worker) surface from
     ``compute()``, as polygemm.gemm raises them.
+    ``precision`` ("highest", "high", "medium") is passed to every polygemm.gemm of a task (None: each
+    worker's default, ``polygemm.set_float32_matmul_precision``'s or ``$POLYGEMM_PRECISION``).
     ``verify`` is passed to every polygemm.gemm of a task, so each product of each block is checked
     (None: each worker's default, ``polygemm.set_verify``'s or ``$POLYGEMM_VERIFY``); a failed check
     surfaces from ``compute()`` as the VerificationError of that block.
@@ -257,6 +249,8 @@ def gemm(
     beta_f = parse_scalar("beta", beta)
     if verify is not None:  # a bad value fails now, not at compute()
         parse_verify(verify)
+    if precision is not None:
+        precision = parse_precision(precision)
     if not isinstance(variant, str):
         raise ArgumentTypeError(f"variant must be a string (a variant name or 'auto'); got {short_repr(variant)}")
     if device is not None:  # a misspelt name fails now, not at compute() (whether it runs is the workers' to say)
@@ -280,6 +274,10 @@ def gemm(
         raise DTypeError(f"A and B must share one dtype; got A {A.dtype.name} and B {B.dtype.name}. Cast to one dtype, e.g. {how}")
     result = native_dtype(A.dtype) if out_dtype is None else _dtype_of("out_dtype", out_dtype)
     check_result_dtype(native_dtype(A.dtype), result, "out_dtype")
+    if result.name in INTEGER_DTYPES:  # whole factors in the dtype's range, none for bool: refused now, not at compute()
+        why = integer_scalars_refusal(result.name, alpha_f, beta_f if c is not None else 0.0)
+        if why is not None:
+            raise ArgumentError(why)
 
     use_c = False
     given_c = c  # what the user passed: a list is told a cast a list has
@@ -339,7 +337,7 @@ def gemm(
     args: list[Any] = [A, "ik", B, "kj"]
     if use_c:
         args += [c, "ij"]
-    token = tokenize(A, B, c if use_c else None, alpha_f, beta_f if use_c else 0.0, device, variant, result.name, verify)
+    token = tokenize(A, B, c if use_c else None, alpha_f, beta_f if use_c else 0.0, device, variant, result.name, verify, precision)
     return da.blockwise(
         _block_gemm, "ij", *args,
         name=f"polygemm-gemm-{token}",
@@ -348,4 +346,5 @@ def gemm(
         concatenate=False,  # the task gets the lists of K blocks: K is folded inside it
         align_arrays=False,  # chunks were aligned above (with a warning where they were not)
         alpha=alpha_f, beta=beta_f if use_c else 0.0, device=device, variant=variant, result_dtype=result.name, verify=verify,
+        precision=precision,
     )

@@ -275,15 +275,17 @@ def test_validation_errors(rng):
         pgd.gemm(da.ones((2, 8, 6)), B)
     with pytest.raises(DTypeError, match="share one dtype"):
         pgd.gemm(A, B.astype(np.float32))
-    with pytest.raises(DTypeError, match="A has dtype int64") as err:
+    with pytest.raises(DTypeError, match="A has dtype timedelta64") as err:
+        pgd.gemm(da.zeros((8, 6), dtype="timedelta64[s]"), B)
+    assert "dask.array.matmul" in str(err.value) and "complex128" in str(err.value)
+    with pytest.raises(DTypeError, match="share one dtype"):
         pgd.gemm(da.ones((8, 6), dtype=np.int64), B)
-    assert "dask.array.matmul" in str(err.value) and "2**53" in str(err.value)  # int64 is exact in float64 only below it
-    with pytest.raises(DTypeError, match="B has dtype complex64") as err:
-        pgd.gemm(da.ones((8, 6), dtype=np.float32), da.ones((6, 4), dtype=np.complex64))
-    assert "dask.array.matmul" in str(err.value) and "astype" not in str(err.value)  # no cast keeps complex values
-    with pytest.raises(DTypeError, match="A has dtype int8") as err:
-        pgd.gemm(da.ones((8, 6), dtype=np.int8), da.ones((6, 4), dtype=np.int8))
-    assert "A.astype(numpy.float32) holds every int8 value" in str(err.value)
+    with pytest.raises(ArgumentError, match="alpha=0.5 is no whole number"):
+        pgd.gemm(da.ones((8, 6), dtype=np.int8), da.ones((6, 4), dtype=np.int8), alpha=0.5)
+    with pytest.raises(ArgumentError, match="bool products are logical"):
+        pgd.gemm(da.ones((8, 6), dtype=bool), da.ones((6, 4), dtype=bool), da.ones((8, 4), dtype=bool))
+    with pytest.raises(ArgumentError, match="precision='low' is not a precision"):
+        pgd.gemm(A, B, precision="low")
     with pytest.raises(DTypeError, match="result dtype must be float64"):
         pgd.gemm(A, B, out_dtype=np.float32)
     with pytest.raises(DTypeError, match="out_dtype"):
@@ -956,3 +958,49 @@ def test_a_block_given_alone_rather_than_in_a_list_is_one_product():
     assert_close(got, a, b, c, alpha=2.0, beta=0.5)
     assert np.array_equal(_block_gemm(a, b, alpha=1.0, beta=0.0, device="cpu", variant="auto", result_dtype="float32"),
                           _block_gemm([a], [b], alpha=1.0, beta=0.0, device="cpu", variant="auto", result_dtype="float32"))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "int8", "uint8", "int32", "int64", "bool"])
+def test_dask_gemm_computes_every_dtype_polygemm_gemm_does(rng, dtype):
+    """Complex, integer and bool operands over several K blocks: the blocks' products add (or, for bool, or) to what
+    numpy.matmul computes, in the operands' dtype (integers wrap as NumPy's do); with c, alpha and beta as gemm
+    takes them."""
+    a = rng.standard_normal((13, 17)) * 60
+    b = rng.standard_normal((17, 9)) * 60
+    if dtype.startswith("complex"):
+        a, b = a + 1j * a[::-1], b - 2j * b
+    a, b = a.astype(dtype), b.astype(dtype)
+    A, B = da.from_array(a, chunks=(5, 6)), da.from_array(b, chunks=(6, 4))
+    got = pgd.gemm(A, B, device="cpu").compute()
+    want = a @ b
+    assert got.dtype == want.dtype == np.dtype(dtype)
+    tol = {"complex64": 1e-5, "complex128": 1e-12}.get(dtype)
+    if tol is not None:  # within complex rounding of |a|·|b| (the sums run to 17·60·60·2)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * float((np.abs(a) @ np.abs(b)).max()))
+    else:
+        np.testing.assert_array_equal(got, want)
+    if dtype != "bool":
+        c = (rng.standard_normal((13, 9)) * 9).astype(dtype)
+        alpha, beta = (0.5, -1.5) if tol is not None else (3, 2 if dtype.startswith("u") else -2)
+        got = pgd.gemm(A, B, da.from_array(c, chunks=(5, 4)), alpha=alpha, beta=beta, device="cpu").compute()
+        want = pg.gemm(a, b, c, alpha=alpha, beta=beta, device="cpu")  # one call over the whole K
+        if tol is not None:
+            np.testing.assert_allclose(got, want, rtol=0, atol=4 * tol * float((np.abs(a) @ np.abs(b)).max()))
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
+def test_dask_gemm_passes_precision_to_every_block(rng, monkeypatch):
+    """precision= reaches each block's polygemm.gemm (None: each worker's default)."""
+    seen = []
+    real = pg.gemm
+
+    def spy(*args, **kw):
+        seen.append(kw.get("precision"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pg, "gemm", spy)
+    a, b = rng.standard_normal((8, 12)).astype(np.float32), rng.standard_normal((12, 6)).astype(np.float32)
+    got = pgd.gemm(da.from_array(a, chunks=(4, 6)), da.from_array(b, chunks=(6, 3)), device="cpu", precision="medium").compute(scheduler="sync")
+    assert seen and set(seen) == {"medium"}
+    assert_close(got, a, b)
