@@ -10,6 +10,10 @@ A result C is correct when, elementwise, ``|C - C_ref| <= tol`` with
 underflow are not failed). Unit roundoffs: 2**-11 float16, 2**-8 bfloat16, 2**-24 float32,
 2**-53 float64; float16 and bfloat16 inputs accumulate in float32. NaN in the reference must be NaN in the result; an infinite
 reference must be matched exactly.
+
+A complex product is bounded as the real one it equals (``[[Ar, -Ai], [Ai, Ar]] · [[Br], [Bi]]``, over 2K, its
+parts of complex64 float32's, of complex128 float64's): each element's real and imaginary parts are each within the
+larger of the two parts' bounds.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import math
 import sys
 
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..core.dtypes import HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
+from ..core.complex_form import real_form, stacked
+from ..core.dtypes import COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
 from ..core.layout import check_c_shape, check_ndim
 from ..core.precision import MEDIUM_INPUT_ERROR, parse_precision
 from ..core.scalars import parse_scalar
@@ -33,6 +38,15 @@ __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result",
 
 #: Default safety constant ``c`` of the bound.
 BOUND_CONSTANT = 2.0
+#: the dtypes the bound is defined for
+BOUNDED_DTYPES: tuple[str, ...] = SUPPORTED_DTYPES + COMPLEX_DTYPES
+#: a complex dtype's parts
+_PART = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
+
+
+def _part(dtype: np.dtype) -> np.dtype:
+    """The dtype of ``dtype``'s real and imaginary parts (a real dtype: itself)."""
+    return _PART.get(dtype.name, dtype)
 
 
 def unit_roundoff(dtype: object) -> float:
@@ -55,8 +69,8 @@ def _float_dtype(name: str, value: object) -> np.dtype:
     except TypeError:  # torch.float32 and the like by name, else a DTypeError naming ``name``
         dt = parse_dtype(name, value)
     dt = native_dtype(dt)  # inputs in another byte order (a.dtype of '>f4'): the values are what is compared
-    if dt.name not in SUPPORTED_DTYPES:
-        raise DTypeError(f"{name}={value!r} is {dt.name}; pass one of {', '.join(SUPPORTED_DTYPES)}")
+    if dt.name not in BOUNDED_DTYPES:
+        raise DTypeError(f"{name}={value!r} is {dt.name}; pass one of {', '.join(BOUNDED_DTYPES)}")
     return dt
 
 
@@ -98,9 +112,9 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
         arr = host_array(name, x)
         check_ndim(name, arr.shape)
         # not problem's dtype check: any of these dtypes is taken for c too (gemm wants c in the result's dtype)
-        if arr.dtype.name not in SUPPORTED_DTYPES:
-            raise DTypeError(f"{name} has dtype {arr.dtype.name}; polygemm's bound is defined for {', '.join(SUPPORTED_DTYPES)} "
-                             f"(bfloat16: ml_dtypes.bfloat16)")
+        if arr.dtype.name not in BOUNDED_DTYPES:
+            raise DTypeError(f"{name} has dtype {arr.dtype.name}; polygemm's bound is defined for {', '.join(BOUNDED_DTYPES)} "
+                             f"(bfloat16: ml_dtypes.bfloat16); integer products are exact: compare them with numpy.matmul's")
         arrays.append(arr)
     a64, b64, c64 = arrays
     assert a64 is not None and b64 is not None
@@ -157,16 +171,18 @@ def error_bound(
     if ref is not None:  # the caller's reference: of the result's shape (a scalar would broadcast to any bound)
         full = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
         ref = np.asarray(ref)
-        if ref.shape != full or ref.dtype.kind not in "fiu":
+        if ref.shape != full or ref.dtype.kind not in "fiuc":
             raise ShapeError(f"ref must be the float64 reference of the result's shape {full}; got "
                              f"{ref.dtype.name} of shape {ref.shape}")
+    if native_dtype(a.dtype).name in COMPLEX_DTYPES:
+        return _complex_bound(a, b, c, alpha, beta, out_dtype, acc_dtype, ref, constant, precision)
     if ref is None:
         from ..backends.cpu_ref import reference
 
         ref = reference(a, b, c, alpha, beta, np.float64)
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
-    out_dtype = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
+    out_dtype = _result_dtype(a, out_dtype)
     acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(native_dtype(a.dtype))
     u_acc, u_out = unit_roundoff(acc), unit_roundoff(out_dtype)
     k = a64.shape[-1]
@@ -183,6 +199,31 @@ def error_bound(
             tol += u_out * np.nan_to_num(np.abs(ref), nan=0.0, posinf=0.0)
     tol += float(finfo(out_dtype).tiny)
     return tol
+
+
+def _result_dtype(a: np.ndarray, out_dtype: object) -> np.dtype:
+    """``out_dtype`` (None: ``a``'s) checked as :func:`_float_dtype` checks it, complex for complex inputs only and
+    real for real ones (gemm computes no other)."""
+    out = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
+    if (out.kind == "c") != (native_dtype(a.dtype).kind == "c"):
+        raise DTypeError(f"out_dtype={out.name} for {a.dtype.name} inputs: a complex product has a complex result and a "
+                         f"real one a real result; pass out_dtype=None (the inputs' dtype)")
+    return out
+
+
+def _complex_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float, out_dtype: object,
+                   acc_dtype: object, ref: np.ndarray | None, constant: float, precision: str | None) -> np.ndarray:
+    """:func:`error_bound` of a complex product: the real form's bound (its operands in the parts' dtype, exact), each
+    element's the larger of its real and imaginary parts'."""
+    part = _part(native_dtype(a.dtype))
+    out = _part(_result_dtype(a, out_dtype))
+    acc = _part(_float_dtype("acc_dtype", acc_dtype)) if acc_dtype is not None else part
+    big, b_ = real_form(a, b)
+    c_ = stacked(c).astype(out) if c is not None and beta != 0.0 else None
+    tol = error_bound(big.astype(part), b_.astype(part), c_, alpha, beta, out_dtype=out, acc_dtype=acc,
+                      ref=None if ref is None else stacked(ref), constant=constant, precision=precision)
+    m = a.shape[-2]
+    return np.maximum(tol[..., :m, :], tol[..., m:, :])
 
 
 @dataclass(frozen=True)
@@ -221,13 +262,18 @@ class Reference:
             wider = result.dtype.name == "float32" and self.out_dtype.name in HALF_DTYPES
             return CheckResult(False, -1, float("inf"), f"result has dtype {result.dtype.name}, expected {self.out_dtype.name}"
                                                         + (" (pass out_dtype=np.float32 for a result stored wider)" if wider else ""))
-        ref64, tol = self.ref64, self.tol
-        r = result.astype(np.float64)
+        ref64, tol, out_dtype = self.ref64, self.tol, self.out_dtype
+        m = ref64.shape[-2]
+        parts = ref64.dtype.kind == "c"
+        if parts:  # each element's real and imaginary parts, each within the element's bound
+            ref64, r, tol, out_dtype = stacked(ref64), stacked(result), np.concatenate([tol, tol], -2), _part(out_dtype)
+        else:
+            r = result.astype(np.float64)
         # What overflows the output format: the reference rounded to it is the target. That rounding overflows
         # (and underflows) on purpose: all="ignore" keeps it quiet whatever np.seterr or -W error says
         # (np.seterr(all="raise") would raise FloatingPointError for exactly the results compared here).
         with np.errstate(all="ignore"):
-            ref_out = ref64.astype(self.out_dtype).astype(np.float64) if self.out_dtype != np.float64 else ref64
+            ref_out = ref64.astype(out_dtype).astype(np.float64) if out_dtype != np.float64 else ref64
         nan_ref = np.isnan(ref_out)
         inf_ref = np.isinf(ref_out)
         finite = ~(nan_ref | inf_ref)
@@ -238,16 +284,22 @@ class Reference:
         count = int(bad.sum())
         worst = float(np.nanmax(ratio)) if ratio.size and np.isfinite(ratio).any() else (float("inf") if count else 0.0)
         if count == 0:
-            return CheckResult(True, 0, worst, f"all {r.size} elements within the bound (worst error/bound = {worst:.3g})")
+            return CheckResult(True, 0, worst, f"all {r.size // 2 if parts else r.size} elements within the bound (worst "
+                                               f"error/bound = {worst:.3g})")
         idx = tuple(int(x) for x in np.argwhere(bad)[0])
+        where, part = idx, ""
+        if parts:  # named by the element and its part
+            row = idx[-2]
+            where, part = idx[:-2] + (row % m, idx[-1]), (" (real part)" if row < m else " (imaginary part)")
+            count = int((bad[..., :m, :] | bad[..., m:, :]).sum())
         return CheckResult(
             False,
             count,
             worst,
             # the values as numbers: NumPy 2's repr of the float64 copies ("got np.float64(nan)") would name a float64
             # for a float32 or float16 result
-            f"{count} of {r.size} elements outside the bound; first at {idx}: got {float(r[idx])!r}, reference "
-            f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}",
+            f"{count} of {r.size // 2 if parts else r.size} elements outside the bound; first at {where}{part}: got "
+            f"{float(r[idx])!r}, reference {float(ref64[idx])!r}, bound {tol[idx]:.3g}",
         )
 
 
@@ -266,8 +318,8 @@ def reference_for(
     from ..backends.cpu_ref import reference
 
     a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
-    out = _float_dtype("out_dtype", out_dtype if out_dtype is not None else a.dtype)
-    ref64 = reference(a, b, c, alpha, beta, np.float64)
+    out = _result_dtype(a, out_dtype)
+    ref64 = reference(a, b, c, alpha, beta, np.complex128 if out.kind == "c" else np.float64)
     tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64, precision=precision)
     return Reference(ref64, tol, out)
 

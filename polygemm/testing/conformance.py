@@ -21,7 +21,7 @@ import numpy as np
 from .. import errors
 from ..errors import ArgumentError, ArgumentTypeError, UnsupportedProblemError
 from ..backend import Backend, Variant
-from ..core.dtypes import SUPPORTED_DTYPES
+from ..core.dtypes import COMPLEX_DTYPES, SUPPORTED_DTYPES
 from ..core.text import short_repr
 from ..core.precision import governed
 from ..problem import HALF_DTYPES, dtype_named
@@ -90,7 +90,10 @@ class _Ctx:
             self.registered = False
 
     def rand(self, rows: int, cols: int, order: str = "C") -> np.ndarray:
-        x = self.rng.standard_normal((rows, cols)).astype(self.dtype)
+        x = self.rng.standard_normal((rows, cols))
+        if self.dtype.kind == "c":  # both parts random: a kernel that drops or swaps one shows
+            x = x + 1j * self.rng.standard_normal((rows, cols))
+        x = x.astype(self.dtype)
         return np.asfortranarray(x) if order == "F" else np.ascontiguousarray(x)
 
     def poisoned(self, rows: int, cols: int, order: str = "C") -> np.ndarray:
@@ -266,9 +269,13 @@ def _nan_cases() -> dict[str, Case]:
         x.check(got, a, b)
 
     def inf(x: _Ctx) -> None:
-        a, b = np.abs(x.rand(9, 6)) + 1, np.abs(x.rand(6, 11)) + 1
+        a, b = (np.abs(x.rand(*shape)).astype(x.dtype) + 1 for shape in ((9, 6), (6, 11)))  # a complex |x| is real
         b[2, 5] = np.inf
         got = np.asarray(x.gemm(a, b))
+        if x.dtype.kind == "c":  # Inf + NaN·i or NaN + NaN·i as the complex arithmetic goes (numpy.matmul's BLAS: the latter)
+            if np.isfinite(got[:, 5]).any():
+                raise AssertionError("+Inf in b[2, 5] must leave no element of column 5 finite")
+            return
         if not np.isposinf(got[:, 5]).all():
             raise AssertionError("+Inf in b[2, 5] with positive a must make column 5 +Inf")
         x.check(got, a, b)
@@ -301,7 +308,7 @@ def _error_cases() -> dict[str, Case]:
             "1-D a": lambda: expect(errors.ShapeError, "at least 2-D", lambda: x.gemm(a[0], b)),
             "K mismatch": lambda: expect(errors.ShapeError, "(4, 5)", lambda: x.gemm(a, x.rand(4, 6))),
             "int dtype": lambda: _int_product(x, expect, a, b),
-            "mixed dtypes": lambda: expect(errors.DTypeError, "one dtype", lambda: x.gemm(a, b.astype(np.float64 if x.dtype != np.float64 else np.float32))),
+            "mixed dtypes": lambda: expect(errors.DTypeError, "one dtype", lambda: x.gemm(a, b.astype(_OTHER.get(x.dtype.name, np.float64)))),
             "c shape": lambda: expect(errors.ShapeError, "c must have the result's shape", lambda: x.gemm(a, b, x.rand(6, 4), beta=1.0)),
             "beta without c": lambda: expect(errors.ArgumentError, "needs c", lambda: x.gemm(a, b, beta=1.0)),
             "alpha nan": lambda: expect(errors.ArgumentError, "alpha must be finite", lambda: x.gemm(a, b, alpha=float("nan"))),
@@ -312,7 +319,7 @@ def _error_cases() -> dict[str, Case]:
     def _int_product(x: _Ctx, expect: Callable[..., None], a: np.ndarray, b: np.ndarray) -> None:
         """int32 operands: numpy.matmul's exact result from a backend whose variant computes int32, else a DTypeError
         naming what the backend computes."""
-        ai, bi = (a * 8).astype(np.int32), (b * 8).astype(np.int32)
+        ai, bi = (np.real(a) * 8).astype(np.int32), (np.real(b) * 8).astype(np.int32)
         chosen = x.backend.get_variant(x.variant) if x.variant != "auto" else None
         if "int32" in (chosen.dtypes if chosen is not None else x.backend.dtypes()):
             got = np.asarray(x.backend.to_host(x.gemm(ai, bi)))
@@ -332,6 +339,10 @@ def _error_cases() -> dict[str, Case]:
             raise AssertionError("; ".join(failures))
 
     return {"bad_inputs": run_all}
+
+
+#: a dtype of the same kind as the one under test, for the case of operands of two dtypes
+_OTHER = {"float64": np.float32, "complex64": np.complex128, "complex128": np.complex64}
 
 
 def _readonly(x: np.ndarray) -> np.ndarray:
@@ -399,7 +410,9 @@ def modified_variants(be: Backend, variants: Iterable[str] | None) -> dict[str, 
 
 
 #: what the suite leaves out, said wherever a selection asks for it
-UNCHECKED_DTYPES = "complex and integer products are compared with numpy.matmul by a backend's own tests"
+UNCHECKED_DTYPES = "integer products are exact: a backend's own tests compare them with numpy.matmul's"
+#: the dtypes the suite checks: those the error bound is written for
+CHECKED_DTYPES: tuple[str, ...] = SUPPORTED_DTYPES + COMPLEX_DTYPES
 
 
 def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[str] | None) -> Iterator[tuple[str, str]]:
@@ -413,9 +426,9 @@ def _iter_targets(be: Backend, dtypes: Iterable[str] | None, variants: Iterable[
         runs += [(name, mv) for name, mv in modified.items() if name.partition(":")[0] == v.name]
         for name, chosen in runs:
             for d in chosen.dtypes:
-                # the floating dtypes, which the suite's error bound is written for (complex and integer products are
-                # compared with numpy.matmul by the tests of their backends)
-                if (want_d is None or d in want_d) and d in SUPPORTED_DTYPES:
+                # the floating and complex dtypes, which the suite's error bound is written for (integer products are
+                # exact, compared with numpy.matmul by the tests of their backends)
+                if (want_d is None or d in want_d) and d in CHECKED_DTYPES:
                     yield d, name
 
 
@@ -451,11 +464,11 @@ def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] 
     return no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) would take for a pass.
     A variant of another backend selects nothing here, as ``polygemm matrix`` passes one list to every backend."""
 
-    unknown = [d for d in dtypes or () if d not in SUPPORTED_DTYPES]
+    unknown = [d for d in dtypes or () if d not in CHECKED_DTYPES]
     if unknown:
         raise ArgumentError(f"dtypes names {', '.join(map(repr, unknown))}, which the conformance suite does not check "
                             f"({UNCHECKED_DTYPES}); "
-                            f"name {', '.join(SUPPORTED_DTYPES)}")
+                            f"name {', '.join(CHECKED_DTYPES)}")
     grid = case_groups(quick=True)
     unknown = [g for g in groups or () if g not in grid]
     if unknown:
@@ -555,7 +568,7 @@ def run_conformance(
         declared = sorted({d for v in be.variants() for d in v.dtypes})
         raise ArgumentError(f"no case to run on {be.name!r}: its variants declare {', '.join(declared) or 'no dtype'}"
                             + (f" and the selection asks for {', '.join(dtypes)}" if dtypes else "")
-                            + f"; the suite checks {', '.join(SUPPORTED_DTYPES)} ({UNCHECKED_DTYPES})")
+                            + f"; the suite checks {', '.join(CHECKED_DTYPES)} ({UNCHECKED_DTYPES})")
     results: list[CaseResult] = []
     available, reason = availability(be)
     if not available:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.complex_form import real_form, stacked
 from ..core.dtypes import finfo
 from ..core.exact import exact_integer_product
 from .report import SHOWN, CheckReport, Finding
@@ -106,7 +107,7 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
     does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
     and shape, for the report; ``precision``: the one the call asked (its bound sets the threshold). A complex product
-    is checked as the real one it equals (:func:`_real_form`)."""
+    is checked as the real one it equals (:func:`~polygemm.core.complex_form.real_form`)."""
     if dtype.kind in "iub" or out_dtype.kind in "iub":
         return _integer_check(a, b, c0, result, alpha, beta, out_dtype=out_dtype, rng=rng, about=about)
     if any(x is not None and np.iscomplexobj(x) for x in (a, b, c0, result)) or dtype.kind == "c":
@@ -183,19 +184,6 @@ def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     return CheckReport.of(failed == 0, int(failed_rows.size), 0, failed, rows, columns, 0.0, "the host", about or {})
 
 
-def _real_form(a: Any, b: Any, c0: Any, result: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """The real product a complex one equals: [[Ar, -Ai], [Ai, Ar]] · [[Br], [Bi]] = [[Cr], [Ci]] (C0 and the result
-    stacked as C is): its rows are the result's real parts, then its imaginary parts."""
-    a_, b_, r_ = (np.asarray(x).astype(np.complex128) for x in (a, b, result))
-    big = np.concatenate([np.concatenate([a_.real, -a_.imag], -1), np.concatenate([a_.imag, a_.real], -1)], -2)
-
-    def stacked(x: np.ndarray) -> np.ndarray:
-        return np.concatenate([x.real, x.imag], -2)
-
-    c_ = None if c0 is None else stacked(np.asarray(c0).astype(np.complex128))
-    return big, stacked(b_), c_, stacked(r_)
-
-
 def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
                    rng: np.random.Generator, scalar_dtype: np.dtype | None, about: dict[str, str] | None,
                    precision: str = "highest") -> CheckReport:
@@ -205,7 +193,9 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     m = np.asarray(a).shape[-2]
     real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
     part, out_part = real.get(dtype.name, np.dtype(np.float64)), real.get(out_dtype.name, np.dtype(np.float64))
-    big, b_, c_, r_ = _real_form(a, b, c0 if beta != 0.0 else None, result)
+    big, b_ = real_form(a, b)
+    c_ = stacked(c0) if c0 is not None and beta != 0.0 else None
+    r_ = stacked(result)
     # complex arithmetic carries a NaN or an infinity from one part into the other (inf * 0 in one part's sums is a NaN
     # in the other's, beta * c with a NaN in c's real part a NaN in both): a row is unchecked in both parts where its
     # operands are not finite in either, or where its result is not finite and either part may rightly overflow

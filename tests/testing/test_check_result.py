@@ -194,14 +194,14 @@ def test_check_result_inf_and_nan_in_inputs():
     (lambda a, b, c: (np.stack([a, a]), np.stack([b, b, b])), {}, ShapeError, r"batch dimensions of a \(2, 5, 4\) and b \(3, 4, 3\)"),
     (lambda a, b, c: (a, b.astype(np.float64)), {}, DTypeError, r"a \(float32\) and b \(float64\) must have one dtype"),
     (lambda a, b, c: (a.astype(np.int32), b.astype(np.int32)), {}, DTypeError, r"^a has dtype int32;.*float16, bfloat16"),
-    (lambda a, b, c: (a.astype(np.complex64), b.astype(np.complex64)), {}, DTypeError, r"^a has dtype complex64"),
+    (lambda a, b, c: (a, b), {"out_dtype": np.complex64}, DTypeError, r"^out_dtype=complex64 for float32 inputs"),
     (lambda a, b, c: (a, b, c.astype(np.int8), 1.0, 1.0), {}, DTypeError, r"^c has dtype int8"),
     (lambda a, b, c: (a, b, None, "2"), {}, ArgumentError, r"^alpha must be a real number"),
     (lambda a, b, c: (a, b, c, 1.0, float("nan")), {}, ArgumentError, r"^beta must be finite"),
     (lambda a, b, c: (a, b), {"out_dtype": "int8"}, DTypeError, r"^out_dtype='int8' is int8; pass one of float16"),
     (lambda a, b, c: (a, b), {"out_dtype": "floaty"}, DTypeError, r"^out_dtype='floaty' is not a dtype"),
     (lambda a, b, c: (a, b), {"acc_dtype": np.int64}, DTypeError, r"^acc_dtype=.* is int64"),
-], ids=["K-mismatch", "1-D a", "1-D b", "c transposed", "c short, beta 0", "batches", "a/b dtypes", "int", "complex",
+], ids=["K-mismatch", "1-D a", "1-D b", "c transposed", "c short, beta 0", "batches", "a/b dtypes", "int", "complex out",
         "int c", "alpha str", "beta nan", "out_dtype int", "out_dtype typo", "acc_dtype int"])
 def test_testing_arguments_passed_by_mistake_are_named(rng, args, kw, err, match):
     # each is named as the argument passed by mistake: NumPy's own errors (a gufunc signature, "operands could not be
@@ -748,3 +748,28 @@ def test_error_bound_refuses_a_reference_of_another_shape():
     for ref in (np.float64(1e30), np.ones((2, 3))):  # a scalar would broadcast to a bound any result meets
         with pytest.raises(ShapeError, match=r"ref must be .* shape \(3, 2\)"):
             error_bound(a, b, ref=ref)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_results_are_checked_part_by_part(rng, dtype):
+    """A complex product is bounded as the real one it equals: gemm's result passes; one part of one element moved
+    by more than its bound fails, named by the element and the part; a real result for complex inputs fails by its
+    dtype, and a real out_dtype is refused."""
+    def crand(*shape):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+    a, b, c = crand(2, 17, 33), crand(33, 9), crand(2, 17, 9)
+    got = pg.gemm(a, b, c, alpha=0.5, beta=-2.0, device="cpu")
+    assert check_result(got, a, b, c, 0.5, -2.0).ok
+    tol = error_bound(a, b, c, 0.5, -2.0)
+    assert tol.shape == got.shape and tol.dtype == np.float64 and (tol > 0).all()
+    moved = got.copy()
+    moved[1, 3, 4] += 3j * tol[1, 3, 4]
+    res = check_result(moved, a, b, c, 0.5, -2.0)
+    assert not res.ok and res.violations == 1 and "(1, 3, 4) (imaginary part)" in res.message
+    moved = got.copy()
+    moved[0, 16, 8] -= 3 * tol[0, 16, 8]
+    assert "(0, 16, 8) (real part)" in check_result(moved, a, b, c, 0.5, -2.0).message
+    assert "expected complex" in check_result(got.real.copy(), a, b, c, 0.5, -2.0).message
+    with pytest.raises(DTypeError, match="a complex product has a complex result"):
+        error_bound(a, b, out_dtype=np.float64)

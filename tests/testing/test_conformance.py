@@ -95,6 +95,21 @@ def test_suite_detects_a_wrong_backend(monkeypatch):
     assert any(r.status == "fail" and r.group == "shapes" for r in results)
 
 
+def test_cpu_passes_complex_conformance_and_a_backend_that_drops_imaginary_parts_fails(monkeypatch):
+    """The suite checks complex products against the bound of the real product they equal: the cpu backend passes
+    every case; a reference that drops B's imaginary parts fails the shapes."""
+    rows = run_conformance("cpu", dtypes=["complex64", "complex128"], quick=True)
+    assert {r.dtype for r in rows} == {"complex64", "complex128"}
+    assert not [r for r in rows if r.status == "fail"] and sum(r.status == "pass" for r in rows) > 40
+
+    from polygemm.backends.cpu_ref import backend as cpu
+
+    real = cpu.reference
+    monkeypatch.setattr(cpu, "reference", lambda a, b, *rest: real(a, np.asarray(b).real.astype(np.asarray(b).dtype), *rest))
+    rows = run_conformance("cpu", dtypes=["complex64"], variants=["reference"], groups="shapes", quick=True)
+    assert rows and all(r.status == "fail" and "outside the bound" in r.detail for r in rows if r.case != "empty"), rows
+
+
 def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
     """``pytest --pyargs polygemm.testing`` with a variant or dtype filter the backend lacks (a typo in a plugin's CI)
     fails with a message naming it and what exists, not '1 skipped (empty parameter set)'. A valid filter still
@@ -149,11 +164,12 @@ def test_cuda_split_variants_are_listed_and_run_or_skipped_with_the_reason(capsy
     cuda = registry.get_backend("cuda")
     listed = {(d, v) for d, v, *_ in iter_cases(cuda, variants=["cm_v12_cp_async:split_k=4", "hgemm_v1_mma_ldmatrix:split_k=2"],
                                                  quick=True)}
-    assert listed == {("float32", "cm_v12_cp_async:split_k=4"), ("float16", "hgemm_v1_mma_ldmatrix:split_k=2"),
-                      ("bfloat16", "hgemm_v1_mma_ldmatrix:split_k=2")}
+    assert listed == {("float32", "cm_v12_cp_async:split_k=4"), ("complex64", "cm_v12_cp_async:split_k=4"),
+                      ("float16", "hgemm_v1_mma_ldmatrix:split_k=2"), ("bfloat16", "hgemm_v1_mma_ldmatrix:split_k=2")}
     rows = run_conformance("cuda", variants=["cm_v12_cp_async:split_k=4"], quick=True)
     if not _available("cuda"):
-        assert [(r.dtype, r.variant, r.status) for r in rows] == [("float32", "cm_v12_cp_async:split_k=4", "skip")]
+        assert [(r.dtype, r.variant, r.status) for r in rows] == [("float32", "cm_v12_cp_async:split_k=4", "skip"),
+                                                                  ("complex64", "cm_v12_cp_async:split_k=4", "skip")]
         assert rows[0].detail.startswith("backend unavailable: ")
     else:  # on a GPU: the whole grid under the split's name
         assert rows and {r.variant for r in rows} == {"cm_v12_cp_async:split_k=4"}
