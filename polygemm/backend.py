@@ -85,9 +85,13 @@ class Capabilities:
     notes: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(eq=False)
 class Plan:
-    """What will run for one problem, and why. ``str(plan)`` is a readable summary."""
+    """What will run for one problem, and why. ``str(plan)`` is a readable summary.
+
+    Two plans are equal when they run the same: the same problem (:meth:`GemmProblem.described`: sizes, dtypes,
+    scalars, layouts, not the operands' addresses) by the same backend, variant and launch; where a plan came from
+    (``cached``, ``uncached``) and the backend's private objects are no part of it."""
 
     backend: str
     variant: str
@@ -103,14 +107,24 @@ class Plan:
     #: backend-private decisions consumed by ``run``/``execute`` (a backend's own typed object,
     #: e.g. the cuda backend's prepared launch); plugins may keep a dict here
     private: Any = field(default_factory=dict, repr=False)
-    #: True when this plan came from the core's plan cache (set on what ``explain`` returns); not part of what a plan
-    #: is: two plans that run the same compare equal whether or not one came from the cache
-    cached: bool = field(default=False, compare=False)
+    #: True when this plan came from the core's plan cache (set on what ``explain`` returns)
+    cached: bool = False
     #: why a plan made for a call is not kept for the next one ("" when it is): an operand the cache does not key
     #: (a list, an ndarray subclass, another library's CPU array), or the cache turned off
-    uncached: str = field(default="", compare=False)
+    uncached: str = ""
     #: the precision used and the error bound that holds (set by the core from the variant's precision)
     precision: str = ""
+
+    def _compared(self) -> tuple[Any, ...]:
+        return (self.backend, self.variant, self.reason, self.problem.described(), self.device, self.layouts, self.copies,
+                self.padding, self.launch, self.candidates, self.notes, self.precision)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: as a dataclass with eq
 
     def bind(self, call: Call) -> "Plan":
         """A copy of this plan whose problem carries ``call``'s operands, alpha and beta."""

@@ -408,4 +408,10 @@ def test_a_plan_from_the_cache_equals_the_plan_it_was_made_as(rng):
     made, cached = pg.explain(a, b, device="cpu"), pg.explain(a, b, device="cpu")
     assert not made.cached and cached.cached
     assert made == cached
-    assert made != pg.explain(a, b[:, :4], device="cpu")
+    assert made != pg.explain(a, b[:, :4], device="cpu") and made != pg.explain(a, b, alpha=2.0, device="cpu")
+    # a plan cached by a call on other arrays of the same shape: the same plan (the addresses are no part of it)
+    pg.clear_plan_cache()
+    pg.gemm(a.copy(), b.copy(), device="cpu")
+    assert pg.explain(a, b, device="cpu") == made
+    swapped = a.astype(">f4"), b.astype(">f4")  # read through a copy of its own each time
+    assert pg.explain(*swapped, device="cpu") == pg.explain(*swapped, device="cpu")
