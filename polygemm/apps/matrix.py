@@ -16,14 +16,13 @@ from typing import Any, Sequence
 
 from .. import registry
 from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
-from ..testing.conformance import UNCHECKED_DTYPES, CaseResult, case_groups, run_conformance
+from ..testing.conformance import CHECKED_DTYPES as _DTYPES, UNCHECKED_DTYPES, CaseResult, case_groups, run_conformance
 from .arguments import split_names
 from .outputs import write_file
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
 
 #: what --dtypes names (the dtypes polygemm knows; each backend computes a subset)
-_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def run_matrix(

@@ -550,8 +550,8 @@ def run_conformance(
     ``dtypes``, ``variants`` and ``groups`` select (lists of names, or one string of names comma
     separated); a name no backend has raises ArgumentError rather than selecting nothing, and so
     does a dtype selection that leaves this backend no (dtype, variant) to run (the suite checks the
-    floating dtypes; complex and integer products are compared with numpy.matmul by the tests of
-    their backends), unless ``allow_empty`` (``polygemm matrix``, one selection for every backend).
+    floating and complex dtypes, :data:`CHECKED_DTYPES`; integer products are exact, compared with numpy.matmul
+    by the tests of their backends), unless ``allow_empty`` (``polygemm matrix``, one selection for every backend).
     ``progress`` is called after every case (for progress displays).
     """
     if not isinstance(backend, (str, Backend)):

@@ -352,3 +352,11 @@ def test_matrix_that_selects_no_case_is_an_error(capsys):
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--variants", "numpy:split_k=4", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "variants names 'numpy:split_k=4', which backend 'cpu' does not run" in err and "is not a variant" in err
+
+
+def test_matrix_runs_a_complex_dtype_and_refuses_an_integer_one_saying_why(capsys):
+    assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "complex64", "--variants", "reference", "--no-progress"]) == 0
+    assert "complex64" in capsys.readouterr().out
+    assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "int32", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "'int32' is not a dtype the conformance matrix checks" in err and "integer products are exact" in err
