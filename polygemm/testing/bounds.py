@@ -12,13 +12,15 @@ underflow are not failed). Unit roundoffs: 2**-11 float16, 2**-8 bfloat16, 2**-2
 reference must be matched exactly.
 
 A complex product is bounded as the real one it equals (``[[Ar, -Ai], [Ai, Ar]] · [[Br], [Bi]]``, over 2K, its
-parts of complex64 float32's, of complex128 float64's): each element's real and imaginary parts are each within the
-larger of the two parts' bounds.
+parts of complex64 float32's, of complex128 float64's): :func:`check_result` holds each part of each element to its
+own bound (:func:`error_bound` gives each element the larger of its parts'); where the reference is not finite in
+either part, the result must not be finite either (complex arithmetic makes Inf + NaN·i or NaN + NaN·i of one
+infinity of the inputs, as its order of operations goes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -122,6 +124,9 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     # beside a '<f4' is one dtype
     if native_dtype(a64.dtype) != native_dtype(b64.dtype):
         raise DTypeError(f"a ({a64.dtype.name}) and b ({b64.dtype.name}) must have one dtype, as gemm takes them")
+    if c64 is not None and (c64.dtype.kind == "c") != (a64.dtype.kind == "c"):  # as gemm refuses it: no part dropped
+        raise DTypeError(f"c ({c64.dtype.name}) and a ({a64.dtype.name}) must both be complex or both real, as gemm takes "
+                         f"them: c has the result's dtype")
     if a64.shape[-1] != b64.shape[-2]:
         raise ShapeError(f"a {a64.shape} and b {b64.shape} do not multiply: a has {a64.shape[-1]} columns, b {b64.shape[-2]} rows")
     try:
@@ -213,17 +218,23 @@ def _result_dtype(a: np.ndarray, out_dtype: object) -> np.dtype:
 
 def _complex_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float, out_dtype: object,
                    acc_dtype: object, ref: np.ndarray | None, constant: float, precision: str | None) -> np.ndarray:
-    """:func:`error_bound` of a complex product: the real form's bound (its operands in the parts' dtype, exact), each
-    element's the larger of its real and imaginary parts'."""
+    """:func:`error_bound` of a complex product: each element's the larger of its parts' (:func:`_parts_bound`)."""
+    tol = _parts_bound(a, b, c, alpha, beta, out_dtype, acc_dtype, ref, constant, precision)
+    m = a.shape[-2]
+    return np.maximum(tol[..., :m, :], tol[..., m:, :])
+
+
+def _parts_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float, out_dtype: object,
+                 acc_dtype: object, ref: np.ndarray | None, constant: float, precision: str | None) -> np.ndarray:
+    """The bound of a complex product's parts: the real form's (its operands in the parts' dtype, exact), the real
+    parts' rows over the imaginary parts'."""
     part = _part(native_dtype(a.dtype))
     out = _part(_result_dtype(a, out_dtype))
     acc = _part(_float_dtype("acc_dtype", acc_dtype)) if acc_dtype is not None else part
     big, b_ = real_form(a, b)
     c_ = stacked(c).astype(out) if c is not None and beta != 0.0 else None
-    tol = error_bound(big.astype(part), b_.astype(part), c_, alpha, beta, out_dtype=out, acc_dtype=acc,
-                      ref=None if ref is None else stacked(ref), constant=constant, precision=precision)
-    m = a.shape[-2]
-    return np.maximum(tol[..., :m, :], tol[..., m:, :])
+    return error_bound(big.astype(part), b_.astype(part), c_, alpha, beta, out_dtype=out, acc_dtype=acc,
+                       ref=None if ref is None else stacked(ref), constant=constant, precision=precision)
 
 
 @dataclass(frozen=True)
@@ -241,11 +252,14 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Reference:
-    """The float64 reference and its elementwise bound, computed once, compared often."""
+    """The float64 reference and its elementwise bound, computed once, compared often (a complex product's: its
+    complex128 reference, each element's bound the larger of its parts'; ``parts``, where given, each part's own,
+    the real parts' rows over the imaginary parts', which :meth:`compare` holds each part to)."""
 
     ref64: np.ndarray
     tol: np.ndarray
     out_dtype: np.dtype
+    parts: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def compare(self, result: np.ndarray) -> CheckResult:
         """Check ``result`` elementwise against the reference under the bound. A result of another
@@ -265,8 +279,9 @@ class Reference:
         ref64, tol, out_dtype = self.ref64, self.tol, self.out_dtype
         m = ref64.shape[-2]
         parts = ref64.dtype.kind == "c"
-        if parts:  # each element's real and imaginary parts, each within the element's bound
-            ref64, r, tol, out_dtype = stacked(ref64), stacked(result), np.concatenate([tol, tol], -2), _part(out_dtype)
+        if parts:  # each element's real and imaginary parts, each within its part's bound
+            tol = self.parts if self.parts is not None else np.concatenate([tol, tol], -2)
+            ref64, r, out_dtype = stacked(ref64), stacked(result), _part(out_dtype)
         else:
             r = result.astype(np.float64)
         # What overflows the output format: the reference rounded to it is the target. That rounding overflows
@@ -281,25 +296,33 @@ class Reference:
             err = np.abs(r - ref64)
             bad = (nan_ref & ~np.isnan(r)) | (inf_ref & (r != ref_out)) | (finite & ~(err <= tol))  # NaN in r fails
             ratio = np.where(finite, err / tol, 0.0)
-        count = int(bad.sum())
+        size = r.size
+        if parts:
+            # an element whose exact reference is not finite in either part (an infinity or NaN of the inputs): complex
+            # arithmetic gives Inf + NaN·i or NaN + NaN·i as its order of operations goes (BLAS the latter), so the
+            # result must not be finite either (in some part); the other elements part by part (a part that overflows
+            # the result's dtype must match the reference's infinity, the other stay within its own bound)
+            off = ~np.isfinite(ref64[..., :m, :]) | ~np.isfinite(ref64[..., m:, :])
+            lost = off & np.isfinite(r[..., :m, :]) & np.isfinite(r[..., m:, :])
+            bad = np.concatenate([lost | (~off & bad[..., :m, :]), ~off & bad[..., m:, :]], -2)
+            size //= 2
+        count = int(bad.sum()) if not parts else int((bad[..., :m, :] | bad[..., m:, :]).sum())
         worst = float(np.nanmax(ratio)) if ratio.size and np.isfinite(ratio).any() else (float("inf") if count else 0.0)
         if count == 0:
-            return CheckResult(True, 0, worst, f"all {r.size // 2 if parts else r.size} elements within the bound (worst "
-                                               f"error/bound = {worst:.3g})")
+            return CheckResult(True, 0, worst, f"all {size} elements within the bound (worst error/bound = {worst:.3g})")
         idx = tuple(int(x) for x in np.argwhere(bad)[0])
         where, part = idx, ""
         if parts:  # named by the element and its part
             row = idx[-2]
             where, part = idx[:-2] + (row % m, idx[-1]), (" (real part)" if row < m else " (imaginary part)")
-            count = int((bad[..., :m, :] | bad[..., m:, :]).sum())
         return CheckResult(
             False,
             count,
             worst,
             # the values as numbers: NumPy 2's repr of the float64 copies ("got np.float64(nan)") would name a float64
             # for a float32 or float16 result
-            f"{count} of {r.size // 2 if parts else r.size} elements outside the bound; first at {where}{part}: got "
-            f"{float(r[idx])!r}, reference {float(ref64[idx])!r}, bound {tol[idx]:.3g}",
+            f"{count} of {size} elements outside the bound; first at {where}{part}: got {float(r[idx])!r}, reference "
+            f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}",
         )
 
 
@@ -319,7 +342,12 @@ def reference_for(
 
     a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
     out = _result_dtype(a, out_dtype)
-    ref64 = reference(a, b, c, alpha, beta, np.complex128 if out.kind == "c" else np.float64)
+    if out.kind == "c":
+        ref64 = reference(a, b, c, alpha, beta, np.complex128)
+        each = _parts_bound(a, b, c, alpha, beta, out, acc_dtype, ref64, BOUND_CONSTANT, precision)
+        m = a.shape[-2]
+        return Reference(ref64, np.maximum(each[..., :m, :], each[..., m:, :]), out, each)
+    ref64 = reference(a, b, c, alpha, beta, np.float64)
     tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64, precision=precision)
     return Reference(ref64, tol, out)
 

@@ -773,3 +773,26 @@ def test_complex_results_are_checked_part_by_part(rng, dtype):
     assert "expected complex" in check_result(got.real.copy(), a, b, c, 0.5, -2.0).message
     with pytest.raises(DTypeError, match="a complex product has a complex result"):
         error_bound(a, b, out_dtype=np.float64)
+
+
+def test_complex_parts_are_held_to_their_own_bounds_and_infinities_as_complex_arithmetic_makes_them():
+    """A part that overflows does not loosen the other part's bound; an infinity of the inputs may come out as
+    Inf + NaN·i (plain complex arithmetic) or NaN + NaN·i (BLAS), but not as a finite value; a complex c for a real
+    product is refused, not read without its imaginary parts."""
+    a = np.array([[3e38 + 1j, 0]], np.complex64)
+    b = np.array([[10 + 0j], [0]], np.complex64)
+    got = pg.gemm(a, b, device="cpu")
+    assert np.isposinf(got.real[0, 0]) and check_result(got, a, b).ok
+    got.imag = 12345
+    res = check_result(got, a, b)
+    assert not res.ok and "(imaginary part)" in res.message
+    a = np.array([[np.inf + 0j, 1 + 1j], [1, 2 - 1j]])
+    b = np.array([[1 + 0j, 2], [1 - 1j, 3]])
+    with np.errstate(invalid="ignore"):
+        plain = np.array([[sum(a[i, k] * b[k, j] for k in range(2)) for j in range(2)] for i in range(2)])
+    assert np.isposinf(plain[0, 0].real) and check_result(plain, a, b).ok
+    plain[0, 0] = 5.0
+    assert "(0, 0) (real part)" in check_result(plain, a, b).message
+    x, y = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    with pytest.raises(DTypeError, match=r"c \(complex64\) and a \(float32\) must both be complex or both real"):
+        check_result(x @ y, x, y, np.full((2, 2), 1 + 5j, np.complex64))
