@@ -95,6 +95,8 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
     from .errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
 
     name = None if device is None else registry.resolve_device(device)
+    if variant == "auto" and name in (None, "auto"):  # each worker's choice among its backends
+        return
     if name is not None and name != "auto":
         found, _ = registry.lookup(name)  # the backend itself, not its device N: that is the workers'
         if found is None:  # refused already by registry.check_known
@@ -102,6 +104,12 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
         try:
             be = registry.get_backend(found)  # imported, not probed
         except BackendUnavailableError:  # a plugin that failed to import: its tasks say so
+            return
+        if variant == "auto":  # whichever variant auto picks computes one of the backend's dtypes
+            kinds = tuple(be.dtypes())
+            if dtype.name not in kinds:
+                raise DTypeError(f"backend {be.name!r} computes {', '.join(kinds)}, not {dtype.name}; pass device=None for "
+                                 f"each worker's choice, or a backend that computes {dtype.name} (polygemm variants lists what each computes)")
             return
         try:
             chosen = be.get_variant(variant)  # raises UnsupportedProblemError naming the known variants
@@ -260,7 +268,7 @@ def gemm(
         # to the tasks by name; anything else is the ArgumentTypeError saying what is accepted
         device = registry.device_arg_name(device)
         registry.check_known(device)
-    if variant != "auto":  # as polygemm.gemm reads it: "AUTO" is a (missing) variant name
+    if variant != "auto" or device is not None:  # as polygemm.gemm reads it: "AUTO" is a (missing) variant name
         _check_variant(variant, device, A.dtype)
     m, k = (int(s) for s in A.shape)
     kb, n = (int(s) for s in B.shape)

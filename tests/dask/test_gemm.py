@@ -1004,3 +1004,12 @@ def test_dask_gemm_passes_precision_to_every_block(rng, monkeypatch):
     got = pgd.gemm(da.from_array(a, chunks=(4, 6)), da.from_array(b, chunks=(6, 3)), device="cpu", precision="medium").compute(scheduler="sync")
     assert seen and set(seen) == {"medium"}
     assert_close(got, a, b)
+
+
+def test_a_dtype_the_named_backend_does_not_compute_is_refused_when_the_graph_is_built():
+    """device='cuda' with int8 operands: no cuda variant computes integers, said now rather than at compute()."""
+    A, B = da.ones((8, 6), dtype=np.int8), da.ones((6, 4), dtype=np.int8)
+    with pytest.raises(DTypeError, match="backend 'cuda' computes .*float32.*, not int8"):
+        pgd.gemm(A, B, device="cuda")
+    assert pgd.gemm(A, B, device="cpu").compute()[0, 0] == 6
+    assert pgd.gemm(A, B).dtype == np.int8  # each worker's choice: not refused here
