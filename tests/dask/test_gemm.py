@@ -600,8 +600,10 @@ def test_dask_many_k_chunks_single_chunks_and_lazy_errors(rng):
     assert_within(one.compute(), a, b)
     with pytest.raises(UnsupportedProblemError, match="variant='nope' is not a variant of backend 'cpu'"):
         pgd.gemm(da.from_array(a, chunks=3), da.from_array(b, chunks=3), device="cpu", variant="nope")
-    lazy = pgd.gemm(da.from_array(a, chunks=3), da.from_array(b, chunks=3), device="musa")  # built: musa is known
-    with pytest.raises(pg.PolygemmError):  # float32 on musa (or musa unavailable): said by compute()
+    with pytest.raises(DTypeError, match="backend 'musa' computes float16, not float32"):  # its table says so, GPU or not
+        pgd.gemm(da.from_array(a, chunks=3), da.from_array(b, chunks=3), device="musa")
+    lazy = pgd.gemm(*(da.from_array(x.astype(np.float16), chunks=3) for x in (a, b)), device="musa")  # built: musa is known
+    with pytest.raises(pg.PolygemmError):  # no MUSA device here (or one that fails): said by compute()
         lazy.compute()
 
 
