@@ -187,7 +187,8 @@ def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None
                     f"numpy.matmul computes them; pass a whole {name}, or cast a and b to a floating dtype that holds "
                     f"their values (e.g. a.astype(np.float64), exact below 2**53)")
         if not info.min <= int(value) <= info.max:  # as NumPy 2 refuses a Python int its dtype cannot hold (OverflowError)
+            wider = ("cast a and b to a wider integer dtype (e.g. a.astype(np.int64))" if info.bits < 64 else
+                     "scale the result yourself (no integer dtype is wider than 64 bits)")
             return (f"{name}={int(value)} is out of bounds for {dtype} ({info.min} to {info.max}): {dtype} products scale in "
-                    f"{dtype} arithmetic; pass {name} in that range, or cast a and b to a wider integer dtype "
-                    f"(e.g. a.astype(np.int64))")
+                    f"{dtype} arithmetic; pass {name} in that range, or {wider}")
     return None

@@ -4,6 +4,7 @@ computed and before it is checked, so a pipeline's handling of a failed check ca
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.dtypes import finfo
 from ..errors import ArgumentError
 
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
@@ -61,8 +63,11 @@ def _due() -> list[Fault]:
 
 
 def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
-    raw = x.view(_UINTS[x.dtype.itemsize])
-    raw[idx] ^= raw.dtype.type(1 << bit)
+    """Flip ``bit`` of element ``idx`` of ``x`` in its storage (a complex128's 128 bits: its real part's 64, then
+    its imaginary part's)."""
+    raw = bytearray(np.asarray(x[idx]).tobytes())
+    raw[bit // 8 if sys.byteorder == "little" else len(raw) - 1 - bit // 8] ^= 1 << (bit % 8)
+    x[idx] = np.frombuffer(bytes(raw), dtype=x.dtype)[0]
 
 
 def corrupt(result: Any, to_host: Any = None) -> None:
@@ -75,8 +80,8 @@ def corrupt(result: Any, to_host: Any = None) -> None:
             raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
         if f.value is not None:
             _check_storable(f.value, result)
-        if f.bit is not None and not 0 <= f.bit < 8 * np.dtype(_itemsize_dtype(result)).itemsize:
-            raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * np.dtype(_itemsize_dtype(result)).itemsize}-bit elements")
+        if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
+            raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
         if isinstance(result, np.ndarray):
             if f.bit is None:
                 result[idx] = f.value
@@ -99,33 +104,42 @@ def corrupt(result: Any, to_host: Any = None) -> None:
         elif module == "cupy":
             result.set(host)
         else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
-            raw = _UINTS[host.dtype.itemsize]
-            result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
+            raw = _UINTS.get(host.dtype.itemsize)
+            if raw is None:  # complex128: a buffer format of its own
+                result.set(host)
+            else:
+                result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
 
 
 def _check_storable(value: float | complex | int, result: Any) -> None:
     """ArgumentError unless ``value`` lands in ``result``'s elements as given: an integer result
     would truncate 3.5 to 3 (or no fault at all where 3 is the right value), a real one drop an
-    imaginary part; NaN and infinities are refused by integers as NumPy refuses them."""
+    imaginary part, a float one turn a finite value past its largest into an infinity; NaN and
+    infinities are refused by integers as NumPy refuses them."""
     name = str(getattr(result, "dtype", "")).removeprefix("torch.")
-    if name.startswith("complex"):
-        return
     imag = value.imag if isinstance(value, complex) else 0.0
-    real = value.real if isinstance(value, complex) else float(value)
-    if imag != 0.0:
+    real = value.real if isinstance(value, complex) else value if isinstance(value, int) else float(value)  # an int whole
+    if imag != 0.0 and not name.startswith("complex"):
         raise ArgumentError(f"inject_fault: value={value!r} has an imaginary part; the result is {name}: pass a real value")
+    if name.startswith(("float", "bfloat", "complex")):
+        part = {"complex64": "float32", "complex128": "float64"}.get(name, name)
+        largest = float(finfo(part).max)
+        if any((isinstance(v, int) or math.isfinite(v)) and abs(v) > largest for v in (real, imag)):
+            raise ArgumentError(f"inject_fault: value={value!r} is past the {name} result's largest finite value "
+                                f"({largest:.4g}): it would be stored as an infinity; pass float('inf') for one")
+        return
     if name == "bool":
         if real not in (0.0, 1.0):
             raise ArgumentError(f"inject_fault: value={value!r} is not a bool; the result is bool: pass 0 or 1 (or use bit=0)")
     elif name.startswith(("int", "uint")):
         info = np.iinfo(np.dtype(name))
         # an int compared as it is (an int64 result holds integers past float64's 53 bits), a float only when whole
-        whole = value if isinstance(value, int) else int(real) if np.isfinite(real) and real.is_integer() else None
+        whole = value if isinstance(value, int) else int(real) if math.isfinite(real) and float(real).is_integer() else None
         if whole is None or not info.min <= whole <= info.max:
             raise ArgumentError(f"inject_fault: value={value!r} does not fit the {name} result exactly (it would not be "
                                 f"stored as given); pass an integer from {info.min} to {info.max}")
 
 
-def _itemsize_dtype(x: Any) -> np.dtype:
-    size = getattr(x, "itemsize", None) or getattr(x, "element_size", lambda: 4)()
-    return np.dtype(_UINTS[int(size)])
+def _itemsize(x: Any) -> int:
+    """Bytes an element of ``x`` (a NumPy, CuPy or pycuda array, or a torch tensor) takes."""
+    return int(getattr(x, "itemsize", None) or getattr(x, "element_size", lambda: 4)())

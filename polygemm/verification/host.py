@@ -52,9 +52,11 @@ def _findings(failed: np.ndarray, diff: np.ndarray, thr: np.ndarray, exact: bool
 
 def _f64(x: Any) -> np.ndarray:
     arr = np.asarray(x)
-    if arr.dtype.kind == "f":  # widening a float raises no floating-point error: no error state to set (a few µs)
-        return arr.astype(np.float64, copy=False)
-    with np.errstate(all="ignore"):  # a NaN or infinity is a value the check reads like any other
+    if arr.dtype == np.float64:
+        return arr
+    # a NaN or infinity is a value the check reads like any other, a signalling NaN too (a flipped exponent bit makes
+    # one, and widening it raises the invalid-operation flag)
+    with np.errstate(all="ignore"):
         return arr.astype(np.float64, copy=False)
 
 
@@ -171,7 +173,11 @@ def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
                                                  None if cv is None else (r @ cv.astype(work))[..., None, :], alpha, beta, out_dtype)[..., 0, :]
             got_d = got.astype(out_dtype)
             want_d = np.broadcast_to(want, got_d.shape)
-            return got_d != want_d, np.abs(got_d.astype(np.float64) - want_d.astype(np.float64))
+            # off by the difference modulo 2**bits, as the signed integer of the width (one element's fault moves its
+            # row's and its column's sums by the same amount, up to sign)
+            with np.errstate(all="ignore"):
+                off = (got_d.astype(work) - want_d.astype(work)).astype(np.dtype(f"int{8 * out_dtype.itemsize}"))
+            return got_d != want_d, np.abs(off.astype(np.float64))
 
     failed_rows, diff = side(True)
     failed = int(failed_rows.sum())

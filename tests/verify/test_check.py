@@ -220,6 +220,40 @@ def test_a_wrong_integer_or_bool_element_is_caught_and_named(rng, dtype):
             pg.gemm(a, b, verify="warn")
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint64"])
+def test_an_integer_fault_is_off_by_its_signed_difference_on_both_sides(rng, dtype):
+    """An element set 100 from its value is off by the difference modulo 2**bits as a signed integer, the same for
+    its row and its column (not 170 for the one and 86 for the other)."""
+    a = rng.integers(0, 4, (5, 4)).astype(dtype)
+    b = rng.integers(0, 4, (4, 6)).astype(dtype)
+    true = int((a.astype(np.int64) @ b.astype(np.int64))[2, 3])
+    with inject_fault(2, 3, value=true + 100):
+        with pytest.raises(pg.VerificationError) as err:
+            pg.matmul(a, b, verify="raise")
+    off = 100 if dtype != "int8" or true + 100 <= 127 else None
+    msg = str(err.value)
+    assert msg.count("off by ") == 2 and (off is None or msg.count(f"off by {off},") == 2), msg
+
+
+def test_bit_faults_reach_every_element_size_and_values_past_the_dtype_are_refused():
+    """A bit of a complex128 element (its 128 bits: the real part's, then the imaginary part's) is flipped like any
+    other; a value past a float result's largest finite one is refused by name, not stored as an infinity with a
+    NumPy overflow warning."""
+    z = np.full((2, 2), 1 + 1j)
+    for bit in (62, 64 + 62):  # an exponent bit of the real part, then of the imaginary part
+        with inject_fault(0, 1, bit=bit) as fault:
+            with pytest.raises(pg.VerificationError, match="rows 0"):
+                pg.matmul(z, z, verify="raise")
+        assert fault.hits == 1
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(pg.ArgumentError, match=r"value=1e\+300 is past the float32 result's largest finite value"):
+        with inject_fault(0, 0, value=1e300):
+            pg.matmul(x, x, verify="raise")
+    with inject_fault(0, 0, value=float("inf")):
+        with pytest.raises(pg.VerificationError):
+            pg.matmul(x, x, verify="raise")
+
+
 def test_integer_products_pass_their_check_under_the_process_default(rng, monkeypatch):
     a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
     pg.set_verify("raise")
