@@ -69,8 +69,8 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
     _refuse_masked(name, x)
     if x.dtype.name not in _SUPPORTED:
-        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(_SUPPORTED)}. "
-                         f"A @ B in dask itself (dask.array.matmul) computes {x.dtype.name} as numpy.matmul does")
+        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(_SUPPORTED)}, as "
+                         f"polygemm.gemm does: cast {name} to one of them ({name}.astype(...))")
     return x
 
 

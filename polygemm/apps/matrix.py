@@ -22,8 +22,6 @@ from .outputs import write_file
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
 
-#: what --dtypes names (the dtypes polygemm knows; each backend computes a subset)
-
 
 def run_matrix(
     backends: Sequence[str] | None = None,

@@ -103,12 +103,13 @@ class GemmProblem:
         return replace(self, a=resolved(self.a), b=resolved(self.b), c=resolved(self.c))  # type: ignore[arg-type]
 
     def described(self) -> tuple[Any, ...]:
-        """What this problem is, apart from where its operands lie: its sizes, dtypes, scalars, batch, layouts and
-        strides (two calls of one shape on other arrays describe the same problem; :class:`~polygemm.backend.Plan`
-        compares by it)."""
+        """What this problem is, apart from where its operands lie: its sizes, dtypes, scalars, batch, layouts, strides
+        and the operands' 16-byte alignment (which a plan's vector loads and tensor maps depend on); two calls of one
+        shape on other arrays alike aligned describe the same problem (:class:`~polygemm.backend.Plan` compares by
+        it)."""
         def op(o: Operand | None) -> tuple[Any, ...] | None:
             return None if o is None else (o.name, o.shape, o.dtype, o.layout, o.ld, o.residency, o.batch_dims,
-                                           o.batch_stride, o.batch_count, o.copied, o.conj)
+                                           o.batch_stride, o.batch_count, o.copied, o.conj, o.ptr % 16)
         return (self.m, self.n, self.k, self.dtype, self.alpha, self.beta, self.residency, self.batch, self.result_dtype,
                 self.kind, self.precision, self.in_place, op(self.a), op(self.b), op(self.c), op(self.out))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.dtypes import finfo
+from ..core.dtypes import as_dtype, finfo
 from ..errors import ArgumentError
 
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
@@ -80,6 +80,8 @@ def corrupt(result: Any, to_host: Any = None) -> None:
             raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
         if f.value is not None:
             _check_storable(f.value, result)
+        if f.bit is not None and f.bit > 0 and str(getattr(result, "dtype", "")).removeprefix("torch.") == "bool":
+            raise IndexError(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
         if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
             raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
         if isinstance(result, np.ndarray):
@@ -123,10 +125,10 @@ def _check_storable(value: float | complex | int, result: Any) -> None:
         raise ArgumentError(f"inject_fault: value={value!r} has an imaginary part; the result is {name}: pass a real value")
     if name.startswith(("float", "bfloat", "complex")):
         part = {"complex64": "float32", "complex128": "float64"}.get(name, name)
-        largest = float(finfo(part).max)
-        if any((isinstance(v, int) or math.isfinite(v)) and abs(v) > largest for v in (real, imag)):
+        if any(_rounds_to_infinity(v, part) for v in (real, imag)):
             raise ArgumentError(f"inject_fault: value={value!r} is past the {name} result's largest finite value "
-                                f"({largest:.4g}): it would be stored as an infinity; pass float('inf') for one")
+                                f"({float(finfo(part).max):.4g}): it would be stored as an infinity; pass float('inf') "
+                                f"for one")
         return
     if name == "bool":
         if real not in (0.0, 1.0):
@@ -138,6 +140,19 @@ def _check_storable(value: float | complex | int, result: Any) -> None:
         if whole is None or not info.min <= whole <= info.max:
             raise ArgumentError(f"inject_fault: value={value!r} does not fit the {name} result exactly (it would not be "
                                 f"stored as given); pass an integer from {info.min} to {info.max}")
+
+
+def _rounds_to_infinity(value: float | int, dtype: str) -> bool:
+    """Whether a finite ``value`` is stored in ``dtype`` as an infinity (past its largest finite value by more than
+    rounding takes back)."""
+    try:
+        f = float(value)
+    except OverflowError:  # an int past every float
+        return True
+    if not math.isfinite(f):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.isinf(np.asarray(f).astype(as_dtype(dtype))))
 
 
 def _itemsize(x: Any) -> int:

@@ -51,13 +51,10 @@ def _findings(failed: np.ndarray, diff: np.ndarray, thr: np.ndarray, exact: bool
 
 
 def _f64(x: Any) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype == np.float64:
-        return arr
-    # a NaN or infinity is a value the check reads like any other, a signalling NaN too (a flipped exponent bit makes
-    # one, and widening it raises the invalid-operation flag)
-    with np.errstate(all="ignore"):
-        return arr.astype(np.float64, copy=False)
+    """``x`` in float64. A NaN or infinity is a value the check reads like any other, a signalling NaN too (a flipped
+    exponent bit makes one, and widening it raises the invalid-operation flag): the callers widen inside their
+    ``np.errstate(all="ignore")``, one for the whole check rather than one a widening."""
+    return np.asarray(x).astype(np.float64, copy=False)
 
 
 def _norms(x: np.ndarray, axis: int) -> np.ndarray:
@@ -115,12 +112,12 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     if any(x is not None and np.iscomplexobj(x) for x in (a, b, c0, result)) or dtype.kind == "c":
         return _complex_check(a, b, c0, result, alpha, beta, dtype=dtype, out_dtype=out_dtype, rng=rng, scalar_dtype=scalar_dtype,
                               about=about, precision=precision)
-    a64, b64, r64 = _f64(a), _f64(b), _f64(result)
-    m, k = a64.shape[-2:]
-    n = b64.shape[-1]
-    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
     out_max = float(finfo(out_dtype).max)
     with np.errstate(all="ignore"):
+        a64, b64, r64 = _f64(a), _f64(b), _f64(result)
+        m, k = a64.shape[-2:]
+        n = b64.shape[-1]
+        c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
         got, want, mags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, n), True)
     failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
     count = int(failed.sum())
@@ -199,9 +196,10 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     m = np.asarray(a).shape[-2]
     real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
     part, out_part = real.get(dtype.name, np.dtype(np.float64)), real.get(out_dtype.name, np.dtype(np.float64))
-    big, b_ = real_form(a, b)
-    c_ = stacked(c0) if c0 is not None and beta != 0.0 else None
-    r_ = stacked(result)
+    with np.errstate(all="ignore"):  # a signalling NaN widens quietly
+        big, b_ = real_form(a, b)
+        c_ = stacked(c0) if c0 is not None and beta != 0.0 else None
+        r_ = stacked(result)
     # complex arithmetic carries a NaN or an infinity from one part into the other (inf * 0 in one part's sums is a NaN
     # in the other's, beta * c with a NaN in c's real part a NaN in both): a row is unchecked in both parts where its
     # operands are not finite in either, or where its result is not finite and either part may rightly overflow
@@ -227,10 +225,10 @@ def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     ``check_dtype`` (float64: the host's check; float32 and ``compensated``: a device's): a fault that moves
     one element of a row by more than it is caught unless the row's rounding error cancels it; by more than
     twice it, always."""
-    a64, b64, r64 = _f64(a), _f64(b), _f64(result)
-    k, n = a64.shape[-1], b64.shape[-1]
-    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
     with np.errstate(all="ignore"):
+        a64, b64, r64 = _f64(a), _f64(b), _f64(result)
+        k, n = a64.shape[-1], b64.shape[-1]
+        c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
         _, _, (ya, c0a, ca) = _side(a64, b64, c64, r64, alpha, beta, np.ones(n), True)
         co = coefficients(k, n, dtype, out_dtype, np.dtype(check_dtype), scalar_dtype, compensated)
         thr: np.ndarray = co.a * ya + co.c0 * c0a + co.c * ca + co.t0
@@ -241,9 +239,9 @@ def may_overflow(a: Any, b: Any, c0: Any, alpha: float, beta: float, out_dtype: 
     """Per row: whether an element of it may rightly overflow ``out_dtype`` (the row's magnitude bound exceeds the
     largest finite value), where the check takes a NaN or infinity for the product's own (such rows are unchecked
     when their checksum is not finite)."""
-    a64, b64 = _f64(a), _f64(b)
-    c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
     with np.errstate(all="ignore"):
+        a64, b64 = _f64(a), _f64(b)
+        c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
         _, _, (ya, c0a, _) = _side(a64, b64, c64, np.zeros(a64.shape[:-1] + (b64.shape[-1],)), alpha, beta, np.ones(b64.shape[-1]), True)
         over: np.ndarray = ~(ya + c0a <= float(finfo(out_dtype).max))
     return over
