@@ -12,10 +12,15 @@ from ..errors import ArgumentError
 __all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "Parser"]
 
 
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
 def parse_shape(text: str) -> tuple[int, int, int]:
     """``"MxNxK"`` -> (M, N, K); raises argparse.ArgumentTypeError with the accepted form."""
-    parts = text.lower().replace("×", "x").split("x")
+    parts = [p.strip() for p in text.lower().replace("×", "x").split("x")]
     try:
+        if not all(_DIGITS.fullmatch(p) for p in parts):  # int() takes "8_0" for 80 and other scripts' digits: a typo
+            raise ValueError(text)
         m, n, k = (int(p) for p in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"shape must be MxNxK with three non-negative integers, e.g. 1024x1024x1024; got {text!r}") from None
@@ -28,6 +33,8 @@ def _int_from(text: str, lowest: int, integer: str, bound: str) -> int:
     """``text`` as an integer >= ``lowest``; argparse.ArgumentTypeError saying ``integer`` when it
     is no integer ("1.5" is wrong for being no integer, whatever its size), ``bound`` when too small."""
     try:
+        if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text, re.ASCII):  # no "1_000", no other scripts' digits
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{integer}; got {text!r}") from None

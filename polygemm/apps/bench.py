@@ -207,7 +207,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                  else "nothing was timed; no file written"))
         print(f"polygemm: interrupted: {kept}", file=sys.stderr)
         return 130
-    written = _write_outputs(args, records, command)
+    if not records and not too_large:  # every product refused (the lines above say why): no empty file, no success
+        print("polygemm: error: nothing was timed (each product was refused, as the lines above say); no file written",
+              file=sys.stderr)
+        return 1
+    written = _write_outputs(args, records, command) if records else []
     if written:  # say where the results went (plot -o says so too)
         print(f"wrote {', '.join(written)}")
     warning = spread_warning(records)

@@ -600,3 +600,19 @@ def test_store_result_hands_back_a_c_ordered_result_or_writes_out():
     assert got.flags.c_contiguous and np.array_equal(got, f)
     out = np.empty((3, 4), np.float32)
     assert store_result(f, out) is out and np.array_equal(out, f)
+
+
+@pytest.mark.musa
+def test_bench_keeps_what_it_timed_and_fails_when_it_timed_nothing(musa, tmp_path, capsys):
+    """A shape the backend refuses is "not timed" and the others are kept (numpy inputs in a layout musa's device
+    arrays do not take: the copies' share is left out, the record kept); a run that timed nothing exits 1 and writes
+    no empty file."""
+    kept = tmp_path / "kept.json"
+    assert main(["bench", "--device", "musa", "--dtype", "float16", "--inputs", "numpy", "--shapes", "64x64x64",
+                 "64x64x64:nt", "--json", str(kept), "--no-progress"]) == 0
+    assert [r["layout"] for r in json.loads(kept.read_text())["records"]] == ["nn", "nt"]
+    none = tmp_path / "none.json"
+    assert main(["bench", "--device", "musa", "--dtype", "float16", "--shapes", "64x64x64:nt", "64x64x64:tn",
+                 "--json", str(none), "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert "not timed" in captured.out and "nothing was timed" in captured.err and not none.exists()
