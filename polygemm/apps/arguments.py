@@ -12,7 +12,7 @@ from ..errors import ArgumentError
 __all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "Parser"]
 
 
-_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+_DIGITS = re.compile(r"[-+]?[0-9]+", re.ASCII)
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

@@ -237,7 +237,7 @@ def _write_outputs(args: argparse.Namespace, records: list[BenchRecord], command
         warning = spread_warning(records)
         if warning:
             payload["warnings"] = [warning]
-        write_file(args.json, lambda fh: json.dump(payload, fh, indent=1, allow_nan=False))
+        write_file(args.json, lambda fh: (json.dump(payload, fh, indent=1, allow_nan=False), fh.write("\n")))
         written.append(args.json)
     if args.markdown:
         text = to_markdown(records, command) + "\n"

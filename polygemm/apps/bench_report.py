@@ -4,7 +4,7 @@ lines, and the spread of each ratio over the repeats, with a warning where it is
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
 from .bench_layout import shape_text
 from .bench_records import BenchRecord
@@ -107,6 +107,14 @@ def call_markdown(records: list[BenchRecord]) -> str:
     return "\n".join(lines)
 
 
+def _span(values: Iterable[Any]) -> str:
+    """``7`` where every record took one count, ``5 to 7`` where they differ (``--repeats auto``; calls a repeat)."""
+    seen = sorted({v for v in values if v is not None})
+    if not seen:
+        return "?"
+    return str(seen[0]) if len(seen) == 1 else f"{seen[0]} to {seen[-1]}"
+
+
 def to_markdown(records: list[BenchRecord], command: str) -> str:
     """A table per dtype: variants down, shapes across, 'TFLOP/s (ratio to vendor) [ratio range]'
     (call mode: :func:`call_markdown`), and the warning of :func:`spread_warning` where it applies."""
@@ -114,14 +122,16 @@ def to_markdown(records: list[BenchRecord], command: str) -> str:
     if not records:
         return "\n".join(lines + ["(no records)"])
     r0 = records[0]
+    repeats = _span(r.repeats for r in records)  # --repeats auto: each shape its own counts
     if r0.mode == "call":
         sync = "" if r0.vendor_variant == "numpy" else " between device synchronizations"  # numpy: a host backend
-        lines.insert(0, f"Device: {r0.device}; date {r0.date}; wall clock per call over {r0.calls_per_repeat}+ calls back to back"
-                        f"{sync}, median of {r0.repeats} repeats, vendor timed beside polygemm repeat by repeat.\n")
+        calls = _span(r.calls_per_repeat for r in records)
+        lines.insert(0, f"Device: {r0.device}; date {r0.date}; wall clock per call over {calls} calls back to back"
+                        f"{sync}, median of {repeats} repeats, vendor timed beside polygemm repeat by repeat.\n")
         return "\n".join(lines + [call_markdown(records)] + _warning_lines(records))
     how = ("vendor timed beside each variant, repeat by repeat" if r0.method == "interleaved"
            else f"each kernel {r0.method} alone before its repeats")
-    lines.insert(0, f"Device: {r0.device}; date {r0.date}; median of {r0.repeats} repeats; two rotating input sets; {how}.\n")
+    lines.insert(0, f"Device: {r0.device}; date {r0.date}; median of {repeats} repeats; two rotating input sets; {how}.\n")
     for dtype in sorted({r.dtype for r in records}):
         rs = [r for r in records if r.dtype == dtype]
         shapes = list(dict.fromkeys((r.m, r.n, r.k, r.layout) for r in rs))

@@ -130,7 +130,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     text = to_markdown(result, command)
     print(text)
     if args.json:
-        write_file(args.json, lambda fh: json.dump({"command": command, **result}, fh, indent=1))
+        write_file(args.json, lambda fh: (json.dump({"command": command, **result}, fh, indent=1), fh.write("\n")))
     if args.markdown:
         write_file(args.markdown, lambda fh: fh.write(text + "\n"))
     return 0

@@ -169,7 +169,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         payload: dict[str, Any] = {
             "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail")} for r in results],
         }
-        write_file(args.json, lambda fh: json.dump(payload, fh, indent=1))  # whole or not at all, as bench writes
+        write_file(args.json, lambda fh: (json.dump(payload, fh, indent=1), fh.write("\n")))  # whole or not at all, as bench writes
         print(f"wrote {args.json}")  # as bench and plot say where their files went
     # a backend named in --backends that ran no case (unavailable here: every case a skip) fails the run, as a named
     # backend that does not load does: a CI job asking for it must not pass on skips

@@ -653,7 +653,8 @@ def test_bench_output_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     # a failure while writing --json leaves the last run's file whole: the new one is written aside and moved over it
     out = tmp_path / "r.json"
     out.write_text('{"command": "the last run", "records": []}')
-    monkeypatch.setattr(bench, "run_call_bench", lambda *a, **k: [bench.BenchRecord(**kernel_bench_record(mode="call"))])
+    monkeypatch.setattr(bench, "run_call_bench",
+                        lambda *a, sink, **k: sink.append(bench.BenchRecord(**kernel_bench_record(mode="call"))))
 
     def broken(obj, fh, **kw):
         fh.write('{"command": "polygemm bench", "rec')

@@ -521,6 +521,10 @@ def test_info_on_this_machine_names_what_cuda_lacks(capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["gemm", "--shape", "-1x2x3"], "--shape: shape dimensions must be >= 0; got '-1x2x3'"),
+    # int() reads "8_0" as 80 and other scripts' digits as numbers: a typo is refused, not run as another shape
+    (["gemm", "--shape", "8_0x8x8"], "--shape: shape must be MxNxK with three non-negative integers"),
+    (["explain", "\u0668x8x8"], "shape must be MxNxK with three non-negative integers"),
+    (["bench", "--device", "cpu", "--shapes", "8x8x8", "--repeats", "1_0"], "--repeats"),
     (["gemm", "--shape", "2x2x2", "--seed", "-1"], "--seed: must be 0 or more; got '-1'"),
     (["bench", "--device", "cpu", "--shapes", "8x8x8", "--max-dim", "0"], "--max-dim: must be an integer >= 1"),
     # --only names nothing, so a -j that is not checked fails at once and builds nothing
