@@ -411,7 +411,7 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
                 ax.set_yticks(range(len(ms)), [str(m) for m in ms], fontsize=8)
                 ax.set_xlabel("N", fontsize=9)
                 ax.set_ylabel("M", fontsize=9)
-                mark = (ms.index(worst[0]), ns.index(worst[1])) if worst[2] == k and worst[3] == 0 else None
+                mark = (ms.index(worst[0]), ns.index(worst[1])) if worst[2] == k and _on_grid(worst) else None
             elif i == len(ratios_w) - 1 and strip and rest:
                 values = np.array([[summary.ratios[s]] for s in rest])
                 ax.set_title("other shapes", fontsize=9)

@@ -290,3 +290,15 @@ def test_bench_records_without_a_vendor_are_strict_json(tmp_path, monkeypatch, f
         assert main(["plot", str(out)]) == 0
     finally:
         sys.modules.pop("pg_novendor_plugin", None)
+
+
+def test_plot_heatmap_whose_worst_shape_is_transposed_lists_it_beside_the_grid(tmp_path, capsys):
+    """Four nn shapes at one K make a grid; the worst, a :tn shape at that K, is drawn beside it (it had been looked
+    up in the grid: "32 is not in list", or a box on the nn cell of the same M and N)."""
+    pytest.importorskip("matplotlib")
+    grid = [kernel_bench_record(mode="call", m=m, n=n, k=16, ratio=1.0, layout="nn") for m in (64, 128) for n in (64, 128)]
+    worst = kernel_bench_record(mode="call", m=32, n=48, k=16, ratio=0.3, layout="tn")
+    f = _bench_file(tmp_path / "r.json", *grid, worst)
+    assert main(["plot", str(f), "--heatmap", "-o", str(tmp_path / "h.png")]) == 0
+    assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+    assert "worst 0.30x at 32x48x16:tn" in capsys.readouterr().out
