@@ -26,9 +26,11 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     reads_c = p.c is not None and p.beta != 0.0
     size_in, size_out = p.dtype.itemsize, p.out_dtype.itemsize
     nbytes = count * ((m * k + k * n) * size_in + m * n * size_out * (2 if reads_c else 1))
-    flops = 2 * count * (m * k + k * n + m * n * (2 if reads_c else 1))
     product = 2 * count * m * n * k
-    share = f"{100.0 * flops / product:.2g}% of the product's arithmetic" if product else "no product to check"
+    # bool: the counts A·B once more (the product's own arithmetic again); else three matrix-vector products
+    flops = product if p.out_dtype.kind == "b" else 2 * count * (m * k + k * n + m * n * (2 if reads_c else 1))
+    pct = 100.0 * flops / product if product else 0.0
+    share = (f"{pct:.0f}%" if pct >= 10 else f"{pct:.2g}%") + " of the product's arithmetic" if product else "no product to check"
     sums = "in 64-bit integers" if p.out_dtype.kind in "iub" else "in float64"
     if on_device:
         where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads "

@@ -26,3 +26,12 @@ def test_gemm_verify_refuses_an_unknown_mode(capsys):
     with pytest.raises(SystemExit):
         main(["gemm", "--shape", "4x4x4", "--verify", "loud"])
     assert "retry" in capsys.readouterr().err
+
+
+def test_explain_prices_a_bool_check_as_the_product_once_more(capsys):
+    """A bool product is checked by recounting A·B: its arithmetic is the product's own (100%), not that of three
+    matrix-vector products (0.3% at 1000³)."""
+    assert main(["explain", "1000x1000x1000", "--dtype", "bool", "--verify", "raise", "--device", "cpu"]) == 0
+    assert "= 100% of the product's arithmetic" in capsys.readouterr().out
+    assert main(["explain", "1000x1000x1000", "--verify", "raise", "--device", "cpu"]) == 0
+    assert "= 0.3% of the product's arithmetic" in capsys.readouterr().out
