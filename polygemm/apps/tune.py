@@ -193,10 +193,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.holdout is not None:
         from .tune_holdout import cmd_holdout
 
-        given = [opt for opt, v in (("--shape", args.shape), ("--shapes", args.shapes), ("--from", args.from_file)) if v]
+        # what --holdout does not read (its tables' own shapes, no GPU): refused rather than silently dropped
+        given = [opt for opt, v in (("--shape", args.shape), ("--shapes", args.shapes), ("--from", args.from_file),
+                                    ("--out-dtype", args.out_dtype is not None), ("--batch", args.batch),
+                                    ("--device", args.device != "cuda"), ("--top", args.top != 4),
+                                    ("--splits", args.splits != 4), ("--budget", args.budget is not None),
+                                    ("--force", args.force)) if v]
         if given:
-            raise ArgumentError(f"--holdout judges the cost model on its measured tables' own shapes; it takes no "
-                                f"{', '.join(given)} (tune those products without --holdout)")
+            raise ArgumentError(f"--holdout judges the cost model on its measured tables' own shapes, without a GPU; it "
+                                f"takes --dtype, --seed and --json, not {', '.join(given)} (tune products without --holdout)")
 
         return cmd_holdout(args)
     jobs = jobs_from_args(args)
