@@ -91,21 +91,27 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     that is not a recorded product."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    with open(path) as f:
-        for i, raw in enumerate(f, 1):
-            raw = raw.strip()
-            if not raw or raw in seen:
-                continue
-            seen.add(raw)
-            try:
-                rec = json.loads(raw)
-                m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
-                layout, dtype = str(rec.get("layout", "nn")), str(rec["dtype"])
-            except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path}, line {i}: not a recorded product (a JSON object with m, n, k, layout, dtype): "
-                                 f"{raw[:80]!r}") from None
-            if min(m, n, k) < 0 or len(layout) != 2 or set(layout) - {"n", "t"}:
-                raise ValueError(f"{path}, line {i}: m, n, k must be >= 0 and layout two letters of n and t; got {raw[:80]!r}")
-            out.append({**rec, "m": m, "n": n, "k": k, "layout": layout, "dtype": dtype,
-                        "out_dtype": str(rec.get("out_dtype") or dtype), "batch": int(rec.get("batch") or 0)})
+    with open(path, encoding="utf-8") as f:
+        try:
+            lines = list(f)
+        except UnicodeDecodeError as exc:  # a binary file, or another encoding: said with the file's name
+            raise ValueError(f"{path}: not a recording (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
+    for i, raw in enumerate(lines, 1):
+        raw = raw.strip()
+        if not raw or raw in seen:
+            continue
+        seen.add(raw)
+        try:
+            rec = json.loads(raw)
+            m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
+            layout, dtype = str(rec.get("layout", "nn")), str(rec["dtype"])
+            batch = int(rec.get("batch") or 0)
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}, line {i}: not a recorded product (a JSON object with m, n, k, layout, dtype, and "
+                             f"an integer batch if any): {raw[:80]!r}") from None
+        if min(m, n, k, batch) < 0 or len(layout) != 2 or set(layout) - {"n", "t"}:
+            raise ValueError(f"{path}, line {i}: m, n, k and batch must be >= 0 and layout two letters of n and t; got "
+                             f"{raw[:80]!r}")
+        out.append({**rec, "m": m, "n": n, "k": k, "layout": layout, "dtype": dtype,
+                    "out_dtype": str(rec.get("out_dtype") or dtype), "batch": batch})
     return out

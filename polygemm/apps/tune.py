@@ -112,6 +112,9 @@ def jobs_from_args(args: argparse.Namespace) -> list[Job]:
                 continue  # a product the cuda backend's auto does not weigh (complex, integers)
             jobs.append(Job(Shape(r["m"], r["n"], r["k"], r["layout"]), r["dtype"], r["out_dtype"], r["batch"],
                             str(r.get("out_layout") or "row")))
+    if not jobs and args.from_file:
+        raise ArgumentError(f"--from {args.from_file}: no product the cuda backend tunes ({', '.join(DTYPES)}) in the "
+                            f"recording; name products with --shape or --shapes")
     if not jobs:
         raise ArgumentError("name the products to tune: --shape MxNxK[:LAYOUT] (repeatable), --shapes PRESET (e.g. real), "
                             "or --from FILE (a recording of polygemm.tuning.record)")

@@ -170,6 +170,14 @@ def test_a_recording_that_is_not_one_is_refused_naming_the_line(capsys, tmp_path
     path.write_text('{"m": 1, "n": 2, "k": 3, "layout": "nn", "dtype": "float16"}\nnot json\n')
     line = cli_error_line(capsys, ["tune", "--from", str(path)])
     assert "line 2" in line and "not a recorded product" in line
+    path.write_text('{"m": 1, "n": 2, "k": 3, "dtype": "float16", "batch": "abc"}\n')  # a batch that is no integer
+    assert "line 1" in cli_error_line(capsys, ["tune", "--from", str(path)])
+    path.write_bytes(b"\xff\xfe\x00")  # no text at all: named by the file, not by the codec alone
+    line = cli_error_line(capsys, ["tune", "--from", str(path)])
+    assert str(path) in line and "not UTF-8" in line
+    path.write_text('{"m": 1, "n": 2, "k": 3, "dtype": "complex64"}\n')  # nothing cuda's auto weighs
+    line = cli_error_line(capsys, ["tune", "--from", str(path)])
+    assert "no product the cuda backend tunes" in line and "name the products" not in line
 
 
 def test_an_unwritable_recording_warns_and_the_run_goes_on(tmp_path):
