@@ -16,7 +16,7 @@ from ..problem import dtype_named
 from .arguments import non_negative_int
 from .bench_layout import layout_of
 from .bench_shapes import parse_bench_shape
-from .outputs import add_json_option, emit_json
+from .outputs import JSON_STDOUT, add_json_option, emit_json
 from .precision_option import add_precision_option
 
 __all__ = ["operands", "plan_record", "cmd_explain", "add_parser"]
@@ -75,7 +75,19 @@ def plan_record(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _is_shape(text: str) -> bool:
+    """Whether ``text`` reads as a shape (``MxNxK[:LAYOUT]``) rather than a file name."""
+    try:
+        parse_bench_shape(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
+    if args.shape is None and args.shape_pos is None and isinstance(args.json, str) and _is_shape(args.json):
+        # "explain --json 8x8x8": --json took the shape for its file; meant as the shape, with JSON on standard output
+        args.shape_pos, args.json = parse_bench_shape(args.json), JSON_STDOUT
     if (args.shape is None) == (args.shape_pos is None):
         print("polygemm explain: error: give the shape once, as MxNxK[:LAYOUT] or --shape MxNxK[:LAYOUT] (e.g. 1024x1024x1024:nt)",
               file=sys.stderr)

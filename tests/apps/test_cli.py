@@ -395,6 +395,9 @@ def test_explain_json_on_stdout_and_to_a_file(capsys, tmp_path):
     path = tmp_path / "plan.json"
     assert main(["explain", "--shape", "8x4x2", "--device", "cpu", "--json", str(path)]) == 0
     assert "variant" in capsys.readouterr().out and json.loads(path.read_text())["backend"] == "cpu"
+    # "--json 8x4x2": the shape, not a file of that name (--json takes an optional path)
+    assert main(["explain", "--device", "cpu", "--json", "8x4x2:nt"]) == 0
+    assert json.loads(capsys.readouterr().out)["k"] == 2 and not (tmp_path / "8x4x2:nt").exists()
 
 
 def test_explain_refuses_an_unknown_variant_naming_it(capsys):
