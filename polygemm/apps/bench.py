@@ -168,7 +168,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command = "polygemm " + shlex.join(args.argv)
     bar = not args.no_progress and sys.stdout.isatty()
     # "--variants ," would time nothing and exit 0 (an empty --json): split_names refuses it
-    given = split_names("--variants", args.variants, "variant", "polygemm variants lists them", "all") or []
+    given = list(dict.fromkeys(split_names("--variants", args.variants, "variant", "polygemm variants lists them", "all") or []))
     names = given or ["auto"]
     if args.mode == "call" and names == ["all"]:  # every variant of the dtype, each through the public call
         names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]

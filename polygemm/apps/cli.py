@@ -16,7 +16,9 @@ import numpy as np
 from .. import __version__, registry
 from ..backend import Backend, Variant
 from ..errors import ArgumentError, DeviceError, PolygemmError, VerificationError, did_you_mean
-from .arguments import Parser, non_negative_int, parse_shape, positive_int, split_names
+from .arguments import Parser, non_negative_int, positive_int, split_names
+from .bench_layout import layout_of
+from .bench_shapes import parse_bench_shape
 from .outputs import add_json_option, emit_json, unwritable
 from .precision_option import add_precision_option
 
@@ -241,9 +243,10 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         return 2
     try:
         rng = np.random.default_rng(args.seed)
+        layout = layout_of(args.shape)  # "t": a transposed view (x @ W.T is nt), as explain and bench take it
         try:
-            a = rng.standard_normal((m, k)).astype(dtype)
-            b = rng.standard_normal((k, n)).astype(dtype)
+            a = rng.standard_normal((k, m)).astype(dtype).T if layout[0] == "t" else rng.standard_normal((m, k)).astype(dtype)
+            b = rng.standard_normal((n, k)).astype(dtype).T if layout[1] == "t" else rng.standard_normal((k, n)).astype(dtype)
         except (ValueError, OverflowError) as exc:  # past what NumPy can index ("Maximum allowed dimension exceeded")
             print(f"polygemm: error: --shape {m}x{n}x{k}: NumPy cannot make operands that large ({exc}); pick a smaller shape",
                   file=sys.stderr)
@@ -322,7 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_variants)
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
-    s.add_argument("--shape", type=parse_shape, required=True, help="MxNxK, e.g. 1024x1024x1024")
+    s.add_argument("--shape", type=parse_bench_shape, required=True, metavar="MxNxK[:LAYOUT]",
+                   help="MxNxK, e.g. 1024x1024x1024; LAYOUT is two letters of n and t, A's and B's (nt: x @ W.T)")
     s.add_argument("--dtype", default="float32", choices=["float16", "bfloat16", "float32", "float64"], help="dtype of a, b and the result")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")

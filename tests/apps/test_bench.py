@@ -766,3 +766,10 @@ def test_the_numpy_vendor_call_decides_nothing_per_call():
     out16 = np.empty((2, 2), np.float16)
     half.matmul(np.eye(2, dtype=np.float16), np.eye(2, dtype=np.float16), out16)
     assert np.array_equal(out16, np.eye(2)) and half.matmul_new(np.eye(2, dtype=np.float16), np.eye(2, dtype=np.float16)).dtype == np.float16
+
+
+def test_a_variant_named_twice_is_timed_once(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--variants", "blas", "blas,blas", "--repeats", "1",
+                 "--json", str(out), "--no-progress"]) == 0
+    assert [r["requested"] for r in json.loads(out.read_text())["records"]] == ["blas"]

@@ -883,3 +883,10 @@ def test_explain_json_holds_launch_parameters_as_json_types():
     assert _plain(None) is None and _plain(True) is True and _plain(3) == 3 and _plain("row") == "row"
     assert _plain((64, [128, 2.5], Dim3())) == [64, [128, 2.5], "(16, 8, 1)"]
     assert json.loads(json.dumps(_plain([Dim3(), (1, 2)]))) == ["(16, 8, 1)", [1, 2]]  # what json writes as it is
+
+
+def test_gemm_takes_a_layout_as_explain_and_bench_do(capsys):
+    """--shape 24x16x8:tn runs A as a transposed view (column-major), checked against the reference."""
+    assert main(["gemm", "--shape", "24x16x8:tn", "--check", "--seed", "1", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "a=col-major" in out and "b=row-major" in out and "check: PASS" in out
