@@ -562,10 +562,16 @@ def run_conformance(
     be = get_backend(backend) if isinstance(backend, str) else backend
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     _check_selection(be, dtypes, variants, groups)
-    # (a variant of another backend selects nothing here, as polygemm matrix passes one list to every backend)
-    if not allow_empty and not variants and next(_iter_targets(be, dtypes, variants), None) is None:
-        declared = sorted({d for v in be.variants() for d in v.dtypes})
-        raise ArgumentError(f"no case to run on {be.name!r}: its variants declare {', '.join(declared) or 'no dtype'}"
+    # (a variant of another backend selects nothing here, as polygemm matrix passes one list to every backend; one of
+    # this backend's own that selects nothing, a variant of integers only, say, is refused like an empty dtype selection)
+    own = {v.name for v in be.variants()}
+    mine = [v for v in variants or () if v.partition(":")[0] in own]
+    if not allow_empty and (not variants or mine) and next(_iter_targets(be, dtypes, variants), None) is None:
+        chosen = [v for v in be.variants() if not variants or v.name in {m.partition(":")[0] for m in mine}]
+        declared = sorted({d for v in chosen for d in v.dtypes})
+        whose = f"variant{'s' if len(mine) != 1 else ''} {', '.join(mine)} declare{'s' if len(mine) == 1 else ''}" if mine \
+            else "its variants declare"
+        raise ArgumentError(f"no case to run on {be.name!r}: {whose} {', '.join(declared) or 'no dtype'}"
                             + (f" and the selection asks for {', '.join(dtypes)}" if dtypes else "")
                             + f"; the suite checks {', '.join(CHECKED_DTYPES)} ({UNCHECKED_DTYPES})")
     results: list[CaseResult] = []

@@ -267,6 +267,25 @@ def test_a_dtype_selection_that_leaves_the_backend_nothing_is_refused_not_an_emp
     assert run_conformance(Float32Only(), dtypes=["float16"], quick=True, allow_empty=True) == []
 
 
+def test_a_variant_selection_of_the_backends_own_that_leaves_nothing_is_refused():
+    """variants=["blas"] where this backend's blas computes integers only: no case, said (a vendor's CI would read no
+    failing row as a pass); a variant of another backend still selects nothing quietly (polygemm matrix's list)."""
+    import dataclasses
+
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    class IntBlas(CpuReferenceBackend):
+        name = "intblas"
+
+        def variants(self):
+            return [dataclasses.replace(v, dtypes=("int32",)) if v.name == "blas" else v for v in super().variants()]
+
+    with pytest.raises(ArgumentError, match="no case to run on 'intblas': variant blas declares int32"):
+        run_conformance(IntBlas(), variants=["blas"], quick=True)
+    assert run_conformance(IntBlas(), variants=["cublas"], quick=True) == []
+    assert run_conformance(IntBlas(), variants=["reference"], dtypes=["float32"], groups="scaling", quick=True)
+
+
 class OnePass(Backend):
     """A host plugin whose one float32 variant rounds its inputs to bfloat16 once ("medium", as torch's one pass);
     ``garbage``: it returns 42 everywhere instead."""
