@@ -142,6 +142,18 @@ def test_complex_nan_and_infinity_crossing_into_the_other_part_are_no_false_alar
             pg.gemm(ok, ok.T, c=np.where(np.arange(9).reshape(3, 3) == 0, np.nan, 0).astype(dtype), verify="raise")
 
 
+def test_a_complex_fault_is_one_row_of_the_result_not_two_of_its_real_form(rng):
+    """Both parts of element (17, 5) wrong: "1 of 30 rows", row 17 once (its real form has 60 rows, two for each)."""
+    a = (rng.standard_normal((30, 20)) + 1j * rng.standard_normal((30, 20))).astype(np.complex64)
+    b = (rng.standard_normal((20, 25)) + 1j * rng.standard_normal((20, 25))).astype(np.complex64)
+    with inject_fault(17, 5, value=100 + 100j):
+        with pytest.raises(pg.VerificationError) as err:
+            pg.gemm(a, b, verify="raise")
+    report = err.value.report
+    assert report.failed == 1 and report.checked == 30 and [f.index for f in report.rows] == [17]
+    assert "1 of 30 rows" in str(err.value) and [f.index for f in report.columns] == [5]
+
+
 def test_float16_overflow_is_no_false_alarm_but_a_nan_where_none_belongs_is_caught(rng):
     a = np.full((4, 8), 200.0, np.float16)
     b = np.full((8, 3), 100.0, np.float16)  # 8 * 20000 = 160000 > 65504: every element overflows to inf
