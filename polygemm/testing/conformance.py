@@ -173,6 +173,16 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
     return case
 
 
+def _batch_case(x: _Ctx) -> None:
+    # a batch of three products, and B broadcast over it: each matrix its own product (a backend that wrote the
+    # first matrix's into every slot passed every 2-D case)
+    a = np.stack([x.rand(7, 5) for _ in range(3)])
+    b = np.stack([x.rand(5, 6) for _ in range(3)])
+    x.check(x.gemm(a, b), a, b)
+    b2 = x.rand(5, 6)
+    x.check(x.gemm(a, b2), a, b2)
+
+
 def _strided_case(x: _Ctx) -> None:
     big = x.rand(40, 2 * 23)
     a = big[:, ::2]  # neither row- nor column-major: copied once
@@ -235,8 +245,24 @@ def _scaling_cases() -> dict[str, Case]:
             x.check(x.gemm(a, b, c, alpha=alpha, beta=beta), a, b, c, alpha, beta)
             x.check(x.gemm(a, b, alpha=alpha), a, b, None, alpha)
 
+    def fresh_results(x: _Ctx) -> None:
+        # a call without out returns an array of its own: not a buffer the next call overwrites, not c's memory (BLAS's
+        # alpha = 0, beta = 1 shortcut hands back C itself)
+        a, b, c = x.rand(12, 10), x.rand(10, 9), x.rand(12, 9)
+        first = np.asarray(x.gemm(a, b))
+        kept = first.copy()
+        second = np.asarray(x.gemm((2 * a).astype(x.dtype), b))
+        if np.shares_memory(first, second) or not np.array_equal(first, kept, equal_nan=True):
+            raise AssertionError("a later call changed an earlier call's result (one buffer reused): each call without "
+                                 "out must return a new array")
+        got = np.asarray(x.gemm(a, b, c, alpha=0.0, beta=1.0))
+        if np.shares_memory(got, c):
+            raise AssertionError("gemm(a, b, c, alpha=0, beta=1) returned c's own memory: a call without out returns a "
+                                 "new array and leaves c as it was")
+        x.check(got, a, b, c, 0.0, 1.0)
+
     return {"alpha_beta_c": alpha_beta, "out_is_c": in_place, "beta0_nan_c": beta_zero_ignores_c, "alpha_no_c": alpha_without_c,
-            "alpha0": alpha_zero, "wide_scalars": wide_scalars}
+            "alpha0": alpha_zero, "wide_scalars": wide_scalars, "fresh_results": fresh_results}
 
 
 def _empty_cases() -> dict[str, Case]:
@@ -382,6 +408,7 @@ def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
         for ob in orders:
             groups["layouts"][f"a={oa} b={ob}"] = _layout_case(oa, ob, "F" if (oa, ob) == ("F", "F") else "C")
     groups["layouts"]["strided_copy"] = _strided_case
+    groups["shapes"]["batch"] = _batch_case
     return groups
 
 
@@ -509,6 +536,8 @@ def iter_cases(
     if groups:
         wanted = set(groups)
         grid = {g: cs for g, cs in grid.items() if g in wanted}
+    if not getattr(be, "batched", False) and "shapes" in grid:  # batches are run by backends that declare them
+        grid["shapes"] = {name: case for name, case in grid["shapes"].items() if name != "batch"}
     for dtype, variant in _iter_targets(be, dtypes, variants):
         for group, cases in grid.items():
             for name, case in cases.items():

@@ -345,3 +345,41 @@ def test_run_conformance_refuses_what_is_not_a_backend_or_a_selection():
     for arg in ("dtypes", "groups", "variants"):
         with pytest.raises(ArgumentError, match=f"{arg} names nothing"):
             run_conformance("cpu", **{arg: []})
+
+
+def test_results_sharing_memory_and_a_batch_computed_once_are_caught():
+    """A backend that hands every call without out one buffer (the next call overwrites the last result), or C's own
+    memory for alpha = 0, beta = 1, fails "fresh_results"; one that writes the first matrix's product into every
+    slot of a batch fails "batch"."""
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    class Reuses(CpuReferenceBackend):
+        name = "reuses"
+
+        def __init__(self):
+            super().__init__()
+            self.kept = {}
+
+        def execute(self, plan, call):
+            got = super().execute(plan, call)
+            if plan.problem.out is not None:
+                return got
+            buf = self.kept.setdefault((got.shape, got.dtype.str), np.empty_like(got))
+            buf[...] = got
+            return buf
+
+    class FirstOnly(CpuReferenceBackend):
+        name = "firstonly"
+
+        def execute(self, plan, call):
+            got = super().execute(plan, call)
+            if got.ndim > 2:
+                got[1:] = got[0]
+            return got
+
+    rows = run_conformance(Reuses(), dtypes="float32", variants="blas", groups="scaling", quick=True)
+    bad = {r.case: r.detail for r in rows if r.status == "fail"}
+    assert set(bad) == {"fresh_results"} and "one buffer reused" in bad["fresh_results"], rows
+    rows = run_conformance(FirstOnly(), dtypes="float32", variants="blas", groups="shapes", quick=True)
+    assert {r.case for r in rows if r.status == "fail"} == {"batch"}, rows
+    assert {r.case for r in run_conformance("cpu", dtypes="float32", groups="shapes", quick=True) if r.status == "pass"} >= {"batch"}
