@@ -555,8 +555,8 @@ def run_case(be: Backend, dtype: str, variant: str, group: str, name: str, case:
         status, detail = "skip", str(s)
     except UnsupportedProblemError as e:  # the variant declines the problem, saying why
         status, detail = "skip", f"unsupported: {e}"
-    except AssertionError as e:
-        status, detail = "fail", str(e)
+    except AssertionError as e:  # every failure with the seed of its inputs
+        status, detail = "fail", str(e) if f"seed {ctx.seed}" in str(e) else f"{e} (seed {ctx.seed})"
     except Exception as e:  # an unexpected error is a failure with its text
         status, detail = "fail", f"{type(e).__name__}: {e} (seed {ctx.seed})"
     return CaseResult(be.name, dtype, variant, group, name, status, detail, time.perf_counter() - t0)

@@ -383,3 +383,14 @@ def test_results_sharing_memory_and_a_batch_computed_once_are_caught():
     rows = run_conformance(FirstOnly(), dtypes="float32", variants="blas", groups="shapes", quick=True)
     assert {r.case for r in rows if r.status == "fail"} == {"batch"}, rows
     assert {r.case for r in run_conformance("cpu", dtypes="float32", groups="shapes", quick=True) if r.status == "pass"} >= {"batch"}
+
+
+def test_every_failure_names_its_seed(monkeypatch):
+    """The seed is in every failure's detail, the NaN and Inf cases' and the returned-out checks' too."""
+    from polygemm.backends.cpu_ref import backend as cpu
+
+    real = cpu.reference
+    monkeypatch.setattr(cpu, "reference", lambda *args, **kw: np.nan_to_num(real(*args, **kw), nan=0.0, posinf=0.0))
+    rows = run_conformance("cpu", dtypes="float32", variants="reference", groups="nan_inf", quick=True)
+    fails = [r for r in rows if r.status == "fail"]
+    assert fails and all(r.detail.count("(seed ") == 1 for r in fails), fails
