@@ -360,3 +360,17 @@ def test_matrix_runs_a_complex_dtype_and_refuses_an_integer_one_saying_why(capsy
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "int32", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "'int32' is not a dtype the conformance matrix checks" in err and "integer products are exact" in err
+
+
+def test_matrix_fails_a_named_backend_that_refuses_every_product(capsys, monkeypatch):
+    """A backend whose plan() refuses every problem passes only the bad-input cases and skips the rest: it computed
+    nothing, and a CI job naming it fails (exit 1) rather than pass on skips."""
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+    from polygemm.errors import UnsupportedProblemError
+
+    def refuse(self, problem, variant="auto"):
+        raise UnsupportedProblemError("this build computes nothing")
+
+    monkeypatch.setattr(CpuReferenceBackend, "plan", refuse)
+    assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--no-progress"]) == 1
+    assert "cpu computed no product" in capsys.readouterr().err
