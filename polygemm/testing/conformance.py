@@ -75,14 +75,14 @@ def _variant_precision(backend: Backend, variant: str) -> str | None:
 class _Ctx:
     """What one case needs: the backend, dtype, variant and a fresh random generator."""
 
-    def __init__(self, backend: Backend, dtype: np.dtype, variant: str) -> None:
+    def __init__(self, backend: Backend, dtype: np.dtype, variant: str, seed: int | None = None) -> None:
         self.backend = backend
         self.dtype = dtype
         self.variant = variant
         # the variant's own precision class: a "medium" (one-pass) variant is asked for "medium" and held to its bound,
         # else the process default ("highest") would refuse every product it computes and the suite check nothing
         self.precision = _variant_precision(backend, variant) if governed(dtype.name) else None
-        self.seed = secrets.randbits(32)
+        self.seed = secrets.randbits(32) if seed is None else seed
         self.rng = np.random.default_rng(self.seed)
         try:  # polygemm.gemm(device=name) reaches this very object
             self.registered = get_backend(backend.name) is backend
@@ -544,9 +544,9 @@ def iter_cases(
                 yield dtype, variant, group, name, case
 
 
-def run_case(be: Backend, dtype: str, variant: str, group: str, name: str, case: Case) -> CaseResult:
-    """Run one case with fresh random data; never raises."""
-    ctx = _Ctx(be, dtype_named(dtype), variant)
+def run_case(be: Backend, dtype: str, variant: str, group: str, name: str, case: Case, seed: int | None = None) -> CaseResult:
+    """Run one case with fresh random data (``seed``: the inputs of the failure that named it); never raises."""
+    ctx = _Ctx(be, dtype_named(dtype), variant, seed)
     t0 = time.perf_counter()
     try:
         case(ctx)
@@ -571,6 +571,7 @@ def run_conformance(
     quick: bool = False,
     progress: Callable[[CaseResult], None] | None = None,
     allow_empty: bool = False,
+    seed: int | None = None,
 ) -> list[CaseResult]:
     """Run the suite on one backend; return one :class:`CaseResult` per case.
 
@@ -580,12 +581,17 @@ def run_conformance(
     does a dtype selection that leaves this backend no (dtype, variant) to run (the suite checks the
     floating and complex dtypes, :data:`CHECKED_DTYPES`; integer products are exact, compared with numpy.matmul
     by the tests of their backends), unless ``allow_empty`` (``polygemm matrix``, one selection for every backend).
-    ``progress`` is called after every case (for progress displays).
+    ``progress`` is called after every case (for progress displays). ``seed``: the seed a failure named, to run
+    its case again on the same inputs (with ``dtypes``, ``variants`` and ``groups`` selecting it); None, fresh
+    inputs for every case.
     """
     if not isinstance(backend, (str, Backend)):
         raise ArgumentTypeError(f"backend must be a backend's name or a polygemm.backend.Backend; got {short_repr(backend)}")
     if not isinstance(quick, (bool, np.bool_)):
         raise ArgumentTypeError(f"quick must be True or False; got {short_repr(quick)}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32):
+        raise ArgumentError(f"seed must be an integer from 0 to 2**32 - 1 (the seed a failure named), or None; got "
+                            f"{short_repr(seed)}")
     if progress is not None and not callable(progress):
         raise ArgumentTypeError(f"progress must be a callable taking each CaseResult, or None; got {short_repr(progress)}")
     be = get_backend(backend) if isinstance(backend, str) else backend
@@ -612,7 +618,7 @@ def run_conformance(
                 progress(results[-1])
         return results
     for target in iter_cases(be, dtypes=dtypes, variants=variants, groups=groups, quick=quick):
-        results.append(run_case(be, *target))
+        results.append(run_case(be, *target, seed=seed))
         if progress is not None:
             progress(results[-1])
     return results

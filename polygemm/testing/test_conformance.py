@@ -5,7 +5,9 @@ Environment variables choose what runs (a plugin's CI needs one line):
 * ``POLYGEMM_TEST_BACKEND`` — backend name (default ``cpu``);
 * ``POLYGEMM_TEST_VARIANTS`` / ``POLYGEMM_TEST_DTYPES`` — comma-separated filters;
 * ``POLYGEMM_TEST_QUICK`` — the quick grid when ``1``, ``true``, ``yes`` or ``on`` (any case);
-  ``0``, ``false``, ``no``, ``off``, empty or unset: the full grid.
+  ``0``, ``false``, ``no``, ``off``, empty or unset: the full grid;
+* ``POLYGEMM_TEST_SEED`` — the seed a failure named: every case runs on that seed's inputs (with ``-k`` picking
+  the case, the failure again); unset, fresh inputs each case.
 
 An unavailable backend is one skipped test whose reason is the backend's. An unknown backend,
 filters that match no case of it, or a ``POLYGEMM_TEST_QUICK`` of another spelling, is one
@@ -71,7 +73,10 @@ def test_conformance_case(target):
     if isinstance(target, Exception):
         pytest.fail(f"POLYGEMM_TEST_BACKEND={BACKEND!r}: {target}")
     be, dtype, variant, group, name, case = target
-    result = run_case(be, dtype, variant, group, name, case)
+    seed = os.environ.get("POLYGEMM_TEST_SEED", "").strip()
+    if seed and not (seed.isascii() and seed.isdigit() and int(seed) < 2**32):
+        pytest.fail(f"POLYGEMM_TEST_SEED={seed!r}: pass the seed a failure named (an integer from 0 to 2**32 - 1)")
+    result = run_case(be, dtype, variant, group, name, case, seed=int(seed) if seed else None)
     if result.status == "skip":
         pytest.skip(result.detail)
     assert result.status == "pass", result.detail

@@ -394,3 +394,27 @@ def test_every_failure_names_its_seed(monkeypatch):
     rows = run_conformance("cpu", dtypes="float32", variants="reference", groups="nan_inf", quick=True)
     fails = [r for r in rows if r.status == "fail"]
     assert fails and all(r.detail.count("(seed ") == 1 for r in fails), fails
+
+
+def test_a_failures_seed_replays_its_inputs(monkeypatch):
+    """run_conformance(seed=N) runs a case on the inputs of the failure that named seed N: the same detail again."""
+    import re
+
+    from polygemm.backends.cpu_ref import backend as cpu
+
+    real = cpu.reference
+
+    def off(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
+        r = real(a, b, c, alpha, beta, dtype)
+        if r.size:
+            r.flat[-1] += 0.5 * (abs(r.flat[-1]) + 1)
+        return r
+
+    monkeypatch.setattr(cpu, "reference", off)
+    pick = {"dtypes": "float32", "variants": "reference", "groups": "shapes", "quick": True}
+    first = next(r for r in run_conformance("cpu", **pick) if r.status == "fail" and r.case == "127x129x131")
+    seed = int(re.search(r"\(seed (\d+)\)", first.detail).group(1))
+    again = next(r for r in run_conformance("cpu", seed=seed, **pick) if r.case == "127x129x131")
+    assert again.detail == first.detail
+    with pytest.raises(ArgumentError, match="seed must be an integer"):
+        run_conformance("cpu", seed=-1, **pick)
