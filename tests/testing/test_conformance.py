@@ -79,18 +79,23 @@ def test_cpu_passes_conformance():
     assert {r.group for r in results if r.status == "skip"} == {"device"}
 
 
-def test_suite_detects_a_wrong_backend(monkeypatch):
+def _cpu_off_in_its_last_element(monkeypatch, by):
+    """The cpu backend's reference, its result's last element moved by ``by`` of its size (a wrong backend)."""
     from polygemm.backends.cpu_ref import backend as cpu
 
     real = cpu.reference
 
-    def off_by_a_bit(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
+    def off(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
         r = real(a, b, c, alpha, beta, dtype)
         if r.size:
-            r.flat[-1] += 0.1 * (abs(r.flat[-1]) + 1)
+            r.flat[-1] += by * (abs(r.flat[-1]) + 1)
         return r
 
-    monkeypatch.setattr(cpu, "reference", off_by_a_bit)
+    monkeypatch.setattr(cpu, "reference", off)
+
+
+def test_suite_detects_a_wrong_backend(monkeypatch):
+    _cpu_off_in_its_last_element(monkeypatch, 0.1)
     results = run_conformance("cpu", dtypes=["float32"], variants=["reference"], quick=True)
     assert any(r.status == "fail" and r.group == "shapes" for r in results)
 
@@ -400,17 +405,7 @@ def test_a_failures_seed_replays_its_inputs(monkeypatch):
     """run_conformance(seed=N) runs a case on the inputs of the failure that named seed N: the same detail again."""
     import re
 
-    from polygemm.backends.cpu_ref import backend as cpu
-
-    real = cpu.reference
-
-    def off(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
-        r = real(a, b, c, alpha, beta, dtype)
-        if r.size:
-            r.flat[-1] += 0.5 * (abs(r.flat[-1]) + 1)
-        return r
-
-    monkeypatch.setattr(cpu, "reference", off)
+    _cpu_off_in_its_last_element(monkeypatch, 0.5)
     pick = {"dtypes": "float32", "variants": "reference", "groups": "shapes", "quick": True}
     first = next(r for r in run_conformance("cpu", **pick) if r.status == "fail" and r.case == "127x129x131")
     seed = int(re.search(r"\(seed (\d+)\)", first.detail).group(1))
