@@ -8,7 +8,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["real_form", "stacked"]
+__all__ = ["real_form", "stacked", "part_dtype"]
+
+#: a complex dtype's parts
+_PARTS = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
+
+
+def part_dtype(dtype: Any) -> np.dtype:
+    """The dtype of ``dtype``'s real and imaginary parts (float32 for complex64, float64 for complex128); a real
+    dtype is its own."""
+    dt = np.dtype(dtype)
+    return _PARTS.get(dt.name, dt)
 
 
 def stacked(x: Any) -> np.ndarray:

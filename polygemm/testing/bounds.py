@@ -28,7 +28,7 @@ import math
 import sys
 
 from ..errors import ArgumentError, DTypeError, ShapeError
-from ..core.complex_form import real_form, stacked
+from ..core.complex_form import part_dtype, real_form, stacked
 from ..core.dtypes import COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
 from ..core.layout import check_c_shape, check_ndim
 from ..core.precision import MEDIUM_INPUT_ERROR, parse_precision
@@ -42,13 +42,6 @@ __all__ = ["unit_roundoff", "accumulation_dtype", "error_bound", "check_result",
 BOUND_CONSTANT = 2.0
 #: the dtypes the bound is defined for
 BOUNDED_DTYPES: tuple[str, ...] = SUPPORTED_DTYPES + COMPLEX_DTYPES
-#: a complex dtype's parts
-_PART = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
-
-
-def _part(dtype: np.dtype) -> np.dtype:
-    """The dtype of ``dtype``'s real and imaginary parts (a real dtype: itself)."""
-    return _PART.get(dtype.name, dtype)
 
 
 def unit_roundoff(dtype: object) -> float:
@@ -220,18 +213,22 @@ def _result_dtype(a: np.ndarray, out_dtype: object) -> np.dtype:
 def _complex_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float, out_dtype: object,
                    acc_dtype: object, ref: np.ndarray | None, constant: float, precision: str | None) -> np.ndarray:
     """:func:`error_bound` of a complex product: each element's the larger of its parts' (:func:`_parts_bound`)."""
-    tol = _parts_bound(a, b, c, alpha, beta, out_dtype, acc_dtype, ref, constant, precision)
-    m = a.shape[-2]
-    return np.maximum(tol[..., :m, :], tol[..., m:, :])
+    return _larger_part(_parts_bound(a, b, c, alpha, beta, out_dtype, acc_dtype, ref, constant, precision))
+
+
+def _larger_part(parts: np.ndarray) -> np.ndarray:
+    """Each element's larger bound of the two parts' (``parts``: the real parts' rows over the imaginary parts')."""
+    m = parts.shape[-2] // 2
+    return np.maximum(parts[..., :m, :], parts[..., m:, :])
 
 
 def _parts_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float, out_dtype: object,
                  acc_dtype: object, ref: np.ndarray | None, constant: float, precision: str | None) -> np.ndarray:
     """The bound of a complex product's parts: the real form's (its operands in the parts' dtype, exact), the real
     parts' rows over the imaginary parts'."""
-    part = _part(native_dtype(a.dtype))
-    out = _part(_result_dtype(a, out_dtype))
-    acc = _part(_float_dtype("acc_dtype", acc_dtype)) if acc_dtype is not None else part
+    part = part_dtype(native_dtype(a.dtype))
+    out = part_dtype(_result_dtype(a, out_dtype))
+    acc = part_dtype(_float_dtype("acc_dtype", acc_dtype)) if acc_dtype is not None else part
     big, b_ = real_form(a, b)
     c_ = stacked(c).astype(out) if c is not None and beta != 0.0 else None
     return error_bound(big.astype(part), b_.astype(part), c_, alpha, beta, out_dtype=out, acc_dtype=acc,
@@ -283,7 +280,7 @@ class Reference:
         with np.errstate(all="ignore"):  # a signalling NaN (a flipped exponent bit) raises the invalid flag as it widens
             if parts:  # each element's real and imaginary parts, each within its part's bound
                 tol = self.parts if self.parts is not None else np.concatenate([tol, tol], -2)
-                ref64, r, out_dtype = stacked(ref64), stacked(result), _part(out_dtype)
+                ref64, r, out_dtype = stacked(ref64), stacked(result), part_dtype(out_dtype)
             else:
                 r = result.astype(np.float64)
         # What overflows the output format: the reference rounded to it is the target. That rounding overflows
@@ -352,8 +349,7 @@ def reference_for(
     if out.kind == "c":
         ref64 = reference(a, b, c, alpha, beta, np.complex128)
         each = _parts_bound(a, b, c, alpha, beta, out, acc_dtype, ref64, BOUND_CONSTANT, precision)
-        m = a.shape[-2]
-        return Reference(ref64, np.maximum(each[..., :m, :], each[..., m:, :]), out, each)
+        return Reference(ref64, _larger_part(each), out, each)
     ref64 = reference(a, b, c, alpha, beta, np.float64)
     tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64, precision=precision)
     return Reference(ref64, tol, out)

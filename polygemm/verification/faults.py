@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.complex_form import part_dtype
 from ..core.dtypes import as_dtype, finfo
 from ..errors import ArgumentError
 
@@ -124,7 +125,7 @@ def _check_storable(value: float | complex | int, result: Any) -> None:
     if imag != 0.0 and not name.startswith("complex"):
         raise ArgumentError(f"inject_fault: value={value!r} has an imaginary part; the result is {name}: pass a real value")
     if name.startswith(("float", "bfloat", "complex")):
-        part = {"complex64": "float32", "complex128": "float64"}.get(name, name)
+        part = name if name == "bfloat16" else part_dtype(name).name
         if any(_rounds_to_infinity(v, part) for v in (real, imag)):
             raise ArgumentError(f"inject_fault: value={value!r} is past the {name} result's largest finite value "
                                 f"({float(finfo(part).max):.4g}): it would be stored as an infinity; pass float('inf') "

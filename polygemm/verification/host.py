@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.complex_form import real_form, stacked
+from ..core.complex_form import part_dtype, real_form, stacked
 from ..core.dtypes import finfo
 from ..core.exact import exact_integer_product
 from .report import SHOWN, CheckReport, Finding
@@ -199,8 +199,7 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     (complex64: float32's, complex128: float64's); a failed row is named by its row of the result (real or imaginary
     part alike)."""
     m = np.asarray(a).shape[-2]
-    real: dict[str, np.dtype] = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
-    part, out_part = real.get(dtype.name, np.dtype(np.float64)), real.get(out_dtype.name, np.dtype(np.float64))
+    part, out_part = (part_dtype(d) if d.kind == "c" else np.dtype(np.float64) for d in (dtype, out_dtype))
     with np.errstate(all="ignore"):  # a signalling NaN widens quietly
         big, b_ = real_form(a, b)
         c_ = stacked(c0) if c0 is not None and beta != 0.0 else None
