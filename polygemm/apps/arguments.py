@@ -12,6 +12,7 @@ from ..errors import ArgumentError
 __all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "Parser"]
 
 
+#: an integer as the commands take it: ASCII digits, a sign (int() also takes "8_0" and other scripts' digits)
 _DIGITS = re.compile(r"[-+]?[0-9]+", re.ASCII)
 
 
@@ -19,7 +20,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     """``"MxNxK"`` -> (M, N, K); raises argparse.ArgumentTypeError with the accepted form."""
     parts = [p.strip() for p in text.lower().replace("×", "x").split("x")]
     try:
-        if not all(_DIGITS.fullmatch(p) for p in parts):  # int() takes "8_0" for 80 and other scripts' digits: a typo
+        if not all(_DIGITS.fullmatch(p) for p in parts):  # "8_0x8x8" is a typo, not 80x8x8
             raise ValueError(text)
         m, n, k = (int(p) for p in parts)
     except ValueError:
@@ -33,7 +34,7 @@ def _int_from(text: str, lowest: int, integer: str, bound: str) -> int:
     """``text`` as an integer >= ``lowest``; argparse.ArgumentTypeError saying ``integer`` when it
     is no integer ("1.5" is wrong for being no integer, whatever its size), ``bound`` when too small."""
     try:
-        if not re.fullmatch(r"\s*[-+]?[0-9]+\s*", text, re.ASCII):  # no "1_000", no other scripts' digits
+        if not _DIGITS.fullmatch(text.strip()):  # no "1_000", no other scripts' digits
             raise ValueError(text)
         value = int(text)
     except ValueError:

@@ -23,7 +23,6 @@ This module is the command; it also gathers the benchmark's public names from th
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from typing import Any, Sequence
@@ -41,7 +40,7 @@ from .bench_report import WIDE_SPREAD, call_markdown, ladder_tables, spread_warn
 from .bench_shapes import (GPU_PRESETS, PRESETS, SWEEP_K, SWEEP_MN, Shape, auto_repeats, default_shapes, layout_of,
                            parse_shapes, preset_summary, runs_on_host, shape_text, sweep_shapes)
 from .bench_timing import CallTimed, KernelTimed, ratio_range
-from .outputs import write_file
+from .outputs import write_file, write_json
 
 __all__ = ["add_parser", "cmd_bench", "PRESETS", "SWEEP_MN", "SWEEP_K", "sweep_shapes", "auto_repeats", "default_shapes",
            "parse_shapes", "BenchRecord", "load_records", "record_json", "run_bench", "run_call_bench", "call_setup",
@@ -237,7 +236,7 @@ def _write_outputs(args: argparse.Namespace, records: list[BenchRecord], command
         warning = spread_warning(records)
         if warning:
             payload["warnings"] = [warning]
-        write_file(args.json, lambda fh: (json.dump(payload, fh, indent=1, allow_nan=False), fh.write("\n")))
+        write_json(args.json, payload, allow_nan=False)
         written.append(args.json)
     if args.markdown:
         text = to_markdown(records, command) + "\n"

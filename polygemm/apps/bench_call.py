@@ -20,14 +20,18 @@ import numpy as np
 from .. import gemm, last_plan, registry
 from ..backend import Backend
 from ..core.dtypes import as_dtype
-from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
+from ..errors import ArgumentError, BackendUnavailableError, DTypeError, PolygemmError, ShapeError, UnsupportedProblemError
 from .bench_inputs import Normals, check_variant_names, in_layout, operands, skip_too_large, too_large_text
 from .bench_layout import layout_of, shape_text
 from .bench_records import BenchRecord
 from .bench_report import rate_text, spread_text
 from .bench_timing import CallTimed, ratio_range
 
-__all__ = ["ArrayLib", "Vendor", "call_setup", "CallTimings", "time_interleaved", "run_call_bench"]
+__all__ = ["ArrayLib", "Vendor", "call_setup", "CallTimings", "time_interleaved", "run_call_bench", "REFUSALS"]
+
+#: what a backend raises for a product it does not compute (the shape, the dtype, a layout or value it does not take):
+#: that product is not timed, the others are; anything else (a device failure) ends the run
+REFUSALS = (ShapeError, DTypeError, ArgumentError, UnsupportedProblemError)
 
 
 @dataclass
@@ -279,9 +283,7 @@ def run_call_bench(
             ours = [(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant)) for a, b, o in mine]
         try:
             timed = CallTimed(ours, sync, min_seconds)
-        except ValueError as exc:  # a product this backend refuses (polygemm's ValueErrors: its dtype, a layout, a size): the other shapes are timed
-            if not isinstance(exc, PolygemmError):
-                raise
+        except REFUSALS as exc:  # a product this backend refuses (its dtype, a layout, a size): the other shapes are timed
             if progress:
                 progress(f"{said} {variant} not timed: {exc}")
             if step:
@@ -310,9 +312,8 @@ def run_call_bench(
                 dev_t = statistics.median(CallTimed([(lambda a=a, b=b, o=o: gemm(a, b, out=o, device=device, variant=variant))
                                                      for a, b, o in dev], sync, min_seconds).once() for _ in range(repeats))
                 share = max(0.0, 1.0 - dev_t / statistics.median(timings.ours))
-            except ValueError as exc:  # the backend takes these device arrays in no layout of this shape's: no share
-                if not isinstance(exc, PolygemmError):
-                    raise
+            except REFUSALS:  # the backend takes these device arrays in no layout of this shape's: no share
+                pass
             del dev
         rec = _record(be, chosen, dtype, (m, n, k), flops, timings, vendors[0].name, calls, date, timed.calls)
         rec.inputs, rec.copy_share, rec.requested, rec.batch, rec.result = "numpy" if host_only else inputs, share, variant, batch, result

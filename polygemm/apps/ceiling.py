@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import shlex
 import statistics
 from typing import Any, Sequence
@@ -23,7 +22,7 @@ from .. import registry
 from ..backends.cuda.variants import KERNEL_DIR, VENDOR_VARIANT
 from ..errors import BackendUnavailableError
 from .arguments import positive_int
-from .outputs import write_file
+from .outputs import write_file, write_json
 
 __all__ = ["PROBE_SOURCE", "PROBE_CHAINS", "PROBE_BLOCK", "measure_ceiling", "to_markdown", "add_parser"]
 
@@ -130,7 +129,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     text = to_markdown(result, command)
     print(text)
     if args.json:
-        write_file(args.json, lambda fh: (json.dump({"command": command, **result}, fh, indent=1), fh.write("\n")))
+        write_json(args.json, {"command": command, **result})
     if args.markdown:
         write_file(args.markdown, lambda fh: fh.write(text + "\n"))
     return 0

@@ -8,7 +8,6 @@ case. Exit status 1 when anything fails.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
@@ -18,7 +17,7 @@ from .. import registry
 from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
 from ..testing.conformance import CHECKED_DTYPES as _DTYPES, UNCHECKED_DTYPES, CaseResult, case_groups, run_conformance
 from .arguments import split_names
-from .outputs import write_file
+from .outputs import write_json
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
 
@@ -169,7 +168,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         payload: dict[str, Any] = {
             "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail")} for r in results],
         }
-        write_file(args.json, lambda fh: (json.dump(payload, fh, indent=1), fh.write("\n")))  # whole or not at all, as bench writes
+        write_json(args.json, payload)  # whole or not at all, as bench writes
         print(f"wrote {args.json}")  # as bench and plot say where their files went
     # a backend named in --backends that computed no product (unavailable here, or refusing every problem: each case
     # but the bad-input ones a skip) fails the run, as a named backend that does not load does: a CI job asking for it

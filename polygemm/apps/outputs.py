@@ -186,6 +186,11 @@ def add_json_option(s: argparse.ArgumentParser, what: str) -> None:
     s.set_defaults(json_stdout_ok=True)
 
 
+def write_json(path: str, payload: Any, allow_nan: bool = True) -> None:
+    """``payload`` as indented JSON, ending in a newline, into ``path`` whole or not at all (:func:`write_file`)."""
+    write_file(path, lambda fh: (json.dump(payload, fh, indent=1, allow_nan=allow_nan), fh.write("\n")))
+
+
 def emit_json(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
     """A command's output: ``text`` on stdout, or with ``--json`` the payload as JSON in its
     place; with ``--json PATH`` the text and the file (whole or not at all)."""

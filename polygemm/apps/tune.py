@@ -192,6 +192,10 @@ def _summary(rows: Sequence[TuneRow]) -> str:
     return text
 
 
+#: the defaults of --device, --top and --splits (--holdout tells them from options given)
+_DEVICE, _TOP, _SPLITS = "cuda", 4, 4
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     if args.holdout is not None:
         from .tune_holdout import cmd_holdout
@@ -199,8 +203,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         # what --holdout does not read (its tables' own shapes, no GPU): refused rather than silently dropped
         given = [opt for opt, v in (("--shape", args.shape), ("--shapes", args.shapes), ("--from", args.from_file),
                                     ("--out-dtype", args.out_dtype is not None), ("--batch", args.batch),
-                                    ("--device", args.device != "cuda"), ("--top", args.top != 4),
-                                    ("--splits", args.splits != 4), ("--budget", args.budget is not None),
+                                    ("--device", args.device != _DEVICE), ("--top", args.top != _TOP),
+                                    ("--splits", args.splits != _SPLITS), ("--budget", args.budget is not None),
                                     ("--force", args.force)) if v]
         if given:
             raise ArgumentError(f"--holdout judges the cost model on its measured tables' own shapes, without a GPU; it "
@@ -241,9 +245,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--dtype", default="float16", choices=list(DTYPES), help="dtype of --shape and --shapes products")
     s.add_argument("--out-dtype", default=None, choices=list(DTYPES), help="the result's dtype (default: --dtype)")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N", help="a strided batch of N products each (0: one)")
-    s.add_argument("--device", default="cuda", help="the cuda backend, or cuda:N for one GPU")
-    s.add_argument("--top", type=positive_int, default=4, help="the cost model's fastest estimates timed per product")
-    s.add_argument("--splits", type=non_negative_int, default=4, help="and its fastest split-K choices beyond those")
+    s.add_argument("--device", default=_DEVICE, help="the cuda backend, or cuda:N for one GPU")
+    s.add_argument("--top", type=positive_int, default=_TOP, help="the cost model's fastest estimates timed per product")
+    s.add_argument("--splits", type=non_negative_int, default=_SPLITS, help="and its fastest split-K choices beyond those")
     s.add_argument("--budget", type=_seconds, default=None, metavar="SECONDS",
                    help="no further candidate of a product starts after this many seconds (default: every candidate)")
     s.add_argument("--force", action="store_true", help="measure products the cache already holds again")

@@ -81,7 +81,7 @@ def corrupt(result: Any, to_host: Any = None) -> None:
             raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
         if f.value is not None:
             _check_storable(f.value, result)
-        if f.bit is not None and f.bit > 0 and str(getattr(result, "dtype", "")).removeprefix("torch.") == "bool":
+        if f.bit is not None and f.bit > 0 and _dtype_name(result) == "bool":
             raise IndexError(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
         if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
             raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
@@ -119,7 +119,7 @@ def _check_storable(value: float | complex | int, result: Any) -> None:
     would truncate 3.5 to 3 (or no fault at all where 3 is the right value), a real one drop an
     imaginary part, a float one turn a finite value past its largest into an infinity; NaN and
     infinities are refused by integers as NumPy refuses them."""
-    name = str(getattr(result, "dtype", "")).removeprefix("torch.")
+    name = _dtype_name(result)
     imag = value.imag if isinstance(value, complex) else 0.0
     real = value.real if isinstance(value, complex) else value if isinstance(value, int) else float(value)  # an int whole
     if imag != 0.0 and not name.startswith("complex"):
@@ -154,6 +154,11 @@ def _rounds_to_infinity(value: float | int, dtype: str) -> bool:
         return False
     with np.errstate(all="ignore"):
         return bool(np.isinf(np.asarray(f).astype(as_dtype(dtype))))
+
+
+def _dtype_name(x: Any) -> str:
+    """The name of ``x``'s dtype, torch's as NumPy names it (``torch.float32`` -> ``float32``)."""
+    return str(getattr(x, "dtype", "")).removeprefix("torch.")
 
 
 def _itemsize(x: Any) -> int:

@@ -660,7 +660,7 @@ def test_bench_output_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
         fh.write('{"command": "polygemm bench", "rec')
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(bench.json, "dump", broken)
+    monkeypatch.setattr(json, "dump", broken)
     with pytest.raises(OSError):
         main(["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", str(out)])
     assert out.read_text() == '{"command": "the last run", "records": []}'
