@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from .core.arguments import misused_arguments
-from .core.dtypes import (HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES as _SUPPORTED, as_dtype, check_result_dtype,
+from .core.dtypes import (HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, check_result_dtype,
                           integer_scalars_refusal, native_dtype, parse_dtype)
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import parse_scalar
@@ -68,8 +68,8 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
     if any(math.isnan(s) for s in x.shape):
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
     _refuse_masked(name, x)
-    if x.dtype.name not in _SUPPORTED:
-        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(_SUPPORTED)}, as "
+    if x.dtype.name not in KNOWN_DTYPES:
+        raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(KNOWN_DTYPES)}, as "
                          f"polygemm.gemm does: cast {name} to one of them ({name}.astype(...))")
     return x
 
@@ -268,7 +268,7 @@ def gemm(
         # to the tasks by name; anything else is the ArgumentTypeError saying what is accepted
         device = registry.device_arg_name(device)
         registry.check_known(device)
-    if variant != "auto" or device is not None:  # as polygemm.gemm reads it: "AUTO" is a (missing) variant name
+    if variant != "auto" or device is not None:  # a variant or device named: what it computes, checked now
         _check_variant(variant, device, A.dtype)
     m, k = (int(s) for s in A.shape)
     kb, n = (int(s) for s in B.shape)
