@@ -96,9 +96,9 @@ def host_array(name: str, x: object) -> np.ndarray:
 
 def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float, float]:
     """The arguments of :func:`error_bound` / :func:`reference_for` checked as ``gemm`` checks them,
-    each refusal naming the argument (a plugin author's slip, e.g. ``b.T`` for ``b``, a 1-D ``a``,
-    an int or complex ``a``, a ``c`` of another shape, alpha given as a string, had met NumPy's
-    own errors, an IndexError, or a silent pass with the imaginary parts dropped)."""
+    each refusal naming the argument: a plugin author's slip (``b.T`` for ``b``, a 1-D ``a``, an integer ``a``,
+    a complex ``c`` beside real operands, a ``c`` of another shape, alpha given as a string) would otherwise meet
+    NumPy's own errors, an IndexError, or pass with imaginary parts dropped."""
     arrays = []
     for name, x in (("a", a), ("b", b), ("c", c)):
         if x is None and name == "c":

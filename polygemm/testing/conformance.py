@@ -174,8 +174,8 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
 
 
 def _batch_case(x: _Ctx) -> None:
-    # a batch of three products, and B broadcast over it: each matrix its own product (a backend that wrote the
-    # first matrix's into every slot passed every 2-D case)
+    # a batch of three products, and B broadcast over it: each matrix its own product (every 2-D case passes a
+    # backend that writes the first matrix's product into every slot)
     a = np.stack([x.rand(7, 5) for _ in range(3)])
     b = np.stack([x.rand(5, 6) for _ in range(3)])
     x.check(x.gemm(a, b), a, b)

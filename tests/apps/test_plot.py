@@ -293,8 +293,8 @@ def test_bench_records_without_a_vendor_are_strict_json(tmp_path, monkeypatch, f
 
 
 def test_plot_heatmap_whose_worst_shape_is_transposed_lists_it_beside_the_grid(tmp_path, capsys):
-    """Four nn shapes at one K make a grid; the worst, a :tn shape at that K, is drawn beside it (it had been looked
-    up in the grid: "32 is not in list", or a box on the nn cell of the same M and N)."""
+    """Four nn shapes at one K make a grid; the worst, a :tn shape at that K, is drawn beside it, not looked up in the
+    grid (where it has no cell, or would box the nn cell of the same M and N)."""
     pytest.importorskip("matplotlib")
     grid = [kernel_bench_record(mode="call", m=m, n=n, k=16, ratio=1.0, layout="nn") for m in (64, 128) for n in (64, 128)]
     worst = kernel_bench_record(mode="call", m=32, n=48, k=16, ratio=0.3, layout="tn")

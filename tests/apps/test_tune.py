@@ -211,7 +211,7 @@ def test_holdout_fraction_must_be_a_share(capsys):
     assert "--holdout" in line and "between 0 and 1" in line
     line = cli_error_line(capsys, ["tune", "--holdout", "0.2", "--shape", "8x8x8"])
     assert "--holdout" in line and "--shape" in line
-    # options --holdout does not read are refused, not dropped (a typo in --device had passed silently)
+    # options --holdout does not read are refused, not dropped (a typo in --device is no silent pass)
     line = cli_error_line(capsys, ["tune", "--holdout", "0.2", "--device", "cdua", "--batch", "4", "--force"])
     assert "not --batch, --device, --force" in line and "takes --dtype, --seed and --json" in line
 
