@@ -238,8 +238,9 @@ def section(group: list[tuple[str, dict]]) -> list[str]:
         raise SystemExit(f"{', '.join(n for n, _ in group)}: one benchmark and GPU with views {sorted(views)}; give them one view")
     links = ", ".join(f"[results/{name}](results/{name})" for name, _ in group)
     days = sorted({dates(d) for _, d in group})
+    about = " ".join(dict.fromkeys(d["about"] for _, d in group))  # each file's own words, once
     out = [f"## {data['title']}: {data['gpu'].removeprefix('NVIDIA ')}", "",
-           f"{data['gpu']}, {' and '.join(days)} ({links}). {data['about']} Vendor: {data['vendor']}.", ""]
+           f"{data['gpu']}, {' and '.join(days)} ({links}). {about} Vendor: {data['vendor']}.", ""]
     commands: list[str] = []
     for i, (_, d) in enumerate(group):
         table = VIEWS[d["view"]](d)

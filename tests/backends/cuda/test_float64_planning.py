@@ -129,10 +129,10 @@ def test_auto_takes_the_rung_measured_fastest_and_says_where_the_rate_is_assumed
     assert chosen == "dgemm_v1_dmma" and "no measurements yet" in why and "auto_fp64.json" in why
     mid80 = auto_candidates(1000, 999, 1001, "float64", sm=80)[0]  # 128x64 tiles, or K-slices, on sm_80's rung
     assert mid80.variant.startswith("dgemm_v1_dmma") and (mid80.variant.endswith("128x64") or mid80.splits >= 2)
-    # a mid-size result: 64 tiles of 128x128 leave half the SMs idle; 128 of 128x64, or two K-slices of each, fill them
+    # a mid-size result: 64 tiles of 128x128 leave half the SMs idle; auto takes the 128x64 tile
+    # (measured fastest near there on an H100) or two K-slices
     mid = auto_candidates(1000, 999, 1001, "float64", sm=90)[0]
     assert mid.variant == "dgemm_v2_dmma_m16n8k8_128x64" or mid.splits >= 2
-    assert mid.waves > 0.9
     assert SPECS[choose_auto_variant(17, 33, 65, "float64", sm=90, batched=True)[0]].batch
     long_k = auto_candidates(64, 64, 1 << 16, "float64", sm=90)
     # a long K over one tile is cut into K-slices on every float64 rung (float64 partial sums: split_k.cuh's PG_SPLIT_F64)
