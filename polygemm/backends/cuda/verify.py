@@ -35,8 +35,8 @@ __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "stride
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
 VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec_{k}") for k in VERIFY_KINDS.values()] + \
-    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_signs"), (VERIFY_SOURCE, "pg_verify_norms")]
+VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec{judged}_{k}") for k in VERIFY_KINDS.values() for judged in ("", "_judge")] + \
+    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_prepare"), (VERIFY_SOURCE, "pg_verify_norms")]
 _SHOWN_DEVICE = 8  # kPgvShown
 #: the kernel's PgvRecord, as NumPy reads it back
 RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
@@ -90,8 +90,9 @@ def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, in
 @functools.lru_cache(maxsize=1024)
 def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch: int, based: bool,
               sms: int) -> tuple[int, tuple[int, int, int]]:
-    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row: mode 2 with
-    16-byte loads where every row starts on a 16-byte boundary, else 1) when its columns are adjacent in memory
+    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row, or several rows a warp
+    where they are short: mode 2 with 16-byte loads where every row starts on a 16-byte boundary, else 1) when its
+    columns are adjacent in memory
     (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
     column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
     about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
@@ -101,7 +102,11 @@ def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch:
     aligned = based and (bs * size) % 16 == 0
     if along:
         mode = 2 if cs == 1 and aligned and (rs * size) % 16 == 0 else 1
-        per_block = 8
+        per = 16 // size if mode == 2 else 1  # elements a lane takes at once
+        lanes = 32  # a row's lanes, as the kernel's pgv_lanes chooses them (short rows: several rows a warp)
+        while lanes > 1 and (lanes // 2) * per >= cols:
+            lanes //= 2
+        per_block = 8 * (32 // lanes)
     else:
         mode = 3 if rs == 1 and aligned and (cs * size) % 16 == 0 else 0
         per_block = 32 * (16 // size) if mode == 3 else 32
@@ -115,11 +120,14 @@ def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch:
 
 
 #: each kernel's parameters as struct codes (Kernel.struct_for): packed at once, not one NumPy scalar at a time
+_WALK = ("q", "q", "q", "Q", "q", "q", "q", "Q", "q", "Q", "q")  # rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs
+_SCALARS = ("f", "f", "d", "d", "d", "d", "d")  # alpha, beta, ka, kc0, kc, t0, out_max
 _CODES = {
-    "matvec": ("q", "q", "q", "Q", "q", "q", "q", "Q", "q", "Q", "q", "Q", "Q", "i"),
-    "signs": ("q", "Q", "Q"),
+    "matvec": _WALK + ("Q", "Q", "Q", "i"),                          # y, z, norm, mode
+    "judge": _WALK + ("Q", "Q", "Q", "Q") + _SCALARS + ("Q", "i"),   # yC, zC, yC0, zC0, the scalars, record, mode
+    "prepare": ("q", "Q", "q", "Q", "Q"),
     "norms": ("q", "Q", "Q"),
-    "compare": ("q", "Q", "Q", "Q", "Q", "Q", "Q", "f", "f", "d", "d", "d", "d", "d", "Q"),
+    "compare": ("q", "Q", "Q", "Q", "Q", "Q", "Q") + _SCALARS + ("Q",),
 }
 
 
@@ -137,11 +145,13 @@ def _launch(rt: Any, entry: str, codes: str, args: tuple[Any, ...], grid: tuple[
     known[0].launch(known[1](*args), grid, block, 0, stream)
 
 
-def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int) -> None:
-    """Queue y = X·v (float32) and z = |X|·w (or X²·1 without w; float64) into zeroed y and z."""
+def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int, norm: int = 0) -> bool:
+    """Queue y = X·v (float32) and z = |X|·w (or X²·1 without w; float64) into zeroed y and z, and the rows' norms
+    into ``norm`` (where given) when each row is in one block; return whether it was (else no norms were stored)."""
     mode, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
-    _launch(rt, f"pg_verify_matvec_{x.kind}", "matvec", (x.rows, x.cols, x.batch, x.ptr, x.rs, x.cs, x.bs, v, vbs, w, wbs, y, z, mode),
-            grid, stream, _BLOCK)
+    _launch(rt, f"pg_verify_matvec_{x.kind}", "matvec", (x.rows, x.cols, x.batch, x.ptr, x.rs, x.cs, x.bs, v, vbs, w, wbs, y, z, norm,
+                                                         mode), grid, stream, _BLOCK)
+    return grid[1] == 1
 
 
 def _elementwise(n: int) -> tuple[int, int, int]:
@@ -167,34 +177,41 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
 
     Scratch, in one piece: the record; the sums of squares and magnitudes (float64: squares of float32 values as
     small as 1e-25 or as large as 1e20 neither underflow nor overflow there) of B's, C's and C0's rows and A's;
-    the float32 sums (B·r, C·r, C0·r, A·(B·r)); the norms of B's, C's and C0's rows; r. The record and the sums
-    (slices of a row add into them) are zeroed by one memset, the three groups of norms made by one launch.
-    C·r comes first: the product has just written C, and much of it is still in the L2 cache."""
+    the float32 sums (B·r, C·r, C0·r, A·(B·r)); the norms of B's rows; r. The record and the sums (slices of a row
+    add into them) are zeroed by the launch that makes r. C·r comes first: the product has just written C, and much
+    of it is still in the L2 cache. The pass over A judges each row as it ends where no row is sliced (else a
+    compare launch does), and the pass over B stores its rows' norms where none is (else a norms launch does): four
+    launches and the read-back for most products."""
     rows, inner, width = left.rows, left.cols, right.cols
     n_right = right.batch * inner
     total = count * rows
-    normed = n_right + 2 * total  # B's, C's and C0's rows, one after another: one norms launch
-    (rec, zsq, za, ysum, ya, nrm, r), nbytes = _pieces((RECORD.itemsize, 8 * normed, 8 * total, 4 * normed, 4 * total,
-                                                          4 * normed, 4 * width))
+    squares = n_right + 2 * total  # B's, C's and C0's rows, one after another
+    (rec, zsq, za, ysum, ya, nrm, r), nbytes = _pieces((RECORD.itemsize, 8 * squares, 8 * total, 4 * squares, 4 * total,
+                                                          4 * n_right, 4 * width))
     scratch = rt.scratch(nbytes, stream)
     try:
-        rec, zsq, za, ysum, ya, nrm, r = (scratch + off for off in (rec, zsq, za, ysum, ya, nrm, r))
+        rec, zsq, za, ysum, ya, nb, r = (scratch + off for off in (rec, zsq, za, ysum, ya, nrm, r))
         # B's first in each group: A·(B·r) reads B·r and B's norms 16 bytes at a time from their starts
         zb, zc, z0 = zsq, zsq + 8 * n_right, zsq + 8 * (n_right + total)
         yb, yc, y0 = ysum, ysum + 4 * n_right, ysum + 4 * (n_right + total)
-        nb, nc, n0 = nrm, nrm + 4 * n_right, nrm + 4 * (n_right + total)
         step = inner if right.batch > 1 else 0
-        rt.cu.memset_d32_async(scratch, 0, (ya + 4 * total - scratch) // 4, stream)  # the record and every sum
-        _launch(rt, "pg_verify_signs", "signs", (width, seed, r), _elementwise(width), stream)
+        words = (ya + 4 * total - scratch) // 4  # the record and every sum
+        _launch(rt, "pg_verify_prepare", "prepare", (words, scratch, width, seed, r), _elementwise(max(words, width)), stream)
         _matvec(rt, res.batched(count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
         if c0 is not None:
             _matvec(rt, c0.batched(count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
-        _matvec(rt, right, r, 0, 0, 0, yb, zb, stream)                          # B·r and B's rows' sums of squares
-        _launch(rt, "pg_verify_norms", "norms", (normed, zsq, nrm), _elementwise(normed), stream)  # ||B_k||, ||C_i||, ||C0_i||
-        _matvec(rt, Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count),
-                yb, step, nb, step, ya, za, stream)                             # A·(B·r) and |A|·||B_k||
-        _launch(rt, "pg_verify_compare", "compare", (total, yc, nc, ya, za, y0 if c0 is not None else 0, n0 if c0 is not None else 0,
-                                                       alpha, beta, co.a, co.c0, co.c, co.t0, out_max, rec), _elementwise(total), stream)
+        if not _matvec(rt, right, r, 0, 0, 0, yb, zb, stream, nb):      # B·r, B's rows' sums of squares and norms
+            _launch(rt, "pg_verify_norms", "norms", (n_right, zb, nb), _elementwise(n_right), stream)
+        a = Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count)
+        mode, grid = matvec_geometry(a, int(getattr(rt, "sms", 132)))
+        c0s = (y0, z0) if c0 is not None else (0, 0)
+        scalars = (alpha, beta, co.a, co.c0, co.c, co.t0, out_max)
+        if grid[1] == 1:  # A·(B·r), |A|·||B_k|| and each row judged as it ends
+            _launch(rt, f"pg_verify_matvec_judge_{a.kind}", "judge", (a.rows, a.cols, a.batch, a.ptr, a.rs, a.cs, a.bs, yb, step, nb, step,
+                                                                       yc, zc) + c0s + scalars + (rec, mode), grid, stream, _BLOCK)
+        else:
+            _matvec(rt, a, yb, step, nb, step, ya, za, stream)
+            _launch(rt, "pg_verify_compare", "compare", (total, yc, zc, ya, za) + c0s + scalars + (rec,), _elementwise(total), stream)
         host = _record_buffer(rt)
         rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
         rt.cu.synchronize_stream(stream)

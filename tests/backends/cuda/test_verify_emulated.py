@@ -52,7 +52,7 @@ class FakeKernel:
     def launch(self, buf, grid, block, shared=0, stream=0):
         if self.launches is not None:
             self.launches.append(self.entry)
-        self.run(*self.layout.unpack(buf))
+        self.run(*self.layout.unpack(buf), grid=tuple(grid))
 
 
 class FakeRuntime:
@@ -101,15 +101,25 @@ class FakeRuntime:
     def function(self, source, entry):
         if entry.startswith("pg_verify_matvec_"):
             kind = entry.rsplit("_", 1)[1]
-            return FakeKernel(lambda *args: self._matvec(kind, *args), entry, self.launches)
+            run = self._judge if "_judge_" in entry else self._matvec
+            return FakeKernel(lambda *args, **kw: run(kind, *args, **kw), entry, self.launches)
         return FakeKernel(getattr(self, "_" + entry.replace("pg_verify_", "")), entry, self.launches)
 
-    def _signs(self, n, seed, r, **kw):
+    def _prepare(self, words, zero, n, seed, r, **kw):
+        _view(int(zero), np.dtype(np.uint32), int(words))[:] = 0
         rng = np.random.default_rng(int(seed))
         _view(int(r), np.dtype(np.float32), int(n))[:] = rng.choice([-1.0, 1.0], int(n))
 
-    def _matvec(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, mode):
-        """The kernel's sums into y and z (zeroed before: a sliced launch adds its slices, as this adds the whole)."""
+    def _judge(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, yC, zC, yC0, zC0, *scalars_rec_mode, **kw):
+        """The pass over A with each row judged: its sums, then the comparison of every row."""
+        total = int(rows) * int(batch)
+        ya, za = np.zeros(total, np.float32), np.zeros(total, np.float64)
+        self._matvec(kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, ya.ctypes.data, za.ctypes.data, 0, 0, grid=kw["grid"])
+        self._compare(total, yC, zC, ya.ctypes.data, za.ctypes.data, yC0, zC0, *scalars_rec_mode[:-1])
+
+    def _matvec(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, norm, mode, **kw):
+        """The kernel's sums into y and z (zeroed before: a sliced launch adds its slices, as this adds the whole), and
+        the rows' norms into ``norm`` where given and the launch is not sliced."""
         dt = _KINDS[kind]
         rows, cols, batch, rs, cs, bs, vbs, wbs = (int(t) for t in (rows, cols, batch, rs, cs, bs, vbs, wbs))
         span = (batch - 1) * bs + (rows - 1) * rs + (cols - 1) * cs + 1
@@ -124,20 +134,22 @@ class FakeRuntime:
                 zv[bi * rows:(bi + 1) * rows] += np.abs(x) @ ww
             else:
                 zv[bi * rows:(bi + 1) * rows] += np.square(x).sum(1)
+        if int(norm) and kw["grid"][1] == 1:
+            _view(int(norm), np.dtype(np.float32), batch * rows)[:] = np.sqrt(zv)
 
     def _norms(self, n, sq, out, **kw):
         _view(int(out), np.dtype(np.float32), int(n))[:] = np.sqrt(_view(int(sq), np.dtype(np.float64), int(n)))
 
-    def _compare(self, total, yC, nC, yA, zA, yC0, nC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, **kw):
+    def _compare(self, total, yC, zC, yA, zA, yC0, zC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, **kw):
         f = lambda p: _view(int(p), np.dtype(np.float32), int(total)).astype(np.float64)  # noqa: E731
         d = lambda p: _view(int(p), np.dtype(np.float64), int(total))  # noqa: E731
         want, ya = float(alpha) * f(yA), abs(float(alpha)) * d(zA)
         c0a = np.zeros_like(want)
         if int(yC0):
-            want, c0a = want + float(beta) * f(yC0), abs(float(beta)) * f(nC0)
+            want, c0a = want + float(beta) * f(yC0), abs(float(beta)) * np.sqrt(d(zC0))
         side = float(ka) * ya + float(kc0) * c0a + float(t0)
         got = f(yC)
-        thr = side + float(kc) * f(nC)
+        thr = side + float(kc) * np.sqrt(d(zC))
         diff = np.abs(got - want)
         fin = np.isfinite(got)
         unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~fin & (ya + c0a > float(out_max)))
@@ -176,9 +188,9 @@ def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, lay
     report, rt = _check(a, b, None, res)
     assert report is not None and report.ok and report.checked == m and "emulated GPU" in report.where
     kind = "f32" if dtype == np.float32 else "f16"
-    # C·r first (C is still in the L2 cache), then B·r, the norms of both, A·(B·r)
-    assert rt.launches[:6] == ["pg_verify_signs", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}", "pg_verify_norms",
-                               f"pg_verify_matvec_{kind}", "pg_verify_compare"]
+    # C·r first (C is still in the L2 cache), then B·r with B's norms, A·(B·r) with each row judged: four launches
+    assert rt.launches[:4] == ["pg_verify_prepare", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}",
+                               f"pg_verify_matvec_judge_{kind}"]
     thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
                          check_dtype=np.dtype(np.float32), scalar_dtype=np.dtype(np.float32), compensated=True)
     bad = res.copy()
@@ -207,13 +219,28 @@ def test_float64_and_unwalkable_operands_are_left_to_the_host(rng):
     assert report is None
 
 
+def test_sliced_passes_leave_the_norms_and_the_comparison_to_launches_of_their_own(rng):
+    # A of 3 rows of 3000 and B of 3000 rows of 5000: both passes take slices of their rows (added by atomics), so no
+    # pass holds a whole row to take its norm or judge it
+    a = rng.standard_normal((3, 3000)).astype(np.float32)
+    b = rng.standard_normal((3000, 5000)).astype(np.float32)
+    res = (a.astype(np.float64) @ b).astype(np.float32)
+    report, rt = _check(a, b, None, res)
+    assert report.ok and report.checked == 3
+    assert rt.launches[:6] == ["pg_verify_prepare", "pg_verify_matvec_f32", "pg_verify_matvec_f32", "pg_verify_norms",
+                               "pg_verify_matvec_f32", "pg_verify_compare"]
+    res[1, 4321] += 1e4
+    report, _ = _check(a, b, None, res)
+    assert not report.ok and report.rows[0].index == 1 and [f.index for f in report.columns] == [4321]
+
+
 def test_rows_left_unchecked_by_a_nan_in_b_are_checked_from_the_columns_side(rng):
     a = rng.standard_normal((20, 30)).astype(np.float32)
     b = rng.standard_normal((30, 12)).astype(np.float32)
     b[4, 0] = np.nan
     res = (a.astype(np.float64) @ b).astype(np.float32)
     report, rt = _check(a, b, None, res)
-    assert report.ok and report.unchecked == 20 and rt.launches.count("pg_verify_signs") == 2  # both sides ran
+    assert report.ok and report.unchecked == 20 and rt.launches.count("pg_verify_prepare") == 2  # both sides ran
     res[7, 9] += 1e3
     report, _ = _check(a, b, None, res)
     assert not report.ok and report.rows == () and [f.index for f in report.columns] == [9]

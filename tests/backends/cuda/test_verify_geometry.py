@@ -14,7 +14,11 @@ def test_row_major_is_walked_along_its_rows_and_column_major_across():
     row = strided(0x1000, 100, 40, "row", 64, 0, 1, "float16")
     assert (row.rs, row.cs, row.batch) == (64, 1, 1)
     mode, grid = matvec_geometry(row)
-    assert mode == 2 and grid[0] == -(-100 // 8) and grid[1] == 1  # aligned rows, 16-byte loads; 40 columns: one slice
+    # aligned rows, 16-byte loads; 40 columns: one slice, 8 lanes a row (5 vectors of 8), 4 rows a warp, 32 a block
+    assert mode == 2 and grid[0] == -(-100 // 32) and grid[1] == 1
+    assert matvec_geometry(strided(0x1000, 4096, 4096, "row", 4096, 0, 1, "float16"))[1][0] == 4096 // 8  # a warp a row
+    # rows of 2 (4 bytes: scalar loads): 2 lanes a row, 16 rows a warp, 128 a block
+    assert matvec_geometry(strided(0x1000, 500000, 2, "row", 2, 0, 1, "float16")) == (1, (-(-500000 // 128), 1, 1))
     assert matvec_geometry(strided(0x1000, 100, 40, "row", 63, 0, 1, "float16"))[0] == 1  # rows off 16 bytes: scalar
     assert matvec_geometry(strided(0x1002, 100, 40, "row", 64, 0, 1, "float16"))[0] == 1
     col = strided(0x1000, 100, 40, "col", 128, 0, 1, "float32")

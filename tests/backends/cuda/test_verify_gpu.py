@@ -50,6 +50,7 @@ def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarra
         dv = gpuarray.to_gpu(v.astype(np.float32))
         dw = gpuarray.to_gpu(w.astype(np.float32)) if w is not None else None
         dy, dz = gpuarray.zeros(batch * rows, np.float32), gpuarray.zeros(batch * rows, np.float64)
+        dn = gpuarray.zeros(batch * rows, np.float32) - 1
         s = strided(int(dx.gpudata), rows, cols, layout, ld, store[0].size, batch, x.dtype.name)
         fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{kind}")
         mode, grid = matvec_geometry(s, rt.sms)
@@ -57,33 +58,39 @@ def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarra
             grid = (grid[0], splits, grid[2])
         fn(np.int64(rows), np.int64(cols), np.int64(s.batch), np.uintp(s.ptr), np.int64(s.rs), np.int64(s.cs), np.int64(s.bs),
            np.uintp(int(dv.gpudata)), np.int64(0), np.uintp(int(dw.gpudata) if dw is not None else 0), np.int64(0),
-           np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.int32(mode), block=(32, 8, 1), grid=grid)
-        y, z = dy.get().reshape(batch, rows), dz.get().reshape(batch, rows)
-        for buf in (dx, dv, dw, dy, dz):
+           np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.uintp(int(dn.gpudata)), np.int32(mode), block=(32, 8, 1),
+           grid=grid)
+        y, z, norm = dy.get().reshape(batch, rows), dz.get().reshape(batch, rows), dn.get().reshape(batch, rows)
+        for buf in (dx, dv, dw, dy, dz, dn):
             if buf is not None:
                 buf.gpudata.free()
+    # the rows' norms: stored by a pass whose rows are each in one block, left alone by a sliced one
+    np.testing.assert_allclose(norm, np.sqrt(z) if grid[1] == 1 else -1.0, rtol=1e-6)
     return y, z
 
 
 @pytest.mark.cuda
-def test_signs_are_plus_or_minus_one_and_balanced(cuda):
+def test_prepare_zeroes_the_sums_and_draws_signs_of_plus_or_minus_one_balanced(cuda):
     import pycuda.gpuarray as gpuarray
 
     rt = cuda.runtime
     with rt.active():
         out = gpuarray.zeros(100_000, np.float32)
-        rt.function(VERIFY_SOURCE, "pg_verify_signs")(np.int64(100_000), np.uint64(0x1234_5678_9ABC), np.uintp(int(out.gpudata)),
-                                                      block=(256, 1, 1), grid=(64, 1, 1))
-        r = out.get()
-        out.gpudata.free()
+        sums = gpuarray.zeros(5000, np.uint32) + 7
+        rt.function(VERIFY_SOURCE, "pg_verify_prepare")(np.int64(4999), np.uintp(int(sums.gpudata)), np.int64(100_000),
+                                                        np.uint64(0x1234_5678_9ABC), np.uintp(int(out.gpudata)),
+                                                        block=(256, 1, 1), grid=(64, 1, 1))
+        r, zeroed = out.get(), sums.get()
+        out.gpudata.free(), sums.gpudata.free()
     assert set(np.unique(r).tolist()) == {-1.0, 1.0}
     assert abs(float(r.mean())) < 0.02
+    assert not zeroed[:4999].any() and zeroed[4999] == 7
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("layout", ["row", "col"])
-@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 37, 301), (1, 300, 5), (3, 64, 64), (2, 300, 1000), (1, 3, 9000)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 37, 301), (1, 300, 5), (3, 64, 64), (2, 300, 1000), (1, 3, 9000), (1, 1000, 17), (2, 333, 2)])
 @pytest.mark.parametrize("pad,splits", [(0, 0), (8, 0), (3, 0), (8, 3)], ids=["compact", "aligned-ld", "odd-ld", "sliced"])
 def test_matvec_kernel_matches_numpy(cuda, rng, dtype, layout, shape, pad, splits):
     """Every path of the kernel (16-byte loads where lines start on 16-byte boundaries, scalar ones where not,

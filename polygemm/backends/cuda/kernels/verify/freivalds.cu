@@ -23,20 +23,26 @@
 // A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row norms, C's) come in the
 // same read.
 //
-//   pg_verify_signs:    r[j] = ±1 for 0 <= j < n, from `seed` by a hash of (seed, j)
+//   pg_verify_matvec_judge_<t>: the same walk, each row's sums judged at once (pgv_judge, below) instead of
+//                          stored: the last pass (A's), where each row is in one block (no slices)
+//
+//   pg_verify_prepare:  zeroes the record and the sums that slices add into, and writes r[j] = ±1 for 0 <= j < n
+//                       from `seed` by a hash of (seed, j)
 //
 // the check's random vector, made on the device (nothing is uploaded per call) once per check and read
 // by every pass from cache (a hash per element would cost the matrix-vector loops more than their loads).
 //
-//   pg_verify_norms:    out[i] = sqrt(sq[i]), float64 sums of squares to float32 norms (B's rows', C's)
+//   pg_verify_norms:    out[i] = sqrt(sq[i]), float64 sums of squares to float32 norms (B's rows', where its pass
+//                       was sliced; an unsliced pass stores them itself)
 //
 //   pg_verify_compare:  per row t < total, got = yC[t], want = alpha*yA[t] + beta*yC0[t],
-//                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*nC0[t] + t0 + kc*nC[t]
+//                       threshold = ka*|alpha|*zA[t] + kc0*|beta|*||C0_t|| + t0 + kc*||C_t||
 //
 // and the row fails when |got - want| > threshold, or got is NaN or infinite where the operands explain
 // neither (no element of the row can overflow the result's dtype). A row whose operand terms are not
 // finite is not checked (counted). The findings go to one small record (counts, the worst ratio of the
-// rows that passed, the first few failed rows): the host reads back that record, not the vectors.
+// rows that passed, the first few failed rows): the host reads back that record, not the vectors. A check is
+// so four launches (prepare, C, B, A judged; C0 and the sliced cases' norms and compare besides) and one read-back.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -82,9 +88,12 @@ __device__ __forceinline__ float pgv_sign(unsigned long long seed, long long j) 
     return (x & 1u) ? 1.f : -1.f;
 }
 
-extern "C" __global__ void __launch_bounds__(256) pg_verify_signs(long long n, unsigned long long seed, float* __restrict__ r) {
-    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x)
-        r[j] = pgv_sign(seed, j);
+// zeroes `words` 32-bit words at `zero` (the record and the sums that slices add into) and writes r: one launch
+extern "C" __global__ void __launch_bounds__(256) pg_verify_prepare(long long words, unsigned int* __restrict__ zero, long long n,
+                                                                      unsigned long long seed, float* __restrict__ r) {
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < words; j += step) zero[j] = 0u;
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += step) r[j] = pgv_sign(seed, j);
 }
 
 // sqrt of a float64 sum of squares, as float32, through float32's sqrt on its mantissa scaled by an even power
@@ -128,11 +137,31 @@ __device__ __forceinline__ void pgv_store(double* __restrict__ out, double v) {
     else atomicAdd(out, v);
 }
 
-template <typename T>
+// Lanes a row in the passes along rows: the fewest, a power of two up to 32, whose `per` elements each cover a slice
+// of `len` (uniform across a block: every warp of it walks the same slice; a shorter last slice may take fewer).
+__device__ __forceinline__ int pgv_lanes(long long len, int per) {
+    int lanes = 32;
+    while (lanes > 1 && (long long)(lanes / 2) * per >= len) lanes >>= 1;
+    return lanes;
+}
+
+// A row's sums from its `lanes` lanes (each group of `lanes` adjacent lanes holds one row), handed to `emit` for row
+// `t` by the group's first lane where `store` (every lane of the warp takes part in the shuffles).
+template <typename Emit>
+__device__ __forceinline__ void pgv_row_sums(const PgvKahan& acc, double sq, int lanes, bool store, Emit& emit, long long t) {
+    float s = acc.s, c = acc.c;
+    for (int off = lanes / 2; off > 0; off >>= 1) {
+        s += __shfl_down_sync(0xffffffffu, s, off, lanes);
+        c += __shfl_down_sync(0xffffffffu, c, off, lanes);
+        sq += __shfl_down_sync(0xffffffffu, sq, off, lanes);
+    }
+    if (store) emit(t, s - c, sq);
+}
+
+template <typename T, typename Emit>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
-                                           long long vbs, const float* __restrict__ w, long long wbs,
-                                           float* __restrict__ y, double* __restrict__ z, int mode) {
+                                           long long vbs, const float* __restrict__ w, long long wbs, Emit& emit, int mode) {
     constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
     __shared__ float part[2][kPgvWarps][33];
     __shared__ double psq[kPgvWarps][33];
@@ -157,23 +186,28 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
             const int len = (int)(je - jb);
             const float* vr = vb + jb;
             const float* wr = wb != nullptr ? wb + jb : nullptr;
-            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
-                const T* xr = xb + i * rs + jb;
+            // lanes a row: the fewest (a power of two, at most 32) whose 16-byte vectors cover the slice, the warp's
+            // other lanes on the next rows (a matrix of many short rows is several rows a warp, not one: a warp a row
+            // of 128 bytes left most lanes idle and the pass paced by its threadblocks' latency)
+            const int L = pgv_lanes(len, E), G = 32 / L, sub = lane % L;
+            for (long long i0 = ((long long)blockIdx.x * kPgvWarps + slice) * G; i0 < rows; i0 += (long long)gridDim.x * kPgvWarps * G) {
+                const long long i = i0 + lane / L;
+                const T* xr = xb + (i < rows ? i : i0) * rs + jb;
                 PgvKahan acc;
                 double sq = 0.0;
-                for (int j0 = lane * E; j0 < len; j0 += 32 * E * kPgvAlongUnroll) {
+                for (int j0 = i < rows ? sub * E : len; j0 < len; j0 += L * E * kPgvAlongUnroll) {
                     // every load of the step issued before any is used, kept raw (4 registers each) until then
                     uint4 raw[kPgvAlongUnroll];
                     bool full[kPgvAlongUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
-                        const int j = j0 + 32 * E * u;
+                        const int j = j0 + L * E * u;
                         full[u] = j + E <= len;
                         if (full[u]) raw[u] = pgv_stream16(xr + j);
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvAlongUnroll; ++u) {
-                        const int j = j0 + 32 * E * u;
+                        const int j = j0 + L * E * u;
                         float x[E];
                         if (full[u]) {
                             pgv_unpack(raw[u], x, xr);
@@ -220,17 +254,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         }
                     }
                 }
-                float s = acc.s, c = acc.c;
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) {
-                    s += __shfl_down_sync(0xffffffffu, s, off);
-                    c += __shfl_down_sync(0xffffffffu, c, off);
-                    sq += __shfl_down_sync(0xffffffffu, sq, off);
-                }
-                if (lane == 0) {
-                    pgv_store(y + b * rows + i, s - c);
-                    pgv_store(z + b * rows + i, sq);
-                }
+                pgv_row_sums(acc, sq, L, sub == 0 && i < rows, emit, b * rows + i);
             }
         } else if (mode == 3) {  // a thread E adjacent rows (one 16-byte load a column), 32E rows a block
             for (long long i0 = (long long)blockIdx.x * 32 * E; i0 < rows; i0 += (long long)gridDim.x * 32 * E) {
@@ -287,44 +311,35 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                             c += vpart[1][k][r];
                             q += vsq[k][r];
                         }
-                        pgv_store(y + b * rows + i, s - c);
-                        pgv_store(z + b * rows + i, q);
+                        emit(b * rows + i, s - c, q);
                     }
                 }
                 __syncthreads();
             }
-        } else if (mode == 1) {  // one warp a row: lanes over j
-            for (long long i = (long long)blockIdx.x * kPgvWarps + slice; i < rows; i += (long long)gridDim.x * kPgvWarps) {
-                const T* row = xb + i * rs;
+        } else if (mode == 1) {  // a warp a row (or several short rows: pgv_lanes): lanes over j
+            const int L = pgv_lanes(je - jb, 1), G = 32 / L, sub = lane % L;
+            for (long long i0 = ((long long)blockIdx.x * kPgvWarps + slice) * G; i0 < rows; i0 += (long long)gridDim.x * kPgvWarps * G) {
+                const long long i = i0 + lane / L;
+                const T* row = xb + (i < rows ? i : i0) * rs;
                 PgvKahan acc;
                 double sq = 0.0;
-                for (long long j0 = jb + lane; j0 < je; j0 += 32 * kPgvUnroll) {
+                for (long long j0 = i < rows ? jb + sub : je; j0 < je; j0 += L * kPgvUnroll) {
                     float x[kPgvUnroll];
 #pragma unroll
                     for (int u = 0; u < kPgvUnroll; ++u) {  // the loads first, all in flight
-                        const long long j = j0 + 32 * u;
+                        const long long j = j0 + L * u;
                         x[u] = j < je ? pgv_float(row[j * cs]) : 0.f;
                     }
 #pragma unroll
                     for (int u = 0; u < kPgvUnroll; ++u) {
-                        const long long j = j0 + 32 * u;
+                        const long long j = j0 + L * u;
                         if (j < je) {
                             acc.add(x[u] * vb[j]);
                             sq += wb != nullptr ? (double)fabsf(x[u]) * wb[j] : (double)x[u] * x[u];
                         }
                     }
                 }
-                float s = acc.s, c = acc.c;
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) {
-                    s += __shfl_down_sync(0xffffffffu, s, off);
-                    c += __shfl_down_sync(0xffffffffu, c, off);
-                    sq += __shfl_down_sync(0xffffffffu, sq, off);
-                }
-                if (lane == 0) {
-                    pgv_store(y + b * rows + i, s - c);
-                    pgv_store(z + b * rows + i, sq);
-                }
+                pgv_row_sums(acc, sq, L, sub == 0 && i < rows, emit, b * rows + i);
             }
         } else {  // one thread a row, 32 rows a block: the block's warps take slices of j
             for (long long i0 = (long long)blockIdx.x * 32; i0 < rows; i0 += (long long)gridDim.x * 32) {
@@ -363,8 +378,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                         c += part[1][k][lane];
                         q += psq[k][lane];
                     }
-                    pgv_store(y + b * rows + i, s - c);
-                    pgv_store(z + b * rows + i, q);
+                    emit(b * rows + i, s - c, q);
                 }
                 __syncthreads();
             }
@@ -372,23 +386,11 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
     }
 }
 
-#define PGV_MATVEC(SUFFIX, T)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256, 2) pg_verify_matvec_##SUFFIX(                                    \
-        long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
-        long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
-        float* __restrict__ y, double* __restrict__ z, int mode) {                                                  \
-        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, mode);                                \
-    }
-
-PGV_MATVEC(f32, float)
-PGV_MATVEC(f16, __half)
-PGV_MATVEC(bf16, __nv_bfloat16)
-
 // neither NaN nor infinite (no <cmath> needed: NVRTC builds these kernels too)
 __device__ __forceinline__ bool pgv_finite(float x) { return fabsf(x) <= 3.402823466e38f; }
 
-// What pg_verify_compare leaves for the host (zeroed before the launch); the first rows that failed are
-// those that reached a slot first (the host sorts them)
+// What the check leaves for the host (zeroed by pg_verify_prepare); the first rows that failed are those that
+// reached a slot first (the host sorts them)
 constexpr int kPgvShown = 8;
 struct PgvRecord {
     unsigned int failed;      // rows whose check failed
@@ -400,45 +402,115 @@ struct PgvRecord {
     double thr[kPgvShown];
 };
 
+// The scalars of the comparison: the threshold's coefficients (polygemm/verification/threshold.py) and the result's
+// largest finite value
+struct PgvScalars {
+    float alpha, beta;
+    double ka, kc0, kc, t0, out_max;
+};
+
+// Row t's comparison: got = yC[t] against want = alpha*yA + beta*yC0[t], threshold = ka*|alpha|*zA +
+// kc0*|beta|*||C0_t|| + t0 + kc*||C_t|| (zC, zC0: the rows' float64 sums of squares). Counts the row in the record
+// as unchecked (operand terms not finite) or failed (and takes a slot for it); returns |got - want| / threshold for a
+// row that passed, else 0.
+__device__ __forceinline__ float pgv_judge(long long t, float yA, double zA, const float* __restrict__ yC,
+                                           const double* __restrict__ zC, const float* __restrict__ yC0,
+                                           const double* __restrict__ zC0, const PgvScalars& k, PgvRecord* __restrict__ rec) {
+    float want = k.alpha * yA;
+    const double ya = fabs((double)k.alpha) * zA;
+    double c0a = 0.0;
+    if (yC0 != nullptr) {
+        want += k.beta * yC0[t];
+        c0a = fabs((double)k.beta) * pgv_sqrt(zC0[t]);
+    }
+    const double side = k.ka * ya + k.kc0 * c0a + k.t0;
+    const float got = yC[t];
+    const bool finite = pgv_finite(got);
+    const bool unchecked = !(side <= 1.7976931348623157e308) || !pgv_finite(want) || (!finite && ya + c0a > k.out_max);
+    const double thr = side + k.kc * pgv_sqrt(zC[t]);
+    const double diff = fabs((double)got - (double)want);
+    const bool failed = !unchecked && (!finite || !(diff <= thr));
+    if (unchecked) atomicAdd(&rec->unchecked, 1u);
+    if (failed) {
+        atomicAdd(&rec->failed, 1u);
+        const unsigned int slot = atomicAdd(&rec->shown, 1u);
+        if (slot < kPgvShown) {
+            rec->index[slot] = t;
+            rec->diff[slot] = diff;
+            rec->thr[slot] = thr;
+        }
+        return 0.f;
+    }
+    return !unchecked && thr > 0.0 ? (float)(diff / thr) : 0.f;
+}
+
+// The warp's largest ratio into the record: one atomic a warp, and none where the record already holds a larger one
+// (non-negative floats order as their bits do); every lane of the warp calls it
+__device__ __forceinline__ void pgv_worst(float ratio, PgvRecord* __restrict__ rec) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ratio = fmaxf(ratio, __shfl_down_sync(0xffffffffu, ratio, off));
+    if ((threadIdx.x & 31) == 0 && ratio > 0.f && __float_as_uint(ratio) > *(volatile unsigned int*)&rec->worst_bits)
+        atomicMax(&rec->worst_bits, __float_as_uint(ratio));
+}
+
+// What a pass does with a row's sums: stores them (C's, C0's, B's rows; B's norms too where the whole row is in one
+// block and `norm` is given: the A pass reads them, and a sliced pass leaves them to pg_verify_norms)...
+struct PgvSums {
+    float* __restrict__ y;
+    double* __restrict__ z;
+    float* __restrict__ norm;
+    __device__ __forceinline__ void operator()(long long t, float s, double q) {
+        pgv_store(y + t, s);
+        pgv_store(z + t, q);
+        if (norm != nullptr && gridDim.y == 1) norm[t] = pgv_sqrt(q);
+    }
+};
+
+// ...or judges the row (the A pass, where each row is in one block: no launch of pg_verify_compare)
+struct PgvJudge {
+    const float* __restrict__ yC;
+    const double* __restrict__ zC;
+    const float* __restrict__ yC0;
+    const double* __restrict__ zC0;
+    PgvScalars k;
+    PgvRecord* __restrict__ rec;
+    float worst;
+    __device__ __forceinline__ void operator()(long long t, float s, double q) {
+        worst = fmaxf(worst, pgv_judge(t, s, q, yC, zC, yC0, zC0, k, rec));
+    }
+};
+
+#define PGV_MATVEC(SUFFIX, T)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256, 2) pg_verify_matvec_##SUFFIX(                                    \
+        long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
+        long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
+        float* __restrict__ y, double* __restrict__ z, float* __restrict__ norm, int mode) {                        \
+        PgvSums emit{y, z, norm};                                                                                   \
+        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit, mode);                                \
+    }                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256, 2) pg_verify_matvec_judge_##SUFFIX(                              \
+        long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
+        long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
+        const float* __restrict__ yC, const double* __restrict__ zC, const float* __restrict__ yC0,                 \
+        const double* __restrict__ zC0, float alpha, float beta, double ka, double kc0, double kc, double t0,       \
+        double out_max, PgvRecord* __restrict__ rec, int mode) {                                                    \
+        PgvJudge emit{yC, zC, yC0, zC0, {alpha, beta, ka, kc0, kc, t0, out_max}, rec, 0.f};                         \
+        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit, mode);                                \
+        pgv_worst(emit.worst, rec);                                                                                 \
+    }
+
+PGV_MATVEC(f32, float)
+PGV_MATVEC(f16, __half)
+PGV_MATVEC(bf16, __nv_bfloat16)
+
 extern "C" __global__ void __launch_bounds__(256)
-pg_verify_compare(long long total, const float* __restrict__ yC, const float* __restrict__ nC,
+pg_verify_compare(long long total, const float* __restrict__ yC, const double* __restrict__ zC,
                   const float* __restrict__ yA, const double* __restrict__ zA, const float* __restrict__ yC0,
-                  const float* __restrict__ nC0, float alpha, float beta, double ka, double kc0, double kc, double t0,
+                  const double* __restrict__ zC0, float alpha, float beta, double ka, double kc0, double kc, double t0,
                   double out_max, PgvRecord* __restrict__ rec) {
+    const PgvScalars k{alpha, beta, ka, kc0, kc, t0, out_max};
     for (long long t0_ = (long long)blockIdx.x * blockDim.x; t0_ < total; t0_ += (long long)gridDim.x * blockDim.x) {
         const long long t = t0_ + threadIdx.x;
-        float ratio = 0.f;
-        if (t < total) {
-            float want = alpha * yA[t];
-            const double ya = fabs((double)alpha) * zA[t];
-            double c0a = 0.0;
-            if (yC0 != nullptr) {
-                want += beta * yC0[t];
-                c0a = fabs((double)beta) * nC0[t];
-            }
-            const double side = ka * ya + kc0 * c0a + t0;
-            const float got = yC[t];
-            const bool finite = pgv_finite(got);
-            const bool unchecked = !(side <= 1.7976931348623157e308) || !pgv_finite(want) || (!finite && ya + c0a > out_max);
-            const double thr = side + kc * nC[t];
-            const double diff = fabs((double)got - (double)want);
-            const bool failed = !unchecked && (!finite || !(diff <= thr));
-            if (unchecked) atomicAdd(&rec->unchecked, 1u);
-            if (failed) {
-                atomicAdd(&rec->failed, 1u);
-                const unsigned int slot = atomicAdd(&rec->shown, 1u);
-                if (slot < kPgvShown) {
-                    rec->index[slot] = t;
-                    rec->diff[slot] = diff;
-                    rec->thr[slot] = thr;
-                }
-            } else if (!unchecked && thr > 0.0) {
-                ratio = (float)(diff / thr);
-            }
-        }
-        // the warp's largest ratio, then one atomic (non-negative floats order as their bits do)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) ratio = fmaxf(ratio, __shfl_down_sync(0xffffffffu, ratio, off));
-        if ((threadIdx.x & 31) == 0 && ratio > 0.f) atomicMax(&rec->worst_bits, __float_as_uint(ratio));
+        pgv_worst(t < total ? pgv_judge(t, yA[t], zA[t], yC, zC, yC0, zC0, k, rec) : 0.f, rec);
     }
 }
