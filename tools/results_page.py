@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,6 +231,15 @@ VIEWS = {"vendors": vendors_view, "rows": rows_view, "targets": pivot_view, "mod
          "precision": precision_view}
 
 
+def _joined(abouts: Iterable[str]) -> str:
+    """The files' ``about`` texts as one: each sentence once (files of one benchmark share their opening words)."""
+    seen: dict[str, None] = {}
+    for about in abouts:
+        for sentence in re.split(r"(?<=\.) ", about.strip()):
+            seen.setdefault(sentence, None)
+    return " ".join(seen)
+
+
 def section(group: list[tuple[str, dict]]) -> list[str]:
     """The section of one benchmark on one GPU: its files' tables one after the other (a table's
     heading once), their commands in one block."""
@@ -238,7 +249,7 @@ def section(group: list[tuple[str, dict]]) -> list[str]:
         raise SystemExit(f"{', '.join(n for n, _ in group)}: one benchmark and GPU with views {sorted(views)}; give them one view")
     links = ", ".join(f"[results/{name}](results/{name})" for name, _ in group)
     days = sorted({dates(d) for _, d in group})
-    about = " ".join(dict.fromkeys(d["about"] for _, d in group))  # each file's own words, once
+    about = _joined(d["about"] for _, d in group)
     out = [f"## {data['title']}: {data['gpu'].removeprefix('NVIDIA ')}", "",
            f"{data['gpu']}, {' and '.join(days)} ({links}). {about} Vendor: {data['vendor']}.", ""]
     commands: list[str] = []

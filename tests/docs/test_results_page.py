@@ -47,3 +47,9 @@ def test_docs_stay_a_manual_not_a_notebook():
     long = [p.name for p in files if p.suffix == ".md" and p.read_text().count("\n") > 600]
     assert not long
     assert (ROOT / "README.md").read_text().count("\n") <= 150
+
+
+def test_a_section_of_several_files_says_each_files_own_words_once(results_page):
+    shared = "Calls on device arrays. Run on an H100."
+    text = results_page._joined([shared + " fp16: tuned.", shared + " fp64: tables folded in."])
+    assert text == "Calls on device arrays. Run on an H100. fp16: tuned. fp64: tables folded in."

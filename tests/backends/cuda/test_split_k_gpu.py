@@ -276,12 +276,13 @@ def test_rows_off_128_byte_boundaries_on_pitch_aligned_copies(cuda):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("variant", STREAMK)
-@pytest.mark.parametrize("shape", [(1000, 3000, 2000), (2048, 2560, 1000), (256, 512, 8192), (17, 4104, 200), (4096, 4096, 520)],
-                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(1000, 3000, 2000), (2048, 2560, 1000), (256, 512, 8192), (17, 4104, 200), (4096, 4096, 520),
+                                   (300, 16, 131072)], ids=lambda s: "x".join(map(str, s)))
 def test_streamk_matches_the_reference_and_repeats_its_bits(cuda, variant, shape):
     """Stream-K rows on products whose last waves are shared out by k-tiles: fewer tiles than
     SMs (one run per SM, tiles split over two or three), between one and two waves, runs much
-    shorter than a tile (many blocks add into one tile), odd K. alpha/beta into C; the same
+    shorter than a tile (many blocks add into one tile), odd K, a long K over a thin result (each tile's
+    k-tiles shared by dozens of blocks). alpha/beta into C; the same
     inputs give the same bits twice (the fixup adds the runs in block order)."""
     cp = pytest.importorskip("cupy")
     if cuda.runtime.cc != (9, 0):
