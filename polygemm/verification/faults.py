@@ -75,43 +75,53 @@ def corrupt(result: Any, to_host: Any = None) -> None:
     """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
     array that ``to_host``/``.set`` move); IndexError when a fault's element is outside the result."""
     for f in _due():
-        shape = tuple(result.shape)
-        idx = tuple(f.batch) + (f.row, f.col)
-        if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
-            raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
-        if f.value is not None:
-            _check_storable(f.value, result)
-        if f.bit is not None and f.bit > 0 and _dtype_name(result) == "bool":
-            raise IndexError(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
-        if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
-            raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
-        if isinstance(result, np.ndarray):
-            if f.bit is None:
-                result[idx] = f.value
-            else:
-                _flip_host(result, idx, f.bit)
-            continue
-        module = type(result).__module__.partition(".")[0]
-        if module in ("cupy", "torch") and f.bit is None:
-            result[idx] = f.value
-            continue
-        host = np.array(to_host(result) if to_host is not None else result.get())  # a bit of a device array: through the host
+        try:
+            _apply(f, result, to_host)
+        except BaseException:  # not corrupted: not counted (hits counts the products a fault changed)
+            with _lock:
+                f.hits -= 1
+            raise
+
+
+def _apply(f: Fault, result: Any, to_host: Any) -> None:
+    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`)."""
+    shape = tuple(result.shape)
+    idx = tuple(f.batch) + (f.row, f.col)
+    if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
+        raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
+    if f.value is not None:
+        _check_storable(f.value, result)
+    if f.bit is not None and f.bit > 0 and _dtype_name(result) == "bool":
+        raise IndexError(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
+    if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
+        raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
+    if isinstance(result, np.ndarray):
         if f.bit is None:
-            host[idx] = f.value
+            result[idx] = f.value
         else:
-            _flip_host(host, idx, f.bit)
-        if module == "torch":
-            torch: Any = sys.modules["torch"]
-            result.copy_(torch.from_numpy(host) if host.dtype.name != "bfloat16" else
-                         torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
-        elif module == "cupy":
+            _flip_host(result, idx, f.bit)
+        return
+    module = type(result).__module__.partition(".")[0]
+    if module in ("cupy", "torch") and f.bit is None:
+        result[idx] = f.value
+        return
+    host = np.array(to_host(result) if to_host is not None else result.get())  # a bit of a device array: through the host
+    if f.bit is None:
+        host[idx] = f.value
+    else:
+        _flip_host(host, idx, f.bit)
+    if module == "torch":
+        torch: Any = sys.modules["torch"]
+        result.copy_(torch.from_numpy(host) if host.dtype.name != "bfloat16" else
+                     torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
+    elif module == "cupy":
+        result.set(host)
+    else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
+        raw = _UINTS.get(host.dtype.itemsize)
+        if raw is None:  # complex128: a buffer format of its own
             result.set(host)
-        else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
-            raw = _UINTS.get(host.dtype.itemsize)
-            if raw is None:  # complex128: a buffer format of its own
-                result.set(host)
-            else:
-                result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
+        else:
+            result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
 
 
 def _check_storable(value: float | complex | int, result: Any) -> None:

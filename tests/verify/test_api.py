@@ -218,7 +218,10 @@ def test_inject_fault_refusals(rng):
         with inject_fault(0, 0, value=1.0, times=0):
             pass
     a, b = _ops(rng)
-    with inject_fault(100, 0, value=1.0):
+    with inject_fault(100, 0, value=1.0, times=1) as fault:
+        with pytest.raises(IndexError, match="outside the result"):
+            pg.gemm(a, b, verify="raise")
+        assert fault.hits == 0  # nothing was corrupted: the fault is still due on the next product
         with pytest.raises(IndexError, match="outside the result"):
             pg.gemm(a, b, verify="raise")
 
