@@ -16,9 +16,10 @@ from .backend import Plan
 from .core.arguments import misused_arguments
 from .core.hostcopy import planning_only
 from .core.dtypes import np_name
-from .core.read import NotWhole, OutBatchUnwalkable
+from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ShapeError
+from .interop.stand_in import stand_in
 from .interop.torch import torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
@@ -89,7 +90,8 @@ def gemm(
     result's shape; ``beta`` defaults to 1.0 when ``c`` is given (``gemm(a, b, c)`` is
     ``a @ b + c``, as in BLAS and ``torch.addmm``) and to 0.0 otherwise; ``c`` is read only when
     ``beta != 0``. ``out`` receives the result and is
-    returned; it may be ``c`` itself (in place). ``out_dtype`` asks for a wider result
+    returned; it may be ``c`` itself (in place); an ``out`` of strides no kernel writes is written through a C-ordered
+    array of its shape made by its own library (NumPy, CuPy, torch), as ``numpy.matmul`` writes any ``out``. ``out_dtype`` asks for a wider result
     (float32 for float16 inputs) when no ``out`` says it. ``precision`` ("highest", "high", "medium", as
     torch's ``set_float32_matmul_precision`` names them; default: :func:`get_float32_matmul_precision`) is the
     accuracy float32 and complex64 products must keep: a path at least that accurate runs, and a device that has
@@ -123,17 +125,29 @@ def gemm(
     if verify is not None or _verify_default.mode is not None:  # a branch of its own: an unverified call pays one test
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
-            return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
-                                 precision, note=_note_last)
+            try:
+                return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
+                                     out_dtype, precision, note=_note_last)
+            except OutNotInPlace as exc:  # refused by the check's validation, before anything ran
+                refusal = exc
+            return _through_stand_in(refusal, a, b, c, alpha, beta, device, variant, out, out_dtype, precision, verify)
     first: NotWhole | None = None
+    strided: OutNotInPlace | None = None
     try:
         entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
         made: list[str] = _NONE_MADE
     except NotWhole as exc:  # a device operand its own library must make contiguous first
         first = exc
+    except OutNotInPlace as exc:
+        strided = exc
     if first is not None:  # (outside the except: what the retry raises is not chained to this NotWhole)
-        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, first,
-                                                                  precision)
+        try:
+            entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype,
+                                                                      first, precision)
+        except OutNotInPlace as exc:
+            strided = exc
+    if strided is not None:
+        return _through_stand_in(strided, a, b, c, alpha, beta, device, variant, out, out_dtype, precision, verify)
     if call is None:  # a cached host plan its backend computes from a, b and out alone (alpha 1, beta 0)
         result = entry.direct(a, b, out)  # type: ignore[misc]
         alpha, beta = 1.0, 0.0
@@ -184,14 +198,13 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
             + ([f"b, a vector of {kb}, taken as a column {kb}×1"] if vb else [])
         raise ShapeError(f"{exc} ({'; '.join(taken)})") from None
     except OutBatchUnwalkable:
-        # an out whose batch one stride cannot walk (vector @ stack into a Fortran-ordered (2, 5, 2) out): gemm said it of
-        # the matrix view made of it, "out has shape (2, 5, 1, 2) ... e.g. np.empty((2, 5, 1, 2), np.float32)", an array
-        # matmul then refuses for its shape; said of the out given, and of an array of its shape
+        # an out whose batch gemm refused (for a NumPy out: one memory for several results, a zero stride): gemm said it
+        # of the matrix view made of it, "out has shape (2, 5, 1, 2) ... e.g. np.empty((2, 5, 1, 2), np.float32)", an
+        # array matmul then refuses for its shape; said of the out given, and of an array of its shape
         if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.shape != out.shape:
             raise OutBatchUnwalkable(f"out has shape {out.shape} and strides {out.strides}: its batch (all but the last axis, "
-                                f"the result's vectors) is not one that a single stride walks (e.g. batch axes swapped or "
-                                f"Fortran-ordered, an outer batch axis reversed or stepped); polygemm writes out in place, "
-                                f"never into a copy. Pass a C-ordered array, e.g. np.empty({out.shape}, "
+                                f"the result's vectors) puts several results in one memory (a zero stride), where each "
+                                f"would overwrite the last. Pass a C-ordered array, e.g. np.empty({out.shape}, "
                                 f"{np_name(out.dtype)}), or omit out to get a new result") from None
         raise
     if out is not None:
@@ -204,6 +217,23 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view has no .resize, and keeps
         return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
+
+
+def _through_stand_in(refusal: OutNotInPlace | None, a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any,
+                      variant: str, out: Any, out_dtype: Any, precision: str | None, verify: VerifyMode) -> Any:
+    """``gemm`` into a C-ordered stand-in of ``out`` (:func:`.interop.stand_in.stand_in`), copied into ``out`` once
+    the call succeeded; ``refusal`` raised where ``out``'s library makes no stand-in (or its elements overlap)."""
+    made = stand_in(out)
+    if made is None:
+        assert refusal is not None
+        raise refusal
+    tmp, copy = made
+    gemm(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=tmp, out_dtype=out_dtype, precision=precision,
+         verify=verify)
+    copy()
+    _note_last("out's strides are none a kernel writes: the product went into a C-ordered array of out's shape, dtype "
+               "and device, copied into out after it (one more pass over the result; a C- or Fortran-ordered out saves it)")
+    return out
 
 
 def _plan_with_out(a: Any, b: Any, c: Any, *, alpha: float, beta: float, device: Any, variant: str, out: Any,
@@ -269,7 +299,7 @@ def _note_last(text: str) -> None:
     """Add ``text`` to the notes of this thread's last plan (a verified call says what its check did)."""
     last = getattr(_local, "last", None)
     if last is not None:
-        _local.last = last[:6] + (text,)
+        _local.last = last[:6] + ((last[6] if len(last) > 6 else ()) + (text,),)
 
 
 def last_plan() -> Plan | None:

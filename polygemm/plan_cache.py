@@ -522,18 +522,17 @@ def _copies_note(made: list[str]) -> list[str]:
 
 
 def detached(plan: Plan, cached: bool, made: list[str] | None = None, alpha: float | None = None,
-              beta: float | None = None, uncached: str = "", note: str = "") -> Plan:
+              beta: float | None = None, uncached: str = "", notes: tuple[str, ...] = ()) -> Plan:
     """A copy of a cached plan for the caller, with its own lists and dicts (layouts, copies,
     launch, candidates, notes): changing it changes neither the cache nor later calls. ``made``:
     the device inputs this call had made contiguous first (:func:`bind_whole`); ``alpha``,
     ``beta``: the call's own (a plan reused from the cache was made with the alpha and beta of an
-    earlier call); ``note``: a line the call adds to the plan's notes."""
+    earlier call); ``notes``: lines the call adds to the plan's notes."""
     mine = copy.copy(plan)
     if alpha is not None and beta is not None and (alpha, beta) != (plan.problem.alpha, plan.problem.beta):
         mine.problem = dataclasses.replace(plan.problem, alpha=alpha, beta=beta)
     mine.layouts, mine.launch = dict(plan.layouts), dict(plan.launch)
     mine.copies, mine.candidates, mine.notes = _copies_note(made or []) + list(plan.copies), list(plan.candidates), list(plan.notes)
-    if note:  # what the call did beyond the plan (a verified call's retry)
-        mine.notes.append(note)
+    mine.notes.extend(notes)  # what the call did beyond the plan (a verified call's retry, out written through a stand-in)
     mine.cached, mine.uncached = cached, uncached
     return mine

@@ -170,13 +170,15 @@ def _batched(ops: tuple[Operand | None, ...], batch: tuple[int, ...], full: tupl
         elif stride is None or (op.name in ("out", "c") and stride == 0 and count > 1):
             if op.name == "out":
                 # not "make it contiguous": a copy of out would receive the result while out did not; say what out
-                # is and what to pass instead (as for its matrices' strides)
+                # is and what to pass instead (as for its matrices' strides). gemm writes a NumPy, CuPy or torch out
+                # through a C-ordered stand-in unless its elements overlap; this is what the others, and those, read
                 arr = op.array
                 shape, strides = (tuple(arr.shape), tuple(arr.strides)) if isinstance(arr, np.ndarray) else \
                     (tuple(x for x, _ in op.batch_dims) + op.shape, tuple(s for _, s in op.batch_dims))
                 raise OutBatchUnwalkable(f"out has shape {shape} and strides {strides}: its batch (all but the last two axes) is "
                                     f"not one that a single stride walks (e.g. batch axes swapped, an outer batch axis reversed or stepped, one matrix for several); "
-                                    f"polygemm writes out in place, never into a copy. Pass a C-ordered array, e.g. "
+                                    f"polygemm writes such an out only through a C-ordered array of its own library (NumPy, "
+                                    f"CuPy, torch) and only where no two of its elements share memory. Pass a C-ordered array, e.g. "
                                     f"np.empty({full}, {np_name(op.dtype)}), or omit out to get a new result")
             if op.residency != "host":  # a device array is not copied here: gemm has its own library make it whole
                 given = tuple(x for x, _ in op.batch_dims)

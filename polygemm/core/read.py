@@ -19,12 +19,21 @@ from .hostcopy import host_convert
 from .layout import Layout, check_ndim, host_layout, layout_from_strides
 from .operand import Operand
 
-__all__ = ["read_operand", "NotWhole", "OutBatchUnwalkable", "unsupported_strides"]
+__all__ = ["read_operand", "NotWhole", "OutNotInPlace", "OutBatchUnwalkable", "unsupported_strides"]
 
-class OutBatchUnwalkable(ArgumentError):
-    """``out``'s batch is not one that a single stride walks (polygemm writes ``out`` in place,
-    never into a copy). Its own class so that ``matmul``, which hands ``gemm`` a view of the
-    ``out`` it was given, can say it of that ``out`` rather than of the view."""
+
+class OutNotInPlace(ArgumentError):
+    """An ``out`` whose strides no kernel writes: matrices neither row- nor column-major, or a
+    batch one stride cannot walk. ``gemm`` computes into a C-ordered array of ``out``'s shape,
+    dtype and device made by ``out``'s own library (NumPy, CuPy, torch) and copies that into
+    ``out``, as ``numpy.matmul`` writes any ``out``; other arrays, and an ``out`` whose elements
+    overlap, get this error."""
+
+
+class OutBatchUnwalkable(OutNotInPlace):
+    """``out``'s batch is not one that a single stride walks. Its own class so that ``matmul``,
+    which hands ``gemm`` a view of the ``out`` it was given, can say it of that ``out`` rather
+    than of the view."""
 
 
 class NotWhole(ArgumentError):
@@ -45,12 +54,12 @@ def unsupported_strides(name: str, residency: str, strides: Any) -> ArgumentErro
     msg = (f"{name} is a {residency} array with strides {strides} (bytes) that are neither row- nor column-major "
            f"(one of its last two axes must step by one element, forward)")
     if name == "out":
-        return ArgumentError(f"{msg}; pass an out that is (e.g. a new contiguous array), or omit out to get a new result")
+        return OutNotInPlace(f"{msg}; pass an out that is (e.g. a new contiguous array), or omit out to get a new result")
     return NotWhole(f"{msg}; polygemm copies CuPy arrays and torch tensors so (their own library makes them contiguous), "
                     f"not other device arrays: make it contiguous first", name)
 
 
-def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
+def _unwritable_strides(name: str, arr: np.ndarray) -> OutNotInPlace:
     """The refusal of an ``out`` no kernel writes in place: what its strides do (most often the
     last axis's: a view like ``x[..., ::2]``), and what to pass instead."""
     size = arr.itemsize
@@ -61,7 +70,7 @@ def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
     else:
         what = f"a C- or Fortran-ordered array, e.g. np.empty({arr.shape}, {spelt})"
     if host_layout(arr) is not None:  # the matrices are fine: a batch stride is not a whole number of elements
-        return ArgumentError(f"{name} has strides {arr.strides}: its batch strides (all but the last two) are not whole "
+        return OutNotInPlace(f"{name} has strides {arr.strides}: its batch strides (all but the last two) are not whole "
                              f"numbers of its {size}-byte elements; pass {what}, or omit {name} to get a new result")
 
     def step(st: int) -> str:
@@ -73,7 +82,7 @@ def _unwritable_strides(name: str, arr: np.ndarray) -> ArgumentError:
     why = f"the last axis steps by {step(arr.strides[-1])}, the second-to-last by {step(arr.strides[-2])}"
     if arr.ndim > 2 and arr.flags.f_contiguous:
         why += " (an N-D Fortran-ordered array interleaves its matrices)"
-    return ArgumentError(
+    return OutNotInPlace(
         f"{name} has strides {arr.strides}: its matrices (the last two axes) are neither row- nor column-major: {why}. "
         f"polygemm writes a matrix in place only row-major (the last axis steps by 1 element, the second-to-last by at "
         f"least a row) or column-major (the second-to-last steps by 1, the last by at least a column). Pass {what}, or "

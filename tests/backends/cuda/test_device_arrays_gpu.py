@@ -252,6 +252,35 @@ def test_row_stepped_and_offset_views_leave_everything_around_them_untouched(lib
 
 
 @pytest.mark.cuda
+def test_an_out_of_strides_no_kernel_writes_is_written_through_its_own_library(lib, cuda80, rng):
+    """out = big[:, ::2] (and a Fortran-ordered stack) of CuPy or torch: written as numpy.matmul writes such an out,
+    through a C-ordered array of out's library copied into it; nothing else in big moves; c as that out accumulates;
+    verify= checks it; last_plan says so. One matrix broadcast over a batch as out is refused."""
+    m, k, n = 37, 24, 29
+    for dt in (np.float32, np.float16):
+        a, b, c = rand(rng, (m, k), dt), rand(rng, (k, n), dt), rand(rng, (m, n), dt)
+        big = lib.full((m, 2 * n), SENTINEL, dt)
+        out = big[:, ::2]
+        assert pg.gemm(lib.to(a), lib.to(b), out=out, device="cuda") is out
+        assert any("C-ordered array of out's shape" in note for note in pg.last_plan().notes)
+        host = lib.host(big)
+        assert (host[:, 1::2] == SENTINEL).all(), "elements between out's were written"
+        check(host[:, ::2], a, b, what=f"{np.dtype(dt).name} out[:, ::2]")
+        big[:, ::2] = lib.to(c)
+        assert pg.gemm(lib.to(a), lib.to(b), out, alpha=0.5, beta=2.0, out=out, device="cuda", verify="raise") is out
+        check(lib.host(big)[:, ::2], a, b, c, 0.5, 2.0, what=f"{np.dtype(dt).name} c as out[:, ::2], verified")
+    sa, sb = rand(rng, (3, m, k), np.float32), rand(rng, (3, k, n), np.float32)
+    whole = lib.full((n, m, 3), SENTINEL, np.float32)
+    stack = whole.transpose(2, 1, 0) if lib.cupy else whole.permute(2, 1, 0)  # (3, m, n), Fortran-ordered
+    assert pg.matmul(lib.to(sa), lib.to(sb), out=stack, device="cuda") is stack
+    check(lib.host(stack), sa, sb, what="a Fortran-ordered stack as out")
+    one = lib.broadcast(lib.full((1, m, n), SENTINEL, np.float32), (3, m, n))
+    with pytest.raises(pg.ArgumentError):
+        pg.gemm(lib.to(sa), lib.to(sb), out=one, device="cuda")
+    assert (lib.host(one) == SENTINEL).all()
+
+
+@pytest.mark.cuda
 def test_device_views_of_other_strides_are_copied_by_their_own_library(cuda, rng):
     """A CuPy or torch view whose matrices are neither row- nor column-major (a[:, ::2], a[::-1],
     b[:, ::-1], torch b[:, ::2]) is made contiguous by its own library and computed, and explain
