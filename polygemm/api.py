@@ -219,6 +219,12 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     return res.reshape(want)
 
 
+#: what a call whose out no kernel writes says of it (the plan's layouts and copies are those of the stand-in)
+STAND_IN_NOTE = ("out's strides are none a kernel writes: the product went into a C-ordered array of out's shape, dtype and "
+                 "device (the layout shown for out is that array's), copied into out after it: one more pass over the "
+                 "result, which an out of row- or column-major matrices, its batch one stride apart, saves")
+
+
 def _through_stand_in(refusal: OutNotInPlace | None, a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any,
                       variant: str, out: Any, out_dtype: Any, precision: str | None, verify: VerifyMode) -> Any:
     """``gemm`` into a C-ordered stand-in of ``out`` (:func:`.interop.stand_in.stand_in`), copied into ``out`` once
@@ -231,8 +237,7 @@ def _through_stand_in(refusal: OutNotInPlace | None, a: Any, b: Any, c: Any, alp
     gemm(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=tmp, out_dtype=out_dtype, precision=precision,
          verify=verify)
     copy()
-    _note_last("out's strides are none a kernel writes: the product went into a C-ordered array of out's shape, dtype "
-               "and device, copied into out after it (one more pass over the result; a C- or Fortran-ordered out saves it)")
+    _note_last(STAND_IN_NOTE)
     return out
 
 
@@ -283,10 +288,20 @@ def explain(
                  for name, how, vec in (("a", "row (1xK)", va), ("b", "column (Kx1)", vb)) if vec]
     if beta is None:
         beta = 0.0 if c is None else 1.0
-    with planning_only():  # the host copies a call would make are described, not made
-        entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype,
-                                                                  precision=precision)
-    plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached)
+    through = None
+    try:
+        with planning_only():  # the host copies a call would make are described, not made
+            entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype,
+                                                                      precision=precision)
+    except OutNotInPlace as exc:  # described as gemm runs it: into a stand-in of out's library, copied into out
+        through = stand_in(out)
+        if through is None:
+            raise exc from None
+        with planning_only():
+            entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, through[0],
+                                                                      out_dtype, precision=precision)
+    plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached,
+                    (STAND_IN_NOTE,) if through is not None else ())
     plan.notes = taken + plan.notes
     if verify is not None or _verify_default.mode is not None:
         mode = _verify_default.mode if verify is None else parse_verify(verify)

@@ -12,7 +12,7 @@ from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
 from .dtypes import np_name
 from .hints import check_dtype
-from .layout import host_layout
+
 
 __all__ = ["dlpack_vector", "ndim_of", "shape_of", "vector_result_shape", "unit_axis", "matmul_operands"]
 
@@ -153,11 +153,4 @@ def matmul_operands(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any, bool, bool
             out2 = unit_axis(out2, "out", -1)
         if va:
             out2 = unit_axis(out2, "out", -2)
-        if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.size and host_layout(out2) is None:
-            # said of the out given (gemm would name the strides of the matrix view made of it)
-            raise ArgumentError(f"out has strides {out.strides}: its last axis, the result's vector, steps by "
-                                f"{out.strides[-1]} bytes ({out.itemsize}-byte elements); polygemm writes a vector "
-                                f"result forward, a whole number of elements at a time (x[::-1] runs backwards). Pass "
-                                f"a C-ordered out, e.g. np.empty({out.shape}, np.{out.dtype.name}), or omit out to get "
-                                f"a new result")
     return a2, b2, out2, va, vb

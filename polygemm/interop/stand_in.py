@@ -8,29 +8,46 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.dtypes import np_name
+from ..errors import ArgumentError
+
 __all__ = ["stand_in"]
 
 
-def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether two elements share memory by a zero stride (a broadcast view): no copy writes such an array as the
-    product would."""
-    return any(st == 0 and n > 1 for n, st in zip(shape, strides))
+def _may_overlap(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether two elements of an array may share memory. Axes in order of their steps, each must step past all
+    that the smaller ones span (a view cut, reversed, transposed or stepped out of one array always does); an
+    array that fails this (a zero step, as_strided's steps smaller than an element) is taken as overlapping."""
+    span = itemsize
+    for step, n in sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1):
+        if step < span:
+            return True
+        span += step * (n - 1)
+    return False
+
+
+def _refuse_overlap(out: Any, strides: tuple[int, ...], unit: str, fresh: str) -> ArgumentError:
+    shape = tuple(out.shape)
+    return ArgumentError(f"out has shape {shape} and strides {strides} ({unit}): some of its elements share memory (a zero "
+                         f"step, or steps smaller than what the axes below them span), so one result would overwrite "
+                         f"another. Pass an out of distinct elements, e.g. {fresh}, or omit out to get a new result")
 
 
 def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
     """``(array, copy)``: a new C-ordered array of ``out``'s shape, dtype and device from ``out``'s own library
     (NumPy, CuPy, torch), and the function that copies it into ``out`` (queued on the current stream, as that
-    library queues its copies). None for an array of another library, or one whose elements overlap."""
+    library queues its copies). None for an array of another library; ArgumentError for one whose elements may
+    share memory."""
     if isinstance(out, np.ndarray):
-        if _overlaps(out.shape, out.strides):
-            return None
+        if _may_overlap(out.shape, out.strides, out.itemsize):
+            raise _refuse_overlap(out, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})")
         tmp = np.empty(out.shape, out.dtype)
         return tmp, lambda: np.copyto(out, tmp)
     module = type(out).__module__.partition(".")[0]
     if module == "cupy":
         cupy: Any = sys.modules["cupy"]
-        if _overlaps(tuple(out.shape), tuple(out.strides)):
-            return None
+        if _may_overlap(tuple(out.shape), tuple(out.strides), int(out.itemsize)):
+            raise _refuse_overlap(out, tuple(out.strides), "bytes", f"cupy.empty({tuple(out.shape)}, {np_name(out.dtype)})")
         with out.device:
             tmp = cupy.empty(out.shape, out.dtype)
 
@@ -40,8 +57,9 @@ def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
         return tmp, to_cupy
     if module == "torch":
         torch: Any = sys.modules["torch"]
-        if _overlaps(tuple(out.shape), tuple(out.stride())):
-            return None
+        if _may_overlap(tuple(out.shape), tuple(out.stride()), 1):
+            raise _refuse_overlap(out, tuple(out.stride()), "elements",
+                                  f"torch.empty({tuple(out.shape)}, dtype={out.dtype}, device='{out.device}')")
         tmp = torch.empty(tuple(out.shape), dtype=out.dtype, device=out.device)
         return tmp, lambda: out.copy_(tmp)
     return None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import sys
 import threading
 import warnings
 from dataclasses import replace
@@ -105,6 +107,18 @@ def _retry_variant(backend: Backend, plan: Plan) -> str | None:
     return None if name is None else str(name)
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of a warning raised in the function that calls this one, that names the first frame
+    outside polygemm: the user's line, however many of polygemm's calls (matmul, a stand-in for out) lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
 def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None], validate: Callable[..., Plan], mode: str,
                   a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
                   precision: str | None = None, note: Callable[[str], None] | None = None) -> Any:
@@ -128,7 +142,8 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
     if report.ok:
         return deliver(result, out, backend)
     if mode == "warn":
-        warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"), stacklevel=3)
+        warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"),
+                      stacklevel=_callers_level())
         return deliver(result, out, backend)
     if mode == "retry":
         other = _retry_variant(backend, plan)

@@ -19,7 +19,7 @@ import polygemm.api as api
 from polygemm.apps.cli import main
 from polygemm.errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, ShapeError
 from polygemm.problem import normalize
-from polygemm.testing import assert_close, check_result, reference_for
+from polygemm.testing import assert_close, check_result, inject_fault, reference_for
 
 from tests.helpers import (
     assert_array_within,
@@ -1405,15 +1405,14 @@ def test_an_unwritable_out_is_told_what_its_strides_do(out, says):
     (np.ones((4, 6)), np.ones(6), np.empty(4)[::-1]),
     (np.ones((3, 4, 6)), np.ones(6), np.empty((3, 4))[:, ::-1]),
 ])
-def test_matmul_reversed_vector_out_is_told_of_the_out_given(a, b, out):
-    # the refusal names out's own strides ((-8,)), not those of the matrix view polygemm makes of it ((-40, -8))
-    with pytest.raises(pg.ArgumentError) as info:
-        pg.matmul(a, b, out=out, device="cpu")
-    text = str(info.value)
-    assert text.startswith(f"out has strides {out.strides}: its last axis, the result's vector, steps by -8 bytes")
-    assert f"np.empty({out.shape}, np.float64)" in text
-    fresh = np.empty(out.shape)  # what the message says to pass
-    np.testing.assert_array_equal(pg.matmul(a, b, out=fresh, device="cpu"), np.matmul(a, b))
+def test_matmul_reversed_vector_out_is_written_as_numpy_writes_it(a, b, out):
+    # a vector result into a reversed out: written through a C-ordered stand-in (numpy.matmul writes it too)
+    want = np.matmul(a, b)
+    assert pg.matmul(a, b, out=out, device="cpu") is out
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    # of the wrong dtype: the same error as a C-ordered out of that dtype gets
+    with pytest.raises(pg.DTypeError, match="the result dtype must be float64; got out int32"):
+        pg.matmul(a, b, out=np.zeros(out.shape[:-1] + (2 * out.shape[-1],), np.int32)[..., ::-2], device="cpu")
 
 
 @pytest.mark.parametrize("scalar", [np.float32(0), np.float64(7), ml_dtypes.bfloat16(1)], ids=["f32", "f64", "bf16"])
@@ -1460,3 +1459,31 @@ def test_a_refused_vector_out_is_left_untouched(rng, out):
     with pytest.raises(ValueError):
         pg.matmul(m, v, out=given)
     assert np.all(np.asarray(given) == 5)
+
+
+def test_an_out_whose_elements_share_memory_is_refused_and_untouched(rng):
+    """as_strided steps smaller than a row (or zero) make elements share memory: one result would overwrite
+    another, so no stand-in is made; the refusal says so and what to pass."""
+    a, b = rng.standard_normal((3, 5)), rng.standard_normal((5, 3))
+    for out in (np.lib.stride_tricks.as_strided(np.zeros(10), (3, 3), (8, 8), writeable=True),
+                np.lib.stride_tricks.as_strided(np.zeros(6), (4, 3), (0, 8), writeable=True)[:3]):
+        before = out.copy()
+        with pytest.raises(ArgumentError, match=r"some of its elements share memory.*np\.empty\(\(3, 3\), np\.float64\)"):
+            pg.gemm(a, b, out=out, device="cpu")
+        assert np.array_equal(out, before)
+
+
+def test_explain_describes_an_out_written_through_a_stand_in(rng):
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((5, 6))
+    out = np.zeros((4, 12))[:, ::2]
+    plan = pg.explain(a, b, out=out, device="cpu")
+    assert any("C-ordered array of out's shape" in note for note in plan.notes)
+    assert not out.any()  # explain runs nothing
+
+
+def test_a_verify_warning_for_an_out_written_through_a_stand_in_names_the_callers_line(rng):
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((5, 6))
+    with pytest.warns(pg.VerificationWarning) as caught:
+        with inject_fault(0, 0, value=1e3):
+            pg.gemm(a, b, out=np.zeros((4, 12))[:, ::2], verify="warn")
+    assert caught[0].filename == __file__
