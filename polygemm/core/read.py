@@ -23,8 +23,8 @@ __all__ = ["read_operand", "NotWhole", "OutNotInPlace", "OutBatchUnwalkable", "u
 
 
 class OutNotInPlace(ArgumentError):
-    """An ``out`` whose strides no kernel writes: matrices neither row- nor column-major, or a
-    batch one stride cannot walk. ``gemm`` computes into a C-ordered array of ``out``'s shape,
+    """An ``out`` no kernel writes: matrices neither row- nor column-major, a batch one stride
+    cannot walk, or another byte order than this machine's. ``gemm`` computes into a C-ordered array of ``out``'s shape,
     dtype and device made by ``out``'s own library (NumPy, CuPy, torch) and copies that into
     ``out``, as ``numpy.matmul`` writes any ``out``; other arrays, and an ``out`` whose elements
     overlap, get this error."""
@@ -119,8 +119,8 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         arr = obj
         if not arr.flags.writeable:
             raise ArgumentError(f"{name} is read-only; pass a writeable array (or omit {name} to get a new one)")
-        if not arr.dtype.isnative:
-            raise DTypeError(f"{name} has non-native byte order ({arr.dtype.str}); pass an array of the native {arr.dtype.name} (e.g. np.empty(shape, np.{arr.dtype.name}))")
+        if not arr.dtype.isnative:  # (gemm writes it through a native stand-in)
+            raise OutNotInPlace(f"{name} has non-native byte order ({arr.dtype.str}); pass an array of the native {arr.dtype.name} (e.g. np.empty(shape, np.{arr.dtype.name}))")
     else:
         try:
             arr = np.asarray(obj)

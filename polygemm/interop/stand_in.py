@@ -1,4 +1,4 @@
-"""A stand-in for an ``out`` no kernel writes in place (a strided view, an N-D Fortran-ordered stack):
+"""A stand-in for an ``out`` no kernel writes in place (a strided view, an N-D Fortran-ordered stack, another byte order):
 a C-ordered array of its shape, dtype and device made by its own library, and the copy of that into it."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
     if isinstance(out, np.ndarray):
         if _may_overlap(out.shape, out.strides, out.itemsize):
             raise _refuse_overlap(out, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})")
-        tmp = np.empty(out.shape, out.dtype)
+        tmp = np.empty(out.shape, out.dtype.newbyteorder("="))  # this machine's byte order, which the kernels write
         return tmp, lambda: np.copyto(out, tmp)
     module = type(out).__module__.partition(".")[0]
     if module == "cupy":

@@ -212,11 +212,20 @@ def _refusals(a, b, c, out):
     yield "out overlaps a", dict(a=out[:, :a.shape[1]]), pg.ArgumentError
 
 
-def test_big_endian_out_is_refused_with_what_to_pass(rng):
-    a, b = rand(rng, (4, 3)), rand(rng, (3, 2))
-    out = np.empty((4, 2), ">f4")
-    with pytest.raises(pg.DTypeError, match=r"out has non-native byte order .*float32"):
-        pg.gemm(a, b, out=out, device="cpu")
+def test_big_endian_out_is_written_as_numpy_writes_it(rng):
+    """An out of the other byte order (as read from a file) is written through a native stand-in, keeping its
+    byte order; of the wrong dtype it is refused as a native out would be, untouched."""
+    a, b, c = rand(rng, (4, 3)), rand(rng, (3, 2)), rand(rng, (4, 2))
+    for out in (np.zeros((4, 2), ">f4"), np.zeros((4, 4), ">f4")[:, ::2]):
+        assert pg.gemm(a, b, out=out, device="cpu") is out and out.dtype.str == ">f4"
+        assert_within(out, a, b)
+        out[...] = c
+        assert pg.gemm(a, b, out, beta=1.0, out=out, device="cpu") is out
+        assert_within(out, a, b, c, 1.0, 1.0)
+    wrong = np.full((4, 2), 3, ">i4")
+    with pytest.raises(pg.DTypeError, match="the result dtype must be float32; got out int32"):
+        pg.gemm(a, b, out=wrong, device="cpu")
+    assert (wrong == 3).all()
 
 
 def test_a_view_of_c_as_out_is_in_place_and_its_plan_is_not_reused_for_a_separate_out(rng):
