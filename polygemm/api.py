@@ -177,7 +177,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
     ``device``: matrices and stacks of matrices (leading dimensions broadcast), and vectors: a
     1-D ``a`` is a row (1×K) and a 1-D ``b`` a column (K×1), that dimension dropped from the
-    result (matrix @ vector is a vector, vector @ vector a 0-D array). ``out`` has the result's
+    result (matrix @ vector is a vector; vector @ vector a NumPy scalar for NumPy vectors, else a 0-D array of their
+    library, as their own matmul gives). ``out`` has the result's
     shape (or is a tuple of that one array, numpy.matmul's ufunc form). Scalars (0-D operands)
     are refused, as NumPy refuses them. ``precision``: as :func:`gemm` takes it; ``verify`` checks the
     product as :func:`gemm`'s does.
@@ -207,6 +208,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
                                 f"would overwrite the last. Pass a C-ordered array, e.g. np.empty({out.shape}, "
                                 f"{np_name(out.dtype)}), or omit out to get a new result") from None
         raise
+    for note in _vector_notes(va, vb):  # last_plan() says what explain() says of them
+        _note_last(note)
     if out is not None:
         return out
     shape = tuple(res.shape)
@@ -214,6 +217,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     want = lead + (() if va else (rows,)) + (() if vb else (cols,))  # the vectors' unit dimensions dropped
     if not hasattr(res, "reshape") and hasattr(res, "__array_namespace__"):  # an array-API library's: xp.reshape
         return res.__array_namespace__().reshape(res, want)
+    if type(res) is np.ndarray and not want:  # vector @ vector: a NumPy scalar, as numpy.matmul returns (hashable,
+        return res.reshape(())[()]           # np.isscalar); a subclass keeps its 0-D array, as it does there
     if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view has no .resize, and keeps
         return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
@@ -284,8 +289,7 @@ def explain(
     taken: list[str] = []
     if c is None and 1 in (ndim_of(a), ndim_of(b)):  # matmul's vectors, as matmul hands them to gemm
         a, b, out, va, vb = matmul_operands(a, b, out)
-        taken = [f"{name} is a vector (1-D), taken as a {how} as polygemm.matmul takes it"
-                 for name, how, vec in (("a", "row (1xK)", va), ("b", "column (Kx1)", vb)) if vec]
+        taken = _vector_notes(va, vb)
     if beta is None:
         beta = 0.0 if c is None else 1.0
     through = None
@@ -308,6 +312,12 @@ def explain(
         if mode is not None:
             plan.notes.append(describe_check(plan, mode, out is not None))
     return plan
+
+
+def _vector_notes(va: bool, vb: bool) -> list[str]:
+    """What a plan says of matmul's vectors (a 1-D ``a``, ``b``)."""
+    return [f"{name} is a vector (1-D), taken as a {how} as polygemm.matmul takes it"
+            for name, how, vec in (("a", "row (1xK)", va), ("b", "column (Kx1)", vb)) if vec]
 
 
 def _note_last(text: str) -> None:

@@ -9,6 +9,7 @@ once into C order (host arrays) and the copy is recorded so that ``explain`` can
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -82,13 +83,28 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     return GemmProblem(m, n, k, A.dtype, A, B, C, O, alpha_f, beta_f, residency, notes, batch, result if O is None else None, kind)
 
 
+def _holds(values: Any, dtype: np.dtype) -> bool:
+    """Whether a list's values (``values``: NumPy's array of them) are all exactly ``dtype``'s (1.5 is no int64,
+    300 no int8, 1e6 no float16, 1+1j no float32)."""
+    if not isinstance(values, np.ndarray):
+        return False
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ComplexWarning, and NumPy's casts of out-of-range integers
+        try:
+            return bool(np.array_equal(values.astype(dtype), values, equal_nan=values.dtype.kind in "fc"))
+        except (TypeError, ValueError, OverflowError):
+            return False
+
+
 def _dtype_mismatch(a: Any, b: Any, A: Operand, B: Operand) -> DTypeError:
-    """The refusal of a and b of two dtypes, with the cast to make in the terms of what was passed."""
-    if hasattr(b, "astype") and not hasattr(a, "astype"):  # a list beside an array: the array's dtype is the one meant
+    """The refusal of a and b of two dtypes, with the cast to make in the terms of what was passed: a list beside an
+    array (or a second list) cast to the array's dtype where its values are all exactly that dtype's (the array's
+    dtype is the one meant), else both to the dtype numpy.matmul computes them in."""
+    if hasattr(b, "astype") and not hasattr(a, "astype") and _holds(A.array, B.dtype):  # a list beside an array
         how = cast_hint("a", a, B.dtype)
-    elif not (hasattr(b, "astype") or hasattr(b, "__dlpack__") or kind_of(b) == "torch"):  # b a list, a tuple ...
-        how = cast_hint("b", b, A.dtype)
-    else:  # two arrays (tensors cast with to): to the dtype numpy.matmul computes them in
+    elif not (hasattr(b, "astype") or hasattr(b, "__dlpack__") or kind_of(b) == "torch") and _holds(B.array, A.dtype):
+        how = cast_hint("b", b, A.dtype)  # b a list, a tuple ...
+    else:  # two arrays (tensors cast with to), or a list of values the other's dtype would change
         how = promotion_hint(("a", a, A.dtype), ("b", b, B.dtype))
     return DTypeError(f"a and b must share one dtype; got a {A.dtype.name} and b {B.dtype.name}. Cast to one dtype, e.g. {how}.")
 

@@ -334,7 +334,7 @@ def test_int_bool_and_complex_inputs_compute_as_numpy_matmul_does(dtype):
 def test_zero_size_products_match_numpy_matmul(sa, sb, dtype):
     a, b = np.ones(sa, dtype), np.ones(sb, dtype)
     want, got = np.matmul(a, b), pg.matmul(a, b, device="cpu")
-    assert isinstance(got, np.ndarray) and got.shape == np.shape(want) and got.dtype == want.dtype
+    assert type(got) is type(want) and got.shape == np.shape(want) and got.dtype == want.dtype
     assert np.array_equal(got, want)
 
 
@@ -463,6 +463,20 @@ def test_an_integer_list_is_told_how_a_list_converts(given, kind):
     with pytest.raises(pg.DTypeError, match=r"a\.astype\(np\.float64\) \(exact only for values below 2\*\*53"):  # an array: its astype
         pg.gemm(np.ones((2, 2), np.int64), np.eye(2), device="cpu")
     assert np.array_equal(pg.gemm(given, given, device="cpu"), np.matmul(given, given))  # alone: int64, as NumPy reads it
+
+
+@pytest.mark.parametrize("a, b, says", [
+    ([[1, 2]], [[1.5], [2.0]], r"np\.asarray\(a, dtype=np\.float64\)"),                 # not b to int64: 1.5 would be 1
+    (np.ones((1, 2), np.int8), [[300], [2]], r"a\.astype\(np\.int64\)"),              # not b to int8: 300 overflows
+    (np.ones((1, 2), np.float16), [[1e6], [2]], r"a\.astype\(np\.float64\)"),         # not b to float16: 1e6 is inf
+    (np.ones((1, 2), np.float32), [[1 + 1j], [2]], r"a\.astype\(np\.complex128\)"),   # not b to float32: 1j is lost
+    (np.ones((1, 2), np.float32), [[1.5], [2]], r"np\.asarray\(b, dtype=np\.float32\)"),  # exact: the array's dtype
+], ids=["int list, float list", "int8, 300", "float16, 1e6", "float32, complex", "float32, exact"])
+def test_a_list_is_told_a_cast_that_keeps_its_values(a, b, says):
+    """A list beside an array (or a second list) is told to take the array's dtype only where every value of it
+    survives that cast; else both go to the dtype numpy.matmul computes them in."""
+    with pytest.raises(pg.DTypeError, match=says):
+        pg.matmul(a, b, device="cpu")
 
 
 def test_matmul_of_int_lists_is_told_how_to_convert_a_list():

@@ -101,5 +101,5 @@ def test_matmul_of_an_empty_list_vector_is_numpys_zero(a, b):
     # an empty list as b is a 0×1 column, as numpy.matmul reads it
     want = np.matmul(a, b)
     got = pg.matmul(a, b)
-    assert type(got) is np.ndarray and got.shape == np.shape(want) and got.dtype == np.float64
+    assert type(got) is type(want) and got.shape == np.shape(want) and got.dtype == np.float64  # a NumPy scalar for vector @ vector
     assert np.array_equal(got, want)  # K = 0: zeros, exactly
