@@ -132,12 +132,13 @@ def parse_dtype(name: str, value: Any) -> np.dtype:
     except TypeError:  # another library's dtype object, e.g. torch.float32
         tail = str(value).rsplit(".", 1)[-1]
         if tail not in KNOWN_DTYPES:
-            raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)") from None
+            raise DTypeError(f"{name}={short_repr(value)} is not a dtype polygemm writes; pass float32 (or float16, bfloat16, "
+                             f"float64; the inputs' own dtype for integer, complex and bool products)") from None
         return dtype_named(tail)
     if dt.kind in "OSUMm" or (dt.kind == "V" and dt.type.__module__.partition(".")[0] != "ml_dtypes"):  # ml_dtypes' are V too
         # a list, a structured or a text dtype: NumPy reads it as "void", no dtype to cast a result to
         raise DTypeError(f"{name}={short_repr(value)} is no numeric dtype (NumPy reads it as {dt.name}); pass float32 (or "
-                         f"float16, bfloat16, float64)")
+                         f"float16, bfloat16, float64; the inputs' own dtype for integer, complex and bool products)")
     if not dt.isnative:
         raise DTypeError(f"{name}={value!r} is {dt.name} in non-native byte order; results are written in this machine's "
                          f"byte order: pass {dt.name!r}")

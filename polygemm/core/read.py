@@ -89,6 +89,23 @@ def _unwritable_strides(name: str, arr: np.ndarray) -> OutNotInPlace:
         f"omit {name} to get a new result")
 
 
+def _check_ufunc_override(name: str, obj: np.ndarray) -> None:
+    """ArgumentTypeError for an ndarray subclass that takes numpy.matmul over (``__array_ufunc__``: units, masks or
+    other metadata it keeps itself) or opts out of it (``__array_ufunc__ = None``): numpy.matmul hands such an array
+    to its class, or refuses it; polygemm would compute on its bare values and lose what the class keeps."""
+    override = getattr(type(obj), "__array_ufunc__", np.ndarray.__array_ufunc__)
+    if override is np.ndarray.__array_ufunc__:
+        return
+    cls = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if override is None:
+        raise ArgumentTypeError(f"{name} is a {cls}, which opts out of NumPy's ufuncs (__array_ufunc__ = None), so "
+                                f"numpy.matmul refuses it too; pass np.asarray({name}) for a product of its bare values")
+    raise ArgumentTypeError(f"{name} is a {cls}, whose __array_ufunc__ takes numpy.matmul over (for the units or other "
+                            f"metadata it keeps); polygemm computes on bare values and would lose them. Use numpy.matmul "
+                            f"(or {type(obj).__qualname__}'s own product), or pass np.asarray({name}) for the product of "
+                            f"its bare values")
+
+
 def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> Operand:
     """``obj`` (``given``: what the user passed, when ``obj`` is NumPy's view of it) as an operand."""
     if obj is None:
@@ -105,6 +122,8 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         raise ArgumentTypeError(f"{name} is a {type(obj).__module__.partition('.')[0]}.{type(obj).__name__}; polygemm multiplies "
                                 f"arrays in memory and would compute it whole here. Call polygemm.dask.gemm({args}) for a "
                                 f"lazy dask array computed block by block, or pass {name}.compute() for an in-memory result")
+    if isinstance(obj, np.ndarray) and type(obj) is not np.ndarray:
+        _check_ufunc_override(name, obj)
     if isinstance(obj, np.ma.MaskedArray):
         if writable:  # out.filled(0) would be a copy: the result would not reach the user's array
             raise ArgumentError(f"{name} is a masked array; polygemm writes no mask. Pass its data, {name}.data (written in "

@@ -288,7 +288,7 @@ def test_with_a_driver_but_no_pycuda_cuda_still_says_to_install_it(monkeypatch):
     (lambda a: pg.gemm(a, a.T, variant="nosuch", device="cpu"), UnsupportedProblemError,
      "variant='nosuch' is not a variant of backend 'cpu'; known: blas, reference, numpy (or 'auto')"),
     (lambda a: pg.gemm(a, a.T, out_dtype="f32", device="cpu"), DTypeError,
-     "out_dtype='f32' is not a dtype polygemm writes; pass float32 (or float16, bfloat16, float64)"),
+     "out_dtype='f32' is not a dtype polygemm writes; pass float32"),
     (lambda a: pg.gemm(a, a.T, out=[[0.0] * 2] * 2, device="cpu"), ArgumentTypeError,
      "out must be a NumPy array (or a device array)"),
     (lambda a: pg.gemm(a.astype(np.float16), a.T.astype(np.float16), out=np.empty((2, 2), np.float16),

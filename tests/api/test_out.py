@@ -1496,3 +1496,26 @@ def test_a_verify_warning_for_an_out_written_through_a_stand_in_names_the_caller
         with inject_fault(0, 0, value=1e3):
             pg.gemm(a, b, out=np.zeros((4, 12))[:, ::2], verify="warn")
     assert caught[0].filename == __file__
+
+
+def test_an_array_whose_class_takes_matmul_over_is_refused_naming_the_way():
+    """An ndarray subclass with its own __array_ufunc__ (units, as astropy's Quantity keeps) gets numpy.matmul handed
+    to it; one with __array_ufunc__ = None is refused by numpy.matmul. polygemm would compute on the bare values and
+    drop what the class keeps: both are refused as a, b, c or out, whether or not a plan is cached."""
+
+    class Units(np.ndarray):
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            return "handled by Units"
+
+    class NoUfuncs(np.ndarray):
+        __array_ufunc__ = None
+
+    a, b, o = np.ones((2, 3)), np.ones((3, 2)), np.zeros((2, 2))
+    pg.gemm(a, b, out=np.zeros((2, 2)), device="cpu")  # a plan cached for plain arrays of these shapes
+    assert np.matmul(a.view(Units), b) == "handled by Units"
+    for cls, says in ((Units, r"takes numpy\.matmul over.*np\.asarray\(\w+\)"), (NoUfuncs, r"opts out of NumPy's ufuncs")):
+        for kw in ({"a": a.view(cls)}, {"b": b.view(cls)}, {"c": o.view(cls)}, {"out": o.view(cls)}):
+            args = {"a": a, "b": b, "c": None, "out": None} | kw
+            with pytest.raises(ArgumentTypeError, match=says):
+                pg.gemm(args["a"], args["b"], args["c"], out=args["out"], device="cpu")
+    assert not o.any()

@@ -103,3 +103,4 @@ def test_matmul_of_an_empty_list_vector_is_numpys_zero(a, b):
     got = pg.matmul(a, b)
     assert type(got) is type(want) and got.shape == np.shape(want) and got.dtype == np.float64  # a NumPy scalar for vector @ vector
     assert np.array_equal(got, want)  # K = 0: zeros, exactly
+
