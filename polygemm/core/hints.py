@@ -60,6 +60,10 @@ def _exactness(src: str, dst: str) -> str:
     if src in INTEGER_DTYPES and dst in ("float32", "float64", "complex64", "complex128"):
         bits = 24 if dst in ("float32", "complex64") else 53
         return f" (exact only for values below 2**{bits} in magnitude)"
+    if dst in INTEGER_DTYPES and src not in INTEGER_DTYPES:
+        return f" (which truncates {src} values to whole numbers; those past {dst}'s range do not survive)"
+    if dst in INTEGER_DTYPES:
+        return f" (which wraps {src} values that {dst} cannot hold)"
     return f" (which rounds {src} values that {dst} cannot hold)"
 
 
@@ -112,8 +116,10 @@ def c_cast_hint(c: Any, c_dtype: np.dtype, result: np.dtype) -> str:
     """How to give ``c`` (of ``c_dtype``) the result's dtype: its cast where that keeps its values (or rounds a float to
     the float result asked for), else the cast of a and b to the dtype numpy.matmul would compute ``a @ b + c`` in (a
     complex c beside real a and b: complex)."""
-    if keeps_values(c_dtype.name, result.name) or (c_dtype.kind == "f" or c_dtype.name == "bfloat16") and result.kind in "fV":
+    if keeps_values(c_dtype.name, result.name):
         return cast_hint("c", c, result)
+    if (c_dtype.kind == "f" or c_dtype.name == "bfloat16") and result.kind in "fV":  # a float c to the float result
+        return cast_hint("c", c, result) + _exactness(c_dtype.name, result.name)
     try:
         wide: np.dtype | None = np.result_type(c_dtype, result)
     except TypeError:
