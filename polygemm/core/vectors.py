@@ -3,11 +3,12 @@ same memory (``out`` is written through them), in each library's own terms."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, ArgumentTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
 from .dtypes import np_name
@@ -130,6 +131,11 @@ def matmul_operands(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any, bool, bool
     a, nda = dlpack_vector(a, "a")
     b, ndb = dlpack_vector(b, "b")
     for name, nd, x in (("a", nda, a), ("b", ndb, b)):
+        if nd == 0 and not isinstance(x, (numbers.Number, np.generic, np.ndarray)) and not hasattr(x, "__array_interface__") \
+                and not hasattr(x, "__cuda_array_interface__") and not hasattr(x, "__dlpack__"):
+            # a dict, a set, a generator, any object NumPy reads as one element of dtype object: not a scalar to scale by
+            raise DTypeError(f"{name} is a {type(x).__name__}, which NumPy reads as a 0-D object array; pass a vector, a "
+                             f"matrix or a stack of matrices of numbers (a NumPy array, a list of lists, a device array)")
         if nd == 0:
             raise ShapeError(f"{name} is a scalar (0-D {type(x).__name__}); matmul takes vectors (1-D) and matrices or stacks "
                              f"of matrices (at least 2-D), and refuses scalars as numpy.matmul does: scale with a * b instead")

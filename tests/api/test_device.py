@@ -625,3 +625,13 @@ def test_an_unknown_variant_with_device_auto_lists_what_the_backends_have(rng, m
         assert f"cpu: has no variant {variant!r}{hint})" in msg
         assert msg.endswith("; their variants: cpu: blas, reference, numpy")
         assert "\n" not in msg
+
+
+@pytest.mark.parametrize("given", [{1: 2}, {1, 2}, (x for x in range(3)), object()], ids=["dict", "set", "generator", "object"])
+def test_matmul_of_a_non_numeric_object_is_a_dtype_error_not_a_scalar(given):
+    """NumPy reads a dict, a set or a generator as one element of dtype object: matmul says so (a TypeError, as
+    numpy.matmul raises for object operands), not "a is a scalar: scale with a * b"."""
+    with pytest.raises(pg.DTypeError, match=rf"a is a {type(given).__name__}, which NumPy reads as a 0-D object array"):
+        pg.matmul(given, np.ones((2, 2)), device="cpu")
+    with pytest.raises(pg.ShapeError, match="a is a scalar"):
+        pg.matmul(3.0, np.ones((2, 2)), device="cpu")
