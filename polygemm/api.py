@@ -16,10 +16,10 @@ from .backend import Plan
 from .core.arguments import misused_arguments
 from .core.hostcopy import planning_only
 from .core.dtypes import np_name
-from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace
+from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ShapeError
-from .interop.stand_in import stand_in
+from .interop.stand_in import overlap_refusal, stand_in
 from .interop.torch import torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
@@ -198,15 +198,12 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
         taken = ([f"a, a vector of {ka}, taken as a row 1×{ka}"] if va else []) \
             + ([f"b, a vector of {kb}, taken as a column {kb}×1"] if vb else [])
         raise ShapeError(f"{exc} ({'; '.join(taken)})") from None
-    except OutBatchUnwalkable:
-        # an out whose batch gemm refused (for a NumPy out: one memory for several results, a zero stride): gemm said it
-        # of the matrix view made of it, "out has shape (2, 5, 1, 2) ... e.g. np.empty((2, 5, 1, 2), np.float32)", an
-        # array matmul then refuses for its shape; said of the out given, and of an array of its shape
+    except (OutBatchUnwalkable, OutOverlaps):
+        # an out gemm refused (for a NumPy out: elements that may share memory) said of the matrix view made of it,
+        # "out has shape (2, 5, 1) ... e.g. np.empty((2, 5, 1), np.float32)", an array matmul then refuses for its
+        # shape: said of the out given, and of an array of its shape
         if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.shape != out.shape:
-            raise OutBatchUnwalkable(f"out has shape {out.shape} and strides {out.strides}: its batch (all but the last axis, "
-                                f"the result's vectors) puts several results in one memory (a zero stride), where each "
-                                f"would overwrite the last. Pass a C-ordered array, e.g. np.empty({out.shape}, "
-                                f"{np_name(out.dtype)}), or omit out to get a new result") from None
+            raise overlap_refusal(out.shape, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})") from None
         raise
     for note in _vector_notes(va, vb):  # last_plan() says what explain() says of them
         _note_last(note)
@@ -225,9 +222,10 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
 
 
 #: what a call whose out no kernel writes says of it (the plan's layouts and copies are those of the stand-in)
-STAND_IN_NOTE = ("out's strides are none a kernel writes: the product went into a C-ordered array of out's shape, dtype and "
-                 "device (the layout shown for out is that array's), copied into out after it: one more pass over the "
-                 "result, which an out of row- or column-major matrices, its batch one stride apart, saves")
+STAND_IN_NOTE = ("out is not an array a kernel writes in place (its strides, or its byte order): the product went into a "
+                 "C-ordered array of out's shape and dtype on its device (the layout shown for out is that array's), "
+                 "copied into out after it: one more pass over the result, which an out of row- or column-major "
+                 "matrices, its batch one stride apart, in this machine's byte order saves")
 
 
 def _through_stand_in(refusal: OutNotInPlace | None, a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any,
@@ -253,7 +251,7 @@ def _plan_with_out(a: Any, b: Any, c: Any, *, alpha: float, beta: float, device:
     try:
         with planning_only():  # host operands a call would copy are described, not copied (the product copies them)
             return plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)[0].plan
-    except NotWhole:
+    except (NotWhole, OutNotInPlace):  # (an out no kernel writes: the checked result is copied into it as it is)
         return explain(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out, out_dtype=out_dtype,
                        precision=precision)
 
@@ -282,7 +280,9 @@ def explain(
 
     It takes what ``matmul`` takes too: with no ``c``, a 1-D ``a`` is a row (1×K) and a 1-D ``b`` a
     column (K×1), so ``explain(a, b)`` describes ``matmul(a, b)`` (a note says so).
-    With ``verify`` (or a process default), a note describes the check and its estimated cost.
+    With ``verify`` (or a process default), a note describes the check and its estimated cost. An ``out`` no kernel
+    writes in place is described as ``gemm`` writes it, through a stand-in of its own library (a device ``out``'s
+    takes its size of device memory while ``explain`` runs).
     """
     if extra or unexpected:
         raise misused_arguments("explain", extra, unexpected)
@@ -292,15 +292,17 @@ def explain(
         taken = _vector_notes(va, vb)
     if beta is None:
         beta = 0.0 if c is None else 1.0
-    through = None
+    through, refusal = None, None
     try:
         with planning_only():  # the host copies a call would make are described, not made
             entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype,
                                                                       precision=precision)
     except OutNotInPlace as exc:  # described as gemm runs it: into a stand-in of out's library, copied into out
-        through = stand_in(out)
+        refusal = exc
+    if refusal is not None:  # (outside the except: what follows is not chained to the refusal)
+        through = stand_in(out)  # (a device out's stand-in takes its size of memory while this runs)
         if through is None:
-            raise exc from None
+            raise refusal
         with planning_only():
             entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, through[0],
                                                                       out_dtype, precision=precision)

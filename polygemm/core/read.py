@@ -19,7 +19,7 @@ from .hostcopy import host_convert
 from .layout import Layout, check_ndim, host_layout, layout_from_strides
 from .operand import Operand
 
-__all__ = ["read_operand", "NotWhole", "OutNotInPlace", "OutBatchUnwalkable", "unsupported_strides"]
+__all__ = ["read_operand", "NotWhole", "OutNotInPlace", "OutOverlaps", "OutBatchUnwalkable", "unsupported_strides"]
 
 
 class OutNotInPlace(ArgumentError):
@@ -28,6 +28,11 @@ class OutNotInPlace(ArgumentError):
     dtype and device made by ``out``'s own library (NumPy, CuPy, torch) and copies that into
     ``out``, as ``numpy.matmul`` writes any ``out``; other arrays, and an ``out`` whose elements
     overlap, get this error."""
+
+
+class OutOverlaps(ArgumentError):
+    """An ``out`` whose elements may share memory: no stand-in is made for it (one result would overwrite
+    another). Its own class so that ``matmul`` can say it of the ``out`` it was given."""
 
 
 class OutBatchUnwalkable(OutNotInPlace):
@@ -122,13 +127,13 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         raise ArgumentTypeError(f"{name} is a {type(obj).__module__.partition('.')[0]}.{type(obj).__name__}; polygemm multiplies "
                                 f"arrays in memory and would compute it whole here. Call polygemm.dask.gemm({args}) for a "
                                 f"lazy dask array computed block by block, or pass {name}.compute() for an in-memory result")
-    if isinstance(obj, np.ndarray) and type(obj) is not np.ndarray:
-        _check_ufunc_override(name, obj)
     if isinstance(obj, np.ma.MaskedArray):
         if writable:  # out.filled(0) would be a copy: the result would not reach the user's array
             raise ArgumentError(f"{name} is a masked array; polygemm writes no mask. Pass its data, {name}.data (written in "
                                 f"place; the mask stays as it is), or omit {name} to get a new result")
         raise ArgumentError(f"{name} is a masked array; polygemm ignores no mask. Fill it first, e.g. {name}.filled(0), or pass {name}.data")
+    if isinstance(obj, np.ndarray) and type(obj) is not np.ndarray:
+        _check_ufunc_override(name, obj)
     if writable:
         if not isinstance(obj, np.ndarray):
             # a TypeError too, as numpy.matmul's "return arrays must be of ArrayType"

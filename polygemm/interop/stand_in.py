@@ -9,9 +9,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.dtypes import np_name
-from ..errors import ArgumentError
+from ..core.read import OutOverlaps
 
-__all__ = ["stand_in"]
+__all__ = ["stand_in", "overlap_refusal"]
 
 
 def _may_overlap(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
@@ -26,28 +26,30 @@ def _may_overlap(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
     return False
 
 
-def _refuse_overlap(out: Any, strides: tuple[int, ...], unit: str, fresh: str) -> ArgumentError:
-    shape = tuple(out.shape)
-    return ArgumentError(f"out has shape {shape} and strides {strides} ({unit}): some of its elements share memory (a zero "
-                         f"step, or steps smaller than what the axes below them span), so one result would overwrite "
-                         f"another. Pass an out of distinct elements, e.g. {fresh}, or omit out to get a new result")
+def overlap_refusal(shape: tuple[int, ...], strides: tuple[int, ...], unit: str, fresh: str) -> OutOverlaps:
+    """The refusal of an ``out`` of ``shape`` and ``strides`` whose elements may share memory; ``fresh``: an
+    expression of an array to pass instead."""
+    return OutOverlaps(f"out has shape {shape} and strides {strides} ({unit}): its elements may share memory (a zero "
+                       f"step, or steps smaller than what the axes below them span; polygemm cannot tell they do not), "
+                       f"where one result would overwrite another. Pass an out of distinct elements, e.g. {fresh}, or "
+                       f"omit out to get a new result")
 
 
 def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
     """``(array, copy)``: a new C-ordered array of ``out``'s shape, dtype and device from ``out``'s own library
     (NumPy, CuPy, torch), and the function that copies it into ``out`` (queued on the current stream, as that
-    library queues its copies). None for an array of another library; ArgumentError for one whose elements may
+    library queues its copies). None for an array of another library; OutOverlaps for one whose elements may
     share memory."""
     if isinstance(out, np.ndarray):
         if _may_overlap(out.shape, out.strides, out.itemsize):
-            raise _refuse_overlap(out, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})")
+            raise overlap_refusal(out.shape, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})")
         tmp = np.empty(out.shape, out.dtype.newbyteorder("="))  # this machine's byte order, which the kernels write
         return tmp, lambda: np.copyto(out, tmp)
     module = type(out).__module__.partition(".")[0]
     if module == "cupy":
         cupy: Any = sys.modules["cupy"]
         if _may_overlap(tuple(out.shape), tuple(out.strides), int(out.itemsize)):
-            raise _refuse_overlap(out, tuple(out.strides), "bytes", f"cupy.empty({tuple(out.shape)}, {np_name(out.dtype)})")
+            raise overlap_refusal(tuple(out.shape), tuple(out.strides), "bytes", f"cupy.empty({tuple(out.shape)}, {np_name(out.dtype)})")
         with out.device:
             tmp = cupy.empty(out.shape, out.dtype)
 
@@ -58,7 +60,7 @@ def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
     if module == "torch":
         torch: Any = sys.modules["torch"]
         if _may_overlap(tuple(out.shape), tuple(out.stride()), 1):
-            raise _refuse_overlap(out, tuple(out.stride()), "elements",
+            raise overlap_refusal(tuple(out.shape), tuple(out.stride()), "elements",
                                   f"torch.empty({tuple(out.shape)}, dtype={out.dtype}, device='{out.device}')")
         tmp = torch.empty(tuple(out.shape), dtype=out.dtype, device=out.device)
         return tmp, lambda: out.copy_(tmp)

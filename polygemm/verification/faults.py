@@ -74,12 +74,14 @@ def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
 def corrupt(result: Any, to_host: Any = None) -> None:
     """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
     array that ``to_host``/``.set`` move); IndexError when a fault's element is outside the result."""
-    for f in _due():
+    due = _due()
+    for i, f in enumerate(due):
         try:
             _apply(f, result, to_host)
-        except BaseException:  # not corrupted: not counted (hits counts the products a fault changed)
+        except BaseException:  # this fault and those after it changed nothing: not counted (hits counts changes)
             with _lock:
-                f.hits -= 1
+                for g in due[i:]:
+                    g.hits -= 1
             raise
 
 

@@ -269,3 +269,13 @@ def test_inject_fault_stores_an_integer_as_given_and_refuses_fractional_indices(
     with pytest.raises(pg.ArgumentError, match="bit=-1"):
         with inject_fault(0, 0, bit=-1):
             pass
+
+
+def test_a_fault_refused_by_the_result_leaves_the_others_due(rng):
+    """Two faults, the first outside the result: the product raises, and neither counts a hit (the second was never
+    applied), so both are still due on the next product."""
+    a, b = _ops(rng)
+    with inject_fault(100, 0, value=1.0, times=1) as outside, inject_fault(1, 1, value=1e3, times=1) as inside:
+        with pytest.raises(IndexError, match="outside the result"):
+            pg.gemm(a, b, verify="raise")
+        assert (outside.hits, inside.hits) == (0, 0)
