@@ -86,6 +86,13 @@ def record_problem(p: GemmProblem) -> None:
             warnings.warn(f"cannot record shapes to {path} ({exc}); recording goes on without this file", RuntimeWarning, stacklevel=2)
 
 
+def _whole(x: Any) -> int:
+    """A recorded size: a JSON integer (1e400, Infinity, 1.5 and true are not; a record writes its sizes as integers)."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ValueError(x)
+    return x
+
+
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The products recorded in ``path``, each once, in order. Raises ValueError naming the line
     that is not a recorded product."""
@@ -103,10 +110,10 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         seen.add(raw)
         try:
             rec = json.loads(raw)
-            m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
+            m, n, k = (_whole(rec[key]) for key in ("m", "n", "k"))
             layout, dtype = str(rec.get("layout", "nn")), str(rec["dtype"])
-            batch = int(rec.get("batch") or 0)
-        except (ValueError, KeyError, TypeError):
+            batch = _whole(rec.get("batch") or 0)
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ValueError(f"{path}, line {i}: not a recorded product (a JSON object with m, n, k, layout, dtype, and "
                              f"an integer batch if any): {raw[:80]!r}") from None
         if min(m, n, k, batch) < 0 or len(layout) != 2 or set(layout) - {"n", "t"}:

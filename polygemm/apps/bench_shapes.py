@@ -131,6 +131,9 @@ def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
                 shapes.extend(PRESETS[part])
             else:
                 shapes.append(parse_bench_shape(part))
+    if items and not shapes:  # "--shapes ,": a usage error, not a run of nothing
+        raise argparse.ArgumentTypeError(f"{' '.join(map(repr, items))} names no shape; name shapes MxNxK[:LAYOUT], comma "
+                                         f"or space separated, or a preset")
     return list(dict.fromkeys(shapes))  # presets may overlap: each shape once
 
 

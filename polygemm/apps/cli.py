@@ -9,6 +9,7 @@ import importlib
 import os
 import sys
 import textwrap
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -385,6 +386,12 @@ def _run(argv: Sequence[str] | None) -> int:
         return 1 if isinstance(exc, (DeviceError, VerificationError)) else 2
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """A warning as one line of the command's (``polygemm: warning: ...``), not Python's file, line and source."""
+    print(f"polygemm: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``polygemm`` and ``python -m polygemm``; returns the exit status: 0 done, 1 the
     run failed (a device error, a product that failed its check, ``--check``'s FAIL), 2 what was
@@ -396,7 +403,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         try:
-            status = _run(argv)
+            with warnings.catch_warnings():  # (the filters as they were; only how a warning is shown changes)
+                warnings.showwarning = _show_warning
+                status = _run(argv)
         except SystemExit:  # argparse: --help, --version, a usage error
             sys.stdout.flush()
             raise

@@ -14,7 +14,7 @@ from .. import explain
 from ..backend import Plan
 from ..problem import dtype_named
 from .arguments import non_negative_int
-from .bench_layout import layout_of
+from .bench_layout import layout_of, shape_text
 from .bench_shapes import parse_bench_shape
 from .outputs import JSON_STDOUT, add_json_option, emit_json
 from .precision_option import add_precision_option
@@ -94,6 +94,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return 2
     shape = args.shape if args.shape is not None else args.shape_pos
     layout = layout_of(shape)  # ``t``: a transposed view (x @ W.T is nt), as bench and tune take it
+    if layout != "nn" and (args.transpose_a or args.transpose_b):  # two ways of saying one thing: which is meant?
+        flags = " and ".join(f for f, on in (("--transpose-a", args.transpose_a), ("--transpose-b", args.transpose_b)) if on)
+        print(f"polygemm explain: error: the shape's :{layout} and {flags} both give the layout; give it once (e.g. "
+              f"{shape_text(*tuple(shape), layout)} alone)", file=sys.stderr)
+        return 2
     args.shape = tuple(shape)
     try:
         a, b = operands(args.shape, args.dtype, args.transpose_a or layout[0] == "t", args.transpose_b or layout[1] == "t",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -444,6 +445,13 @@ def plot_heatmap(records: Sequence[Any], path: str) -> list[SweepSummary]:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    if args.heatmap and not args.output:
+        raise ArgumentError("--heatmap draws a chart: name the file with -o/--output (e.g. -o heatmap.png)")
+    if args.output:
+        for name in args.files:  # the chart would overwrite the records it is drawn from
+            if os.path.exists(args.output) and os.path.exists(name) and os.path.samefile(name, args.output):
+                raise ArgumentError(f"-o/--output {args.output} is one of the record files read; name another file for "
+                                    f"the chart (e.g. {os.path.splitext(args.output)[0]}.png)")
     records: list[Any] = []
     for name in args.files:
         try:

@@ -890,3 +890,14 @@ def test_gemm_takes_a_layout_as_explain_and_bench_do(capsys):
     assert main(["gemm", "--shape", "24x16x8:tn", "--check", "--seed", "1", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "a=col-major" in out and "b=row-major" in out and "check: PASS" in out
+
+
+def test_bench_and_tune_shapes_naming_nothing_are_usage_errors(capsys):
+    for cmd in (["bench", "--device", "cpu", "--no-progress"], ["tune", "--device", "cpu"]):
+        line = cli_error_line(capsys, cmd + ["--shapes", ","])
+        assert "--shapes" in line and "names no shape" in line
+
+
+def test_explain_refuses_a_layout_given_twice(capsys):
+    rc, out, err = cli(capsys, ["explain", "64x64x64:nt", "--transpose-a", "--device", "cpu"])
+    assert rc == 2 and not out and ":nt and --transpose-a both give the layout" in err

@@ -302,3 +302,15 @@ def test_plot_heatmap_whose_worst_shape_is_transposed_lists_it_beside_the_grid(t
     assert main(["plot", str(f), "--heatmap", "-o", str(tmp_path / "h.png")]) == 0
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
     assert "worst 0.30x at 32x48x16:tn" in capsys.readouterr().out
+
+
+def test_plot_refuses_to_draw_over_a_file_it_reads(tmp_path, capsys):
+    """plot r.svg -o r.svg (records saved under an image's name) would replace the records with the chart: refused,
+    the file kept; so is --heatmap with no -o to draw it in."""
+    records = _records(tmp_path, capsys)
+    saved = tmp_path / "r.svg"
+    saved.write_bytes(records.read_bytes())
+    line = cli_error_line(capsys, ["plot", str(records), str(saved), "-o", str(saved)])
+    assert "-o/--output" in line and "one of the record files read" in line
+    assert saved.read_bytes() == records.read_bytes()
+    assert "--heatmap" in cli_error_line(capsys, ["plot", str(records), "--heatmap"])

@@ -230,3 +230,13 @@ def test_float64_products_are_tuned_too(capsys, tuner):
     rc, out, _ = cli(capsys, ["tune", "--shape", "128x4608x3584:nt", "--dtype", "float64", "--json"])
     rows = json.loads(out)["rows"]
     assert rc == 0 and rows[0]["dtype"] == "float64" and tuner.tuned_problems[0][0].dtype.name == "float64"
+
+
+@pytest.mark.parametrize("line", ['{"m": 1e400, "n": 4, "k": 16, "dtype": "float32"}', '{"m": 4, "n": 4, "k": 16, "dtype": "float32", "batch": Infinity}',
+                                  '{"m": 4, "n": 4, "k": 16, "dtype": "float32", "batch": 1.5}', '{"m": true, "n": 4, "k": 16, "dtype": "float32"}'],
+                         ids=["1e400", "Infinity", "1.5", "true"])
+def test_a_recording_of_sizes_that_are_not_integers_is_one_line_naming_the_line(tmp_path, capsys, line):
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(line + "\n")
+    said = cli_error_line(capsys, ["tune", "--from", str(rec), "--device", "cpu"])
+    assert "line 1: not a recorded product" in said
