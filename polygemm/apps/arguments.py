@@ -88,3 +88,16 @@ class Parser(argparse.ArgumentParser):
         # value, so the value's own check says what is wrong rather than argparse's "expected one
         # argument"; no option of polygemm starts with "-<digit>"
         self._negative_number_matcher = re.compile(r"^-\d*\.?\d+([x×X]-?\d*)*$")
+
+
+#: the short names users type for a dtype (as torch, JAX and the results tables write them)
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32",
+                 "float": "float32", "single": "float32", "f32": "float32", "fp64": "float64", "double": "float64",
+                 "f64": "float64", "c64": "complex64", "cfloat": "complex64", "c128": "complex128", "cdouble": "complex128"}
+
+
+def dtype_name(text: str) -> str:
+    """``--dtype``'s value as the dtype's NumPy name (``fp16``, ``half``: float16; ``bf16``: bfloat16); other text
+    as given, for the option's choices to accept or refuse."""
+    name = text.strip().lower()
+    return DTYPE_ALIASES.get(name, name)

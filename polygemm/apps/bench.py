@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from .. import registry
 from ..backend import Backend
 from ..errors import ArgumentError, BackendUnavailableError, did_you_mean
-from .arguments import non_negative_int, positive_int, split_names
+from .arguments import dtype_name, non_negative_int, positive_int, split_names
 from .bench_call import call_setup, run_call_bench, time_interleaved
 from .bench_inputs import Normals, check_variant_names
 from .bench_kernel import run_bench
@@ -292,7 +292,7 @@ def add_parser(sub: Any) -> None:
                         "cupy.matmul are both timed beside it where installed, the ratio taken to the faster")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
                    help="call mode: a strided batch of N products per call (vendor: its batched GEMM, e.g. torch.matmul on 3-D)")
-    s.add_argument("--dtype", default="float32", choices=["float16", "bfloat16", "float32", "float64"],
+    s.add_argument("--dtype", default="float32", type=dtype_name, choices=["float16", "bfloat16", "float32", "float64"],
                    help="element type of A, B and C (bfloat16: ml_dtypes' for NumPy, torch's on the device)")
     s.add_argument("--variants", nargs="+", default=None,
                    help="variant names (comma or space separated); call mode default: auto; kernel mode default: all, "

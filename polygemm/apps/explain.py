@@ -13,7 +13,7 @@ import numpy as np
 from .. import explain
 from ..backend import Plan
 from ..problem import dtype_named
-from .arguments import non_negative_int
+from .arguments import dtype_name, non_negative_int
 from .bench_layout import layout_of, shape_text
 from .bench_shapes import parse_bench_shape
 from .outputs import JSON_STDOUT, add_json_option, emit_json
@@ -119,7 +119,8 @@ def add_parser(sub: Any) -> None:
                    help="the product, e.g. 1024x1024x1024 or 4096x4096x4096:nt (as bench takes it; or --shape)")
     s.add_argument("--shape", type=parse_bench_shape, default=None, metavar="MxNxK[:LAYOUT]",
                    help="the product (LAYOUT: nn, nt, tn or tt; t: that operand a transposed view)")
-    s.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of a, b and the result")
+    s.add_argument("--dtype", default="float32", type=dtype_name, choices=list(DTYPES),
+                   help="dtype of a, b and the result (fp16, bf16, half, double and the like name them too)")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
     s.add_argument("--transpose-a", action="store_true",
@@ -128,7 +129,7 @@ def add_parser(sub: Any) -> None:
                    help="b is the transposed view of an NxK array (column-major, passed as x.T), not a C-ordered KxN array")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
                    help="a strided batch of N products (a leading axis of N on a and b; 0: one product)")
-    s.add_argument("--out-dtype", default=None, choices=list(DTYPES), help="the result's dtype, where it may differ from the inputs'")
+    s.add_argument("--out-dtype", default=None, type=dtype_name, choices=list(DTYPES), help="the result's dtype, where it may differ from the inputs'")
     s.add_argument("--verify", default=None, choices=["off", "raise", "warn", "retry"],
                    help="the check verify= would add, and its estimated cost (default: $POLYGEMM_VERIFY, else off)")
     add_precision_option(s)

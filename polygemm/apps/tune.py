@@ -22,7 +22,7 @@ from .. import registry
 from ..errors import ArgumentError, BackendUnavailableError, PolygemmError, did_you_mean
 from ..problem import dtype_named, normalize
 from ..tuning import read_records
-from .arguments import non_negative_int, positive_int
+from .arguments import dtype_name, non_negative_int, positive_int
 from .bench_layout import Shape, layout_of, shape_text
 from .bench_shapes import PRESETS, parse_bench_shape, parse_shapes
 from .explain import operands
@@ -242,8 +242,8 @@ def add_parser(sub: Any) -> None:
                    help=f"presets ({', '.join(PRESETS)}) or shapes, comma or space separated, as polygemm bench takes them")
     s.add_argument("--from", dest="from_file", metavar="FILE",
                    help="the products a run recorded (polygemm.tuning.record(FILE) or $POLYGEMM_RECORD_SHAPES=FILE), each in its dtype")
-    s.add_argument("--dtype", default="float16", choices=list(DTYPES), help="dtype of --shape and --shapes products")
-    s.add_argument("--out-dtype", default=None, choices=list(DTYPES), help="the result's dtype (default: --dtype)")
+    s.add_argument("--dtype", default="float16", type=dtype_name, choices=list(DTYPES), help="dtype of --shape and --shapes products")
+    s.add_argument("--out-dtype", default=None, type=dtype_name, choices=list(DTYPES), help="the result's dtype (default: --dtype)")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N", help="a strided batch of N products each (0: one)")
     s.add_argument("--device", default=_DEVICE, help="the cuda backend, or cuda:N for one GPU")
     s.add_argument("--top", type=positive_int, default=_TOP, help="the cost model's fastest estimates timed per product")

@@ -901,3 +901,11 @@ def test_bench_and_tune_shapes_naming_nothing_are_usage_errors(capsys):
 def test_explain_refuses_a_layout_given_twice(capsys):
     rc, out, err = cli(capsys, ["explain", "64x64x64:nt", "--transpose-a", "--device", "cpu"])
     assert rc == 2 and not out and ":nt and --transpose-a both give the layout" in err
+
+
+@pytest.mark.parametrize("typed, name", [("fp16", "float16"), ("half", "float16"), ("BF16", "bfloat16"), ("double", "float64"),
+                                         ("fp32", "float32")])
+def test_dtype_options_take_the_short_names_users_type(capsys, typed, name):
+    rc, out, err = cli(capsys, ["explain", "8x8x8", "--dtype", typed, "--device", "cpu"])
+    assert rc == 0 and f"{name} -> {name}" in out, err
+    assert "invalid choice: 'quad'" in usage_error(capsys, ["explain", "8x8x8", "--dtype", "quad"])
