@@ -381,6 +381,9 @@ def _run(argv: Sequence[str] | None) -> int:
     except PolygemmError as exc:
         # a device that came from $POLYGEMM_DEVICE: the way to choose another is --device here, not device=
         text = str(exc).replace(f"{registry.ENV_DEVICE_WAY}, to choose another", "pass --device, to choose another")
+        # the API's spellings in the command's terms: --device auto, not device='auto' or get_backend
+        text = text.replace("Pick an available one or device='auto'", "Pick an available one with --device, or --device auto")
+        text = text.replace("get_backend takes a backend name:", "this option takes a backend name:")
         print(f"polygemm: error: {text}", file=sys.stderr)
         # 1: the run itself failed (a device error, a product that failed its check), as --check's FAIL;
         # 2: what was asked cannot be done here (arguments, devices, problems refused before anything ran)

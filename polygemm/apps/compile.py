@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ArgumentError
-from .arguments import positive_int
+from .arguments import positive_int, split_names
 from .outputs import cannot_create_in
 
 __all__ = ["Job", "jobs", "covering", "run", "parse_arch", "add_parser"]
@@ -195,7 +195,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         # path is refused: cli.unwritable)
         raise ArgumentError(f"--out {args.out!r}: an empty path; name a folder (e.g. --out kernels), or leave --out out "
                             f"to build into the kernel cache")
-    return run(archs, Path(args.out) if args.out else None, args.jobs, args.compiler, args.only, args.quiet)
+    # comma or space separated, as --variants and --backends take names elsewhere
+    only = split_names("--only", args.only, "variant", "polygemm variants lists them; helpers by their kernel files' stems",
+                       "leave --only out to build the catalog")
+    return run(archs, Path(args.out) if args.out else None, args.jobs, args.compiler, only, args.quiet)
 
 
 def add_parser(sub: Any) -> None:

@@ -909,3 +909,16 @@ def test_dtype_options_take_the_short_names_users_type(capsys, typed, name):
     rc, out, err = cli(capsys, ["explain", "8x8x8", "--dtype", typed, "--device", "cpu"])
     assert rc == 0 and f"{name} -> {name}" in out, err
     assert "invalid choice: 'quad'" in usage_error(capsys, ["explain", "8x8x8", "--dtype", "quad"])
+
+
+def test_device_refusals_speak_the_commands_words(capsys):
+    """An unknown or unavailable --device is told with --device, not the Python API's device='auto' or get_backend."""
+    rc, out, err = cli(capsys, ["tune", "--shape", "64x64x64", "--device", "auto"])
+    assert rc == 2 and "get_backend" not in err and "this option takes a backend name" in err
+    rc, out, err = cli(capsys, ["explain", "8x8x8", "--device", "nosuchdevice"])
+    assert rc == 2 and "get_backend" not in err
+
+
+def test_compile_only_takes_comma_separated_names(capsys):
+    line = cli_error_line(capsys, ["compile", "--only", ","])
+    assert "--only ',' names no variant" in line
