@@ -88,6 +88,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.shape is None and args.shape_pos is None and isinstance(args.json, str) and _is_shape(args.json):
         # "explain --json 8x8x8": --json took the shape for its file; meant as the shape, with JSON on standard output
         args.shape_pos, args.json = parse_bench_shape(args.json), JSON_STDOUT
+    if isinstance(args.json, str) and args.json != JSON_STDOUT and _is_shape(args.json):
+        # "explain --json 8x8x8 16x16x16": a second shape, not a file to write the plan to
+        print(f"polygemm explain: error: --json {args.json} names a shape, not a file; explain takes one shape (name "
+              f"a file for the JSON, e.g. --json plan.json, or give --json last for standard output)", file=sys.stderr)
+        return 2
     if (args.shape is None) == (args.shape_pos is None):
         print("polygemm explain: error: give the shape once, as MxNxK[:LAYOUT] or --shape MxNxK[:LAYOUT] (e.g. 1024x1024x1024:nt)",
               file=sys.stderr)

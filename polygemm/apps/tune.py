@@ -210,7 +210,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
             raise ArgumentError(f"--holdout judges the cost model on its measured tables' own shapes, without a GPU; it "
                                 f"takes --dtype, --seed and --json, not {', '.join(given)} (tune products without --holdout)")
 
+        if args.seed is None:
+            args.seed = 0
         return cmd_holdout(args)
+    if args.seed is not None:  # read by --holdout alone: refused rather than silently dropped
+        raise ArgumentError(f"--seed {args.seed} picks the shapes --holdout holds out; tuning products takes no seed (add "
+                            f"--holdout, or leave --seed out)")
     jobs = jobs_from_args(args)
     be = tuning_backend(args.device)
     budget = math.inf if args.budget is None else args.budget
@@ -254,6 +259,6 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
                    help="judge the cost model instead: refit it without this share of the measured tables' shapes and "
                         "report how far its picks land from the measured best on them (no GPU needed)")
-    s.add_argument("--seed", type=non_negative_int, default=0, help="--holdout: which shapes are held out")
+    s.add_argument("--seed", type=non_negative_int, default=None, help="--holdout: which shapes are held out (default 0)")
     add_json_option(s, "the table")
     s.set_defaults(fn=cmd_tune)

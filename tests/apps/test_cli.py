@@ -922,3 +922,9 @@ def test_device_refusals_speak_the_commands_words(capsys):
 def test_compile_only_takes_comma_separated_names(capsys):
     line = cli_error_line(capsys, ["compile", "--only", ","])
     assert "--only ',' names no variant" in line
+
+
+def test_explain_json_followed_by_a_second_shape_writes_no_file_named_after_the_first(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(capsys, ["explain", "--json", "8x8x8", "16x16x16", "--device", "cpu"])
+    assert rc == 2 and "--json 8x8x8 names a shape" in err and not (tmp_path / "8x8x8").exists()

@@ -240,3 +240,8 @@ def test_a_recording_of_sizes_that_are_not_integers_is_one_line_naming_the_line(
     rec.write_text(line + "\n")
     said = cli_error_line(capsys, ["tune", "--from", str(rec), "--device", "cpu"])
     assert "line 1: not a recorded product" in said
+
+
+def test_seed_without_holdout_is_refused_naming_holdout(capsys):
+    line = cli_error_line(capsys, ["tune", "--seed", "3", "--shape", "8x8x8", "--device", "cpu"])
+    assert "--seed 3" in line and "--holdout" in line
