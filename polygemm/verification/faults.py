@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,10 +21,11 @@ __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
 _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-@dataclass
+@dataclass(eq=False)  # each fault is its own, however alike two are: removed by identity
 class Fault:
     """Set ``result[batch + (row, col)]`` to ``value``, or flip its ``bit`` (0 = least significant), in
-    ``times`` verified products (None: every one while it is active); ``hits`` counts those corrupted."""
+    ``times`` verified products (None: every one while it is active); ``hits`` counts those corrupted.
+    ``owner``: the thread that made it, whose products it does not fit are told so (other threads' are passed over)."""
 
     row: int
     col: int
@@ -33,6 +34,7 @@ class Fault:
     batch: tuple[int, ...] = ()
     times: int | None = None
     hits: int = 0
+    owner: int = field(default_factory=threading.get_ident)
 
 
 _lock = threading.Lock()
@@ -73,12 +75,24 @@ def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
 
 def corrupt(result: Any, to_host: Any = None) -> None:
     """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
-    array that ``to_host``/``.set`` move); IndexError when a fault's element is outside the result."""
+    array that ``to_host``/``.set`` move). A fault ``result`` cannot take (its element outside the result, a value
+    or bit its dtype does not hold) raises IndexError or ArgumentError in the thread that made the fault; another
+    thread's product passes it over (faults apply to every thread's calls: a server's other requests go on)."""
     due = _due()
+    me = threading.get_ident()
     for i, f in enumerate(due):
         try:
             _apply(f, result, to_host)
-        except BaseException:  # this fault and those after it changed nothing: not counted (hits counts changes)
+        except (IndexError, ArgumentError):
+            if f.owner != me:  # another thread's fault that this product cannot take: not this call's error
+                with _lock:
+                    f.hits -= 1
+                continue
+            with _lock:  # this fault and those after it changed nothing: not counted (hits counts changes)
+                for g in due[i:]:
+                    g.hits -= 1
+            raise
+        except BaseException:
             with _lock:
                 for g in due[i:]:
                     g.hits -= 1

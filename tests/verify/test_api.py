@@ -279,3 +279,30 @@ def test_a_fault_refused_by_the_result_leaves_the_others_due(rng):
         with pytest.raises(IndexError, match="outside the result"):
             pg.gemm(a, b, verify="raise")
         assert (outside.hits, inside.hits) == (0, 0)
+
+
+def test_another_threads_fault_that_a_product_cannot_take_passes_it_over(rng):
+    """Faults apply to every thread's verified calls; one that does not fit another thread's product (its element
+    outside that result) passes it over, uncounted, rather than failing that call with inject_fault's error."""
+    import threading
+
+    small = rng.standard_normal((2, 2))
+    big = rng.standard_normal((8, 8))
+    inside, results = threading.Event(), {}
+
+    def other():
+        inside.wait(5)
+        try:
+            results["small"] = pg.gemm(small, small, verify="raise")
+        except Exception as exc:  # the failure the test looks for
+            results["small"] = exc
+
+    t = threading.Thread(target=other)
+    t.start()
+    with inject_fault(3, 5, value=1e3) as fault:
+        inside.set()
+        t.join(10)
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(big, big, verify="raise")
+    assert isinstance(results["small"], np.ndarray) and np.allclose(results["small"], small @ small)
+    assert fault.hits == 1  # the big product only
