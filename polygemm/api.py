@@ -125,12 +125,9 @@ def gemm(
     if verify is not None or _verify_default.mode is not None:  # a branch of its own: an unverified call pays one test
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
-            try:
-                return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
-                                     out_dtype, precision, note=_note_last)
-            except OutNotInPlace as exc:  # refused by the check's validation, before anything ran
-                refusal = exc
-            return _through_stand_in(refusal, a, b, c, alpha, beta, device, variant, out, out_dtype, precision, verify)
+            # (an out no kernel writes: its validation, _plan_with_out, describes it; the checked result is copied in)
+            return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
+                                 precision, note=_note_last)
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None
     try:
@@ -228,13 +225,12 @@ STAND_IN_NOTE = ("out is not an array a kernel writes in place (its strides, or 
                  "matrices, its batch one stride apart, in this machine's byte order saves")
 
 
-def _through_stand_in(refusal: OutNotInPlace | None, a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any,
+def _through_stand_in(refusal: OutNotInPlace, a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any,
                       variant: str, out: Any, out_dtype: Any, precision: str | None, verify: VerifyMode) -> Any:
     """``gemm`` into a C-ordered stand-in of ``out`` (:func:`.interop.stand_in.stand_in`), copied into ``out`` once
     the call succeeded; ``refusal`` raised where ``out``'s library makes no stand-in (or its elements overlap)."""
     made = stand_in(out)
     if made is None:
-        assert refusal is not None
         raise refusal
     tmp, copy = made
     gemm(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=tmp, out_dtype=out_dtype, precision=precision,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from .hostcopy import host_convert
 from .layout import Layout
 
-__all__ = ["Operand", "Residency", "batch_stride", "self_overlapping", "overlaps", "made_real"]
+__all__ = ["Operand", "Residency", "batch_stride", "may_overlap", "self_overlapping", "overlaps", "made_real"]
 
 _TooHardError = getattr(getattr(np, "exceptions", np), "TooHardError")
 
@@ -131,18 +131,25 @@ def batch_stride(op: Operand, batch: tuple[int, ...]) -> int | None:
     return stride or 0
 
 
-def self_overlapping(op: Operand) -> bool:
-    """Whether two elements of ``op`` (all its matrices) may share memory: its dimensions of more than one element,
-    sorted by stride, must each step past everything the smaller ones reach (the usual sufficient test; an out that
-    fails it is refused, one that passes it has each element to itself)."""
-    dims = [(op.rows, op.ld if op.layout == "row" else 1), (op.cols, 1 if op.layout == "row" else op.ld)]
-    dims += [(int(n), int(st)) for n, st in op.batch_dims if st != 0]  # one matrix for several: refused as such below
-    reach = 0
-    for n, st in sorted(((n, abs(st)) for n, st in dims if n > 1), key=lambda d: d[1]):
+def may_overlap(dims: Iterable[tuple[int, int]], size: int = 1) -> bool:
+    """Whether two elements of an array of ``dims`` ((count, step) pairs; steps in units of which an element takes
+    ``size``) may share memory: its dimensions of more than one element, sorted by step, must each step past
+    everything the smaller ones reach (the usual sufficient test: a view cut, reversed, transposed or stepped out of
+    one array passes it; a zero step, or as_strided's steps smaller than what lies below them, fails it)."""
+    reach = size - 1
+    for n, st in sorted(((int(n), abs(int(st))) for n, st in dims if n > 1), key=lambda d: d[1]):
         if st <= reach:
             return True
         reach += st * (n - 1)
     return False
+
+
+def self_overlapping(op: Operand) -> bool:
+    """Whether two elements of ``op`` (all its matrices) may share memory (:func:`may_overlap`: an out that fails it
+    is refused, one that passes it has each element to itself)."""
+    dims = [(op.rows, op.ld if op.layout == "row" else 1), (op.cols, 1 if op.layout == "row" else op.ld)]
+    dims += [(int(n), int(st)) for n, st in op.batch_dims if st != 0]  # one matrix for several: refused as such below
+    return may_overlap(dims)
 
 
 def overlaps(x: Operand, y: Operand) -> bool:

@@ -14,7 +14,6 @@ from ..interop.dlpack import dlpack_interface
 from .dtypes import np_name
 from .hints import check_dtype
 
-
 __all__ = ["dlpack_vector", "ndim_of", "shape_of", "vector_result_shape", "unit_axis", "matmul_operands"]
 
 def dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:

@@ -9,21 +9,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.dtypes import np_name
+from ..core.operand import may_overlap
 from ..core.read import OutOverlaps
 
 __all__ = ["stand_in", "overlap_refusal"]
-
-
-def _may_overlap(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
-    """Whether two elements of an array may share memory. Axes in order of their steps, each must step past all
-    that the smaller ones span (a view cut, reversed, transposed or stepped out of one array always does); an
-    array that fails this (a zero step, as_strided's steps smaller than an element) is taken as overlapping."""
-    span = itemsize
-    for step, n in sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1):
-        if step < span:
-            return True
-        span += step * (n - 1)
-    return False
 
 
 def overlap_refusal(shape: tuple[int, ...], strides: tuple[int, ...], unit: str, fresh: str) -> OutOverlaps:
@@ -41,14 +30,14 @@ def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
     library queues its copies). None for an array of another library; OutOverlaps for one whose elements may
     share memory."""
     if isinstance(out, np.ndarray):
-        if _may_overlap(out.shape, out.strides, out.itemsize):
+        if may_overlap(zip(out.shape, out.strides), out.itemsize):
             raise overlap_refusal(out.shape, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})")
         tmp = np.empty(out.shape, out.dtype.newbyteorder("="))  # this machine's byte order, which the kernels write
         return tmp, lambda: np.copyto(out, tmp)
     module = type(out).__module__.partition(".")[0]
     if module == "cupy":
         cupy: Any = sys.modules["cupy"]
-        if _may_overlap(tuple(out.shape), tuple(out.strides), int(out.itemsize)):
+        if may_overlap(zip(out.shape, out.strides), int(out.itemsize)):
             raise overlap_refusal(tuple(out.shape), tuple(out.strides), "bytes", f"cupy.empty({tuple(out.shape)}, {np_name(out.dtype)})")
         with out.device:
             tmp = cupy.empty(out.shape, out.dtype)
@@ -59,7 +48,7 @@ def stand_in(out: Any) -> tuple[Any, Callable[[], None]] | None:
         return tmp, to_cupy
     if module == "torch":
         torch: Any = sys.modules["torch"]
-        if _may_overlap(tuple(out.shape), tuple(out.stride()), 1):
+        if may_overlap(zip(out.shape, out.stride())):  # (torch's steps are in elements)
             raise overlap_refusal(tuple(out.shape), tuple(out.stride()), "elements",
                                   f"torch.empty({tuple(out.shape)}, dtype={out.dtype}, device='{out.device}')")
         tmp = torch.empty(tuple(out.shape), dtype=out.dtype, device=out.device)
