@@ -126,7 +126,7 @@ def gemm(
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
             # (an out no kernel writes: its validation, _plan_with_out, describes it; the checked result is copied in)
-            return verified_gemm(gemm, last_plan, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
+            return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
                                  precision, note=_note_last)
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None
@@ -323,6 +323,13 @@ def _note_last(text: str) -> None:
     last = getattr(_local, "last", None)
     if last is not None:
         _local.last = last[:6] + ((last[6] if len(last) > 6 else ()) + (text,),)
+
+
+def _last_product() -> tuple[Plan, float, float]:
+    """The plan of this thread's last product (the cached plan itself, not a copy: read it, never change it) and that
+    call's alpha and beta."""
+    last = _local.last
+    return last[0], last[3], last[4]
 
 
 def last_plan() -> Plan | None:

@@ -114,6 +114,9 @@ class Plan:
     uncached: str = ""
     #: the precision used and the error bound that holds (set by the core from the variant's precision)
     precision: str = ""
+    #: the precision class the variant computes float32 in ("highest", "high", "medium"; set by the core, "" before):
+    #: what ``verify=``'s threshold allows for, which may be tighter than the one the call asked
+    computed_precision: str = ""
 
     def _compared(self) -> tuple[Any, ...]:
         return (self.backend, self.variant, self.reason, self.problem.described(), self.device, self.layouts, self.copies,

@@ -252,6 +252,7 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
     plan.copies = copies + plan.copies
     used = _precision.used_precision(backend.variants(), plan.variant, precision)
     plan.precision = _precision.describe(problem.dtype.name, problem.out_dtype.name, precision, used)
+    plan.computed_precision = used
     plan.problem = problem.without_data()  # a cached plan keeps provenance, never the data
     return backend, plan, problem
 

@@ -65,9 +65,7 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
     """Check ``result`` of ``plan``: on the backend's device when it checks there (``verify_product``, which
     returns None for operands it does not hold), else on the host."""
     p = plan.problem
-    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant,
-             "shape": f"{p.shape_str()} (MxNxK) {p.dtype.name}"}
-    scalars = backend.scalar_dtype(p.dtype)
+    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(p)}
     on_device = getattr(backend, "verify_product", None)
     if on_device is not None:
         seed = (int(_rng().bit_generator.random_raw()) >> 2) | 1  # a fresh r every call (a raw draw: the cheapest there is)
@@ -75,9 +73,26 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
         if report is not None:
             assert isinstance(report, CheckReport)
             return report
+    # the threshold allows for the error of the path that ran, which may be more accurate than the call asked
     return host_check(host_values(a, backend), host_values(b, backend), host_values(c, backend) if beta != 0.0 else None,
                       host_values(result, backend), alpha, beta, dtype=p.dtype, out_dtype=p.out_dtype, rng=_rng(),
-                      scalar_dtype=scalars, about=about, precision=p.precision)
+                      scalar_dtype=backend.scalar_dtype(p.dtype), about=about,
+                      precision=plan.computed_precision or p.precision)
+
+
+#: the words a report names a product by, per problem shape (a loop of checked calls asks the same every call)
+_shapes: dict[tuple[Any, ...], str] = {}
+
+
+def _shape_text(p: Any) -> str:
+    """``"MxNxK (MxNxK) dtype"`` of problem ``p`` (batched: its batch first)."""
+    key = (p.count, tuple(p.batch), p.m, p.n, p.k, p.dtype)
+    text = _shapes.get(key)
+    if text is None:
+        if len(_shapes) >= 1024:
+            _shapes.clear()
+        text = _shapes[key] = f"{p.shape_str()} (MxNxK) {p.dtype.name}"
+    return text
 
 
 def deliver(result: Any, out: Any, backend: Backend | None = None) -> Any:
@@ -119,11 +134,13 @@ def _callers_level() -> int:
     return level
 
 
-def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None], validate: Callable[..., Plan], mode: str,
+def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, float, float]], validate: Callable[..., Plan],
+                  mode: str,
                   a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
                   precision: str | None = None, note: Callable[[str], None] | None = None) -> Any:
     """``run(a, b, c, ...)`` (polygemm.gemm with its check off) checked as ``mode`` says ("raise", "warn",
-    "retry"). ``validate``: polygemm.explain, which refuses what gemm would refuse about ``out`` before
+    "retry"). ``last_product()``: the plan of the product ``run`` computed last in this thread (the cached plan itself,
+    read, never changed) and that call's alpha and beta. ``validate``: polygemm.explain, which refuses what gemm would refuse about ``out`` before
     anything runs (the product itself is computed into a result of its own); ``note``: adds a line to the last
     plan's notes (what a retry did)."""
     if out is not None:
@@ -131,10 +148,8 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
                              out_dtype=out_dtype, precision=precision).problem.out_dtype
     kw = {"alpha": alpha, "beta": beta, "out_dtype": out_dtype, "precision": precision, "verify": "off"}
     result = run(a, b, c, device=device, variant=variant, **kw)
-    plan = last_plan()
-    assert plan is not None
+    plan, alpha_, beta_ = last_product()
     backend = registry.get_backend(plan.backend)
-    alpha_, beta_ = plan.problem.alpha, plan.problem.beta
     if active_faults():
         with backend.active():  # a device array of the backend's own (pycuda) is written with its context current
             corrupt(result, backend.to_host)
@@ -153,8 +168,7 @@ def verified_gemm(run: Callable[..., Any], last_plan: Callable[[], Plan | None],
             if other is None:
                 raise
             result = run(a, b, c, device=device, variant=variant, **kw)
-        again = last_plan()
-        assert again is not None
+        again = last_product()[0]
         if active_faults():
             with backend.active():
                 corrupt(result, backend.to_host)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from ...core.views import operand_view
 from ...errors import PolygemmError
 from ...verification.report import SHOWN, CheckReport, Finding
 from ...verification.threshold import coefficients
+from .device import runtime_for
 from .scratch import block_bytes
 from .variants import KERNEL_DIR
 
@@ -135,23 +137,15 @@ _CODES = {
 _kernels: dict[tuple[Any, str], tuple[Any, Any]] = {}
 
 
-def _launch(rt: Any, entry: str, codes: str, args: tuple[Any, ...], grid: tuple[int, int, int], stream: int,
-            block: tuple[int, int, int] = (256, 1, 1)) -> None:
-    """Queue ``entry`` of the check's source with ``args`` packed by ``_CODES[codes]``."""
+def _kernel(rt: Any, entry: str, codes: str, grid: tuple[int, int, int],
+            block: tuple[int, int, int] = (256, 1, 1)) -> tuple[Any, Any]:
+    """``(go, pack)``: ``go(pack(*args), stream)`` queues ``entry`` of the check's source at this geometry, its
+    parameters packed by ``_CODES[codes]``."""
     known = _kernels.get((rt, entry))
     if known is None:
         fn = rt.function(VERIFY_SOURCE, entry)
         known = _kernels[(rt, entry)] = (fn, fn.struct_for(_CODES[codes]).pack)
-    known[0].launch(known[1](*args), grid, block, 0, stream)
-
-
-def _matvec(rt: Any, x: Strided, v: int, vbs: int, w: int, wbs: int, y: int, z: int, stream: int, norm: int = 0) -> bool:
-    """Queue y = X·v (float32) and z = |X|·w (or X²·1 without w; float64) into zeroed y and z, and the rows' norms
-    into ``norm`` (where given) when each row is in one block; return whether it was (else no norms were stored)."""
-    mode, grid = matvec_geometry(x, int(getattr(rt, "sms", 132)))
-    _launch(rt, f"pg_verify_matvec_{x.kind}", "matvec", (x.rows, x.cols, x.batch, x.ptr, x.rs, x.cs, x.bs, v, vbs, w, wbs, y, z, norm,
-                                                         mode), grid, stream, _BLOCK)
-    return grid[1] == 1
+    return known[0].launcher(grid, block), known[1]
 
 
 def _elementwise(n: int) -> tuple[int, int, int]:
@@ -171,9 +165,13 @@ def _pieces(sizes: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
     return tuple(offsets), at
 
 
-def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
-              seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
-    """Queue the check of ``res = alpha·left·right + beta·c0`` along res's rows, wait, and return the record.
+#: the record's counts and worst ratio, as they lead it (RECORD's first four fields)
+_HEAD = struct.Struct("<IIfI")
+
+
+class _Side:
+    """The check of ``res = alpha·left·right + beta·c0`` along res's rows, for operands of one layout, worked out once
+    (a loop of checked calls over arrays of one layout repeats it with other pointers, scalars and seeds).
 
     Scratch, in one piece: the record; the sums of squares and magnitudes (float64: squares of float32 values as
     small as 1e-25 or as large as 1e20 neither underflow nor overflow there) of B's, C's and C0's rows and A's;
@@ -182,42 +180,99 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
     of it is still in the L2 cache. The pass over A judges each row as it ends where no row is sliced (else a
     compare launch does), and the pass over B stores its rows' norms where none is (else a norms launch does): four
     launches and the read-back for most products."""
-    rows, inner, width = left.rows, left.cols, right.cols
-    n_right = right.batch * inner
-    total = count * rows
-    squares = n_right + 2 * total  # B's, C's and C0's rows, one after another
-    (rec, zsq, za, ysum, ya, nrm, r), nbytes = _pieces((RECORD.itemsize, 8 * squares, 8 * total, 4 * squares, 4 * total,
-                                                          4 * n_right, 4 * width))
-    scratch = rt.scratch(nbytes, stream)
-    try:
-        rec, zsq, za, ysum, ya, nb, r = (scratch + off for off in (rec, zsq, za, ysum, ya, nrm, r))
+
+    def __init__(self, rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, co: Any,
+                 out_max: float) -> None:
+        rows, inner, width = left.rows, left.cols, right.cols
+        sms = int(getattr(rt, "sms", 132))
+        n_right = right.batch * inner
+        total = count * rows
+        squares = n_right + 2 * total  # B's, C's and C0's rows, one after another
+        (rec, zsq, za, ysum, ya, nrm, r), self.nbytes = _pieces((RECORD.itemsize, 8 * squares, 8 * total, 4 * squares,
+                                                                   4 * total, 4 * n_right, 4 * width))
         # B's first in each group: A·(B·r) reads B·r and B's norms 16 bytes at a time from their starts
         zb, zc, z0 = zsq, zsq + 8 * n_right, zsq + 8 * (n_right + total)
         yb, yc, y0 = ysum, ysum + 4 * n_right, ysum + 4 * (n_right + total)
-        step = inner if right.batch > 1 else 0
-        words = (ya + 4 * total - scratch) // 4  # the record and every sum
-        _launch(rt, "pg_verify_prepare", "prepare", (words, scratch, width, seed, r), _elementwise(max(words, width)), stream)
-        _matvec(rt, res.batched(count), r, 0, 0, 0, yc, zc, stream)      # C·r and ||C_i||² (the same r)
-        if c0 is not None:
-            _matvec(rt, c0.batched(count), r, 0, 0, 0, y0, z0, stream)   # C0·r and ||C0_i||² (each matrix's)
-        if not _matvec(rt, right, r, 0, 0, 0, yb, zb, stream, nb):      # B·r, B's rows' sums of squares and norms
-            _launch(rt, "pg_verify_norms", "norms", (n_right, zb, nb), _elementwise(n_right), stream)
+        self.at = (rec, zb, zc, z0, yb, yc, y0, za, ya, nrm, r)  # offsets into the scratch
+        self.left, self.right, self.res, self.c0 = left, right, res.batched(count), None if c0 is None else c0.batched(count)
+        self.words, self.width, self.total, self.n_right = (ya + 4 * total) // 4, width, total, n_right  # words: the record, every sum
+        self.step = inner if right.batch > 1 else 0
+        self.consts = (co.a, co.c0, co.c, co.t0, out_max)
+        self.prepare = _kernel(rt, "pg_verify_prepare", "prepare", _elementwise(max(self.words, width)))
+        self.c_pass = self._matvec(rt, self.res, sms)
+        self.c0_pass = None if self.c0 is None else self._matvec(rt, self.c0, sms)
+        self.b_pass = self._matvec(rt, right, sms)
+        # without its norms from the pass over B (its rows sliced across blocks), a launch of their own
+        self.norms = None if self.b_pass[3] else _kernel(rt, "pg_verify_norms", "norms", _elementwise(n_right))
         a = Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count)
-        mode, grid = matvec_geometry(a, int(getattr(rt, "sms", 132)))
-        c0s = (y0, z0) if c0 is not None else (0, 0)
-        scalars = (alpha, beta, co.a, co.c0, co.c, co.t0, out_max)
+        self.a = a
+        mode, grid = matvec_geometry(a, sms)
+        self.a_mode = mode
         if grid[1] == 1:  # A·(B·r), |A|·||B_k|| and each row judged as it ends
-            _launch(rt, f"pg_verify_matvec_judge_{a.kind}", "judge", (a.rows, a.cols, a.batch, a.ptr, a.rs, a.cs, a.bs, yb, step, nb, step,
-                                                                       yc, zc) + c0s + scalars + (rec, mode), grid, stream, _BLOCK)
+            self.judge: tuple[Any, Any] | None = _kernel(rt, f"pg_verify_matvec_judge_{a.kind}", "judge", grid, _BLOCK)
+            self.a_pass = None
+            self.compare = None
         else:
-            _matvec(rt, a, yb, step, nb, step, ya, za, stream)
-            _launch(rt, "pg_verify_compare", "compare", (total, yc, zc, ya, za) + c0s + scalars + (rec,), _elementwise(total), stream)
-        host = _record_buffer(rt)
-        rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
-        rt.cu.synchronize_stream(stream)
-        return host.copy()
-    finally:
-        rt.release(scratch, stream)
+            self.judge = None
+            self.a_pass = self._matvec(rt, a, sms)
+            self.compare = _kernel(rt, "pg_verify_compare", "compare", _elementwise(total))
+
+    @staticmethod
+    def _matvec(rt: Any, x: Strided, sms: int) -> tuple[Any, Any, int, bool]:
+        """(go, pack, mode, whole rows) of the matrix-vector launch over ``x``: y = X·v (float32) and z = |X|·w (or
+        X²·1 without w; float64) into zeroed y and z, and the rows' norms where each row is in one block (whole rows:
+        else no norms are stored)."""
+        mode, grid = matvec_geometry(x, sms)
+        go, pack = _kernel(rt, f"pg_verify_matvec_{x.kind}", "matvec", grid, _BLOCK)
+        return go, pack, mode, grid[1] == 1
+
+    def run(self, rt: Any, ptr_a: int, ptr_b: int, ptr_c: int, ptr_c0: int, alpha: float, beta: float, seed: int,
+            stream: int) -> np.ndarray:
+        """Queue the check for operands at these pointers (of the layout it was made for), wait, and return this thread's
+        page-locked record (read it before the thread's next check)."""
+        scratch = rt.scratch(self.nbytes, stream)
+        try:
+            rec, zb, zc, z0, yb, yc, y0, za, ya, nb, r = (scratch + off for off in self.at)
+            go, pack = self.prepare
+            go(pack(self.words, scratch, self.width, seed, r), stream)
+            x = self.res  # C·r and ||C_i||² (the same r)
+            go, pack, mode, _ = self.c_pass
+            go(pack(x.rows, x.cols, x.batch, ptr_c, x.rs, x.cs, x.bs, r, 0, 0, 0, yc, zc, 0, mode), stream)
+            if self.c0 is not None and self.c0_pass is not None:  # C0·r and ||C0_i||² (each matrix's)
+                w = self.c0
+                go, pack, mode, _ = self.c0_pass
+                go(pack(w.rows, w.cols, w.batch, ptr_c0, w.rs, w.cs, w.bs, r, 0, 0, 0, y0, z0, 0, mode), stream)
+            x = self.right  # B·r, B's rows' sums of squares and norms
+            go, pack, mode, _ = self.b_pass
+            go(pack(x.rows, x.cols, x.batch, ptr_b, x.rs, x.cs, x.bs, r, 0, 0, 0, yb, zb, nb, mode), stream)
+            if self.norms is not None:
+                go, pack = self.norms
+                go(pack(self.n_right, zb, nb), stream)
+            a, step = self.a, self.step
+            c0s = (y0, z0) if self.c0 is not None else (0, 0)
+            if self.judge is not None:
+                go, pack = self.judge
+                go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, yc, zc, *c0s, alpha, beta,
+                        *self.consts, rec, self.a_mode), stream)
+            else:
+                go, pack, mode, _ = self.a_pass  # type: ignore[misc]
+                go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, ya, za, 0, mode), stream)
+                go, pack = self.compare  # type: ignore[misc]
+                go(pack(self.total, yc, zc, ya, za, *c0s, alpha, beta, *self.consts, rec), stream)
+            host = _record_buffer(rt)
+            rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
+            rt.cu.synchronize_stream(stream)
+            return host
+        finally:
+            rt.release(scratch, stream)
+
+
+def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
+              seed: int, co: Any, out_max: float, stream: int) -> np.ndarray:
+    """The check along ``res``'s rows made and run once (the columns' side of a failed or partly unchecked check):
+    a copy of its record."""
+    side = _Side(rt, left, right, res, c0, count, co, out_max)
+    return side.run(rt, left.ptr, right.ptr, res.ptr, 0 if c0 is None else c0.ptr, alpha, beta, seed, stream).copy()
 
 
 _pinned = threading.local()
@@ -355,53 +410,121 @@ def checks_on_device(p: Any) -> bool:
     return bool(p.residency == "cuda" and _name(p.dtype) in VERIFY_KINDS and _name(p.out_dtype) in VERIFY_KINDS and not p.empty)
 
 
-def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
-                 about: dict[str, str]) -> CheckReport | None:
-    """Check ``result`` of ``plan`` on the device (None when the device check does not apply: host operands,
-    dtypes the kernels do not read, an empty product)."""
-    p = plan.problem
-    if not checks_on_device(p):
-        return None
+#: each layout's check along the rows (:class:`_Side`, and the walks of A, B, C and c it was made from), by the
+#: operands' view keys, their pointers' 16-byte alignment (the passes' loads) and the precision; None where the
+#: kernels cannot walk an operand as it lies
+_Made = tuple[_Side, Strided, Strided, Strided, "Strided | None"]
+_sides: dict[tuple[Any, ...], _Made | None] = {}
+_SIDES_KEPT = 256
+
+
+def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, views: tuple[Any, ...], beta: float,
+              precision: str) -> _Made | None:
+    """The check along the rows for these operands and the walks it reads (None: an operand the kernels cannot walk
+    as it is, made whole for the product)."""
     count, m, n, k = p.count, p.m, p.n, p.k
-    views = {name: operand_view(x) for name, x in (("a", a), ("b", b), ("c", c), ("out", result)) if x is not None}
+    va, vb, vc, vr = views
     dt, out_dt = _name(p.dtype), _name(p.out_dtype)
     try:
-        A = _operand_read("a", a, views["a"], p, m, k, dt)
-        B = _operand_read("b", b, views["b"], p, k, n, dt)
-        C = _operand_read("out", result, views["out"], p, m, n, out_dt)
-        C0 = _operand_read("c", c, views["c"], p, m, n, out_dt) if c is not None and beta != 0.0 else None
+        A = _operand_read("a", a, va, p, m, k, dt)
+        B = _operand_read("b", b, vb, p, k, n, dt)
+        C = _operand_read("out", result, vr, p, m, n, out_dt)
+        C0 = _operand_read("c", c, vc, p, m, n, out_dt) if c is not None and beta != 0.0 else None
     except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
         return None
     f32 = np.dtype(np.float32)
-    out_max = _largest(p.out_dtype)
+    co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=precision)
+    return _Side(rt, A, B, C, C0, count, co, _largest(p.out_dtype)), A, B, C, C0
+
+
+_MISSING = object()
+
+
+def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha: float, beta: float, seed: int,
+                 about: dict[str, str]) -> CheckReport | None:
+    """Check ``result`` of ``plan`` on the device (None when the device check does not apply: host operands,
+    dtypes the kernels do not read, an empty product). A loop of checked calls over arrays of one layout works the
+    check out once (:class:`_Side`) and then only packs this call's pointers, scalars and seed."""
+    p = plan.problem
+    if not checks_on_device(p):
+        return None
+    # the threshold allows for the error of the path that ran (a call asking "medium" of a variant as accurate as SGEMM
+    # is held to SGEMM's bound)
+    precision = plan.computed_precision or p.precision
+    with_c = c is not None and beta != 0.0
+    va, vb, vr = operand_view(a), operand_view(b), operand_view(result)
+    vc = operand_view(c) if c is not None else None
+    views = (va, vb, vc if with_c else None, vr)
     # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)
-    stream = common_stream([view[2] for view in views.values() if view is not None])
+    stream = common_stream([v[2] for v in (va, vb, vc, vr) if v is not None])
+    keyed = va is not None and vb is not None and vr is not None and (vc is not None or not with_c)
     pushed = rt.enter()
     try:
+        made: _Made | None
+        if keyed:
+            pa, pb, pr, pc = va[1], vb[1], vr[1], vc[1] if with_c else 0  # type: ignore[index]
+            key = (rt, va[0], vb[0], vc[0] if with_c else None, vr[0], precision, tuple(p.batch),  # type: ignore[index]
+                   pa % 16, pb % 16, pr % 16, pc % 16)
+            kept = _sides.get(key, _MISSING)
+            if kept is _MISSING:
+                kept = _side_for(rt, p, a, b, c, result, views, beta, precision)
+                if len(_sides) >= _SIDES_KEPT:  # a caller of ever new layouts: start over
+                    _sides.clear()
+                _sides[key] = kept
+            made = kept  # type: ignore[assignment]
+        else:
+            made = _side_for(rt, p, a, b, c, result, views, beta, precision)
+        if made is None:
+            return None
+        side, A, B, C, C0 = made
+        if not keyed:
+            pa, pb, pr, pc = A.ptr, B.ptr, C.ptr, 0 if C0 is None else C0.ptr
         if stream == -1 or stream is None:
             if stream == -1:
                 rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
             stream = 0
-        co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=p.precision)
-        rec = _one_side(rt, A, B, C, C0, count, alpha, beta, seed, co, out_max, stream)
-        failed, unchecked = int(rec["failed"][0]), int(rec["unchecked"][0])
-        worst = float(np.uint32(rec["worst_bits"][0]).view(np.float32))
+        host = side.run(rt, pa, pb, pr, pc, alpha, beta, seed, stream)
+        failed, unchecked, worst, shown = _HEAD.unpack_from(host.data)
+        rows: tuple[Finding, ...] = ()
         columns: tuple[Finding, ...] = ()
-        rows = _findings(rec, m, p.batch)
+        if failed or unchecked or shown:
+            rows = _findings(host.copy(), p.m, p.batch)
         # the other side (Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped): on a failure, to name the columns; where
         # rows were left unchecked (a NaN or an infinity in B reaches every row's B·r), to check the columns that are finite
         if failed or unchecked:
-            cco = coefficients(k, m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=p.precision)
-            crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, count, alpha, beta, seed ^ 0x5DEECE66D, cco,
-                             out_max, stream)
-            columns = _findings(crec, n, p.batch)
+            A, B, C, C0 = A.at(pa), B.at(pb), C.at(pr), None if C0 is None else C0.at(pc)  # this call's (the walks: the first's)
+            f32 = np.dtype(np.float32)
+            cco = coefficients(p.k, p.m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=precision)
+            crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, p.count, alpha, beta, seed ^ 0x5DEECE66D, cco,
+                             _largest(p.out_dtype), stream)
+            columns = _findings(crec, p.n, p.batch)
             if not failed and int(crec["failed"][0]):
                 failed = int(crec["failed"][0])
     finally:
         if pushed:
             rt.leave()
-    return CheckReport.of(failed == 0, count * m - unchecked, unchecked, failed, rows, columns,
+    return CheckReport.of(failed == 0, p.count * p.m - unchecked, unchecked, failed, rows, columns,
                           float("inf") if failed else worst, f"the device ({rt.name})", about)
+
+
+#: copy_dense's bytes for a result and an out of these view keys (0: not one dense span of one kind of array)
+_dense: dict[tuple[Any, Any], int] = {}
+
+
+def _dense_bytes(result: Any, vr: tuple[Any, ...], vo: tuple[Any, ...]) -> int:
+    """The bytes one device copy moves from ``result`` into ``out`` (their views ``vr`` and ``vo``), or 0 where that
+    does not apply."""
+    if len(vr[0]) < 8 or len(vo[0]) < 8 or vr[0][0] != "cuda" or vo[0][0] != "cuda" \
+            or vr[0][1:4] != vo[0][1:4] or vr[0][6:8] != vo[0][6:8]:  # (the same kind of array on the same device)
+        return 0
+    shape, strides, dtype = vr[0][1:4]
+    if not isinstance(dtype, np.dtype) or not isinstance(shape, tuple):  # CuPy's views: strides in bytes
+        return 0
+    size = math.prod(shape)
+    flags = getattr(result, "flags", None)
+    if size == 0 or flags is None or not (flags.c_contiguous or flags.f_contiguous):
+        return 0  # gaps between the elements, or elements sharing memory: not one span (out has the same strides)
+    return int(size * dtype.itemsize)
 
 
 def copy_dense(result: Any, out: Any) -> bool:
@@ -409,25 +532,24 @@ def copy_dense(result: Any, out: Any) -> bool:
     CuPy arrays of one shape, strides and dtype on one device, on the stream they name, in that device's context;
     False where that does not apply (the caller copies by the array library)."""
     vr, vo = operand_view(result), operand_view(out)
-    if vr is None or vo is None or len(vr[0]) < 8 or len(vo[0]) < 8 or vr[0][0] != "cuda" or vo[0][0] != "cuda" \
-            or vr[0][1:4] != vo[0][1:4] or vr[0][6:8] != vo[0][6:8]:  # (the same kind of array on the same device)
+    if vr is None or vo is None:
         return False
-    shape, strides, dtype = vr[0][1:4]
-    if not isinstance(dtype, np.dtype) or not isinstance(shape, tuple):  # CuPy's views: strides in bytes
+    key = (vr[0], vo[0])
+    nbytes = _dense.get(key)
+    if nbytes is None:
+        nbytes = _dense_bytes(result, vr, vo)
+        if len(_dense) >= _READ_KEPT:  # a caller of ever new layouts: start over
+            _dense.clear()
+        _dense[key] = nbytes
+    if not nbytes:
         return False
-    itemsize, size = int(dtype.itemsize), math.prod(shape)
-    flags = getattr(result, "flags", None)
-    if size == 0 or flags is None or not (flags.c_contiguous or flags.f_contiguous):
-        return False  # gaps between the elements, or elements sharing memory: not one span (out has the same strides)
-    from .device import runtime_for
-
     rt = runtime_for(int(vr[0][7]))  # the arrays' device (CuPy's device id): its context, and its streams
     stream = common_stream([vr[2], vo[2]])
     if stream == -1:
         return False
     pushed = rt.enter()
     try:
-        rt.cu.copy_device_async(vo[1], vr[1], size * itemsize, 0 if stream is None else stream)
+        rt.cu.copy_device_async(vo[1], vr[1], nbytes, 0 if stream is None else stream)
     finally:
         if pushed:
             rt.leave()

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from polygemm.backend import Plan
+from polygemm.backends.cuda import verify as verify_module
 from polygemm.backends.cuda.verify import RECORD, device_check
 from polygemm.core.normalize import normalize
 from polygemm.verification.host import row_thresholds
@@ -53,6 +54,9 @@ class FakeKernel:
         if self.launches is not None:
             self.launches.append(self.entry)
         self.run(*self.layout.unpack(buf), grid=tuple(grid))
+
+    def launcher(self, grid, block, shared=0):
+        return lambda buf, stream: self.launch(buf, grid, block, shared, stream)
 
 
 class FakeRuntime:
@@ -164,12 +168,12 @@ class FakeRuntime:
         _view(int(rec), np.dtype(np.uint8), RECORD.itemsize)[:] = out.view(np.uint8)
 
 
-def _check(a, b, c, result, alpha=1.0, beta=0.0):
+def _check(a, b, c, result, alpha=1.0, beta=0.0, rt=None):
     da, db, dr = DeviceLike(a), DeviceLike(b), DeviceLike(result)
     dc = DeviceLike(c) if c is not None else None
     p = normalize(da, db, dc, alpha=alpha, beta=beta)
     plan = Plan("cuda", "emulated", "", p)
-    rt = FakeRuntime()
+    rt = rt or FakeRuntime()
     report = device_check(rt, plan, da, db, dc, dr, alpha, beta, 12345, {"backend": "cuda", "variant": "emulated"})
     return report, rt
 
@@ -198,6 +202,24 @@ def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, lay
     report, _ = _check(a, b, None, bad)
     assert not report.ok and report.failed == 1
     assert report.rows[0].index == 11 and [f.index for f in report.columns] == [7]
+
+
+def test_checks_of_one_layout_are_worked_out_once_and_read_each_calls_arrays(rng):
+    rt = FakeRuntime()
+    for wrong in (None, (4, 5), None, (17, 0)):
+        a = rng.standard_normal((20, 30)).astype(np.float32)
+        b = np.asfortranarray(rng.standard_normal((30, 12)).astype(np.float32))
+        c = rng.standard_normal((20, 12)).astype(np.float32)
+        res = (2.0 * (a.astype(np.float64) @ b) + 0.5 * c).astype(np.float32)
+        if wrong is not None:
+            res[wrong] += 50.0
+        report, _ = _check(a, b, c, res, 2.0, 0.5, rt=rt)
+        if wrong is None:
+            assert report.ok and report.checked == 20
+        else:
+            assert not report.ok and report.rows[0].index == wrong[0] and report.columns[0].index == wrong[1]
+    # one check along the rows for the four calls (the columns' side of a failed one is made for it alone)
+    assert sum(1 for key in verify_module._sides if key[0] is rt) == 1
 
 
 def test_a_batch_with_c_and_a_broadcast_b(rng):
