@@ -25,6 +25,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend, Plan
+from .core.env import warn_bad_environment
 from .core.hostcopy import host_convert
 from .core import precision as _precision
 from .core.normalize import normalize
@@ -58,9 +59,7 @@ def _cache_size(raw: str | None, default: int = 256) -> int:
     except ValueError:
         size, why = default, "is not a whole number"
     if why:
-        import warnings
-
-        warnings.warn(f"POLYGEMM_PLAN_CACHE_SIZE={raw!r} {why}; keeping {default} plans", RuntimeWarning, stacklevel=2)
+        warn_bad_environment(f"POLYGEMM_PLAN_CACHE_SIZE={raw!r} {why}; keeping {default} plans")
         return default
     return size
 

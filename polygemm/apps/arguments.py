@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from ..errors import ArgumentError
 
-__all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "Parser"]
+__all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "choice_word", "add_verify_option", "Parser"]
 
 
 #: an integer as the commands take it: ASCII digits, a sign (int() also takes "8_0" and other scripts' digits)
@@ -66,6 +66,19 @@ def split_names(option: str, given: Sequence[str] | None, what: str, listed: str
         raise ArgumentError(f"{option} {' '.join(map(repr, given))} names no {what}; name {what}s, comma or space "
                             f"separated ({listed}), or {instead}")
     return names
+
+
+def choice_word(text: str) -> str:
+    """An option's word as its choices spell it (argparse type): any case, spaces around dropped, as the API and
+    the environment read ``verify=`` and ``precision=`` (``--verify RAISE`` is ``verify="RAISE"``)."""
+    return text.strip().lower()
+
+
+def add_verify_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """Add ``--verify {off,raise,warn,retry}`` (``verify=`` of the API) to ``parser``, default None (the process default)."""
+    from ..verification.modes import VERIFY_MODES
+
+    parser.add_argument("--verify", default=None, type=choice_word, choices=list(VERIFY_MODES), help=help)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):

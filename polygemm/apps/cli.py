@@ -17,7 +17,7 @@ import numpy as np
 from .. import __version__, registry
 from ..backend import Backend, Variant
 from ..errors import ArgumentError, DeviceError, PolygemmError, VerificationError, did_you_mean
-from .arguments import Parser, dtype_name, non_negative_int, positive_int, split_names
+from .arguments import Parser, add_verify_option, dtype_name, non_negative_int, positive_int, split_names
 from .bench_layout import layout_of
 from .bench_shapes import parse_bench_shape
 from .outputs import add_json_option, emit_json, unwritable
@@ -337,8 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=non_negative_int, default=None, help="seed of the random inputs, >= 0 (default: a fresh one each run)")
     s.add_argument("--check", action="store_true", help="compare with the float64 reference under the error bound")
     add_precision_option(s)
-    s.add_argument("--verify", default=None, choices=["off", "raise", "warn", "retry"],
-                   help="check every timed call where it ran (polygemm.gemm's verify=; default: $POLYGEMM_VERIFY or off)")
+    add_verify_option(s, "check every timed call where it ran (polygemm.gemm's verify=; default: $POLYGEMM_VERIFY or off)")
     s.set_defaults(fn=cmd_gemm)
 
     for module in COMMAND_MODULES:

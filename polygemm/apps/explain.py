@@ -13,7 +13,7 @@ import numpy as np
 from .. import explain
 from ..backend import Plan
 from ..problem import dtype_named
-from .arguments import dtype_name, non_negative_int
+from .arguments import add_verify_option, dtype_name, non_negative_int
 from .bench_layout import layout_of, shape_text
 from .bench_shapes import parse_bench_shape
 from .outputs import JSON_STDOUT, add_json_option, emit_json
@@ -135,8 +135,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",
                    help="a strided batch of N products (a leading axis of N on a and b; 0: one product)")
     s.add_argument("--out-dtype", default=None, type=dtype_name, choices=list(DTYPES), help="the result's dtype, where it may differ from the inputs'")
-    s.add_argument("--verify", default=None, choices=["off", "raise", "warn", "retry"],
-                   help="the check verify= would add, and its estimated cost (default: $POLYGEMM_VERIFY, else off)")
+    add_verify_option(s, "the check verify= would add, and its estimated cost (default: $POLYGEMM_VERIFY, else off)")
     add_precision_option(s)
     add_json_option(s, "the plan")
     s.epilog = "The operands are NumPy arrays on the host: a GPU backend's plan includes their copies to the device."

@@ -1,12 +1,15 @@
-"""On/off environment variables, read one way everywhere."""
+"""Environment variables, read one way everywhere: on/off flags, and the warning a bad value read at import gives."""
 
 from __future__ import annotations
 
 import os
+import sys
+import warnings
+from typing import Any
 
 from ..errors import ArgumentError
 
-__all__ = ["env_flag", "TRUE_WORDS", "FALSE_WORDS"]
+__all__ = ["env_flag", "TRUE_WORDS", "FALSE_WORDS", "warn_bad_environment"]
 
 #: the spellings an on/off environment variable takes (any case, spaces around ignored)
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -29,3 +32,39 @@ def env_flag(name: str, default: bool = False) -> bool:
         return False
     raise ArgumentError(f"{name}={raw!r} is not an on/off value; set it to one of {', '.join(TRUE_WORDS)} (on) or "
                         f"{', '.join(w for w in FALSE_WORDS if w)} or empty (off), in any case")
+
+
+#: the package's folder: a warning about the environment is attributed to the first frame outside it
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _internal(frame: Any) -> bool:
+    """Whether the warnings machinery skips ``frame`` when it counts a stack level (the import system's own)."""
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name
+
+
+def _outside_level() -> int:
+    """The ``stacklevel`` of the first frame outside polygemm, from the caller of :func:`warn_bad_environment`
+    (the line that imported polygemm, or that called it), counted as ``warnings.warn`` counts it."""
+    frame: Any = sys._getframe(2)  # the caller of warn_bad_environment is at level 2
+    level = 2
+    while frame is not None and (_internal(frame) or os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE)):
+        frame = frame.f_back
+        if frame is not None and not _internal(frame):
+            level += 1
+    return level if frame is not None else 2
+
+
+def warn_bad_environment(text: str) -> None:
+    """Warn (RuntimeWarning) that an environment variable read at import holds a value polygemm does not take.
+
+    The value is ignored, and ``import polygemm`` must go on whatever the warning filters say: where they turn the
+    warning into an error (``python -W error``), the words go to standard error instead."""
+    try:
+        warnings.warn(text, RuntimeWarning, stacklevel=_outside_level())
+    except Warning:
+        try:
+            sys.stderr.write(f"polygemm: RuntimeWarning: {text}\n")
+        except (AttributeError, OSError, ValueError):  # no stderr (pythonw) or a closed one: nothing to tell
+            pass

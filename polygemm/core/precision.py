@@ -22,10 +22,10 @@ exactly; for those the precision is taken and changes nothing.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError, UnsupportedProblemError, did_you_mean
+from .env import warn_bad_environment
 from .text import short_repr
 
 __all__ = ["PRECISIONS", "GOVERNED_DTYPES", "MEDIUM_INPUT_ERROR", "parse_precision", "set_float32_matmul_precision", "get_float32_matmul_precision",
@@ -43,7 +43,7 @@ _ACCEPTED = "'highest' (float32-level error, the default), 'high' (the 3-pass cl
 
 def parse_precision(value: Any, source: str = "precision") -> str:
     """``value`` as one of :data:`PRECISIONS`; ArgumentError naming ``source`` (``precision``,
-    ``$POLYGEMM_PRECISION``) and the accepted values otherwise (ArgumentTypeError for no string)."""
+    ``POLYGEMM_PRECISION``) and the accepted values otherwise (ArgumentTypeError for no string)."""
     if type(value) is str and value in _RANK:
         return value
     if not isinstance(value, str):
@@ -61,9 +61,9 @@ def precision_from_env(raw: str | None) -> str:
     if raw is None or not raw.strip():
         return "highest"
     try:
-        return parse_precision(raw.strip(), "$POLYGEMM_PRECISION")
+        return parse_precision(raw.strip(), "POLYGEMM_PRECISION")
     except ArgumentError as exc:
-        warnings.warn(f"{exc}; keeping 'highest'", RuntimeWarning, stacklevel=2)
+        warn_bad_environment(f"{exc}; keeping 'highest'")
         return "highest"
 
 

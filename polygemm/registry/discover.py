@@ -12,6 +12,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from ..backend import Backend
+from ..core.env import warn_bad_environment
 from ..core.text import short_repr
 from .checks import DEFAULT_PLUGIN_PRIORITY, BackendInfo, Status, check_backend, make_info
 from .names import entry_name, index_like
@@ -69,9 +70,7 @@ def probe_timeout() -> float:
         if 0 < value <= MAX_PROBE_TIMEOUT:
             return value
         why = f"must be a finite number of seconds > 0 and at most {MAX_PROBE_TIMEOUT:g}"
-    import warnings
-
-    warnings.warn(f"{PROBE_TIMEOUT_ENV}={raw!r} {why}; keeping {DEFAULT_PROBE_TIMEOUT:g} s", RuntimeWarning, stacklevel=2)
+    warn_bad_environment(f"{PROBE_TIMEOUT_ENV}={raw!r} {why}; keeping {DEFAULT_PROBE_TIMEOUT:g} s")
     return DEFAULT_PROBE_TIMEOUT
 
 

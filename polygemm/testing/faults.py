@@ -36,6 +36,9 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
         raise ArgumentError("inject_fault takes value= (the element's new value) or bit= (the bit to flip), one of them")
     row, col = _whole("row", row), _whole("col", col)
     bit = None if bit is None else _whole("bit", bit)
+    if isinstance(batch, (str, bytes)) or not hasattr(batch, "__iter__"):
+        raise ArgumentTypeError(f"inject_fault: batch={batch!r} is not a sequence of whole numbers; pass a tuple of ints, "
+                                f"one a batch axis (batch=({batch!r},) for one)")
     batch = tuple(_whole("batch", i) for i in batch)
     times = None if times is None else _whole("times", times)
     if times is not None and times < 1:
@@ -44,6 +47,7 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
         raise ArgumentError(f"bit={bit!r}: pass a bit index >= 0 (0: the least significant bit of the element)")
     # a complex value for a complex result (its imaginary part corrupted too), an integer kept whole (an int64 result
     # holds integers past float64's 53 bits), a float otherwise
+    # (a string is refused, not parsed: value="2" is a caller's mistake float() would hide)
     new: float | complex | int | None
     if value is None:
         new = None
@@ -51,8 +55,14 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
         new = complex(value)
     elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         new = int(value)
+    elif isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(f"inject_fault: value={value!r} is a string; pass a number (an int, a float or a complex)")
     else:
-        new = float(value)
+        try:
+            new = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ArgumentTypeError(f"inject_fault: value={value!r} is not a number; pass one (an int, a float or a "
+                                    f"complex)") from None
     fault = Fault(row, col, new, bit, batch, times)
     add_fault(fault)
     try:

@@ -24,8 +24,10 @@ _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 @dataclass(eq=False)  # each fault is its own, however alike two are: removed by identity
 class Fault:
     """Set ``result[batch + (row, col)]`` to ``value``, or flip its ``bit`` (0 = least significant), in
-    ``times`` verified products (None: every one while it is active); ``hits`` counts those corrupted.
-    ``owner``: the thread that made it, whose products it does not fit are told so (other threads' are passed over)."""
+    ``times`` verified products (None: every one while it is active); ``hits`` counts those corrupted, a product
+    whose element the fault leaves equal to what it was (the value it held already, a NaN for a NaN) being neither
+    corrupted nor counted, so the fault stays due for the next. ``owner``: the thread that made it, whose products it
+    does not fit are told so (other threads' are passed over)."""
 
     row: int
     col: int
@@ -82,7 +84,9 @@ def corrupt(result: Any, to_host: Any = None) -> None:
     me = threading.get_ident()
     for i, f in enumerate(due):
         try:
-            _apply(f, result, to_host)
+            if not _apply(f, result, to_host):  # the element holds what it held: nothing corrupted, not counted
+                with _lock:
+                    f.hits -= 1
         except (IndexError, ArgumentError):
             if f.owner != me:  # another thread's fault that this product cannot take: not this call's error
                 with _lock:
@@ -99,8 +103,17 @@ def corrupt(result: Any, to_host: Any = None) -> None:
             raise
 
 
-def _apply(f: Fault, result: Any, to_host: Any) -> None:
-    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`)."""
+def _same(before: Any, after: Any) -> bool:
+    """Whether an element (a Python scalar) is what it was: equal, or NaN where it was NaN, part by part for a complex
+    one (a NaN's payload, or the sign of a zero, is no corruption a check could see in the value)."""
+    def parts(v: Any) -> tuple[Any, ...]:
+        return (v.real, v.imag) if isinstance(v, complex) else (v,)
+
+    return all(x == y or (x != x and y != y) for x, y in zip(parts(before), parts(after)))
+
+
+def _apply(f: Fault, result: Any, to_host: Any) -> bool:
+    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`); whether that changed the element's value."""
     shape = tuple(result.shape)
     idx = tuple(f.batch) + (f.row, f.col)
     if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
@@ -112,20 +125,25 @@ def _apply(f: Fault, result: Any, to_host: Any) -> None:
     if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
         raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
     if isinstance(result, np.ndarray):
+        before = result[idx].item()
         if f.bit is None:
             result[idx] = f.value
         else:
             _flip_host(result, idx, f.bit)
-        return
+        return not _same(before, result[idx].item())
     module = type(result).__module__.partition(".")[0]
     if module in ("cupy", "torch") and f.bit is None:
+        before = result[idx].item()  # one element read back, to tell whether the fault changed it
         result[idx] = f.value
-        return
+        return not _same(before, result[idx].item())
     host = np.array(to_host(result) if to_host is not None else result.get())  # a bit of a device array: through the host
+    before = host[idx].item()
     if f.bit is None:
         host[idx] = f.value
     else:
         _flip_host(host, idx, f.bit)
+    if _same(before, host[idx].item()):
+        return False  # nothing to write back
     if module == "torch":
         torch: Any = sys.modules["torch"]
         result.copy_(torch.from_numpy(host) if host.dtype.name != "bfloat16" else
@@ -138,6 +156,7 @@ def _apply(f: Fault, result: Any, to_host: Any) -> None:
             result.set(host)
         else:
             result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
+    return True
 
 
 def _check_storable(value: float | complex | int, result: Any) -> None:

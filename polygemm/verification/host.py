@@ -101,12 +101,13 @@ def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndar
 
 def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
                rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None,
-               precision: str = "highest", fold: int = 0) -> CheckReport:
+               precision: str = "highest", fold: int = 0, skip: np.ndarray | None = None) -> CheckReport:
     """Check ``result`` against ``alpha * a @ b + beta * c0`` (host arrays, batches broadcast as numpy.matmul
     does; ``c0``: c's values before the product, None when beta is 0). ``about``: backend, device, variant
     and shape, for the report; ``precision``: the one the call asked (its bound sets the threshold). A complex product
     is checked as the real one it equals (:func:`~polygemm.core.complex_form.real_form`); ``fold``: its rows (M) when
-    these operands are that real form, whose rows i and M + i are row i's two parts, counted and named as one row."""
+    these operands are that real form, whose rows i and M + i are row i's two parts, counted and named as one row;
+    ``skip``: rows (of these operands) left unchecked whatever their values, on the rows' side only."""
     if dtype.kind in "iub" or out_dtype.kind in "iub":
         return _integer_check(a, b, c0, result, alpha, beta, out_dtype=out_dtype, rng=rng, about=about)
     if any(x is not None and np.iscomplexobj(x) for x in (a, b, c0, result)) or dtype.kind == "c":
@@ -120,6 +121,8 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
         got, want, mags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, n), True)
     failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
+    if skip is not None:
+        failed, unchecked = failed & ~skip, unchecked | skip
     if fold:  # a row of the result fails where either part fails, named by the part that is further off
         with np.errstate(all="ignore"):
             first = np.nan_to_num(diff[..., :fold] / thr[..., :fold], nan=np.inf) >= np.nan_to_num(diff[..., fold:] / thr[..., fold:], nan=np.inf)
@@ -130,6 +133,7 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         ratios = np.where(failed | unchecked, 0.0, diff / np.where(thr > 0, thr, np.inf))
     worst = float("inf") if count else (float(ratios.max()) if ratios.size else 0.0)
     columns: tuple[Finding, ...] = ()
+    failed_columns: int | None = None
     skipped = int(unchecked.sum())
     rows = _findings(failed, diff, thr) if count else ()
     # the same test from the other side: on a failure, to name the columns; where rows were left unchecked (a NaN or an
@@ -138,10 +142,11 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         with np.errstate(all="ignore"):
             cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
         cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
-        columns = _findings(cfail, cdiff, cthr)
+        columns, failed_columns = _findings(cfail, cdiff, cthr), int(cfail.sum())
         if not count and columns:
-            count, worst = int(cfail.sum()), float("inf")
-    return CheckReport.of(count == 0, int(failed.size) - skipped, skipped, count, rows, columns, worst, "the host", about or {})
+            count, worst = failed_columns, float("inf")
+    return CheckReport.of(count == 0, int(failed.size) - skipped, skipped, count, rows, columns, worst, "the host", about or {},
+                          failed_columns)
 
 
 def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, out_dtype: np.dtype,
@@ -185,11 +190,13 @@ def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     failed = int(failed_rows.sum())
     rows: tuple[Finding, ...] = ()
     columns: tuple[Finding, ...] = ()
+    failed_columns: int | None = None
     if failed:
         rows = _findings(failed_rows, diff, np.zeros(diff.shape), exact=True)
         failed_cols, cdiff = side(False)
-        columns = _findings(failed_cols, cdiff, np.zeros(cdiff.shape), exact=True)
-    return CheckReport.of(failed == 0, int(failed_rows.size), 0, failed, rows, columns, 0.0, "the host", about or {})
+        columns, failed_columns = _findings(failed_cols, cdiff, np.zeros(cdiff.shape), exact=True), int(failed_cols.sum())
+    return CheckReport.of(failed == 0, int(failed_rows.size), 0, failed, rows, columns, 0.0, "the host", about or {},
+                          failed_columns)
 
 
 def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
@@ -206,19 +213,20 @@ def _complex_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
         r_ = stacked(result)
     # complex arithmetic carries a NaN or an infinity from one part into the other (inf * 0 in one part's sums is a NaN
     # in the other's, beta * c with a NaN in c's real part a NaN in both): a row is unchecked in both parts where its
-    # operands are not finite in either, or where its result is not finite and either part may rightly overflow
+    # operands are not finite in either, or where its result is not finite and either part may rightly overflow.
+    # Those rows are skipped rather than their operands altered: the columns' side reads the same operands, and a NaN
+    # written into A's rows would reach every column's r·A. The columns' side needs no such mask: a column of the real
+    # form holds both parts of its column, so a non-finite part of B's or c's column, or a part that may overflow,
+    # leaves the whole column unchecked.
     with np.errstate(all="ignore"):
         bad = ~np.isfinite(big).all(-1)
         if c_ is not None:
             bad = bad | ~np.isfinite(c_).all(-1)
         over = may_overflow(big, b_, c_, alpha, beta, out_part) & ~np.isfinite(r_).all(-1)
         both = (bad | over)[..., :m] | (bad | over)[..., m:]
-    if both.any():
-        mask = np.concatenate([both, both], -1)
-        big = np.array(np.broadcast_to(big, mask.shape[:-1] + big.shape[-2:]))
-        big[mask] = np.nan  # a NaN in the row's operands: compare_rows leaves it unchecked
+    skip = np.concatenate([both, both], -1) if both.any() else None
     return host_check(big, b_, c_, r_, alpha, beta, dtype=part, out_dtype=out_part, rng=rng, scalar_dtype=scalar_dtype,
-                      about=about, precision=precision, fold=m)
+                      about=about, precision=precision, fold=m, skip=skip)
 
 
 def row_thresholds(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,

@@ -9,9 +9,9 @@ ignored rather than failing the import); :func:`set_verify` changes the default 
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Literal, Optional
 
+from ..core.precision import warn_bad_environment
 from ..core.text import short_repr
 from ..errors import ArgumentError, ArgumentTypeError
 
@@ -70,7 +70,7 @@ def _from_environment() -> None:
     try:
         process_default.mode = parse_verify(raw, "POLYGEMM_VERIFY")
     except ArgumentError as exc:  # a typo in the environment warns; it does not break import polygemm
-        warnings.warn(f"{exc}; no check is made by default", RuntimeWarning, stacklevel=2)
+        warn_bad_environment(f"{exc}; no check is made by default")
 
 
 _from_environment()

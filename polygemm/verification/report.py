@@ -60,16 +60,19 @@ class CheckReport:
     variant: str = ""
     shape: str = ""
     attempts: tuple[str, ...] = field(default=())
+    #: columns that failed (``columns`` names the first few), where the check counted them; None where it did not (a
+    #: check found from the columns' side alone counts them in ``failed``). Last, so that positional construction holds
+    failed_columns: int | None = None
 
     def __bool__(self) -> bool:
         return self.ok
 
     @classmethod
     def of(cls, ok: bool, checked: int, unchecked: int, failed: int, rows: tuple[Finding, ...], columns: tuple[Finding, ...],
-           worst_ratio: float, where: str, about: dict[str, str]) -> "CheckReport":
+           worst_ratio: float, where: str, about: dict[str, str], failed_columns: int | None = None) -> "CheckReport":
         """A report of the product ``about`` names (its backend, device, variant and shape)."""
         return cls(ok, checked, unchecked, failed, rows, columns, worst_ratio, where, about.get("backend", ""),
-                   about.get("device", ""), about.get("variant", ""), about.get("shape", ""))
+                   about.get("device", ""), about.get("variant", ""), about.get("shape", ""), failed_columns=failed_columns)
 
     def message(self) -> str:
         """The sentence a VerificationError or VerificationWarning carries."""
@@ -84,7 +87,9 @@ class CheckReport:
             text += (f"{self.failed} of {self.checked} rows disagree with A·(B·r) beyond the threshold; rows " +
                      ", ".join(str(f) for f in self.rows[:SHOWN]) + more)
             if self.columns:
-                text += "; columns " + ", ".join(str(f) for f in self.columns[:SHOWN])
+                # more columns than those named only where the check counted them (a count it did not make is not guessed)
+                cmore = ", ..." if (self.failed_columns or 0) > min(len(self.columns), SHOWN) else ""
+                text += "; columns " + ", ".join(str(f) for f in self.columns[:SHOWN]) + cmore
         if self.attempts:
             text += "; " + "; ".join(self.attempts)
         return text + f" (checked on {self.where})"

@@ -136,6 +136,16 @@ def test_the_environment_gives_the_default():
     assert out == ["medium", "medium"]
 
 
+def test_a_bad_environment_value_does_not_break_import_under_warnings_as_errors():
+    env = dict(os.environ, POLYGEMM_PRECISION="bogus")
+    code = "import polygemm as pg; print(pg.get_float32_matmul_precision())"
+    run = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "highest", run.stderr
+    # named as POLYGEMM_VERIFY's warning names its variable, with the value and the values taken
+    assert "POLYGEMM_PRECISION='bogus' is not a precision" in run.stderr and "$" not in run.stderr
+    assert all(p in run.stderr for p in ("'highest'", "'high'", "'medium'"))
+
+
 ONE_PASS = """
 import numpy as np
 from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts

@@ -61,6 +61,24 @@ def test_a_failed_check_raises_naming_row_column_threshold_backend_and_variant(r
     assert err.report.rows[0].diff > err.report.rows[0].threshold
 
 
+@pytest.mark.parametrize("faults", [5, 7])
+def test_the_message_marks_rows_and_columns_beyond_those_it_names(rng, faults):
+    """Each list is cut to the first five, with ", ..." where more rows (or columns) failed than it names."""
+    import contextlib
+
+    a, b = _ops(rng, m=40, n=30, k=50)
+    with contextlib.ExitStack() as stack:
+        for i in range(faults):
+            stack.enter_context(inject_fault(2 * i, 3 * i, value=1e4))
+        with pytest.raises(pg.VerificationError) as exc:
+            pg.gemm(a, b, device="cpu", verify="raise")
+    report, text = exc.value.report, str(exc.value)
+    assert report.failed == faults and report.failed_columns == faults
+    rows, _, columns = text.partition("; columns ")
+    assert rows.endswith("x), ...") == (faults > 5) and columns.count(" (off by ") == 5
+    assert columns.partition(" (checked on")[0].endswith("x), ...") == (faults > 5), text
+
+
 def test_a_flipped_exponent_bit_is_caught(rng):
     a, b = _ops(rng)
     with inject_fault(2, 3, bit=30):
@@ -188,6 +206,52 @@ def test_explain_describes_the_check_and_its_cost(rng):
     assert "untouched" in note
 
 
+def _check_note(plan):
+    return [n for n in plan.notes if n.startswith("verify=")][0]
+
+
+def test_explain_says_a_k0_result_is_checked_and_an_empty_one_has_nothing_to_check():
+    f = np.float32
+    note = _check_note(pg.explain(np.ones((3, 0), f), np.ones((0, 3), f), verify="raise"))
+    assert "K = 0" in note and "all zeros" in note and "tests it all the same" in note
+    assert "no product to check" not in note
+    note = _check_note(pg.explain(np.ones((3, 0), f), np.ones((0, 3), f), np.ones((3, 3), f), verify="raise"))
+    assert "K = 0" in note and "beta·c" in note
+    with inject_fault(0, 0, value=1.0):  # what the note says: K = 0 is checked
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(np.ones((3, 0), f), np.ones((0, 2), f), verify="raise")
+    for a, b, words in ((np.ones((0, 4), f), np.ones((4, 3), f), "M is 0"), (np.ones((3, 4), f), np.ones((4, 0), f), "N is 0"),
+                        (np.ones((0, 0), f), np.ones((0, 0), f), "M and N are 0")):
+        note = _check_note(pg.explain(a, b, verify="warn"))
+        assert note == f"verify='warn': nothing to check: {words}, so the result is empty"
+
+
+@pytest.mark.parametrize("given, kept", [((), None), (("out",), "out"), (("c",), "c"), (("out", "c"), "out and c"),
+                                         (("in place",), "out and c")])
+def test_explain_names_only_what_a_failed_check_leaves_untouched(rng, given, kept):
+    a, b = _ops(rng)
+    c = rng.standard_normal((24, 20)).astype(np.float32)
+    out = c if "in place" in given else np.empty((24, 20), np.float32) if "out" in given else None
+    note = _check_note(pg.explain(a, b, c if ("c" in given or "in place" in given) else None, out=out, verify="raise"))
+    if kept is None:
+        assert "untouched" not in note
+    else:
+        assert f"({kept} untouched on failure)" in note if out is not None else note.endswith(f"; {kept} is untouched on failure")
+        if kept == "out":
+            assert " c " not in note.split("copied into out")[1]
+
+
+def test_a_bad_environment_value_does_not_break_import_under_warnings_as_errors():
+    env = dict(os.environ, POLYGEMM_VERIFY="bogus")
+    run = subprocess.run([sys.executable, "-W", "error", "-c", "import polygemm as pg; print(pg.get_verify())"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "off", run.stderr
+    assert "POLYGEMM_VERIFY='bogus' is not a verification mode" in run.stderr and "'retry'" in run.stderr
+    # a warning shown as Python shows it names the line that imported polygemm, not polygemm's own
+    run = subprocess.run([sys.executable, "-c", "import polygemm"], env=env, capture_output=True, text=True, timeout=120)
+    assert run.stderr.startswith("<string>:1: RuntimeWarning: POLYGEMM_VERIFY='bogus'"), run.stderr
+
+
 def test_matmul_checks_vector_products(rng):
     a = rng.standard_normal((9, 7)).astype(np.float32)
     v = rng.standard_normal(7).astype(np.float32)
@@ -224,6 +288,26 @@ def test_inject_fault_refusals(rng):
         assert fault.hits == 0  # nothing was corrupted: the fault is still due on the next product
         with pytest.raises(IndexError, match="outside the result"):
             pg.gemm(a, b, verify="raise")
+
+
+def test_a_fault_that_leaves_its_element_as_it_was_is_not_counted_and_stays_due():
+    """hits counts the products corrupted: a value the element holds already (a NaN over a NaN among them) changes
+    nothing, so the product passes its check, the fault counts no hit and corrupts the next product it changes."""
+    ones = np.ones((3, 3))
+    with inject_fault(0, 0, value=3.0, times=1) as fault:
+        assert pg.gemm(ones, ones, verify="raise")[0, 0] == 3.0 and fault.hits == 0
+        with pytest.raises(pg.VerificationError, match="rows 0"):
+            pg.gemm(2 * ones, ones, verify="raise")  # 6 where the fault sets 3: corrupted, counted
+        assert fault.hits == 1
+        assert pg.gemm(2 * ones, ones, verify="raise")[0, 0] == 6.0  # times=1: spent
+    nan_row = ones.copy()
+    nan_row[0, 0] = np.nan
+    with inject_fault(0, 1, value=float("nan")) as fault:
+        assert np.isnan(pg.gemm(nan_row, ones, verify="raise")[0]).all() and fault.hits == 0
+    z = np.full((2, 2), complex(np.nan, np.nan))
+    with inject_fault(0, 0, value=complex(np.nan, 5)) as fault:  # a complex element: changed where either part is
+        got = pg.gemm(z, z, verify="raise")  # (its operands' NaN leaves every row and column unchecked)
+    assert fault.hits == 1 and got[0, 0].imag == 5
 
 
 def test_a_complex_fault_value_reaches_the_imaginary_part_and_is_caught(rng):
@@ -268,6 +352,18 @@ def test_inject_fault_stores_an_integer_as_given_and_refuses_fractional_indices(
                 pass
     with pytest.raises(pg.ArgumentError, match="bit=-1"):
         with inject_fault(0, 0, bit=-1):
+            pass
+
+
+@pytest.mark.parametrize("bad, words", [(dict(batch=1), "batch=1 is not a sequence of whole numbers"),
+                                        (dict(batch="01"), "batch='01' is not a sequence"),
+                                        (dict(value="abc"), "value='abc' is a string"),
+                                        (dict(value="2"), "value='2' is a string"),
+                                        (dict(value=[2.0]), r"value=\[2.0\] is not a number")])
+def test_inject_fault_refuses_a_batch_that_is_no_sequence_and_a_value_that_is_no_number(bad, words):
+    kw = {"value": 1.0, **bad}
+    with pytest.raises(pg.ArgumentTypeError, match=words):
+        with inject_fault(0, 0, **kw):
             pass
 
 

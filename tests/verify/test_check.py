@@ -142,6 +142,32 @@ def test_complex_nan_and_infinity_crossing_into_the_other_part_are_no_false_alar
             pg.gemm(ok, ok.T, c=np.where(np.arange(9).reshape(3, 3) == 0, np.nan, 0).astype(dtype), verify="raise")
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("where, bad", [("a", np.inf), ("b", np.inf), ("b", complex(0, np.inf)), ("c", np.nan), ("c", complex(0, np.nan))])
+def test_a_complex_fault_beside_a_non_finite_operand_is_caught_as_a_real_ones_is(rng, dtype, where, bad):
+    """A complex product with an infinity or a NaN in one row's (or column's) operands: no false alarm on the correct
+    product, and a fault where the operands are finite caught, from the rows' side or, where B's NaN or infinity
+    leaves every row unchecked (or the fault shares its row with c's), from the columns' side, as a real product's."""
+    def draw(shape):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+    ops = {"a": draw((50, 40)), "b": draw((40, 30)), "c": draw((50, 30))}
+    ops[where][0, 0] = bad
+    a, b, c = ops["a"], ops["b"], ops["c"]
+    got = pg.gemm(a, b, c, beta=1.0, verify="raise")
+    assert not np.isfinite(got[0, 0])
+    faults = [(10, 10)] + ([(0, 10)] if where != "a" else [])  # row 0 of A not finite: its row and every column unchecked
+    for row, col in faults:
+        with inject_fault(row, col, value=1e6):
+            with pytest.raises(pg.VerificationError) as err:
+                pg.gemm(a, b, c, beta=1.0, verify="raise")
+        report = err.value.report
+        named = [f.index for f in report.rows] + [f.index for f in report.columns]
+        assert report.failed == 1 and (row in named or col in named), str(err.value)
+        if where == "b" or row == 0:
+            assert [f.index for f in report.columns] == [col] and "columns' side" in str(err.value)
+
+
 def test_a_complex_fault_is_one_row_of_the_result_not_two_of_its_real_form(rng):
     """Both parts of element (17, 5) wrong: "1 of 30 rows", row 17 once (its real form has 60 rows, two for each)."""
     a = (rng.standard_normal((30, 20)) + 1j * rng.standard_normal((30, 20))).astype(np.complex64)

@@ -35,3 +35,14 @@ def test_explain_prices_a_bool_check_as_the_product_once_more(capsys):
     assert "= 100% of the product's arithmetic" in capsys.readouterr().out
     assert main(["explain", "1000x1000x1000", "--verify", "raise", "--device", "cpu"]) == 0
     assert "= 0.3% of the product's arithmetic" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["gemm", "--shape", "8x8x8", "--repeat", "1"], ["explain", "8x8x8"]])
+def test_verify_and_precision_options_take_any_case_as_the_api_does(capsys, command):
+    assert main(command + ["--device", "cpu", "--verify", " RAISE ", "--precision", "High"]) == 0
+    out = capsys.readouterr().out
+    assert "verify='raise'" in out and "asked 'high'" in out
+    with pytest.raises(SystemExit):
+        main(command + ["--help"])
+    help_text = capsys.readouterr().out
+    assert "{off,raise,warn,retry}" in help_text and "{highest,high,medium}" in help_text

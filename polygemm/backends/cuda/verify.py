@@ -360,13 +360,13 @@ def _operand_read(name: str, x: Any, view: tuple[tuple[Any, ...], int, Any] | No
 #: passes' pace (bytes a µs, by the operands' kind: the float16 and bfloat16 passes reach 1.7 to 2.3 TB/s, the float32
 #: ones 2.0 to 2.8, larger matrices faster) and, for matrices of many short rows, their pace in rows (a warp a row: a
 #: threadblock a few hundred bytes, paced by its latency), the copy of a checked result into ``out`` (read and written,
-#: 3.4 TB/s), and what a check costs whatever its size (its launches, its wait and its read-back). The fixed cost and
-#: the row's were fitted to the real preset's 99 products (the log of estimate over measured: 0.19 root mean square,
-#: from 0.30 with no row term)
+#: 3.4 TB/s), and what a check costs whatever its size (its launches, its wait and its read-back). The row's cost was
+#: fitted to the real preset's 99 products (the log of estimate over measured: 0.19 root mean square, from 0.30 with no
+#: row term); the fixed cost to the same products checked by the check worked out once per layout (0.12)
 PASS_BYTES_PER_US = {"f16": 2.0e6, "bf16": 2.0e6, "f32": 2.4e6}
 ROW_US = 1.0e-3
 COPY_BYTES_PER_US = 3.4e6
-CHECK_FIXED_US = 150.0
+CHECK_FIXED_US = 120.0
 
 
 def check_cost_us(p: Any, given_out: bool) -> float | None:
@@ -487,6 +487,7 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
         failed, unchecked, worst, shown = _HEAD.unpack_from(host.data)
         rows: tuple[Finding, ...] = ()
         columns: tuple[Finding, ...] = ()
+        failed_columns: int | None = None
         if failed or unchecked or shown:
             rows = _findings(host.copy(), p.m, p.batch)
         # the other side (Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped): on a failure, to name the columns; where
@@ -498,13 +499,14 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
             crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, p.count, alpha, beta, seed ^ 0x5DEECE66D, cco,
                              _largest(p.out_dtype), stream)
             columns = _findings(crec, p.n, p.batch)
-            if not failed and int(crec["failed"][0]):
-                failed = int(crec["failed"][0])
+            failed_columns = int(crec["failed"][0])
+            if not failed and failed_columns:
+                failed = failed_columns
     finally:
         if pushed:
             rt.leave()
     return CheckReport.of(failed == 0, p.count * p.m - unchecked, unchecked, failed, rows, columns,
-                          float("inf") if failed else worst, f"the device ({rt.name})", about)
+                          float("inf") if failed else worst, f"the device ({rt.name})", about, failed_columns=failed_columns)
 
 
 #: copy_dense's bytes for a result and an out of these view keys (0: not one dense span of one kind of array)

@@ -62,7 +62,7 @@ def test_auto_runs_the_variant_measured_fastest_and_explain_says_so(be):
     assert "estimated" in estimated.reason and "not measured on this GPU" in estimated.reason
     ranked = autotune.estimates(p, 90, 132)
     slow_pick = estimated.variant
-    winner = next(c.label for c in ranked[1:5] if ":split_k=" not in c.label)
+    winner = ranked[1].label  # the runner-up, which the tuning times whatever its kind
     key, m = be.tune(p, time_fn=by_name({winner: 2.0, slow_pick: 5.0}, pick=slow_pick))
     assert m.winner == winner and m.estimate_pick == slow_pick and m.pick_us == pytest.approx(5.0) and m.gain == pytest.approx(2.5)
     plan = be.plan(p)
@@ -393,7 +393,7 @@ def test_a_bfloat16_product_takes_the_float16_measurement_of_its_operands_where_
 
     p = problem()
     ranked = autotune.estimates(p, 90, 132)
-    winner = next(c.label for c in ranked[1:5] if ":split_k=" not in c.label)
+    winner = ranked[1].label  # the runner-up, which the tuning times whatever its kind
     be.tune(p, time_fn=by_name({winner: 2.0}))
     bf = np.dtype(ml_dtypes.bfloat16)
     plan = be.plan(normalize(np.zeros((512, 1024), bf), np.zeros((1024, 256), bf)))
