@@ -14,6 +14,7 @@ import functools
 import math
 import struct
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,7 +231,7 @@ class _Side:
             stream: int) -> np.ndarray:
         """Queue the check for operands at these pointers (of the layout it was made for), wait, and return this thread's
         page-locked record (read it before the thread's next check)."""
-        scratch = rt.scratch(self.nbytes, stream)
+        scratch, kept = _take_scratch(rt, self.nbytes, stream)
         try:
             rec, zb, zc, z0, yb, yc, y0, za, ya, nb, r = (scratch + off for off in self.at)
             go, pack = self.prepare
@@ -262,9 +263,14 @@ class _Side:
             host = _record_buffer(rt)
             rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
             rt.cu.synchronize_stream(stream)
-            return host
-        finally:
+        except BaseException:
+            if kept:  # work may still be queued on it: given back in stream order, and the next check takes another
+                _forget_scratch(rt)
             rt.release(scratch, stream)
+            raise
+        if not kept:
+            rt.release(scratch, stream)
+        return host
 
 
 def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided | None, count: int, alpha: float, beta: float,
@@ -276,6 +282,57 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
 
 
 _pinned = threading.local()
+#: the largest scratch a thread keeps between its checks (larger ones are taken and given back by each check)
+_SCRATCH_KEPT = 64 << 20
+
+
+class _Kept:
+    """A thread's scratch for one device's checks, given back to the device's pool when the thread's storage goes."""
+
+    def __init__(self, rt: Any, ptr: int, nbytes: int) -> None:
+        self.ptr, self.nbytes = ptr, nbytes
+        self.done = weakref.finalize(self, _give_back, rt, ptr)
+
+
+def _give_back(rt: Any, ptr: int) -> None:
+    """Free a thread's kept scratch (a finalizer's: with the device's context current, raising nothing)."""
+    try:
+        pushed = rt.enter()
+        try:
+            rt.release(ptr, 0)
+        finally:
+            if pushed:
+                rt.leave()
+    except Exception:  # noqa: BLE001 - a device gone, or the interpreter ending: nothing to tell
+        pass
+
+
+def _take_scratch(rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
+    """Scratch of ``nbytes`` for a check on ``stream``, and whether it is this thread's kept scratch (else the caller
+    gives it back). A check waits for its stream before it returns, so the next check of this thread, on any stream,
+    finds its scratch idle: a loop of checked calls takes it from the pool once, not twice a call."""
+    if nbytes > _SCRATCH_KEPT:
+        return rt.scratch(nbytes, stream), False
+    kept = getattr(_pinned, "scratch", None)
+    if kept is None:
+        kept = _pinned.scratch = {}
+    mine = kept.get(rt)
+    if mine is not None and mine.nbytes >= nbytes:
+        return mine.ptr, True
+    size = 1 << max(16, (nbytes - 1).bit_length())  # a power of two: a loop of growing checks takes a few
+    ptr = rt.scratch(size, stream)
+    if mine is not None:
+        mine.done.detach()
+        rt.release(mine.ptr, stream)
+    kept[rt] = _Kept(rt, ptr, size)
+    return ptr, True
+
+
+def _forget_scratch(rt: Any) -> None:
+    """Drop this thread's kept scratch for ``rt`` (the caller gives it back in stream order)."""
+    mine = getattr(_pinned, "scratch", {}).pop(rt, None)
+    if mine is not None:
+        mine.done.detach()
 
 
 def _record_buffer(rt: Any) -> np.ndarray:

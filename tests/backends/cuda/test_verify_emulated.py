@@ -222,6 +222,32 @@ def test_checks_of_one_layout_are_worked_out_once_and_read_each_calls_arrays(rng
     assert sum(1 for key in verify_module._sides if key[0] is rt) == 1
 
 
+def test_a_threads_checks_share_one_scratch_and_it_is_given_back_when_the_thread_ends(rng):
+    import gc
+    import threading
+
+    rt = FakeRuntime()
+    taken = []
+    scratch = rt.scratch
+    rt.scratch = lambda nbytes, stream: taken.append(nbytes) or scratch(nbytes, stream)
+
+    def checks():
+        for size in (16, 16, 24, 200):  # the same layout twice, then larger products
+            a = rng.standard_normal((size, size)).astype(np.float32)
+            res = (a.astype(np.float64) @ a).astype(np.float32)
+            report, _ = _check(a, a, None, res, rt=rt)
+            assert report.ok
+
+    worker = threading.Thread(target=checks)
+    worker.start()
+    worker.join()
+    # kept between checks: taken again only when a check needs more than the thread holds
+    assert 1 <= len(taken) < 4 and taken == sorted(taken)
+    del worker
+    gc.collect()
+    assert not rt.buffers  # the thread's scratch went back with it
+
+
 def test_a_batch_with_c_and_a_broadcast_b(rng):
     a = rng.standard_normal((3, 16, 24)).astype(np.float32)
     b = rng.standard_normal((24, 10)).astype(np.float32)
