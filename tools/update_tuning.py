@@ -10,7 +10,9 @@ shape, each predicated (auto-selectable) rung's TFLOP/s, so ``variant="auto"`` p
 measurements, not guesses. Where several runs measured a rung at one shape, the cost model anchors
 on the first run's record: ``--add`` puts a new run first.
 
-A table is one GPU's: the GPU most of its records ran on (the H200 for the committed tables).
+A table is one GPU's: its dtype's :data:`TABLE_GPU` where that has records, else the GPU most of them ran on. It is
+named rather than counted so that a run on another GPU, however many records it adds, does not move
+every other record's pace (and with it auto's choices at shapes that run never timed).
 A record from another GPU keeps its ratio to the vendor timed in the same run (the median of the
 vendor figures beside every rung at that shape in that run) and is counted at the table GPU's
 vendor pace at that shape (the median of the table GPU's vendor figures there): ``tflops`` =
@@ -38,16 +40,22 @@ from polygemm.backends.cuda.cost import shape_distance  # noqa: E402
 from polygemm.backends.cuda.variants import kernel_specs  # noqa: E402
 
 
+#: each table's GPU, whose vendor pace it counts every record at (where it measured the shape, or near it): float16
+#: and float32 were tuned on the H200 first, float64 on the H100
+TABLE_GPU = {"float16": "NVIDIA H200", "float32": "NVIDIA H200", "float64": "NVIDIA H100 80GB HBM3"}
+
+
 def gpu_of(record: dict) -> str:
     """The GPU's name in a record's ``device`` ("NVIDIA H200 (cuda:0, sm_90; ...)" -> "NVIDIA H200")."""
     return str(record.get("device") or "").split(" (")[0]
 
 
-def paced(records: list[dict]) -> list[dict]:
+def paced(records: list[dict], dtype: str = "") -> list[dict]:
     """The records of one dtype, those of another GPU than the table's counted at the table
     GPU's vendor pace (see the module's docstring). A record's ``_run`` (set by tables(): the run
     it came from) groups its run's vendor figures; it is dropped from the output."""
-    home = Counter(gpu_of(r) for r in records).most_common(1)[0][0]
+    gpus = Counter(gpu_of(r) for r in records)
+    home = TABLE_GPU[dtype] if TABLE_GPU.get(dtype) in gpus else gpus.most_common(1)[0][0]
     vendor: dict[tuple, list[float]] = {}
     for r in records:
         if gpu_of(r) == home and float(r.get("vendor_tflops") or 0) > 0:
@@ -162,7 +170,7 @@ def tables(paths: list[Path]) -> dict[str, dict]:
                     row["batch"] = r["batch"]
                 by_dtype.setdefault(r["dtype"], []).append(row)
         for dtype, rows in by_dtype.items():
-            out[dtype] = {"sources": sources, "records": paced(rows)}
+            out[dtype] = {"sources": sources, "records": paced(rows, dtype)}
     return out
 
 

@@ -4,7 +4,9 @@ those of a backend with no check of its own on its device."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import threading
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -99,6 +101,131 @@ def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndar
     return got, spread(want), (spread(ya), spread(c0a), ca)
 
 
+#: float64 elements of one widened block (512 KiB, within a core's L2): the rows' side reads each operand once, a
+#: block of rows at a time, widened into one buffer kept per thread, rather than widening whole matrices. A fresh
+#: float64 copy of a matrix costs, besides writing it out and reading it back, a page fault per 4 KiB the first time
+#: it is touched (the allocator hands large blocks back to the system when they are freed): on a 2-core machine that
+#: was most of the check's time, ten times the matrix-vector products' own at 256³ float32.
+_BLOCK = 1 << 16
+_scratch = threading.local()
+
+
+def _buffer(size: int) -> np.ndarray:
+    """``size`` float64 elements of this thread's widening buffer (a row longer than a block: one of its own)."""
+    if size > _BLOCK:
+        return np.empty(size)
+    buf = getattr(_scratch, "buf", None)
+    if buf is None:
+        buf = _scratch.buf = np.empty(_BLOCK)
+    return buf[:size]  # type: ignore[no-any-return]
+
+
+def _widened(x3: np.ndarray) -> Iterator[tuple[slice, slice, np.ndarray, np.ndarray]]:
+    """(batch slice, row slice, the part of ``x3`` (G, R, K) they take, that part in float64) for blocks covering
+    ``x3``: whole matrices, several at a time where they are small, else rows of one. The float64 block is the
+    thread's buffer, overwritten by the next: its user may change it in place."""
+    g_all, rows_all, k = x3.shape
+    rows = max(1, _BLOCK // max(k, 1))
+    if rows >= rows_all:
+        per = max(1, _BLOCK // max(rows_all * k, 1))
+        spans: Iterator[tuple[slice, slice]] = ((slice(g, g + per), slice(None)) for g in range(0, g_all, per))
+    else:
+        spans = ((slice(g, g + 1), slice(i, i + rows)) for g in range(g_all) for i in range(0, rows_all, rows))
+    for gs, rs in spans:
+        part = x3[gs, rs]
+        buf = _buffer(part.size).reshape(part.shape)
+        np.copyto(buf, part, casting="unsafe")  # a signalling NaN widens quietly: the caller's errstate
+        yield gs, rs, part, buf
+
+
+def _square_norms(buf: np.ndarray, part: np.ndarray, ones: np.ndarray) -> np.ndarray:
+    """:func:`_norms` along the last axis of ``part`` (widened in ``buf``, squared in place, summed as a product with
+    ``ones``: a pass of the BLAS rather than of NumPy's pairwise sums, in float64 either way); where a row needs
+    scaling, of ``part`` widened once more (rare: values beyond about 1e±140)."""
+    sq = np.square(buf, out=buf) @ ones
+    if sq.size and 1e-280 < sq.min() and sq.max() < 1e280:
+        return np.sqrt(sq)  # type: ignore[no-any-return]
+    return _norms(part.astype(np.float64), -1)
+
+
+def _stacked3(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray | None:
+    """``x`` (..., R, K) as (G, R, K) without copying: G = 1 where its batch holds one matrix, else its batch
+    broadcast to ``batch`` and flattened; None where that takes a copy (the caller widens it whole)."""
+    if x.ndim == 2:
+        return x[None]
+    lead = x.shape[:-2]
+    if math.prod(lead) == 1:
+        return x.reshape((1,) + x.shape[-2:])
+    if lead == batch and len(lead) == 1:
+        return x
+    try:
+        return np.reshape(np.broadcast_to(x, batch + x.shape[-2:]), (-1,) + x.shape[-2:], copy=False)
+    except ValueError:
+        return None
+
+
+def _times(x: np.ndarray, gs: slice, rs: slice, vec: np.ndarray, out: np.ndarray, batched: bool) -> None:
+    """``out[gs, rs] = x @ vec`` row by row: ``x`` a block (g, rows, K) of an operand's rows, ``batched`` where that
+    operand holds a matrix a product of the batch (else one for all); ``vec`` (Gv, K), a vector a product (Gv = 1:
+    one for all); ``out`` (G, R)."""
+    if vec.shape[0] == 1:
+        out[gs, rs] = x @ vec[0]
+    elif batched:
+        out[gs, rs] = np.matmul(x, vec[gs, :, None])[..., 0]
+    else:  # one matrix's rows against every product's vector: one matrix-matrix product
+        out[:, rs] = (x[0] @ vec.T).T
+
+
+def _rows_side(a: np.ndarray, b: np.ndarray, c0: np.ndarray | None, result: np.ndarray, alpha: float, beta: float,
+               r: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """:func:`_side` along rows, each operand read once in float64 blocks (None where an operand's batch cannot be
+    flattened without a copy: the caller widens them whole). The sums are those of :func:`_side` (each row's in
+    float64), perhaps in another order: the threshold bounds the check's own rounding in any order."""
+    batch = result.shape[:-2]
+    if math.prod(batch) == 0:
+        return None
+    a3, b3, r3 = _stacked3(a, batch), _stacked3(b, batch), _stacked3(result, batch)
+    c3 = None if c0 is None else _stacked3(c0, batch) if c0.ndim >= 2 and c0.shape[-2:] == result.shape[-2:] else None
+    if a3 is None or b3 is None or r3 is None or (c0 is not None and c3 is None):
+        return None
+    ga, gb = a3.shape[0], b3.shape[0]
+    m, n = r3.shape[1:]
+    ones = np.ones(n)
+    v, nb = np.empty(b3.shape[:2]), np.empty(b3.shape[:2])  # B·r and B's row norms, a vector a matrix of B
+    for gs, rs, part, x in _widened(b3):
+        v[gs, rs] = x @ r
+        nb[gs, rs] = _square_norms(x, part, ones)
+    g = max(ga, gb)
+    want, ya = np.empty((g, m)), np.empty((g, m))
+    for gs, rs, _, x in _widened(a3):
+        _times(x, gs, rs, v, want, ga > 1)
+        _times(np.abs(x, out=x), gs, rs, nb, ya, ga > 1)
+    got, ca = np.empty((r3.shape[0], m)), np.empty((r3.shape[0], m))
+    for gs, rs, part, x in _widened(r3):
+        got[gs, rs] = x @ r
+        ca[gs, rs] = _square_norms(x, part, ones)
+    want *= alpha
+    ya *= abs(alpha)
+
+    def shaped(x: np.ndarray) -> np.ndarray:  # (G, R) as the batch's (G > 1) or one for all (G = 1)
+        return x.reshape((batch if x.shape[0] > 1 else ()) + x.shape[1:])
+
+    want, ya, got, ca = shaped(want), shaped(ya), got.reshape(result.shape[:-1]), ca.reshape(result.shape[:-1])
+    c0a: Any = np.zeros(())
+    if c3 is not None:
+        c0r, c0n = np.empty(c3.shape[:2]), np.empty(c3.shape[:2])
+        for gs, rs, part, x in _widened(c3):
+            c0r[gs, rs] = x @ r
+            c0n[gs, rs] = _square_norms(x, part, ones)
+        want, c0a = want + beta * shaped(c0r), abs(beta) * shaped(c0n)
+    shape = got.shape
+
+    def spread(x: np.ndarray) -> np.ndarray:
+        return x if x.shape == shape else np.broadcast_to(x, shape)
+
+    return got, spread(want), (spread(ya), spread(c0a), ca)
+
+
 def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, *, dtype: np.dtype, out_dtype: np.dtype,
                rng: np.random.Generator, scalar_dtype: np.dtype | None = None, about: dict[str, str] | None = None,
                precision: str = "highest", fold: int = 0, skip: np.ndarray | None = None) -> CheckReport:
@@ -114,12 +241,16 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         return _complex_check(a, b, c0, result, alpha, beta, dtype=dtype, out_dtype=out_dtype, rng=rng, scalar_dtype=scalar_dtype,
                               about=about, precision=precision)
     out_max = float(finfo(out_dtype).max)
+    a, b, result = np.asarray(a), np.asarray(b), np.asarray(result)
+    c0 = np.asarray(c0) if c0 is not None and beta != 0.0 else None
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    r = signs(rng, n)
     with np.errstate(all="ignore"):
-        a64, b64, r64 = _f64(a), _f64(b), _f64(result)
-        m, k = a64.shape[-2:]
-        n = b64.shape[-1]
-        c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
-        got, want, mags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, n), True)
+        sides = _rows_side(a, b, c0, result, alpha, beta, r)
+        if sides is None:
+            sides = _side(_f64(a), _f64(b), None if c0 is None else _f64(c0), _f64(result), alpha, beta, r, True)
+        got, want, mags = sides
     failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
     if skip is not None:
         failed, unchecked = failed & ~skip, unchecked | skip
@@ -139,8 +270,9 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     # the same test from the other side: on a failure, to name the columns; where rows were left unchecked (a NaN or an
     # infinity in B reaches every row's B·r), to check the columns whose operands are finite
     if count or skipped:
-        with np.errstate(all="ignore"):
-            cgot, cwant, cmags = _side(a64, b64, c64, r64, alpha, beta, signs(rng, m), False)
+        with np.errstate(all="ignore"):  # (rare: widened whole)
+            cgot, cwant, cmags = _side(_f64(a), _f64(b), None if c0 is None else _f64(c0), _f64(result), alpha, beta,
+                                       signs(rng, m), False)
         cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
         columns, failed_columns = _findings(cfail, cdiff, cthr), int(cfail.sum())
         if not count and columns:

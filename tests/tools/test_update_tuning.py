@@ -88,11 +88,21 @@ def test_a_record_is_left_out_where_the_two_gpus_timed_the_vendor_at_no_shape_al
     assert out == records[:2]
 
 
-def test_the_table_gpu_is_the_one_most_records_ran_on(update_tuning):
+def test_without_its_named_gpu_the_table_gpu_is_the_one_most_records_ran_on(update_tuning):
     records = [rec("a", 1, 1, 1, 1.0, 1.0, H100), rec("a", 2, 2, 2, 1.0, 1.0, H100), rec("b", 1, 1, 1, 3.0, 2.0, H200)]
-    out = update_tuning.paced(records)
+    out = update_tuning.paced(records)  # (no dtype: no named table GPU)
     assert out[:2] == records[:2]
     assert out[2]["tflops"] == pytest.approx(1.5) and out[2]["measured_on"] == "NVIDIA H200"
+
+
+def test_a_dtypes_named_table_gpu_stays_the_table_gpu_however_many_records_another_adds(update_tuning):
+    """float16's table is the H200's: two H100 records to its one leave the H200's record as it is and pace the H100's."""
+    records = [rec("a", 1, 1, 1, 1.0, 1.0, H100), rec("a", 2, 2, 2, 1.0, 1.0, H100), rec("b", 1, 1, 1, 3.0, 2.0, H200)]
+    out = update_tuning.paced(records, "float16")
+    assert update_tuning.TABLE_GPU["float16"] == "NVIDIA H200"
+    h200 = [r for r in out if "measured_on" not in r]
+    assert [r["variant"] for r in h200] == ["b"] and h200[0]["tflops"] == 3.0
+    assert [r["measured_on"] for r in out if "measured_on" in r] == ["NVIDIA H100 80GB HBM3"] * 2
 
 
 def test_the_ratio_is_to_the_runs_median_vendor_figure_at_the_shape(update_tuning):

@@ -4,6 +4,8 @@ single wrong element above the threshold caught; NaN, infinities and overflow ha
 
 from __future__ import annotations
 
+import threading
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import pytest
 import polygemm as pg
 from polygemm.testing import error_bound, inject_fault
 from polygemm.testing.bounds import reference_for
+from polygemm.verification import host
 from polygemm.verification.host import host_check, row_thresholds, signs
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
@@ -205,6 +208,54 @@ def test_float64_beyond_the_range_of_its_squares_is_no_false_alarm(rng):
     with inject_fault(2, 3, value=float(got[2, 3]) * 1.5 + 1e-300):
         with pytest.raises(pg.VerificationError):
             pg.gemm(a, b, verify="raise")
+
+
+#: (A, B, C0) shapes: rows longer than a block, several rows a block, several matrices a block, batches of A, of B or
+#: of both, broadcast batches (some flattened without a copy, some widened whole), a C0 of its own batch or none
+BLOCKED_SHAPES = [((13, 150), (150, 40), None), ((13, 150), (150, 40), (13, 40)), ((3, 5, 8), (3, 8, 6), (3, 5, 6)),
+                  ((4, 20, 7), (7, 11), (11,)), ((20, 7), (4, 7, 11), (20, 11)), ((1, 6, 5), (3, 5, 7), None),
+                  ((4, 1, 6, 5), (3, 5, 7), None), ((2, 3, 9, 4), (4, 30), (2, 3, 9, 30)), ((0, 6, 5), (5, 7), None)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_the_rows_side_read_in_blocks_sums_what_the_operands_widened_whole_do(rng, dtype, monkeypatch):
+    """The host check reads its operands a block of rows at a time into a float64 buffer (here blocks of 100 elements):
+    its checksums and magnitudes are those of the operands widened whole, but for float64's rounding, whatever the
+    batches, broadcasts and layouts; and with such blocks a correct product passes and a wrong element is named."""
+    monkeypatch.setattr(host, "_BLOCK", 100)
+    monkeypatch.setattr(host, "_scratch", threading.local())  # a buffer of that size
+    for a_shape, b_shape, c_shape in BLOCKED_SHAPES:
+        a, b = _draw(rng, a_shape, dtype), _draw(rng, b_shape, dtype)
+        a = a if rng.random() < 0.5 else np.swapaxes(np.swapaxes(a, -1, -2).copy(), -1, -2)  # column-major
+        result = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
+        c = None if c_shape is None else _draw(rng, c_shape, dtype, 3.0)
+        if np.dtype(dtype) == np.float64 and a.shape[-2] > 3:  # rows whose squares leave float64's range: scaled first
+            a[..., 1, :] *= 1e200
+            b[..., 0, :] *= 1e-170
+            result[..., 2, :] *= 1e-200
+        r = signs(rng, b.shape[-1])
+        wide = [None if x is None else x.astype(np.float64) for x in (a, b, c, result)]
+        with np.errstate(all="ignore"):
+            blocked = host._rows_side(a, b, c, result, -1.5, 0.5, r)
+            got, want, (ya, c0a, ca) = host._side(*wide, -1.5, 0.5, r, True)
+        if blocked is None:  # widened whole: a broadcast batch that does not flatten, C0 broadcast along rows, no batch
+            assert (a_shape, c_shape) in (((4, 1, 6, 5), None), ((4, 20, 7), (11,)), ((0, 6, 5), None))
+            continue
+        bgot, bwant, (bya, bc0a, bca) = blocked
+        assert all(x.shape == got.shape for x in (bgot, bwant, bya, bc0a, bca))
+        for x, y in ((bya, ya), (bc0a, c0a), (bca, ca)):  # sums of magnitudes: nothing cancels
+            np.testing.assert_allclose(x, np.broadcast_to(y, got.shape), rtol=1e-12, atol=0)
+        root = np.sqrt(b.shape[-1])  # signed sums, off by at most their order's rounding of their magnitudes' sums
+        assert (np.abs(bgot - got) <= 1e-12 * root * ca).all()
+        assert (np.abs(bwant - want) <= 1e-12 * root * (ya + c0a)).all()
+    a, b = _draw(rng, (2, 30, 40), dtype), _draw(rng, (40, 24), dtype)
+    res = pg.gemm(a, b)
+    kw = dict(dtype=np.dtype(dtype), out_dtype=np.dtype(dtype), rng=rng)
+    assert host_check(a, b, None, res, 1.0, 0.0, **kw).ok
+    thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype))
+    res[1, 17, 5] = float(res[1, 17, 5]) + 3.0 * float(thr[1, 17])
+    report = host_check(a, b, None, res, 1.0, 0.0, **kw)
+    assert not report.ok and (report.rows[0].batch, report.rows[0].index) == ((1,), 17)
 
 
 def test_a_medium_precision_product_is_checked_against_its_own_bound(rng):
