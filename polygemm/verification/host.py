@@ -176,20 +176,24 @@ def _times(x: np.ndarray, gs: slice, rs: slice, vec: np.ndarray, out: np.ndarray
         out[:, rs] = (x[0] @ vec.T).T
 
 
-def _rows_side(a: np.ndarray, b: np.ndarray, c0: np.ndarray | None, result: np.ndarray, alpha: float, beta: float,
-               r: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+def _rows_side(a: np.ndarray, b: np.ndarray, c0: np.ndarray | None, result: np.ndarray | None, alpha: float, beta: float,
+               r: np.ndarray, batch: tuple[int, ...] = ()
+               ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
     """:func:`_side` along rows, each operand read once in float64 blocks (None where an operand's batch cannot be
     flattened without a copy: the caller widens them whole). The sums are those of :func:`_side` (each row's in
-    float64), perhaps in another order: the threshold bounds the check's own rounding in any order."""
-    batch = result.shape[:-2]
+    float64), perhaps in another order: the threshold bounds the check's own rounding in any order. ``result`` None:
+    the magnitudes alone, of a product of ``batch`` (its checksum and norms zeros)."""
+    m, n = a.shape[-2], b.shape[-1]
+    shape = (result.shape if result is not None else batch + (m, n))
+    batch = shape[:-2]
     if math.prod(batch) == 0:
         return None
-    a3, b3, r3 = _stacked3(a, batch), _stacked3(b, batch), _stacked3(result, batch)
-    c3 = None if c0 is None else _stacked3(c0, batch) if c0.ndim >= 2 and c0.shape[-2:] == result.shape[-2:] else None
-    if a3 is None or b3 is None or r3 is None or (c0 is not None and c3 is None):
+    a3, b3 = _stacked3(a, batch), _stacked3(b, batch)
+    r3 = None if result is None else _stacked3(result, batch)
+    c3 = None if c0 is None else _stacked3(c0, batch) if c0.ndim >= 2 and c0.shape[-2:] == shape[-2:] else None
+    if a3 is None or b3 is None or (r3 is None and result is not None) or (c3 is None and c0 is not None):
         return None
     ga, gb = a3.shape[0], b3.shape[0]
-    m, n = r3.shape[1:]
     ones = np.ones(n)
     v, nb = np.empty(b3.shape[:2]), np.empty(b3.shape[:2])  # B·r and B's row norms, a vector a matrix of B
     for gs, rs, part, x in _widened(b3):
@@ -200,17 +204,21 @@ def _rows_side(a: np.ndarray, b: np.ndarray, c0: np.ndarray | None, result: np.n
     for gs, rs, _, x in _widened(a3):
         _times(x, gs, rs, v, want, ga > 1)
         _times(np.abs(x, out=x), gs, rs, nb, ya, ga > 1)
-    got, ca = np.empty((r3.shape[0], m)), np.empty((r3.shape[0], m))
-    for gs, rs, part, x in _widened(r3):
-        got[gs, rs] = x @ r
-        ca[gs, rs] = _square_norms(x, part, ones)
     want *= alpha
     ya *= abs(alpha)
+    if r3 is not None:
+        got, ca = np.empty((r3.shape[0], m)), np.empty((r3.shape[0], m))
+        for gs, rs, part, x in _widened(r3):
+            got[gs, rs] = x @ r
+            ca[gs, rs] = _square_norms(x, part, ones)
+        got, ca = got.reshape(shape[:-1]), ca.reshape(shape[:-1])
+    else:
+        got = ca = np.zeros(shape[:-1])
 
     def shaped(x: np.ndarray) -> np.ndarray:  # (G, R) as the batch's (G > 1) or one for all (G = 1)
         return x.reshape((batch if x.shape[0] > 1 else ()) + x.shape[1:])
 
-    want, ya, got, ca = shaped(want), shaped(ya), got.reshape(result.shape[:-1]), ca.reshape(result.shape[:-1])
+    want, ya = shaped(want), shaped(ya)
     c0a: Any = np.zeros(())
     if c3 is not None:
         c0r, c0n = np.empty(c3.shape[:2]), np.empty(c3.shape[:2])
@@ -218,10 +226,9 @@ def _rows_side(a: np.ndarray, b: np.ndarray, c0: np.ndarray | None, result: np.n
             c0r[gs, rs] = x @ r
             c0n[gs, rs] = _square_norms(x, part, ones)
         want, c0a = want + beta * shaped(c0r), abs(beta) * shaped(c0n)
-    shape = got.shape
 
     def spread(x: np.ndarray) -> np.ndarray:
-        return x if x.shape == shape else np.broadcast_to(x, shape)
+        return x if x.shape == got.shape else np.broadcast_to(x, got.shape)
 
     return got, spread(want), (spread(ya), spread(c0a), ca)
 
@@ -381,9 +388,15 @@ def may_overflow(a: Any, b: Any, c0: Any, alpha: float, beta: float, out_dtype: 
     """Per row: whether an element of it may rightly overflow ``out_dtype`` (the row's magnitude bound exceeds the
     largest finite value), where the check takes a NaN or infinity for the product's own (such rows are unchecked
     when their checksum is not finite)."""
+    a, b = np.asarray(a), np.asarray(b)
+    c = np.asarray(c0) if c0 is not None and beta != 0.0 else None
+    ones = np.ones(b.shape[-1])
     with np.errstate(all="ignore"):
-        a64, b64 = _f64(a), _f64(b)
-        c64 = _f64(c0) if c0 is not None and beta != 0.0 else None
-        _, _, (ya, c0a, _) = _side(a64, b64, c64, np.zeros(a64.shape[:-1] + (b64.shape[-1],)), alpha, beta, np.ones(b64.shape[-1]), True)
+        sides = _rows_side(a, b, c, None, alpha, beta, ones, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        if sides is None:
+            a64, b64 = _f64(a), _f64(b)
+            sides = _side(a64, b64, None if c is None else _f64(c), np.zeros(a64.shape[:-1] + (b64.shape[-1],)), alpha, beta,
+                          ones, True)
+        _, _, (ya, c0a, _) = sides
         over: np.ndarray = ~(ya + c0a <= float(finfo(out_dtype).max))
     return over
