@@ -103,9 +103,10 @@ def _side(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray | None, r64: np.ndar
 
 #: float64 elements of one widened block (512 KiB, within a core's L2): the rows' side reads each operand once, a
 #: block of rows at a time, widened into one buffer kept per thread, rather than widening whole matrices. A fresh
-#: float64 copy of a matrix costs, besides writing it out and reading it back, a page fault per 4 KiB the first time
-#: it is touched (the allocator hands large blocks back to the system when they are freed): on a 2-core machine that
-#: was most of the check's time, ten times the matrix-vector products' own at 256³ float32.
+#: float64 copy of a whole matrix costs, besides writing it out and reading it back, a page fault per 4 KiB the first
+#: time it is touched (the allocator hands large blocks back to the system when they are freed): on a 2-core machine,
+#: several times the matrix-vector products' own time at 256³ float32. Larger blocks cost fewer calls (a 2048-wide
+#: matrix: 32 rows a block); smaller ones would fall out of fewer caches.
 _BLOCK = 1 << 16
 _scratch = threading.local()
 
@@ -117,7 +118,7 @@ def _buffer(size: int) -> np.ndarray:
     buf = getattr(_scratch, "buf", None)
     if buf is None:
         buf = _scratch.buf = np.empty(_BLOCK)
-    return buf[:size]  # type: ignore[no-any-return]
+    return buf[:size]
 
 
 def _widened(x3: np.ndarray) -> Iterator[tuple[slice, slice, np.ndarray, np.ndarray]]:
@@ -392,7 +393,8 @@ def may_overflow(a: Any, b: Any, c0: Any, alpha: float, beta: float, out_dtype: 
     c = np.asarray(c0) if c0 is not None and beta != 0.0 else None
     ones = np.ones(b.shape[-1])
     with np.errstate(all="ignore"):
-        sides = _rows_side(a, b, c, None, alpha, beta, ones, np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], () if c is None else c.shape[:-2])
+        sides = _rows_side(a, b, c, None, alpha, beta, ones, batch)
         if sides is None:
             a64, b64 = _f64(a), _f64(b)
             sides = _side(a64, b64, None if c is None else _f64(c), np.zeros(a64.shape[:-1] + (b64.shape[-1],)), alpha, beta,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -208,6 +209,34 @@ def test_explain_describes_the_check_and_its_cost(rng):
 
 def _check_note(plan):
     return [n for n in plan.notes if n.startswith("verify=")][0]
+
+
+_UNITS = {"µs": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def _priced(note):
+    """(the host check's µs, the product's µs) as the note estimates them."""
+    found = re.search(r"roughly ([\d.]+) (µs|ms|s) on the host \(about .*? the product's roughly ([\d.]+) (µs|ms|s)\)", note)
+    assert found, note
+    return float(found[1]) * _UNITS[found[2]], float(found[3]) * _UNITS[found[4]]
+
+
+@pytest.mark.parametrize("dtype, small_share", [(np.float32, (1.0, 10.0)), (np.float16, (0.3, 3.0))],
+                         ids=["float32", "float16"])
+def test_explain_prices_a_host_check_by_what_it_reads_beside_the_product(monkeypatch, dtype, small_share):
+    """A host check reads and widens A, B and C once more and adds a fixed cost: on a 2-thread BLAS that is more than a
+    256³ float32 product takes (1.2% of its arithmetic is no 1.2% of its time; float16's product widens its operands too,
+    and takes longer) and a few tenths of a 2048³ one; the note says so in µs or ms, to two digits at most."""
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    small = np.zeros((256, 256), dtype)
+    check, product = _priced(_check_note(pg.explain(small, small, device="cpu", verify="raise")))
+    assert small_share[0] * product < check < small_share[1] * product and 100 < check < 1000
+    big = np.zeros((2048, 2048), dtype)
+    note = _check_note(pg.explain(big, big, device="cpu", verify="raise"))
+    check, product = _priced(note)
+    assert 0.02 * product < check < 0.5 * product and "% of the product's roughly" in note and "ms on the host" in note
+    for number in note.split("roughly ")[1:]:
+        assert re.fullmatch(r"\d(\.\d)?|\d\d|\d\d0", number.split(" ")[0]), note
 
 
 def test_explain_says_a_k0_result_is_checked_and_an_empty_one_has_nothing_to_check():

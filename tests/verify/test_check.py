@@ -248,6 +248,9 @@ def test_the_rows_side_read_in_blocks_sums_what_the_operands_widened_whole_do(rn
         root = np.sqrt(b.shape[-1])  # signed sums, off by at most their order's rounding of their magnitudes' sums
         assert (np.abs(bgot - got) <= 1e-12 * root * ca).all()
         assert (np.abs(bwant - want) <= 1e-12 * root * (ya + c0a)).all()
+        with np.errstate(all="ignore"):  # the magnitudes alone (may_overflow's): the same
+            _, _, (oya, oc0a, _) = host._rows_side(a, b, c, None, -1.5, 0.5, r, result.shape[:-2])
+        assert np.array_equal(oya, bya) and np.array_equal(oc0a, bc0a)
     a, b = _draw(rng, (2, 30, 40), dtype), _draw(rng, (40, 24), dtype)
     res = pg.gemm(a, b)
     kw = dict(dtype=np.dtype(dtype), out_dtype=np.dtype(dtype), rng=rng)

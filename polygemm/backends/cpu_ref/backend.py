@@ -15,6 +15,7 @@ so each precision ("highest", "high", "medium") is met by computing as it is.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -147,6 +148,33 @@ if _QUIET is None:
         return np.matmul(a, b, out=out)  # type: ignore[no-any-return]
 
 
+# The product's rough time, for what explain says of a check beside it: rates measured on a 2-core x86-64 machine (AMD
+# EPYC with AVX-512, NumPy 2.4 and its OpenBLAS), a BLAS thread's GFLOP/s of 2·M·N·K; float16 and bfloat16 are widened
+# to float32 first and a result of theirs narrowed from it (ns an element, NumPy's casts); integers go through NumPy's
+# own loops, on one thread.
+_GFLOPS_PER_THREAD = {"float32": 95.0, "float64": 50.0, "complex64": 25.0, "complex128": 12.0}
+_HALF_WIDEN_NS = {"float16": 1.8, "bfloat16": 0.4}
+_HALF_NARROW_NS = {"float16": 2.5, "bfloat16": 0.4}
+_INTEGER_GFLOPS = 1.0
+_CALL_US = 5.0
+
+
+def _blas_threads() -> int:
+    """The threads the BLAS takes: as $OPENBLAS_NUM_THREADS, $OMP_NUM_THREADS or $MKL_NUM_THREADS say, else one a
+    CPU this process may run on."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        try:
+            threads = int(os.environ.get(var, ""))
+        except ValueError:
+            continue
+        if threads > 0:
+            return threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every platform)
+        return os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class _CpuPlan:
     """What the cpu backend decided at plan time (``Plan.private``)."""
@@ -177,6 +205,26 @@ class CpuReferenceBackend(Backend):
         """The variant ``verify="retry"`` runs: the float64 reference where the product ran on the BLAS (the same BLAS
         again would repeat a result it rounded or overflowed in the input precision), else the same again."""
         return "reference" if plan.variant != "reference" else None
+
+    def product_cost_us(self, plan: Plan) -> float:
+        """A rough estimate of ``plan``'s product in µs on this machine's BLAS (rates of a small x86-64 server, per
+        BLAS thread: within a factor of two or so where the CPU is alike, further off elsewhere)."""
+        p = plan.problem
+        flops = 2.0 * p.count * p.m * p.n * p.k
+        name = p.dtype.name
+        if name in INTEGER_DTYPES:
+            return _CALL_US + flops / (_INTEGER_GFLOPS * 1e3)
+        if plan.variant == "reference":  # in float64 (complex128), rounded once
+            work = "complex128" if p.dtype.kind == "c" else "float64"
+        else:
+            work = "float32" if name in HALF_DTYPES else name
+        us = _CALL_US + flops / (_GFLOPS_PER_THREAD.get(work, 50.0) * _blas_threads() * 1e3)
+        if plan.variant != "reference":
+            if name in HALF_DTYPES:
+                us += p.count * (p.m * p.k + p.k * p.n) * _HALF_WIDEN_NS[name] / 1e3
+            if p.out_dtype.name in HALF_DTYPES:
+                us += p.count * p.m * p.n * _HALF_NARROW_NS[p.out_dtype.name] / 1e3
+        return us
 
     def probe(self) -> Availability:
         return Availability(True)
