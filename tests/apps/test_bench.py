@@ -461,7 +461,7 @@ def test_load_records_reads_what_bench_writes(tmp_path):
     assert back[0].mode == "kernel" and back[0].m == 8
 
 
-@pytest.mark.parametrize("name", ["h200-ladders", "h100-real-float16", "h200-real-float32", "h100-real-float64"])
+@pytest.mark.parametrize("name", ["h200-ladders", "h100-real-float16", "h100-real-float32", "h100-real-float64"])
 def test_committed_benchmark_json_loads_and_plots(tmp_path, name):
     path = DOCS / f"{name}.json"
     if not path.exists():
