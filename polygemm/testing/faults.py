@@ -36,10 +36,14 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
         raise ArgumentError("inject_fault takes value= (the element's new value) or bit= (the bit to flip), one of them")
     row, col = _whole("row", row), _whole("col", col)
     bit = None if bit is None else _whole("bit", bit)
-    if isinstance(batch, (str, bytes)) or not hasattr(batch, "__iter__"):
+    try:
+        items = None if isinstance(batch, (str, bytes)) else tuple(batch)
+    except TypeError:  # no iterable, or one that refuses iteration (a 0-d array)
+        items = None
+    if items is None:
         raise ArgumentTypeError(f"inject_fault: batch={batch!r} is not a sequence of whole numbers; pass a tuple of ints, "
                                 f"one a batch axis (batch=({batch!r},) for one)")
-    batch = tuple(_whole("batch", i) for i in batch)
+    batch = tuple(_whole("batch", i) for i in items)
     times = None if times is None else _whole("times", times)
     if times is not None and times < 1:
         raise ArgumentError(f"times={times!r}: pass a count >= 1, or None for every verified product")
@@ -59,7 +63,7 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
         raise ArgumentTypeError(f"inject_fault: value={value!r} is a string; pass a number (an int, a float or a complex)")
     else:
         try:
-            new = float(value)  # type: ignore[arg-type]
+            new = float(value)
         except (TypeError, ValueError):
             raise ArgumentTypeError(f"inject_fault: value={value!r} is not a number; pass one (an int, a float or a "
                                     f"complex)") from None

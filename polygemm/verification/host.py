@@ -159,10 +159,19 @@ def _stacked3(x: np.ndarray, batch: tuple[int, ...]) -> np.ndarray | None:
         return x.reshape((1,) + x.shape[-2:])
     if lead == batch and len(lead) == 1:
         return x
-    try:
-        return np.reshape(np.broadcast_to(x, batch + x.shape[-2:]), (-1,) + x.shape[-2:], copy=False)
+    whole = np.broadcast_to(x, batch + x.shape[-2:])
+    shape = (-1,) + x.shape[-2:]
+    try:  # the batch flattened without a copy: NumPy raises where the strides need one
+        return np.reshape(whole, shape, copy=False)
     except ValueError:
         return None
+    except TypeError:  # NumPy before 2.1 (no copy=): a view's shape set in place raises where reshape would copy
+        flat = whole.view()
+        try:
+            flat.shape = shape
+        except AttributeError:
+            return None
+        return flat
 
 
 def _times(x: np.ndarray, gs: slice, rs: slice, vec: np.ndarray, out: np.ndarray, batched: bool) -> None:

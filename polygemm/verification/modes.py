@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Literal, Optional
 
-from ..core.precision import warn_bad_environment
+from ..core.env import warn_bad_environment
 from ..core.text import short_repr
 from ..errors import ArgumentError, ArgumentTypeError
 

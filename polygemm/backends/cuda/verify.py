@@ -282,8 +282,9 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
 
 
 _pinned = threading.local()
-#: the largest scratch a thread keeps between its checks (larger ones are taken and given back by each check)
-_SCRATCH_KEPT = 64 << 20
+#: the largest scratch a thread keeps between its checks (larger ones are taken and given back by each check): enough
+#: for products of up to about 300,000 rows and inner size, little beside the operands, held by every thread that checks
+_SCRATCH_KEPT = 8 << 20
 
 
 class _Kept:
@@ -292,6 +293,7 @@ class _Kept:
     def __init__(self, rt: Any, ptr: int, nbytes: int) -> None:
         self.ptr, self.nbytes = ptr, nbytes
         self.done = weakref.finalize(self, _give_back, rt, ptr)
+        self.done.atexit = False  # (never at exit, when the driver may be gone: the process's memory goes with it)
 
 
 def _give_back(rt: Any, ptr: int) -> None:
@@ -321,10 +323,10 @@ def _take_scratch(rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
         return mine.ptr, True
     size = 1 << max(16, (nbytes - 1).bit_length())  # a power of two: a loop of growing checks takes a few
     ptr = rt.scratch(size, stream)
+    kept[rt] = _Kept(rt, ptr, size)  # kept before the old block goes: a failure giving it back leaks nothing of the new
     if mine is not None:
         mine.done.detach()
         rt.release(mine.ptr, stream)
-    kept[rt] = _Kept(rt, ptr, size)
     return ptr, True
 
 
