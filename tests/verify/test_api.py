@@ -431,3 +431,15 @@ def test_another_threads_fault_that_a_product_cannot_take_passes_it_over(rng):
             pg.gemm(big, big, verify="raise")
     assert isinstance(results["small"], np.ndarray) and np.allclose(results["small"], small @ small)
     assert fault.hits == 1  # the big product only
+
+
+def test_a_call_asking_medium_of_a_path_as_accurate_as_sgemm_is_held_to_that_paths_bound(rng):
+    """The cpu backend computes float32 as it is whatever precision is asked: its products are checked against
+    float32's bound, not the looser bound "medium" allows, so a fault well above float32's rounding is caught."""
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    plan = pg.explain(a, a, device="cpu", precision="medium")
+    assert plan.computed_precision == "highest"
+    exact = pg.gemm(a, a, device="cpu")
+    with inject_fault(3, 3, value=float(exact[3, 3]) + 0.5):
+        with pytest.raises(pg.VerificationError, match="rows 3"):
+            pg.gemm(a, a, device="cpu", verify="raise", precision="medium")
