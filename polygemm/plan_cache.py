@@ -25,6 +25,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend, Plan
+from .core.dtypes import RoundedFraction
 from .core.env import warn_bad_environment
 from .core.hostcopy import host_convert
 from .core import precision as _precision
@@ -305,6 +306,10 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     # whether alpha and beta fit float32 (kernels with float32 scalars refuse them otherwise, and
     # auto goes elsewhere): a plan made for scalars that fit is not one for scalars that do not
     one, zero = alpha == 1.0, beta == 0.0
+    if type(alpha) is RoundedFraction or type(beta) is RoundedFraction:
+        # a non-whole Fraction whose float64 is whole scales a floating product by that float64, but an integer
+        # product refuses it: not the plan of the whole number it rounds to
+        return None, views
     # (in_place is key[5]: the overlap check of a hit takes it rather than reading the pointers again)
     # (the precision last: a plan made under one precision is never reused for another)
     key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta), precision)

@@ -172,6 +172,12 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         )
 
 
+class RoundedFraction(float):
+    """The float64 of a non-whole ``Fraction`` alpha or beta that rounds to a whole number (``Fraction(10**30 + 1,
+    10**30)`` is 1.0 as a float64, ``Fraction(1, 10**400)`` 0.0): a floating product scales by it; an integer product,
+    which takes whole numbers only, refuses it as the fraction it is."""
+
+
 def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None:
     """Why ``alpha`` and ``beta`` cannot scale an integer (or bool) product of ``dtype``, or None: integer
     arithmetic takes whole numbers; a bool product is logical, which no factor scales."""
@@ -183,8 +189,9 @@ def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None
         return None
     info = np.iinfo(dtype)
     for name, value in (("alpha", alpha), ("beta", beta)):
-        if not float(value).is_integer():
-            return (f"{name}={value:g} is no whole number: {dtype} products are computed in integer arithmetic, as "
+        if isinstance(value, RoundedFraction) or not float(value).is_integer():
+            shown = f"a Fraction within {abs(value) * 2**-52 or 2**-1074:g} of {value:g}" if isinstance(value, RoundedFraction) else f"{value:g}"
+            return (f"{name}={shown} is no whole number: {dtype} products are computed in integer arithmetic, as "
                     f"numpy.matmul computes them; pass a whole {name}, or cast a and b to a floating dtype that holds "
                     f"their values (e.g. a.astype(np.float64), exact below 2**53)")
         if not info.min <= int(value) <= info.max:  # as NumPy 2 refuses a Python int its dtype cannot hold (OverflowError)

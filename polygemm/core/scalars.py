@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import decimal
+import fractions
 import math
 import numbers
 from typing import Any
@@ -13,6 +14,7 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError
 from ..interop.dlpack import dlpack_interface
 from ..interop.torch import torch_resolved
+from .dtypes import RoundedFraction
 from .text import short_repr
 
 __all__ = ["parse_scalar", "fits_float32", "FLOAT32_MAX"]
@@ -103,6 +105,8 @@ def parse_scalar(name: str, value: Any) -> float:
     floating scalar, a real ml_dtypes scalar (bfloat16, float8_*, int4 ...: each is exactly a
     float64) or a 0-D array of one; ArgumentError naming ``name`` otherwise (bools, and
     ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
+    if type(value) is RoundedFraction:  # parsed already (the plan cache parses before normalize does)
+        return value
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
         value = value[()]
     elif not isinstance(value, (numbers.Real, np.generic, np.ndarray)) and (_foreign_0d(value) or hasattr(value, "__dlpack__")):
@@ -121,6 +125,16 @@ def parse_scalar(name: str, value: Any) -> float:
         # arithmetic raises TypeError for each); nan, inf and a float64 overflow below stay ValueErrors
         raise ArgumentTypeError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
                             f"ml_dtypes' real scalars too, or a 0-D array of one); got {short_repr(value)} ({type(value).__name__}){how}")
+    if isinstance(value, fractions.Fraction):
+        if value.denominator == 1:  # a whole number: as the int it is (exact for integer products)
+            value = value.numerator
+        else:
+            try:
+                rounded = float(value)
+            except OverflowError:
+                rounded = math.inf  # (refused below, as too large)
+            if rounded.is_integer():
+                return RoundedFraction(rounded)  # no whole number, whatever its float64: integer products refuse it
     try:
         v = float(value)
         if isinstance(value, (int, np.integer)) and v != int(value):

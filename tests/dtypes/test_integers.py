@@ -95,6 +95,22 @@ def test_a_fractional_alpha_or_beta_is_refused_for_integers_and_out_is_untouched
     assert (out == 7).all()
 
 
+def test_a_fraction_scales_an_integer_product_exactly_when_whole_and_is_refused_when_not(rng):
+    from fractions import Fraction
+
+    one = np.ones((2, 2), np.int64)
+    assert pg.gemm(one, one, alpha=Fraction(2**53 + 1, 1))[0, 0] == 2 * (2**53 + 1)  # whole: as the int it is
+    # no whole number, though its float64 is one (1.0, 0.0): refused, whether or not a plan for 1 or 0 is cached
+    pg.gemm(one, one, one, beta=1)
+    for kw in ({"alpha": Fraction(10**30 + 1, 10**30)}, {"beta": Fraction(10**30 + 1, 10**30)}, {"beta": Fraction(1, 10**400)}):
+        with pytest.raises(ArgumentError, match="Fraction.*no whole number"):
+            pg.gemm(one, one, one, **kw)
+    # a floating product scales by the float64 it rounds to; beta rounding to 0 reads no c (NaN there stays out)
+    c = np.full((2, 2), np.nan)
+    assert (pg.gemm(np.ones((2, 2)), np.ones((2, 2)), c, beta=Fraction(1, 10**400)) == 2.0).all()
+    assert (pg.gemm(np.ones((2, 2)), np.ones((2, 2)), alpha=Fraction(10**30 + 1, 10**30)) == 2.0).all()
+
+
 @pytest.mark.parametrize("sa, sb", [((5, 8), (8, 3)), ((2, 4, 8), (8, 6)), ((8,), (8,))], ids=str)
 def test_bool_products_are_logical(rng, sa, sb):
     a, b = rng.random(sa) < 0.2, rng.random(sb) < 0.2
