@@ -134,6 +134,11 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         raise ArgumentError(f"{name} is a masked array; polygemm ignores no mask. Fill it first, e.g. {name}.filled(0), or pass {name}.data")
     if isinstance(obj, np.ndarray) and type(obj) is not np.ndarray:
         _check_ufunc_override(name, obj)
+    elif not isinstance(obj, np.ndarray) and getattr(type(obj), "__array_ufunc__", False) is None:
+        # a class that opts out of NumPy's ufuncs, which numpy.matmul refuses whatever its __array__ gives
+        raise ArgumentTypeError(f"{name} is a {type(obj).__module__}.{type(obj).__qualname__}, which opts out of NumPy's "
+                                f"ufuncs (__array_ufunc__ = None), so numpy.matmul refuses it too; pass np.asarray({name}) "
+                                f"for a product of its values")
     if writable:
         if not isinstance(obj, np.ndarray):
             # a TypeError too, as numpy.matmul's "return arrays must be of ArrayType"

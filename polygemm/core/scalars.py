@@ -140,7 +140,8 @@ def parse_scalar(name: str, value: Any) -> float:
         if isinstance(value, (int, np.integer)) and v != int(value):
             return int(value)  # type: ignore[return-value]  # a whole number float64 would round: integer products scale by it exactly
     except OverflowError:
-        raise ArgumentError(f"{name} is too large for a float64 ({str(value)[:20]}...); pass a finite real number") from None
+        raise ArgumentError(f"{name} is too large for a float64 ({str(value)[:20]}...) and for every integer dtype; pass a "
+                            f"finite real number (an integer product's within its dtype's range)") from None
     if not math.isfinite(v):
         if isinstance(value, np.floating) and np.isfinite(value):  # a longdouble beyond float64's range
             raise ArgumentError(f"{name} is too large for a float64 ({value!r}); pass a finite real number within float64's range")

@@ -471,7 +471,8 @@ def test_an_integer_list_is_told_how_a_list_converts(given, kind):
     (np.ones((1, 2), np.float16), [[1e6], [2]], r"a\.astype\(np\.float64\)"),         # not b to float16: 1e6 is inf
     (np.ones((1, 2), np.float32), [[1 + 1j], [2]], r"a\.astype\(np\.complex128\)"),   # not b to float32: 1j is lost
     (np.ones((1, 2), np.float32), [[1.5], [2]], r"np\.asarray\(b, dtype=np\.float32\)"),  # exact: the array's dtype
-], ids=["int list, float list", "int8, 300", "float16, 1e6", "float32, complex", "float32, exact"])
+    (np.ones((1, 2), np.float32), [[2**60 + 1], [1]], r"b\.astype|dtype=np\.float64"),   # not b to float32: off by 1
+], ids=["int list, float list", "int8, 300", "float16, 1e6", "float32, complex", "float32, exact", "float32, 2**60 + 1"])
 def test_a_list_is_told_a_cast_that_keeps_its_values(a, b, says):
     """A list beside an array (or a second list) is told to take the array's dtype only where every value of it
     survives that cast; else both go to the dtype numpy.matmul computes them in."""

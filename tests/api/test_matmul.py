@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,16 @@ def test_matmul_returns_the_subclass_numpy_returns(rng):
         want, got = np.matmul(a, b), pg.matmul(a, b)
         assert type(got) is type(want) is np.matrix and got.shape == want.shape
         assert_close(np.asarray(got).reshape(A.shape[0], B.shape[1]), A, B)
+
+
+@pytest.mark.parametrize("out_shape", [(8,), ()], ids=["1-D", "0-D"])
+def test_an_out_of_fewer_dimensions_than_the_result_is_refused_naming_the_results_shape(out_shape):
+    """A matrix result into a 1-D or 0-D out: refused as numpy.matmul refuses it, with the shape out must have
+    (a reshape to rows x cols of a 0-D array is no way out)."""
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    out = np.zeros(out_shape)
+    with pytest.raises(ValueError):
+        np.matmul(a, b, out=out)
+    with pytest.raises(pg.ShapeError, match=re.escape(f"out must have the result's shape (2, 4); got {out_shape}")):
+        pg.matmul(a, b, out=out, device="cpu")
+    assert not out.any()

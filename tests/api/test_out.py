@@ -1521,6 +1521,24 @@ def test_an_array_whose_class_takes_matmul_over_is_refused_naming_the_way():
     assert not o.any()
 
 
+def test_an_array_like_that_opts_out_of_ufuncs_is_refused_as_numpy_matmul_refuses_it():
+    """Not an ndarray at all, but a class with __array__ and __array_ufunc__ = None: numpy.matmul raises TypeError,
+    and so does polygemm, as a, b or c, rather than multiply what __array__ gives."""
+    values = np.ones((2, 2))
+
+    class OptsOut:
+        __array_ufunc__ = None
+
+        def __array__(self, dtype=None, copy=None):
+            return values
+
+    with pytest.raises(TypeError):
+        np.matmul(OptsOut(), values)
+    for args in ((OptsOut(), values), (values, OptsOut()), (values, values, OptsOut())):
+        with pytest.raises(ArgumentTypeError, match=r"OptsOut, which opts out of NumPy's ufuncs.*np\.asarray"):
+            pg.gemm(*args, device="cpu")
+
+
 def test_matmul_names_the_out_given_when_its_elements_may_share_memory():
     """A vector result into an out of a zero step is refused of that out (shape (2, 5)), not of the matrix view
     matmul makes of it ((2, 5, 1)), with an array of its own shape to pass."""
