@@ -294,10 +294,10 @@ def add_parser(sub: Any) -> None:
                    help="call mode: a strided batch of N products per call (vendor: its batched GEMM, e.g. torch.matmul on 3-D)")
     s.add_argument("--dtype", default="float32", type=dtype_name, choices=["float16", "bfloat16", "float32", "float64"],
                    help="element type of A, B and C (bfloat16: ml_dtypes' for NumPy, torch's on the device)")
-    s.add_argument("--variants", nargs="+", default=None,
+    s.add_argument("--variants", nargs="+", action="extend", default=None,
                    help="variant names (comma or space separated); call mode default: auto; kernel mode default: all, "
                         "and auto there is the raw launch of the rung auto picks for each shape")
-    s.add_argument("--shapes", nargs="+", default=None,
+    s.add_argument("--shapes", nargs="+", action="extend", default=None,
                    help="MxNxK items (MxNxK:LAYOUT for operands in a layout: nn, nt, tn or tt, A's letter then B's, t a "
                         "transposed view, e.g. 4096x6144x4096:nt for x @ W.T) and presets: "
                         + "; ".join(f"{name} ({preset_summary(shapes)})" for name, shapes in PRESETS.items())

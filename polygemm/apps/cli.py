@@ -383,6 +383,7 @@ def _run(argv: Sequence[str] | None) -> int:
         # the API's spellings in the command's terms: --device auto, not device='auto' or get_backend
         text = text.replace("Pick an available one or device='auto'", "Pick an available one with --device, or --device auto")
         text = text.replace("get_backend takes a backend name:", "this option takes a backend name:")
+        text = "; ".join(part.strip() for part in text.splitlines() if part.strip())  # one line (a driver's reason may hold several)
         print(f"polygemm: error: {text}", file=sys.stderr)
         # 1: the run itself failed (a device error, a product that failed its check), as --check's FAIL;
         # 2: what was asked cannot be done here (arguments, devices, problems refused before anything ran)
@@ -417,6 +418,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
+    except OSError as exc:  # standard output that cannot take what is written (a full disk, /dev/full): one line
+        _silence_stdout()
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"polygemm: error: cannot write the command's output{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         try:
             sys.stdout.flush()

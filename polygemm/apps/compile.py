@@ -164,6 +164,13 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         # kernels.tar) or a place that cannot be written would otherwise fail at the first cubin
         if out.exists() and not out.is_dir():
             raise ArgumentError(f"--out {out}: that is a file; name a folder (made if missing) for the cubins")
+        above = next((p for p in out.absolute().parents if p.exists()), None)
+        if not out.exists() and above is not None and not above.is_dir():
+            raise ArgumentError(f"--out {out}: cannot make that folder ({above} is a file); name a folder you can write")
+    # name the compiler (and fail early, with the reason, when there is none) before starting, and before --out is made
+    targets = sorted({j.target for j in todo})
+    used = sorted({cc.select(t, compiler, when="polygemm compile builds the kernels ahead of time with one").describe() for t in targets})
+    if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -173,9 +180,6 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         why = cannot_create_in(str(out))
         if why is not None:
             raise ArgumentError(f"--out {out}: no file can be made in that folder ({why}); name a folder you can write")
-    # name the compiler (and fail early, with the reason, when there is none) before starting
-    targets = sorted({j.target for j in todo})
-    used = sorted({cc.select(t, compiler, when="polygemm compile builds them ahead of time with it").describe() for t in targets})
     print(f"polygemm compile: {len(todo)} builds for {', '.join(targets)} with {'; '.join(used)} into {out or cc.cache_dir()}", file=stream, flush=True)
     t0 = time.perf_counter()
     ok = True

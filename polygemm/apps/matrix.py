@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from .. import registry
 from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
 from ..testing.conformance import CHECKED_DTYPES as _DTYPES, UNCHECKED_DTYPES, CaseResult, case_groups, run_conformance
-from .arguments import split_names
+from .arguments import dtype_name, split_names
 from .outputs import write_json
 
 __all__ = ["run_matrix", "render_table", "add_parser", "check_names"]
@@ -152,6 +152,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     # comma or space separated too, as --backends and --variants (and POLYGEMM_TEST_DTYPES) take them, so checked here
     # rather than by argparse's choices, which would take "float32,float64" for one invalid choice
     args.dtypes = split_names("--dtypes", args.dtypes, "dtype", ", ".join(_DTYPES), "leave --dtypes out to run every one")
+    if args.dtypes:  # the spellings --dtype takes elsewhere (fp16, half, bf16, ...)
+        args.dtypes = [dtype_name(d) for d in args.dtypes]
     unknown = [d for d in args.dtypes or () if d not in _DTYPES]
     if unknown:
         raise ArgumentError(f"--dtypes {unknown[0]!r} is not a dtype the conformance matrix checks ({UNCHECKED_DTYPES}); "
@@ -185,7 +187,7 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("matrix", help="run the conformance suite over every backend; pass/fail/skip table")
     s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
                    help="backend names, comma or space separated (default: every discovered backend); an unknown name is an error")
-    s.add_argument("--variants", nargs="+", help="only these variants, comma or space separated (default: every variant of each backend)")
+    s.add_argument("--variants", nargs="+", action="extend", help="only these variants, comma or space separated (default: every variant of each backend)")
     s.add_argument("--dtypes", nargs="+", metavar="DTYPE", help=f"only these dtypes ({', '.join(_DTYPES)}), comma or space separated (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")
     s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')

@@ -243,7 +243,7 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("tune", help="measure auto's top candidates for a workload's products on this GPU and keep the winners")
     s.add_argument("--shape", action="append", type=parse_bench_shape, metavar="MxNxK[:LAYOUT]",
                    help="a product to tune (repeatable); LAYOUT is two letters of n and t, A's and B's (nt: x @ W.T)")
-    s.add_argument("--shapes", nargs="+", metavar="ITEM",
+    s.add_argument("--shapes", nargs="+", action="extend", metavar="ITEM",
                    help=f"presets ({', '.join(PRESETS)}) or shapes, comma or space separated, as polygemm bench takes them")
     s.add_argument("--from", dest="from_file", metavar="FILE",
                    help="the products a run recorded (polygemm.tuning.record(FILE) or $POLYGEMM_RECORD_SHAPES=FILE), each in its dtype")

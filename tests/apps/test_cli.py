@@ -928,3 +928,33 @@ def test_explain_json_followed_by_a_second_shape_writes_no_file_named_after_the_
     monkeypatch.chdir(tmp_path)
     rc, out, err = cli(capsys, ["explain", "--json", "8x8x8", "16x16x16", "--device", "cpu"])
     assert rc == 2 and "--json 8x8x8 names a shape" in err and not (tmp_path / "8x8x8").exists()
+
+
+def test_an_error_of_several_lines_is_said_on_one(monkeypatch, capsys):
+    """A refusal whose reason holds line breaks (a driver's message quoted in it) is one line of the command's."""
+    from polygemm.apps import cli as cli_module
+    from tests.helpers import cli_error_line
+
+    def refuses(args):
+        raise pg.BackendUnavailableError("device 'cuda' is unavailable: no driver\nlibcuda.so.1: cannot open it\nwith a GPU")
+
+    parser = cli_module.build_parser
+
+    def patched():
+        p = parser()
+        p._subparsers._group_actions[0].choices["info"].set_defaults(fn=refuses)
+        return p
+
+    monkeypatch.setattr(cli_module, "build_parser", patched)
+    line = cli_error_line(capsys, ["info"])
+    assert "no driver; libcuda.so.1: cannot open it; with a GPU" in line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_output_that_cannot_be_written_is_one_error_line_not_a_traceback():
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "polygemm", "info"], stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("polygemm: error: cannot write the command's output")
+

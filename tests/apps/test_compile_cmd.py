@@ -74,3 +74,11 @@ def test_compile_that_selects_no_build_is_an_error(capsys):
     assert main(["compile", "--arch", "sm_70", "--only", "cm_v12_cp_async"]) == 2
     err = capsys.readouterr().err
     assert "nothing to build" in err and "cm_v12_cp_async" in err and "sm_70" in err
+
+
+def test_a_compile_refused_for_its_compiler_makes_no_out_folder(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv("POLYGEMM_COMPILER", raising=False)
+    monkeypatch.setenv("POLYGEMM_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
+    out = tmp_path / "kernels"
+    assert main(["compile", "--compiler", "nvrtc", "--only", "cm_v01_naive", "--arch", "sm_90", "--out", str(out)]) == 2
+    assert "nvrtc" in capsys.readouterr().err and not out.exists()

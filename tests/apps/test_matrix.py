@@ -270,8 +270,12 @@ def test_matrix_dtypes_take_commas_as_its_other_options_do(capsys, tmp_path):
     rows = json.loads(path.read_text())["rows"]
     assert {r["dtype"] for r in rows} == {"float32", "float64", "bfloat16"}
     assert all(r["status"] != "fail" for r in rows)
+    # the spellings --dtype takes elsewhere (fp16, half, bf16)
+    assert main(["matrix", "--backends", "cpu", "--variants", "blas", "--quick", "--no-progress", "--dtypes", "fp16,BF16",
+                 "--json", str(path)]) == 0
+    assert {r["dtype"] for r in json.loads(path.read_text())["rows"]} == {"float16", "bfloat16"}
     capsys.readouterr()
-    for given, said in ((["f32"], "name float16, bfloat16, float32, float64"),
+    for given, said in ((["float8"], "name float16, bfloat16, float32, float64"),
                         ([","], "--dtypes ',' names no dtype")):
         assert main(["matrix", "--backends", "cpu", "--quick", "--no-progress", "--dtypes", *given]) == 2
         assert said in capsys.readouterr().err
