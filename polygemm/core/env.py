@@ -60,11 +60,27 @@ def warn_bad_environment(text: str) -> None:
     """Warn (RuntimeWarning) that an environment variable read at import holds a value polygemm does not take.
 
     The value is ignored, and ``import polygemm`` must go on whatever the warning filters say: where they turn the
-    warning into an error (``python -W error``), the words go to standard error instead."""
+    warning into an error (``python -W error``), the words go to standard error instead. Under polygemm's own command
+    line they are one line of the command's (``polygemm: warning: ...``), as its other warnings are."""
     try:
+        if _command_line():
+            _tell(f"polygemm: warning: {text}")
+            return
         warnings.warn(text, RuntimeWarning, stacklevel=_outside_level())
     except Warning:
-        try:
-            sys.stderr.write(f"polygemm: RuntimeWarning: {text}\n")
-        except (AttributeError, OSError, ValueError):  # no stderr (pythonw) or a closed one: nothing to tell
-            pass
+        _tell(f"polygemm: RuntimeWarning: {text}")
+
+
+def _tell(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+    except (AttributeError, OSError, ValueError):  # no stderr (pythonw) or a closed one: nothing to tell
+        pass
+
+
+def _command_line() -> bool:
+    """Whether this process is polygemm's command line: ``polygemm ...`` or ``python -m polygemm ...``."""
+    orig = list(getattr(sys, "orig_argv", ()))
+    if "-m" in orig:
+        return orig[orig.index("-m") + 1:orig.index("-m") + 2] == ["polygemm"]
+    return bool(sys.argv) and os.path.basename(str(sys.argv[0])) == "polygemm"

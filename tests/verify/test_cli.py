@@ -46,3 +46,18 @@ def test_verify_and_precision_options_take_any_case_as_the_api_does(capsys, comm
         main(command + ["--help"])
     help_text = capsys.readouterr().out
     assert "{off,raise,warn,retry}" in help_text and "{highest,high,medium}" in help_text
+
+
+def test_a_bad_environment_value_is_one_warning_line_of_the_command():
+    """Under polygemm's command line, a bad $POLYGEMM_VERIFY read at import is said as the command's other warnings
+    are, one line, not Python's file, line and source."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, POLYGEMM_VERIFY="maybe")
+    done = subprocess.run([sys.executable, "-m", "polygemm", "variants", "--device", "cpu"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0
+    lines = [ln for ln in done.stderr.splitlines() if "POLYGEMM_VERIFY" in ln]
+    assert len(lines) == 1 and lines[0].startswith("polygemm: warning: POLYGEMM_VERIFY='maybe'"), done.stderr
