@@ -123,6 +123,8 @@ def jobs_from_args(args: argparse.Namespace) -> list[Job]:
 
 def tuning_backend(device: str) -> Any:
     """The backend that tunes: the cuda backend (``cuda`` or ``cuda:N``), available here."""
+    if device.strip().lower() == "auto":  # (get_backend's refusal would offer every backend, most of which tune none)
+        raise ArgumentError("--device auto: polygemm tune measures one GPU's choices; pass --device cuda or cuda:N")
     be = registry.get_backend(device)
     if not callable(getattr(be, "tune", None)):
         raise ArgumentError(f"--device {device}: {be.name} has no tuning cache; polygemm tune measures the cuda backend's "

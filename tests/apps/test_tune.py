@@ -245,3 +245,10 @@ def test_a_recording_of_sizes_that_are_not_integers_is_one_line_naming_the_line(
 def test_seed_without_holdout_is_refused_naming_holdout(capsys):
     line = cli_error_line(capsys, ["tune", "--seed", "3", "--shape", "8x8x8", "--device", "cpu"])
     assert "--seed 3" in line and "--holdout" in line
+
+
+def test_tune_device_auto_is_refused_naming_what_it_takes(capsys):
+    from tests.helpers import cli_error_line
+
+    line = cli_error_line(capsys, ["tune", "--shape", "64x64x64", "--device", "auto"])
+    assert "--device auto" in line and "--device cuda or cuda:N" in line and "cpu" not in line
