@@ -173,6 +173,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
     if names != ["all"]:  # every name checked before anything is timed: a typo in the last must not cost the run
         check_variant_names(be, device, args.dtype, names)
+    if args.mode == "call" and args.array_lib != "auto" and runs_on_host(be):  # (before the run's first line)
+        raise ArgumentError(f"--array-lib {args.array_lib}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
+                            "timed on NumPy arrays; omit --array-lib")
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
     too_large: list[str] = []  # shapes whose host arrays did not fit: left out, the others timed, exit 2

@@ -781,3 +781,8 @@ def test_shapes_and_variants_given_twice_add_up(tmp_path, capsys):
                  "--variants", "reference", "--repeats", "1", "--no-progress", "--json", str(path)]) == 0
     records = json.loads(path.read_text())["records"]
     assert {(r["m"], r["requested"]) for r in records} == {(8, "blas"), (8, "reference"), (16, "blas"), (16, "reference")}
+
+
+def test_array_lib_for_a_host_backend_is_refused_before_the_run_starts(capsys):
+    rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--array-lib", "cupy"])
+    assert rc == 2 and out == "" and "--array-lib cupy" in err and "omit --array-lib" in err
