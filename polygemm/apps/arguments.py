@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from ..errors import ArgumentError
 
-__all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "choice_word", "add_verify_option", "Parser"]
+__all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "choice_word", "add_verify_option", "Once", "Parser"]
 
 
 #: an integer as the commands take it: ASCII digits, a sign (int() also takes "8_0" and other scripts' digits)
@@ -79,6 +79,23 @@ def add_verify_option(parser: argparse.ArgumentParser, help: str) -> None:
     from ..verification.modes import VERIFY_MODES
 
     parser.add_argument("--verify", default=None, type=choice_word, choices=list(VERIFY_MODES), help=help)
+
+
+class Once(argparse.Action):
+    """An option a command takes once (``gemm --shape``): given twice, a usage error naming both values, rather than
+    the last one winning unseen."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        seen: set[str] = getattr(namespace, "_once", set())
+        if self.dest in seen:
+            def said(v: Any) -> str:  # a shape as it was typed (MxNxK), anything else as it is
+                return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+            parser.error(f"{option_string} given twice ({said(getattr(namespace, self.dest))} and then {said(values)}); this "
+                         f"command takes one")
+        namespace._once = seen | {self.dest}
+        setattr(namespace, self.dest, values)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):

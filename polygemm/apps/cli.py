@@ -17,7 +17,7 @@ import numpy as np
 from .. import __version__, registry
 from ..backend import Backend, Variant
 from ..errors import ArgumentError, DeviceError, PolygemmError, VerificationError, did_you_mean
-from .arguments import Parser, add_verify_option, dtype_name, non_negative_int, positive_int, split_names
+from .arguments import Once, Parser, add_verify_option, dtype_name, non_negative_int, positive_int, split_names
 from .bench_layout import layout_of
 from .bench_shapes import parse_bench_shape
 from .outputs import add_json_option, emit_json, unwritable
@@ -326,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_variants)
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
-    s.add_argument("--shape", type=parse_bench_shape, required=True, metavar="MxNxK[:LAYOUT]",
+    s.add_argument("--shape", type=parse_bench_shape, required=True, metavar="MxNxK[:LAYOUT]", action=Once,
                    help="MxNxK, e.g. 1024x1024x1024; LAYOUT is two letters of n and t, A's and B's (nt: x @ W.T)")
     s.add_argument("--dtype", default="float32", type=dtype_name, choices=["float16", "bfloat16", "float32", "float64"],
                    help="dtype of a, b and the result (fp16, bf16, half, double and the like name them too)")

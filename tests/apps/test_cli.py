@@ -958,3 +958,8 @@ def test_output_that_cannot_be_written_is_one_error_line_not_a_traceback():
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("polygemm: error: cannot write the command's output")
 
+
+
+def test_gemm_shape_given_twice_is_a_usage_error_naming_both(capsys):
+    rc, out, err = cli(capsys, ["gemm", "--shape", "8x8x8", "--shape", "16x16x16", "--device", "cpu"])
+    assert rc == 2 and "--shape given twice (8x8x8 and then 16x16x16)" in err
