@@ -201,6 +201,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"polygemm: error: out of host memory while timing ({exc or 'MemoryError'}); pick smaller shapes "
               f"(or --max-dim N){kept}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away (bench ... | head): the records timed so far still kept, as
+        if records:           # for Ctrl-C; then the command ends as a closed pipe ends it (status 141)
+            _write_outputs(args, records, command, interrupted=True)
+        raise
     except KeyboardInterrupt:
         sys.stdout.flush()
         written = _write_outputs(args, records, command, interrupted=True) if records else []
@@ -234,7 +238,7 @@ def _write_outputs(args: argparse.Namespace, records: list[BenchRecord], command
     if args.json:
         payload: dict[str, Any] = {"command": command}
         if interrupted:
-            payload["interrupted"] = True  # the records of a run cut short (Ctrl-C)
+            payload["interrupted"] = True  # the records of a run cut short (Ctrl-C, or its output closed)
         payload["records"] = [record_json(r) for r in records]
         warning = spread_warning(records)
         if warning:
@@ -244,7 +248,7 @@ def _write_outputs(args: argparse.Namespace, records: list[BenchRecord], command
     if args.markdown:
         text = to_markdown(records, command) + "\n"
         if interrupted:
-            text = f"**Interrupted** (Ctrl-C): the {len(records)} records timed before it.\n\n" + text
+            text = f"**Interrupted** (Ctrl-C, or its output closed): the {len(records)} records timed before it.\n\n" + text
         write_file(args.markdown, lambda fh: fh.write(text))
         written.append(args.markdown)
     if args.plot and records:

@@ -786,3 +786,17 @@ def test_shapes_and_variants_given_twice_add_up(tmp_path, capsys):
 def test_array_lib_for_a_host_backend_is_refused_before_the_run_starts(capsys):
     rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--array-lib", "cupy"])
     assert rc == 2 and out == "" and "--array-lib cupy" in err and "omit --array-lib" in err
+
+
+def test_a_closed_stdout_keeps_the_records_timed_so_far(tmp_path, monkeypatch, capsys):
+    """bench ... | head: the reader goes away mid-run; the command ends as a closed pipe ends it (141), and --json holds
+    what was timed, marked interrupted, as after Ctrl-C."""
+    def one_then_closed(*args, sink, **kw):
+        sink.append(bench.BenchRecord(**kernel_bench_record(mode="call")))
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(bench, "run_call_bench", one_then_closed)
+    path = tmp_path / "r.json"
+    rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", str(path)])
+    data = json.loads(path.read_text())
+    assert rc == 141 and len(data["records"]) == 1 and data["interrupted"] is True
