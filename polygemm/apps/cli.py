@@ -29,6 +29,8 @@ __all__ = ["main", "build_parser", "INFO_WIDTH", "TABLE_WIDTH", "COMMAND_MODULES
 INFO_WIDTH = 120
 #: ``polygemm variants`` fits its table in this many columns
 TABLE_WIDTH = 100
+#: the least of a variant's tile the variants table shows ("block 128x128x32, warp 64x32")
+TILE_SHOWN = 32
 
 
 def _fatal_free(fn: Any, *args: Any) -> tuple[Any, str | None]:
@@ -188,10 +190,6 @@ def cmd_variants(args: argparse.Namespace) -> int:
         tables.append((be.name, None if err else vs, err or ""))
     payload = {"backends": [{"name": name, "variants": None if vs is None else [_variant_record(v) for v in vs],
                              "error": err or None} for name, vs, err in tables]}
-    all_vs = [v for _, vs, _ in tables for v in vs or ()]
-    wn = min(40, max([7] + [len(v.name) for v in all_vs]))
-    wd = max([6] + [len(_dtypes_cell(v.dtypes)) for v in all_vs])
-    head = f"  {'variant':{wn}s}  {'auto':6s}  {'dtypes':{wd}s}  {'layout':6s}  "
     out: list[str] = []
     for name, vs, err in tables:
         if vs is None:
@@ -201,12 +199,18 @@ def cmd_variants(args: argparse.Namespace) -> int:
         if not vs:
             out.append("  (no variants in this version)")
             continue
+        # each backend's table sized to its own names and dtypes (the cpu backend's long dtypes cell must not cut the
+        # cuda table's tiles)
+        wn = max([7] + [len(v.name) for v in vs])
+        wd = max([6] + [len(_dtypes_cell(v.dtypes)) for v in vs])
+        head = f"  {'variant':{wn}s}  {'auto':6s}  {'dtypes':{wd}s}  {'layout':6s}  "
         out.append(head + "tile")
         for v in vs:
             auto = "yes" if v.auto else ("vendor" if v.vendor else "no")
             dts = _dtypes_cell(v.dtypes)
             row = f"  {v.name:{wn}s}  {auto:6s}  {dts:{wd}s}  {_cell(v.layout, 6):6s}  "
-            out.append((row + _cell(_short_tile(v.tile), TABLE_WIDTH - len(row))).rstrip())
+            # the tile whole where the line has room, else cut, but never below what names a tile ("block 64x128x64")
+            out.append((row + _cell(_short_tile(v.tile), max(TILE_SHOWN, TABLE_WIDTH - len(row)))).rstrip())
             if args.verbose:
                 body = [v.description]
                 if v.requirements and v.requirements != "none":
