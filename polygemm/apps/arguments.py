@@ -119,6 +119,18 @@ class Parser(argparse.ArgumentParser):
         # argument"; no option of polygemm starts with "-<digit>"
         self._negative_number_matcher = re.compile(r"^-\d*\.?\d+([x×X]-?\d*)*$")
 
+    def _get_option_tuples(self, option_string: str) -> list[Any]:
+        # an abbreviation matching two spellings of one option (--rep: --repeat and --repeats) is that option, not an
+        # ambiguity (each tuple names its action first, in every Python argparse has had)
+        found = super()._get_option_tuples(option_string)
+        seen: set[int] = set()
+        kept = []
+        for option in found:
+            if id(option[0]) not in seen:
+                seen.add(id(option[0]))
+                kept.append(option)
+        return kept
+
 
 #: the short names users type for a dtype (as torch, JAX and the results tables write them)
 DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32",

@@ -974,3 +974,10 @@ def test_the_variants_table_names_each_rungs_block_tile_beside_the_cpu_backends_
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and line.split()}
     assert rc == 0 and "block 32x32x1" in rows["cm_v01_naive"]
     assert "block 128x128x64" in rows["hgemm_v2_wgmma_tma_128x128_cluster2_persistent"]
+
+
+def test_an_abbreviation_of_two_spellings_of_one_option_is_that_option(capsys):
+    rc, out, err = cli(capsys, ["gemm", "--shape", "8x8x8", "--rep", "2", "--device", "cpu"])
+    assert rc == 0 and "best of 2" in out
+    rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--re", "1"])  # --repeats or --result
+    assert rc == 2 and "ambiguous option" in err
