@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import textwrap
 import warnings
@@ -387,6 +388,9 @@ def _run(argv: Sequence[str] | None) -> int:
         # the API's spellings in the command's terms: --device auto, not device='auto' or get_backend
         text = text.replace("Pick an available one or device='auto'", "Pick an available one with --device, or --device auto")
         text = text.replace("get_backend takes a backend name:", "this option takes a backend name:")
+        # the API's argument names as the command's options (out_dtype: --out-dtype; device='x': --device x)
+        text = re.sub(r"\bout_dtype\b(?!=)", "--out-dtype", text)
+        text = re.sub(r"(?<![\w-])device='([^']*)'", r"--device \1", text)
         text = "; ".join(part.strip() for part in text.splitlines() if part.strip())  # one line (a driver's reason may hold several)
         print(f"polygemm: error: {text}", file=sys.stderr)
         # 1: the run itself failed (a device error, a product that failed its check), as --check's FAIL;

@@ -981,3 +981,10 @@ def test_an_abbreviation_of_two_spellings_of_one_option_is_that_option(capsys):
     assert rc == 0 and "best of 2" in out
     rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--re", "1"])  # --repeats or --result
     assert rc == 2 and "ambiguous option" in err
+
+
+def test_errors_name_the_commands_options_not_the_apis_arguments(capsys):
+    line = cli_error_line(capsys, ["explain", "64x64x64", "--out-dtype", "float16", "--device", "cpu"])
+    assert "got --out-dtype float16: omit --out-dtype" in line and "out_dtype" not in line
+    line = cli_error_line(capsys, ["variants", "--device", "cuda:01"])
+    assert line.startswith("polygemm: error: --device cuda:01: a device index") and "device=" not in line
