@@ -184,8 +184,6 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
         raise misused_arguments("matmul", extra, unexpected)
     if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
         out = out[0]
-    if out is not None:
-        _check_out_shape(a, b, out)
     a2, b2, out2, va, vb = matmul_operands(a, b, out)
     if not (va or vb):
         return gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device, verify=verify)
@@ -218,28 +216,6 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view has no .resize, and keeps
         return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
-
-
-def _check_out_shape(a: Any, b: Any, out: Any) -> None:
-    """ShapeError naming the result's shape where ``out`` has fewer dimensions than the result (a 1-D out for a matrix
-    result: no out numpy.matmul takes); nothing where a or b cannot say their shapes, or disagree (gemm says what is
-    wrong then), or where out has more (leading dimensions numpy.matmul may broadcast into: gemm decides)."""
-    shape = getattr(out, "shape", None)  # (an out of no shape of its own, a DLPack-only one: gemm reads it)
-    sa, sb = shape_of(a), shape_of(b)
-    if sa is None or sb is None or shape is None or not sa or not sb:
-        return
-    so = tuple(int(x) for x in shape)
-    rows, k_a = ((), sa[-1]) if len(sa) == 1 else ((sa[-2],), sa[-1])
-    k_b, cols = (sb[0], ()) if len(sb) == 1 else (sb[-2], (sb[-1],))
-    if k_a != k_b:
-        return
-    try:
-        lead = np.broadcast_shapes(sa[:-2], sb[:-2])
-    except ValueError:
-        return
-    want = tuple(lead) + rows + cols
-    if len(so) < len(want):
-        raise ShapeError(f"out must have the result's shape {want}; got {so}")
 
 
 #: what a call whose out no kernel writes says of it (the plan's layouts and copies are those of the stand-in)

@@ -118,6 +118,12 @@ class Plan:
     #: what ``verify=``'s threshold allows for, which may be tighter than the one the call asked
     computed_precision: str = ""
 
+    @property
+    def precision_met(self) -> str:
+        """The precision class whose error bound the product meets: the variant's own (which may be tighter than the
+        call asked), or the one asked where the core has set none; ``verify=``'s threshold allows for it."""
+        return self.computed_precision or self.problem.precision
+
     def _compared(self) -> tuple[Any, ...]:
         return (self.backend, self.variant, self.reason, self.problem.described(), self.device, self.layouts, self.copies,
                 self.padding, self.launch, self.candidates, self.notes, self.precision)

@@ -140,6 +140,12 @@ def matmul_operands(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any, bool, bool
                              f"of matrices (at least 2-D), and refuses scalars as numpy.matmul does: scale with a * b instead")
     va, vb = nda == 1, ndb == 1
     if not (va or vb):
+        got = getattr(out, "shape", None)  # (an out of no shape of its own, a DLPack-only one: gemm reads it)
+        want = None if got is None else vector_result_shape(a, b, False, False)
+        sa, sb = shape_of(a), shape_of(b)
+        if want is not None and len(tuple(got)) < len(want) and sa and sb and sa[-1] == sb[-2]:  # type: ignore[arg-type]
+            # fewer dimensions than the result (a 1-D out of a matrix product): no reshape of it would do, its shape would
+            raise ShapeError(f"out must have the result's shape {want}; got {tuple(got)}")  # type: ignore[arg-type]
         return a, b, out, False, False
     a2: Any = unit_axis(a, "a", -2) if va else a  # (K,) -> (1, K)
     b2: Any = unit_axis(b, "b", -1) if vb else b  # (K,) -> (K, 1)

@@ -77,7 +77,7 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
     return host_check(host_values(a, backend), host_values(b, backend), host_values(c, backend) if beta != 0.0 else None,
                       host_values(result, backend), alpha, beta, dtype=p.dtype, out_dtype=p.out_dtype, rng=_rng(),
                       scalar_dtype=backend.scalar_dtype(p.dtype), about=about,
-                      precision=plan.computed_precision or p.precision)
+                      precision=plan.precision_met)
 
 
 #: the words a report names a product by, per problem shape (a loop of checked calls asks the same every call)

@@ -195,7 +195,7 @@ class _Side:
         zb, zc, z0 = zsq, zsq + 8 * n_right, zsq + 8 * (n_right + total)
         yb, yc, y0 = ysum, ysum + 4 * n_right, ysum + 4 * (n_right + total)
         self.at = (rec, zb, zc, z0, yb, yc, y0, za, ya, nrm, r)  # offsets into the scratch
-        self.left, self.right, self.res, self.c0 = left, right, res.batched(count), None if c0 is None else c0.batched(count)
+        self.right, self.res, self.c0 = right, res.batched(count), None if c0 is None else c0.batched(count)
         self.words, self.width, self.total, self.n_right = (ya + 4 * total) // 4, width, total, n_right  # words: the record, every sum
         self.step = inner if right.batch > 1 else 0
         self.consts = (co.a, co.c0, co.c, co.t0, out_max)
@@ -239,7 +239,7 @@ class _Side:
             x = self.res  # C·r and ||C_i||² (the same r)
             go, pack, mode, _ = self.c_pass
             go(pack(x.rows, x.cols, x.batch, ptr_c, x.rs, x.cs, x.bs, r, 0, 0, 0, yc, zc, 0, mode), stream)
-            if self.c0 is not None and self.c0_pass is not None:  # C0·r and ||C0_i||² (each matrix's)
+            if self.c0_pass is not None and self.c0 is not None:  # C0·r and ||C0_i||² (each matrix's)
                 w = self.c0
                 go, pack, mode, _ = self.c0_pass
                 go(pack(w.rows, w.cols, w.batch, ptr_c0, w.rs, w.cs, w.bs, r, 0, 0, 0, y0, z0, 0, mode), stream)
@@ -388,33 +388,6 @@ def _operand(name: str, x: Any, p: Any, rows: int, cols: int, dtype: str) -> Str
     return strided(op.ptr, rows, cols, op.layout, op.ld, stride, p.count, dtype)
 
 
-#: _operand's readings by the operand's cheap view key (and the product's batch): a loop of checked calls over arrays
-#: of one layout reads each array's interface once, its pointer every call; None: the kernels cannot walk it
-_read: dict[tuple[Any, ...], Strided | None] = {}
-_READ_KEPT = 1024
-
-
-def _operand_read(name: str, x: Any, view: tuple[tuple[Any, ...], int, Any] | None, p: Any, rows: int, cols: int,
-                  dtype: str) -> Strided:
-    """:func:`_operand`, kept per view key: the same walk with this call's pointer."""
-    if view is None:
-        return _operand(name, x, p, rows, cols, dtype)
-    key = (name, view[0], rows, cols, dtype, tuple(p.batch), p.count)
-    if key in _read:
-        known = _read[key]
-    else:
-        try:
-            known = _operand(name, x, p, rows, cols, dtype)
-        except _Unwalkable:
-            known = None
-        if len(_read) >= _READ_KEPT:  # a caller of ever new layouts: start over
-            _read.clear()
-        _read[key] = known
-    if known is None:
-        raise _Unwalkable(name)
-    return known.at(view[1])
-
-
 #: what the device check costs, as measured on an H100 80GB HBM3 through the call (docs/verify.md): its matrix-vector
 #: passes' pace (bytes a µs, by the operands' kind: the float16 and bfloat16 passes reach 1.7 to 2.3 TB/s, the float32
 #: ones 2.0 to 2.8, larger matrices faster) and, for matrices of many short rows, their pace in rows (a warp a row: a
@@ -477,18 +450,16 @@ _sides: dict[tuple[Any, ...], _Made | None] = {}
 _SIDES_KEPT = 256
 
 
-def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, views: tuple[Any, ...], beta: float,
-              precision: str) -> _Made | None:
-    """The check along the rows for these operands and the walks it reads (None: an operand the kernels cannot walk
-    as it is, made whole for the product)."""
+def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, beta: float, precision: str) -> _Made | None:
+    """The check along the rows for these operands and the walks it reads, read from the arrays themselves (None: an
+    operand the kernels cannot walk as it is, made whole for the product)."""
     count, m, n, k = p.count, p.m, p.n, p.k
-    va, vb, vc, vr = views
     dt, out_dt = _name(p.dtype), _name(p.out_dtype)
     try:
-        A = _operand_read("a", a, va, p, m, k, dt)
-        B = _operand_read("b", b, vb, p, k, n, dt)
-        C = _operand_read("out", result, vr, p, m, n, out_dt)
-        C0 = _operand_read("c", c, vc, p, m, n, out_dt) if c is not None and beta != 0.0 else None
+        A = _operand("a", a, p, m, k, dt)
+        B = _operand("b", b, p, k, n, dt)
+        C = _operand("out", result, p, m, n, out_dt)
+        C0 = _operand("c", c, p, m, n, out_dt) if c is not None and beta != 0.0 else None
     except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
         return None
     f32 = np.dtype(np.float32)
@@ -509,11 +480,10 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
         return None
     # the threshold allows for the error of the path that ran (a call asking "medium" of a variant as accurate as SGEMM
     # is held to SGEMM's bound)
-    precision = plan.computed_precision or p.precision
+    precision = plan.precision_met
     with_c = c is not None and beta != 0.0
     va, vb, vr = operand_view(a), operand_view(b), operand_view(result)
     vc = operand_view(c) if c is not None else None
-    views = (va, vb, vc if with_c else None, vr)
     # the stream the product was queued on, found as the call found it (CuPy's and torch's current one)
     stream = common_stream([v[2] for v in (va, vb, vc, vr) if v is not None])
     keyed = va is not None and vb is not None and vr is not None and (vc is not None or not with_c)
@@ -526,13 +496,13 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
                    pa % 16, pb % 16, pr % 16, pc % 16)
             kept = _sides.get(key, _MISSING)
             if kept is _MISSING:
-                kept = _side_for(rt, p, a, b, c, result, views, beta, precision)
+                kept = _side_for(rt, p, a, b, c, result, beta, precision)
                 if len(_sides) >= _SIDES_KEPT:  # a caller of ever new layouts: start over
                     _sides.clear()
                 _sides[key] = kept
             made = kept  # type: ignore[assignment]
         else:
-            made = _side_for(rt, p, a, b, c, result, views, beta, precision)
+            made = _side_for(rt, p, a, b, c, result, beta, precision)
         if made is None:
             return None
         side, A, B, C, C0 = made
@@ -570,6 +540,7 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
 
 #: copy_dense's bytes for a result and an out of these view keys (0: not one dense span of one kind of array)
 _dense: dict[tuple[Any, Any], int] = {}
+_DENSE_KEPT = 1024
 
 
 def _dense_bytes(result: Any, vr: tuple[Any, ...], vo: tuple[Any, ...]) -> int:
@@ -599,7 +570,7 @@ def copy_dense(result: Any, out: Any) -> bool:
     nbytes = _dense.get(key)
     if nbytes is None:
         nbytes = _dense_bytes(result, vr, vo)
-        if len(_dense) >= _READ_KEPT:  # a caller of ever new layouts: start over
+        if len(_dense) >= _DENSE_KEPT:  # a caller of ever new layouts: start over
             _dense.clear()
         _dense[key] = nbytes
     if not nbytes:
