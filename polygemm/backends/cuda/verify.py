@@ -38,7 +38,10 @@ __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "stride
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
 #: input dtypes the device check reads (others are checked on the host)
 VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec{judged}_{k}") for k in VERIFY_KINDS.values() for judged in ("", "_judge")] + \
+#: the matrix-vector kernel's walks (matvec_geometry's modes): one entry each, with the registers of its own walk
+WALKS = (0, 1, 2, 3)
+VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec{judged}_{k}_m{m}") for k in VERIFY_KINDS.values() for judged in ("", "_judge")
+                  for m in WALKS] + \
     [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_prepare"), (VERIFY_SOURCE, "pg_verify_norms")]
 _SHOWN_DEVICE = 8  # kPgvShown
 #: the kernel's PgvRecord, as NumPy reads it back
@@ -126,8 +129,8 @@ def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch:
 _WALK = ("q", "q", "q", "Q", "q", "q", "q", "Q", "q", "Q", "q")  # rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs
 _SCALARS = ("f", "f", "d", "d", "d", "d", "d")  # alpha, beta, ka, kc0, kc, t0, out_max
 _CODES = {
-    "matvec": _WALK + ("Q", "Q", "Q", "i"),                          # y, z, norm, mode
-    "judge": _WALK + ("Q", "Q", "Q", "Q") + _SCALARS + ("Q", "i"),   # yC, zC, yC0, zC0, the scalars, record, mode
+    "matvec": _WALK + ("Q", "Q", "Q"),                          # y, z, norm
+    "judge": _WALK + ("Q", "Q", "Q", "Q") + _SCALARS + ("Q",),   # yC, zC, yC0, zC0, the scalars, record
     "prepare": ("q", "Q", "q", "Q", "Q"),
     "norms": ("q", "Q", "Q"),
     "compare": ("q", "Q", "Q", "Q", "Q", "Q", "Q") + _SCALARS + ("Q",),
@@ -204,13 +207,12 @@ class _Side:
         self.c0_pass = None if self.c0 is None else self._matvec(rt, self.c0, sms)
         self.b_pass = self._matvec(rt, right, sms)
         # without its norms from the pass over B (its rows sliced across blocks), a launch of their own
-        self.norms = None if self.b_pass[3] else _kernel(rt, "pg_verify_norms", "norms", _elementwise(n_right))
+        self.norms = None if self.b_pass[2] else _kernel(rt, "pg_verify_norms", "norms", _elementwise(n_right))
         a = Strided(left.ptr, rows, inner, left.rs, left.cs, left.bs, left.kind, count)
         self.a = a
         mode, grid = matvec_geometry(a, sms)
-        self.a_mode = mode
         if grid[1] == 1:  # A·(B·r), |A|·||B_k|| and each row judged as it ends
-            self.judge: tuple[Any, Any] | None = _kernel(rt, f"pg_verify_matvec_judge_{a.kind}", "judge", grid, _BLOCK)
+            self.judge: tuple[Any, Any] | None = _kernel(rt, f"pg_verify_matvec_judge_{a.kind}_m{mode}", "judge", grid, _BLOCK)
             self.a_pass = None
             self.compare = None
         else:
@@ -219,13 +221,13 @@ class _Side:
             self.compare = _kernel(rt, "pg_verify_compare", "compare", _elementwise(total))
 
     @staticmethod
-    def _matvec(rt: Any, x: Strided, sms: int) -> tuple[Any, Any, int, bool]:
-        """(go, pack, mode, whole rows) of the matrix-vector launch over ``x``: y = X·v (float32) and z = |X|·w (or
-        X²·1 without w; float64) into zeroed y and z, and the rows' norms where each row is in one block (whole rows:
-        else no norms are stored)."""
+    def _matvec(rt: Any, x: Strided, sms: int) -> tuple[Any, Any, bool]:
+        """(go, pack, whole rows) of the matrix-vector launch over ``x`` (the entry of its walk): y = X·v (float32) and
+        z = |X|·w (or X²·1 without w; float64) into zeroed y and z, and the rows' norms where each row is in one block
+        (whole rows: else no norms are stored)."""
         mode, grid = matvec_geometry(x, sms)
-        go, pack = _kernel(rt, f"pg_verify_matvec_{x.kind}", "matvec", grid, _BLOCK)
-        return go, pack, mode, grid[1] == 1
+        go, pack = _kernel(rt, f"pg_verify_matvec_{x.kind}_m{mode}", "matvec", grid, _BLOCK)
+        return go, pack, grid[1] == 1
 
     def run(self, rt: Any, ptr_a: int, ptr_b: int, ptr_c: int, ptr_c0: int, alpha: float, beta: float, seed: int,
             stream: int) -> np.ndarray:
@@ -237,15 +239,15 @@ class _Side:
             go, pack = self.prepare
             go(pack(self.words, scratch, self.width, seed, r), stream)
             x = self.res  # C·r and ||C_i||² (the same r)
-            go, pack, mode, _ = self.c_pass
-            go(pack(x.rows, x.cols, x.batch, ptr_c, x.rs, x.cs, x.bs, r, 0, 0, 0, yc, zc, 0, mode), stream)
+            go, pack, _ = self.c_pass
+            go(pack(x.rows, x.cols, x.batch, ptr_c, x.rs, x.cs, x.bs, r, 0, 0, 0, yc, zc, 0), stream)
             if self.c0_pass is not None and self.c0 is not None:  # C0·r and ||C0_i||² (each matrix's)
                 w = self.c0
-                go, pack, mode, _ = self.c0_pass
-                go(pack(w.rows, w.cols, w.batch, ptr_c0, w.rs, w.cs, w.bs, r, 0, 0, 0, y0, z0, 0, mode), stream)
+                go, pack, _ = self.c0_pass
+                go(pack(w.rows, w.cols, w.batch, ptr_c0, w.rs, w.cs, w.bs, r, 0, 0, 0, y0, z0, 0), stream)
             x = self.right  # B·r, B's rows' sums of squares and norms
-            go, pack, mode, _ = self.b_pass
-            go(pack(x.rows, x.cols, x.batch, ptr_b, x.rs, x.cs, x.bs, r, 0, 0, 0, yb, zb, nb, mode), stream)
+            go, pack, _ = self.b_pass
+            go(pack(x.rows, x.cols, x.batch, ptr_b, x.rs, x.cs, x.bs, r, 0, 0, 0, yb, zb, nb), stream)
             if self.norms is not None:
                 go, pack = self.norms
                 go(pack(self.n_right, zb, nb), stream)
@@ -254,10 +256,10 @@ class _Side:
             if self.judge is not None:
                 go, pack = self.judge
                 go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, yc, zc, *c0s, alpha, beta,
-                        *self.consts, rec, self.a_mode), stream)
+                        *self.consts, rec), stream)
             else:
-                go, pack, mode, _ = self.a_pass  # type: ignore[misc]
-                go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, ya, za, 0, mode), stream)
+                go, pack, _ = self.a_pass  # type: ignore[misc]
+                go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, ya, za, 0), stream)
                 go, pack = self.compare  # type: ignore[misc]
                 go(pack(self.total, yc, zc, ya, za, *c0s, alpha, beta, *self.consts, rec), stream)
             host = _record_buffer(rt)

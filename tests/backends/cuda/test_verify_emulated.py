@@ -6,6 +6,7 @@ themselves are tested on the GPU (test_verify_gpu.py)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import ctypes
 import struct
 
@@ -15,7 +16,7 @@ import pytest
 
 from polygemm.backend import Plan
 from polygemm.backends.cuda import verify as verify_module
-from polygemm.backends.cuda.verify import RECORD, device_check
+from polygemm.backends.cuda.verify import RECORD, Strided, device_check, matvec_geometry
 from polygemm.core.normalize import normalize
 from polygemm.verification.host import row_thresholds
 
@@ -38,6 +39,11 @@ class DeviceLike:
 
 def _view(addr: int, dtype: np.dtype, count: int) -> np.ndarray:
     return np.frombuffer((ctypes.c_char * (count * dtype.itemsize)).from_address(addr), dtype=dtype)
+
+
+def _kernels(entries):
+    """Launched entries without their walks' suffixes (``pg_verify_matvec_f16_m2`` -> ``pg_verify_matvec_f16``)."""
+    return [re.sub(r"_m[0-3]$", "", e) for e in entries]
 
 
 class FakeKernel:
@@ -104,9 +110,16 @@ class FakeRuntime:
 
     def function(self, source, entry):
         if entry.startswith("pg_verify_matvec_"):
-            kind = entry.rsplit("_", 1)[1]
+            kind, walk = entry.rsplit("_", 2)[1:]  # ..._f16_m2: the input's kind, the entry of the walk it was built for
             run = self._judge if "_judge_" in entry else self._matvec
-            return FakeKernel(lambda *args, **kw: run(kind, *args, **kw), entry, self.launches)
+
+            def walked(rows, cols, batch, X, rs, cs, bs, *args, **kw):
+                # the launch's matrix is one its entry's walk takes: the walk matvec_geometry chooses for it
+                x = Strided(int(X), int(rows), int(cols), int(rs), int(cs), int(bs), kind, int(batch))
+                assert walk == f"m{matvec_geometry(x, self.sms)[0]}", (entry, x)
+                return run(kind, rows, cols, batch, X, rs, cs, bs, *args, **kw)
+
+            return FakeKernel(walked, entry, self.launches)
         return FakeKernel(getattr(self, "_" + entry.replace("pg_verify_", "")), entry, self.launches)
 
     def _prepare(self, words, zero, n, seed, r, **kw):
@@ -114,14 +127,14 @@ class FakeRuntime:
         rng = np.random.default_rng(int(seed))
         _view(int(r), np.dtype(np.float32), int(n))[:] = rng.choice([-1.0, 1.0], int(n))
 
-    def _judge(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, yC, zC, yC0, zC0, *scalars_rec_mode, **kw):
+    def _judge(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, yC, zC, yC0, zC0, *scalars_rec, **kw):
         """The pass over A with each row judged: its sums, then the comparison of every row."""
         total = int(rows) * int(batch)
         ya, za = np.zeros(total, np.float32), np.zeros(total, np.float64)
-        self._matvec(kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, ya.ctypes.data, za.ctypes.data, 0, 0, grid=kw["grid"])
-        self._compare(total, yC, zC, ya.ctypes.data, za.ctypes.data, yC0, zC0, *scalars_rec_mode[:-1])
+        self._matvec(kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, ya.ctypes.data, za.ctypes.data, 0, grid=kw["grid"])
+        self._compare(total, yC, zC, ya.ctypes.data, za.ctypes.data, yC0, zC0, *scalars_rec)
 
-    def _matvec(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, norm, mode, **kw):
+    def _matvec(self, kind, rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, y, z, norm, **kw):
         """The kernel's sums into y and z (zeroed before: a sliced launch adds its slices, as this adds the whole), and
         the rows' norms into ``norm`` where given and the launch is not sliced."""
         dt = _KINDS[kind]
@@ -193,8 +206,8 @@ def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, lay
     assert report is not None and report.ok and report.checked == m and "emulated GPU" in report.where
     kind = "f32" if dtype == np.float32 else "f16"
     # C·r first (C is still in the L2 cache), then B·r with B's norms, A·(B·r) with each row judged: four launches
-    assert rt.launches[:4] == ["pg_verify_prepare", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}",
-                               f"pg_verify_matvec_judge_{kind}"]
+    assert _kernels(rt.launches[:4]) == ["pg_verify_prepare", f"pg_verify_matvec_{kind}", f"pg_verify_matvec_{kind}",
+                                         f"pg_verify_matvec_judge_{kind}"]
     thr = row_thresholds(a, b, None, res, 1.0, 0.0, dtype=np.dtype(dtype), out_dtype=np.dtype(dtype),
                          check_dtype=np.dtype(np.float32), scalar_dtype=np.dtype(np.float32), compensated=True)
     bad = res.copy()
@@ -275,8 +288,8 @@ def test_sliced_passes_leave_the_norms_and_the_comparison_to_launches_of_their_o
     res = (a.astype(np.float64) @ b).astype(np.float32)
     report, rt = _check(a, b, None, res)
     assert report.ok and report.checked == 3
-    assert rt.launches[:6] == ["pg_verify_prepare", "pg_verify_matvec_f32", "pg_verify_matvec_f32", "pg_verify_norms",
-                               "pg_verify_matvec_f32", "pg_verify_compare"]
+    assert rt.launches[:6] == ["pg_verify_prepare", "pg_verify_matvec_f32_m2", "pg_verify_matvec_f32_m2", "pg_verify_norms",
+                               "pg_verify_matvec_f32_m2", "pg_verify_compare"]
     res[1, 4321] += 1e4
     report, _ = _check(a, b, None, res)
     assert not report.ok and report.rows[0].index == 1 and [f.index for f in report.columns] == [4321]

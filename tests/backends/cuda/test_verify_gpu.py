@@ -52,13 +52,13 @@ def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarra
         dy, dz = gpuarray.zeros(batch * rows, np.float32), gpuarray.zeros(batch * rows, np.float64)
         dn = gpuarray.zeros(batch * rows, np.float32) - 1
         s = strided(int(dx.gpudata), rows, cols, layout, ld, store[0].size, batch, x.dtype.name)
-        fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{kind}")
         mode, grid = matvec_geometry(s, rt.sms)
+        fn = rt.function(VERIFY_SOURCE, f"pg_verify_matvec_{kind}_m{mode}")  # the entry of its walk
         if splits:
             grid = (grid[0], splits, grid[2])
         fn(np.int64(rows), np.int64(cols), np.int64(s.batch), np.uintp(s.ptr), np.int64(s.rs), np.int64(s.cs), np.int64(s.bs),
            np.uintp(int(dv.gpudata)), np.int64(0), np.uintp(int(dw.gpudata) if dw is not None else 0), np.int64(0),
-           np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.uintp(int(dn.gpudata)), np.int32(mode), block=(32, 8, 1),
+           np.uintp(int(dy.gpudata)), np.uintp(int(dz.gpudata)), np.uintp(int(dn.gpudata)), block=(32, 8, 1),
            grid=grid)
         y, z, norm = dy.get().reshape(batch, rows), dz.get().reshape(batch, rows), dn.get().reshape(batch, rows)
         for buf in (dx, dv, dw, dy, dz, dn):

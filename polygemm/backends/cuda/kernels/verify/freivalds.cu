@@ -2,8 +2,8 @@
 // device where the product ran, on the call's stream (a Freivalds test: C·r against alpha·A·(B·r) +
 // beta·C0·r for a fresh random r of ±1; polygemm/verification/threshold.py derives its threshold).
 //
-//   pg_verify_matvec_<t>:  y[b*rows + i] = sum_j X(b, i, j) * v_j
-//                          z[b*rows + i] = w ? sum_j |X(b, i, j)| * w[b*wbs + j] : sum_j X(b, i, j)^2
+//   pg_verify_matvec_<t>_m<w>:  y[b*rows + i] = sum_j X(b, i, j) * v_j
+//                               z[b*rows + i] = w ? sum_j |X(b, i, j)| * w[b*wbs + j] : sum_j X(b, i, j)^2
 //
 // for 0 <= i < rows, 0 <= j < cols, 0 <= b < batch, where X(b, i, j) = X[b*bs + i*rs + j*cs] (strides in
 // elements, 64-bit: a row- or column-major matrix of any leading dimension, a transposed view of one, a
@@ -11,7 +11,7 @@
 // sums in float32, compensated (Kahan) for y, whose rounding enters the threshold (along a row, each 16-byte
 // vector's terms summed by fused multiply-adds first); z's in float64, since
 // squares of float32 values (1e-25 or 1e20) would underflow or overflow float32, and z only scales the
-// threshold. `mode` chooses how threads walk X: along a row (1: cs == 1, one warp per
+// threshold. The walk w (one entry each) is how threads walk X: along a row (1: cs == 1, one warp per
 // row, the lanes over j, coalesced; 2: the same with 16-byte loads, for rows that start on 16-byte
 // boundaries) or across rows (0: rs == 1, one thread per row, 32 rows a block, its 8 warps over slices of
 // j, coalesced across the rows; 3: a thread 16 bytes of adjacent rows, 32 such a block). A
@@ -23,7 +23,7 @@
 // A·(B·r) cost one read of C, B and A each, and the sums of squares (B's row norms, C's) come in the
 // same read.
 //
-//   pg_verify_matvec_judge_<t>: the same walk, each row's sums judged at once (pgv_judge, below) instead of
+//   pg_verify_matvec_judge_<t>_m<w>: the same walk, each row's sums judged at once (pgv_judge, below) instead of
 //                          stored: the last pass (A's), where each row is in one block (no slices)
 //
 //   pg_verify_prepare:  zeroes the record and the sums that slices add into, and writes r[j] = ±1 for 0 <= j < n
@@ -158,15 +158,11 @@ __device__ __forceinline__ void pgv_row_sums(const PgvKahan& acc, double sq, int
     if (store) emit(t, s - c, sq);
 }
 
-template <typename T, typename Emit>
+template <int kMode, typename T, typename Emit>
 __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long long batch, const T* __restrict__ X,
                                            long long rs, long long cs, long long bs, const float* __restrict__ v,
-                                           long long vbs, const float* __restrict__ w, long long wbs, Emit& emit, int mode) {
+                                           long long vbs, const float* __restrict__ w, long long wbs, Emit& emit) {
     constexpr int E = 16 / sizeof(T);  // elements in 16 bytes
-    __shared__ float part[2][kPgvWarps][33];
-    __shared__ double psq[kPgvWarps][33];
-    __shared__ float vpart[2][kPgvWarps][32 * 8];  // the vectorized across path's: 32 lanes x E rows (E <= 8)
-    __shared__ double vsq[kPgvWarps][32 * 8];
     const int lane = threadIdx.x, slice = threadIdx.y;
     // blockIdx.y takes one of gridDim.y slices of j: a matrix of few rows still fills the device
     // (a multiple of 256 elements: each slice starts on a 16-byte boundary of an aligned row)
@@ -176,7 +172,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
         const T* xb = X + b * bs;
         const float* vb = v + b * vbs;
         const float* wb = w != nullptr ? w + b * wbs : nullptr;
-        if (mode == 2) {  // one warp a row, lanes over 16-byte vectors of it (rows 16-byte aligned)
+        if constexpr (kMode == 2) {  // one warp a row, lanes over 16-byte vectors of it (rows 16-byte aligned)
             // v and w read 16 bytes at a time as well where they start on 16-byte boundaries: one float a load, the
             // lanes 16 or 32 bytes apart, would cost the cache 8 to 16 times the wavefronts of x's own loads, and
             // the pass would run at a third of the memory's bandwidth
@@ -256,7 +252,9 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 }
                 pgv_row_sums(acc, sq, L, sub == 0 && i < rows, emit, b * rows + i);
             }
-        } else if (mode == 3) {  // a thread E adjacent rows (one 16-byte load a column), 32E rows a block
+        } else if constexpr (kMode == 3) {  // a thread E adjacent rows (one 16-byte load a column), 32E rows a block
+            __shared__ float vpart[2][kPgvWarps][32 * 8];  // 32 lanes x E rows (E <= 8)
+            __shared__ double vsq[kPgvWarps][32 * 8];
             for (long long i0 = (long long)blockIdx.x * 32 * E; i0 < rows; i0 += (long long)gridDim.x * 32 * E) {
                 const long long ib = i0 + (long long)lane * E;
                 PgvKahan acc[E];
@@ -316,7 +314,7 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 }
                 __syncthreads();
             }
-        } else if (mode == 1) {  // a warp a row (or several short rows: pgv_lanes): lanes over j
+        } else if constexpr (kMode == 1) {  // a warp a row (or several short rows: pgv_lanes): lanes over j
             const int L = pgv_lanes(je - jb, 1), G = 32 / L, sub = lane % L;
             for (long long i0 = ((long long)blockIdx.x * kPgvWarps + slice) * G; i0 < rows; i0 += (long long)gridDim.x * kPgvWarps * G) {
                 const long long i = i0 + lane / L;
@@ -341,7 +339,9 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                 }
                 pgv_row_sums(acc, sq, L, sub == 0 && i < rows, emit, b * rows + i);
             }
-        } else {  // one thread a row, 32 rows a block: the block's warps take slices of j
+        } else {  // kMode 0: one thread a row, 32 rows a block: the block's warps take slices of j
+            __shared__ float part[2][kPgvWarps][33];
+            __shared__ double psq[kPgvWarps][33];
             for (long long i0 = (long long)blockIdx.x * 32; i0 < rows; i0 += (long long)gridDim.x * 32) {
                 const long long i = i0 + lane;
                 PgvKahan acc;
@@ -480,28 +480,37 @@ struct PgvJudge {
     }
 };
 
-#define PGV_MATVEC(SUFFIX, T)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(256, 2) pg_verify_matvec_##SUFFIX(                                    \
+// One entry a walk (mode) and input type, each with the registers its own walk needs: one function of the four walks
+// took the largest walk's 126 registers for all, two blocks an SM, and the passes along rows (most of them) ran at
+// about half the memory's bandwidth for want of loads in flight (an H100: 1.2 to 1.7 TB/s). PGV_BLOCKS: the blocks
+// an SM each walk is built to hold.
+#define PGV_BLOCKS_0 4
+#define PGV_BLOCKS_1 4
+#define PGV_BLOCKS_2 3
+#define PGV_BLOCKS_3 2
+#define PGV_MATVEC(SUFFIX, T, M)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256, PGV_BLOCKS_##M) pg_verify_matvec_##SUFFIX##_m##M(               \
         long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
         long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
-        float* __restrict__ y, double* __restrict__ z, float* __restrict__ norm, int mode) {                        \
+        float* __restrict__ y, double* __restrict__ z, float* __restrict__ norm) {                                  \
         PgvSums emit{y, z, norm};                                                                                   \
-        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit, mode);                                \
+        pgv_matvec<M, T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit);                                   \
     }                                                                                                               \
-    extern "C" __global__ void __launch_bounds__(256, 2) pg_verify_matvec_judge_##SUFFIX(                              \
+    extern "C" __global__ void __launch_bounds__(256, PGV_BLOCKS_##M) pg_verify_matvec_judge_##SUFFIX##_m##M(         \
         long long rows, long long cols, long long batch, const T* __restrict__ X, long long rs, long long cs,       \
         long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
         const float* __restrict__ yC, const double* __restrict__ zC, const float* __restrict__ yC0,                 \
         const double* __restrict__ zC0, float alpha, float beta, double ka, double kc0, double kc, double t0,       \
-        double out_max, PgvRecord* __restrict__ rec, int mode) {                                                    \
+        double out_max, PgvRecord* __restrict__ rec) {                                                              \
         PgvJudge emit{yC, zC, yC0, zC0, {alpha, beta, ka, kc0, kc, t0, out_max}, rec, 0.f};                         \
-        pgv_matvec<T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit, mode);                                \
+        pgv_matvec<M, T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit);                                   \
         pgv_worst(emit.worst, rec);                                                                                 \
     }
+#define PGV_MATVEC_WALKS(SUFFIX, T) PGV_MATVEC(SUFFIX, T, 0) PGV_MATVEC(SUFFIX, T, 1) PGV_MATVEC(SUFFIX, T, 2) PGV_MATVEC(SUFFIX, T, 3)
 
-PGV_MATVEC(f32, float)
-PGV_MATVEC(f16, __half)
-PGV_MATVEC(bf16, __nv_bfloat16)
+PGV_MATVEC_WALKS(f32, float)
+PGV_MATVEC_WALKS(f16, __half)
+PGV_MATVEC_WALKS(bf16, __nv_bfloat16)
 
 extern "C" __global__ void __launch_bounds__(256)
 pg_verify_compare(long long total, const float* __restrict__ yC, const double* __restrict__ zC,
