@@ -68,6 +68,10 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
     if any(math.isnan(s) for s in x.shape):
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
     _refuse_masked(name, x)
+    if not isinstance(x.dtype, np.dtype):  # chunks of another library (torch's tensors): dtype is its own, not NumPy's
+        raise ArgumentTypeError(f"{name} is a dask array of {type(getattr(x, '_meta', x)).__name__} chunks (dtype {x.dtype}); "
+                                f"polygemm.dask.gemm takes chunks of NumPy or CuPy arrays: convert them, e.g. "
+                                f"{name}.map_blocks(lambda t: t.numpy()) for CPU torch tensors")
     if x.dtype.name not in KNOWN_DTYPES:
         raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(KNOWN_DTYPES)}, as "
                          f"polygemm.gemm does: cast {name} to one of them ({name}.astype(...))")
@@ -291,6 +295,11 @@ def gemm(
     given_c = c  # what the user passed: a list is told a cast a list has
     if isinstance(c, (list, tuple)):  # as polygemm.gemm takes it
         c = np.asarray(c)
+    if c is not None and not isinstance(c, da.Array) and hasattr(c, "dtype") and not isinstance(c.dtype, np.dtype):
+        # an in-memory c of another library (a torch tensor): dask chunks NumPy and CuPy arrays only
+        raise ArgumentTypeError(f"c is a {type(c).__module__}.{type(c).__name__}; polygemm.dask.gemm takes c as a dask array or "
+                                f"a NumPy or CuPy array chunked like the result: pass c.numpy() for a CPU torch tensor, or "
+                                f"dask.array.from_array(...) of NumPy data")
     if c is not None:
         shape = tuple(int(x) if not isinstance(x, float) else x for x in getattr(c, "shape", ()))
         if any(isinstance(x, float) and math.isnan(x) for x in shape):

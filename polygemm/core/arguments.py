@@ -18,7 +18,7 @@ _ACCEPTED = {
     "gemm": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision", "verify"),
     "explain": ("c", "alpha", "beta", "device", "variant", "out", "out_dtype", "precision", "verify"),
     "matmul": ("out", "out_dtype", "precision", "device", "verify"),
-    "polygemm.dask.gemm": ("c", "alpha", "beta", "device", "variant", "out_dtype", "verify"),
+    "polygemm.dask.gemm": ("c", "alpha", "beta", "device", "variant", "out_dtype", "precision", "verify"),
 }
 
 
@@ -39,9 +39,6 @@ _FOREIGN: dict[str, str] = {
     "overwrite_c": " (to update c in place, pass it as out too: gemm(a, b, c, beta=1.0, out=c))",
     "bias": " (a bias is c with beta=1.0: gemm(a, b, np.broadcast_to(bias, (M, N)), beta=1.0))",
     "stream": " (device work runs on the stream the operands name: CuPy's or torch's current stream, as their matmul does)",
-    "precision": (" (dask's blocks are computed at each worker's default: polygemm.set_float32_matmul_precision in "
-                  "this process for the threaded scheduler; $POLYGEMM_PRECISION or "
-                  "client.run(polygemm.set_float32_matmul_precision, 'high') for worker processes)"),
     **{k: " (a numpy.matmul ufunc keyword polygemm has no counterpart for: nothing is cast, and the result is a new array "
           "or out itself)" for k in ("casting", "order", "subok", "signature", "where", "axes", "axis", "extobj")},
 }

@@ -197,6 +197,8 @@ def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None
         if not info.min <= int(value) <= info.max:  # as NumPy 2 refuses a Python int its dtype cannot hold (OverflowError)
             wider = ("cast a and b to a wider integer dtype (e.g. a.astype(np.int64))" if info.bits < 64 else
                      "scale the result yourself (no integer dtype is wider than 64 bits)")
-            return (f"{name}={int(value)} is out of bounds for {dtype} ({info.min} to {info.max}): {dtype} products scale in "
+            digits = str(int(value))
+            shown = digits if len(digits) <= 24 else f"{digits[:2 + (digits[0] == '-')]}...({len(digits.lstrip('-'))} digits)"
+            return (f"{name}={shown} is out of bounds for {dtype} ({info.min} to {info.max}): {dtype} products scale in "
                     f"{dtype} arithmetic; pass {name} in that range, or {wider}")
     return None

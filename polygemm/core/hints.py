@@ -5,13 +5,14 @@ computes the dtype as it is, or says under which condition the cast is exact."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 from ..errors import DTypeError
 from ..interop.kinds import kind_of
-from .dtypes import COMPLEX_DTYPES, DTYPE_HELP, HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, keeps_values, np_name
+from .dtypes import COMPLEX_DTYPES, DTYPE_HELP, HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, keeps_values, np_name
 
 __all__ = ["cast_hint", "promotion_hint", "check_dtype", "c_cast_hint", "unsupported_dtype", "dtype_way_on"]
 
@@ -25,7 +26,21 @@ def cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
         return f"{name}.to(torch.{dtype.name})"
     if hasattr(given, "__dlpack__"):  # an array of a library polygemm reads through DLPack only
         return f"np.from_dlpack({name}).astype({spelt}) for CPU data, or its own library's conversion"
+    if dtype.kind in "iub":  # NumPy 2 refuses a Python int out of an integer dtype's range (OverflowError); astype wraps it
+        return f"np.asarray({name}).astype({spelt})"
     return f"np.asarray({name}, dtype={spelt})"  # a list, tuple, memoryview ...
+
+
+def broadcast_hint(name: str, given: Any, shape: tuple[int, ...]) -> str:
+    """An expression that broadcasts the user's ``name`` (``given``) to ``shape`` in its own library's terms (a
+    tensor's expand, CuPy's broadcast_to; NumPy's for the rest): a NumPy view of a tensor would be refused as an
+    operand of another library."""
+    kind = kind_of(given)
+    if kind == "torch":
+        return f"{name}.expand({', '.join(str(d) for d in shape)})"
+    if kind == "cupy":
+        return f"cupy.broadcast_to({name}, {shape})"
+    return f"np.broadcast_to({name}, {shape})"
 
 
 def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -> str:
@@ -36,6 +51,14 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
     them to no dtype (bfloat16 with float16), both go to float32, as torch and JAX promote them, which
     holds either exactly; the cast of the second to the first's (bfloat16 past 65504 to float16's inf, or
     float16 to bfloat16's 8 bits) follows as the other way."""
+    if kind_of(x[1]) == "torch" and kind_of(y[1]) == "torch":  # two tensors: the dtype torch promotes them to
+        torch: Any = sys.modules["torch"]
+        named = str(torch.promote_types(x[1].dtype, y[1].dtype)).removeprefix("torch.")
+        if named in KNOWN_DTYPES:
+            wide_t = as_dtype(named)
+            casts = " and ".join(cast_hint(name, given, wide_t) + _exactness(dt.name, wide_t.name)
+                                 for name, given, dt in (x, y) if dt != wide_t)
+            return f"{casts} ({wide_t.name}: what torch promotes {x[2].name} with {y[2].name} to)"
     try:
         wide: np.dtype | None = np.result_type(x[2], y[2])
     except TypeError:  # numpy.exceptions.DTypePromotionError (bfloat16 with float16)

@@ -71,15 +71,17 @@ def check_ndim(name: str, shape: tuple[int, ...], matmul_hint: bool = False, giv
     raise ShapeError(f"{head}. Reshape it, e.g. {name}.reshape(rows, cols).")
 
 
-def check_c_shape(c_shape: tuple[int, ...], full: tuple[int, ...], a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
+def check_c_shape(c_shape: tuple[int, ...], full: tuple[int, ...], a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                  broadcast: str | None = None) -> None:
     """ShapeError unless ``c`` has ``full``, the result's whole shape for ``a`` and ``b`` of
     ``a_shape`` and ``b_shape``. The message names the four shapes and, for a ``c`` that only
-    broadcasts to the result (``a @ b + c`` would take it), how to pass it broadcast."""
+    broadcasts to the result (``a @ b + c`` would take it), how to pass it broadcast: ``broadcast``
+    (in the terms of c's library: :func:`polygemm.core.hints.broadcast_hint`), else NumPy's."""
     if c_shape == full:
         return
     try:
         fits = tuple(np.broadcast_shapes(c_shape, full)) == full
     except ValueError:
         fits = False
-    hint = f". It broadcasts to that shape: pass it broadcast, e.g. np.broadcast_to(c, {full})" if fits else ""
+    hint = f". It broadcasts to that shape: pass it broadcast, e.g. {broadcast or f'np.broadcast_to(c, {full})'}" if fits else ""
     raise ShapeError(f"c must have the result's shape {full} for a {a_shape} and b {b_shape}; got {c_shape}{hint}")

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..interop.kinds import common_kind, kind_of
 from .dtypes import HALF_DTYPES, INTEGER_DTYPES, check_result_dtype, integer_scalars_refusal, np_name, parse_dtype
-from .hints import c_cast_hint, cast_hint, promotion_hint
+from .hints import broadcast_hint, c_cast_hint, cast_hint, promotion_hint
 from .layout import check_c_shape
 from .operand import Operand, batch_stride, made_real, overlaps, self_overlapping
 from .problem import GemmProblem
@@ -154,10 +154,13 @@ def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand,
             except ValueError:  # a ragged list: read_operand names c in its ShapeError, not NumPy's bare ValueError
                 c_shape = None
         if c_shape is not None and len(c_shape) < 2:
-            check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape)
+            check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape,
+                          broadcast_hint("c", c, full))
         C = read_operand("c", c, read=read)
-        check_c_shape(tuple(x for x, _ in C.batch_dims) + C.shape, full, tuple(x for x, _ in A.batch_dims) + A.shape,
-                      tuple(x for x, _ in B.batch_dims) + B.shape)
+        c_full = tuple(x for x, _ in C.batch_dims) + C.shape
+        if c_full != full:
+            check_c_shape(c_full, full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape,
+                          broadcast_hint("c", c, full))
         if C.dtype != result:
             wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
                      if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")

@@ -97,7 +97,10 @@ def unit_axis(x: Any, name: str, where: int) -> Any:
                              f"{how}); pass it as a matrix, e.g. {name}[None, :] or {name}[:, None] in its own library")
         if name == "out":  # NumPy's view of it may be a copy (a memoryview, an object's __array__): out would not get the result
             raise ArgumentTypeError(f"out must be a NumPy array (or a device array) that can receive the result; got {type(x).__name__}")
-        x = np.asarray(x)
+        x = np.expand_dims(np.asarray(x), where)
+        # a range, an array.array, a memoryview: passed on as a memoryview of NumPy's view of it, so that a hint to cast it
+        # says np.asarray(...), as it says for a matrix of that kind, not an astype it does not have
+        return memoryview(x) if x.dtype.kind in "biufc" else x
     if isinstance(x, np.ndarray):
         return np.expand_dims(x, where)
     shape = tuple(x.shape)

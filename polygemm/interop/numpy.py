@@ -12,11 +12,14 @@ __all__ = ["result_like", "subclass_wrapper", "raw_view"]
 def result_like(a: Any, b: Any) -> Any:
     """The operand whose type the result takes: for NumPy subclasses (``np.matrix``) the one
     ``numpy.matmul`` would follow, the subclass of higher ``__array_priority__`` (``a`` on a
-    tie); ``a`` otherwise."""
+    tie), unless that priority is below a plain ndarray operand's (0: NumPy then returns a plain
+    ndarray, or a scalar); ``a`` otherwise."""
     subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray]
     if not subs:
         return a
-    return max(subs, key=lambda x: float(getattr(x, "__array_priority__", 0.0)))  # max keeps the first of equals
+    best = max(subs, key=lambda x: float(getattr(x, "__array_priority__", 0.0)))  # max keeps the first of equals
+    plain = next((x for x in (a, b) if type(x) is np.ndarray), None)
+    return plain if plain is not None and float(getattr(best, "__array_priority__", 0.0)) < 0.0 else best
 
 
 def raw_view(arr: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..core.complex_form import part_dtype
-from ..core.dtypes import as_dtype, finfo
+from ..core.dtypes import as_dtype, bfloat16, finfo
 from ..errors import ArgumentError
 
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
@@ -136,7 +136,12 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
         before = result[idx].item()  # one element read back, to tell whether the fault changed it
         result[idx] = f.value
         return not _same(before, result[idx].item())
-    host = np.array(to_host(result) if to_host is not None else result.get())  # a bit of a device array: through the host
+    if module == "torch":  # a tensor's bits through the host (NumPy reads no bfloat16 tensor: its bits as int16)
+        torch_: Any = sys.modules["torch"]
+        t = result.detach().cpu()
+        host = t.view(torch_.int16).numpy().view(bfloat16()) if t.dtype == torch_.bfloat16 else t.numpy().copy()
+    else:  # a bit of a device array: through the host
+        host = np.array(to_host(result) if to_host is not None else result.get())
     before = host[idx].item()
     if f.bit is None:
         host[idx] = f.value

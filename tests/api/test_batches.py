@@ -208,3 +208,18 @@ def test_numpy_subclasses_come_back_as_numpy_matmul_returns_them(rng):
     c = np.matrix(rand(rng, (3, 2)))
     assert type(pg.gemm(a, b, c, beta=0.5, device="cpu")) is np.matrix
     assert type(pg.gemm(plain_a, plain_b, device="cpu")) is np.ndarray
+
+
+def test_a_subclass_of_negative_priority_gives_way_to_a_plain_ndarray_as_in_numpy(rng):
+    """NumPy ranks a plain ndarray at __array_priority__ 0: beside one, a subclass below that gives a plain
+    ndarray (and a vector product a scalar), in either order."""
+    class Low(np.ndarray):
+        __array_priority__ = -10
+
+    x = rand(rng, (2, 2))
+    for a, b in [(x, x.view(Low)), (x.view(Low), x)]:
+        assert type(pg.matmul(a, b, device="cpu")) is type(np.matmul(a, b)) is np.ndarray
+    v = rand(rng, (2,))
+    got, want = pg.matmul(v.view(Low), v, device="cpu"), np.matmul(v.view(Low), v)
+    assert type(got) is type(want) and np.isclose(got, want)
+    assert type(pg.matmul(x.view(Low), x.view(Low), device="cpu")) is Low  # no plain operand: the subclass's

@@ -480,6 +480,19 @@ def test_a_list_is_told_a_cast_that_keeps_its_values(a, b, says):
         pg.matmul(a, b, device="cpu")
 
 
+@pytest.mark.parametrize("make", [range, lambda n: array.array("l", range(n)), lambda n: memoryview(np.arange(n))],
+                         ids=["range", "array.array", "memoryview"])
+def test_a_vector_of_a_sequence_kind_is_told_a_cast_it_can_make(make):
+    """A 1-D range, array.array or memoryview has no astype: its hint says np.asarray(...), and following it works."""
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(a, dtype=np\.float64\)") as info:
+        pg.matmul(make(3), np.ones((3, 2)), device="cpu")
+    assert "a.astype" not in str(info.value)
+    assert np.array_equal(pg.matmul(np.asarray(make(3), dtype=np.float64), np.ones((3, 2)), device="cpu"), [3.0, 3.0])
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(b, dtype=np\.float64\)"):
+        pg.matmul(np.ones((2, 3)), make(3), device="cpu")
+    assert np.array_equal(pg.matmul(np.ones((2, 3), np.int64), make(3), device="cpu"), [3, 3])  # one dtype: computed
+
+
 def test_matmul_of_int_lists_is_told_how_to_convert_a_list():
     """A list vector keeps the list's conversion hint (np.asarray(..., dtype=...)), as gemm
     gives it, not ``a.astype`` (a list has none); float lists still run as vectors."""

@@ -1015,3 +1015,30 @@ def test_a_dtype_the_named_backend_does_not_compute_is_refused_when_the_graph_is
         pgd.gemm(A, B, device="cuda")
     assert pgd.gemm(A, B, device="cpu").compute()[0, 0] == 6
     assert pgd.gemm(A, B).dtype == np.int8  # each worker's choice: not refused here
+
+
+def test_an_in_memory_c_of_another_library_is_refused_naming_c_and_the_conversion():
+    """dask chunks NumPy and CuPy arrays: a c whose dtype is another library's (a torch tensor) is refused by name,
+    before dask's own error ("Cannot interpret ... as a data type") could surface."""
+    class Foreign:  # what dask's from_array cannot read: a dtype that is no NumPy dtype
+        shape, dtype = (4, 4), object()
+
+    A = da.ones((4, 4), chunks=2)
+    with pytest.raises(ArgumentTypeError, match=r"c is a .*Foreign; polygemm\.dask\.gemm takes c as a dask array or a NumPy"):
+        pgd.gemm(A, A, Foreign())
+
+
+def test_chunks_of_torch_tensors_are_refused_naming_the_operand_and_the_conversion():
+    torch = pytest.importorskip("torch")
+    A = da.ones((4, 4), chunks=2).map_blocks(torch.from_numpy)
+    with pytest.raises(ArgumentTypeError, match=r"A is a dask array of Tensor chunks .*A\.map_blocks\(lambda t: t\.numpy\(\)\)"):
+        pgd.gemm(A, da.ones((4, 4), chunks=2))
+    with pytest.raises(ArgumentTypeError, match=r"c is a torch\.Tensor"):
+        pgd.gemm(da.ones((4, 4), chunks=2), da.ones((4, 4), chunks=2), torch.ones(4, 4, dtype=torch.float64))
+
+
+def test_a_misspelt_precision_is_told_its_spelling():
+    A = da.ones((4, 4), chunks=2)
+    with pytest.raises(ArgumentTypeError, match=r"'precison' \(did you mean 'precision'\?\).*precision="):
+        pgd.gemm(A, A, precison="high")
+    assert float(pgd.gemm(A, A, precision="high").compute()[0, 0]) == 4.0

@@ -167,3 +167,24 @@ def test_a_mixed_integer_and_float_pair_is_told_the_dtype_numpy_computes_it_in(r
         pg.gemm(a, b)
     msg = str(info.value)
     assert "a.astype(np.float64)" in msg and "2**53" in msg and "b.astype(np.float64)" in msg
+
+
+def test_a_huge_whole_alpha_is_refused_in_a_message_of_one_line():
+    """An alpha of 300 digits is named by its first digits and its length, not printed whole."""
+    a = np.ones((2, 2), np.int32)
+    for alpha in (1e308, -10**300):
+        with pytest.raises(pg.ArgumentError, match=r"alpha=-?10\.\.\.\(3\d\d digits\) is out of bounds for int32") as info:
+            pg.gemm(a, a, alpha=alpha, device="cpu")
+        assert len(str(info.value)) < 300
+
+
+def test_a_list_cast_to_an_integer_dtype_is_told_a_cast_numpy_makes():
+    """np.asarray([-1], dtype=np.uint8) raises OverflowError in NumPy 2: a list meant for an integer dtype is told
+    np.asarray(c).astype(...), which wraps as the hint says, and following it computes."""
+    a = np.ones((2, 2), np.uint8)
+    c = [[-1, 2], [3, 4]]
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(c\)\.astype\(np\.uint8\) \(which wraps") as info:
+        pg.gemm(a, a, c, device="cpu")
+    assert "np.asarray(c, dtype=np.uint8)" not in str(info.value)
+    got = pg.gemm(a, a, np.asarray(c).astype(np.uint8), device="cpu")
+    assert np.array_equal(got, (a @ a + np.asarray(c).astype(np.uint8)).astype(np.uint8))

@@ -240,3 +240,24 @@ def test_matmul_agrees_with_numpy_matmul_in_shape_dtype_and_value(rng, index):
     G = _as_matrices(got, va, vb)
     for i in np.ndindex(*bshape):
         assert_close(G[i], As[i], Bs[i])
+
+
+def test_a_bit_flipped_in_a_bfloat16_tensor_result_is_caught():
+    """inject_fault(bit=) reads a torch bfloat16 result's bits (NumPy reads no bfloat16 tensor) and writes them back."""
+    torch = _torch()
+    x, y = torch.randn(6, 4).bfloat16(), torch.randn(4, 5).bfloat16()
+    with polygemm.testing.inject_fault(1, 1, bit=14) as fault:
+        with pytest.raises(polygemm.VerificationError, match="failed its check"):
+            polygemm.gemm(x, y, verify="raise")
+    assert fault.hits == 1
+
+
+def test_a_bias_tensor_is_told_torchs_broadcast():
+    """A 1-D torch c (a bias) is told c.expand(M, N), which polygemm takes (a NumPy broadcast of it would be refused as
+    an operand of another library)."""
+    torch = _torch()
+    a, b, bias = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5)
+    with pytest.raises(ShapeError, match=r"c\.expand\(3, 5\)"):
+        polygemm.gemm(a, b, bias)
+    got = polygemm.gemm(a, b, bias.expand(3, 5))
+    assert torch.allclose(got, a @ b + bias, atol=1e-5)
