@@ -113,7 +113,7 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             m, n, k = (_whole(rec[key]) for key in ("m", "n", "k"))
             layout, dtype = str(rec.get("layout", "nn")), str(rec["dtype"])
             batch = _whole(rec.get("batch") or 0)
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # (JSON nested past the recursion limit)
             raise ValueError(f"{path}, line {i}: not a recorded product (a JSON object with m, n, k, layout, dtype, and "
                              f"an integer batch if any): {raw[:80]!r}") from None
         if min(m, n, k, batch) < 0 or len(layout) != 2 or set(layout) - {"n", "t"}:

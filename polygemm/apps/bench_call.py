@@ -21,7 +21,7 @@ from .. import gemm, last_plan, registry
 from ..backend import Backend
 from ..core.dtypes import as_dtype
 from ..errors import ArgumentError, BackendUnavailableError, DTypeError, PolygemmError, ShapeError, UnsupportedProblemError
-from .bench_inputs import Normals, check_variant_names, in_layout, operands, skip_too_large, too_large_text
+from .bench_inputs import Normals, check_fits, check_variant_names, in_layout, operands, skip_too_large, too_large_text
 from .bench_layout import layout_of, shape_text
 from .bench_records import BenchRecord
 from .bench_report import rate_text, spread_text
@@ -263,6 +263,7 @@ def run_call_bench(
         said = shape_text(m, n, k, layout)
         flops = 2.0 * m * n * k * max(batch, 1)
         try:
+            check_fits(m, n, k, lead, np_dtype.itemsize, sets)
             host = [(*operands(normals, lead, m, n, k, layout), np.empty(lead + (m, n), np_dtype)) for _ in range(sets)]
             by_lib: dict[str, list[tuple[Any, Any, Any]]] = {}
             if on_host:
@@ -272,7 +273,7 @@ def run_call_bench(
                     by_lib[x.name] = [(in_layout(a, x.to_device, layout[0] == "t", x.transpose),
                                        in_layout(b, x.to_device, layout[1] == "t", x.transpose),
                                        x.empty(lead + (m, n), np_dtype)) for a, b, _ in host]
-        except MemoryError:  # this shape left out; the others are timed and kept
+        except (MemoryError, ValueError, OverflowError):  # this shape left out (NumPy: past its sizes); the others timed, kept
             skip_too_large(too_large_text(m, n, k, lead, np_dtype.itemsize, sets, layout), too_large, progress, step)
             continue
         mine = by_lib[lib.name]

@@ -4,6 +4,9 @@ host arrays do not fit in memory."""
 
 from __future__ import annotations
 
+import math
+import os
+
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -69,8 +72,28 @@ def too_large_text(m: int, n: int, k: int, lead: tuple[int, ...], itemsize: int,
     """What a shape whose host operands could not be allocated says (as ``polygemm gemm`` says it)."""
     count = int(np.prod(lead)) if lead else 1
     need = sets * count * (m * k + k * n + m * n) * itemsize
-    return (f"{''.join(f'{d}x' for d in lead)}{shape_text(m, n, k, layout)}: operands and a result of that size need about {need / 2**30:.1f} GiB "
+    return (f"{''.join(f'{d}x' for d in lead)}{shape_text(m, n, k, layout)}: operands and a result of that size need about "
+            f"{need / 2**30:.1f} GiB "
             f"of host memory, more than this machine can give")
+
+
+def host_memory() -> int:
+    """The machine's physical memory in bytes (0 where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def check_fits(m: int, n: int, k: int, lead: tuple[int, ...], itemsize: int, sets: int) -> None:
+    """MemoryError where ``sets`` host operands and results of this shape would not fit this machine's memory, or
+    would count past NumPy's 64-bit sizes: Linux grants such an allocation and its OOM killer ends the process later,
+    silently (the shape is then left out, as one whose allocation failed)."""
+    count = math.prod(lead) if lead else 1
+    elements = count * (m * k + k * n + m * n)
+    have = host_memory()
+    if max(count * m * k, count * k * n, count * m * n) >= 2**62 or (have and sets * elements * itemsize > have):
+        raise MemoryError("past this machine's memory")
 
 
 def skip_too_large(why: str, too_large: list[str] | None, progress: Callable[[str], None] | None,

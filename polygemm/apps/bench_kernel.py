@@ -12,7 +12,7 @@ import numpy as np
 from .. import registry
 from ..core.dtypes import as_dtype
 from ..errors import BackendUnavailableError, PolygemmError, UnsupportedProblemError
-from .bench_inputs import Normals, check_variant_names, operands, skip_too_large, too_large_text
+from .bench_inputs import Normals, check_fits, check_variant_names, operands, skip_too_large, too_large_text
 from .bench_layout import layout_of, shape_text
 from .bench_records import BenchRecord
 from .bench_report import rate_text, spread_text
@@ -70,10 +70,11 @@ def run_bench(
         said = shape_text(m, n, k, layout)
         flops = 2.0 * m * n * k
         try:
+            check_fits(m, n, k, (), np_dtype.itemsize, sets)
             host = [operands(normals, (), m, n, k, layout) for _ in range(sets)]
             # the backend's own arrays: its to_device keeps a transposed (column-major) view so
             dev = [(be.to_device(a), be.to_device(b), be.to_device(np.zeros((m, n), np_dtype))) for a, b in host]
-        except MemoryError:  # this shape left out; the others are timed and kept
+        except (MemoryError, ValueError, OverflowError):  # this shape left out (NumPy: past its sizes); the others timed, kept
             skip_too_large(too_large_text(m, n, k, (), np_dtype.itemsize, sets, layout), too_large, progress, None)
             if step is not None:  # one tick per (shape, variant), timed or not
                 for _ in names:

@@ -61,7 +61,11 @@ def load_records(path: str) -> list[BenchRecord]:
     """The records of a ``--json`` file (``{"command": ..., "records": [...]}``) as BenchRecord
     objects; keys this version does not know are ignored, missing ones take their defaults."""
     with open(path) as fh:
-        data = json.load(fh)
+        try:
+            data = json.load(fh)
+        except RecursionError:  # arrays nested past Python's recursion limit: no file bench writes
+            raise ValueError("its JSON nests deeper than any benchmark file (polygemm bench --json writes "
+                             "{\"command\": ..., \"records\": [...]})") from None
     if isinstance(data, dict) and "records" not in data:
         raise ValueError("no 'records' list in it (polygemm bench --json writes {\"command\": ..., \"records\": [...]})")
     rows = data["records"] if isinstance(data, dict) else data

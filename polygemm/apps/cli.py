@@ -19,6 +19,7 @@ from .. import __version__, registry
 from ..backend import Backend, Variant
 from ..errors import ArgumentError, DeviceError, PolygemmError, VerificationError, did_you_mean
 from .arguments import Once, Parser, add_verify_option, dtype_name, non_negative_int, positive_int, split_names
+from .bench_inputs import host_memory
 from .bench_layout import layout_of
 from .bench_shapes import parse_bench_shape
 from .outputs import add_json_option, emit_json, unwritable
@@ -242,7 +243,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     m, n, k = args.shape
     dtype = dtype_named(args.dtype)  # bfloat16: ml_dtypes' type
     need = (m * k + k * n + m * n) * (8 + dtype.itemsize)  # the draws in float64, then the operands and result
-    have = _host_memory()
+    have = host_memory()
     if have and need > have:  # Linux grants such an allocation and its OOM killer ends the process later, silently
         print(f"polygemm: error: --shape {m}x{n}x{k}: operands and a result of that size need about {need / 2**30:.1f} GiB of "
               f"host memory; this machine has {have / 2**30:.1f} GiB; pick a smaller shape", file=sys.stderr)
@@ -264,12 +265,6 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         return 2
 
 
-def _host_memory() -> int:
-    """The machine's physical memory in bytes (0 where the platform does not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return 0
 
 
 def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> int:
@@ -324,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_info)
 
     s = sub.add_parser("variants", help="list each backend's variants from its static table (no device needed)")
-    s.add_argument("--device", "--backends", dest="device", nargs="+", metavar="NAME",
+    s.add_argument("--device", "--backends", dest="device", nargs="+", action="extend", metavar="NAME",
                    help="only these backends, comma or space separated (default: every discovered backend)")
     s.add_argument("-v", "--verbose", action="store_true", help="add each variant's description, requirements and full tile")
     add_json_option(s, "every variant with all its fields")
@@ -411,8 +406,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A closed stdout (``polygemm info | head -1``) ends the command quietly with status 141
     (128 + SIGPIPE, as a shell reports a tool killed by SIGPIPE); Ctrl-C ends it with
-    "polygemm: interrupted" and status 130 (128 + SIGINT), no traceback.
+    "polygemm: interrupted" and status 130 (128 + SIGINT), no traceback. A standard stream closed
+    before the start (``>&-``), which Python holds as None: a closed stdout ends the command with
+    status 1 and one line on stderr (print() would drop every line of the output silently); a closed
+    stderr's lines are dropped, never sent to stdout in their place (print(file=None) writes there).
     """
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the process's own stand-in, open until it ends
+    if sys.stdout is None:
+        print("polygemm: error: standard output is closed; give the command somewhere to write (a file, a pipe or "
+              "/dev/null)", file=sys.stderr)
+        return 1
     try:
         try:
             with warnings.catch_warnings():  # (the filters as they were; only how a warning is shown changes)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import explain
 from ..backend import Plan
 from ..problem import dtype_named
-from .arguments import add_verify_option, dtype_name, non_negative_int
+from .arguments import Once, add_verify_option, dtype_name, non_negative_int
 from .bench_layout import layout_of, shape_text
 from .bench_shapes import parse_bench_shape
 from .outputs import JSON_STDOUT, add_json_option, emit_json
@@ -110,7 +110,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
                         args.batch)
     except ValueError as exc:
         m, n, k = args.shape
-        print(f"polygemm: error: --shape {m}x{n}x{k}: {exc}; pick a smaller shape", file=sys.stderr)
+        options = f"--shape {m}x{n}x{k}" + (f" with --batch {args.batch}" if args.batch else "")
+        print(f"polygemm: error: {options}: {exc}; pick a smaller {'shape or batch' if args.batch else 'shape'}",
+              file=sys.stderr)
         return 2
     plan = explain(a, b, device=args.device, variant=args.variant, precision=args.precision, out_dtype=args.out_dtype,
                    verify=args.verify)
@@ -122,7 +124,7 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("explain", help="the plan polygemm.gemm would run for a problem (backend, variant, why), without running it")
     s.add_argument("shape_pos", nargs="?", type=parse_bench_shape, metavar="MxNxK[:LAYOUT]",
                    help="the product, e.g. 1024x1024x1024 or 4096x4096x4096:nt (as bench takes it; or --shape)")
-    s.add_argument("--shape", type=parse_bench_shape, default=None, metavar="MxNxK[:LAYOUT]",
+    s.add_argument("--shape", type=parse_bench_shape, default=None, metavar="MxNxK[:LAYOUT]", action=Once,
                    help="the product (LAYOUT: nn, nt, tn or tt; t: that operand a transposed view)")
     s.add_argument("--dtype", default="float32", type=dtype_name, choices=list(DTYPES),
                    help="dtype of a, b and the result (fp16, bf16, half, double and the like name them too)")

@@ -185,10 +185,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("matrix", help="run the conformance suite over every backend; pass/fail/skip table")
-    s.add_argument("--backends", "--device", dest="backends", nargs="+", metavar="NAME",
+    s.add_argument("--backends", "--device", dest="backends", nargs="+", action="extend", metavar="NAME",
                    help="backend names, comma or space separated (default: every discovered backend); an unknown name is an error")
     s.add_argument("--variants", nargs="+", action="extend", help="only these variants, comma or space separated (default: every variant of each backend)")
-    s.add_argument("--dtypes", nargs="+", metavar="DTYPE", help=f"only these dtypes ({', '.join(_DTYPES)}), comma or space separated (default: all)")
+    s.add_argument("--dtypes", nargs="+", action="extend", metavar="DTYPE", help=f"only these dtypes ({', '.join(_DTYPES)}), comma or space separated (default: all)")
     s.add_argument("--quick", action="store_true", help="the quick case grid")
     s.add_argument("--json", metavar="PATH", help='write {"rows": [...]} with every case')
     s.add_argument("--no-progress", action="store_true", help="no progress line on stderr (it is shown only on a terminal)")

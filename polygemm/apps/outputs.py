@@ -105,7 +105,7 @@ def unwritable(args: argparse.Namespace) -> str | None:
             if os.path.lexists(there) and not os.path.isdir(there):
                 return f"--{option} {path}: {there} is a file, not a folder; name a file in a folder"
             return f"--{option} {path}: the folder {folder} does not exist"
-        if os.path.isdir(path):
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):  # (a path ending in a slash names a folder, made or not)
             return f"--{option} {path}: that is a folder; name a file"
         if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
             return f"--{option} {path}: not writable"

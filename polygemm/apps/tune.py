@@ -199,6 +199,8 @@ _DEVICE, _TOP, _SPLITS = "cuda", 4, 4
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    if args.from_file is not None and not args.from_file.strip():  # "--from $FILE" with FILE unset
+        raise ArgumentError(f"--from {args.from_file!r}: an empty path; name a recording (e.g. --from calls.jsonl)")
     if args.holdout is not None:
         from .tune_holdout import cmd_holdout
 

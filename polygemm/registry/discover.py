@@ -57,7 +57,7 @@ def probe_timeout() -> float:
     """Seconds one backend's checks (priority, variants, probe) may take: ``$POLYGEMM_PROBE_TIMEOUT`` or 30.
 
     A value that is not a number, or not a finite number of seconds in (0, 86400], warns
-    (RuntimeWarning, naming the value) and keeps 30.
+    (RuntimeWarning, naming the value; once a discovery, not once a backend) and keeps 30.
     """
     raw = os.environ.get(PROBE_TIMEOUT_ENV, "").strip()
     if not raw:
@@ -70,8 +70,16 @@ def probe_timeout() -> float:
         if 0 < value <= MAX_PROBE_TIMEOUT:
             return value
         why = f"must be a finite number of seconds > 0 and at most {MAX_PROBE_TIMEOUT:g}"
-    warn_bad_environment(f"{PROBE_TIMEOUT_ENV}={raw!r} {why}; keeping {DEFAULT_PROBE_TIMEOUT:g} s")
+    with _lock:  # once a discovery (refresh() starts another): each backend's first check reads it
+        told = raw in _told_timeouts
+        _told_timeouts.add(raw)
+    if not told:
+        warn_bad_environment(f"{PROBE_TIMEOUT_ENV}={raw!r} {why}; keeping {DEFAULT_PROBE_TIMEOUT:g} s")
     return DEFAULT_PROBE_TIMEOUT
+
+
+#: the bad $POLYGEMM_PROBE_TIMEOUT values warned of in this discovery
+_told_timeouts: set[str] = set()
 
 
 _tls = threading.local()
@@ -380,6 +388,7 @@ def refresh() -> None:
     with _lock:
         _entries = None
         _claims.clear()
+        _told_timeouts.clear()
         _generation += 1
     _changed()
 

@@ -256,7 +256,7 @@ def test_cli_refuses_what_it_cannot_do_with_a_message(capsys):
 
 def test_gemm_refuses_a_shape_past_the_machines_memory_before_allocating(capsys, monkeypatch):
     # Linux grants the allocation and its OOM killer ends the process later, without a word
-    monkeypatch.setattr(cli_module, "_host_memory", lambda: 4 * 2**30)
+    monkeypatch.setattr(cli_module, "host_memory", lambda: 4 * 2**30)
     assert main(["gemm", "--device", "cpu", "--shape", "20000x20000x20000"]) == 2
     err = capsys.readouterr().err
     assert "--shape 20000x20000x20000" in err and "this machine has 4.0 GiB" in err and "smaller shape" in err
@@ -551,7 +551,7 @@ def test_gemm_command_out_of_memory_for_the_result_is_one_line(capsys, monkeypat
         raise MemoryError("Unable to allocate 37.3 GiB for an array with shape (100000, 100000)")
 
     monkeypatch.setattr(cpu.CpuReferenceBackend, "execute", no_memory)  # as a machine without 40 GB answers
-    monkeypatch.setattr(cli_module, "_host_memory", lambda: 0)  # (a platform that does not say its memory)
+    monkeypatch.setattr(cli_module, "host_memory", lambda: 0)  # (a platform that does not say its memory)
     assert main(["gemm", "--device", "cpu", "--shape", "100000x100000x1"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
