@@ -168,6 +168,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bar = not args.no_progress and sys.stdout.isatty()
     # "--variants ," would time nothing and exit 0 (an empty --json): split_names refuses it
     given = list(dict.fromkeys(split_names("--variants", args.variants, "variant", "polygemm variants lists them", "all") or []))
+    if "all" in given and len(given) > 1:  # every variant, or the ones named: not both
+        raise ArgumentError(f"--variants {','.join(given)}: 'all' times every variant and takes no other names beside it; "
+                            f"pass --variants all, or the names alone")
     names = given or ["auto"]
     if args.mode == "call" and names == ["all"]:  # every variant of the dtype, each through the public call
         names = [v.name for v in be.variants() if args.dtype in v.dtypes and not v.vendor]
@@ -176,6 +179,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.mode == "call" and args.array_lib != "auto" and runs_on_host(be):  # (before the run's first line)
         raise ArgumentError(f"--array-lib {args.array_lib}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
                             "timed on NumPy arrays; omit --array-lib")
+    if args.mode == "call":  # the arrays and the vendor the call is timed beside, found before the run's first line
+        call_setup(be, args.dtype, args.array_lib)
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
     too_large: list[str] = []  # shapes whose host arrays did not fit: left out, the others timed, exit 2
