@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import Availability, Backend, Variant
+from ..core.precision import PRECISIONS
 from ..core.text import short_repr
 from .text import describe, one_line
 
@@ -90,6 +91,10 @@ def variant_table_error(items: list[Any]) -> str | None:
             value = getattr(v, field_name)
             if isinstance(value, str) or value not in (True, False):
                 return f"variants(): variant {v.name!r} has {field_name}={short_repr(value, 40)}; it must be True or False"
+        precision = getattr(v, "precision", "highest")
+        if precision not in PRECISIONS:  # the precision a float32 call may ask of it: read by the planner and the check
+            return (f"variants(): variant {v.name!r} has precision={short_repr(precision, 40)}; it must be one of "
+                    f"{', '.join(map(repr, PRECISIONS))} (the error class it computes float32 products in)")
         if v.name in seen:
             return f"variants(): variant {v.name!r} is listed twice; give each variant its own name"
         seen.add(v.name)
@@ -112,6 +117,13 @@ def check_backend(be: Backend, fallback: int) -> Status:
     if isinstance(prio, bool) or not isinstance(prio, numbers.Integral):
         return (False, f"priority must be an integer; got {type(prio).__name__} {short_repr(prio, 40)}", fallback)
     prio = int(prio)
+    try:
+        places = getattr(be, "residencies", ("host",))
+    except BaseException as exc:
+        return (False, f"reading residencies failed: {describe(exc)}", prio)
+    if not _names_tuple(places) or not places:  # ("mydev") is a string: its letters would read as places
+        return (False, f"residencies must be a tuple of the places its operands live, e.g. ('host',) or ('mydev',); got "
+                       f"{short_repr(places, 40)}", prio)
     try:
         table = be.variants()
         items = [table] if isinstance(table, (str, bytes)) else list(table)

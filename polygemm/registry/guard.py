@@ -40,7 +40,7 @@ def plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:
         plan = backend.plan(problem, variant)
     except PolygemmError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit, GeneratorExit) as exc:  # (a sys.exit() in a plugin is its failure, as at its import)
         raise _broken(backend, f"failed in plan(): {type(exc).__name__}: {exc}") from exc
     if not isinstance(plan, Plan):
         raise _broken(backend, f"plan() returned {type(plan).__name__} {plan!r:.60}, not a polygemm.backend.Plan")
@@ -80,7 +80,10 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
     except PolygemmError:
         restore()
         raise
-    except Exception as exc:
+    except KeyboardInterrupt:  # the user's, not the plugin's: raised on, out as it was
+        restore()
+        raise
+    except (Exception, SystemExit, GeneratorExit) as exc:  # (a sys.exit() in a plugin is its failure, as at its import)
         restore()
         wrote = (" (it wrote into an input: a, b and c are read-only to a plugin's run(); compute into a new array, or into "
                  "problem.out.array when out is given)") if isinstance(exc, ValueError) and "read-only" in str(exc) else ""

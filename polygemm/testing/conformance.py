@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .. import errors
-from ..errors import ArgumentError, ArgumentTypeError, UnsupportedProblemError
+from ..errors import ArgumentError, ArgumentTypeError, PolygemmError, UnsupportedProblemError
 from ..backend import Backend, Variant
 from ..core.dtypes import COMPLEX_DTYPES, SUPPORTED_DTYPES
 from ..core.text import short_repr
@@ -596,6 +596,22 @@ def run_conformance(
         raise ArgumentTypeError(f"progress must be a callable taking each CaseResult, or None; got {short_repr(progress)}")
     be = get_backend(backend) if isinstance(backend, str) else backend
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
+    available, reason = availability(be)
+    if not available:  # its rows skipped with the reason; its variant table read only where it can be (a broken one is
+        #                the reason it is unavailable: no traceback, no "no case to run" read from a misread table)
+        try:
+            _check_selection(be, dtypes, variants, groups)
+            targets = list(_iter_targets(be, dtypes, variants))
+        except PolygemmError:  # a selection of what the backend has not (a typo, a rung that cannot split): the caller's
+            raise
+        except Exception:  # noqa: BLE001 - the table the registry refused: one row for the backend
+            targets = []
+        results = [CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}")
+                   for dtype, variant in targets or [("*", "*")]]
+        for row in results:
+            if progress is not None:
+                progress(row)
+        return results
     _check_selection(be, dtypes, variants, groups)
     # (a variant of another backend selects nothing here, as polygemm matrix passes one list to every backend; one of
     # this backend's own that selects nothing, a variant of integers only, say, is refused like an empty dtype selection)
@@ -610,13 +626,6 @@ def run_conformance(
                             + (f" and the selection asks for {', '.join(dtypes)}" if dtypes else "")
                             + f"; the suite checks {', '.join(CHECKED_DTYPES)} ({UNCHECKED_DTYPES})")
     results: list[CaseResult] = []
-    available, reason = availability(be)
-    if not available:
-        for dtype, variant in _iter_targets(be, dtypes, variants):
-            results.append(CaseResult(be.name, dtype, variant, "*", "*", "skip", f"backend unavailable: {reason}"))
-            if progress is not None:
-                progress(results[-1])
-        return results
     for target in iter_cases(be, dtypes=dtypes, variants=variants, groups=groups, quick=quick):
         results.append(run_case(be, *target, seed=seed))
         if progress is not None:

@@ -137,9 +137,31 @@ class HalfWritesThenRaises(Good):
         plan.problem.out.array[:1] = 99.0
         raise RuntimeError("vendor exploded")
 
+class HalfWritesThenExits(Good):
+    def run(self, plan):
+        plan.problem.out.array[:1] = 99.0
+        import sys
+        sys.exit("vendor gave up")
+
+class HalfWritesThenInterrupted(Good):
+    def run(self, plan):
+        plan.problem.out.array[:1] = 99.0
+        raise KeyboardInterrupt
+
+class VariantsRaise(Good):
+    def variants(self):
+        raise RuntimeError("vendor table unreadable")
+
 class DtypesString(Good):
     def variants(self):
         return (Variant("v", "float32", "float32 matmul"),)
+
+class PrecisionUnknown(Good):
+    def variants(self):
+        return (Variant("v", ("float32",), "float32 matmul", precision="fp32"),)
+
+class ResidenciesString(Good):
+    residencies = ("mydev")
 
 class TwiceNamed(Good):
     def variants(self):
@@ -148,7 +170,8 @@ class TwiceNamed(Good):
 
 
 CLASSES = ["Good", "PlanGarbage", "PlanRaises", "PlanOtherName", "PlanRefuses", "WrongShape", "WrongDtype", "ReturnsNone",
-           "OutNotWritten", "HalfWritesThenRaises", "DtypesString", "TwiceNamed"]
+           "OutNotWritten", "HalfWritesThenRaises", "HalfWritesThenExits", "HalfWritesThenInterrupted", "VariantsRaise",
+           "DtypesString", "PrecisionUnknown", "ResidenciesString", "TwiceNamed"]
 
 
 @pytest.fixture
@@ -301,6 +324,30 @@ def test_a_plugin_result_of_another_shape_dtype_or_kind_is_an_error_not_the_answ
     assert (out == 7.0).all()
 
 
+def test_a_plugin_that_calls_sys_exit_in_run_is_its_failure_and_ctrl_c_is_the_users(rng, third_party):
+    """A sys.exit() in a plugin's run() is a DeviceError naming it (as at its import), never the caller's process ending
+    with out half-written; Ctrl-C is raised on as it is, out restored either way."""
+    a, b = _operands(rng)
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=r"^backend 'halfwritesthenexits' .*failed in run\(\).*SystemExit: vendor gave up"):
+        pg.gemm(a, b, device="halfwritesthenexits", out=out)
+    assert (out == 7.0).all()
+    with pytest.raises(KeyboardInterrupt):
+        pg.gemm(a, b, device="halfwritesthenInterrupted".lower(), out=out)
+    assert (out == 7.0).all()
+
+
+def test_conformance_of_a_backend_whose_variant_table_raises_is_a_skip_with_the_reason(third_party, capsys):
+    from polygemm.apps.cli import main
+    from polygemm.testing.conformance import run_conformance
+
+    rows = run_conformance("variantsraise", quick=True)
+    assert [(r.dtype, r.variant, r.status) for r in rows] == [("*", "*", "skip")]
+    assert rows[0].detail.startswith("backend unavailable: ") and "vendor table unreadable" in rows[0].detail
+    assert main(["matrix", "--backends", "variantsraise", "--quick"]) == 1  # named and unavailable: a failure of its CI
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_a_plugin_that_returns_a_new_array_instead_of_writing_out_is_an_error(rng, third_party):
     # gemm(..., out=out) does not hand back out with its old values as the product (polygemm/api.py)
     a, b = _operands(rng)
@@ -331,6 +378,8 @@ def test_a_plugin_that_fails_half_way_leaves_out_and_c_as_they_were(rng, third_p
 @pytest.mark.parametrize("name, says", [
     ("dtypesstring", r"variants\(\): variant 'v' has dtypes='float32'; it must be a tuple of dtype names"),
     ("twicenamed", r"variants\(\): variant 'v' is listed twice"),
+    ("precisionunknown", r"variants\(\): variant 'v' has precision='fp32'; it must be one of 'highest', 'high', 'medium'"),
+    ("residenciesstring", r"residencies must be a tuple of the places its operands live.*got 'mydev'"),
 ])
 def test_a_variant_table_with_fields_of_another_kind_makes_the_plugin_unavailable(rng, third_party, name, says):
     # dtypes="float32" is no sequence of dtypes ('f', 'l', 'o', ...), and a second variant of one name would be
