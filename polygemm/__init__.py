@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 # Submodules of the public API that "import polygemm" does not import (polygemm.dask's dask is imported
 # only when its gemm is called; polygemm.testing is the suite; polygemm.tuning records a run's products): reached as attributes on first use, as
 # numpy.testing is after "import numpy": "import polygemm; polygemm.testing.check_result(...)" works, as the
-# README's "API in brief" names it.
+# documentation names it (docs/api.md).
 _LAZY_SUBMODULES = ("testing", "dask", "tuning")
 
 

@@ -42,4 +42,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from polygemm.apps.tool import run_tool
+
+    run_tool(main, "profile_rungs.py")

@@ -361,4 +361,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from polygemm.apps.tool import run_tool
+
+    run_tool(main, "verify_campaign.py")

@@ -53,7 +53,8 @@ def for_device(be: Backend, index: int) -> Backend:
 def get_backend(name: str) -> Backend:
     """The backend instance called ``name`` (available or not; see ``.probe()``).
 
-    ``"cuda:0"`` names the ``cuda`` backend. Raises BackendUnavailableError for an
+    ``"cuda:0"`` names the ``cuda`` backend's device 0, which must be there: an indexed name of an
+    unavailable backend raises BackendUnavailableError, as ``device="cuda:0"`` does. Raises BackendUnavailableError for an
     unknown name (suggesting the nearest known one) or one whose import failed, and
     ArgumentError for ``"auto"`` (not a backend) and ArgumentTypeError (an ArgumentError and a
     TypeError, as ``device=3`` raises) for a name that is not a string.

@@ -98,3 +98,17 @@ def test_bench_refuses_all_beside_names_before_its_first_line(capsys):
 def test_bench_refuses_a_backend_without_a_vendor_for_the_dtype_before_its_first_line(capsys, musa):
     rc, out, err = cli(capsys, ["bench", "--device", "musa", "--shapes", "64x64x64", "--repeats", "1"])
     assert rc == 2 and out == "" and "has no vendor variant for float32" in err
+
+
+@pytest.mark.parametrize("tool, args", [("verify_campaign.py", ["--device", "cuda", "--out", "v.json"]),
+                                        ("profile_rungs.py", ["cm_v01_naive"]), ("trace_items.py", [])])
+def test_a_gpu_tool_on_a_machine_without_its_stack_says_so_in_one_line(tmp_path, tool, args):
+    """The docs' GPU tools, run where pycuda, CuPy or the device is missing: one line and status 2, not a traceback."""
+    import importlib.util
+
+    if all(importlib.util.find_spec(m) is not None for m in ("pycuda", "cupy")):
+        pytest.skip("this machine has the GPU stack: the tools run")
+    r = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / tool), *args], capture_output=True, text=True,
+                       env=subprocess_env(), cwd=str(tmp_path), timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"{tool}: error: ") and "Traceback" not in r.stderr

@@ -630,7 +630,7 @@ def test_dask_operands_of_two_dtypes_are_told_to_cast_the_narrower_up():
 
 
 def test_testing_and_dask_are_attributes_after_import_polygemm():
-    # README's "API in brief" names polygemm.testing (error_bound, check_result): after "import polygemm" it is an
+    # docs/api.md names polygemm.testing (error_bound, check_result): after "import polygemm" it is an
     # attribute, as polygemm.dask is, and as numpy.testing is after "import numpy".
     # Reaching them imports neither pycuda nor dask.
     # (The gemm call runs on cpu: on a machine with a GPU, auto would import pycuda for the cuda backend.)
