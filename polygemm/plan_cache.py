@@ -41,7 +41,7 @@ from .interop.numpy import result_like
 from .interop.results import allocator, host_wrapper, made_whole
 from .interop.torch import torch_unwritable, torch_views
 from .registry.discover import on_change
-from .registry.guard import is_plugin, plugin_plan
+from .registry.guard import is_plugin, plugin_check, plugin_plan
 
 log = logging.getLogger("polygemm")
 
@@ -229,7 +229,10 @@ def _full_plan(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: str | None
         backend, passed = registry.select(problem, device, variant, refused)
         chosen = problem.broadcasts_for(backend)  # a broadcast batch copied only for a backend that needs it
         if not auto:  # device="auto" took a backend whose supports() passed the problem
-            backend.check_problem(chosen)
+            if is_plugin(backend):
+                plugin_check(backend, chosen)
+            else:
+                backend.check_problem(chosen)
         if not is_plugin(backend):
             plan = backend.plan(chosen, variant)
             break

@@ -226,7 +226,8 @@ def cmd_variants(args: argparse.Namespace) -> int:
                     "which one and why); no = only by name; vendor = the vendor library, the benchmarks' comparator. "
                     "-v adds descriptions and requirements.", TABLE_WIDTH)
     emit_json(args, payload, "\n".join(out))
-    return 0
+    # a backend the user named whose table cannot be listed: its row, and the status of a device that cannot be used
+    return 1 if args.device and any(vs is None for _, vs, _ in tables) else 0
 
 
 def _variant_record(v: Variant) -> dict[str, Any]:

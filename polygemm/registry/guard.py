@@ -16,7 +16,7 @@ from ..errors import DeviceError, PolygemmError
 from .discover import BUILTIN_PRIORITY
 from .names import split_index
 
-__all__ = ["is_plugin", "plugin_plan", "plugin_execute"]
+__all__ = ["is_plugin", "plugin_check", "plugin_plan", "plugin_execute"]
 
 def is_plugin(backend: Backend) -> bool:
     """A backend of another distribution (an entry point): its plan() and run() are held to the
@@ -28,6 +28,19 @@ def is_plugin(backend: Backend) -> bool:
 def _broken(backend: Backend, what: str) -> DeviceError:
     return DeviceError(f"backend {backend.name!r} ({type(backend).__module__}.{type(backend).__qualname__}) {what}; "
                        f"this is a fault of that plugin: report it to its authors, or pass another device")
+
+
+def plugin_check(backend: Backend, problem: GemmProblem) -> None:
+    """A plugin's check_problem() (its refusal(), dtypes(), variants() and residencies read for a named device): its
+    refusals (polygemm's errors) as they are; anything else it raises (a variants() that fails now though it listed at
+    discovery, residencies that are no tuple) a DeviceError naming the plugin, not a bare TypeError naming none."""
+    try:
+        backend.check_problem(problem)
+    except PolygemmError:
+        raise
+    except (Exception, SystemExit, GeneratorExit) as exc:
+        raise _broken(backend, f"failed while the core checked a problem against it (its refusal(), dtypes(), variants() "
+                               f"or residencies): {type(exc).__name__}: {exc}") from exc
 
 
 def plugin_plan(backend: Backend, problem: GemmProblem, variant: str) -> Plan:

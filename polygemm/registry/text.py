@@ -11,7 +11,8 @@ __all__ = ["one_line", "describe", "REASON_LIMIT"]
 REASON_LIMIT = 120
 
 
-_PATH = re.compile(r"(?<![\w.])(?:/[^\s/:;,'\"()]+){3,}")
+#: an absolute path of three or more parts (not a URL's: "https://host/a/b" keeps every part, as a user needs it to follow)
+_PATH = re.compile(r"(?<![\w./:])(?:/[^\s/:;,'\"()]+){3,}")
 
 
 def one_line(text: Any, limit: int = REASON_LIMIT) -> str:

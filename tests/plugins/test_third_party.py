@@ -163,6 +163,14 @@ class PrecisionUnknown(Good):
 class ResidenciesString(Good):
     residencies = ("mydev")
 
+class VariantsFailLater(Good):
+    broken = False  # set by the test after discovery: the table listed then, failing when a call reads it
+
+    def variants(self):
+        if type(self).broken:
+            raise OSError("device lost while listing kernels")
+        return super().variants()
+
 class TwiceNamed(Good):
     def variants(self):
         return (Variant("v", ("float32",), "one"), Variant("v", ("float64",), "two"))
@@ -171,7 +179,7 @@ class TwiceNamed(Good):
 
 CLASSES = ["Good", "PlanGarbage", "PlanRaises", "PlanOtherName", "PlanRefuses", "WrongShape", "WrongDtype", "ReturnsNone",
            "OutNotWritten", "HalfWritesThenRaises", "HalfWritesThenExits", "HalfWritesThenInterrupted", "VariantsRaise",
-           "DtypesString", "PrecisionUnknown", "ResidenciesString", "TwiceNamed"]
+           "DtypesString", "PrecisionUnknown", "ResidenciesString", "VariantsFailLater", "TwiceNamed"]
 
 
 @pytest.fixture
@@ -337,6 +345,17 @@ def test_a_plugin_that_calls_sys_exit_in_run_is_its_failure_and_ctrl_c_is_the_us
     assert (out == 7.0).all()
 
 
+def test_a_plugin_whose_variants_fail_after_discovery_is_a_device_error_naming_it(rng, third_party):
+    assert {i.name: i for i in pg.backends()}["variantsfaillater"].available
+    sys.modules["pg_thirdparty_plugin"].VariantsFailLater.broken = True
+    a, b = _operands(rng)
+    out = np.full((3, 2), 7.0, np.float32)
+    with pytest.raises(DeviceError, match=r"^backend 'variantsfaillater' .*failed while the core checked a problem against "
+                                          r"it .*OSError: device lost while listing kernels"):
+        pg.gemm(a, b, device="variantsfaillater", out=out)
+    assert (out == 7.0).all()
+
+
 def test_conformance_of_a_backend_whose_variant_table_raises_is_a_skip_with_the_reason(third_party, capsys):
     from polygemm.apps.cli import main
     from polygemm.testing.conformance import run_conformance
@@ -346,6 +365,8 @@ def test_conformance_of_a_backend_whose_variant_table_raises_is_a_skip_with_the_
     assert rows[0].detail.startswith("backend unavailable: ") and "vendor table unreadable" in rows[0].detail
     assert main(["matrix", "--backends", "variantsraise", "--quick"]) == 1  # named and unavailable: a failure of its CI
     assert "Traceback" not in capsys.readouterr().err
+    assert main(["variants", "--device", "variantsraise"]) == 1  # its row says why; named, so not a success
+    assert "variantsraise: " in capsys.readouterr().out
 
 
 def test_a_plugin_that_returns_a_new_array_instead_of_writing_out_is_an_error(rng, third_party):

@@ -256,6 +256,10 @@ def test_reason_is_one_short_line_and_details_hold_everything():
     short = one_line(text)
     assert len(short) <= 120 and "\n" not in short and short.startswith("libfoo not loaded; tried")
     assert one_line("short enough") == "short enough"
+    # a URL is never cut into a path's ".../tail": the user follows it whole (or the line is cut after it)
+    url = "https://example.com/dl/libfoo/linux/x86_64/3.2"
+    said = one_line(f"libfoo not found in /opt/vendor/lib64/deep/folder/libfoo.so; install it from {url} and retry it")
+    assert url in said and ".../folder/libfoo.so" in said
     assert BackendInfo("x", True, "", 1, "s", None).detail == ""  # the new field has a default
     for info in pg.backends():
         assert len(info.reason) <= 120 and "\n" not in info.reason, info
