@@ -12,7 +12,7 @@ from ..core.precision import PRECISIONS
 from ..core.text import short_repr
 from .text import describe, one_line
 
-__all__ = ["BackendInfo", "make_info", "variant_table_error", "check_backend", "Status", "DEFAULT_PLUGIN_PRIORITY"]
+__all__ = ["BackendInfo", "make_info", "variant_table_error", "check_backend", "contract_fault", "Status", "DEFAULT_PLUGIN_PRIORITY"]
 
 DEFAULT_PLUGIN_PRIORITY = 300
 #: (available, full reason, priority) of one backend's checks
@@ -107,37 +107,58 @@ def make_info(name: str, ok: bool, text: str, priority: int, source: str, be: Ba
     return BackendInfo(name, False, one_line(text) or "unavailable", priority, source, be, text.strip())
 
 
-def check_backend(be: Backend, fallback: int) -> Status:
-    """The checks of a loaded backend: its priority, its variant table, its probe (``fallback``: the
-    priority reported when the priority itself is refused)."""
+def _contract(be: Backend, fallback: int) -> tuple[str | None, int, list[Any]]:
+    """What of ``be``'s contract the registry reads before its probe, checked: (the fault, or None; its priority, or
+    ``fallback`` where the priority itself is at fault; its variant table)."""
     try:
         prio = getattr(be, "priority", DEFAULT_PLUGIN_PRIORITY)
     except BaseException as exc:
-        return (False, f"reading priority failed: {describe(exc)}", fallback)
+        return (f"reading priority failed: {describe(exc)}", fallback, [])
     if isinstance(prio, bool) or not isinstance(prio, numbers.Integral):
-        return (False, f"priority must be an integer; got {type(prio).__name__} {short_repr(prio, 40)}", fallback)
+        return (f"priority must be an integer; got {type(prio).__name__} {short_repr(prio, 40)}", fallback, [])
     prio = int(prio)
     try:
         places = getattr(be, "residencies", ("host",))
     except BaseException as exc:
-        return (False, f"reading residencies failed: {describe(exc)}", prio)
+        return (f"reading residencies failed: {describe(exc)}", prio, [])
     if not _names_tuple(places) or not places:  # ("mydev") is a string: its letters would read as places
-        return (False, f"residencies must be a tuple of the places its operands live, e.g. ('host',) or ('mydev',); got "
-                       f"{short_repr(places, 40)}", prio)
+        return (f"residencies must be a tuple of the places its operands live, e.g. ('host',) or ('mydev',); got "
+                f"{short_repr(places, 40)}", prio, [])
     try:
         table = be.variants()
         items = [table] if isinstance(table, (str, bytes)) else list(table)
     except BaseException as exc:
-        return (False, f"variants() failed: {describe(exc)}", prio)
-    malformed = variant_table_error(items)
-    if malformed:
-        return (False, malformed, prio)
+        return (f"variants() failed: {describe(exc)}", prio, [])
+    return (variant_table_error(items), prio, items)
+
+
+_PROBE_FAULTS = ("probe failed: ", "probe() must return an Availability")
+
+
+def contract_fault(be: Backend, reason: str) -> str | None:
+    """Why an unavailable ``be`` (its ``reason``) is so by a fault of its own code, not of the machine it runs on: a
+    priority, residencies or variant table of the wrong kinds, a probe() that raised or returned no Availability, an
+    empty table; None where its probe() said no. The conformance suite fails such a backend rather than skipping it."""
+    fault, _, items = _contract(be, 0)
+    if fault is not None:
+        return fault
+    if reason.startswith(_PROBE_FAULTS) or reason == _EMPTY_TABLE or not items:
+        return reason or _EMPTY_TABLE
+    return None
+
+
+def check_backend(be: Backend, fallback: int) -> Status:
+    """The checks of a loaded backend: its priority, its variant table, its probe (``fallback``: the
+    priority reported when the priority itself is refused)."""
+    fault, prio, items = _contract(be, fallback)
+    if fault is not None:
+        return (False, fault, prio)
     try:
         av = be.probe()
     except BaseException as exc:
-        return (False, f"probe failed: {describe(exc)}", prio)
+        return (False, f"{_PROBE_FAULTS[0]}{describe(exc)}", prio)
     if not isinstance(av, Availability):
-        return (False, f"probe() must return an Availability; it returned {type(av).__name__} {short_repr(av, 40)}", prio)
+        return (False, f"{_PROBE_FAULTS[1]}; it returned {type(av).__name__} {short_repr(av, 40)}", prio)
     if av.ok and not items:  # available, yet nothing could run on it ("it supports " and then nothing, in every refusal)
         return (False, _EMPTY_TABLE, prio)
     if av.ok:

@@ -9,9 +9,10 @@ Environment variables choose what runs (a plugin's CI needs one line):
 * ``POLYGEMM_TEST_SEED`` — the seed a failure named: every case runs on that seed's inputs (with ``-k`` picking
   the case, the failure again); unset, fresh inputs each case.
 
-An unavailable backend is one skipped test whose reason is the backend's. An unknown backend,
-filters that match no case of it, or a ``POLYGEMM_TEST_QUICK`` of another spelling, is one
-failing test that says so (a typo cannot pass CI).
+A backend its machine cannot run (its probe said no) is one skipped test whose reason is the backend's.
+An unknown backend, one unavailable for a fault of its own code (a variant table, priority or residencies of
+the wrong kinds, a probe() that raised), filters that match no case of it, or a ``POLYGEMM_TEST_QUICK`` of
+another spelling, is one failing test that says so (a broken plugin or a typo cannot pass CI).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from polygemm.errors import PolygemmError
 from polygemm.registry import env_flag, get_backend
+from polygemm.registry.checks import contract_fault
 from polygemm.testing.conformance import availability, iter_cases, modified_variants, run_case
 
 
@@ -44,6 +46,10 @@ def _params() -> list:
         return [pytest.param(exc, id=f"{BACKEND}-not-loadable")]
     ok, reason = availability(be)
     if not ok:
+        fault = contract_fault(be, reason)
+        if fault is not None:  # unavailable for a fault of its own code, not of this machine: a failure, as a typo is
+            return [pytest.param(PolygemmError(f"backend {BACKEND!r} breaks the backend contract: {fault}"),
+                                 id=f"{BACKEND}-breaks-the-contract")]
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"backend {BACKEND!r} unavailable: {reason}"), id=f"{BACKEND}-unavailable")]
     dtypes, variants = _split("POLYGEMM_TEST_DTYPES"), _split("POLYGEMM_TEST_VARIANTS")
     table = be.variants()

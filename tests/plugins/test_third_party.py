@@ -810,3 +810,17 @@ def test_a_backend_reads_as_its_name_and_priority():
 
 def test_availability_is_true_only_when_ok():
     assert Availability(True) and not Availability(False, "no device")
+
+
+@pytest.mark.parametrize("name", ["variantsraise", "dtypesstring", "residenciesstring", "precisionunknown", "twicenamed"])
+def test_the_pytest_runner_fails_a_plugin_unavailable_for_a_fault_of_its_own(third_party, name):
+    """POLYGEMM_TEST_BACKEND=<plugin> pytest --pyargs polygemm.testing skips a backend its machine cannot run, and fails
+    one whose own code made it unavailable (polygemm.registry.checks.contract_fault tells them apart)."""
+    from polygemm.registry.checks import contract_fault
+
+    info = {i.name: i for i in pg.backends()}[name]
+    assert not info.available
+    assert contract_fault(pg.get_backend(name), info.reason)
+    cuda = {i.name: i for i in pg.backends()}["cuda"]
+    if not cuda.available:  # no GPU here: its probe said no, the machine's fault, not its code's
+        assert contract_fault(pg.get_backend("cuda"), cuda.reason) is None
