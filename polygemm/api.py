@@ -18,7 +18,7 @@ from .core.hostcopy import planning_only
 from .core.dtypes import np_name
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
-from .errors import ShapeError
+from .errors import ShapeError, VerificationError
 from .interop.stand_in import overlap_refusal, stand_in
 from .interop.torch import torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
@@ -126,8 +126,13 @@ def gemm(
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
             # (an out no kernel writes: its validation, _plan_with_out, describes it; the checked result is copied in)
-            return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out, out_dtype,
-                                 precision, note=_note_last)
+            before = getattr(_local, "last", None)
+            try:
+                return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
+                                     out_dtype, precision, note=_note_last)
+            except VerificationError:  # a call that failed its check is no completed call: last_plan() keeps the one before
+                _local.last = before
+                raise
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None
     try:
@@ -282,6 +287,9 @@ def explain(
     """
     if extra or unexpected:
         raise misused_arguments("explain", extra, unexpected)
+    # verify read first, as gemm reads it: a bad mode is refused in gemm's words whatever else is wrong
+    mode = (_verify_default.mode if verify is None else parse_verify(verify)) if verify is not None or \
+        _verify_default.mode is not None else None
     taken: list[str] = []
     if c is None and 1 in (ndim_of(a), ndim_of(b)):  # matmul's vectors, as matmul hands them to gemm
         a, b, out, va, vb = matmul_operands(a, b, out)
@@ -305,10 +313,8 @@ def explain(
     plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached,
                     (STAND_IN_NOTE,) if through is not None else ())
     plan.notes = taken + plan.notes
-    if verify is not None or _verify_default.mode is not None:
-        mode = _verify_default.mode if verify is None else parse_verify(verify)
-        if mode is not None:
-            plan.notes.append(describe_check(plan, mode, out is not None))
+    if mode is not None:
+        plan.notes.append(describe_check(plan, mode, out is not None))
     return plan
 
 

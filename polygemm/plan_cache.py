@@ -315,7 +315,10 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
         return None, views
     # (in_place is key[5]: the overlap check of a hit takes it rather than reading the pointers again)
     # (the precision last: a plan made under one precision is never reused for another)
-    key = (device, variant, ops, one, zero, in_place, out_dtype, one or fits_float32(alpha), zero or fits_float32(beta), precision)
+    # (out_dtype given is held in a tuple of its own: NumPy finds np.dtype("float64") == None true, and the last hit's
+    # key, compared by ==, would then take a call asking float64 for one that asked nothing)
+    asked = None if out_dtype is None else (out_dtype,)
+    key = (device, variant, ops, one, zero, in_place, asked, one or fits_float32(alpha), zero or fits_float32(beta), precision)
     return key, views
 
 

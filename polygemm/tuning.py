@@ -78,12 +78,26 @@ def record_problem(p: GemmProblem) -> None:
     with _lock:
         if mark in _seen:
             return
-        _seen.add(mark)
         try:
-            with open(path, "a") as f:
-                f.write(line + "\n")
+            with open(path, "a+b") as f:
+                f.seek(0, os.SEEK_END)
+                lead = b""
+                if f.tell():  # a file cut off mid-line (a killed run): this record starts a line of its own
+                    f.seek(-1, os.SEEK_END)
+                    lead = b"" if f.read(1) == b"\n" else b"\n"
+                f.write(lead + line.encode() + b"\n")
         except OSError as exc:
-            warnings.warn(f"cannot record shapes to {path} ({exc}); recording goes on without this file", RuntimeWarning, stacklevel=2)
+            if str(path) not in _unwritable:  # once a file: every product after would say it again
+                _unwritable.add(str(path))
+                warnings.warn(f"cannot record shapes to {path} ({exc}); recording goes on without this file", RuntimeWarning,
+                              stacklevel=2)
+            return  # not marked as recorded: recorded once the file can be written
+        _unwritable.discard(str(path))
+        _seen.add(mark)
+
+
+#: recording files a write to failed (warned of once, until one succeeds)
+_unwritable: set[str] = set()
 
 
 def _whole(x: Any) -> int:
@@ -94,7 +108,8 @@ def _whole(x: Any) -> int:
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The products recorded in ``path``, each once, in order. Raises ValueError naming the line
+    """The products recorded in ``path``, each once, in order (a last line cut off mid-write passed over with a
+    warning). Raises ValueError naming the line
     that is not a recorded product."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -104,10 +119,19 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         except UnicodeDecodeError as exc:  # a binary file, or another encoding: said with the file's name
             raise ValueError(f"{path}: not a recording (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
     for i, raw in enumerate(lines, 1):
+        # a last line without its end after whole ones: a run killed mid-write (a file of one such line is no recording)
+        cut = i == len(lines) > 1 and not raw.endswith("\n")
         raw = raw.strip()
         if not raw or raw in seen:
             continue
         seen.add(raw)
+        if cut:
+            try:
+                json.loads(raw)
+            except (ValueError, RecursionError):
+                warnings.warn(f"{path}, line {i}: a record cut off (the recording run ended mid-write); read without it",
+                              RuntimeWarning, stacklevel=2)
+                continue
         try:
             rec = json.loads(raw)
             m, n, k = (_whole(rec[key]) for key in ("m", "n", "k"))

@@ -183,6 +183,19 @@ def test_last_plan_and_explain_say_this_calls_alpha_and_beta(rng):
     assert (pg.last_plan().problem.alpha, pg.last_plan().problem.beta) == (2.0, 0.5)  # the cache's own plan kept its own
 
 
+@pytest.mark.parametrize("mode", ["raise", "retry"])
+def test_last_plan_is_not_a_product_that_failed_its_check(rng, mode):
+    from polygemm.testing import inject_fault
+
+    pg.gemm(np.ones((2, 2)), np.ones((2, 2)), device="cpu")
+    a, b = _rand(rng, np.float32, 6, 5), _rand(rng, np.float32, 5, 4)
+    with inject_fault(1, 2, value=1e3, times=2):  # (retry: the second product corrupted too)
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(a, b, device="cpu", verify=mode)
+    lp = pg.last_plan()
+    assert (lp.problem.m, lp.problem.dtype) == (2, np.float64)
+
+
 def test_last_plan_is_not_a_failed_call(rng):
     a, b = _rand(rng, np.float32, 4, 3), _rand(rng, np.float32, 3, 5)
     pg.gemm(a, b)
@@ -415,3 +428,11 @@ def test_a_plan_from_the_cache_equals_the_plan_it_was_made_as(rng):
     assert pg.explain(a, b, device="cpu") == made
     swapped = a.astype(">f4"), b.astype(">f4")  # read through a copy of its own each time
     assert pg.explain(*swapped, device="cpu") == pg.explain(*swapped, device="cpu")
+
+
+def test_explain_refuses_a_bad_verify_first_as_gemm_does():
+    a, b = np.ones((4, 5), np.float32), np.ones((5, 3), np.float32)
+    for x, y in ((a, a), (a, b)):  # a shape error, and a precision error, besides the bad mode
+        for call in (pg.explain, pg.gemm):
+            with pytest.raises(pg.ArgumentError, match=r"verify='maybe' is not a verification mode"):
+                call(x, y, verify="maybe", precision="bogus")

@@ -252,3 +252,41 @@ def test_tune_device_auto_is_refused_naming_what_it_takes(capsys):
 
     line = cli_error_line(capsys, ["tune", "--shape", "64x64x64", "--device", "auto"])
     assert "--device auto" in line and "--device cuda or cuda:N" in line and "cpu" not in line
+
+
+def test_a_recording_cut_off_mid_line_keeps_the_next_record_and_reads_without_the_cut_one(tmp_path):
+    """A run killed mid-write leaves a line without its end: the next record starts a line of its own, and reading
+    passes over a cut last line with a warning instead of refusing every product."""
+    from polygemm.problem import normalize
+    from polygemm.tuning import read_records, record, record_problem
+
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"batch": 0, "dtype": "float16", "k": 4, "layout": "nn", "m": 3, "n": 5, "out_dtype": "float16"}\n'
+                    '{"batch": 0, "dtype": "flo')
+    with pytest.warns(RuntimeWarning, match=r"line 2: a record cut off"):
+        assert [(r["m"], r["n"], r["k"]) for r in read_records(path)] == [(3, 5, 4)]
+    with record(path):
+        record_problem(normalize(np.zeros((7, 8), np.float16), np.zeros((8, 9), np.float16)))
+    with pytest.raises(ValueError, match="line 2: not a recorded product"):  # mid-file now: said, not passed over
+        read_records(path)
+    assert json.loads(path.read_text().splitlines()[2])["m"] == 7  # the new record whole, on its own line
+
+
+def test_a_recording_file_that_cannot_be_written_warns_once_and_records_once_it_can(tmp_path):
+    from polygemm.problem import normalize
+    from polygemm.tuning import read_records, record, record_problem
+
+    blocker = tmp_path / "d"
+    blocker.write_text("a file where the folder should be")
+    path = blocker / "calls.jsonl"
+    problems = [normalize(np.zeros((m, 4), np.float32), np.zeros((4, 5), np.float32)) for m in (2, 3, 4)]
+    with pytest.warns(RuntimeWarning, match="cannot record shapes") as said, record(path):
+        for p in problems:
+            record_problem(p)
+    assert len([w for w in said if "cannot record shapes" in str(w.message)]) == 1
+    blocker.unlink()
+    blocker.mkdir()
+    with record(path):
+        for p in problems:
+            record_problem(p)
+    assert [r["m"] for r in read_records(path)] == [2, 3, 4]

@@ -737,3 +737,18 @@ def test_plan_cache_size_setting_it_cannot_take_warns_and_keeps_the_default(raw,
         assert _cache_size(raw, default=100) == 100
     text = str(caught[0].message)
     assert "POLYGEMM_PLAN_CACHE_SIZE" in text and repr(raw) in text and says in text and "keeping 100" in text
+
+
+def test_a_call_asking_an_out_dtype_never_takes_the_last_hit_of_one_that_asked_none():
+    """NumPy finds np.dtype("float64") == None true: the last hit's key, compared by ==, must still tell the calls apart
+    (a float32 product asked for float64 is refused, as an uncached call refuses it)."""
+    import numpy as np
+
+    import polygemm as pg
+
+    a = np.ones((3, 3), np.float32)
+    for dtype in (np.dtype("float64"), np.float64, "float64"):
+        pg.gemm(a, a, device="cpu")
+        pg.gemm(a, a, device="cpu")  # now the last hit
+        with pytest.raises(pg.DTypeError, match="the result dtype must be float32"):
+            pg.gemm(a, a, device="cpu", out_dtype=dtype)

@@ -317,10 +317,10 @@ def _env_number(name: str, default: float) -> float:
         return default
     try:
         value = float(raw)
-        if not value >= 0:
+        if not 0 <= value < math.inf:  # (inf: no count or timeout a loop can take)
             raise ValueError
     except ValueError:
-        warnings.warn(f"{name}={raw!r} is not a number >= 0; using {default:g}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{name}={raw!r} is not a finite number >= 0; using {default:g}", RuntimeWarning, stacklevel=3)
         return default
     return value
 

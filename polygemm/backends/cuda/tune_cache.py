@@ -18,6 +18,7 @@ overrules them, and ``polygemm tune`` measures a product again whatever they hol
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -28,7 +29,7 @@ import warnings
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .compiler import write_entry
 
@@ -135,7 +136,7 @@ class Measurement:
             timings = {str(k): float(v) for k, v in dict(r.get("timings") or {}).items()}
             m = Measurement(str(r["winner"]), float(r["us"]), timings, str(r.get("estimate_pick") or ""),
                             float(r.get("estimate_us") or 0.0), str(r.get("measured_at") or ""), str(r.get("version") or ""))
-        except (AttributeError, KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError):  # (a JSON integer past any float: 10**400)
             return None
         return m if m.winner and m.us > 0 and math.isfinite(m.us) else None
 
@@ -192,6 +193,24 @@ def tune_dir() -> Path | None:
     return path
 
 
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` itself where the platform has fcntl (a lock on the cache file would not hold:
+    each write replaces it), leaving no file behind; none where the folder cannot be opened (the write then says why)
+    or on Windows."""
+    try:
+        import fcntl
+        fd = os.open(folder, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 class TuneCache:
     """One GPU's measurements: in memory, loaded from ``path`` once and written back whole on
     each change (``path`` None: this process only). Thread-safe; ``measure_once`` runs one
@@ -212,15 +231,15 @@ class TuneCache:
         if self.path is None:
             return {}
         try:
-            raw = self.path.read_text()
+            raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:  # (bytes of no UTF-8 text: another file there)
             warnings.warn(f"tuning cache {self.path} cannot be read ({exc}); it is ignored", RuntimeWarning, stacklevel=4)
             return None
         try:
             doc = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # (RecursionError: arrays nested past Python's recursion limit)
             warnings.warn(f"tuning cache {self.path} is not valid JSON; it is ignored and rewritten by the next measurement",
                           RuntimeWarning, stacklevel=4)
             return None
@@ -273,6 +292,10 @@ class TuneCache:
         in (a key measured here wins), then bounded; written to a temporary file and moved over."""
         if self.path is None or not self._writable:
             return
+        with _folder_lock(self.path.parent):  # other processes' writers wait: each merges what the one before it wrote
+            self._write_locked()
+
+    def _write_locked(self) -> None:
         on_disk = self._read_file() or {}
         if not self._writable:
             return

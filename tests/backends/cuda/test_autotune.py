@@ -428,3 +428,14 @@ def test_autotune_measures_this_gpu_rather_than_keep_a_shipped_or_borrowed_measu
     bf = np.dtype(ml_dtypes.bfloat16)
     bf_plan = be.plan(normalize(np.zeros((512, 1024), bf), np.zeros((1024, 256), bf)))  # float16's is borrowed, then measured
     assert calls == ["float16", "bfloat16"] and "of the float16 product" not in bf_plan.reason
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "-inf", "nan"])
+def test_an_endless_autotune_budget_warns_and_keeps_the_default(monkeypatch, value):
+    from polygemm.backends.cuda.autotune import AutotuneBudget
+
+    monkeypatch.setenv("POLYGEMM_AUTOTUNE_SHAPES", value)
+    monkeypatch.setenv("POLYGEMM_AUTOTUNE_SECONDS", value)
+    with pytest.warns(RuntimeWarning, match=r"is not a finite number >= 0"):
+        budget = AutotuneBudget()
+    assert budget.shapes == 64 and budget.seconds == 2.0

@@ -265,3 +265,59 @@ def test_the_shipped_files_name_their_gpu_and_variants_the_catalog_has():
             assert m is not None and m.winner in m.timings, text
             for name in m.timings:
                 assert name.removesuffix(" on aligned copies").partition(":")[0] in specs, (text, name)
+
+
+def _put_many(path: str, first: int, count: int, start) -> None:
+    """One process's writer (a fork's target): ``count`` measurements of its own keys into the cache at ``path``."""
+    from pathlib import Path
+
+    cache = TuneCache(H100, Path(path))
+    start.wait()
+    for m in range(first, first + count):
+        cache.put(key(m=m), meas())
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork starts the writers at once")
+def test_writers_in_several_processes_keep_every_entry(tmp_path):
+    """Each write merges what is on disk under a lock on the folder: four processes' measurements all stay."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    path = tmp_path / "cache.json"
+    start = ctx.Barrier(4)
+    procs = [ctx.Process(target=_put_many, args=(str(path), 1000 * i, 15, start)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    entries = json.loads(path.read_text())["entries"]
+    assert len(entries) == 60
+    assert [p.name for p in tmp_path.iterdir()] == ["cache.json"]  # the lock leaves nothing behind
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe not text", b"[" * 100000 + b"]" * 100000,
+                                     b'{"format": "%s", "gpu": %s, "entries": {"k": {"winner": "x", "us": 1%s}}}'],
+                         ids=["not utf-8", "nested past the recursion limit", "a number past any float"])
+def test_a_corrupt_cache_file_is_ignored_with_a_warning(tmp_path, content):
+    path = tmp_path / "cache.json"
+    if b"%s" in content:
+        content = content % (FORMAT.encode(), json.dumps(H100.record()).encode(), b"0" * 400)
+    path.write_bytes(content)
+    with pytest.warns(RuntimeWarning) if b"entries" not in content else _no_warning():
+        cache = TuneCache(H100, path)
+    assert len(cache) == 0
+    cache.put(key(), meas())  # measuring goes on: the file is rewritten (or left, when foreign) without raising
+    assert cache.get(key()).winner == "rung_a"
+
+
+def _no_warning():
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def held():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+    return held()
