@@ -266,7 +266,9 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     (:func:`operand_view` of each, (key, pointer, stream); None for one that has none, or all four None when none
     was read)."""
     if type(variant) is not str or not (device is None or type(device) is str):
-        return None, None
+        if not isinstance(variant, str) or not (device is None or isinstance(device, str)):
+            return None, None  # (a device object, a variant of no str: the full normalization's, every call)
+        variant, device = str(variant), None if device is None else str(device)  # np.str_ names: keyed as the str
     if out_dtype is not None:
         try:
             hash(out_dtype)

@@ -752,3 +752,15 @@ def test_a_call_asking_an_out_dtype_never_takes_the_last_hit_of_one_that_asked_n
         pg.gemm(a, a, device="cpu")  # now the last hit
         with pytest.raises(pg.DTypeError, match="the result dtype must be float32"):
             pg.gemm(a, a, device="cpu", out_dtype=dtype)
+
+
+def test_names_given_as_numpy_strings_are_cached_as_their_str():
+    import numpy as np
+
+    import polygemm as pg
+
+    a = np.ones((3, 3), np.float32)
+    pg.clear_plan_cache()
+    for _ in range(3):
+        pg.gemm(a, a, device=np.str_("cpu"), variant=np.str_("auto"))
+    assert pg.plan_cache_info()["hits"] == 2 and pg.last_plan().cached and not pg.last_plan().uncached
