@@ -189,12 +189,18 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
 
 
 def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writable: bool, given: Any = None) -> Operand:
-    shape = tuple(int(s) for s in iface.get("shape", ()))
+    try:  # an interface of another library's making: its shape and data as the CUDA interface's keys hold them
+        shape = tuple(int(s) for s in iface.get("shape", ()))
+        ptr, readonly = iface["data"]
+        ptr = int(ptr or 0)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArgumentError(f"{name} ({type(obj).__name__}) offers an array interface polygemm cannot read ({type(exc).__name__}: "
+                            f"{exc}): its 'shape' must be a tuple of sizes and its 'data' a (pointer, read-only) pair") from None
+    if not 0 <= ptr < 2**64:  # (a pointer past 64 bits was read as its low bits: "B is NULL")
+        raise ArgumentError(f"{name} ({type(obj).__name__}) offers a data pointer {ptr:#x} outside a 64-bit address space")
     check_ndim(name, shape, matmul_hint=True)
     dtype = _interface_dtype(name, obj, iface)
     check_dtype(name, dtype, obj if given is None else given)
-    ptr, readonly = iface["data"]
-    ptr = int(ptr or 0)
     if ptr % dtype.itemsize:
         raise ArgumentError(
             f"{name} is a {residency} array whose data pointer {ptr:#x} is not a multiple of its "

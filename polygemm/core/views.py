@@ -47,7 +47,7 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         ptr = int(ptr or 0)
         strides = iface.get("strides")
         key = (where, tuple(iface["shape"]), None if strides is None else tuple(strides), iface["typestr"], bool(readonly), ptr % 16)
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):  # an interface not of the CUDA interface's keys: the full normalization says so
         return None
     stream = iface.get("stream")
     return key + (type(obj), device_index(obj)), ptr, stream if stream is not None else torch_stream(obj)

@@ -300,3 +300,25 @@ def test_a_dlpack_array_of_another_dtype_is_told_a_conversion_it_has(rng, dtype)
         pg.matmul(a, DLPackOnly(b[:, 0].astype(dtype)))
     x = a.astype(dtype)
     assert np.array_equal(pg.gemm(DLPackOnly(x), x.T), np.matmul(x, x.T))
+
+
+@pytest.mark.parametrize("data, says", [(("x", False), "cannot read"), (None, "cannot read"),
+                                        ((2**70, False), "outside a 64-bit address space")])
+def test_a_device_interface_of_unreadable_data_is_an_argument_error_naming_the_operand(data, says):
+    """An array of another library whose interface holds no (pointer, read-only) pair, or a pointer past 64 bits (read
+    as its low bits, it had been "B is NULL"), is refused by name, not with Python's own ValueError or TypeError."""
+    class Foreign:
+        @property
+        def __polygemm_array_interface__(self):
+            return {"shape": (2, 2), "typestr": "<f2", "strides": None, "data": data, "version": 3, "device": "musa"}
+
+    with pytest.raises(pg.ArgumentError, match=f"^a \\(Foreign\\) offers .*{says}"):
+        pg.gemm(Foreign(), Foreign(), device="musa")
+
+
+@pytest.mark.parametrize("shape", [("2", 2), None, (2.9, 2), (-1, 2), (1, 2, 3)])
+def test_a_musa_array_of_no_shape_is_a_shape_error(musa, shape):
+    from polygemm.backends.musa.arrays import MusaArray
+
+    with pytest.raises(pg.ShapeError, match="MusaArray shape must be \\(rows, cols\\) of whole numbers >= 0"):
+        MusaArray.empty(shape)

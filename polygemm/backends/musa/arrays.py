@@ -8,11 +8,13 @@ collected, whichever comes first; a freed array refuses further use.
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import Any
 
 import numpy as np
 
+from ...core.text import short_repr
 from ...errors import ArgumentError, DTypeError, ShapeError
 from .sessions import session
 
@@ -40,8 +42,12 @@ class MusaArray:
     """A C- or Fortran-ordered 2-D float16 device matrix."""
 
     def __init__(self, session: Any, shape: tuple[int, int], order: str = "C") -> None:
-        if len(shape) != 2 or min(shape) < 0:
-            raise ShapeError(f"MusaArray shape must be (rows, cols) with rows, cols >= 0; got {shape}")
+        try:  # two whole numbers >= 0 (NumPy integers too; 2.9 or "2" is no size)
+            whole = len(shape) == 2 and all(operator.index(d) >= 0 for d in shape)
+        except TypeError:
+            whole = False
+        if not whole:
+            raise ShapeError(f"MusaArray shape must be (rows, cols) of whole numbers >= 0; got {short_repr(shape)}")
         if order not in ("C", "F"):
             raise ArgumentError(f"order must be 'C' or 'F'; got {order!r}")
         self._session = session
