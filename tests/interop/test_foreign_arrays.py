@@ -322,3 +322,14 @@ def test_a_musa_array_of_no_shape_is_a_shape_error(musa, shape):
 
     with pytest.raises(pg.ShapeError, match="MusaArray shape must be \\(rows, cols\\) of whole numbers >= 0"):
         MusaArray.empty(shape)
+
+
+def test_a_musa_device_array_where_host_data_is_needed_is_told_get(musa):
+    from polygemm.backends.musa import PreparedB
+    from polygemm.backends.musa.arrays import MusaArray
+
+    dev = MusaArray.from_numpy(np.ones((4, 4), np.float16))
+    with pytest.raises(pg.ArgumentError, match=r"b must be a NumPy \(host\) float16 array .*got a device array \(MusaArray\): "
+                                               r"pass b\.get\(\)"):
+        PreparedB(dev)
+    PreparedB(dev.get()).release()  # following it works

@@ -30,6 +30,9 @@ def host_f16(x: Any, name: str, what: str = "the musa backend") -> np.ndarray:
     """
     if isinstance(x, np.ma.MaskedArray):
         raise ArgumentError(f"{name} is a masked array; {what} would ignore its mask. Pass {name}.filled(value) (or np.asarray({name}) to drop the mask knowingly)")
+    if hasattr(x, "__polygemm_array_interface__") or hasattr(x, "__cuda_array_interface__"):  # device data: no astype helps
+        raise ArgumentError(f"{name} must be a NumPy (host) float16 array for {what}; got a device array "
+                            f"({type(x).__name__}): pass {name}.get(), or NumPy data")
     arr = np.asarray(x)
     if arr.dtype.kind != "f" or arr.dtype.itemsize != 2:
         raise DTypeError(f"{name} must be float16 for {what}; got {arr.dtype.name}. Convert with .astype(np.float16)")
