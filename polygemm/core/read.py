@@ -243,6 +243,10 @@ def _interface_dtype(name: str, obj: Any, iface: dict) -> np.dtype:
         own = getattr(obj, "dtype", None)
         if isinstance(own, np.dtype) and own.name == "bfloat16" and own.itemsize == dtype.itemsize:
             return own
+    if not dtype.isnative:  # device memory is read as it lies: a swapped order would be read as other numbers
+        raise DTypeError(f"{name} is a device array of {dtype.name} in non-native byte order (typestr {typestr!r}); polygemm "
+                         f"reads device data in the machine's own order: convert it on its device first (e.g. its "
+                         f"library's astype to {dtype.newbyteorder('=').str!r})")
     return dtype
 
 

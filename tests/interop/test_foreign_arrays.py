@@ -333,3 +333,17 @@ def test_a_musa_device_array_where_host_data_is_needed_is_told_get(musa):
                                                r"pass b\.get\(\)"):
         PreparedB(dev)
     PreparedB(dev.get()).release()  # following it works
+
+
+def test_device_data_in_swapped_byte_order_is_refused_saying_so():
+    class Foreign:
+        def __init__(self, typestr):
+            self.typestr = typestr
+
+        @property
+        def __polygemm_array_interface__(self):
+            return {"shape": (2, 2), "typestr": self.typestr, "strides": None, "data": (4096, False), "version": 3,
+                    "device": "musa"}
+
+    with pytest.raises(pg.DTypeError, match=r"b is a device array of float16 in non-native byte order \(typestr '>f2'\)"):
+        pg.gemm(Foreign("<f2"), Foreign(">f2"), device="musa")
