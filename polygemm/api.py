@@ -288,8 +288,7 @@ def explain(
     if extra or unexpected:
         raise misused_arguments("explain", extra, unexpected)
     # verify read first, as gemm reads it: a bad mode is refused in gemm's words whatever else is wrong
-    mode = (_verify_default.mode if verify is None else parse_verify(verify)) if verify is not None or \
-        _verify_default.mode is not None else None
+    mode = _verify_default.mode if verify is None else parse_verify(verify)
     taken: list[str] = []
     if c is None and 1 in (ndim_of(a), ndim_of(b)):  # matmul's vectors, as matmul hands them to gemm
         a, b, out, va, vb = matmul_operands(a, b, out)

@@ -179,8 +179,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.mode == "call" and args.array_lib != "auto" and runs_on_host(be):  # (before the run's first line)
         raise ArgumentError(f"--array-lib {args.array_lib}: backend {be.name!r} takes host (NumPy) arrays, so its call is "
                             "timed on NumPy arrays; omit --array-lib")
-    if args.mode == "call":  # the arrays and the vendor the call is timed beside, found before the run's first line
-        call_setup(be, args.dtype, args.array_lib)
+    # the arrays and the vendor a call is timed beside, found once, before the run's first line
+    setup = call_setup(be, args.dtype, args.array_lib) if args.mode == "call" else None
     print(_intro(be, device, args.dtype, args.mode, args.inputs, shapes, preset), flush=True)
     records: list[BenchRecord] = []  # every record as soon as it is timed: what Ctrl-C keeps
     too_large: list[str] = []  # shapes whose host arrays did not fit: left out, the others timed, exit 2
@@ -191,7 +191,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     for reps, part in chunks:
                         run_call_bench(device, args.dtype, part, variant=name, inputs=args.inputs, repeats=reps,
                                        progress=prog.line, step=prog.step, batch=args.batch, array_lib=args.array_lib,
-                                       result=args.result, sink=records, too_large=too_large)
+                                       result=args.result, sink=records, too_large=too_large, setup=setup)
         else:
             variants: Sequence[str] | str = "all" if given in ([], ["all"]) else given
             count = (len([v for v in be.variants() if args.dtype in v.dtypes and not v.vendor]) if variants == "all" else len(variants))

@@ -21,6 +21,7 @@ from .. import gemm, last_plan, registry
 from ..backend import Backend
 from ..core.dtypes import as_dtype
 from ..errors import ArgumentError, BackendUnavailableError, DTypeError, PolygemmError, ShapeError, UnsupportedProblemError
+from ..interop.torch import torch_from_host, torch_host_array
 from .bench_inputs import Normals, check_fits, check_variant_names, in_layout, operands, skip_too_large, too_large_text
 from .bench_layout import layout_of, shape_text
 from .bench_records import BenchRecord
@@ -103,17 +104,10 @@ def _torch_vendor(dtype: str) -> tuple[ArrayLib, Vendor]:
     import torch
 
     tdt = getattr(torch, dtype)
-    bf16 = dtype == "bfloat16"  # NumPy (ml_dtypes) and torch share bfloat16's bits, not a DLPack dtype
-
-    def to_torch(x: np.ndarray) -> Any:
-        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if bf16 else torch.from_numpy(x)
-
-    def to_numpy(t: Any, like: np.ndarray) -> np.ndarray:
-        return t.cpu().view(torch.int16).numpy().view(like.dtype) if bf16 else t.cpu().numpy()
-
+    to_torch = torch_from_host  # (NumPy and torch share bfloat16's bits, not a DLPack dtype)
     lib = ArrayLib("torch", lambda x: to_torch(x).cuda(), lambda shape, dt: torch.empty(shape, dtype=tdt, device="cuda"), _swap)
     return lib, Vendor("torch", lib, lambda a, b, out: torch.matmul(a, b, out=out), "torch.matmul(a, b, out=out)",
-                       lambda a, b, out: np.copyto(out, to_numpy(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()), out)),
+                       lambda a, b, out: np.copyto(out, torch_host_array(torch.matmul(to_torch(a).cuda(), to_torch(b).cuda()))),
                        "torch.matmul(a.cuda(), b.cuda()).cpu()", torch.matmul, "torch.matmul(a, b)")
 
 
@@ -207,6 +201,7 @@ def run_call_bench(
     result: str = "out",
     sink: list[BenchRecord] | None = None,
     too_large: list[str] | None = None,
+    setup: tuple[ArrayLib, list[Vendor]] | None = None,
 ) -> list[BenchRecord]:
     """Time ``polygemm.gemm(a, b, out=out, device=device, variant=variant)`` per call beside the
     vendor paths of :func:`call_setup`, interleaved repeat by repeat (:func:`time_interleaved`);
@@ -224,7 +219,8 @@ def run_call_bench(
     not fit in memory is left out and said in ``too_large`` when given (else a MemoryError naming it).
     A shape may be a :class:`.bench_layout.Shape`: its operands, polygemm's and the vendors' alike,
     are then laid out as its layout says (B = W.T for ``nt``, a transposed view of a C-ordered
-    array), which its record keeps in ``layout``; a plain triple is ``nn``.
+    array), which its record keeps in ``layout``; a plain triple is ``nn``. ``setup``: :func:`call_setup`'s answer for
+    this backend, dtype and ``array_lib``, where the caller found it already (a bench of several runs finds it once).
     """
     be = registry.get_backend(device)
     av = be.probe()
@@ -233,7 +229,7 @@ def run_call_bench(
     if inputs not in ("device", "numpy"):
         raise UnsupportedProblemError(f"--inputs must be device or numpy; got {inputs!r}")
     check_variant_names(be, device, dtype, [variant])
-    lib, vendors = call_setup(be, dtype, array_lib)
+    lib, vendors = setup if setup is not None else call_setup(be, dtype, array_lib)
     host_only = lib.name == "numpy"
     if result not in ("out", "new"):
         raise UnsupportedProblemError(f"--result must be out or new; got {result!r}")

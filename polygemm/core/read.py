@@ -196,7 +196,7 @@ def _device_operand(name: str, obj: Any, residency: str, iface: dict, *, writabl
     except (KeyError, TypeError, ValueError) as exc:
         raise ArgumentError(f"{name} ({type(obj).__name__}) offers an array interface polygemm cannot read ({type(exc).__name__}: "
                             f"{exc}): its 'shape' must be a tuple of sizes and its 'data' a (pointer, read-only) pair") from None
-    if not 0 <= ptr < 2**64:  # (a pointer past 64 bits was read as its low bits: "B is NULL")
+    if not 0 <= ptr < 2**64:  # (cut to its low bits, such a pointer would name another address, or NULL)
         raise ArgumentError(f"{name} ({type(obj).__name__}) offers a data pointer {ptr:#x} outside a 64-bit address space")
     check_ndim(name, shape, matmul_hint=True)
     dtype = _interface_dtype(name, obj, iface)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -185,15 +185,34 @@ def torch_allocator(dev: Any) -> Callable[[tuple[int, ...], np.dtype], Any]:
     return torch_alloc
 
 
+def torch_host_array(t: Any) -> np.ndarray:
+    """A torch tensor's values as a NumPy array (a device tensor's copied to the host, a CPU tensor's memory shared):
+    bfloat16 as ``ml_dtypes.bfloat16`` through its bits, which NumPy cannot read from a tensor itself."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        from ..core.dtypes import bfloat16
+
+        return t.view(torch.int16).numpy().view(bfloat16())  # type: ignore[no-any-return]
+    return t.numpy()  # type: ignore[no-any-return]
+
+
+def torch_from_host(arr: np.ndarray) -> Any:
+    """A CPU tensor of NumPy array ``arr``'s memory (bfloat16, which no DLPack export of NumPy's carries, as its bits)."""
+    import torch
+
+    if arr.dtype.name == "bfloat16":
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
+
+
 def torch_wrapper(xp: Any) -> Callable[[np.ndarray], Any]:
     """A NumPy result as a CPU tensor of the same memory (``from_dlpack``; bfloat16, which NumPy
     exports through no DLPack, as the same bits viewed as int16)."""
-    import torch
 
     def to_torch(res: np.ndarray) -> Any:
-        if res.dtype.name == "bfloat16":
-            return torch.from_numpy(res.view(np.int16)).view(torch.bfloat16)
-        return xp.from_dlpack(res)
+        return torch_from_host(res) if res.dtype.name == "bfloat16" else xp.from_dlpack(res)
 
     return to_torch
 

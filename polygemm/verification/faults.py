@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..core.complex_form import part_dtype
-from ..core.dtypes import as_dtype, bfloat16, finfo
+from ..core.dtypes import as_dtype, finfo
 from ..errors import ArgumentError
+from ..interop.torch import torch_from_host, torch_host_array
 
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
 
@@ -136,10 +137,8 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
         before = result[idx].item()  # one element read back, to tell whether the fault changed it
         result[idx] = f.value
         return not _same(before, result[idx].item())
-    if module == "torch":  # a tensor's bits through the host (NumPy reads no bfloat16 tensor: its bits as int16)
-        torch_: Any = sys.modules["torch"]
-        t = result.detach().cpu()
-        host = t.view(torch_.int16).numpy().view(bfloat16()) if t.dtype == torch_.bfloat16 else t.numpy().copy()
+    if module == "torch":  # a tensor's bits through the host (bfloat16's too)
+        host = torch_host_array(result).copy()
     else:  # a bit of a device array: through the host
         host = np.array(to_host(result) if to_host is not None else result.get())
     before = host[idx].item()
@@ -150,9 +149,7 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
     if _same(before, host[idx].item()):
         return False  # nothing to write back
     if module == "torch":
-        torch: Any = sys.modules["torch"]
-        result.copy_(torch.from_numpy(host) if host.dtype.name != "bfloat16" else
-                     torch.from_numpy(host.view(np.int16)).view(torch.bfloat16))
+        result.copy_(torch_from_host(host))
     elif module == "cupy":
         result.set(host)
     else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)

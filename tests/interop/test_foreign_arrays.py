@@ -305,8 +305,8 @@ def test_a_dlpack_array_of_another_dtype_is_told_a_conversion_it_has(rng, dtype)
 @pytest.mark.parametrize("data, says", [(("x", False), "cannot read"), (None, "cannot read"),
                                         ((2**70, False), "outside a 64-bit address space")])
 def test_a_device_interface_of_unreadable_data_is_an_argument_error_naming_the_operand(data, says):
-    """An array of another library whose interface holds no (pointer, read-only) pair, or a pointer past 64 bits (read
-    as its low bits, it had been "B is NULL"), is refused by name, not with Python's own ValueError or TypeError."""
+    """An array of another library whose interface holds no (pointer, read-only) pair, or a pointer past 64 bits (which
+    cut to its low bits would name another address), is refused by name, not with Python's own ValueError or TypeError."""
     class Foreign:
         @property
         def __polygemm_array_interface__(self):

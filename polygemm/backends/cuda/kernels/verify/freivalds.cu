@@ -481,9 +481,8 @@ struct PgvJudge {
 };
 
 // One entry a walk (mode) and input type, each with the registers its own walk needs: one function of the four walks
-// took the largest walk's 126 registers for all, two blocks an SM, and the passes along rows (most of them) ran at
-// about half the memory's bandwidth for want of loads in flight (an H100: 1.2 to 1.7 TB/s). PGV_BLOCKS: the blocks
-// an SM each walk is built to hold.
+// would take the widest walk's (about 126) for all and hold two blocks an SM, leaving the passes along rows (most of
+// them) short of loads in flight. PGV_BLOCKS: the blocks an SM each walk is built to hold.
 #define PGV_BLOCKS_0 4
 #define PGV_BLOCKS_1 4
 #define PGV_BLOCKS_2 3
