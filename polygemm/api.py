@@ -129,7 +129,7 @@ def gemm(
             before = getattr(_local, "last", None)
             try:
                 return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
-                                     out_dtype, precision, note=_note_last)
+                                     out_dtype, precision, note=_note_last, bind=_bound_for_check)
             except VerificationError:  # a call that failed its check is no completed call: last_plan() keeps the one before
                 _local.last = before
                 raise
@@ -243,6 +243,27 @@ def _through_stand_in(refusal: OutNotInPlace, a: Any, b: Any, c: Any, alpha: flo
     copy()
     _note_last(STAND_IN_NOTE)
     return out
+
+
+def _bound_for_check(a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
+                     precision: str | None) -> tuple[plan_cache.CacheEntry, Any, Any] | None:
+    """For a verified call with ``out``: the plan gemm runs and the call bound to it, as gemm binds them (refusing what
+    gemm refuses), and ``record(delivered)``, which makes it this thread's last product and, once ``out`` was written,
+    tells torch's autograd; None where the call is not one device launch of polygemm's own backends on the operands as
+    given (host data, a plugin's backend, an operand made whole first, an out no kernel writes)."""
+    try:
+        entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
+    except (NotWhole, OutNotInPlace):
+        return None
+    if call is None or entry.host or entry.plugin:
+        return None
+
+    def record(delivered: bool) -> None:
+        _local.last = (entry.plan, hit, _NONE_MADE, call.alpha, call.beta, uncached)
+        if delivered:
+            torch_written(out)
+
+    return entry, call, record
 
 
 def _plan_with_out(a: Any, b: Any, c: Any, *, alpha: float, beta: float, device: Any, variant: str, out: Any,

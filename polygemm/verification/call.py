@@ -134,19 +134,66 @@ def _callers_level() -> int:
     return level
 
 
+def _check_into_out(bind: Callable[..., Any], a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str,
+                    out: Any, out_dtype: Any, precision: str | None) -> tuple[Any, Plan, Backend, float, float, Callable[[bool], None]] | None:
+    """A call with ``out`` bound once (``bind``: the plan cache's, which validates ``out`` as gemm does) and computed,
+    checked and copied into ``out`` by its backend in one go (``checked_execute``): (what the backend returned, the
+    plan, the backend, the call's alpha and beta, ``record``); None where the backend does not do that for this call."""
+    bound = bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
+    if bound is None:
+        return None
+    entry, call, record = bound
+    backend = entry.backend
+    hook = getattr(backend, "checked_execute", None)
+    if hook is None:
+        return None
+    plan = entry.plan
+    p = plan.problem
+    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(p)}
+    checked = hook(plan, call, (int(_rng().bit_generator.random_raw()) >> 2) | 1, about)
+    if checked is None:
+        return None
+    record(checked.report.ok)
+    return checked, plan, backend, call.alpha, call.beta, record
+
+
 def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, float, float]], validate: Callable[..., Plan],
                   mode: str,
                   a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
-                  precision: str | None = None, note: Callable[[str], None] | None = None) -> Any:
+                  precision: str | None = None, note: Callable[[str], None] | None = None,
+                  bind: Callable[..., Any] | None = None) -> Any:
     """``run(a, b, c, ...)`` (polygemm.gemm with its check off) checked as ``mode`` says ("raise", "warn",
     "retry"). ``last_product()``: the plan of the product ``run`` computed last in this thread (the cached plan itself,
     read, never changed) and that call's alpha and beta. ``validate``: polygemm.explain, which refuses what gemm would refuse about ``out`` before
     anything runs (the product itself is computed into a result of its own); ``note``: adds a line to the last
-    plan's notes (what a retry did)."""
+    plan's notes (what a retry did). ``bind``: for a call with ``out``, its plan and bound call where one kernel path computes it
+    (``(entry, call, record)``; ``record(delivered)`` makes it this thread's last product and, where it was written,
+    tells ``out``'s library), else None; its backend's ``checked_execute`` then computes, checks and delivers it in
+    one go."""
+    kw = {"alpha": alpha, "beta": beta, "out_dtype": out_dtype, "precision": precision, "verify": "off"}
+    if out is not None and bind is not None and not active_faults():
+        fast = _check_into_out(bind, a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
+        if fast is not None:
+            checked, plan, backend, alpha_, beta_, record = fast
+            try:
+                if checked.report.ok:
+                    return out
+                if mode == "warn":
+                    _warn(checked.report)
+                    checked.deliver()
+                    record(True)
+                    return out
+                if mode != "retry":
+                    raise _refusal(checked.report, out, c)
+            finally:
+                checked.close()
+            kw["out_dtype"] = plan.problem.out_dtype
+            return _retried(run, last_product, checked.report, plan, backend, a, b, c, alpha_, beta_, device, variant, out,
+                            kw, note)
     if out is not None:
         out_dtype = validate(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
                              out_dtype=out_dtype, precision=precision).problem.out_dtype
-    kw = {"alpha": alpha, "beta": beta, "out_dtype": out_dtype, "precision": precision, "verify": "off"}
+        kw["out_dtype"] = out_dtype
     result = run(a, b, c, device=device, variant=variant, **kw)
     plan, alpha_, beta_ = last_product()
     backend = registry.get_backend(plan.backend)
@@ -157,30 +204,47 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
     if report.ok:
         return deliver(result, out, backend)
     if mode == "warn":
-        warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"),
-                      stacklevel=_callers_level())
+        _warn(report)
         return deliver(result, out, backend)
     if mode == "retry":
-        other = _retry_variant(backend, plan)
-        try:
-            result = run(a, b, c, device=device if other is None else plan.backend, variant=variant if other is None else other, **kw)
-        except PolygemmError:  # the other rung cannot take these operands after all: the same call again
-            if other is None:
-                raise
-            result = run(a, b, c, device=device, variant=variant, **kw)
-        again = last_product()[0]
-        if active_faults():
-            with backend.active():
-                corrupt(result, backend.to_host)
-        second = check_product(backend, again, a, b, c, result, alpha_, beta_)
-        if second.ok:
-            log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
-            if note is not None:  # last_plan() describes the product handed back: say why it ran this variant
-                note(f"verify='retry': variant {plan.variant!r} failed its check ({report.failed} rows off); this variant "
-                     "recomputed the product and passed")
-            return deliver(result, out, backend)
-        first = f"first attempt: variant {plan.variant!r}, {report.failed} rows off (worst row {report.rows[0] if report.rows else '?'})"
-        report = replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too"))
+        return _retried(run, last_product, report, plan, backend, a, b, c, alpha_, beta_, device, variant, out, kw, note)
+    raise _refusal(report, out, c)
+
+
+def _warn(report: CheckReport) -> None:
+    warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"),
+                  stacklevel=_callers_level())
+
+
+def _refusal(report: CheckReport, out: Any, c: Any) -> VerificationError:
+    """The error of a check that failed: the result was not handed back, and ``out`` and ``c`` are as they were."""
     kept = " and ".join(name for name, x in (("out", out), ("c", c)) if x is not None)
-    raise VerificationError(report.message() + "; the result was not handed back" +
-                            (f"; {kept} {'are' if ' and ' in kept else 'is'} untouched" if kept else ""), report=report)
+    return VerificationError(report.message() + "; the result was not handed back" +
+                             (f"; {kept} {'are' if ' and ' in kept else 'is'} untouched" if kept else ""), report=report)
+
+
+def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, float, float]], report: CheckReport, plan: Plan,
+             backend: Backend, a: Any, b: Any, c: Any, alpha_: float, beta_: float, device: Any, variant: str, out: Any,
+             kw: dict[str, Any], note: Callable[[str], None] | None) -> Any:
+    """verify="retry" after ``report`` failed for ``plan``: the product computed again (by another rung where the
+    backend has one) into a result of its own and checked; delivered into ``out`` if it passed, else raised."""
+    other = _retry_variant(backend, plan)
+    try:
+        result = run(a, b, c, device=device if other is None else plan.backend, variant=variant if other is None else other, **kw)
+    except PolygemmError:  # the other rung cannot take these operands after all: the same call again
+        if other is None:
+            raise
+        result = run(a, b, c, device=device, variant=variant, **kw)
+    again = last_product()[0]
+    if active_faults():
+        with backend.active():
+            corrupt(result, backend.to_host)
+    second = check_product(backend, again, a, b, c, result, alpha_, beta_)
+    if second.ok:
+        log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
+        if note is not None:  # last_plan() describes the product handed back: say why it ran this variant
+            note(f"verify='retry': variant {plan.variant!r} failed its check ({report.failed} rows off); this variant "
+                 "recomputed the product and passed")
+        return deliver(result, out, backend)
+    first = f"first attempt: variant {plan.variant!r}, {report.failed} rows off (worst row {report.rows[0] if report.rows else '?'})"
+    raise _refusal(replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too")), out, c)

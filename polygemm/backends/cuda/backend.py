@@ -547,6 +547,16 @@ class CudaBackend(Backend):
         rt = getattr(plan.private, "rt", None) or self._runtime()
         return device_check(rt, plan, a, b, c, result, alpha, beta, seed, about)
 
+    def checked_execute(self, plan: Plan, call: Call, seed: int, about: dict[str, str]) -> Any:
+        """``call`` (bound to ``plan``, with ``out``) computed into scratch, checked on the device, and copied into
+        ``out`` where it passed (:func:`.verify.checked_execute`); None where that does not apply."""
+        from .verify import checked_execute
+
+        if plan.problem.residency != "cuda":
+            return None
+        rt = getattr(plan.private, "rt", None) or self._runtime()
+        return checked_execute(self.execute, rt, plan, call, seed, about)
+
     def copy_result(self, result: Any, out: Any) -> bool:
         """Copy a verified product's ``result`` into ``out`` by one device copy on their stream where both are dense
         device arrays of one layout (False: the caller copies by the array library)."""

@@ -33,6 +33,7 @@ from .scratch import block_bytes
 from .variants import KERNEL_DIR
 
 __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
+           "checked_execute", "Checked",
            "retry_variant", "RECORD", "checks_on_device", "check_cost_us", "copy_dense"]
 
 VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
@@ -230,10 +231,13 @@ class _Side:
         return go, pack, grid[1] == 1
 
     def run(self, rt: Any, ptr_a: int, ptr_b: int, ptr_c: int, ptr_c0: int, alpha: float, beta: float, seed: int,
-            stream: int) -> np.ndarray:
+            stream: int, scratch: int = 0) -> np.ndarray:
         """Queue the check for operands at these pointers (of the layout it was made for), wait, and return this thread's
-        page-locked record (read it before the thread's next check)."""
-        scratch, kept = _take_scratch(rt, self.nbytes, stream)
+        page-locked record (read it before the thread's next check). ``scratch``: :attr:`nbytes` of the caller's, on
+        ``stream`` (0: taken here and given back)."""
+        mine = not scratch
+        if mine:
+            scratch, kept = _take_scratch(rt, self.nbytes, stream)
         try:
             rec, zb, zc, z0, yb, yc, y0, za, ya, nb, r = (scratch + off for off in self.at)
             go, pack = self.prepare
@@ -266,11 +270,10 @@ class _Side:
             rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
             rt.cu.synchronize_stream(stream)
         except BaseException:
-            if kept:  # work may still be queued on it: given back in stream order, and the next check takes another
-                _forget_scratch(rt)
-            rt.release(scratch, stream)
+            if mine:
+                _drop_scratch(rt, scratch, kept, stream)
             raise
-        if not kept:
+        if mine and not kept:
             rt.release(scratch, stream)
         return host
 
@@ -330,6 +333,14 @@ def _take_scratch(rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
         mine.done.detach()
         rt.release(mine.ptr, stream)
     return ptr, True
+
+
+def _drop_scratch(rt: Any, ptr: int, kept: bool, stream: int) -> None:
+    """Give back scratch a check failed on: work may still be queued on it, so it goes in stream order, and a thread's
+    kept scratch is forgotten (its next check takes another)."""
+    if kept:
+        _forget_scratch(rt)
+    rt.release(ptr, stream)
 
 
 def _forget_scratch(rt: Any) -> None:
@@ -452,15 +463,19 @@ _sides: dict[tuple[Any, ...], _Made | None] = {}
 _SIDES_KEPT = 256
 
 
-def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, beta: float, precision: str) -> _Made | None:
+def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, beta: float, precision: str,
+              at: int | None = None) -> _Made | None:
     """The check along the rows for these operands and the walks it reads, read from the arrays themselves (None: an
-    operand the kernels cannot walk as it is, made whole for the product)."""
+    operand the kernels cannot walk as it is, made whole for the product). ``at``: where the result lies instead (a
+    copy of ``result``'s strides in scratch)."""
     count, m, n, k = p.count, p.m, p.n, p.k
     dt, out_dt = _name(p.dtype), _name(p.out_dtype)
     try:
         A = _operand("a", a, p, m, k, dt)
         B = _operand("b", b, p, k, n, dt)
         C = _operand("out", result, p, m, n, out_dt)
+        if at is not None:
+            C = C.at(at)
         C0 = _operand("c", c, p, m, n, out_dt) if c is not None and beta != 0.0 else None
     except (PolygemmError, _Unwalkable):  # an operand the kernels cannot walk as it is (made whole for the product)
         return None
@@ -514,30 +529,145 @@ def device_check(rt: Any, plan: Plan, a: Any, b: Any, c: Any, result: Any, alpha
             if stream == -1:
                 rt.cu.check(rt.cu.lib.cuCtxSynchronize(), "cuCtxSynchronize")
             stream = 0
-        host = side.run(rt, pa, pb, pr, pc, alpha, beta, seed, stream)
-        failed, unchecked, worst, shown = _HEAD.unpack_from(host.data)
-        rows: tuple[Finding, ...] = ()
-        columns: tuple[Finding, ...] = ()
-        failed_columns: int | None = None
-        if failed or unchecked or shown:
-            rows = _findings(host.copy(), p.m, p.batch)
-        # the other side (Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped): on a failure, to name the columns; where
-        # rows were left unchecked (a NaN or an infinity in B reaches every row's B·r), to check the columns that are finite
-        if failed or unchecked:
-            A, B, C, C0 = A.at(pa), B.at(pb), C.at(pr), None if C0 is None else C0.at(pc)  # this call's (the walks: the first's)
-            f32 = np.dtype(np.float32)
-            cco = coefficients(p.k, p.m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=precision)
-            crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, p.count, alpha, beta, seed ^ 0x5DEECE66D, cco,
-                             _largest(p.out_dtype), stream)
-            columns = _findings(crec, p.n, p.batch)
-            failed_columns = int(crec["failed"][0])
-            if not failed and failed_columns:
-                failed = failed_columns
+        return _judged(rt, p, made, pa, pb, pr, pc, alpha, beta, seed, stream, precision, about)
     finally:
         if pushed:
             rt.leave()
+
+
+def _judged(rt: Any, p: Any, made: _Made, pa: int, pb: int, pr: int, pc: int, alpha: float, beta: float, seed: int,
+            stream: int, precision: str, about: dict[str, str], scratch: int = 0) -> CheckReport:
+    """Run the check ``made`` for operands at these pointers on ``stream`` (the device's context current), wait, and
+    judge its record; where it failed or left rows unchecked, check the other side too. ``scratch``: the caller's for
+    the first side (0: taken by it)."""
+    side, A, B, C, C0 = made
+    host = side.run(rt, pa, pb, pr, pc, alpha, beta, seed, stream, scratch)
+    failed, unchecked, worst, shown = _HEAD.unpack_from(host.data)
+    rows: tuple[Finding, ...] = ()
+    columns: tuple[Finding, ...] = ()
+    failed_columns: int | None = None
+    if failed or unchecked or shown:
+        rows = _findings(host.copy(), p.m, p.batch)
+    # the other side (Cᵀ = Bᵀ·Aᵀ, the same kernels with the strides swapped): on a failure, to name the columns; where
+    # rows were left unchecked (a NaN or an infinity in B reaches every row's B·r), to check the columns that are finite
+    if failed or unchecked:
+        A, B, C, C0 = A.at(pa), B.at(pb), C.at(pr), None if C0 is None else C0.at(pc)  # this call's (the walks: the first's)
+        f32 = np.dtype(np.float32)
+        cco = coefficients(p.k, p.m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=precision)
+        crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, p.count, alpha, beta, seed ^ 0x5DEECE66D, cco,
+                         _largest(p.out_dtype), stream)
+        columns = _findings(crec, p.n, p.batch)
+        failed_columns = int(crec["failed"][0])
+        if not failed and failed_columns:
+            failed = failed_columns
     return CheckReport.of(failed == 0, p.count * p.m - unchecked, unchecked, failed, rows, columns,
                           float("inf") if failed else worst, f"the device ({rt.name})", about, failed_columns=failed_columns)
+
+
+class Checked:
+    """A product :func:`checked_execute` computed into scratch and checked there: its ``report``. Where the check
+    passed, the product is in ``out`` already (a copy queued on the call's stream) and the scratch given back; else
+    :meth:`deliver` writes it into ``out`` all the same (``verify="warn"``) and :meth:`close` gives the scratch back."""
+
+    __slots__ = ("report", "_rt", "_ptr", "_out_ptr", "_nbytes", "_stream")
+
+    def __init__(self, report: CheckReport, rt: Any, ptr: int, out_ptr: int, nbytes: int, stream: int) -> None:
+        self.report, self._rt, self._ptr, self._out_ptr, self._nbytes, self._stream = report, rt, ptr, out_ptr, nbytes, stream
+
+    def deliver(self) -> None:
+        """Queue the copy of the checked product into ``out`` and give the scratch back after it."""
+        rt, ptr = self._rt, self._ptr
+        if not ptr:
+            return
+        pushed = rt.enter()
+        try:
+            try:
+                rt.cu.copy_device_async(self._out_ptr, ptr, self._nbytes, self._stream)
+            finally:
+                self._ptr = 0
+                rt.release(ptr, self._stream)
+        finally:
+            if pushed:
+                rt.leave()
+
+    def close(self) -> None:
+        """Give the scratch back (after the work queued on the call's stream), ``out`` left as it was."""
+        rt, ptr = self._rt, self._ptr
+        if not ptr:
+            return
+        self._ptr = 0
+        pushed = rt.enter()
+        try:
+            rt.release(ptr, self._stream)
+        finally:
+            if pushed:
+                rt.leave()
+
+
+#: checked_execute's checks, by the plan they check (held with it: its id is not reused while it is kept), whether c
+#: is read, and the operands' 16-byte alignment: the check worked out once and the result's bytes (None: checked by the
+#: caller instead, a result of its own)
+_planned: dict[tuple[int, bool, int, int, int], tuple[Plan, "tuple[_Made, int, int] | None"]] = {}
+
+
+def _planned_check(rt: Any, plan: Plan, call: Any, with_c: bool) -> tuple[_Made, int, int] | None:
+    """(the check, the result's bytes, the scratch's offset past it) for calls of ``plan`` with ``call``'s operands, or
+    None (see :func:`checked_execute`)."""
+    p = plan.problem
+    o = p.out
+    if o is None or not checks_on_device(p):
+        return None
+    nbytes = p.count * p.m * p.n * p.out_dtype.itemsize
+    if o.nbytes_span != nbytes or o.extent[0] != 0:  # gaps between its matrices or rows: written by its own library
+        return None
+    made = _side_for(rt, p, call.a, call.b, call.c, call.out, call.beta, plan.precision_met, at=0)
+    return None if made is None else (made, nbytes, block_bytes(nbytes))
+
+
+def checked_execute(execute: Any, rt: Any, plan: Plan, call: Any, seed: int, about: dict[str, str]) -> Checked | None:
+    """Compute the product of ``call`` (bound to ``plan``, with ``out``) into scratch of ``out``'s strides by
+    ``execute(plan, call)``, check it there and, where it passed, queue its copy into ``out``: one product, one check,
+    one copy, and ``out`` untouched unless the check passed. None where this does not apply (no ``out``, ``out`` not
+    one dense span, dtypes the kernels do not read, operands on several streams, an operand the kernels cannot walk):
+    the caller checks a result of its own instead."""
+    stream = call.stream
+    if stream == -1:
+        return None
+    with_c = call.c is not None and call.beta != 0.0
+    key = (id(plan), with_c, call.a_ptr % 16, call.b_ptr % 16, call.c_ptr % 16 if with_c else 0)
+    known = _planned.get(key)
+    if known is None or known[0] is not plan:
+        found = _planned_check(rt, plan, call, with_c)
+        if len(_planned) >= _SIDES_KEPT:  # a caller of ever new layouts: start over
+            _planned.clear()
+        _planned[key] = (plan, found)
+    else:
+        found = known[1]
+    if found is None:
+        return None
+    made, nbytes, at = found
+    stream = 0 if stream is None else stream
+    pushed = rt.enter()
+    try:
+        # the product and the check's scratch in one block from the stream-ordered pool: given back after the copy
+        # into out, queued on the same stream (a block kept by the thread could be written by its next product on another
+        # stream while the copy still reads it)
+        ptr = rt.scratch(at + made[0].nbytes, stream)
+        try:
+            execute(plan, type(call)(call.a, call.b, call.c, call.out, call.a_ptr, call.b_ptr, call.c_ptr, ptr, call.alpha,
+                                     call.beta, call.stream, None, True))
+            report = _judged(rt, plan.problem, made, call.a_ptr, call.b_ptr, ptr, call.c_ptr if with_c else 0, call.alpha,
+                             call.beta, seed, stream, plan.precision_met, about, ptr + at)
+        except BaseException:
+            rt.release(ptr, stream)
+            raise
+        checked = Checked(report, rt, ptr, call.out_ptr, nbytes, stream)
+        if report.ok:
+            checked.deliver()
+        return checked
+    finally:
+        if pushed:
+            rt.leave()
 
 
 #: copy_dense's bytes for a result and an out of these view keys (0: not one dense span of one kind of array)

@@ -16,7 +16,7 @@ import pytest
 
 from polygemm.backend import Plan
 from polygemm.backends.cuda import verify as verify_module
-from polygemm.backends.cuda.verify import RECORD, Strided, device_check, matvec_geometry
+from polygemm.backends.cuda.verify import RECORD, Strided, checked_execute, device_check, matvec_geometry
 from polygemm.core.normalize import normalize
 from polygemm.verification.host import row_thresholds
 
@@ -98,6 +98,10 @@ class FakeRuntime:
 
     def copy_to_host_async(self, host: np.ndarray, ptr: int, stream: int) -> None:
         self.copy_to_host(host, ptr)
+
+    def copy_device_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self.launches.append("copy")
+        _view(dst, np.dtype(np.uint8), nbytes)[:] = _view(src, np.dtype(np.uint8), nbytes)
 
     def pinned_zeros(self, shape, dtype) -> np.ndarray:
         return np.zeros(shape, dtype)
@@ -305,3 +309,127 @@ def test_rows_left_unchecked_by_a_nan_in_b_are_checked_from_the_columns_side(rng
     res[7, 9] += 1e3
     report, _ = _check(a, b, None, res)
     assert not report.ok and report.rows == () and [f.index for f in report.columns] == [9]
+
+
+# -- a product computed into scratch, checked there and copied into out (checked_execute) ------------------------------
+
+class Bound:
+    """What the plan cache binds of a call (polygemm.core.problem.Call's fields, positionally)."""
+
+    def __init__(self, a, b, c, out, a_ptr, b_ptr, c_ptr, out_ptr, alpha, beta, stream, alloc=None, matched=True):
+        self.a, self.b, self.c, self.out = a, b, c, out
+        self.a_ptr, self.b_ptr, self.c_ptr, self.out_ptr = a_ptr, b_ptr, c_ptr, out_ptr
+        self.alpha, self.beta, self.stream = alpha, beta, stream
+
+
+def _ptr(x):
+    return x.__cuda_array_interface__["data"][0] if x is not None else 0
+
+
+def _product_into(wrong=None, fail=False, seen=None):
+    """A stand-in for the backend's execute: alpha·A·B + beta·C (C read where it lies) written at ``call.out_ptr`` with
+    out's strides; ``wrong``: one element moved; ``fail``: raises before writing."""
+
+    def execute(plan, call):
+        if seen is not None:
+            seen.append(call.out_ptr)
+        if fail:
+            raise RuntimeError("launch failed: CUDA_ERROR_LAUNCH_FAILED")
+        a, b, out = call.a.arr, call.b.arr, call.out.arr
+        want = call.alpha * (a.astype(np.float64) @ b.astype(np.float64))
+        if call.c is not None and call.beta != 0.0:
+            want = want + call.beta * call.c.arr.astype(np.float64)  # (c read before anything is written)
+        flat = _view(call.out_ptr, out.dtype, out.size)
+        dest = np.lib.stride_tricks.as_strided(flat, out.shape, out.strides)
+        dest[...] = want.astype(out.dtype)
+        if wrong is not None:
+            dest[wrong] += 100.0
+
+    return execute
+
+
+def _checked(a, b, c, out, alpha=1.0, beta=0.0, rt=None, **how):
+    da, db, dout = DeviceLike(a), DeviceLike(b), DeviceLike(out)
+    dc = (dout if c is out else DeviceLike(c)) if c is not None else None
+    p = normalize(da, db, dc, alpha=alpha, beta=beta, out=dout)
+    plan = Plan("cuda", "emulated", "", p)
+    rt = rt or FakeRuntime()
+    call = Bound(da, db, dc, dout, _ptr(da), _ptr(db), _ptr(dc), _ptr(dout), alpha, beta, None)
+    checked = checked_execute(_product_into(**how), rt, plan, call, 777, {"backend": "cuda", "variant": "emulated"})
+    return checked, rt
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_checked_product_goes_into_scratch_and_into_out_only_once_it_passed(rng, order):
+    a = rng.standard_normal((33, 40)).astype(np.float16)
+    b = rng.standard_normal((40, 21)).astype(np.float16)
+    out = np.full((33, 21), 7.0, np.float16, order=order)
+    seen: list[int] = []
+    checked, rt = _checked(a, b, None, out, seen=seen)
+    assert checked.report.ok and checked.report.checked == 33
+    assert seen and seen[0] != _ptr(DeviceLike(out))  # computed elsewhere, then copied
+    np.testing.assert_allclose(out, (a.astype(np.float64) @ b).astype(np.float16), rtol=1e-2, atol=1e-2)
+    assert rt.launches[-1] == "copy" and "pg_verify_prepare" in rt.launches
+    assert not rt.buffers  # the scratch went back (after the copy, in stream order)
+
+
+def test_a_product_that_fails_its_check_leaves_out_and_c_as_they_were(rng):
+    a = rng.standard_normal((24, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 18)).astype(np.float32)
+    c = rng.standard_normal((24, 18)).astype(np.float32)
+    out = np.full((24, 18), -3.0, np.float32)
+    c_before = c.copy()
+    seen: list[int] = []
+    checked, rt = _checked(a, b, c, out, 2.0, 0.5, wrong=(5, 9), seen=seen)
+    report = checked.report
+    assert not report.ok and report.rows[0].index == 5 and report.columns[0].index == 9
+    assert (out == -3.0).all() and np.array_equal(c, c_before) and "copy" not in rt.launches
+    assert seen[0] in rt.buffers  # held until the caller decides: delivered all the same (verify="warn") or given back
+    checked.deliver()
+    assert out[5, 9] != -3.0 and seen[0] not in rt.buffers
+    checked.close()  # (nothing left to give back)
+
+
+def test_c_in_place_is_read_before_the_checked_product_replaces_it(rng):
+    a = rng.standard_normal((20, 12)).astype(np.float32)
+    b = rng.standard_normal((12, 20)).astype(np.float32)
+    out = rng.standard_normal((20, 20)).astype(np.float32)
+    want = 1.5 * (a.astype(np.float64) @ b) + 2.0 * out
+    checked, _ = _checked(a, b, out, out, 1.5, 2.0)
+    assert checked.report.ok
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    bad = out.copy()
+    checked, _ = _checked(a, b, out, out, 1.5, 2.0, wrong=(3, 3))
+    assert not checked.report.ok and np.array_equal(out, bad)  # in place: c is out, and both are as they were
+    checked.close()
+
+
+def test_a_launch_that_fails_gives_the_scratch_back_and_leaves_out(rng):
+    a = rng.standard_normal((8, 8)).astype(np.float32)
+    out = np.zeros((8, 8), np.float32)
+    rt = FakeRuntime()
+    with pytest.raises(RuntimeError, match="CUDA_ERROR_LAUNCH_FAILED"):
+        _checked(a, a, None, out, rt=rt, fail=True)
+    assert not rt.buffers and not out.any()
+
+
+def test_an_out_with_gaps_is_left_to_a_result_of_its_own(rng):
+    # a view of every other column: its span holds elements that are not out's, which one copy would overwrite
+    a = rng.standard_normal((10, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 8)).astype(np.float32)
+    wide = np.zeros((10, 16), np.float32)
+    checked, rt = _checked(a, b, None, wide[:, :8])
+    assert checked is None and not rt.launches and not wide.any()
+
+
+def test_the_checked_call_of_one_plan_is_worked_out_once(rng):
+    a = rng.standard_normal((12, 12)).astype(np.float32)
+    out = np.zeros((12, 12), np.float32)
+    da, dout = DeviceLike(a), DeviceLike(out)
+    plan = Plan("cuda", "emulated", "", normalize(da, da, None, out=dout))
+    rt = FakeRuntime()
+    before = len(verify_module._planned)
+    for _ in range(3):
+        call = Bound(da, da, None, dout, _ptr(da), _ptr(da), 0, _ptr(dout), 1.0, 0.0, None)
+        assert checked_execute(_product_into(), rt, plan, call, 5, {}).report.ok
+    assert len(verify_module._planned) == before + 1
