@@ -52,5 +52,7 @@ def host_convert(arr: np.ndarray, batch: tuple[int, ...] | None = None) -> np.nd
     if batch is not None:
         arr = np.broadcast_to(arr, batch + arr.shape[-2:])
     if not arr.dtype.isnative:
-        return np.ascontiguousarray(arr, dtype=native_dtype(arr.dtype))
-    return np.ascontiguousarray(arr)
+        return np.array(arr, dtype=native_dtype(arr.dtype), order="C", copy=True)
+    # a copy even where NumPy calls the view C-contiguous: it ignores the stride of a length-1 axis, which a kernel
+    # reads (a row of a packed record's field: strides (33, 8)), so ascontiguousarray would hand the same view back
+    return np.array(arr, order="C", copy=True)

@@ -91,6 +91,10 @@ def _holds(values: Any, dtype: np.dtype) -> bool:
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ComplexWarning, and NumPy's casts of out-of-range integers
         try:
+            if dtype.kind in "iu" and values.dtype.kind in "iub" and values.size:
+                # integers to integers: their range (-1 goes to uint64 and back unchanged, modulo 2**64)
+                info = np.iinfo(dtype)
+                return bool(int(values.min()) >= info.min and int(values.max()) <= info.max)
             # the round trip, not a comparison across dtypes: NumPy compares int64 2**60 + 1 with its float32 in
             # float64, where both are 2**60
             return bool(np.array_equal(values.astype(dtype).astype(values.dtype), values, equal_nan=values.dtype.kind in "fc"))

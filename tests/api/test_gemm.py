@@ -366,3 +366,22 @@ def test_a_bad_probe_timeout_is_a_warning_on_the_command_line_not_a_traceback():
     r = _polygemm(["info"], POLYGEMM_PROBE_TIMEOUT="inf")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "POLYGEMM_PROBE_TIMEOUT='inf' must be a finite number of seconds > 0 and at most 86400; keeping 30 s" in r.stderr
+
+
+@pytest.mark.parametrize("which", ["a", "b", "c"])
+def test_a_one_row_view_of_a_packed_records_field_is_read_as_numpy_reads_it(rng, which):
+    # NumPy calls rec["x"][1:2] C-contiguous, though its row stride (33 bytes) is no whole number of elements: the
+    # stride of a length-1 axis is one NumPy ignores and a kernel would read
+    rec = np.zeros(3, dtype=[("x", "f8", (4,)), ("flag", "u1")])
+    rec["x"] = rng.standard_normal((3, 4))
+    row = rec["x"][1:2]
+    assert row.strides[0] % 8 and row.flags.c_contiguous
+    if which == "a":
+        b = rng.standard_normal((4, 2))
+        np.testing.assert_allclose(pg.matmul(row, b, device="cpu"), np.matmul(row, b))
+    elif which == "b":
+        a = rng.standard_normal((2, 1))
+        np.testing.assert_allclose(pg.gemm(a, row.T.T.reshape(1, 4), device="cpu"), a @ row)
+    else:
+        a, b = rng.standard_normal((1, 4)), rng.standard_normal((4, 4))
+        np.testing.assert_allclose(pg.gemm(a, b, row, device="cpu"), a @ b + row)

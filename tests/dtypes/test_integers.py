@@ -188,3 +188,16 @@ def test_a_list_cast_to_an_integer_dtype_is_told_a_cast_numpy_makes():
     assert "np.asarray(c, dtype=np.uint8)" not in str(info.value)
     got = pg.gemm(a, a, np.asarray(c).astype(np.uint8), device="cpu")
     assert np.array_equal(got, (a @ a + np.asarray(c).astype(np.uint8)).astype(np.uint8))
+
+
+@pytest.mark.parametrize("values", [[[-1]], [[2**63]]])
+def test_a_list_beside_unsigned_integers_is_not_told_a_cast_that_wraps_its_values(values):
+    a = np.full((1, 1), 3, np.uint64)
+    with pytest.raises(pg.DTypeError) as info:
+        pg.matmul(a, values, device="cpu") if values == [[-1]] else pg.matmul(values, [[-1]], device="cpu")
+    assert "uint64)" not in str(info.value).split("e.g.")[1].split("(float64")[0] and "float64" in str(info.value)
+
+
+def test_a_list_of_values_unsigned_integers_hold_is_told_their_dtype():
+    with pytest.raises(pg.DTypeError, match=r"np\.asarray\(b\)\.astype\(np\.uint64\)"):
+        pg.matmul(np.full((1, 1), 3, np.uint64), [[2]], device="cpu")
