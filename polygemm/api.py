@@ -18,7 +18,7 @@ from .core.hostcopy import planning_only
 from .core.dtypes import np_name
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
-from .errors import ShapeError, VerificationError
+from .errors import ShapeError
 from .interop.stand_in import overlap_refusal, stand_in
 from .interop.torch import torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
@@ -130,8 +130,8 @@ def gemm(
             try:
                 return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
                                      out_dtype, precision, note=_note_last, bind=_bound_for_check)
-            except VerificationError:  # a call that failed its check is no completed call: last_plan() keeps the one before
-                _local.last = before
+            except BaseException:  # a call that failed its check (or raised a warning made an error, or an injected fault
+                _local.last = before  # that missed) is no completed call: last_plan() keeps the one before
                 raise
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None

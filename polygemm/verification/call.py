@@ -211,6 +211,10 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
     raise _refusal(report, out, c)
 
 
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def _warn(report: CheckReport) -> None:
     warnings.warn(VerificationWarning(report.message() + "; returned all the same (verify='warn')"),
                   stacklevel=_callers_level())
@@ -243,8 +247,8 @@ def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, flo
     if second.ok:
         log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
         if note is not None:  # last_plan() describes the product handed back: say why it ran this variant
-            note(f"verify='retry': variant {plan.variant!r} failed its check ({report.failed} rows off); this variant "
+            note(f"verify='retry': variant {plan.variant!r} failed its check ({_rows(report.failed)} off); this variant "
                  "recomputed the product and passed")
         return deliver(result, out, backend)
-    first = f"first attempt: variant {plan.variant!r}, {report.failed} rows off (worst row {report.rows[0] if report.rows else '?'})"
+    first = f"first attempt: variant {plan.variant!r}, {_rows(report.failed)} off (worst row {report.rows[0] if report.rows else '?'})"
     raise _refusal(replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too")), out, c)

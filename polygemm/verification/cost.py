@@ -126,10 +126,14 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
             "retry": "a failed check recomputes once (another rung where the backend has one) and raises if that fails too"}[mode]
     # what a failed check leaves untouched: what was given, as VerificationError names it
     kept = " and ".join(name for name, given in (("out", given_out), ("c", p.c is not None)) if given)
+    # warn hands a product that failed its check over all the same: into out, which may be c
+    failed_kept = kept if mode != "warn" else "c" if p.c is not None and not given_out else ""
     if given_out:
-        tail = f"; the product goes to a result of its own, copied into out once checked ({kept} untouched on failure)"
+        tail = ("; the product goes to scratch or a result of its own, copied into out once checked" +
+                (f" ({failed_kept} untouched on failure)" if mode != "warn" else
+                 " or, where it failed, once warned (out then holds the product that failed)"))
     else:
-        tail = f"; {kept} is untouched on failure" if kept else ""
+        tail = f"; {failed_kept} is untouched on failure" if failed_kept else ""
     timing = ""
     if costs is not None:
         check_us, product_us = costs

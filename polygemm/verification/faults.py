@@ -119,8 +119,11 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
     idx = tuple(f.batch) + (f.row, f.col)
     if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
         raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
-    if f.value is not None:
-        _check_storable(f.value, result)
+    value = f.value
+    if value is not None:
+        _check_storable(value, result)
+        if isinstance(value, complex) and not _dtype_name(result).startswith("complex"):
+            value = value.real  # (no imaginary part: _check_storable refused one) stored as the real number it is
     if f.bit is not None and f.bit > 0 and _dtype_name(result) == "bool":
         raise IndexError(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
     if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
@@ -128,14 +131,14 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
     if isinstance(result, np.ndarray):
         before = result[idx].item()
         if f.bit is None:
-            result[idx] = f.value
+            result[idx] = value
         else:
             _flip_host(result, idx, f.bit)
         return not _same(before, result[idx].item())
     module = type(result).__module__.partition(".")[0]
     if module in ("cupy", "torch") and f.bit is None:
         before = result[idx].item()  # one element read back, to tell whether the fault changed it
-        result[idx] = f.value
+        result[idx] = value
         return not _same(before, result[idx].item())
     if module == "torch":  # a tensor's bits through the host (bfloat16's too)
         host = torch_host_array(result).copy()
@@ -143,7 +146,7 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
         host = np.array(to_host(result) if to_host is not None else result.get())
     before = host[idx].item()
     if f.bit is None:
-        host[idx] = f.value
+        host[idx] = value
     else:
         _flip_host(host, idx, f.bit)
     if _same(before, host[idx].item()):

@@ -55,7 +55,7 @@ def parse_verify(value: object, name: str = "verify") -> str | None:
 def set_verify(mode: VerifyMode) -> None:
     """Set the check every ``gemm``/``matmul`` call makes when its ``verify`` is left out: None or "off"
     (none, the default), "raise", "warn" or "retry". A call's own ``verify=`` overrides it."""
-    process_default.mode = parse_verify(mode)
+    process_default.mode = parse_verify(mode, "mode")
 
 
 def get_verify() -> str:

@@ -80,7 +80,7 @@ class CheckReport:
         more = ", ..." if self.failed > SHOWN else ""
         text = f"verify: the product {self.shape} computed by {on} failed its check: "
         if not self.rows and self.columns:  # found from the columns' side, the rows' left unchecked
-            text += (f"{self.failed} columns disagree with (r·A)·B beyond the threshold (checked from the columns' side: a NaN "
+            text += (f"{self.failed} {'column disagrees' if self.failed == 1 else 'columns disagree'} with (r·A)·B beyond the threshold (checked from the columns' side: a NaN "
                      f"or an infinity in A's rows or in B left {self.unchecked} rows unchecked); columns " +
                      ", ".join(str(f) for f in self.columns[:SHOWN]) + more)
         else:

@@ -39,13 +39,13 @@ def test_every_mode_computes_a_correct_product(rng, mode):
 @pytest.mark.parametrize("bad", ["on", "strict", "", 1, True, ["raise"]])
 def test_a_bad_value_names_verify_and_the_accepted_values(rng, bad):
     a, b = _ops(rng)
-    for call in (lambda: pg.gemm(a, b, verify=bad), lambda: pg.matmul(a, b, verify=bad),
-                 lambda: pg.explain(a, b, verify=bad), lambda: pg.set_verify(bad)):
+    for name, call in (("verify", lambda: pg.gemm(a, b, verify=bad)), ("verify", lambda: pg.matmul(a, b, verify=bad)),
+                       ("verify", lambda: pg.explain(a, b, verify=bad)), ("mode", lambda: pg.set_verify(bad))):
         with pytest.raises(pg.ArgumentError) as exc:
             call()
         assert isinstance(exc.value, ValueError)
         text = str(exc.value)
-        assert "verify" in text and all(m in text for m in ("'off'", "'raise'", "'warn'", "'retry'"))
+        assert text.startswith(name) and all(m in text for m in ("'off'", "'raise'", "'warn'", "'retry'"))
 
 
 def test_a_failed_check_raises_naming_row_column_threshold_backend_and_variant(rng):
@@ -443,3 +443,52 @@ def test_a_call_asking_medium_of_a_path_as_accurate_as_sgemm_is_held_to_that_pat
     with inject_fault(3, 3, value=float(exact[3, 3]) + 0.5):
         with pytest.raises(pg.VerificationError, match="rows 3"):
             pg.gemm(a, a, device="cpu", verify="raise", precision="medium")
+
+
+def test_a_fault_value_of_no_imaginary_part_is_stored_in_a_real_result(rng):
+    a, b = _ops(rng)
+    with inject_fault(1, 1, value=1e4 + 0j), pytest.raises(pg.VerificationError):
+        pg.gemm(a, b, verify="raise")
+    ints = np.arange(12, dtype=np.int32).reshape(3, 4)
+    with inject_fault(0, 0, value=1e3 + 0j), pytest.raises(pg.VerificationError, match="off by"):
+        pg.gemm(ints, ints.T, verify="raise")
+
+
+def test_explain_of_warn_with_out_says_a_failed_product_is_handed_over(rng):
+    a, b = _ops(rng)
+    out = np.empty((24, 20), np.float32)
+    note = _check_note(pg.explain(a, b, out=out, verify="warn"))
+    assert "untouched" not in note and "out then holds the product that failed" in note
+    with inject_fault(2, 3, value=1e4), pytest.warns(pg.VerificationWarning):
+        pg.gemm(a, b, out=out, verify="warn")
+    assert out[2, 3] == 1e4  # as the note says
+
+
+def test_last_plan_keeps_the_call_before_a_verified_call_that_raised_anything(rng):
+    a, b = _ops(rng)
+    pg.gemm(a[:3], b)
+    before = pg.last_plan()
+    with inject_fault(100, 1, value=1.0), pytest.raises(IndexError):
+        pg.gemm(a, b, verify="raise")
+    assert pg.last_plan().problem.m == before.problem.m == 3
+    import warnings
+
+    with inject_fault(0, 0, value=1e4), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(pg.VerificationWarning):
+            pg.gemm(a, b, verify="warn")
+    assert pg.last_plan().problem.m == 3
+
+
+def test_set_verify_names_its_own_argument():
+    with pytest.raises(pg.ArgumentError, match=r"^mode='yes' is not a verification mode"):
+        pg.set_verify("yes")
+    with pytest.raises(TypeError, match=r"^mode must be None or a string"):
+        pg.set_verify(1)
+
+
+def test_one_failed_row_or_column_is_said_in_the_singular(rng, caplog):
+    a, b = _ops(rng)
+    with inject_fault(4, 4, value=1e4, times=1):
+        pg.gemm(a, b, verify="retry")
+    assert "(1 row off)" in pg.last_plan().notes[-1]
