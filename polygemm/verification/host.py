@@ -19,6 +19,7 @@ from .threshold import Coefficients, coefficients
 __all__ = ["host_check", "compare_rows", "signs", "row_thresholds", "may_overflow"]
 
 _F64 = np.dtype(np.float64)
+_F64_MAX = float(np.finfo(np.float64).max)
 
 
 def signs(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -27,18 +28,21 @@ def signs(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def compare_rows(got: np.ndarray, want: np.ndarray, mags: tuple[np.ndarray, np.ndarray, np.ndarray], co: Coefficients,
-                 out_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                 out_max: float, width: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per row: (failed, unchecked, |got - want|, threshold). ``mags``: |alpha|·(|A|·||B_k||_2), |beta|·||C0_i||_2
-    and ||C_i||_2 of each row. A row is unchecked when its threshold or expected value is not finite (an
-    operand holds a NaN or infinity, or the sums overflow), or when its checksum is not finite and an
-    element of it may rightly overflow the result's dtype (its magnitude bound exceeds the largest finite)."""
+    and ||C_i||_2 of each row; ``width``: the elements a row's checksum adds. A row is unchecked when its threshold or
+    expected value is not finite (an operand holds a NaN or infinity, or the sums overflow), when its checksum is not
+    finite and an element of it may rightly overflow the result's dtype (its magnitude bound exceeds the largest
+    finite), or when its checksum is not finite though its elements are, which float64's own sum of them can be (its
+    1-norm, at most sqrt(width) times the 2-norm, past float64's largest: float64 results near their range's end)."""
     ya, c0a, ca = mags
     with np.errstate(all="ignore"):
         side = co.a * ya + co.c0 * c0a + co.t0  # the operands' part: not finite, the row cannot be checked
         thr = side + co.c * ca
         diff = np.abs(got - want)
         finite = np.isfinite(got)
-        unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~finite & (ya + c0a > out_max))
+        unchecked = ~np.isfinite(side) | ~np.isfinite(want) | (~finite & (ya + c0a > out_max)) | \
+            (~finite & np.isfinite(ca) & (ca * math.sqrt(max(width, 1)) > _F64_MAX))
         failed = ~unchecked & (~finite | ~(diff <= thr))  # a NaN or infinity the operands do not explain fails
     return failed, unchecked, diff, thr
 
@@ -268,7 +272,7 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
         if sides is None:
             sides = _side(_f64(a), _f64(b), None if c0 is None else _f64(c0), _f64(result), alpha, beta, r, True)
         got, want, mags = sides
-    failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
+    failed, unchecked, diff, thr = compare_rows(got, want, mags, coefficients(k, n, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max, n)
     if skip is not None:
         failed, unchecked = failed & ~skip, unchecked | skip
     if fold:  # a row of the result fails where either part fails, named by the part that is further off
@@ -288,9 +292,16 @@ def host_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: float, 
     # infinity in B reaches every row's B·r), to check the columns whose operands are finite
     if count or skipped:
         with np.errstate(all="ignore"):  # (rare: widened whole)
-            cgot, cwant, cmags = _side(_f64(a), _f64(b), None if c0 is None else _f64(c0), _f64(result), alpha, beta,
-                                       signs(rng, m), False)
-        cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max)
+            a64, r64, c064 = _f64(a), _f64(result), None if c0 is None else _f64(c0)
+            # A's rows that hold a NaN or an infinity left out of r·A, r·C and r·C0 (their elements of C are rightly not
+            # finite, and r·A would carry one into every column): the columns are checked over A's finite rows, so a
+            # NaN in A beside one in B (which left every row unchecked above) still leaves the rest checked
+            bad = ~np.isfinite(a64).all(axis=-1, keepdims=True)
+            if bad.any():
+                a64, r64 = np.where(bad, 0.0, a64), np.where(bad, 0.0, r64)
+                c064 = None if c064 is None else np.where(bad, 0.0, c064)
+            cgot, cwant, cmags = _side(a64, _f64(b), c064, r64, alpha, beta, signs(rng, m), False)
+        cfail, _, cdiff, cthr = compare_rows(cgot, cwant, cmags, coefficients(k, m, dtype, out_dtype, _F64, scalar_dtype, precision=precision), out_max, m)
         columns, failed_columns = _findings(cfail, cdiff, cthr), int(cfail.sum())
         if not count and columns:
             count, worst = failed_columns, float("inf")

@@ -354,3 +354,26 @@ def test_integer_products_pass_their_check_under_the_process_default(rng, monkey
         assert pg.explain(a, a.T, verify="raise").problem.dtype == np.dtype(np.int32)
     finally:
         pg.set_verify(None)
+
+
+def test_a_fault_beside_a_nan_in_a_and_one_in_b_is_caught_over_the_finite_rows(rng):
+    # B's NaN reaches every row's B·r and A's every column's r·A: the columns are checked over A's finite rows
+    a = rng.standard_normal((16, 12)).astype(np.float32)
+    b = rng.standard_normal((12, 16)).astype(np.float32)
+    a[0, 0] = np.nan
+    b[0, 0] = np.nan
+    pg.gemm(a, b, verify="raise")
+    with pg.testing.inject_fault(5, 5, value=1e6), pytest.raises(pg.VerificationError) as info:
+        pg.gemm(a, b, verify="raise")
+    assert [f.index for f in info.value.report.columns] == [5]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_float64_results_near_the_largest_finite_are_no_false_alarm(rng, dtype):
+    # a row of 1e308, 1e308, -1e308: float64's own sum of the row can overflow where every element is finite
+    a = np.array([[1e308]], dtype)
+    b = np.array([[1.0, 1.0, -1.0]], dtype)
+    for _ in range(64):  # (the overflow depends on r's signs)
+        pg.gemm(a, b, verify="raise")
+    with pg.testing.inject_fault(0, 1, value=1.0), pytest.raises(pg.VerificationError):
+        pg.gemm(np.array([[1e300]], dtype), b, verify="raise")
