@@ -149,12 +149,15 @@ def test_retry_recomputes_once_and_returns_a_good_result(rng, caplog):
     assert not any("failed its check" in n for n in pg.last_plan().notes)
 
 
-def test_retry_on_the_cpu_recovers_a_product_the_blas_overflowed(caplog):
-    # the BLAS sums in float32 and scales by alpha after: 2e38 + 2e38 overflows there; the float64 reference does not
-    a, b = np.full((1, 2), 2e38, np.float32), np.ones((2, 1), np.float32)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float16])
+def test_a_small_alpha_brings_a_product_past_float32s_range_back_into_it(caplog, dtype):
+    # the BLAS sums in float32 and scales by alpha after: 2e38 + 2e38 overflows there, alpha·A·B does not
+    big = 2e38 if dtype != np.float16 else 6e4
+    a, b = np.full((1, 2), big, dtype), np.ones((2, 1), dtype)
     with caplog.at_level(logging.WARNING, logger="polygemm"):
-        got = pg.gemm(a, b, alpha=0.5, device="cpu", verify="retry")
-    assert got[0, 0] == np.float32(2e38) and "variant 'blas'" in caplog.text
+        got = pg.gemm(a, b, alpha=0.5, device="cpu", verify="raise")
+    assert got[0, 0] == dtype(big) and "verify" not in caplog.text
+    assert pg.last_plan().variant in ("blas", "numpy")
 
 
 def test_retry_raises_when_the_second_attempt_fails_too(rng):

@@ -130,6 +130,8 @@ else:
 
 
 _matmul = np.matmul
+#: the work types whose products can overflow where float64's do not
+_NARROW = (np.dtype(np.float32), np.dtype(np.complex64))
 
 
 def _matmul_quietly(a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
@@ -281,6 +283,11 @@ class CpuReferenceBackend(Backend):
             if decided.half:  # float16 and bfloat16 go through float32, the accumulation type polygemm promises for them
                 a, b = a.astype(work), b.astype(work)
             res = np.matmul(a, b)
+            if abs(alpha) < 1.0 and res.dtype in _NARROW and not np.isfinite(res).all():
+                # A·B past float32's range where alpha·A·B may not be (a small alpha): the product in float64, where
+                # the reference computes it (a pass over the result, paid by calls of a small alpha only)
+                work = np.complex128 if res.dtype.kind == "c" else np.float64
+                res = np.matmul(a.astype(work), b.astype(work))
             add = beta != 0.0 and c is not None
             if alpha != 1.0 or add:
                 if not (_fits(work, alpha) and _fits(work, beta)):
