@@ -1,5 +1,6 @@
 """Where a small cached call's host time goes: ``polygemm.gemm(a, b, out=o)`` on CuPy and torch device arrays, split
-into its parts (the operands' views, the cache key, bind, the backend's execute, prepare, the launcher).
+into its parts (the operands' views, the cache key, bind, the backend's execute, prepare, the launcher), and the same
+call with ``verify="raise"`` (on the stand-ins: its host work alone).
 
 On a machine with CuPy, torch and a GPU it times the real path beside ``torch.matmul(out=)``,
 ``cupy.matmul(out=)`` and an empty CuPy RawKernel launch. Elsewhere (``--fake``, or no GPU) it
@@ -79,6 +80,9 @@ def _install_fakes() -> dict[str, Any]:
             next_ptr[0] += -(-self.size * self.dtype.itemsize // 4096) * 4096 + 4096
             self.device = types.SimpleNamespace(id=0)
 
+    ndarray.__cuda_array_interface__ = property(lambda self: {"typestr": self.dtype.str, "shape": self.shape, "strides": None,
+                                                                "data": (self.data.ptr, False), "version": 3})
+    ndarray.flags = types.SimpleNamespace(c_contiguous=True, f_contiguous=False)
     stream = types.SimpleNamespace(ptr=0)
     cupy.ndarray = ndarray
     cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: stream)
@@ -174,6 +178,11 @@ def _install_fakes() -> dict[str, Any]:
     rt.scratch = lambda nbytes, stream: 0x7E0000000000
     rt.release = rt.give_back = lambda *args: None
     rt.function = lambda source, entry, macros=None: BenchKernel(drv, entry, None, drv.ffi.NULL, ())
+    # a verified call's copies, waits and read-back (returning at once, as the launches do)
+    rt.pinned_zeros = lambda shape, dtype: np.zeros(shape, dtype)
+    drv.copy_to_host_async = lambda host, ptr, stream: None
+    drv.copy_device_async = lambda dst, src, nbytes, stream: None
+    drv.synchronize_stream = lambda stream: None
 
     def ab(a: int, b: int, *args: Any, **kw: Any) -> tuple[Any, Any]:
         return np.frombuffer(struct.pack("<QQ", a, b) * 8, "V128")[0], np.frombuffer(struct.pack("<QQ", b, a) * 8, "V128")[0]
@@ -186,6 +195,7 @@ def _install_fakes() -> dict[str, Any]:
     import polygemm.registry as registry
 
     registry.select = lambda problem, device, variant="auto", refused=None: (be, [])  # type: ignore[assignment]
+    registry.get_backend = lambda name: be  # type: ignore[assignment]  # (the verified call's retry and copy ask by name)
     return {"cupy": cupy, "torch": torch, "backend": be, "recorded": recorded, "recording": recording}
 
 
@@ -241,6 +251,8 @@ def measure(fake: bool, profile: bool, calls: int = 0) -> dict[str, Any]:
                 sync()
             case: dict[str, Any] = {"size": s, "dtype": dt, "variant": pg.last_plan().variant}
             case["gemm_cupy_out"] = _us(lambda: pg.gemm(a, b, out=o), n, sync=sync)
+            # verify="raise": one bind, the product into scratch, the check's launches, its wait, the copy into out
+            case["gemm_cupy_out_verified"] = _us(lambda: pg.gemm(a, b, out=o, verify="raise"), max(1, n // 4), sync=sync)
             case["gemm_torch_out"] = _us(lambda: pg.gemm(ta, tb, out=to), n, sync=sync)
             if not fake:
                 case["torch_matmul_out"] = _us(lambda: torch.matmul(ta, tb, out=to), n, sync=sync)
