@@ -251,6 +251,8 @@ def _bound_for_check(a: Any, b: Any, c: Any, alpha: float, beta: float, device: 
     gemm refuses), and ``record(delivered)``, which makes it this thread's last product and, once ``out`` was written,
     tells torch's autograd; None where the call is not one device launch of polygemm's own backends on the operands as
     given (host data, a plugin's backend, an operand made whole first, an out no kernel writes)."""
+    if isinstance(out, np.ndarray):  # host data: computed into a result of its own (its copies are made once, there)
+        return None
     try:
         entry, call, hit, uncached = plan_cache.bind(a, b, c, alpha, beta, device, variant, out, out_dtype, precision)
     except (NotWhole, OutNotInPlace):
