@@ -75,6 +75,10 @@ def variant_table_error(items: list[Any]) -> str | None:
     for v in items:
         if not isinstance(v.name, str) or not v.name.strip():
             return f"variants(): a Variant's name must be a non-empty string; got {short_repr(v.name, 40)}"
+        if ":" in v.name or v.name.strip().lower() == "auto":
+            # variant="name:modifier" (split_k=4, ...) and variant="auto" mean something else to every caller
+            return (f"variants(): variant {v.name!r} is a name callers cannot select: 'auto' asks for the backend's "
+                    f"choice, and ':' begins a modifier (variant='name:split_k=4'); rename it")
         for field_name in ("dtypes", "out_dtypes"):
             value = getattr(v, field_name)
             if not _names_tuple(value):

@@ -89,7 +89,10 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
             np.copyto(out, saved)
 
     try:
-        result = backend.execute(plan, call)
+        # IEEE results silently, as every backend gives them: a plugin's NumPy warnings (inf - inf in its matmul) are no
+        # FloatingPointError under the caller's np.errstate(all="raise")
+        with np.errstate(all="ignore"):
+            result = backend.execute(plan, call)
     except PolygemmError:
         restore()
         raise
@@ -118,7 +121,19 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
         restore()
         raise _broken(backend, f"{why}, for {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant {plan.variant!r}"
                                + ("; out was left as it was" if out is not None and host else ""))
+    if host and out is None and not _fresh(result, call):
+        # a new result is the caller's own, as numpy.matmul's is: a plain, C-ordered, writeable array sharing no memory
+        # with the operands (a view of c, a broadcast, a Fortran-ordered or read-only array is copied into one)
+        result = np.array(result, order="C", copy=True, subok=False)
     return result
+
+
+def _fresh(result: np.ndarray, call: Call) -> bool:
+    """Whether a plugin's new host result is already what numpy.matmul returns: a plain C-ordered writeable array whose
+    memory is none of the operands'."""
+    if type(result) is not np.ndarray or not result.flags.c_contiguous or not result.flags.writeable:
+        return False
+    return not any(isinstance(x, np.ndarray) and np.may_share_memory(result, x) for x in (call.a, call.b, call.c))
 
 
 def _read_only(x: Any) -> Any:

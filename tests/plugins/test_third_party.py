@@ -174,12 +174,44 @@ class VariantsFailLater(Good):
 class TwiceNamed(Good):
     def variants(self):
         return (Variant("v", ("float32",), "one"), Variant("v", ("float64",), "two"))
+
+class ViewOfC(Good):
+    def run(self, plan):  # alpha 0, beta 1: c itself handed back (a read-only view of the caller's c)
+        p = plan.problem
+        if p.out is None and p.alpha == 0.0 and p.beta == 1.0 and p.c is not None:
+            return p.c.array
+        return super().run(plan)
+
+class FortranResult(Good):
+    def run(self, plan):
+        p = plan.problem
+        if p.out is not None:
+            return super().run(plan)
+        return np.asfortranarray((p.a.array.astype(np.float64) @ p.b.array).astype(np.float32))
+
+class Noisy(Good):
+    def run(self, plan):  # no np.errstate of its own: inf - inf warns in its matmul
+        p = plan.problem
+        res = (p.a.array @ p.b.array).astype(np.float32)
+        if p.out is not None:
+            p.out.array[...] = res
+            return p.out.array
+        return res
+
+class ColonName(Good):
+    def variants(self):
+        return (Variant("split:k=4", ("float32",), "a name with a modifier's colon"),)
+
+class AutoName(Good):
+    def variants(self):
+        return (Variant("auto", ("float32",), "a variant named auto"),)
 """
 
 
 CLASSES = ["Good", "PlanGarbage", "PlanRaises", "PlanOtherName", "PlanRefuses", "WrongShape", "WrongDtype", "ReturnsNone",
            "OutNotWritten", "HalfWritesThenRaises", "HalfWritesThenExits", "HalfWritesThenInterrupted", "VariantsRaise",
-           "DtypesString", "PrecisionUnknown", "ResidenciesString", "VariantsFailLater", "TwiceNamed"]
+           "DtypesString", "PrecisionUnknown", "ResidenciesString", "VariantsFailLater", "TwiceNamed", "ViewOfC",
+           "FortranResult", "Noisy", "ColonName", "AutoName"]
 
 
 @pytest.fixture
@@ -824,3 +856,30 @@ def test_the_pytest_runner_fails_a_plugin_unavailable_for_a_fault_of_its_own(thi
     cuda = {i.name: i for i in pg.backends()}["cuda"]
     if not cuda.available:  # no GPU here: its probe said no, the machine's fault, not its code's
         assert contract_fault(pg.get_backend("cuda"), cuda.reason) is None
+
+
+def test_a_plugins_new_result_is_the_callers_own_plain_c_ordered_array(rng, third_party):
+    a, b = _operands(rng)
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    got = pg.gemm(a, b, c, alpha=0.0, beta=1.0, device="viewofc")
+    assert not np.shares_memory(got, c) and got.flags.writeable
+    got[...] = 0.0  # the caller's own: writing it leaves c as it was
+    assert c.any()
+    got = pg.gemm(a, b, device="fortranresult")
+    assert got.flags.c_contiguous and type(got) is np.ndarray
+    assert_within(got, a, b)
+
+
+def test_a_plugins_floating_point_warnings_never_reach_the_caller(rng, third_party):
+    a = np.full((3, 4), np.inf, np.float32)
+    b = np.zeros((4, 2), np.float32)
+    with np.errstate(all="raise"):
+        got = pg.gemm(a, b, device="noisy")
+    assert np.isnan(got).all()  # inf * 0: NaN, as IEEE (and numpy.matmul) give it
+
+
+@pytest.mark.parametrize("name, variant", [("colonname", "split:k=4"), ("autoname", "auto")])
+def test_a_variant_name_callers_cannot_select_is_refused_by_the_table_check(rng, third_party, name, variant):
+    a, b = _operands(rng)
+    with pytest.raises(pg.BackendUnavailableError, match=f"variant '{variant}' is a name callers cannot select"):
+        pg.gemm(a, b, device=name)
