@@ -59,7 +59,8 @@ def _intro(be: Backend, device: str, dtype: str, mode: str, inputs: str, shapes:
         warm = "warm-up calls (compilation, module load) first, not timed; every timed call copies host<->device"
     else:
         warm = "warm-up calls (compilation, module load) first, not timed; the data stays on the device"
-    return f"polygemm bench: {device} {dtype}, {mode} mode, {len(shapes)} shapes{preset}: {what}; {warm}"
+    return (f"polygemm bench: {device} {dtype}, {mode} mode, {len(shapes)} shape{'' if len(shapes) == 1 else 's'}{preset}: "
+            f"{what}; {warm}")
 
 
 def _bench_device(device: str | None) -> str:

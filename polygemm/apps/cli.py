@@ -22,7 +22,7 @@ from .arguments import Once, Parser, add_verify_option, dtype_name, non_negative
 from .bench_inputs import host_memory
 from .bench_layout import layout_of
 from .bench_shapes import parse_bench_shape
-from .outputs import add_json_option, emit_json, unwritable
+from .outputs import WriteFailed, add_json_option, emit_json, unwritable
 from .precision_option import add_precision_option
 
 __all__ = ["main", "build_parser", "INFO_WIDTH", "TABLE_WIDTH", "COMMAND_MODULES"]
@@ -170,6 +170,11 @@ def _variants_backend(name: str) -> Backend:
 
 
 def cmd_variants(args: argparse.Namespace) -> int:
+    if isinstance(args.json, str) and not args.device and args.json.strip().partition(":")[0] in registry.known_names():
+        # "variants --json cpu": --json took the backend meant for --device as its file name
+        print(f"polygemm variants: error: --json {args.json} names a backend, not a file; give it as --device "
+              f"{args.json} (with --json alone for JSON on standard output, or --json FILE.json)", file=sys.stderr)
+        return 2
     args.device = split_names("--device", args.device, "backend", ", ".join(registry.known_names()),
                               "leave --device out to list every one")
     names = list(args.device) if args.device else registry.known_names()
@@ -389,9 +394,9 @@ def _run(argv: Sequence[str] | None) -> int:
         text = re.sub(r"(?<![\w-])device='([^']*)'", r"--device \1", text)
         text = "; ".join(part.strip() for part in text.splitlines() if part.strip())  # one line (a driver's reason may hold several)
         print(f"polygemm: error: {text}", file=sys.stderr)
-        # 1: the run itself failed (a device error, a product that failed its check), as --check's FAIL;
+        # 1: the run itself failed (a device error, a product that failed its check, its output unwritten), as --check's FAIL;
         # 2: what was asked cannot be done here (arguments, devices, problems refused before anything ran)
-        return 1 if isinstance(exc, (DeviceError, VerificationError)) else 2
+        return 1 if isinstance(exc, (DeviceError, VerificationError, WriteFailed)) else 2
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,

@@ -135,7 +135,7 @@ def render_table(results: list[CaseResult], quick: bool = False) -> str:
         total[r.status] += 1
     out.append("")
     out.append(f"{total['pass']} passed, {total['fail']} failed, {total['skip']} skipped")
-    notes.extend(f"skip {be} ({len(rows_)} rows: {', '.join(rows_[:3])}{', ...' if len(rows_) > 3 else ''}): {d}" for (be, d), rows_ in skip_rows.items())
+    notes.extend(f"skip {be} ({len(rows_)} row{'' if len(rows_) == 1 else 's'}: {', '.join(rows_[:3])}{', ...' if len(rows_) > 3 else ''}): {d}" for (be, d), rows_ in skip_rows.items())
     seen = set()
     for n in notes:
         if n not in seen:

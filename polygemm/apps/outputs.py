@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..errors import ArgumentError
 
 __all__ = ["OUTPUT_OPTIONS", "IMAGE_OPTIONS", "JSON_STDOUT", "image_format", "cannot_create_in", "special_file",
-           "unwritable", "write_file", "json_to_stdout", "add_json_option", "emit_json"]
+           "unwritable", "write_file", "json_to_stdout", "add_json_option", "emit_json", "WriteFailed"]
 
 #: the options that name a file a command writes when it is done
 OUTPUT_OPTIONS = ("json", "markdown", "plot", "output")
@@ -135,6 +135,11 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
+class WriteFailed(ArgumentError):
+    """A file the command writes at its end could not be written (a full disk, a folder gone): the run itself
+    failed, exit status 1, as a device error's (a path refused before the run is a usage error, 2)."""
+
+
 def write_file(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
     """Write ``path`` whole or not at all: ``write(fh)`` fills a temporary file beside it, which
     then replaces ``path`` (a failure or Ctrl-C while writing leaves the previous file as it
@@ -146,7 +151,7 @@ def write_file(path: str, write: Callable[[Any], None], binary: bool = False) ->
             with open(path, "wb" if binary else "w") as fh:
                 write(fh)
         except OSError as exc:
-            raise ArgumentError(f"could not write {path}: {exc.strerror or exc}") from None
+            raise WriteFailed(f"could not write {path}: {exc.strerror or exc}") from None
         return
     shown = path
     path = os.path.realpath(path)  # through a symlink to the file it names (the link stays a link)
@@ -158,7 +163,7 @@ def write_file(path: str, write: Callable[[Any], None], binary: bool = False) ->
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part", dir=folder)
     except OSError as exc:  # a folder gone since the check before the run (or a link to none)
-        raise ArgumentError(f"could not write {shown}: {exc.strerror or exc} ({folder})") from None
+        raise WriteFailed(f"could not write {shown}: {exc.strerror or exc} ({folder})") from None
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
             write(fh)

@@ -988,3 +988,18 @@ def test_errors_name_the_commands_options_not_the_apis_arguments(capsys):
     assert "got --out-dtype float16: omit --out-dtype" in line and "out_dtype" not in line
     line = cli_error_line(capsys, ["variants", "--device", "cuda:01"])
     assert line.startswith("polygemm: error: --device cuda:01: a device index") and "device=" not in line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a file every write to fails)")
+def test_an_output_file_that_cannot_be_written_is_a_failed_run(capsys):
+    # the run happened and its output was lost: status 1, as a device error's (a refused path is 2, before anything runs)
+    assert main(["info", "--json", "/dev/full"]) == 1
+    assert "could not write /dev/full" in capsys.readouterr().err
+
+
+def test_variants_json_given_a_backend_name_is_told_device(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["variants", "--json", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--json cpu names a backend" in err and "--device cpu" in err
+    assert not (tmp_path / "cpu").exists()
