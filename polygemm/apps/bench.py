@@ -141,6 +141,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     device = _bench_device(args.device)
     be = registry.get_backend(device)
     _refuse_gpu_presets(args, be, device)
+    dtypes = be.dtypes()
+    if args.dtype not in dtypes:  # before the run's first line, in the command's terms
+        raise ArgumentError(f"--dtype {args.dtype}: backend {be.name!r} does not compute it; it computes "
+                            f"{', '.join(dtypes)}: pass --dtype {dtypes[0] if len(dtypes) == 1 else 'one of them'}")
     preset = ""
     if not args.shapes:  # per device: seconds on a CPU, the large cubes on a GPU
         chosen = default_shapes(be)

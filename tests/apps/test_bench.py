@@ -802,3 +802,13 @@ def test_a_closed_stdout_keeps_the_records_timed_so_far(tmp_path, monkeypatch, c
     rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "8x8x8", "--json", str(path)])
     data = json.loads(path.read_text())
     assert rc == 141 and len(data["records"]) == 1 and data["interrupted"] is True
+
+
+@pytest.mark.parametrize("mode", ["call", "kernel"])
+def test_a_dtype_the_backend_does_not_compute_is_refused_before_the_first_line(musa, capsys, mode):
+    from polygemm.apps.cli import main
+
+    assert main(["bench", "--device", "musa", "--shapes", "64x64x64", "--mode", mode]) == 2
+    captured = capsys.readouterr()
+    assert "polygemm bench:" not in captured.out  # nothing timed, no header
+    assert "--dtype float32: backend 'musa' does not compute it" in captured.err and "--dtype float16" in captured.err

@@ -95,9 +95,9 @@ def test_bench_refuses_all_beside_names_before_its_first_line(capsys):
     assert rc == 2 and out == "" and "'all' times every variant and takes no other names beside it" in err
 
 
-def test_bench_refuses_a_backend_without_a_vendor_for_the_dtype_before_its_first_line(capsys, musa):
+def test_bench_refuses_a_dtype_the_backend_does_not_compute_before_its_first_line(capsys, musa):
     rc, out, err = cli(capsys, ["bench", "--device", "musa", "--shapes", "64x64x64", "--repeats", "1"])
-    assert rc == 2 and out == "" and "has no vendor variant for float32" in err
+    assert rc == 2 and out == "" and "backend 'musa' does not compute it" in err and "--dtype float16" in err
 
 
 @pytest.mark.parametrize("tool, args", [("verify_campaign.py", ["--device", "cuda", "--out", "v.json"]),
