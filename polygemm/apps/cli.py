@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_variants)
 
     s = sub.add_parser("gemm", help="run one product on random data, print the plan and the time")
-    s.add_argument("--shape", type=parse_bench_shape, required=True, metavar="MxNxK[:LAYOUT]", action=Once,
+    # (required, checked after the options are read: a misspelt --shpae is told --shape, a bare 64x64x64 its option)
+    s.add_argument("--shape", type=parse_bench_shape, default=None, metavar="MxNxK[:LAYOUT]", action=Once,
                    help="MxNxK, e.g. 1024x1024x1024; LAYOUT is two letters of n and t, A's and B's (nt: x @ W.T)")
     s.add_argument("--dtype", default="float32", type=dtype_name, choices=["float16", "bfloat16", "float32", "float64"],
                    help="dtype of a, b and the result (fp16, bf16, half, double and the like name them too)")
@@ -375,7 +376,12 @@ def _run(argv: Sequence[str] | None) -> int:
         command = commands[args.command]
         known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
         hint = did_you_mean([w.split("=", 1)[0] for w in extra if w.startswith("--")], known)
+        shapes = [w for w in extra if not w.startswith("-") and _reads_as_shape(w)]
+        if shapes and "--shape" in known and not hint:  # "polygemm gemm 64x64x64": the shape is an option's value
+            hint = f"; give the shape as --shape {shapes[0]}"
         command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    if args.command == "gemm" and args.shape is None:
+        commands["gemm"].error("the following arguments are required: --shape MxNxK[:LAYOUT] (e.g. --shape 1024x1024x1024)")
     args.argv = argv
     why = unwritable(args)
     if why is not None:
@@ -397,6 +403,15 @@ def _run(argv: Sequence[str] | None) -> int:
         # 1: the run itself failed (a device error, a product that failed its check, its output unwritten), as --check's FAIL;
         # 2: what was asked cannot be done here (arguments, devices, problems refused before anything ran)
         return 1 if isinstance(exc, (DeviceError, VerificationError, WriteFailed)) else 2
+
+
+def _reads_as_shape(text: str) -> bool:
+    """Whether ``text`` reads as a shape (``MxNxK[:LAYOUT]``)."""
+    try:
+        parse_bench_shape(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,

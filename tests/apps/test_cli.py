@@ -1003,3 +1003,10 @@ def test_variants_json_given_a_backend_name_is_told_device(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert "--json cpu names a backend" in err and "--device cpu" in err
     assert not (tmp_path / "cpu").exists()
+
+
+@pytest.mark.parametrize("argv, says", [(["gemm", "--shpae", "64x64x64"], "did you mean --shape?"),
+                                        (["gemm", "64x64x64"], "give the shape as --shape 64x64x64"),
+                                        (["gemm"], "required: --shape MxNxK")])
+def test_gemm_without_its_shape_option_is_told_how_to_give_it(capsys, argv, says):
+    assert says in usage_error(capsys, argv)
