@@ -72,6 +72,14 @@ def _variant_precision(backend: Backend, variant: str) -> str | None:
     return None
 
 
+def _declared_out_dtypes(backend: Backend, variant: str) -> tuple[str, ...]:
+    """The result dtypes a named variant declares besides its input's (``Variant.out_dtypes``); () for ``"auto"``."""
+    for v in backend.variants():
+        if v.name == variant.partition(":")[0]:
+            return tuple(v.out_dtypes)
+    return ()
+
+
 class _Ctx:
     """What one case needs: the backend, dtype, variant and a fresh random generator."""
 
@@ -100,7 +108,8 @@ class _Ctx:
         x: np.ndarray = np.full((rows, cols), np.nan, dtype=self.dtype, order=order)  # type: ignore[call-overload]
         return x
 
-    def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None) -> Any:
+    def gemm(self, a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 0.0, out: Any = None,
+             out_dtype: Any = None) -> Any:
         """The call users make: ``polygemm.gemm(..., device=<the backend's name>, variant=...)`` when
         the registry holds this backend, so what is tested is what they get (the backend's
         ``execute``, which a plugin may override for speed, under the plan cache and the core's
@@ -113,8 +122,8 @@ class _Ctx:
             from ..api import gemm
 
             return gemm(a, b, c, alpha=alpha, beta=beta, out=out, device=self.backend.name, variant=self.variant,
-                        precision=self.precision)
-        problem = normalize(a, b, c, alpha=alpha, beta=beta, out=out)
+                        precision=self.precision, out_dtype=out_dtype)
+        problem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype)
         if self.precision is not None:
             problem = dataclasses.replace(problem, precision=self.precision)
         self.backend.check_problem(problem)
@@ -171,6 +180,26 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
         x.check(out, a, b, c, 0.5, -1.25)
 
     return case
+
+
+def _out_dtype_case(x: _Ctx) -> None:
+    """The inputs' dtype and each result dtype the variant declares besides it (``Variant.out_dtypes``: float32 results
+    of float16 inputs), asked as ``out_dtype=`` and as an ``out`` of that dtype: written in it, within its bound."""
+    # (the core takes float32 results of float16 and bfloat16 inputs only: check_result_dtype); the inputs' own dtype
+    # always, with out_dtype given as it
+    wider = [d for d in _declared_out_dtypes(x.backend, x.variant) if d == "float32" and x.dtype.name in HALF_DTYPES]
+    a, b = x.rand(23, 17), x.rand(17, 19)
+    for name in [x.dtype.name] + wider:
+        od = dtype_named(name)
+        c = x.rand(23, 19).astype(od)
+        for given_out in (False, True):
+            out = np.full((23, 19), np.nan, od) if given_out else None
+            got = x.gemm(a, b, c, alpha=0.5, beta=2.0, out=out, out_dtype=None if given_out else od)
+            got = np.asarray(got)
+            assert got.dtype == od, (f"variant {x.variant!r} declares {name} results (Variant.out_dtypes) but wrote "
+                                     f"{got.dtype.name} for {'an out of ' + name if given_out else 'out_dtype=' + name}")
+            res = check_result(got, a, b, c, 0.5, 2.0, out_dtype=od, precision=x.precision)
+            assert res.ok, f"{name} results of {x.dtype.name} inputs: {res.message} (seed {x.seed})"
 
 
 def _batch_case(x: _Ctx) -> None:
@@ -408,6 +437,7 @@ def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
         for ob in orders:
             groups["layouts"][f"a={oa} b={ob}"] = _layout_case(oa, ob, "F" if (oa, ob) == ("F", "F") else "C")
     groups["layouts"]["strided_copy"] = _strided_case
+    groups["scaling"]["out_dtype"] = _out_dtype_case
     groups["shapes"]["batch"] = _batch_case
     return groups
 

@@ -883,3 +883,22 @@ def test_a_variant_name_callers_cannot_select_is_refused_by_the_table_check(rng,
     a, b = _operands(rng)
     with pytest.raises(pg.BackendUnavailableError, match=f"variant '{variant}' is a name callers cannot select"):
         pg.gemm(a, b, device=name)
+
+
+class _DeclaresFloat32ButWritesFloat16(_Buggy):
+    def variants(self):
+        return (Variant("v", ("float16",), "float16 products, float32 results declared", out_dtypes=("float32",)),)
+
+    def run(self, plan):  # the declared float32 result never written: float16 comes back
+        p = plan.problem
+        with np.errstate(all="ignore"):
+            res = p.alpha * (p.a.array.astype(np.float64) @ p.b.array.astype(np.float64))
+            if p.c is not None and p.beta != 0.0:
+                res = res + p.beta * p.c.array.astype(np.float64)
+        return store_result(res.astype(np.float16), None if p.out is None else p.out.array)
+
+
+def test_the_conformance_suite_fails_a_variant_that_does_not_write_the_result_dtype_it_declares():
+    rows = run_conformance(_DeclaresFloat32ButWritesFloat16(), dtypes=["float16"])
+    fails = [r for r in rows if r.status == "fail"]
+    assert [r.case for r in fails] == ["out_dtype"] and "declares float32 results" in fails[0].detail
