@@ -96,7 +96,7 @@ def _refuse_gpu_presets(args: argparse.Namespace, be: Backend, device: str) -> N
     and is taken as that choice."""
     if args.max_dim is not None or not runs_on_host(be):
         return
-    named = [p.strip() for item in args.shapes or [] for p in item.split(",") if p.strip() in GPU_PRESETS]
+    named = [p.strip().lower() for item in args.shapes or [] for p in item.split(",") if p.strip().lower() in GPU_PRESETS]
     if named:
         shapes = PRESETS[named[0]]
         tflop = sum(2.0 * m * n * k for m, n, k in shapes) / 1e12

@@ -5,6 +5,7 @@ layout, :class:`Shape`), and ``--repeats auto``'s count per shape."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Sequence
 
 from ..backend import Backend
@@ -123,12 +124,15 @@ def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:
     names), each once, in order; a layout other than ``nn`` makes a :class:`Shape`."""
     shapes: list[tuple[int, int, int]] = []
     for item in items:
+        if re.fullmatch(r"\s*\d+\s*,\s*\d+\s*,\s*\d+\s*", item):  # "128,64,32": one shape, its sizes comma separated
+            m, n, k = (x.strip() for x in item.split(","))
+            raise argparse.ArgumentTypeError(f"{item!r}: a shape is written {m}x{n}x{k} (commas separate shapes)")
         for part in item.split(","):
             part = part.strip()
             if not part:
                 continue
-            if part in PRESETS:
-                shapes.extend(PRESETS[part])
+            if part.lower() in PRESETS:  # (in any case, as dtypes, devices and layouts are)
+                shapes.extend(PRESETS[part.lower()])
             else:
                 shapes.append(parse_bench_shape(part))
     if items and not shapes:  # "--shapes ,": a usage error, not a run of nothing

@@ -812,3 +812,14 @@ def test_a_dtype_the_backend_does_not_compute_is_refused_before_the_first_line(m
     captured = capsys.readouterr()
     assert "polygemm bench:" not in captured.out  # nothing timed, no header
     assert "--dtype float32: backend 'musa' does not compute it" in captured.err and "--dtype float16" in captured.err
+
+
+def test_a_shape_written_with_commas_is_told_its_form(capsys):
+    rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--shapes", "128,64,32"])
+    assert rc == 2 and out == "" and "'128,64,32': a shape is written 128x64x32" in err
+
+
+def test_preset_names_are_taken_in_any_case():
+    from polygemm.apps.bench_shapes import PRESETS, parse_shapes
+
+    assert parse_shapes(["CPU"]) == parse_shapes(["cpu"]) == list(dict.fromkeys(PRESETS["cpu"]))
