@@ -88,6 +88,8 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
         if saved is not None:
             np.copyto(out, saved)
 
+    # the method the plugin wrote: its execute() where it overrides the core's (which binds the call and calls run())
+    fn = "execute()" if type(backend).execute is not Backend.execute else "run()"
     try:
         # IEEE results silently, as every backend gives them: a plugin's NumPy warnings (inf - inf in its matmul) are no
         # FloatingPointError under the caller's np.errstate(all="raise")
@@ -103,20 +105,20 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
         restore()
         wrote = (" (it wrote into an input: a, b and c are read-only to a plugin's run(); compute into a new array, or into "
                  "problem.out.array when out is given)") if isinstance(exc, ValueError) and "read-only" in str(exc) else ""
-        raise _broken(backend, f"failed in run() on {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant "
+        raise _broken(backend, f"failed in {fn} on {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant "
                                f"{plan.variant!r}: {type(exc).__name__}: {exc}{wrote}") from exc
     want = problem.result_shape
     shape = getattr(result, "shape", None)
     why = None
     if host and not isinstance(result, np.ndarray):
-        why = f"run() returned {type(result).__name__}, not a NumPy array"
+        why = f"{fn} returned {type(result).__name__}, not a NumPy array"
     elif shape is None or tuple(shape) != want:
-        why = f"run() returned a result of shape {None if shape is None else tuple(shape)}, not the result's {want}"
+        why = f"{fn} returned a result of shape {None if shape is None else tuple(shape)}, not the result's {want}"
     elif host and result.dtype != problem.out_dtype:
-        why = f"run() returned a {result.dtype.name} result, not {problem.out_dtype.name}"
+        why = f"{fn} returned a {result.dtype.name} result, not {problem.out_dtype.name}"
     elif host and out is not None and not (result is out or (
             result.__array_interface__["data"][0] == out.__array_interface__["data"][0] and result.strides == out.strides)):
-        why = "run() returned a new array instead of writing out (it must write problem.out.array and return it)"
+        why = f"{fn} returned a new array instead of writing out (it must write problem.out.array and return it)"
     if why is not None:
         restore()
         raise _broken(backend, f"{why}, for {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant {plan.variant!r}"

@@ -202,6 +202,10 @@ class ColonName(Good):
     def variants(self):
         return (Variant("split:k=4", ("float32",), "a name with a modifier's colon"),)
 
+class ExecOverride(Good):
+    def execute(self, plan, call):  # the cached plan run as it is, its call never bound: no arrays in it
+        return self.run(plan)
+
 class AutoName(Good):
     def variants(self):
         return (Variant("auto", ("float32",), "a variant named auto"),)
@@ -211,7 +215,7 @@ class AutoName(Good):
 CLASSES = ["Good", "PlanGarbage", "PlanRaises", "PlanOtherName", "PlanRefuses", "WrongShape", "WrongDtype", "ReturnsNone",
            "OutNotWritten", "HalfWritesThenRaises", "HalfWritesThenExits", "HalfWritesThenInterrupted", "VariantsRaise",
            "DtypesString", "PrecisionUnknown", "ResidenciesString", "VariantsFailLater", "TwiceNamed", "ViewOfC",
-           "FortranResult", "Noisy", "ColonName", "AutoName"]
+           "FortranResult", "Noisy", "ColonName", "AutoName", "ExecOverride"]
 
 
 @pytest.fixture
@@ -902,3 +906,9 @@ def test_the_conformance_suite_fails_a_variant_that_does_not_write_the_result_dt
     rows = run_conformance(_DeclaresFloat32ButWritesFloat16(), dtypes=["float16"])
     fails = [r for r in rows if r.status == "fail"]
     assert [r.case for r in fails] == ["out_dtype"] and "declares float32 results" in fails[0].detail
+
+
+def test_a_plugins_own_execute_is_named_when_it_fails(rng, third_party):
+    a, b = _operands(rng)
+    with pytest.raises(DeviceError, match=r"^backend 'execoverride' .*failed in execute\(\) on 3x2x4"):
+        pg.gemm(a, b, device="execoverride")
