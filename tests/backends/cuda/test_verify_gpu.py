@@ -221,3 +221,35 @@ def test_a_checked_result_reaches_a_cupy_out_whole(cuda, rng, order):
     if order == "view":
         host = cp.asnumpy(buf)
         assert np.isnan(host[:, 0]).all() and np.isnan(host[:, n + 1:]).all()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+def test_a_checked_call_with_out_in_scratch_leaves_out_and_c_until_it_passed(cuda, rng, kind):
+    """The verified call with a dense out computes into scratch and copies into out once checked: out holds the
+    unverified call's product, c in place is read before it is replaced, and a fault leaves out (and c) as they were."""
+    if kind == "cupy":
+        xp = pytest.importorskip("cupy")
+        to = xp.asarray
+    else:
+        xp = pytest.importorskip("torch")
+        if not xp.cuda.is_available():
+            pytest.skip("torch without CUDA")
+        to = lambda x: xp.as_tensor(x, device="cuda")  # noqa: E731
+    m, n, k = 70, 52, 45
+    host = [rng.standard_normal(s).astype(np.float16) for s in ((m, k), (k, n), (m, n))]
+    a, b, c = (to(x) for x in host)
+    want = (0.5 * (host[0].astype(np.float64) @ host[1]) + 2.0 * host[2]).astype(np.float16)
+
+    def values(x):
+        return np.asarray(x.get() if kind == "cupy" else x.cpu().numpy())
+
+    out = to(np.full((m, n), 7.0, np.float16))
+    assert pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=out, verify="raise") is out
+    np.testing.assert_allclose(values(out).astype(np.float64), want, rtol=2e-2, atol=2e-2)
+    assert pg.last_plan().problem.out is not None  # the call with out, bound once
+    with inject_fault(3, 4, value=1e4), pytest.raises(pg.VerificationError, match="out and c are untouched"):
+        pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=c, verify="raise")
+    np.testing.assert_array_equal(values(c), host[2])
+    assert pg.gemm(a, b, c, alpha=0.5, beta=2.0, out=c, verify="raise") is c  # in place: c read, then replaced
+    np.testing.assert_allclose(values(c).astype(np.float64), want, rtol=2e-2, atol=2e-2)
