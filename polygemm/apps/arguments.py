@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any, Sequence
 
 from ..errors import ArgumentError
@@ -118,6 +119,11 @@ class Parser(argparse.ArgumentParser):
         # value, so the value's own check says what is wrong rather than argparse's "expected one
         # argument"; no option of polygemm starts with "-<digit>"
         self._negative_number_matcher = re.compile(r"^-\d*\.?\d+([x×X]-?\d*)*$")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        # argparse drops an OSError of this write (--help into a full disk, a closed pipe): polygemm.main says it instead
+        if message:
+            (file or sys.stderr).write(message)
 
     def _get_option_tuples(self, option_string: str) -> list[Any]:
         # an abbreviation matching two spellings of one option (--rep: --repeat and --repeats) is that option, not an

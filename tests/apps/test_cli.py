@@ -1010,3 +1010,14 @@ def test_variants_json_given_a_backend_name_is_told_device(tmp_path, monkeypatch
                                         (["gemm"], "required: --shape MxNxK")])
 def test_gemm_without_its_shape_option_is_told_how_to_give_it(capsys, argv, says):
     assert says in usage_error(capsys, argv)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a file every write to fails)")
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["gemm", "--help"]])
+def test_help_and_version_into_a_full_disk_are_a_failure_said_in_one_line(argv):
+    from tests.helpers import subprocess_env
+
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "polygemm", *argv], stdout=full, stderr=subprocess.PIPE, text=True,
+                           env=subprocess_env(), timeout=120)
+    assert r.returncode == 1 and "cannot write the command's output" in r.stderr and "Traceback" not in r.stderr
