@@ -163,7 +163,10 @@ def select(target: str | None = None, compiler: str | None = None, when: str = "
         reasons.append(why if c is None else f"{c.describe()} cannot build for {target}")
     how = "pip install 'polygemm[nvrtc]' (NVRTC from PyPI) or install the CUDA toolkit (nvcc)"
     lead = (f"compiler {compiler!r}: " if compiler else f"POLYGEMM_COMPILER={forced}: " if forced else "no CUDA compiler: ")
-    raise BackendUnavailableError(f"{lead}{'; '.join(reasons)}; {when}: {how}")
+    said = "; ".join(reasons)
+    if forced and "pip install" in said:  # the one compiler asked for says what to install already: not twice
+        raise BackendUnavailableError(f"{lead}{said}")
+    raise BackendUnavailableError(f"{lead}{said}; {when}: {how}")
 
 
 def available(target: str | None = None) -> str | None:

@@ -343,3 +343,10 @@ def test_compile_command_with_nvrtc(tmp_path: Path, cache: Path, capsys: pytest.
     for f in out.glob("*.cubin"):
         meta, cubin = compiler.unpack(f.read_bytes())
         assert cubin[:4] == b"\x7fELF" and meta["compiler"].startswith("NVRTC")
+
+
+def test_a_compiler_asked_for_by_name_says_what_to_install_once(monkeypatch) -> None:
+    monkeypatch.setattr(compiler, "_nvrtc_compiler", lambda: (None, "NVRTC (libnvrtc) not found: pip install 'polygemm[nvrtc]'"))
+    with pytest.raises(BackendUnavailableError) as info:
+        compiler.select("sm_90", "nvrtc", when="polygemm compile builds the kernels ahead of time with one")
+    assert str(info.value).count("pip install") == 1 and str(info.value).startswith("compiler 'nvrtc': ")
