@@ -14,7 +14,7 @@ from .bench_real import REAL_WORKLOADS, real_shapes
 from .bench_layout import LAYOUT_FORM, LAYOUTS, Shape, layout_of, parse_layout, shape_text
 
 __all__ = ["PRESETS", "SWEEP_MN", "SWEEP_K", "sweep_shapes", "auto_repeats", "default_shapes", "parse_shapes",
-           "parse_bench_shape", "preset_summary", "runs_on_host", "GPU_PRESETS", "Shape", "LAYOUTS", "layout_of",
+           "parse_bench_shape", "reads_as_shape", "preset_summary", "runs_on_host", "GPU_PRESETS", "Shape", "LAYOUTS", "layout_of",
            "shape_text", "REAL_WORKLOADS", "real_shapes"]
 
 #: the ``sweep`` preset's axes: M and N values, and K values
@@ -117,6 +117,15 @@ def parse_bench_shape(text: str) -> tuple[int, int, int]:
     if not colon:
         return m, n, k
     return Shape(m, n, k, parse_layout(layout, text))
+
+
+def reads_as_shape(text: str) -> bool:
+    """Whether ``text`` reads as a shape (``MxNxK[:LAYOUT]``) rather than a file name or a word."""
+    try:
+        parse_bench_shape(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
 
 
 def parse_shapes(items: Sequence[str]) -> list[tuple[int, int, int]]:

@@ -21,7 +21,7 @@ from ..errors import ArgumentError, DeviceError, PolygemmError, VerificationErro
 from .arguments import Once, Parser, add_verify_option, dtype_name, non_negative_int, positive_int, split_names
 from .bench_inputs import host_memory
 from .bench_layout import layout_of
-from .bench_shapes import parse_bench_shape
+from .bench_shapes import parse_bench_shape, reads_as_shape
 from .outputs import WriteFailed, add_json_option, emit_json, unwritable
 from .precision_option import add_precision_option
 
@@ -376,7 +376,7 @@ def _run(argv: Sequence[str] | None) -> int:
         command = commands[args.command]
         known = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
         hint = did_you_mean([w.split("=", 1)[0] for w in extra if w.startswith("--")], known)
-        shapes = [w for w in extra if not w.startswith("-") and _reads_as_shape(w)]
+        shapes = [w for w in extra if not w.startswith("-") and reads_as_shape(w)]
         if shapes and "--shape" in known and not hint:  # "polygemm gemm 64x64x64": the shape is an option's value
             hint = f"; give the shape as --shape {shapes[0]}"
         command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
@@ -403,15 +403,6 @@ def _run(argv: Sequence[str] | None) -> int:
         # 1: the run itself failed (a device error, a product that failed its check, its output unwritten), as --check's FAIL;
         # 2: what was asked cannot be done here (arguments, devices, problems refused before anything ran)
         return 1 if isinstance(exc, (DeviceError, VerificationError, WriteFailed)) else 2
-
-
-def _reads_as_shape(text: str) -> bool:
-    """Whether ``text`` reads as a shape (``MxNxK[:LAYOUT]``)."""
-    try:
-        parse_bench_shape(text)
-    except argparse.ArgumentTypeError:
-        return False
-    return True
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,

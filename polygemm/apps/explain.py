@@ -15,7 +15,7 @@ from ..backend import Plan
 from ..problem import dtype_named
 from .arguments import Once, add_verify_option, dtype_name, non_negative_int
 from .bench_layout import layout_of, shape_text
-from .bench_shapes import parse_bench_shape
+from .bench_shapes import parse_bench_shape, reads_as_shape
 from .outputs import JSON_STDOUT, add_json_option, emit_json
 from .precision_option import add_precision_option
 
@@ -75,20 +75,11 @@ def plan_record(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _is_shape(text: str) -> bool:
-    """Whether ``text`` reads as a shape (``MxNxK[:LAYOUT]``) rather than a file name."""
-    try:
-        parse_bench_shape(text)
-    except argparse.ArgumentTypeError:
-        return False
-    return True
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
-    if args.shape is None and args.shape_pos is None and isinstance(args.json, str) and _is_shape(args.json):
+    if args.shape is None and args.shape_pos is None and isinstance(args.json, str) and reads_as_shape(args.json):
         # "explain --json 8x8x8": --json took the shape for its file; meant as the shape, with JSON on standard output
         args.shape_pos, args.json = parse_bench_shape(args.json), JSON_STDOUT
-    if isinstance(args.json, str) and args.json != JSON_STDOUT and _is_shape(args.json):
+    if isinstance(args.json, str) and args.json != JSON_STDOUT and reads_as_shape(args.json):
         # "explain --json 8x8x8 16x16x16": a second shape, not a file to write the plan to
         print(f"polygemm explain: error: --json {args.json} names a shape, not a file; explain takes one shape (name "
               f"a file for the JSON, e.g. --json plan.json, or give --json last for standard output)", file=sys.stderr)
