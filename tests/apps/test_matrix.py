@@ -378,3 +378,26 @@ def test_matrix_fails_a_named_backend_that_refuses_every_product(capsys, monkeyp
     monkeypatch.setattr(CpuReferenceBackend, "plan", refuse)
     assert main(["matrix", "--backends", "cpu", "--quick", "--dtypes", "float32", "--no-progress"]) == 1
     assert "cpu computed no product" in capsys.readouterr().err
+
+
+def test_a_float16_layout_bug_is_not_told_to_accumulate_in_float32(monkeypatch):
+    """A result wrong by far more than a float16 accumulator explains (B's rows misread) gets no accumulator
+    hint: the hint would send its author to the wrong fix."""
+    import numpy as np
+
+    from polygemm.backends.cpu_ref import backend as cpu
+    from polygemm.testing import run_conformance
+
+    real = cpu.reference
+
+    def misread_b(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
+        b = np.asarray(b)
+        if b.dtype == np.float16 and b.shape[0] >= 8:
+            b = b[::-1]  # B's rows read from the wrong end (a leading dimension or layout misread)
+        return real(a, b, c, alpha, beta, dtype)
+
+    monkeypatch.setattr(cpu, "reference", misread_b)
+    results = run_conformance("cpu", dtypes=["float16"], variants=["reference"], groups=["shapes"])
+    fails = [r for r in results if r.status == "fail" and "elements outside the bound" in r.detail]
+    assert fails
+    assert not any("accumulate in float32" in r.detail for r in fails)
