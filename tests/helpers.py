@@ -93,6 +93,7 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> type:
 
     fake.Tensor = Tensor
     fake.bfloat16 = object()
+    fake.is_grad_enabled = lambda: True  # (torch's default grad mode)
     fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x9000 + index)
     monkeypatch.setitem(sys.modules, "torch", fake)
     return Tensor

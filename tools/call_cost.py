@@ -128,6 +128,7 @@ def _install_fakes() -> dict[str, Any]:
     torch.float16, torch.float32 = "float16", "float32"
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0)
     torch.is_inference_mode_enabled = lambda: False
+    torch.is_grad_enabled = lambda: True
     torch.autograd = types.SimpleNamespace(graph=types.SimpleNamespace(increment_version=lambda t: None))
     sys.modules["torch"] = torch
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -133,19 +133,41 @@ def torch_written(out: Any) -> None:
             bump(out)
 
 
+def torch_detached(name: str, obj: Any) -> Any:
+    """``obj`` itself, or for a torch tensor that requires grad: under ``torch.no_grad()`` or
+    ``torch.inference_mode()`` its ``detach()`` (the same memory; torch records no graph there either, as its own
+    matmul records none), else ArgumentError naming ``name``: polygemm records no autograd graph, so a result of it
+    would lose the gradient silently."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor) or not obj.requires_grad:
+        return obj
+    if torch.is_grad_enabled():
+        raise ArgumentError(f"{name} requires grad, and polygemm records no autograd graph (its result would have no "
+                            f"grad_fn: the gradient lost); call it under torch.no_grad() or torch.inference_mode() for "
+                            f"inference, or pass {name}.detach() to compute without gradients")
+    return obj.detach()
+
+
+def _grad_kept(obj: Any, torch: Any) -> bool:
+    """Whether a tensor's autograd stands in the way of reading it: it requires grad and grad mode is on (under
+    no_grad it is read as its detach() is, the same memory)."""
+    return bool(obj.requires_grad) and bool(torch.is_grad_enabled())
+
+
 def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     """``operand_view`` of a CUDA torch tensor from its attributes (its ``__cuda_array_interface__``
     is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
-    tensor the full normalization must see (one that requires grad is refused there)."""
+    tensor the full normalization must see (one that requires grad, with grad mode on, is refused there)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or obj.requires_grad or _is_neg(obj) or _is_conj(obj):
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or (obj.requires_grad and _grad_kept(obj, torch)) \
+            or _is_neg(obj) or _is_conj(obj):
         return None
     return _torch_one(obj, obj.device.index, torch_stream(obj))
 
 
 def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
     """``torch_view`` of ``a``, ``b``, ``c`` and ``out`` at once when all are CUDA tensors (c and
-    out may be None) on one GPU, none requiring grad: the device's current stream read once for
+    out may be None) on one GPU, none requiring grad with grad mode on: the device's current stream read once for
     all; None otherwise (each operand is then viewed on its own). Each tensor's attributes are
     read once, in one pass: a torch attribute costs 0.1-0.2 µs, and this runs on every call."""
     torch = sys.modules.get("torch")
@@ -160,7 +182,7 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
         return None
     bits = hasattr(tensor, "is_neg") and hasattr(tensor, "is_conj")  # (torch >= 1.10: asked directly)
     for x in (a, b, c, out):  # (a's device is the one read above: a torch call less)
-        if x is not None and (x.requires_grad or not x.is_cuda or (x is not a and x.get_device() != device)
+        if x is not None and ((x.requires_grad and _grad_kept(x, torch)) or not x.is_cuda or (x is not a and x.get_device() != device)
                               or ((x.is_neg() or x.is_conj()) if bits else (_is_neg(x) or _is_conj(x)))):
             return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
     stream = _torch_current_stream(torch, device)

@@ -261,3 +261,20 @@ def test_a_bias_tensor_is_told_torchs_broadcast():
         polygemm.gemm(a, b, bias)
     got = polygemm.gemm(a, b, bias.expand(3, 5))
     assert torch.allclose(got, a @ b + bias, atol=1e-5)
+
+
+def test_a_tensor_that_requires_grad_is_read_under_no_grad_and_refused_with_grad_on():
+    torch = _torch()
+    lin = torch.nn.Linear(6, 3)
+    x = torch.randn(4, 6)
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            got = polygemm.matmul(x, lin.weight.T)
+        torch.testing.assert_close(got, (x @ lin.weight.T).detach(), rtol=1e-5, atol=1e-5)
+        assert not got.requires_grad
+    with torch.no_grad():  # an out that requires grad is written as torch.matmul(out=) writes it there
+        o = torch.zeros(4, 3, requires_grad=True)
+        assert polygemm.gemm(x, lin.weight.T, out=o) is o
+    torch.testing.assert_close(o.detach(), (x @ lin.weight.T).detach(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(polygemm.ArgumentError, match=r"^b requires grad, and polygemm records no autograd graph"):
+        polygemm.matmul(x, lin.weight.T)
