@@ -56,6 +56,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
             f"inner dimensions differ: a's matrices are {A.shape} and b's {B.shape}; "
             f"a.shape[-1] (K={A.cols}) must equal b.shape[-2] ({B.rows})"
         )
+    # a and b of two libraries first: a cast hint for them would lead to that refusal next
+    common_kind([("a", a), ("b", b)])
     if A.dtype != B.dtype:
         raise _dtype_mismatch(a, b, A, B)
     if A.dtype.name in INTEGER_DTYPES:  # integer arithmetic takes whole scalars (bool: none), whatever the device

@@ -278,3 +278,11 @@ def test_a_tensor_that_requires_grad_is_read_under_no_grad_and_refused_with_grad
     torch.testing.assert_close(o.detach(), (x @ lin.weight.T).detach(), rtol=1e-5, atol=1e-5)
     with pytest.raises(polygemm.ArgumentError, match=r"^b requires grad, and polygemm records no autograd graph"):
         polygemm.matmul(x, lin.weight.T)
+
+
+def test_a_tensor_beside_a_list_of_another_dtype_is_told_one_library_not_a_cast():
+    # a cast of the list would be refused next for its library: the refusal that holds is said first
+    torch = _torch()
+    a, b = torch.randn(4, 6), torch.randn(6, 3, dtype=torch.float64)
+    with pytest.raises(polygemm.ArgumentError, match=r"a is a torch\.Tensor and b a list: pass operands of one library"):
+        polygemm.gemm(a, b.tolist())
