@@ -8,7 +8,9 @@ once into C order (host arrays) and the copy is recorded so that ``explain`` can
 
 from __future__ import annotations
 
+import copy
 import math
+import re
 import warnings
 from dataclasses import replace
 from typing import Any, Sequence
@@ -31,6 +33,34 @@ __all__ = ["normalize"]
 
 def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None,
               broadcast_copies: bool = True, views: Sequence[Any] | None = None) -> GemmProblem:
+    """:func:`_normalize`, whose refusals of torch operands speak torch's spelling (``a.to(torch.int64)``,
+    ``out_dtype=torch.float32``), not NumPy's, which a tensor lacks."""
+    try:
+        return _normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype, broadcast_copies=broadcast_copies,
+                          views=views)
+    except (DTypeError, ArgumentError) as exc:
+        if kind_of(a) != "torch" and kind_of(b) != "torch":
+            raise
+        text = torch_spelling(str(exc))
+        if text == str(exc):
+            raise
+        again = copy.copy(exc)
+        again.args = (text,) + exc.args[1:]
+        raise again from None
+
+
+_NP_CAST = re.compile(r"\b(a|b|c|result)\.astype\((?:np\.|')(\w+)'?\)")
+_NP_DTYPE = re.compile(r"out_dtype=np\.(\w+)")
+
+
+def torch_spelling(text: str) -> str:
+    """A refusal's NumPy casts said as torch says them: ``x.astype(np.T)`` / ``x.astype('T')`` as ``x.to(torch.T)``,
+    ``out_dtype=np.T`` as ``out_dtype=torch.T``."""
+    return _NP_DTYPE.sub(r"out_dtype=torch.\1", _NP_CAST.sub(r"\1.to(torch.\2)", text))
+
+
+def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None,
+               broadcast_copies: bool = True, views: Sequence[Any] | None = None) -> GemmProblem:
     """Validate ``gemm``'s arguments and describe them as a :class:`GemmProblem`.
 
     ``broadcast_copies=False`` marks host operands whose batch one stride cannot walk

@@ -286,3 +286,22 @@ def test_a_tensor_beside_a_list_of_another_dtype_is_told_one_library_not_a_cast(
     a, b = torch.randn(4, 6), torch.randn(6, 3, dtype=torch.float64)
     with pytest.raises(polygemm.ArgumentError, match=r"a is a torch\.Tensor and b a list: pass operands of one library"):
         polygemm.gemm(a, b.tolist())
+
+
+@pytest.mark.parametrize("case, says", [
+    ("out_dtype", r"result\.to\(torch\.bfloat16\)"),
+    ("fraction", r"a\.to\(torch\.float64\)"),
+    ("bool", r"a\.to\(torch\.int64\)"),
+    ("c_dtype", r"out_dtype=torch\.float32"),
+])
+def test_refusals_of_tensors_say_casts_as_torch_spells_them(case, says):
+    torch = _torch()
+    f = torch.randn(4, 4)
+    i, bb, bf = torch.ones(4, 4, dtype=torch.int32), torch.ones(4, 4, dtype=torch.bool), f.to(torch.bfloat16)
+    call = {"out_dtype": lambda: polygemm.gemm(f, f, out_dtype=torch.bfloat16),
+            "fraction": lambda: polygemm.gemm(i, i, i, alpha=2.5),
+            "bool": lambda: polygemm.gemm(bb, bb, bb),
+            "c_dtype": lambda: polygemm.gemm(bf, bf, f)}[case]
+    with pytest.raises((polygemm.DTypeError, polygemm.ArgumentError)) as info:
+        call()
+    assert __import__("re").search(says, str(info.value)) and "astype" not in str(info.value) and "np." not in str(info.value)
