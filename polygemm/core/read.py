@@ -12,7 +12,7 @@ from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
 from ..interop.kinds import kind_of
-from ..interop.torch import torch_conjugate_memory, torch_detached, torch_dlpack_only, torch_resolved
+from ..interop.torch import torch_conjugate_memory, torch_detached, torch_dlpack_only, torch_refusal, torch_resolved
 from .dtypes import DTYPE_HELP, bfloat16, np_name
 from .hints import check_dtype
 from .hostcopy import host_convert
@@ -255,6 +255,7 @@ def read_operand(name: str, obj: Any, *, writable: bool = False, read: tuple[str
     already read it (:func:`~polygemm.core.views.view_interface`), used rather than read again."""
     if read is not None:  # (a torch lazy negation or an unwritable out has no view: read below, resolved or refused)
         return _device_operand(name, obj, read[0], read[1], writable=writable)
+    torch_refusal(name, obj)  # a sparse or meta tensor, or a dtype polygemm does not compute: said in torch's terms
     obj = torch_detached(name, obj)  # a tensor that requires grad: under no_grad, its detach(); else refused, saying why
     memory = torch_conjugate_memory(obj, writable=writable)
     if memory is not None:  # a CUDA complex tensor's lazy conjugate: its memory, read conjugated (no copy)

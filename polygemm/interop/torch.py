@@ -9,9 +9,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, DTypeError
 
-__all__ = ["torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_refusal", "torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -131,6 +131,33 @@ def torch_written(out: Any) -> None:
         bump = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
         if bump is not None:
             bump(out)
+
+
+#: torch dtypes polygemm computes (the others, float8 and complex32 among them, are refused naming a cast)
+_TORCH_COMPUTED = frozenset(("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
+                             "int64", "uint8", "uint16", "uint32", "uint64", "bool"))
+
+
+def torch_refusal(name: str, obj: Any) -> None:
+    """ArgumentError (DTypeError for a dtype) for a torch tensor polygemm cannot read as it is, saying what to pass: a
+    sparse or MKL-DNN layout (``.to_dense()``), the meta device (no data), a dtype polygemm does not compute
+    (``.to(torch.float32)``). Nothing for other objects and other tensors."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return
+    layout = obj.layout
+    if layout != torch.strided:
+        raise ArgumentError(f"{name} is a torch tensor of layout {layout}; polygemm reads dense (strided) tensors: pass "
+                            f"{name}.to_dense()")
+    if obj.device.type == "meta":
+        raise ArgumentError(f"{name} is a tensor on torch's meta device, which holds no data to compute with; pass a "
+                            f"tensor on the CPU or a CUDA device")
+    dtype = str(obj.dtype).rpartition(".")[2]
+    if dtype not in _TORCH_COMPUTED:
+        wider = "complex64" if dtype.startswith("complex") else "float32"  # (a cast that keeps every value: complex32's)
+        raise DTypeError(f"{name} is a torch.{dtype} tensor, a dtype polygemm does not compute; cast it, e.g. "
+                         f"{name}.to(torch.{wider}) (float16, bfloat16, float32, float64, complex64, complex128, integers "
+                         f"and bool are computed)")
 
 
 def torch_detached(name: str, obj: Any) -> Any:

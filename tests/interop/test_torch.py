@@ -305,3 +305,28 @@ def test_refusals_of_tensors_say_casts_as_torch_spells_them(case, says):
     with pytest.raises((polygemm.DTypeError, polygemm.ArgumentError)) as info:
         call()
     assert __import__("re").search(says, str(info.value)) and "astype" not in str(info.value) and "np." not in str(info.value)
+
+
+@pytest.mark.parametrize("case, error, says", [
+    ("float8", "DTypeError", r"^a is a torch\.float8_e4m3fn tensor, a dtype polygemm does not compute; cast it, e\.g\. a\.to\(torch\.float32\)"),
+    ("complex32", "DTypeError", r"a\.to\(torch\.complex64\)"),
+    ("sparse", "ArgumentError", r"^a is a torch tensor of layout torch\.sparse_coo.*a\.to_dense\(\)"),
+    ("meta", "ArgumentError", r"^a is a tensor on torch's meta device"),
+])
+def test_tensors_polygemm_cannot_read_are_refused_in_torchs_terms(case, error, says):
+    torch = _torch()
+    a, b = torch.ones(4, 6), torch.ones(6, 3)
+    if case == "float8":
+        a, b = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+    elif case == "complex32":
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch: ComplexHalf support is experimental)
+            a, b = a.to(torch.complex32), b.to(torch.complex32)
+    elif case == "sparse":
+        a = a.to_sparse()
+    else:
+        a, b = a.to("meta"), b.to("meta")
+    with pytest.raises(getattr(polygemm, error), match=says):
+        polygemm.gemm(a, b)
