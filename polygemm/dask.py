@@ -217,7 +217,10 @@ def gemm(
     output block and no partial-product blocks or sum tasks (``dask.array.matmul`` makes
     mb·nb·kb partial products and then sums them over K in further tasks, moving every partial
     C block). A float16 result with several K blocks accumulates in a float32 block and is
-    rounded once (the accuracy of one call; 2 extra bytes per element of that block).
+    rounded once (the accuracy of one call; 2 extra bytes per element of that block). float32 and
+    complex64 results add each K block's product into the block in their own dtype: each addition
+    rounds once, so the error grows with the number of K blocks (random data, K = 200,000 in 200
+    K chunks: 3.2e-7 relative against one call's 1.5e-7); fewer, larger K chunks keep it near one call's.
 
     **Choosing chunks.**
 
