@@ -308,7 +308,14 @@ def gemm(
         if any(isinstance(x, float) and math.isnan(x) for x in shape):
             raise ShapeError(f"c has unknown chunk sizes (shape {shape}); call c.compute_chunk_sizes() first")
         if shape != (m, n):
-            raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}")
+            try:  # one that broadcasts to it (a bias row, a scalar), as A @ B + c would take it: said how to pass it
+                fits = tuple(np.broadcast_shapes(shape, (m, n))) == (m, n)
+            except ValueError:
+                fits = False
+            how = ("dask.array.broadcast_to(c, ...)" if isinstance(c, da.Array) else "np.broadcast_to(c, ...)").replace(
+                "...", f"{(m, n)}")
+            hint = f". It broadcasts to that shape: pass it broadcast, e.g. {how}" if fits else ""
+            raise ShapeError(f"c must have the result's shape {(m, n)} for A {A.shape} and B {B.shape}; got {shape}{hint}")
         c_dtype = getattr(c, "dtype", None)
         if isinstance(c_dtype, np.dtype):  # its byte order aside, as polygemm.gemm takes a '>f8' c
             c_dtype = native_dtype(c_dtype)

@@ -1042,3 +1042,16 @@ def test_a_misspelt_precision_is_told_its_spelling():
     with pytest.raises(ArgumentTypeError, match=r"'precison' \(did you mean 'precision'\?\).*precision="):
         pgd.gemm(A, A, precison="high")
     assert float(pgd.gemm(A, A, precision="high").compute()[0, 0]) == 4.0
+
+
+@pytest.mark.parametrize("c, how", [("row", r"np\.broadcast_to\(c, \(6, 5\)\)"), ("scalar", r"np\.broadcast_to\(c, \(6, 5\)\)"),
+                                    ("dask_row", r"dask\.array\.broadcast_to\(c, \(6, 5\)\)")])
+def test_a_c_that_broadcasts_to_the_result_is_told_how_to_pass_it(rng, c, how):
+    ab = da.from_array(rng.standard_normal((6, 8)), chunks=3)
+    bb = da.from_array(rng.standard_normal((8, 5)), chunks=4)
+    given = {"row": np.ones(5), "scalar": 1.0, "dask_row": da.ones(5, chunks=5)}[c]
+    with pytest.raises(ShapeError, match=r"got \((5,)?\)\. It broadcasts to that shape: pass it broadcast, e\.g\. " + how):
+        pgd.gemm(ab, bb, given)
+    with pytest.raises(ShapeError) as info:
+        pgd.gemm(ab, bb, np.ones((3, 5)))
+    assert "broadcast" not in str(info.value)
