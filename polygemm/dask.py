@@ -182,9 +182,13 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     return _astype(acc, result) if widen else acc
 
 
+#: A or B not given by position (gemm(a=..., b=...), polygemm.gemm's keywords): taken from the keywords, or refused
+_NOT_GIVEN: Any = object()
+
+
 def gemm(
-    A: Any,
-    B: Any,
+    A: Any = _NOT_GIVEN,
+    B: Any = _NOT_GIVEN,
     c: Any = None,
     *extra: NoReturn,
     alpha: float = 1.0,
@@ -253,8 +257,16 @@ def gemm(
     surfaces from ``compute()`` as the VerificationError of that block.
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
+    if A is _NOT_GIVEN and "a" in unexpected:  # polygemm.gemm's names for them
+        A = unexpected.pop("a")
+    if B is _NOT_GIVEN and "b" in unexpected:
+        B = unexpected.pop("b")
     if extra or unexpected:  # another library's spelling (out=, dtype=, trans_a=): say polygemm's, as gemm does
         raise misused_arguments("polygemm.dask.gemm", extra, unexpected)
+    if A is _NOT_GIVEN or B is _NOT_GIVEN:
+        missing = " and ".join(name for name, x in (("A", A), ("B", B)) if x is _NOT_GIVEN)
+        raise ArgumentTypeError(f"polygemm.dask.gemm needs {missing}: pass the two dask arrays first, "
+                                f"polygemm.dask.gemm(A, B, c, alpha=..., beta=...)")
     da = _dask_array()
     A = _as_dask("A", A, da)
     B = _as_dask("B", B, da)
@@ -309,7 +321,7 @@ def gemm(
             raise ShapeError(f"c has unknown chunk sizes (shape {shape}); call c.compute_chunk_sizes() first")
         if shape != (m, n):
             try:  # one that broadcasts to it (a bias row, a scalar), as A @ B + c would take it: said how to pass it
-                fits = tuple(np.broadcast_shapes(shape, (m, n))) == (m, n)
+                fits = tuple(np.broadcast_shapes(tuple(int(x) for x in shape), (m, n))) == (m, n)
             except ValueError:
                 fits = False
             how = ("dask.array.broadcast_to(c, ...)" if isinstance(c, da.Array) else "np.broadcast_to(c, ...)").replace(

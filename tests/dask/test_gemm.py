@@ -1055,3 +1055,11 @@ def test_a_c_that_broadcasts_to_the_result_is_told_how_to_pass_it(rng, c, how):
     with pytest.raises(ShapeError) as info:
         pgd.gemm(ab, bb, np.ones((3, 5)))
     assert "broadcast" not in str(info.value)
+
+
+def test_a_and_b_by_polygemm_gemms_keywords_and_one_missing_is_said(rng):
+    ab = da.from_array(rng.standard_normal((6, 8)), chunks=3)
+    bb = da.from_array(rng.standard_normal((8, 5)), chunks=4)
+    np.testing.assert_allclose(pgd.gemm(a=ab, b=bb).compute(), pgd.gemm(ab, bb).compute())
+    with pytest.raises(ArgumentTypeError, match=r"^polygemm\.dask\.gemm needs B: pass the two dask arrays first"):
+        pgd.gemm(ab)
