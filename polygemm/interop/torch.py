@@ -145,14 +145,14 @@ def torch_refusal(name: str, obj: Any) -> None:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):
         return
-    layout = obj.layout
-    if layout != torch.strided:
+    layout, strided = getattr(obj, "layout", None), getattr(torch, "strided", None)  # (stand-ins of torch may lack them)
+    if layout is not None and strided is not None and layout != strided:
         raise ArgumentError(f"{name} is a torch tensor of layout {layout}; polygemm reads dense (strided) tensors: pass "
                             f"{name}.to_dense()")
-    if obj.device.type == "meta":
+    if getattr(getattr(obj, "device", None), "type", None) == "meta":
         raise ArgumentError(f"{name} is a tensor on torch's meta device, which holds no data to compute with; pass a "
                             f"tensor on the CPU or a CUDA device")
-    dtype = str(obj.dtype).rpartition(".")[2]
+    dtype = str(getattr(obj, "dtype", "float32")).rpartition(".")[2]
     if dtype not in _TORCH_COMPUTED:
         wider = "complex64" if dtype.startswith("complex") else "float32"  # (a cast that keeps every value: complex32's)
         raise DTypeError(f"{name} is a torch.{dtype} tensor, a dtype polygemm does not compute; cast it, e.g. "
