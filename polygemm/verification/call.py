@@ -65,11 +65,10 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
     """Check ``result`` of ``plan``: on the backend's device when it checks there (``verify_product``, which
     returns None for operands it does not hold), else on the host."""
     p = plan.problem
-    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(p)}
+    about = _about(plan)
     on_device = getattr(backend, "verify_product", None)
     if on_device is not None:
-        seed = (int(_rng().bit_generator.random_raw()) >> 2) | 1  # a fresh r every call (a raw draw: the cheapest there is)
-        report = on_device(plan, a, b, c, result, alpha, beta, seed, about)
+        report = on_device(plan, a, b, c, result, alpha, beta, _seed(), about)
         if report is not None:
             assert isinstance(report, CheckReport)
             return report
@@ -78,6 +77,16 @@ def check_product(backend: Backend, plan: Plan, a: Any, b: Any, c: Any, result: 
                       host_values(result, backend), alpha, beta, dtype=p.dtype, out_dtype=p.out_dtype, rng=_rng(),
                       scalar_dtype=backend.scalar_dtype(p.dtype), about=about,
                       precision=plan.precision_met)
+
+
+def _seed() -> int:
+    """A fresh seed of the check's r every call (a raw draw: the cheapest there is)."""
+    return (int(_rng().bit_generator.random_raw()) >> 2) | 1
+
+
+def _about(plan: Plan) -> dict[str, str]:
+    """What a report names the product by: its backend, device, variant and shape."""
+    return {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(plan.problem)}
 
 
 #: the words a report names a product by, per problem shape (a loop of checked calls asks the same every call)
@@ -148,9 +157,7 @@ def _check_into_out(bind: Callable[..., Any], a: Any, b: Any, c: Any, alpha: flo
     if hook is None:
         return None
     plan = entry.plan
-    p = plan.problem
-    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(p)}
-    checked = hook(plan, call, (int(_rng().bit_generator.random_raw()) >> 2) | 1, about)
+    checked = hook(plan, call, _seed(), _about(plan))
     if checked is None:
         return None
     record(checked.report.ok)

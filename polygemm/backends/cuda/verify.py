@@ -271,7 +271,9 @@ class _Side:
             rt.cu.synchronize_stream(stream)
         except BaseException:
             if mine:
-                _drop_scratch(rt, scratch, kept, stream)
+                if kept:  # work may still be queued on it: given back in stream order, and the next check takes another
+                    _forget_scratch(rt)
+                rt.release(scratch, stream)
             raise
         if mine and not kept:
             rt.release(scratch, stream)
@@ -333,14 +335,6 @@ def _take_scratch(rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
         mine.done.detach()
         rt.release(mine.ptr, stream)
     return ptr, True
-
-
-def _drop_scratch(rt: Any, ptr: int, kept: bool, stream: int) -> None:
-    """Give back scratch a check failed on: work may still be queued on it, so it goes in stream order, and a thread's
-    kept scratch is forgotten (its next check takes another)."""
-    if kept:
-        _forget_scratch(rt)
-    rt.release(ptr, stream)
 
 
 def _forget_scratch(rt: Any) -> None:
@@ -576,19 +570,16 @@ class Checked:
 
     def deliver(self) -> None:
         """Queue the copy of the checked product into ``out`` and give the scratch back after it."""
-        rt, ptr = self._rt, self._ptr
-        if not ptr:
+        rt = self._rt
+        if not self._ptr:
             return
         pushed = rt.enter()
         try:
-            try:
-                rt.cu.copy_device_async(self._out_ptr, ptr, self._nbytes, self._stream)
-            finally:
-                self._ptr = 0
-                rt.release(ptr, self._stream)
+            rt.cu.copy_device_async(self._out_ptr, self._ptr, self._nbytes, self._stream)
         finally:
             if pushed:
                 rt.leave()
+            self.close()
 
     def close(self) -> None:
         """Give the scratch back (after the work queued on the call's stream), ``out`` left as it was."""
