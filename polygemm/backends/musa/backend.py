@@ -21,7 +21,7 @@ import numpy as np
 
 from ...core.env import env_flag
 from ...backend import Availability, Backend, Plan, Variant, check_call, host_layouts, store_result
-from ...errors import ArgumentError, BackendUnavailableError, DeviceError, UnsupportedProblemError
+from ...errors import ArgumentError, BackendUnavailableError, DeviceError, PolygemmError, UnsupportedProblemError
 from ...problem import Call, GemmProblem, Operand
 from .arrays import MusaArray
 from .library import LibraryNotFound
@@ -145,15 +145,24 @@ class MusaBackend(Backend):
         layout = next((op.layout for op in ops if _read_as(op, "row" if op.layout == "col" else "col") is None), "row")
         return layout == "row", layout
 
+    def refusal(self, problem: GemmProblem, variant: Variant | None = None) -> PolygemmError | None:
+        """The base rules, then the kernel's 32-bit sizes and offsets (so that device="auto" passes such a product
+        on to the next backend)."""
+        refused = super().refusal(problem, variant)
+        if refused is not None:
+            return refused
+        p = problem
+        for op in p.operands():
+            if op.max_offset > _INT_MAX:
+                return UnsupportedProblemError(f"{op.name} spans more than 2**31 elements; the MUSA kernel indexes with 32-bit integers")
+        if p.m and p.n and max(p.m, p.n, p.k, p.m * p.n) > _INT_MAX:
+            return UnsupportedProblemError(f"{p.shape_str()} is beyond the MUSA kernel's 32-bit sizes and indices; split the product into blocks")
+        return None
+
     def plan(self, problem: GemmProblem, variant: str = "auto") -> Plan:
         p = problem
         chosen = self.get_variant("wmma_s4000" if variant == "auto" else variant)
         self.check_problem(p, chosen)
-        for op in p.operands():
-            if op.max_offset > _INT_MAX:
-                raise UnsupportedProblemError(f"{op.name} spans more than 2**31 elements; the MUSA kernel indexes with 32-bit integers")
-        if p.m and p.n and max(p.m, p.n, p.k, p.m * p.n) > _INT_MAX:
-            raise UnsupportedProblemError(f"{p.shape_str()} is beyond the MUSA kernel's 32-bit sizes and indices; split the product into blocks")
         flavor = self.flavor()
         if chosen.name == "mublas" and flavor != "musa":
             raise UnsupportedProblemError(f"variant 'mublas' needs the musa flavor of libpolygemm_musa (muBLAS); this library is the {flavor} flavor")
