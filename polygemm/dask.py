@@ -63,8 +63,10 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
             f"dask.array.from_array({name}, chunks=...) (or call polygemm.gemm for in-memory arrays)"
         )
     if x.ndim != 2:
-        raise ShapeError(f"{name} must be a 2-D dask array (a matrix); got {x.ndim}-D shape {x.shape}. "
-                         f"polygemm.dask.gemm multiplies matrices; batches belong to polygemm.gemm")
+        batch = (f" For a batch, multiply it matrix by matrix, e.g. dask.array.stack([polygemm.dask.gemm(A[i], B[i]) for i "
+                 f"in range({x.shape[0]})]), or compute() both and call polygemm.gemm, which takes batches" if x.ndim > 2 else "")
+        raise ShapeError(f"{name} must be a 2-D dask array (a matrix); got {x.ndim}-D shape {x.shape}: polygemm.dask.gemm "
+                         f"multiplies matrices.{batch}")
     if any(math.isnan(s) for s in x.shape):
         raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
     _refuse_masked(name, x)
@@ -153,7 +155,10 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     ``a_blocks`` are the blocks (i, 0..nk-1) of A, ``b_blocks`` the blocks (0..nk-1, j) of B.
     The first product writes the block (with ``beta * c``, or beta = 0); each further K block
     accumulates into it in place with beta = 1. A float16 or bfloat16 result over several K
-    blocks accumulates in float32 and is rounded once at the end.
+    blocks accumulates in float32 and is rounded once at the end. A floating result over several
+    K blocks with alpha other than 0 and 1 sums the blocks' products unscaled, then scales the sum
+    and adds ``beta * c``: alpha applied to each block's product could overflow where their sum
+    does not (3e38 - 3e38 in float32 with alpha = 2).
     """
     import polygemm
 
@@ -166,6 +171,8 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     acc_dtype = np.dtype(np.float32) if widen else result
     kw: dict[str, Any] = {"device": device, "variant": variant, "verify": verify, "precision": precision}
     a0, b0 = a_blocks[0], b_blocks[0]
+    if len(a_blocks) > 1 and alpha not in (0.0, 1.0) and (result.kind in "fc" or result.name in HALF_DTYPES):
+        return _scaled_once(a_blocks, b_blocks, c_block, alpha, beta, kw, acc_dtype, result)
     if c_block is not None and beta != 0.0:
         if widen:
             acc = _astype(c_block, acc_dtype)  # a fresh copy: updated in place
@@ -180,6 +187,20 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
         else:
             acc = polygemm.gemm(ak, bk, acc, alpha=alpha, beta=1.0, out=acc, **kw)
     return _astype(acc, result) if widen else acc
+
+
+def _scaled_once(a_blocks: Any, b_blocks: Any, c_block: Any, alpha: float, beta: float, kw: dict[str, Any],
+                 acc_dtype: np.dtype[Any], result: np.dtype[Any]) -> Any:
+    """``alpha * sum_k a_k @ b_k + beta * c`` over several K blocks, alpha applied once to the sum."""
+    import polygemm
+
+    acc = polygemm.gemm(a_blocks[0], b_blocks[0], out_dtype=acc_dtype, **kw)
+    for ak, bk in zip(a_blocks[1:], b_blocks[1:]):
+        acc = polygemm.gemm(ak, bk, acc, beta=1.0, out=acc, **kw)
+    acc *= acc.dtype.type(alpha)
+    if c_block is not None and beta != 0.0:
+        acc += _astype(c_block, acc.dtype) * acc.dtype.type(beta)
+    return _astype(acc, result) if acc.dtype != result else acc
 
 
 #: A or B not given by position (gemm(a=..., b=...), polygemm.gemm's keywords): taken from the keywords, or refused
@@ -308,8 +329,14 @@ def gemm(
 
     use_c = False
     given_c = c  # what the user passed: a list is told a cast a list has
-    if isinstance(c, (list, tuple)):  # as polygemm.gemm takes it
+    if isinstance(c, (str, bytes, bytearray)):  # NumPy would read it as a 0-D array of text
+        raise ArgumentTypeError(f"c must be a matrix (a dask, NumPy or CuPy array of the result's shape {(m, n)}); got "
+                                f"{type(c).__name__} {c!r:.40}")
+    if c is not None and not hasattr(c, "shape"):  # a list, a number, any other object: read as polygemm.gemm reads it
         c = np.asarray(c)
+        if c.dtype == object:
+            raise ArgumentTypeError(f"c must be a matrix (a dask, NumPy or CuPy array of the result's shape {(m, n)}); got "
+                                    f"{type(given_c).__name__}, which NumPy reads as an object array")
     if c is not None and not isinstance(c, da.Array) and hasattr(c, "dtype") and not isinstance(c.dtype, np.dtype):
         # an in-memory c of another library (a torch tensor): dask chunks NumPy and CuPy arrays only
         raise ArgumentTypeError(f"c is a {type(c).__module__}.{type(c).__name__}; polygemm.dask.gemm takes c as a dask array or "
@@ -337,9 +364,8 @@ def gemm(
                      and getattr(c, "dtype", None) == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "
                              f"Cast it, e.g. {cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")
+        _refuse_masked("c", c)  # whatever beta, as polygemm.gemm refuses it
         use_c = beta_f != 0.0
-        if use_c:  # read only when beta != 0, as polygemm.gemm reads it
-            _refuse_masked("c", c)
     elif beta_f != 0.0:
         raise ArgumentError(f"beta={beta!r} needs c: pass c (shape {(m, n)}) or set beta=0")
 

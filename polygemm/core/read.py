@@ -124,7 +124,12 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
         # process (every task, A and B whole in memory) and would give a NumPy array where numpy.matmul gives a lazy
         # dask array: polygemm.dask.gemm is the way
         args = "A, B, c, beta=..." if name == "c" else "A, B"
-        raise ArgumentTypeError(f"{name} is a {type(obj).__module__.partition('.')[0]}.{type(obj).__name__}; polygemm multiplies "
+        kind = f"{type(obj).__module__.partition('.')[0]}.{type(obj).__name__}"
+        if getattr(obj, "ndim", 2) > 2:  # polygemm.dask.gemm multiplies matrices: a batch is computed, or mapped over
+            raise ArgumentTypeError(f"{name} is a {obj.ndim}-D {kind}; polygemm multiplies arrays in memory and would compute it "
+                                    f"whole here, and polygemm.dask.gemm multiplies 2-D ones. Pass {name}.compute() for an "
+                                    f"in-memory batch, or stack polygemm.dask.gemm's products matrix by matrix")
+        raise ArgumentTypeError(f"{name} is a {kind}; polygemm multiplies "
                                 f"arrays in memory and would compute it whole here. Call polygemm.dask.gemm({args}) for a "
                                 f"lazy dask array computed block by block, or pass {name}.compute() for an in-memory result")
     if isinstance(obj, np.ma.MaskedArray):

@@ -500,9 +500,61 @@ def test_dask_masked_operands_are_refused_when_the_graph_is_built_by_their_names
         pgd.gemm(da.from_array(a, chunks=3), da.ma.masked_array(B))
     with pytest.raises(ArgumentError, match=r"^c is a masked array.*c\.filled\(0\)"):
         pgd.gemm(da.from_array(a, chunks=3), B, np.ma.ones((6, 4)), beta=1.0)
-    # the advice, followed literally, works; a masked c that is not read (beta = 0) is no error
+    with pytest.raises(ArgumentError, match=r"^c is a masked array"):  # whatever beta, as polygemm.gemm refuses it
+        pgd.gemm(da.from_array(a, chunks=3), B, np.ma.ones((6, 4)), beta=0.0)
+    with pytest.raises(ArgumentError, match=r"^c is a masked array"):
+        pg.gemm(a, b, np.ma.ones((6, 4)), beta=0.0)
+    # the advice, followed literally, works
     assert_close(pgd.gemm(da.ma.filled(Am, 0), B, device="cpu").compute(), a, b)
-    assert_close(pgd.gemm(da.ma.getdata(Am), B, np.ma.ones((6, 4)), beta=0.0, device="cpu").compute(), a, b)
+    assert_close(pgd.gemm(da.ma.getdata(Am), B, np.ma.ones((6, 4)).filled(0), beta=0.0, device="cpu").compute(), a, b)
+
+
+@pytestmark_dask
+def test_dask_alpha_scales_the_sum_over_k_blocks_not_each_block():
+    """alpha * (A @ B) over K blocks whose scaled products would overflow while their sum does not: the sum is scaled
+    once, as polygemm.gemm and NumPy compute it (alpha per block gave inf - inf = nan)."""
+    a = np.array([[3e38, -3e38, 1.0]], np.float32)
+    b = np.ones((3, 2), np.float32)
+    c = np.full((1, 2), 4.0, np.float32)
+    for A in (da.from_array(a, chunks=1), da.from_array(np.array([[1.5e308, -1.5e308, 1.0]]), chunks=1)):
+        B = da.from_array(b.astype(A.dtype), chunks=1)
+        want = 2 * (np.asarray(A) @ np.asarray(B))
+        assert np.isfinite(want).all()
+        np.testing.assert_array_equal(pgd.gemm(A, B, alpha=2, device="cpu").compute(), want)
+        got = pgd.gemm(A, B, c.astype(A.dtype), alpha=2, beta=-0.5, device="cpu").compute()
+        np.testing.assert_array_equal(got, want - 2)
+        assert got.dtype == A.dtype
+
+
+@pytestmark_dask
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.complex128])
+def test_dask_alpha_and_beta_over_uneven_k_blocks_match_the_reference(rng, dtype):
+    a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((9, 23), (23, 7), (9, 7)))
+    got = pgd.gemm(da.from_array(a, chunks=(4, (5, 10, 8))), da.from_array(b, chunks=((5, 10, 8), 3)),
+                   da.from_array(c, chunks=(4, 3)), alpha=-1.5, beta=0.25, device="cpu").compute()
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, a, b, c, alpha=-1.5, beta=0.25)
+
+
+@pytestmark_dask
+@pytest.mark.parametrize("c", [object(), "abc"])
+def test_dask_a_c_that_is_no_array_is_a_type_error_as_in_polygemm_gemm(c):
+    A, B = da.ones((6, 9)), da.ones((9, 5))
+    with pytest.raises(ArgumentTypeError, match=r"^c must be a matrix .*result's shape \(6, 5\)"):
+        pgd.gemm(A, B, c=c)
+    assert_close(pgd.gemm(A, B, c=[[1.0] * 5] * 6, device="cpu").compute(), np.ones((6, 9)), np.ones((9, 5)), np.ones((6, 5)))
+
+
+@pytestmark_dask
+def test_dask_batches_are_told_how_to_multiply_them():
+    """A 3-D dask array: polygemm.dask.gemm says how to stack its products matrix by matrix, polygemm.gemm says to
+    compute it first, neither sends the user to the other alone."""
+    with pytest.raises(ShapeError, match=r"3-D shape \(2, 3, 4\).*dask\.array\.stack\(\[polygemm\.dask\.gemm\(A\[i\], B\[i\]\).*"
+                                         r"range\(2\)"):
+        pgd.gemm(da.ones((2, 3, 4)), da.ones((2, 4, 5)))
+    with pytest.raises(ArgumentTypeError, match=r"a is a 3-D dask\.Array.*a\.compute\(\) for an in-memory batch") as info:
+        pg.matmul(da.ones((2, 4, 5)), np.ones((5, 3)))
+    assert "Call polygemm.dask.gemm(A, B)" not in str(info.value)
 
 
 @pytestmark_dask
