@@ -25,10 +25,11 @@ _WIDEN_OTHER_NS = 0.2
 _PASSES_NS = 0.5
 _FIXED_US = 90.0
 # integers are widened to 64 bits whole and multiplied by NumPy's own loops (about 0.9 ns an element, 40 µs fixed);
-# bool recounts the product in 64-bit integers (about 0.6 ns a flop of 2·M·N·K); complex builds the real form of
-# its operands whole (about 12 ns a complex element, 220 µs fixed)
+# bool recounts the product on the BLAS in float32 (about 0.01 ns a flop of 2·M·N·K a thread, its operands widened at
+# about 0.3 ns an element); complex builds the real form of its operands whole (about 12 ns a complex element, 220 µs
+# fixed)
 _INTEGER_NS, _INTEGER_US = 0.9, 40.0
-_BOOL_NS_PER_FLOP = 0.6
+_BOOL_NS_PER_FLOP, _BOOL_WIDEN_NS = 0.01, 0.3
 _COMPLEX_NS, _COMPLEX_US = 12.0, 220.0
 
 
@@ -42,7 +43,7 @@ def host_check_us(plan: Plan, given_out: bool) -> float:
     ins, outs = count * (m * k + k * n), count * m * n * (2 if reads_c else 1)
     copy = 2 * count * m * n * p.out_dtype.itemsize * _READ_NS_PER_BYTE / 1e3 if given_out else 0.0
     if p.out_dtype.kind == "b":
-        return _INTEGER_US + copy + (_INTEGER_NS * (ins + outs) + _BOOL_NS_PER_FLOP * 2 * count * m * n * k) / 1e3
+        return _INTEGER_US + copy + (_BOOL_WIDEN_NS * ins + _INTEGER_NS * outs + _BOOL_NS_PER_FLOP * 2 * count * m * n * k) / 1e3
     if p.dtype.kind in "iub" or p.out_dtype.kind in "iu":
         return _INTEGER_US + copy + _INTEGER_NS * (ins + outs) / 1e3
     if p.dtype.kind == "c" or p.out_dtype.kind == "c":
@@ -114,7 +115,8 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
     else:  # K = 0: alpha·A·B is zero, and the result still has to be what beta·c (or zeros) makes it
         result = "alpha·0 + beta·c = beta·c" if reads_c else "alpha·0, all zeros"
         share = f" (K = 0: there is no product to compute; the result is {result}, and the check tests it all the same)"
-    sums = "in 64-bit integers" if p.out_dtype.kind in "iub" else "in float64"
+    sums = ("counts in float32 or float64, whole numbers up to K" if p.out_dtype.kind == "b"
+            else "in 64-bit integers" if p.out_dtype.kind in "iu" else "in float64")
     if on_device:
         where = ("on the device, on the call's stream (kernels/verify: B·r, A·(B·r), C·r and the comparison; the host reads "
                  "back a count of failed rows)")
@@ -145,7 +147,7 @@ def describe_check(plan: Plan, mode: str, given_out: bool) -> str:
         timing = (f", roughly {_rough(check_us)} on the host" + (" besides the copy back" if p.residency != "host" else "")
                   + (f" ({_beside(check_us, product_us)})" if product_us else ""))
     if p.out_dtype.kind == "b":  # bool: the logical product, recounted
-        test, threshold = "a check of C against the counts A·B > 0 (the product once more, in 64-bit integers)", "exact"
+        test, threshold = "a check of C against the counts A·B > 0 (the product once more, on the BLAS)", "exact"
     else:
         test = f"Freivalds check of C·r against alpha·A·(B·r){' + beta·c·r' if reads_c else ''} with a fresh random r of ±1"
         threshold = (f"exact, modulo 2**{8 * p.out_dtype.itemsize} as {p.out_dtype.name} wraps" if p.out_dtype.kind in "iu"

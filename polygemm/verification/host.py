@@ -314,12 +314,16 @@ def _integer_check(a: Any, b: Any, c0: Any, result: Any, alpha: float, beta: flo
     """:func:`host_check` of an integer or bool product, exact: integers wrap modulo ``2**bits`` whatever the order
     of their sums, so ``C·r`` equals ``alpha·A·(B·r) + beta·C0·r`` modulo ``2**bits`` (sums in 64-bit integers,
     compared in the result's dtype) and any element off by anything moves its row's sum (r is ±1, odd). A bool
-    product (any of a[i, k] and b[k, j]) is checked as the positivity of its 64-bit counts: the product once more."""
+    product (any of a[i, k] and b[k, j]) is checked as the positivity of its counts: the product once more, on the
+    BLAS (counts up to K are whole numbers float32 holds exactly below 2**24, float64 below 2**53; NumPy's 64-bit
+    integer matmul has no BLAS and takes a hundred times as long)."""
     av, bv, rv = np.asarray(a), np.asarray(b), np.asarray(result)
     cv = None if c0 is None else np.asarray(c0)
     if out_dtype.kind == "b":
+        k = av.shape[-1]
+        counts = np.float32 if k < 2**24 else np.float64 if k < 2**53 else np.int64
         with np.errstate(all="ignore"):
-            bad = np.broadcast_to(np.matmul(av.astype(np.int64), bv.astype(np.int64)) > 0, rv.shape) != rv.astype(bool)
+            bad = np.broadcast_to(np.matmul(av.astype(counts), bv.astype(counts)) > 0, rv.shape) != rv.astype(bool)
 
         def side(along_rows: bool) -> tuple[np.ndarray, np.ndarray]:
             axis = -1 if along_rows else -2

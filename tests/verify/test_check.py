@@ -377,3 +377,31 @@ def test_float64_results_near_the_largest_finite_are_no_false_alarm(rng, dtype):
         pg.gemm(a, b, verify="raise")
     with pg.testing.inject_fault(0, 1, value=1.0), pytest.raises(pg.VerificationError):
         pg.gemm(np.array([[1e300]], dtype), b, verify="raise")
+
+
+def test_a_bool_product_is_recounted_on_the_blas_and_explain_prices_it_beside_the_product(rng, monkeypatch):
+    """The bool check counts A·B in floating point (exact below 2**24 terms), through the BLAS rather than NumPy's
+    64-bit integer loops: every wrong element, true or false, is still caught, and explain prices the check at about
+    the product's own cost, not a fraction of an integer product's."""
+    from polygemm.verification import host
+
+    a, b = rng.random((40, 300)) < 0.02, rng.random((300, 30)) < 0.02  # sparse: falses and trues both in the result
+    widened = []
+    real_matmul = np.matmul
+
+    def spy(x, y, *args, **kwargs):
+        widened.append((x.dtype, y.dtype))
+        return real_matmul(x, y, *args, **kwargs)
+
+    monkeypatch.setattr(host.np, "matmul", spy)
+    want = a @ b
+    assert want.any() and not want.all()
+    pg.matmul(a, b, verify="raise")
+    assert (np.float32, np.float32) in widened and (np.int64, np.int64) not in widened, widened
+    for i, j in (tuple(np.argwhere(want)[0]), tuple(np.argwhere(~want)[0])):
+        with pytest.raises(pg.VerificationError, match=rf"rows {i}\b"):
+            with inject_fault(int(i), int(j), value=not want[i, j]):
+                pg.matmul(a, b, verify="raise")
+    big = np.ones((1000, 1000), bool)
+    note = next(line for line in str(pg.explain(big, big, verify="raise")).splitlines() if "verify=" in line)
+    assert "on the BLAS" in note and ("about as much as the product's" in note or "times the product's" in note), note
