@@ -219,6 +219,6 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
     s.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N", help="builds at once (default: one per CPU)")
     s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else nvcc when installed (faster code for two SGEMM rungs), else NVRTC)")  # the order of compiler.COMPILERS
-    s.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (the kernel files' stems: copy_scale, repitch, split_bf16, ldmatrix_probe, mma_peak_probe, freivalds)")
+    s.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (the kernel files' stems: copy_scale, repitch, split_bf16, transpose, ldmatrix_probe, mma_peak_probe, freivalds)")
     s.add_argument("-q", "--quiet", action="store_true", help="print failures, spill notes and the summary only")
     s.set_defaults(fn=cmd_compile)

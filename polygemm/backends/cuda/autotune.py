@@ -283,7 +283,7 @@ class ScratchTimer:
         launch = plan.private.launch
         if launch is None:
             raise UnsupportedProblemError(f"{name}: nothing to launch for this problem")
-        label = plan.variant + (" on aligned copies" if isinstance(launch, PaddedLaunch) else "")
+        label = plan.variant + (launch.copies_label if isinstance(launch, PaddedLaunch) else "")
         run = KernelLauncher(launch, *self.ptrs, 1.0, 0.0, plan.variant)
         with self.rt.active():
             run()  # warm-up: the build, the module load, a split's workspace

@@ -32,7 +32,8 @@ from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
 from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_copy, panel_mats, panels, pitch_copy, pitch_off, plan_launch,
                        split_refusal, tma_refusal)
 from .variants import kernel_specs, variant_table
-from .decisions import CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, device_sm, pitch_ranked, plan_mats, split_suffix
+from .decisions import (CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, device_memory, device_sm, layout_ranked, pitch_ranked,
+                        plan_mats, split_suffix)
 from .fitting import fit_ranked
 from .complex_launch import ComplexLaunch
 from .complex_plan import plan_complex, queue_complex, with_complex
@@ -280,6 +281,10 @@ class CudaBackend(Backend):
                 ranked = pitch_ranked(ranked, a, b, copies, p.result_layout, p.count)
                 if ranked[0] is not best:
                     plan.reason = explain_choice(ranked[0], ranked, p.dtype.name)
+            mixed = layout_ranked(ranked, a, b, p.count, device_memory(rt))  # a rung slower on mixed layouts, on a copy
+            if mixed[0] is not ranked[0]:
+                plan.reason = explain_choice(mixed[0], mixed, p.dtype.name)
+            ranked = mixed
             # a variant measured fastest on this GPU runs before any estimate (timed: that candidate, its time its estimate)
             ranked, plan.reason, timed = autotune.measured_ranking(self, p, rt, self._sms(rt), ranked, plan.reason)
             lp, parts, pads, fitted, estimate = fit_ranked(self._fit, plan, ranked, timed, (a, b, c), copies, pitched, specs=kernel_specs(),

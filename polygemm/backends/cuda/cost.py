@@ -32,7 +32,7 @@ import numpy as np
 
 from .variants import KernelSpec
 
-__all__ = ["Candidate", "RungModel", "fit_rung", "prior_model", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "copy_bytes", "pitch_penalty_us",
+__all__ = ["Candidate", "copies_suffix", "RungModel", "fit_rung", "prior_model", "estimate_us", "split_choices", "rank", "anchor_for", "split_of", "shape_distance", "copy_us", "copy_bytes", "pitch_penalty_us",
            "HBM_BYTES_PER_US", "LAUNCH_US", "TMA_PITCH"]
 
 #: the H200's HBM3e at the rate copy kernels reach (of its 4.8 TB/s peak), bytes per µs
@@ -124,10 +124,24 @@ class Candidate:
     count: int = 1  # matrices of a batch
     padded: bool = False  # unaligned operands copied into aligned scratch first (a TMA rung)
     unaligned: bool = False  # the estimate scaled by the rung's unaligned_pace (its PG_VEC=0 build)
+    #: "a" or "b": that operand copied into the other layout first (padded is then True too: the rung reads scratch)
+    transposed: str = ""
+
+    @property
+    def name(self) -> str:
+        """The variant as a plan names it: the rung and its K-slices."""
+        return self.variant + (f":split_k={self.splits}" if self.splits else "")
 
     @property
     def label(self) -> str:
-        return self.variant + (f":split_k={self.splits}" if self.splits else "") + (" on aligned copies" if self.padded else "")
+        return self.name + copies_suffix(self.padded, self.transposed)
+
+
+def copies_suffix(padded: bool, transposed: str = "") -> str:
+    """What a candidate's label adds where the rung reads scratch copies of the operands."""
+    if transposed:
+        return f" on a transposed copy of {transposed.upper()}"
+    return " on aligned copies" if padded else ""
 
 
 def copy_us(nbytes: Sequence[int]) -> float:

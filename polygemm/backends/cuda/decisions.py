@@ -16,10 +16,10 @@ from .cost import Candidate, copy_bytes, copy_us, pitch_penalty_us
 from .complex_launch import ComplexLaunch
 from .emulated_launch import EmulatedLaunch
 from .launch import PaddedLaunch, PanelLaunch, PreparedLaunch
-from .planning import Mat, pitch_off
+from .planning import Mat, pitch_off, transposed_copy
 from .variants import kernel_specs
 
-__all__ = ["device_sm", "CudaPlan", "KernelLauncher", "mat_of", "at_offset", "split_suffix", "compact_ld", "pitch_ranked", "batch_bytes", "witness", "plan_mats"]
+__all__ = ["device_sm", "CudaPlan", "KernelLauncher", "mat_of", "at_offset", "split_suffix", "compact_ld", "pitch_ranked", "layout_ranked", "device_memory", "transposed_operand", "TRANSPOSE_SHARE", "TRANSPOSE_PACE", "batch_bytes", "witness", "plan_mats"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,52 @@ def pitch_ranked(ranked: list[Candidate], a: Mat, b: Mat, copies: tuple[Mat | No
             out.append(replace(cand, estimate_us=cand.estimate_us + copy_us(moved), padded=True))
     out.sort(key=lambda c: c.estimate_us)
     return out
+
+
+def device_memory(rt: Any) -> int:
+    """The device's memory in bytes (0: unknown, a plan made without a device)."""
+    device = getattr(rt, "device", None)
+    try:
+        return int(device.total_memory()) if device is not None else 0
+    except Exception:  # noqa: BLE001 - a device that cannot say: no cap
+        return 0
+
+
+#: the share of copy_us's pace the transpose keeps (kernels/util/transpose.cu: 2.3-2.6 TB/s read and written on an
+#: H100, 109 µs for a 4096 x 4096 float64 matrix, where copy_us assumes 4 TB/s)
+TRANSPOSE_PACE = 0.62
+#: the most of the device's memory a transposed copy of an operand may take (past it the rung reads the operands as
+#: they are)
+TRANSPOSE_SHARE = 0.125
+
+
+def transposed_operand(a: Mat, b: Mat) -> tuple[str, Mat] | None:
+    """Which of A and B (stored one row-major, the other column-major) a rung of matched layouts reads from a copy in
+    the other layout, and that copy: the smaller of the two (None: matched layouts, or a vector, which has none)."""
+    if a.layout == b.layout or min(a.rows, a.cols, b.rows, b.cols) <= 1:
+        return None
+    which, x = ("a", a) if a.rows * a.cols <= b.rows * b.cols else ("b", b)
+    return which, transposed_copy(x)
+
+
+def layout_ranked(ranked: list[Candidate], a: Mat, b: Mat, count: int, memory: int = 0) -> list[Candidate]:
+    """``ranked`` with, beside each candidate whose rung loses pace on operands of mixed layouts (its
+    ``mixed_pace``), the same rung on a copy of the smaller operand in the other layout, at the matched layouts'
+    pace plus the copy's cost; fastest estimate first. One product only (the copy is one matrix), a copy within
+    :data:`TRANSPOSE_SHARE` of the device's ``memory`` (0: unknown, no cap)."""
+    moved = transposed_operand(a, b)
+    if moved is None or count > 1:
+        return ranked
+    which, pad = moved
+    src = a if which == "a" else b
+    if memory and (pad.max_offset + 1) * pad.itemsize > TRANSPOSE_SHARE * memory:
+        return ranked
+    cost = copy_us([int(copy_bytes(src, pad) / TRANSPOSE_PACE)])
+    specs = kernel_specs()
+    side = 0 if a.layout == "row" else 1  # A row-major and B column-major (nt), or the other way round (tn)
+    extra = [replace(c, estimate_us=c.estimate_us * specs[c.variant].mixed_pace[side] + cost, padded=True, transposed=which)
+             for c in ranked if specs[c.variant].mixed_pace[side] < 1.0 and not c.padded]
+    return sorted(ranked + extra, key=lambda c: c.estimate_us) if extra else ranked
 
 
 def batch_bytes(p: GemmProblem) -> tuple[int, int, int, int]:

@@ -27,9 +27,11 @@ __all__ = ["CudaRuntime", "DeviceBuffer", "UTIL_SOURCE", "fork_hint", "runtime_f
 UTIL_SOURCE = KERNEL_DIR / "util" / "copy_scale.cu"
 REPITCH_SOURCE = KERNEL_DIR / "util" / "repitch.cu"
 SPLIT_SOURCE = KERNEL_DIR / "util" / "split_bf16.cu"
+TRANSPOSE_SOURCE = KERNEL_DIR / "util" / "transpose.cu"
 #: the utility kernels' entry points (built by precompile beside the rungs)
 UTILITY_ENTRIES = [(UTIL_SOURCE, f"pg_copy_scale_{t}") for t in ("f32", "f16", "bf16", "f64")] + \
-    [(REPITCH_SOURCE, f"pg_repitch{n}_{t}") for n in ("", "2") for t in ("b16", "b32")] + [(SPLIT_SOURCE, "pg_split_bf16")]
+    [(REPITCH_SOURCE, f"pg_repitch{n}_{t}") for n in ("", "2") for t in ("b16", "b32")] + [(SPLIT_SOURCE, "pg_split_bf16")] + \
+    [(TRANSPOSE_SOURCE, "pg_transpose_b64")]
 _COPY_BLOCK = 256
 #: pg_repitch_b16/b32's parameters: (src, src_pitch, dst, dst_pitch, width, lines)
 _REPITCH_PARAMS = ("Q", "q", "Q", "q", "q", "q")
@@ -248,6 +250,21 @@ class CudaRuntime:
         # of this geometry: a padded plan makes its copies on every call
         buf = fn.struct_for(_REPITCH_PARAMS).pack(src, src_pitch, dst, dst_pitch, width, lines)
         fn.launch(buf, (blocks, 1, 1), (_COPY_BLOCK, 1, 1), 0, stream)
+
+    def transpose(self, dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, lines: int, itemsize: int,
+                  stream: int = 0) -> None:
+        """Queue the copy of ``lines`` lines of ``width`` elements (8 bytes each) at ``src`` into ``width`` lines of
+        ``lines`` elements at ``dst`` (kernels/util/transpose.cu), pitches in elements: an operand moved into the
+        layout a rung reads at full speed."""
+        if width <= 0 or lines <= 0:
+            return
+        if itemsize != 8:
+            raise ValueError(f"transpose copies 8-byte elements, not {itemsize}-byte ones")
+        fn = self.function(TRANSPOSE_SOURCE, "pg_transpose_b64")
+        tiles_x, tiles_y = -(-width // 32), -(-lines // 32)
+        grid_y = max(1, min(tiles_y, 65535, -(-self.sms * 16 // tiles_x)))  # the kernel walks the lines' tiles grid-stride
+        buf = fn.struct_for(_REPITCH_PARAMS).pack(src, src_pitch, dst, dst_pitch, width, lines)
+        fn.launch(buf, (tiles_x, grid_y, 1), (32, 8, 1), 0, stream)
 
     def repitch_pair(self, first: tuple[int, int, int, int, int, int], second: tuple[int, int, int, int, int, int],
                      itemsize: int, stream: int = 0) -> None:

@@ -25,7 +25,7 @@ from ...core.operand import Operand
 from ...core.problem import GemmProblem
 from ...errors import DTypeError, UnsupportedProblemError
 from .cost import copy_us
-from .decisions import CudaPlan, batch_bytes, device_sm, plan_mats, split_suffix
+from .decisions import CudaPlan, batch_bytes, device_memory, device_sm, plan_mats, split_suffix
 from .emulated_launch import EmulatedLaunch, SplitOperand, split_operand
 
 __all__ = ["EMULATED", "EMULATED_VARIANTS", "MARGIN", "UNALIGNED_SPLIT_PACE", "SCRATCH_SHARE", "emulation_for", "plan_emulated", "choose", "with_emulations"]
@@ -56,15 +56,6 @@ _MIN_SM = 80
 #: the most of the device's memory auto lets the split operands take (six bfloat16 segments are three times the
 #: float32 operands): past it the float32 rungs run, which need none
 SCRATCH_SHARE = 0.25
-
-
-def _device_memory(rt: Any) -> int:
-    """The device's memory in bytes (0: unknown, a plan made without a device)."""
-    device = getattr(rt, "device", None)
-    try:
-        return int(device.total_memory()) if device is not None else 0
-    except Exception:  # noqa: BLE001 - a device that cannot say: no cap
-        return 0
 
 
 class Planner(Protocol):
@@ -158,7 +149,7 @@ def choose(be: Planner, p: GemmProblem, name: str, rt: Any, native: Plan) -> Pla
     if not ours.estimate_us or not estimate:
         return native
     launch = emulated.private.launch
-    total = _device_memory(rt)
+    total = device_memory(rt)
     if launch is not None and total and launch.nbytes > SCRATCH_SHARE * total:
         native.candidates.append((name, f"estimated {estimate:.1f} µs, but its split operands would take {launch.nbytes} bytes "
                                         f"of scratch, over {SCRATCH_SHARE:.0%} of the device's memory"))

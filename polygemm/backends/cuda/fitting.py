@@ -13,12 +13,17 @@ from ...backend import Plan
 from ...errors import UnsupportedProblemError
 from .catalog import anchored_aligned, check_smem, explain_choice
 from .cost import TMA_PITCH, Candidate, copy_bytes, copy_us
-from .planning import LaunchPlan, Mat, TmaUnsuitable, pitch_off
+from .planning import LaunchPlan, Mat, TmaUnsuitable, pitch_off, transposed_copy
 from .variants import KernelSpec
 
 __all__ = ["fit_ranked"]
 
 _NONE: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
+
+
+def _transposed_pads(cand: Candidate, a: Mat, b: Mat) -> tuple[Mat | None, Mat | None, Mat | None]:
+    """The scratch a candidate on a transposed copy reads: the copy of A or of B in the other layout."""
+    return (transposed_copy(a), None, None) if cand.transposed == "a" else (None, transposed_copy(b), None)
 
 
 def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: Sequence[Candidate], timed: Candidate | None,
@@ -44,12 +49,13 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
         # C is copied only for a rung that stores it through a tensor map: the others' epilogues (and a K-split's
         # reduction, the rung writing an aligned workspace) write any C in place
         wanted = copies if cand.splits <= 1 and specs[cand.variant].tma_store else (copies[0], copies[1], None)
-        pads = wanted if cand.padded else _NONE
+        pads = _transposed_pads(cand, a, b) if cand.transposed else wanted if cand.padded else _NONE
         try:
             lp, parts = fit(specs[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
                             splits=cand.splits, dtype=dtype)
             if cand.padded and (parts is not None or count > 1):
-                raise UnsupportedProblemError("aligned copies are made for one product in one launch")
+                raise UnsupportedProblemError(f"{'a transposed copy is' if cand.transposed else 'aligned copies are'} "
+                                              "made for one product in one launch")
             if rt is not None:  # a build this device's shared memory cannot hold is passed over
                 check_smem(lp, rt.max_smem_per_block)
         except TmaUnsuitable as exc:
@@ -83,8 +89,16 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
                 plan.reason += f"; {timed.label}, measured fastest on this GPU, cannot take these operands"
             if cand.unaligned:
                 plan.reason += f" (weighed at its unaligned build's pace, about {pace:.0%} of its aligned one)"
-        plan.variant, spec, estimate = cand.label.replace(" on aligned copies", ""), specs[cand.variant], cand.estimate_us
-        if cand.padded:
+        plan.variant, spec, estimate = cand.name, specs[cand.variant], cand.estimate_us
+        if cand.transposed:
+            src, pad = (a, pads[0]) if cand.transposed == "a" else (b, pads[1])
+            assert pad is not None
+            major = {"row": "row-major", "col": "column-major"}
+            plan.padding = f"{src.name} ({src.rows}x{src.cols}, {major[src.layout]}, ld={src.ld}) -> a {major[pad.layout]} copy (ld={pad.ld})"
+            plan.notes.append(f"{cand.variant} reads A and B at full speed where both are row-major or both column-major: "
+                              f"{src.name}, the smaller, is copied into the other layout on the call's stream first "
+                              f"(estimated {cand.estimate_us:.1f} µs with the copy)")
+        elif cand.padded:
             plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
                                      for x, pad in zip((a, b, c), pads) if pad is not None)
             if pitched:

@@ -17,6 +17,7 @@ from typing import Any
 from ...errors import DeviceError
 from .device import CudaRuntime
 from .driver import Kernel
+from .cost import copies_suffix
 from .planning import LaunchPlan, Mat, strides, workspace_matrix
 from .scratch import CallScratch, block_bytes, quiet_release, stream_scratch
 from .variants import KernelSpec
@@ -481,6 +482,12 @@ class PaddedLaunch(ComposedLaunch):
     def pieces(self) -> list[PreparedLaunch]:
         return [self.inner]
 
+    @property
+    def copies_label(self) -> str:
+        """What a candidate's label says of these copies (" on aligned copies", " on a transposed copy of A")."""
+        moved = next((which for which, user, pad in zip("ab", self.users, self.pads) if pad is not None and pad.layout != user.layout), "")
+        return copies_suffix(True, moved)
+
     def _offsets(self) -> tuple[list[int | None], int]:
         """Each pad's byte offset in the scratch block (256-byte aligned) and the block's size."""
         offsets: list[int | None] = []
@@ -513,6 +520,9 @@ class PaddedLaunch(ComposedLaunch):
             for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
                 if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
                     width, lines, pitch = _pitched(user_mat)
+                    if pad.layout != user_mat.layout:  # an operand moved into the other layout (A or B, not C)
+                        rt.transpose(ptrs[i], pad.ld, users[i], pitch, width, lines, pad.itemsize, stream)
+                        continue
                     jobs.append(((ptrs[i], pad.ld, users[i], pitch, width, lines), pad.itemsize))
             if len(jobs) >= 2 and jobs[0][1] == jobs[1][1]:  # the first two (A and B) in one launch: the host pays per launch
                 rt.repitch_pair(jobs[0][0], jobs[1][0], jobs[0][1], stream)

@@ -26,7 +26,7 @@ from typing import Callable
 from ...errors import UnsupportedProblemError
 from .variants import KernelSpec
 
-__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "pitch_copy", "pitch_off", "FULL_SPEED_PITCH", "INT32_MAX", "flip", "strides", "round_up"]
+__all__ = ["Mat", "LaunchPlan", "plan_launch", "TmaUnsuitable", "tma_refusal", "split_refusal", "workspace_matrix", "IndexRangeError", "panels", "panel_mats", "aligned_copy", "pitch_copy", "transposed_copy", "pitch_off", "FULL_SPEED_PITCH", "INT32_MAX", "flip", "strides", "round_up"]
 
 INT32_MAX = 2**31 - 1
 
@@ -267,6 +267,15 @@ def aligned_copy(m: Mat) -> Mat | None:
         return None
     inner = m.cols if m.layout == "row" else m.rows
     return Mat(m.name + " (aligned copy)", m.rows, m.cols, m.layout, round_up(max(inner, 1), per), 0, m.itemsize)
+
+
+def transposed_copy(m: Mat, pitch: int = 128) -> Mat:
+    """The scratch matrix holding ``m``'s values in the other layout (each line starting on a ``pitch``-byte
+    boundary), where a rung reads operands of matched layouts at full speed."""
+    per = max(pitch // m.itemsize, 1)
+    layout = flip(m.layout)
+    inner = m.cols if layout == "row" else m.rows
+    return Mat(m.name + " (transposed copy)", m.rows, m.cols, layout, round_up(max(inner, 1), per), 0, m.itemsize)
 
 
 #: the row pitch TMA reads at full speed: a whole number of 32-byte L2 sectors, so that every

@@ -76,6 +76,11 @@ class KernelSpec:
     #: divides an estimate anchored on an aligned measurement by it when the operands force that
     #: build (skinny_v1 stages B by 2-byte loads there)
     unaligned_pace: float = 1.0
+    #: the share of its pace the rung keeps where A and B are stored in different layouts, (A row-major and B
+    #: column-major, A column-major and B row-major), as measured beside the same product of matched layouts (1.0: no
+    #: gap known): auto weighs it beside the same rung on a copy of the smaller operand in the other layout (dgemm_v3
+    #: reads one operand of mixed layouts by 8-byte loads, A row-major with bank conflicts besides)
+    mixed_pace: tuple[float, float] = (1.0, 1.0)
     #: a persistent TMA row whose last one or two waves share their k-tiles out evenly over the
     #: grid (PG_STREAMK=1: stream-K; partial tiles through a workspace, fixed up in block order)
     streamk: bool = False
@@ -275,6 +280,7 @@ def _spec(ladder: str, row: dict) -> KernelSpec:
         persistent=bool(row.get("persistent", False)),
         walks_strips=bool(row.get("walks_strips", False)),
         unaligned_pace=float(row.get("unaligned_pace", 1.0)),
+        mixed_pace=(float((row.get("mixed_pace") or {}).get("nt", 1.0)), float((row.get("mixed_pace") or {}).get("tn", 1.0))),
         streamk=bool(row.get("streamk", False)),
         dtypes=tuple(str(d) for d in (row.get("dtypes") or [row.get("dtype", "float32")])),
         split_k=bool(row.get("split_k", True)),

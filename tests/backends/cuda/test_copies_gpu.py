@@ -103,3 +103,31 @@ def test_repitch_pair_makes_both_copies_of_one_launch(rt, dtype):
         finally:
             for x in sources + dests:
                 x.free()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("width,lines", [(1, 1), (33, 7), (64, 401), (1013, 997), (3, 70000)])
+def test_transpose_moves_every_element_to_the_other_layout(rt, width, lines):
+    """An 8-byte operand's lines become columns of a scratch of another pitch: every element where the other layout
+    puts it (partial tiles, lines past one grid's rows), nothing written past a line's end."""
+    import pycuda.driver as drv
+
+    rng = np.random.default_rng(width * lines)
+    src_pitch, dst_pitch = width + 5, lines + 3
+    src_host = rng.integers(0, np.iinfo(np.uint64).max, size=lines * src_pitch, dtype=np.uint64)
+    marker = np.full(width * dst_pitch, 7, np.uint64)
+    with rt.active():
+        src, dst = drv.mem_alloc(src_host.nbytes), drv.mem_alloc(marker.nbytes)
+        try:
+            drv.memcpy_htod(src, src_host)
+            drv.memcpy_htod(dst, marker)
+            rt.transpose(int(dst), dst_pitch, int(src), src_pitch, width, lines, 8, 0)
+            drv.Context.synchronize()
+            got = np.empty_like(marker)
+            drv.memcpy_dtoh(got, dst)
+        finally:
+            src.free()
+            dst.free()
+    got = got.reshape(width, dst_pitch)
+    np.testing.assert_array_equal(got[:, :lines], src_host.reshape(lines, src_pitch)[:, :width].T)
+    assert (got[:, lines:] == 7).all()

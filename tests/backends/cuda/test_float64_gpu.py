@@ -183,3 +183,48 @@ def test_k_slices_in_every_operand_order_sum_in_float64_the_same_bits_every_run(
     tiny = rng.standard_normal((k, n)) * 2.0**-20
     got = cp.asnumpy(pg.gemm(cp.asarray(big), cp.asarray(tiny), device="cuda", variant=named))
     assert reference_for(big, tiny).compare(got).ok, named + " float64 partial sums"
+
+
+#: A row-major and B column-major (A the smaller, B the smaller), ragged against every tile
+TRANSPOSED_SHAPES = [(1031, 2311, 769), (2311, 1031, 769)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", TRANSPOSED_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_mixed_layouts_run_on_a_transposed_copy_with_c_alpha_beta_and_views(cuda, shape, monkeypatch):
+    """x @ W.T in float64 on a copy of the smaller operand in the other layout (auto's candidates narrowed to those
+    copies, whatever the estimates): the plan says which operand, and the product matches the float64 reference with
+    C, alpha, beta and out in either order, operands that are views off 16-byte boundaries, and the operands left as
+    they were."""
+    _runnable(cuda, "dgemm_v3_dmma_direct")
+    cp = pytest.importorskip("cupy")
+    from polygemm.backends.cuda import backend as cuda_backend
+
+    weigh = cuda_backend.layout_ranked
+    monkeypatch.setattr(cuda_backend, "layout_ranked", lambda *args: [c for c in weigh(*args) if c.transposed] or weigh(*args))
+    pg.clear_plan_cache()
+    rng = _rng()
+    m, n, k = shape
+    moved = "a" if m * k <= k * n else "b"
+    a, b, c = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal((m, n))
+    try:
+        for oc in "CF":
+            for offset in (0, 1):
+                da, db = _device_view(cp, a, "C", offset), _device_view(cp, b, "F", offset)
+                dc = _device_view(cp, c, oc, 0)
+                where = f"{m}x{n}x{k} c {oc} offset {offset}"
+                out = cp.full((m, n), cp.nan, order=oc)
+                plan = pg.explain(da, db, dc, alpha=-0.75, beta=1.5, out=out, device="cuda")
+                assert f"on a transposed copy of {moved.upper()}" in plan.reason and (plan.padding or "").startswith(moved), \
+                    where + "\n" + str(plan)
+                pg.gemm(da, db, dc, alpha=-0.75, beta=1.5, out=out, device="cuda")
+                assert pg.last_plan().padding == plan.padding, where
+                assert reference_for(a, b, c, -0.75, 1.5).compare(cp.asnumpy(out)).ok, where
+                np.testing.assert_array_equal(cp.asnumpy(da), a)
+                np.testing.assert_array_equal(cp.asnumpy(db), b)
+                got = pg.gemm(da, db, device="cuda")  # a result of its own, twice: the scratch is kept between calls
+                again = pg.gemm(da, db, device="cuda")
+                assert reference_for(a, b).compare(cp.asnumpy(got)).ok, where + " no c"
+                np.testing.assert_array_equal(cp.asnumpy(got), cp.asnumpy(again))
+    finally:
+        pg.clear_plan_cache()  # no plan of the narrowed candidates outlives the test

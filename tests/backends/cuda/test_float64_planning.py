@@ -21,6 +21,8 @@ V1, V2, V2N = SPECS["dgemm_v1_dmma"], SPECS["dgemm_v2_dmma_m16n8k8"], SPECS["dge
 V3, V3K8 = SPECS["dgemm_v3_dmma_direct"], SPECS["dgemm_v3_dmma_direct_k8"]
 #: cp.async stages of each rung's ring (v3's 6 stages of 16-deep K-tiles: 192 KB of sm_90's 227)
 STAGES = {"dgemm_v3_dmma_direct": 6, "dgemm_v3_dmma_direct_k8": 6}
+#: threads a threadblock where not 256 (8 warps): the v3 rows of two threadblocks an SM run 4 warps
+THREADS = {"dgemm_v3_dmma_direct_128x64": 128, "dgemm_v3_dmma_direct_k8_128x64": 128}
 
 
 def _d(name, r, c, ld=None, ptr=0, layout="row"):
@@ -30,15 +32,16 @@ def _d(name, r, c, ld=None, ptr=0, layout="row"):
 def test_catalog_lists_the_float64_rungs_with_their_facts():
     assert [s.name for s in DGEMM] == ["dgemm_v1_dmma", "dgemm_v1_dmma_128x64", "dgemm_v2_dmma_m16n8k8", "dgemm_v2_dmma_m16n8k8_128x64",
                                        "dgemm_v2_dmma_m16n8k8_64x128", "dgemm_v2_dmma_m16n8k8_32x128",
-                                       "dgemm_v3_dmma_direct", "dgemm_v3_dmma_direct_k8"]
+                                       "dgemm_v3_dmma_direct", "dgemm_v3_dmma_direct_k8", "dgemm_v3_dmma_direct_128x64",
+                                       "dgemm_v3_dmma_direct_k8_128x64"]
     for s in DGEMM:
         assert s.dtypes == ("float64",) and s.itemsize == 8 and s.predicated and s.batch and s.split_k
         assert s.split_step == 16 and s.partial_bytes == 8  # K cut by the kernel in K-tiles, float64 partial sums
-        assert s.layout == "row" and s.block == (256, 1) and s.align == 2 and s.prior_tflops > 0
+        assert s.layout == "row" and s.block == (THREADS.get(s.name, 256), 1) and s.align == 2 and s.prior_tflops > 0
         bm, bn, bk = s.tile
         assert s.smem_bytes == STAGES.get(s.name, 4) * (bm * bk + bk * bn) * 8  # the ring's stages of A's and B's tiles
         assert s.smem_bytes <= 227 * 1024
-        assert bm * bn // (s.warp_tile[0] * s.warp_tile[1]) == 8  # 8 warps: the block's 256 threads
+        assert 32 * bm * bn // (s.warp_tile[0] * s.warp_tile[1]) == s.block[0]  # a warp a warp tile
     V1N = SPECS["dgemm_v1_dmma_128x64"]
     assert V1.tile == V2.tile == (128, 128, 16) and V1N.tile == V2N.tile == (128, 64, 16)
     assert dict(V1N.defines) == dict(V2N.defines) == {"PG_BN": 64, "PG_WM": 32} and V1N.source == V1.source and V1N.min_sm == 80
@@ -48,6 +51,9 @@ def test_catalog_lists_the_float64_rungs_with_their_facts():
     assert V3.instruction == (16, 8, 16) and V3.min_sm == 90 and not V3.runs_on(80) and V3.tile == (128, 128, 16)
     assert V3.warp_tile == (64, 32) and V3.source.name == "v3_dmma_direct.cu" and not V3.defines
     assert V3K8.source == V3.source and V3K8.instruction == (16, 8, 8) and dict(V3K8.defines) == {"DG_INST": 1688}
+    two = SPECS["dgemm_v3_dmma_direct_128x64"]  # two threadblocks an SM: 96 KB and at most 256 registers a thread each
+    assert two.tile == (128, 64, 16) and two.source == V3.source and dict(two.defines)["DG_MIN_BLOCKS"] == 2
+    assert 2 * two.smem_bytes <= 227 * 1024 and two.mixed_pace == V3.mixed_pace
     rows = {v.name: v for v in variant_table()}
     assert rows["dgemm_v1_dmma"].dtypes == ("float64",) and rows["dgemm_v1_dmma"].auto
     assert "16-byte" in rows["dgemm_v1_dmma"].requirements and "sm_80" in rows["dgemm_v1_dmma"].requirements
@@ -70,8 +76,9 @@ def test_check_kernels_covers_every_float64_build():
                                                     ("dgemm_v1_dmma_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8", "sm_90"),
                                                     ("dgemm_v2_dmma_m16n8k8_128x64", "sm_90"), ("dgemm_v2_dmma_m16n8k8_64x128", "sm_90"),
                                                     ("dgemm_v2_dmma_m16n8k8_32x128", "sm_90"), ("dgemm_v3_dmma_direct", "sm_90"),
-                                                    ("dgemm_v3_dmma_direct_k8", "sm_90")}
-    assert len(todo) == 240  # 24 builds a rung and target
+                                                    ("dgemm_v3_dmma_direct_k8", "sm_90"), ("dgemm_v3_dmma_direct_128x64", "sm_90"),
+                                                    ("dgemm_v3_dmma_direct_k8_128x64", "sm_90")}
+    assert len(todo) == 288  # 24 builds a rung and target
     everything = jobs([80, 90])
     cover = covering(everything)
     assert set(names) <= {j.name for j in cover}  # every rung reaches ptxas in CI's covering check
@@ -86,7 +93,7 @@ def test_row_major_problem_plans_the_aligned_build_on_an_n_by_m_grid(spec):
     lp = plan_launch(spec, _d("a", m, k, 1002), _d("b", k, n, 1000), _d("c", m, n, 1000))
     assert not lp.swap and (lp.m, lp.n, lp.k) == (m, n, k) and lp.dtype == "float64"
     bm, bn, _ = spec.tile
-    assert lp.grid == (-(-n // bn), -(-m // bm), 1) and lp.block == (256, 1, 1)
+    assert lp.grid == (-(-n // bn), -(-m // bm), 1) and lp.block == (THREADS.get(spec.name, 256), 1, 1)
     assert lp.vec and lp.smem_bytes == spec.smem_bytes
     assert lp.macros() == {**dict(spec.defines), "PG_TRANS_A": 0, "PG_TRANS_B": 0, "PG_VEC": 1} and lp.macros() in spec.builds()
 
@@ -201,3 +208,98 @@ def test_a_float64_products_check_allows_for_no_float32_rounding_of_its_scalars(
     be = CudaBackend()
     assert be.scalar_dtype(np.dtype(np.float64)) is None and be.scalar_dtype(np.dtype(np.complex128)) is None
     assert be.scalar_dtype(np.dtype(np.float32)) == np.float32 and be.scalar_dtype(np.dtype(np.float16)) == np.float32
+
+
+@pytest.mark.parametrize("shape,moved", [((1031, 2311, 769), "A"), ((2311, 1031, 769), "B")])
+@pytest.mark.parametrize("out_order", ["C", "F"])
+def test_mixed_layouts_run_on_a_transposed_copy_of_the_smaller_operand(shape, moved, out_order):
+    """A row-major and B column-major (x @ W.T): dgemm_v3 reads A by 8-byte loads with bank conflicts, so auto weighs
+    it on a copy of the smaller operand in the other layout; the launch reads matched layouts, the plan names the copy
+    and what it costs. The other mixed order (A column-major, B row-major) keeps the rung's pace and is read as it is."""
+    m, n, k = shape
+    a, b = np.zeros((m, k)), np.zeros((k, n), order="F")
+    plan = CudaBackend().plan(normalize(a, b, out=np.zeros((m, n), order=out_order)))
+    assert plan.variant.startswith("dgemm_v3") and f" on a transposed copy of {moved}" in plan.reason, plan.reason
+    rows, cols, major, other = (m, k, "row-major", "column-major") if moved == "A" else (k, n, "column-major", "row-major")
+    assert plan.padding.startswith(f"{moved.lower()} ({rows}x{cols}, {major}") and f"a {other} copy" in plan.padding, plan.padding
+    tn = CudaBackend().plan(normalize(np.zeros((m, k), order="F"), np.zeros((k, n))))
+    assert "transposed copy" not in tn.reason and not tn.padding
+    assert any("copied into the other layout" in note for note in plan.notes), plan.notes
+    launch = plan.private.launch  # planned without a device: the launch plan is in plan.launch
+    assert launch is None and plan.launch["grid"][0] >= 1
+    # the same operands of matched layouts, a batch, or a vector: read as they are
+    for x, y in ((np.zeros((m, k)), np.zeros((k, n))), (np.zeros((m, k), order="F"), np.zeros((k, n), order="F")),
+                 (np.zeros((4, m, k)), np.zeros((4, n, k)).transpose(0, 2, 1)), (np.zeros((1, k)), np.zeros((n, k)).T)):
+        again = CudaBackend().plan(normalize(x, y))
+        assert "transposed copy" not in again.reason and not (again.padding or ""), (x.shape, again.padding)
+
+
+def test_a_transposed_copy_is_weighed_only_where_the_rung_loses_pace_and_memory_allows():
+    from polygemm.backends.cuda.decisions import TRANSPOSE_SHARE, layout_ranked, transposed_operand
+
+    a, b = _d("a", 4096, 4096), _d("b", 4096, 8192, layout="col")
+    which, pad = transposed_operand(a, b)
+    assert which == "a" and pad.layout == "col" and pad.ld % 16 == 0 and (pad.rows, pad.cols) == (4096, 4096)
+    assert transposed_operand(a, _d("b", 4096, 8192)) is None  # matched
+    tn = layout_ranked(auto_candidates(4096, 8192, 4096, "float64", sm=90), _d("a", 4096, 4096, layout="col"),
+                       _d("b", 4096, 8192), 1)
+    assert not any(c.transposed for c in tn)  # A column-major, B row-major: the rung's own pace
+    ranked = auto_candidates(4096, 8192, 4096, "float64", sm=90)
+    mixed = layout_ranked(ranked, a, b, 1)
+    copies = [c for c in mixed if c.transposed]
+    assert copies and all(SPECS[c.variant].mixed_pace[0] < 1 and c.padded for c in copies)
+    assert {c.variant for c in copies} <= {s.name for s in DGEMM if s.source == V3.source}  # the rungs slower on mixed layouts
+    for c in copies:  # the matched pace plus the copy
+        base = next(o for o in ranked if o.name == c.name)
+        assert base.estimate_us * SPECS[c.variant].mixed_pace[0] < c.estimate_us < base.estimate_us
+        assert c.label.endswith(" on a transposed copy of A") and c.name == base.name
+    assert [c.estimate_us for c in mixed] == sorted(c.estimate_us for c in mixed)
+    assert layout_ranked(ranked, a, b, 2) == ranked  # a batch: no copy of one matrix serves it
+    nbytes = 4096 * 4096 * 8
+    assert layout_ranked(ranked, a, b, 1, memory=int(nbytes / TRANSPOSE_SHARE) - 1) == ranked  # past its share of memory
+    assert layout_ranked(ranked, a, b, 1, memory=int(nbytes / TRANSPOSE_SHARE) + 1) == mixed
+
+
+def test_a_padded_launch_transposes_an_operand_planned_in_the_other_layout():
+    from polygemm.backends.cuda.launch import PaddedLaunch
+    from polygemm.backends.cuda.planning import transposed_copy
+
+    calls = []
+
+    class Rt:
+        def scratch(self, nbytes, stream):
+            return 1 << 20
+
+        def release(self, ptr, stream):
+            pass
+
+        def give_back(self, ptrs):
+            pass
+
+        def repitch(self, *args):
+            calls.append(("repitch", args))
+
+        def transpose(self, *args):
+            calls.append(("transpose", args))
+
+    class Inner:
+        rt = Rt()
+
+        def prepare(self, a, b, c, alpha, beta, stream):
+            calls.append(("prepare", (a, b, c)))
+            return (a, b, c)
+
+        def launch(self, prepared, stream):
+            calls.append(("launch", prepared))
+
+        def discard(self, prepared):
+            pass
+
+    a, b, c = _d("a", 300, 500), _d("b", 500, 700, layout="col"), _d("c", 300, 700)
+    pad = transposed_copy(a)
+    launch = PaddedLaunch(Inner(), (a, b, c), (pad, None, None))  # type: ignore[arg-type]
+    assert launch.copies_label == " on a transposed copy of A"
+    launch.launch(launch.prepare(0x1000, 0x2000, 0x3000, 1.0, 0.5, 7), 7)
+    (_, prep), (kind, args), (_, ran) = calls
+    assert kind == "transpose" and args == (1 << 20, pad.ld, 0x1000, 500, 500, 300, 8, 7)  # 300 lines of 500 into 500 of 300
+    assert ran == prep == (1 << 20, 0x2000, 0x3000)  # the rung reads the copy, B and C in place

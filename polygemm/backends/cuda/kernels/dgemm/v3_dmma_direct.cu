@@ -39,7 +39,7 @@
 // layouts (worked out beside PFrag and QFrag).
 //
 // Hierarchy (defaults here, the names of dgemm/dmma_config.cuh): threadblock tile 128 x 128 x 16
-// (PG_BM x PG_BN x PG_BK; PG_BM == PG_BN), 8 warps, warp tile 64 x 32 (PG_WM positions of P along
+// (PG_BM x PG_BN x PG_BK), 8 warps, warp tile 64 x 32 (PG_WM positions of P along
 // the instruction's M x PG_WN of Q), PG_STAGES = 6. Launch: blockDim (256, 1, 1), gridDim
 // (ceil(N/128), ceil(M/128)) (grid ["n", "m"]) in v1's grouped order; PG_BATCH=1: gridDim.z
 // matrices of a strided batch. DYNAMIC SHARED MEMORY: 6 x (128 x 16 + 16 x 128) doubles = 196608
@@ -68,7 +68,7 @@ constexpr int kBP = kSwap ? kBN : kBM, kBQ = kSwap ? kBM : kBN;
 constexpr int kWP = kWM, kWQ = kWN;
 constexpr int kWarpsQ = kBQ / kWQ;
 constexpr int kMP = kWP / 16, kNQ = kWQ / 8;               // m16 tiles of P, n8 tiles of Q a warp
-static_assert(kBM == kBN, "P and Q exchange roles with the layout: a square threadblock tile");
+static_assert(kBN % kWM == 0 && kBM % kWN == 0, "P and Q exchange roles with the layout: warps tile the threadblock in either role");
 static_assert(kMP >= 2 && kWP % 32 == 0 && kWQ % 32 == 0 && kBK % 16 == 0, "warp tile in 32s (m-tiles in pairs; Q's swizzle period), K-tile in k16 steps");
 static_assert((kBP / kWP) * kWarpsQ * 32 == kThreads, "warps cover the tile");
 
