@@ -20,7 +20,7 @@ from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ShapeError
 from .interop.stand_in import overlap_refusal, stand_in
-from .interop.torch import torch_written
+from .interop.torch import torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
 from .verification.call import verified_gemm
@@ -189,6 +189,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
         raise misused_arguments("matmul", extra, unexpected)
     if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
         out = out[0]
+    torch_refusal("a", a)  # a nested, fake or transformed tensor: refused before its shape is read for the vectors
+    torch_refusal("b", b)
     a2, b2, out2, va, vb = matmul_operands(a, b, out)
     if not (va or vb):
         return gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device, verify=verify)

@@ -53,7 +53,10 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
     float16 to bfloat16's 8 bits) follows as the other way."""
     if kind_of(x[1]) == "torch" and kind_of(y[1]) == "torch":  # two tensors: the dtype torch promotes them to
         torch: Any = sys.modules["torch"]
-        named = str(torch.promote_types(x[1].dtype, y[1].dtype)).removeprefix("torch.")
+        try:
+            named = str(torch.promote_types(x[1].dtype, y[1].dtype)).removeprefix("torch.")
+        except RuntimeError:  # torch promotes uint16, uint32 and uint64 with no other dtype: NumPy's promotion says it
+            named = ""
         if named in KNOWN_DTYPES:
             wide_t = as_dtype(named)
             casts = " and ".join(cast_hint(name, given, wide_t) + _exactness(dt.name, wide_t.name)

@@ -4,6 +4,7 @@ negations and inference tensors, results allocated by torch, host results as ten
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, Callable
 
@@ -140,11 +141,19 @@ _TORCH_COMPUTED = frozenset(("float16", "bfloat16", "float32", "float64", "compl
 
 def torch_refusal(name: str, obj: Any) -> None:
     """ArgumentError (DTypeError for a dtype) for a torch tensor polygemm cannot read as it is, saying what to pass: a
-    sparse or MKL-DNN layout (``.to_dense()``), the meta device (no data), a dtype polygemm does not compute
-    (``.to(torch.float32)``). Nothing for other objects and other tensors."""
+    MaskedTensor (``.to_tensor(0)``), a nested tensor (``.to_padded_tensor(0)``), a sparse or MKL-DNN layout
+    (``.to_dense()``), the meta device, a FakeTensor or a torch.func transform's tensor (no data of their own), a
+    dtype polygemm does not compute (``.to(torch.float32)``, ``.dequantize()``). Nothing for other objects and other
+    tensors."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):
         return
+    if type(obj).__name__ == "MaskedTensor":
+        raise ArgumentError(f"{name} is a torch MaskedTensor; polygemm ignores no mask. Fill it first, e.g. "
+                            f"{name}.to_tensor(0), or pass {name}.get_data()")
+    if getattr(obj, "is_nested", False):
+        raise ArgumentError(f"{name} is a nested torch tensor; polygemm reads dense (strided) tensors: pass "
+                            f"{name}.to_padded_tensor(0), or multiply its components one by one ({name}.unbind())")
     layout, strided = getattr(obj, "layout", None), getattr(torch, "strided", None)  # (stand-ins of torch may lack them)
     if layout is not None and strided is not None and layout != strided:
         raise ArgumentError(f"{name} is a torch tensor of layout {layout}; polygemm reads dense (strided) tensors: pass "
@@ -152,12 +161,44 @@ def torch_refusal(name: str, obj: Any) -> None:
     if getattr(getattr(obj, "device", None), "type", None) == "meta":
         raise ArgumentError(f"{name} is a tensor on torch's meta device, which holds no data to compute with; pass a "
                             f"tensor on the CPU or a CUDA device")
+    kind = _dataless_kind(obj, torch)
+    if kind:  # tensors whose memory DLPack would hand over is none of theirs (a FakeTensor's pointer is 0)
+        raise ArgumentError(f"{name} is {kind}, which holds no data of its own to compute with; polygemm computes on "
+                            f"concrete tensors: call it outside the transform or tracing (torch.func.vmap, torch.compile), "
+                            f"on the tensors themselves (a batch as one polygemm.matmul)")
     dtype = str(getattr(obj, "dtype", "float32")).rpartition(".")[2]
+    if dtype.startswith(("qint", "quint")):  # a quantized tensor: its values are its dequantize()'s
+        raise DTypeError(f"{name} is a quantized torch.{dtype} tensor, a dtype polygemm does not compute; pass "
+                         f"{name}.dequantize() (float32)")
+    if dtype.startswith(("bits", "float4")) or re.fullmatch(r"u?int[1-7]", dtype):  # packed: no cast of torch's reads them
+        raise DTypeError(f"{name} is a torch.{dtype} tensor (packed bits), a dtype polygemm does not compute and torch "
+                         f"casts to no computed dtype; unpack it into float16, bfloat16, float32 or an integer dtype first")
     if dtype not in _TORCH_COMPUTED:
         wider = "complex64" if dtype.startswith("complex") else "float32"  # (a cast that keeps every value: complex32's)
         raise DTypeError(f"{name} is a torch.{dtype} tensor, a dtype polygemm does not compute; cast it, e.g. "
                          f"{name}.to(torch.{wider}) (float16, bfloat16, float32, float64, complex64, complex128, integers "
                          f"and bool are computed)")
+
+
+def _dataless_kind(obj: Any, torch: Any) -> str:
+    """What kind of data-less tensor ``obj`` is: a FakeTensor (torch.compile's tracing), a tensor wrapped by a
+    torch.func transform (vmap's batched tensors, grad's wrappers), or one with no storage at all; "" for a tensor
+    with data."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    if fake is not None and isinstance(obj, getattr(fake, "FakeTensor", ())):
+        return "a FakeTensor (torch.compile's and FakeTensorMode's tracing tensors)"
+    functorch = getattr(getattr(torch, "_C", None), "_functorch", None)
+    try:
+        wrapped = bool(functorch is not None and functorch.is_functorch_wrapped_tensor(obj))
+    except Exception:  # noqa: BLE001 - a torch without that query: such tensors fail on reading, said there
+        wrapped = False
+    if wrapped:
+        return "a tensor inside a torch.func transform (vmap, grad, jacrev)"
+    try:
+        no_storage = obj.numel() > 0 and obj.data_ptr() == 0
+    except Exception:  # noqa: BLE001 - a tensor subclass that cannot say: read as any other
+        no_storage = False
+    return "a tensor without storage (its data pointer is 0)" if no_storage else ""
 
 
 def torch_detached(name: str, obj: Any) -> Any:

@@ -330,3 +330,47 @@ def test_tensors_polygemm_cannot_read_are_refused_in_torchs_terms(case, error, s
         a, b = a.to("meta"), b.to("meta")
     with pytest.raises(getattr(polygemm, error), match=says):
         polygemm.gemm(a, b)
+
+
+def test_tensors_without_data_of_their_own_are_refused_not_read_through_dlpack():
+    """A FakeTensor (whose DLPack capsule points at memory that is not its data), a tensor inside torch.func.vmap, a
+    nested tensor and a MaskedTensor are refused in torch's terms by gemm and by matmul, before any value is read."""
+    import warnings
+
+    torch = _torch()
+    from polygemm.errors import ArgumentError
+
+    fake_mode = pytest.importorskip("torch._subclasses.fake_tensor").FakeTensorMode()
+    fake = fake_mode.from_tensor(torch.ones(64, 64))
+    for call in (pg.gemm, pg.matmul):
+        with pytest.raises(ArgumentError, match=r"^a is a FakeTensor.*no data of its own"):
+            call(fake, torch.ones(64, 64))
+    with pytest.raises(ArgumentError, match=r"inside a torch\.func transform"):
+        torch.func.vmap(pg.matmul)(torch.ones(2, 3, 4), torch.ones(2, 4, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's prototype warnings for nested and masked tensors
+        nested = [torch.nested.nested_tensor([torch.ones(3, 4)] * 2)]
+        if hasattr(torch, "jagged"):
+            nested.append(torch.nested.nested_tensor([torch.ones(3, 4), torch.ones(2, 4)], layout=torch.jagged))
+        masked = torch.masked.masked_tensor(torch.ones(3, 4), torch.ones(3, 4, dtype=torch.bool))
+    for nt in nested:
+        for call in (pg.gemm, pg.matmul):
+            with pytest.raises(ArgumentError, match=r"^a is a nested torch tensor.*a\.to_padded_tensor\(0\)"):
+                call(nt, torch.ones(4, 5))
+    with pytest.raises(ArgumentError, match=r"^a is a torch MaskedTensor.*a\.to_tensor\(0\)"):
+        pg.matmul(masked, torch.ones(4, 5))
+    assert_close(pg.matmul(masked.to_tensor(0), torch.ones(4, 5)).numpy(), np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))
+
+
+def test_quantized_tensors_are_told_dequantize_and_unsigned_mixes_get_a_cast():
+    import warnings
+
+    torch = _torch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantize_per_tensor is deprecated in newer torch
+        q = torch.quantize_per_tensor(torch.ones(3, 4), 0.1, 0, torch.qint8)
+    with pytest.raises(DTypeError, match=r"^a is a quantized torch\.qint8 tensor.*a\.dequantize\(\)"):
+        pg.matmul(q, torch.ones(4, 3))
+    if hasattr(torch, "uint64"):  # torch promotes uint64 with no other dtype: NumPy's promotion is said
+        with pytest.raises(DTypeError, match=r"a and b must share one dtype.*int64.*uint64"):
+            pg.matmul(torch.ones(2, 2, dtype=torch.int64), torch.ones(2, 2, dtype=torch.uint64))
