@@ -27,7 +27,7 @@ import numpy as np
 import math
 import sys
 
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..core.complex_form import part_dtype, real_form, stacked
 from ..core.dtypes import COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
 from ..core.layout import check_c_shape, check_ndim
@@ -46,19 +46,22 @@ BOUNDED_DTYPES: tuple[str, ...] = SUPPORTED_DTYPES + COMPLEX_DTYPES
 
 def unit_roundoff(dtype: object) -> float:
     """Unit roundoff (half an ulp of 1) of a floating dtype: 2**-24 for float32, 2**-8 for
-    bfloat16 (8 significant bits)."""
-    return float(finfo(dtype).eps) / 2.0
+    bfloat16 (8 significant bits); DTypeError for a dtype that has none (an integer dtype, None)."""
+    return float(finfo(_float_dtype("dtype", dtype)).eps) / 2.0
 
 
 def accumulation_dtype(dtype: object) -> np.dtype:
     """The accumulation type polygemm promises for inputs of ``dtype`` (fp16, bf16 -> fp32)."""
-    d = as_dtype(dtype)
+    d = _float_dtype("dtype", dtype)
     return np.dtype(np.float32) if d.name in HALF_DTYPES else d
 
 
 def _float_dtype(name: str, value: object) -> np.dtype:
     """``out_dtype`` / ``acc_dtype`` as one of polygemm's dtypes; DTypeError naming ``name`` otherwise
-    (NumPy's own "data type 'int8' not inexact" named neither the argument nor what is accepted)."""
+    (NumPy's own "data type 'int8' not inexact" named neither the argument nor what is accepted). None is no dtype
+    here (NumPy would read it as float64)."""
+    if value is None:
+        raise DTypeError(f"{name}=None is no dtype; pass one of {', '.join(BOUNDED_DTYPES)}")
     try:
         dt = as_dtype(value)
     except TypeError:  # torch.float32 and the like by name, else a DTypeError naming ``name``
@@ -91,7 +94,12 @@ def host_array(name: str, x: object) -> np.ndarray:
             kind = ""
         if kind == "host":
             return np.asarray(data)
-    return np.asarray(x)
+    if x is None or isinstance(x, (str, bytes)):
+        raise ArgumentTypeError(f"{name} must be an array (the product to check); got {type(x).__name__}")
+    try:
+        return np.asarray(x)
+    except ValueError as exc:  # a ragged list: NumPy's "setting an array element with a sequence"
+        raise ShapeError(f"{name} is not an array of one shape (a ragged list?): {exc}") from None
 
 
 def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float, float]:
@@ -191,7 +199,10 @@ def error_bound(
         # where |A| @ |B| overflows float64, so does the bound: any finite result is within it (taken as 0, the exact
         # answer of a product that cancels, [1e308, 1, -1e308] @ ones, would fail)
         u_in = MEDIUM_INPUT_ERROR if medium and native_dtype(a.dtype).name == "float32" else 0.0
-        tol = (constant * max(k, 1) * u_acc + u_in) * abs(alpha) * np.nan_to_num(a64 @ b64, nan=0.0, posinf=np.inf)
+        scale = abs(alpha) * (a64 @ b64)
+        tol = (constant * max(k, 1) * u_acc + u_in) * np.nan_to_num(scale, nan=0.0, posinf=np.inf)
+        if acc != np.float64:  # |alpha| |A| @ |B| past the accumulator's range: a partial sum may rightly overflow
+            tol = np.where(scale > float(finfo(acc).max), np.inf, tol)
         if beta != 0.0 and c is not None:
             tol += constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
         if ref is not None:
@@ -312,6 +323,8 @@ class Reference:
             size //= 2
         count = int(bad.sum()) if not parts else int((bad[..., :m, :] | bad[..., m:, :]).sum())
         worst = float(np.nanmax(ratio)) if ratio.size and np.isfinite(ratio).any() else (float("inf") if count else 0.0)
+        if count and not worst > 1.0:  # a violation the ratio cannot measure (a NaN, an infinity off the reference)
+            worst = float("inf")
         if count == 0:
             return CheckResult(True, 0, worst, f"all {size} elements within the bound (worst error/bound = {worst:.3g})")
         idx = tuple(int(x) for x in np.argwhere(bad)[0])

@@ -60,9 +60,19 @@ def remove_fault(fault: Fault) -> None:
             _faults.remove(fault)
 
 
-def _due() -> list[Fault]:
+def _fits(f: Fault, shape: tuple[int, ...]) -> bool:
+    """Whether ``f``'s element lies inside a result of ``shape``."""
+    idx = tuple(f.batch) + (f.row, f.col)
+    return len(idx) == len(shape) and all(-n <= i < n for i, n in zip(idx, shape))
+
+
+def _due(shape: tuple[int, ...]) -> list[Fault]:
+    """The faults due to a result of ``shape``, each counted (reserved) under the lock: another thread's fault only
+    where its element lies inside this result (one it cannot take, reserved and given back, would have let its own
+    thread's product pass it by in between); this thread's whatever the shape (it is told of one that does not fit)."""
+    me = threading.get_ident()
     with _lock:
-        due = [f for f in _faults if f.times is None or f.hits < f.times]
+        due = [f for f in _faults if (f.times is None or f.hits < f.times) and (f.owner == me or _fits(f, shape))]
         for f in due:
             f.hits += 1
         return due
@@ -81,7 +91,7 @@ def corrupt(result: Any, to_host: Any = None) -> None:
     array that ``to_host``/``.set`` move). A fault ``result`` cannot take (its element outside the result, a value
     or bit its dtype does not hold) raises IndexError or ArgumentError in the thread that made the fault; another
     thread's product passes it over (faults apply to every thread's calls: a server's other requests go on)."""
-    due = _due()
+    due = _due(tuple(result.shape))
     me = threading.get_ident()
     for i, f in enumerate(due):
         try:

@@ -101,3 +101,50 @@ def test_an_array_whose_dlpack_fails_is_read_through_numpy():
 
     got = host_array("result", DLPackBroken())
     assert isinstance(got, np.ndarray) and got.shape == (2, 2) and (got == 3.0).all()
+
+
+def test_a_float32_sum_that_overflows_on_its_way_is_within_the_bound_where_the_accumulator_may_overflow():
+    """[3e38, 3e38, -3e38] @ ones in float32: the BLAS's running sum overflows to inf, although the exact sum fits.
+    Where |alpha| |A| @ |B| passes the accumulator's range such an infinity is the product's own, as verify= takes it;
+    a NaN there, or an infinity where the range holds, still fails."""
+    import polygemm as pg
+
+    a = np.tile(np.float32([3e38, 3e38, -3e38]), (2, 1))
+    b = np.ones((3, 2), np.float32)
+    got = pg.gemm(a, b, device="cpu")
+    assert np.isinf(got).all() and check_result(got, a, b).ok
+    nan = got.copy()
+    nan[0, 0] = np.nan
+    assert not check_result(nan, a, b).ok
+    small = np.ones((2, 3), np.float32)
+    assert not check_result(np.full((2, 2), np.inf, np.float32), small, b).ok
+
+
+def test_a_failed_check_reports_a_worst_ratio_above_one_whatever_failed():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4)).astype(np.float32)
+    r = a @ a
+    r[0, 0] = np.nan
+    res = check_result(r, a, a)
+    assert not res.ok and res.violations == 1 and res.worst_ratio > 1
+
+
+@pytest.mark.parametrize("dtype,words", [(np.int8, "is int8; pass one of"), ("nope", "not a dtype"), (None, "None is no dtype")])
+def test_unit_roundoff_of_no_floating_dtype_is_a_dtype_error_naming_it(dtype, words):
+    from polygemm.errors import DTypeError
+    from polygemm.testing import accumulation_dtype
+
+    with pytest.raises(DTypeError, match=words):
+        unit_roundoff(dtype)
+    with pytest.raises(DTypeError, match=words):
+        accumulation_dtype(dtype)
+
+
+def test_check_result_of_no_array_says_so_in_polygemms_errors():
+    from polygemm.errors import ArgumentTypeError, ShapeError
+
+    a = np.ones((2, 1))
+    with pytest.raises(ShapeError, match=r"^result is not an array of one shape"):
+        check_result([[1.0], [1.0, 2.0]], a, a.T)
+    with pytest.raises(ArgumentTypeError, match=r"^result must be an array.*NoneType"):
+        check_result(None, a, a.T)

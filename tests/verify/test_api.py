@@ -436,6 +436,30 @@ def test_another_threads_fault_that_a_product_cannot_take_passes_it_over(rng):
     assert fault.hits == 1  # the big product only
 
 
+def test_another_threads_product_never_holds_a_fault_it_cannot_take_even_for_a_moment(rng):
+    """A fault of times=1 whose element lies outside another thread's result is not reserved by that thread's product
+    (reserved and given back, it had let its own thread's product pass it by in between): the other thread's product
+    counts nothing, and the owner's next product takes the fault."""
+    import threading
+
+    from polygemm.verification import faults
+
+    small = rng.standard_normal((2, 2))
+    big = rng.standard_normal((8, 8))
+    with inject_fault(5, 5, value=1e3, times=1) as fault:
+        seen = {}
+        t = threading.Thread(target=lambda: seen.setdefault("due", faults._due((2, 2))))
+        t.start()
+        t.join(10)
+        assert seen["due"] == [] and fault.hits == 0  # nothing reserved by the other thread's small result
+        with pytest.raises(IndexError, match="outside the result"):  # this thread's own: told of it
+            pg.gemm(small, small, verify="raise")
+    with inject_fault(5, 5, value=1e3, times=1) as fault:
+        with pytest.raises(pg.VerificationError):
+            pg.gemm(big, big, verify="raise")
+        assert fault.hits == 1
+
+
 def test_a_call_asking_medium_of_a_path_as_accurate_as_sgemm_is_held_to_that_paths_bound(rng):
     """The cpu backend computes float32 as it is whatever precision is asked: its products are checked against
     float32's bound, not the looser bound "medium" allows, so a fault well above float32's rounding is caught."""
