@@ -18,7 +18,7 @@ from .core.hostcopy import planning_only
 from .core.dtypes import np_name
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
-from .errors import ShapeError
+from .errors import ArgumentTypeError, ShapeError
 from .interop.stand_in import overlap_refusal, stand_in
 from .interop.torch import torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
@@ -48,6 +48,29 @@ class DLPackArray(Protocol):
 ArrayInput = Union["npt.ArrayLike", CudaArray, DLPackArray]
 
 
+class _Required:
+    """The default of ``a`` and ``b``, which every call passes: one called with torch's keywords
+    (``gemm(input=c, mat1=a, mat2=b)``) is told polygemm's way rather than Python's bare "missing 2 required
+    positional arguments"."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_REQUIRED: Any = _Required()
+
+
+def _operands_given(func: str, a: Any, b: Any, extra: tuple[Any, ...], unexpected: dict[str, Any]) -> None:
+    """Refuse a call of ``func`` that names arguments it does not take (another library's spelling, said in its
+    terms) or leaves out ``a`` or ``b``."""
+    if extra or unexpected:
+        raise misused_arguments(func, extra, unexpected)
+    missing = [name for name, x in (("a", a), ("b", b)) if x is _REQUIRED]
+    if missing:
+        raise ArgumentTypeError(f"{func}() needs {' and '.join(missing)}: pass the operands first, by position, "
+                                f"{func}(a, b{'' if func == 'matmul' else ', c'}, ...)")
+
+
 #: a result dtype: a NumPy dtype or its name, or another library's dtype object (torch.float32)
 DTypeLike = Union["npt.DTypeLike", Any]
 
@@ -67,8 +90,8 @@ _local = threading.local()
 
 
 def gemm(
-    a: ArrayInput,
-    b: ArrayInput,
+    a: ArrayInput = _REQUIRED,
+    b: ArrayInput = _REQUIRED,
     c: ArrayInput | None = None,
     *extra: NoReturn,
     alpha: float = 1.0,
@@ -118,8 +141,8 @@ def gemm(
     fails too). A verified product is computed into a result of its own and copied into ``out`` once
     checked, so a failed check leaves ``out`` and ``c`` untouched; device calls wait for the check.
     """
-    if extra or unexpected:
-        raise misused_arguments("gemm", extra, unexpected)
+    if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
+        _operands_given("gemm", a, b, extra, unexpected)
     if beta is None:
         beta = 0.0 if c is None else 1.0
     if verify is not None or _verify_default.mode is not None:  # a branch of its own: an unverified call pays one test
@@ -173,7 +196,7 @@ def gemm(
     return result
 
 
-def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
+def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
            precision: str | None = None, device: DeviceLike | None = None, verify: VerifyMode = None,
            **unexpected: NoReturn) -> Any:
     """``a @ b`` with ``numpy.matmul``'s semantics, computed by polygemm's ``variant="auto"`` on
@@ -185,8 +208,8 @@ def matmul(a: ArrayInput, b: ArrayInput, *extra: NoReturn, out: ArrayInput | Non
     are refused, as NumPy refuses them. ``precision``: as :func:`gemm` takes it; ``verify`` checks the
     product as :func:`gemm`'s does.
     """
-    if extra or unexpected:
-        raise misused_arguments("matmul", extra, unexpected)
+    if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
+        _operands_given("matmul", a, b, extra, unexpected)
     if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
         out = out[0]
     torch_refusal("a", a)  # a nested, fake or transformed tensor: refused before its shape is read for the vectors
@@ -283,8 +306,8 @@ def _plan_with_out(a: Any, b: Any, c: Any, *, alpha: float, beta: float, device:
 
 
 def explain(
-    a: ArrayInput,
-    b: ArrayInput,
+    a: ArrayInput = _REQUIRED,
+    b: ArrayInput = _REQUIRED,
     c: ArrayInput | None = None,
     *extra: NoReturn,
     alpha: float = 1.0,
@@ -310,8 +333,8 @@ def explain(
     writes in place is described as ``gemm`` writes it, through a stand-in of its own library (a device ``out``'s
     takes its size of device memory while ``explain`` runs).
     """
-    if extra or unexpected:
-        raise misused_arguments("explain", extra, unexpected)
+    if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
+        _operands_given("explain", a, b, extra, unexpected)
     # verify read first, as gemm reads it: a bad mode is refused in gemm's words whatever else is wrong
     mode = _verify_default.mode if verify is None else parse_verify(verify)
     taken: list[str] = []

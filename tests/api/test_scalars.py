@@ -48,3 +48,19 @@ def test_a_value_whose_repr_raises_is_still_told_what_is_wrong(ops):
     a, b = ops
     with pytest.raises(ArgumentTypeError, match=r"\balpha\b.*real number.*<Hostile>"):
         pg.gemm(a, b, alpha=Hostile())
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda a, b, c: pg.matmul(input=a, other=b), r"^matmul\(\) got an unexpected keyword argument 'input'.*by position"),
+    (lambda a, b, c: pg.gemm(input=c, mat1=a, mat2=b), r"^gemm\(\) got an unexpected keyword argument 'input'.*torch\.addmm's input is c"),
+    (lambda a, b, c: pg.gemm(a), r"^gemm\(\) needs b: pass the operands first"),
+    (lambda a, b, c: pg.matmul(), r"^matmul\(\) needs a and b"),
+    (lambda a, b, c: pg.explain(b=b), r"^explain\(\) needs a"),
+])
+def test_operands_by_another_librarys_keywords_or_left_out_are_told_polygemms_way(call, words):
+    """torch's keywords (input=, other=, mat1=, mat2=) without a and b by position: the hint for torch's names, not
+    Python's bare "missing 2 required positional arguments"; a or b left out is said in polygemm's words."""
+    a, b, c = np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4))
+    with pytest.raises(pg.ArgumentTypeError, match=words):
+        call(a, b, c)
+    np.testing.assert_array_equal(pg.gemm(a=a, b=b, c=c), a @ b + c)  # a and b by their names
