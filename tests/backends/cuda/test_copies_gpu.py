@@ -19,26 +19,32 @@ def rt():
 def _copy(rt, src_host: np.ndarray, src_off: int, src_pitch: int, dst_off: int, dst_pitch: int, width: int, lines: int):
     """Upload ``src_host`` (a flat array), copy ``lines`` x ``width`` from element ``src_off`` (pitch ``src_pitch``)
     to element ``dst_off`` (pitch ``dst_pitch``) of a destination filled with a marker, and return the destination."""
-    import pycuda.driver as drv
-
     itemsize = src_host.itemsize
     size = dst_off + lines * dst_pitch + 16
     marker = np.full(size, 7 if itemsize == 2 else 9, src_host.dtype)
+    out = _on_device(rt, src_host, marker, lambda src, dst: rt.repitch(dst + dst_off * itemsize, dst_pitch, src + src_off * itemsize,
+                                                                       src_pitch, width, lines, itemsize, 0))
+    return out, marker
+
+
+def _on_device(rt, src_host: np.ndarray, marker: np.ndarray, launch) -> np.ndarray:
+    """Upload ``src_host`` and a destination holding ``marker``, run ``launch(src, dst)`` (device pointers), and
+    return the destination."""
+    import pycuda.driver as drv
+
     with rt.active():
-        src = drv.mem_alloc(src_host.nbytes)
-        dst = drv.mem_alloc(marker.nbytes)
+        src, dst = drv.mem_alloc(src_host.nbytes), drv.mem_alloc(marker.nbytes)
         try:
             drv.memcpy_htod(src, src_host)
             drv.memcpy_htod(dst, marker)
-            rt.repitch(int(dst) + dst_off * itemsize, dst_pitch, int(src) + src_off * itemsize, src_pitch, width, lines,
-                       itemsize, 0)
+            launch(int(src), int(dst))
             drv.Context.synchronize()
             out = np.empty_like(marker)
             drv.memcpy_dtoh(out, dst)
         finally:
             src.free()
             dst.free()
-    return out, marker
+    return out
 
 
 def _expect(src_host, src_off, src_pitch, dst_off, dst_pitch, width, lines, marker):
@@ -110,24 +116,11 @@ def test_repitch_pair_makes_both_copies_of_one_launch(rt, dtype):
 def test_transpose_moves_every_element_to_the_other_layout(rt, width, lines):
     """An 8-byte operand's lines become columns of a scratch of another pitch: every element where the other layout
     puts it (partial tiles, lines past one grid's rows), nothing written past a line's end."""
-    import pycuda.driver as drv
-
     rng = np.random.default_rng(width * lines)
     src_pitch, dst_pitch = width + 5, lines + 3
     src_host = rng.integers(0, np.iinfo(np.uint64).max, size=lines * src_pitch, dtype=np.uint64)
     marker = np.full(width * dst_pitch, 7, np.uint64)
-    with rt.active():
-        src, dst = drv.mem_alloc(src_host.nbytes), drv.mem_alloc(marker.nbytes)
-        try:
-            drv.memcpy_htod(src, src_host)
-            drv.memcpy_htod(dst, marker)
-            rt.transpose(int(dst), dst_pitch, int(src), src_pitch, width, lines, 8, 0)
-            drv.Context.synchronize()
-            got = np.empty_like(marker)
-            drv.memcpy_dtoh(got, dst)
-        finally:
-            src.free()
-            dst.free()
+    got = _on_device(rt, src_host, marker, lambda src, dst: rt.transpose(dst, dst_pitch, src, src_pitch, width, lines, 8, 0))
     got = got.reshape(width, dst_pitch)
     np.testing.assert_array_equal(got[:, :lines], src_host.reshape(lines, src_pitch)[:, :width].T)
     assert (got[:, lines:] == 7).all()
