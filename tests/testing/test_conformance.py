@@ -130,6 +130,14 @@ def test_the_pytest_suite_fails_on_filters_that_name_nothing(tmp_path):
     assert ok.returncode == 0 and " passed" in ok.stdout, ok.stdout[-2000:]
 
 
+def test_the_pytest_suite_says_an_integer_dtype_is_not_what_it_checks(tmp_path):
+    """POLYGEMM_TEST_DTYPES=int8 of a backend that computes int8: the suite checks no integer products (they are
+    exact), and says so, rather than that int8 matches no case while listing it among the backend's dtypes."""
+    (r,) = run_conformance_suites(tmp_path, [{"POLYGEMM_TEST_BACKEND": "cpu", "POLYGEMM_TEST_DTYPES": "int8"}])
+    assert r.returncode != 0 and "'int8', which the conformance suite does not check" in r.stdout, r.stdout[-2000:]
+    assert "match no case" not in r.stdout
+
+
 def test_a_split_variant_runs_every_case_under_its_own_name():
     be = Splitting()
     rows = run_conformance(be, variants=["tiled:split_k=3"], quick=True)
