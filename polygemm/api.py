@@ -15,11 +15,10 @@ from . import plan_cache
 from .backend import Plan
 from .core.arguments import misused_arguments
 from .core.hostcopy import planning_only
-from .core.dtypes import np_name
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ArgumentTypeError, ShapeError
-from .interop.stand_in import overlap_refusal, stand_in
+from .interop.stand_in import stand_in
 from .interop.torch import torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
@@ -229,8 +228,11 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
         # an out gemm refused (for a NumPy out: elements that may share memory) said of the matrix view made of it,
         # "out has shape (2, 5, 1) ... e.g. np.empty((2, 5, 1), np.float32)", an array matmul then refuses for its
         # shape: said of the out given, and of an array of its shape
-        if isinstance(out, np.ndarray) and isinstance(out2, np.ndarray) and out2.shape != out.shape:
-            raise overlap_refusal(out.shape, out.strides, "bytes", f"np.empty({out.shape}, {np_name(out.dtype)})") from None
+        if out is not None and out2 is not out and tuple(getattr(out2, "shape", ())) != tuple(getattr(out, "shape", ())):
+            try:  # the out given, in its own library's terms (np.empty, cupy.empty, torch.empty of its shape)
+                stand_in(out)
+            except OutOverlaps as exc:
+                raise exc from None
         raise
     for note in _vector_notes(va, vb):  # last_plan() says what explain() says of them
         _note_last(note)

@@ -374,3 +374,12 @@ def test_quantized_tensors_are_told_dequantize_and_unsigned_mixes_get_a_cast():
     if hasattr(torch, "uint64"):  # torch promotes uint64 with no other dtype: NumPy's promotion is said
         with pytest.raises(DTypeError, match=r"a and b must share one dtype.*int64.*uint64"):
             pg.matmul(torch.ones(2, 2, dtype=torch.int64), torch.ones(2, 2, dtype=torch.uint64))
+
+
+def test_matmul_names_a_torch_out_given_when_its_elements_may_share_memory():
+    """A vector result into an expanded torch out: refused of that out, (2, 3), with torch.empty of its shape (not of
+    the (2, 3, 1) view matmul makes of it, nor NumPy's np.empty)."""
+    torch = _torch()
+    out = torch.zeros(3).expand(2, 3)
+    with pytest.raises(polygemm.ArgumentError, match=r"^out has shape \(2, 3\) and strides \(0, 1\).*torch\.empty\(\(2, 3\)"):
+        pg.matmul(torch.ones(2, 3, 4), torch.ones(4), out=out)
