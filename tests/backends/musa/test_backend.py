@@ -622,11 +622,11 @@ def test_bench_keeps_what_it_timed_and_fails_when_it_timed_nothing(musa, tmp_pat
 
 def test_a_product_past_the_kernels_32_bit_sizes_is_refused_by_musa_and_auto_goes_to_cpu(musa):  # noqa: F811
     """The S4000 kernel indexes with 32-bit integers: musa refuses a larger product in its supports() (device='auto'
-    lists musa as passed over and computes on the cpu), and device='musa' raises saying to split it."""
+    lists musa as passed over and computes on the next backend), and device='musa' raises saying to split it."""
     a = np.broadcast_to(np.float16(1), (70000, 40000))  # 2.8e9 elements: past 2**31
     b = np.ones((40000, 2), np.float16)
     plan = pg.explain(a, b)
-    assert plan.backend == "cpu"
+    assert plan.backend != "musa"  # the next backend: the cpu, or a plugin a machine has installed
     assert any(n == "musa" and "2**31 elements" in w for n, w in plan.candidates), plan.candidates
     with pytest.raises(UnsupportedProblemError, match=r"32-bit"):
         pg.explain(a, b, device="musa")
