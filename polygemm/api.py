@@ -151,7 +151,7 @@ def gemm(
             before = getattr(_local, "last", None)
             try:
                 return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
-                                     out_dtype, precision, note=_note_last, bind=_bound_for_check)
+                                     out_dtype, precision, note=_note_last, bind=_bound_for_check, adopt=_adopt_last)
             except BaseException:  # a call that failed its check (or raised a warning made an error, or an injected fault
                 _local.last = before  # that missed) is no completed call: last_plan() keeps the one before
                 raise
@@ -378,6 +378,14 @@ def _note_last(text: str) -> None:
     last = getattr(_local, "last", None)
     if last is not None:
         _local.last = last[:6] + ((last[6] if len(last) > 6 else ()) + (text,),)
+
+
+def _adopt_last(plan: Plan) -> None:
+    """Make ``plan`` (the call's own, with its ``out``) this thread's last plan, in place of the plan of the product a
+    verified call computed into a result of its own; the rest (cached or not, alpha, beta, notes) as that call left it."""
+    last = getattr(_local, "last", None)
+    if last is not None:
+        _local.last = (plan,) + tuple(last[1:])
 
 
 def _last_product() -> tuple[Plan, float, float]:

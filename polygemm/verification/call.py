@@ -168,7 +168,7 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
                   mode: str,
                   a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
                   precision: str | None = None, note: Callable[[str], None] | None = None,
-                  bind: Callable[..., Any] | None = None) -> Any:
+                  bind: Callable[..., Any] | None = None, adopt: Callable[[Plan], None] | None = None) -> Any:
     """``run(a, b, c, ...)`` (polygemm.gemm with its check off) checked as ``mode`` says ("raise", "warn",
     "retry"). ``last_product()``: the plan of the product ``run`` computed last in this thread (the cached plan itself,
     read, never changed) and that call's alpha and beta. ``validate``: polygemm.explain, which refuses what gemm would refuse about ``out`` before
@@ -197,10 +197,11 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
             kw["out_dtype"] = plan.problem.out_dtype
             return _retried(run, last_product, checked.report, plan, backend, a, b, c, alpha_, beta_, device, variant, out,
                             kw, note)
+    with_out: Plan | None = None
     if out is not None:
-        out_dtype = validate(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
-                             out_dtype=out_dtype, precision=precision).problem.out_dtype
-        kw["out_dtype"] = out_dtype
+        with_out = validate(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
+                            out_dtype=out_dtype, precision=precision)
+        kw["out_dtype"] = with_out.problem.out_dtype
     result = run(a, b, c, device=device, variant=variant, **kw)
     plan, alpha_, beta_ = last_product()
     backend = registry.get_backend(plan.backend)
@@ -208,11 +209,15 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
         with backend.active():  # a device array of the backend's own (pycuda) is written with its context current
             corrupt(result, backend.to_host)
     report = check_product(backend, plan, a, b, c, result, alpha_, beta_)
-    if report.ok:
-        return deliver(result, out, backend)
-    if mode == "warn":
-        _warn(report)
-        return deliver(result, out, backend)
+    if report.ok or mode == "warn":
+        if not report.ok:
+            _warn(report)
+        delivered = deliver(result, out, backend)
+        if with_out is not None and adopt is not None:  # last_plan() describes the call as made, out and all
+            adopt(with_out)
+            if note is not None:
+                note(f"verify={mode!r}: computed into a result of its own, checked, then copied into out")
+        return delivered
     if mode == "retry":
         return _retried(run, last_product, report, plan, backend, a, b, c, alpha_, beta_, device, variant, out, kw, note)
     raise _refusal(report, out, c)

@@ -519,3 +519,18 @@ def test_one_failed_row_or_column_is_said_in_the_singular(rng, caplog):
     with inject_fault(4, 4, value=1e4, times=1):
         pg.gemm(a, b, verify="retry")
     assert "(1 row off)" in pg.last_plan().notes[-1]
+
+
+@pytest.mark.parametrize("mode", ["raise", "warn"])
+def test_last_plan_of_a_verified_call_with_out_describes_that_call(rng, mode):
+    """A verified call with out on the host computes into a result of its own: last_plan() still describes the call
+    made (its out among the layouts, as explain says) and notes the copy into out."""
+    a = rng.standard_normal((5, 4)).astype(np.float32)
+    out = np.empty((5, 5), np.float32, order="F")
+    want = pg.explain(a, a.T, out=out, device="cpu", verify=mode)
+    pg.gemm(a, a.T, out=out, device="cpu", verify=mode)
+    plan = pg.last_plan()
+    assert plan.layouts == want.layouts and "out" in plan.layouts and plan.problem.out is not None
+    assert any("copied into out" in n for n in plan.notes), plan.notes
+    pg.gemm(a, a.T, device="cpu", verify=mode)  # without out: the product's own plan
+    assert "out" not in pg.last_plan().layouts
