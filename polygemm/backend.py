@@ -375,7 +375,8 @@ class Backend(abc.ABC):
                                            f"with the conjugate bit set (a lazy z.conj()), which backend {self.name!r} does not "
                                            f"read; pass {first}.resolve_conj() (a conjugated copy), or device='cuda'")
         if dtype not in dtypes:
-            return DTypeError(unsupported_dtype(self.name, dtype, dtypes, problem.residency))
+            return DTypeError(unsupported_dtype(self.name, dtype, dtypes, problem.residency, widens=lambda target: any(
+                "float32" in v.out_dtypes for v in self.variants() if target in v.dtypes)))
         if variant is not None and dtype not in variant.dtypes:
             return DTypeError(f"variant {variant.name!r} of backend {self.name!r} computes {', '.join(variant.dtypes)}, not {dtype}")
         if governed(dtype):

@@ -244,8 +244,9 @@ def gemm(
     C block). A float16 result with several K blocks accumulates in a float32 block and is
     rounded once (the accuracy of one call; 2 extra bytes per element of that block). float32 and
     complex64 results add each K block's product into the block in their own dtype: each addition
-    rounds once, so the error grows with the number of K blocks (random data, K = 200,000 in 200
-    K chunks: 3.2e-7 relative against one call's 1.5e-7); fewer, larger K chunks keep it near one call's.
+    rounds once, so the error bound grows with the number of K blocks; measured errors stay near one
+    call's, as blocked sums do (random data, K = 200,000 in 200 K chunks on the cpu: 1.7e-7 mean relative
+    error against one call's 2.6e-7).
 
     **Choosing chunks.**
 

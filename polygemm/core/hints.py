@@ -6,7 +6,7 @@ computes the dtype as it is, or says under which condition the cast is exact."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -99,15 +99,19 @@ def _lossless_target(dtype: str, dtypes: tuple[str, ...]) -> str | None:
     return next((d for d in order if d != dtype and keeps_values(dtype, d)), None)
 
 
-def unsupported_dtype(backend: str, dtype: str, dtypes: tuple[str, ...], residency: str = "host") -> str:
+def unsupported_dtype(backend: str, dtype: str, dtypes: tuple[str, ...], residency: str = "host",
+                      widens: Callable[[str], bool] | None = None) -> str:
     """Why backend ``backend`` (computing ``dtypes``) refuses ``dtype`` inputs, and the way on (:func:`dtype_way_on`)."""
-    return f"backend {backend!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}: {dtype_way_on(dtype, dtypes, residency)}"
+    return (f"backend {backend!r} does not support dtype {dtype}; it supports {', '.join(dtypes)}: "
+            f"{dtype_way_on(dtype, dtypes, residency, widens)}")
 
 
-def dtype_way_on(dtype: str, dtypes: tuple[str, ...], residency: str = "host") -> str:
+def dtype_way_on(dtype: str, dtypes: tuple[str, ...], residency: str = "host",
+                 widens: Callable[[str], bool] | None = None) -> str:
     """The way on for ``dtype`` inputs where only ``dtypes`` are computed: a cast to one of them that keeps every value,
     where one exists; device='cpu', which computes every dtype polygemm knows as numpy.matmul does; never a cast that
-    changes values unless it says when it is exact."""
+    changes values unless it says when it is exact. ``widens(target)``: whether the device writes float32 results of
+    ``target`` inputs (None: taken as it does, where several devices are weighed)."""
     cpu = ("device='cpu'" if residency == "host" else
            "device='cpu' on host copies of the operands (e.g. cupy.asnumpy(a), tensor.cpu())")
     target = _lossless_target(dtype, dtypes)
@@ -125,7 +129,7 @@ def dtype_way_on(dtype: str, dtypes: tuple[str, ...], residency: str = "host") -
             # a result stored in the target dtype holds whole numbers exactly up to 2**(its significand's bits)
             bits = {"float16": 11, "bfloat16": 8, "float32": 24}.get(target, 53)
             wider = (" (2**24 with out_dtype=np.float32, where the device writes float32 results)"
-                     if target in ("float16", "bfloat16") else "")
+                     if target in ("float16", "bfloat16") and (widens is None or widens(target)) else "")
             how = (f"{exact}; or cast a and b to {target} (a.astype(np.{target}): every {dtype} value is exact in it, and "
                    f"the product is exact while its sums stay below 2**{bits}{wider})")
         elif "float64" in dtypes and dtype in ("int64", "uint64"):

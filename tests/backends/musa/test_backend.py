@@ -633,3 +633,12 @@ def test_a_product_past_the_kernels_32_bit_sizes_is_refused_by_musa_and_auto_goe
     wide = np.broadcast_to(np.float16(0), (50000, 1))
     plan = pg.explain(wide, np.broadcast_to(np.float16(0), (1, 50000)))  # a 2.5e9-element result
     assert plan.backend != "musa" and any(n == "musa" and "32-bit sizes" in w for n, w in plan.candidates), plan.candidates
+
+
+def test_an_integer_product_refused_by_musa_is_told_no_float32_result_musa_does_not_write(musa):  # noqa: F811
+    """musa computes float16 into float16 results only: its refusal of int8 names the float16 cast and when it is
+    exact, not out_dtype=np.float32, which musa would refuse next."""
+    x = np.ones((4, 4), np.int8)
+    with pytest.raises(pg.DTypeError, match=r"a\.astype\(np\.float16\).*below 2\*\*11") as info:
+        pg.gemm(x, x, device="musa")
+    assert "out_dtype=np.float32" not in str(info.value)
