@@ -107,6 +107,7 @@ def parse_scalar(name: str, value: Any) -> float:
     ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
     if type(value) is RoundedFraction:  # parsed already (the plan cache parses before normalize does)
         return value
+    given = value  # a torch tensor is quoted as the caller wrote it (tensor(inf), not np.float32(inf))
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
         value = value[()]
     elif not isinstance(value, (numbers.Real, np.generic, np.ndarray)) and (_foreign_0d(value) or hasattr(value, "__dlpack__")):
@@ -123,8 +124,9 @@ def parse_scalar(name: str, value: Any) -> float:
             how = _foreign_scalar_hint(name, value)
         # a TypeError too (a string, a complex, a Decimal is no value of the wrong size but of the wrong kind: NumPy's
         # arithmetic raises TypeError for each); nan, inf and a float64 overflow below stay ValueErrors
+        shown = _quoted(given, value)
         raise ArgumentTypeError(f"{name} must be a real number (an int, a float, a Fraction or a NumPy real scalar, "
-                            f"ml_dtypes' real scalars too, or a 0-D array of one); got {short_repr(value)} ({type(value).__name__}){how}")
+                            f"ml_dtypes' real scalars too, or a 0-D array of one); got {short_repr(shown)} ({type(shown).__name__}){how}")
     if isinstance(value, fractions.Fraction):
         if value.denominator == 1:  # a whole number: as the int it is (exact for integer products)
             value = value.numerator
@@ -145,8 +147,14 @@ def parse_scalar(name: str, value: Any) -> float:
     if not math.isfinite(v):
         if isinstance(value, np.floating) and np.isfinite(value):  # a longdouble beyond float64's range
             raise ArgumentError(f"{name} is too large for a float64 ({value!r}); pass a finite real number within float64's range")
-        raise ArgumentError(f"{name} must be finite; got {value!r}")
+        raise ArgumentError(f"{name} must be finite; got {_quoted(given, value)!r}")
     return v
+
+
+def _quoted(given: Any, value: Any) -> Any:
+    """What a refusal quotes of ``alpha``/``beta``: a torch tensor as the caller wrote it (``tensor(inf)``, whose repr
+    says what it is), anything else as the element polygemm read from it (another library's repr may say nothing)."""
+    return given if type(given).__module__.partition(".")[0] == "torch" else value
 
 
 def fits_float32(value: float) -> bool:

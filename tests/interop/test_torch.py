@@ -383,3 +383,16 @@ def test_matmul_names_a_torch_out_given_when_its_elements_may_share_memory():
     out = torch.zeros(3).expand(2, 3)
     with pytest.raises(polygemm.ArgumentError, match=r"^out has shape \(2, 3\) and strides \(0, 1\).*torch\.empty\(\(2, 3\)"):
         pg.matmul(torch.ones(2, 3, 4), torch.ones(4), out=out)
+
+
+def test_a_torch_alpha_the_call_refuses_is_quoted_as_the_caller_wrote_it():
+    """A 0-D tensor alpha that is no finite real number is quoted as torch prints it (tensor(inf)), not as the NumPy
+    element polygemm read from it (np.float32(inf), np.True_)."""
+    from polygemm.errors import ArgumentError, ArgumentTypeError
+
+    torch = _torch()
+    a, b = torch.ones(2, 3), torch.ones(3, 2)
+    with pytest.raises(ArgumentError, match=r"alpha must be finite; got tensor\(inf\)$"):
+        pg.gemm(a, b, alpha=torch.tensor(float("inf")))
+    with pytest.raises(ArgumentTypeError, match=r"got tensor\(True\) \(Tensor\)"):
+        pg.gemm(a, b, alpha=torch.tensor(True))
