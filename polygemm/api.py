@@ -15,9 +15,11 @@ from . import plan_cache
 from .backend import Plan
 from .core.arguments import misused_arguments
 from .core.hostcopy import planning_only
+from .core.normalize import torch_spelling
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ArgumentTypeError, ShapeError
+from .interop.kinds import kind_of
 from .interop.stand_in import stand_in
 from .interop.torch import torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
@@ -63,7 +65,10 @@ def _operands_given(func: str, a: Any, b: Any, extra: tuple[Any, ...], unexpecte
     """Refuse a call of ``func`` that names arguments it does not take (another library's spelling, said in its
     terms) or leaves out ``a`` or ``b``."""
     if extra or unexpected:
-        raise misused_arguments(func, extra, unexpected)
+        refusal = misused_arguments(func, extra, unexpected)
+        if "torch" in (kind_of(a), kind_of(b)):  # dtype=torch.float32: told out_dtype=torch.float32, as torch spells it
+            raise ArgumentTypeError(torch_spelling(str(refusal)))
+        raise refusal
     missing = [name for name, x in (("a", a), ("b", b)) if x is _REQUIRED]
     if missing:
         raise ArgumentTypeError(f"{func}() needs {' and '.join(missing)}: pass the operands first, by position, "

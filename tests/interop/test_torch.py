@@ -396,3 +396,11 @@ def test_a_torch_alpha_the_call_refuses_is_quoted_as_the_caller_wrote_it():
         pg.gemm(a, b, alpha=torch.tensor(float("inf")))
     with pytest.raises(ArgumentTypeError, match=r"got tensor\(True\) \(Tensor\)"):
         pg.gemm(a, b, alpha=torch.tensor(True))
+
+
+def test_torchs_dtype_keyword_is_told_out_dtype_in_torchs_spelling():
+    torch = _torch()
+    a, b = torch.ones(2, 3, dtype=torch.float16), torch.ones(3, 2, dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'dtype'.*out_dtype=torch\.float32") as info:
+        pg.gemm(a, b, dtype=torch.float32)
+    assert "np.float32" not in str(info.value)
