@@ -135,9 +135,13 @@ def may_overlap(dims: Iterable[tuple[int, int]], size: int = 1) -> bool:
     """Whether two elements of an array of ``dims`` ((count, step) pairs; steps in units of which an element takes
     ``size``) may share memory: its dimensions of more than one element, sorted by step, must each step past
     everything the smaller ones reach (the usual sufficient test: a view cut, reversed, transposed or stepped out of
-    one array passes it; a zero step, or as_strided's steps smaller than what lies below them, fails it)."""
+    one array passes it; a zero step, or as_strided's steps smaller than what lies below them, fails it). An array of
+    no elements shares nothing."""
+    dims = [(int(n), int(st)) for n, st in dims]
+    if any(n == 0 for n, _ in dims):  # no elements: none to share memory (NumPy gives an empty array any strides)
+        return False
     reach = size - 1
-    for n, st in sorted(((int(n), abs(int(st))) for n, st in dims if n > 1), key=lambda d: d[1]):
+    for n, st in sorted(((n, abs(st)) for n, st in dims if n > 1), key=lambda d: d[1]):
         if st <= reach:
             return True
         reach += st * (n - 1)

@@ -58,3 +58,26 @@ def test_an_out_of_fewer_dimensions_than_the_result_is_refused_naming_the_result
     with pytest.raises(pg.ShapeError, match=re.escape(f"out must have the result's shape (2, 4); got {out_shape}")):
         pg.matmul(a, b, out=out, device="cpu")
     assert not out.any()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32])
+def test_a_new_result_is_c_ordered_whatever_the_batch_axes_order(dtype):
+    """Operands whose batch axes are permuted or broadcast, and transposed matrices: polygemm's new result is C-ordered
+    (numpy.matmul's follows permuted batch axes; float32 copies of 16-bit operands kept their order)."""
+    a = np.arange(120, dtype=dtype).reshape(2, 3, 4, 5).transpose(1, 0, 2, 3) % 7
+    b = np.arange(180, dtype=dtype).reshape(2, 3, 5, 6).transpose(1, 0, 2, 3) % 5
+    for x, y in ((a, b), (np.broadcast_to(a[:1], a.shape), b.swapaxes(-1, -2).copy().swapaxes(-1, -2))):
+        got = pg.matmul(x, y, device="cpu")
+        assert got.flags.c_contiguous and got.dtype == dtype
+        np.testing.assert_allclose(got.astype(np.float64), np.matmul(x.astype(np.float64), y.astype(np.float64)), rtol=1e-2)
+
+
+@pytest.mark.parametrize("out", [lambda: np.empty((2, 0), ">f4"), lambda: np.zeros((5, 2, 4), np.float32)[..., :0].transpose(1, 0, 2)])
+def test_an_empty_out_of_any_strides_is_written_and_returned(out):
+    """An out with no elements shares no memory between them, whatever strides NumPy gave it: the call returns it, as
+    numpy.matmul does (it had been refused as overlapping)."""
+    o = out()
+    a = np.ones(o.shape[:-2] + (o.shape[-2], 3), np.float32)
+    b = np.ones((3, 0), np.float32)
+    assert pg.matmul(a, b, out=o, device="cpu") is o
+    assert pg.gemm(a, b, out=o, device="cpu") is o

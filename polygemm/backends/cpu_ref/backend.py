@@ -261,8 +261,10 @@ class CpuReferenceBackend(Backend):
                               + ("); the cpu backend computes it, where GPU backends refuse it (device='auto' takes it here)"
                                  if integer else "); the cuda backend computes it on the GPU as four real products"))
         # numpy.matmul gives the result itself, written straight into out (no temporary), when nothing is scaled,
-        # added or cast (the cache key fixes alpha == 1 and beta == 0 for the plan's calls)
-        direct = chosen.name in ("numpy", "blas") and p.alpha == 1.0 and p.beta == 0.0 and not half and p.out_dtype == p.dtype
+        # added or cast (the cache key fixes alpha == 1 and beta == 0 for the plan's calls), and a new result of its
+        # own is C-ordered: one matrix (a batch's result follows permuted batch axes of the operands)
+        direct = chosen.name in ("numpy", "blas") and p.alpha == 1.0 and p.beta == 0.0 and not half and p.out_dtype == p.dtype \
+            and (not p.batch or p.out is not None)
         plan.private = _CpuPlan(direct, chosen.name == "reference", half, np.float32 if half else p.dtype.type, p.out_dtype, integer)
         return plan
 
@@ -305,7 +307,8 @@ class CpuReferenceBackend(Backend):
                     res += work(beta) * c.astype(work, copy=False)
             if res.dtype != decided.out_dtype:
                 res = res.astype(decided.out_dtype)
-        if out is None:
-            return res  # numpy.matmul's result: C-ordered, of its own
+        if out is None:  # a result of its own, C-ordered whatever the operands' order (numpy.matmul's result follows
+            # permuted batch axes, and the float32 copies of 16-bit operands keep their order)
+            return res if res.flags.c_contiguous else np.ascontiguousarray(res)
         np.copyto(out, res)
         return out
