@@ -42,6 +42,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
         if kind_of(a) != "torch" and kind_of(b) != "torch":
             raise
         text = torch_spelling(str(exc))
+        if kind_of(out) == "torch" and getattr(getattr(out, "device", None), "type", "") == "cpu":  # np.empty((2, 3), np.T)
+            text = _NP_EMPTY.sub(r"torch.empty(\1, dtype=torch.\2)", text)
         if text == str(exc):
             raise
         again = copy.copy(exc)
@@ -51,6 +53,7 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
 
 _NP_CAST = re.compile(r"\b(a|b|c|result)\.astype\((?:np\.|')(\w+)'?\)")
 _NP_DTYPE = re.compile(r"out_dtype=np\.(\w+)")
+_NP_EMPTY = re.compile(r"np\.empty\((\([^)]*\)), np\.(\w+)\)")
 
 
 def torch_spelling(text: str) -> str:

@@ -404,3 +404,11 @@ def test_torchs_dtype_keyword_is_told_out_dtype_in_torchs_spelling():
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'dtype'.*out_dtype=torch\.float32") as info:
         pg.gemm(a, b, dtype=torch.float32)
     assert "np.float32" not in str(info.value)
+
+
+def test_an_overlapping_cpu_torch_out_is_told_torch_empty():
+    torch = _torch()
+    out = torch.empty(40).as_strided((2, 3, 5), (5, 5, 1))
+    with pytest.raises(polygemm.ArgumentError, match=r"overlap.*torch\.empty\(\(2, 3, 5\), dtype=torch\.float32\)") as info:
+        pg.matmul(torch.randn(2, 3, 4), torch.randn(4, 5), out=out)
+    assert "np.empty" not in str(info.value)
