@@ -216,9 +216,12 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
         _operands_given("matmul", a, b, extra, unexpected)
     if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
         out = out[0]
-    torch_refusal("a", a)  # a nested, fake or transformed tensor: refused before its shape is read for the vectors
-    torch_refusal("b", b)
-    a2, b2, out2, va, vb = matmul_operands(a, b, out)
+    try:
+        a2, b2, out2, va, vb = matmul_operands(a, b, out)
+    except Exception:  # a tensor whose shape cannot be read (a nested one): refused in torch's terms, not torch's error
+        torch_refusal("a", a)  # (only here: the refusal's queries cost a few µs, which a cached call does not pay)
+        torch_refusal("b", b)
+        raise
     if not (va or vb):
         return gemm(a2, b2, out=out2, out_dtype=out_dtype, precision=precision, device=device, verify=verify)
     try:

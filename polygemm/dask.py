@@ -330,14 +330,14 @@ def gemm(
 
     use_c = False
     given_c = c  # what the user passed: a list is told a cast a list has
-    if isinstance(c, (str, bytes, bytearray)):  # NumPy would read it as a 0-D array of text
-        raise ArgumentTypeError(f"c must be a matrix (a dask, NumPy or CuPy array of the result's shape {(m, n)}); got "
-                                f"{type(c).__name__} {c!r:.40}")
+    # a string (NumPy's 0-D array of text) or an object NumPy reads as an object array: no matrix
+    no_matrix = f"c must be a matrix (a dask, NumPy or CuPy array of the result's shape {(m, n)}); got {type(c).__name__}"
+    if isinstance(c, (str, bytes, bytearray)):
+        raise ArgumentTypeError(f"{no_matrix} {c!r:.40}")
     if c is not None and not hasattr(c, "shape"):  # a list, a number, any other object: read as polygemm.gemm reads it
         c = np.asarray(c)
         if c.dtype == object:
-            raise ArgumentTypeError(f"c must be a matrix (a dask, NumPy or CuPy array of the result's shape {(m, n)}); got "
-                                    f"{type(given_c).__name__}, which NumPy reads as an object array")
+            raise ArgumentTypeError(f"{no_matrix}, which NumPy reads as an object array")
     if c is not None and not isinstance(c, da.Array) and hasattr(c, "dtype") and not isinstance(c.dtype, np.dtype):
         # an in-memory c of another library (a torch tensor): dask chunks NumPy and CuPy arrays only
         raise ArgumentTypeError(f"c is a {type(c).__module__}.{type(c).__name__}; polygemm.dask.gemm takes c as a dask array or "

@@ -41,9 +41,8 @@ def normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.
     except (DTypeError, ArgumentError) as exc:
         if kind_of(a) != "torch" and kind_of(b) != "torch":
             raise
-        text = torch_spelling(str(exc))
-        if kind_of(out) == "torch" and getattr(getattr(out, "device", None), "type", "") == "cpu":  # np.empty((2, 3), np.T)
-            text = _NP_EMPTY.sub(r"torch.empty(\1, dtype=torch.\2)", text)
+        cpu_out = kind_of(out) == "torch" and getattr(getattr(out, "device", None), "type", "") == "cpu"
+        text = torch_spelling(str(exc), cpu_out)
         if text == str(exc):
             raise
         again = copy.copy(exc)
@@ -56,10 +55,12 @@ _NP_DTYPE = re.compile(r"out_dtype=np\.(\w+)")
 _NP_EMPTY = re.compile(r"np\.empty\((\([^)]*\)), np\.(\w+)\)")
 
 
-def torch_spelling(text: str) -> str:
+def torch_spelling(text: str, cpu_out: bool = False) -> str:
     """A refusal's NumPy casts said as torch says them: ``x.astype(np.T)`` / ``x.astype('T')`` as ``x.to(torch.T)``,
-    ``out_dtype=np.T`` as ``out_dtype=torch.T``."""
-    return _NP_DTYPE.sub(r"out_dtype=torch.\1", _NP_CAST.sub(r"\1.to(torch.\2)", text))
+    ``out_dtype=np.T`` as ``out_dtype=torch.T``; with ``cpu_out`` (the call's out a CPU tensor) ``np.empty(shape, np.T)``
+    as ``torch.empty(shape, dtype=torch.T)``."""
+    text = _NP_DTYPE.sub(r"out_dtype=torch.\1", _NP_CAST.sub(r"\1.to(torch.\2)", text))
+    return _NP_EMPTY.sub(r"torch.empty(\1, dtype=torch.\2)", text) if cpu_out else text
 
 
 def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None, out_dtype: Any = None,

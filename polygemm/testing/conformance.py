@@ -14,7 +14,7 @@ import dataclasses
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..problem import HALF_DTYPES, dtype_named
 from ..registry import get_backend
 from .bounds import check_result
 
-__all__ = ["CaseResult", "run_conformance", "run_case", "iter_cases", "case_groups", "modified_variants", "SHAPES", "QUICK_SHAPES", "FLOAT16_HINT"]
+__all__ = ["CaseResult", "run_conformance", "run_case", "iter_cases", "case_groups", "modified_variants", "unchecked_dtypes", "SHAPES", "QUICK_SHAPES", "FLOAT16_HINT"]
 
 #: (M, N, K) of the "shapes" group: tiny, primes, tall-skinny, wide, K=1, tile-crossing.
 SHAPES: tuple[tuple[int, int, int], ...] = (
@@ -521,6 +521,12 @@ def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
     return names
 
 
+def unchecked_dtypes(arg: str, names: Sequence[str]) -> str:
+    """The refusal of a selection ``arg`` naming ``names``, dtypes the suite does not check."""
+    return (f"{arg} names {', '.join(map(repr, names))}, which the conformance suite does not check ({UNCHECKED_DTYPES}); "
+            f"name {', '.join(CHECKED_DTYPES)}")
+
+
 def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] | None, groups: list[str] | None) -> None:
     """ArgumentError for a selection that names what no backend has (a typo): it would run no case and
     return no row, which a plugin's CI (``assert not any(r.status == "fail" ...)``) would take for a pass.
@@ -528,9 +534,7 @@ def _check_selection(be: Backend, dtypes: list[str] | None, variants: list[str] 
 
     unknown = [d for d in dtypes or () if d not in CHECKED_DTYPES]
     if unknown:
-        raise ArgumentError(f"dtypes names {', '.join(map(repr, unknown))}, which the conformance suite does not check "
-                            f"({UNCHECKED_DTYPES}); "
-                            f"name {', '.join(CHECKED_DTYPES)}")
+        raise ArgumentError(unchecked_dtypes("dtypes", unknown))
     grid = case_groups(quick=True)
     unknown = [g for g in groups or () if g not in grid]
     if unknown:

@@ -24,7 +24,7 @@ import pytest
 from polygemm.errors import PolygemmError
 from polygemm.registry import env_flag, get_backend
 from polygemm.registry.checks import contract_fault
-from polygemm.testing.conformance import CHECKED_DTYPES, UNCHECKED_DTYPES, availability, iter_cases, modified_variants, run_case
+from polygemm.testing.conformance import CHECKED_DTYPES, availability, iter_cases, modified_variants, run_case, unchecked_dtypes
 
 
 def _split(name: str) -> list[str] | None:
@@ -59,9 +59,7 @@ def _params() -> list:
     # "rung:split_k=4" names its rung (cuda's split over K): run by that name, or refused in the backend's words
     unchecked = [d for d in dtypes or () if d in kinds and d not in CHECKED_DTYPES]
     if unchecked:  # a dtype the backend computes but the suite does not check: said so, not "no case"
-        return [pytest.param(PolygemmError(f"POLYGEMM_TEST_DTYPES names {', '.join(map(repr, unchecked))}, which the "
-                                           f"conformance suite does not check ({UNCHECKED_DTYPES}); name "
-                                           f"{', '.join(CHECKED_DTYPES)}"), id=f"{be.name}-unchecked-dtype")]
+        return [pytest.param(PolygemmError(unchecked_dtypes("POLYGEMM_TEST_DTYPES", unchecked)), id=f"{be.name}-unchecked-dtype")]
     unknown = [f"POLYGEMM_TEST_VARIANTS names {v!r}" for v in variants or () if v.partition(":")[0] not in names] + \
               [f"POLYGEMM_TEST_DTYPES names {d!r}" for d in dtypes or () if d not in kinds]
     if unknown:
