@@ -75,7 +75,7 @@ def test_a_new_result_is_c_ordered_whatever_the_batch_axes_order(dtype):
 @pytest.mark.parametrize("out", [lambda: np.empty((2, 0), ">f4"), lambda: np.zeros((5, 2, 4), np.float32)[..., :0].transpose(1, 0, 2)])
 def test_an_empty_out_of_any_strides_is_written_and_returned(out):
     """An out with no elements shares no memory between them, whatever strides NumPy gave it: the call returns it, as
-    numpy.matmul does (it had been refused as overlapping)."""
+    numpy.matmul does, not refused as overlapping."""
     o = out()
     a = np.ones(o.shape[:-2] + (o.shape[-2], 3), np.float32)
     b = np.ones((3, 0), np.float32)

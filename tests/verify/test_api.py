@@ -438,7 +438,7 @@ def test_another_threads_fault_that_a_product_cannot_take_passes_it_over(rng):
 
 def test_another_threads_product_never_holds_a_fault_it_cannot_take_even_for_a_moment(rng):
     """A fault of times=1 whose element lies outside another thread's result is not reserved by that thread's product
-    (reserved and given back, it had let its own thread's product pass it by in between): the other thread's product
+    (reserved and given back, it would let its own thread's product pass it by in between): the other thread's product
     counts nothing, and the owner's next product takes the fault."""
     import threading
 
