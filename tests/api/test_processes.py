@@ -16,7 +16,7 @@ import pytest
 
 import polygemm as pg
 
-from tests.helpers import FORK_PRELUDE
+from tests.helpers import FORK_PRELUDE, _reset
 
 
 def _report(infos):
@@ -78,12 +78,18 @@ def test_backend_infos_pickle_without_the_live_backend():
 
 
 def test_backends_submitted_to_a_spawned_process_pool():
-    """What a worker pool asks of the pickled backends: each worker, which backends it sees."""
+    """What a worker pool asks of the pickled backends: each worker, which backends it sees. This process looks again
+    just before and just after the worker does (another test may build libpolygemm_musa meanwhile, which changes
+    musa's availability): the worker sees what this process sees at one of the two."""
+    def seen() -> list[tuple[str, bool, str]]:
+        _reset()
+        return [(i.name, i.available, i.reason) for i in pg.backends()]
+
+    before = seen()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         theirs = pool.submit(pg.backends).result(timeout=120)
-    mine = pg.backends()
-    assert [(i.name, i.available, i.reason) for i in theirs] == [(i.name, i.available, i.reason) for i in mine]
-    assert [i.backend for i in theirs] == [None] * len(mine)
+    assert [(i.name, i.available, i.reason) for i in theirs] in (before, seen())
+    assert [i.backend for i in theirs] == [None] * len(before)
 
 
 def test_gemm_in_a_spawned_process_pool_returns_results_and_plans():
