@@ -275,19 +275,24 @@ class CudaRuntime:
             for dst, dst_pitch, src, src_pitch, width, lines in (first, second):
                 self.repitch(dst, dst_pitch, src, src_pitch, width, lines, itemsize, stream)
             return
-        key = (first[4:], second[4:], itemsize)
+        go, pack = self.pair_launcher(first[4], first[5], second[4], second[5], itemsize)
+        (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = first, second
+        go(pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1), stream)
+
+    def pair_launcher(self, w0: int, l0: int, w1: int, l1: int, itemsize: int) -> tuple[Any, Any]:
+        """``(go, pack)`` of :meth:`repitch_pair`'s launch for copies of these widths and lines (positive), kept per
+        geometry: ``go(pack(src0, src_pitch0, dst0, dst_pitch0, w0, l0, src1, ..., l1), stream)`` queues it."""
+        key = (w0, l0, w1, l1, itemsize)
         kept = self._pair_launchers.get(key)
         if kept is None:
             fn = self.function(REPITCH_SOURCE, "pg_repitch2_b16" if itemsize == 2 else "pg_repitch2_b32")
-            chunks = max(-(-width * itemsize // 16) * lines for width, lines in (first[4:], second[4:]))
+            chunks = max(-(-width * itemsize // 16) * lines for width, lines in ((w0, l0), (w1, l1)))
             blocks = max(1, min(-(-chunks // _COPY_BLOCK), self.sms * 8))
             if len(self._pair_launchers) >= 64:  # a caller of ever new geometries: start over
                 self._pair_launchers.clear()
             kept = self._pair_launchers[key] = (fn.launcher((blocks, 2, 1), (_COPY_BLOCK, 1, 1), 0),
                                                 fn.struct_for(_REPITCH_PARAMS * 2).pack)
-        go, pack = kept
-        (d0, dp0, s0, sp0, w0, l0), (d1, dp1, s1, sp1, w1, l1) = first, second
-        go(pack(s0, sp0, d0, dp0, w0, l0, s1, sp1, d1, dp1, w1, l1), stream)
+        return kept
 
     def split_bf16(self, geometry: tuple[int, int, int, int, int, int, int], src: int, dst: int, segments: int, codes: int,
                    stream: int = 0) -> None:

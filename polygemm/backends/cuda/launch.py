@@ -475,12 +475,31 @@ class PaddedLaunch(ComposedLaunch):
     pads: tuple[Mat | None, Mat | None, Mat | None]
     _scratch: CallScratch = field(default_factory=CallScratch, repr=False)
     _layout: tuple[list[int | None], int] = field(init=False, repr=False)
+    _copies: tuple[tuple[int, bool, int, int, int, int, int], ...] = field(init=False, repr=False)
+    _paired: bool = field(init=False, repr=False)
+    _pair: tuple[Any, Any] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._layout = self._offsets()
+        self._copies = copies = self._recipe()
+        # A's and B's copies in one launch (CudaRuntime.pair_launcher, kept here once made) where both are plain copies
+        # of one element size with something to copy
+        self._paired = len(copies) >= 2 and copies[1][0] == 1 and not copies[0][1] and not copies[1][1] \
+            and copies[0][6] == copies[1][6] and min(copies[0][4:6] + copies[1][4:6]) > 0
+        self._pair = None
 
     def pieces(self) -> list[PreparedLaunch]:
         return [self.inner]
+
+    def _recipe(self) -> tuple[tuple[int, bool, int, int, int, int, int], ...]:
+        """The copies into scratch, worked out once (every call makes the same ones at other pointers): for each
+        padded operand, ``(index, transposed, pad's ld, user's pitch, width, lines, itemsize)``."""
+        copies = []
+        for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
+            if pad is not None:
+                width, lines, pitch = _pitched(user_mat)
+                copies.append((i, pad.layout != user_mat.layout, pad.ld, pitch, width, lines, pad.itemsize))
+        return tuple(copies)
 
     @property
     def copies_label(self) -> str:
@@ -512,31 +531,67 @@ class PaddedLaunch(ComposedLaunch):
             raise
         return (inner, (a, b, c), tuple(ptrs), beta != 0.0, held)
 
-    def launch(self, prepared: Any, stream: int = 0) -> None:
-        inner, users, ptrs, reads_c, held = prepared
-        rt = self.inner.rt
+    def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
+        """Queue the copies, the rung and the copy out. Once the rung is built (its launcher kept), nothing of it can fail
+        before the device is touched: its launch goes through the kept parameters, which on the kept scratch are the
+        same call after call (a small product's call is paid for on the host)."""
+        inner = self.inner
+        if inner._kept is None:
+            self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
+            return
+        rt = inner.rt
+        offsets, total = self._layout
+        held = self._scratch.take(rt, total, stream)
         try:
-            jobs = []  # (dst, dst_pitch, src, src_pitch, width, lines), itemsize
-            for i, (user_mat, pad) in enumerate(zip(self.users, self.pads)):
-                if pad is not None and (i < 2 or reads_c):  # c's values move in only when beta reads them
-                    width, lines, pitch = _pitched(user_mat)
-                    if pad.layout != user_mat.layout:  # an operand moved into the other layout (A or B, not C)
-                        rt.transpose(ptrs[i], pad.ld, users[i], pitch, width, lines, pad.itemsize, stream)
-                        continue
-                    jobs.append(((ptrs[i], pad.ld, users[i], pitch, width, lines), pad.itemsize))
-            if len(jobs) >= 2 and jobs[0][1] == jobs[1][1]:  # the first two (A and B) in one launch: the host pays per launch
-                rt.repitch_pair(jobs[0][0], jobs[1][0], jobs[0][1], stream)
-                jobs = jobs[2:]
-            for job, itemsize in jobs:
-                rt.repitch(*job, itemsize, stream)
-            self.inner.launch(inner, stream)
-            if self.pads[2] is not None:
-                width, lines, pitch = _pitched(self.users[2])
-                rt.repitch(users[2], pitch, ptrs[2], self.pads[2].ld, width, lines, self.pads[2].itemsize, stream)
+            base = held.base
+            ptrs = (a if offsets[0] is None else base + offsets[0], b if offsets[1] is None else base + offsets[1],
+                    c if offsets[2] is None else base + offsets[2])
+            self._copy_in(rt, (a, b, c), ptrs, beta != 0.0, stream)
+            inner.queue(ptrs[0], ptrs[1], ptrs[2], alpha, beta, stream)
+            self._copy_out(rt, c, ptrs[2], stream)
         except BaseException:
             self._scratch.give_back(rt, held, quiet=True)
             raise
         self._scratch.give_back(rt, held)
+
+    def launch(self, prepared: Any, stream: int = 0) -> None:
+        inner, users, ptrs, reads_c, held = prepared
+        rt = self.inner.rt
+        try:
+            self._copy_in(rt, users, ptrs, reads_c, stream)
+            self.inner.launch(inner, stream)
+            self._copy_out(rt, users[2], ptrs[2], stream)
+        except BaseException:
+            self._scratch.give_back(rt, held, quiet=True)
+            raise
+        self._scratch.give_back(rt, held)
+
+    def _copy_in(self, rt: Any, users: tuple[int, int, int], ptrs: tuple[int, ...], reads_c: bool, stream: int) -> None:
+        """Queue the copies of the padded operands into scratch (c's only when beta reads it); A's and B's in one
+        launch where both are plain copies of one element size (the host pays per launch)."""
+        copies = self._copies
+        if self._paired:
+            (_, _, ld0, pitch0, w0, l0, size), (_, _, ld1, pitch1, w1, l1, _) = copies[0], copies[1]
+            pair = self._pair
+            if pair is None:
+                pair = self._pair = rt.pair_launcher(w0, l0, w1, l1, size)
+            go, pack = pair
+            go(pack(users[0], pitch0, ptrs[0], ld0, w0, l0, users[1], pitch1, ptrs[1], ld1, w1, l1), stream)
+            copies = copies[2:]
+        for i, transposed, ld, pitch, width, lines, size in copies:
+            if i == 2 and not reads_c:
+                continue
+            if transposed:  # an operand moved into the other layout (A or B, not C)
+                rt.transpose(ptrs[i], ld, users[i], pitch, width, lines, size, stream)
+            else:
+                rt.repitch(ptrs[i], ld, users[i], pitch, width, lines, size, stream)
+
+    def _copy_out(self, rt: Any, c: int, padded: int, stream: int) -> None:
+        """Queue the copy of a result computed in scratch into the caller's C."""
+        last = self._copies[-1] if self._copies else None
+        if last is not None and last[0] == 2:
+            _, _, ld, pitch, width, lines, size = last
+            rt.repitch(c, pitch, padded, ld, width, lines, size, stream)
 
     def discard(self, prepared: Any) -> None:
         inner, _, _, _, held = prepared
