@@ -74,7 +74,7 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
     if wide is None or wide.name not in KNOWN_DTYPES:
         return cast_hint(y[0], y[1], x[2]) + _exactness(y[2].name, x[2].name)
     casts = " and ".join(cast_hint(name, given, wide) + _exactness(dt.name, wide.name) for name, given, dt in (x, y) if dt != wide)
-    return f"{casts} ({wide.name}: what numpy.matmul computes {x[2].name} with {y[2].name} in)"
+    return f"{casts} ({wide.name}: what NumPy promotes {x[2].name} with {y[2].name} to)"
 
 
 def _exactness(src: str, dst: str) -> str:
@@ -155,7 +155,9 @@ def c_cast_hint(c: Any, c_dtype: np.dtype, result: np.dtype) -> str:
     except TypeError:
         wide = None
     if wide is not None and wide.name in KNOWN_DTYPES and wide != result:
-        how = f"a.astype({np_name(wide)}) and b.astype({np_name(wide)}) ({wide.name}: what numpy computes a @ b + c in)"
+        lossy = _exactness(result.name, wide.name)[2:-1]  # (int64 a and b to float64: exact below 2**53 only)
+        how = (f"a.astype({np_name(wide)}) and b.astype({np_name(wide)}) ({wide.name}: what numpy computes a @ b + c in"
+               f"{'; ' + lossy if lossy else ''})")
         if c_dtype.kind == "c" and result.kind != "c":  # no real dtype holds an imaginary part: no cast of c is offered
             return how
         return f"{how}, or {cast_hint('c', c, result)}{_exactness(c_dtype.name, result.name)}"

@@ -164,3 +164,13 @@ def test_lazy_submodules_are_attributes_and_listed():
     assert polygemm.testing.check_result is check_result
     with pytest.raises(AttributeError, match="no attribute 'gemmm'"):
         polygemm.gemmm  # noqa: B018
+
+
+@pytest.mark.parametrize("ab,c_dtype", [(np.int64, np.float32), (np.uint64, np.int64), (np.int64, np.uint64)])
+def test_a_c_of_another_dtype_is_told_where_casting_a_and_b_up_stops_being_exact(ab, c_dtype):
+    # float64 holds int64 and uint64 values exactly only below 2**53: the hint says so beside the cast it offers
+    a = np.array([[2**53 + 1]], ab)
+    with pytest.raises(errors.DTypeError, match="c must have the dtype of the result") as info:
+        pg.gemm(a, np.ones((1, 1), ab), np.zeros((1, 1), c_dtype), beta=1.0)
+    text = str(info.value)
+    assert "a.astype(np.float64)" in text and "exact only for values below 2**53" in text.split(", or ")[0]
