@@ -289,10 +289,10 @@ def _key(a: Any, b: Any, c: Any, out: Any, alpha: float, beta: float, device: st
     else:
         views = cupy_views(a, b, c, out)  # a CuPy or torch user's call: one read of the current stream
         if views is None:  # (CuPy arrays all: no torch tensor, so no inference tensor, among them)
-            if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
-                return None, None                          # full normalization, whatever plan the cache holds for its shapes
             views = torch_views(a, b, c, out)
         if views is None:
+            if out is not None and torch_unwritable(out):  # an inference tensor outside inference mode: refused by the
+                return None, None                          # full normalization, whatever plan the cache holds for its shapes
             views = operand_view(a), operand_view(b), operand_view(c), operand_view(out)
             if None in views:
                 return None, views

@@ -46,9 +46,7 @@ _TORCH_TYPESTR: dict[Any, str] = {}
 def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ...], int, int | None]:
     typestr = _TORCH_TYPESTR.get(obj.dtype)
     if typestr is None:
-        import torch
-
-        typestr = _TORCH_TYPESTR.setdefault(obj.dtype, "bfloat16" if obj.dtype == torch.bfloat16 else obj.__cuda_array_interface__["typestr"])
+        typestr = _typestr(obj)
     ptr = obj.data_ptr()
     # strides in elements (the typestr fixes the element's size): torch.Size is a tuple, stride() makes one
     key = ("cuda", obj.shape, obj.stride(), typestr, False, ptr % 16, type(obj), device)
@@ -129,9 +127,30 @@ def torch_written(out: Any) -> None:
     gradients from the new values, silently. Nothing for other arrays."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(out, torch.Tensor):
-        bump = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+        bump = _bumps.get(torch)
         if bump is not None:
-            bump(out)
+            bump((out,))
+            return
+        _bumps.clear()
+        public = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+        direct = getattr(torch._C, "_increment_version", None)
+        if direct is not None:  # what increment_version calls, with a tuple of tensors (torch 2.5 on), without its checks
+            try:
+                direct((out,))
+            except TypeError:  # an older torch's takes one tensor: its public wrapper, every call
+                pass
+            else:
+                _bumps[torch] = direct
+                return
+        if public is not None:
+            _bumps[torch] = lambda outs: public(outs[0])
+            public(out)
+        else:  # a torch with no version counter to bump
+            _bumps[torch] = lambda outs: None
+
+
+#: how the imported torch bumps a tuple of tensors' version counters (one module: a test may swap it for a stand-in)
+_bumps: dict[Any, Callable[[tuple[Any, ...]], None]] = {}
 
 
 #: torch dtypes polygemm computes (the others, float8 and complex32 among them, are refused naming a cast)
@@ -235,9 +254,10 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
 
 def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
     """``torch_view`` of ``a``, ``b``, ``c`` and ``out`` at once when all are CUDA tensors (c and
-    out may be None) on one GPU, none requiring grad with grad mode on: the device's current stream read once for
-    all; None otherwise (each operand is then viewed on its own). Each tensor's attributes are
-    read once, in one pass: a torch attribute costs 0.1-0.2 µs, and this runs on every call."""
+    out may be None) on one GPU, none requiring grad with grad mode on and ``out`` no inference tensor outside
+    inference mode: the device's current stream read once for all; None otherwise (each operand is then viewed on its
+    own, or refused). Each tensor's attributes are read once, in one pass: a torch attribute costs 0.1-0.2 µs, and this
+    runs on every call."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
@@ -248,11 +268,54 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     if device < 0:
         return None
-    bits = hasattr(tensor, "is_neg") and hasattr(tensor, "is_conj")  # (torch >= 1.10: asked directly)
-    for x in (a, b, c, out):  # (a's device is the one read above: a torch call less)
-        if x is not None and ((x.requires_grad and _grad_kept(x, torch)) or not x.is_cuda or (x is not a and x.get_device() != device)
-                              or ((x.is_neg() or x.is_conj()) if bits else (_is_neg(x) or _is_conj(x)))):
-            return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
+    if not hasattr(tensor, "is_neg"):  # (torch < 1.10: no negative bit; the bits asked one by one)
+        return _torch_views_each(torch, a, b, c, out, device)
+    if out is not None and out.is_inference() and not torch.is_inference_mode_enabled():
+        return None  # torch allows no update of it: refused by the full normalization
+    stream = _torch_current_stream(torch, device)
+    va = _torch_fast(a, a, device, stream, torch, tensor)
+    if va is None:
+        return None
+    vb = _torch_fast(b, a, device, stream, torch, tensor)
+    if vb is None:
+        return None
+    vc = _NO_VIEW if c is None else _torch_fast(c, a, device, stream, torch, tensor)
+    vo = _NO_VIEW if out is None else _torch_fast(out, a, device, stream, torch, tensor)
+    if vc is None or vo is None:
+        return None
+    return va, vb, vc, vo
+
+
+def _torch_fast(x: Any, a: Any, device: int, stream: int, torch: Any, tensor: type) -> tuple[tuple[Any, ...], int, int] | None:
+    """:func:`torch_views`' view of one tensor (None: one the full normalization must see)."""
+    if (x.requires_grad and torch.is_grad_enabled()) or not x.is_cuda or (x is not a and x.get_device() != device) or x.is_neg():
+        return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
+    dtype = x.dtype
+    typestr = _TORCH_TYPESTR.get(dtype)
+    if typestr is None:
+        typestr = _typestr(x)
+    if typestr[1:2] == "c" and x.is_conj():  # (only a complex tensor carries the conjugate bit)
+        return None
+    ptr = x.data_ptr()
+    return ("cuda", x.shape, x.stride(), typestr, False, ptr % 16, tensor, device), ptr, stream
+
+
+def _typestr(x: Any) -> str:
+    """The array-interface typestr of a torch tensor's dtype ("bfloat16" for bfloat16, which the interface refuses),
+    kept per dtype."""
+    import torch
+
+    return _TORCH_TYPESTR.setdefault(x.dtype, "bfloat16" if x.dtype == torch.bfloat16 else x.__cuda_array_interface__["typestr"])
+
+
+def _torch_views_each(torch: Any, a: Any, b: Any, c: Any, out: Any, device: int) -> tuple[Any, Any, Any, Any] | None:
+    """:func:`torch_views` for a torch that predates the negative bit (its bits asked where a stand-in has them)."""
+    if out is not None and torch_unwritable(out):
+        return None
+    for x in (a, b, c, out):
+        if x is not None and (_grad_kept(x, torch) or not x.is_cuda or (x is not a and x.get_device() != device)
+                              or _is_neg(x) or _is_conj(x)):
+            return None
     stream = _torch_current_stream(torch, device)
     return (_torch_one(a, device, stream), _torch_one(b, device, stream), _NO_VIEW if c is None else _torch_one(c, device, stream),
             _NO_VIEW if out is None else _torch_one(out, device, stream))

@@ -198,6 +198,41 @@ def test_torch_views_of_a_call_read_the_stream_once_and_match_each_operands_view
     assert torch_views(a, np.ones((4, 6)), None, None) is None
 
 
+def test_torch_views_ask_each_bit_a_tensor_can_carry_once(monkeypatch):
+    """With torch's negative and conjugate bits (torch >= 1.10) the views come from one pass over the tensors: the same
+    views, the conjugate bit asked of complex tensors only (a real tensor's conj() is itself), and a lazy negation or
+    conjugate, or an inference out outside inference mode, left to the full normalization."""
+    import sys
+
+    from polygemm.interop import torch as torch_module
+    from polygemm.interop import torch_view, torch_views
+
+    Tensor = fake_torch(monkeypatch)
+    asked = []
+    monkeypatch.setattr(Tensor, "is_neg", lambda self: getattr(self, "neg", False), raising=False)
+    monkeypatch.setattr(Tensor, "is_conj", lambda self: asked.append(self) or getattr(self, "conj", False), raising=False)
+    monkeypatch.setattr(Tensor, "is_inference", lambda self: getattr(self, "inference", False), raising=False)
+    mode = {"on": False}
+    sys.modules["torch"].is_inference_mode_enabled = lambda: mode["on"]
+    a, b, out = Tensor(0x1000, (8, 4), (4, 1)), Tensor(0x2008, (4, 6), (6, 1)), Tensor(0x3000, (8, 6), (6, 1))
+    views = torch_views(a, b, out, out)
+    assert views == (torch_view(a), torch_view(b), torch_view(out), torch_view(out))
+    asked.clear()
+    torch_views(a, b, None, out)
+    assert asked == []  # float16: no conjugate bit to ask
+    neg = Tensor(0x2000, (4, 6), (6, 1))
+    neg.neg = True
+    assert torch_views(a, neg, None, None) is None
+    z = Tensor(0x2000, (4, 6), (6, 1))
+    z.dtype, z.conj = "complex64", True
+    monkeypatch.setitem(torch_module._TORCH_TYPESTR, "complex64", "<c8")  # (the stand-in's interface says float16 always)
+    assert torch_views(a, z, None, None) is None and asked == [z]
+    out.inference = True
+    assert torch_views(a, b, None, out) is None
+    mode["on"] = True
+    assert torch_views(a, b, None, out) is not None
+
+
 def test_a_missing_array_api_compat_is_an_error_not_a_result_of_another_kind(monkeypatch):
     """Without array-api-compat a CuPy or torch operand's result could only come back as a
     pycuda array; the call says what is missing instead."""
