@@ -404,7 +404,7 @@ def backends(wait: float | None = None) -> list[BackendInfo]:
             e.start_checks()
         until = time.monotonic() + wait
     infos = [e.info(until) for e in entries]
-    return sorted(infos, key=lambda i: (-i.priority, i.name))
+    return sorted(infos, key=lambda i: (-i.priority, i.name.lower(), i.name))  # names are one device whatever their case
 
 
 def known_names() -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -37,8 +38,8 @@ SHAPES: tuple[tuple[int, int, int], ...] = (
 )
 #: appended to a float16 case's failure (bfloat16's says bfloat16): the usual cause is a
 #: 16-bit accumulator
-FLOAT16_HINT = ("float16 products must accumulate in float32 (polygemm's contract); "
-                "a float16 accumulator fails these bounds")
+FLOAT16_HINT = ("the errors are of the size a float16 accumulator leaves, and float16 products must accumulate in float32 "
+                "(polygemm's contract; rounding beta·c or the product to float16 before the sum shows the same way)")
 QUICK_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1, 1), (7, 13, 5), (127, 129, 131), (64, 48, 1))
 
 
@@ -138,9 +139,12 @@ class _Ctx:
             accurate_kind = "elements outside the bound" in res.message and not any(
                 w in res.message for w in ("got nan", "got inf", "got -inf"))
             # and only where the result is within the bound of an accumulator of the inputs' own dtype: a layout read
-            # wrong, or beta·c rounded in float16, is off by more than any accumulator explains
+            # wrong is off by more than any accumulator explains (beta·c rounded in float16 is not, and the hint names it)
+            # and only where many elements are off (an accumulator's error spreads over the result: some 10% of these
+            # cases' elements; one element off, or a few, is a bug of its own)
             hint = ""
-            if self.dtype.name in HALF_DTYPES and accurate_kind and check_result(
+            many = res.violations >= max(2, np.asarray(got).size // 50)
+            if self.dtype.name in HALF_DTYPES and accurate_kind and many and check_result(
                     np.asarray(got), a, b, c, alpha, beta, out_dtype=self.dtype, acc_dtype=self.dtype,
                     precision=self.precision).ok:
                 hint = f"; {FLOAT16_HINT.replace('float16', self.dtype.name)}"
@@ -186,6 +190,66 @@ def _layout_case(order_a: str, order_b: str, order_c: str, m: int = 37, n: int =
         x.check(out, a, b, c, 0.5, -1.25)
 
     return case
+
+
+def _padded_case(x: _Ctx) -> None:
+    """Operands, c and out as views of wider buffers, passed in place: each matrix's leading dimension past its edge
+    (A row-major, B column-major, c a transposed view; out row-major, then column-major). Read through ``.ld``; out's
+    elements written, and the rest of its buffer untouched."""
+    m, n, k = 37, 29, 41
+    a = x.rand(m, k + 7)[:, :k]
+    b = x.rand(k + 5, n, "F")[:k, :]
+    c = x.rand(n, m + 3)[:, :m].T
+    for order, buffer, out in _padded_outs(x, m, n):
+        got = x.gemm(a, b, c, alpha=0.75, beta=0.5, out=out)
+        if got is not out:
+            raise AssertionError(f"gemm(..., out=a {order} view of a wider buffer) did not return out itself")
+        x.check(out, a, b, c, 0.75, 0.5)
+        spare = buffer.copy()
+        spare[:m, :n] = np.nan
+        if not np.isnan(spare).all():
+            ld = max(buffer.strides) // buffer.itemsize
+            raise AssertionError(f"elements of out's buffer outside out ({order}, leading dimension {ld}) were written: "
+                                 f"write out's elements only, .ld apart")
+
+
+def _padded_outs(x: _Ctx, m: int, n: int) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(its order, the NaN-filled buffer, out: a view of it) for a row-major and a column-major out of padded rows."""
+    rows = x.poisoned(m, n + 9)
+    yield "row-major", rows, rows[:, :n]
+    cols = x.poisoned(m + 6, n, "F")
+    yield "column-major", cols, cols[:m, :]
+
+
+def _threads_case(x: _Ctx) -> None:
+    """Calls from several threads at once, each of its own shape, as the core makes them (it serialises nothing): each
+    result within the bound. Per-call state kept on the backend shows as results of another call's shape or values."""
+    shapes = [(12 + i, 7 + 2 * i, 9 + 3 * i) for i in range(8)]
+    inputs = [(x.rand(m, k), x.rand(k, n)) for m, n, k in shapes]
+    start = threading.Barrier(len(shapes))
+    failures: list[str] = []
+    refused: list[UnsupportedProblemError] = []
+
+    def work(i: int) -> None:
+        try:
+            start.wait(timeout=60)
+            for _ in range(4):
+                x.check(x.gemm(*inputs[i]), *inputs[i])
+        except UnsupportedProblemError as exc:  # a product the backend does not compute: the case's skip, as elsewhere
+            refused.append(exc)
+        except Exception as exc:  # noqa: BLE001 - every thread's failure is reported, whatever it raised
+            failures.append(f"{'x'.join(map(str, shapes[i]))}: {type(exc).__name__}: {exc}")
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(len(shapes))]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if refused and not failures:
+        raise refused[0]
+    if failures:
+        raise AssertionError(f"calls from {len(shapes)} threads at once: {len(failures)} failed (keep per-call state in "
+                             f"locals or the plan's problem, never on the backend); {failures[0]}")
 
 
 def _out_dtype_case(x: _Ctx) -> None:
@@ -443,6 +507,8 @@ def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
         for ob in orders:
             groups["layouts"][f"a={oa} b={ob}"] = _layout_case(oa, ob, "F" if (oa, ob) == ("F", "F") else "C")
     groups["layouts"]["strided_copy"] = _strided_case
+    groups["layouts"]["padded_ld"] = _padded_case
+    groups["scaling"]["threads"] = _threads_case
     groups["scaling"]["out_dtype"] = _out_dtype_case
     groups["shapes"]["batch"] = _batch_case
     return groups

@@ -404,3 +404,17 @@ def test_get_backend_of_a_non_name_is_an_argument_error():
     for bad in (None, 1, b"cpu"):
         with pytest.raises(ArgumentError, match="backend name"):
             pg.get_backend(bad)  # type: ignore[arg-type]
+
+
+def test_backends_of_one_priority_are_ordered_by_name_whatever_its_case(tmp_path, monkeypatch, fresh_registry):
+    # names are one device whatever their case: "Zdev" is not taken ahead of "adev" for its capital letter
+    install_fake_distribution(tmp_path, "pg_zcase", "pg_zcase_plugin", RENAMED.replace("something_else", "Zdev"),
+                              {"Zdev": "pg_zcase_plugin:DoubleBackend"})
+    install_fake_distribution(tmp_path, "pg_acase", "pg_acase_plugin", RENAMED.replace("something_else", "adev"),
+                              {"adev": "pg_acase_plugin:DoubleBackend"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh_registry.refresh()
+    names = [i.name for i in fresh_registry.backends()]
+    assert names.index("adev") < names.index("Zdev")
+    for mod in ("pg_zcase_plugin", "pg_acase_plugin"):
+        sys.modules.pop(mod, None)

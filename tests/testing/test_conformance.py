@@ -421,3 +421,75 @@ def test_a_failures_seed_replays_its_inputs(monkeypatch):
     assert again.detail == first.detail
     with pytest.raises(ArgumentError, match="seed must be an integer"):
         run_conformance("cpu", seed=-1, **pick)
+
+
+def _packed(x: np.ndarray) -> np.ndarray:
+    """``x`` read as if its leading dimension were its rows' or columns' length (a backend ignoring ``.ld``)."""
+    if x.ndim != 2 or x.flags.c_contiguous or x.flags.f_contiguous:
+        return x
+    row = abs(x.strides[1]) == x.itemsize
+    strides = (x.shape[1] * x.itemsize, x.itemsize) if row else (x.itemsize, x.shape[0] * x.itemsize)
+    return np.lib.stride_tricks.as_strided(x, x.shape, strides)
+
+
+def test_a_backend_reading_past_a_views_leading_dimension_fails_the_padded_case():
+    """Operands and out in place as views of wider buffers: a backend that takes the leading dimension for the
+    matrix's width fails "padded_ld" (and the other layouts, of dense arrays, pass); one writing all of out's buffer
+    fails it too, naming the elements outside out."""
+    from polygemm.backend import store_result
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend, reference
+
+    class IgnoresLd(CpuReferenceBackend):
+        name = "ignoresld"
+
+        def execute(self, plan, call):
+            c = None if call.c is None else _packed(call.c)
+            return store_result(reference(_packed(call.a), _packed(call.b), c, call.alpha, call.beta, call.a.dtype), call.out)
+
+    class WritesTheBuffer(CpuReferenceBackend):
+        name = "writesthebuffer"
+
+        def execute(self, plan, call):
+            got = super().execute(plan, call)
+            out = call.out
+            if out is not None and not (out.flags.c_contiguous or out.flags.f_contiguous):
+                row = out.strides[1] == out.itemsize
+                width = out.strides[0] // out.itemsize if row else out.strides[1] // out.itemsize
+                whole = np.lib.stride_tricks.as_strided(out, (out.shape[0], width) if row else (width, out.shape[1]))
+                whole[(slice(None), slice(out.shape[1], None)) if row else (slice(out.shape[0], None), slice(None))] = 0
+            return got
+
+    rows = run_conformance(IgnoresLd(), dtypes="float32", variants="blas", groups="layouts")
+    assert {r.case for r in rows if r.status == "fail"} == {"padded_ld"}, rows
+    rows = run_conformance(WritesTheBuffer(), dtypes="float32", variants="blas", groups="layouts")
+    bad = {r.case: r.detail for r in rows if r.status == "fail"}
+    assert set(bad) == {"padded_ld"} and "outside out" in bad["padded_ld"], rows
+
+
+def test_a_backend_keeping_a_calls_state_on_itself_fails_the_threads_case():
+    """Calls from several threads at once: a backend that keeps the call it runs on itself (the next thread's call
+    replaces it mid-run) fails "threads", saying where per-call state belongs."""
+    import time
+
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    class Stateful(CpuReferenceBackend):
+        name = "stateful"
+
+        def execute(self, plan, call):
+            self.call = call
+            time.sleep(0.002)  # (another thread's call lands here)
+            return super().execute(plan, self.call)
+
+    rows = run_conformance(Stateful(), dtypes="float32", variants="blas", groups="scaling")
+    bad = {r.case: r.detail for r in rows if r.status == "fail"}
+    assert "threads" in bad and "never on the backend" in bad["threads"], rows
+    assert {r.case for r in run_conformance("cpu", dtypes="float32", groups="scaling") if r.status == "pass"} >= {"threads"}
+
+
+def test_one_element_off_in_float16_is_not_blamed_on_the_accumulator(monkeypatch):
+    """The float16 accumulator's hint goes with errors spread over the result, not with one element off."""
+    _cpu_off_in_its_last_element(monkeypatch, 0.01)
+    rows = run_conformance("cpu", dtypes="float16", variants="reference", groups="shapes")
+    fails = [r for r in rows if r.status == "fail"]
+    assert fails and not [r for r in fails if "accumulat" in r.detail], fails
