@@ -43,10 +43,13 @@ def _torch_current_stream(torch: Any, index: int) -> int:
 _TORCH_TYPESTR: dict[Any, str] = {}
 
 
-def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ...], int, int | None]:
+def _torch_one(obj: Any, device: int, stream: int | None) -> tuple[tuple[Any, ...], int, int | None] | None:
+    """The view of a CUDA tensor (None for a dtype not read in place)."""
     typestr = _TORCH_TYPESTR.get(obj.dtype)
     if typestr is None:
         typestr = _typestr(obj)
+        if typestr is None:
+            return None
     ptr = obj.data_ptr()
     # strides in elements (the typestr fixes the element's size): torch.Size is a tuple, stride() makes one
     key = ("cuda", obj.shape, obj.stride(), typestr, False, ptr % 16, type(obj), device)
@@ -132,21 +135,17 @@ def torch_written(out: Any) -> None:
             bump((out,))
             return
         _bumps.clear()
-        public = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
         direct = getattr(torch._C, "_increment_version", None)
-        if direct is not None:  # what increment_version calls, with a tuple of tensors (torch 2.5 on), without its checks
-            try:
-                direct((out,))
-            except TypeError:  # an older torch's takes one tensor: its public wrapper, every call
-                pass
-            else:
-                _bumps[torch] = direct
-                return
-        if public is not None:
-            _bumps[torch] = lambda outs: public(outs[0])
-            public(out)
-        else:  # a torch with no version counter to bump
+        if direct is None:  # a torch with no version counter to bump
             _bumps[torch] = lambda outs: None
+            return
+        try:  # what torch.autograd.graph.increment_version calls: a tuple of tensors from torch 2.5 on
+            direct((out,))
+        except (TypeError, RuntimeError):  # before it, one tensor (torch raises RuntimeError for anything else)
+            _bumps[torch] = lambda outs: direct(outs[0])
+            direct(out)
+        else:
+            _bumps[torch] = direct
 
 
 #: how the imported torch bumps a tuple of tensors' version counters (one module: a test may swap it for a stand-in)
@@ -294,18 +293,29 @@ def _torch_fast(x: Any, a: Any, device: int, stream: int, torch: Any, tensor: ty
     typestr = _TORCH_TYPESTR.get(dtype)
     if typestr is None:
         typestr = _typestr(x)
+        if typestr is None:
+            return None
     if typestr[1:2] == "c" and x.is_conj():  # (only a complex tensor carries the conjugate bit)
         return None
     ptr = x.data_ptr()
     return ("cuda", x.shape, x.stride(), typestr, False, ptr % 16, tensor, device), ptr, stream
 
 
-def _typestr(x: Any) -> str:
-    """The array-interface typestr of a torch tensor's dtype ("bfloat16" for bfloat16, which the interface refuses),
-    kept per dtype."""
-    import torch
+#: the array-interface typestr of each torch dtype polygemm reads in place ("bfloat16" for bfloat16, which the interface
+#: refuses), written out: the interface itself raises for a tensor that requires grad (read under no_grad) and for
+#: dtypes it has no typestr for (complex32, float8)
+_TYPESTRS = {"float16": "<f2", "bfloat16": "bfloat16", "float32": "<f4", "float64": "<f8", "complex64": "<c8",
+             "complex128": "<c16", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2", "int32": "<i4",
+             "uint32": "<u4", "int64": "<i8", "uint64": "<u8", "bool": "|b1"}
 
-    return _TORCH_TYPESTR.setdefault(x.dtype, "bfloat16" if x.dtype == torch.bfloat16 else x.__cuda_array_interface__["typestr"])
+
+def _typestr(x: Any) -> str | None:
+    """The array-interface typestr of a torch tensor's dtype, kept per dtype; None for a dtype polygemm does not read in
+    place (the full normalization refuses it, naming a cast)."""
+    typestr = _TYPESTRS.get(str(x.dtype).removeprefix("torch."))
+    if typestr is not None:
+        _TORCH_TYPESTR[x.dtype] = typestr
+    return typestr
 
 
 def _torch_views_each(torch: Any, a: Any, b: Any, c: Any, out: Any, device: int) -> tuple[Any, Any, Any, Any] | None:
@@ -317,8 +327,9 @@ def _torch_views_each(torch: Any, a: Any, b: Any, c: Any, out: Any, device: int)
                               or _is_neg(x) or _is_conj(x)):
             return None
     stream = _torch_current_stream(torch, device)
-    return (_torch_one(a, device, stream), _torch_one(b, device, stream), _NO_VIEW if c is None else _torch_one(c, device, stream),
-            _NO_VIEW if out is None else _torch_one(out, device, stream))
+    views = (_torch_one(a, device, stream), _torch_one(b, device, stream), _NO_VIEW if c is None else _torch_one(c, device, stream),
+             _NO_VIEW if out is None else _torch_one(out, device, stream))
+    return None if None in views else views
 
 
 def torch_allocator(dev: Any) -> Callable[[tuple[int, ...], np.dtype], Any]:

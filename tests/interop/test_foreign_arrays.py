@@ -382,3 +382,52 @@ def test_device_data_in_swapped_byte_order_is_refused_saying_so():
 
     with pytest.raises(pg.DTypeError, match=r"b is a device array of float16 in non-native byte order \(typestr '>f2'\)"):
         pg.gemm(Foreign("<f2"), Foreign(">f2"), device="musa")
+
+
+def test_torch_views_read_no_array_interface(monkeypatch):
+    """The typestr comes from the dtype's name, not the tensor's __cuda_array_interface__, which torch refuses for a
+    tensor that requires grad (read under no_grad, as an inference call reads layer.weight) and has none for
+    complex32 or float8: those dtypes get no view (the full normalization refuses them, naming a cast)."""
+    import sys
+
+    from polygemm.interop import torch as torch_module
+    from polygemm.interop import torch_view, torch_views
+
+    Tensor = fake_torch(monkeypatch)
+    monkeypatch.setattr(torch_module, "_TORCH_TYPESTR", {})
+    sys.modules["torch"].is_grad_enabled = lambda: False  # torch.no_grad()
+    weight = Tensor(0x2000, (4, 6), (6, 1), grad=True)
+    x = Tensor(0x1000, (8, 4), (4, 1))
+    views = torch_views(x, weight, None, None)
+    assert views is not None and views[1][0][3] == "<f2" and torch_view(weight) == views[1]
+    chalf = Tensor(0x3000, (4, 6), (6, 1))
+    chalf.dtype = "complex32"
+    assert torch_views(x, chalf, None, None) is None and torch_view(chalf) is None
+
+
+@pytest.mark.parametrize("takes", ["a tuple", "one tensor"])
+def test_a_torch_out_bumps_its_version_whichever_form_torch_takes(monkeypatch, takes):
+    """torch 2.5 and later bump a tuple of tensors, earlier ones one tensor (raising RuntimeError for anything else)."""
+    import sys
+    import types
+
+    from polygemm.interop import torch as torch_module
+    from polygemm.interop import torch_written
+
+    Tensor = fake_torch(monkeypatch)
+    bumped = []
+
+    def increment_version(arg):
+        if takes == "a tuple":
+            bumped.extend(arg)
+        elif isinstance(arg, Tensor):
+            bumped.append(arg)
+        else:
+            raise RuntimeError("increment_version expect a Tensor as input")
+
+    sys.modules["torch"]._C = types.SimpleNamespace(_increment_version=increment_version)
+    monkeypatch.setattr(torch_module, "_bumps", {})
+    out = Tensor(0x3000, (8, 6), (6, 1))
+    for _ in range(3):
+        torch_written(out)
+    assert bumped == [out, out, out]
