@@ -68,8 +68,8 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
             raise ArgumentTypeError(f"inject_fault: value={value!r} is not a number; pass one (an int, a float or a "
                                     f"complex)") from None
     fault = Fault(row, col, new, bit, batch, times)
-    add_fault(fault)
-    try:
+    try:  # (registered inside: an interrupt landing just after the registration still takes it out again)
+        add_fault(fault)
         yield fault
     finally:
         remove_fault(fault)

@@ -405,3 +405,24 @@ def test_a_bool_product_is_recounted_on_the_blas_and_explain_prices_it_beside_th
     big = np.ones((1000, 1000), bool)
     note = next(line for line in str(pg.explain(big, big, verify="raise")).splitlines() if "verify=" in line)
     assert "on the BLAS" in note and ("about as much as the product's" in note or "times the product's" in note), note
+
+
+def test_a_fault_interrupted_as_it_is_registered_leaves_nothing_registered(monkeypatch):
+    # a KeyboardInterrupt landing just after inject_fault registered its fault, before the block runs: the fault goes
+    # with the with statement all the same (left registered, it would corrupt every later verified product that fits it)
+    from polygemm.testing import faults as testing_faults
+    from polygemm.verification import faults
+
+    real = faults.add_fault
+
+    def interrupted(fault):
+        real(fault)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(testing_faults, "add_fault", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with inject_fault(0, 0, value=1e4):
+            pass
+    assert not faults._faults
+    a = np.ones((4, 4), np.float32)
+    pg.gemm(a, a, device="cpu", verify="raise")  # a clean call after it
