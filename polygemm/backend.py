@@ -362,9 +362,9 @@ class Backend(abc.ABC):
                         f"scale a or c by it first, or use device='cpu' (device='auto' does so)")
         if problem.batch and not self.batched:
             return UnsupportedProblemError(
-                f"backend {self.name!r} computes one matrix product per call; these operands hold a batch of "
-                f"{problem.count} ({'x'.join(map(str, problem.batch))}): pass 2-D operands per call, or use a backend with "
-                f"batches (cpu, cuda)")
+                f"backend {self.name!r} computes one matrix product per call (2-D operands); these are stacks of matrices "
+                f"(batch shape {tuple(problem.batch)}, {problem.count} products): pass each product's 2-D operands in a "
+                f"call of its own, or use a backend with batches (cpu, cuda; device='auto' takes one)")
         if problem.residency not in self.residencies:
             return UnsupportedProblemError(f"backend {self.name!r} cannot take operands on {problem.residency}; it takes "
                                            f"{', '.join(self.residencies)} data")

@@ -36,7 +36,10 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         iface = obj.__cuda_array_interface__
         where = "cuda"
     except AttributeError:
-        iface = getattr(obj, "__polygemm_array_interface__", None)
+        try:
+            iface = getattr(obj, "__polygemm_array_interface__", None)
+        except Exception:  # e.g. an array whose memory was freed: the full normalization names it
+            return None
         if iface is None:
             return None
         where = iface.get("device")

@@ -22,12 +22,19 @@ def device_interface(obj: Any, name: str = "") -> tuple[str, dict] | None:
     try:
         iface = obj.__cuda_array_interface__
     except AttributeError:
-        iface = getattr(obj, "__polygemm_array_interface__", None)
+        try:
+            iface = getattr(obj, "__polygemm_array_interface__", None)
+        except Exception as exc:  # e.g. an array whose memory was freed
+            raise ArgumentError(f"{_who(name, obj)}: could not read its __polygemm_array_interface__: {exc}") from exc
         return None if iface is None else (str(iface["device"]), dict(iface))
     except Exception as exc:  # e.g. a torch tensor that needs grad
-        who = f"{name} ({type(obj).__name__})" if name else type(obj).__name__
-        raise ArgumentError(f"{who}: could not read its __cuda_array_interface__: {exc}") from exc
+        raise ArgumentError(f"{_who(name, obj)}: could not read its __cuda_array_interface__: {exc}") from exc
     return "cuda", dict(iface)
+
+
+def _who(name: str, obj: Any) -> str:
+    """The argument an unreadable interface belongs to, as a message names it."""
+    return f"{name} ({type(obj).__name__})" if name else type(obj).__name__
 
 
 def device_pointer(obj: Any) -> int:

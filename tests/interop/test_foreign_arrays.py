@@ -431,3 +431,21 @@ def test_a_torch_out_bumps_its_version_whichever_form_torch_takes(monkeypatch, t
     for _ in range(3):
         torch_written(out)
     assert bumped == [out, out, out]
+
+
+class _Freed:
+    """Another device's array whose memory was freed: its interface cannot be read."""
+
+    @property
+    def __polygemm_array_interface__(self) -> dict:
+        raise pg.ArgumentError("this array has been freed")
+
+
+@pytest.mark.parametrize("which", ["a", "b", "out"])
+def test_an_unreadable_device_interface_of_another_device_is_named_by_its_argument(which):
+    ok = np.ones((2, 2), np.float32)
+    args = {"a": ok, "b": ok, "out": None}
+    args[which] = _Freed()
+    with pytest.raises(pg.ArgumentError, match=rf"^{which} \(_Freed\): could not read its __polygemm_array_interface__: "
+                                               r"this array has been freed"):
+        pg.gemm(args["a"], args["b"], out=args["out"])
