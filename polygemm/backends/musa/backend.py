@@ -165,7 +165,8 @@ class MusaBackend(Backend):
         self.check_problem(p, chosen)
         flavor = self.flavor()
         if chosen.name == "mublas" and flavor != "musa":
-            raise UnsupportedProblemError(f"variant 'mublas' needs the musa flavor of libpolygemm_musa (muBLAS); this library is the {flavor} flavor")
+            raise UnsupportedProblemError(f"variant 'mublas' needs the musa flavor of libpolygemm_musa (muBLAS); this library is the "
+                                          f"{flavor} flavor, which runs variant='wmma_s4000' (or 'auto')")
         swap, layout = self._orientation(p)
         reason = "the S4000 kernel (the musa backend's auto variant)" if variant == "auto" else f"variant={variant!r} requested"
         plan = Plan(self.name, chosen.name, reason, p, device=self.device_name(), layouts=host_layouts(p))
