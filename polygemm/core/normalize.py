@@ -90,7 +90,9 @@ def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0
             f"inner dimensions differ: a's matrices are {A.shape} and b's {B.shape}; "
             f"a.shape[-1] (K={A.cols}) must equal b.shape[-2] ({B.rows})"
         )
-    # a and b of two libraries first: a cast hint for them would lead to that refusal next
+    # a and b in two places, or of two libraries, first: a cast hint for them would lead to that refusal next
+    if A.residency != B.residency:
+        raise _different_places((A, B))
     common_kind([("a", a), ("b", b)])
     if A.dtype != B.dtype:
         raise _dtype_mismatch(a, b, A, B)
@@ -111,8 +113,7 @@ def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0
     _check_overlaps(A, B, C, O)
     residencies = {op.residency for op in (A, B, C, O) if op is not None}
     if len(residencies) > 1:
-        where = ", ".join(f"{op.name} on {op.residency}" for op in (A, B, C, O) if op is not None)
-        raise ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")
+        raise _different_places((A, B, C, O))
     residency = residencies.pop()
     kind = common_kind([("a", a), ("b", b), ("c", c), ("out", out)])
     notes = tuple(f"{op.name} was copied once into C order (strides neither row- nor column-major, or non-native byte order)" for op in (A, B, C) if op is not None and op.copied)
@@ -269,3 +270,9 @@ def _check_overlaps(A: Operand, B: Operand, C: Operand | None, O: Operand | None
             raise ArgumentError(f"out overlaps {other.name}; pass a separate array for out (it may be c itself, not a or b)")
     if C is not None and overlaps(O, C) and not (O.ptr == C.ptr and O.layout == C.layout and O.ld == C.ld and O.batch_stride == C.batch_stride):
         raise ArgumentError("out partly overlaps c; pass c itself as out (in-place update) or a separate array")
+
+
+def _different_places(ops: tuple[Any, ...]) -> ArgumentError:
+    """The refusal of operands that live in different places, naming where each is."""
+    where = ", ".join(f"{op.name} on {op.residency}" for op in ops if op is not None)
+    return ArgumentError(f"operands live in different places ({where}); move them to one device (or all to host NumPy arrays)")

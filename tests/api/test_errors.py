@@ -174,3 +174,13 @@ def test_a_c_of_another_dtype_is_told_where_casting_a_and_b_up_stops_being_exact
         pg.gemm(a, np.ones((1, 1), ab), np.zeros((1, 1), c_dtype), beta=1.0)
     text = str(info.value)
     assert "a.astype(np.float64)" in text and "exact only for values below 2**53" in text.split(", or ")[0]
+
+
+def test_a_and_b_in_two_places_are_told_so_before_a_cast():
+    # a host array beside a device one of another dtype: where they live comes first (a cast would not help)
+    from tests.helpers import OnPluginDevice
+
+    device_b = OnPluginDevice((3, 2), "<f2")
+    for a in (np.ones((2, 3), np.float32), np.ones((2, 3), np.float16)):
+        with pytest.raises(errors.ArgumentError, match=r"operands live in different places \(a on host, b on fakedev\)"):
+            pg.gemm(a, device_b)
