@@ -180,7 +180,7 @@ def _install_fakes() -> dict[str, Any]:
     rt.release = rt.give_back = lambda *args: None
     rt.function = lambda source, entry, macros=None: BenchKernel(drv, entry, None, drv.ffi.NULL, ())
     # a verified call's copies, waits and read-back (returning at once, as the launches do)
-    rt.pinned_zeros = lambda shape, dtype: np.zeros(shape, dtype)
+    rt.mapped_zeros = lambda shape, dtype: (np.zeros(shape, dtype), 0)
     drv.copy_to_host_async = lambda host, ptr, stream: None
     drv.copy_device_async = lambda dst, src, nbytes, stream: None
     drv.synchronize_stream = lambda stream: None

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ...errors import DeviceError
 from .compiler import compile_cubin
 from .driver import Driver, Kernel, driver
 from .planning import Mat, strides
@@ -140,11 +141,26 @@ class CudaRuntime:
     def pinned_zeros(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
         """A zeroed page-locked host array (device copies into it need no staging), freed when it is dropped (never at
         exit, when the driver may be gone: the process's memory goes with it)."""
+        return self._pinned(shape, dtype, False)[0]
+
+    def mapped_zeros(self, shape: int | tuple[int, ...], dtype: Any) -> tuple[np.ndarray, int]:
+        """:meth:`pinned_zeros`, mapped into the device's address space: the array and the address kernels write it at
+        (0 where this context cannot map host memory: the array is then page-locked only)."""
+        return self._pinned(shape, dtype, True)
+
+    def _pinned(self, shape: int | tuple[int, ...], dtype: Any, mapped: bool) -> tuple[np.ndarray, int]:
         dt = np.dtype(dtype)
         count = int(np.prod(shape))
         pushed = self.enter()
         try:
-            ptr = self.cu.host_alloc(count * dt.itemsize)
+            try:
+                ptr = self.cu.host_alloc(count * dt.itemsize, mapped)
+            except DeviceError:
+                if not mapped:
+                    raise
+                mapped = False  # a device that maps no host memory: page-locked only
+                ptr = self.cu.host_alloc(count * dt.itemsize)
+            device = self.cu.host_device_pointer(ptr) if mapped else 0
         finally:
             if pushed:
                 self.leave()
@@ -152,7 +168,7 @@ class CudaRuntime:
         base[...] = 0
         # freed with the device's context current, when the last view of it goes (NumPy bases every view on `base`)
         weakref.finalize(base, self._quietly, lambda: self.cu.host_free(ptr)).atexit = False
-        return base.reshape(shape)
+        return base.reshape(shape), device
 
     def buffer(self, nbytes: int) -> "DeviceBuffer":
         """``nbytes`` of device memory owned by the returned object (see :class:`DeviceBuffer`);

@@ -77,6 +77,7 @@ typedef struct {
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuMemsetD32Async(unsigned long long dstDevice, unsigned int ui, size_t N, CUstream hStream);
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostGetDevicePointer_v2(unsigned long long *pdptr, void *p, unsigned int Flags);
 CUresult cuMemFreeHost(void *p);
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyDtoDAsync_v2(unsigned long long dstDevice, unsigned long long srcDevice, size_t ByteCount, CUstream hStream);
@@ -213,12 +214,22 @@ class Driver:
         """Set ``count`` 32-bit words at ``ptr`` to ``value``, queued on ``stream``."""
         self.check(self.lib.cuMemsetD32Async(ptr, value, count, self.stream(stream)), "cuMemsetD32Async")
 
-    def host_alloc(self, nbytes: int) -> Any:
+    def host_alloc(self, nbytes: int, mapped: bool = False) -> Any:
         """``nbytes`` of page-locked host memory usable from every context (CU_MEMHOSTALLOC_PORTABLE), as a cffi
-        pointer; free it with :meth:`host_free`. Call with a context current."""
+        pointer; free it with :meth:`host_free`. ``mapped``: also mapped into the devices' address space
+        (CU_MEMHOSTALLOC_DEVICEMAP; :meth:`host_device_pointer` gives the address kernels write it at). Call with a
+        context current."""
         out = self.ffi.new("void **")
-        self.check(self.lib.cuMemHostAlloc(out, max(int(nbytes), 1), 1), f"allocating {nbytes} bytes of page-locked memory")
+        self.check(self.lib.cuMemHostAlloc(out, max(int(nbytes), 1), 3 if mapped else 1),
+                   f"allocating {nbytes} bytes of page-locked memory")
         return out[0]
+
+    def host_device_pointer(self, ptr: Any) -> int:
+        """The device address of mapped page-locked memory at ``ptr`` (0 where the context cannot map it)."""
+        out = self.ffi.new("unsigned long long *")
+        if self.lib.cuMemHostGetDevicePointer_v2(out, ptr, 0) != 0:
+            return 0
+        return int(out[0])
 
     def host_free(self, ptr: Any) -> None:
         self.lib.cuMemFreeHost(ptr)  # (a finalizer's: its error, at exit or after a failed device, is not raised)

@@ -47,7 +47,8 @@ VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec{judged}_{k}_m{m}") for k in
 _SHOWN_DEVICE = 8  # kPgvShown
 #: the kernel's PgvRecord, as NumPy reads it back
 RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
-                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f8", (_SHOWN_DEVICE,)), ("thr", "<f8", (_SHOWN_DEVICE,))])
+                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f8", (_SHOWN_DEVICE,)), ("thr", "<f8", (_SHOWN_DEVICE,)),
+                   ("arrived", "<u4"), ("pad", "<u4")])
 _BLOCK = (32, 8, 1)
 
 
@@ -131,10 +132,10 @@ _WALK = ("q", "q", "q", "Q", "q", "q", "q", "Q", "q", "Q", "q")  # rows, cols, b
 _SCALARS = ("f", "f", "d", "d", "d", "d", "d")  # alpha, beta, ka, kc0, kc, t0, out_max
 _CODES = {
     "matvec": _WALK + ("Q", "Q", "Q"),                          # y, z, norm
-    "judge": _WALK + ("Q", "Q", "Q", "Q") + _SCALARS + ("Q",),   # yC, zC, yC0, zC0, the scalars, record
+    "judge": _WALK + ("Q", "Q", "Q", "Q") + _SCALARS + ("Q", "Q"),   # yC, zC, yC0, zC0, the scalars, record, host's
     "prepare": ("q", "Q", "q", "Q", "Q"),
     "norms": ("q", "Q", "Q"),
-    "compare": ("q", "Q", "Q", "Q", "Q", "Q", "Q") + _SCALARS + ("Q",),
+    "compare": ("q", "Q", "Q", "Q", "Q", "Q", "Q") + _SCALARS + ("Q", "Q"),
 }
 
 
@@ -257,17 +258,18 @@ class _Side:
                 go(pack(self.n_right, zb, nb), stream)
             a, step = self.a, self.step
             c0s = (y0, z0) if self.c0 is not None else (0, 0)
+            host, mapped = _record_buffer(rt)  # the last launch writes the record there where it is mapped
             if self.judge is not None:
                 go, pack = self.judge
                 go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, yc, zc, *c0s, alpha, beta,
-                        *self.consts, rec), stream)
+                        *self.consts, rec, mapped), stream)
             else:
                 go, pack, _ = self.a_pass  # type: ignore[misc]
                 go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, ya, za, 0), stream)
                 go, pack = self.compare  # type: ignore[misc]
-                go(pack(self.total, yc, zc, ya, za, *c0s, alpha, beta, *self.consts, rec), stream)
-            host = _record_buffer(rt)
-            rt.cu.copy_to_host_async(host, rec, stream)  # into page-locked memory, queued: one wait for the check and its record
+                go(pack(self.total, yc, zc, ya, za, *c0s, alpha, beta, *self.consts, rec, mapped), stream)
+            if not mapped:  # into page-locked memory, queued: one wait for the check and its record
+                rt.cu.copy_to_host_async(host, rec, stream)
             rt.cu.synchronize_stream(stream)
         except BaseException:
             if mine:
@@ -344,15 +346,17 @@ def _forget_scratch(rt: Any) -> None:
         mine.done.detach()
 
 
-def _record_buffer(rt: Any) -> np.ndarray:
-    """This thread's page-locked record for ``rt``'s device (a pageable one costs the read-back a staged copy and a
-    wait of its own); made with the device's context current."""
+def _record_buffer(rt: Any) -> tuple[np.ndarray, int]:
+    """This thread's page-locked record for ``rt``'s device, mapped into the device's address space, and the address
+    the check's last launch writes it at (0 where the context maps no host memory: the record is then copied back,
+    into page-locked memory still, as a pageable one costs the read-back a staged copy and a wait of its own); made
+    with the device's context current."""
     kept = getattr(_pinned, "records", None)
     if kept is None:
         kept = _pinned.records = {}
     buf = kept.get(rt)
     if buf is None:
-        buf = kept[rt] = rt.pinned_zeros(1, RECORD)
+        buf = kept[rt] = rt.mapped_zeros(1, RECORD)
     return buf  # type: ignore[no-any-return]
 
 
@@ -563,10 +567,12 @@ class Checked:
     passed, the product is in ``out`` already (a copy queued on the call's stream) and the scratch given back; else
     :meth:`deliver` writes it into ``out`` all the same (``verify="warn"``) and :meth:`close` gives the scratch back."""
 
-    __slots__ = ("report", "_rt", "_ptr", "_out_ptr", "_nbytes", "_stream")
+    __slots__ = ("report", "_rt", "_ptr", "_out_ptr", "_nbytes", "_stream", "_kept")
 
-    def __init__(self, report: CheckReport, rt: Any, ptr: int, out_ptr: int, nbytes: int, stream: int) -> None:
+    def __init__(self, report: CheckReport, rt: Any, ptr: int, out_ptr: int, nbytes: int, stream: int,
+                 kept: bool = False) -> None:
         self.report, self._rt, self._ptr, self._out_ptr, self._nbytes, self._stream = report, rt, ptr, out_ptr, nbytes, stream
+        self._kept = kept
 
     def deliver(self) -> None:
         """Queue the copy of the checked product into ``out`` and give the scratch back after it."""
@@ -589,10 +595,70 @@ class Checked:
         self._ptr = 0
         pushed = rt.enter()
         try:
-            rt.release(ptr, self._stream)
+            _CHECKED_BLOCKS.give_back(rt, ptr, self._stream, self._kept)
         finally:
             if pushed:
                 rt.leave()
+
+
+class _StreamBlocks:
+    """The scratch checked calls compute and check their products in, kept for the default streams (0 and 1, which
+    order every call queued on them: the next call's product follows the last one's copy out of the block) per device,
+    grown as calls need it up to :data:`_CHECKED_KEPT` bytes, and lent to one call at a time. Other streams, a larger
+    block or a block lent already: the call takes a block of its own from the pool (given back after its work)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[Any, int], tuple[int, int]] = {}
+        self._lent: set[tuple[Any, int]] = set()
+        self._lock = threading.Lock()
+
+    def take(self, rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
+        """A block of ``nbytes`` for one call on ``stream``, and whether it is the stream's kept one (give it back with
+        :meth:`give_back` once the call's work is queued, or on failure)."""
+        key = (rt, stream)
+        if stream not in (0, 1) or nbytes > _CHECKED_KEPT:
+            return rt.scratch(nbytes, stream), False
+        with self._lock:
+            if key in self._lent:
+                held: tuple[int, int] | None = None
+                lent = False
+            else:
+                self._lent.add(key)
+                held, lent = self._kept.get(key), True
+        if not lent:
+            return rt.scratch(nbytes, stream), False
+        if held is not None and held[1] >= nbytes:
+            return held[0], True
+        size = 1 << max(16, (nbytes - 1).bit_length())  # a power of two: a loop of growing products takes a few
+        try:
+            ptr = rt.scratch(size, stream)
+        except BaseException:
+            with self._lock:
+                self._lent.discard(key)
+            raise
+        with self._lock:
+            self._kept[key] = (ptr, size)
+        if held is not None:
+            try:
+                rt.release(held[0], stream)  # after the work queued on the stream: the last call's copy out of it
+            except BaseException:
+                self.give_back(rt, ptr, stream, True)
+                raise
+        return ptr, True
+
+    def give_back(self, rt: Any, ptr: int, stream: int, kept: bool) -> None:
+        """The call's work is queued: the kept block lent to the next call, a block of its own freed after the work."""
+        if kept:
+            with self._lock:
+                self._lent.discard((rt, stream))
+        else:
+            rt.release(ptr, stream)
+
+
+#: the largest block a default stream keeps for checked calls (larger products take theirs from the pool, whose
+#: allocation is then a small part of the call)
+_CHECKED_KEPT = 8 << 20
+_CHECKED_BLOCKS = _StreamBlocks()
 
 
 #: checked_execute's checks, by the plan they check (held with it: its id is not reused while it is kept), whether c
@@ -640,19 +706,19 @@ def checked_execute(execute: Any, rt: Any, plan: Plan, call: Any, seed: int, abo
     stream = 0 if stream is None else stream
     pushed = rt.enter()
     try:
-        # the product and the check's scratch in one block from the stream-ordered pool: given back after the copy
-        # into out, queued on the same stream (a block kept by the thread could be written by its next product on another
-        # stream while the copy still reads it)
-        ptr = rt.scratch(at + made[0].nbytes, stream)
+        # the product and the check's scratch in one block, given back after the copy into out, queued on the same
+        # stream (a block kept by the thread could be written by its next product on another stream while the copy still
+        # reads it; on a default stream, which orders every call on it, the block is kept for the stream)
+        ptr, kept = _CHECKED_BLOCKS.take(rt, at + made[0].nbytes, stream)
         try:
             execute(plan, type(call)(call.a, call.b, call.c, call.out, call.a_ptr, call.b_ptr, call.c_ptr, ptr, call.alpha,
                                      call.beta, call.stream, None, True))
             report = _judged(rt, plan.problem, made, call.a_ptr, call.b_ptr, ptr, call.c_ptr if with_c else 0, call.alpha,
                              call.beta, seed, stream, plan.precision_met, about, ptr + at)
         except BaseException:
-            rt.release(ptr, stream)
+            _CHECKED_BLOCKS.give_back(rt, ptr, stream, kept)
             raise
-        checked = Checked(report, rt, ptr, call.out_ptr, nbytes, stream)
+        checked = Checked(report, rt, ptr, call.out_ptr, nbytes, stream, kept)
         if report.ok:
             checked.deliver()
         return checked

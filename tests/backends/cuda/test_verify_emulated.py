@@ -103,8 +103,13 @@ class FakeRuntime:
         self.launches.append("copy")
         _view(dst, np.dtype(np.uint8), nbytes)[:] = _view(src, np.dtype(np.uint8), nbytes)
 
-    def pinned_zeros(self, shape, dtype) -> np.ndarray:
-        return np.zeros(shape, dtype)
+    #: whether the context maps page-locked memory into the device (the check's last launch then writes the record
+    #: there; else it is copied back)
+    maps_host = True
+
+    def mapped_zeros(self, shape, dtype) -> tuple[np.ndarray, int]:
+        host = np.zeros(shape, dtype)
+        return host, host.ctypes.data if self.maps_host else 0
 
     def enter(self) -> bool:
         return False
@@ -161,7 +166,7 @@ class FakeRuntime:
     def _norms(self, n, sq, out, **kw):
         _view(int(out), np.dtype(np.float32), int(n))[:] = np.sqrt(_view(int(sq), np.dtype(np.float64), int(n)))
 
-    def _compare(self, total, yC, zC, yA, zA, yC0, zC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, **kw):
+    def _compare(self, total, yC, zC, yA, zA, yC0, zC0, alpha, beta, ka, kc0, kc, t0, out_max, rec, host=0, **kw):
         f = lambda p: _view(int(p), np.dtype(np.float32), int(total)).astype(np.float64)  # noqa: E731
         d = lambda p: _view(int(p), np.dtype(np.float64), int(total))  # noqa: E731
         want, ya = float(alpha) * f(yA), abs(float(alpha)) * d(zA)
@@ -183,6 +188,8 @@ class FakeRuntime:
         out["shown"] = len(np.flatnonzero(failed))
         out["index"][0][:len(idx)], out["diff"][0][:len(idx)], out["thr"][0][:len(idx)] = idx, diff[idx], thr[idx]
         _view(int(rec), np.dtype(np.uint8), RECORD.itemsize)[:] = out.view(np.uint8)
+        if int(host):  # pgv_publish: the last block hands the record to the host's mapped memory
+            _view(int(host), np.dtype(np.uint8), RECORD.itemsize)[:] = out.view(np.uint8)
 
 
 def _check(a, b, c, result, alpha=1.0, beta=0.0, rt=None):
@@ -219,6 +226,22 @@ def test_a_correct_product_passes_and_one_wrong_element_is_named(rng, dtype, lay
     report, _ = _check(a, b, None, bad)
     assert not report.ok and report.failed == 1
     assert report.rows[0].index == 11 and [f.index for f in report.columns] == [7]
+
+
+@pytest.mark.parametrize("maps_host", [True, False], ids=["mapped", "copied"])
+def test_the_record_comes_back_from_the_last_launch_or_by_a_copy_where_host_memory_is_not_mapped(rng, maps_host):
+    """Where the context maps page-locked memory the last launch hands the record over (no copy queued after it); else
+    the record is copied back. Either way a failure is found and named."""
+    a, b = rng.standard_normal((37, 53)).astype(np.float32), rng.standard_normal((53, 29)).astype(np.float32)
+    bad = (a.astype(np.float64) @ b).astype(np.float32)
+    bad[5, 3] += 1.0
+    rt = FakeRuntime()
+    rt.maps_host = maps_host
+    copies = []
+    rt.copy_to_host_async = lambda host, ptr, stream: (copies.append(ptr), rt.copy_to_host(host, ptr))
+    report, _ = _check(a, b, None, bad, rt=rt)
+    assert not report.ok and report.rows[0].index == 5
+    assert bool(copies) is not maps_host
 
 
 def test_checks_of_one_layout_are_worked_out_once_and_read_each_calls_arrays(rng):
@@ -348,15 +371,27 @@ def _product_into(wrong=None, fail=False, seen=None):
     return execute
 
 
-def _checked(a, b, c, out, alpha=1.0, beta=0.0, rt=None, **how):
+def _checked(a, b, c, out, alpha=1.0, beta=0.0, rt=None, stream=None, **how):
     da, db, dout = DeviceLike(a), DeviceLike(b), DeviceLike(out)
     dc = (dout if c is out else DeviceLike(c)) if c is not None else None
     p = normalize(da, db, dc, alpha=alpha, beta=beta, out=dout)
     plan = Plan("cuda", "emulated", "", p)
     rt = rt or FakeRuntime()
-    call = Bound(da, db, dc, dout, _ptr(da), _ptr(db), _ptr(dc), _ptr(dout), alpha, beta, None)
+    call = Bound(da, db, dc, dout, _ptr(da), _ptr(db), _ptr(dc), _ptr(dout), alpha, beta, stream)
     checked = checked_execute(_product_into(**how), rt, plan, call, 777, {"backend": "cuda", "variant": "emulated"})
     return checked, rt
+
+
+def _only_kept(rt) -> bool:
+    """Whether ``rt``'s scratch is the default streams' kept blocks alone (and this thread's for the checks of other
+    sides), none lent to a call."""
+    from polygemm.backends.cuda import verify
+
+    blocks = verify._CHECKED_BLOCKS
+    kept = {ptr for (owner, _), (ptr, _) in blocks._kept.items() if owner is rt}
+    mine = getattr(verify._pinned, "scratch", {}).get(rt)
+    kept |= set() if mine is None else {mine.ptr}
+    return set(rt.buffers) == kept and not [key for key in blocks._lent if key[0] is rt]
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -370,7 +405,22 @@ def test_a_checked_product_goes_into_scratch_and_into_out_only_once_it_passed(rn
     assert seen and seen[0] != _ptr(DeviceLike(out))  # computed elsewhere, then copied
     np.testing.assert_allclose(out, (a.astype(np.float64) @ b).astype(np.float16), rtol=1e-2, atol=1e-2)
     assert rt.launches[-1] == "copy" and "pg_verify_prepare" in rt.launches
-    assert not rt.buffers  # the scratch went back (after the copy, in stream order)
+    assert _only_kept(rt)  # the default stream's block, lent back (the next call's product follows the copy)
+
+
+def test_checked_calls_on_a_default_stream_reuse_its_block_and_others_take_their_own(rng):
+    a = rng.standard_normal((33, 40)).astype(np.float16)
+    out = np.zeros((33, 33), np.float16)
+    rt = FakeRuntime()
+    taken = []
+    scratch = rt.scratch
+    rt.scratch = lambda nbytes, stream: taken.append(stream) or scratch(nbytes, stream)
+    for stream in (None, None, 1, 1):  # the null stream and the legacy default stream: one block each, kept
+        checked, _ = _checked(a, a.T.copy(), None, out, rt=rt, stream=stream)
+        assert checked.report.ok
+    assert taken == [0, 1] and _only_kept(rt) and len(rt.buffers) == 2
+    checked, _ = _checked(a, a.T.copy(), None, out, rt=rt, stream=0x7000)  # a stream the caller may destroy
+    assert checked.report.ok and taken[-1] == 0x7000 and _only_kept(rt) and len(rt.buffers) == 2
 
 
 def test_a_product_that_fails_its_check_leaves_out_and_c_as_they_were(rng):
@@ -384,9 +434,9 @@ def test_a_product_that_fails_its_check_leaves_out_and_c_as_they_were(rng):
     report = checked.report
     assert not report.ok and report.rows[0].index == 5 and report.columns[0].index == 9
     assert (out == -3.0).all() and np.array_equal(c, c_before) and "copy" not in rt.launches
-    assert seen[0] in rt.buffers  # held until the caller decides: delivered all the same (verify="warn") or given back
-    checked.deliver()
-    assert out[5, 9] != -3.0 and seen[0] not in rt.buffers
+    assert seen[0] in rt.buffers and not _only_kept(rt)  # lent until the caller decides: delivered all the same
+    checked.deliver()                                      # (verify="warn") or given back
+    assert out[5, 9] != -3.0 and _only_kept(rt)
     checked.close()  # (nothing left to give back)
 
 
@@ -410,7 +460,7 @@ def test_a_launch_that_fails_gives_the_scratch_back_and_leaves_out(rng):
     rt = FakeRuntime()
     with pytest.raises(RuntimeError, match="CUDA_ERROR_LAUNCH_FAILED"):
         _checked(a, a, None, out, rt=rt, fail=True)
-    assert not rt.buffers and not out.any()
+    assert _only_kept(rt) and not out.any()
 
 
 def test_an_out_with_gaps_is_left_to_a_result_of_its_own(rng):

@@ -55,7 +55,7 @@ def test_few_long_rows_are_sliced_to_fill_the_device_and_many_rows_are_not():
 
 def test_the_record_matches_the_kernels_struct():
     # PgvRecord: 4 uint32, then 8 int64 indices, 8 double diffs, 8 double thresholds
-    assert RECORD.itemsize == 16 + 8 * 8 + 8 * 8 + 8 * 8
+    assert RECORD.itemsize == 16 + 8 * 8 + 8 * 8 + 8 * 8 + 8  # the counts, the shown rows, the blocks arrived
     assert RECORD.fields["index"][1] == 16
 
 

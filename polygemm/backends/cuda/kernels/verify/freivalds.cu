@@ -16,7 +16,7 @@
 // boundaries) or across rows (0: rs == 1, one thread per row, 32 rows a block, its 8 warps over slices of
 // j, coalesced across the rows; 3: a thread 16 bytes of adjacent rows, 32 such a block). A
 // matrix-vector product is bound by memory: the scalar paths keep 4 loads a thread in flight, the
-// vectorized ones two of 16 bytes (one 2-byte load at a time would leave most of the memory idle). blockIdx.y
+// vectorized ones four (across rows) or four steps (along a row) of 16 bytes (one 2-byte load at a time would leave most of the memory idle). blockIdx.y
 // takes one of gridDim.y slices of j, so that a matrix of few long rows (the B of a skinny product) still
 // fills the device: its slices' sums are added to y and z with atomics (zeroed before the launch), one
 // more rounding each, which the threshold allows for. blockIdx.z walks the batch. So C·r, B·r and
@@ -41,8 +41,9 @@
 // and the row fails when |got - want| > threshold, or got is NaN or infinite where the operands explain
 // neither (no element of the row can overflow the result's dtype). A row whose operand terms are not
 // finite is not checked (counted). The findings go to one small record (counts, the worst ratio of the
-// rows that passed, the first few failed rows): the host reads back that record, not the vectors. A check is
-// so four launches (prepare, C, B, A judged; C0 and the sliced cases' norms and compare besides) and one read-back.
+// rows that passed, the first few failed rows): the host reads back that record, not the vectors, which the last
+// launch's last block writes into mapped page-locked memory (pgv_publish). A check is so four launches (prepare, C, B,
+// A judged; C0 and the sliced cases' norms and compare besides) and one wait.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -125,8 +126,14 @@ struct PgvKahan {
 
 constexpr int kPgvWarps = 8;   // warps a block (blockDim = 32 x 8)
 constexpr int kPgvUnroll = 4;  // loads each thread keeps in flight (scalar paths)
-constexpr int kPgvVecUnroll = 2;  // 16-byte loads each thread keeps in flight (vectorized across rows)
-constexpr int kPgvAlongUnroll = 4;  // along a row: 2 KB a warp, some 32 KB an SM (8 measured no faster on the H100)
+#ifndef PGV_VEC_UNROLL
+#define PGV_VEC_UNROLL 4
+#endif
+#ifndef PGV_ALONG_UNROLL
+#define PGV_ALONG_UNROLL 4
+#endif
+constexpr int kPgvVecUnroll = PGV_VEC_UNROLL;  // 16-byte loads each thread keeps in flight across rows, their terms summed together (4: float16 passes 14% faster than 2 on the H100, float32 the same)
+constexpr int kPgvAlongUnroll = PGV_ALONG_UNROLL;  // along a row: 2 KB a warp, some 32 KB an SM (8 measured no faster on the H100)
 
 __device__ __forceinline__ void pgv_store(float* __restrict__ out, float v) {
     if (gridDim.y == 1) *out = v;   // the whole row in one block: stored
@@ -276,17 +283,32 @@ __device__ __forceinline__ void pgv_matvec(long long rows, long long cols, long 
                                 for (int e = 0; e < E; ++e) x[u][e] = j < je && ib + e < rows ? pgv_float(base[j * cs + e]) : 0.f;
                             }
                         }
+                        // the step's terms of each row summed by fused multiply-adds first, then one compensated add,
+                        // and their squares or magnitudes in float32, taken to the float64 sum once unless out of float32's
+                        // safe range (as the pass along rows does: a conversion to float64 and a compensated add for every
+                        // element made this pass compute-bound, half float16's memory rate)
+                        float vv[kPgvVecUnroll], ww[kPgvVecUnroll];
 #pragma unroll
                         for (int u = 0; u < kPgvVecUnroll; ++u) {
                             const long long j = j0 + kPgvWarps * u;
-                            if (j < je) {
-                                const float vj = vb[j];
-                                const double wj = wb != nullptr ? (double)wb[j] : 0.0;
+                            vv[u] = j < je ? vb[j] : 0.f;  // (x is 0 past the slice)
+                            ww[u] = j < je && wb != nullptr ? wb[j] : 0.f;
+                        }
 #pragma unroll
-                                for (int e = 0; e < E; ++e) {
-                                    acc[e].add(x[u][e] * vj);
-                                    sq[e] += wb != nullptr ? (double)fabsf(x[u][e]) * wj : (double)x[u][e] * x[u][e];
-                                }
+                        for (int e = 0; e < E; ++e) {
+                            float t = 0.f, m = 0.f;
+#pragma unroll
+                            for (int u = 0; u < kPgvVecUnroll; ++u) {
+                                t = fmaf(x[u][e], vv[u], t);
+                                m = wb != nullptr ? fmaf(fabsf(x[u][e]), ww[u], m) : fmaf(x[u][e], x[u][e], m);
+                            }
+                            acc[e].add(t);
+                            if (m <= 3.0e38f && m >= 1.0e-30f) {
+                                sq[e] += (double)m;
+                            } else {
+#pragma unroll
+                                for (int u = 0; u < kPgvVecUnroll; ++u)
+                                    sq[e] += wb != nullptr ? (double)fabsf(x[u][e]) * ww[u] : (double)x[u][e] * x[u][e];
                             }
                         }
                     }
@@ -400,7 +422,31 @@ struct PgvRecord {
     long long index[kPgvShown];
     double diff[kPgvShown];
     double thr[kPgvShown];
+    unsigned int arrived;     // blocks of the last launch done (pgv_publish)
+    unsigned int pad;
 };
+
+// The record handed to the host by the last launch itself (where `host`, page-locked memory mapped into the device, is
+// given): the block that finishes last copies it there, so the host waits for the stream and reads it with no copy of
+// its own queued (a launch less for the host to pay: a small product's check is paid for on the host). Every thread of
+// the block calls it, after its last atomic on the record.
+__device__ __forceinline__ void pgv_publish(PgvRecord* __restrict__ rec, PgvRecord* __restrict__ host) {
+    if (host == nullptr) return;
+    __shared__ bool last;
+    const int t = threadIdx.y * blockDim.x + threadIdx.x;
+    __syncthreads();
+    if (t == 0) {
+        __threadfence();  // this block's atomics on the record before its arrival
+        last = atomicAdd(&rec->arrived, 1u) == gridDim.x * gridDim.y * gridDim.z - 1;
+    }
+    __syncthreads();
+    if (last) {  // a word a thread, all at once (one thread's 54 reads in turn cost the launch some 10 µs)
+        __threadfence();
+        constexpr int kWords = (int)(sizeof(PgvRecord) / 4);
+        if (t < kWords)
+            reinterpret_cast<unsigned int*>(host)[t] = reinterpret_cast<const volatile unsigned int*>(rec)[t];
+    }
+}
 
 // The scalars of the comparison: the threshold's coefficients (polygemm/verification/threshold.py) and the result's
 // largest finite value
@@ -500,10 +546,11 @@ struct PgvJudge {
         long long bs, const float* __restrict__ v, long long vbs, const float* __restrict__ w, long long wbs,       \
         const float* __restrict__ yC, const double* __restrict__ zC, const float* __restrict__ yC0,                 \
         const double* __restrict__ zC0, float alpha, float beta, double ka, double kc0, double kc, double t0,       \
-        double out_max, PgvRecord* __restrict__ rec) {                                                              \
+        double out_max, PgvRecord* __restrict__ rec, PgvRecord* __restrict__ host) {                                \
         PgvJudge emit{yC, zC, yC0, zC0, {alpha, beta, ka, kc0, kc, t0, out_max}, rec, 0.f};                         \
         pgv_matvec<M, T>(rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs, emit);                                   \
         pgv_worst(emit.worst, rec);                                                                                 \
+        pgv_publish(rec, host);                                                                                     \
     }
 #define PGV_MATVEC_WALKS(SUFFIX, T) PGV_MATVEC(SUFFIX, T, 0) PGV_MATVEC(SUFFIX, T, 1) PGV_MATVEC(SUFFIX, T, 2) PGV_MATVEC(SUFFIX, T, 3)
 
@@ -515,10 +562,11 @@ extern "C" __global__ void __launch_bounds__(256)
 pg_verify_compare(long long total, const float* __restrict__ yC, const double* __restrict__ zC,
                   const float* __restrict__ yA, const double* __restrict__ zA, const float* __restrict__ yC0,
                   const double* __restrict__ zC0, float alpha, float beta, double ka, double kc0, double kc, double t0,
-                  double out_max, PgvRecord* __restrict__ rec) {
+                  double out_max, PgvRecord* __restrict__ rec, PgvRecord* __restrict__ host) {
     const PgvScalars k{alpha, beta, ka, kc0, kc, t0, out_max};
     for (long long t0_ = (long long)blockIdx.x * blockDim.x; t0_ < total; t0_ += (long long)gridDim.x * blockDim.x) {
         const long long t = t0_ + threadIdx.x;
         pgv_worst(t < total ? pgv_judge(t, yA[t], zA[t], yC, zC, yC0, zC0, k, rec) : 0.f, rec);
     }
+    pgv_publish(rec, host);
 }
