@@ -154,7 +154,8 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
         # same-kind dtype (float32 inputs into a float64 out), polygemm writes out in the result's dtype
         # only (out is never a copy): the refusal says the way there, not only the dtype
         if given_by == "out":
-            how = (f"pass an out of {inputs.name}{' or float32' if half else ''}, or omit out and cast the result "
+            how = (f"pass an out of {inputs.name}{' (or float32, where the device writes it: cpu, cuda)' if half else ''}, "
+                   f"or omit out and cast the result "
                    f"into yours (out[...] = result)")
         elif result.name in KNOWN_DTYPES and keeps_values(inputs.name, result.name):  # a wider float result asked for
             how = f"omit {given_by}, or cast a and b to {result.name} to compute in it"

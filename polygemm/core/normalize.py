@@ -203,7 +203,8 @@ def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand,
             check_c_shape(c_full, full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape,
                           broadcast_hint("c", c, full))
         if C.dtype != result:
-            wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name}"
+            wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name} (where the device writes one: "
+                     f"cpu, cuda)"
                      if O is None and wanted is None and A.dtype.name in HALF_DTYPES and C.dtype == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {C.dtype.name}. Cast it, e.g. "
                              f"{c_cast_hint(c, C.dtype, result)}{wider}")
