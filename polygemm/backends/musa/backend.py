@@ -175,12 +175,12 @@ class MusaBackend(Backend):
         plan.launch = {"operand swap": "yes (C^T = B^T A^T)" if swap else "no", "storage order": f"{layout}-major"}
         lds = tuple(None if op is None else _read_as(op, layout) for op in (p.a, p.b, p.c, p.out))
         plan.private = (swap, layout, lds)  # lds: each operand's leading dimension read in that order (None: it cannot be)
-        if p.residency == "host":
+        if p.residency == "host" and p.m and p.n:  # (an empty result is made on the host: nothing moves)
             conv = [op.name for op in (p.a, p.b) if op.layout != layout]
             plan.copies.append("host -> device: a, b" + (", c" if p.c is not None and p.beta != 0 else "") + "; device -> host: result")
             if conv:
                 plan.copies.append(f"{', '.join(conv)} reordered to {layout}-major during the upload")
-        else:
+        elif p.residency != "host":
             bad = [op.describe() for op, ld in zip((p.a, p.b, p.c, p.out), lds) if op is not None and ld is None]
             if bad:
                 raise UnsupportedProblemError(

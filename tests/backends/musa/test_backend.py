@@ -642,3 +642,13 @@ def test_an_integer_product_refused_by_musa_is_told_no_float32_result_musa_does_
     with pytest.raises(pg.DTypeError, match=r"a\.astype\(np\.float16\).*below 2\*\*11") as info:
         pg.gemm(x, x, device="musa")
     assert "out_dtype=np.float32" not in str(info.value)
+
+
+@pytest.mark.musa
+def test_musa_explains_an_empty_result_as_made_on_the_host(musa):  # noqa: F811
+    # M or N of 0: the result is made on the host, nothing uploaded or launched, and explain says no copies
+    b = np.ones((4, 3), np.float16)
+    for a in (np.ones((0, 4), np.float16), np.ones((5, 4), np.float16)[:, :4]):
+        plan = pg.explain(a, b[:, :0] if a.shape[0] else b, device="musa")
+        assert not plan.copies, plan.copies
+        assert pg.gemm(a, b[:, :0] if a.shape[0] else b, device="musa").size == 0
