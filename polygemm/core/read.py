@@ -172,8 +172,9 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
                                         f"jax.pure_callback)") from exc
             raise DTypeError(f"{name} could not be converted to an array: {exc}") from exc
         if arr.dtype == object and not isinstance(obj, np.ndarray):
+            dense = f" ({name}.toarray() for a SciPy sparse matrix)" if hasattr(obj, "toarray") else ""
             raise DTypeError(f"{name} is a {type(obj).__name__} that NumPy reads as an object array; pass a numeric matrix "
-                             f"of {DTYPE_HELP}")
+                             f"of {DTYPE_HELP}{dense}")
         # an ndarray of dtype object goes on to check_dtype, which names its dtype, the supported ones and the cast
     check_ndim(name, arr.shape, matmul_hint=True, given=obj if given is None else given)
     check_dtype(name, arr.dtype, obj if given is None else given)

@@ -166,6 +166,14 @@ def torch_refusal(name: str, obj: Any) -> None:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):
         return
+    cls = type(obj)
+    if cls is not torch.Tensor and cls.__name__ != "MaskedTensor" and _overrides_torch_function(cls, torch) \
+            and not _dataless_kind(obj, torch):  # (a FakeTensor or a transform's tensor: said below, as such)
+        # its attributes answer through its own __torch_function__, and its memory need not hold the values it stands for
+        # (a quantized or packed weight): read as a plain tensor, it would be computed wrongly or refused for the wrong reason
+        raise ArgumentError(f"{name} is a {cls.__name__}, a torch.Tensor subclass with its own __torch_function__; polygemm "
+                            f"reads a tensor's memory as plain values: pass {name}.as_subclass(torch.Tensor) where its memory "
+                            f"holds its values, or compute it with torch.matmul")
     if type(obj).__name__ == "MaskedTensor":
         raise ArgumentError(f"{name} is a torch MaskedTensor; polygemm ignores no mask. Fill it first, e.g. "
                             f"{name}.to_tensor(0), or pass {name}.get_data()")
@@ -196,6 +204,16 @@ def torch_refusal(name: str, obj: Any) -> None:
         raise DTypeError(f"{name} is a torch.{dtype} tensor, a dtype polygemm does not compute; cast it, e.g. "
                          f"{name}.to(torch.{wider}) (float16, bfloat16, float32, float64, complex64, complex128, integers "
                          f"and bool are computed)")
+
+
+def _overrides_torch_function(cls: type, torch: Any) -> bool:
+    """Whether a torch.Tensor subclass answers torch's functions itself: a ``__torch_function__`` other than torch's own
+    and the one subclasses such as Parameter take to keep torch's (``torch._C._disabled_torch_function_impl``)."""
+    own = getattr(cls, "__torch_function__", None)
+    base = getattr(torch.Tensor, "__torch_function__", None)
+    disabled = getattr(getattr(torch, "_C", None), "_disabled_torch_function_impl", None)
+    func = getattr(own, "__func__", own)
+    return own is not None and func is not getattr(base, "__func__", base) and own is not disabled and func is not disabled
 
 
 def _dataless_kind(obj: Any, torch: Any) -> str:

@@ -184,3 +184,12 @@ def test_a_and_b_in_two_places_are_told_so_before_a_cast():
     for a in (np.ones((2, 3), np.float32), np.ones((2, 3), np.float16)):
         with pytest.raises(errors.ArgumentError, match=r"operands live in different places \(a on host, b on fakedev\)"):
             pg.gemm(a, device_b)
+
+
+def test_a_sparse_matrix_is_told_to_pass_its_dense_array():
+    class Sparse:  # what NumPy makes of a SciPy sparse matrix: an object array holding it
+        def toarray(self):
+            return np.ones((2, 2))
+
+    with pytest.raises(errors.DTypeError, match=r"NumPy reads as an object array; .*a\.toarray\(\) for a SciPy sparse"):
+        pg.gemm(Sparse(), np.ones((2, 2)))

@@ -412,3 +412,26 @@ def test_an_overlapping_cpu_torch_out_is_told_torch_empty():
     with pytest.raises(polygemm.ArgumentError, match=r"overlap.*torch\.empty\(\(2, 3, 5\), dtype=torch\.float32\)") as info:
         pg.matmul(torch.randn(2, 3, 4), torch.randn(4, 5), out=out)
     assert "np.empty" not in str(info.value)
+
+
+def test_a_tensor_subclass_answering_torch_functions_itself_is_refused_saying_how_to_pass_its_memory():
+    # its attributes answer through its own __torch_function__ (here: nonsense), and its memory need not hold the values
+    # it stands for; Parameter (torch's own way of keeping torch's functions) and plain subclasses are read as tensors
+    torch = _torch()
+
+    class Overriding(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return "override"
+
+    class Plain(torch.Tensor):
+        pass
+
+    a, b = torch.ones(4, 3), torch.ones(3, 5)
+    for call in (pg.matmul, pg.gemm):
+        with pytest.raises(pg.ArgumentError, match=r"^a is a Overriding, a torch.Tensor subclass with its own "
+                                                   r"__torch_function__.*a\.as_subclass\(torch\.Tensor\)"):
+            call(a.as_subclass(Overriding), b)
+    assert torch.equal(pg.matmul(a.as_subclass(Plain), b), a @ b)
+    with torch.no_grad():
+        assert torch.equal(pg.matmul(a, torch.nn.Parameter(b)), a @ b)
