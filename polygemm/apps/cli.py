@@ -222,7 +222,10 @@ def cmd_variants(args: argparse.Namespace) -> int:
                 body = [v.description]
                 if v.requirements and v.requirements != "none":
                     body.append(f"needs: {v.requirements}")
-                dtypes = ", ".join(v.dtypes) + (f"; output also {', '.join(v.out_dtypes)}" if v.out_dtypes else "")
+                # (a wider result only of 16-bit inputs: the core takes float32 results of float16 and bfloat16 alone)
+                halves = [d for d in v.dtypes if d in ("float16", "bfloat16")]
+                dtypes = ", ".join(v.dtypes) + (f"; {' and '.join(halves)} also with {', '.join(v.out_dtypes)} results"
+                                                if v.out_dtypes and halves else "")
                 body.append(f"dtypes: {dtypes}" + (f"; tile: {v.tile}" if v.tile else ""))
                 for text in body:
                     out += _fit("      ", text, TABLE_WIDTH)

@@ -90,7 +90,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return 2
     shape = args.shape if args.shape is not None else args.shape_pos
     layout = layout_of(shape)  # ``t``: a transposed view (x @ W.T is nt), as bench and tune take it
-    if layout != "nn" and (args.transpose_a or args.transpose_b):  # two ways of saying one thing: which is meant?
+    stated = hasattr(shape, "layout")  # (an explicit ":nn" says "as stored" as much as ":nt" says its layout)
+    if stated and (args.transpose_a or args.transpose_b):  # two ways of saying one thing: which is meant?
         flags = " and ".join(f for f, on in (("--transpose-a", args.transpose_a), ("--transpose-b", args.transpose_b)) if on)
         print(f"polygemm explain: error: the shape's :{layout} and {flags} both give the layout; give it once (e.g. "
               f"{shape_text(*tuple(shape), layout)} alone)", file=sys.stderr)

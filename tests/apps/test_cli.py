@@ -507,6 +507,8 @@ def test_info_and_variants_say_what_they_list(capsys):
     assert main(["variants", "-v", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("cpu:") and "reference" in out and "dtypes: float16, bfloat16, float32, float64" in out
+    # a float32 result is offered of 16-bit inputs alone (a float64 or integer product writes its own dtype)
+    assert "float16 and bfloat16 also with float32 results" in out and "output also" not in out
 
 
 def test_info_on_this_machine_names_what_cuda_lacks(capsys):
@@ -905,6 +907,8 @@ def test_bench_and_tune_shapes_naming_nothing_are_usage_errors(capsys):
 def test_explain_refuses_a_layout_given_twice(capsys):
     rc, out, err = cli(capsys, ["explain", "64x64x64:nt", "--transpose-a", "--device", "cpu"])
     assert rc == 2 and not out and ":nt and --transpose-a both give the layout" in err
+    rc, out, err = cli(capsys, ["explain", "64x64x64:nn", "--transpose-b", "--device", "cpu"])  # ":nn" says as stored
+    assert rc == 2 and not out and ":nn and --transpose-b both give the layout" in err
 
 
 @pytest.mark.parametrize("typed, name", [("fp16", "float16"), ("half", "float16"), ("BF16", "bfloat16"), ("double", "float64"),
