@@ -348,6 +348,8 @@ def explain(
     # verify read first, as gemm reads it: a bad mode is refused in gemm's words whatever else is wrong
     mode = _verify_default.mode if verify is None else parse_verify(verify)
     taken: list[str] = []
+    if c is None and isinstance(out, tuple) and len(out) == 1:  # matmul's ufunc form, out=(arr,), as matmul reads it
+        out = out[0]
     if c is None and 1 in (ndim_of(a), ndim_of(b)):  # matmul's vectors, as matmul hands them to gemm
         a, b, out, va, vb = matmul_operands(a, b, out)
         taken = _vector_notes(va, vb)

@@ -184,6 +184,8 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
             checked, plan, backend, alpha_, beta_, record = fast
             try:
                 if checked.report.ok:
+                    if note is not None:
+                        note(_passed(mode, checked.report))
                     return out
                 if mode == "warn":
                     _warn(checked.report)
@@ -217,10 +219,18 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
             adopt(with_out)
             if note is not None:
                 note(f"verify={mode!r}: computed into a result of its own, checked, then copied into out")
+        if report.ok and note is not None:
+            note(_passed(mode, report))
         return delivered
     if mode == "retry":
         return _retried(run, last_product, report, plan, backend, a, b, c, alpha_, beta_, device, variant, out, kw, note)
     raise _refusal(report, out, c)
+
+
+def _passed(mode: str, report: CheckReport) -> str:
+    """last_plan()'s note of a check that passed."""
+    skipped = f", {_rows(report.unchecked)} left unchecked (non-finite operands)" if report.unchecked else ""
+    return f"verify={mode!r}: checked on {report.where}, passed ({_rows(report.checked)}{skipped})"
 
 
 def _rows(n: int) -> str:

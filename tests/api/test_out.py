@@ -1116,6 +1116,9 @@ def test_matmul_takes_numpys_one_tuple_out_and_gemm_says_how():
     with pytest.raises(TypeError, match=r"got tuple \(numpy.matmul's tuple form: pass the array itself, out=out\[0\]"):
         pg.gemm(a, b, out=(o,))
     assert (o == 7).all()
+    # explain takes what matmul takes: the tuple's array is the out it describes, untouched
+    assert pg.explain(a, np.ones(3, np.float32), out=(v,)).problem.m == 2 and (v == 3).all()
+    assert pg.explain(a, b, out=(o,)).problem.out is not None and (o == 7).all()
 
 
 @pytest.mark.parametrize("func", [pg.gemm, pg.matmul, pg.explain], ids=["gemm", "matmul", "explain"])

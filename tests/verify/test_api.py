@@ -534,3 +534,14 @@ def test_last_plan_of_a_verified_call_with_out_describes_that_call(rng, mode):
     assert any("copied into out" in n for n in plan.notes), plan.notes
     pg.gemm(a, a.T, device="cpu", verify=mode)  # without out: the product's own plan
     assert "out" not in pg.last_plan().layouts
+
+
+@pytest.mark.parametrize("mode", ["raise", "warn", "retry"])
+def test_last_plan_says_a_check_passed_with_or_without_out(rng, mode):
+    a = rng.standard_normal((5, 4)).astype(np.float32)
+    for out in (None, np.empty((5, 5), np.float32)):
+        pg.gemm(a, a.T, out=out, verify=mode, device="cpu")
+        notes = pg.last_plan().notes
+        assert any(n.startswith(f"verify={mode!r}: checked on the host, passed (5 rows") for n in notes), notes
+    pg.gemm(a, a.T, device="cpu")
+    assert not any("checked on" in n for n in pg.last_plan().notes)  # an unverified call says nothing of a check
