@@ -167,6 +167,10 @@ def torch_refusal(name: str, obj: Any) -> None:
     if torch is None or not isinstance(obj, torch.Tensor):
         return
     cls = type(obj)
+    lazy = getattr(getattr(getattr(torch, "nn", None), "parameter", None), "UninitializedTensorMixin", None)
+    if lazy is not None and isinstance(obj, lazy):
+        raise ArgumentError(f"{name} is an uninitialized parameter of a lazy module (torch.nn.LazyLinear and kin), which "
+                            f"holds no values yet: run the module's forward once first (it materializes its parameters)")
     if cls is not torch.Tensor and cls.__name__ != "MaskedTensor" and _overrides_torch_function(cls, torch) \
             and not _dataless_kind(obj, torch):  # (a FakeTensor or a transform's tensor: said below, as such)
         # its attributes answer through its own __torch_function__, and its memory need not hold the values it stands for

@@ -435,3 +435,10 @@ def test_a_tensor_subclass_answering_torch_functions_itself_is_refused_saying_ho
     assert torch.equal(pg.matmul(a.as_subclass(Plain), b), a @ b)
     with torch.no_grad():
         assert torch.equal(pg.matmul(a, torch.nn.Parameter(b)), a @ b)
+
+
+def test_a_lazy_modules_uninitialized_parameter_is_told_to_run_the_module_first():
+    torch = _torch()
+    with pytest.raises(pg.ArgumentError, match=r"^a is an uninitialized parameter of a lazy module .* run the module's "
+                                               r"forward once first"):
+        pg.matmul(torch.nn.UninitializedParameter(), torch.randn(3, 2))
