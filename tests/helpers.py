@@ -83,6 +83,15 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> type:
         def stride(self):
             return self._stride
 
+        def is_neg(self):  # torch's lazy-negation, conjugate and inference bits (torch >= 1.10): none set here
+            return False
+
+        def is_conj(self):
+            return False
+
+        def is_inference(self):
+            return False
+
         @property
         def __cuda_array_interface__(self):
             if not self.is_cuda:  # torch: "Can't get __cuda_array_interface__ on non-CUDA tensor type"
@@ -94,6 +103,7 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> type:
     fake.Tensor = Tensor
     fake.bfloat16 = object()
     fake.is_grad_enabled = lambda: True  # (torch's default grad mode)
+    fake.is_inference_mode_enabled = lambda: False
     fake._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda index: 0x9000 + index)
     monkeypatch.setitem(sys.modules, "torch", fake)
     return Tensor

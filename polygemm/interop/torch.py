@@ -289,8 +289,8 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     if device < 0:
         return None
-    if not hasattr(tensor, "is_neg"):  # (torch < 1.10: no negative bit; the bits asked one by one)
-        return _torch_views_each(torch, a, b, c, out, device)
+    if not hasattr(tensor, "is_neg"):  # (torch < 1.10, with no negative bit: each operand viewed on its own)
+        return None
     if out is not None and out.is_inference() and not torch.is_inference_mode_enabled():
         return None  # torch allows no update of it: refused by the full normalization
     stream = _torch_current_stream(torch, device)
@@ -311,16 +311,10 @@ def _torch_fast(x: Any, a: Any, device: int, stream: int, torch: Any, tensor: ty
     """:func:`torch_views`' view of one tensor (None: one the full normalization must see)."""
     if (x.requires_grad and torch.is_grad_enabled()) or not x.is_cuda or (x is not a and x.get_device() != device) or x.is_neg():
         return None  # (a lazy negation or conjugate is resolved, or refused as out, by the full normalization)
-    dtype = x.dtype
-    typestr = _TORCH_TYPESTR.get(dtype)
-    if typestr is None:
-        typestr = _typestr(x)
-        if typestr is None:
-            return None
-    if typestr[1:2] == "c" and x.is_conj():  # (only a complex tensor carries the conjugate bit)
+    view = _torch_one(x, device, stream)
+    if view is None or (view[0][3][1:2] == "c" and x.is_conj()):  # (only a complex tensor carries the conjugate bit)
         return None
-    ptr = x.data_ptr()
-    return ("cuda", x.shape, x.stride(), typestr, False, ptr % 16, tensor, device), ptr, stream
+    return view  # type: ignore[return-value]
 
 
 #: the array-interface typestr of each torch dtype polygemm reads in place ("bfloat16" for bfloat16, which the interface
@@ -338,20 +332,6 @@ def _typestr(x: Any) -> str | None:
     if typestr is not None:
         _TORCH_TYPESTR[x.dtype] = typestr
     return typestr
-
-
-def _torch_views_each(torch: Any, a: Any, b: Any, c: Any, out: Any, device: int) -> tuple[Any, Any, Any, Any] | None:
-    """:func:`torch_views` for a torch that predates the negative bit (its bits asked where a stand-in has them)."""
-    if out is not None and torch_unwritable(out):
-        return None
-    for x in (a, b, c, out):
-        if x is not None and (_grad_kept(x, torch) or not x.is_cuda or (x is not a and x.get_device() != device)
-                              or _is_neg(x) or _is_conj(x)):
-            return None
-    stream = _torch_current_stream(torch, device)
-    views = (_torch_one(a, device, stream), _torch_one(b, device, stream), _NO_VIEW if c is None else _torch_one(c, device, stream),
-             _NO_VIEW if out is None else _torch_one(out, device, stream))
-    return None if None in views else views
 
 
 def torch_allocator(dev: Any) -> Callable[[tuple[int, ...], np.dtype], Any]:

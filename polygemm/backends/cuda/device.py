@@ -138,29 +138,20 @@ class CudaRuntime:
 
         self._quietly(free)
 
-    def pinned_zeros(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
-        """A zeroed page-locked host array (device copies into it need no staging), freed when it is dropped (never at
-        exit, when the driver may be gone: the process's memory goes with it)."""
-        return self._pinned(shape, dtype, False)[0]
-
     def mapped_zeros(self, shape: int | tuple[int, ...], dtype: Any) -> tuple[np.ndarray, int]:
-        """:meth:`pinned_zeros`, mapped into the device's address space: the array and the address kernels write it at
-        (0 where this context cannot map host memory: the array is then page-locked only)."""
-        return self._pinned(shape, dtype, True)
-
-    def _pinned(self, shape: int | tuple[int, ...], dtype: Any, mapped: bool) -> tuple[np.ndarray, int]:
+        """A zeroed page-locked host array mapped into the device's address space, and the address kernels write it at
+        (0 where this context cannot map host memory: the array is then page-locked only, and device copies into it
+        need no staging); freed when it is dropped (never at exit, when the driver may be gone: the process's memory
+        goes with it)."""
         dt = np.dtype(dtype)
         count = int(np.prod(shape))
         pushed = self.enter()
         try:
             try:
-                ptr = self.cu.host_alloc(count * dt.itemsize, mapped)
-            except DeviceError:
-                if not mapped:
-                    raise
-                mapped = False  # a device that maps no host memory: page-locked only
-                ptr = self.cu.host_alloc(count * dt.itemsize)
-            device = self.cu.host_device_pointer(ptr) if mapped else 0
+                ptr = self.cu.host_alloc(count * dt.itemsize, mapped=True)
+                device = self.cu.host_device_pointer(ptr)
+            except DeviceError:  # a device that maps no host memory: page-locked only
+                ptr, device = self.cu.host_alloc(count * dt.itemsize), 0
         finally:
             if pushed:
                 self.leave()

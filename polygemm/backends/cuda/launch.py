@@ -521,15 +521,14 @@ class PaddedLaunch(ComposedLaunch):
 
     def prepare(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> Any:
         rt = self.inner.rt
-        offsets, total = self._layout
-        held = self._scratch.take(rt, total, stream)  # one block for the copies in, the rung and the copy out
+        held = self._scratch.take(rt, self._layout[1], stream)  # one block for the copies in, the rung and the copy out
         try:
-            ptrs = [user if off is None else held.base + off for user, off in zip((a, b, c), offsets)]
+            ptrs = self._pointers(held.base, a, b, c)
             inner = self.inner.prepare(ptrs[0], ptrs[1], ptrs[2], alpha, beta, stream)
         except BaseException:
             self._scratch.give_back(rt, held)
             raise
-        return (inner, (a, b, c), tuple(ptrs), beta != 0.0, held)
+        return (inner, (a, b, c), ptrs, beta != 0.0, held)
 
     def queue(self, a: int, b: int, c: int, alpha: float, beta: float, stream: int = 0) -> None:
         """Queue the copies, the rung and the copy out. Once the rung is built (its launcher kept), nothing of it can fail
@@ -540,12 +539,9 @@ class PaddedLaunch(ComposedLaunch):
             self.launch(self.prepare(a, b, c, alpha, beta, stream), stream)
             return
         rt = inner.rt
-        offsets, total = self._layout
-        held = self._scratch.take(rt, total, stream)
+        held = self._scratch.take(rt, self._layout[1], stream)
         try:
-            base = held.base
-            ptrs = (a if offsets[0] is None else base + offsets[0], b if offsets[1] is None else base + offsets[1],
-                    c if offsets[2] is None else base + offsets[2])
+            ptrs = self._pointers(held.base, a, b, c)
             self._copy_in(rt, (a, b, c), ptrs, beta != 0.0, stream)
             inner.queue(ptrs[0], ptrs[1], ptrs[2], alpha, beta, stream)
             self._copy_out(rt, c, ptrs[2], stream)
@@ -565,6 +561,12 @@ class PaddedLaunch(ComposedLaunch):
             self._scratch.give_back(rt, held, quiet=True)
             raise
         self._scratch.give_back(rt, held)
+
+    def _pointers(self, base: int, a: int, b: int, c: int) -> tuple[int, int, int]:
+        """Where the rung reads A and B and writes C: each padded operand's place in the scratch block at ``base``."""
+        offsets = self._layout[0]
+        return (a if offsets[0] is None else base + offsets[0], b if offsets[1] is None else base + offsets[1],
+                c if offsets[2] is None else base + offsets[2])
 
     def _copy_in(self, rt: Any, users: tuple[int, int, int], ptrs: tuple[int, ...], reads_c: bool, stream: int) -> None:
         """Queue the copies of the padded operands into scratch (c's only when beta reads it); A's and B's in one

@@ -11,13 +11,13 @@ from typing import Any, Callable
 from .device import CudaRuntime
 from .planning import round_up
 
-__all__ = ["KEPT_SCRATCH_BYTES", "BLOCK_ALIGN", "block_bytes", "stream_scratch", "quiet_release", "CallScratch", "Held"]
+__all__ = ["KEPT_SCRATCH_BYTES", "STREAMS_KEPT", "BLOCK_ALIGN", "block_bytes", "stream_scratch", "quiet_release", "CallScratch", "Held"]
 
 #: the streams a split-K plan keeps a workspace for: the null stream and the CUDA array
 #: interface's legacy default stream (1), which no caller can destroy and which orders every
 #: call on it. Not the per-thread default stream (2): one handle, a different stream in each
 #: thread, so two threads' calls could use one workspace at once.
-_STREAMS_KEPT = (0, 1)
+STREAMS_KEPT = (0, 1)
 #: the largest scratch block a plan keeps for a stream: a larger one (a copy of a large operand, a wide
 #: split's workspace) is taken and freed by each call, where the allocation is a small part of the work
 #: its size stands for, so that the plans in the plan cache do not hold the device's memory
@@ -35,7 +35,7 @@ def block_bytes(nbytes: int) -> int:
 def stream_scratch(owner: Any, kept: dict[int, int], lock: threading.Lock, rt: CudaRuntime, stream: int,
                    make: Callable[[], int], nbytes: int) -> tuple[int, bool]:
     """Scratch of ``nbytes`` for a call on ``stream`` and whether it is the call's own. On the default streams
-    (:data:`_STREAMS_KEPT`), which order every call on them one after another, it is the block ``owner``
+    (:data:`STREAMS_KEPT`), which order every call on them one after another, it is the block ``owner``
     keeps for that stream in ``kept``: made by ``make`` at the first call, freed when ``owner`` is dropped.
     Any other stream the caller may destroy, and a block kept for it could not be freed safely later
     (cuMemFreeAsync on a destroyed stream crashes the process); and a block above
@@ -45,7 +45,7 @@ def stream_scratch(owner: Any, kept: dict[int, int], lock: threading.Lock, rt: C
     if ptr is not None:
         return ptr, False
     ptr = make()
-    if stream not in _STREAMS_KEPT or nbytes > KEPT_SCRATCH_BYTES:
+    if stream not in STREAMS_KEPT or nbytes > KEPT_SCRATCH_BYTES:
         return ptr, True
     with lock:
         if not kept:  # the first: free them all when the owner goes

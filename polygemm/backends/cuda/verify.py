@@ -29,7 +29,7 @@ from ...errors import PolygemmError
 from ...verification.report import SHOWN, CheckReport, Finding
 from ...verification.threshold import coefficients
 from .device import runtime_for
-from .scratch import block_bytes
+from .scratch import STREAMS_KEPT, block_bytes
 from .variants import KERNEL_DIR
 
 __all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
@@ -616,7 +616,7 @@ class _StreamBlocks:
         """A block of ``nbytes`` for one call on ``stream``, and whether it is the stream's kept one (give it back with
         :meth:`give_back` once the call's work is queued, or on failure)."""
         key = (rt, stream)
-        if stream not in (0, 1) or nbytes > _CHECKED_KEPT:
+        if stream not in STREAMS_KEPT or nbytes > _CHECKED_KEPT:
             return rt.scratch(nbytes, stream), False
         with self._lock:
             if key in self._lent:
