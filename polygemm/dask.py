@@ -24,7 +24,7 @@ from .core.arguments import misused_arguments
 from .core.dtypes import (HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, check_result_dtype,
                           integer_scalars_refusal, native_dtype, parse_dtype)
 from .core.hints import cast_hint, promotion_hint
-from .core.scalars import parse_scalar
+from .core.scalars import fits_float32, parse_scalar
 from .core.text import short_repr
 from .core.precision import parse_precision
 from .verification.modes import parse_verify
@@ -189,6 +189,10 @@ def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: flo
     return _astype(acc, result) if widen else acc
 
 
+#: the sum's dtype that a float32-class accumulator scales in where alpha or beta does not survive as float32
+_WIDER = {"float32": "float64", "complex64": "complex128"}
+
+
 def _scaled_once(a_blocks: Any, b_blocks: Any, c_block: Any, alpha: float, beta: float, kw: dict[str, Any],
                  acc_dtype: np.dtype[Any], result: np.dtype[Any]) -> Any:
     """``alpha * sum_k a_k @ b_k + beta * c`` over several K blocks, alpha applied once to the sum."""
@@ -197,10 +201,18 @@ def _scaled_once(a_blocks: Any, b_blocks: Any, c_block: Any, alpha: float, beta:
     acc = polygemm.gemm(a_blocks[0], b_blocks[0], out_dtype=acc_dtype, **kw)
     for ak, bk in zip(a_blocks[1:], b_blocks[1:]):
         acc = polygemm.gemm(ak, bk, acc, beta=1.0, out=acc, **kw)
+    wider = _WIDER.get(acc_dtype.name)
+    if wider is not None and not (fits_float32(alpha) and fits_float32(beta)):
+        # alpha=1e39 is inf in float32 and 1e-46 is 0 there, where the scaled result is finite and nonzero (as
+        # polygemm.gemm gives it, and one K block would): such scalars scale the sum in float64
+        acc = _astype(acc, np.dtype(wider))
     acc *= acc.dtype.type(alpha)
     if c_block is not None and beta != 0.0:
         acc += _astype(c_block, acc.dtype) * acc.dtype.type(beta)
-    return _astype(acc, result) if acc.dtype != result else acc
+    if acc.dtype == result:
+        return acc
+    with np.errstate(over="ignore"):  # a sum past the result's range is inf there, as polygemm.gemm writes it
+        return _astype(acc, result)
 
 
 #: A or B not given by position (gemm(a=..., b=...), polygemm.gemm's keywords): taken from the keywords, or refused

@@ -527,6 +527,31 @@ def test_dask_alpha_scales_the_sum_over_k_blocks_not_each_block():
 
 
 @pytestmark_dask
+@pytest.mark.parametrize("dtype,scale,alpha,beta", [
+    (np.float32, 1e-19, 1e39, 1.0),  # alpha past float32's range, the product finite
+    (np.float32, 1e-19, 2.0, 1e39),  # beta past it, c small enough that beta * c is finite
+    (np.float32, 1e5, 1e-46, 0.0),  # alpha below float32's smallest number, the product nonzero
+    (np.complex64, 1e5, 1e-46, 0.0),
+    (np.float16, 1e-3, 1e39, 0.0),  # accumulated in float32 for the float32 result
+])
+def test_dask_alpha_and_beta_outside_float32_keep_their_value_over_k_blocks(dtype, scale, alpha, beta):
+    """How A is chunked along K does not change the result: alpha and beta that float32 cannot hold scale the sum as
+    polygemm.gemm scales one block."""
+    a = np.full((2, 4), scale, dtype)
+    b = a.T.copy()
+    c = np.full((2, 2), 1e-30, np.float32) if beta else None
+    out_dtype = np.float32 if dtype == np.float16 else None
+    want = pg.gemm(a, b, c, alpha=alpha, beta=beta, out_dtype=out_dtype, device="cpu")
+    assert np.isfinite(want).all() and (want != 0).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow in a cast on the way
+        got = pgd.gemm(da.from_array(a, chunks=(2, 2)), da.from_array(b, chunks=(2, 2)), c, alpha=alpha, beta=beta,
+                       out_dtype=out_dtype, device="cpu").compute()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytestmark_dask
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.complex128])
 def test_dask_alpha_and_beta_over_uneven_k_blocks_match_the_reference(rng, dtype):
     a, b, c = (rng.standard_normal(s).astype(dtype) for s in ((9, 23), (23, 7), (9, 7)))
