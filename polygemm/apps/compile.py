@@ -46,6 +46,10 @@ class Job:
         return f"{self.source.relative_to(kernel_dir)} {self.target} {' '.join(f'{k}={v}' for k, v in self.macros)}".strip()
 
 
+#: the oldest compute capability a current CUDA toolkit (12.x: sm_50) builds for
+OLDEST_ARCH = 50
+
+
 def parse_arch(text: str) -> int:
     """``sm_80``, ``sm_90a``, ``compute_90``, ``80`` or ``8.0`` -> 80 (the device's compute capability;
     ``sm_90a`` names the same devices as ``sm_90``: the wgmma rung is built for sm_90a whenever 90 is)."""
@@ -53,7 +57,11 @@ def parse_arch(text: str) -> int:
     m = re.fullmatch(r"(?:sm_|compute_)?(\d)\.?(\d)[af]?", t) or re.fullmatch(r"(?:sm_|compute_)?(\d\d)(\d)[af]?", t)
     if m is None:
         raise ArgumentError(f"--arch {text!r}: expected sm_XY such as sm_80, sm_90 or sm_90a")
-    return int(m.group(1) + m.group(2))
+    sm = int(m.group(1) + m.group(2))
+    if sm < OLDEST_ARCH:  # (sm_12 parses: nvcc would then fail once per build, not once for the argument)
+        raise ArgumentError(f"--arch {text!r}: compute capability {sm // 10}.{sm % 10} is older than any CUDA toolkit "
+                            f"builds for; expected sm_{OLDEST_ARCH} or newer, such as sm_80 or sm_90")
+    return sm
 
 
 def _helper_min_sm(source: Path) -> int:

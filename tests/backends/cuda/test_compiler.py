@@ -282,6 +282,9 @@ def test_parse_arch() -> None:
     assert [parse_arch(a) for a in ("sm_80", "sm_90a", "90", "8.6", "compute_89", "sm_100", "sm_120")] == [80, 90, 90, 86, 89, 100, 120]
     with pytest.raises(ArgumentError, match="expected sm_XY"):
         parse_arch("hopper")
+    for old in ("sm_12", "3.5", "compute_20"):  # read as capabilities, but none a toolkit builds for
+        with pytest.raises(ArgumentError, match=r"older than any CUDA toolkit builds for; expected sm_50 or newer"):
+            parse_arch(old)
 
 
 def test_jobs_cover_the_catalog() -> None:
