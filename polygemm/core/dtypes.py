@@ -174,9 +174,17 @@ def check_result_dtype(inputs: np.dtype, result: np.dtype, given_by: str) -> Non
 
 
 class RoundedFraction(float):
-    """The float64 of a non-whole ``Fraction`` alpha or beta that rounds to a whole number (``Fraction(10**30 + 1,
-    10**30)`` is 1.0 as a float64, ``Fraction(1, 10**400)`` 0.0): a floating product scales by it; an integer product,
-    which takes whole numbers only, refuses it as the fraction it is."""
+    """The float64 of a non-whole alpha or beta that rounds to a whole number: a ``Fraction`` (``Fraction(10**30 + 1,
+    10**30)`` is 1.0 as a float64, ``Fraction(1, 10**400)`` 0.0) or a longdouble finer than a float64
+    (``np.longdouble(2**62) + 0.5`` is 2.0**62). A floating product scales by it; an integer product, which takes whole
+    numbers only, refuses it as the value it is, quoted as ``shown``."""
+
+    shown: str = ""
+
+    def __new__(cls, rounded: float, shown: str = "") -> "RoundedFraction":
+        self = super().__new__(cls, rounded)
+        self.shown = shown  # (a default: a copy or pickle rebuilds it from the float alone, then sets its __dict__)
+        return self
 
 
 def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None:
@@ -191,7 +199,7 @@ def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None
     info = np.iinfo(dtype)
     for name, value in (("alpha", alpha), ("beta", beta)):
         if isinstance(value, RoundedFraction) or not float(value).is_integer():
-            shown = f"a Fraction within {abs(value) * 2**-52 or 2**-1074:g} of {value:g}" if isinstance(value, RoundedFraction) else f"{value:g}"
+            shown = (value.shown if isinstance(value, RoundedFraction) else "") or f"{value:g}"
             return (f"{name}={shown} is no whole number: {dtype} products are computed in integer arithmetic, as "
                     f"numpy.matmul computes them; pass a whole {name}, or cast a and b to a floating dtype that holds "
                     f"their values (e.g. a.astype(np.float64), exact below 2**53)")

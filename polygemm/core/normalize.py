@@ -83,6 +83,7 @@ def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0
     alpha_f = parse_scalar("alpha", alpha)
     beta_f = parse_scalar("beta", beta)
     read_a, read_b, read_c, read_out = (None,) * 4 if views is None else (view_interface(v) for v in views)
+    _refuse_unaddressable_declared(a, b)  # before reading: reading a strided host operand copies it
     A = read_operand("a", a, read=read_a)
     B = read_operand("b", b, read=read_b)
     if A.cols != B.rows:
@@ -104,6 +105,7 @@ def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0
     m, k, n = A.rows, A.cols, B.cols
     full = batch + (m, n)
     wanted = None if out_dtype is None else parse_dtype("out_dtype", out_dtype)
+    _refuse_unaddressable(full, (A.dtype if wanted is None else wanted).itemsize, _full_shape(A), _full_shape(B))
     O = None if out is None else _read_out(out, full, wanted, read_out)
     result = O.dtype if O is not None else (wanted if wanted is not None else A.dtype)
     check_result_dtype(A.dtype, result, "out" if O is not None else "out_dtype")
@@ -153,14 +155,80 @@ def _dtype_mismatch(a: Any, b: Any, A: Operand, B: Operand) -> DTypeError:
 
 
 def _broadcast_batch(A: Operand, B: Operand) -> tuple[int, ...]:
-    """a's and b's batch dimensions broadcast (numpy.matmul rules)."""
-    try:
-        return tuple(int(x) for x in np.broadcast_shapes(tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)))
-    except ValueError:
+    """a's and b's batch dimensions broadcast (numpy.matmul rules); ShapeError where they do not broadcast. The batch
+    may be one no array can hold: :func:`_refuse_unaddressable` says so of the result."""
+    batch_a, batch_b = tuple(n for n, _ in A.batch_dims), tuple(n for n, _ in B.batch_dims)
+    batch = _broadcast(batch_a, batch_b)
+    if batch is None:
         # both shapes in full, as numpy.matmul names them (the batch dimensions alone left the user to find the arrays)
-        raise ShapeError(f"the batch dimensions of a {tuple(n for n, _ in A.batch_dims)} and b {tuple(n for n, _ in B.batch_dims)} "
-                         f"do not broadcast (numpy.matmul rules): a is {tuple(n for n, _ in A.batch_dims) + A.shape}, b is "
-                         f"{tuple(n for n, _ in B.batch_dims) + B.shape}; their leading dimensions must be equal or 1") from None
+        raise ShapeError(f"the batch dimensions of a {batch_a} and b {batch_b} do not broadcast (numpy.matmul rules): a is "
+                         f"{_full_shape(A)}, b is {_full_shape(B)}; their leading dimensions must be equal or 1")
+    return batch
+
+
+def _broadcast(shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape ``shape_a`` and ``shape_b`` broadcast to (aligned at their last axes, each pair of lengths equal or
+    one of them 1), None where they do not broadcast. Computed here, not by np.broadcast_shapes, which raises the same
+    ValueError for shapes that broadcast to more elements than its index type counts as for shapes that do not."""
+    n = max(len(shape_a), len(shape_b))
+    shape = []
+    for x, y in zip((1,) * (n - len(shape_a)) + shape_a, (1,) * (n - len(shape_b)) + shape_b):
+        if x != y and x != 1 and y != 1:
+            return None
+        shape.append(y if x == 1 else x)
+    return tuple(shape)
+
+
+def _full_shape(op: Operand) -> tuple[int, ...]:
+    """An operand's whole shape: its batch dimensions, then its matrices'."""
+    return tuple(n for n, _ in op.batch_dims) + op.shape
+
+
+#: NumPy's largest array, in bytes: its size * itemsize must fit its index type (intp)
+_MAX_BYTES = int(np.iinfo(np.intp).max)
+_MAX_TEXT = f"2**{_MAX_BYTES.bit_length()} - 1"
+
+
+def _refuse_unaddressable(full: tuple[int, ...], itemsize: int, shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
+    """ShapeError where the result (shape ``full``, elements of ``itemsize`` bytes) is larger than any array can be:
+    NumPy refuses such an array ("array is too big"), and no memory holds it, so the product is refused before any
+    work (a copy of a broadcast operand, which may itself exceed memory) rather than failing in it."""
+    count = math.prod(full)
+    if count * itemsize <= _MAX_BYTES:
+        return
+    raise ShapeError(f"the result of a {shape_a} @ b {shape_b} is too large: its shape {full} holds {_rough(count)} "
+                     f"elements of {itemsize} bytes ({_rough(count * itemsize)} bytes), more than an array can address "
+                     f"({_MAX_TEXT} bytes, NumPy's limit: numpy.matmul says 'array is too big'); compute it in pieces, e.g. "
+                     f"a slice of the batch or a block of a's rows or b's columns at a time")
+
+
+def _rough(n: int) -> str:
+    """A large count in three significant digits (1.21e+24), as a refusal reads it."""
+    return f"{n:.3g}" if n < 10**300 else f"about 10**{len(str(n)) - 1}"  # (beyond a float's range: its digits)
+
+
+def _refuse_unaddressable_declared(a: Any, b: Any) -> None:
+    """:func:`_refuse_unaddressable` on the shapes and dtype ``a`` and ``b`` declare (``.shape``, ``.dtype``), before
+    either is read: reading a strided host operand copies it, and the copy of a broadcast one can be as impossible as
+    the result. Operands without a declared shape or itemsize, or whose shapes do not multiply, are left to the checks
+    after reading (which say what is wrong with them)."""
+    shape_a, shape_b = _declared_shape(a), _declared_shape(b)
+    if shape_a is None or shape_b is None or len(shape_a) < 2 or len(shape_b) < 2 or shape_a[-1] != shape_b[-2]:
+        return
+    batch = _broadcast(shape_a[:-2], shape_b[:-2])
+    itemsize = getattr(getattr(a, "dtype", None), "itemsize", None)
+    if batch is not None and isinstance(itemsize, int):
+        _refuse_unaddressable(batch + (shape_a[-2], shape_b[-1]), itemsize, shape_a, shape_b)
+
+
+def _declared_shape(x: Any) -> tuple[int, ...] | None:
+    """The shape an array declares (``.shape``), None for one that declares none (a list: NumPy would have to read it)
+    or one that cannot say (a nested torch tensor)."""
+    try:
+        shape = getattr(x, "shape", None)
+        return None if shape is None else tuple(int(n) for n in shape)
+    except Exception:
+        return None
 
 
 def _read_out(out: Any, full: tuple[int, ...], wanted: Any, read: tuple[str, dict] | None = None) -> Operand:

@@ -24,6 +24,11 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 _FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal) / 2
 #: float32's smallest normal number: below it a float32 keeps fewer significant bits (a subnormal)
 _FLOAT32_NORMAL = float(np.finfo(np.float32).tiny)
+#: every int of magnitude up to 2**53 is exactly a float64
+_FLOAT64_EXACT = 2**53
+#: NumPy's float scalars that a float64 holds exactly (not longdouble, which may be finer)
+_NUMPY_FLOATS = frozenset({np.float16, np.float32, np.float64})
+_LONGDOUBLE = np.longdouble
 
 def _ml_real(value: Any) -> bool:
     """Whether ``value`` is a real scalar of ml_dtypes (bfloat16, float8_e4m3fn, int4, ...): NumPy
@@ -105,7 +110,18 @@ def parse_scalar(name: str, value: Any) -> float:
     floating scalar, a real ml_dtypes scalar (bfloat16, float8_*, int4 ...: each is exactly a
     float64) or a 0-D array of one; ArgumentError naming ``name`` otherwise (bools, and
     ``numpy.timedelta64``, which NumPy counts among its integers, are no factor)."""
-    if type(value) is RoundedFraction:  # parsed already (the plan cache parses before normalize does)
+    t = type(value)
+    # the common scalars first, at the cost of a type test: a finite float (x - x is 0.0 for finite x only) and an int
+    # a float64 holds exactly are the float64 they are
+    if t is float and value - value == 0.0:
+        return value
+    if t is int and -_FLOAT64_EXACT <= value <= _FLOAT64_EXACT:
+        return float(value)
+    if t in _NUMPY_FLOATS:  # NumPy's float16/32/64 scalars (a computed norm, a dtype's eps): their float64, if finite
+        v = float(value)
+        if v - v == 0.0:
+            return v
+    if t is RoundedFraction:  # parsed already (the plan cache parses before normalize does)
         return value
     given = value  # a torch tensor is quoted as the caller wrote it (tensor(inf), not np.float32(inf))
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
@@ -135,8 +151,8 @@ def parse_scalar(name: str, value: Any) -> float:
                 rounded = float(value)
             except OverflowError:
                 rounded = math.inf  # (refused below, as too large)
-            if rounded.is_integer():
-                return RoundedFraction(rounded)  # no whole number, whatever its float64: integer products refuse it
+            if rounded.is_integer():  # no whole number, whatever its float64: integer products refuse it
+                return RoundedFraction(rounded, f"a Fraction within {abs(rounded) * 2**-52 or 2**-1074:g} of {rounded:g}")
     try:
         v = float(value)
         if isinstance(value, (int, np.integer)) and v != int(value):
@@ -148,7 +164,21 @@ def parse_scalar(name: str, value: Any) -> float:
         if isinstance(value, np.floating) and np.isfinite(value):  # a longdouble beyond float64's range
             raise ArgumentError(f"{name} is too large for a float64 ({value!r}); pass a finite real number within float64's range")
         raise ArgumentError(f"{name} must be finite; got {_quoted(given, value)!r}")
+    if type(value) is _LONGDOUBLE and v != value:  # (compared as longdoubles: exactly)
+        return _finer_longdouble(value, v)
     return v
+
+
+def _finer_longdouble(value: np.longdouble, rounded: float) -> float:
+    """A finite longdouble that a float64 does not hold (x86's 80-bit longdouble keeps 64 significant bits), ``rounded``
+    its float64: the int it is when whole, for an integer product to scale by it exactly; else ``rounded``, marked as
+    no whole number where ``rounded`` is whole, for an integer product to refuse it as the value it is. A floating
+    product scales by ``rounded`` either way (rounded again to its own scalar type)."""
+    if value == np.floor(value):  # whole, tested in longdouble arithmetic (its float64 may be whole when it is not)
+        return int(value)
+    if rounded.is_integer():
+        return RoundedFraction(rounded, str(value))
+    return rounded
 
 
 def _quoted(given: Any, value: Any) -> Any:

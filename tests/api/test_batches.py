@@ -55,6 +55,46 @@ def test_batch_shapes_that_do_not_broadcast_are_refused(rng):
         pg.gemm(rand(rng, (2, 3, 4)), rand(rng, (2, 4, 5)), rand(rng, (3, 5)), beta=1.0, device="cpu")
 
 
+def test_batches_that_broadcast_to_a_result_too_large_for_an_array_are_refused_as_too_large():
+    # (2**32, 1) and (1, 2**32) broadcast, to 2**64 matrices: more than any array holds (NumPy's "array is too big"),
+    # not batches that do not broadcast
+    one = np.ones((2, 2), np.float32)
+    a, b = np.broadcast_to(one, (2**32, 1, 2, 2)), np.broadcast_to(one, (1, 2**32, 2, 2))
+    for product in (pg.matmul, pg.gemm, pg.explain):
+        with pytest.raises(pg.ShapeError) as info:
+            product(a, b)
+        text = str(info.value)
+        assert isinstance(info.value, ValueError) and "do not broadcast" not in text
+        assert "too large" in text and f"shape {(2**32, 2**32, 2, 2)}" in text and "elements of 4 bytes" in text
+    # the result's dtype counts: float16 operands whose float16 result an array could hold, but not its float32
+    half = np.ones((2, 2), np.float16)
+    a, b = np.broadcast_to(half, (2**30, 1, 2, 2)), np.broadcast_to(half, (1, 2**29, 2, 2))
+    with pytest.raises(pg.ShapeError, match=r"too large: its shape \(1073741824, 536870912, 2, 2\) .* elements of 4 bytes"):
+        pg.explain(a, b, out_dtype=np.float32)
+
+
+def test_a_result_past_memory_addressing_is_refused_before_any_operand_is_copied(monkeypatch):
+    # a (2**40, 2) @ b (2, 2**40): each operand a broadcast view a kernel cannot read as it is (a copy of 16 TiB each),
+    # the result 2**80 elements; refused up front, naming the result's shape, by gemm, matmul and explain alike
+    import polygemm.core.operand as operand_mod
+    import polygemm.core.read as read_mod
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("an operand was copied")
+
+    monkeypatch.setattr(read_mod, "host_convert", no_copy)
+    monkeypatch.setattr(operand_mod, "host_convert", no_copy)
+    a = np.broadcast_to(np.ones((1, 2)), (2**40, 2))
+    b = np.broadcast_to(np.ones((2, 1)), (2, 2**40))
+    for product in (pg.matmul, pg.gemm, pg.explain):
+        with pytest.raises(pg.ShapeError) as info:
+            product(a, b)
+        assert "too large" in str(info.value) and f"shape {(2**40, 2**40)}" in str(info.value)
+    # a result an array can hold is planned as before (the operands' copies described, not made)
+    monkeypatch.undo()
+    assert pg.explain(np.broadcast_to(np.ones((1, 2)), (2**20, 2)), np.broadcast_to(np.ones((2, 1)), (2, 2**20))).problem.m == 2**20
+
+
 def test_matmul_has_numpy_semantics(rng):
     a, b = rand(rng, (4, 1, 6, 3)), rand(rng, (5, 3, 2))
     got = pg.matmul(a, b, device="cpu")

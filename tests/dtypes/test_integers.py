@@ -111,6 +111,32 @@ def test_a_fraction_scales_an_integer_product_exactly_when_whole_and_is_refused_
     assert (pg.gemm(np.ones((2, 2)), np.ones((2, 2)), alpha=Fraction(10**30 + 1, 10**30)) == 2.0).all()
 
 
+@pytest.mark.skipif(np.finfo(np.longdouble).nmant < 63, reason="longdouble is no finer than float64 here")
+def test_a_longdouble_scales_an_integer_product_exactly_when_whole_and_is_refused_when_not():
+    one = np.ones((1, 1), np.int64)
+    whole = np.longdouble(2**62) + 1  # exact in an 80-bit longdouble; 2.0**62 as a float64
+    for given in (whole, np.array(whole)):  # the scalar and its 0-D array
+        assert pg.gemm(one, one, alpha=given)[0, 0] == 2**62 + 1
+        assert pg.gemm(one, one, one, beta=given)[0, 0] == 1 + 2**62 + 1
+    assert pg.gemm(np.ones((1, 1), np.uint64), np.ones((1, 1), np.uint64), alpha=np.longdouble(2**64 - 1))[0, 0] == 2**64 - 1
+    # no whole number, though its float64 (2.0**62) is one: refused as the value it is, whether or not a plan for an
+    # alpha other than 1 (or a beta other than 0) is cached, and nothing written
+    half = np.longdouble(2**62) + 0.5
+    out = np.full((1, 1), 7, np.int64)
+    pg.gemm(one, one, one, alpha=3, beta=3, out=out)
+    out[...] = 7
+    for kw, shown in (({"alpha": half}, f"alpha={half!s}"), ({"beta": half}, f"beta={half!s}"),
+                      ({"alpha": np.array(half)}, f"alpha={half!s}"), ({"alpha": np.longdouble(1) / 3}, "alpha=0.333333")):
+        with pytest.raises(ArgumentError) as info:
+            pg.gemm(one, one, one, out=out, **kw)
+        assert f"{shown} is no whole number" in str(info.value)
+    assert (out == 7).all()
+    # a floating product scales by the longdouble's float64, as before
+    assert pg.gemm(np.ones((1, 1)), np.ones((1, 1)), alpha=whole)[0, 0] == 2.0**62
+    assert pg.gemm(np.ones((1, 1)), np.ones((1, 1)), alpha=half)[0, 0] == 2.0**62
+    assert pg.gemm(np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), alpha=whole)[0, 0] == np.float32(2.0**62)
+
+
 @pytest.mark.parametrize("sa, sb", [((5, 8), (8, 3)), ((2, 4, 8), (8, 6)), ((8,), (8,))], ids=str)
 def test_bool_products_are_logical(rng, sa, sb):
     a, b = rng.random(sa) < 0.2, rng.random(sb) < 0.2
