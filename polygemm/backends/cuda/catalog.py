@@ -77,11 +77,13 @@ def explain_choice(best: Candidate, ranked: Sequence[Candidate], dtype: str, rec
     """The reason ``auto`` gives for ``best``: its estimate and the measurement it is anchored on."""
     rows = records if records is not None else _tuned_rows(dtype)
     text = f"cost model: {best.label} estimated fastest, {best.estimate_us:.1f} µs ({best.waves:.2f} waves on this device)"
-    anchor = cost.anchor_for(kernel_specs()[best.variant], rows, *best.shape, best.count, best.splits)
+    anchors = cost.anchors_for(kernel_specs()[best.variant], rows, *best.shape, best.count, best.splits)
+    anchor = anchors[0] if anchors else None
     if anchor is not None and cost.split_of(str(anchor["variant"]))[0] == best.variant:
         shape = f"{anchor['m']}x{anchor['n']}x{anchor['k']}"
         shape = f"{anchor['variant']} at " + (f"{anchor['batch']} x {shape}" if anchor.get("batch") else shape)
-        text += f"; anchored on the measurement of {shape} ({float(anchor['tflops']):.1f} TFLOP/s, {tuning_file(dtype).name})"
+        more = f" and its {len(anchors) - 1} next nearest" if len(anchors) > 1 else ""
+        text += f"; anchored on the measurement of {shape} ({float(anchor['tflops']):.1f} TFLOP/s, {tuning_file(dtype).name}){more}"
     else:
         spec = kernel_specs()[best.variant]
         measured = {cost.split_of(str(r.get("variant")))[0] for r in rows}
@@ -101,7 +103,8 @@ def anchored_aligned(cand: Candidate, dtype: str, records: Sequence[dict] | None
     rung's aligned build set its pace there (False: no measurement of its own, or one taken on
     unaligned rows, which already carries the unaligned build's pace)."""
     rows = records if records is not None else _tuned_rows(dtype)
-    anchor = cost.anchor_for(kernel_specs()[cand.variant], rows, *cand.shape, cand.count, cand.splits)
+    anchors = cost.anchors_for(kernel_specs()[cand.variant], rows, *cand.shape, cand.count, cand.splits)
+    anchor = anchors[0] if anchors else None
     if anchor is None or cost.split_of(str(anchor["variant"]))[0] != cand.variant:
         return False
     size = as_dtype(TUNED_AS.get(dtype, dtype)).itemsize
