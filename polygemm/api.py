@@ -14,12 +14,13 @@ import numpy.typing as npt
 from . import plan_cache
 from .backend import Plan
 from .core.arguments import misused_arguments
+from .core.hints import c_library_refusal
 from .core.hostcopy import planning_only
 from .core.normalize import torch_spelling
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ArgumentTypeError, ShapeError
-from .interop.kinds import kind_of
+from .interop.kinds import foreign_c, kind_of
 from .interop.stand_in import stand_in
 from .interop.torch import torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
@@ -154,12 +155,16 @@ def gemm(
         if mode is not None:
             # (an out no kernel writes: its validation, _plan_with_out, describes it; the checked result is copied in)
             before = getattr(_local, "last", None)
+            if c is not None and type(c) is not type(a):
+                _c_of_theirs(a, b, c, out, out_dtype)  # (before the checked paths, some of which bind the call directly)
             try:
                 return verified_gemm(gemm, _last_product, _plan_with_out, mode, a, b, c, alpha, beta, device, variant, out,
                                      out_dtype, precision, note=_note_last, bind=_bound_for_check, adopt=_adopt_last)
             except BaseException:  # a call that failed its check (or raised a warning made an error, or an injected fault
                 _local.last = before  # that missed) is no completed call: last_plan() keeps the one before
                 raise
+    if c is not None and type(c) is not type(a):  # (the common call: no c, or one of a's type, pays one test)
+        _c_of_theirs(a, b, c, out, out_dtype)
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None
     try:
@@ -200,6 +205,15 @@ def gemm(
     return result
 
 
+def _c_of_theirs(a: Any, b: Any, c: Any, out: Any, out_dtype: Any) -> None:
+    """ArgumentError, before anything is read, for a ``c`` of another library than ``a`` and ``b`` (a Python float or
+    a list beside tensors): c's shape and dtype refusals would name its own library's ways (np.broadcast_to, a NumPy
+    cast), and the one-library refusal would follow them all the same. Said first, as a list ``b`` beside a tensor
+    ``a`` is told it before its dtype."""
+    if foreign_c(a, b, c):
+        raise c_library_refusal(a, b, c, out, out_dtype)
+
+
 def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
            precision: str | None = None, device: DeviceLike | None = None, verify: VerifyMode = None,
            **unexpected: NoReturn) -> Any:
@@ -214,8 +228,8 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
     """
     if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
         _operands_given("matmul", a, b, extra, unexpected)
-    if isinstance(out, tuple) and len(out) == 1:  # numpy.matmul is a ufunc: out=(arr,) names the one output
-        out = out[0]
+    if isinstance(out, (tuple, list)) and _outputs(out):  # numpy.matmul is a ufunc: out=(arr,) names the one output
+        out = _one_out(out, a, b)
     try:
         a2, b2, out2, va, vb = matmul_operands(a, b, out)
     except Exception:  # a tensor whose shape cannot be read (a nested one): refused in torch's terms, not torch's error
@@ -256,6 +270,26 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
     if isinstance(res, np.ndarray):  # an array of its own, as numpy.matmul returns (a view has no .resize, and keeps
         return res.reshape(want).copy()  # the whole buffer alive): one vector's copy, 1/K of the product's work
     return res.reshape(want)
+
+
+def _outputs(out: tuple | list) -> bool:
+    """Whether a tuple or list given as ``out`` is one of outputs, as numpy.matmul's ufunc form takes it (a tuple of
+    one, an empty one, or one of arrays), rather than values (a list of numbers, refused by gemm as the array-like it
+    is)."""
+    return (isinstance(out, tuple) and len(out) == 1) or not out or hasattr(out[0], "shape")
+
+
+def _one_out(out: tuple | list, a: Any, b: Any) -> Any:
+    """The array of matmul's ``out=(arr,)`` (numpy.matmul's ufunc form: a one-element tuple names its one output);
+    ArgumentTypeError for any other tuple or a list, saying what ``out`` takes in a's and b's library's terms."""
+    if isinstance(out, tuple) and len(out) == 1:
+        return out[0]
+    kind = kind_of(a) if kind_of(a) == kind_of(b) else ""
+    array = {"torch": "a torch tensor", "cupy": "a CuPy array"}.get(kind, "a NumPy array (or a device array)")
+    got = (f"an empty {type(out).__name__}" if not out else f"a {type(out).__name__} of {len(out)} arrays" if len(out) > 1
+           else f"a {type(out).__name__} of one array (pass out[0] itself, or the tuple (out[0],))")
+    raise ArgumentTypeError(f"out must be {array} that can receive the result, or a one-element tuple of it "
+                            f"(numpy.matmul's form, out=(arr,), which matmul takes for its one result); got {got}")
 
 
 #: what a call whose out no kernel writes says of it (the plan's layouts and copies are those of the stand-in)
@@ -347,9 +381,11 @@ def explain(
         _operands_given("explain", a, b, extra, unexpected)
     # verify read first, as gemm reads it: a bad mode is refused in gemm's words whatever else is wrong
     mode = _verify_default.mode if verify is None else parse_verify(verify)
+    if c is not None and type(c) is not type(a):
+        _c_of_theirs(a, b, c, out, out_dtype)
     taken: list[str] = []
-    if c is None and isinstance(out, tuple) and len(out) == 1:  # matmul's ufunc form, out=(arr,), as matmul reads it
-        out = out[0]
+    if c is None and isinstance(out, (tuple, list)) and _outputs(out):  # matmul's ufunc form, out=(arr,), as matmul reads it
+        out = _one_out(out, a, b)
     if c is None and 1 in (ndim_of(a), ndim_of(b)):  # matmul's vectors, as matmul hands them to gemm
         a, b, out, va, vb = matmul_operands(a, b, out)
         taken = _vector_notes(va, vb)
@@ -369,8 +405,8 @@ def explain(
         with planning_only():
             entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, through[0],
                                                                       out_dtype, precision=precision)
-    plan = detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)), uncached,
-                    (STAND_IN_NOTE,) if through is not None else ())
+    plan = _read_copies(detached(entry.plan, hit, made, *((1.0, 0.0) if call is None else (call.alpha, call.beta)),
+                                 uncached, (STAND_IN_NOTE,) if through is not None else ()))
     plan.notes = taken + plan.notes
     if mode is not None:
         plan.notes.append(describe_check(plan, mode, out is not None))
@@ -414,4 +450,14 @@ def last_plan() -> Plan | None:
     changing it changes nothing polygemm runs.
     """
     last = getattr(_local, "last", None)
-    return None if last is None else detached(*last)
+    return None if last is None else _read_copies(detached(*last))
+
+
+def _read_copies(plan: Plan) -> Plan:
+    """``plan`` (the caller's copy) with the copies made of its operands as they were read (torch's of a lazy
+    conjugate or negation: the whole tensor) named first among its copies, as the copies a plan makes are."""
+    problem = plan.problem
+    made = [op.copy_note for op in (problem.a, problem.b, problem.c) if op is not None and op.copy_note]
+    if made:
+        plan.copies = made + plan.copies
+    return plan

@@ -1,7 +1,8 @@
 """How to cast: the expression that gives a user's operand a supported dtype, in the terms of its
-library, and the dtype checks that say it. A hint never suggests a cast that changes values (complex to
-real, int64 to float64, float16 to bfloat16): where no dtype keeps them, it names the device that
-computes the dtype as it is, or says under which condition the cast is exact."""
+library, and the dtype checks that say it; how to make a ``c`` of another library one of ``a``'s and
+``b``'s. A hint never suggests a cast that changes values (complex to real, int64 to float64, float16 to
+bfloat16): where no dtype keeps them, it names the device that computes the dtype as it is, or says
+under which condition the cast is exact (and where values overflow to inf)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import DTypeError
-from ..interop.kinds import kind_of
-from .dtypes import COMPLEX_DTYPES, DTYPE_HELP, HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, keeps_values, np_name
+from ..errors import ArgumentError, DTypeError
+from ..interop.kinds import kind_of, type_name
+from .dtypes import COMPLEX_DTYPES, DTYPE_HELP, HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, keeps_values, np_name, parse_dtype
+from .text import short_repr
 
-__all__ = ["cast_hint", "promotion_hint", "check_dtype", "c_cast_hint", "unsupported_dtype", "dtype_way_on"]
+__all__ = ["cast_hint", "promotion_hint", "check_dtype", "c_cast_hint", "c_library_refusal", "unsupported_dtype", "dtype_way_on"]
 
 def cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
     """An expression that gives the user's ``name`` (``given``: the object passed) the supported
@@ -43,6 +45,54 @@ def broadcast_hint(name: str, given: Any, shape: tuple[int, ...]) -> str:
     return f"np.broadcast_to({name}, {shape})"
 
 
+def c_library_refusal(a: Any, b: Any, c: Any, out: Any = None, out_dtype: Any = None) -> ArgumentError:
+    """The one-library refusal of a ``c`` of another library than ``a`` and ``b`` (:func:`~polygemm.interop.kinds.foreign_c`),
+    with the way to make it one of theirs: for tensors, ``torch.full`` of a number or ``torch.as_tensor`` of the rest
+    (expanded to the result's shape where it only broadcasts to it), of the result's dtype on a's device."""
+    kind = kind_of(a)
+    if kind == "torch":
+        way = f"make c a tensor too, e.g. {_torch_c(c, _result_shape(a, b), _torch_result_dtype(out, out_dtype))}"
+    else:
+        way = f"convert c, e.g. with {kind}'s asarray / from_dlpack"
+    return ArgumentError(f"a is a {type_name(a)} and c a {type_name(c)}: pass operands of one library ({way})")
+
+
+def _torch_c(c: Any, shape: tuple[int, ...] | None, dtype: str) -> str:
+    """The torch expression that makes ``c`` a tensor of ``shape`` (None: unknown) and ``dtype`` on a's device."""
+    where = f"dtype={dtype}, device=a.device"
+    if shape is not None and isinstance(c, (bool, int, float, complex)):
+        return f"torch.full({shape}, {short_repr(c)}, {where})"
+    made = f"torch.as_tensor(c, {where})"
+    try:
+        given = tuple(np.shape(c))
+    except Exception:  # noqa: BLE001 - an array-like NumPy cannot measure: its shape is left for the user to know
+        given = None
+    if shape is None or given == shape:
+        return made
+    return f"{made}.expand({', '.join(str(n) for n in shape)})"
+
+
+def _result_shape(a: Any, b: Any) -> tuple[int, ...] | None:
+    """The shape of ``a @ b`` as their declared shapes give it (None where they do not: c's hint then names no shape)."""
+    try:
+        sa, sb = tuple(int(n) for n in a.shape), tuple(int(n) for n in b.shape)
+        return tuple(int(n) for n in np.broadcast_shapes(sa[:-2], sb[:-2])) + (sa[-2], sb[-1])
+    except Exception:  # noqa: BLE001 - no shape, fewer than two dimensions, batches that do not broadcast
+        return None
+
+
+def _torch_result_dtype(out: Any, out_dtype: Any) -> str:
+    """The result's dtype as a torch user writes it: out's, out_dtype's, else a's."""
+    if out is not None:
+        return "out.dtype"
+    if out_dtype is not None:
+        try:
+            return f"torch.{parse_dtype('out_dtype', out_dtype).name}"
+        except DTypeError:  # (refused as such once c is of their library)
+            pass
+    return "a.dtype"
+
+
 def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -> str:
     """How to give two arrays of different dtypes (each ``(name, given, dtype)``) one: the narrower
     cast up to the dtype numpy.matmul computes them in (float16 with float32: float32), never
@@ -61,7 +111,14 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
             wide_t = as_dtype(named)
             casts = " and ".join(cast_hint(name, given, wide_t) + _exactness(dt.name, wide_t.name)
                                  for name, given, dt in (x, y) if dt != wide_t)
-            return f"{casts} ({wide_t.name}: what torch promotes {x[2].name} with {y[2].name} to)"
+            keep = _keeping(x[2], y[2], wide_t)
+            if keep is None:
+                return f"{casts} ({wide_t.name}: what torch promotes {x[2].name} with {y[2].name} to)"
+            # torch's promotion changes values (int64 with float16 is float16: inf above 65504): the cast that keeps
+            # them first, torch's after it, saying what it loses
+            kept = " and ".join(cast_hint(name, given, keep) + _exactness(dt.name, keep.name) for name, given, dt in (x, y))
+            return (f"{kept} ({keep.name}: the product then runs in {keep.name}), or {casts} to compute in "
+                    f"{wide_t.name}, what torch promotes {x[2].name} with {y[2].name} to")
     try:
         wide: np.dtype | None = np.result_type(x[2], y[2])
     except TypeError:  # numpy.exceptions.DTypePromotionError (bfloat16 with float16)
@@ -77,20 +134,40 @@ def promotion_hint(x: tuple[str, Any, np.dtype], y: tuple[str, Any, np.dtype]) -
     return f"{casts} ({wide.name}: what NumPy promotes {x[2].name} with {y[2].name} to)"
 
 
+def _keeping(x: np.dtype, y: np.dtype, promoted: np.dtype) -> np.dtype | None:
+    """Where ``promoted`` does not hold every value of ``x`` and ``y``: the narrowest of float32 and float64 (complex64
+    and complex128 for a complex pair) that does, else the widest (float64, complex128: exact below 2**53), unless
+    that is ``promoted`` itself; None where ``promoted`` holds them all."""
+    if keeps_values(x.name, promoted.name) and keeps_values(y.name, promoted.name):
+        return None
+    complex_ = x.kind == "c" or y.kind == "c"
+    order = ("complex64", "complex128") if complex_ else ("float32", "float64")
+    keep = next((d for d in order if keeps_values(x.name, d) and keeps_values(y.name, d)), order[-1])
+    return None if keep == promoted.name else np.dtype(keep)
+
+
+#: the largest finite float16, past which a cast to float16 gives inf
+_FLOAT16_MAX = 65504
+
+
 def _exactness(src: str, dst: str) -> str:
-    """What a cast of ``src`` values to ``dst`` keeps, where it does not keep every one ("" where it does)."""
+    """What a cast of ``src`` values to ``dst`` keeps, where it does not keep every one ("" where it does): said plainly
+    where values overflow (float16 past 65504 is inf), not as a rounding."""
     if keeps_values(src, dst):
         return ""
     if src in COMPLEX_DTYPES and dst not in COMPLEX_DTYPES:
         return " (which drops the imaginary parts)"
-    if src in INTEGER_DTYPES and dst in ("float32", "float64", "complex64", "complex128"):
-        bits = 24 if dst in ("float32", "complex64") else 53
-        return f" (exact only for values below 2**{bits} in magnitude)"
+    real = {"complex64": "float32", "complex128": "float64"}.get(dst, dst)
+    overflows = f"those above {_FLOAT16_MAX} overflow to inf" if real == "float16" else ""
+    if src in INTEGER_DTYPES and dst not in INTEGER_DTYPES:
+        bits = {"float16": 11, "bfloat16": 8, "float32": 24}.get(real, 53)
+        wide = src != "bool" and np.iinfo(src).max > _FLOAT16_MAX  # (int16's 32767 fits float16's range)
+        return f" (exact only for values below 2**{bits} in magnitude{'; ' + overflows if overflows and wide else ''})"
     if dst in INTEGER_DTYPES and src not in INTEGER_DTYPES:
         return f" (which truncates {src} values to whole numbers; those past {dst}'s range do not survive)"
     if dst in INTEGER_DTYPES:
         return f" (which wraps {src} values that {dst} cannot hold)"
-    return f" (which rounds {src} values that {dst} cannot hold)"
+    return f" (which rounds {src} values that {dst} cannot hold{'; ' + overflows if overflows else ''})"
 
 
 def _lossless_target(dtype: str, dtypes: tuple[str, ...]) -> str | None:

@@ -54,6 +54,9 @@ class Operand:
     #: the values are the conjugates of the memory's (a torch CUDA complex tensor with its conjugate bit, read without
     #: a copy): only a backend that reads conjugates (``Backend.reads_conjugates``) takes such an operand
     conj: bool = False
+    #: a copy made of the operand before it was read, as a plan's copies name it (torch resolving a lazy conjugate or
+    #: negation into a tensor of its values); "" for none
+    copy_note: str = ""
 
     @property
     def rows(self) -> int:

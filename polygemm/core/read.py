@@ -12,7 +12,8 @@ from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
 from ..interop.kinds import kind_of
-from ..interop.torch import torch_conjugate_memory, torch_detached, torch_dlpack_only, torch_refusal, torch_resolved
+from ..interop.torch import (torch_conjugate_memory, torch_copy_note, torch_detached, torch_dlpack_only, torch_refusal,
+                             torch_resolved)
 from .dtypes import DTYPE_HELP, bfloat16, np_name
 from .hints import check_dtype
 from .hostcopy import host_convert
@@ -266,7 +267,9 @@ def read_operand(name: str, obj: Any, *, writable: bool = False, read: tuple[str
     memory = torch_conjugate_memory(obj, writable=writable)
     if memory is not None:  # a CUDA complex tensor's lazy conjugate: its memory, read conjugated (no copy)
         return replace(read_operand(name, memory, writable=writable), conj=True)
-    obj = torch_resolved(name, obj, writable=writable)  # a torch lazy negation: materialized (an out with one refused)
+    resolved = torch_resolved(name, obj, writable=writable)  # a torch lazy negation: materialized (an out with one refused)
+    if resolved is not obj:  # a new tensor of its values, torch's copy: named among the plan's copies
+        return replace(read_operand(name, resolved, writable=writable), copy_note=torch_copy_note(name, obj))
     # torch's __cuda_array_interface__ refuses bfloat16: those tensors come through DLPack
     via_dlpack = torch_dlpack_only(obj)
     dev = None if via_dlpack else device_interface(obj, name)

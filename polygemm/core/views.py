@@ -10,7 +10,7 @@ import numpy as np
 
 from ..interop.cuda_array_interface import device_index
 from ..interop.cupy import cupy_view
-from ..interop.torch import torch_negated, torch_stream, torch_view
+from ..interop.torch import torch_keyless, torch_stream, torch_view
 
 __all__ = ["operand_view", "view_interface"]
 
@@ -30,8 +30,8 @@ def operand_view(obj: Any) -> tuple[tuple, int, Any] | None:
         tv = torch_view(obj)
     if tv is not None:
         return tv
-    if torch_negated(obj):  # a lazy negation (a subclass's too: torch_view passed it over) is resolved every call
-        return None
+    if torch_keyless(obj):  # a lazy negation (a subclass's too: torch_view passed it over) is resolved every call, and
+        return None           # a dual tensor of forward AD refused: neither is its memory alone
     try:
         iface = obj.__cuda_array_interface__
         where = "cuda"

@@ -1,31 +1,50 @@
 """Which library an operand belongs to.
 
 An operand's kind is its library (``numpy``, ``cupy``, ``torch``, ``jax``, ``pycuda``, ...),
-read from the type's module. Python lists and scalars count as NumPy. One call takes one kind:
+read from the type's module; a subclass of a torch tensor or a CuPy array defined elsewhere (in the user's own
+code) is of its base's library. Python lists and scalars count as NumPy. One call takes one kind:
 CuPy ``a`` with a torch ``b`` is refused, naming both. An operand's array namespace is read
 with ``array-api-compat``.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["kind_of", "common_kind", "KNOWN_KINDS", "type_name", "namespace"]
+__all__ = ["kind_of", "common_kind", "foreign_c", "KNOWN_KINDS", "type_name", "namespace"]
 
 _HOSTLIKE = ("numpy", "builtins")
 
 def kind_of(obj: Any) -> str:
-    """The library ``obj`` belongs to (``"numpy"`` for NumPy arrays, lists and scalars)."""
+    """The library ``obj`` belongs to (``"numpy"`` for NumPy arrays, lists and scalars; ``"torch"`` for a subclass
+    of ``torch.Tensor`` wherever it is defined)."""
     if obj is None or isinstance(obj, np.ndarray):
         return "numpy"
     root = type(obj).__module__.split(".", 1)[0]
     if root in ("jaxlib", "jax"):
         return "jax"
-    return "numpy" if root in _HOSTLIKE else root
+    if root in _HOSTLIKE:
+        return "numpy"
+    if root not in KNOWN_KINDS:  # (after the module's name, which answers for the libraries' own classes at once)
+        return _base_library(obj) or root
+    return root
+
+
+def _base_library(obj: Any) -> str:
+    """The library whose array class ``obj``'s class derives from, when it is defined outside that library (``class
+    Plain(torch.Tensor)`` in the user's module); "" for none. Only libraries already imported are asked: an object of
+    one not imported cannot be its array."""
+    for name, cls in (("torch", "Tensor"), ("cupy", "ndarray")):
+        module = sys.modules.get(name)
+        base = getattr(module, cls, None) if module is not None else None
+        if isinstance(base, type) and isinstance(obj, base):
+            return name
+    return ""
 
 
 #: libraries whose arrays polygemm returns in kind; arrays of others never conflict
@@ -49,6 +68,16 @@ def common_kind(operands: list[tuple[str, Any]]) -> str:
                 f"(convert one, e.g. with {first[1]}'s asarray / from_dlpack)"
             )
     return first[1]
+
+
+def foreign_c(a: Any, b: Any, c: Any) -> bool:
+    """Whether ``c`` is of another known library than ``a`` and ``b``, which are of one (a Python float, a list or a
+    NumPy array beside torch tensors): the one-library refusal is what holds for it, before its shape or dtype, whose
+    hints would name its own library's ways. dask on either side is left to its own refusal (polygemm.dask.gemm)."""
+    kind = kind_of(a)
+    other = kind_of(c)
+    return other != kind and kind == kind_of(b) and kind in KNOWN_KINDS and other in KNOWN_KINDS \
+        and "dask" not in (kind, other)
 
 
 def type_name(obj: Any) -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 import sys
+from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError
 
-__all__ = ["torch_refusal", "torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_unwritable", "torch_resolved", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_refusal", "torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_keyless", "torch_unwritable", "torch_resolved", "torch_copy_note", "torch_written", "torch_view", "torch_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -80,6 +81,14 @@ def torch_negated(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor) and (_is_neg(obj) or _is_conj(obj))
 
 
+def torch_keyless(obj: Any) -> bool:
+    """Whether no view of ``obj``'s memory may key a plan: a torch tensor with its negative or conjugate bit set
+    (:func:`torch_negated`), or any torch tensor while a forward-AD level is open (a dual tensor's tangent is no part
+    of its memory: each tensor is then read by the full normalization, which refuses a dual one)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and (_is_neg(obj) or _is_conj(obj) or _open_level(torch) >= 0)
+
+
 def torch_unwritable(out: Any) -> bool:
     """Whether ``out`` is a torch inference tensor and inference mode is off: torch allows no update of it then."""
     torch = sys.modules.get("torch")
@@ -122,6 +131,16 @@ def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
                             f"memory holds the values' negatives, and polygemm writes memory as it is; pass a tensor without "
                             f"it ({name}.resolve_neg() is a new one), or omit {name} to get a new result")
     return obj.resolve_neg()
+
+
+def torch_copy_note(name: str, obj: Any) -> str:
+    """What :func:`torch_resolved` copied of ``obj`` (a tensor with its conjugate or negative bit set), as a plan's
+    copies name a copy: the whole tensor, made by torch."""
+    bits = [(f"{name}.resolve_{bit}()", what) for bit, what, is_set in
+            (("conj", "a lazy conjugate: its memory holds its values' conjugates", _is_conj(obj)),
+             ("neg", "a lazy negation: its memory holds its values' negatives", _is_neg(obj))) if is_set]
+    return (f"{name} copied once by torch, {' then '.join(call for call, _ in bits)} "
+            f"({'; '.join(what for _, what in bits)})")
 
 
 def torch_written(out: Any) -> None:
@@ -245,15 +264,67 @@ def torch_detached(name: str, obj: Any) -> Any:
     """``obj`` itself, or for a torch tensor that requires grad: under ``torch.no_grad()`` or
     ``torch.inference_mode()`` its ``detach()`` (the same memory; torch records no graph there either, as its own
     matmul records none), else ArgumentError naming ``name``: polygemm records no autograd graph, so a result of it
-    would lose the gradient silently."""
+    would lose the gradient silently. A dual tensor of forward-mode AD (``fwAD.make_dual``) is refused likewise
+    outside ``torch.inference_mode()``, naming its primal."""
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(obj, torch.Tensor) or not obj.requires_grad:
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return obj
+    if _open_level(torch) >= 0:  # (tangents exist only inside fwAD.dual_level: outside it, one attribute read)
+        _dual_refusal(name, obj, torch)
+    if not obj.requires_grad:
         return obj
     if torch.is_grad_enabled():
         raise ArgumentError(f"{name} requires grad, and polygemm records no autograd graph (its result would have no "
                             f"grad_fn: the gradient lost); call it under torch.no_grad() or torch.inference_mode() for "
                             f"inference, or pass {name}.detach() to compute without gradients")
     return obj.detach()
+
+
+def _dual_refusal(name: str, obj: Any, torch: Any) -> None:
+    """ArgumentError naming ``name`` for a torch tensor that carries a forward-mode AD tangent at the level open now
+    (``fwAD.make_dual`` inside ``fwAD.dual_level()``), where torch would carry it into a product (not under
+    ``torch.inference_mode()``): polygemm computes the primal's product alone, and its result would have no tangent,
+    the derivative lost silently. Nothing for other tensors."""
+    if torch.is_inference_mode_enabled():  # (torch's own matmul drops the tangent there too)
+        return
+    if _forward_ad.unpack_dual(obj).tangent is None:  # (a level is open: _forward_ad is torch's forward-AD module)
+        return
+    primal = f"pass its primal, torch.autograd.forward_ad.unpack_dual({name}).primal"
+    if name == "out":  # written in place, its tangent would go on standing for values it no longer holds
+        raise ArgumentError(f"out is a dual tensor of forward-mode AD (it carries a tangent), and polygemm writes no "
+                            f"tangent (out's would no longer be the derivative of its values); {primal}, to write the "
+                            f"values alone, or omit out to get a new result")
+    raise ArgumentError(f"{name} is a dual tensor of forward-mode AD (it carries a tangent), and polygemm computes no "
+                        f"tangent (its result would have none: the derivative lost); {primal}, to compute without it, "
+                        f"or compute the product with torch.matmul, which carries it")
+
+
+#: what a call reads of the imported torch, found once for it (``_found_torch``; a test may swap in a stand-in) and
+#: kept in globals, the cheapest reads a call can make: its forward-AD module (``torch.autograd.forward_ad``), whose
+#: ``_current_level`` is the level open now (-1: none; for a torch without forward AD, such as a stand-in, a module of
+#: level -1: Python reads a module's attribute fastest), and whether its tensors carry the negative bit (torch >= 1.10)
+_NO_FORWARD_AD: Any = ModuleType("no_forward_ad")
+_NO_FORWARD_AD._current_level = -1
+_forward_ad: Any = _NO_FORWARD_AD
+_neg_bit = False
+_found_torch: Any = None
+
+
+def _open_level(torch: Any) -> int:
+    """The forward-AD level open now: ``fwAD.dual_level()``'s, -1 outside it (or for a torch without forward AD),
+    read from torch's own record of it, a module attribute (tangents exist only while a level is open)."""
+    if _found_torch is not torch:
+        _find(torch)
+    return int(_forward_ad._current_level)
+
+
+def _find(torch: Any) -> None:
+    """Read what a call needs of the imported torch (see ``_found_torch``), for the calls after this one."""
+    global _forward_ad, _neg_bit, _found_torch
+    forward_ad = getattr(getattr(torch, "autograd", None), "forward_ad", None)
+    _forward_ad = forward_ad if isinstance(getattr(forward_ad, "_current_level", None), int) else _NO_FORWARD_AD
+    _neg_bit = hasattr(torch.Tensor, "is_neg")
+    _found_torch = torch  # (last: a thread that sees this torch reads what was found for it)
 
 
 def _grad_kept(obj: Any, torch: Any) -> bool:
@@ -265,19 +336,20 @@ def _grad_kept(obj: Any, torch: Any) -> bool:
 def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
     """``operand_view`` of a CUDA torch tensor from its attributes (its ``__cuda_array_interface__``
     is Python-heavy): the same key fields, pointer and stream; None for anything else, or a
-    tensor the full normalization must see (one that requires grad, with grad mode on, is refused there)."""
+    tensor the full normalization must see (one that requires grad, with grad mode on, is refused there; any, while a
+    forward-AD level is open)."""
     torch = sys.modules.get("torch")
     if torch is None or type(obj) is not torch.Tensor or not obj.is_cuda or (obj.requires_grad and _grad_kept(obj, torch)) \
-            or _is_neg(obj) or _is_conj(obj):
-        return None
+            or _is_neg(obj) or _is_conj(obj) or _open_level(torch) >= 0:
+        return None  # (inside fwAD.dual_level the full normalization reads each tensor, and refuses a dual one)
     return _torch_one(obj, obj.device.index, torch_stream(obj))
 
 
 def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
     """``torch_view`` of ``a``, ``b``, ``c`` and ``out`` at once when all are CUDA tensors (c and
-    out may be None) on one GPU, none requiring grad with grad mode on and ``out`` no inference tensor outside
-    inference mode: the device's current stream read once for all; None otherwise (each operand is then viewed on its
-    own, or refused). Each tensor's attributes are read once, in one pass: a torch attribute costs 0.1-0.2 µs, and this
+    out may be None) on one GPU, none requiring grad with grad mode on, ``out`` no inference tensor outside
+    inference mode and no forward-AD level open: the device's current stream read once for all; None otherwise (each
+    operand is then viewed on its own, or refused). Each tensor's attributes are read once, in one pass: a torch attribute costs 0.1-0.2 µs, and this
     runs on every call."""
     torch = sys.modules.get("torch")
     if torch is None:
@@ -289,7 +361,11 @@ def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] |
     device = a.get_device()  # -1 on the CPU; an index on any other device (mps:0, xpu:0), not only CUDA
     if device < 0:
         return None
-    if not hasattr(tensor, "is_neg"):  # (torch < 1.10, with no negative bit: each operand viewed on its own)
+    if _found_torch is not torch:  # (once per imported torch)
+        _find(torch)
+    # a torch < 1.10 has no negative bit: each operand viewed on its own; inside fwAD.dual_level a dual tensor's tangent
+    # is no part of its memory: each is read by the full normalization, which refuses a dual one
+    if not _neg_bit or _forward_ad._current_level >= 0:
         return None
     if out is not None and out.is_inference() and not torch.is_inference_mode_enabled():
         return None  # torch allows no update of it: refused by the full normalization

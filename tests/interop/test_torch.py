@@ -442,3 +442,139 @@ def test_a_lazy_modules_uninitialized_parameter_is_told_to_run_the_module_first(
     with pytest.raises(pg.ArgumentError, match=r"^a is an uninitialized parameter of a lazy module .* run the module's "
                                                r"forward once first"):
         pg.matmul(torch.nn.UninitializedParameter(), torch.randn(3, 2))
+
+
+@pytest.mark.parametrize("name", ["a", "b", "c", "out"])
+def test_a_dual_tensor_of_forward_ad_is_refused_naming_its_primal(name):
+    # polygemm computes no tangent: a result of a dual operand would drop it silently; torch.inference_mode drops it in
+    # torch's own matmul too, and the primal (or a tensor without a tangent inside the level) computes as ever
+    import warnings
+
+    torch = _torch()
+    fwAD = torch.autograd.forward_ad
+    args = {"a": torch.randn(5, 7), "b": torch.randn(7, 3), "c": torch.randn(5, 3), "out": torch.empty(5, 3)}
+    with fwAD.dual_level():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # (newer torch: its jvp decompositions' torch.jit.script)
+            dual = fwAD.make_dual(args[name], torch.randn_like(args[name]))
+        given = dict(args, **{name: dual})
+        call = lambda **kw: pg.gemm(given["a"], given["b"], given["c"], out=given["out"], **kw)  # noqa: E731
+        way = r"omit out" if name == "out" else r"torch\.matmul"
+        with pytest.raises(pg.ArgumentError, match=rf"^{name} is a dual tensor of forward-mode AD .*"
+                                                   rf"unpack_dual\({name}\)\.primal.*{way}"):
+            call()
+        with pytest.raises(pg.ArgumentError, match=rf"^{name} is a dual tensor"):
+            pg.explain(given["a"], given["b"], given["c"], out=given["out"])
+        with torch.inference_mode():
+            call()
+        given[name] = fwAD.unpack_dual(dual).primal
+        got = call()
+    torch.testing.assert_close(got, args["a"] @ args["b"] + args["c"])
+
+
+def test_an_open_forward_ad_level_keeps_tensors_out_of_the_plan_caches_views(monkeypatch):
+    # a repeated call with CUDA tensors is bound from their views alone, which no tangent is part of: while a level is
+    # open every tensor goes to the full read (which refuses a dual one), and the views come back once it is closed
+    import types
+
+    from polygemm.core.views import operand_view
+    from polygemm.interop import torch_view, torch_views
+    from tests.helpers import fake_torch
+
+    Tensor = fake_torch(monkeypatch)
+    level = types.SimpleNamespace(_current_level=-1)
+    __import__("sys").modules["torch"].autograd = types.SimpleNamespace(forward_ad=level)
+    a, b = Tensor(0x1000, (8, 4), (4, 1)), Tensor(0x2000, (4, 6), (6, 1))
+    assert torch_views(a, b, None, None) is not None and torch_view(a) is not None
+    level._current_level = 0
+    assert torch_views(a, b, None, None) is None
+    assert torch_view(a) is None and operand_view(a) is None
+    level._current_level = -1
+    assert torch_views(a, b, None, None) is not None and operand_view(a) is not None
+
+
+def test_a_tensor_subclass_of_user_code_is_a_torch_operand():
+    # a subclass defined here (its module is this test's, not torch's) is torch's: a NumPy operand beside it is told
+    # the one-library refusal, casts are said as torch spells them, and a new result is a plain torch.Tensor
+    torch = _torch()
+    from polygemm.interop import kind_of
+
+    class Plain(torch.Tensor):
+        pass
+
+    a = torch.ones(4, 3).as_subclass(Plain)
+    assert kind_of(a) == "torch"
+    with pytest.raises(pg.ArgumentError, match=r"^a is a .*Plain and b a ndarray: pass operands of one library"):
+        pg.gemm(a, np.ones((3, 5), np.float32))
+    with pytest.raises(DTypeError, match=r"a\.to\(torch\.float64\)") as info:
+        pg.gemm(a, torch.ones(3, 5, dtype=torch.float64))
+    assert "astype" not in str(info.value) and "np." not in str(info.value)
+    got = pg.gemm(a, torch.ones(3, 5))
+    assert type(got) is torch.Tensor and torch.equal(got, torch.full((4, 5), 3.0))
+
+
+@pytest.mark.parametrize("c, way", [
+    (1.0, r"torch\.full\(\(5, 3\), 1\.0, dtype=a\.dtype, device=a\.device\)"),
+    ([1.0, 2.0, 3.0], r"torch\.as_tensor\(c, dtype=a\.dtype, device=a\.device\)\.expand\(5, 3\)"),
+    (np.ones((5, 3)), r"torch\.as_tensor\(c, dtype=a\.dtype, device=a\.device\)\)$"),
+])
+def test_a_c_of_another_library_beside_tensors_is_told_one_library_first(c, way):
+    # its shape or dtype hints would be NumPy's (np.broadcast_to, a cast to float32), and the one-library refusal
+    # would follow them: it is said first, with the torch way, by gemm, a checked gemm and explain alike
+    torch = _torch()
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    for call in (pg.gemm, pg.explain, lambda *args: pg.gemm(*args, verify="raise")):
+        with pytest.raises(pg.ArgumentError, match=rf"^a is a torch\.Tensor and c a \w+: pass operands of one library.*{way}") \
+                as info:
+            call(a, b, c)
+        assert "np." not in str(info.value)
+    with pytest.raises(pg.ArgumentError, match=r"dtype=out\.dtype"):
+        pg.gemm(a, b, c, out=torch.empty(5, 3))
+    made = torch.as_tensor(c, dtype=a.dtype, device=a.device).expand(5, 3)  # the way named, taken
+    torch.testing.assert_close(pg.gemm(a, b, made), a @ b + made)
+
+
+@pytest.mark.parametrize("other, keep, narrow, loses", [
+    ("float16", "float64", "float16", r"exact only for values below 2\*\*11 in magnitude; those above 65504 overflow to inf"),
+    ("complex64", "complex128", "complex64", r"exact only for values below 2\*\*24 in magnitude"),
+])
+def test_an_int64_tensor_beside_a_narrower_float_is_told_a_cast_that_keeps_its_values(other, keep, narrow, loses):
+    # torch promotes int64 with float16 to float16 (inf above 65504) and with complex64 to complex64 (exact below 2**24):
+    # the cast that keeps the values comes first, saying the product runs in it; torch's follows, saying what it loses
+    torch = _torch()
+    a, b = torch.ones(2, 2, dtype=torch.int64), torch.ones(2, 2, dtype=getattr(torch, other))
+    with pytest.raises(DTypeError) as info:
+        pg.gemm(a, b)
+    text = str(info.value)
+    first, _, then = text.partition(", or ")
+    assert f"a.to(torch.{keep})" in first and f"b.to(torch.{keep})" in first and f"runs in {keep}" in first
+    assert f"a.to(torch.{narrow})" in then and re.search(loses, then) and "which rounds int64" not in text
+
+
+def test_explain_and_last_plan_name_torchs_copy_of_a_lazy_conjugate_or_negation():
+    # torch resolves a CPU tensor's conjugate bit, and any tensor's negative bit, into a new tensor: a whole copy,
+    # named among the plan's copies as others are
+    torch = _torch()
+    z, w = torch.randn(5, 7, dtype=torch.complex64), torch.randn(7, 3, dtype=torch.complex64)
+    plan = pg.explain(z.conj(), w)
+    assert any(line.startswith("a copied once by torch, a.resolve_conj()") for line in plan.copies)
+    assert "copies  : none" not in str(plan)
+    got = pg.matmul(w.T, z.conj().T)
+    assert any("b.resolve_conj()" in line for line in pg.last_plan().copies)
+    torch.testing.assert_close(got, w.T @ z.conj().T.resolve_conj())
+    assert any("c.resolve_neg()" in line for line in pg.explain(z.real, z.real.T, _negated(torch, (5, 5))).copies)
+    pg.matmul(z, w)
+    assert pg.last_plan().copies == []
+
+
+@pytest.mark.parametrize("out", ["list", "empty", "two"])
+def test_matmul_told_an_out_of_several_or_none_says_a_one_element_tuple_in_torchs_terms(out):
+    torch = _torch()
+    a, b, o = torch.randn(5, 7), torch.randn(7, 3), torch.empty(5, 3)
+    given = {"list": [o], "empty": (), "two": (o, o)}[out]
+    for call in (pg.matmul, pg.explain):
+        with pytest.raises(pg.ArgumentTypeError, match=r"^out must be a torch tensor that can receive the result, or a "
+                                                       r"one-element tuple of it") as info:
+            call(a, b, out=given)
+        assert "NumPy" not in str(info.value)
+    assert pg.matmul(a, b, out=(o,)) is o
