@@ -272,14 +272,14 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
     return res.reshape(want)
 
 
-def _outputs(out: tuple | list) -> bool:
+def _outputs(out: tuple[Any, ...] | list[Any]) -> bool:
     """Whether a tuple or list given as ``out`` is one of outputs, as numpy.matmul's ufunc form takes it (a tuple of
     one, an empty one, or one of arrays), rather than values (a list of numbers, refused by gemm as the array-like it
     is)."""
     return (isinstance(out, tuple) and len(out) == 1) or not out or hasattr(out[0], "shape")
 
 
-def _one_out(out: tuple | list, a: Any, b: Any) -> Any:
+def _one_out(out: tuple[Any, ...] | list[Any], a: Any, b: Any) -> Any:
     """The array of matmul's ``out=(arr,)`` (numpy.matmul's ufunc form: a one-element tuple names its one output);
     ArgumentTypeError for any other tuple or a list, saying what ``out`` takes in a's and b's library's terms."""
     if isinstance(out, tuple) and len(out) == 1:
