@@ -484,7 +484,7 @@ def anchors_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: in
 
 def _anchors(table: _Table, spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int, most: int) -> list[tuple[float, dict]]:
     """The rung's ``most`` measurements nearest this product and way of running it, nearest first, each with its
-    distance (ties: table order, newest run first)."""
+    distance: the shape distance plus a penalty for running differently (ties: table order, newest run first)."""
     rows = table.rows.get(spec.name)
     if not rows:
         return []
@@ -524,16 +524,18 @@ def _anchor_scale(anchor: dict, donor: KernelSpec, model: RungModel, vendor: dic
     return measured_us / modelled * (1.0 + DISTANCE_PENALTY * distance)
 
 
-def _blended_scale(anchors: list[tuple[float, dict]], scale_of: Callable[[dict], float]) -> float:
+def _blended_scale(anchors: list[tuple[float, dict]], scale_of: Callable[[dict], float], shared: float = 0.0) -> float:
     """The anchors' scales in one: a measurement at this very product alone; else their geometric mean weighted by
-    ``1 / (ANCHOR_WEIGHT_EPS + distance)**2``. One neighbour's quirk (a tile count that happens to fill the last wave)
+    ``1 / (ANCHOR_WEIGHT_EPS + distance - shared)**2``, ``shared`` the part of every anchor's distance that is no shape
+    (the penalty of the nearest for running differently, such as unsplit where this candidate splits K: borne by all of
+    them, it would weigh the farther ones up). One neighbour's quirk (a tile count that happens to fill the last wave)
     otherwise decides a shape it does not resemble: on shapes held out of the measured tables, blending the five
     nearest picks rungs 1-4% nearer the measured best than the nearest alone (``polygemm tune --holdout``, many seeds)."""
     if anchors[0][0] == 0.0:
         return scale_of(anchors[0][1])
     total = weights = 0.0
     for distance, anchor in anchors:
-        w = 1.0 / (ANCHOR_WEIGHT_EPS + distance) ** 2
+        w = 1.0 / (ANCHOR_WEIGHT_EPS + distance - shared) ** 2
         total += w * math.log(scale_of(anchor))
         weights += w
     return math.exp(total / weights)
@@ -581,7 +583,11 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
             scale = 1.0
             anchors = _anchors(table, donor, m, n, k, count, s, ANCHORS_BLENDED)
             if anchors:
-                scale = _blended_scale(anchors, lambda a: _anchor_scale(a, donor, model, vendor, m, n, k, count, s, sms, result_layout))
+                nearest = anchors[0][1]
+                shared = anchors[0][0] - shape_distance((m, n, k, count), (int(nearest["m"]), int(nearest["n"]), int(nearest["k"]),
+                                                                         int(nearest.get("batch") or 1)))
+                scale = _blended_scale(anchors, lambda a: _anchor_scale(a, donor, model, vendor, m, n, k, count, s, sms, result_layout),
+                                       max(shared, 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             device_us = c.estimate_us * scale
             host = SPLIT_HOST_US if s else 0.0  # what the measurements (device time) leave out
