@@ -56,8 +56,8 @@ def host_values(x: Any, backend: Backend | None = None) -> np.ndarray | None:
         return host
     if module == "cupy":
         return np.asarray(x.get())
-    if backend is not None and hasattr(x, "__cuda_array_interface__"):  # pycuda and the like: the backend copies it
-        return np.asarray(backend.to_host(x))
+    if backend is not None and (hasattr(x, "__cuda_array_interface__") or hasattr(x, "__polygemm_array_interface__")):
+        return np.asarray(backend.to_host(x))  # pycuda's, a MusaArray, and the like: the backend copies it
     return np.asarray(x)
 
 
@@ -229,7 +229,8 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
 
 def _passed(mode: str, report: CheckReport) -> str:
     """last_plan()'s note of a check that passed."""
-    skipped = f", {_rows(report.unchecked)} left unchecked (non-finite operands)" if report.unchecked else ""
+    skipped = (f", {_rows(report.unchecked)} left unchecked (non-finite operands, or a product that may rightly "
+               f"overflow)" if report.unchecked else "")
     return f"verify={mode!r}: checked on {report.where}, passed ({_rows(report.checked)}{skipped})"
 
 
@@ -272,5 +273,5 @@ def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, flo
             note(f"verify='retry': variant {plan.variant!r} failed its check ({_rows(report.failed)} off); this variant "
                  "recomputed the product and passed")
         return deliver(result, out, backend)
-    first = f"first attempt: variant {plan.variant!r}, {_rows(report.failed)} off (worst row {report.rows[0] if report.rows else '?'})"
+    first = f"first attempt: variant {plan.variant!r}, {_rows(report.failed)} off (the first, row {report.rows[0] if report.rows else '?'})"
     raise _refusal(replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too")), out, c)

@@ -167,7 +167,7 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
         result.set(host)
     else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
         raw = _UINTS.get(host.dtype.itemsize)
-        if raw is None:  # complex128: a buffer format of its own
+        if raw is None or not hasattr(result, "view"):  # complex128: a buffer format of its own; a MusaArray: no views
             result.set(host)
         else:
             result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)

@@ -28,3 +28,32 @@ def test_the_musa_backend_is_checked_on_the_host(musa, rng):
     with pg.testing.inject_fault(5, 6, value=500.0):
         with pytest.raises(pg.VerificationError, match="'musa'"):
             pg.gemm(a, b, device="musa", verify="raise")
+
+
+def test_musa_arrays_are_checked_on_the_host_and_take_injected_faults(musa, rng):
+    """MusaArray operands and results (the musa backend's own device arrays) are copied back for the host's check, and
+    a fault injected into a MusaArray result is caught; a failed check leaves out as it was."""
+    from polygemm.backends.musa import MusaArray
+
+    a = rng.standard_normal((40, 24)).astype(np.float16)
+    b = rng.standard_normal((24, 32)).astype(np.float16)
+    da, db = MusaArray.from_numpy(a), MusaArray.from_numpy(b)
+    got = pg.gemm(da, db, verify="raise")
+    np.testing.assert_allclose(got.get(), (a.astype(np.float64) @ b).astype(np.float16), rtol=2e-2, atol=2e-2)
+    out = MusaArray.from_numpy(np.full((40, 32), 7.0, np.float16))
+    for fault in ({"value": 500.0}, {"bit": 14}):
+        with pg.testing.inject_fault(5, 6, **fault):
+            with pytest.raises(pg.VerificationError, match=r"'musa'.*row.*5"):
+                pg.gemm(da, db, out=out, verify="raise")
+        assert (out.get() == 7.0).all()
+    with pg.testing.inject_fault(5, 6, value=500.0, times=1):
+        retried = pg.gemm(da, db, verify="retry")
+    np.testing.assert_allclose(retried.get(), got.get())
+
+
+def test_a_failed_retry_names_its_first_failing_row_as_the_first(rng):
+    a, b = np.ones((6, 3), np.float32), np.ones((3, 2), np.float32)
+    with pg.testing.inject_fault(1, 1, value=3.5), pg.testing.inject_fault(4, 0, value=1e6):
+        with pytest.raises(pg.VerificationError, match=r"first attempt: .*2 rows off \(the first, row 1 ") as exc:
+            pg.gemm(a, b, verify="retry")
+    assert "worst" not in str(exc.value).split("first attempt")[1].split(";")[0]
