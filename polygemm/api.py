@@ -210,8 +210,13 @@ def _c_of_theirs(a: Any, b: Any, c: Any, out: Any, out_dtype: Any) -> None:
     a list beside tensors): c's shape and dtype refusals would name its own library's ways (np.broadcast_to, a NumPy
     cast), and the one-library refusal would follow them all the same. Said first, as a list ``b`` beside a tensor
     ``a`` is told it before its dtype."""
-    if foreign_c(a, b, c):
+    if foreign_c(a, b, c) and not _on_device(a):  # (a host c beside device operands: told the places, which is what holds)
         raise c_library_refusal(a, b, c, out, out_dtype)
+
+
+def _on_device(x: Any) -> bool:
+    """Whether ``x`` is device data: a CUDA array (a torch tensor on the CPU has no CUDA interface) or a backend's own."""
+    return hasattr(x, "__cuda_array_interface__") or hasattr(x, "__polygemm_array_interface__")
 
 
 def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
