@@ -20,7 +20,7 @@ from .hostcopy import host_convert
 from .layout import Layout, check_ndim, host_layout, layout_from_strides
 from .operand import Operand
 
-__all__ = ["read_operand", "NotWhole", "OutNotInPlace", "OutOverlaps", "OutBatchUnwalkable", "unsupported_strides"]
+__all__ = ["read_operand", "check_dlpack_out", "NotWhole", "OutNotInPlace", "OutOverlaps", "OutBatchUnwalkable", "unsupported_strides"]
 
 
 class OutNotInPlace(ArgumentError):
@@ -112,6 +112,27 @@ def _check_ufunc_override(name: str, obj: np.ndarray) -> None:
                             f"its bare values")
 
 
+def _check_raw_records(name: str, arr: np.ndarray) -> None:
+    """DTypeError for data NumPy reads as raw records (``void16``: an ``__array_interface__`` of
+    typestr ``'<V2'``, as bfloat16 and other types with no NumPy typestr are offered): no cast of
+    records to a number type exists, so the hint is the view that reads them as numbers, bfloat16
+    where the interface's descr names it."""
+    dtype = arr.dtype
+    if dtype.kind != "V" or getattr(dtype.type, "__module__", "").partition(".")[0] == "ml_dtypes":
+        return
+    size = dtype.itemsize
+    descr = arr.__array_interface__.get("descr")  # (a field named bfloat16 is how NumPy reads a descr that names it)
+    if size == 2 and "bfloat16" in str(descr):
+        raise DTypeError(f"{name} offers bfloat16 as raw 2-byte records (typestr {dtype.str!r}, descr {descr}: NumPy has no "
+                         f"typestr for bfloat16); view them as bfloat16 first, e.g. np.asarray({name}).view(ml_dtypes.bfloat16)")
+    if dtype.names is not None or dtype.subdtype is not None:  # records of fields: check_dtype names the dtype
+        return
+    maybe = (f" If they are bfloat16 (which NumPy's typestr cannot name), view them as it: "
+             f"np.asarray({name}).view(ml_dtypes.bfloat16).") if size == 2 else ""
+    raise DTypeError(f"{name} holds raw {size}-byte records (typestr {dtype.str!r}), which NumPy reads as {dtype.name}: not "
+                     f"a number type polygemm reads, and no cast makes them one; pass numbers of {DTYPE_HELP}.{maybe}")
+
+
 def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> Operand:
     """``obj`` (``given``: what the user passed, when ``obj`` is NumPy's view of it) as an operand."""
     if obj is None:
@@ -178,6 +199,8 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
                              f"of {DTYPE_HELP}{dense}")
         # an ndarray of dtype object goes on to check_dtype, which names its dtype, the supported ones and the cast
     check_ndim(name, arr.shape, matmul_hint=True, given=obj if given is None else given)
+    if name != "out":  # (an out is told the dtype it must have)
+        _check_raw_records(name, arr)
     check_dtype(name, arr.dtype, obj if given is None else given)
     copied = False
     desc = host_layout(arr)
@@ -275,27 +298,51 @@ def read_operand(name: str, obj: Any, *, writable: bool = False, read: tuple[str
     dev = None if via_dlpack else device_interface(obj, name)
     if dev is None:
         if not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+            _check_dlpack_dtype(name, obj)
             where, data, iface = dlpack_interface(name, obj)
             # a torch tensor is writeable like its array-interface kin; other DLPack device data may not be
             torch_device = iface is not None and kind_of(obj) == "torch"
-            if writable and iface is None and not data.flags.writeable and _legacy_dlpack(obj):
-                # a writeable array of a producer that speaks only DLPack before 1.0: what makes it read-only here is the
-                # old protocol, which has no read-only flag, so NumPy reads every such export read-only (and an immutable
-                # array may hide behind one); said so, not "pass a writeable array"
-                raise ArgumentError(f"{name} ({type(obj).__name__}) offers only DLPack's pre-1.0 export (its __dlpack__ takes no "
-                                    f"max_version), which cannot say that its memory may be written, so polygemm reads it "
-                                    f"read-only; pass a NumPy array (or a writeable CPU DLPack array of DLPack 1.0) as {name}, "
-                                    f"or omit {name} to get a new result")
-            if writable and ((iface is not None and not torch_device) or (iface is None and not data.flags.writeable)):
-                raise ArgumentError(f"{name} must be an array polygemm can write (NumPy, a writeable CPU DLPack array, or a "
-                                    f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
-                                    f"Omit {name} to get a new result")
+            if writable:
+                check_dlpack_out(name, obj, data, iface)
             if iface is None:
                 return _host_operand(name, data, writable=writable, given=obj)
             # a torch tensor stays the operand (its stream and memory are the tensor's)
             return _device_operand(name, obj if torch_device else data, where, iface, writable=writable and torch_device, given=obj)
         return _host_operand(name, obj, writable=writable)
     return _device_operand(name, obj, dev[0], dev[1], writable=writable)
+
+
+def check_dlpack_out(name: str, obj: Any, data: Any, iface: dict | None) -> None:
+    """ArgumentError unless ``obj``, an ``out`` read through DLPack (``data``, ``iface``: what
+    :func:`~polygemm.interop.dlpack.dlpack_interface` made of it), may be written in place: a torch
+    tensor on its device, or CPU memory whose export says it may be written (JAX arrays are immutable
+    and say they are not)."""
+    if iface is not None:
+        if kind_of(obj) == "torch":  # a torch tensor is writeable like its array-interface kin
+            return
+    elif data.flags.writeable:
+        return
+    elif _legacy_dlpack(obj):
+        # a writeable array of a producer that speaks only DLPack before 1.0: what makes it read-only here is the
+        # old protocol, which has no read-only flag, so NumPy reads every such export read-only (and an immutable
+        # array may hide behind one); said so, not "pass a writeable array"
+        raise ArgumentError(f"{name} ({type(obj).__name__}) offers only DLPack's pre-1.0 export (its __dlpack__ takes no "
+                            f"max_version), which cannot say that its memory may be written, so polygemm reads it "
+                            f"read-only; pass a NumPy array (or a writeable CPU DLPack array of DLPack 1.0) as {name}, "
+                            f"or omit {name} to get a new result")
+    raise ArgumentError(f"{name} must be an array polygemm can write (NumPy, a writeable CPU DLPack array, or a "
+                        f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
+                        f"Omit {name} to get a new result")
+
+
+def _check_dlpack_dtype(name: str, obj: Any) -> None:
+    """DTypeError, as a NumPy array of the dtype gets it, for a DLPack array whose own ``dtype`` is
+    a NumPy dtype polygemm does not read (JAX's float8 and int4, which DLPack carries as no type
+    NumPy reads, or not at all): read before the export, whose failure would say nothing of the
+    dtype. Other dtypes (torch's, or none) are left to the export."""
+    dtype = getattr(obj, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        check_dtype(name, dtype, obj)
 
 
 def _legacy_dlpack(obj: Any) -> bool:

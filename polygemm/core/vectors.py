@@ -11,8 +11,10 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
+from ..interop.kinds import Foreign, type_name
 from .dtypes import np_name
 from .hints import check_dtype
+from .read import check_dlpack_out
 
 __all__ = ["dlpack_vector", "ndim_of", "shape_of", "vector_result_shape", "unit_axis", "matmul_operands"]
 
@@ -30,6 +32,8 @@ def dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
     if not (hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__")):
         return x, ndim_of(x)
     where, data, iface = dlpack_interface(name, x)
+    if name == "out":  # said of the object given, as gemm says it, not of the view ("out is read-only")
+        check_dlpack_out(name, x, data, iface)
     if iface is None:
         check_dtype(name, data.dtype, x)  # said of the object given (gemm sees only the view)
         return data, int(data.ndim)
@@ -87,9 +91,10 @@ def unit_axis(x: Any, name: str, where: int) -> Any:
         if name != "out":
             return x.__array_namespace__().expand_dims(x, axis=at)
         if hasattr(x, "__dlpack__"):  # out is written in place: expand_dims need not give a view; NumPy's view of CPU memory is one
-            kind, data, _ = dlpack_interface(name, x)
+            kind, data, iface = dlpack_interface(name, x)
             if kind == "host":
-                return np.expand_dims(data, where)
+                check_dlpack_out(name, x, data, iface)  # refused as gemm refuses it, not as the view made of it
+                return _out_view(x, data, where)
     if not hasattr(x, "reshape"):
         if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):  # device data offered only by an interface
             how = "DLPack" if hasattr(x, "__dlpack__") else "__cuda_array_interface__"
@@ -107,6 +112,8 @@ def unit_axis(x: Any, name: str, where: int) -> Any:
     at = len(shape) + 1 + where
     if callable(getattr(x, "unsqueeze", None)):  # torch: a view by construction
         return x.unsqueeze(at)
+    if name == "out" and getattr(x, "strides", None) is None:
+        return _unstrided_out(x, where)
     try:
         y = x.reshape(shape[:at] + (1,) + shape[at:])
     except Exception as exc:
@@ -119,6 +126,31 @@ def unit_axis(x: Any, name: str, where: int) -> Any:
             raise ArgumentError(f"{name} ({type(x).__name__} with strides {tuple(strides)}) cannot take the vector's unit "
                                 f"dimension as a view of its memory; pass a C-ordered {name}")
     return y
+
+
+def _out_view(out: Any, data: np.ndarray, where: int) -> np.ndarray:
+    """NumPy's view ``data`` of ``out``'s CPU memory with the vector's unit dimension at ``where``,
+    made through :class:`~polygemm.interop.kinds.Foreign` so that gemm takes it as ``out``'s own (of
+    ``out``'s library, beside ``a`` and ``b`` of that library), not as a NumPy array."""
+    seen = np.asarray(Foreign(data.__array_interface__, out, data)).view(data.dtype)  # (bfloat16's typestr is raw bytes)
+    return np.expand_dims(seen, where)
+
+
+def _unstrided_out(x: Any, where: int) -> Any:
+    """A vector ``out`` of no strides (JAX's) with its unit dimension, as a view of its memory: its
+    reshape may be a new array, which would receive the result while ``out`` stayed as it was. CPU
+    DLPack data becomes NumPy's view of it, refused as gemm refuses an ``out`` it cannot write (an
+    immutable JAX array); anything else is refused."""
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        _, data, iface = dlpack_interface("out", x)
+        check_dlpack_out("out", x, data, iface)
+        if iface is None:
+            return _out_view(x, data, where)
+    # a TypeError too, as gemm's refusal of an out that is no array it can write
+    raise ArgumentTypeError(f"out ({type_name(x)}, a vector without strides) cannot take the vector's unit dimension as a "
+                            f"view of its memory (its reshape may be a copy, which would receive the result instead of out); "
+                            f"pass an out whose memory polygemm can address (a NumPy array, a CuPy array, a torch tensor), "
+                            f"or omit out to get a new result")
 
 
 def matmul_operands(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any, bool, bool]:

@@ -2,7 +2,8 @@
 libraries) is read without a copy: CPU data through ``numpy.from_dlpack``, CUDA data by reading
 the capsule's ``DLTensor`` (pointer, shape, strides, dtype) into the ``__cuda_array_interface__``
 form. CPU bfloat16 data (which ``numpy.from_dlpack`` refuses) becomes an ``ml_dtypes.bfloat16``
-view of the same memory."""
+view of the same memory, writeable only where a DLPack 1.0 export says its memory may be written
+(JAX arrays are immutable, and the older export has no flag to say so)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..core.dtypes import bfloat16
 from ..errors import ArgumentError, DTypeError
-from .kinds import type_name
+from .kinds import Foreign, type_name
 from .torch import torch_stream
 
 __all__ = ["dlpack_interface", "dlpack_wrapper"]
@@ -35,9 +36,20 @@ class _DLTensor(ctypes.Structure):
                 ("byte_offset", ctypes.c_uint64)]
 
 
+class _DLManagedTensorVersioned(ctypes.Structure):
+    """DLPack 1.0's export: a version, the producer's context and deleter, flags, then the tensor."""
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_is = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is.restype = ctypes.c_int
+_capsule_is.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 
 
 _DL_CODES = {0: "i", 1: "u", 2: "f"}  # kDLInt, kDLUInt, kDLFloat (complex is not read)
@@ -46,22 +58,42 @@ _DL_CODES = {0: "i", 1: "u", 2: "f"}  # kDLInt, kDLUInt, kDLFloat (complex is no
 _KDL_BFLOAT = 4  # kDLBfloat: 16 bits is bfloat16 (the interface's typestr "bfloat16": no NumPy typestr says it)
 
 
-class _Foreign:
-    """Memory of another library seen through ``__array_interface__``: the arrays NumPy makes
-    from it keep this object, and so the producer and its capsule, alive."""
-
-    def __init__(self, iface: dict, owner: Any) -> None:
-        self.__array_interface__ = iface
-        self.owner = owner
-
-
-def _host_bfloat16(obj: Any, t: "_DLTensor", capsule: Any) -> np.ndarray:
+def _host_bfloat16(obj: Any, capsule: Any, t: "_DLTensor", writable: bool) -> np.ndarray:
     """CPU bfloat16 DLPack data as an ``ml_dtypes.bfloat16`` NumPy view of the same memory
-    (NumPy's own from_dlpack refuses the dtype)."""
+    (NumPy's own from_dlpack refuses the dtype), read-only unless ``writable``."""
     shape = tuple(int(t.shape[i]) for i in range(t.ndim))
     strides = None if not t.strides else tuple(2 * int(t.strides[i]) for i in range(t.ndim))
-    iface = {"shape": shape, "typestr": "<u2", "strides": strides, "data": ((t.data or 0) + t.byte_offset, False), "version": 3}
-    return np.asarray(_Foreign(iface, (obj, capsule))).view(bfloat16())
+    iface = {"shape": shape, "typestr": "<u2", "strides": strides, "data": ((t.data or 0) + t.byte_offset, not writable),
+             "version": 3}
+    return np.asarray(Foreign(iface, obj, capsule)).view(bfloat16())
+
+
+def _host_export(name: str, obj: Any) -> tuple[Any, "_DLTensor", bool] | None:
+    """``obj``'s CPU DLPack export as ``(capsule, its DLTensor, whether its memory may be written)``:
+    DLPack 1.0's, whose read-only flag says, where the producer offers it; else the older one,
+    taken read-only (it has no flag, and its producer may hold immutable arrays, as JAX does).
+    None when the producer refuses to export."""
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer of DLPack before 1.0: no max_version
+        capsule = None
+    except Exception:
+        return None
+    if capsule is not None and _capsule_is(capsule, b"dltensor_versioned"):
+        head = _DLManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
+        if head.major == 1:  # (a later major version may lay the struct out otherwise)
+            return capsule, head.dl_tensor, not head.flags & _FLAG_READ_ONLY
+        capsule = None
+    if capsule is None or not _capsule_is(capsule, b"dltensor"):
+        capsule = _capsule(name, obj, None)
+        if capsule is None or not _capsule_is(capsule, b"dltensor"):
+            return None
+    return capsule, _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor")), False
+
+
+def _is_bfloat16(t: "_DLTensor") -> bool:
+    """Whether the DLTensor holds bfloat16 elements, one lane each."""
+    return t.dtype.code == _KDL_BFLOAT and t.dtype.bits == 16 and t.dtype.lanes == 1
 
 
 def dlpack_interface(name: str, obj: Any) -> tuple[str, Any, dict | None]:
@@ -76,10 +108,9 @@ def dlpack_interface(name: str, obj: Any) -> tuple[str, Any, dict | None]:
         try:
             return "host", np.from_dlpack(obj), None
         except Exception as exc:
-            capsule = _capsule(name, obj, None)
-            t = None if capsule is None else _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
-            if t is not None and t.dtype.code == _KDL_BFLOAT and t.dtype.bits == 16 and t.dtype.lanes == 1:
-                return "host", _host_bfloat16(obj, t, capsule), None
+            export = _host_export(name, obj)
+            if export is not None and _is_bfloat16(export[1]):
+                return "host", _host_bfloat16(obj, *export), None
             raise ArgumentError(f"{name} ({type_name(obj)}) could not be read through DLPack: {exc}") from exc
     if dev_type not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
         raise ArgumentError(f"{name} ({type_name(obj)}) lives on DLPack device type {dev_type}; polygemm takes CPU and CUDA data")
@@ -114,13 +145,28 @@ def _capsule(name: str, obj: Any, stream: int | None) -> Any:
         raise ArgumentError(f"{name} ({type_name(obj)}) could not be read through DLPack: {exc}") from exc
 
 
-def dlpack_wrapper(xp: Any) -> Callable[[np.ndarray], Any]:
-    """A NumPy result as an array of namespace ``xp`` (JAX, array-API libraries), through its
-    ``from_dlpack`` (no copy); bfloat16, which NumPy exports through no DLPack, through ``asarray``
-    (JAX takes ml_dtypes' type itself)."""
-    def other(res: np.ndarray) -> Any:
+def dlpack_wrapper(xp: Any, device: Any = None) -> Callable[[np.ndarray], Any]:
+    """A NumPy result as an array of namespace ``xp`` (JAX, array-API libraries) on ``device``
+    (the inputs' device; None: where the library puts CPU data), through its ``from_dlpack`` (no
+    copy where the library can keep NumPy's memory there); bfloat16, which NumPy exports through no
+    DLPack, through ``asarray`` (JAX takes ml_dtypes' type itself). The device is read once, here:
+    each call pays only the keyword."""
+    def anywhere(res: np.ndarray) -> Any:
         if res.dtype.name == "bfloat16":
             return xp.asarray(res)
         return xp.from_dlpack(res)
 
-    return other
+    if device is None:
+        return anywhere
+
+    # every CPU array exports as device 0: without device=, a result of inputs on another CPU device (JAX's
+    # --xla_force_host_platform_device_count, array_api_strict's Device('device1')) would land on device 0
+    def placed(res: np.ndarray) -> Any:
+        try:
+            if res.dtype.name == "bfloat16":
+                return xp.asarray(res, device=device)
+            return xp.from_dlpack(res, device=device)
+        except TypeError:  # a library of the array API before 2023.12, whose from_dlpack takes no device
+            return anywhere(res)
+
+    return placed

@@ -3,8 +3,9 @@
 An operand's kind is its library (``numpy``, ``cupy``, ``torch``, ``jax``, ``pycuda``, ...),
 read from the type's module; a subclass of a torch tensor or a CuPy array defined elsewhere (in the user's own
 code) is of its base's library. Python lists and scalars count as NumPy. One call takes one kind:
-CuPy ``a`` with a torch ``b`` is refused, naming both. An operand's array namespace is read
-with ``array-api-compat``.
+CuPy ``a`` with a torch ``b`` is refused, naming both, and so is an array of an array-API library
+polygemm does not know by name (``array_api_strict``) beside a NumPy array or a list. An operand's
+array namespace is read with ``array-api-compat``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["kind_of", "common_kind", "foreign_c", "KNOWN_KINDS", "type_name", "namespace"]
+__all__ = ["kind_of", "common_kind", "Foreign", "foreign_c", "KNOWN_KINDS", "type_name", "namespace"]
 
 _HOSTLIKE = ("numpy", "builtins")
 
@@ -47,16 +48,47 @@ def _base_library(obj: Any) -> str:
     return ""
 
 
-#: libraries whose arrays polygemm returns in kind; arrays of others never conflict
+#: libraries whose arrays polygemm returns in kind; arrays of others conflict only where they have an array
+#: namespace (:func:`_takes_side`)
 KNOWN_KINDS = ("numpy", "cupy", "torch", "jax", "pycuda", "dask")
+
+
+class Foreign:
+    """Memory of another library's array ``of`` offered to NumPy by ``__array_interface__``: the
+    arrays NumPy makes of it keep this object, and so ``of`` and ``keep`` (the capsule that holds
+    its memory), alive. :func:`common_kind` takes such an array as ``of``'s: matmul writes a vector
+    ``out`` through NumPy's view of it, which stands for that ``out``."""
+
+    def __init__(self, iface: dict, of: Any, keep: Any = None) -> None:
+        self.__array_interface__ = iface
+        self.of, self.keep = of, keep
+
+
+def _stood_for(obj: Any) -> Any:
+    """The array of another library a NumPy array views through :class:`Foreign` (``obj`` itself
+    for any other)."""
+    base = obj.base if isinstance(obj, np.ndarray) else None
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base.of if isinstance(base, Foreign) else obj
+
+
+def _takes_side(kind: str, obj: Any) -> bool:
+    """Whether an operand of ``kind`` sets the kind of a call's result: one of a known library, or
+    an array of another library with a namespace of its own (array_api_strict's), whose results
+    come back in kind. Objects offering only an interface (``__array__``, ``__array_interface__``,
+    DLPack, a device interface) take no side."""
+    return kind in KNOWN_KINDS or hasattr(obj, "__array_namespace__")
 
 
 def common_kind(operands: list[tuple[str, Any]]) -> str:
     """The one kind of the given ``(name, object)`` operands; ArgumentError naming both
-    when two known libraries differ (mixing them would leave the result's kind a guess).
-    Objects of other libraries (device arrays exposing only an interface) take no side."""
-    kinds = [(name, kind_of(obj), obj) for name, obj in operands if obj is not None]
-    known = [k for k in kinds if k[1] in KNOWN_KINDS]
+    when two libraries whose results come back in kind differ (known ones, or array-API ones:
+    mixing them would leave the result's kind a guess). Objects of other libraries (device arrays
+    exposing only an interface) take no side."""
+    given = [(name, _stood_for(obj)) for name, obj in operands if obj is not None]
+    kinds = [(name, kind_of(obj), obj) for name, obj in given]
+    known = [k for k in kinds if _takes_side(k[1], k[2])]
     if not known:
         return kinds[0][1]
     kinds = known
@@ -71,12 +103,13 @@ def common_kind(operands: list[tuple[str, Any]]) -> str:
 
 
 def foreign_c(a: Any, b: Any, c: Any) -> bool:
-    """Whether ``c`` is of another known library than ``a`` and ``b``, which are of one (a Python float, a list or a
-    NumPy array beside torch tensors): the one-library refusal is what holds for it, before its shape or dtype, whose
-    hints would name its own library's ways. dask on either side is left to its own refusal (polygemm.dask.gemm)."""
+    """Whether ``c`` is of another library than ``a`` and ``b``, which are of one, both libraries taking a side
+    (:func:`_takes_side`: a Python float, a list or a NumPy array beside torch tensors or array_api_strict arrays):
+    the one-library refusal is what holds for it, before its shape or dtype, whose hints would name its own library's
+    ways. dask on either side is left to its own refusal (polygemm.dask.gemm)."""
     kind = kind_of(a)
     other = kind_of(c)
-    return other != kind and kind == kind_of(b) and kind in KNOWN_KINDS and other in KNOWN_KINDS \
+    return other != kind and kind == kind_of(b) and _takes_side(kind, a) and _takes_side(other, c) \
         and "dask" not in (kind, other)
 
 

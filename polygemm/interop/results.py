@@ -55,11 +55,24 @@ def allocator(kind: str, like: Any) -> Callable[[tuple[int, ...], np.dtype], Any
 
 def host_wrapper(kind: str, like: Any) -> Callable[[np.ndarray], Any] | None:
     """For host data of another library (torch CPU, JAX, ...): turn a NumPy result into that
-    kind without a copy (``xp.from_dlpack``); for an ndarray subclass (``np.matrix``), that
-    subclass, as ``numpy.matmul`` returns it; None for NumPy."""
+    kind without a copy (``xp.from_dlpack``), on ``like``'s device; for an ndarray subclass
+    (``np.matrix``), that subclass, as ``numpy.matmul`` returns it; None for NumPy."""
     if kind == "numpy":
         return subclass_wrapper(like)
     xp = namespace(like)
     if xp is None or not hasattr(xp, "from_dlpack"):
         return None
-    return torch_wrapper(xp) if kind == "torch" else dlpack_wrapper(xp)
+    if kind == "torch":
+        return torch_wrapper(xp)
+    return dlpack_wrapper(xp, _host_device(like))
+
+
+def _host_device(like: Any) -> Any:
+    """The device ``like`` (host data of an array-API library) lives on, as its library names it
+    for ``from_dlpack(..., device=)``; None where array-api-compat cannot say."""
+    from array_api_compat import device
+
+    try:
+        return device(like)
+    except Exception:  # noqa: BLE001 - a device of no name: the library places the result itself
+        return None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import array
+import ctypes
+import re
+import types
 
 import numpy as np
 import pytest
@@ -449,3 +452,194 @@ def test_an_unreadable_device_interface_of_another_device_is_named_by_its_argume
     with pytest.raises(pg.ArgumentError, match=rf"^{which} \(_Freed\): could not read its __polygemm_array_interface__: "
                                                r"this array has been freed"):
         pg.gemm(args["a"], args["b"], out=args["out"])
+
+
+def _as_bfloat16(capsule, versioned: bool):
+    """``capsule`` (NumPy's DLPack export of uint16 bits) relabelled kDLBfloat: NumPy exports no bfloat16 itself."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    tensor = get(capsule, b"dltensor_versioned" if versioned else b"dltensor")
+    if versioned:  # DLManagedTensorVersioned: version, manager_ctx, deleter and flags before the DLTensor
+        tensor += 32
+    ctypes.c_uint8.from_address(tensor + 20).value = 4  # DLTensor: data, device, ndim, then the dtype's code (its bits stay 16)
+    return capsule
+
+
+class BFloat16Export:
+    """A CPU bfloat16 array offered by DLPack alone (the export of NumPy's uint16 ``bits``, relabelled): DLPack 1.0's,
+    whose read-only flag says whether its memory may be written, or (``legacy``) the older one, which has no flag."""
+
+    def __init__(self, bits: np.ndarray, legacy: bool = False):
+        self.bits, self.legacy = bits, legacy
+
+    def __dlpack_device__(self):
+        return self.bits.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if max_version is None or self.legacy:
+            if max_version is not None:
+                raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+            return _as_bfloat16(self.bits.__dlpack__(), versioned=False)
+        return _as_bfloat16(self.bits.__dlpack__(max_version=max_version), versioned=True)
+
+
+def test_a_bfloat16_dlpack_out_is_written_only_where_its_export_says_it_may_be(rng):
+    """NumPy's view of a CPU bfloat16 DLPack export is writeable only where DLPack 1.0 says the memory may be
+    written: a writeable array receives the result in place (gemm, and matmul's vector out); a read-only one, and one
+    of the older export (no flag: JAX's, whose arrays are immutable), are refused and left as they were."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = ml_dtypes.bfloat16
+    a, b = rng.integers(-3, 4, (3, 5)).astype(bf16), rng.integers(-3, 4, (5, 4)).astype(bf16)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(bf16)
+    bits = np.zeros((3, 4), np.uint16)
+    out = BFloat16Export(bits)
+    assert pg.gemm(a, b, out=out, device="cpu") is out
+    assert np.array_equal(bits.view(bf16), want)
+    column = np.zeros(3, np.uint16)
+    vector = BFloat16Export(column)
+    assert pg.matmul(a, b[:, 0], out=vector, device="cpu") is vector
+    assert np.array_equal(column.view(bf16), want[:, 0])
+    frozen = np.zeros((3, 4), np.uint16)
+    frozen.flags.writeable = False
+    for refused, says in ((BFloat16Export(frozen), "out must be an array polygemm can write"),
+                          (BFloat16Export(np.zeros((3, 4), np.uint16), legacy=True), "pre-1.0 export")):
+        for call in (lambda: pg.gemm(a, b, out=refused, device="cpu"), lambda: pg.explain(a, b, out=refused, device="cpu")):
+            with pytest.raises(pg.ArgumentError, match=says):
+                call()
+        assert not refused.bits.any()
+    legacy_vector = BFloat16Export(np.zeros(3, np.uint16), legacy=True)
+    with pytest.raises(pg.ArgumentError, match="pre-1.0 export"):
+        pg.matmul(a, b[:, 0], out=legacy_vector, device="cpu")
+    assert not legacy_vector.bits.any()
+
+
+class NoStrides(CPUArrayAPI):
+    """A vector of a library whose arrays have no strides (as JAX's have none): its reshape is a new array."""
+
+    dtype = property(lambda self: self._x.dtype)
+
+    def reshape(self, shape):
+        return NoStrides(np.reshape(self._x, shape).copy())
+
+
+class NoStridesNoDLPack:
+    """As NoStrides, with no DLPack either: polygemm has no way to its memory."""
+
+    def __init__(self, x):
+        self._x = x
+        self.shape, self.ndim, self.dtype = x.shape, x.ndim, x.dtype
+
+    def reshape(self, shape):
+        return NoStridesNoDLPack(np.reshape(self._x, shape).copy())
+
+
+def test_a_vector_out_without_strides_is_written_through_its_memory_or_refused(rng):
+    """matmul gives a vector out its unit dimension as a view of its memory: an out of no strides, whose reshape may
+    be a copy (which would receive the result while out stayed as it was), is written through NumPy's view of its
+    DLPack export where that may be written, and refused otherwise."""
+    a, v = rand(rng, (3, 5)), rand(rng, (5,))
+    target = np.full(3, np.nan, np.float32)
+    out = NoStrides(target)
+    assert pg.matmul(a, v, out=out, device="cpu") is out
+    np.testing.assert_allclose(target, a @ v, rtol=1e-5, atol=1e-5)
+    frozen = np.zeros(3, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(pg.ArgumentError, match="out must be an array polygemm can write"):
+        pg.matmul(a, v, out=NoStrides(frozen), device="cpu")
+    hidden = NoStridesNoDLPack(np.zeros(3, np.float32))
+    with pytest.raises(ArgumentTypeError, match=r"out \(.*NoStridesNoDLPack.*\) cannot take the vector's unit dimension as "
+                                               r"a view of its memory.*omit out"):
+        pg.matmul(a, v, out=hidden, device="cpu")
+    assert not hidden._x.any()
+
+
+XP = types.SimpleNamespace(__name__="xplib")
+
+
+class XpArray(CPUArrayAPI):
+    """An array of an array-API library polygemm does not know by name: DLPack, a shape and a namespace of its own."""
+
+    __module__ = "xplib"
+    dtype = property(lambda self: self._x.dtype)
+
+    def __array_namespace__(self, api_version=None):
+        return XP
+
+
+XP.from_dlpack = lambda x, device=None: XpArray(np.from_dlpack(x))
+XP.asarray = lambda x, device=None: XpArray(np.asarray(x))
+XP.expand_dims = lambda x, /, *, axis=0: XpArray(np.expand_dims(x._x, axis))
+XP.reshape = lambda x, /, shape: XpArray(np.reshape(x._x, shape))
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_an_array_api_array_beside_numpy_or_a_list_is_refused_naming_its_library(rng):
+    """An array of an array-API library polygemm does not know by name gives results of its own kind, so beside a
+    NumPy array, a list or a Python number it is refused as two libraries are, naming its module; objects offering only
+    an interface take no side, and NumPy's subclasses and array-likes stay NumPy."""
+    a, b = rand(rng, (3, 5)), rand(rng, (5, 4))
+    c = np.ones((3, 4), np.float32)
+    refused = {"a is a xplib.XpArray and b a ndarray": lambda: pg.gemm(XpArray(a), b),
+               "a is a ndarray and b a xplib.XpArray": lambda: pg.gemm(a, XpArray(b)),
+               "a is a xplib.XpArray and b a list": lambda: pg.matmul(XpArray(a), b.tolist()),
+               "a is a xplib.XpArray and c a ndarray": lambda: pg.gemm(XpArray(a), XpArray(b), c, beta=1.0),
+               "a is a xplib.XpArray and c a float": lambda: pg.gemm(XpArray(a), XpArray(b), 2.0, beta=1.0),
+               "a is a xplib.XpArray and out a ndarray": lambda: pg.gemm(XpArray(a), XpArray(b), out=np.empty((3, 4), np.float32))}
+    for says, call in refused.items():
+        with pytest.raises(pg.ArgumentError, match=rf"^{re.escape(says)}: pass operands of one library"):
+            call()
+    got = pg.gemm(XpArray(a), XpArray(b), device="cpu")
+    assert type(got) is XpArray and np.allclose(got._x, a @ b, rtol=1e-5, atol=1e-5)
+    vector = XpArray(np.zeros(3, np.float32))  # matmul's view of it stands for it, as an XpArray
+    assert pg.matmul(XpArray(a), XpArray(b[:, 0]), out=vector, device="cpu") is vector
+    np.testing.assert_allclose(vector._x, a @ b[:, 0], rtol=1e-5, atol=1e-5)
+    for other in (OnlyArray(b), OnlyInterface(b), DLPackOnly(b)):  # no library of their own to side with
+        assert pg.gemm(XpArray(a), other, device="cpu") is not None
+    assert isinstance(pg.gemm(np.asmatrix(a), b, device="cpu"), np.matrix)
+    wide = a.astype(np.float64)
+    got = pg.gemm(wide.view(np.memmap), b.astype(np.float64).tolist(), device="cpu")
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, wide @ b.astype(np.float64), rtol=1e-12)
+
+
+def test_array_api_strict_arrays_give_results_on_their_device_and_refuse_numpy_beside_them():
+    """array_api_strict (an array-API library polygemm knows by no name): a result lands on the inputs' device
+    (gemm, matmul's vector), and a NumPy array or a list beside it is refused, naming array_api_strict."""
+    xs = pytest.importorskip("array_api_strict")
+    second = xs.Device("device1")
+    a = xs.asarray(np.arange(15, dtype=np.float32).reshape(3, 5), device=second)
+    b = xs.ones((5, 4), dtype=xs.float32, device=second)
+    for got in (pg.gemm(a, b, device="cpu"), pg.matmul(a, b[:, 0], device="cpu")):
+        assert type(got) is type(a) and got.device == second
+    np.testing.assert_allclose(np.from_dlpack(pg.gemm(a, b, device="cpu")), np.from_dlpack(a) @ np.ones((5, 4)), rtol=1e-6)
+    for other, named in ((np.ones((5, 4), np.float32), "ndarray"), ([[1.0] * 4] * 5, "list")):
+        with pytest.raises(pg.ArgumentError, match=rf"a is a array_api_strict\.Array and b a {named}: pass operands of one"):
+            pg.gemm(xs.ones((3, 5), dtype=xs.float32), other)
+
+
+class Interface:
+    """Data offered by ``__array_interface__`` alone, its descr replaced where one is given."""
+
+    def __init__(self, x, descr=None):
+        self.x = x
+        self.__array_interface__ = dict(x.__array_interface__, **({} if descr is None else {"descr": descr}))
+
+
+def test_raw_records_are_told_a_view_that_reads_them_not_a_cast(rng):
+    """bfloat16 offered through __array_interface__ (typestr '<V2': NumPy has no typestr for it) reads as raw records,
+    which no cast turns into numbers: the hint is the view as ml_dtypes.bfloat16 (said outright where the descr names
+    bfloat16), and the view it names is taken; records of another size are told they are no number type."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = rand(rng, (3, 5)).astype(ml_dtypes.bfloat16)
+    b = rand(rng, (5, 4)).astype(ml_dtypes.bfloat16)
+    with pytest.raises(DTypeError, match=r"a holds raw 2-byte records .*not a number type polygemm reads.*"
+                                         r"np\.asarray\(a\)\.view\(ml_dtypes\.bfloat16\)") as info:
+        pg.gemm(Interface(a), b, device="cpu")
+    assert "dtype=np.float64" not in str(info.value)
+    with pytest.raises(DTypeError, match=r"a offers bfloat16 as raw 2-byte records.*np\.asarray\(a\)\.view\(ml_dtypes\.bfloat16\)"):
+        pg.gemm(Interface(a, descr=[("bfloat16", "<V2")]), b, device="cpu")
+    viewed = np.asarray(Interface(a)).view(ml_dtypes.bfloat16)  # the hint's view
+    assert pg.gemm(viewed, b, device="cpu").dtype == ml_dtypes.bfloat16
+    with pytest.raises(DTypeError, match=r"b holds raw 4-byte records .*not a number type") as info:
+        pg.gemm(rand(rng, (3, 5)), Interface(np.zeros((5, 4), "V4")), device="cpu")
+    assert "view(ml_dtypes.bfloat16)" not in str(info.value)

@@ -45,3 +45,57 @@ def test_jax_batched_matmul_broadcasts():
     x = jnp.ones((3, 4, 5), jnp.float32)
     got = pg.matmul(x, jnp.ones((5, 6), jnp.float32))
     assert got.shape == (3, 4, 6) and float(got[2, 3, 5]) == 5.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_jax_out_is_refused_as_immutable_whatever_its_dtype(dtype):
+    """A JAX array is immutable: an out of one is refused (gemm, explain, matmul's vector out) and left as it was,
+    bfloat16 (read through NumPy's view of DLPack's older export, which has no read-only flag) as float32."""
+    a, b = jnp.ones((3, 5), dtype), jnp.ones((5, 4), dtype)
+    out = jnp.zeros((3, 4), dtype)
+    same = out.reshape(-1)  # (another array of JAX's that may share out's buffer)
+    for call in (lambda: pg.gemm(a, b, out=out), lambda: pg.explain(a, b, out=out)):
+        with pytest.raises(pg.ArgumentError, match=r"out must be an array polygemm can write.*ArrayImpl"):
+            call()
+    vector = jnp.zeros((3,), dtype)
+    with pytest.raises(pg.ArgumentError, match=r"out must be an array polygemm can write"):
+        pg.matmul(a, b[:, 0], out=vector)
+    assert not np.asarray(out, np.float32).any() and not np.asarray(same, np.float32).any()
+    assert not np.asarray(vector, np.float32).any()
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2", "int4"])
+def test_a_jax_array_of_a_dtype_dlpack_cannot_carry_is_told_its_dtype(dtype):
+    """JAX's float8 and int4 arrays are refused as NumPy arrays of those dtypes are (a DTypeError naming the dtype,
+    the supported ones and a cast that keeps the values), not with DLPack's failure to export them."""
+    a, b = jnp.ones((3, 5), dtype), jnp.ones((5, 4), dtype)
+    for call in (lambda: pg.gemm(a, b), lambda: pg.explain(a, b), lambda: pg.matmul(a, b[:, 0])):
+        with pytest.raises(pg.DTypeError, match=rf"a has dtype {dtype}; polygemm supports .*float32") as info:
+            call()
+        msg = str(info.value)
+        assert "a.astype(np.float32)" in msg and "DLPack" not in msg, msg
+        assert pg.gemm(a.astype(jnp.float32), b.astype(jnp.float32)).dtype == jnp.float32  # the cast named works
+
+
+_ON_DEVICE_1 = """
+import jax, jax.numpy as jnp, numpy as np, polygemm as pg
+second = jax.devices()[1]
+for dtype in ("float32", "bfloat16"):
+    a = jax.device_put(jnp.ones((3, 5), dtype), second)
+    b = jax.device_put(jnp.ones((5, 4), dtype), second)
+    for got in (pg.gemm(a, b), pg.matmul(a, b[:, 0]), pg.gemm(a, b, out_dtype=jnp.float32)):
+        assert got.devices() == {second}, (dtype, got.devices())
+        assert float(np.asarray(got, np.float32).ravel()[0]) == 5.0
+print("ok")
+"""
+
+
+def test_a_jax_result_lands_on_the_inputs_device():
+    """Inputs on JAX's second CPU device give a result there, not on device 0 (where every CPU export lands)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    run = subprocess.run([sys.executable, "-c", _ON_DEVICE_1], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
