@@ -215,8 +215,15 @@ def _c_of_theirs(a: Any, b: Any, c: Any, out: Any, out_dtype: Any) -> None:
 
 
 def _on_device(x: Any) -> bool:
-    """Whether ``x`` is device data: a CUDA array (a torch tensor on the CPU has no CUDA interface) or a backend's own."""
-    return hasattr(x, "__cuda_array_interface__") or hasattr(x, "__polygemm_array_interface__")
+    """Whether ``x`` is device data: a torch tensor off the CPU, a CUDA array or a backend's own. (A torch tensor is asked
+    its device: its CUDA interface raises RuntimeError for one that requires grad, KeyError for dtypes it cannot name.)"""
+    device = getattr(x, "device", None)
+    if kind_of(x) == "torch" and device is not None:
+        return getattr(device, "type", "cpu") != "cpu"
+    try:
+        return hasattr(x, "__cuda_array_interface__") or hasattr(x, "__polygemm_array_interface__")
+    except Exception:  # an interface that fails for another reason than its absence: whatever it is, not read here
+        return False
 
 
 def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoReturn, out: ArrayInput | None = None, out_dtype: DTypeLike | None = None,
@@ -281,7 +288,7 @@ def _outputs(out: tuple[Any, ...] | list[Any]) -> bool:
     """Whether a tuple or list given as ``out`` is one of outputs, as numpy.matmul's ufunc form takes it (a tuple of
     one, an empty one, or one of arrays), rather than values (a list of numbers, refused by gemm as the array-like it
     is)."""
-    return (isinstance(out, tuple) and len(out) == 1) or not out or hasattr(out[0], "shape")
+    return (isinstance(out, tuple) and len(out) == 1) or not out or getattr(out[0], "ndim", 0) > 0  # (a NumPy scalar: a value)
 
 
 def _one_out(out: tuple[Any, ...] | list[Any], a: Any, b: Any) -> Any:

@@ -46,7 +46,7 @@ class Job:
         return f"{self.source.relative_to(kernel_dir)} {self.target} {' '.join(f'{k}={v}' for k, v in self.macros)}".strip()
 
 
-#: the oldest compute capability a current CUDA toolkit (12.x: sm_50) builds for
+#: the oldest compute capability CUDA 12 targets (CUDA 13 starts at sm_75, and its nvcc says so for sm_50 to sm_72)
 OLDEST_ARCH = 50
 
 
@@ -59,8 +59,8 @@ def parse_arch(text: str) -> int:
         raise ArgumentError(f"--arch {text!r}: expected sm_XY such as sm_80, sm_90 or sm_90a")
     sm = int(m.group(1) + m.group(2))
     if sm < OLDEST_ARCH:  # (sm_12 parses: nvcc would then fail once per build, not once for the argument)
-        raise ArgumentError(f"--arch {text!r}: compute capability {sm // 10}.{sm % 10} is older than any CUDA toolkit "
-                            f"builds for; expected sm_{OLDEST_ARCH} or newer, such as sm_80 or sm_90")
+        raise ArgumentError(f"--arch {text!r}: compute capability {sm // 10}.{sm % 10} is older than CUDA 12 builds for; "
+                            f"expected sm_{OLDEST_ARCH} or newer (sm_75 or newer with CUDA 13), such as sm_80 or sm_90")
     return sm
 
 

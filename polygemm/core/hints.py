@@ -69,6 +69,12 @@ def _torch_c(c: Any, shape: tuple[int, ...] | None, dtype: str) -> str:
         given = None
     if shape is None or given == shape:
         return made
+    try:  # expand takes c only where it broadcasts to the result; else c's shape is what to fix, and the hint says so
+        fits = given is not None and np.broadcast_shapes(given, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        return f"{made} (c has shape {given}; it must broadcast to the result's {shape})"
     return f"{made}.expand({', '.join(str(n) for n in shape)})"
 
 
@@ -158,7 +164,8 @@ def _exactness(src: str, dst: str) -> str:
     if src in COMPLEX_DTYPES and dst not in COMPLEX_DTYPES:
         return " (which drops the imaginary parts)"
     real = {"complex64": "float32", "complex128": "float64"}.get(dst, dst)
-    overflows = f"those above {_FLOAT16_MAX} overflow to inf" if real == "float16" else ""
+    # (float16's largest is 65504; rounding to nearest takes values below 65520 to it, 65520 and above to inf)
+    overflows = "those of 65520 or more overflow to inf" if real == "float16" else ""
     if src in INTEGER_DTYPES and dst not in INTEGER_DTYPES:
         bits = {"float16": 11, "bfloat16": 8, "float32": 24}.get(real, 53)
         wide = src != "bool" and np.iinfo(src).max > _FLOAT16_MAX  # (int16's 32767 fits float16's range)

@@ -136,9 +136,11 @@ def torch_resolved(name: str, obj: Any, *, writable: bool = False) -> Any:
 def torch_copy_note(name: str, obj: Any) -> str:
     """What :func:`torch_resolved` copied of ``obj`` (a tensor with its conjugate or negative bit set), as a plan's
     copies name a copy: the whole tensor, made by torch."""
+    # (resolve_conj materializes the values of a tensor with both bits: torch_resolved then has no negation left)
+    conj, neg = _is_conj(obj), _is_neg(obj)
     bits = [(f"{name}.resolve_{bit}()", what) for bit, what, is_set in
-            (("conj", "a lazy conjugate: its memory holds its values' conjugates", _is_conj(obj)),
-             ("neg", "a lazy negation: its memory holds its values' negatives", _is_neg(obj))) if is_set]
+            (("conj", "a lazy conjugate: its memory holds its values' conjugates", conj),
+             ("neg", "a lazy negation: its memory holds its values' negatives", neg and not conj)) if is_set]
     return (f"{name} copied once by torch, {' then '.join(call for call, _ in bits)} "
             f"({'; '.join(what for _, what in bits)})")
 

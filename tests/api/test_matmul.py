@@ -81,3 +81,10 @@ def test_an_empty_out_of_any_strides_is_written_and_returned(out):
     b = np.ones((3, 0), np.float32)
     assert pg.matmul(a, b, out=o, device="cpu") is o
     assert pg.gemm(a, b, out=o, device="cpu") is o
+
+
+def test_an_out_list_of_numpy_scalars_is_values_not_outputs():
+    # a list of NumPy scalars is values (an array-like gemm refuses as out), not a list of output arrays
+    with pytest.raises(pg.PolygemmError) as info:
+        pg.matmul(np.ones((2, 3)), np.ones((3, 4)), out=[np.float64(0)] * 8)
+    assert "arrays" not in str(info.value).split("got")[-1]

@@ -535,7 +535,7 @@ def test_a_c_of_another_library_beside_tensors_is_told_one_library_first(c, way)
 
 
 @pytest.mark.parametrize("other, keep, narrow, loses", [
-    ("float16", "float64", "float16", r"exact only for values below 2\*\*11 in magnitude; those above 65504 overflow to inf"),
+    ("float16", "float64", "float16", r"exact only for values below 2\*\*11 in magnitude; those of 65520 or more overflow to inf"),
     ("complex64", "complex128", "complex64", r"exact only for values below 2\*\*24 in magnitude"),
 ])
 def test_an_int64_tensor_beside_a_narrower_float_is_told_a_cast_that_keeps_its_values(other, keep, narrow, loses):
@@ -578,3 +578,39 @@ def test_matmul_told_an_out_of_several_or_none_says_a_one_element_tuple_in_torch
             call(a, b, out=given)
         assert "NumPy" not in str(info.value)
     assert pg.matmul(a, b, out=(o,)) is o
+
+
+def test_a_host_c_beside_a_tensor_on_a_device_is_asked_its_device_not_its_cuda_interface():
+    # torch's CUDA interface raises RuntimeError for a tensor that requires grad (read under no_grad): the check for
+    # device operands asks the tensor's device, so the call reaches polygemm's own refusal of a c on the host
+    torch = _torch()
+
+    class OnCuda(torch.Tensor):  # a CPU tensor that says it is on a GPU, as far as the check can tell
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    t = torch.ones(2, 2).as_subclass(OnCuda).requires_grad_()
+    with torch.no_grad(), pytest.raises(pg.PolygemmError) as info:
+        pg.gemm(t, t, np.ones((2, 2), np.float32), beta=1.0)
+    assert "torch.as_tensor" not in str(info.value)  # (the one-library hint is for host tensors)
+
+
+def test_a_c_that_does_not_broadcast_is_told_its_shape_not_an_expand_that_fails():
+    torch = _torch()
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    with pytest.raises(pg.ArgumentError, match=r"c has shape \(15,\); it must broadcast to the result's \(5, 3\)") as info:
+        pg.gemm(a, b, np.ones(15, np.float32))
+    assert ".expand(" not in str(info.value)
+    with pytest.raises(pg.ArgumentError, match=r"\.expand\(5, 3\)"):
+        pg.gemm(a, b, np.ones((1, 3), np.float32))
+
+
+def test_a_tensor_with_both_bits_is_named_as_torch_resolves_it():
+    # resolve_conj materializes a tensor with both bits: no resolve_neg follows, and the copy note names none
+    torch = _torch()
+    z = torch.randn(3, 3, dtype=torch.complex64)
+    x = torch._neg_view(z.conj())
+    torch.testing.assert_close(pg.gemm(x, z), x.resolve_conj() @ z)
+    (note,) = pg.last_plan().copies
+    assert "a.resolve_conj()" in note and "resolve_neg" not in note

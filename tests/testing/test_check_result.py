@@ -681,7 +681,7 @@ def test_c_of_another_dtype_is_told_how_to_cast_it():
     with pytest.raises(pg.DTypeError, match=r"c\.astype\(np\.float32\)"):
         pg.gemm(a, a, np.ones((2, 2)), beta=1.0, device="cpu")
     h, c32 = a.astype(np.float16), np.ones((2, 2), np.float32)
-    with pytest.raises(pg.DTypeError, match=r"c\.astype\(np\.float16\) \(which rounds float32 values that float16 cannot hold; those above 65504 overflow to inf\), or ask for a float32 result with out_dtype=np\.float32"):
+    with pytest.raises(pg.DTypeError, match=r"c\.astype\(np\.float16\) \(which rounds float32 values that float16 cannot hold; those of 65520 or more overflow to inf\), or ask for a float32 result with out_dtype=np\.float32"):
         pg.gemm(h, h, c32, beta=1.0, device="cpu")
     np.testing.assert_array_equal(pg.gemm(h, h, c32, beta=1.0, out_dtype=np.float32, device="cpu"), np.full((2, 2), 3.0))
 

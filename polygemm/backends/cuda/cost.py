@@ -411,6 +411,9 @@ class _Table:
         self.rows: dict[str, list[_Row]] = {}
         #: per rung, the slice counts it was measured with (0: unsplit), rate or not
         self.splits: dict[str, set[int]] = {}
+        #: a measurement's time over its model's (:func:`_measured_over_model`), per measurement, rung model and device:
+        #: the same for every product it anchors, and worked out once (a new shape ranks some fifty candidates on five each)
+        self.over_model: dict[tuple[int, str, int, int, str], float] = {}
         for r in records:
             rung, sp = split_of(str(r.get("variant")))
             self.splits.setdefault(rung, set()).add(sp)
@@ -476,8 +479,9 @@ def split_of(variant: str) -> tuple[str, int]:
 
 def anchors_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: int, count: int, splits: int = 0) -> list[dict]:
     """The rung's measurements its estimate for this product rests on, nearest first (none: it has none): the one at
-    this very product where there is one, else the ``ANCHORS_BLENDED`` nearest. A split candidate anchors on the rung's
-    measurements with split K where there are any (the nearest slice count counts too), else on its unsplit ones."""
+    this very product where there is one, else the ``ANCHORS_BLENDED`` nearest. A split candidate's distance to an
+    unsplit measurement (and an unsplit one's to a split measurement) carries a penalty, and so does another slice count:
+    its nearest are the rung's split measurements where it has them near, and the blend may take in both kinds."""
     nearest = _anchors(_table(records), spec, m, n, k, count, splits, ANCHORS_BLENDED)
     return [a for _, a in (nearest[:1] if nearest and nearest[0][0] == 0.0 else nearest)]
 
@@ -499,10 +503,23 @@ def _anchors(table: _Table, spec: KernelSpec, m: int, n: int, k: int, count: int
     return [(d, rows[i].record) for d, i in heapq.nsmallest(most, ((key(r), i) for i, r in enumerate(rows)))]
 
 
-def _anchor_scale(anchor: dict, donor: KernelSpec, model: RungModel, vendor: dict[tuple[int, int, int, int], float],
-                  m: int, n: int, k: int, count: int, splits: int, sms: int, result_layout: str) -> float:
+def _anchor_scale(table: _Table, anchor: dict, donor: KernelSpec, model: RungModel, m: int, n: int, k: int, count: int,
+                  splits: int, sms: int, result_layout: str) -> float:
     """What one measurement says of the model: its time over the model's at its shape, trusted less the farther it lies
     from this product."""
+    key = (id(anchor), donor.name, id(model), sms, result_layout)
+    over = table.over_model.get(key)
+    if over is None:
+        over = table.over_model[key] = _measured_over_model(anchor, donor, model, table.vendor, sms, result_layout)
+    am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
+    # an estimate far from any measurement of its kind is trusted less
+    distance = shape_distance((m, n, k, count), (am, an, ak, ac)) + (0.5 if (split_of(str(anchor["variant"]))[1] > 0) != (splits > 0) else 0.0)
+    return over * (1.0 + DISTANCE_PENALTY * distance)
+
+
+def _measured_over_model(anchor: dict, donor: KernelSpec, model: RungModel, vendor: dict[tuple[int, int, int, int], float],
+                         sms: int, result_layout: str) -> float:
+    """A measurement's time over the model's at its own shape (the product it anchors plays no part)."""
     am, an, ak, ac = int(anchor["m"]), int(anchor["n"]), int(anchor["k"]), int(anchor.get("batch") or 1)
     asplit = split_of(str(anchor["variant"]))[1]
     measured_us = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
@@ -518,17 +535,14 @@ def _anchor_scale(anchor: dict, donor: KernelSpec, model: RungModel, vendor: dic
     measured_us -= min(0.5 * measured_us, pitch_penalty_us(
         donor, am, an, ak, (ak * donor.itemsize) % TMA_PITCH != 0 and am > 1,
         (an * donor.itemsize) % TMA_PITCH != 0 and ak > 1, count=ac))
-    modelled = estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
-    # an estimate far from any measurement of its kind is trusted less
-    distance = shape_distance((m, n, k, count), (am, an, ak, ac)) + (0.5 if (asplit > 0) != (splits > 0) else 0.0)
-    return measured_us / modelled * (1.0 + DISTANCE_PENALTY * distance)
+    return measured_us / estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
 
 
 def _blended_scale(anchors: list[tuple[float, dict]], scale_of: Callable[[dict], float], shared: float = 0.0) -> float:
     """The anchors' scales in one: a measurement at this very product alone; else their geometric mean weighted by
-    ``1 / (ANCHOR_WEIGHT_EPS + distance - shared)**2``, ``shared`` the part of every anchor's distance that is no shape
-    (the penalty of the nearest for running differently, such as unsplit where this candidate splits K: borne by all of
-    them, it would weigh the farther ones up). One neighbour's quirk (a tile count that happens to fill the last wave)
+    ``1 / (ANCHOR_WEIGHT_EPS + distance - shared)**2``, ``shared`` the nearest's penalty for running differently (such
+    as unsplit where this candidate splits K). Anchors of the nearest's kind bear the same penalty: left in, it would
+    weigh the farther of them up; an anchor of another kind keeps what its own penalty differs by. One neighbour's quirk (a tile count that happens to fill the last wave)
     otherwise decides a shape it does not resemble: on shapes held out of the measured tables, blending the five
     nearest picks rungs 1-4% nearer the measured best than the nearest alone (``polygemm tune --holdout``, many seeds)."""
     if anchors[0][0] == 0.0:
@@ -553,7 +567,6 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
     own (a tile variant of a measured source) use the model alone."""
     table = _table(records)
     models = table.models(specs, sms)
-    vendor = table.vendor
     out = []
     for spec in specs:
         model = models.get(spec.name)
@@ -586,7 +599,7 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
                 nearest = anchors[0][1]
                 shared = anchors[0][0] - shape_distance((m, n, k, count), (int(nearest["m"]), int(nearest["n"]), int(nearest["k"]),
                                                                          int(nearest.get("batch") or 1)))
-                scale = _blended_scale(anchors, lambda a: _anchor_scale(a, donor, model, vendor, m, n, k, count, s, sms, result_layout),
+                scale = _blended_scale(anchors, lambda a: _anchor_scale(table, a, donor, model, m, n, k, count, s, sms, result_layout),
                                        max(shared, 0.0))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             device_us = c.estimate_us * scale

@@ -146,6 +146,24 @@ def test_between_measured_shapes_the_nearest_measurements_are_blended_by_nearnes
     assert [a is slow for a in cost.anchors_for(V2, records, 4096, 4096, 4096, 1)] == [True]
 
 
+def test_a_split_candidate_weighs_unsplit_measurements_as_the_unsplit_one_does():
+    """A candidate that splits K, of a rung measured unsplit only, is anchored on the same measurements as the unsplit
+    candidate, with the same weights: the penalty every one of them bears for running unsplit weighs none up. Here the
+    nearest ran at the model's pace and four farther ones at half of it."""
+    model = cost.RungModel(flops_per_sm_us=5e6, tile_us=2.0)
+    exact = lambda m, n, k: cost.estimate_us(V2, model, m, n, k).estimate_us  # noqa: E731
+    near, far = (512, 512, 16384), [(128, 512, 16384), (512, 128, 16384), (2048, 512, 16384), (512, 2048, 16384)]
+    records = [{"variant": V2.name, "m": m, "n": n, "k": k, "tflops": 2.0 * m * n * k / (exact(m, n, k) * 1e6)} for m, n, k in [near]]
+    records += [{"variant": V2.name, "m": m, "n": n, "k": k, "tflops": 2.0 * m * n * k / (2 * exact(m, n, k) * 1e6)} for m, n, k in far]
+    fitted = cost.fit_rung(V2, records)
+    m, n, k = 600, 600, 16384
+    ranked = {c.splits: c.estimate_us for c in cost.rank([V2], records, m, n, k)}
+    split = next(s for s in ranked if s)
+    scale_unsplit = ranked[0] / cost.estimate_us(V2, fitted, m, n, k).estimate_us
+    scale_split = (ranked[split] - cost.SPLIT_HOST_US) / cost.estimate_us(V2, fitted, m, n, k, splits=split).estimate_us
+    assert scale_split == pytest.approx(scale_unsplit, rel=0.03)  # (each anchor's own penalty adds 1.5% of trust lost)
+
+
 def test_split_k_wins_where_tiles_are_few_and_k_is_long():
     ranked = auto_candidates(512, 512, 16384, "float16", sm=90)
     # K shared out over the SMs: split-K, or a stream-K row
