@@ -19,10 +19,10 @@ from .core.hostcopy import planning_only
 from .core.normalize import torch_spelling
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
-from .errors import ArgumentTypeError, ShapeError
+from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, ShapeError
 from .interop.kinds import foreign_c, kind_of
 from .interop.stand_in import stand_in
-from .interop.torch import torch_refusal, torch_written
+from .interop.torch import torch_from_host, torch_host_views, torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
 from .verification.call import verified_gemm
@@ -150,6 +150,10 @@ def gemm(
         _operands_given("gemm", a, b, extra, unexpected)
     if beta is None:
         beta = 0.0 if c is None else 1.0
+    if type(a) is not np.ndarray and (device is None or type(device) is str):  # (NumPy's calls pay one test)
+        host = torch_host_views(a, b, c, out)
+        if host is not None and not getattr(_local, "viewless", False):
+            return _on_host_views(host, a, b, c, alpha, beta, device, variant, out, out_dtype, precision, verify)
     if verify is not None or _verify_default.mode is not None:  # a branch of its own: an unverified call pays one test
         mode = _verify_default.mode if verify is None else parse_verify(verify)
         if mode is not None:
@@ -164,7 +168,14 @@ def gemm(
                 _local.last = before  # that missed) is no completed call: last_plan() keeps the one before
                 raise
     if c is not None and type(c) is not type(a):  # (the common call: no c, or one of a's type, pays one test)
-        _c_of_theirs(a, b, c, out, out_dtype)
+        types = (type(a), type(b), type(c))  # (a Parameter bias beside Tensor operands: its verdict kept, by type)
+        foreign = _FOREIGN_C.get(types)
+        if foreign is None:
+            if len(_FOREIGN_C) >= 64:  # (classes made on the fly must not grow it for ever)
+                _FOREIGN_C.clear()
+            foreign = _FOREIGN_C[types] = foreign_c(a, b, c)
+        if foreign:
+            _c_of_theirs(a, b, c, out, out_dtype)
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None
     try:
@@ -203,6 +214,34 @@ def gemm(
     if log.isEnabledFor(_DEBUG):
         log.debug("%s", entry.plan)
     return result
+
+
+#: whether a ``c`` of its type is of another library than ``a`` and ``b`` of theirs (:func:`.interop.kinds.foreign_c`, which
+#: their types decide), per (type(a), type(b), type(c))
+_FOREIGN_C: dict[tuple[type, type, type], bool] = {}
+
+
+def _on_host_views(host: tuple[Any, Any, Any, Any], a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any,
+                   variant: str, out: Any, out_dtype: Any, precision: str | None, verify: VerifyMode) -> Any:
+    """``gemm`` of CPU tensors through NumPy views of their memory (``host``: :func:`.interop.torch.torch_host_views`), a
+    call the plan cache keys, handed back as a tensor (``out`` itself, its version bumped as torch's out= bumps it). A
+    refusal of the arguments is said of the tensors themselves, in torch's terms: the call is made again on them, which
+    raises it (nothing was written: a refused call writes nothing). A failed check or a device's error is raised as it is."""
+    na, nb, nc, no = host
+    try:
+        res = gemm(na, nb, nc, alpha=alpha, beta=beta, device=device, variant=variant, out=no, out_dtype=out_dtype,
+                   precision=precision, verify=verify)
+    except (ArgumentError, ShapeError, DTypeError, BackendUnavailableError):  # (what is refused of the arguments)
+        _local.viewless = True
+        try:
+            return gemm(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out, out_dtype=out_dtype,
+                        precision=precision, verify=verify)
+        finally:
+            _local.viewless = False
+    if out is not None:
+        torch_written(out)
+        return out
+    return torch_from_host(res)
 
 
 def _c_of_theirs(a: Any, b: Any, c: Any, out: Any, out_dtype: Any) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DTypeError
 
-__all__ = ["torch_refusal", "torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_keyless", "torch_unwritable", "torch_resolved", "torch_copy_note", "torch_written", "torch_view", "torch_views",
+__all__ = ["torch_refusal", "torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_keyless", "torch_unwritable", "torch_resolved", "torch_copy_note", "torch_written", "torch_view", "torch_views", "torch_host_views",
            "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
@@ -310,6 +310,8 @@ _NO_FORWARD_AD._current_level = -1
 _forward_ad: Any = _NO_FORWARD_AD
 _neg_bit = False
 _found_torch: Any = None
+#: torch.Tensor and the subclasses that are its memory as it is (a module's Parameter and Buffer), as read on the host
+_plain_types: frozenset[type] = frozenset()
 
 
 def _open_level(torch: Any) -> int:
@@ -322,10 +324,13 @@ def _open_level(torch: Any) -> int:
 
 def _find(torch: Any) -> None:
     """Read what a call needs of the imported torch (see ``_found_torch``), for the calls after this one."""
-    global _forward_ad, _neg_bit, _found_torch
+    global _forward_ad, _neg_bit, _found_torch, _plain_types
     forward_ad = getattr(getattr(torch, "autograd", None), "forward_ad", None)
     _forward_ad = forward_ad if isinstance(getattr(forward_ad, "_current_level", None), int) else _NO_FORWARD_AD
     _neg_bit = hasattr(torch.Tensor, "is_neg")
+    nn = getattr(torch, "nn", None)
+    _plain_types = frozenset(t for t in (torch.Tensor, getattr(nn, "Parameter", None), getattr(nn, "Buffer", None))
+                             if isinstance(t, type))
     _found_torch = torch  # (last: a thread that sees this torch reads what was found for it)
 
 
@@ -345,6 +350,45 @@ def torch_view(obj: Any) -> tuple[tuple[Any, ...], int, int | None] | None:
             or _is_neg(obj) or _is_conj(obj) or _open_level(torch) >= 0:
         return None  # (inside fwAD.dual_level the full normalization reads each tensor, and refuses a dual one)
     return _torch_one(obj, obj.device.index, torch_stream(obj))
+
+
+#: torch dtypes a CPU tensor's ``numpy()`` views as they are (bfloat16, which NumPy has no dtype for, is not among them)
+_HOST_VIEWED = frozenset({"torch.float16", "torch.float32", "torch.float64", "torch.complex64", "torch.complex128",
+                          "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64", "torch.bool"})
+
+
+def torch_host_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:
+    """NumPy views of ``a``, ``b``, ``c`` and ``out`` (the same memory) when all are plain CPU tensors whose values their
+    memory holds as NumPy reads it: a dtype NumPy has, no lazy negation or conjugation, none needing autograd (grad mode
+    off, or none requiring grad; no forward-AD level open), ``out`` no inference tensor outside inference mode; None
+    otherwise. A NumPy call on them is planned once and cached, as the full reading of the tensors is not; the caller
+    hands its result back as a tensor."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if _found_torch is not torch:
+        _find(torch)
+    plain = _plain_types
+    if type(a) not in plain or a.is_cuda:  # (a CUDA call pays these reads: its own path follows)
+        return None
+    if type(b) not in plain or (c is not None and type(c) not in plain) or (out is not None and type(out) is not torch.Tensor):
+        return None
+    if _open_level(torch) >= 0 or (out is not None and out.is_inference() and not torch.is_inference_mode_enabled()):
+        return None
+    grad, strided = torch.is_grad_enabled(), torch.strided
+    views = []
+    for x in (a, b, c, out):
+        if x is None:
+            views.append(None)
+            continue
+        if x.device.type != "cpu" or x.layout is not strided or str(x.dtype) not in _HOST_VIEWED or (grad and x.requires_grad) \
+                or _is_neg(x) or _is_conj(x):
+            return None
+        try:
+            views.append(x.detach().numpy())
+        except Exception:  # (a tensor of no storage of its own, inside a torch.func transform: the full reading refuses it)
+            return None
+    return views[0], views[1], views[2], views[3]
 
 
 def torch_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, Any] | None:

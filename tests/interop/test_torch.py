@@ -614,3 +614,29 @@ def test_a_tensor_with_both_bits_is_named_as_torch_resolves_it():
     torch.testing.assert_close(pg.gemm(x, z), x.resolve_conj() @ z)
     (note,) = pg.last_plan().copies
     assert "a.resolve_conj()" in note and "resolve_neg" not in note
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "int32"])
+def test_cpu_tensors_are_planned_once_and_computed_through_views_of_their_memory(dtype):
+    # a torch user's CPU call (a module's Parameter among its operands, read under no_grad) is planned once and cached,
+    # as a NumPy call is: its tensors are read through NumPy views of their own memory, the result a tensor again
+    torch = _torch()
+    tdt = getattr(torch, dtype)
+    a = (torch.randn(6, 5) * 3).to(tdt)
+    w = torch.nn.Parameter((torch.randn(4, 5) * 3).to(tdt), requires_grad=dtype.startswith(("float", "complex")))
+    out = torch.empty(6, 4, dtype=tdt)
+    with torch.no_grad():
+        pg.gemm(a, w.T, out=out)
+        before = pg.plan_cache_info()["hits"]
+        version = out._version
+        got = pg.gemm(a, w.T, out=out)
+        assert got is out and out._version > version  # written in place, as torch's own out= tells autograd
+        assert pg.plan_cache_info()["hits"] == before + 1
+        assert "not cached" not in str(pg.last_plan())
+        new = pg.gemm(a, w.T)
+    assert type(new) is torch.Tensor and new.dtype == tdt
+    wide = torch.complex128 if dtype == "complex64" else torch.float64
+    want = a.to(wide) @ w.detach().to(wide).T
+    loose = dtype == "float16"
+    torch.testing.assert_close(new.to(wide), want, rtol=2e-2 if loose else 1e-5, atol=2e-1 if loose else 1e-4)
+    torch.testing.assert_close(out, new)
