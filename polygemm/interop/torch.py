@@ -85,8 +85,10 @@ def torch_keyless(obj: Any) -> bool:
     """Whether no view of ``obj``'s memory may key a plan: a torch tensor with its negative or conjugate bit set
     (:func:`torch_negated`), or any torch tensor while a forward-AD level is open (a dual tensor's tangent is no part
     of its memory: each tensor is then read by the full normalization, which refuses a dual one)."""
+    if torch_negated(obj):
+        return True
     torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor) and (_is_neg(obj) or _is_conj(obj) or _open_level(torch) >= 0)
+    return torch is not None and isinstance(obj, torch.Tensor) and _open_level(torch) >= 0
 
 
 def torch_unwritable(out: Any) -> bool:
