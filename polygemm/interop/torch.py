@@ -314,6 +314,8 @@ _neg_bit = False
 _found_torch: Any = None
 #: torch.Tensor and the subclasses that are its memory as it is (a module's Parameter and Buffer), as read on the host
 _plain_types: frozenset[type] = frozenset()
+#: whether a torch.func transform (functionalize, vmap, grad) or torch.compile's tracing is running now
+_in_transform: Callable[[], bool] = lambda: False
 
 
 def _open_level(torch: Any) -> int:
@@ -326,13 +328,19 @@ def _open_level(torch: Any) -> int:
 
 def _find(torch: Any) -> None:
     """Read what a call needs of the imported torch (see ``_found_torch``), for the calls after this one."""
-    global _forward_ad, _neg_bit, _found_torch, _plain_types
+    global _forward_ad, _neg_bit, _found_torch, _plain_types, _in_transform
     forward_ad = getattr(getattr(torch, "autograd", None), "forward_ad", None)
     _forward_ad = forward_ad if isinstance(getattr(forward_ad, "_current_level", None), int) else _NO_FORWARD_AD
     _neg_bit = hasattr(torch.Tensor, "is_neg")
     nn = getattr(torch, "nn", None)
     _plain_types = frozenset(t for t in (torch.Tensor, getattr(nn, "Parameter", None), getattr(nn, "Buffer", None))
                              if isinstance(t, type))
+    transforms = getattr(getattr(torch, "_C", None), "_are_functorch_transforms_active", None)
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if callable(transforms) and callable(compiling):
+        _in_transform = lambda: transforms() or compiling()  # noqa: E731
+    else:  # (an old torch, or a stand-in: such tensors are left to the full reading, which refuses what it must)
+        _in_transform = lambda: True  # noqa: E731
     _found_torch = torch  # (last: a thread that sees this torch reads what was found for it)
 
 
@@ -375,8 +383,8 @@ def torch_host_views(a: Any, b: Any, c: Any, out: Any) -> tuple[Any, Any, Any, A
         return None
     if type(b) not in plain or (c is not None and type(c) not in plain) or (out is not None and type(out) is not torch.Tensor):
         return None
-    if _open_level(torch) >= 0 or (out is not None and out.is_inference() and not torch.is_inference_mode_enabled()):
-        return None
+    if _open_level(torch) >= 0 or _in_transform() or (out is not None and out.is_inference() and not torch.is_inference_mode_enabled()):
+        return None  # (inside torch.func's transforms or torch.compile's tracing, numpy() may view a wrapper's own memory)
     grad, strided = torch.is_grad_enabled(), torch.strided
     views = []
     for x in (a, b, c, out):

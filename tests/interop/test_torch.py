@@ -640,3 +640,23 @@ def test_cpu_tensors_are_planned_once_and_computed_through_views_of_their_memory
     loose = dtype == "float16"
     torch.testing.assert_close(new.to(wide), want, rtol=2e-2 if loose else 1e-5, atol=2e-1 if loose else 1e-4)
     torch.testing.assert_close(out, new)
+
+
+def test_inside_functionalize_cpu_tensors_are_refused_not_read_through_their_wrappers():
+    # functionalize's tensors are plain torch.Tensor wrappers whose own memory holds none of their values: the call is
+    # refused as other transforms' are, never computed from that memory (which gave garbage, and an out left unwritten)
+    torch = _torch()
+    functionalize = getattr(getattr(torch, "func", None), "functionalize", None)
+    if functionalize is None:
+        pytest.skip("this torch has no torch.func.functionalize")
+    x, w = torch.randn(2, 4), torch.randn(4, 3)
+    with pytest.raises(pg.ArgumentError, match=r"inside a torch\.func transform"):
+        functionalize(pg.matmul)(x, w)
+
+    def into_out(x):
+        o = torch.zeros(2, 3)
+        pg.matmul(x, w, out=o)
+        return o
+
+    with pytest.raises(pg.ArgumentError, match=r"inside a torch\.func transform"):
+        functionalize(into_out)(x)
