@@ -168,14 +168,7 @@ def gemm(
                 _local.last = before  # that missed) is no completed call: last_plan() keeps the one before
                 raise
     if c is not None and type(c) is not type(a):  # (the common call: no c, or one of a's type, pays one test)
-        types = (type(a), type(b), type(c))  # (a Parameter bias beside Tensor operands: its verdict kept, by type)
-        foreign = _FOREIGN_C.get(types)
-        if foreign is None:
-            if len(_FOREIGN_C) >= 64:  # (classes made on the fly must not grow it for ever)
-                _FOREIGN_C.clear()
-            foreign = _FOREIGN_C[types] = foreign_c(a, b, c)
-        if foreign:
-            _c_of_theirs(a, b, c, out, out_dtype)
+        _c_of_theirs(a, b, c, out, out_dtype)
     first: NotWhole | None = None
     strided: OutNotInPlace | None = None
     try:
@@ -248,8 +241,15 @@ def _c_of_theirs(a: Any, b: Any, c: Any, out: Any, out_dtype: Any) -> None:
     """ArgumentError, before anything is read, for a ``c`` of another library than ``a`` and ``b`` (a Python float or
     a list beside tensors): c's shape and dtype refusals would name its own library's ways (np.broadcast_to, a NumPy
     cast), and the one-library refusal would follow them all the same. Said first, as a list ``b`` beside a tensor
-    ``a`` is told it before its dtype."""
-    if foreign_c(a, b, c) and not _on_device(a):  # (a host c beside device operands: told the places, which is what holds)
+    ``a`` is told it before its dtype. Whether c is of another library is kept per operand types, which decide it (a
+    Parameter bias beside Tensor operands asks every call)."""
+    types = (type(a), type(b), type(c))
+    foreign = _FOREIGN_C.get(types)
+    if foreign is None:
+        if len(_FOREIGN_C) >= 64:  # (classes made on the fly must not grow it for ever)
+            _FOREIGN_C.clear()
+        foreign = _FOREIGN_C[types] = foreign_c(a, b, c)
+    if foreign and not _on_device(a):  # (a host c beside device operands: told the places, which is what holds)
         raise c_library_refusal(a, b, c, out, out_dtype)
 
 

@@ -158,7 +158,7 @@ _FLOAT16_MAX = 65504
 
 def _exactness(src: str, dst: str) -> str:
     """What a cast of ``src`` values to ``dst`` keeps, where it does not keep every one ("" where it does): said plainly
-    where values overflow (float16 past 65504 is inf), not as a rounding."""
+    where values overflow (float16's from 65520 on are inf), not as a rounding."""
     if keeps_values(src, dst):
         return ""
     if src in COMPLEX_DTYPES and dst not in COMPLEX_DTYPES:

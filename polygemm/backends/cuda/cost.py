@@ -482,25 +482,28 @@ def anchors_for(spec: KernelSpec, records: Sequence[dict], m: int, n: int, k: in
     this very product where there is one, else the ``ANCHORS_BLENDED`` nearest. A split candidate's distance to an
     unsplit measurement (and an unsplit one's to a split measurement) carries a penalty, and so does another slice count:
     its nearest are the rung's split measurements where it has them near, and the blend may take in both kinds."""
-    nearest = _anchors(_table(records), spec, m, n, k, count, splits, ANCHORS_BLENDED)
-    return [a for _, a in (nearest[:1] if nearest and nearest[0][0] == 0.0 else nearest)]
+    return [a for _, _, a in _anchors(_table(records), spec, m, n, k, count, splits)]
 
 
-def _anchors(table: _Table, spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int, most: int) -> list[tuple[float, dict]]:
-    """The rung's ``most`` measurements nearest this product and way of running it, nearest first, each with its
-    distance: the shape distance plus a penalty for running differently (ties: table order, newest run first)."""
+def _anchors(table: _Table, spec: KernelSpec, m: int, n: int, k: int, count: int, splits: int) -> list[tuple[float, float, dict]]:
+    """The rung's measurements this product's estimate rests on, nearest first, each with its distance (the shape
+    distance plus a penalty for running differently) and that penalty: the one at this very product where there is
+    one, else the ``ANCHORS_BLENDED`` nearest (ties: table order, newest run first)."""
     rows = table.rows.get(spec.name)
     if not rows:
         return []
     lm, ln, lk, lc = (math.log(max(x, 1)) for x in (m, n, k, count))
     ls = math.log(max(splits, 1))
 
-    def key(r: _Row) -> float:  # shape distance (as shape_distance), plus a penalty for running differently (split or not, slices)
+    def scored(i: int, r: _Row) -> tuple[float, int, float]:  # shape distance (as shape_distance) plus the penalty
         rm, rn, rk, rc = r.logs
-        d = abs(lm - rm) + abs(ln - rn) + abs(lk - rk) + abs(lc - rc)
-        return d + abs(ls - r.log_splits) + (0.5 if (r.splits > 0) != (splits > 0) else 0.0)
+        penalty = abs(ls - r.log_splits) + (0.5 if (r.splits > 0) != (splits > 0) else 0.0)
+        return abs(lm - rm) + abs(ln - rn) + abs(lk - rk) + abs(lc - rc) + penalty, i, penalty
 
-    return [(d, rows[i].record) for d, i in heapq.nsmallest(most, ((key(r), i) for i, r in enumerate(rows)))]
+    nearest = heapq.nsmallest(ANCHORS_BLENDED, (scored(i, r) for i, r in enumerate(rows)))
+    if nearest[0][0] == 0.0:  # measured here: the measurement alone
+        nearest = nearest[:1]
+    return [(d, penalty, rows[i].record) for d, i, penalty in nearest]
 
 
 def _anchor_scale(table: _Table, anchor: dict, donor: KernelSpec, model: RungModel, m: int, n: int, k: int, count: int,
@@ -538,17 +541,19 @@ def _measured_over_model(anchor: dict, donor: KernelSpec, model: RungModel, vend
     return measured_us / estimate_us(donor, model, am, an, ak, count=ac, splits=asplit, sms=sms, result_layout=result_layout).estimate_us
 
 
-def _blended_scale(anchors: list[tuple[float, dict]], scale_of: Callable[[dict], float], shared: float = 0.0) -> float:
-    """The anchors' scales in one: a measurement at this very product alone; else their geometric mean weighted by
-    ``1 / (ANCHOR_WEIGHT_EPS + distance - shared)**2``, ``shared`` the nearest's penalty for running differently (such
-    as unsplit where this candidate splits K). Anchors of the nearest's kind bear the same penalty: left in, it would
-    weigh the farther of them up; an anchor of another kind keeps what its own penalty differs by. One neighbour's quirk (a tile count that happens to fill the last wave)
-    otherwise decides a shape it does not resemble: on shapes held out of the measured tables, blending the five
-    nearest picks rungs 1-4% nearer the measured best than the nearest alone (``polygemm tune --holdout``, many seeds)."""
+def _blended_scale(anchors: list[tuple[float, float, dict]], scale_of: Callable[[dict], float]) -> float:
+    """The anchors' scales (:func:`_anchors`) in one: a measurement at this very product alone; else their geometric
+    mean weighted by ``1 / (ANCHOR_WEIGHT_EPS + distance - shared)**2``, ``shared`` the nearest's penalty for running
+    differently (such as unsplit where this candidate splits K). Anchors of the nearest's kind bear the same penalty:
+    left in, it would weigh the farther of them up; an anchor of another kind keeps what its own penalty differs by.
+    One neighbour's quirk (a tile count that happens to fill the last wave) otherwise decides a shape it does not
+    resemble: on shapes held out of the measured tables, blending the five nearest picks rungs 1-4% nearer the measured
+    best than the nearest alone (``polygemm tune --holdout``, many seeds)."""
     if anchors[0][0] == 0.0:
-        return scale_of(anchors[0][1])
+        return scale_of(anchors[0][2])
+    shared = anchors[0][1]
     total = weights = 0.0
-    for distance, anchor in anchors:
+    for distance, _, anchor in anchors:
         w = 1.0 / (ANCHOR_WEIGHT_EPS + distance - shared) ** 2
         total += w * math.log(scale_of(anchor))
         weights += w
@@ -594,13 +599,9 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
             splits = [s for s in splits if s in measured_splits or s == 0]
         for s in splits:
             scale = 1.0
-            anchors = _anchors(table, donor, m, n, k, count, s, ANCHORS_BLENDED)
+            anchors = _anchors(table, donor, m, n, k, count, s)
             if anchors:
-                nearest = anchors[0][1]
-                shared = anchors[0][0] - shape_distance((m, n, k, count), (int(nearest["m"]), int(nearest["n"]), int(nearest["k"]),
-                                                                         int(nearest.get("batch") or 1)))
-                scale = _blended_scale(anchors, lambda a: _anchor_scale(table, a, donor, model, m, n, k, count, s, sms, result_layout),
-                                       max(shared, 0.0))
+                scale = _blended_scale(anchors, lambda a: _anchor_scale(table, a, donor, model, m, n, k, count, s, sms, result_layout))
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             device_us = c.estimate_us * scale
             host = SPLIT_HOST_US if s else 0.0  # what the measurements (device time) leave out
