@@ -382,6 +382,12 @@ def _run(argv: Sequence[str] | None) -> int:
         shapes = [w for w in extra if not w.startswith("-") and reads_as_shape(w)]
         if shapes and "--shape" in known and not hint:  # "polygemm gemm 64x64x64": the shape is an option's value
             hint = f"; give the shape as --shape {shapes[0]}"
+        elif shapes and "--shapes" in known and not hint:  # "polygemm bench 64x64x64"
+            hint = f"; give the shapes as --shapes {' '.join(shapes)}"
+        devices = [w for w in extra if not w.startswith("-") and registry.backend_name(w.partition(":")[0]) is not None]
+        option = next((a.option_strings[0] for a in command._actions if "--device" in a.option_strings), None)
+        if devices and option and not hint:  # "polygemm variants cpu": the backend is --device's value (matrix: --backends)
+            hint = f"; give the backend as {option} {devices[0]}"
         command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     if args.command == "gemm" and args.shape is None:
         commands["gemm"].error("the following arguments are required: --shape MxNxK[:LAYOUT] (e.g. --shape 1024x1024x1024)")
@@ -401,6 +407,11 @@ def _run(argv: Sequence[str] | None) -> int:
         # the API's argument names as the command's options (out_dtype: --out-dtype; device='x': --device x)
         text = re.sub(r"\bout_dtype\b(?!=)", "--out-dtype", text)
         text = re.sub(r"(?<![\w-])device='([^']*)'", r"--device \1", text)
+        options = {o for a in commands[args.command]._actions for o in a.option_strings}
+        if "--variant" in options:  # gemm, explain (bench's --variants and matrix's name their own refusals)
+            text = re.sub(r"(?<![\w-])variant='([^']*)'", r"--variant \1", text)
+        if "--dtype" in options:  # the inputs' dtype is the command's --dtype, not a cast of arrays a and b
+            text = re.sub(r"\bcast a and b to (\w+) to compute in it", r"pass --dtype \1 to compute in it", text)
         text = "; ".join(part.strip() for part in text.splitlines() if part.strip())  # one line (a driver's reason may hold several)
         print(f"polygemm: error: {text}", file=sys.stderr)
         # 1: the run itself failed (a device error, a product that failed its check, its output unwritten), as --check's FAIL;

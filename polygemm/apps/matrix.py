@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from .. import registry
 from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
+from ..core.dtypes import INTEGER_DTYPES
 from ..testing.conformance import CHECKED_DTYPES as _DTYPES, UNCHECKED_DTYPES, CaseResult, case_groups, run_conformance
 from .arguments import dtype_name, split_names
 from .outputs import write_json
@@ -38,16 +39,20 @@ def run_matrix(
     names = list(dict.fromkeys(names))  # a backend named twice ("cpu CPU") ran twice, its counts doubled; variants lists it once
     check_names(names)
     if variants:  # a misspelt name would run nothing and pass
-        known: set[str] = {"auto"}
+        known: set[str] = set()
         for name in names:
             try:
                 known |= {v.name for v in registry.get_backend(name).variants()}
             except PolygemmError:
                 pass
+        if "auto" in variants:  # auto chooses among the variants; the suite runs each of them by name
+            raise ArgumentError(f"--variants auto: auto is no variant of its own (it chooses among the others, which the "
+                                f"suite runs each by name); name some of {', '.join(sorted(known))}, or leave --variants "
+                                "out to run every one")
         unknown = [v for v in variants if v.partition(":")[0] not in known]  # "rung:split_k=4" names its rung
         if unknown:
             raise UnsupportedProblemError(f"--variants: {', '.join(map(repr, unknown))} is not a variant of "
-                                          f"{', '.join(names)}; known: {', '.join(sorted(known - {'auto'}))}")  # (auto: no case of its own)
+                                          f"{', '.join(names)}; known: {', '.join(sorted(known))}")
     results: list[CaseResult] = []
     for name in names:
         try:
@@ -156,7 +161,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         args.dtypes = [dtype_name(d) for d in args.dtypes]
     unknown = [d for d in args.dtypes or () if d not in _DTYPES]
     if unknown:
-        raise ArgumentError(f"--dtypes {unknown[0]!r} is not a dtype the conformance matrix checks ({UNCHECKED_DTYPES}); "
+        why = f" ({UNCHECKED_DTYPES})" if unknown[0] in INTEGER_DTYPES else ""  # (said of integers and bool alone)
+        raise ArgumentError(f"--dtypes {unknown[0]!r} is not a dtype the conformance matrix checks{why}; "
                             f"name {', '.join(_DTYPES)}, comma or space separated")
     results = run_matrix(args.backends, variants=args.variants, dtypes=args.dtypes, quick=args.quick, progress=not args.no_progress and sys.stderr.isatty())
     if not results:  # the filters matched no (dtype, variant) of any backend: a CI job must not pass on nothing

@@ -401,3 +401,11 @@ def test_a_float16_layout_bug_is_not_told_to_accumulate_in_float32(monkeypatch):
     fails = [r for r in results if r.status == "fail" and "elements outside the bound" in r.detail]
     assert fails
     assert not any("accumulate in float32" in r.detail for r in fails)
+
+
+def test_matrix_refusals_of_auto_and_of_a_dtype_name_the_option(capsys):
+    """--variants auto is refused naming --variants; an unknown float dtype is not told about integers."""
+    line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--variants", "auto", "--quick"])
+    assert "--variants auto" in line and "no variant of its own" in line and "blas" in line
+    line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--dtypes", "float8"])
+    assert "--dtypes 'float8'" in line and "integer" not in line
