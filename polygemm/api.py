@@ -140,8 +140,8 @@ def gemm(
 
     ``verify`` checks the product where it was computed (a Freivalds test, ``C·r`` against
     ``alpha·A·(B·r) + beta·c·r`` for a fresh random ``r``, its threshold from the dtypes' error bound):
-    None (default: ``polygemm.set_verify``'s, from ``$POLYGEMM_VERIFY``, else "off"), "off", "raise"
-    (VerificationError on a failed check), "warn" (VerificationWarning, the result returned all the
+    None (default: ``polygemm.set_verify``'s, from ``$POLYGEMM_VERIFY``, else "off"), "off" (or False), "raise"
+    (or True: VerificationError on a failed check), "warn" (VerificationWarning, the result returned all the
     same) or "retry" (recompute once, with another variant where the backend has one; raise if that
     fails too). A verified product is computed into a result of its own and copied into ``out`` once
     checked, so a failed check leaves ``out`` and ``c`` untouched; device calls wait for the check.

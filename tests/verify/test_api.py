@@ -28,7 +28,7 @@ def _ops(rng, m=24, n=20, k=16, dtype=np.float32):
     return rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
 
 
-@pytest.mark.parametrize("mode", [None, "off", "raise", "warn", "retry", "RAISE", " warn "])
+@pytest.mark.parametrize("mode", [None, "off", "raise", "warn", "retry", "RAISE", " warn ", True, False])
 def test_every_mode_computes_a_correct_product(rng, mode):
     a, b = _ops(rng)
     got = pg.gemm(a, b, verify=mode)
@@ -36,7 +36,7 @@ def test_every_mode_computes_a_correct_product(rng, mode):
     pg.testing.assert_close(pg.matmul(a, b, verify=mode), a, b)
 
 
-@pytest.mark.parametrize("bad", ["on", "strict", "", 1, True, ["raise"]])
+@pytest.mark.parametrize("bad", ["on", "strict", "", 1, 0.0, ["raise"]])
 def test_a_bad_value_names_verify_and_the_accepted_values(rng, bad):
     a, b = _ops(rng)
     for name, call in (("verify", lambda: pg.gemm(a, b, verify=bad)), ("verify", lambda: pg.matmul(a, b, verify=bad)),
@@ -198,6 +198,11 @@ def test_environment_default_and_a_bad_environment_value():
     run = subprocess.run([sys.executable, "-c", "import polygemm as pg; print(pg.get_verify())"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.stdout.strip() == "off" and "POLYGEMM_VERIFY" in run.stderr and "'retry'" in run.stderr and "None" not in run.stderr
+    for flag, mode in (("1", "raise"), ("True", "raise"), ("0", "off"), ("false", "off")):  # a shell's switches
+        env["POLYGEMM_VERIFY"] = flag
+        run = subprocess.run([sys.executable, "-c", "import polygemm as pg; print(pg.get_verify())"], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.stdout.strip() == mode and not run.stderr, (flag, run.stderr)
 
 
 def test_explain_describes_the_check_and_its_cost(rng):
@@ -510,8 +515,28 @@ def test_last_plan_keeps_the_call_before_a_verified_call_that_raised_anything(rn
 def test_set_verify_names_its_own_argument():
     with pytest.raises(pg.ArgumentError, match=r"^mode='yes' is not a verification mode"):
         pg.set_verify("yes")
-    with pytest.raises(TypeError, match=r"^mode must be None or a string"):
+    with pytest.raises(TypeError, match=r"^mode must be None, a bool or a string"):
         pg.set_verify(1)
+
+
+def test_a_bool_reads_as_a_flag(rng):
+    """verify=True checks and raises, as "raise" does; verify=False checks nothing, even under a process default."""
+    a, b = _ops(rng)
+    with inject_fault(0, 0, value=1e4), pytest.raises(pg.VerificationError):
+        pg.gemm(a, b, verify=True)
+    with inject_fault(0, 0, value=1e4), pytest.raises(pg.VerificationError):
+        pg.matmul(a, b, verify=np.True_)
+    try:
+        pg.set_verify(True)
+        assert pg.get_verify() == "raise"
+        with inject_fault(0, 0, value=1e4):
+            got = pg.gemm(a, b, verify=False)  # no check, so no fault either
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    finally:
+        pg.set_verify(None)
+    assert "verify='raise'" in "\n".join(pg.explain(a, b, verify=True).notes)
+    with pytest.raises(TypeError, match=r"verify must be None, a bool or a string.*True \(as 'raise'\)"):
+        pg.gemm(a, b, verify=1)
 
 
 def test_one_failed_row_or_column_is_said_in_the_singular(rng, caplog):
