@@ -216,9 +216,12 @@ def torch_refusal(name: str, obj: Any) -> None:
                             f"tensor on the CPU or a CUDA device")
     kind = _dataless_kind(obj, torch)
     if kind:  # tensors whose memory DLPack would hand over is none of theirs (a FakeTensor's pointer is 0)
+        how = (("pass a tensor of memory of its own (torch's ZeroTensors are immutable), or omit out to get a new result"
+                if name == "out" else f"pass {name}.clone(), which holds its zeros in memory") if kind == _ZERO_TENSOR else
+               "call it outside the transform or tracing (torch.func.vmap, torch.compile), on the tensors themselves (a "
+               "batch as one polygemm.matmul)")
         raise ArgumentError(f"{name} is {kind}, which holds no data of its own to compute with; polygemm computes on "
-                            f"concrete tensors: call it outside the transform or tracing (torch.func.vmap, torch.compile), "
-                            f"on the tensors themselves (a batch as one polygemm.matmul)")
+                            f"concrete tensors: {how}")
     dtype = str(getattr(obj, "dtype", "float32")).rpartition(".")[2]
     if dtype.startswith(("qint", "quint")):  # a quantized tensor: its values are its dequantize()'s
         raise DTypeError(f"{name} is a quantized torch.{dtype} tensor, a dtype polygemm does not compute; pass "
@@ -243,6 +246,10 @@ def _overrides_torch_function(cls: type, torch: Any) -> bool:
     return own is not None and func is not getattr(base, "__func__", base) and own is not disabled and func is not disabled
 
 
+#: what a refusal calls torch's ZeroTensor (``torch._efficientzerotensor``: zeros of no memory, as autograd makes them)
+_ZERO_TENSOR = "a ZeroTensor (torch's efficient zeros, as autograd makes for a zero gradient)"
+
+
 def _dataless_kind(obj: Any, torch: Any) -> str:
     """What kind of data-less tensor ``obj`` is: a FakeTensor (torch.compile's tracing), a tensor wrapped by a
     torch.func transform (vmap's batched tensors, grad's wrappers), or one with no storage at all; "" for a tensor
@@ -257,6 +264,11 @@ def _dataless_kind(obj: Any, torch: Any) -> str:
         wrapped = False
     if wrapped:
         return "a tensor inside a torch.func transform (vmap, grad, jacrev)"
+    try:  # (outside any transform: a ZeroTensor is a gradient's zeros, which clone() puts in memory)
+        if obj._is_zerotensor() and obj.numel() > 0:
+            return _ZERO_TENSOR
+    except Exception:  # noqa: BLE001 - a torch without ZeroTensors, or a subclass that cannot say
+        pass
     try:
         no_storage = obj.numel() > 0 and obj.data_ptr() == 0
     except Exception:  # noqa: BLE001 - a tensor subclass that cannot say: read as any other

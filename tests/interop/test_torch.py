@@ -362,6 +362,27 @@ def test_tensors_without_data_of_their_own_are_refused_not_read_through_dlpack()
     assert_close(pg.matmul(masked.to_tensor(0), torch.ones(4, 5)).numpy(), np.ones((3, 4), np.float32), np.ones((4, 5), np.float32))
 
 
+def test_zero_tensors_are_told_clone_not_a_transform():
+    """A ZeroTensor (autograd's zeros of no memory) outside any transform is told to pass its clone (an out: a tensor of
+    memory of its own), not to leave a torch.func transform it is not in."""
+    torch = _torch()
+    from polygemm.errors import ArgumentError
+
+    if not hasattr(torch, "_efficientzerotensor"):
+        pytest.skip("a torch without ZeroTensors")
+    zeros = torch._efficientzerotensor((3, 4))
+    for call in (pg.gemm, pg.matmul):
+        with pytest.raises(ArgumentError, match=r"^a is a ZeroTensor.*a\.clone\(\)") as err:
+            call(zeros, torch.ones(4, 2))
+        assert "transform" not in str(err.value)
+    with pytest.raises(ArgumentError, match=r"^c is a ZeroTensor.*c\.clone\(\)"):
+        pg.gemm(torch.ones(3, 4), torch.ones(4, 2), torch._efficientzerotensor((3, 2)))
+    with pytest.raises(ArgumentError, match=r"^out is a ZeroTensor.*omit out") as err:
+        pg.matmul(torch.ones(3, 4), torch.ones(4, 2), out=torch._efficientzerotensor((3, 2)))
+    assert "clone" not in str(err.value)
+    assert_close(pg.matmul(zeros.clone(), torch.ones(4, 2)).numpy(), np.zeros((3, 4), np.float32), np.ones((4, 2), np.float32))
+
+
 def test_quantized_tensors_are_told_dequantize_and_unsigned_mixes_get_a_cast():
     import warnings
 
