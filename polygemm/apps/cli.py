@@ -410,6 +410,8 @@ def _run(argv: Sequence[str] | None) -> int:
         options = {o for a in commands[args.command]._actions for o in a.option_strings}
         if "--variant" in options:  # gemm, explain (bench's --variants and matrix's name their own refusals)
             text = re.sub(r"(?<![\w-])variant='([^']*)'", r"--variant \1", text)
+        if "--compiler" in options:  # compile: compiler.select leads with compiler='nvrtc' forced
+            text = re.sub(r"(?<![\w-])compiler '([^']*)'", r"--compiler \1", text)
         if "--dtype" in options:  # the inputs' dtype is the command's --dtype, not a cast of arrays a and b
             text = re.sub(r"\bcast a and b to (\w+) to compute in it", r"pass --dtype \1 to compute in it", text)
         text = "; ".join(part.strip() for part in text.splitlines() if part.strip())  # one line (a driver's reason may hold several)

@@ -188,7 +188,7 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         why = cannot_create_in(str(out))
         if why is not None:
             raise ArgumentError(f"--out {out}: no file can be made in that folder ({why}); name a folder you can write")
-    print(f"polygemm compile: {len(todo)} builds for {', '.join(targets)} with {'; '.join(used)} into {out or cc.cache_dir()}", file=stream, flush=True)
+    print(f"polygemm compile: {len(todo)} build{'' if len(todo) == 1 else 's'} for {', '.join(targets)} with {'; '.join(used)} into {out or cc.cache_dir()}", file=stream, flush=True)
     t0 = time.perf_counter()
     ok = True
     with ThreadPoolExecutor(max(1, threads or os.cpu_count() or 2)) as pool:  # NVRTC runs in parallel in threads; nvcc in processes
@@ -196,12 +196,14 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
             if not quiet or not msg.startswith("ok"):
                 print(msg, file=stream, flush=True)
             ok &= good
-    print(f"{len(todo)} kernel builds in {time.perf_counter() - t0:.0f} s: {'all passed' if ok else 'FAILURES above'}", file=stream, flush=True)
+    print(f"{len(todo)} kernel build{'' if len(todo) == 1 else 's'} in {time.perf_counter() - t0:.0f} s: {'all passed' if ok else 'FAILURES above'}", file=stream, flush=True)
     return 0 if ok else 1
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    archs = list(dict.fromkeys(parse_arch(a) for a in (args.arch or DEFAULT_ARCHS)))
+    # comma or space separated, as --only takes names ("--arch sm_80,sm_90", as TORCH_CUDA_ARCH_LIST lists them)
+    given = split_names("--arch", args.arch, "architecture", "e.g. sm_80 sm_90", "leave --arch out for the default")
+    archs = list(dict.fromkeys(parse_arch(a) for a in (given or DEFAULT_ARCHS)))
     if args.out is not None and not args.out.strip():
         # "--out $DIR" with DIR unset means a folder was meant, not the kernel cache (as an empty --json
         # path is refused: cli.unwritable)
@@ -223,7 +225,7 @@ def add_parser(sub: Any) -> None:
             "compile nothing). Always builds: fails on a compile error or a register spill in an auto-selectable kernel."
         ),
     )
-    s.add_argument("--arch", nargs="+", action="extend", metavar="SM", help=f"device architectures, e.g. sm_80 sm_86 sm_90 (sm_90a = sm_90) (default: {' '.join(DEFAULT_ARCHS)})")
+    s.add_argument("--arch", nargs="+", action="extend", metavar="SM", help=f"device architectures, comma or space separated, e.g. sm_80 sm_86 sm_90 (sm_90a = sm_90) (default: {' '.join(DEFAULT_ARCHS)})")
     s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
     s.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N", help="builds at once (default: one per CPU)")
     s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else nvcc when installed (faster code for two SGEMM rungs), else NVRTC)")  # the order of compiler.COMPILERS

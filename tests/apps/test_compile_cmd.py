@@ -53,7 +53,7 @@ def test_compile_with_compiler_nvrtc_and_no_nvrtc_names_the_option_not_the_varia
     monkeypatch.setenv("POLYGEMM_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
     assert main(["compile", "--compiler", "nvrtc", "--only", "cm_v01_naive", "--arch", "sm_90", "-q"]) == 2
     err = capsys.readouterr().err
-    assert "POLYGEMM_COMPILER=" not in err and "compile at run time" not in err and "nvrtc" in err
+    assert "POLYGEMM_COMPILER=" not in err and "compile at run time" not in err and "--compiler nvrtc:" in err
 
 
 def test_compile_names_an_architecture_given_to_only_as_one(capsys):
@@ -82,3 +82,14 @@ def test_a_compile_refused_for_its_compiler_makes_no_out_folder(monkeypatch, cap
     out = tmp_path / "kernels"
     assert main(["compile", "--compiler", "nvrtc", "--only", "cm_v01_naive", "--arch", "sm_90", "--out", str(out)]) == 2
     assert "nvrtc" in capsys.readouterr().err and not out.exists()
+
+
+def test_compile_arch_takes_comma_separated_architectures(monkeypatch, capsys):
+    from polygemm.apps import compile as compile_cmd
+
+    seen = []
+    monkeypatch.setattr(compile_cmd, "run", lambda archs, *args, **kwargs: seen.append(archs) or 0)
+    assert main(["compile", "--arch", "sm_80,sm_90", "8.6", "--only", "copy_scale"]) == 0
+    assert seen == [[80, 90, 86]]
+    assert main(["compile", "--arch", ",", "--only", "copy_scale"]) == 2
+    assert "--arch ',' names no architecture" in capsys.readouterr().err
