@@ -171,7 +171,11 @@ def _host_operand(name: str, obj: Any, *, writable: bool, given: Any = None) -> 
             # a TypeError too, as numpy.matmul's "return arrays must be of ArrayType"
             hint = (f" (numpy.matmul's tuple form: pass the array itself, {name}={name}[0], or use polygemm.matmul, which takes it)"
                     if isinstance(obj, tuple) and len(obj) == 1 and hasattr(obj[0], "shape") else "")
-            raise ArgumentTypeError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {type(obj).__name__}{hint}")
+            got = type(obj).__name__
+            if kind_of(obj) == "dask":  # a lazy array holds no memory to write: its result is a new array
+                got = f"a dask.{got}, which cannot be written in place"
+                hint = f"; omit {name} and use the result, or polygemm.dask.gemm(A, B) for a lazy product"
+            raise ArgumentTypeError(f"{name} must be a NumPy array (or a device array) that can receive the result; got {got}{hint}")
         arr = obj
         if not arr.flags.writeable:
             raise ArgumentError(f"{name} is read-only; pass a writeable array (or omit {name} to get a new one)")
