@@ -194,8 +194,8 @@ def _summary(rows: Sequence[TuneRow]) -> str:
     return text
 
 
-#: the defaults of --device, --top and --splits (--holdout tells them from options given)
-_DEVICE, _TOP, _SPLITS = "cuda", 4, 4
+#: the defaults of --device, --top and --splits (--holdout tells them from options given), and of --dtype
+_DEVICE, _TOP, _SPLITS, _DTYPE = "cuda", 4, 4, "float16"
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -220,6 +220,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.seed is not None:  # read by --holdout alone: refused rather than silently dropped
         raise ArgumentError(f"--seed {args.seed} picks the shapes --holdout holds out; tuning products takes no seed (add "
                             f"--holdout, or leave --seed out)")
+    if args.from_file and not args.shape and not args.shapes:
+        # a recording's products keep the dtype and batch they were recorded with: refused rather than silently dropped
+        given = [f"{opt} {value}" for opt, value, unset in (("--dtype", args.dtype, _DTYPE), ("--out-dtype", args.out_dtype, None),
+                                                            ("--batch", args.batch, 0)) if value != unset]
+        if given:
+            raise ArgumentError(f"{', '.join(given)}: --from's products are tuned in the dtypes and batches they were "
+                                f"recorded with; {'these apply' if len(given) > 1 else 'it applies'} to --shape and --shapes "
+                                f"products (name some, or leave {'them' if len(given) > 1 else 'it'} out)")
     jobs = jobs_from_args(args)
     be = tuning_backend(args.device)
     budget = math.inf if args.budget is None else args.budget
@@ -251,7 +259,7 @@ def add_parser(sub: Any) -> None:
                    help=f"presets ({', '.join(PRESETS)}) or shapes, comma or space separated, as polygemm bench takes them")
     s.add_argument("--from", dest="from_file", metavar="FILE",
                    help="the products a run recorded (polygemm.tuning.record(FILE) or $POLYGEMM_RECORD_SHAPES=FILE), each in its dtype")
-    s.add_argument("--dtype", default="float16", type=dtype_name, choices=list(DTYPES), help="dtype of --shape and --shapes products")
+    s.add_argument("--dtype", default=_DTYPE, type=dtype_name, choices=list(DTYPES), help="dtype of --shape and --shapes products")
     s.add_argument("--out-dtype", default=None, type=dtype_name, choices=list(DTYPES), help="the result's dtype (default: --dtype)")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N", help="a strided batch of N products each (0: one)")
     s.add_argument("--device", default=_DEVICE, help="the cuda backend, or cuda:N for one GPU")

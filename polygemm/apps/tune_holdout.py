@@ -140,7 +140,7 @@ def cmd_holdout(args: argparse.Namespace) -> int:
                                      "best_us": r.best_us, "pick": r.pick, "pick_us": None if r.pick_us != r.pick_us else r.pick_us,
                                      "fitted_pick": r.fitted_pick, "fitted_us": None if r.fitted_us != r.fitted_us else r.fitted_us}
                                     for r in rows]
-        texts.append(f"{dtype}, {len(rows)} of the measured shapes held out ({fraction:.3g} asked, at least one; seed {args.seed}):\n"
+        texts.append(f"{dtype}, {len(rows)} of the measured shapes held out ({fraction:g} asked, at least one; seed {args.seed}):\n"
                      + holdout_table(rows))
     emit_json(args, payload, "\n\n".join(texts))
     return 0

@@ -128,6 +128,19 @@ def test_tune_argument_errors_are_usage_errors(capsys, argv, words):
     assert all(w in line for w in words), line
 
 
+def test_tune_from_a_recording_refuses_the_dtype_and_batch_options_it_would_drop(capsys, tmp_path, tuner):
+    path = tmp_path / "shapes.jsonl"
+    path.write_text('{"m": 8, "n": 8, "k": 8, "dtype": "float16"}\n')
+    line = cli_error_line(capsys, ["tune", "--from", str(path), "--dtype", "float32"])
+    assert "--dtype float32" in line and "recorded with" in line and "--shape" in line
+    line = cli_error_line(capsys, ["tune", "--from", str(path), "--batch", "3", "--out-dtype", "float32"])
+    assert "--out-dtype float32" in line and "--batch 3" in line
+    # beside --shape products, --dtype is theirs
+    rc, _, err = cli(capsys, ["tune", "--from", str(path), "--shape", "16x16x16", "--dtype", "float32"])
+    assert rc == 0, err
+    assert [p.dtype.name for p, *_ in tuner.tuned_problems] == ["float32", "float16"]
+
+
 def test_tune_refuses_a_backend_without_a_tuning_cache(capsys):
     line = cli_error_line(capsys, ["tune", "--shape", "8x8x8", "--device", "cpu"])
     assert "cpu" in line and "no tuning cache" in line and "--device cuda" in line
@@ -204,6 +217,9 @@ def test_holdout_judges_the_cost_model_on_shapes_it_was_not_fitted_to(capsys):
     assert all(r["best_us"] <= r["pick_us"] * (1 + 1e-9) for r in measured)  # nothing beats the measured best
     rc, text, _ = cli(capsys, ["tune", "--holdout", "0.2", "--dtype", "float32", "--seed", "3"])
     assert "held-out shapes" in text and "fitted on every shape" in text
+    # the share asked is said as given: 0.9999 is not "1", which --holdout refuses
+    rc, text, _ = cli(capsys, ["tune", "--holdout", "0.9999", "--dtype", "float32"])
+    assert rc == 0 and "(0.9999 asked" in text
 
 
 def test_holdout_fraction_must_be_a_share(capsys):
