@@ -298,7 +298,8 @@ class SweepSummary:
         if not self.ratios:
             return f"{self.label} on {self.device}: no shape has a vendor timing"
         w = self.worst
-        return (f"{self.label} on {self.device}: {len(self.ratios)} shapes, geometric mean {self.geomean:.2f}x, "
+        shapes = f"{len(self.ratios)} shape{'' if len(self.ratios) == 1 else 's'}"
+        return (f"{self.label} on {self.device}: {shapes}, geometric mean {self.geomean:.2f}x, "
                 f"worst {self.worst_ratio:.2f}x at {_shape_text(w)} ({self.variants[w]})")
 
 

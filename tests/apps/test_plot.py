@@ -182,6 +182,13 @@ def test_plot_of_hand_made_records_with_nulls_and_defaults(capsys, tmp_path, rec
     assert "float32, kernel mode" in out and (tmp_path / "p.svg").stat().st_size > 0
 
 
+def test_plot_summary_counts_one_shape_in_the_singular(capsys, tmp_path):
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps({"records": [bench_record()]}))
+    rc, out, err = cli(capsys, ["plot", str(src)])
+    assert rc == 0 and ": 1 shape, geometric mean" in out, (out, err)
+
+
 def test_plot_records_lacking_a_field_name_it(capsys, tmp_path):
     rec = bench_record()
     del rec["vendor_tflops"], rec["date"]
