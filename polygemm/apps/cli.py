@@ -408,8 +408,11 @@ def _run(argv: Sequence[str] | None) -> int:
         text = re.sub(r"\bout_dtype\b(?!=)", "--out-dtype", text)
         text = re.sub(r"(?<![\w-])device='([^']*)'", r"--device \1", text)
         options = {o for a in commands[args.command]._actions for o in a.option_strings}
-        if "--variant" in options:  # gemm, explain (bench's --variants and matrix's name their own refusals)
+        if "--variant" in options:  # gemm, explain
             text = re.sub(r"(?<![\w-])variant='([^']*)'", r"--variant \1", text)
+        if "--variants" in options:  # matrix: the conformance suite's refusals of its variants=[...]
+            text = re.sub(r"^variants names ", "--variants names ", text)
+            text = re.sub(r"(?<![\w-])variant=('[^']*')", r"\1", text)
         if "--compiler" in options:  # compile: compiler.select leads with compiler='nvrtc' forced
             text = re.sub(r"(?<![\w-])compiler '([^']*)'", r"--compiler \1", text)
         if "--dtype" in options:  # the inputs' dtype is the command's --dtype, not a cast of arrays a and b

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ArgumentError
-from .arguments import positive_int, split_names
+from .arguments import choice_word, positive_int, split_names
 from .outputs import cannot_create_in
 
 __all__ = ["Job", "jobs", "covering", "run", "parse_arch", "add_parser"]
@@ -228,7 +228,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--arch", nargs="+", action="extend", metavar="SM", help=f"device architectures, comma or space separated, e.g. sm_80 sm_86 sm_90 (sm_90a = sm_90) (default: {' '.join(DEFAULT_ARCHS)})")
     s.add_argument("--out", metavar="DIR", help="write the cubins here (for POLYGEMM_KERNEL_DIR) instead of the kernel cache")
     s.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N", help="builds at once (default: one per CPU)")
-    s.add_argument("--compiler", choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else nvcc when installed (faster code for two SGEMM rungs), else NVRTC)")  # the order of compiler.COMPILERS
+    s.add_argument("--compiler", type=choice_word, choices=["nvrtc", "nvcc"], default=None, help="force one (default: $POLYGEMM_COMPILER, else nvcc when installed (faster code for two SGEMM rungs), else NVRTC)")  # the order of compiler.COMPILERS
     s.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="only these variants (polygemm variants lists them) or helpers (the kernel files' stems: copy_scale, repitch, split_bf16, transpose, ldmatrix_probe, mma_peak_probe, freivalds)")
     s.add_argument("-q", "--quiet", action="store_true", help="print failures, spill notes and the summary only")
     s.set_defaults(fn=cmd_compile)

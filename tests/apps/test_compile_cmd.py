@@ -93,3 +93,13 @@ def test_compile_arch_takes_comma_separated_architectures(monkeypatch, capsys):
     assert seen == [[80, 90, 86]]
     assert main(["compile", "--arch", ",", "--only", "copy_scale"]) == 2
     assert "--arch ',' names no architecture" in capsys.readouterr().err
+
+
+def test_compile_compiler_is_read_in_any_case_as_its_variable_is(monkeypatch):
+    # POLYGEMM_COMPILER=NVCC picks nvcc; --compiler NVCC does too
+    from polygemm.apps import compile as compile_cmd
+
+    seen = []
+    monkeypatch.setattr(compile_cmd, "run", lambda archs, out, jobs, compiler, *args, **kwargs: seen.append(compiler) or 0)
+    assert main(["compile", "--compiler", "NVCC", "--only", "copy_scale"]) == 0
+    assert seen == ["nvcc"]

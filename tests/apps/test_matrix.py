@@ -407,5 +407,7 @@ def test_matrix_refusals_of_auto_and_of_a_dtype_name_the_option(capsys):
     """--variants auto is refused naming --variants; an unknown float dtype is not told about integers."""
     line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--variants", "auto", "--quick"])
     assert "--variants auto" in line and "no variant of its own" in line and "blas" in line
+    line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--variants", "blas:split_k=4", "--quick"])
+    assert "--variants names 'blas:split_k=4'" in line and "variant=" not in line
     line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--dtypes", "float8"])
     assert "--dtypes 'float8'" in line and "integer" not in line
