@@ -167,6 +167,10 @@ def run(archs: Sequence[int], out: Path | None = None, threads: int | None = Non
         what = f"--only {' '.join(only)}" if only else "the catalog"
         raise ArgumentError(f"nothing to build: {what} has no build for --arch {' '.join(f'sm_{a}' for a in archs)}"
                             + (f" ({'; '.join(needs)})" if needs else ""))
+    for sm in archs:  # refused once here, rather than by the compiler once per build
+        why = cc.unbuildable(f"sm_{sm}", compiler)
+        if why is not None:
+            raise ArgumentError(f"--arch sm_{sm}: no compiler here builds for it: {why}; name one of those")
     if out is not None:
         # refused before any build, with the way out: a file of that name (--out /dev/null, --out
         # kernels.tar) or a place that cannot be written would otherwise fail at the first cubin

@@ -103,3 +103,52 @@ def test_compile_compiler_is_read_in_any_case_as_its_variable_is(monkeypatch):
     monkeypatch.setattr(compile_cmd, "run", lambda archs, out, jobs, compiler, *args, **kwargs: seen.append(compiler) or 0)
     assert main(["compile", "--compiler", "NVCC", "--only", "copy_scale"]) == 0
     assert seen == ["nvcc"]
+
+
+@pytest.fixture
+def fake_nvcc(monkeypatch):
+    """nvcc 13.0 at a made-up path, NVRTC absent, no build run: set ``archs`` to what ``--list-gpu-arch`` answers
+    (None: the query failed). Returns the list of targets the builds were asked for."""
+    from polygemm.backends.cuda import compiler as cc
+    from polygemm.errors import DeviceError
+
+    monkeypatch.delenv("POLYGEMM_COMPILER", raising=False)
+    monkeypatch.setenv("POLYGEMM_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")
+    monkeypatch.setattr(cc, "find_nvcc", lambda: "/fake/bin/nvcc")
+    monkeypatch.setattr(cc, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0, V13.0.48")
+    monkeypatch.setattr(cc, "nvcc_archs", lambda nvcc: (75, 80, 90, 120))
+    built = []
+
+    def build(source, target, macros=None, *, compiler=None, verbose=False):
+        built.append(target)
+        raise DeviceError(f"nvcc fatal   : Unsupported gpu architecture 'compute_{target[3:]}'")
+
+    monkeypatch.setattr(cc, "build", build)
+    return built
+
+
+def test_compile_arch_no_compiler_builds_for_is_refused_once_naming_those_it_builds_for(fake_nvcc, capsys, tmp_path):
+    assert main(["compile", "--arch", "sm_99", "-q", "--out", str(tmp_path / "k")]) == 2
+    err = capsys.readouterr().err
+    assert "--arch sm_99" in err and "nvcc 13.0" in err and "sm_75, sm_80, sm_90, sm_120" in err
+    assert err.count("\n") == 1 and not fake_nvcc and not (tmp_path / "k").exists()
+    # beside an architecture it builds for, still refused before any build; sm_90a counts as sm_90
+    assert main(["compile", "--arch", "sm_90a,sm_99", "-q", "--only", "copy_scale", "--out", str(tmp_path / "k")]) == 2
+    assert "--arch sm_99" in capsys.readouterr().err and not fake_nvcc
+
+
+def test_compile_arch_is_left_to_nvcc_where_it_cannot_list_its_architectures(fake_nvcc, monkeypatch, capsys, tmp_path):
+    from polygemm.backends.cuda import compiler as cc
+
+    monkeypatch.setattr(cc, "nvcc_archs", lambda nvcc: None)
+    assert main(["compile", "--arch", "sm_99", "-q", "--only", "copy_scale", "--out", str(tmp_path / "k")]) == 1
+    assert fake_nvcc == ["sm_99"] and "Unsupported gpu architecture" in capsys.readouterr().out
+
+
+def test_compile_without_nvcc_says_so_not_the_arch(fake_nvcc, monkeypatch, capsys, tmp_path):
+    from polygemm.backends.cuda import compiler as cc
+
+    monkeypatch.setattr(cc, "find_nvcc", lambda: None)
+    assert main(["compile", "--arch", "sm_99", "-q", "--only", "copy_scale", "--out", str(tmp_path / "k")]) == 2
+    err = capsys.readouterr().err
+    assert "nvcc not found" in err and "--arch" not in err and not fake_nvcc

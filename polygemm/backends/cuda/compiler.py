@@ -44,7 +44,7 @@ from .variants import KERNEL_DIR
 
 __all__ = [
     "Built", "build", "compile_cubin", "cache_path", "pack", "unpack", "write_entry", "meta_for", "available", "describe", "built_by", "select", "prebuilt_name",
-    "find_nvcc", "nvcc_version", "nvcc_command", "check_front_end", "cache_dir", "kernel_dir", "BASE_OPTIONS", "NVRTC_OPTIONS", "COMPILERS",
+    "find_nvcc", "nvcc_version", "nvcc_archs", "nvcc_command", "unbuildable", "check_front_end", "cache_dir", "kernel_dir", "BASE_OPTIONS", "NVRTC_OPTIONS", "COMPILERS",
 ]
 
 # nvcc first where it is installed: NVRTC 13 addresses dynamic shared memory with 64-bit
@@ -78,6 +78,18 @@ def find_nvcc() -> str | None:
 def nvcc_version(nvcc: str) -> str:
     """``nvcc --version`` (asked once per process and compiler)."""
     return subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_archs(nvcc: str) -> tuple[int, ...] | None:
+    """The compute capabilities ``nvcc`` builds for, from ``nvcc --list-gpu-arch`` (asked once per process and
+    compiler), oldest first; None when it cannot say (the query fails, or an nvcc older than the option)."""
+    try:
+        r = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    archs = sorted({int(n) for n in re.findall(r"^compute_(\d+)\s*$", r.stdout, re.M)})
+    return tuple(archs) if r.returncode == 0 and archs else None
 
 
 def nvcc_command(nvcc: str, source: Path, target: str, macros: dict[str, int] | None, out: Path, *, verbose: bool = False) -> list[str]:
@@ -128,12 +140,38 @@ def _nvcc_compiler() -> tuple[_Compiler | None, str]:
     return _Compiler("nvcc", m.group(1), nvcc, "|".join((nvcc, text, " ".join(BASE_OPTIONS)))), ""
 
 
-def _supports(c: _Compiler, target: str) -> bool:
-    if c.name != "nvrtc":
-        return True  # nvcc names a target it lacks in its own error
+def _archs(c: _Compiler) -> tuple[int, ...] | None:
+    """The compute capabilities ``c`` builds for; None when it cannot say."""
+    if c.name == "nvcc":
+        return nvcc_archs(c.where)
     from . import nvrtc
 
-    return nvrtc.load().supports(target)
+    return nvrtc.load().archs
+
+
+def _supports(c: _Compiler, target: str) -> bool:
+    archs = _archs(c)
+    # an nvcc that cannot list its targets names one it lacks in its own error, once per build
+    return archs is None or int(target[3:].rstrip("af")) in archs
+
+
+def unbuildable(target: str, compiler: str | None = None) -> str | None:
+    """Why no compiler here builds for ``target`` (``sm_99``) although one is usable: what each usable compiler
+    (``compiler`` or ``$POLYGEMM_COMPILER`` when given, else each of ``COMPILERS``) builds for, e.g. ``nvcc 13.0
+    (/usr/local/cuda/bin/nvcc) builds for sm_75, ..., sm_121``; None when one builds for it, one cannot say what it
+    builds for, or none is usable (:func:`select` says why)."""
+    forced = compiler or _forced()
+    if forced is not None and forced not in COMPILERS:
+        return None
+    said = []
+    for name in (forced,) if forced else COMPILERS:
+        c, _ = (_nvrtc_compiler if name == "nvrtc" else _nvcc_compiler)()
+        if c is None:
+            continue
+        if _supports(c, target):
+            return None
+        said.append(f"{c.describe()} builds for {', '.join(f'sm_{a}' for a in _archs(c) or ())}")
+    return "; ".join(said) or None
 
 
 def _forced() -> str | None:

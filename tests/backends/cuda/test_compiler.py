@@ -353,3 +353,30 @@ def test_a_compiler_asked_for_by_name_says_what_to_install_once(monkeypatch) -> 
     with pytest.raises(BackendUnavailableError) as info:
         compiler.select("sm_90", "nvrtc", when="polygemm compile builds the kernels ahead of time with one")
     assert str(info.value).count("pip install") == 1 and str(info.value).startswith("compiler 'nvrtc': ")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for nvcc")
+def test_nvcc_archs_reads_list_gpu_arch_and_is_none_where_the_query_fails(tmp_path: Path) -> None:
+    def nvcc(name: str, body: str) -> str:
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+        return str(path)
+
+    assert compiler.nvcc_archs(nvcc("lists", "printf 'compute_90\\ncompute_75\\ncompute_100\\n'")) == (75, 90, 100)
+    assert compiler.nvcc_archs(nvcc("refuses", "echo 'nvcc fatal   : Unknown option' >&2; exit 1")) is None
+    assert compiler.nvcc_archs(nvcc("silent", "exit 0")) is None
+    assert compiler.nvcc_archs(str(tmp_path / "absent")) is None
+
+
+def test_select_skips_an_nvcc_that_lists_no_such_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POLYGEMM_COMPILER", raising=False)
+    monkeypatch.setattr(compiler, "find_nvcc", lambda: "/fake/bin/nvcc")
+    monkeypatch.setattr(compiler, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0, V13.0.48")
+    monkeypatch.setattr(compiler, "nvcc_archs", lambda nvcc: (75, 90))
+    assert compiler.select("sm_90a", "nvcc").name == "nvcc"
+    with pytest.raises(BackendUnavailableError, match="cannot build for sm_99"):
+        compiler.select("sm_99", "nvcc")
+    assert "sm_75, sm_90" in compiler.unbuildable("sm_99", "nvcc")
+    monkeypatch.setattr(compiler, "nvcc_archs", lambda nvcc: None)  # cannot say: nvcc is asked, as before
+    assert compiler.select("sm_99", "nvcc").name == "nvcc" and compiler.unbuildable("sm_99", "nvcc") is None
