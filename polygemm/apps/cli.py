@@ -473,3 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         print("polygemm: interrupted", file=sys.stderr)
         return 130
+
+
+if __name__ == "__main__":  # python -m polygemm.apps.cli, the same command as python -m polygemm
+    raise SystemExit(main())

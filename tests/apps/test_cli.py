@@ -123,6 +123,19 @@ def test_module_entry_point():
     assert r.returncode == 0 and "reference" in r.stdout
 
 
+def test_cli_module_runs_as_the_package_does():
+    # python -m polygemm.apps.cli is the same command as python -m polygemm
+    from polygemm import __version__
+    from tests.helpers import subprocess_env
+
+    r = subprocess.run([sys.executable, "-m", "polygemm.apps.cli", "--version"], capture_output=True, text=True,
+                       env=subprocess_env(), timeout=120)
+    assert r.returncode == 0 and __version__ in r.stdout
+    r = subprocess.run([sys.executable, "-m", "polygemm.apps.cli", "bogus"], capture_output=True, text=True,
+                       env=subprocess_env(), timeout=120)
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
 def test_matrix_of_a_named_backend_that_runs_no_case_fails(capsys):
     # musa has no device on the machines the suite runs on: every case skips, and a CI job naming it must not pass
     import polygemm
