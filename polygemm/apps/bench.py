@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from .. import registry
 from ..backend import Backend
 from ..errors import ArgumentError, BackendUnavailableError, did_you_mean
-from .arguments import dtype_name, non_negative_int, positive_int, split_names
+from .arguments import choice_word, dtype_name, non_negative_int, positive_int, split_names
 from .bench_call import call_setup, run_call_bench, time_interleaved
 from .bench_inputs import Normals, check_variant_names
 from .bench_kernel import run_bench
@@ -295,16 +295,16 @@ def _seconds_arg(text: str) -> float:
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("bench", help="time polygemm against the vendor library (same process)")
     s.add_argument("--device", default=None, help="backend to time (default: $POLYGEMM_DEVICE, else the best available)")
-    s.add_argument("--mode", choices=["call", "kernel"], default="call",
+    s.add_argument("--mode", type=choice_word, choices=["call", "kernel"], default="call",
                    help="call: the public polygemm.gemm per call (wall clock) beside the vendor as its users call it; "
                         "kernel: each variant's raw launch (device events) beside the backend's vendor variant")
-    s.add_argument("--inputs", choices=["device", "numpy"], default="device",
+    s.add_argument("--inputs", type=choice_word, choices=["device", "numpy"], default="device",
                    help="call mode: device arrays (CuPy, else torch) with out=, or NumPy in and out (copies included)")
-    s.add_argument("--result", choices=["out", "new"], default="out",
+    s.add_argument("--result", type=choice_word, choices=["out", "new"], default="out",
                    help="call mode: out: both calls write into a given out= array; new: each call makes its result "
                         "(polygemm.gemm(a, b) beside cupy.matmul(a, b) on device arrays, beside a @ b on a host backend's "
                         "NumPy arrays), the allocation timed in both")
-    s.add_argument("--array-lib", choices=["auto", "cupy", "torch"], default="auto",
+    s.add_argument("--array-lib", type=choice_word, choices=["auto", "cupy", "torch"], default="auto",
                    help="call mode: whose device arrays polygemm.gemm is timed on (auto: CuPy, else torch); torch.matmul and "
                         "cupy.matmul are both timed beside it where installed, the ratio taken to the faster")
     s.add_argument("--batch", type=non_negative_int, default=0, metavar="N",

@@ -823,3 +823,16 @@ def test_preset_names_are_taken_in_any_case():
     from polygemm.apps.bench_shapes import PRESETS, parse_shapes
 
     assert parse_shapes(["CPU"]) == parse_shapes(["cpu"]) == list(dict.fromkeys(PRESETS["cpu"]))
+
+
+def test_bench_choice_options_are_taken_in_any_case_as_dtype_is():
+    from polygemm.apps.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--mode", "Kernel", "--inputs", "NUMPY", "--result", " New",
+                                      "--array-lib", "Torch", "--dtype", "FP32"])
+    assert (args.mode, args.inputs, args.result, args.array_lib, args.dtype) == ("kernel", "numpy", "new", "torch", "float32")
+
+
+def test_bench_choice_option_out_of_its_choices_is_still_refused(capsys):
+    rc, out, err = cli(capsys, ["bench", "--device", "cpu", "--mode", "Warp"])
+    assert rc == 2 and "--mode" in err and "invalid choice" in err and "'call'" in err
