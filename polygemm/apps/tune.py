@@ -251,6 +251,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    """``--holdout``: a number (whether it lies between 0 and 1 is checked where the shapes are held out)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, exclusive (the share of shapes held out, "
+                                         f"e.g. 0.2); got {text!r}") from None
+
+
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("tune", help="measure auto's top candidates for a workload's products on this GPU and keep the winners")
     s.add_argument("--shape", action="append", type=parse_bench_shape, metavar="MxNxK[:LAYOUT]",
@@ -268,7 +277,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--budget", type=_seconds, default=None, metavar="SECONDS",
                    help="no further candidate of a product starts after this many seconds (default: every candidate)")
     s.add_argument("--force", action="store_true", help="measure products the cache already holds again")
-    s.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
+    s.add_argument("--holdout", type=_fraction, default=None, metavar="FRACTION",
                    help="judge the cost model instead: refit it without this share of the measured tables' shapes and "
                         "report how far its picks land from the measured best on them (no GPU needed)")
     s.add_argument("--seed", type=non_negative_int, default=None, help="--holdout: which shapes are held out (default 0)")

@@ -130,7 +130,7 @@ def _summary(rows: Sequence[HeldOut]) -> str:
 def cmd_holdout(args: argparse.Namespace) -> int:
     fraction = float(args.holdout)
     if not 0 < fraction < 1:
-        raise ArgumentError(f"--holdout must be a fraction between 0 and 1 (the share of shapes held out); got {args.holdout}")
+        raise ArgumentError(f"--holdout must be a fraction between 0 and 1, exclusive (the share of shapes held out); got {args.holdout}")
     dtypes = [args.dtype]
     payload: dict[str, Any] = {"fraction": fraction, "seed": args.seed, "dtypes": {}}
     texts = []

@@ -225,6 +225,10 @@ def test_holdout_judges_the_cost_model_on_shapes_it_was_not_fitted_to(capsys):
 def test_holdout_fraction_must_be_a_share(capsys):
     line = cli_error_line(capsys, ["tune", "--holdout", "1.5"])
     assert "--holdout" in line and "between 0 and 1" in line
+    # a value that is no number at all is told what the option takes, not only that it is no float
+    rc, out, err = cli(capsys, ["tune", "--holdout", "abc"])
+    assert rc == 2 and "--holdout" in err and "fraction between 0 and 1, exclusive" in err and "'abc'" in err
+    assert "invalid float value" not in err
     line = cli_error_line(capsys, ["tune", "--holdout", "0.2", "--shape", "8x8x8"])
     assert "--holdout" in line and "--shape" in line
     # options --holdout does not read are refused, not dropped (a typo in --device is no silent pass)
