@@ -417,6 +417,13 @@ def _run(argv: Sequence[str] | None) -> int:
             text = re.sub(r"(?<![\w-])compiler '([^']*)'", r"--compiler \1", text)
         if "--dtype" in options:  # the inputs' dtype is the command's --dtype, not a cast of arrays a and b
             text = re.sub(r"\bcast a and b to (\w+) to compute in it", r"pass --dtype \1 to compute in it", text)
+        if "--out-dtype" in options:  # explain, tune: the command hands out no result to cast (result.astype)
+            text = re.sub(r"omit --out-dtype and cast the result \(result\.astype\('(\w+)'\)\): a cast of (\w+) a and b to \1 "
+                          r"would round them before the product",
+                          r"omit --out-dtype (or give --out-dtype \2: the product is computed in \2), or pass --dtype \1 to "
+                          r"compute in \1 (rounding the inputs to \1 before the product)", text)
+            text = re.sub(r"(omit --out-dtype \([^)]*\)), and cast the result if you need it so \(result\.astype\('\w+'\)\)",
+                          r"\1", text)
         text = "; ".join(part.strip() for part in text.splitlines() if part.strip())  # one line (a driver's reason may hold several)
         print(f"polygemm: error: {text}", file=sys.stderr)
         # 1: the run itself failed (a device error, a product that failed its check, its output unwritten), as --check's FAIL;

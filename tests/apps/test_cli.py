@@ -688,6 +688,15 @@ def test_explain_refusals_name_the_options_typed_not_the_apis_arguments(capsys):
     assert "--out-dtype int32" in line and "--dtype int32" in line and "a and b" not in line
 
 
+def test_explain_narrower_out_dtype_is_told_the_options_not_a_cast_of_the_result(capsys):
+    # the command hands out no result to cast: the ways are its options (the result computed in the inputs' dtype,
+    # or inputs of the narrower dtype)
+    line = cli_error_line(capsys, ["explain", "64x64x64", "--device", "cpu", "--dtype", "float64", "--out-dtype", "float32"])
+    assert "astype" not in line and "--out-dtype float64" in line and "--dtype float32" in line and "computed in float64" in line
+    line = cli_error_line(capsys, ["explain", "64x64x64", "--device", "cpu", "--dtype", "float32", "--out-dtype", "int8"])
+    assert "astype" not in line and "omit --out-dtype" in line
+
+
 @pytest.mark.parametrize("argv, meant", [
     (["bench", "8x8x8", "16x16x16:nt"], "--shapes 8x8x8 16x16x16:nt"),
     (["variants", "cpu"], "--device cpu"),
