@@ -84,9 +84,21 @@ def _seed() -> int:
     return (int(_rng().bit_generator.random_raw()) >> 2) | 1
 
 
+#: _about's answer per plan (held with it: its id is not reused while it is kept)
+_abouts: dict[int, tuple[Plan, dict[str, str]]] = {}
+
+
 def _about(plan: Plan) -> dict[str, str]:
-    """What a report names the product by: its backend, device, variant and shape."""
-    return {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(plan.problem)}
+    """What a report names the product by: its backend, device, variant and shape (kept per plan: a loop of checked
+    calls asks the same of one cached plan every call; read it, never change it)."""
+    known = _abouts.get(id(plan))
+    if known is not None and known[0] is plan:
+        return known[1]
+    about = {"backend": plan.backend, "device": plan.device, "variant": plan.variant, "shape": _shape_text(plan.problem)}
+    if len(_abouts) >= 1024:
+        _abouts.clear()
+    _abouts[id(plan)] = (plan, about)
+    return about
 
 
 #: the words a report names a product by, per problem shape (a loop of checked calls asks the same every call)
@@ -227,8 +239,22 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
     raise _refusal(report, out, c)
 
 
+#: _passed's notes by (mode, where, rows checked, rows unchecked): a loop of checked calls makes the same one each call
+_passed_notes: dict[tuple[str, str, int, int], str] = {}
+
+
 def _passed(mode: str, report: CheckReport) -> str:
     """last_plan()'s note of a check that passed."""
+    key = (mode, report.where, report.checked, report.unchecked)
+    text = _passed_notes.get(key)
+    if text is None:
+        if len(_passed_notes) >= 1024:
+            _passed_notes.clear()
+        text = _passed_notes[key] = _passed_text(mode, report)
+    return text
+
+
+def _passed_text(mode: str, report: CheckReport) -> str:
     skipped = (f", {_rows(report.unchecked)} left unchecked (non-finite operands, or a product that may rightly "
                f"overflow)" if report.unchecked else "")
     return f"verify={mode!r}: checked on {report.where}, passed ({_rows(report.checked)}{skipped})"

@@ -123,3 +123,20 @@ def test_injected_faults_take_the_result_of_its_own(rng):
     with pg.testing.inject_fault(0, 0, value=1e6), pytest.raises(pg.VerificationError):
         calls.call("raise")
     assert "bind" not in calls.asked and (calls.out == -1.0).all()
+
+
+def test_a_report_made_by_of_is_the_one_its_constructor_makes():
+    """CheckReport.of fills the frozen dataclass's fields directly (each checked call makes one): every field, and the
+    report's equality, repr and replace, as the constructor gives them."""
+    import dataclasses
+
+    about = {"backend": "cuda", "device": "GPU 0", "variant": "v", "shape": "4x5x6 (MxNxK) float32"}
+    rows = (Finding(1, 2.0, 1.0, ()),)
+    fast = CheckReport.of(False, 4, 1, 1, rows, (), float("inf"), "the device (GPU 0)", about, failed_columns=2)
+    made = CheckReport(False, 4, 1, 1, rows, (), float("inf"), "the device (GPU 0)", "cuda", "GPU 0", "v",
+                       "4x5x6 (MxNxK) float32", failed_columns=2)
+    assert fast == made and repr(fast) == repr(made) and fast.message() == made.message()
+    assert {f.name for f in dataclasses.fields(CheckReport)} == set(vars(fast))
+    assert dataclasses.replace(fast, attempts=("first",)).attempts == ("first",)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.ok = True  # type: ignore[misc]

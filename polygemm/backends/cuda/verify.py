@@ -200,6 +200,7 @@ class _Side:
         zb, zc, z0 = zsq, zsq + 8 * n_right, zsq + 8 * (n_right + total)
         yb, yc, y0 = ysum, ysum + 4 * n_right, ysum + 4 * (n_right + total)
         self.at = (rec, zb, zc, z0, yb, yc, y0, za, ya, nrm, r)  # offsets into the scratch
+        self._placed: tuple[int, tuple[int, ...]] = (-1, ())  # the last scratch and the pieces' addresses in it
         self.right, self.res, self.c0 = right, res.batched(count), None if c0 is None else c0.batched(count)
         self.words, self.width, self.total, self.n_right = (ya + 4 * total) // 4, width, total, n_right  # words: the record, every sum
         self.step = inner if right.batch > 1 else 0
@@ -240,7 +241,10 @@ class _Side:
         if mine:
             scratch, kept = _take_scratch(rt, self.nbytes, stream)
         try:
-            rec, zb, zc, z0, yb, yc, y0, za, ya, nb, r = (scratch + off for off in self.at)
+            placed = self._placed
+            if placed[0] != scratch:  # (a loop of checks takes the same scratch each time)
+                placed = self._placed = (scratch, tuple(scratch + off for off in self.at))
+            rec, zb, zc, z0, yb, yc, y0, za, ya, nb, r = placed[1]
             go, pack = self.prepare
             go(pack(self.words, scratch, self.width, seed, r), stream)
             x = self.res  # C·r and ||C_i||² (the same r)
@@ -574,31 +578,39 @@ class Checked:
         self.report, self._rt, self._ptr, self._out_ptr, self._nbytes, self._stream = report, rt, ptr, out_ptr, nbytes, stream
         self._kept = kept
 
-    def deliver(self) -> None:
-        """Queue the copy of the checked product into ``out`` and give the scratch back after it."""
+    def deliver(self, current: bool = False) -> None:
+        """Queue the copy of the checked product into ``out`` and give the scratch back after it. ``current``: the
+        caller holds the device's context (no need to ask)."""
         rt = self._rt
         if not self._ptr:
             return
-        pushed = rt.enter()
+        pushed = False if current else rt.enter()
         try:
             rt.cu.copy_device_async(self._out_ptr, self._ptr, self._nbytes, self._stream)
         finally:
-            if pushed:
-                rt.leave()
-            self.close()
+            try:
+                self._give_back()
+            finally:
+                if pushed:
+                    rt.leave()
 
     def close(self) -> None:
         """Give the scratch back (after the work queued on the call's stream), ``out`` left as it was."""
-        rt, ptr = self._rt, self._ptr
-        if not ptr:
+        if not self._ptr:
             return
-        self._ptr = 0
+        rt = self._rt
         pushed = rt.enter()
         try:
-            _CHECKED_BLOCKS.give_back(rt, ptr, self._stream, self._kept)
+            self._give_back()
         finally:
             if pushed:
                 rt.leave()
+
+    def _give_back(self) -> None:
+        """:meth:`close` with the device's context current."""
+        ptr, self._ptr = self._ptr, 0
+        if ptr:
+            _CHECKED_BLOCKS.give_back(self._rt, ptr, self._stream, self._kept)
 
 
 class _StreamBlocks:
@@ -720,7 +732,7 @@ def checked_execute(execute: Any, rt: Any, plan: Plan, call: Any, seed: int, abo
             raise
         checked = Checked(report, rt, ptr, call.out_ptr, nbytes, stream, kept)
         if report.ok:
-            checked.deliver()
+            checked.deliver(current=True)
         return checked
     finally:
         if pushed:
