@@ -68,6 +68,11 @@ STORE_MAP_HOST_US = 3.0
 #: SPLIT_HOST_US is not gated so: gated, the model moved fp32 1000x1000x512 and 8192x128x512 to
 #: cm_v12:split_k=2, 10% slower than cm_v13 beside it (H100, h100_tune_hostgate_*_fp32.json)
 HOST_BOUND_US = 2.0 * HOST_LAUNCH_US
+#: what a split's cooperative launch adds to a short call, beyond SPLIT_HOST_US: the driver's co-residency check on the
+#: host and a later start on the device (H100, 128x128x128 float32 through the call on CuPy arrays: 14.4 µs a call
+#: back to back and 30 µs launched and waited for on cm_v13_cp_async_narrow_tile:split_k=2, against the same rung's
+#: measured 11 µs unsplit and a float16 call's 10.9 and 18.4); a call longer than HOST_BOUND_US hides it
+COOPERATIVE_US = 3.5
 #: what one SM reads of the other slices' partial sums when it reduces a tile alone (L2 to
 #: SM, measured: a 128 x 128 tile's 8 slices took 15-17 µs)
 SM_REDUCE_BYTES_PER_US = 3.0e4
@@ -605,6 +610,8 @@ def rank(specs: Sequence[KernelSpec], records: Sequence[dict], m: int, n: int, k
             c = estimate_us(spec, model, m, n, k, count=count, splits=s, sms=sms, result_layout=result_layout, out_itemsize=out_itemsize)
             device_us = c.estimate_us * scale
             host = SPLIT_HOST_US if s else 0.0  # what the measurements (device time) leave out
+            if s and device_us < HOST_BOUND_US and spec.abi == "standard":
+                host += COOPERATIVE_US
             if spec.tma_store and device_us < HOST_BOUND_US:  # C's map, where the host path sets the pace
                 host += STORE_MAP_HOST_US
             out.append(Candidate(c.variant, c.splits, device_us + host, c.waves, c.shape, c.count))

@@ -643,3 +643,27 @@ def test_the_skinny_model_predicts_its_own_measurements():
             measured = 2.0 * m * n * k / (float(r["tflops"]) * 1e6)
             errs.append(abs(math.log(cost.estimate_us(spec, model, m, n, k).estimate_us / measured)))
         assert errs and sum(errs) / len(errs) < 0.45, (spec.name, sum(errs) / len(errs))
+
+
+
+def test_a_split_of_a_standard_rung_pays_its_cooperative_launch_only_where_the_host_sets_the_pace(monkeypatch):
+    """A split of a CUDA-core rung is one cooperative launch: where the call is short, its estimate carries the
+    launch's cost beyond SPLIT_HOST_US (COOPERATIVE_US), so that a split saving less than that leaves a tiny product
+    unsplit (float32 128x128x128); a long call hides it, and a TMA rung's split is not charged it."""
+    assert auto_candidates(128, 128, 128, "float32")[0].splits == 0
+    cm, tma = SPECS["cm_v13_cp_async_narrow_tile"], SPECS["hgemm_v2_wgmma_tma_64x64"]
+
+    def splits(spec, dtype, m, n, k, tflops):
+        recs = [{"variant": spec.name, "dtype": dtype, "m": m, "n": n, "k": k, "tflops": tflops, "vendor_tflops": 1.0}]
+        return {c.splits: c.estimate_us for c in cost.rank([spec], recs, m, n, k) if c.splits}
+
+    for spec, dtype, shape, tflops, charged in ((cm, "float32", (128, 128, 256), 0.6, True),
+                                                (cm, "float32", (2048, 2048, 8192), 40.0, False),
+                                                (tma, "float16", (64, 64, 8192), 0.5, False)):
+        charged_us = splits(spec, dtype, *shape, tflops)
+        monkeypatch.setattr(cost, "COOPERATIVE_US", 0.0)
+        plain_us = splits(spec, dtype, *shape, tflops)
+        monkeypatch.undo()
+        assert charged_us and charged_us.keys() == plain_us.keys(), (spec.name, shape)
+        for s_, us in charged_us.items():
+            assert us - plain_us[s_] == pytest.approx(cost.COOPERATIVE_US if charged else 0.0), (spec.name, shape, s_)
