@@ -256,6 +256,9 @@ def measure(fake: bool, profile: bool, calls: int = 0) -> dict[str, Any]:
             case["gemm_cupy_out_verified"] = _us(lambda: pg.gemm(a, b, out=o, verify="raise"), max(1, n // 4), sync=sync)
             case["gemm_torch_out"] = _us(lambda: pg.gemm(ta, tb, out=to), n, sync=sync)
             if not fake:
+                # each call waited for (the floor of a verified call, which waits for its check)
+                stream = cp.cuda.get_current_stream()
+                case["gemm_cupy_out_waited"] = _us(lambda: (pg.gemm(a, b, out=o), stream.synchronize()), max(1, n // 4))
                 case["torch_matmul_out"] = _us(lambda: torch.matmul(ta, tb, out=to), n, sync=sync)
                 case["cupy_matmul_out"] = _us(lambda: cp.matmul(a, b, out=o), n, sync=sync)
                 case["ratio_cupy_call_to_torch"] = round(case["gemm_cupy_out"] / case["torch_matmul_out"], 3)  # target <= 1.0
@@ -288,7 +291,12 @@ def measure(fake: bool, profile: bool, calls: int = 0) -> dict[str, Any]:
         k = cp.RawKernel(r'extern "C" __global__ void nop(float* x, int n) {}', "nop")
         x = cp.empty(4, cp.float32)
         results["cupy_rawkernel_nop"] = _us(lambda: k((1,), (32,), (x, np.int32(4))), 5000, sync=sync)
-        print(f"cupy RawKernel nop launch {results['cupy_rawkernel_nop']:.3f} us")
+        stream = cp.cuda.get_current_stream()
+        # five launches and a wait: what a verified call's product and check launches cost the host alone
+        results["cupy_rawkernel_nop5_waited"] = _us(lambda: ([k((1,), (32,), (x, np.int32(4))) for _ in range(5)],
+                                                            stream.synchronize()), 1000)
+        print(f"cupy RawKernel nop launch {results['cupy_rawkernel_nop']:.3f} us; five and a wait "
+              f"{results['cupy_rawkernel_nop5_waited']:.3f} us")
     if profile:
         a = cp.ndarray((128, 128), "float16") if fake else cp.random.standard_normal((128, 128)).astype(cp.float16)
         b, o = (cp.ndarray((128, 128), "float16"), cp.ndarray((128, 128), "float16")) if fake else (a.copy(), cp.empty_like(a))
