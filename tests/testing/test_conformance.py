@@ -487,6 +487,41 @@ def test_a_backend_keeping_a_calls_state_on_itself_fails_the_threads_case():
     assert {r.case for r in run_conformance("cpu", dtypes="float32", groups="scaling") if r.status == "pass"} >= {"threads"}
 
 
+def test_a_call_that_fails_from_one_thread_too_is_not_blamed_on_threads():
+    """A backend wrong on its own (its last row unwritten) fails "threads" with its own failure, not told to keep
+    per-call state off the backend."""
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    class LastRowUnwritten(CpuReferenceBackend):
+        name = "lastrowunwritten"
+
+        def execute(self, plan, call):
+            got = np.array(super().execute(plan, call))
+            got[-1] = 0
+            return got
+
+    rows = run_conformance(LastRowUnwritten(), dtypes="float32", variants="blas", groups="scaling")
+    bad = {r.case: r.detail for r in rows if r.status == "fail"}
+    assert "one thread alone too" in bad["threads"] and "never on the backend" not in bad["threads"], rows
+    assert "elements outside the bound" in bad["threads"]
+
+
+def test_a_failure_names_the_products_shape_and_dtype(monkeypatch):
+    """Cases whose names say no shape (scaling's, nan_inf's) fail naming the product's M, N, K and dtype."""
+    _cpu_off_in_its_last_element(monkeypatch, 0.5)
+    rows = run_conformance("cpu", dtypes="float64", variants="reference", groups="scaling", quick=True)
+    bad = {r.case: r.detail for r in rows if r.status == "fail"}
+    assert "33x19x45 (MxNxK) float64: " in bad["alpha_beta_c"], bad
+    assert "x the bound)" in bad["alpha_beta_c"]
+
+
+@pytest.mark.parametrize("kw", [{"dtypes": 3}, {"dtypes": np.float32}, {"groups": [1]}, {"allow_empty": "yes"}])
+def test_run_conformance_selections_of_the_wrong_type_are_named(kw):
+    name = next(iter(kw))
+    with pytest.raises(TypeError, match=f"^{name} must be"):
+        run_conformance("cpu", **kw)
+
+
 def test_one_element_off_in_float16_is_not_blamed_on_the_accumulator(monkeypatch):
     """The float16 accumulator's hint goes with errors spread over the result, not with one element off."""
     _cpu_off_in_its_last_element(monkeypatch, 0.01)
