@@ -33,6 +33,7 @@ from ..core.dtypes import COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES, as_dtyp
 from ..core.layout import check_c_shape, check_ndim
 from ..core.precision import MEDIUM_INPUT_ERROR, parse_precision
 from ..core.scalars import parse_scalar
+from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
 from ..interop.torch import torch_resolved
 
@@ -97,9 +98,20 @@ def host_array(name: str, x: object) -> np.ndarray:
     if x is None or isinstance(x, (str, bytes)):
         raise ArgumentTypeError(f"{name} must be an array (the product to check); got {type(x).__name__}")
     try:
-        return np.asarray(x)
+        arr = np.asarray(x)
     except ValueError as exc:  # a ragged list: NumPy's "setting an array element with a sequence"
         raise ShapeError(f"{name} is not an array of one shape (a ragged list?): {exc}") from None
+    if arr.dtype == object and arr.ndim == 0:
+        # another device's array (a plugin's, a MusaArray): NumPy wraps it as one object, whose shape () would be
+        # compared with the result's; its values are on the device, read back by its backend's to_host
+        try:
+            found = device_interface(x, name)
+        except Exception:  # noqa: BLE001 - an interface that cannot be read: no device array either
+            found = None
+        if found is not None:
+            raise ArgumentTypeError(f"{name} is a {type(x).__name__}, an array on device {found[0]!r}, whose values the "
+                                    f"host cannot read: pass its backend's copy, polygemm.get_backend(...).to_host({name})")
+    return arr
 
 
 def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, float, float]:
@@ -339,7 +351,8 @@ class Reference:
             # the values as numbers: NumPy 2's repr of the float64 copies ("got np.float64(nan)") would name a float64
             # for a float32 or float16 result
             f"{count} of {size} elements outside the bound; first at {where}{part}: got {float(r[idx])!r}, reference "
-            f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}",
+            f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}"
+            + (f" (error {err[idx]:.3g}, {ratio[idx]:.3g}x the bound)" if np.isfinite(ratio[idx]) and finite[idx] else ""),
         )
 
 

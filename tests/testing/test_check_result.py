@@ -276,6 +276,42 @@ def test_a_failed_check_gives_the_values_as_numbers(dtype):
     assert "np.float64" not in res.message
     bad = np.full((2, 2), 3.0, dtype)
     assert "got 3.0, reference 2.0" in reference_for(a, a).compare(bad).message
+    assert "(error 1, " in reference_for(a, a).compare(bad).message  # and how far past its bound
+    assert "error" not in res.message  # a NaN has no error to give
+
+
+def test_a_failed_check_says_the_error_against_the_bound():
+    a = np.eye(3, dtype=np.float32)
+    got = np.eye(3, dtype=np.float32)
+    got[1, 2] = 0.5
+    res = check_result(got, a, a)
+    assert not res.ok and "first at (1, 2)" in res.message and "error 0.5," in res.message
+    assert re.search(r"[0-9.e+]+x the bound\)", res.message), res.message
+
+
+class _OtherDeviceArray:
+    """An array of a plugin's device: its memory is no host memory NumPy can read."""
+
+    def __init__(self, host):
+        self._host = host
+
+    @property
+    def __polygemm_array_interface__(self):
+        h = self._host
+        return {"shape": h.shape, "typestr": h.dtype.str, "strides": None, "data": (h.ctypes.data, False), "version": 3,
+                "device": "otherdev"}
+
+
+def test_an_array_of_another_device_is_told_to_come_through_its_backends_to_host(rng):
+    """A plugin's device array is refused naming the argument, its device and to_host, not compared as one object of
+    shape ()."""
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    with pytest.raises(ArgumentTypeError, match=r"result is a _OtherDeviceArray.*'otherdev'.*to_host\(result\)"):
+        check_result(_OtherDeviceArray(a @ b), a, b)
+    with pytest.raises(ArgumentTypeError, match=r"^a is a _OtherDeviceArray.*to_host\(a\)"):
+        error_bound(_OtherDeviceArray(a), b)
+    assert check_result(np.float32(1), a, b).message == "result has shape (), expected (4, 3)"  # a host scalar: as before
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)],
