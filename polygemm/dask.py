@@ -126,16 +126,23 @@ def _check_variant(variant: str, device: str | None, dtype: np.dtype[Any]) -> No
         if dtype.name not in chosen.dtypes:
             raise DTypeError(f"variant {short_repr(variant)} of backend {be.name!r} computes {', '.join(chosen.dtypes)}, not {dtype.name}")
         return
+    having: list[str] = []  # "backend: dtypes" of each backend with the variant, none of which computes dtype
     for known in registry.known_names():
         try:
             be = registry.get_backend(known)
         except BackendUnavailableError:
             continue
         try:
-            be.get_variant(variant)
-            return
+            chosen = be.get_variant(variant)
         except Exception:
             continue
+        kinds = tuple(getattr(chosen, "dtypes", ()) or ())
+        if not kinds or dtype.name in kinds:  # (a plugin's variant that declares no dtypes: the tasks say)
+            return
+        having.append(f"{be.name!r} computes {', '.join(kinds)}")
+    if having:  # every worker would refuse it, whichever backend it has: said now, as for a named device
+        raise DTypeError(f"variant {short_repr(variant)} computes no {dtype.name} (backend {'; backend '.join(having)}); "
+                         f"pass variant='auto', or a variant that computes {dtype.name} (polygemm variants lists what each computes)")
     raise UnsupportedProblemError(f"no backend has variant {short_repr(variant)} (device={short_repr(device)} leaves the choice to each worker); "
                                   "polygemm variants lists every backend's variants")
 

@@ -1020,6 +1020,18 @@ def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
     pgd.gemm(A, B, device="cuda", variant="dgemm_v1_dmma")  # builds, whether or not it runs here
 
 
+@pytest.mark.parametrize("device", [None, "auto"])
+def test_a_variant_that_computes_no_operand_dtype_is_refused_when_the_graph_is_built_whatever_the_device(device):
+    """variant='cm_v01_naive' (float32 and complex64 only) on float64 operands: every worker would refuse it, so
+    device=None (each worker's choice) refuses it when the graph is built, as device='cuda' does."""
+    A = da.ones((8, 4), chunks=(4, 2))
+    with pytest.raises(DTypeError, match="variant 'cm_v01_naive' computes no float64.*'cuda' computes float32") as info:
+        pgd.gemm(A, A.T, variant="cm_v01_naive", device=device)
+    assert "variant='auto'" in str(info.value)
+    pgd.gemm(A.astype(np.float32), A.T.astype(np.float32), variant="cm_v01_naive", device=device)  # builds: it computes float32
+    np.testing.assert_array_equal(pgd.gemm(A, A.T, variant="blas", device=device).compute(), np.full((8, 8), 4.0))
+
+
 @pytest.mark.parametrize("variant", [3, None, ["blas"]])
 def test_variant_that_is_no_string_is_a_type_error_naming_it(variant):
     a = da.from_array(np.ones((4, 4), np.float32), chunks=2)
