@@ -13,6 +13,7 @@ import numpy as np
 from ..backend import Backend, Plan
 from ..core.problem import Call, GemmProblem
 from ..errors import DeviceError, PolygemmError
+from ..interop.cuda_array_interface import device_interface
 from .discover import BUILTIN_PRIORITY
 from .names import split_index
 
@@ -109,6 +110,12 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
                                f"{plan.variant!r}: {type(exc).__name__}: {exc}{wrote}") from exc
     want = problem.result_shape
     shape = getattr(result, "shape", None)
+    if shape is None and not host:  # a device array known by its interface alone, which holds its shape
+        try:
+            found = device_interface(result)
+        except Exception:  # noqa: BLE001 - an interface that cannot be read: no shape, said below
+            found = None
+        shape = None if found is None else found[1].get("shape")
     why = None
     if host and not isinstance(result, np.ndarray):
         why = f"{fn} returned {type(result).__name__}, not a NumPy array"

@@ -57,3 +57,85 @@ def test_a_failed_retry_names_its_first_failing_row_as_the_first(rng):
         with pytest.raises(pg.VerificationError, match=r"first attempt: .*2 rows off \(the first, row 1 ") as exc:
             pg.gemm(a, b, verify="retry")
     assert "worst" not in str(exc.value).split("first attempt")[1].split(";")[0]
+
+
+_DEVICE_PLUGIN = '''
+import numpy as np
+from polygemm.backend import Availability, Backend, Plan, Variant, host_layouts
+
+
+class Holder:
+    """An array of the plugin's device, by __polygemm_array_interface__: host memory in disguise, no item assignment."""
+
+    def __init__(self, host):
+        self.host = host
+
+    @property
+    def __polygemm_array_interface__(self):
+        h = self.host
+        return {"shape": h.shape, "typestr": h.dtype.str, "strides": None, "data": (h.ctypes.data, False), "version": 3,
+                "device": "holderdev"}
+
+
+class HolderBackend(Backend):
+    priority = 300
+    residencies = ("host", "holderdev")
+
+    def probe(self):
+        return Availability(True)
+
+    def variants(self):
+        return (Variant("v", ("float32",), "float64 matmul"),)
+
+    def plan(self, problem, variant="auto"):
+        v = self.get_variant("v" if variant == "auto" else variant)
+        self.check_problem(problem, v)
+        return Plan(self.name, v.name, "the only variant", problem, layouts=host_layouts(problem))
+
+    def run(self, plan):
+        p = plan.problem
+        r = p.alpha * (p.a.array.host.astype(np.float64) @ p.b.array.host)
+        if p.beta:
+            r = r + p.beta * p.c.array.host
+        if p.out is not None:
+            p.out.array.host[...] = r
+            return p.out.array
+        return Holder(r.astype(np.float32))
+
+    def to_device(self, array):
+        return Holder(np.array(array))
+
+    def to_host(self, array):
+        return np.array(array.host)
+
+    def copy_result(self, result, out):
+        out.host[...] = result.host
+        return True
+'''
+
+
+def test_a_plugins_device_out_is_written_through_its_copy_result(tmp_path, monkeypatch, fresh_registry, rng):
+    """A checked call with a device out of a plugin's arrays (no item assignment) reaches out through the backend's
+    copy_result, as plugins.md says; out=c too. Its arrays have no .shape: the core reads a result's shape from its
+    __polygemm_array_interface__ (it had called the plugin broken, "a result of shape None")."""
+    from tests.plugin_sources import install_fake_plugins
+
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("polygemm_holder", "polygemm_holder", _DEVICE_PLUGIN, {"holder": "polygemm_holder:HolderBackend"}))
+    try:
+        be = pg.get_backend("holder")
+        a = rng.standard_normal((6, 4)).astype(np.float32)
+        b = rng.standard_normal((4, 5)).astype(np.float32)
+        c = rng.standard_normal((6, 5)).astype(np.float32)
+        got = pg.gemm(be.to_device(a), be.to_device(b), device="holder")
+        pg.testing.assert_close(be.to_host(got), a, b)
+        out = be.to_device(np.full((6, 5), np.nan, np.float32))
+        assert pg.gemm(be.to_device(a), be.to_device(b), out=out, verify="raise") is out
+        pg.testing.assert_close(be.to_host(out), a, b)
+        dc = be.to_device(c)
+        assert pg.gemm(be.to_device(a), be.to_device(b), dc, beta=0.5, out=dc, verify="raise") is dc
+        pg.testing.assert_close(be.to_host(dc), a, b, c, 1.0, 0.5)
+    finally:
+        import sys
+
+        sys.modules.pop("polygemm_holder", None)
