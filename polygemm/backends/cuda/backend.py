@@ -571,14 +571,14 @@ class CudaBackend(Backend):
 
     def verify_on_device(self, problem: GemmProblem) -> bool:
         """Whether ``verify=`` checks a product of ``problem`` on the device (else on the host)."""
-        from .verify import checks_on_device
+        from .verify_geometry import checks_on_device
 
         return checks_on_device(problem)
 
     def verify_cost_us(self, plan: Plan, given_out: bool) -> tuple[float, float | None] | None:
         """The device check's estimated µs for ``plan``'s product and the product's own estimate (None where the
         plan has none), or None where the host checks it."""
-        from .verify import check_cost_us
+        from .verify_geometry import check_cost_us
 
         us = check_cost_us(plan.problem, given_out)
         estimate = getattr(plan.private, "estimate_us", None)

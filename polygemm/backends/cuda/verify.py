@@ -4,8 +4,8 @@ stream-ordered scratch; the host reads back one small record (counts, the worst 
 rows that failed), not the vectors. A failed check is run again from the other side (the transposed
 product, ``Cᵀ = Bᵀ·Aᵀ``, by the same kernels with the strides swapped) to name the columns.
 
-The geometry (:func:`strided`, :func:`matvec_geometry`) and the check's estimated cost
-(:func:`check_cost_us`, which ``explain`` prints) are pure and unit-tested without a GPU.
+The check's geometry and estimated cost are :mod:`.verify_geometry`'s (pure, unit-tested without a GPU), its
+scratch :mod:`.verify_scratch`'s.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from __future__ import annotations
 import functools
 import math
 import struct
-import threading
-import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...backend import Plan
-from ...core.dtypes import finfo
 from ...core.problem import common_stream
 from ...core.read import read_operand
 from ...core.views import operand_view
@@ -29,103 +25,12 @@ from ...errors import PolygemmError
 from ...verification.report import SHOWN, CheckReport, Finding
 from ...verification.threshold import coefficients
 from .device import runtime_for
-from .scratch import STREAMS_KEPT, block_bytes
-from .variants import KERNEL_DIR
+from .scratch import block_bytes
+from .verify_geometry import (MATVEC_BLOCK, RECORD, SHOWN_DEVICE, VERIFY_SOURCE, Strided, checks_on_device, dtype_name,
+                              largest, matvec_geometry, strided)
+from .verify_scratch import CHECKED_BLOCKS, forget_scratch, record_buffer, take_scratch
 
-__all__ = ["VERIFY_SOURCE", "VERIFY_ENTRIES", "VERIFY_KINDS", "Strided", "strided", "matvec_geometry", "device_check",
-           "checked_execute", "Checked",
-           "retry_variant", "RECORD", "checks_on_device", "check_cost_us", "copy_dense"]
-
-VERIFY_SOURCE = KERNEL_DIR / "verify" / "freivalds.cu"
-#: input dtypes the device check reads (others are checked on the host)
-VERIFY_KINDS = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-#: the matrix-vector kernel's walks (matvec_geometry's modes): one entry each, with the registers of its own walk
-WALKS = (0, 1, 2, 3)
-VERIFY_ENTRIES = [(VERIFY_SOURCE, f"pg_verify_matvec{judged}_{k}_m{m}") for k in VERIFY_KINDS.values() for judged in ("", "_judge")
-                  for m in WALKS] + \
-    [(VERIFY_SOURCE, "pg_verify_compare"), (VERIFY_SOURCE, "pg_verify_prepare"), (VERIFY_SOURCE, "pg_verify_norms")]
-_SHOWN_DEVICE = 8  # kPgvShown
-#: the kernel's PgvRecord, as NumPy reads it back
-RECORD = np.dtype([("failed", "<u4"), ("unchecked", "<u4"), ("worst_bits", "<u4"), ("shown", "<u4"),
-                   ("index", "<i8", (_SHOWN_DEVICE,)), ("diff", "<f8", (_SHOWN_DEVICE,)), ("thr", "<f8", (_SHOWN_DEVICE,)),
-                   ("arrived", "<u4"), ("pad", "<u4")])
-_BLOCK = (32, 8, 1)
-
-
-@dataclass(frozen=True)
-class Strided:
-    """A (batch of) matrix X as the matrix-vector kernel walks it: X(b, i, j) at ``ptr`` + (b·bs + i·rs + j·cs)
-    elements; ``batch``: how many matrices it holds (1 with ``bs`` 0: one matrix for the whole batch)."""
-
-    ptr: int
-    rows: int
-    cols: int
-    rs: int
-    cs: int
-    bs: int
-    kind: str
-    batch: int = 1
-
-    @property
-    def t(self) -> "Strided":
-        """The transpose: the same memory, rows and columns swapped."""
-        return Strided(self.ptr, self.cols, self.rows, self.cs, self.rs, self.bs, self.kind, self.batch)
-
-    def at(self, ptr: int) -> "Strided":
-        """The same walk from ``ptr`` (a call's operand of a layout read before; cheaper than ``replace``)."""
-        return Strided(ptr, self.rows, self.cols, self.rs, self.cs, self.bs, self.kind, self.batch)
-
-    def batched(self, count: int) -> "Strided":
-        """The same walk over ``count`` matrices."""
-        return Strided(self.ptr, self.rows, self.cols, self.rs, self.cs, self.bs, self.kind, count)
-
-
-def strided(ptr: int, rows: int, cols: int, layout: str, ld: int, batch_stride: int, count: int, dtype: str) -> Strided:
-    """A matrix of ``layout`` ("row" or "col") and leading dimension ``ld`` (elements), ``batch_stride``
-    elements from one matrix of a batch of ``count`` to the next (0: broadcast, one matrix)."""
-    rs, cs = (ld, 1) if layout == "row" else (1, ld)
-    return Strided(ptr, rows, cols, rs, cs, batch_stride, VERIFY_KINDS[dtype], count if batch_stride else 1)
-
-
-_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
-
-
-def matvec_geometry(x: Strided, sms: int = 132) -> tuple[int, tuple[int, int, int]]:
-    """:func:`_geometry` of ``x`` (kept per walk: a loop of checked calls asks the same every call)."""
-    return _geometry(x.rows, x.cols, x.rs, x.cs, x.bs, x.kind, x.batch, x.ptr % 16 == 0, sms)
-
-
-@functools.lru_cache(maxsize=1024)
-def _geometry(rows: int, cols: int, rs: int, cs: int, bs: int, kind: str, batch: int, based: bool,
-              sms: int) -> tuple[int, tuple[int, int, int]]:
-    """(mode, grid) of one matrix-vector launch. Threads walk X along its rows (a warp a row, or several rows a warp
-    where they are short: mode 2 with 16-byte loads where every row starts on a 16-byte boundary, else 1) when its
-    columns are adjacent in memory
-    (or nearer than its rows), else across its rows (mode 3: a thread 16 bytes of adjacent rows, where every
-    column starts on a 16-byte boundary; else 0: a thread a row). The grid's y takes slices of the columns until
-    about four blocks an SM are running (a matrix of few long rows fills the device too), each slice at least
-    512 (along) or 256 (across) columns, and each at most 2^30 columns; its z the batch."""
-    size = _ITEMSIZE[kind]
-    along = cs == 1 or (rs != 1 and abs(cs) <= abs(rs))
-    aligned = based and (bs * size) % 16 == 0
-    if along:
-        mode = 2 if cs == 1 and aligned and (rs * size) % 16 == 0 else 1
-        per = 16 // size if mode == 2 else 1  # elements a lane takes at once
-        lanes = 32  # a row's lanes, as the kernel's pgv_lanes chooses them (short rows: several rows a warp)
-        while lanes > 1 and (lanes // 2) * per >= cols:
-            lanes //= 2
-        per_block = 8 * (32 // lanes)
-    else:
-        mode = 3 if rs == 1 and aligned and (cs * size) % 16 == 0 else 0
-        per_block = 32 * (16 // size) if mode == 3 else 32
-    gx = max(1, min(-(-rows // per_block), 2**31 - 1))
-    gz = max(1, min(batch, 65535))
-    least = 512 if along else 256
-    splits = max(1, min(-(-4 * sms // (gx * gz)), -(-cols // least), 64))
-    # the pass along rows indexes a slice in 32 bits: slices of at most 2^30 elements
-    splits = max(splits, -(-cols // 2**30))
-    return mode, (gx, splits, gz)
-
+__all__ = ["device_check", "checked_execute", "Checked", "retry_variant", "copy_dense"]
 
 #: each kernel's parameters as struct codes (Kernel.struct_for): packed at once, not one NumPy scalar at a time
 _WALK = ("q", "q", "q", "Q", "q", "q", "q", "Q", "q", "Q", "q")  # rows, cols, batch, X, rs, cs, bs, v, vbs, w, wbs
@@ -215,7 +120,7 @@ class _Side:
         self.a = a
         mode, grid = matvec_geometry(a, sms)
         if grid[1] == 1:  # A·(B·r), |A|·||B_k|| and each row judged as it ends
-            self.judge: tuple[Any, Any] | None = _kernel(rt, f"pg_verify_matvec_judge_{a.kind}_m{mode}", "judge", grid, _BLOCK)
+            self.judge: tuple[Any, Any] | None = _kernel(rt, f"pg_verify_matvec_judge_{a.kind}_m{mode}", "judge", grid, MATVEC_BLOCK)
             self.a_pass = None
             self.compare = None
         else:
@@ -229,7 +134,7 @@ class _Side:
         z = |X|·w (or X²·1 without w; float64) into zeroed y and z, and the rows' norms where each row is in one block
         (whole rows: else no norms are stored)."""
         mode, grid = matvec_geometry(x, sms)
-        go, pack = _kernel(rt, f"pg_verify_matvec_{x.kind}_m{mode}", "matvec", grid, _BLOCK)
+        go, pack = _kernel(rt, f"pg_verify_matvec_{x.kind}_m{mode}", "matvec", grid, MATVEC_BLOCK)
         return go, pack, grid[1] == 1
 
     def run(self, rt: Any, ptr_a: int, ptr_b: int, ptr_c: int, ptr_c0: int, alpha: float, beta: float, seed: int,
@@ -239,7 +144,7 @@ class _Side:
         ``stream`` (0: taken here and given back)."""
         mine = not scratch
         if mine:
-            scratch, kept = _take_scratch(rt, self.nbytes, stream)
+            scratch, kept = take_scratch(rt, self.nbytes, stream)
         try:
             placed = self._placed
             if placed[0] != scratch:  # (a loop of checks takes the same scratch each time)
@@ -262,7 +167,7 @@ class _Side:
                 go(pack(self.n_right, zb, nb), stream)
             a, step = self.a, self.step
             c0s = (y0, z0) if self.c0 is not None else (0, 0)
-            host, mapped = _record_buffer(rt)  # the last launch writes the record there where it is mapped
+            host, mapped = record_buffer(rt)  # the last launch writes the record there where it is mapped
             if self.judge is not None:
                 go, pack = self.judge
                 go(pack(a.rows, a.cols, a.batch, ptr_a, a.rs, a.cs, a.bs, yb, step, nb, step, yc, zc, *c0s, alpha, beta,
@@ -278,7 +183,7 @@ class _Side:
         except BaseException:
             if mine:
                 if kept:  # work may still be queued on it: given back in stream order, and the next check takes another
-                    _forget_scratch(rt)
+                    forget_scratch(rt)
                 rt.release(scratch, stream)
             raise
         if mine and not kept:
@@ -294,78 +199,8 @@ def _one_side(rt: Any, left: Strided, right: Strided, res: Strided, c0: Strided 
     return side.run(rt, left.ptr, right.ptr, res.ptr, 0 if c0 is None else c0.ptr, alpha, beta, seed, stream).copy()
 
 
-_pinned = threading.local()
-#: the largest scratch a thread keeps between its checks (larger ones are taken and given back by each check): enough
-#: for products of up to about 300,000 rows and inner size, little beside the operands, held by every thread that checks
-_SCRATCH_KEPT = 8 << 20
-
-
-class _Kept:
-    """A thread's scratch for one device's checks, given back to the device's pool when the thread's storage goes."""
-
-    def __init__(self, rt: Any, ptr: int, nbytes: int) -> None:
-        self.ptr, self.nbytes = ptr, nbytes
-        self.done = weakref.finalize(self, _give_back, rt, ptr)
-        self.done.atexit = False  # (never at exit, when the driver may be gone: the process's memory goes with it)
-
-
-def _give_back(rt: Any, ptr: int) -> None:
-    """Free a thread's kept scratch (a finalizer's: with the device's context current, raising nothing)."""
-    try:
-        pushed = rt.enter()
-        try:
-            rt.release(ptr, 0)
-        finally:
-            if pushed:
-                rt.leave()
-    except Exception:  # noqa: BLE001 - a device gone, or the interpreter ending: nothing to tell
-        pass
-
-
-def _take_scratch(rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
-    """Scratch of ``nbytes`` for a check on ``stream``, and whether it is this thread's kept scratch (else the caller
-    gives it back). A check waits for its stream before it returns, so the next check of this thread, on any stream,
-    finds its scratch idle: a loop of checked calls takes it from the pool once, not twice a call."""
-    if nbytes > _SCRATCH_KEPT:
-        return rt.scratch(nbytes, stream), False
-    kept = getattr(_pinned, "scratch", None)
-    if kept is None:
-        kept = _pinned.scratch = {}
-    mine = kept.get(rt)
-    if mine is not None and mine.nbytes >= nbytes:
-        return mine.ptr, True
-    size = 1 << max(16, (nbytes - 1).bit_length())  # a power of two: a loop of growing checks takes a few
-    ptr = rt.scratch(size, stream)
-    kept[rt] = _Kept(rt, ptr, size)  # kept before the old block goes: a failure giving it back leaks nothing of the new
-    if mine is not None:
-        mine.done.detach()
-        rt.release(mine.ptr, stream)
-    return ptr, True
-
-
-def _forget_scratch(rt: Any) -> None:
-    """Drop this thread's kept scratch for ``rt`` (the caller gives it back in stream order)."""
-    mine = getattr(_pinned, "scratch", {}).pop(rt, None)
-    if mine is not None:
-        mine.done.detach()
-
-
-def _record_buffer(rt: Any) -> tuple[np.ndarray, int]:
-    """This thread's page-locked record for ``rt``'s device, mapped into the device's address space, and the address
-    the check's last launch writes it at (0 where the context maps no host memory: the record is then copied back,
-    into page-locked memory still, as a pageable one costs the read-back a staged copy and a wait of its own); made
-    with the device's context current."""
-    kept = getattr(_pinned, "records", None)
-    if kept is None:
-        kept = _pinned.records = {}
-    buf = kept.get(rt)
-    if buf is None:
-        buf = kept[rt] = rt.mapped_zeros(1, RECORD)
-    return buf  # type: ignore[no-any-return]
-
-
 def _findings(rec: np.ndarray, rows: int, batch: tuple[int, ...]) -> tuple[Finding, ...]:
-    shown = min(int(rec["shown"][0]), _SHOWN_DEVICE)
+    shown = min(int(rec["shown"][0]), SHOWN_DEVICE)
     found = sorted(zip(rec["index"][0][:shown].tolist(), rec["diff"][0][:shown].tolist(), rec["thr"][0][:shown].tolist()))
     out = []
     for t, diff, thr in found[:SHOWN]:
@@ -403,60 +238,6 @@ def _operand(name: str, x: Any, p: Any, rows: int, cols: int, dtype: str) -> Str
     return strided(op.ptr, rows, cols, op.layout, op.ld, stride, p.count, dtype)
 
 
-#: what the device check costs, as measured on an H100 80GB HBM3 through the call (docs/verify.md): its matrix-vector
-#: passes' pace (bytes a µs, by the operands' kind: the float16 and bfloat16 passes reach 1.7 to 2.3 TB/s, the float32
-#: ones 2.0 to 2.8, larger matrices faster) and, for matrices of many short rows, their pace in rows (a warp a row: a
-#: threadblock a few hundred bytes, paced by its latency), the copy of a checked result into ``out`` (read and written,
-#: 3.4 TB/s), and what a check costs whatever its size (its launches, its wait and its read-back). The row's cost was
-#: fitted to the real preset's 99 products (the log of estimate over measured: 0.19 root mean square, from 0.30 with no
-#: row term); the fixed cost to the same products checked by a call bound once, into scratch of out's strides (0.16)
-PASS_BYTES_PER_US = {"f16": 2.0e6, "bf16": 2.0e6, "f32": 2.4e6}
-ROW_US = 1.0e-3
-COPY_BYTES_PER_US = 3.4e6
-CHECK_FIXED_US = 90.0
-
-
-def check_cost_us(p: Any, given_out: bool) -> float | None:
-    """The device check's estimated µs for a product of problem ``p`` (None where the host checks it): a fixed cost a
-    check, each pass over A, B and C (and c) at the passes' measured pace or at :data:`ROW_US` a row, whichever is
-    longer (a matrix of many short rows is paced by its rows, not its bytes), and the copy into ``out`` when one is
-    given."""
-    if not checks_on_device(p):
-        return None
-    count, m, n, k = p.count, p.m, p.n, p.k
-    pace = PASS_BYTES_PER_US[VERIFY_KINDS[_name(p.dtype)]]
-    size, out_size = p.dtype.itemsize, p.out_dtype.itemsize
-    c_pass = max(count * m * n * out_size / pace, count * m * ROW_US)
-    passes = [c_pass, max(count * k * n * size / pace, count * k * ROW_US), max(count * m * k * size / pace, count * m * ROW_US)]
-    if p.c is not None and p.beta != 0.0:
-        passes.append(c_pass)
-    copy = 2 * count * m * n * out_size / COPY_BYTES_PER_US if given_out else 0.0
-    return float(CHECK_FIXED_US + sum(passes) + copy)
-
-
-_names: dict[Any, str] = {}
-
-
-def _name(dtype: Any) -> str:
-    """``dtype.name``, kept (NumPy computes it in Python each time it is asked)."""
-    name = _names.get(dtype)
-    if name is None:
-        name = _names[dtype] = str(dtype.name)
-    return name
-
-
-@functools.lru_cache(maxsize=16)
-def _largest(dtype: Any) -> float:
-    """The largest finite value of ``dtype``."""
-    return float(finfo(dtype).max)
-
-
-def checks_on_device(p: Any) -> bool:
-    """Whether a product of problem ``p`` is checked on the device (device operands of the dtypes the kernels
-    read, a non-empty product); else the host checks it."""
-    return bool(p.residency == "cuda" and _name(p.dtype) in VERIFY_KINDS and _name(p.out_dtype) in VERIFY_KINDS and not p.empty)
-
-
 #: each layout's check along the rows (:class:`_Side`, and the walks of A, B, C and c it was made from), by the
 #: operands' view keys, their pointers' 16-byte alignment (the passes' loads) and the precision; None where the
 #: kernels cannot walk an operand as it lies
@@ -471,7 +252,7 @@ def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, beta: float,
     operand the kernels cannot walk as it is, made whole for the product). ``at``: where the result lies instead (a
     copy of ``result``'s strides in scratch)."""
     count, m, n, k = p.count, p.m, p.n, p.k
-    dt, out_dt = _name(p.dtype), _name(p.out_dtype)
+    dt, out_dt = dtype_name(p.dtype), dtype_name(p.out_dtype)
     try:
         A = _operand("a", a, p, m, k, dt)
         B = _operand("b", b, p, k, n, dt)
@@ -483,7 +264,7 @@ def _side_for(rt: Any, p: Any, a: Any, b: Any, c: Any, result: Any, beta: float,
         return None
     f32 = np.dtype(np.float32)
     co = coefficients(k, n, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=precision)
-    return _Side(rt, A, B, C, C0, count, co, _largest(p.out_dtype)), A, B, C, C0
+    return _Side(rt, A, B, C, C0, count, co, largest(p.out_dtype)), A, B, C, C0
 
 
 _MISSING = object()
@@ -557,7 +338,7 @@ def _judged(rt: Any, p: Any, made: _Made, pa: int, pb: int, pr: int, pc: int, al
         f32 = np.dtype(np.float32)
         cco = coefficients(p.k, p.m, p.dtype, p.out_dtype, f32, f32, compensated=True, precision=precision)
         crec = _one_side(rt, B.t, A.t, C.t, None if C0 is None else C0.t, p.count, alpha, beta, seed ^ 0x5DEECE66D, cco,
-                         _largest(p.out_dtype), stream)
+                         largest(p.out_dtype), stream)
         columns = _findings(crec, p.n, p.batch)
         failed_columns = int(crec["failed"][0])
         if not failed and failed_columns:
@@ -610,67 +391,7 @@ class Checked:
         """:meth:`close` with the device's context current."""
         ptr, self._ptr = self._ptr, 0
         if ptr:
-            _CHECKED_BLOCKS.give_back(self._rt, ptr, self._stream, self._kept)
-
-
-class _StreamBlocks:
-    """The scratch checked calls compute and check their products in, kept for the default streams (0 and 1, which
-    order every call queued on them: the next call's product follows the last one's copy out of the block) per device,
-    grown as calls need it up to :data:`_CHECKED_KEPT` bytes, and lent to one call at a time. Other streams, a larger
-    block or a block lent already: the call takes a block of its own from the pool (given back after its work)."""
-
-    def __init__(self) -> None:
-        self._kept: dict[tuple[Any, int], tuple[int, int]] = {}
-        self._lent: set[tuple[Any, int]] = set()
-        self._lock = threading.Lock()
-
-    def take(self, rt: Any, nbytes: int, stream: int) -> tuple[int, bool]:
-        """A block of ``nbytes`` for one call on ``stream``, and whether it is the stream's kept one (give it back with
-        :meth:`give_back` once the call's work is queued, or on failure)."""
-        key = (rt, stream)
-        if stream not in STREAMS_KEPT or nbytes > _CHECKED_KEPT:
-            return rt.scratch(nbytes, stream), False
-        with self._lock:
-            if key in self._lent:
-                held: tuple[int, int] | None = None
-                lent = False
-            else:
-                self._lent.add(key)
-                held, lent = self._kept.get(key), True
-        if not lent:
-            return rt.scratch(nbytes, stream), False
-        if held is not None and held[1] >= nbytes:
-            return held[0], True
-        size = 1 << max(16, (nbytes - 1).bit_length())  # a power of two: a loop of growing products takes a few
-        try:
-            ptr = rt.scratch(size, stream)
-        except BaseException:
-            with self._lock:
-                self._lent.discard(key)
-            raise
-        with self._lock:
-            self._kept[key] = (ptr, size)
-        if held is not None:
-            try:
-                rt.release(held[0], stream)  # after the work queued on the stream: the last call's copy out of it
-            except BaseException:
-                self.give_back(rt, ptr, stream, True)
-                raise
-        return ptr, True
-
-    def give_back(self, rt: Any, ptr: int, stream: int, kept: bool) -> None:
-        """The call's work is queued: the kept block lent to the next call, a block of its own freed after the work."""
-        if kept:
-            with self._lock:
-                self._lent.discard((rt, stream))
-        else:
-            rt.release(ptr, stream)
-
-
-#: the largest block a default stream keeps for checked calls (larger products take theirs from the pool, whose
-#: allocation is then a small part of the call)
-_CHECKED_KEPT = 8 << 20
-_CHECKED_BLOCKS = _StreamBlocks()
+            CHECKED_BLOCKS.give_back(self._rt, ptr, self._stream, self._kept)
 
 
 #: checked_execute's checks, by the plan they check (held with it: its id is not reused while it is kept), whether c
@@ -721,14 +442,14 @@ def checked_execute(execute: Any, rt: Any, plan: Plan, call: Any, seed: int, abo
         # the product and the check's scratch in one block, given back after the copy into out, queued on the same
         # stream (a block kept by the thread could be written by its next product on another stream while the copy still
         # reads it; on a default stream, which orders every call on it, the block is kept for the stream)
-        ptr, kept = _CHECKED_BLOCKS.take(rt, at + made[0].nbytes, stream)
+        ptr, kept = CHECKED_BLOCKS.take(rt, at + made[0].nbytes, stream)
         try:
             execute(plan, type(call)(call.a, call.b, call.c, call.out, call.a_ptr, call.b_ptr, call.c_ptr, ptr, call.alpha,
                                      call.beta, call.stream, None, True))
             report = _judged(rt, plan.problem, made, call.a_ptr, call.b_ptr, ptr, call.c_ptr if with_c else 0, call.alpha,
                              call.beta, seed, stream, plan.precision_met, about, ptr + at)
         except BaseException:
-            _CHECKED_BLOCKS.give_back(rt, ptr, stream, kept)
+            CHECKED_BLOCKS.give_back(rt, ptr, stream, kept)
             raise
         checked = Checked(report, rt, ptr, call.out_ptr, nbytes, stream, kept)
         if report.ok:

@@ -16,7 +16,8 @@ import pytest
 
 from polygemm.backend import Plan
 from polygemm.backends.cuda import verify as verify_module
-from polygemm.backends.cuda.verify import RECORD, Strided, checked_execute, device_check, matvec_geometry
+from polygemm.backends.cuda.verify import checked_execute, device_check
+from polygemm.backends.cuda.verify_geometry import RECORD, Strided, matvec_geometry
 from polygemm.core.normalize import normalize
 from polygemm.verification.host import row_thresholds
 
@@ -385,11 +386,11 @@ def _checked(a, b, c, out, alpha=1.0, beta=0.0, rt=None, stream=None, **how):
 def _only_kept(rt) -> bool:
     """Whether ``rt``'s scratch is the default streams' kept blocks alone (and this thread's for the checks of other
     sides), none lent to a call."""
-    from polygemm.backends.cuda import verify
+    from polygemm.backends.cuda import verify_scratch
 
-    blocks = verify._CHECKED_BLOCKS
+    blocks = verify_scratch.CHECKED_BLOCKS
     kept = {ptr for (owner, _), (ptr, _) in blocks._kept.items() if owner is rt}
-    mine = getattr(verify._pinned, "scratch", {}).get(rt)
+    mine = getattr(verify_scratch._pinned, "scratch", {}).get(rt)
     kept |= set() if mine is None else {mine.ptr}
     return set(rt.buffers) == kept and not [key for key in blocks._lent if key[0] is rt]
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from polygemm.backend import Plan
-from polygemm.backends.cuda.verify import RECORD, matvec_geometry, retry_variant, strided
+from polygemm.backends.cuda.verify import retry_variant
+from polygemm.backends.cuda.verify_geometry import RECORD, matvec_geometry, strided
 
 
 def test_row_major_is_walked_along_its_rows_and_column_major_across():
@@ -87,7 +88,7 @@ def test_a_slice_of_a_row_stays_under_two_to_the_thirty_first_elements_however_f
 def test_explain_prices_the_device_check_beside_the_products_estimate(monkeypatch):
     from polygemm import registry
     from polygemm.backends.cuda.backend import CudaBackend
-    from polygemm.backends.cuda.verify import CHECK_FIXED_US, COPY_BYTES_PER_US, PASS_BYTES_PER_US, ROW_US, check_cost_us
+    from polygemm.backends.cuda.verify_geometry import CHECK_FIXED_US, COPY_BYTES_PER_US, PASS_BYTES_PER_US, ROW_US, check_cost_us
     from polygemm.problem import normalize
     from polygemm.verification.cost import describe_check
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import polygemm as pg
-from polygemm.backends.cuda.verify import Strided, VERIFY_SOURCE, strided
+from polygemm.backends.cuda.verify_geometry import Strided, VERIFY_SOURCE, strided
 from polygemm.testing import inject_fault
 from polygemm.verification.host import row_thresholds
 
@@ -36,7 +36,7 @@ def _kernel_matvec(cuda, x: np.ndarray, layout: str, v: np.ndarray, w: np.ndarra
     it has (a leading dimension beyond its width); ``splits``: slices of the columns (0: the backend's choice)."""
     import pycuda.gpuarray as gpuarray
 
-    from polygemm.backends.cuda.verify import matvec_geometry
+    from polygemm.backends.cuda.verify_geometry import matvec_geometry
 
     rt = cuda.runtime
     batch, rows, cols = x.shape
