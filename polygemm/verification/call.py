@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import registry
 from ..backend import Backend, Plan
-from ..errors import PolygemmError, VerificationError, VerificationWarning
+from ..errors import ArgumentTypeError, PolygemmError, VerificationError, VerificationWarning
 from .faults import active_faults, corrupt
 from .host import host_check
 from .report import CheckReport
@@ -129,7 +129,13 @@ def deliver(result: Any, out: Any, backend: Backend | None = None) -> Any:
         pass  # one device copy on the arrays' stream (the backend's driver, not the array library's kernel)
     else:
         with backend.active() if backend is not None else contextlib.nullcontext():
-            out[...] = result
+            try:
+                out[...] = result
+            except TypeError as exc:  # a plugin's array that takes no item assignment, of a backend with no copy_result
+                name = getattr(backend, "name", "its backend")
+                raise ArgumentTypeError(f"out is a {type(out).__name__}, which verify= cannot write the checked result into "
+                                        f"({exc}); backend {name!r} offers no copy_result(result, out) for that: omit out "
+                                        f"and use the returned result, or call without verify=") from exc
     return out
 
 
@@ -221,7 +227,7 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
     backend = registry.get_backend(plan.backend)
     if active_faults():
         with backend.active():  # a device array of the backend's own (pycuda) is written with its context current
-            corrupt(result, backend.to_host)
+            result = corrupt(result, backend.to_host, backend.to_device)
     report = check_product(backend, plan, a, b, c, result, alpha_, beta_)
     if report.ok or mode == "warn":
         if not report.ok:
@@ -291,7 +297,7 @@ def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, flo
     again = last_product()[0]
     if active_faults():
         with backend.active():
-            corrupt(result, backend.to_host)
+            result = corrupt(result, backend.to_host, backend.to_device)
     second = check_product(backend, again, a, b, c, result, alpha_, beta_)
     if second.ok:
         log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.complex_form import part_dtype
 from ..core.dtypes import as_dtype, finfo
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..interop.torch import torch_from_host, torch_host_array
 
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
@@ -86,16 +86,22 @@ def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
     x[idx] = np.frombuffer(bytes(raw), dtype=x.dtype)[0]
 
 
-def corrupt(result: Any, to_host: Any = None) -> None:
+def corrupt(result: Any, to_host: Any = None, to_device: Any = None) -> Any:
     """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
-    array that ``to_host``/``.set`` move). A fault ``result`` cannot take (its element outside the result, a value
-    or bit its dtype does not hold) raises IndexError or ArgumentError in the thread that made the fault; another
+    array that ``to_host``/``.set`` move) and return the result to check: ``result`` itself, written in place, or, for
+    a device array with no ``.set`` (a plugin's), ``to_device`` of its corrupted values (the product's own result,
+    never the caller's ``out``, is what is corrupted). A fault ``result`` cannot take (its element outside the result, a
+    value or bit its dtype does not hold) raises IndexError or ArgumentError in the thread that made the fault; another
     thread's product passes it over (faults apply to every thread's calls: a server's other requests go on)."""
+    if getattr(result, "shape", None) is None and to_host is not None and to_device is not None:
+        # a plugin's array known by its interface alone (no shape, dtype or .set): corrupted as its values on the host
+        return to_device(corrupt(np.array(to_host(result))))
     due = _due(tuple(result.shape))
     me = threading.get_ident()
     for i, f in enumerate(due):
         try:
-            if not _apply(f, result, to_host):  # the element holds what it held: nothing corrupted, not counted
+            changed, result = _apply(f, result, to_host, to_device)
+            if not changed:  # the element holds what it held: nothing corrupted, not counted
                 with _lock:
                     f.hits -= 1
         except (IndexError, ArgumentError):
@@ -112,6 +118,7 @@ def corrupt(result: Any, to_host: Any = None) -> None:
                 for g in due[i:]:
                     g.hits -= 1
             raise
+    return result
 
 
 def _same(before: Any, after: Any) -> bool:
@@ -123,8 +130,9 @@ def _same(before: Any, after: Any) -> bool:
     return all(x == y or (x != x and y != y) for x, y in zip(parts(before), parts(after)))
 
 
-def _apply(f: Fault, result: Any, to_host: Any) -> bool:
-    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`); whether that changed the element's value."""
+def _apply(f: Fault, result: Any, to_host: Any, to_device: Any = None) -> tuple[bool, Any]:
+    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`): whether that changed the element's value, and
+    the result holding it (``result``, or a new device array of its values where it cannot be written in place)."""
     shape = tuple(result.shape)
     idx = tuple(f.batch) + (f.row, f.col)
     if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
@@ -144,12 +152,12 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
             result[idx] = value
         else:
             _flip_host(result, idx, f.bit)
-        return not _same(before, result[idx].item())
+        return not _same(before, result[idx].item()), result
     module = type(result).__module__.partition(".")[0]
     if module in ("cupy", "torch") and f.bit is None:
         before = result[idx].item()  # one element read back, to tell whether the fault changed it
         result[idx] = value
-        return not _same(before, result[idx].item())
+        return not _same(before, result[idx].item()), result
     if module == "torch":  # a tensor's bits through the host (bfloat16's too)
         host = torch_host_array(result).copy()
     else:  # a bit of a device array: through the host
@@ -160,18 +168,23 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
     else:
         _flip_host(host, idx, f.bit)
     if _same(before, host[idx].item()):
-        return False  # nothing to write back
+        return False, result  # nothing to write back
     if module == "torch":
         result.copy_(torch_from_host(host))
     elif module == "cupy":
         result.set(host)
+    elif not hasattr(result, "set"):  # a plugin's array, written by no method polygemm knows: its values anew
+        if to_device is None:
+            raise ArgumentTypeError(f"inject_fault: a {type(result).__name__} result has no .set() and its backend no "
+                                    f"to_device(): polygemm cannot write the fault into it")
+        return True, to_device(host)
     else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
         raw = _UINTS.get(host.dtype.itemsize)
         if raw is None or not hasattr(result, "view"):  # complex128: a buffer format of its own; a MusaArray: no views
             result.set(host)
         else:
             result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
-    return True
+    return True, result
 
 
 def _check_storable(value: float | complex | int, result: Any) -> None:

@@ -139,3 +139,37 @@ def test_a_plugins_device_out_is_written_through_its_copy_result(tmp_path, monke
         import sys
 
         sys.modules.pop("polygemm_holder", None)
+
+
+def test_a_plugins_device_result_takes_an_injected_fault_and_an_out_it_cannot_write_is_told(tmp_path, monkeypatch,
+                                                                                            fresh_registry, rng):
+    """A plugin's device arrays with neither .set() nor item assignment: an injected fault reaches the check through
+    the backend's to_device (a result of the corrupted values), and a checked call with such an out, of a backend with
+    no copy_result, is told what to do instead, out untouched."""
+    from polygemm.testing import inject_fault
+
+    from tests.plugin_sources import install_fake_plugins
+
+    source = _DEVICE_PLUGIN.replace("    def copy_result(self, result, out):\n        out.host[...] = result.host\n"
+                                    "        return True\n", "")
+    assert "copy_result" not in source
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
+                         ("polygemm_bare", "polygemm_bare", source, {"bare": "polygemm_bare:HolderBackend"}))
+    try:
+        be = pg.get_backend("bare")
+        a = rng.standard_normal((6, 4)).astype(np.float32)
+        b = rng.standard_normal((4, 5)).astype(np.float32)
+        da, db = be.to_device(a), be.to_device(b)
+        with inject_fault(2, 3, value=1e4), pytest.raises(pg.VerificationError, match="rows 2"):
+            pg.gemm(da, db, device="bare", verify="raise")
+        with inject_fault(2, 3, value=1e4), pytest.warns(pg.VerificationWarning):
+            got = pg.gemm(da, db, device="bare", verify="warn")
+        assert be.to_host(got)[2, 3] == 1e4  # the corrupted result handed back, as "warn" does
+        out = be.to_device(np.full((6, 5), 7.0, np.float32))
+        with pytest.raises(pg.ArgumentTypeError, match=r"out is a Holder.*'bare'.*copy_result.*omit out"):
+            pg.gemm(da, db, out=out, device="bare", verify="raise")
+        assert (be.to_host(out) == 7.0).all()
+    finally:
+        import sys
+
+        sys.modules.pop("polygemm_bare", None)
