@@ -3,6 +3,9 @@ wrong product (alpha and beta forgotten) is caught, named."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import numpy as np
 import pytest
 
@@ -118,14 +121,8 @@ def test_a_plugins_device_out_is_written_through_its_copy_result(tmp_path, monke
     """A checked call with a device out of a plugin's arrays (no item assignment) reaches out through the backend's
     copy_result, as plugins.md says; out=c too. Its arrays have no .shape: the core reads a result's shape from its
     __polygemm_array_interface__ (it had called the plugin broken, "a result of shape None")."""
-    from tests.plugin_sources import install_fake_plugins
-
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         ("polygemm_holder", "polygemm_holder", _DEVICE_PLUGIN, {"holder": "polygemm_holder:HolderBackend"}))
-    try:
-        be = pg.get_backend("holder")
-        a = rng.standard_normal((6, 4)).astype(np.float32)
-        b = rng.standard_normal((4, 5)).astype(np.float32)
+    with _device_plugin("holder", _DEVICE_PLUGIN, tmp_path, monkeypatch, fresh_registry) as be:
+        a, b = _operands(rng)
         c = rng.standard_normal((6, 5)).astype(np.float32)
         got = pg.gemm(be.to_device(a), be.to_device(b), device="holder")
         pg.testing.assert_close(be.to_host(got), a, b)
@@ -135,10 +132,6 @@ def test_a_plugins_device_out_is_written_through_its_copy_result(tmp_path, monke
         dc = be.to_device(c)
         assert pg.gemm(be.to_device(a), be.to_device(b), dc, beta=0.5, out=dc, verify="raise") is dc
         pg.testing.assert_close(be.to_host(dc), a, b, c, 1.0, 0.5)
-    finally:
-        import sys
-
-        sys.modules.pop("polygemm_holder", None)
 
 
 def test_a_plugins_device_result_takes_an_injected_fault_and_an_out_it_cannot_write_is_told(tmp_path, monkeypatch,
@@ -148,17 +141,11 @@ def test_a_plugins_device_result_takes_an_injected_fault_and_an_out_it_cannot_wr
     no copy_result, is told what to do instead, out untouched."""
     from polygemm.testing import inject_fault
 
-    from tests.plugin_sources import install_fake_plugins
-
     source = _DEVICE_PLUGIN.replace("    def copy_result(self, result, out):\n        out.host[...] = result.host\n"
                                     "        return True\n", "")
     assert "copy_result" not in source
-    install_fake_plugins(tmp_path, monkeypatch, fresh_registry,
-                         ("polygemm_bare", "polygemm_bare", source, {"bare": "polygemm_bare:HolderBackend"}))
-    try:
-        be = pg.get_backend("bare")
-        a = rng.standard_normal((6, 4)).astype(np.float32)
-        b = rng.standard_normal((4, 5)).astype(np.float32)
+    with _device_plugin("bare", source, tmp_path, monkeypatch, fresh_registry) as be:
+        a, b = _operands(rng)
         da, db = be.to_device(a), be.to_device(b)
         with inject_fault(2, 3, value=1e4), pytest.raises(pg.VerificationError, match="rows 2"):
             pg.gemm(da, db, device="bare", verify="raise")
@@ -169,7 +156,20 @@ def test_a_plugins_device_result_takes_an_injected_fault_and_an_out_it_cannot_wr
         with pytest.raises(pg.ArgumentTypeError, match=r"out is a Holder.*'bare'.*copy_result.*omit out"):
             pg.gemm(da, db, out=out, device="bare", verify="raise")
         assert (be.to_host(out) == 7.0).all()
-    finally:
-        import sys
 
-        sys.modules.pop("polygemm_bare", None)
+
+@contextlib.contextmanager
+def _device_plugin(name, source, tmp_path, monkeypatch, fresh_registry):
+    """The backend ``name`` of a plugin module made of ``source`` (its HolderBackend), installed for the test."""
+    from tests.plugin_sources import install_fake_plugins
+
+    module = f"polygemm_{name}"
+    install_fake_plugins(tmp_path, monkeypatch, fresh_registry, (module, module, source, {name: f"{module}:HolderBackend"}))
+    try:
+        yield pg.get_backend(name)
+    finally:
+        sys.modules.pop(module, None)
+
+
+def _operands(rng):
+    return rng.standard_normal((6, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
