@@ -298,6 +298,10 @@ def gemm(
     surfaces from ``compute()`` as the VerificationError of that block.
     Raises ImportError naming ``pip install 'polygemm[dask]'`` when dask is not installed.
     """
+    for key, given in (("a", A), ("b", B)):  # by position and by keyword: Python's word for it, as polygemm.gemm's
+        if key in unexpected and given is not _NOT_GIVEN:
+            raise ArgumentTypeError(f"polygemm.dask.gemm() got multiple values for argument {key!r}: pass it by position "
+                                    f"or as {key}=, not both")
     if A is _NOT_GIVEN and "a" in unexpected:  # polygemm.gemm's names for them
         A = unexpected.pop("a")
     if B is _NOT_GIVEN and "b" in unexpected:

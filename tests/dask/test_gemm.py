@@ -1154,3 +1154,11 @@ def test_a_and_b_by_polygemm_gemms_keywords_and_one_missing_is_said(rng):
     np.testing.assert_allclose(pgd.gemm(a=ab, b=bb).compute(), pgd.gemm(ab, bb).compute())
     with pytest.raises(ArgumentTypeError, match=r"^polygemm\.dask\.gemm needs B: pass the two dask arrays first"):
         pgd.gemm(ab)
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_an_operand_given_by_position_and_by_keyword_is_told_so(rng, key):
+    """gemm(A, B, a=A) is Python's "multiple values", as polygemm.gemm says it, not an unknown keyword."""
+    ab = da.from_array(rng.standard_normal((6, 6)), chunks=3)
+    with pytest.raises(ArgumentTypeError, match=f"multiple values for argument '{key}'"):
+        pgd.gemm(ab, ab, **{key: ab})
