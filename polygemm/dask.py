@@ -384,7 +384,7 @@ def gemm(
             c_dtype = native_dtype(c_dtype)
         if c_dtype is None or _dtype_of("c's dtype", c_dtype) != result:
             # with the cast to make, as polygemm.gemm says it
-            widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name == "float16"
+            widen = (" (or out_dtype=numpy.float32 for a float32 result)" if out_dtype is None and result.name in HALF_DTYPES
                      and getattr(c, "dtype", None) == np.float32 else "")
             raise DTypeError(f"c must have the dtype of the result ({result.name}); got {getattr(c, 'dtype', type(c).__name__)}. "
                              f"Cast it, e.g. {cast_hint('c', given_c, result).replace('np.', 'numpy.')}{widen}")

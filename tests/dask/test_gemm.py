@@ -1162,3 +1162,14 @@ def test_an_operand_given_by_position_and_by_keyword_is_told_so(rng, key):
     ab = da.from_array(rng.standard_normal((6, 6)), chunks=3)
     with pytest.raises(ArgumentTypeError, match=f"multiple values for argument '{key}'"):
         pgd.gemm(ab, ab, **{key: ab})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_a_float32_c_beside_half_operands_is_told_the_float32_result_too(dtype):
+    """A float32 bias beside float16 or bfloat16 operands: the refusal names out_dtype=float32 (a result both take)
+    beside the cast, and that result takes the c as it is."""
+    A = da.ones((4, 6), chunks=2, dtype=dtype)
+    c = np.ones((4, 4), np.float32)
+    with pytest.raises(DTypeError, match=r"astype\(.*\).*out_dtype=numpy\.float32"):
+        pgd.gemm(A, A.T, c)
+    np.testing.assert_array_equal(pgd.gemm(A, A.T, c, out_dtype=np.float32).compute(), np.full((4, 4), 7.0, np.float32))
