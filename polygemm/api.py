@@ -5,6 +5,7 @@ the plan cache (:mod:`polygemm.plan_cache`): normalize -> dispatch -> plan -> ru
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any, NoReturn, Protocol, Union
 
@@ -22,7 +23,7 @@ from .core.vectors import matmul_operands, ndim_of, shape_of
 from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, ShapeError
 from .interop.kinds import foreign_c, kind_of
 from .interop.stand_in import stand_in
-from .interop.torch import torch_from_host, torch_host_views, torch_refusal, torch_written
+from .interop.torch import dynamo_tracing, eager, torch_from_host, torch_host_views, torch_refusal, torch_written
 from .plan_cache import clear_plan_cache, detached, plan_cache_info
 from .registry.guard import plugin_execute
 from .verification.call import verified_gemm
@@ -92,6 +93,7 @@ _NONE_MADE: list[str] = []
 
 
 _local = threading.local()
+_modules = sys.modules  # (every call asks whether torch is imported: torch.compile's tracing runs polygemm as it is)
 
 
 def gemm(
@@ -146,6 +148,9 @@ def gemm(
     fails too). A verified product is computed into a result of its own and copied into ``out`` once
     checked, so a failed check leaves ``out`` and ``c`` untouched; device calls wait for the check.
     """
+    if "torch" in _modules and dynamo_tracing():  # torch.compile: a graph break around the call, run on the real tensors
+        return eager(gemm)(a, b, c, *extra, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
+                           out_dtype=out_dtype, precision=precision, verify=verify, **unexpected)
     if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
         _operands_given("gemm", a, b, extra, unexpected)
     if beta is None:
@@ -277,6 +282,9 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
     are refused, as NumPy refuses them. ``precision``: as :func:`gemm` takes it; ``verify`` checks the
     product as :func:`gemm`'s does.
     """
+    if "torch" in _modules and dynamo_tracing():
+        return eager(matmul)(a, b, *extra, out=out, out_dtype=out_dtype, precision=precision, device=device, verify=verify,
+                             **unexpected)
     if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
         _operands_given("matmul", a, b, extra, unexpected)
     if isinstance(out, (tuple, list)) and _outputs(out):  # numpy.matmul is a ufunc: out=(arr,) names the one output
@@ -428,6 +436,9 @@ def explain(
     writes in place is described as ``gemm`` writes it, through a stand-in of its own library (a device ``out``'s
     takes its size of device memory while ``explain`` runs).
     """
+    if "torch" in _modules and dynamo_tracing():
+        return eager(explain)(a, b, c, *extra, alpha=alpha, beta=beta, device=device, variant=variant,  # type: ignore[no-any-return]
+                              out=out, out_dtype=out_dtype, precision=precision, verify=verify, **unexpected)
     if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
         _operands_given("explain", a, b, extra, unexpected)
     # verify read first, as gemm reads it: a bad mode is refused in gemm's words whatever else is wrong

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ArgumentError, DTypeError
 
 __all__ = ["torch_refusal", "torch_detached", "torch_host_array", "torch_from_host", "torch_stream", "torch_conjugate_memory", "torch_negated", "torch_keyless", "torch_unwritable", "torch_resolved", "torch_copy_note", "torch_written", "torch_view", "torch_views", "torch_host_views",
-           "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole"]
+           "torch_dlpack_only", "torch_allocator", "torch_wrapper", "torch_whole", "dynamo_tracing", "eager"]
 
 _NO_VIEW: tuple[tuple[Any, ...], int, None] = ((), 0, None)  # operand_view(None)
 
@@ -328,6 +328,41 @@ _found_torch: Any = None
 _plain_types: frozenset[type] = frozenset()
 #: whether a torch.func transform (functionalize, vmap, grad) or torch.compile's tracing is running now
 _in_transform: Callable[[], bool] = lambda: False
+
+
+#: polygemm's public functions as torch.compiler.disable makes them (run as they are, Dynamo's frame evaluation off),
+#: by function: made once, the first time torch.compile's tracing reaches each
+_eager: dict[Any, Any] = {}
+
+
+#: torch.compiler.is_compiling of the imported torch, found once (None: not looked for yet)
+_is_compiling: Any = None
+
+
+def dynamo_tracing() -> bool:
+    """Whether torch.compile's tracing (TorchDynamo) is running the caller now: then polygemm's own code, which reads
+    arrays through interfaces Dynamo cannot trace (DLPack's, CUDA's), must run as it is (:func:`eager`). Every public
+    call asks: without torch imported it costs a dictionary lookup, with it one call of torch's own flag."""
+    global _is_compiling
+    compiling = _is_compiling
+    if compiling is None:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return False
+        found = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+        compiling = _is_compiling = found if callable(found) else (lambda: False)  # (a torch before torch.compile)
+    return bool(compiling())
+
+
+def eager(fn: Any) -> Any:
+    """``fn`` as torch.compile runs a function it must not trace (``torch.compiler.disable``, recursive): a graph
+    break around the call, which runs on the real tensors, then tracing goes on with its result."""
+    wrapped = _eager.get(fn)
+    if wrapped is None:
+        import torch
+
+        wrapped = _eager[fn] = torch.compiler.disable(fn, recursive=True)
+    return wrapped
 
 
 def _open_level(torch: Any) -> int:

@@ -681,3 +681,48 @@ def test_inside_functionalize_cpu_tensors_are_refused_not_read_through_their_wra
 
     with pytest.raises(pg.ArgumentError, match=r"inside a torch\.func transform"):
         functionalize(into_out)(x)
+
+
+def test_a_function_torch_compile_traces_calls_polygemm_on_the_real_tensors():
+    """TorchDynamo cannot trace polygemm's own code (it reads arrays through DLPack's and CUDA's interfaces): under
+    torch.compile each public call is a graph break and runs on the real tensors, the traced ops around it compiled,
+    the results as an uncompiled call gives them (out written, explain's plan handed back)."""
+    torch = _torch()
+    compiler = getattr(torch, "compiler", None)
+    if not callable(getattr(compiler, "disable", None)) or not hasattr(torch, "compile"):
+        pytest.skip("this torch has no torch.compile and torch.compiler.disable")
+    torch._dynamo.reset()
+    x, w, bias = torch.randn(5, 8), torch.randn(8, 3), torch.randn(5, 3)
+
+    def layer(x, w, bias):
+        y = pg.matmul(x * 2, w)
+        z = pg.gemm(x, w, bias, alpha=0.5, beta=2.0)
+        o = torch.empty(5, 3)
+        pg.gemm(x, w, out=o)
+        return torch.relu(y) + z + o, pg.explain(x, w).variant
+
+    got, variant = torch.compile(layer, backend="eager")(x, w, bias)
+    want = torch.relu((x * 2) @ w) + (0.5 * (x @ w) + 2.0 * bias) + x @ w
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert variant == pg.explain(x, w).variant
+    with pytest.raises(Exception, match=r"(?i)torch\.compiler\.disable|graph break"):  # fullgraph: torch's own refusal
+        torch.compile(lambda x, w: pg.matmul(x, w) + 1, backend="eager", fullgraph=True)(x, w)
+    torch._dynamo.reset()
+
+
+def test_outside_torch_compile_a_call_runs_as_it_is():
+    """Outside torch.compile's tracing the call asks torch's own flag and goes on: no disabled wrapper is made."""
+    from polygemm import api
+    from polygemm.interop import torch as interop_torch
+
+    torch = _torch()
+    asked = []
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        monkeypatch.setattr(interop_torch, "_is_compiling", lambda: bool(asked.append(1)))
+        monkeypatch.setattr(api, "eager", lambda fn: pytest.fail("a wrapper made outside tracing"))
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(pg.matmul(x, x.T), x @ x.T)
+    finally:
+        monkeypatch.undo()
+    assert asked
