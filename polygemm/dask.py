@@ -27,7 +27,7 @@ from .core.hints import cast_hint, promotion_hint
 from .core.scalars import fits_float32, parse_scalar
 from .core.text import short_repr
 from .core.precision import parse_precision
-from .verification.modes import parse_verify
+from .verification.modes import VerifyMode, parse_verify
 
 __all__ = ["gemm", "DaskRechunkWarning"]
 
@@ -237,7 +237,7 @@ def gemm(
     variant: str = "auto",
     out_dtype: Any = None,
     precision: str | None = None,
-    verify: str | None = None,
+    verify: VerifyMode = None,
     **unexpected: NoReturn,
 ) -> Any:
     """Return the lazy dask array ``alpha * (A @ B) + beta * c``, each block by polygemm.gemm.
