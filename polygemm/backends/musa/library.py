@@ -149,16 +149,25 @@ def _open(label: str, where: str) -> NativeLibrary:
     import cffi
 
     path = Path(where)
-    if label != "system loader" and not path.is_file():
-        raise LibraryNotFound("no such file")
+    if label != "system loader":
+        if path.is_dir():
+            raise LibraryNotFound(f"a directory; name the library file in it ({LIBRARY_NAME})")
+        if not path.is_file():
+            raise LibraryNotFound("no such file")
+        # dlopen looks a name without a slash up on the loader's path, not here (and
+        # Path("./x.so") prints as "x.so"): the file found here is the one to open
+        path = path.absolute()
     header = _header_for(path if label != "system loader" else None)
     ffi = cffi.FFI()
     ffi.cdef(header_declarations(header.read_text()))
     try:
         lib = ffi.dlopen(str(path) if label != "system loader" else where)
     except OSError as exc:
-        raise LibraryNotFound(_dlopen_why(exc, where)) from exc
-    got = int(lib.pgm_abi_version())
+        raise LibraryNotFound(_dlopen_why(exc, str(path) if label != "system loader" else where)) from exc
+    try:
+        got = int(lib.pgm_abi_version())
+    except AttributeError:  # cffi resolves a symbol when it is first used
+        raise LibraryNotFound(f"not {LIBRARY_NAME}: it has no pgm_abi_version function") from None
     declared = int(lib.PGM_ABI_VERSION)
     if got != ABI_VERSION or declared != ABI_VERSION:
         raise LibraryNotFound(f"ABI version mismatch: library {got}, header {declared}, polygemm needs {ABI_VERSION} (rebuild it)")

@@ -493,3 +493,30 @@ def test_unusable_library_in_build_tree_reason_is_short(tmp_path):
     assert "ABI version mismatch: library 99" in reason and "build tree" in reason, reason
     assert "\n" not in reason and len(reason) <= 120 and str(build) not in reason, reason
     assert any(a[1] == str(build / "libpolygemm_musa.so") for a in got["attempts"]), got
+
+
+@pytest.mark.musa
+@pytest.mark.parametrize("spelling", ["libpolygemm_musa.so", "./libpolygemm_musa.so", "sub/../libpolygemm_musa.so"])
+def test_explicit_relative_path_opens_the_file_it_names(musa_library, tmp_path, spelling):
+    """A relative $POLYGEMM_MUSA_LIBRARY is the file relative to the working directory, not a
+    name for the system loader to look up elsewhere."""
+    shutil.copy(musa_library, tmp_path / "libpolygemm_musa.so")
+    (tmp_path / "sub").mkdir()
+    got = _discovery({"POLYGEMM_MUSA_LIBRARY": spelling}, tmp_path)
+    assert got["reason"] == "AVAILABLE", got
+
+
+@pytest.mark.musa
+def test_explicit_path_that_is_a_directory_or_another_library_says_so(tmp_path):
+    got = _discovery({"POLYGEMM_MUSA_LIBRARY": str(tmp_path)}, tmp_path)
+    assert "directory" in got["reason"] and "libpolygemm_musa.so" in got["reason"], got
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build another library")
+    src = tmp_path / "other.c"
+    src.write_text("int other(void){return 1;}\n")
+    lib = tmp_path / "libother.so"
+    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    reason = _discovery({"POLYGEMM_MUSA_LIBRARY": str(lib)}, tmp_path)["reason"]
+    assert "not libpolygemm_musa.so" in reason and "pgm_abi_version" in reason and "AttributeError" not in reason, reason
+    assert "\n" not in reason and len(reason) <= 120, reason
