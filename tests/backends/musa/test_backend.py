@@ -652,3 +652,32 @@ def test_musa_explains_an_empty_result_as_made_on_the_host(musa):  # noqa: F811
         plan = pg.explain(a, b[:, :0] if a.shape[0] else b, device="musa")
         assert not plan.copies, plan.copies
         assert pg.gemm(a, b[:, :0] if a.shape[0] else b, device="musa").size == 0
+
+
+@pytest.mark.musa
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_musa_verify_writes_a_checked_result_into_a_device_out(rng, musa, order):  # noqa: F811
+    from polygemm.backends.musa import MusaArray
+    from polygemm.testing import inject_fault
+
+    m, n, k = 13, 11, 7
+    a, b, c = rand16(rng, (m, k), order), rand16(rng, (k, n), order), rand16(rng, (m, n), order)
+    da, db, dc = MusaArray.from_numpy(a), MusaArray.from_numpy(b), MusaArray.from_numpy(c)
+    out = MusaArray.empty((m, n), order)
+    assert pg.gemm(da, db, dc, alpha=0.5, beta=-1.0, out=out, device="musa", verify="raise") is out
+    assert_within(out.get(), a, b, c, 0.5, -1.0)
+    big = MusaArray.from_numpy(np.zeros((m + 4, n + 3), np.float16, order=order))  # out in its top-left corner
+    view = _View(big, m, n, order)
+    assert pg.gemm(da, db, out=view, device="musa", verify="raise") is view
+    got = big.get()
+    assert_within(got[:m, :n], a, b)
+    assert not got[m:].any() and not got[:, n:].any(), "wrote past out's corner"
+    before = out.get()
+    with inject_fault(3, 5, value=1e3), pytest.raises(pg.VerificationError):
+        pg.gemm(da, db, out=out, device="musa", verify="raise")
+    assert np.array_equal(out.get(), before), "a failed check reached out"
+    other = MusaArray.empty((m, n), "F" if order == "C" else "C")  # the other memory order: copied an element at a time
+    assert musa.copy_result(dc, other) and np.array_equal(other.get(), c)
+    assert not musa.copy_result(c, other)  # NumPy data: not the backend's to copy
+    for x in (da, db, dc, out, big, other):
+        x.free()
