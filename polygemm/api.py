@@ -287,6 +287,10 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
                              **unexpected)
     if extra or unexpected or a is _REQUIRED or b is _REQUIRED:
         _operands_given("matmul", a, b, extra, unexpected)
+    # matrices or stacks (an ndim that is an int: an object answering attributes its own way is read in full): gemm's call
+    if out is None and type(na := getattr(a, "ndim", 0)) is int and na >= 2 and type(nb := getattr(b, "ndim", 0)) is int \
+            and nb >= 2:
+        return gemm(a, b, out_dtype=out_dtype, precision=precision, device=device, verify=verify)
     if isinstance(out, (tuple, list)) and _outputs(out):  # numpy.matmul is a ufunc: out=(arr,) names the one output
         out = _one_out(out, a, b)
     try:
