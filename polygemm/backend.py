@@ -358,7 +358,7 @@ class Backend(abc.ABC):
                 if not fits_float32(value):
                     why = "" if abs(value) > FLOAT32_MAX else " (below float32's normal range, where it keeps fewer digits)"
                     return UnsupportedProblemError(
-                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}'s kernels{why}; "
+                        f"{what}={value:g} does not fit the float32 scalars of backend {self.name!r}{why}; "
                         f"scale a or c by it first, or use device='cpu' (device='auto' does so)")
         if problem.batch and not self.batched:
             return UnsupportedProblemError(
