@@ -16,7 +16,7 @@ import numpy as np
 
 from ...core.text import short_repr
 from ...errors import ArgumentError, DTypeError, ShapeError
-from .sessions import session
+from .sessions import user_session
 
 __all__ = ["MusaArray", "host_f16"]
 
@@ -64,7 +64,7 @@ class MusaArray:
     @classmethod
     def empty(cls, shape: tuple[int, int], order: str = "C") -> "MusaArray":
 
-        return cls(session(), shape, order)
+        return cls(user_session(), shape, order)
 
     @classmethod
     def from_numpy(cls, array: Any) -> "MusaArray":

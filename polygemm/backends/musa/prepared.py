@@ -21,7 +21,7 @@ import numpy as np
 from ...core.scalars import fits_float32
 from ...errors import ArgumentError, ShapeError, UnsupportedProblemError
 from .arrays import MusaArray, host_f16
-from .sessions import session
+from .sessions import user_session
 
 __all__ = ["PreparedB", "gemm_prepared"]
 
@@ -44,7 +44,7 @@ class PreparedB:
         self._users = 0  # calls in flight
         self._closing = False  # release() has begun: new calls are refused
         self._release_lock = threading.Lock()  # a second release() waits for the first
-        self._s = session()
+        self._s = user_session()
         arr = host_f16(b, "b")
         if arr.ndim != 2:
             raise ShapeError(f"b must be 2-D; got shape {arr.shape}")

@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from ...core.env import env_flag
 from ...errors import ArgumentError, BackendUnavailableError
 from .library import LibraryNotFound, NativeLibrary, load_library
 
-__all__ = ["Session", "session"]
+__all__ = ["Session", "session", "user_session"]
 
 
 class Session:
@@ -82,3 +83,13 @@ def session() -> Session:
             except LibraryNotFound as exc:
                 raise BackendUnavailableError(str(exc)) from exc
         return _session
+
+
+def user_session() -> Session:
+    """The session for the objects a user makes (``MusaArray``, ``PreparedB``): an emulation's
+    library serves them only with POLYGEMM_MUSA_EMULATION on, as it serves ``device="musa"``, so
+    that nothing runs on the CPU (or an NVIDIA GPU) while looking like the S4000's."""
+    s = session()
+    if s.nl.flavor != "musa" and not env_flag("POLYGEMM_MUSA_EMULATION"):
+        raise BackendUnavailableError(f"libpolygemm_musa is the {s.nl.flavor!r} flavor (an emulation): set POLYGEMM_MUSA_EMULATION=1 to use it")
+    return s

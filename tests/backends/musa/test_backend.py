@@ -682,3 +682,26 @@ def test_musa_verify_writes_a_checked_result_into_a_device_out(rng, musa, order)
     assert not musa.copy_result(c, other)  # NumPy data: not the backend's to copy
     for x in (da, db, dc, out, big, other):
         x.free()
+
+
+@pytest.mark.musa
+def test_musa_arrays_and_prepared_b_keep_the_flavor_gate(musa_library, monkeypatch):
+    """Without POLYGEMM_MUSA_EMULATION an emulation's library serves no MusaArray or PreparedB either:
+    backend.gemm_prepared ran on the CPU while device='musa' said to turn the emulation on."""
+    from polygemm.backends.musa import MusaArray, PreparedB
+
+    if FLAVOR == "musa":
+        pytest.skip("the musa flavor needs no emulation switch")
+    monkeypatch.setenv("POLYGEMM_MUSA_LIBRARY", str(musa_library))
+    monkeypatch.delenv("POLYGEMM_MUSA_EMULATION", raising=False)
+    _reset()
+    try:
+        b = np.ones((3, 2), np.float16)
+        for make in (lambda: MusaArray.from_numpy(b), lambda: MusaArray.empty((3, 2)), lambda: PreparedB(b)):
+            with pytest.raises(pg.BackendUnavailableError, match="POLYGEMM_MUSA_EMULATION=1"):
+                make()
+        monkeypatch.setenv("POLYGEMM_MUSA_EMULATION", "1")
+        with PreparedB(b) as pb:
+            assert np.array_equal(pg.get_backend("musa").gemm_prepared(np.ones((4, 3), np.float16), pb), np.full((4, 2), 3, np.float16))
+    finally:
+        _reset()
