@@ -200,6 +200,21 @@ def musa_library() -> Path:
     return lib
 
 
+#: the C source of a library that claims to be polygemm's MUSA library at an ABI version of none of its builds
+WRONG_ABI = "int pgm_abi_version(void){return 99;}\nconst char* pgm_build_info(void){return \"flavor=host\";}\n"
+
+
+def c_library(path: Path, source: str) -> Path:
+    """A shared library at ``path`` built from C ``source`` by the C compiler here (the test skips without one)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build a library")
+    src = path.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(path)], check=True)
+    return path
+
+
 def _reset() -> None:
     import polygemm.backends.musa.backend as mb
 

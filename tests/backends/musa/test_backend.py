@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import types
@@ -19,7 +18,7 @@ from polygemm.apps.cli import main
 from polygemm.errors import UnsupportedProblemError
 from polygemm.testing import assert_close, reference_for, run_conformance
 
-from tests.helpers import _reset, _reset as _musa_reset, cli, FLAVOR, rand16, ROOT, run_concurrently
+from tests.helpers import WRONG_ABI, _reset, _reset as _musa_reset, c_library, cli, FLAVOR, rand16, ROOT, run_concurrently
 
 
 @pytest.fixture
@@ -317,13 +316,7 @@ def test_missing_explicit_library_is_final(tmp_path):
 
 @pytest.mark.musa
 def test_wrong_library_is_rejected(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build a wrong library")
-    src = tmp_path / "wrong.c"
-    src.write_text("int pgm_abi_version(void){return 99;}\nconst char* pgm_build_info(void){return \"flavor=host\";}\n")
-    lib = tmp_path / "libwrong.so"
-    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    lib = c_library(tmp_path / "libwrong.so", WRONG_ABI)
     junk = tmp_path / "junk.so"
     junk.write_text("not a library")
     for path, fragment in ((lib, "ABI version mismatch: library 99"), (junk, f"{junk}: ")):

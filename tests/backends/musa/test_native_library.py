@@ -19,7 +19,7 @@ import pytest
 import polygemm as pg
 from polygemm.testing import reference_for
 
-from tests.helpers import REPO_ROOT, _reset, rand16
+from tests.helpers import REPO_ROOT, WRONG_ABI, _reset, c_library, rand16
 
 
 ROOT = REPO_ROOT
@@ -480,14 +480,9 @@ def test_not_found_reason_is_one_short_line_with_every_place_kept(tmp_path):
 
 @pytest.mark.musa
 def test_unusable_library_in_build_tree_reason_is_short(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build a wrong library")
     build = tmp_path / ("build-" + "x" * 80)  # a long path must not make the reason long
     build.mkdir()
-    src = tmp_path / "wrong.c"
-    src.write_text("int pgm_abi_version(void){return 99;}\nconst char* pgm_build_info(void){return \"flavor=host\";}\n")
-    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(build / "libpolygemm_musa.so")], check=True)
+    c_library(build / "libpolygemm_musa.so", WRONG_ABI)
     got = _discovery({}, tmp_path)
     reason = got["reason"]
     assert "ABI version mismatch: library 99" in reason and "build tree" in reason, reason
@@ -510,13 +505,7 @@ def test_explicit_relative_path_opens_the_file_it_names(musa_library, tmp_path, 
 def test_explicit_path_that_is_a_directory_or_another_library_says_so(tmp_path):
     got = _discovery({"POLYGEMM_MUSA_LIBRARY": str(tmp_path)}, tmp_path)
     assert "directory" in got["reason"] and "libpolygemm_musa.so" in got["reason"], got
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build another library")
-    src = tmp_path / "other.c"
-    src.write_text("int other(void){return 1;}\n")
-    lib = tmp_path / "libother.so"
-    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    lib = c_library(tmp_path / "libother.so", "int other(void){return 1;}\n")
     reason = _discovery({"POLYGEMM_MUSA_LIBRARY": str(lib)}, tmp_path)["reason"]
     assert "not libpolygemm_musa.so" in reason and "pgm_abi_version" in reason and "AttributeError" not in reason, reason
     assert "\n" not in reason and len(reason) <= 120, reason
