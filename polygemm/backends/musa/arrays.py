@@ -97,6 +97,10 @@ class MusaArray:
     def __polygemm_array_interface__(self) -> dict:
         return {"shape": self.shape, "typestr": "<f2", "strides": self.strides, "data": (self.ptr, False), "device": "musa", "version": 1}
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # as CuPy's arrays refuse it: NumPy would make a 0-D object array holding this one, silently
+        raise TypeError("a MusaArray is device memory: NumPy cannot read it in place; call .get() for a NumPy copy")
+
     # -- data movement -------------------------------------------------------------------
     def get(self) -> np.ndarray:
         """Copy to a new NumPy array (same memory order)."""

@@ -147,6 +147,16 @@ def test_musa_array_set_between_calls(musa, rng):
 
 
 @pytest.mark.musa
+def test_numpy_is_told_to_get_a_musa_array_not_handed_an_object_array(musa, rng):
+    from polygemm.backends.musa import MusaArray
+
+    with MusaArray.from_numpy(rand16(rng, (3, 4))) as da:
+        with pytest.raises(TypeError, match=r"device memory.*\.get\(\)"):
+            np.asarray(da)
+        assert da.get().shape == (3, 4)
+
+
+@pytest.mark.musa
 def test_prepared_b_reused_updated_released(musa, rng):
     from polygemm.backends.musa import PreparedB
 
