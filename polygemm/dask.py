@@ -56,6 +56,11 @@ def _short(chunks: tuple[int, ...], limit: int = 6) -> str:
     return f"({', '.join(map(str, chunks[:limit]))}, ... {len(chunks)} chunks)"
 
 
+def _dim(size: Any) -> Any:
+    """A dimension as an int, or NaN where dask does not know it yet."""
+    return size if isinstance(size, float) and math.isnan(size) else int(size)
+
+
 def _as_dask(name: str, x: Any, da: Any) -> Any:
     if not isinstance(x, da.Array):  # an argument of the wrong kind: a TypeError too, as polygemm.gemm's a=None is
         raise ArgumentTypeError(
@@ -67,8 +72,11 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
                  f"in range({x.shape[0]})]), or compute() both and call polygemm.gemm, which takes batches" if x.ndim > 2 else "")
         raise ShapeError(f"{name} must be a 2-D dask array (a matrix); got {x.ndim}-D shape {x.shape}: polygemm.dask.gemm "
                          f"multiplies matrices.{batch}")
-    if any(math.isnan(s) for s in x.shape):
-        raise ShapeError(f"{name} has unknown chunk sizes (shape {x.shape}); call {name}.compute_chunk_sizes() first")
+    inner = 1 if name == "A" else 0  # K: A's columns, B's rows, which the blocks are matched over
+    if math.isnan(x.shape[inner]):
+        raise ShapeError(f"{name} has unknown chunk sizes along K (shape {x.shape}); call {name}.compute_chunk_sizes() "
+                         f"first (unknown {'rows of A' if name == 'A' else 'columns of B'}, as boolean indexing leaves them, "
+                         f"are taken as they are)")
     _refuse_masked(name, x)
     if not isinstance(x.dtype, np.dtype):  # chunks of another library (torch's tensors): dtype is its own, not NumPy's
         raise ArgumentTypeError(f"{name} is a dask array of {type(getattr(x, '_meta', x)).__name__} chunks (dtype {x.dtype}); "
@@ -334,8 +342,9 @@ def gemm(
         registry.check_known(device)
     if variant != "auto" or device is not None:  # a variant or device named: what it computes, checked now
         _check_variant(variant, device, A.dtype)
-    m, k = (int(s) for s in A.shape)
-    kb, n = (int(s) for s in B.shape)
+    # M and N may be unknown (A's rows, B's columns picked by a boolean index): each block's is known when it runs
+    m, k = _dim(A.shape[0]), int(A.shape[1])
+    kb, n = int(B.shape[0]), _dim(B.shape[1])
     if k != kb:
         raise ShapeError(f"inner dimensions differ: A is {A.shape} and B is {B.shape}; A.shape[1] (K={k}) must equal B.shape[0] ({kb})")
     # a non-native byte order ('>f8') is the same dtype to polygemm.gemm, which copies such an operand once and writes
@@ -370,6 +379,10 @@ def gemm(
         shape = tuple(int(x) if not isinstance(x, float) else x for x in getattr(c, "shape", ()))
         if any(isinstance(x, float) and math.isnan(x) for x in shape):
             raise ShapeError(f"c has unknown chunk sizes (shape {shape}); call c.compute_chunk_sizes() first")
+        if isinstance(m, float) or isinstance(n, float):  # no c can be matched to blocks of sizes not yet known
+            raise ShapeError(f"c needs the result's shape, which is unknown until A and B are computed ({(m, n)}: A is "
+                             f"{A.shape} and B is {B.shape}); call compute_chunk_sizes() on A and B first, or add c to the "
+                             f"result")
         if shape != (m, n):
             try:  # one that broadcasts to it (a bias row, a scalar), as A @ B + c would take it: said how to pass it
                 fits = tuple(np.broadcast_shapes(tuple(int(x) for x in shape), (m, n))) == (m, n)

@@ -300,8 +300,8 @@ def test_validation_errors(rng):
         pgd.gemm(A, B, alpha="2")
     with pytest.raises(ArgumentError, match="beta must be finite"):
         pgd.gemm(A, B, c, beta=float("nan"))
-    with pytest.raises(ShapeError, match="unknown chunk sizes"):
-        pgd.gemm(A[A[:, 0] > 0], B)
+    with pytest.raises(ShapeError, match=r"A has unknown chunk sizes along K.*compute_chunk_sizes"):
+        pgd.gemm(A[:, A[0] > 0], B)
     with pytest.raises(ShapeError, match="c must have the result's shape"):
         pgd.gemm(A, B, np.ones(4), beta=1.0)
     with warnings.catch_warnings():
@@ -1000,6 +1000,26 @@ def test_dask_c_of_unknown_chunk_sizes_says_so():
     c = da.ones((4, 4), chunks=2)
     with pytest.raises(pg.ShapeError, match=r"c has unknown chunk sizes.*compute_chunk_sizes"):
         polygemm.dask.gemm(A, A, c[c[:, 0] > 0], beta=1.0)
+
+
+def test_rows_of_a_and_columns_of_b_picked_by_a_boolean_index_are_taken_as_they_are(rng):
+    """Unknown M and N (A's rows, B's columns chosen by a boolean index, as dask.array.matmul takes them): the product's
+    chunks are unknown there too, each block computed at its size; K must be known (the blocks are matched over it),
+    and a c cannot be matched to a result of unknown shape."""
+    da = pytest.importorskip("dask.array")
+    import polygemm.dask as pgd
+
+    x = rng.standard_normal((20, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    X, W = da.from_array(x, chunks=(5, 4)), da.from_array(w, chunks=(4, 3))
+    rows, cols = x[:, 0] > 0, w[0] > 0
+    got = pgd.gemm(X[X[:, 0] > 0], W[:, W[0] > 0], alpha=2.0, device="cpu")
+    assert np.isnan(got.shape[0]) and np.isnan(got.shape[1])
+    np.testing.assert_allclose(got.compute(), 2.0 * (x[rows] @ w[:, cols]), rtol=1e-5, atol=1e-5)
+    with pytest.raises(pg.ShapeError, match=r"c needs the result's shape.*compute_chunk_sizes"):
+        pgd.gemm(X[X[:, 0] > 0], W, da.ones((20, 6), chunks=(5, 3), dtype=np.float32), beta=1.0)
+    with pytest.raises(pg.ShapeError, match=r"B has unknown chunk sizes along K"):
+        pgd.gemm(X, W[W[:, 0] > 0])
 
 
 def test_dask_unknown_variant_is_refused_when_the_graph_is_built():
