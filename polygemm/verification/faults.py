@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.complex_form import part_dtype
 from ..core.dtypes import as_dtype, finfo
-from ..errors import ArgumentError, ArgumentTypeError
+from ..errors import ArgumentError
 from ..interop.torch import torch_from_host, torch_host_array
 
 __all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
@@ -86,6 +86,10 @@ def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
     x[idx] = np.frombuffer(bytes(raw), dtype=x.dtype)[0]
 
 
+#: the libraries whose arrays a fault is written into in place (NumPy's too; pycuda's and MusaArray through .set)
+_WRITTEN_IN_PLACE = ("cupy", "torch")
+
+
 def corrupt(result: Any, to_host: Any = None, to_device: Any = None) -> Any:
     """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
     array that ``to_host``/``.set`` move) and return the result to check: ``result`` itself, written in place, or, for
@@ -93,15 +97,16 @@ def corrupt(result: Any, to_host: Any = None, to_device: Any = None) -> Any:
     never the caller's ``out``, is what is corrupted). A fault ``result`` cannot take (its element outside the result, a
     value or bit its dtype does not hold) raises IndexError or ArgumentError in the thread that made the fault; another
     thread's product passes it over (faults apply to every thread's calls: a server's other requests go on)."""
-    if getattr(result, "shape", None) is None and to_host is not None and to_device is not None:
-        # a plugin's array known by its interface alone (no shape, dtype or .set): corrupted as its values on the host
+    if not hasattr(result, "set") and type(result).__module__.partition(".")[0] not in _WRITTEN_IN_PLACE \
+            and not isinstance(result, np.ndarray) and to_host is not None and to_device is not None:
+        # a plugin's array, which polygemm has no way to write (no .set, perhaps no shape or dtype): its values
+        # corrupted on the host, handed to the check anew
         return to_device(corrupt(np.array(to_host(result))))
     due = _due(tuple(result.shape))
     me = threading.get_ident()
     for i, f in enumerate(due):
         try:
-            changed, result = _apply(f, result, to_host, to_device)
-            if not changed:  # the element holds what it held: nothing corrupted, not counted
+            if not _apply(f, result, to_host):  # the element holds what it held: nothing corrupted, not counted
                 with _lock:
                     f.hits -= 1
         except (IndexError, ArgumentError):
@@ -130,9 +135,8 @@ def _same(before: Any, after: Any) -> bool:
     return all(x == y or (x != x and y != y) for x, y in zip(parts(before), parts(after)))
 
 
-def _apply(f: Fault, result: Any, to_host: Any, to_device: Any = None) -> tuple[bool, Any]:
-    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`): whether that changed the element's value, and
-    the result holding it (``result``, or a new device array of its values where it cannot be written in place)."""
+def _apply(f: Fault, result: Any, to_host: Any) -> bool:
+    """Set or flip ``f``'s element of ``result`` (see :func:`corrupt`); whether that changed the element's value."""
     shape = tuple(result.shape)
     idx = tuple(f.batch) + (f.row, f.col)
     if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
@@ -152,12 +156,12 @@ def _apply(f: Fault, result: Any, to_host: Any, to_device: Any = None) -> tuple[
             result[idx] = value
         else:
             _flip_host(result, idx, f.bit)
-        return not _same(before, result[idx].item()), result
+        return not _same(before, result[idx].item())
     module = type(result).__module__.partition(".")[0]
     if module in ("cupy", "torch") and f.bit is None:
         before = result[idx].item()  # one element read back, to tell whether the fault changed it
         result[idx] = value
-        return not _same(before, result[idx].item()), result
+        return not _same(before, result[idx].item())
     if module == "torch":  # a tensor's bits through the host (bfloat16's too)
         host = torch_host_array(result).copy()
     else:  # a bit of a device array: through the host
@@ -168,23 +172,18 @@ def _apply(f: Fault, result: Any, to_host: Any, to_device: Any = None) -> tuple[
     else:
         _flip_host(host, idx, f.bit)
     if _same(before, host[idx].item()):
-        return False, result  # nothing to write back
+        return False  # nothing to write back
     if module == "torch":
         result.copy_(torch_from_host(host))
     elif module == "cupy":
         result.set(host)
-    elif not hasattr(result, "set"):  # a plugin's array, written by no method polygemm knows: its values anew
-        if to_device is None:
-            raise ArgumentTypeError(f"inject_fault: a {type(result).__name__} result has no .set() and its backend no "
-                                    f"to_device(): polygemm cannot write the fault into it")
-        return True, to_device(host)
     else:  # pycuda and the like: moved as the elements' bits (bfloat16 has no buffer format)
         raw = _UINTS.get(host.dtype.itemsize)
         if raw is None or not hasattr(result, "view"):  # complex128: a buffer format of its own; a MusaArray: no views
             result.set(host)
         else:
             result.view(raw).set(host.view(raw))  # host in the device array's own memory order (np.array keeps it)
-    return True, result
+    return True
 
 
 def _check_storable(value: float | complex | int, result: Any) -> None:

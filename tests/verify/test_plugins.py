@@ -120,7 +120,7 @@ class HolderBackend(Backend):
 def test_a_plugins_device_out_is_written_through_its_copy_result(tmp_path, monkeypatch, fresh_registry, rng):
     """A checked call with a device out of a plugin's arrays (no item assignment) reaches out through the backend's
     copy_result, as plugins.md says; out=c too. Its arrays have no .shape: the core reads a result's shape from its
-    __polygemm_array_interface__ (it had called the plugin broken, "a result of shape None")."""
+    __polygemm_array_interface__."""
     with _device_plugin("holder", _DEVICE_PLUGIN, tmp_path, monkeypatch, fresh_registry) as be:
         a, b = _operands(rng)
         c = rng.standard_normal((6, 5)).astype(np.float32)
