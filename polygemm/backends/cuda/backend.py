@@ -34,7 +34,7 @@ from .planning import (IndexRangeError, LaunchPlan, Mat, TmaUnsuitable, aligned_
 from .variants import kernel_specs, variant_table
 from .decisions import (CudaPlan, KernelLauncher, at_offset, batch_bytes, compact_ld, device_memory, device_sm, layout_ranked, pitch_ranked,
                         plan_mats, split_suffix)
-from .fitting import fit_ranked
+from .fitting import copies_named, fit_named_on_copies, fit_ranked
 from .complex_launch import ComplexLaunch
 from .complex_plan import plan_complex, queue_complex, with_complex
 from .host_run import run_host
@@ -298,12 +298,28 @@ class CudaBackend(Backend):
                 raise UnsupportedProblemError(f"variant={variant!r}: split-K takes one product, not a batch of {p.count}")
             try:
                 lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, splits=chosen_splits, dtype=p.dtype.name)
-            except TmaUnsuitable as exc:  # a named TMA rung hands what it cannot describe to the mma rung
-                fallback = tma_fallback()
-                plan.notes.append(f"{chosen} cannot take this problem ({exc}); {fallback} runs instead")
-                plan.variant = fallback + (f":split_k={chosen_splits}" if chosen_splits else "")
-                spec = kernel_specs()[fallback]
-                lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, dtype=p.dtype.name, splits=chosen_splits)
+            except TmaUnsuitable as exc:
+                # a named TMA rung runs on aligned copies of what it cannot describe, as auto runs it (on an H100, 700^3
+                # fp16: 21 us a call, where the mma rung's unaligned build took 36); what copies do not serve (a batch,
+                # panels, a B tile read K-major only) goes to the mma rung
+                # (an unaligned operand is copied at the pitch TMA reads at full speed; an aligned one is read as it is)
+                assert spec is not None  # (only a catalog rung raises TmaUnsuitable)
+                unaligned = [aligned_copy(x) is not None for x in (a, b)]
+                copies = (pitch_copy(a) if unaligned[0] else None, pitch_copy(b) if unaligned[1] else None, aligned_copy(c))
+                on_copies = fit_named_on_copies(self._fit, spec, (a, b, c), copies, splits=chosen_splits, count=p.count,
+                                                batch=batch, rt=rt, dtype=p.dtype.name)
+                if not isinstance(on_copies, str):
+                    (lp, pads), parts = on_copies, None
+                    plan.padding = copies_named((a, b, c), pads)
+                    plan.notes.append(f"{chosen} reads 16-byte aligned tiles only ({exc}): the unaligned operands are "
+                                      "copied into aligned scratch on the call's stream first")
+                else:
+                    fallback = tma_fallback()
+                    plan.notes.append(f"{chosen} cannot take this problem ({exc}{'; ' if on_copies else ''}{on_copies}); "
+                                      f"{fallback} runs instead")
+                    plan.variant = fallback + (f":split_k={chosen_splits}" if chosen_splits else "")
+                    spec = kernel_specs()[fallback]
+                    lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, dtype=p.dtype.name, splits=chosen_splits)
         if lp.splits and ":split_k=" not in plan.variant:  # slices chosen to fit 32-bit offsets
             plan.variant += f":split_k={lp.splits}"
         if rt is not None:

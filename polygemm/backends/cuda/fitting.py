@@ -16,7 +16,7 @@ from .cost import TMA_PITCH, Candidate, copy_bytes, copy_us
 from .planning import LaunchPlan, Mat, TmaUnsuitable, pitch_off, transposed_copy
 from .variants import KernelSpec
 
-__all__ = ["fit_ranked"]
+__all__ = ["fit_ranked", "fit_named_on_copies", "copies_named"]
 
 _NONE: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
 
@@ -24,6 +24,33 @@ _NONE: tuple[Mat | None, Mat | None, Mat | None] = (None, None, None)
 def _transposed_pads(cand: Candidate, a: Mat, b: Mat) -> tuple[Mat | None, Mat | None, Mat | None]:
     """The scratch a candidate on a transposed copy reads: the copy of A or of B in the other layout."""
     return (transposed_copy(a), None, None) if cand.transposed == "a" else (None, transposed_copy(b), None)
+
+
+def copies_named(mats: Sequence[Mat], pads: Sequence[Mat | None]) -> str:
+    """The plan's ``padding`` line for aligned copies ``pads`` of ``mats`` (a, b, c; None: read as it is)."""
+    return "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
+                     for x, pad in zip(mats, pads) if pad is not None)
+
+
+def fit_named_on_copies(fit: Callable[..., tuple[LaunchPlan, Any]], spec: KernelSpec, mats: tuple[Mat, Mat, Mat],
+                        copies: tuple[Mat | None, Mat | None, Mat | None], *, splits: int, count: int,
+                        **kw: Any) -> tuple[LaunchPlan, tuple[Mat | None, Mat | None, Mat | None]] | str:
+    """A named TMA rung's launch on ``copies`` (the aligned scratch of the operands it cannot describe), as auto runs
+    it, and the copies it reads; else why not (a batch or panels, which the copies are not made for, nothing to copy,
+    or what the rung refuses of the copies too: the caller hands the operands to another rung). ``fit``: the backend's
+    launch planning, given ``splits`` and ``kw``."""
+    # C is copied only for a rung that stores it through a tensor map (as in fit_ranked)
+    wanted = copies if splits <= 1 and spec.tma_store else (copies[0], copies[1], None)
+    if count > 1:
+        return "aligned copies are made for one product, not a batch"
+    if all(x is None for x in wanted):
+        return ""
+    a, b, c = mats
+    try:
+        lp, parts = fit(spec, wanted[0] or a, wanted[1] or b, wanted[2] or c, splits=splits, **kw)
+    except (TmaUnsuitable, UnsupportedProblemError) as exc:
+        return f"on aligned copies: {exc}"
+    return (lp, wanted) if parts is None else "aligned copies are made for one launch, not panels of the result"
 
 
 def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: Sequence[Candidate], timed: Candidate | None,
@@ -99,8 +126,7 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
                               f"{src.name}, the smaller, is copied into the other layout on the call's stream first "
                               f"(estimated {cand.estimate_us:.1f} µs with the copy)")
         elif cand.padded:
-            plan.padding = "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
-                                     for x, pad in zip((a, b, c), pads) if pad is not None)
+            plan.padding = copies_named((a, b, c), pads)
             if pitched:
                 plan.notes.append(f"{cand.variant} reads rows that start on {TMA_PITCH}-byte boundaries at full speed: "
                                   "the operands whose rows do not are copied into such scratch on the call's stream "

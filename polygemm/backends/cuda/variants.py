@@ -218,7 +218,8 @@ class KernelSpec:
             sm = f"; {self.arch} only" if self.arch else (f"; sm_{self.min_sm} or newer" if self.min_sm else "")
             layouts = "any layout (transposes compiled in)"
             if self.abi == "tma":
-                vec = "TMA needs 16-byte aligned pointers and leading dimensions (others run hgemm_v1)"
+                vec = ("TMA needs 16-byte aligned pointers and leading dimensions (others: it reads aligned copies of them, one "
+                       "product at a time; a batch runs hgemm_v1)")
             if self.k_major_b:  # the kernel's B is Aᵀ after the operand swap (a result in the other layout)
                 mine, other = ("row-major", "column-major") if self.layout == "row" else ("column-major", "row-major")
                 layouts = f"its B tile read K-major only (a {mine} result needs a column-major B, a {other} one a row-major A)"

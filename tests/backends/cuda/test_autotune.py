@@ -299,8 +299,8 @@ def test_the_scratch_problem_keeps_the_callers_geometry(be):
         gpu = autotune.gpu_of(fake_rt(), 132)
         assert autotune.tune_key(gpu, q) == autotune.tune_key(gpu, p)
     with pytest.raises(UnsupportedProblemError, match="does not run this problem itself"):
-        with ScratchTimer(be, rt, normalize(np.zeros((64, 60), H), np.zeros((60, 64), H))) as timer:
-            timer("hgemm_v2_wgmma_tma_128x128")  # unaligned rows: the TMA rung hands them to another rung
+        with ScratchTimer(be, rt, normalize(np.zeros((64, 64), H).T, np.zeros((64, 64), H))) as timer:
+            timer("hgemm_v2_wgmma_tma_64x32_col")  # its B tile read K-major only: the rung hands A to another rung
 
 
 def test_the_event_timer_is_the_backends():

@@ -243,6 +243,30 @@ def test_unaligned_fp16_runs_the_tma_rung_on_aligned_copies_when_that_is_faster(
     assert any("TMA needs 16-byte aligned" in why for _, why in plan.candidates), str(plan)
 
 
+@pytest.mark.parametrize("variant", ["hgemm_v2_wgmma_tma_64x64", "hgemm_v3_wgmma_pingpong", "hgemm_v2_wgmma_tma_64x128:split_k=2"])
+def test_a_named_tma_rung_runs_itself_on_aligned_copies_of_unaligned_operands(variant):
+    """700 x 700 x 704 fp16 with 700-half rows of B: the named rung runs on an aligned copy of B, as auto runs it (on
+    an H100 at 700^3 21 µs a call, where the mma rung's unaligned build, which used to run instead, took 36), and the
+    plan says what it copies and why."""
+    b_rows = np.zeros((704, 700), np.float16)
+    plan = CudaBackend().plan(normalize(np.zeros((700, 704), np.float16), b_rows), variant)
+    assert plan.variant == variant, str(plan)
+    assert plan.padding == "b (704x700, ld=700) -> an aligned copy (ld=704)", str(plan)
+    assert any("16-byte aligned" in note and "copied into aligned scratch" in note for note in plan.notes), str(plan)
+
+
+def test_a_named_tma_rung_hands_what_copies_do_not_serve_to_the_mma_rung():
+    """A batch (the copies are made for one product) and a column-major A for the 32-wide B tile, which reads its B (the
+    kernel's, Aᵀ here) K-major only: the mma rung runs, and the plan says which rung could not and why."""
+    h16 = np.float16
+    batch = CudaBackend().plan(normalize(np.zeros((3, 70, 70), h16), np.zeros((3, 70, 70), h16)), "hgemm_v2_wgmma_tma_64x64")
+    col_a = CudaBackend().plan(normalize(np.zeros((64, 64), h16).T, np.zeros((64, 64), h16)), "hgemm_v2_wgmma_tma_64x32_col")
+    for plan, named, why in ((batch, "hgemm_v2_wgmma_tma_64x64", "16-byte aligned"), (col_a, "hgemm_v2_wgmma_tma_64x32_col", "K-major")):
+        assert plan.variant == "hgemm_v1_mma_ldmatrix" and plan.padding is None, str(plan)
+        assert any(note.startswith(f"{named} cannot take this problem") and why in note and "runs instead" in note
+                   for note in plan.notes), str(plan)
+
+
 def test_rows_off_sector_boundaries_are_copied_where_that_pays():
     """8192 x 408 x 16384 fp16: B's rows are 816 bytes, so half of B's TMA box rows start off a
     32-byte sector and span a sector more than they move, and a one-CTA rung reads B 64 times
