@@ -300,9 +300,9 @@ class CudaBackend(Backend):
                 lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, splits=chosen_splits, dtype=p.dtype.name)
             except TmaUnsuitable as exc:
                 # a named TMA rung runs on aligned copies of what it cannot describe, as auto runs it (on an H100, 700^3
-                # fp16: 21 us a call, where the mma rung's unaligned build took 36); what copies do not serve (a batch,
-                # panels, a B tile read K-major only) goes to the mma rung
-                # (an unaligned operand is copied at the pitch TMA reads at full speed; an aligned one is read as it is)
+                # fp16: 21 us a call, where the mma rung's unaligned build took 36): an unaligned operand copied at the
+                # pitch TMA reads at full speed, an aligned one read as it is; what copies do not serve (a batch, panels,
+                # a B tile read K-major only) goes to the mma rung
                 assert spec is not None  # (only a catalog rung raises TmaUnsuitable)
                 unaligned = [aligned_copy(x) is not None for x in (a, b)]
                 copies = (pitch_copy(a) if unaligned[0] else None, pitch_copy(b) if unaligned[1] else None, aligned_copy(c))

@@ -26,6 +26,13 @@ def _transposed_pads(cand: Candidate, a: Mat, b: Mat) -> tuple[Mat | None, Mat |
     return (transposed_copy(a), None, None) if cand.transposed == "a" else (None, transposed_copy(b), None)
 
 
+def _copies_read(copies: tuple[Mat | None, Mat | None, Mat | None], splits: int,
+                 spec: KernelSpec) -> tuple[Mat | None, Mat | None, Mat | None]:
+    """The copies a rung's launch reads of ``copies`` (a, b, c): C's only for a rung that stores it through a tensor map
+    (the others' epilogues, and a K-split's reduction from its aligned workspace, write any C in place)."""
+    return copies if splits <= 1 and spec.tma_store else (copies[0], copies[1], None)
+
+
 def copies_named(mats: Sequence[Mat], pads: Sequence[Mat | None]) -> str:
     """The plan's ``padding`` line for aligned copies ``pads`` of ``mats`` (a, b, c; None: read as it is)."""
     return "; ".join(f"{x.name} ({x.rows}x{x.cols}, ld={x.ld}) -> an aligned copy (ld={pad.ld})"
@@ -39,8 +46,7 @@ def fit_named_on_copies(fit: Callable[..., tuple[LaunchPlan, Any]], spec: Kernel
     it, and the copies it reads; else why not (a batch or panels, which the copies are not made for, nothing to copy,
     or what the rung refuses of the copies too: the caller hands the operands to another rung). ``fit``: the backend's
     launch planning, given ``splits`` and ``kw``."""
-    # C is copied only for a rung that stores it through a tensor map (as in fit_ranked)
-    wanted = copies if splits <= 1 and spec.tma_store else (copies[0], copies[1], None)
+    wanted = _copies_read(copies, splits, spec)
     if count > 1:
         return "aligned copies are made for one product, not a batch"
     if all(x is None for x in wanted):
@@ -73,9 +79,7 @@ def fit_ranked(fit: Callable[..., tuple[LaunchPlan, Any]], plan: Plan, ranked: S
     pending = list(ranked)
     while pending:
         cand = pending.pop(0)
-        # C is copied only for a rung that stores it through a tensor map: the others' epilogues (and a K-split's
-        # reduction, the rung writing an aligned workspace) write any C in place
-        wanted = copies if cand.splits <= 1 and specs[cand.variant].tma_store else (copies[0], copies[1], None)
+        wanted = _copies_read(copies, cand.splits, specs[cand.variant])
         pads = _transposed_pads(cand, a, b) if cand.transposed else wanted if cand.padded else _NONE
         try:
             lp, parts = fit(specs[cand.variant], pads[0] or a, pads[1] or b, pads[2] or c, batch=batch, rt=rt,
