@@ -62,11 +62,23 @@ __device__ __forceinline__ void pg_grouped_tile(int group_m, int& tm, int& tn) {
         (B) += pg_z * pg_batch_b;                                \
         (C) += pg_z * pg_batch_c;                                \
     } while (0)
+// PG_BATCH_AT(P, S): pointer P of matrix 0 moved to this block's matrix (S: its element stride), for a rung
+// that recomputes a seeked pointer at each use rather than holding it: blockIdx.z is read anew each time
+// (asm volatile: neither kept in a register nor merged with another read), so a pointer derived from a
+// kernel parameter costs no register between its uses. hgemm_v1 moves A and B this way: held across its
+// main loop, the two 64-bit pointers spill its batched both-transposed PG_VEC=0 build at 255 registers.
+__device__ __forceinline__ long long pg_batch_z() {
+    unsigned int z;
+    asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+    return static_cast<long long>(z);
+}
+#define PG_BATCH_AT(P, S) ((P) + pg_batch_z() * (S))
 #else
 #define PG_BATCH_PARAMS
 #define PG_BATCH_SEEK(A, B, C) \
     do {                       \
     } while (0)
+#define PG_BATCH_AT(P, S) (P)
 #endif
 
 // ======================================================================================

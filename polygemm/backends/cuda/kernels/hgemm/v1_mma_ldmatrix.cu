@@ -100,12 +100,8 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
                       int ldc PG_BATCH_PARAMS PG_SPLIT_PARAMS)
 {
     using namespace hgemm_v1;
-#if PG_BATCH
-    {
-        OutT* Cb = reinterpret_cast<OutT*>(Cv);
-        PG_BATCH_SEEK(A, B, Cb);  // blockIdx.z is the batch here (never with PG_ROW_SPLIT)
-        Cv = Cb;
-    }
+#if PG_BATCH  // blockIdx.z is the batch here (never with PG_ROW_SPLIT); A and B move at each use (gA, gB)
+    Cv = reinterpret_cast<OutT*>(Cv) + blockIdx.z * pg_batch_c;
 #endif
     extern __shared__ __align__(128) unsigned char smem_raw[];
     pg_half* const sA = reinterpret_cast<pg_half*>(smem_raw);  // kStages x kAStage
@@ -164,10 +160,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
 
     // Per-K-tile operand tile origins: tile kt starts at g + kt * step. A's tile is rows k x
     // cols m (PG_TRANS_A) or rows m x cols k; B's rows n x cols k (PG_TRANS_B) or rows k x cols n.
-    const pg_half* const gA = PG_TRANS_A ? A + m0 : A + m0 * lda;
+    // (Functions: under PG_BATCH each use moves them to the batch's matrix anew, PG_BATCH_AT.)
+    const pg_half* const gA0 = PG_TRANS_A ? A + m0 : A + m0 * lda;
+    auto gA = [&]() { return PG_BATCH_AT(gA0, pg_batch_a); };
     const int a_step = PG_TRANS_A ? kBK * lda : kBK;
     const int a_m_left = M - m0;
-    const pg_half* const gB = PG_TRANS_B ? B + n0 * ldb : B + n0;
+    const pg_half* const gB0 = PG_TRANS_B ? B + n0 * ldb : B + n0;
+    auto gB = [&]() { return PG_BATCH_AT(gB0, pg_batch_b); };
     const int b_step = PG_TRANS_B ? kBK : kBK * ldb;
     const int b_n_left = N - n0;
     // Rows / cols of K-tile kt inside the matrix.
@@ -200,9 +199,9 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     auto issue_tile = [&](int kt, int stage) {
         int r, c;
         a_extent(kt, r, c);
-        AMover::issue_async(sA + stage * kAStage, gA + kt * a_step, lda, r, c, tid);
+        AMover::issue_async(sA + stage * kAStage, gA() + kt * a_step, lda, r, c, tid);
         b_extent(kt, r, c);
-        BMover::issue_async(sB + stage * kBStage, gB + kt * b_step, ldb, r, c, tid);
+        BMover::issue_async(sB + stage * kBStage, gB() + kt * b_step, ldb, r, c, tid);
     };
     // Prologue: K-tiles 0 .. kStages-2 in flight.
 #pragma unroll
@@ -228,8 +227,8 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     constexpr int kAChunks = AMover::kVecIters, kBChunks = BMover::kVecIters;
     constexpr int kParts = kSteps - 1;
     const bool mn_inside = (m0 + kBM <= M) && (n0 + kBN <= N);
-    const pg_half* a_src = AMover::thread_src(gA, lda, tid);
-    const pg_half* b_src = BMover::thread_src(gB, ldb, tid);
+    const pg_half* a_src = AMover::thread_src(gA(), lda, tid);
+    const pg_half* b_src = BMover::thread_src(gB(), ldb, tid);
     const int a_row_step = AMover::kRowStep * lda;
     const int b_row_step = BMover::kRowStep * ldb;
     const uint32_t a_dst = sA0 + AMover::thread_dst(tid);
@@ -300,20 +299,20 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     constexpr int R = kRawStages;
     constexpr int kAB = kRawAHalves * 2, kBB = BRaw::kHalves * 2;  // stage bytes
 #if !PG_ROW_SPLIT
-    const typename ARaw::Thread ta = ARaw::init(gA, lda, tid);
+    const typename ARaw::Thread ta = ARaw::init(gA(), lda, tid);
     constexpr int k_head = 0;
 #endif
-    const typename BRaw::Thread tb = BRaw::init(gB, ldb, tid);
+    const typename BRaw::Thread tb = BRaw::init(gB(), ldb, tid);
     auto issue_edge = [&](int kt, int st) {
         int r, c;
         a_extent(kt, r, c);
 #if PG_ROW_SPLIT
-        AMover::issue_async(sA + st * kAStage, gA + kt * a_step, lda, r, c, tid);
+        AMover::issue_async(sA + st * kAStage, gA() + kt * a_step, lda, r, c, tid);
 #else
-        ARaw::issue(ta, gA, sA0 + st * kAB, kt * a_step, lda, r, c, tid);
+        ARaw::issue(ta, gA(), sA0 + st * kAB, kt * a_step, lda, r, c, tid);
 #endif
         b_extent(kt, r, c);
-        BRaw::issue(tb, gB, sB0 + st * kBB, kt * b_step, ldb, r, c, tid, kt == 0 ? k_head : 0);
+        BRaw::issue(tb, gB(), sB0 + st * kBB, kt * b_step, ldb, r, c, tid, kt == 0 ? k_head : 0);
     };
     // Whether K-tile kt's main chunks are all whole (see RawTile::issue_full).
     auto interior = [&](int kt) {
@@ -392,13 +391,13 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     using AFast = AMover;
 #define HG_A_FULL(LO, HI) AMover::template issue_full<LO, HI>(da, a_src, a_row_step)
     const uint32_t a_dst = AMover::thread_dst(tid);
-    const pg_half* a_src = AMover::thread_src(gA, lda, tid) + (R - 1) * a_step;
+    const pg_half* a_src = AMover::thread_src(gA(), lda, tid) + (R - 1) * a_step;
     constexpr int kAChunks = AMover::kVecIters;
 #else
     using AFast = ARaw;
 #define HG_A_FULL(LO, HI) ARaw::template issue_full<LO, HI>(da, a_src, a_row_step)
     const uint32_t a_dst = ARaw::main_dst(tid);
-    const pg_half* a_src = gA + ta.src + (R - 1) * a_step;
+    const pg_half* a_src = gA() + ta.src + (R - 1) * a_step;
     constexpr int kAChunks = ARaw::kIters;
 #endif
     constexpr int kBChunks = BRaw::kIters;
@@ -406,7 +405,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     const int a_row_step = AFast::kRowStep * lda;
     const int b_row_step = BRaw::kRowStep * ldb;
     const uint32_t b_dst = BRaw::main_dst(tid);
-    const pg_half* b_src = gB + tb.src + (R - 1) * b_step;
+    const pg_half* b_src = gB() + tb.src + (R - 1) * b_step;
     // The extra window chunk of A's rows (none under PG_ROW_SPLIT: A's rows are aligned).
 #if PG_ROW_SPLIT
 #define HG_A_EXTRA(KT, ST) ((void)0)
@@ -415,7 +414,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
     do {                                                                                      \
         int r_, c_;                                                                           \
         a_extent(KT, r_, c_);                                                                 \
-        ARaw::issue_extra(ta, gA, sA0 + (ST) * kAB, (KT) * a_step, lda, r_, c_, tid);          \
+        ARaw::issue_extra(ta, gA(), sA0 + (ST) * kAB, (KT) * a_step, lda, r_, c_, tid);          \
     } while (0)
 #endif
     int st_cp = R - 1;  // stage receiving K-tile kt + R - 1
@@ -443,7 +442,7 @@ hgemm_v1_mma_ldmatrix(int M, int N, int K, float alpha, const pg_half* __restric
             int r_, c_;                                                                         \
             HG_A_EXTRA(ktc, st_cp);                                                             \
             b_extent(ktc, r_, c_);                                                              \
-            BRaw::issue_extra(tb, gB, sB0 + st_cp * kBB, ktc * b_step, ldb, r_, c_, tid);                               \
+            BRaw::issue_extra(tb, gB(), sB0 + st_cp * kBB, ktc * b_step, ldb, r_, c_, tid);                               \
         }                                                                                       \
     }
                     HG_RAW_PART(0)
