@@ -248,6 +248,40 @@ def test_fp16_every_row_shift(cuda, orders, shape):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+@pytest.mark.parametrize("pad", [0, 3], ids=["aligned", "odd-pitch"])
+def test_mma_rung_batches_in_every_layout(cuda, orders, pad):
+    """hgemm_v1's batched builds (blockIdx.z the matrix; A and B moved to it where they are read): a batch of
+    3 in each operand layout, rows 8-aligned (PG_VEC=1) or at an odd pitch (PG_VEC=0), B one per matrix or
+    one shared by the batch (batch stride 0), NaN around every matrix."""
+    cp = pytest.importorskip("cupy")
+    bm, m, n, k = 3, 300, 130, 200
+    rng = np.random.default_rng(secrets.randbits(32))
+
+    def batch_of(rows, cols, order, count):  # matrices of rows x cols laid out in `order`, each row `pad` longer
+        vals = rng.standard_normal((count, rows, cols)).astype(np.float16)
+        if order == "C":
+            held = cp.full((count, rows, cols + pad), cp.nan, dtype=cp.float16)
+            held[:, :, :cols] = cp.asarray(vals)
+            return vals, held[:, :, :cols]
+        held = cp.full((count, cols, rows + pad), cp.nan, dtype=cp.float16)
+        held[:, :, :rows] = cp.asarray(vals.transpose(0, 2, 1))
+        return vals, held[:, :, :rows].transpose(0, 2, 1)
+
+    a, va = batch_of(m, k, orders[0], bm)
+    for count in (bm, 1):
+        b, vb = batch_of(k, n, orders[1], count)
+        plan = pg.explain(va, vb, device="cuda", variant="hgemm_v1_mma_ldmatrix")
+        assert "PG_BATCH" in str(plan) or "batch" in plan.launch, str(plan)  # one launch for the batch
+        out = cp.full((bm, m, n), cp.nan, dtype=cp.float16)
+        pg.gemm(va, vb, out=out, device="cuda", variant="hgemm_v1_mma_ldmatrix")
+        got = cp.asnumpy(out)
+        for i in range(bm):
+            res = reference_for(a[i], b[i % count]).compare(got[i])
+            assert res.ok, f"orders={orders} pad={pad} batch of B {count}, matrix {i}: {res.message}"
+
+
+@pytest.mark.cuda
 def test_mma_peak_probe_counts_every_mma(cuda):
     from polygemm.apps.ceiling import PROBE_CHAINS, run_probe
 
