@@ -403,6 +403,37 @@ def test_a_float16_layout_bug_is_not_told_to_accumulate_in_float32(monkeypatch):
     assert not any("accumulate in float32" in r.detail for r in fails)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_a_dropped_k_term_is_named_not_blamed_on_the_accumulator(monkeypatch, dtype, which):
+    """A backend whose K loop starts or stops one step off (every dot product lacks one term) is told so, with the
+    index, and a 16-bit product gets no accumulator hint (such an error is often within a float16 accumulator's
+    bound: the hint would send its author to the wrong fix)."""
+    import numpy as np
+
+    from polygemm.backends.cpu_ref import backend as cpu
+    from polygemm.testing import run_conformance
+
+    real = cpu.reference
+    keep = slice(1, None) if which == "first" else slice(None, -1)
+
+    def one_term_short(a, b, c=None, alpha=1.0, beta=0.0, dtype=None):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape[-1] >= 2:
+            a, b = a[..., :, keep], b[..., keep, :]
+        return real(a, b, c, alpha, beta, dtype)
+
+    monkeypatch.setattr(cpu, "reference", one_term_short)
+    results = run_conformance("cpu", dtypes=[dtype], variants=["reference"], groups=["shapes"])
+    fails = [r for r in results if r.status == "fail" and "elements outside the bound" in r.detail]
+    assert fails
+    named = [r for r in fails if "without the term of K index" in r.detail]
+    assert named, [r.detail for r in fails]
+    index = {"first": "index 0 ", "last": "index 130 "}[which]
+    assert any(index in r.detail and "127x129x131" in r.detail for r in named), [r.detail for r in named]
+    assert not any("accumulate in float32" in r.detail for r in named)
+
+
 def test_matrix_refusals_of_auto_and_of_a_dtype_name_the_option(capsys):
     """--variants auto is refused naming --variants; an unknown float dtype is not told about integers."""
     line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--variants", "auto", "--quick"])
