@@ -88,6 +88,12 @@ DISTANCE_PENALTY = 0.03
 #: weights fall with distance (:func:`_blended_scale`)
 ANCHORS_BLENDED = 5
 ANCHOR_WEIGHT_EPS = 0.2
+#: the most a vendor timed faster than its median beside a measurement speeds that measurement's run up by: clocks differ
+#: by run this much at most; a vendor several times its median (fp32 64 x 128^3: 10.5 TFLOP/s beside one rung, 3.6 beside
+#: the others) ran another path, which says nothing of the rung's. Uncapped, it moved auto at that measured shape to a
+#: rung measured 2.5x slower; capped, the float32 table's picks at its own shapes run at 0.965 of the measured best, not
+#: 0.941 (``polygemm tune --holdout 0.2``, seeds 0-9; held-out shapes unchanged or 0.2% nearer)
+VENDOR_PACE_CAP = 1.25
 #: registers per thread assumed for occupancy (the register-tiled rungs sit near 128)
 ASSUMED_REGISTERS = 128
 #: what a TMA rung loses per byte it reads from rows that start off a 32-byte sector boundary
@@ -533,11 +539,11 @@ def _measured_over_model(anchor: dict, donor: KernelSpec, model: RungModel, vend
     measured_us = 2.0 * am * an * ak * ac / (float(anchor["tflops"]) * 1e6)
     # in a run where the vendor beside it ran faster than its median at this shape
     # (the H200's clocks differ by run), the rung did too: count it at the median's
-    # pace. Not the other way: a vendor slower than its median beside a rung is
+    # pace, up to VENDOR_PACE_CAP. Not the other way: a vendor slower than its median beside a rung is
     # often that rung's doing (the two share the power cap), not a slow run
     ref, beside = vendor.get((am, an, ak, ac)), float(anchor.get("vendor_tflops") or 0)
     if ref and beside > ref:
-        measured_us *= beside / ref
+        measured_us *= min(beside / ref, VENDOR_PACE_CAP)
     # the measurement ran on compact row-major operands: take out what their rows' pitch cost it
     # (the plan adds what the actual operands' rows cost: pitch_penalty_us)
     measured_us -= min(0.5 * measured_us, pitch_penalty_us(
