@@ -91,8 +91,8 @@ ANCHOR_WEIGHT_EPS = 0.2
 #: the most a vendor timed faster than its median beside a measurement speeds that measurement's run up by: clocks differ
 #: by run this much at most; a vendor several times its median (fp32 64 x 128^3: 10.5 TFLOP/s beside one rung, 3.6 beside
 #: the others) ran another path, which says nothing of the rung's. Uncapped, it moved auto at that measured shape to a
-#: rung measured 2.5x slower; capped, the float32 table's picks at its own shapes run at 0.965 of the measured best, not
-#: 0.941 (``polygemm tune --holdout 0.2``, seeds 0-9; held-out shapes unchanged or 0.2% nearer)
+#: rung measured 2.5x slower; capped, the float32 table's picks at its own shapes run at 0.997 of the measured best, not
+#: 0.972, and float16's at held-out shapes at 0.935, not 0.933 (``polygemm tune --holdout 0.2``, seeds 0-9)
 VENDOR_PACE_CAP = 1.25
 #: registers per thread assumed for occupancy (the register-tiled rungs sit near 128)
 ASSUMED_REGISTERS = 128
@@ -558,8 +558,8 @@ def _blended_scale(anchors: list[tuple[float, float, dict]], scale_of: Callable[
     differently (such as unsplit where this candidate splits K). Anchors of the nearest's kind bear the same penalty:
     left in, it would weigh the farther of them up; an anchor of another kind keeps what its own penalty differs by.
     One neighbour's quirk (a tile count that happens to fill the last wave) otherwise decides a shape it does not
-    resemble: on shapes held out of the measured tables, blending the five nearest picks rungs 1-4% nearer the measured
-    best than the nearest alone (``polygemm tune --holdout``, many seeds)."""
+    resemble: on shapes held out of the measured tables, blending the five nearest picks rungs 1-2% nearer the measured
+    best than the nearest alone (``polygemm tune --holdout``, 24 seeds)."""
     if anchors[0][0] == 0.0:
         return scale_of(anchors[0][2])
     shared = anchors[0][1]
