@@ -255,7 +255,7 @@ def test_mma_rung_batches_in_every_layout(cuda, orders, pad):
     3 in each operand layout, rows 8-aligned (PG_VEC=1) or at an odd pitch (PG_VEC=0), B one per matrix or
     one shared by the batch (batch stride 0), NaN around every matrix."""
     cp = pytest.importorskip("cupy")
-    bm, m, n, k = 3, 300, 130, 200
+    bm, m, n, k = 3, 296, 136, 200  # multiples of 8 (16-byte rows in every layout unpadded), past the tiles' edges
     rng = np.random.default_rng(secrets.randbits(32))
 
     def batch_of(rows, cols, order, count):  # matrices of rows x cols laid out in `order`, each row `pad` longer
@@ -273,6 +273,7 @@ def test_mma_rung_batches_in_every_layout(cuda, orders, pad):
         b, vb = batch_of(k, n, orders[1], count)
         plan = pg.explain(va, vb, device="cuda", variant="hgemm_v1_mma_ldmatrix")
         assert "PG_BATCH" in str(plan) or "batch" in plan.launch, str(plan)  # one launch for the batch
+        assert plan.launch["float4"] == ("yes" if pad == 0 else "no (unaligned pointer or leading dimension)"), str(plan)
         out = cp.full((bm, m, n), cp.nan, dtype=cp.float16)
         pg.gemm(va, vb, out=out, device="cuda", variant="hgemm_v1_mma_ldmatrix")
         got = cp.asnumpy(out)
