@@ -79,6 +79,9 @@ class MusaBackend(Backend):
     priority = 400
     residencies = ("host", "musa")
     float32_scalars = True
+    #: NumPy stacks of matrices (numpy.matmul broadcasting), one product a launch; a MusaArray is one matrix
+    batched = True
+    broadcasts_host_batches = True  # each matrix is read through np.broadcast_to: any batch strides, no copy first
 
     def probe(self) -> Availability:
         """One-line reasons (at most 120 characters, no library path); the whole text, e.g.
@@ -152,6 +155,11 @@ class MusaBackend(Backend):
         if refused is not None:
             return refused
         p = problem
+        if p.batch and p.residency != "host":
+            return UnsupportedProblemError(
+                f"backend 'musa' takes stacks of matrices (batch shape {tuple(p.batch)}) as NumPy arrays only, a product a "
+                f"launch; its device arrays (MusaArray) are single matrices: pass each product's 2-D operands in a call of "
+                f"its own, or the stacks as NumPy arrays")
         for op in p.operands():
             if op.max_offset > _INT_MAX:
                 return UnsupportedProblemError(f"{op.name} spans more than 2**31 elements; the MUSA kernel indexes with 32-bit integers")
@@ -173,6 +181,8 @@ class MusaBackend(Backend):
         if flavor != "musa":
             plan.notes.append(f"EMULATION: libpolygemm_musa is the {flavor} flavor (POLYGEMM_MUSA_EMULATION=1); results verify the ABI/kernel logic, not S4000 speed")
         plan.launch = {"operand swap": "yes (C^T = B^T A^T)" if swap else "no", "storage order": f"{layout}-major"}
+        if p.batch:
+            plan.launch["batch"] = f"{p.count} products, each uploaded, launched and downloaded in turn"
         lds = tuple(None if op is None else _read_as(op, layout) for op in (p.a, p.b, p.c, p.out))
         plan.private = (swap, layout, lds)  # lds: each operand's leading dimension read in that order (None: it cannot be)
         if p.residency == "host" and p.m and p.n:  # (an empty result is made on the host: nothing moves)
@@ -202,27 +212,24 @@ class MusaBackend(Backend):
         p = plan.problem
         swap, layout, lds = plan.private
         order = "C" if layout == "row" else "F"
+        if p.residency == "host":
+            if p.m == 0 or p.n == 0 or p.count == 0:
+                return store_result(np.zeros(p.result_shape, p.out_dtype), call.out)
+            read_c = call.c is not None and call.beta != 0.0
+            if not p.batch:
+                return store_result(self._host_product(s, plan.variant, p, swap, order, call, call.a, call.b,
+                                                       call.c if read_c else None), call.out)
+            # a stack: each matrix through np.broadcast_to (a broadcast operand is one matrix, any strides walk the batch)
+            a_all = np.broadcast_to(call.a, p.batch + (p.m, p.k))
+            b_all = np.broadcast_to(call.b, p.batch + (p.k, p.n))
+            c_all = np.broadcast_to(call.c, p.result_shape) if read_c else None
+            res = np.empty(p.result_shape, p.out_dtype)
+            for i in np.ndindex(*p.batch):
+                res[i] = self._host_product(s, plan.variant, p, swap, order, call, a_all[i], b_all[i],
+                                            None if c_all is None else c_all[i])
+            return store_result(res, call.out)
         owned: list[MusaArray] = []
         try:
-            if p.residency == "host":
-                if p.m == 0 or p.n == 0:
-                    return store_result(np.zeros((p.m, p.n), p.out_dtype), call.out)
-
-                def up(arr: np.ndarray) -> MusaArray:
-                    arr = np.ascontiguousarray(arr) if order == "C" else np.asfortranarray(arr)
-                    d = MusaArray(s, arr.shape, order)
-                    owned.append(d)
-                    d.set(arr)
-                    return d
-
-                a, b = up(call.a), up(call.b)
-                if call.c is not None and call.beta != 0.0:
-                    c = up(call.c)
-                else:
-                    c = MusaArray(s, (p.m, p.n), order)
-                    owned.append(c)
-                self._launch(s, plan.variant, p, swap, call, a.ptr, b.ptr, c.ptr, (None, None, None))
-                return store_result(c.get(), call.out)
             # device operands: all in the result's memory order (the plan checked)
             if call.out is not None:
                 dest_ptr, dest_ld, result = call.out_ptr, lds[3], call.out
@@ -243,6 +250,32 @@ class MusaBackend(Backend):
                 self._copy_lines(s, p, layout, target, target_ld, dest_ptr, dest_ld)
             self.synchronize()
             return result
+        finally:
+            for d in owned:
+                d.free()
+
+    def _host_product(self, s: Session, variant: str, p: GemmProblem, swap: bool, order: str, call: Call, a: np.ndarray,
+                      b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+        """One product of host matrices: a, b (and c, where it is read) uploaded in ``order``, the kernel, the result
+        downloaded; the device memory goes back on every path."""
+        owned: list[MusaArray] = []
+
+        def up(arr: np.ndarray) -> MusaArray:
+            arr = np.ascontiguousarray(arr) if order == "C" else np.asfortranarray(arr)
+            d = MusaArray(s, arr.shape, order)
+            owned.append(d)
+            d.set(arr)
+            return d
+
+        try:
+            da, db = up(a), up(b)
+            if c is not None:
+                dc = up(c)
+            else:
+                dc = MusaArray(s, (p.m, p.n), order)
+                owned.append(dc)
+            self._launch(s, variant, p, swap, call, da.ptr, db.ptr, dc.ptr, (None, None, None))
+            return dc.get()
         finally:
             for d in owned:
                 d.free()

@@ -108,6 +108,54 @@ def test_shapes_and_layouts(musa, rng, m, n, k, orders):
 
 
 @pytest.mark.musa
+@pytest.mark.parametrize("orders", ["CC", "FF", "CF", "FC"])
+def test_numpy_stacks_of_matrices(musa, rng, orders):
+    """NumPy stacks as numpy.matmul takes them, a product a launch: a batch of each operand layout, b shared by the batch,
+    batches broadcast against each other (4-D), a reversed batch, c and out, an empty batch."""
+    def stack(count, rows, cols, order):
+        mats = [rand16(rng, (rows, cols), order) for _ in range(count)]
+        return np.stack(mats) if order == "C" else np.stack([m.T for m in mats]).transpose(0, 2, 1)
+
+    a, b, c = stack(3, 33, 20, orders[0]), stack(3, 20, 17, orders[1]), stack(3, 33, 17, "C")
+    got = pg.gemm(a, b, device="musa")
+    assert got.shape == (3, 33, 17) and got.dtype == np.float16
+    assert "3 products" in pg.last_plan().launch["batch"]
+    for i in range(3):
+        assert_within(got[i], a[i], b[i])
+    out = np.full((3, 33, 17), np.nan, np.float16)
+    assert pg.gemm(a[::-1], b[0], c, alpha=0.5, beta=-1.0, out=out, device="musa") is out
+    for i in range(3):
+        assert_within(out[i], a[::-1][i], b[0], c[i], 0.5, -1.0)
+    x, y = rand16(rng, (2, 1, 5, 4)), stack(3, 4, 6, orders[1])
+    got = pg.matmul(x, y, device="musa")
+    assert got.shape == (2, 3, 5, 6)
+    for i, j in np.ndindex(2, 3):
+        assert_within(got[i, j], x[i, 0], y[j])
+    assert pg.gemm(np.empty((0, 5, 4), np.float16), y[0], device="musa").shape == (0, 5, 6)
+
+
+@pytest.mark.musa
+def test_a_failed_product_of_a_stack_leaves_out_as_it_was(musa, rng, monkeypatch):
+    from polygemm.backends.musa.sessions import Session
+
+    a, b = rand16(rng, (4, 9, 6)), rand16(rng, (6, 5))
+    before = rand16(rng, (4, 9, 5))
+    out = before.copy()
+    real, calls = Session.gemm, []
+
+    def fail_third(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise pg.DeviceError("pgm_gemm_f16 failed: injected launch failure")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "gemm", fail_third)
+    with pytest.raises(pg.DeviceError, match="injected"):
+        pg.gemm(a, b, out=out, device="musa")
+    assert np.array_equal(out, before), "out was partly written by a failed stack"
+
+
+@pytest.mark.musa
 def test_explain_says_emulation(musa, rng):
     a, b = rand16(rng, (4, 4)), rand16(rng, (4, 4))
     plan = pg.explain(a, b, device="musa")
