@@ -156,6 +156,23 @@ def test_a_failed_product_of_a_stack_leaves_out_as_it_was(musa, rng, monkeypatch
 
 
 @pytest.mark.musa
+def test_a_stack_in_musa_device_memory_is_refused_naming_the_numpy_route(musa):
+    """Device memory holding a stack (another library's musa array, 3-D) is refused at plan time, naming what runs."""
+    from polygemm.backends.musa import MusaArray
+
+    base = MusaArray.from_numpy(np.ones((8, 4), np.float16))
+
+    class Stack:  # two 4x4 matrices in one buffer, as a musa array library hands them over
+        __polygemm_array_interface__ = {"shape": (2, 4, 4), "typestr": "<f2", "strides": (32, 8, 2),
+                                        "data": (base.ptr, False), "device": "musa", "version": 1}
+
+    with pytest.raises(UnsupportedProblemError, match=r"batch shape \(2,\)\) as NumPy arrays only") as err:
+        pg.gemm(Stack(), Stack(), device="musa")
+    assert "2-D operands in a call of its own" in str(err.value)
+    base.free()
+
+
+@pytest.mark.musa
 def test_explain_says_emulation(musa, rng):
     a, b = rand16(rng, (4, 4)), rand16(rng, (4, 4))
     plan = pg.explain(a, b, device="musa")
