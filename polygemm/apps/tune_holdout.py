@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from ..backends.cuda import cost
 from ..backends.cuda.catalog import TUNED_AS, auto_specs, tuning_records
+from ..core.problem import new_result_layout
 from ..errors import ArgumentError
 from .outputs import emit_json
 
@@ -74,9 +75,8 @@ def split_shapes(shapes: Sequence[Shape4], fraction: float, seed: int) -> tuple[
 
 
 def _pick(dtype: str, rows: tuple[dict[str, Any], ...], s: Shape4, sm: int, sms: int) -> str:
-    # the result laid out as the planner lays out a new one (GemmProblem.result_layout): an M×1 column-major, so the
-    # rungs of a small M serve it through the operand swap, as they did where it was measured
-    layout = "col" if s[1] == 1 and s[0] > 1 and s[3] == 1 else "row"
+    # the result laid out as the planner lays out a new one, as where it was measured
+    layout = new_result_layout(s[0], s[1], s[3] > 1)
     ranked = cost.rank(auto_specs(dtype, sm, s[3] > 1), rows, s[0], s[1], s[2], count=s[3], sms=sms, result_layout=layout)
     return ranked[0].label if ranked else ""
 

@@ -13,7 +13,13 @@ from ..interop.torch import torch_stream
 from .operand import Operand, Residency, made_real
 from .scalars import fits_float32
 
-__all__ = ["GemmProblem", "Call", "common_stream"]
+__all__ = ["GemmProblem", "Call", "common_stream", "new_result_layout"]
+
+
+def new_result_layout(m: int, n: int, batched: bool) -> str:
+    """The layout a new result is planned in: an M×1 one (both at once) column-major, as NumPy classifies a given one,
+    so a kernel for a small M serves a small N through the operand swap; a new batch is C-ordered over its matrices."""
+    return "col" if n == 1 and m > 1 and not batched else "row"
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,8 @@ class GemmProblem:
     in_place: bool = field(init=False, compare=False)
     #: alpha and beta both survive as float32 kernel scalars (:func:`~polygemm.core.scalars.fits_float32`)
     scalars_fit_float32: bool = field(init=False, compare=False)
-    #: the result's memory order: ``out``'s, else row-major (a new result is C-ordered, as its library makes it).
-    #: A new M×1 result is both; it is planned column-major (as NumPy classifies a given one), so a kernel for a
-    #: small M serves a small N through the operand swap (a new batch is C-ordered over its matrices).
+    #: the result's memory order: ``out``'s, else :func:`new_result_layout`'s (a new result is C-ordered, as its
+    #: library makes it; a new M×1 one is both, and planned column-major)
     result_layout: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -56,8 +61,7 @@ class GemmProblem:
         put = object.__setattr__
         put(self, "in_place", out is not None and c is not None and out.ptr == c.ptr and c.residency == out.residency)
         put(self, "scalars_fit_float32", fits_float32(self.alpha) and fits_float32(self.beta))
-        put(self, "result_layout", out.layout if out is not None else
-            "col" if self.n == 1 and self.m > 1 and not self.batch else "row")
+        put(self, "result_layout", out.layout if out is not None else new_result_layout(self.m, self.n, bool(self.batch)))
 
     @property
     def out_dtype(self) -> np.dtype:

@@ -158,7 +158,7 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
             _flip_host(result, idx, f.bit)
         return not _same(before, result[idx].item())
     module = type(result).__module__.partition(".")[0]
-    if module in ("cupy", "torch") and f.bit is None:
+    if module in _WRITTEN_IN_PLACE and f.bit is None:
         before = result[idx].item()  # one element read back, to tell whether the fault changed it
         result[idx] = value
         return not _same(before, result[idx].item())
