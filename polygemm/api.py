@@ -280,7 +280,8 @@ def matmul(a: ArrayInput = _REQUIRED, b: ArrayInput = _REQUIRED, *extra: NoRetur
     library, as their own matmul gives). ``out`` has the result's
     shape (or is a tuple of that one array, numpy.matmul's ufunc form). Scalars (0-D operands)
     are refused, as NumPy refuses them. ``a`` and ``b`` share one dtype: where they differ, a DTypeError names the cast
-    NumPy's promotion would make (polygemm casts nothing behind the caller's back). ``precision``: as :func:`gemm` takes it; ``verify`` checks the
+    NumPy's promotion would make (polygemm casts nothing behind the caller's back; two Python lists take the dtype
+    numpy.matmul computes them in). ``precision``: as :func:`gemm` takes it; ``verify`` checks the
     product as :func:`gemm`'s does.
     """
     if "torch" in _modules and dynamo_tracing():

@@ -199,7 +199,7 @@ def integer_scalars_refusal(dtype: str, alpha: float, beta: float) -> str | None
     info = np.iinfo(dtype)
     for name, value in (("alpha", alpha), ("beta", beta)):
         if isinstance(value, RoundedFraction) or not float(value).is_integer():
-            shown = (value.shown if isinstance(value, RoundedFraction) else "") or f"{value:g}"
+            shown = (value.shown if isinstance(value, RoundedFraction) else "") or repr(float(value))  # (every digit: 3.0000000000000004 is no 3)
             return (f"{name}={shown} is no whole number: {dtype} products are computed in integer arithmetic, as "
                     f"numpy.matmul computes them; pass a whole {name}, or cast a and b to a floating dtype that holds "
                     f"their values (e.g. a.astype(np.float64), exact below 2**53)")

@@ -33,16 +33,21 @@ def cast_hint(name: str, given: Any, dtype: np.dtype) -> str:
     return f"np.asarray({name}, dtype={spelt})"  # a list, tuple, memoryview ...
 
 
-def broadcast_hint(name: str, given: Any, shape: tuple[int, ...]) -> str:
+def broadcast_hint(name: str, given: Any, shape: tuple[int, ...], dtype: np.dtype | None = None) -> str:
     """An expression that broadcasts the user's ``name`` (``given``) to ``shape`` in its own library's terms (a
     tensor's expand, CuPy's broadcast_to; NumPy's for the rest): a NumPy view of a tensor would be refused as an
-    operand of another library."""
+    operand of another library. With ``dtype`` (the result's), one of that dtype: a hint that led to a dtype refusal
+    next (a Python float is NumPy's float64) would not do."""
     kind = kind_of(given)
+    have = getattr(given, "dtype", None)
+    other = dtype is not None and str(have).rpartition(".")[2] != dtype.name
     if kind == "torch":
-        return f"{name}.expand({', '.join(str(d) for d in shape)})"
+        return f"{name}{f'.to(torch.{dtype.name})' if other and dtype is not None else ''}.expand({', '.join(str(d) for d in shape)})"
     if kind == "cupy":
-        return f"cupy.broadcast_to({name}, {shape})"
-    return f"np.broadcast_to({name}, {shape})"
+        return f"cupy.broadcast_to({f'{name}.astype(cupy.{dtype.name})' if other and dtype is not None else name}, {shape})"
+    if dtype is not None and have is None and np.ndim(given) == 0:  # a Python number
+        return f"np.full({shape}, {name}, {np_name(dtype)})"
+    return f"np.broadcast_to({f'np.asarray({name}, {np_name(dtype)})' if other and dtype is not None else name}, {shape})"
 
 
 def c_library_refusal(a: Any, b: Any, c: Any, out: Any = None, out_dtype: Any = None) -> ArgumentError:

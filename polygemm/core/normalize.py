@@ -27,6 +27,7 @@ from .problem import GemmProblem
 from .read import NotWhole, OutBatchUnwalkable, read_operand
 from .scalars import parse_scalar
 from .text import short_repr
+from .vectors import joint_lists
 from .views import view_interface
 
 __all__ = ["normalize"]
@@ -83,6 +84,7 @@ def _normalize(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0
     alpha_f = parse_scalar("alpha", alpha)
     beta_f = parse_scalar("beta", beta)
     read_a, read_b, read_c, read_out = (None,) * 4 if views is None else (view_interface(v) for v in views)
+    a, b = joint_lists(a, b)
     _refuse_unaddressable_declared(a, b)  # before reading: reading a strided host operand copies it
     A = read_operand("a", a, read=read_a)
     B = read_operand("b", b, read=read_b)
@@ -264,12 +266,12 @@ def _read_c(c: Any, beta: Any, beta_f: float, full: tuple[int, ...], A: Operand,
                 c_shape = None
         if c_shape is not None and len(c_shape) < 2:
             check_c_shape(tuple(c_shape), full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape,
-                          broadcast_hint("c", c, full))
+                          broadcast_hint("c", c, full, result))
         C = read_operand("c", c, read=read)
         c_full = tuple(x for x, _ in C.batch_dims) + C.shape
         if c_full != full:
             check_c_shape(c_full, full, tuple(x for x, _ in A.batch_dims) + A.shape, tuple(x for x, _ in B.batch_dims) + B.shape,
-                          broadcast_hint("c", c, full))
+                          broadcast_hint("c", c, full, result))
         if C.dtype != result:
             wider = (f", or ask for a {C.dtype.name} result with out_dtype=np.{C.dtype.name} (where the device writes one: "
                      f"cpu, cuda)"

@@ -16,7 +16,7 @@ from .dtypes import np_name
 from .hints import check_dtype
 from .read import check_dlpack_out
 
-__all__ = ["dlpack_vector", "ndim_of", "shape_of", "vector_result_shape", "unit_axis", "matmul_operands"]
+__all__ = ["joint_lists", "dlpack_vector", "ndim_of", "shape_of", "vector_result_shape", "unit_axis", "matmul_operands"]
 
 def dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
     """``x`` and its number of dimensions, for matmul. An object that offers only an array
@@ -153,6 +153,22 @@ def _unstrided_out(x: Any, where: int) -> Any:
                             f"or omit out to get a new result")
 
 
+def joint_lists(a: Any, b: Any) -> tuple[Any, Any]:
+    """``a`` and ``b`` as they are, unless both are Python lists or tuples: then as NumPy arrays of the one dtype
+    numpy.matmul would compute them in (``[[1, 2.5]]`` and ``[[1], [2]]``: float64), since no dtype of theirs was
+    chosen to keep. A list beside an array keeps the rule that a and b share a dtype (its refusal names the cast)."""
+    if type(a) not in (list, tuple) or type(b) not in (list, tuple):
+        return a, b
+    try:
+        na, nb = np.asarray(a), np.asarray(b)
+    except Exception:  # (a ragged list, objects: read_operand names the argument and what it takes)
+        return a, b
+    if na.dtype == nb.dtype or na.dtype.kind not in "biufc" or nb.dtype.kind not in "biufc":
+        return a, b
+    joint = np.result_type(na, nb)
+    return na.astype(joint), nb.astype(joint)
+
+
 def matmul_operands(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any, bool, bool]:
     """``matmul``'s operands as ``gemm`` takes them: ``(a2, b2, out2, va, vb)``, a 1-D ``a`` as a row
     (``va``), a 1-D ``b`` as a column (``vb``), ``out`` as a view with those unit dimensions back
@@ -162,6 +178,7 @@ def matmul_operands(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any, bool, bool
         if x is None or isinstance(x, (str, bytes, bytearray)):  # a string is no scalar to scale by (NumPy: 0-D text)
             raise ArgumentTypeError(f"{name} must be a vector, a matrix or a stack of matrices (a NumPy array, array-like or "
                                 f"device array); got {'None' if x is None else f'{type(x).__name__} {x!r:.40}'}")
+    a, b = joint_lists(a, b)
     a, nda = dlpack_vector(a, "a")
     b, ndb = dlpack_vector(b, "b")
     for name, nd, x in (("a", nda, a), ("b", ndb, b)):

@@ -160,6 +160,16 @@ def test_a_small_alpha_brings_a_product_past_float32s_range_back_into_it(caplog,
     assert pg.last_plan().variant in ("blas", "numpy")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_a_scaled_product_and_c_that_cancel_past_float32s_range_give_the_references_value(dtype):
+    # alpha·A·B (-4e38) and beta·c (6e38) overflow float32 apiece; their sum (2e38) fits, as the reference gives it
+    a, b, c = np.full((1, 1), 2e19, dtype), np.full((1, 1), -1e19, dtype), np.full((1, 1), 3e38, dtype)
+    want = pg.gemm(a, b, c, alpha=2, beta=2, device="cpu", variant="reference")
+    assert np.isfinite(want).all()
+    assert pg.gemm(a, b, c, alpha=2, beta=2, device="cpu", verify="raise")[0, 0] == want[0, 0]
+    assert pg.gemm(a, -b, -c, alpha=2, device="cpu")[0, 0] == dtype(1e38)  # A·B·2 past the range, c brings it back
+
+
 def test_retry_raises_when_the_second_attempt_fails_too(rng):
     a, b = _ops(rng)
     with inject_fault(1, 2, value=1e3) as fault:

@@ -87,6 +87,15 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: 
 # and in [2**-126 - 2**-150, 2**-126), rounding up to the smallest normal. There this accepts
 # float32 (off by under half a float32 ulp) and fits_float32 would send the scaling to float64,
 # changing some results (78 of a 64x64 float32 product's 4096 at alpha = 2**-126 - 2**-151).
+def _scaled(res: np.ndarray, work: Any, alpha: float, beta: float, c: np.ndarray | None) -> np.ndarray:
+    """``alpha * res + beta * c`` (``c`` None: no term) in ``work``, in place in ``res`` (of that dtype)."""
+    if alpha != 1.0:
+        res *= work(alpha)
+    if c is not None:
+        res += work(beta) * c.astype(work, copy=False)
+    return res
+
+
 def _fits(work: Any, value: float) -> bool:
     """Whether ``value`` survives conversion to ``work``: no overflow, and no nonzero below the
     work type's normal numbers unless exactly representable there (a float32 subnormal keeps
@@ -290,21 +299,20 @@ class CpuReferenceBackend(Backend):
             if decided.half:  # float16 and bfloat16 go through float32, the accumulation type polygemm promises for them
                 a, b = a.astype(work), b.astype(work)
             res = np.matmul(a, b)
-            if abs(alpha) < 1.0 and res.dtype in _NARROW and not np.isfinite(res).all():
-                # A·B past float32's range where alpha·A·B may not be (a small alpha): the product in float64, where
-                # the reference computes it (a pass over the result, paid by calls of a small alpha only)
-                work = np.complex128 if res.dtype.kind == "c" else np.float64
-                res = np.matmul(a.astype(work), b.astype(work))
             add = beta != 0.0 and c is not None
             if alpha != 1.0 or add:
+                narrow = res.dtype in _NARROW
                 if not (_fits(work, alpha) and _fits(work, beta)):
                     # scalars beyond the work type's range scale in float64 (complex128 for complex64)
                     work = np.complex128 if np.issubdtype(work, np.complexfloating) else np.float64
                     res = res.astype(work)
-                if alpha != 1.0:
-                    res *= work(alpha)
-                if add:
-                    res += work(beta) * c.astype(work, copy=False)
+                res = _scaled(res, work, alpha, beta, c if add else None)
+                if narrow and res.dtype in _NARROW and not np.isfinite(res).all():
+                    # A·B, alpha·A·B or beta·c past float32's range where the sum may not be (a small alpha, a c of the
+                    # other sign): all of it again in float64, where the reference computes it (a pass over the result,
+                    # paid by calls that scale or add only)
+                    work = np.complex128 if res.dtype.kind == "c" else np.float64
+                    res = _scaled(np.matmul(a.astype(work), b.astype(work)), work, alpha, beta, c if add else None)
             if res.dtype != decided.out_dtype:
                 res = res.astype(decided.out_dtype)
         if out is None:  # a result of its own, C-ordered whatever the operands' order (numpy.matmul's result follows
