@@ -459,13 +459,23 @@ def explain(
         taken = _vector_notes(va, vb)
     if beta is None:
         beta = 0.0 if c is None else 1.0
-    through, refusal = None, None
+    through, refusal, bound = None, None, None
+    host = torch_host_views(a, b, c, out) if type(a) is not np.ndarray and (device is None or type(device) is str) else None
+    if host is not None:  # CPU tensors: planned (and cached) as gemm plans them, through NumPy views of their memory
+        try:
+            with planning_only():
+                bound = plan_cache.bind_whole(host[0], host[1], host[2], alpha, beta, device, variant, host[3], out_dtype,
+                                              precision=precision)
+        except (ArgumentError, ShapeError, DTypeError, BackendUnavailableError):  # said of the tensors themselves, below
+            pass
     try:
-        with planning_only():  # the host copies a call would make are described, not made
-            entry, call, hit, uncached, made = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype,
-                                                                      precision=precision)
+        if bound is None:
+            with planning_only():  # the host copies a call would make are described, not made
+                bound = plan_cache.bind_whole(a, b, c, alpha, beta, device, variant, out, out_dtype, precision=precision)
     except OutNotInPlace as exc:  # described as gemm runs it: into a stand-in of out's library, copied into out
         refusal = exc
+    if bound is not None:
+        entry, call, hit, uncached, made = bound
     if refusal is not None:  # (outside the except: what follows is not chained to the refusal)
         through = stand_in(out)  # (a device out's stand-in takes its size of memory while this runs)
         if through is None:

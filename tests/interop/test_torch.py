@@ -588,6 +588,20 @@ def test_explain_and_last_plan_name_torchs_copy_of_a_lazy_conjugate_or_negation(
     assert pg.last_plan().copies == []
 
 
+def test_explain_of_cpu_tensors_plans_and_caches_as_gemm_does():
+    # gemm plans plain CPU tensors through NumPy views of their memory, a plan the cache keeps: explain says so (and
+    # warms the cache for the call), not that each call plans again
+    torch = _torch()
+    pg.clear_plan_cache()
+    a, b, o = torch.randn(40, 60), torch.randn(60, 50), torch.empty(40, 50)
+    plan = pg.explain(a, b, out=o)
+    assert not plan.uncached and not plan.cached
+    pg.gemm(a, b, out=o)
+    assert pg.last_plan().cached and pg.explain(a, b, out=o).cached
+    with pytest.raises(DTypeError, match=r"a\.to\(torch\.float64\)"):  # a refusal still in torch's terms
+        pg.explain(a, b.double())
+
+
 @pytest.mark.parametrize("out", ["list", "empty", "two"])
 def test_matmul_told_an_out_of_several_or_none_says_a_one_element_tuple_in_torchs_terms(out):
     torch = _torch()
