@@ -25,8 +25,8 @@ def inject_fault(row: int, col: int, *, value: float | complex | int | None = No
     them: ``verify="retry"`` then fails twice). Only calls with a check (``verify=`` or
     ``polygemm.set_verify``) are corrupted. Yields the :class:`Fault`; ``fault.hits`` counts the products
     corrupted. Faults apply to every thread's calls while the block runs; a fault a product cannot take (its
-    element outside the result, a value or bit its dtype does not hold) raises IndexError or ArgumentError in the
-    thread that made it, and is passed over, uncounted, by other threads' products.
+    element outside the result, a value or bit its dtype does not hold) raises ArgumentError (one outside the result
+    also an IndexError) in the thread that made it, and is passed over, uncounted, by other threads' products.
 
         with polygemm.testing.inject_fault(3, 5, value=1e3):
             with pytest.raises(polygemm.VerificationError):

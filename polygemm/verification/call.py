@@ -305,5 +305,5 @@ def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, flo
             note(f"verify='retry': variant {plan.variant!r} failed its check ({_rows(report.failed)} off); this variant "
                  "recomputed the product and passed")
         return deliver(result, out, backend)
-    first = f"first attempt: variant {plan.variant!r}, {_rows(report.failed)} off (the first, row {report.rows[0] if report.rows else '?'})"
+    first = f"first attempt: variant {plan.variant!r}, {_rows(report.failed)} off" + (f", the first row {report.rows[0]}" if report.rows else "")
     raise _refusal(replace(second, attempts=(first, f"retried with variant {again.variant!r}, which failed too")), out, c)

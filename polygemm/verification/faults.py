@@ -17,7 +17,7 @@ from ..core.dtypes import as_dtype, finfo
 from ..errors import ArgumentError
 from ..interop.torch import torch_from_host, torch_host_array
 
-__all__ = ["Fault", "active_faults", "add_fault", "remove_fault", "corrupt"]
+__all__ = ["Fault", "FaultOutsideResult", "active_faults", "add_fault", "remove_fault", "corrupt"]
 
 _UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -90,12 +90,17 @@ def _flip_host(x: np.ndarray, idx: tuple[int, ...], bit: int) -> None:
 _WRITTEN_IN_PLACE = ("cupy", "torch")
 
 
+class FaultOutsideResult(ArgumentError, IndexError):
+    """A fault the result cannot take: its element outside the result, or its bit outside the element. An
+    ArgumentError, as the rest of inject_fault's misuse is, and an IndexError, as NumPy's for an index outside an array."""
+
+
 def corrupt(result: Any, to_host: Any = None, to_device: Any = None) -> Any:
     """Apply the faults due to ``result`` (a NumPy array, a CuPy array or torch tensor, or another device
     array that ``to_host``/``.set`` move) and return the result to check: ``result`` itself, written in place, or, for
     a device array with no ``.set`` (a plugin's), ``to_device`` of its corrupted values (the product's own result,
     never the caller's ``out``, is what is corrupted). A fault ``result`` cannot take (its element outside the result, a
-    value or bit its dtype does not hold) raises IndexError or ArgumentError in the thread that made the fault; another
+    value or bit its dtype does not hold) raises FaultOutsideResult or ArgumentError in the thread that made the fault; another
     thread's product passes it over (faults apply to every thread's calls: a server's other requests go on)."""
     if not hasattr(result, "set") and type(result).__module__.partition(".")[0] not in _WRITTEN_IN_PLACE \
             and not isinstance(result, np.ndarray) and to_host is not None and to_device is not None:
@@ -140,16 +145,16 @@ def _apply(f: Fault, result: Any, to_host: Any) -> bool:
     shape = tuple(result.shape)
     idx = tuple(f.batch) + (f.row, f.col)
     if len(idx) != len(shape) or any(not -s <= i < s for i, s in zip(idx, shape)):
-        raise IndexError(f"inject_fault: element {idx} is outside the result of shape {shape}")
+        raise FaultOutsideResult(f"inject_fault: element {idx} is outside the result of shape {shape}")
     value = f.value
     if value is not None:
         _check_storable(value, result)
         if isinstance(value, complex) and not _dtype_name(result).startswith("complex"):
             value = value.real  # (no imaginary part: _check_storable refused one) stored as the real number it is
     if f.bit is not None and f.bit > 0 and _dtype_name(result) == "bool":
-        raise IndexError(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
+        raise FaultOutsideResult(f"inject_fault: bit={f.bit} of a bool result: its elements hold one bit, bit=0")
     if f.bit is not None and not 0 <= f.bit < 8 * _itemsize(result):
-        raise IndexError(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
+        raise FaultOutsideResult(f"inject_fault: bit={f.bit} is outside the result's {8 * _itemsize(result)}-bit elements")
     if isinstance(result, np.ndarray):
         before = result[idx].item()
         if f.bit is None:

@@ -69,7 +69,7 @@ def get_verify() -> str:
 
 
 #: the switches an environment variable is commonly set to, and the mode each means ("": none)
-_ENV_FLAGS = {"1": "raise", "true": "raise", "0": "", "false": ""}
+_ENV_FLAGS = {"1": "raise", "true": "raise", "yes": "raise", "on": "raise", "0": "", "false": "", "no": ""}
 
 
 def _from_environment() -> None:
@@ -83,7 +83,8 @@ def _from_environment() -> None:
     try:
         process_default.mode = parse_verify(raw, "POLYGEMM_VERIFY")
     except ArgumentError as exc:  # a typo in the environment warns; it does not break import polygemm
-        warn_bad_environment(f"{exc}; no check is made by default")
+        warn_bad_environment(f"{exc}, or a switch (true, yes, on for 'raise'; false, no for 'off'); no check is made "
+                             f"by default")
 
 
 _from_environment()

@@ -208,7 +208,7 @@ def test_environment_default_and_a_bad_environment_value():
     run = subprocess.run([sys.executable, "-c", "import polygemm as pg; print(pg.get_verify())"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.stdout.strip() == "off" and "POLYGEMM_VERIFY" in run.stderr and "'retry'" in run.stderr and "None" not in run.stderr
-    for flag, mode in (("1", "raise"), ("True", "raise"), ("0", "off"), ("false", "off")):  # a shell's switches
+    for flag, mode in (("1", "raise"), ("True", "raise"), ("on", "raise"), ("0", "off"), ("false", "off"), ("NO", "off")):  # switches
         env["POLYGEMM_VERIFY"] = flag
         run = subprocess.run([sys.executable, "-c", "import polygemm as pg; print(pg.get_verify())"], env=env,
                              capture_output=True, text=True, timeout=120)
@@ -330,8 +330,9 @@ def test_inject_fault_refusals(rng):
             pass
     a, b = _ops(rng)
     with inject_fault(100, 0, value=1.0, times=1) as fault:
-        with pytest.raises(IndexError, match="outside the result"):
+        with pytest.raises(IndexError, match="outside the result") as info:
             pg.gemm(a, b, verify="raise")
+        assert isinstance(info.value, pg.ArgumentError)  # a user's misuse, a ValueError as the rest of it is
         assert fault.hits == 0  # nothing was corrupted: the fault is still due on the next product
         with pytest.raises(IndexError, match="outside the result"):
             pg.gemm(a, b, verify="raise")
@@ -580,3 +581,12 @@ def test_last_plan_says_a_check_passed_with_or_without_out(rng, mode):
         assert any(n.startswith(f"verify={mode!r}: checked on the host, passed (5 rows") for n in notes), notes
     pg.gemm(a, a.T, device="cpu")
     assert not any("checked on" in n for n in pg.last_plan().notes)  # an unverified call says nothing of a check
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((10**10, 0), (0, 0)), ((0, 0), (0, 10**10)), ((0, 10**9, 0), (0, 3))])
+def test_an_empty_result_has_nothing_to_check_and_costs_no_work_of_its_size(a_shape, b_shape):
+    # M or N of ten billion with an empty result: the check's vectors would be of that size (tens of GiB)
+    a, b = np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32)
+    for mode in ("raise", "retry"):
+        got = pg.gemm(a, b, verify=mode)
+        assert got.size == 0 and got.shape == np.matmul(a, b).shape
