@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..interop.cuda_array_interface import device_interface
 from ..interop.dlpack import dlpack_interface
-from ..interop.kinds import kind_of
+from ..interop.kinds import kind_of, type_name
 from ..interop.torch import (torch_conjugate_memory, torch_copy_note, torch_detached, torch_dlpack_only, torch_refusal,
                              torch_resolved)
 from .dtypes import DTYPE_HELP, bfloat16, np_name
@@ -334,8 +334,12 @@ def check_dlpack_out(name: str, obj: Any, data: Any, iface: dict | None) -> None
                             f"max_version), which cannot say that its memory may be written, so polygemm reads it "
                             f"read-only; pass a NumPy array (or a writeable CPU DLPack array of DLPack 1.0) as {name}, "
                             f"or omit {name} to get a new result")
+    if kind_of(obj) == "jax":  # its export is read-only because the array is: no writeable one exists
+        raise ArgumentError(f"{name} is a JAX array, which is immutable: nothing can write it in place. Omit {name} and use "
+                            f"the new JAX array returned (or {name}.at[...].set(result) for an updated copy)")
     raise ArgumentError(f"{name} must be an array polygemm can write (NumPy, a writeable CPU DLPack array, or a "
-                        f"__cuda_array_interface__ array such as CuPy's or torch's); got a {type(obj).__name__}. "
+                        f"__cuda_array_interface__ array such as CuPy's or torch's); got {type_name(obj)}"
+                        f"{', exported read-only' if iface is None else ', device memory offered through DLPack alone'}. "
                         f"Omit {name} to get a new result")
 
 

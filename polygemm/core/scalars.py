@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..interop.dlpack import dlpack_interface
-from ..interop.torch import torch_resolved
+from ..interop.torch import torch_detached, torch_resolved
 from .dtypes import RoundedFraction
 from .text import short_repr
 
@@ -127,7 +127,7 @@ def parse_scalar(name: str, value: Any) -> float:
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-D array is its value to NumPy
         value = value[()]
     elif not isinstance(value, (numbers.Real, np.generic, np.ndarray)) and (_foreign_0d(value) or hasattr(value, "__dlpack__")):
-        value = _host_0d(name, value)  # another library's 0-D array: its element when it is CPU data
+        value = _host_0d(name, torch_detached(name, value))  # (a tensor that requires grad: refused as an operand is)  # another library's 0-D array: its element when it is CPU data
     if isinstance(value, (bool, np.bool_, np.timedelta64)) or not (_ml_real(value) or isinstance(value, (numbers.Real, np.floating, np.integer))):
         how = f"; convert it, e.g. float({name})" if isinstance(value, decimal.Decimal) else ""
         if isinstance(value, (complex, np.complexfloating)):  # complex operands are taken; their scale goes into a

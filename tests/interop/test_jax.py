@@ -55,10 +55,10 @@ def test_a_jax_out_is_refused_as_immutable_whatever_its_dtype(dtype):
     out = jnp.zeros((3, 4), dtype)
     same = out.reshape(-1)  # (another array of JAX's that may share out's buffer)
     for call in (lambda: pg.gemm(a, b, out=out), lambda: pg.explain(a, b, out=out)):
-        with pytest.raises(pg.ArgumentError, match=r"out must be an array polygemm can write.*ArrayImpl"):
+        with pytest.raises(pg.ArgumentError, match=r"out is a JAX array, which is immutable.*Omit out"):
             call()
     vector = jnp.zeros((3,), dtype)
-    with pytest.raises(pg.ArgumentError, match=r"out must be an array polygemm can write"):
+    with pytest.raises(pg.ArgumentError, match=r"out is a JAX array, which is immutable"):
         pg.matmul(a, b[:, 0], out=vector)
     assert not np.asarray(out, np.float32).any() and not np.asarray(same, np.float32).any()
     assert not np.asarray(vector, np.float32).any()

@@ -173,10 +173,17 @@ def test_the_checks_take_torch_bfloat16_as_gemm_does():
     assert not check_result(r + 1, a, b).ok  # a wrong result still fails
 
 
-def test_a_0d_torch_alpha_that_requires_grad_is_read_as_float_reads_it():
+def test_a_0d_torch_alpha_that_requires_grad_is_refused_with_grad_on_and_read_under_no_grad():
+    # a learnable scale's gradient would be lost with the result's grad_fn: refused as an operand that requires grad is
     torch = _torch()
-    a, b = torch.randn(3, 4), torch.randn(4, 5)
-    got = polygemm.gemm(a, b, alpha=torch.tensor(2.0, requires_grad=True))
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(3, 5)
+    scale = torch.tensor(2.0, requires_grad=True)
+    pg.gemm(a, b, alpha=2.0)  # (a plan cached for the scale's value: the refusal holds on a hit too)
+    for kw in ({"alpha": scale}, {"beta": scale}):
+        with pytest.raises(pg.ArgumentError, match=f"{next(iter(kw))} requires grad.*torch.no_grad()"):
+            polygemm.gemm(a, b, c, **kw)
+    with torch.no_grad():
+        got = polygemm.gemm(a, b, alpha=scale)
     torch.testing.assert_close(got, 2.0 * (a @ b), rtol=1e-5, atol=1e-5)
 
 
