@@ -22,6 +22,7 @@ from .arguments import Once, Parser, add_verify_option, dtype_name, non_negative
 from .bench_inputs import host_memory
 from .bench_layout import layout_of
 from .bench_shapes import parse_bench_shape, reads_as_shape
+from .explain import DTYPES as EXPLAIN_DTYPES
 from .outputs import WriteFailed, add_json_option, emit_json, unwritable
 from .precision_option import add_precision_option
 
@@ -261,8 +262,8 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         layout = layout_of(args.shape)  # "t": a transposed view (x @ W.T is nt), as explain and bench take it
         try:
-            a = rng.standard_normal((k, m)).astype(dtype).T if layout[0] == "t" else rng.standard_normal((m, k)).astype(dtype)
-            b = rng.standard_normal((n, k)).astype(dtype).T if layout[1] == "t" else rng.standard_normal((k, n)).astype(dtype)
+            a = _draw(rng, (k, m), dtype).T if layout[0] == "t" else _draw(rng, (m, k), dtype)
+            b = _draw(rng, (n, k), dtype).T if layout[1] == "t" else _draw(rng, (k, n), dtype)
         except (ValueError, OverflowError) as exc:  # past what NumPy can index ("Maximum allowed dimension exceeded")
             print(f"polygemm: error: --shape {m}x{n}x{k}: NumPy cannot make operands that large ({exc}); pick a smaller shape",
                   file=sys.stderr)
@@ -274,6 +275,18 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         return 2
 
 
+
+
+def _draw(rng: np.random.Generator, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """Operand values of ``dtype``: standard normal (complex: in both parts), small integers for integer dtypes (their
+    products then stay exact and within int8's range for small K), and coin flips for bool."""
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        return rng.integers(0 if dtype.kind == "u" else -3, 4, shape).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> int:
@@ -303,6 +316,12 @@ def _run_gemm(args: argparse.Namespace, a: np.ndarray, b: np.ndarray, m: int, n:
     first_note = "first call" if host_only else f"first call, includes {setup} and host<->device copies"
     copies = "" if host_only else " including host<->device copies"
     print(f"time: {first * 1e3:.3f} ms ({first_note}), best of {args.repeat} {best * 1e3:.3f} ms = {speed}{copies}")
+    if args.check and a.dtype.kind in "iub":  # integer arithmetic is exact: the same numbers as numpy.matmul's, or wrong
+        got, want = np.asarray(result), np.matmul(a, b)
+        wrong = int(np.count_nonzero(got != want)) if got.shape == want.shape else got.size
+        print(f"check: {'FAIL' if wrong else 'PASS'}: " + (f"{wrong} of {want.size} elements differ from numpy.matmul's" if wrong
+                                                           else f"all {want.size} elements equal numpy.matmul's (exact)"))
+        return 1 if wrong else 0
     if args.check:
         from ..testing import check_result
 
@@ -338,8 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     # (required, checked after the options are read: a misspelt --shpae is told --shape, a bare 64x64x64 its option)
     s.add_argument("--shape", type=parse_bench_shape, default=None, metavar="MxNxK[:LAYOUT]", action=Once,
                    help="MxNxK, e.g. 1024x1024x1024; LAYOUT is two letters of n and t, A's and B's (nt: x @ W.T)")
-    s.add_argument("--dtype", default="float32", type=dtype_name, choices=["float16", "bfloat16", "float32", "float64"],
-                   help="dtype of a, b and the result (fp16, bf16, half, double and the like name them too)")
+    s.add_argument("--dtype", default="float32", type=dtype_name, choices=list(EXPLAIN_DTYPES),
+                   help="dtype of a, b and the result (fp16, bf16, half, double and the like name them too; integer "
+                        "operands are drawn small, bool ones as coin flips)")
     s.add_argument("--device", default=None, help="backend name or auto (default: $POLYGEMM_DEVICE or auto)")
     s.add_argument("--variant", default="auto", help="variant name (polygemm variants lists them) or auto")
     s.add_argument("--repeat", "--repeats", dest="repeat", type=positive_int, default=3,

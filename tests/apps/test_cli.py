@@ -107,6 +107,20 @@ def test_gemm_check(capsys):
     assert "check: PASS" in out and "variant : blas" in out
 
 
+@pytest.mark.parametrize("dtype, says", [("int8", "equal numpy.matmul's (exact)"), ("bool", "equal numpy.matmul's (exact)"),
+                                         ("uint32", "equal numpy.matmul's (exact)"), ("complex64", "within the bound")])
+def test_gemm_runs_and_checks_every_dtype_the_cpu_computes(capsys, dtype, says):
+    assert main(["gemm", "--shape", "17x9x23:nt", "--device", "cpu", "--dtype", dtype, "--repeat", "1", "--check"]) == 0
+    assert f"check: PASS" in (out := capsys.readouterr().out) and says in out
+
+
+def test_gemm_check_of_an_integer_product_fails_where_an_element_differs(capsys, monkeypatch):
+    real = polygemm.gemm
+    monkeypatch.setattr(polygemm, "gemm", lambda *a, **k: real(*a, **k) + np.int16(1) * (np.arange(9 * 7).reshape(9, 7) == 5))
+    assert main(["gemm", "--shape", "9x7x5", "--device", "cpu", "--dtype", "int16", "--repeat", "1", "--check"]) == 1
+    assert "check: FAIL: 1 of 63 elements differ from numpy.matmul's" in capsys.readouterr().out
+
+
 def test_variants(capsys):
     assert main(["variants"]) == 0
     out = capsys.readouterr().out
