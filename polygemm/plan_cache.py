@@ -471,7 +471,7 @@ def bind(a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: An
             call = Call(a, b, c, out, va[1], vb[1], vc[1], vo[1], al, be, stream, None, True)
             return entry, call, True, ""
     backend, plan, problem = _full_plan(a, b, c, al, be, device, variant, out, out_dtype, views, precision)
-    entry = _entry_for(backend, plan, problem, result_like(a, b))
+    entry = _entry_for(backend, plan, problem, result_like(a, b, c))
     if key is not None:
         _cache.put(key, entry)
     uncached = "" if key is not None and _cache.maxsize > 0 else not_cached(a, b, c, out, views)

@@ -36,15 +36,22 @@ def dlpack_vector(x: Any, name: str) -> tuple[Any, int | None]:
         check_dlpack_out(name, x, data, iface)
     if iface is None:
         check_dtype(name, data.dtype, x)  # said of the object given (gemm sees only the view)
-        return data, int(data.ndim)
+        # through Foreign: gemm takes the view as x's own, which sides with no library (a tensor beside it decides)
+        return np.asarray(Foreign(data.__array_interface__, x, data)).view(data.dtype), int(data.ndim)
     return x, len(iface.get("shape", ()))
 
 
 def ndim_of(x: Any) -> int | None:
-    """The number of dimensions of an array or array-like as NumPy reads it (None: unknown)."""
+    """The number of dimensions of an array or array-like as NumPy reads it, of an object offering only DLPack as its
+    export says (None: unknown)."""
     nd = getattr(x, "ndim", None)
     if isinstance(nd, int):
         return nd
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):  # (NumPy would read it as a 0-D object)
+        try:
+            return dlpack_vector(x, "a")[1]
+        except Exception:  # gemm reads it and says what is wrong with it
+            return None
     try:
         return int(np.ndim(x))
     except Exception:  # e.g. a ragged list: gemm says what is wrong with it

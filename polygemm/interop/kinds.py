@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-__all__ = ["kind_of", "common_kind", "Foreign", "foreign_c", "KNOWN_KINDS", "type_name", "namespace"]
+__all__ = ["kind_of", "common_kind", "takes_side", "stood_for", "Foreign", "foreign_c", "KNOWN_KINDS", "type_name", "namespace"]
 
 _HOSTLIKE = ("numpy", "builtins")
 
@@ -64,7 +64,7 @@ class Foreign:
         self.of, self.keep = of, keep
 
 
-def _stood_for(obj: Any) -> Any:
+def stood_for(obj: Any) -> Any:
     """The array of another library a NumPy array views through :class:`Foreign` (``obj`` itself
     for any other)."""
     base = obj.base if isinstance(obj, np.ndarray) else None
@@ -73,7 +73,7 @@ def _stood_for(obj: Any) -> Any:
     return base.of if isinstance(base, Foreign) else obj
 
 
-def _takes_side(kind: str, obj: Any) -> bool:
+def takes_side(kind: str, obj: Any) -> bool:
     """Whether an operand of ``kind`` sets the kind of a call's result: one of a known library, or
     an array of another library with a namespace of its own (array_api_strict's), whose results
     come back in kind. Objects offering only an interface (``__array__``, ``__array_interface__``,
@@ -86,9 +86,9 @@ def common_kind(operands: list[tuple[str, Any]]) -> str:
     when two libraries whose results come back in kind differ (known ones, or array-API ones:
     mixing them would leave the result's kind a guess). Objects of other libraries (device arrays
     exposing only an interface) take no side."""
-    given = [(name, _stood_for(obj)) for name, obj in operands if obj is not None]
+    given = [(name, stood_for(obj)) for name, obj in operands if obj is not None]
     kinds = [(name, kind_of(obj), obj) for name, obj in given]
-    known = [k for k in kinds if _takes_side(k[1], k[2])]
+    known = [k for k in kinds if takes_side(k[1], k[2])]
     if not known:
         return kinds[0][1]
     kinds = known
@@ -109,7 +109,7 @@ def foreign_c(a: Any, b: Any, c: Any) -> bool:
     ways. dask on either side is left to its own refusal (polygemm.dask.gemm)."""
     kind = kind_of(a)
     other = kind_of(c)
-    return other != kind and kind == kind_of(b) and _takes_side(kind, a) and _takes_side(other, c) \
+    return other != kind and kind == kind_of(b) and takes_side(kind, a) and takes_side(other, c) \
         and "dask" not in (kind, other)
 
 

@@ -7,16 +7,22 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .kinds import kind_of, stood_for, takes_side
+
 __all__ = ["result_like", "subclass_wrapper", "raw_view"]
 
-def result_like(a: Any, b: Any) -> Any:
+def result_like(a: Any, b: Any, c: Any = None) -> Any:
     """The operand whose type the result takes: for NumPy subclasses (``np.matrix``) the one
     ``numpy.matmul`` would follow, the subclass of higher ``__array_priority__`` (``a`` on a
     tie), unless that priority is below a plain ndarray operand's (0: NumPy then returns a plain
-    ndarray, or a scalar); ``a`` otherwise."""
+    ndarray, or a scalar); else the first of ``a``, ``b`` and ``c`` whose library sets the result's kind (an object
+    offering only DLPack or an array interface takes no side: a tensor beside it decides, in either place); ``a``
+    when none does."""
     subs = [x for x in (a, b) if isinstance(x, np.ndarray) and type(x) is not np.ndarray]
     if not subs:
-        return a
+        if takes_side(kind_of(stood := stood_for(a)), stood):
+            return a
+        return next((x for x in (b, c) if x is not None and takes_side(kind_of(stood := stood_for(x)), stood)), a)
     best = max(subs, key=lambda x: float(getattr(x, "__array_priority__", 0.0)))  # max keeps the first of equals
     plain = next((x for x in (a, b) if type(x) is np.ndarray), None)
     return plain if plain is not None and float(getattr(best, "__array_priority__", 0.0)) < 0.0 else best

@@ -11,7 +11,7 @@ import polygemm
 import polygemm as pg
 from polygemm.errors import DTypeError, ShapeError
 from polygemm.testing import assert_close
-from tests.helpers import OnPluginDevice
+from tests.helpers import DLPackOnly, OnPluginDevice
 
 
 def _torch():
@@ -593,6 +593,31 @@ def test_explain_and_last_plan_name_torchs_copy_of_a_lazy_conjugate_or_negation(
     assert any("c.resolve_neg()" in line for line in pg.explain(z.real, z.real.T, _negated(torch, (5, 5))).copies)
     pg.matmul(z, w)
     assert pg.last_plan().copies == []
+
+
+def test_a_tensor_beside_an_object_offering_only_dlpack_gives_a_tensor_in_any_place():
+    # an object offering only DLPack takes no side: the tensor decides the result's kind wherever it stands
+    torch = _torch()
+    a, b, c = torch.randn(4, 6), torch.randn(6, 5), torch.randn(4, 5)
+    for args in ((DLPackOnly(a), b), (a, DLPackOnly(b)), (DLPackOnly(a), DLPackOnly(b), c)):
+        for _ in range(2):  # planned, then from the cache
+            got = pg.gemm(*args)
+            assert isinstance(got, torch.Tensor)
+            torch.testing.assert_close(got, a @ b + (c if len(args) == 3 else 0), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_and_explain_take_objects_offering_only_dlpack_as_gemm_does():
+    torch = _torch()
+    a, b = torch.randn(4, 6), torch.randn(6, 5)
+    for x, y, want in ((DLPackOnly(a), b, a @ b), (DLPackOnly(a[0]), b, a[0] @ b), (a, DLPackOnly(b[:, 0]), a @ b[:, 0])):
+        got = pg.matmul(x, y)
+        assert isinstance(got, torch.Tensor) and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    o = torch.empty(5)
+    assert pg.matmul(a[0], b, out=DLPackOnly(o)) is not None
+    torch.testing.assert_close(o, a[0] @ b, rtol=1e-5, atol=1e-5)
+    notes = pg.explain(DLPackOnly(a[0].numpy()), DLPackOnly(b.numpy())).notes
+    assert any("a is a vector (1-D), taken as a row" in n for n in notes)
 
 
 def test_explain_of_cpu_tensors_plans_and_caches_as_gemm_does():
