@@ -24,6 +24,7 @@ from ..core.dtypes import COMPLEX_DTYPES, SUPPORTED_DTYPES
 from ..core.text import short_repr
 from ..problem import dtype_named
 from ..registry import get_backend
+from ..registry.checks import contract_fault
 from .conformance_cases import FLOAT16_HINT, QUICK_SHAPES, SHAPES, Case, Context, Skip, case_groups
 
 __all__ = ["CaseResult", "run_conformance", "run_case", "iter_cases", "case_groups", "modified_variants", "unchecked_dtypes", "SHAPES", "QUICK_SHAPES", "FLOAT16_HINT"]
@@ -216,7 +217,9 @@ def run_conformance(
 ) -> list[CaseResult]:
     """Run the suite on one backend; return one :class:`CaseResult` per case.
 
-    An unavailable backend gives one ``skip`` row per (dtype, variant) with its reason.
+    An unavailable backend gives one ``skip`` row per (dtype, variant) with its reason; one unavailable for a fault of
+    its own code (a probe() that raised or returned no Availability, a table or priority of the wrong kinds) one
+    ``fail`` row saying so, as the pytest runner fails it.
     ``dtypes``, ``variants`` and ``groups`` select (lists of names, or one string of names comma
     separated); a name no backend has raises ArgumentError rather than selecting nothing, and so
     does a dtype selection that leaves this backend no (dtype, variant) to run (the suite checks the
@@ -239,6 +242,12 @@ def run_conformance(
     be = get_backend(backend) if isinstance(backend, str) else backend
     dtypes, variants, groups = _selection("dtypes", dtypes), _selection("variants", variants), _selection("groups", groups)
     available, reason = availability(be)
+    fault = None if available else contract_fault(be, reason)
+    if fault is not None:  # unavailable for a fault of its own code, not of this machine: a failure, as under pytest
+        row = CaseResult(be.name, "*", "*", "*", "*", "fail", f"backend {be.name!r} breaks the backend contract: {fault}")
+        if progress is not None:
+            progress(row)
+        return [row]
     if not available:  # its rows skipped with the reason; its variant table read only where it can be (a broken one is
         #                the reason it is unavailable: no traceback, no "no case to run" read from a misread table)
         try:
