@@ -94,17 +94,27 @@ class Context:
         ``plan`` and ``run`` only: a plugin whose ``execute`` dropped alpha passed every case."""
         from ..problem import Call, normalize
 
+        # the inputs as they were: a backend writes out alone (their read-only flag is a flag, which it could lift)
+        kept = [(name, x, x.tobytes()) for name, x in (("a", a), ("b", b), ("c", c))
+                if isinstance(x, np.ndarray) and not (out is not None and isinstance(out, np.ndarray) and np.shares_memory(x, out))]
         if self.registered:
             from ..api import gemm
 
-            return gemm(a, b, c, alpha=alpha, beta=beta, out=out, device=self.backend.name, variant=self.variant,
-                        precision=self.precision, out_dtype=out_dtype)
-        problem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype)
-        if self.precision is not None:
-            problem = dataclasses.replace(problem, precision=self.precision)
-        self.backend.check_problem(problem)
-        plan = self.backend.plan(problem, self.variant)
-        return self.backend.execute(plan, Call.from_problem(plan.problem))
+            got = gemm(a, b, c, alpha=alpha, beta=beta, out=out, device=self.backend.name, variant=self.variant,
+                       precision=self.precision, out_dtype=out_dtype)
+        else:
+            problem = normalize(a, b, c, alpha=alpha, beta=beta, out=out, out_dtype=out_dtype)
+            if self.precision is not None:
+                problem = dataclasses.replace(problem, precision=self.precision)
+            self.backend.check_problem(problem)
+            plan = self.backend.plan(problem, self.variant)
+            got = self.backend.execute(plan, Call.from_problem(plan.problem))
+        for name, x, before in kept:
+            if x.tobytes() != before:
+                changed = int(np.count_nonzero(np.frombuffer(x.tobytes(), np.uint8) != np.frombuffer(before, np.uint8)))
+                raise AssertionError(f"the call modified its input {name} ({changed} bytes of {len(before)} changed): a "
+                                     f"backend writes out alone, never a, b or c (unless c is out) (seed {self.seed})")
+        return got
 
     def check(self, got: Any, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0, beta: float = 0.0) -> None:
         res = check_result(np.asarray(got), a, b, c, alpha, beta, out_dtype=self.dtype, precision=self.precision)

@@ -528,3 +528,23 @@ def test_one_element_off_in_float16_is_not_blamed_on_the_accumulator(monkeypatch
     rows = run_conformance("cpu", dtypes="float16", variants="reference", groups="shapes")
     fails = [r for r in rows if r.status == "fail"]
     assert fails and not [r for r in fails if "accumulat" in r.detail], fails
+
+
+def test_a_backend_that_writes_an_input_fails_saying_which():
+    """The read-only flag of a host input is a flag a backend could lift: one that writes a (and computes with what it
+    wrote, so its result matches a reference of the inputs as they are after the call) fails, naming a (where the core
+    copied a strided a first, the write lands in the copy and the result is what is wrong)."""
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    class WritesA(CpuReferenceBackend):
+        name = "writesa"
+
+        def execute(self, plan, call):
+            if call.a.size:
+                call.a.flags.writeable = True
+                call.a[(0,) * call.a.ndim] = 3
+            return super().execute(plan, call)
+
+    rows = run_conformance(WritesA(), dtypes="float32", variants="blas", groups="layouts", quick=True)
+    named = {r.case for r in rows if r.status == "fail" and "modified its input a" in r.detail}
+    assert {"a=C b=C", "a=F b=F", "padded_ld"} <= named, rows
