@@ -8,6 +8,7 @@ import re
 import sys
 from typing import Any, Sequence
 
+from ..core.dtypes import dtype_alias
 from ..errors import ArgumentError
 
 __all__ = ["parse_shape", "positive_int", "non_negative_int", "split_names", "choice_word", "add_verify_option", "Once", "Parser"]
@@ -138,14 +139,7 @@ class Parser(argparse.ArgumentParser):
         return kept
 
 
-#: the short names users type for a dtype (as torch, JAX and the results tables write them)
-DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32",
-                 "float": "float32", "single": "float32", "f32": "float32", "fp64": "float64", "double": "float64",
-                 "f64": "float64", "c64": "complex64", "cfloat": "complex64", "c128": "complex128", "cdouble": "complex128"}
-
-
 def dtype_name(text: str) -> str:
     """``--dtype``'s value as the dtype's NumPy name (``fp16``, ``half``: float16; ``bf16``: bfloat16); other text
     as given, for the option's choices to accept or refuse."""
-    name = text.strip().lower()
-    return DTYPE_ALIASES.get(name, name)
+    return dtype_alias(text)

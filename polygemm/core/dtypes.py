@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import DTypeError
 from .text import short_repr
 
-__all__ = ["SUPPORTED_DTYPES", "HALF_DTYPES", "COMPLEX_DTYPES", "INTEGER_DTYPES", "KNOWN_DTYPES", "DTYPE_HELP", "keeps_values", "bfloat16", "dtype_named", "as_dtype", "finfo", "native_dtype",
+__all__ = ["SUPPORTED_DTYPES", "DTYPE_ALIASES", "dtype_alias", "HALF_DTYPES", "COMPLEX_DTYPES", "INTEGER_DTYPES", "KNOWN_DTYPES", "DTYPE_HELP", "keeps_values", "bfloat16", "dtype_named", "as_dtype", "finfo", "native_dtype",
            "np_name", "parse_dtype", "check_result_dtype",
            "integer_scalars_refusal"]
 
@@ -117,6 +117,19 @@ def native_dtype(dtype: Any) -> np.dtype[Any]:
     ``dtype`` (a '>f8' operand is read through a native copy, and compared as float64)."""
     dt = as_dtype(dtype)
     return dt if dt.isnative else dt.newbyteorder("=")
+
+
+#: the short names users type for a dtype (as torch, JAX and the results tables write them)
+DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "f16": "float16", "bf16": "bfloat16", "fp32": "float32",
+                 "float": "float32", "single": "float32", "f32": "float32", "fp64": "float64", "double": "float64",
+                 "f64": "float64", "c64": "complex64", "cfloat": "complex64", "c128": "complex128", "cdouble": "complex128"}
+
+
+def dtype_alias(text: str) -> str:
+    """A dtype's name as typed (``fp16``, ``half``, ``BF16``) as NumPy's (float16, bfloat16); other text stripped and
+    lower-cased, for a list of names to accept or refuse."""
+    name = text.strip().lower()
+    return DTYPE_ALIASES.get(name, name)
 
 
 def np_name(dtype: np.dtype) -> str:

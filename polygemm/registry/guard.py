@@ -125,7 +125,7 @@ def plugin_execute(backend: Backend, plan: Plan, call: Call) -> Any:
         why = f"{fn} returned a {result.dtype.name} result, not {problem.out_dtype.name}"
     elif host and out is not None and not (result is out or (
             result.__array_interface__["data"][0] == out.__array_interface__["data"][0] and result.strides == out.strides)):
-        why = f"{fn} returned a new array instead of writing out (it must write problem.out.array and return it)"
+        why = f"{fn} returned an array other than problem.out.array (it must write problem.out.array and return that very object)"
     if why is not None:
         restore()
         raise _broken(backend, f"{why}, for {problem.shape_str()} (MxNxK) {problem.dtype.name}, variant {plan.variant!r}"

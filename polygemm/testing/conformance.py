@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError, PolygemmError, UnsupportedProblemError
 from ..backend import Backend, Variant
-from ..core.dtypes import COMPLEX_DTYPES, SUPPORTED_DTYPES
+from ..core.dtypes import COMPLEX_DTYPES, SUPPORTED_DTYPES, dtype_alias
 from ..core.text import short_repr
 from ..problem import dtype_named
 from ..registry import get_backend
@@ -117,7 +117,7 @@ def _selection(arg: str, value: Iterable[str] | str | None) -> list[str] | None:
     if bad:
         raise ArgumentTypeError(f"{arg} must be names (strings), e.g. {arg}=[{'float32' if arg == 'dtypes' else 'name'!r}]; "
                                 f"got {bad[0]!r} ({type(bad[0]).__name__})")
-    names = [v.strip() for v in items if v.strip()]
+    names = [(dtype_alias(v) if arg == "dtypes" else v.strip()) for v in items if v.strip()]  # (fp32, as matrix takes it)
     if not names:  # an empty selection selects nothing: it would run every case, which is not what was asked
         raise ArgumentError(f"{arg} names nothing ({value!r}); name at least one, or pass None for all")
     return names

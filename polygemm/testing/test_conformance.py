@@ -21,6 +21,7 @@ import os
 
 import pytest
 
+from polygemm.core.dtypes import dtype_alias
 from polygemm.errors import PolygemmError
 from polygemm.registry import env_flag, get_backend
 from polygemm.registry.checks import contract_fault
@@ -29,7 +30,8 @@ from polygemm.testing.conformance import CHECKED_DTYPES, availability, iter_case
 
 def _split(name: str) -> list[str] | None:
     value = os.environ.get(name, "").strip()
-    return [v.strip() for v in value.split(",") if v.strip()] or None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    return ([dtype_alias(v) for v in names] if name.endswith("DTYPES") else names) or None  # (fp32, as matrix takes it)
 
 
 BACKEND = os.environ.get("POLYGEMM_TEST_BACKEND", "cpu").strip() or "cpu"

@@ -548,3 +548,8 @@ def test_a_backend_that_writes_an_input_fails_saying_which():
     rows = run_conformance(WritesA(), dtypes="float32", variants="blas", groups="layouts", quick=True)
     named = {r.case for r in rows if r.status == "fail" and "modified its input a" in r.detail}
     assert {"a=C b=C", "a=F b=F", "padded_ld"} <= named, rows
+
+
+def test_a_dtype_selection_takes_the_short_names_matrix_takes():
+    rows = run_conformance("cpu", dtypes="fp32, BF16", groups="layouts", quick=True)
+    assert {r.dtype for r in rows} == {"float32", "bfloat16"} and all(r.status == "pass" for r in rows)
