@@ -163,6 +163,21 @@ def _astype(x: Any, dtype: np.dtype[Any]) -> Any:
     return x.to(getattr(torch, dtype.name))
 
 
+def _located_block_gemm(*blocks: Any, **kw: Any) -> Any:
+    """:func:`_block_gemm` of a task whose last two arguments are its block's row and column indices in the result (the
+    blocks of ``arange`` over M and N): a failed check is said of the whole result's rows and columns, not the block's."""
+    import polygemm
+
+    *operands, rows, cols = blocks
+    try:
+        return _block_gemm(*operands, **kw)
+    except polygemm.VerificationError as exc:
+        r0, c0 = int(rows[0]) if len(rows) else 0, int(cols[0]) if len(cols) else 0
+        raise polygemm.VerificationError(
+            f"{exc} (this block holds the result's rows {r0} to {r0 + len(rows) - 1} and columns {c0} to {c0 + len(cols) - 1}: "
+            f"the rows and columns named are the block's, from {r0} and {c0})", report=exc.report) from exc
+
+
 def _block_gemm(a_blocks: Any, b_blocks: Any, c_block: Any = None, *, alpha: float, beta: float, device: str | None,
                 variant: str, result_dtype: str, verify: str | None = None, precision: str | None = None) -> Any:
     """One output block: ``alpha * sum_k a_k @ b_k + beta * c`` by polygemm.gemm on this worker.
@@ -439,9 +454,13 @@ def gemm(
     args: list[Any] = [A, "ik", B, "kj"]
     if use_c:
         args += [c, "ij"]
+    checked = verify is not None and parse_verify(verify) is not None
+    if checked and not any(math.isnan(x) for x in out_chunks[0] + out_chunks[1]):
+        # each task told where its block lies (its rows and columns of the result), for a failed check to say so
+        args += [da.arange(A.shape[0], chunks=(out_chunks[0],)), "i", da.arange(B.shape[1], chunks=(out_chunks[1],)), "j"]
     token = tokenize(A, B, c if use_c else None, alpha_f, beta_f if use_c else 0.0, device, variant, result.name, verify, precision)
     return da.blockwise(
-        _block_gemm, "ij", *args,
+        _located_block_gemm if len(args) > (6 if use_c else 4) else _block_gemm, "ij", *args,
         name=f"polygemm-gemm-{token}",
         dtype=result,
         meta=meta,

@@ -1193,3 +1193,18 @@ def test_a_float32_c_beside_half_operands_is_told_the_float32_result_too(dtype):
     with pytest.raises(DTypeError, match=r"astype\(.*\).*out_dtype=numpy\.float32"):
         pgd.gemm(A, A.T, c)
     np.testing.assert_array_equal(pgd.gemm(A, A.T, c, out_dtype=np.float32).compute(), np.full((4, 4), 7.0, np.float32))
+
+
+def test_a_failed_check_of_a_block_says_where_the_block_lies_in_the_result():
+    from polygemm.testing import inject_fault
+
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((40, 30)).astype(np.float32), rng.standard_normal((30, 30)).astype(np.float32)
+    A, B = da.from_array(a, chunks=(20, 15)), da.from_array(b, chunks=(15, 15))
+    C = pgd.gemm(A, B, verify="raise")
+    np.testing.assert_allclose(C.compute(), a @ b, rtol=1e-4, atol=1e-4)  # a clean product: no alarm
+    with inject_fault(3, 4, value=1e3, times=1):
+        with pytest.raises(pg.VerificationError, match=r"rows 3 .*this block holds the result's rows (0 to 19|20 to 39) and "
+                                                      r"columns (0 to 14|15 to 29)") as info:
+            C.compute(scheduler="sync")
+    assert info.value.report is not None and not info.value.report.ok
