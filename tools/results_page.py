@@ -44,15 +44,16 @@ polygemm's speed over the vendor's (above 1: polygemm is faster; bold: under 0.9
 names the card, the date, the vendor figure and the commands that produced it. The vendor figures:
 
 - **Call figures** (`--mode call`) time `polygemm.gemm` as a user calls it, beside `torch.matmul`
-  (cuBLASLt) and `cupy.matmul` (cuBLAS), divided by the faster of the two at each shape. Older call
-  sections compare with one of them (up to 8% slower than the other): their ratios are upper bounds.
+  (cuBLASLt) and `cupy.matmul` (cuBLAS), divided by the faster of the two at each shape. The large
+  squares' and the strided batches' sections compare with one of them (up to 8% slower than the
+  other): their ratios are upper bounds.
 - **Kernel figures** (`--mode kernel`) time a rung's raw launch against cuBLAS called directly (TF32
   off; fp32 compute for fp16 and bf16); "settled" runs each kernel alone for a second first.
 
-Each benchmark shows its newest committed run; the H200 and the H100 ones come from different
-days (the device pool lent one or the other), so compare ratios, not times, across cards. This page is written by `python tools/results_page.py` from
-the curated files in [results/](results/); figures from before these runs, and how they moved, are
-in git history under the tag `lab-notebook-2026-12`.
+Each section shows one benchmark's committed run; the H200 and the H100 sections come from
+different days, so compare ratios, not times, across cards. This page is written by
+`python tools/results_page.py` from the curated files in [results/](results/); older figures are
+in the git history.
 """
 
 
@@ -302,7 +303,9 @@ def readme_table(files: list[tuple[str, dict]]) -> str:
     lines = [README_BEGIN, "",
              f"`polygemm.gemm` per call on device arrays with `out=`, against the faster of `torch.matmul` (cuBLASLt) and "
              f"`cupy.matmul` (cuBLAS) timed in the same process, {data['gpu']}, {dates(data)} (a ratio above 1: polygemm is "
-             "faster; bold: under 0.9). All figures, their commands and vendors: [docs/results.md](docs/results.md).", "",
+             "faster; bold: under 0.9). The fp32 rows were timed by `tools/precision_bench.py` (CUDA events around 10 calls "
+             "back to back), the others by `polygemm bench --mode call`. All figures, their commands and vendors: "
+             "[docs/results.md](docs/results.md).", "",
              "| shape | dtype | polygemm (µs) | faster vendor (µs) | ratio |", "|---|---|---|---|---|"]
     for r in recs:
         lines.append(f"| {shape(r)} | {dtype_name(r['dtype'])} | {r['us_per_call']:.1f} | "
