@@ -26,6 +26,7 @@ from .core.dtypes import (HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, c
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import fits_float32, parse_scalar
 from .core.text import short_repr
+from .interop.kinds import kind_of
 from .core.precision import parse_precision
 from .verification.modes import VerifyMode, parse_verify
 
@@ -82,6 +83,12 @@ def _as_dask(name: str, x: Any, da: Any) -> Any:
         raise ArgumentTypeError(f"{name} is a dask array of {type(getattr(x, '_meta', x)).__name__} chunks (dtype {x.dtype}); "
                                 f"polygemm.dask.gemm takes chunks of NumPy or CuPy arrays: convert them, e.g. "
                                 f"{name}.map_blocks(lambda t: t.numpy()) for CPU torch tensors")
+    meta = getattr(x, "_meta", None)
+    if meta is not None and not isinstance(meta, np.ndarray) and kind_of(meta) != "cupy":
+        # chunks of a kind polygemm.gemm refuses (a SciPy sparse matrix): said now, by the name given, not at compute()
+        dense = f"{name}.map_blocks(lambda m: m.toarray())" if hasattr(meta, "toarray") else f"{name}.map_blocks(numpy.asarray)"
+        raise ArgumentTypeError(f"{name} is a dask array of {type(meta).__module__.partition('.')[0]}.{type(meta).__name__} "
+                                f"chunks; polygemm.dask.gemm takes chunks of NumPy or CuPy arrays: convert them, e.g. {dense}")
     if x.dtype.name not in KNOWN_DTYPES:
         raise DTypeError(f"{name} has dtype {x.dtype.name}; polygemm.dask.gemm computes {', '.join(KNOWN_DTYPES)}, as "
                          f"polygemm.gemm does: cast {name} to one of them ({name}.astype(...))")

@@ -1208,3 +1208,11 @@ def test_a_failed_check_of_a_block_says_where_the_block_lies_in_the_result():
                                                       r"columns (0 to 14|15 to 29)") as info:
             C.compute(scheduler="sync")
     assert info.value.report is not None and not info.value.report.ok
+
+
+def test_chunks_of_a_kind_polygemm_gemm_refuses_are_refused_when_the_graph_is_built():
+    sp = pytest.importorskip("scipy.sparse")
+    A = da.from_array(np.random.default_rng(0).standard_normal((6, 6)), chunks=3)
+    sparse = A.map_blocks(sp.csr_matrix, meta=sp.csr_matrix((0, 0)))
+    with pytest.raises(ArgumentTypeError, match=r"A is a dask array of scipy\.csr_matrix chunks.*toarray"):
+        pgd.gemm(sparse, A)
