@@ -90,8 +90,8 @@ def tune_key(gpu: GpuId, p: GemmProblem) -> TuneKey:
 
 def tune_candidates(ranked: Sequence[Candidate]) -> list[str]:
     """The variant names worth timing, fastest estimate first, each once. Candidates on aligned
-    copies are left out: a named variant reads the operands as they are (where the estimate's
-    pick copies them, :data:`ESTIMATE` times it)."""
+    copies are left out as such: a TMA rung named with variant= runs on the copies auto would make where it
+    cannot read the operands (and is timed under that label); :data:`ESTIMATE` times the estimate's own pick."""
     return list(dict.fromkeys(c.label for c in ranked if not c.padded))
 
 

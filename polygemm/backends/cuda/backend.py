@@ -298,21 +298,29 @@ class CudaBackend(Backend):
                 raise UnsupportedProblemError(f"variant={variant!r}: split-K takes one product, not a batch of {p.count}")
             try:
                 lp, parts = self._fit(spec, a, b, c, batch=batch, rt=rt, splits=chosen_splits, dtype=p.dtype.name)
-            except TmaUnsuitable as exc:
+            except UnsupportedProblemError as exc:
                 # a named TMA rung runs on aligned copies of what it cannot describe, as auto runs it (on an H100, 700^3
-                # fp16: 21 us a call, where the mma rung's unaligned build took 36): an unaligned operand copied at the
-                # pitch TMA reads at full speed, an aligned one read as it is; what copies do not serve (a batch, panels,
-                # a B tile read K-major only) goes to the mma rung
+                # fp16: 21 us a call, where the mma rung's unaligned build took 36), the operands whose rows TMA reads
+                # slowly copied at its pitch too, as auto copies them; a K-split of unaligned operands too (the copies'
+                # slices start on 16-byte boundaries); what copies do not serve (a batch, panels, a B tile read K-major
+                # only) goes to the mma rung
+                unsuitable = exc if isinstance(exc, TmaUnsuitable) else None
+                if unsuitable is None and chosen_splits and spec is not None and spec.abi == "tma":
+                    why = tma_refusal(a, b)  # a K-slice off 16-byte boundaries of operands TMA cannot read as they are
+                    unsuitable = None if why is None else TmaUnsuitable(f"{why}; as they are, {exc}")
+                if unsuitable is None:
+                    raise
                 assert spec is not None  # (only a catalog rung raises TmaUnsuitable)
-                unaligned = [aligned_copy(x) is not None for x in (a, b)]
-                copies = (pitch_copy(a) if unaligned[0] else None, pitch_copy(b) if unaligned[1] else None, aligned_copy(c))
+                copies = (pitch_copy(a), pitch_copy(b), aligned_copy(c))
                 on_copies = fit_named_on_copies(self._fit, spec, (a, b, c), copies, splits=chosen_splits, count=p.count,
                                                 batch=batch, rt=rt, dtype=p.dtype.name)
                 if not isinstance(on_copies, str):
                     (lp, pads), parts = on_copies, None
                     plan.padding = copies_named((a, b, c), pads)
-                    plan.notes.append(f"{chosen} reads 16-byte aligned tiles only ({exc}): the unaligned operands are "
+                    plan.notes.append(f"{chosen} reads 16-byte aligned tiles only ({unsuitable}): the unaligned operands are "
                                       "copied into aligned scratch on the call's stream first")
+                elif unsuitable is not exc:  # a split the copies cannot serve either: refused as it was, as the mma rung would
+                    raise
                 else:
                     fallback = tma_fallback()
                     plan.notes.append(f"{chosen} cannot take this problem ({exc}{'; ' if on_copies else ''}{on_copies}); "

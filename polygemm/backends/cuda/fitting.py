@@ -47,10 +47,10 @@ def fit_named_on_copies(fit: Callable[..., tuple[LaunchPlan, Any]], spec: Kernel
     or what the rung refuses of the copies too: the caller hands the operands to another rung). ``fit``: the backend's
     launch planning, given ``splits`` and ``kw``."""
     wanted = _copies_read(copies, splits, spec)
-    if count > 1:
-        return "aligned copies are made for one product, not a batch"
     if all(x is None for x in wanted):
         return ""
+    if count > 1:
+        return "aligned copies are made for one product, not a batch"
     a, b, c = mats
     try:
         lp, parts = fit(spec, wanted[0] or a, wanted[1] or b, wanted[2] or c, splits=splits, **kw)

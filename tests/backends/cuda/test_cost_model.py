@@ -255,6 +255,19 @@ def test_a_named_tma_rung_runs_itself_on_aligned_copies_of_unaligned_operands(va
     assert any("16-byte aligned" in note and "copied into aligned scratch" in note for note in plan.notes), str(plan)
 
 
+def test_a_named_split_of_a_tma_rung_runs_on_aligned_copies_where_its_slices_would_start_off_16_bytes():
+    """77 x 136 x 72 fp16 with a column-major A of 77-half columns: a K-slice of 36 starts 72 bytes on, off 16-byte
+    boundaries, as the operands lie; on the copies (ld 128) every slice starts on one. A K-contiguous A whose slices the
+    copies leave off 16 bytes (K = 706: 353-half slices) is refused as before, naming the split."""
+    h16 = np.float16
+    named = "hgemm_v2_wgmma_tma_64x128:split_k=2"
+    plan = CudaBackend().plan(normalize(np.zeros((72, 77), h16).T, np.zeros((72, 136), h16)), named)
+    assert plan.variant == named and plan.padding.startswith("a (77x72, ld=77) -> an aligned copy (ld=128)"), str(plan)
+    assert any("cannot split K" in note and "copied into aligned scratch" in note for note in plan.notes), str(plan)
+    with pytest.raises(pg.UnsupportedProblemError, match="cannot split K: a K-slice of 353"):
+        CudaBackend().plan(normalize(np.zeros((700, 706), h16), np.zeros((700, 706), h16).T), named)
+
+
 def test_a_named_tma_rung_hands_what_copies_do_not_serve_to_the_mma_rung():
     """A batch (the copies are made for one product) and a column-major A for the 32-wide B tile, which reads its B (the
     kernel's, Aᵀ here) K-major only: the mma rung runs, and the plan says which rung could not and why."""
@@ -265,6 +278,8 @@ def test_a_named_tma_rung_hands_what_copies_do_not_serve_to_the_mma_rung():
         assert plan.variant == "hgemm_v1_mma_ldmatrix" and plan.padding is None, str(plan)
         assert any(note.startswith(f"{named} cannot take this problem") and why in note and "runs instead" in note
                    for note in plan.notes), str(plan)
+    # copies serve neither: an aligned batch is told what the rung refuses of it, not of copies none would make
+    assert not any("aligned copies" in note for note in col_a.notes), str(col_a)
 
 
 def test_rows_off_sector_boundaries_are_copied_where_that_pays():
