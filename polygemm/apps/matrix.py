@@ -178,7 +178,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     print(render_table(results, args.quick))
     if args.json:
         payload: dict[str, Any] = {
-            "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail")} for r in results],
+            # (seconds: each case's wall time, its inputs and the reference's check included: a slow backend shows)
+            "rows": [{k: r.as_dict()[k] for k in ("backend", "dtype", "variant", "group", "case", "status", "detail", "seconds")}
+                     for r in results],
         }
         write_json(args.json, payload)  # whole or not at all, as bench writes
         print(f"wrote {args.json}")  # as bench and plot say where their files went

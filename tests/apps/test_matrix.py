@@ -29,7 +29,8 @@ def test_matrix_cpu_json(tmp_path, capsys):
     assert "cpu" in out and "float64" in out and " 0 failed" in out
     rows = json.loads(path.read_text())["rows"]
     assert rows and {r["status"] for r in rows} <= {"pass", "skip"}
-    assert {"backend", "dtype", "variant", "case", "status", "detail"} <= set(rows[0])
+    assert {"backend", "dtype", "variant", "case", "status", "detail", "seconds"} <= set(rows[0])
+    assert all(isinstance(r["seconds"], float) and r["seconds"] >= 0 for r in rows)  # a slow backend's cases show
 
 
 def test_matrix_shows_broken_plugin_and_fails_on_failure(tmp_path, monkeypatch, fresh_registry, capsys):
