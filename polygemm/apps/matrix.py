@@ -8,11 +8,13 @@ case. Exit status 1 when anything fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
 import time
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from .. import registry
 from ..errors import ArgumentError, PolygemmError, UnknownDeviceError, UnsupportedProblemError
@@ -66,21 +68,55 @@ def run_matrix(
             continue
         counts: dict[str, int] = defaultdict(int)
         t0 = time.perf_counter()
+        last = [t0, ""]  # when a case last finished, and which
 
         def tick(r: CaseResult, name: str = name) -> None:
             counts[r.status] += 1
+            last[:] = [time.perf_counter(), f"{r.dtype}/{r.variant}/{r.group}/{r.case}"]
             if progress:
                 done = sum(counts.values())
                 sys.stderr.write(f"\r{name:12s} {done:5d} cases  pass {counts['pass']}  fail {counts['fail']}  skip {counts['skip']}  ({time.perf_counter() - t0:.0f} s)  ")
                 sys.stderr.flush()
 
-        rows = run_conformance(be, dtypes=dtypes, variants=variants, quick=quick, progress=tick, allow_empty=True)
+        with _stall_watch(name, last):
+            rows = run_conformance(be, dtypes=dtypes, variants=variants, quick=quick, progress=tick, allow_empty=True)
         if not backends:  # a backend that breaks the contract, among every discovered one: a skip, as one that cannot load
             rows = [replace(r, status="skip") if r.status == "fail" and r.group == "*" else r for r in rows]
         results.extend(rows)
         if progress:
             sys.stderr.write("\n")
     return results
+
+
+#: seconds with no case finished after which the run says so on stderr (a backend's call that hangs stops the run: a CI
+#: log then names where)
+STALL_S = 120.0
+
+
+@contextlib.contextmanager
+def _stall_watch(name: str, last: list[Any]) -> Iterator[None]:
+    """While the suite runs on backend ``name``, a line on stderr each time ``STALL_S`` seconds pass with no case
+    finished (``last``: when a case last finished, and which)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        said = 0.0
+        while not done.wait(min(STALL_S, 10.0)):
+            since = time.perf_counter() - last[0]
+            if since >= STALL_S and last[0] != said:
+                said = last[0]
+                after = f" after {last[1]}" if last[1] else ""
+                sys.stderr.write(f"polygemm matrix: {name}: no case has finished in {since:.0f} s (the next case{after} is "
+                                 f"still running)\n")
+                sys.stderr.flush()
+
+    watcher = threading.Thread(target=watch, name="polygemm-matrix-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def check_names(names: Sequence[str]) -> None:

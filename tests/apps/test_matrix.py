@@ -443,3 +443,18 @@ def test_matrix_refusals_of_auto_and_of_a_dtype_name_the_option(capsys):
     assert "--variants names 'blas:split_k=4'" in line and "variant=" not in line
     line = cli_error_line(capsys, ["matrix", "--backends", "cpu", "--dtypes", "float8"])
     assert "--dtypes 'float8'" in line and "integer" not in line
+
+
+def test_a_case_that_runs_on_is_named_on_stderr(monkeypatch, capsys):
+    """A backend's call that hangs stops the run: with no case finished for STALL_S seconds the run says so, naming the
+    case finished last, so that a CI log shows where."""
+    import time
+
+    from polygemm.apps import matrix
+
+    monkeypatch.setattr(matrix, "STALL_S", 0.05)
+    with matrix._stall_watch("mydev", [time.perf_counter(), "float32/v1/layouts/a=C b=C"]):
+        time.sleep(0.4)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1  # said once per stall, not every tick
+    assert "polygemm matrix: mydev: no case has finished in" in err and "after float32/v1/layouts/a=C b=C" in err
