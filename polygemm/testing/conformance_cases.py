@@ -507,6 +507,26 @@ def _device_case(x: Context) -> None:
     x.check(be.to_host(got2), a, b)
 
 
+#: what rule_out says of a backend whose supports() breaks the contract (raises, or answers other than None or a string)
+_SUPPORTS_BROKEN = ("supports() returned", "supports()/variants()/get_variant() failed", "supports() gave an empty reason")
+
+
+def _supports_case(x: Context) -> None:
+    """device="auto" weighs a backend through its supports(), which an explicit device never asks: one that raises or
+    answers other than None or a reason is never chosen, whatever its products are. A reason given is a skip saying
+    it (auto passes the backend over for this product, as it may mean to)."""
+    from ..problem import normalize
+    from ..registry.dispatch import rule_out
+
+    a, b = x.rand(64, 40), x.rand(40, 48)
+    why = rule_out(x.backend, normalize(a, b), x.variant)
+    if why is None:
+        return
+    if why.startswith(_SUPPORTS_BROKEN):
+        raise AssertionError(f"device='auto' cannot weigh backend {x.backend.name!r}: {why} (seed {x.seed})")
+    raise Skip(f"device='auto' passes backend {x.backend.name!r} over for a 64x48x40 {x.dtype.name} product: {why}")
+
+
 def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
     """The case grid: group name -> {case name -> case}."""
     shapes = QUICK_SHAPES if quick else SHAPES
@@ -517,6 +537,7 @@ def case_groups(quick: bool = False) -> dict[str, dict[str, Case]]:
         "empty": _empty_cases(),
         "nan_inf": _nan_cases(),
         "device": {"device_arrays": _device_case},
+        "auto": {"supports": _supports_case},
         "errors": _error_cases(),
     }
     orders = ("C", "F") if quick else ("C", "F", "T")

@@ -553,3 +553,25 @@ def test_a_backend_that_writes_an_input_fails_saying_which():
 def test_a_dtype_selection_takes_the_short_names_matrix_takes():
     rows = run_conformance("cpu", dtypes="fp32, BF16", groups="layouts", quick=True)
     assert {r.dtype for r in rows} == {"float32", "bfloat16"} and all(r.status == "pass" for r in rows)
+
+
+def test_a_supports_that_breaks_the_contract_fails_and_a_reason_is_a_skip_saying_it():
+    """device="auto" weighs a backend through supports(), which device=name never asks: one answering True (no answer of
+    the contract) or raising fails the auto case; one giving a reason is a skip that says it."""
+    from polygemm.backends.cpu_ref.backend import CpuReferenceBackend
+
+    def backend(answer):
+        class Answers(CpuReferenceBackend):
+            name = "answers"
+
+            def supports(self, problem):
+                if isinstance(answer, BaseException):
+                    raise answer
+                return answer
+
+        return Answers()
+
+    for answer, status, says in ((True, "fail", "supports() returned bool True"), (OSError("ioctl"), "fail", "OSError: ioctl"),
+                                 ("no float32 today", "skip", "passes backend 'answers' over"), (None, "pass", "")):
+        rows = run_conformance(backend(answer), dtypes="float32", variants="blas", groups="auto")
+        assert [(r.case, r.status) for r in rows] == [("supports", status)] and says in rows[0].detail, rows
