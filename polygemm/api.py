@@ -20,6 +20,7 @@ from .core.hostcopy import planning_only
 from .core.normalize import torch_spelling
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
+from .core.dtypes import INTEGER_DTYPES, integer_scalars_refusal
 from .errors import ArgumentError, ArgumentTypeError, BackendUnavailableError, DTypeError, ShapeError
 from .interop.kinds import foreign_c, kind_of
 from .interop.stand_in import stand_in
@@ -476,6 +477,10 @@ def explain(
         refusal = exc
     if bound is not None:
         entry, call, hit, uncached, made = bound
+        why = None if call is None or not hit else integer_scalars_refusal(entry.plan.problem.dtype.name, call.alpha, call.beta) \
+            if entry.plan.problem.dtype.name in INTEGER_DTYPES else None
+        if why is not None:  # a cached integer plan keys no scalar's value: refused as gemm refuses it
+            raise ArgumentError(why)
     if refusal is not None:  # (outside the except: what follows is not chained to the refusal)
         through = stand_in(out)  # (a device out's stand-in takes its size of memory while this runs)
         if through is None:

@@ -234,3 +234,15 @@ def test_two_lists_compute_in_the_dtype_numpy_matmul_gives_them():
 def test_a_list_of_values_unsigned_integers_hold_is_told_their_dtype():
     with pytest.raises(pg.DTypeError, match=r"np\.asarray\(b\)\.astype\(np\.uint64\)"):
         pg.matmul(np.full((1, 1), 3, np.uint64), [[2]], device="cpu")
+
+
+def test_explain_refuses_what_gemm_refuses_of_an_integer_products_scalars_with_its_plan_cached():
+    # a cached plan keys whether alpha is 1, not its value: explain asks of the value as gemm does
+    a8 = np.ones((2, 2), np.int8)
+    pg.gemm(a8, a8, a8, alpha=2, beta=3)
+    for kw, says in (({"alpha": 300}, "out of bounds for int8"), ({"alpha": 2.5}, "no whole number"),
+                     ({"beta": 0.5}, "no whole number")):
+        for call in (pg.explain, pg.gemm):
+            with pytest.raises(ArgumentError, match=says):
+                call(a8, a8, a8, **{"alpha": 2, "beta": 3, **kw})
+    assert pg.explain(a8, a8, a8, alpha=5, beta=3).cached
