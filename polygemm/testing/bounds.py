@@ -8,8 +8,14 @@ A result C is correct when, elementwise, ``|C - C_ref| <= tol`` with
 ``C_ref`` is the float64 reference, ``u_acc`` the unit roundoff of the accumulation type,
 ``u_out`` that of the output type and ``tiny_out`` its smallest normal (so results that
 underflow are not failed). Unit roundoffs: 2**-11 float16, 2**-8 bfloat16, 2**-24 float32,
-2**-53 float64; float16 and bfloat16 inputs accumulate in float32. NaN in the reference must be NaN in the result; an infinite
-reference must be matched exactly.
+2**-53 float64; float16 and bfloat16 inputs accumulate in float32. Where the exact value is not finite (an infinity
+or a NaN among the operands), the result must be that infinity, or NaN where it is NaN. Where it is finite, an
+infinity of its sign passes where the value within the bound reaches past the result dtype's largest number (its
+rounding may overflow: a float16 result of 65519.9 summed in float32); and where ``|alpha| |A| @ |B|`` passes the
+accumulator's range (``error_bound`` gives an infinite bound there), an infinity of the sign whose terms may overflow,
+or a NaN where both signs' may, while a finite result, whose sums did not overflow, is held to the bound of its terms.
+A float64 reference whose own sums overflow though the operands are finite is computed in the machine's long double
+where that is wider.
 
 A complex product is bounded as the real one it equals (``[[Ar, -Ai], [Ai, Ar]] · [[Br], [Bi]]``, over 2K, its
 parts of complex64 float32's, of complex128 float64's): :func:`check_result` holds each part of each element to its
@@ -180,6 +186,15 @@ def error_bound(
     here, since its ``u_out * |C_ref|`` term (the rounding of the result to its dtype) is part of
     the bound: without it, a float16 or bfloat16 result rounded correctly would be many times
     ``error_bound(a, b)`` off the reference."""
+    return _bounds(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype, ref=ref, constant=constant,
+                   precision=precision)[0]
+
+
+def _bounds(a: object, b: object, c: object, alpha: object, beta: object, *, out_dtype: object, acc_dtype: object,
+            ref: np.ndarray | None, constant: float, precision: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`error_bound`'s bound, and the bound of a finite result: the same but where a partial sum may overflow the
+    accumulator (its bound infinite there: an infinity or a NaN is a right answer), where a finite result means none
+    did, and the terms of the sums bound it as anywhere else."""
     a, b, c, alpha, beta = _operands(a, b, c, alpha, beta)
     if not (isinstance(constant, (int, float, np.integer, np.floating)) and not isinstance(constant, bool)
             and math.isfinite(constant) and constant >= 0):
@@ -194,7 +209,8 @@ def error_bound(
             raise ShapeError(f"ref must be the {'complex128' if complex_in else 'float64'} reference of the result's shape "
                              f"{full}; got {ref.dtype.name} of shape {ref.shape}")
     if native_dtype(a.dtype).name in COMPLEX_DTYPES:
-        return _complex_bound(a, b, c, alpha, beta, out_dtype, acc_dtype, ref, constant, precision)
+        both = _complex_bound(a, b, c, alpha, beta, out_dtype, acc_dtype, ref, constant, precision)
+        return both, both
     if ref is None:
         from ..backends.cpu_ref import reference
 
@@ -213,14 +229,15 @@ def error_bound(
         u_in = MEDIUM_INPUT_ERROR if medium and native_dtype(a.dtype).name == "float32" else 0.0
         scale = abs(alpha) * (a64 @ b64)
         tol = (constant * max(k, 1) * u_acc + u_in) * np.nan_to_num(scale, nan=0.0, posinf=np.inf)
+        finite = tol
         if acc != np.float64:  # |alpha| |A| @ |B| past the accumulator's range: a partial sum may rightly overflow
             tol = np.where(scale > float(finfo(acc).max), np.inf, tol)
+        rest = float(finfo(out_dtype).tiny)
         if beta != 0.0 and c is not None:
-            tol += constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
+            rest = rest + constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
         if ref is not None:
-            tol += u_out * np.nan_to_num(np.abs(ref), nan=0.0, posinf=0.0)
-    tol += float(finfo(out_dtype).tiny)
-    return tol
+            rest = rest + u_out * np.nan_to_num(np.abs(ref), nan=0.0, posinf=0.0)
+    return tol + rest, finite + rest
 
 
 def _result_dtype(a: np.ndarray, out_dtype: object) -> np.dtype:
@@ -281,6 +298,12 @@ class Reference:
     tol: np.ndarray
     out_dtype: np.dtype
     parts: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: the bound of a finite result where ``tol`` is infinite because a partial sum may overflow the accumulator (a
+    #: finite result means none did); None: ``tol`` throughout
+    finite_tol: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: where a partial sum may overflow to +inf, and where to -inf (the positive and the negative terms' sums past the
+    #: accumulator's range); None: nowhere
+    overflows: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def compare(self, result: np.ndarray) -> CheckResult:
         """Check ``result`` elementwise against the reference under the bound. A result of another
@@ -316,8 +339,11 @@ class Reference:
         finite = ~(nan_ref | inf_ref)
         with np.errstate(all="ignore"):
             err = np.abs(r - ref64)
-            bad = (nan_ref & ~np.isnan(r)) | (inf_ref & (r != ref_out)) | (finite & ~(err <= tol))  # NaN in r fails
-            ratio = np.where(finite, err / tol, 0.0)
+            if parts:
+                bad = (nan_ref & ~np.isnan(r)) | (inf_ref & (r != ref_out)) | (finite & ~(err <= tol))  # NaN in r fails
+                ratio = np.where(finite, err / tol, 0.0)
+            else:
+                bad, ratio, finite, tol = self._real_violations(r, ref64, tol, err, out_dtype)
         size = r.size
         if parts:
             # an element whose exact reference is not finite in either part (an infinity or NaN of the inputs): complex
@@ -352,8 +378,57 @@ class Reference:
             # for a float32 or float16 result
             f"{count} of {size} elements outside the bound; first at {where}{part}: got {float(r[idx])!r}, reference "
             f"{float(ref64[idx])!r}, bound {tol[idx]:.3g}"
-            + (f" (error {err[idx]:.3g}, {ratio[idx]:.3g}x the bound)" if np.isfinite(ratio[idx]) and finite[idx] else ""),
+            + (f" (error {err[idx]:.3g}, {ratio[idx]:.3g}x the bound)" if np.isfinite(ratio[idx]) and finite[idx]
+               and np.isfinite(err[idx]) else ""),
         )
+
+
+    def _real_violations(self, r: np.ndarray, ref64: np.ndarray, tol: np.ndarray, err: np.ndarray,
+                         out_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The elements of a real result off the reference (and each error's ratio to its bound, where the reference
+        is finite, and the bound each element was held to). Where the exact value is finite: a finite result within the bound (where a partial sum
+        may overflow the accumulator, the bound of a finite result: none did), an infinity of its sign where the
+        value's rounding to the result's dtype may overflow it (within the bound of its largest finite number), or
+        a NaN or an infinity where a partial sum may overflow. Where it is not (an infinity or a NaN of the inputs):
+        the same infinity, or a NaN."""
+        exact = np.isfinite(ref64)
+        over = np.isinf(tol) & exact
+        bound = tol if self.finite_tol is None else np.where(over, self.finite_tol, tol)
+        r_finite = np.isfinite(r)
+        within = r_finite & (err <= bound)
+        rounded_over = np.isinf(r) & (np.sign(r) == np.sign(ref64)) & (np.abs(ref64) + bound >= float(finfo(out_dtype).max))
+        if self.overflows is not None:  # an infinity of a sign whose terms may overflow; NaN where both signs' may
+            up, down = self.overflows
+            over = over & ((np.isposinf(r) & up) | (np.isneginf(r) & down) | (np.isnan(r) & up & down))
+        else:
+            over = over & ~r_finite
+        ok = np.where(exact, within | rounded_over | over, (np.isnan(ref64) & np.isnan(r)) | (r == ref64))
+        return ~ok, np.where(exact & r_finite, err / bound, 0.0), exact, bound
+
+
+def _overflow_signs(a: np.ndarray, b: np.ndarray, alpha: float, acc: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Where the sum of ``alpha * a @ b``'s positive terms passes ``acc``'s range, and where its negative terms' does:
+    a partial sum may overflow to +inf, or to -inf, only there (to NaN only where both may)."""
+    a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    ap, an, bp, bn = np.maximum(a64, 0.0), np.maximum(-a64, 0.0), np.maximum(b64, 0.0), np.maximum(-b64, 0.0)
+    with np.errstate(all="ignore"):
+        up, down = abs(alpha) * (ap @ bp + an @ bn), abs(alpha) * (ap @ bn + an @ bp)
+    limit = float(finfo(acc).max)
+    return (up > limit, down > limit) if alpha >= 0 else (down > limit, up > limit)
+
+
+def _wide_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float) -> np.ndarray | None:
+    """The reference where float64's own sums overflow though the operands are finite (``[1e200, -1e200, 1] @ [1e200,
+    1e200, 5]`` is 5, float64's NaN): computed in the wider long double where this machine has one, rounded once to
+    float64; None where it has none."""
+    wide = np.longdouble
+    if float(np.finfo(wide).max) <= float(np.finfo(np.float64).max):
+        return None
+    with np.errstate(all="ignore"):
+        acc = np.matmul(np.asarray(a, dtype=wide), np.asarray(b, dtype=wide)) * wide(alpha)
+        if beta != 0.0 and c is not None:
+            acc = acc + wide(beta) * np.asarray(c, dtype=wide)
+        return acc.astype(np.float64)
 
 
 def reference_for(
@@ -377,8 +452,16 @@ def reference_for(
         each = _parts_bound(a, b, c, alpha, beta, out, acc_dtype, ref64, BOUND_CONSTANT, precision)
         return Reference(ref64, _larger_part(each), out, each)
     ref64 = reference(a, b, c, alpha, beta, np.float64)
-    tol = error_bound(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64, precision=precision)
-    return Reference(ref64, tol, out)
+    if not np.isfinite(ref64).all() and all(x is None or np.isfinite(x).all() for x in (a, b, c if beta != 0.0 else None)):
+        wide = _wide_reference(a, b, c, alpha, beta)  # float64's own sums overflowed: the exact value, where it can be had
+        ref64 = ref64 if wide is None else wide
+    tol, finite = _bounds(a, b, c, alpha, beta, out_dtype=out, acc_dtype=acc_dtype, ref=ref64, constant=BOUND_CONSTANT,
+                          precision=precision)
+    signs = None
+    if (np.isinf(tol) & np.isfinite(ref64)).any():  # (rare: partial sums that may overflow the accumulator)
+        acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(native_dtype(a.dtype))
+        signs = _overflow_signs(a, b, alpha, acc)
+    return Reference(ref64, tol, out, finite_tol=finite, overflows=signs)
 
 
 def check_result(

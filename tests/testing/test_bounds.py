@@ -148,3 +148,45 @@ def test_check_result_of_no_array_says_so_in_polygemms_errors():
         check_result([[1.0], [1.0, 2.0]], a, a.T)
     with pytest.raises(ArgumentTypeError, match=r"^result must be an array.*NoneType"):
         check_result(None, a, a.T)
+
+
+def test_a_float16_result_whose_rounding_may_overflow_passes_as_inf_or_within_the_bound():
+    """65519.9985 summed in float32 is 65520, which float16 stores as inf (gemm's result, and numpy.matmul's); an exact
+    65520 stored as 65504 is 16 off, within its bound of 32: both pass. An infinity of the other sign, or a finite value
+    past the bound, fails."""
+    import polygemm as pg
+
+    t = [60000, 5504, 15.9921875, 2**-8, 2**-9, 2**-11]
+    a, b = np.array([t], np.float16), np.ones((len(t), 1), np.float16)
+    got = pg.gemm(a, b, device="cpu")
+    with np.errstate(over="ignore"):  # (NumPy's own float16 product overflows too)
+        theirs = np.matmul(a, b)
+    assert np.isinf(got).all() and check_result(got, a, b).ok and check_result(theirs, a, b).ok
+    t = [60000, 5504, 15.9921875] + [2**-10] * 8
+    a, b = np.array([t], np.float16), np.ones((len(t), 1), np.float16)
+    assert check_result(np.full((1, 1), 65504, np.float16), a, b).ok
+    for wrong in (-np.inf, 65472):
+        assert not check_result(np.full((1, 1), wrong, np.float16), a, b).ok
+
+
+def test_where_partial_sums_may_overflow_a_finite_result_is_held_to_its_terms_bound_and_a_nan_needs_both_signs():
+    # [1e20, -1e20, 1] @ [1e20, 1e20, 5] in float32: +1e40 and -1e40 overflow apiece, inf - inf is NaN (gemm's and
+    # numpy's answer); [3e38, 3e38, -3e38] @ ones: only the positive terms may overflow, so -1 or a NaN fails
+    import polygemm as pg
+
+    a, b = np.array([[1e20, -1e20, 1]], np.float32), np.array([[1e20], [1e20], [5]], np.float32)
+    assert np.isnan(pg.gemm(a, b, device="cpu")).all() and check_result(pg.gemm(a, b, device="cpu"), a, b).ok
+    assert check_result(np.full((1, 1), np.inf, np.float32), a, b).ok and check_result(np.full((1, 1), 5, np.float32), a, b).ok
+    a, b = np.array([[3e38, 3e38, -3e38]], np.float32), np.ones((3, 1), np.float32)
+    for wrong in (-1.0, np.nan, -np.inf):
+        assert not check_result(np.full((1, 1), wrong, np.float32), a, b).ok
+    assert check_result(np.full((1, 1), 3e38, np.float32), a, b).ok
+
+
+def test_a_float64_reference_whose_own_sums_overflow_is_computed_wider_where_the_machine_has_it():
+    if np.finfo(np.longdouble).max <= np.finfo(np.float64).max:
+        pytest.skip("this machine's long double is float64: no wider reference")
+    a, b = np.array([[1e200, -1e200, 1]]), np.array([[1e200], [1e200], [5]])
+    assert check_result(np.array([[5.0]]), a, b).ok  # (the terms, 1e400, bound any finite value: float64 cannot)
+    a, b = np.array([[1e308, 1e308, -1e308]]), np.ones((3, 1))
+    assert check_result(np.array([[1e308]]), a, b).ok
