@@ -7,16 +7,16 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import Any, NoReturn, Protocol, Union
+from typing import Any, NoReturn
 
 import numpy as np
-import numpy.typing as npt
 
 from . import plan_cache
 from .backend import Plan
 from .core.arguments import misused_arguments
 from .core.hints import c_library_refusal
 from .core.hostcopy import planning_only
+from .core.inputs import ArrayInput, DeviceLike, DTypeLike, ScalarInput
 from .core.normalize import torch_spelling
 from .core.read import NotWhole, OutBatchUnwalkable, OutNotInPlace, OutOverlaps
 from .core.vectors import matmul_operands, ndim_of, shape_of
@@ -31,26 +31,8 @@ from .verification.call import verified_gemm
 from .verification.cost import describe_check
 from .verification.modes import VerifyMode, parse_verify, process_default as _verify_default
 
-__all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike", "DeviceLike"]
-
-class CudaArray(Protocol):
-    """A device array exposing the CUDA array interface (CuPy, PyTorch, pycuda, Numba)."""
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]: ...
-
-
-class DLPackArray(Protocol):
-    """An array offering the DLPack protocol (JAX, PyTorch, CuPy, NumPy ...)."""
-
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
-
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-
-
-#: what ``gemm`` takes as an operand: NumPy arrays and array-likes, CUDA or DLPack arrays
-ArrayInput = Union["npt.ArrayLike", CudaArray, DLPackArray]
-
+__all__ = ["gemm", "matmul", "explain", "last_plan", "plan_cache_info", "clear_plan_cache", "ArrayInput", "DTypeLike", "DeviceLike",
+           "ScalarInput"]
 
 class _Required:
     """The default of ``a`` and ``b``, which every call passes: one called with torch's keywords
@@ -78,15 +60,6 @@ def _operands_given(func: str, a: Any, b: Any, extra: tuple[Any, ...], unexpecte
                                 f"{func}(a, b{'' if func == 'matmul' else ', c'}, ...)")
 
 
-#: a result dtype: a NumPy dtype or its name, or another library's dtype object (torch.float32)
-DTypeLike = Union["npt.DTypeLike", Any]
-
-
-#: what ``device=`` takes: a backend name ("cpu", "cuda", "cuda:1", "auto"), or the device object
-#: of the operands' library (``torch.device``, ``cupy.cuda.Device``), named as it names itself
-DeviceLike = Union[str, Any]
-
-
 log = logging.getLogger("polygemm")
 _DEBUG = logging.DEBUG
 #: no operand made contiguous first (the common call: shared, never changed)
@@ -102,8 +75,8 @@ def gemm(
     b: ArrayInput = _REQUIRED,
     c: ArrayInput | None = None,
     *extra: NoReturn,
-    alpha: float = 1.0,
-    beta: float | None = None,
+    alpha: ScalarInput = 1.0,
+    beta: ScalarInput | None = None,
     device: DeviceLike | None = None,
     variant: str = "auto",
     out: ArrayInput | None = None,
@@ -365,7 +338,7 @@ STAND_IN_NOTE = ("out is not an array a kernel writes in place (its strides, or 
                  "matrices, its batch one stride apart, in this machine's byte order saves")
 
 
-def _through_stand_in(refusal: OutNotInPlace, a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any,
+def _through_stand_in(refusal: OutNotInPlace, a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any,
                       variant: str, out: Any, out_dtype: Any, precision: str | None, verify: VerifyMode) -> Any:
     """``gemm`` into a C-ordered stand-in of ``out`` (:func:`.interop.stand_in.stand_in`), copied into ``out`` once
     the call succeeded; ``refusal`` raised where ``out``'s library makes no stand-in (or its elements overlap)."""
@@ -420,8 +393,8 @@ def explain(
     b: ArrayInput = _REQUIRED,
     c: ArrayInput | None = None,
     *extra: NoReturn,
-    alpha: float = 1.0,
-    beta: float | None = None,
+    alpha: ScalarInput = 1.0,
+    beta: ScalarInput | None = None,
     device: DeviceLike | None = None,
     variant: str = "auto",
     out: ArrayInput | None = None,

@@ -25,6 +25,7 @@ from .core.dtypes import (HALF_DTYPES, INTEGER_DTYPES, KNOWN_DTYPES, as_dtype, c
                           integer_scalars_refusal, native_dtype, parse_dtype)
 from .core.hints import cast_hint, promotion_hint
 from .core.scalars import fits_float32, parse_scalar
+from .core.inputs import ScalarInput
 from .core.text import short_repr
 from .interop.kinds import kind_of
 from .core.precision import parse_precision
@@ -261,8 +262,8 @@ def gemm(
     B: Any = _NOT_GIVEN,
     c: Any = None,
     *extra: NoReturn,
-    alpha: float = 1.0,
-    beta: float | None = None,
+    alpha: ScalarInput = 1.0,
+    beta: ScalarInput | None = None,
     device: str | None = None,
     variant: str = "auto",
     out_dtype: Any = None,

@@ -27,6 +27,7 @@ infinity of the inputs, as its order of operations goes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ import sys
 from ..errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from ..core.complex_form import part_dtype, real_form, stacked
 from ..core.dtypes import COMPLEX_DTYPES, HALF_DTYPES, SUPPORTED_DTYPES, as_dtype, finfo, native_dtype, parse_dtype
+from ..core.inputs import ArrayInput, ScalarInput
 from ..core.layout import check_c_shape, check_ndim
 from ..core.precision import MEDIUM_INPUT_ERROR, parse_precision
 from ..core.scalars import parse_scalar
@@ -89,7 +91,8 @@ def host_array(name: str, x: object) -> np.ndarray:
     if torch is not None and isinstance(x, torch.Tensor):
         t = torch_resolved(name, x.detach()).cpu()  # a lazy negation read as its values, as gemm reads it
         if t.dtype != torch.bfloat16:
-            return t.numpy()
+            viewed: np.ndarray = t.numpy()
+            return viewed
         x = t  # bfloat16: through DLPack below, as gemm reads it (ml_dtypes.bfloat16)
     get = getattr(x, "get", None)
     if callable(get) and type(x).__module__.partition(".")[0] == "cupy":
@@ -125,7 +128,7 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
     each refusal naming the argument: a plugin author's slip (``b.T`` for ``b``, a 1-D ``a``, an integer ``a``,
     a complex ``c`` beside real operands, a ``c`` of another shape, alpha given as a string) would otherwise meet
     NumPy's own errors, an IndexError, or pass with imaginary parts dropped."""
-    arrays = []
+    arrays: list[np.ndarray | None] = []
     for name, x in (("a", a), ("b", b), ("c", c)):
         if x is None and name == "c":
             arrays.append(None)
@@ -164,15 +167,15 @@ def _operands(a: object, b: object, c: object, alpha: object, beta: object) -> t
 
 
 def error_bound(
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray | None = None,
-    alpha: float = 1.0,
-    beta: float | None = None,
+    a: ArrayInput,
+    b: ArrayInput,
+    c: ArrayInput | None = None,
+    alpha: ScalarInput = 1.0,
+    beta: ScalarInput | None = None,
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
-    ref: np.ndarray | None = None,
+    ref: ArrayInput | None = None,
     constant: float = BOUND_CONSTANT,
     precision: str | None = None,
 ) -> np.ndarray:
@@ -186,8 +189,8 @@ def error_bound(
     here, since its ``u_out * |C_ref|`` term (the rounding of the result to its dtype) is part of
     the bound: without it, a float16 or bfloat16 result rounded correctly would be many times
     ``error_bound(a, b)`` off the reference."""
-    return _bounds(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype, ref=ref, constant=constant,
-                   precision=precision)[0]
+    return _bounds(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype, ref=None if ref is None else np.asarray(ref),
+                   constant=constant, precision=precision)[0]
 
 
 def _bounds(a: object, b: object, c: object, alpha: object, beta: object, *, out_dtype: object, acc_dtype: object,
@@ -232,7 +235,7 @@ def _bounds(a: object, b: object, c: object, alpha: object, beta: object, *, out
         finite = tol
         if acc != np.float64:  # |alpha| |A| @ |B| past the accumulator's range: a partial sum may rightly overflow
             tol = np.where(scale > float(finfo(acc).max), np.inf, tol)
-        rest = float(finfo(out_dtype).tiny)
+        rest: Any = float(finfo(out_dtype).tiny)
         if beta != 0.0 and c is not None:
             rest = rest + constant * u_acc * abs(beta) * np.nan_to_num(np.abs(np.asarray(c, dtype=np.float64)), nan=0.0, posinf=0.0)
         if ref is not None:
@@ -259,7 +262,8 @@ def _complex_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: fl
 def _larger_part(parts: np.ndarray) -> np.ndarray:
     """Each element's larger bound of the two parts' (``parts``: the real parts' rows over the imaginary parts')."""
     m = parts.shape[-2] // 2
-    return np.maximum(parts[..., :m, :], parts[..., m:, :])
+    larger: np.ndarray = np.maximum(parts[..., :m, :], parts[..., m:, :])
+    return larger
 
 
 def _parts_bound(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: float, beta: float, out_dtype: object,
@@ -305,7 +309,7 @@ class Reference:
     #: accumulator's range); None: nowhere
     overflows: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
-    def compare(self, result: np.ndarray) -> CheckResult:
+    def compare(self, result: ArrayInput) -> CheckResult:
         """Check ``result`` elementwise against the reference under the bound. A result of another
         shape, or an array of another dtype than the reference's ``out_dtype``, fails saying so."""
         given = getattr(result, "dtype", None)
@@ -428,15 +432,16 @@ def _wide_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, alpha: f
         acc = np.matmul(np.asarray(a, dtype=wide), np.asarray(b, dtype=wide)) * wide(alpha)
         if beta != 0.0 and c is not None:
             acc = acc + wide(beta) * np.asarray(c, dtype=wide)
-        return acc.astype(np.float64)
+        rounded: np.ndarray = acc.astype(np.float64)
+        return rounded
 
 
 def reference_for(
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray | None = None,
-    alpha: float = 1.0,
-    beta: float | None = None,
+    a: ArrayInput,
+    b: ArrayInput,
+    c: ArrayInput | None = None,
+    alpha: ScalarInput = 1.0,
+    beta: ScalarInput | None = None,
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
@@ -465,12 +470,12 @@ def reference_for(
 
 
 def check_result(
-    result: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray | None = None,
-    alpha: float = 1.0,
-    beta: float | None = None,
+    result: ArrayInput,
+    a: ArrayInput,
+    b: ArrayInput,
+    c: ArrayInput | None = None,
+    alpha: ScalarInput = 1.0,
+    beta: ScalarInput | None = None,
     *,
     out_dtype: object = None,
     acc_dtype: object = None,
@@ -480,8 +485,8 @@ def check_result(
     return reference_for(a, b, c, alpha, beta, out_dtype=out_dtype, acc_dtype=acc_dtype, precision=precision).compare(result)
 
 
-def assert_close(result: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, alpha: float = 1.0,
-                 beta: float | None = None, **kw: object) -> None:
+def assert_close(result: ArrayInput, a: ArrayInput, b: ArrayInput, c: ArrayInput | None = None, alpha: ScalarInput = 1.0,
+                 beta: ScalarInput | None = None, **kw: object) -> None:
     """Raise AssertionError with details unless ``result`` is within the bound."""
     res = check_result(result, a, b, c, alpha, beta, **kw)  # type: ignore[arg-type]
     if not res.ok:

@@ -184,7 +184,7 @@ def _check_into_out(bind: Callable[..., Any], a: Any, b: Any, c: Any, alpha: flo
 
 def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, float, float]], validate: Callable[..., Plan],
                   mode: str,
-                  a: Any, b: Any, c: Any, alpha: float, beta: float, device: Any, variant: str, out: Any, out_dtype: Any,
+                  a: Any, b: Any, c: Any, alpha: Any, beta: Any, device: Any, variant: str, out: Any, out_dtype: Any,
                   precision: str | None = None, note: Callable[[str], None] | None = None,
                   bind: Callable[..., Any] | None = None, adopt: Callable[[Plan], None] | None = None) -> Any:
     """``run(a, b, c, ...)`` (polygemm.gemm with its check off) checked as ``mode`` says ("raise", "warn",

@@ -9,7 +9,7 @@ ignored rather than failing the import); :func:`set_verify` changes the default 
 from __future__ import annotations
 
 import os
-from typing import Literal, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -22,7 +22,8 @@ __all__ = ["VERIFY_MODES", "VerifyMode", "parse_verify", "set_verify", "get_veri
 #: the values ``verify=`` takes besides None (None and "off": no check)
 VERIFY_MODES: tuple[str, ...] = ("off", "raise", "warn", "retry")
 
-VerifyMode = Optional[Union[bool, Literal["off", "raise", "warn", "retry"]]]
+#: "off", "raise", "warn" or "retry" (any case), True ("raise"), False ("off") or None (the process default)
+VerifyMode = Optional[Union[bool, str]]
 
 
 class _Default:
