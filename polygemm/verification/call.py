@@ -237,8 +237,10 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
             adopt(with_out)
             if note is not None:
                 note(f"verify={mode!r}: computed into a result of its own, checked, then copied into out")
-        if report.ok and note is not None:
-            note(_passed(mode, report))
+        if note is not None:
+            note(_passed(mode, report) if report.ok else
+                 f"verify='warn': the check failed ({_rows(report.failed)} off; VerificationWarning said where); the result "
+                 f"was handed back all the same")
         return delivered
     if mode == "retry":
         return _retried(run, last_product, report, plan, backend, a, b, c, alpha_, beta_, device, variant, out, kw, note)

@@ -133,6 +133,8 @@ def test_warn_warns_and_returns_the_result(rng):
             got = pg.gemm(a, b, out=out, verify="warn")
     assert got is out and out[5, 6] == np.float32(123.0)
     assert issubclass(pg.VerificationWarning, Warning)
+    # last_plan() says the product it describes failed its check (a passed one says it passed)
+    assert any("the check failed (1 row off" in n and "handed back" in n for n in pg.last_plan().notes)
 
 
 def test_retry_recomputes_once_and_returns_a_good_result(rng, caplog):
