@@ -12,11 +12,11 @@ import types
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self):  # type: ignore[no-untyped-def]
-        """Every discovered backend, highest priority first (see polygemm.registry.backends)."""
+    def __call__(self, wait=None):  # type: ignore[no-untyped-def]
+        """Every discovered backend, highest priority first (see polygemm.registry.backends, whose ``wait`` it takes)."""
         from ..registry import backends
 
-        return backends()
+        return backends(wait)
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         # pickled as the module it is, by name (as pickle takes functions), since a module object does not pickle:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from ..backend import Backend
 from ..core.env import warn_bad_environment
 from ..core.text import short_repr
+from ..errors import ArgumentError, ArgumentTypeError
 from .checks import DEFAULT_PLUGIN_PRIORITY, BackendInfo, Status, check_backend, make_info
 from .names import entry_name, index_like
 from .text import describe
@@ -397,6 +398,10 @@ def backends(wait: float | None = None) -> list[BackendInfo]:
     """Every discovered backend, highest priority first, with availability and reason. ``wait``:
     seconds to wait, in all, for checks still running (their backends are reported "probe still
     running" after it); None waits for each up to the probe timeout."""
+    if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0):
+        kind = ArgumentError if isinstance(wait, (int, float)) and not isinstance(wait, bool) else ArgumentTypeError
+        raise kind(f"wait must be a number of seconds >= 0, or None to wait for each check up to its timeout; "
+                   f"got {short_repr(wait)}")
     entries = list(all_entries().values())
     until = None
     if wait is not None:

@@ -418,3 +418,11 @@ def test_backends_of_one_priority_are_ordered_by_name_whatever_its_case(tmp_path
     assert names.index("adev") < names.index("Zdev")
     for mod in ("pg_zcase_plugin", "pg_acase_plugin"):
         sys.modules.pop(mod, None)
+
+
+def test_polygemm_backends_takes_the_wait_its_registry_function_takes_and_refuses_a_bad_one():
+    assert [i.name for i in pg.backends(wait=0)] == [i.name for i in pg.registry.backends(wait=0)]
+    with pytest.raises(ArgumentTypeError, match="wait must be a number of seconds"):
+        pg.backends(wait="1")
+    with pytest.raises(ArgumentError, match="got -1"):
+        pg.registry.backends(wait=-1)
