@@ -118,6 +118,18 @@ class MusaArray:
         if self.nbytes:
             self._session.h2d(self.ptr, arr)
 
+    # -- copies ------------------------------------------------------------------------
+    # a copy is new device memory holding the same values: one sharing the pointer would free it under the other
+    def __copy__(self) -> "MusaArray":
+        return MusaArray.from_numpy(self.get())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "MusaArray":
+        return self.__copy__()
+
+    def __reduce__(self) -> tuple[Any, tuple[np.ndarray]]:
+        # pickled by its values (as CuPy pickles its arrays): unpickled into new device memory where musa runs
+        return (MusaArray.from_numpy, (self.get(),))
+
     # -- lifetime ------------------------------------------------------------------------
     def free(self) -> None:
         """Release the device memory now (idempotent)."""

@@ -91,6 +91,13 @@ class PreparedB:
             raise ArgumentError("this PreparedB has been released; prepare B again with PreparedB(b)")
         return self._obj
 
+    def _not_copied(self, *args: Any) -> Any:
+        # a copy sharing the library's object would release it under the original; B's values are not kept to make another
+        raise TypeError("a PreparedB holds the library's own copy of B and is not copied or pickled: prepare B again, "
+                        "PreparedB(b), for another")
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _not_copied
+
     @property
     def released(self) -> bool:
         return self._obj is None

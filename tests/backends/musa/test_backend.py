@@ -222,6 +222,28 @@ def test_numpy_is_told_to_get_a_musa_array_not_handed_an_object_array(musa, rng)
 
 
 @pytest.mark.musa
+def test_a_copy_of_a_musa_array_is_new_device_memory_and_a_prepared_b_is_not_copied(musa, rng):
+    # a copy sharing the pointer would free it under the original (collected first) and then free another's memory
+    import copy
+    import gc
+    import pickle
+
+    from polygemm.backends.musa import MusaArray, PreparedB
+
+    x = rand16(rng, (6, 5))
+    a = MusaArray.from_numpy(np.asfortranarray(x))
+    copies = [copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))]
+    assert all(c.ptr != a.ptr and c.order == "F" and np.array_equal(c.get(), x) for c in copies)
+    del copies
+    gc.collect()
+    assert np.array_equal(a.get(), x)  # the original's memory is its own still
+    pb = PreparedB(x)
+    for make in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match=r"prepare B again, PreparedB\(b\)"):
+            make(pb)
+    assert not pb.released
+
+
 def test_prepared_b_reused_updated_released(musa, rng):
     from polygemm.backends.musa import PreparedB
 
