@@ -53,6 +53,8 @@ class MusaArray:
             raise ShapeError(f"MusaArray shape must be (rows, cols) of whole numbers >= 0; got {short_repr(shape)}")
         if order not in ("C", "F"):
             raise ArgumentError(f"order must be 'C' or 'F'; got {order!r}")
+        if int(shape[0]) * int(shape[1]) * 2 >= 2**63:  # (no device allocation is asked of a size no size_t holds)
+            raise ShapeError(f"MusaArray shape {tuple(int(d) for d in shape)} holds more bytes than any device memory can")
         self._session = session
         self.shape = (int(shape[0]), int(shape[1]))
         self.dtype = np.dtype(np.float16)
@@ -104,19 +106,21 @@ class MusaArray:
     # -- data movement -------------------------------------------------------------------
     def get(self) -> np.ndarray:
         """Copy to a new NumPy array (same memory order)."""
+        ptr = self.ptr  # (a freed array refuses, whatever its size)
         out = np.empty(self.shape, np.float16, order=self.order)
         if self.nbytes:
-            self._session.d2h(out, self.ptr)
+            self._session.d2h(out, ptr)
         return out
 
     def set(self, array: Any) -> None:
         """Overwrite the contents in place from a host array of the same shape."""
         arr = host_f16(array, "array", "set()")
+        ptr = self.ptr  # (a freed array refuses, whatever its size)
         if arr.shape != self.shape:
             raise ShapeError(f"set() needs shape {self.shape}; got {arr.shape}")
         arr = np.ascontiguousarray(arr) if self.order == "C" else np.asfortranarray(arr)
         if self.nbytes:
-            self._session.h2d(self.ptr, arr)
+            self._session.h2d(ptr, arr)
 
     # -- copies ------------------------------------------------------------------------
     # a copy is new device memory holding the same values: one sharing the pointer would free it under the other

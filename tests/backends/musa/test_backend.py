@@ -244,6 +244,18 @@ def test_a_copy_of_a_musa_array_is_new_device_memory_and_a_prepared_b_is_not_cop
     assert not pb.released
 
 
+def test_a_freed_empty_musa_array_refuses_and_a_shape_past_any_memory_is_a_shape_error(musa):
+    from polygemm.backends.musa import MusaArray
+
+    z = MusaArray.from_numpy(np.ones((0, 4), np.float16))
+    z.free()
+    for use in (z.get, lambda: z.set(np.ones((0, 4), np.float16))):
+        with pytest.raises(pg.ArgumentError, match="has been freed"):
+            use()
+    with pytest.raises(pg.ShapeError, match="more bytes than any device memory"):
+        MusaArray.empty((10**10, 10**10))
+
+
 def test_prepared_b_reused_updated_released(musa, rng):
     from polygemm.backends.musa import PreparedB
 
