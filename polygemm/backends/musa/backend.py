@@ -144,7 +144,7 @@ class MusaBackend(Backend):
         """(swap, order the operands must have): the result's layout decides the swap, else the
         first operand whose order is not a matter of reading (a single row or column, or an
         empty matrix, reads either way: see :func:`_read_as`)."""
-        ops = [op for op in (p.out, p.c, p.a, p.b) if op is not None]
+        ops = [op for op in (p.out, p.c if p.beta != 0.0 else None, p.a, p.b) if op is not None]  # (a c not read: no say)
         layout = next((op.layout for op in ops if _read_as(op, "row" if op.layout == "col" else "col") is None), "row")
         return layout == "row", layout
 
@@ -191,7 +191,7 @@ class MusaBackend(Backend):
             if conv:
                 plan.copies.append(f"{', '.join(conv)} reordered to {layout}-major during the upload")
         elif p.residency != "host":
-            bad = [op.describe() for op, ld in zip((p.a, p.b, p.c, p.out), lds) if op is not None and ld is None]
+            bad = [op.describe() for op, ld in zip((p.a, p.b, p.c if p.beta != 0.0 else None, p.out), lds) if op is not None and ld is None]
             if bad:
                 raise UnsupportedProblemError(
                     f"musa device operands must share the result's memory order ({layout}-major); got " + "; ".join(bad)

@@ -256,6 +256,22 @@ def test_a_freed_empty_musa_array_refuses_and_a_shape_past_any_memory_is_a_shape
         MusaArray.empty((10**10, 10**10))
 
 
+def test_a_c_not_read_has_no_say_in_the_device_results_order(musa, rng):
+    # beta = 0: c is never read, so its order neither sets the result's nor is refused
+    from polygemm.backends.musa import MusaArray
+
+    a, b = rand16(rng, (7, 5)), rand16(rng, (5, 6))
+    da, db = MusaArray.from_numpy(a), MusaArray.from_numpy(b)
+    c_f = MusaArray.from_numpy(np.asfortranarray(np.full((7, 6), np.nan, np.float16)))
+    got = pg.gemm(da, db, c_f, beta=0.0, device="musa")
+    assert got.order == "C" and reference_for(a, b).compare(got.get()).ok
+    out = MusaArray.empty((7, 6))
+    pg.gemm(da, db, c_f, beta=0.0, out=out, device="musa")
+    assert reference_for(a, b).compare(out.get()).ok
+    with pytest.raises(UnsupportedProblemError, match="share the result's memory order"):  # read: its order counts
+        pg.gemm(da, db, c_f, beta=1.0, device="musa")
+
+
 def test_prepared_b_reused_updated_released(musa, rng):
     from polygemm.backends.musa import PreparedB
 
