@@ -450,10 +450,11 @@ def explain(
         refusal = exc
     if bound is not None:
         entry, call, hit, uncached, made = bound
-        why = None if call is None or not hit else integer_scalars_refusal(entry.plan.problem.dtype.name, call.alpha, call.beta) \
-            if entry.plan.problem.dtype.name in INTEGER_DTYPES else None
-        if why is not None:  # a cached integer plan keys no scalar's value: refused as gemm refuses it
-            raise ArgumentError(why)
+        kind = entry.plan.problem.dtype.name
+        if hit and call is not None and kind in INTEGER_DTYPES:  # a cached integer plan keys no scalar's value: its
+            why = integer_scalars_refusal(kind, call.alpha, call.beta)  # refusal said as gemm says it
+            if why is not None:
+                raise ArgumentError(why)
     if refusal is not None:  # (outside the except: what follows is not chained to the refusal)
         through = stand_in(out)  # (a device out's stand-in takes its size of memory while this runs)
         if through is None:
