@@ -8,9 +8,10 @@ collected, whichever comes first; a freed array refuses further use.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -59,7 +60,8 @@ class MusaArray:
         self.shape = (int(shape[0]), int(shape[1]))
         self.dtype = np.dtype(np.float16)
         self.order = order
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._users = 0  # calls computing with this memory now: free() waits for them
         self._ptr: int | None = session.malloc(self.nbytes)
 
     # -- construction ------------------------------------------------------------------
@@ -135,9 +137,31 @@ class MusaArray:
         return (MusaArray.from_numpy, (self.get(),))
 
     # -- lifetime ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[int]:
+        """This array's pointer, held for one call: free() from another thread waits until the call is done (else the
+        call would write memory given to another array since). ArgumentError if it has been freed."""
+        with self._cond:
+            if self._ptr is None:
+                raise ArgumentError("this MusaArray has been freed")
+            self._users += 1
+            ptr = self._ptr
+        try:
+            yield ptr
+        finally:
+            with self._cond:
+                self._users -= 1
+                if not self._users:
+                    self._cond.notify_all()
+
     def free(self) -> None:
-        """Release the device memory now (idempotent)."""
-        with self._lock:
+        """Release the device memory now (idempotent), once the calls using it are done."""
+        cond = getattr(self, "_cond", None)
+        if cond is None:  # __init__ refused the shape: nothing was allocated
+            return
+        with cond:
+            while self._users:
+                cond.wait()
             ptr, self._ptr = self._ptr, None
         if ptr is not None:
             self._session.free(ptr)

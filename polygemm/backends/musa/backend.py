@@ -14,6 +14,7 @@ one consistent order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Callable, Sequence
 
@@ -229,7 +230,10 @@ class MusaBackend(Backend):
                                             None if c_all is None else c_all[i])
             return store_result(res, call.out)
         owned: list[MusaArray] = []
+        held = contextlib.ExitStack()  # the caller's arrays held for the call: another thread's free() waits for it
         try:
+            for x in {id(x): x for x in (call.a, call.b, call.c, call.out) if isinstance(x, MusaArray)}.values():
+                held.enter_context(x.in_use())
             # device operands: all in the result's memory order (the plan checked)
             if call.out is not None:
                 dest_ptr, dest_ld, result = call.out_ptr, lds[3], call.out
@@ -251,6 +255,7 @@ class MusaBackend(Backend):
             self.synchronize()
             return result
         finally:
+            held.close()
             for d in owned:
                 d.free()
 

@@ -272,6 +272,41 @@ def test_a_c_not_read_has_no_say_in_the_device_results_order(musa, rng):
         pg.gemm(da, db, c_f, beta=1.0, device="musa")
 
 
+def test_free_from_another_thread_waits_for_the_call_using_the_array(musa, rng):
+    # a free() mid-call would hand the memory to the next allocation while the call still writes it
+    import threading
+    import time
+
+    from polygemm.backends.musa import MusaArray
+
+    a = MusaArray.from_numpy(rand16(rng, (16, 16)))
+    with a.in_use():
+        freeing = threading.Thread(target=a.free)
+        freeing.start()
+        time.sleep(0.1)
+        assert freeing.is_alive() and np.isfinite(a.get()).all()  # waiting, the memory still a's
+    freeing.join(timeout=10)
+    assert not freeing.is_alive()
+    with pytest.raises(pg.ArgumentError, match="has been freed"):
+        pg.gemm(a, a, device="musa")
+    src = MusaArray.from_numpy(rand16(rng, (32, 32)))
+    for _ in range(50):  # a call racing a free of its out: never a write into memory handed on
+        out = MusaArray.empty((32, 32))
+
+        def call(out=out):
+            try:
+                pg.gemm(src, src, out=out, device="musa")
+            except pg.ArgumentError:
+                pass  # freed before the call held it: refused
+
+        racing = threading.Thread(target=call)
+        racing.start()
+        out.free()
+        fresh = MusaArray.from_numpy(np.zeros((32, 32), np.float16))
+        racing.join()
+        assert not fresh.get().any()
+
+
 def test_prepared_b_reused_updated_released(musa, rng):
     from polygemm.backends.musa import PreparedB
 
