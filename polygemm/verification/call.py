@@ -9,6 +9,7 @@ into ``out`` per verified call with ``out``; a call without ``out`` pays nothing
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import sys
@@ -216,7 +217,7 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
                 checked.close()
             kw["out_dtype"] = plan.problem.out_dtype
             return _retried(run, last_product, checked.report, plan, backend, a, b, c, alpha_, beta_, device, variant, out,
-                            kw, note)
+                            kw, note, adopt)
     with_out: Plan | None = None
     if out is not None:
         with_out = validate(a, b, c, alpha=alpha, beta=beta, device=device, variant=variant, out=out,
@@ -243,7 +244,8 @@ def verified_gemm(run: Callable[..., Any], last_product: Callable[[], tuple[Plan
                  f"was handed back all the same")
         return delivered
     if mode == "retry":
-        return _retried(run, last_product, report, plan, backend, a, b, c, alpha_, beta_, device, variant, out, kw, note)
+        return _retried(run, last_product, report, plan, backend, a, b, c, alpha_, beta_, device, variant, out, kw, note,
+                        adopt)
     raise _refusal(report, out, c)
 
 
@@ -286,9 +288,10 @@ def _refusal(report: CheckReport, out: Any, c: Any) -> VerificationError:
 
 def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, float, float]], report: CheckReport, plan: Plan,
              backend: Backend, a: Any, b: Any, c: Any, alpha_: float, beta_: float, device: Any, variant: str, out: Any,
-             kw: dict[str, Any], note: Callable[[str], None] | None) -> Any:
+             kw: dict[str, Any], note: Callable[[str], None] | None, adopt: Callable[[Plan], None] | None = None) -> Any:
     """verify="retry" after ``report`` failed for ``plan``: the product computed again (by another rung where the
-    backend has one) into a result of its own and checked; delivered into ``out`` if it passed, else raised."""
+    backend has one) into a result of its own and checked; delivered into ``out`` if it passed, else raised.
+    ``adopt``: makes the plan last_plan() describes the retry's, its reason the retry (not a variant requested)."""
     other = _retry_variant(backend, plan)
     try:
         result = run(a, b, c, device=device if other is None else plan.backend, variant=variant if other is None else other, **kw)
@@ -303,6 +306,10 @@ def _retried(run: Callable[..., Any], last_product: Callable[[], tuple[Plan, flo
     second = check_product(backend, again, a, b, c, result, alpha_, beta_)
     if second.ok:
         log.warning("%s; recomputed with variant %r, which passed (verify='retry')", report.message(), again.variant)
+        if adopt is not None and other is not None:  # the retry chose the variant, not the caller
+            mine = copy.copy(again)
+            mine.reason = f"verify='retry' ran it: variant {plan.variant!r}, which ran first, failed its check"
+            adopt(mine)
         if note is not None:  # last_plan() describes the product handed back: say why it ran this variant
             note(f"verify='retry': variant {plan.variant!r} failed its check ({_rows(report.failed)} off); this variant "
                  "recomputed the product and passed")

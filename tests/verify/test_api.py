@@ -147,8 +147,10 @@ def test_retry_recomputes_once_and_returns_a_good_result(rng, caplog):
     assert "recomputed with variant 'reference'" in caplog.text  # the cpu's other rung: the float64 reference
     plan = pg.last_plan()  # describes the product handed back, and why that variant ran
     assert plan.variant == "reference" and "variant 'blas' failed its check" in plan.notes[-1]
+    assert plan.reason.startswith("verify='retry' ran it") and "requested" not in plan.reason  # the caller asked auto
     pg.gemm(a, b)
     assert not any("failed its check" in n for n in pg.last_plan().notes)
+    assert "verify='retry'" not in pg.explain(a, b, variant="reference").reason  # the cached plan is not changed
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.float16])
