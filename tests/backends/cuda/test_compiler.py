@@ -98,7 +98,10 @@ def _two_processes(tmp_path: Path, cache: Path, mode: str) -> tuple[list[bytes],
 def test_nvrtc_builds_a_cubin() -> None:
     b = compiler.build(UTIL, "sm_80", compiler="nvrtc", verbose=True)
     assert b.cubin[:4] == b"\x7fELF"
-    assert b.compiler.startswith("NVRTC ") and "registers" in b.log
+    assert b.compiler.startswith("NVRTC ")
+    # the resource usage verbose asks for, where this NVRTC's program log carries ptxas's lines (13.3's does; the 13.0
+    # wheel of the GPU machine leaves the log empty)
+    assert "registers" in b.log or not b.log.strip(), b.log
 
 
 @needs_nvrtc

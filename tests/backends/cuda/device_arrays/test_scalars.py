@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import polygemm as pg
 from polygemm.testing import check_result
 
 from .support import (
@@ -111,8 +112,12 @@ def test_alpha_device_1elem(L: Lib) -> None:
 def test_torch_alpha_cpu_tensors(torch_lib) -> None:
     m, k, n = 24, 16, 20
     a, b, c = rnd((m, k)), rnd((k, n)), rnd((m, n))
-    got = G(TL.to(a), TL.to(b), TL.to(c), alpha=torch.tensor(0.5), beta=torch.tensor(-2.0, requires_grad=True))
-    chk(got, a, b, c, 0.5, -2.0, what="CPU 0-D tensors as alpha, beta (beta requires grad)")
+    learnt = torch.tensor(-2.0, requires_grad=True)
+    with pytest.raises(pg.ArgumentError, match="beta requires grad"):  # its gradient would be lost: refused, as an operand's
+        G(TL.to(a), TL.to(b), TL.to(c), alpha=torch.tensor(0.5), beta=learnt)
+    with torch.no_grad():
+        got = G(TL.to(a), TL.to(b), TL.to(c), alpha=torch.tensor(0.5), beta=learnt)
+    chk(got, a, b, c, 0.5, -2.0, what="CPU 0-D tensors as alpha, beta (beta requires grad, under no_grad)")
     got = G(TL.to(a), TL.to(b), alpha=torch.tensor(3, dtype=torch.int64))
     chk(got, a, b, None, 3.0, what="CPU int64 0-D tensor alpha")
     got = G(TL.to(a), TL.to(b), alpha=torch.tensor(0.25, dtype=torch.float16))
