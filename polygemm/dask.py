@@ -350,8 +350,7 @@ def gemm(
         beta = 0.0 if c is None else 1.0
     alpha_f = parse_scalar("alpha", alpha)
     beta_f = parse_scalar("beta", beta)
-    if verify is not None:  # a bad value fails now, not at compute()
-        parse_verify(verify)
+    checked = verify is not None and parse_verify(verify) is not None  # (a bad value fails now, not at compute())
     if precision is not None:
         precision = parse_precision(precision)
     if not isinstance(variant, str):
@@ -462,7 +461,6 @@ def gemm(
     args: list[Any] = [A, "ik", B, "kj"]
     if use_c:
         args += [c, "ij"]
-    checked = verify is not None and parse_verify(verify) is not None
     if checked and not any(math.isnan(x) for x in out_chunks[0] + out_chunks[1]):
         # each task told where its block lies (its rows and columns of the result), for a failed check to say so
         args += [da.arange(A.shape[0], chunks=(out_chunks[0],)), "i", da.arange(B.shape[1], chunks=(out_chunks[1],)), "j"]

@@ -221,7 +221,7 @@ def _bounds(a: object, b: object, c: object, alpha: object, beta: object, *, out
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
     out_dtype = _result_dtype(a, out_dtype)
-    acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(native_dtype(a.dtype))
+    acc = _acc_dtype(a, acc_dtype)
     u_acc, u_out = unit_roundoff(acc), unit_roundoff(out_dtype)
     k = a64.shape[-1]
     # all="ignore": products that underflow or overflow are the cases the bound is written for (tiny_out,
@@ -241,6 +241,11 @@ def _bounds(a: object, b: object, c: object, alpha: object, beta: object, *, out
         if ref is not None:
             rest = rest + u_out * np.nan_to_num(np.abs(ref), nan=0.0, posinf=0.0)
     return tol + rest, finite + rest
+
+
+def _acc_dtype(a: np.ndarray, acc_dtype: object) -> np.dtype:
+    """The accumulator the bound assumes: ``acc_dtype`` checked, else the inputs' (float32 for 16-bit ones)."""
+    return _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(native_dtype(a.dtype))
 
 
 def _result_dtype(a: np.ndarray, out_dtype: object) -> np.dtype:
@@ -464,7 +469,7 @@ def reference_for(
                           precision=precision)
     signs = None
     if (np.isinf(tol) & np.isfinite(ref64)).any():  # (rare: partial sums that may overflow the accumulator)
-        acc = _float_dtype("acc_dtype", acc_dtype) if acc_dtype is not None else accumulation_dtype(native_dtype(a.dtype))
+        acc = _acc_dtype(a, acc_dtype)
         signs = _overflow_signs(a, b, alpha, acc)
     return Reference(ref64, tol, out, finite_tol=finite, overflows=signs)
 

@@ -258,7 +258,7 @@ def test_a_named_tma_rung_runs_itself_on_aligned_copies_of_unaligned_operands(va
 def test_a_named_split_of_a_tma_rung_runs_on_aligned_copies_where_its_slices_would_start_off_16_bytes():
     """77 x 136 x 72 fp16 with a column-major A of 77-half columns: a K-slice of 36 starts 72 bytes on, off 16-byte
     boundaries, as the operands lie; on the copies (ld 128) every slice starts on one. A K-contiguous A whose slices the
-    copies leave off 16 bytes (K = 706: 353-half slices) is refused as before, naming the split."""
+    copies leave off 16 bytes (K = 706: 353-half slices) is refused, naming the split."""
     h16 = np.float16
     named = "hgemm_v2_wgmma_tma_64x128:split_k=2"
     plan = CudaBackend().plan(normalize(np.zeros((72, 77), h16).T, np.zeros((72, 136), h16)), named)
